@@ -1,0 +1,297 @@
+//! Fbufs: immutable buffers in shared regions, and their writable
+//! precursor `FbufMut`.
+//!
+//! An `FbufMut` is a reserved, exclusively owned range that only its
+//! originator can write; `freeze` turns it into an `Fbuf`, which Rust lets
+//! nobody write. Dropping the last handle returns the range to its pool, or
+//! (for a buffer received from a peer) sends the peer a deallocation notice.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::buf::pool::PoolInner;
+use crate::region::{Region, RegionError};
+
+/// Where a received buffer's release is reported (implemented by channels).
+pub trait ReleaseSink: Send + Sync {
+    /// The last local reference to the slice with `token` was dropped.
+    fn release(&self, token: u64);
+}
+
+/// What happens when a buffer's last handle is dropped.
+pub(crate) enum Backing {
+    /// Pages of a pool chunk: returned to the pool.
+    Pooled { pool: Arc<PoolInner>, chunk: u32, first_page: u32, pages: u32 },
+    /// A whole single-use region: unmapped and closed with it.
+    SingleUse,
+    /// A slice received from a peer: a notice goes back to it.
+    Foreign { sink: Arc<dyn ReleaseSink>, token: u64 },
+}
+
+/// The shared state behind an `Fbuf`.
+pub(crate) struct BufCore {
+    pub(crate) region: Arc<Region>,
+    /// Byte offset of the buffer in the region.
+    pub(crate) offset: usize,
+    /// Length in bytes (`offset + len <= region.len()`, established by
+    /// every constructor).
+    pub(crate) len: usize,
+    pub(crate) backing: Backing,
+}
+
+impl Drop for BufCore {
+    fn drop(&mut self) {
+        match &self.backing {
+            Backing::Pooled { pool, chunk, first_page, pages } => pool.free(*chunk, *first_page, *pages),
+            Backing::SingleUse => {}
+            Backing::Foreign { sink, token } => sink.release(*token),
+        }
+    }
+}
+
+impl BufCore {
+    fn ptr(&self) -> *mut u8 {
+        // SAFETY: offset <= region.len() (constructor invariant), so the
+        // result stays inside (or one past) the region's mapping.
+        unsafe { self.region.base().add(self.offset) }
+    }
+}
+
+/// An immutable buffer in a shared region. Cheap to clone (reference
+/// counted); the memory is freed when every clone — here and in every peer
+/// it was sent to — is gone.
+///
+/// For a *volatile* buffer received from a peer, the originator keeps its
+/// writable mapping, so a buggy or hostile originator could still change the
+/// bytes: use [`Fbuf::secure`] before validating data you must not see
+/// change.
+#[derive(Clone)]
+pub struct Fbuf {
+    pub(crate) core: Arc<BufCore>,
+}
+
+impl Fbuf {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.core.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.core.len == 0
+    }
+
+    /// The bytes, read in place.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the range [ptr, ptr+len) lies in the region mapping, which
+        // lives as long as `core.region`. Nobody in this process writes it:
+        // an `Fbuf` exists only after `FbufMut::freeze` consumed the only
+        // writer, or for foreign regions mapped read-only. Writes by another
+        // process are possible only for volatile foreign buffers (documented
+        // above); they change bytes, never the validity of a `[u8]`.
+        unsafe { std::slice::from_raw_parts(self.core.ptr(), self.core.len) }
+    }
+
+    /// Base pointer.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.core.ptr()
+    }
+
+    /// Whether the kernel guarantees no domain can change these bytes
+    /// (`F_SEAL_WRITE`, verified by this process).
+    pub fn is_secured(&self) -> bool {
+        self.core.region.is_secured()
+    }
+
+    /// Whether this buffer was received from another process.
+    pub fn is_foreign(&self) -> bool {
+        matches!(self.core.backing, Backing::Foreign { .. })
+    }
+
+    /// The region this buffer lives in.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.core.region
+    }
+
+    /// Byte offset of this buffer in its region.
+    pub fn region_offset(&self) -> usize {
+        self.core.offset
+    }
+
+    /// A view guaranteed immutable: the buffer itself when the kernel
+    /// guarantees it (sealed), otherwise a private copy.
+    pub fn secure(&self) -> SecureView {
+        if self.is_secured() {
+            SecureView::Sealed(self.clone())
+        } else {
+            SecureView::Copied(self.as_slice().to_vec().into_boxed_slice())
+        }
+    }
+
+    /// The pool this buffer belongs to, for buffers of this process's pools.
+    pub fn pool_id(&self) -> Option<u64> {
+        match &self.core.backing {
+            Backing::Pooled { pool, .. } => Some(pool.id()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn pool_inner(&self) -> Option<&Arc<PoolInner>> {
+        match &self.core.backing {
+            Backing::Pooled { pool, .. } => Some(pool),
+            _ => None,
+        }
+    }
+
+    /// Whether two handles share the same underlying buffer.
+    pub fn ptr_eq(&self, other: &Fbuf) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
+    }
+
+    pub(crate) fn from_core(core: BufCore) -> Self {
+        Self { core: Arc::new(core) }
+    }
+}
+
+impl fmt::Debug for Fbuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fbuf")
+            .field("region", &self.core.region.id())
+            .field("offset", &self.core.offset)
+            .field("len", &self.core.len)
+            .field("secured", &self.is_secured())
+            .field("foreign", &self.is_foreign())
+            .finish()
+    }
+}
+
+/// Bytes guaranteed not to change: see [`Fbuf::secure`].
+#[derive(Debug, Clone)]
+pub enum SecureView {
+    /// Kernel-sealed buffer, read in place (no copy was made).
+    Sealed(Fbuf),
+    /// A private copy of a volatile buffer.
+    Copied(Box<[u8]>),
+}
+
+impl SecureView {
+    /// Whether a copy was needed.
+    pub fn was_copied(&self) -> bool {
+        matches!(self, SecureView::Copied(_))
+    }
+}
+
+impl std::ops::Deref for SecureView {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            SecureView::Sealed(b) => b.as_slice(),
+            SecureView::Copied(v) => v,
+        }
+    }
+}
+
+/// A buffer being filled by its originator: writable, not yet shareable.
+pub struct FbufMut {
+    core: BufCore,
+    secure_on_freeze: bool,
+}
+
+/// `freeze` could not seal a secured buffer; the buffer is returned frozen
+/// but volatile.
+#[derive(Debug)]
+pub struct FreezeError {
+    /// What failed.
+    pub error: RegionError,
+    /// The buffer, immutable to Rust but not kernel-sealed.
+    pub buf: Fbuf,
+}
+
+impl fmt::Display for FreezeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "could not secure buffer: {}", self.error)
+    }
+}
+
+impl std::error::Error for FreezeError {}
+
+impl FbufMut {
+    /// # Contract
+    /// `core.region` is owned and writable by this process, the range is
+    /// exclusively ours, and `offset + len <= region.len()`.
+    pub(crate) fn from_core(core: BufCore, secure_on_freeze: bool) -> Self {
+        debug_assert!(core.region.is_writable());
+        debug_assert!(core.offset + core.len <= core.region.len());
+        Self { core, secure_on_freeze }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.core.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.core.len == 0
+    }
+
+    /// The bytes, writable. A fresh buffer holds zeros or bytes this
+    /// process wrote earlier into the same pool (never another process's).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: from_core's contract: the range is inside a writable
+        // mapping of a region only this process can write (F_SEAL_FUTURE_WRITE
+        // stops everyone else), and `&mut self` makes this the only handle.
+        unsafe { std::slice::from_raw_parts_mut(self.core.ptr(), self.core.len) }
+    }
+
+    /// The bytes, read-only.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: as for as_mut_slice, with a shared borrow.
+        unsafe { std::slice::from_raw_parts(self.core.ptr(), self.core.len) }
+    }
+
+    /// Base pointer for writing (valid for `len()` bytes while `self` lives).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.core.ptr()
+    }
+
+    /// Shorten the buffer to `len` bytes (no effect if `len >= self.len()`).
+    /// The pages stay reserved until the buffer is freed.
+    pub fn truncate(&mut self, len: usize) {
+        self.core.len = self.core.len.min(len);
+    }
+
+    /// Whether `freeze` will seal the buffer (`F_SEAL_WRITE`).
+    pub fn is_secured_on_freeze(&self) -> bool {
+        self.secure_on_freeze
+    }
+
+    /// Make the buffer immutable and shareable. Secured buffers are sealed
+    /// here: the writable mapping is dropped and `F_SEAL_WRITE` applied.
+    pub fn freeze(self) -> Result<Fbuf, FreezeError> {
+        let Self { mut core, secure_on_freeze } = self;
+        if !secure_on_freeze {
+            return Ok(Fbuf::from_core(core));
+        }
+        let res = match Arc::get_mut(&mut core.region) {
+            Some(region) => region.secure(),
+            None => Err(RegionError::Os { op: "secure (region shared)", errno: rustix::io::Errno::BUSY }),
+        };
+        let buf = Fbuf::from_core(core);
+        match res {
+            Ok(()) => Ok(buf),
+            Err(error) => Err(FreezeError { error, buf }),
+        }
+    }
+}
+
+impl fmt::Debug for FbufMut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FbufMut")
+            .field("region", &self.core.region.id())
+            .field("offset", &self.core.offset)
+            .field("len", &self.core.len)
+            .field("secure_on_freeze", &self.secure_on_freeze)
+            .finish()
+    }
+}

@@ -1,0 +1,423 @@
+//! The cached allocator of a path: page-aligned buffers of any size carved
+//! from a bounded set of chunk regions that stay mapped in every domain of
+//! the path, so reusing a buffer costs no mapping work.
+//!
+//! Hot path: a LIFO quick list per page count (the most recently freed
+//! buffer of that size is reused first: its pages are warm in every cache
+//! and TLB along the path). Behind it, a best-fit extent allocator per chunk
+//! with coalescing. New chunks are created on demand up to `max_chunks`;
+//! after that allocation reports `WouldBlock` or waits (bounded) for
+//! deallocation notices — never unbounded growth.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use crate::buf::extent::Extents;
+use crate::buf::fbuf::{Backing, BufCore, FbufMut};
+use crate::region::{Region, RegionError};
+
+/// Failure to allocate a buffer.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum AllocError {
+    /// The pool is at its chunk cap and no buffer of that size is free.
+    #[error("pool '{0}' is exhausted (all chunks in use); retry after receivers release buffers, or raise max_chunks")]
+    WouldBlock(String),
+    /// Waited for the timeout without a buffer becoming free.
+    #[error("timed out after {0:?} waiting for a free buffer")]
+    TimedOut(Duration),
+    /// Zero-length or too large a request.
+    #[error("cannot allocate {0} bytes (must be 1..={1})")]
+    BadSize(usize, usize),
+    /// Creating a region failed.
+    #[error(transparent)]
+    Region(#[from] RegionError),
+}
+
+/// Configuration of a path pool.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Name (shows up in `/proc/PID/maps` as `memfd:zcio-NAME`).
+    pub name: String,
+    /// Bytes per chunk region (rounded up to pages); a larger request gets
+    /// a chunk of its own size.
+    pub chunk_size: usize,
+    /// Cap on chunks: the pool never holds more.
+    pub max_chunks: usize,
+    /// Pre-fault chunks when created (`MAP_POPULATE`).
+    pub populate: bool,
+    /// Freed buffers kept per page count on the LIFO quick list before
+    /// being returned to the extent allocator.
+    pub quick_list_cap: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self { name: "pool".into(), chunk_size: 16 << 20, max_chunks: 16, populate: true, quick_list_cap: 64 }
+    }
+}
+
+impl PoolConfig {
+    /// A configuration with the given name and defaults otherwise.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self { name: name.into(), ..Self::default() }
+    }
+}
+
+/// Something that can pull deallocation notices in and wait for them
+/// (implemented by channels that carry this pool's buffers).
+pub trait Reclaim: Send + Sync {
+    /// Process pending notices; returns how many buffers were released.
+    fn reclaim(&self) -> usize;
+    /// Sleep until a notice may have arrived, at most `timeout`.
+    fn wait_for_notices(&self, timeout: Duration);
+    /// A label for the peer, and how many buffers of pool `pool_id` it holds.
+    fn held_from_pool(&self, pool_id: u64) -> (String, usize);
+}
+
+/// Counters of a pool, for observability and leak checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Chunk regions.
+    pub chunks: usize,
+    /// Bytes in all chunks.
+    pub bytes_total: usize,
+    /// Bytes not allocated (including the quick lists).
+    pub bytes_free: usize,
+    /// Buffers currently allocated (held here or by peers).
+    pub buffers_in_use: usize,
+    /// Bytes currently allocated.
+    pub bytes_in_use: usize,
+    /// Allocations served, ever.
+    pub allocs: u64,
+    /// Of those, served from a quick list.
+    pub quick_hits: u64,
+    /// Allocations refused for exhaustion.
+    pub exhausted: u64,
+    /// Buffers of this pool held by each peer (label, count).
+    pub held_per_peer: Vec<(String, usize)>,
+}
+
+struct Chunk {
+    region: Arc<Region>,
+    extents: Extents,
+}
+
+struct State {
+    chunks: Vec<Chunk>,
+    /// page count → LIFO of (chunk, first page).
+    quick: HashMap<u32, Vec<(u32, u32)>>,
+    quick_pages: usize,
+    in_use: usize,
+    in_use_pages: usize,
+    allocs: u64,
+    quick_hits: u64,
+    exhausted: u64,
+}
+
+pub(crate) struct PoolInner {
+    id: u64,
+    cfg: PoolConfig,
+    page: usize,
+    state: Mutex<State>,
+    reclaimers: Mutex<Vec<Weak<dyn Reclaim>>>,
+}
+
+static NEXT_POOL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A path's cached allocator. Cloning gives another handle to the same pool.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("name", &self.inner.cfg.name).field("id", &self.inner.id).finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave the allocator's
+    // invariants half-updated in a way that matters more than losing the
+    // pool, so recover the guard rather than propagate the poison.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Pool {
+    /// Create an empty pool; chunks are created on first use.
+    pub fn new(cfg: PoolConfig) -> Self {
+        let page = crate::sys::page_size();
+        let inner = PoolInner {
+            id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            cfg,
+            page,
+            state: Mutex::new(State {
+                chunks: Vec::new(),
+                quick: HashMap::new(),
+                quick_pages: 0,
+                in_use: 0,
+                in_use_pages: 0,
+                allocs: 0,
+                quick_hits: 0,
+                exhausted: 0,
+            }),
+            reclaimers: Mutex::new(Vec::new()),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    pub(crate) fn from_inner(inner: Arc<PoolInner>) -> Self {
+        Self { inner }
+    }
+
+    /// Process-local identity of this pool.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PoolConfig {
+        &self.inner.cfg
+    }
+
+    /// Largest single buffer this pool can ever hold.
+    pub fn max_alloc(&self) -> usize {
+        (u32::MAX as usize / 2).saturating_mul(self.inner.page).min(isize::MAX as usize / 2)
+    }
+
+    /// Allocate without waiting. `WouldBlock` when the pool is at its cap.
+    pub fn try_alloc(&self, len: usize) -> Result<FbufMut, AllocError> {
+        self.inner.alloc(len, &self.inner)
+    }
+
+    /// Allocate, waiting up to `timeout` for receivers to release buffers.
+    /// While waiting it processes deallocation notices from every channel
+    /// that carries this pool's buffers.
+    pub fn alloc_timeout(&self, len: usize, timeout: Duration) -> Result<FbufMut, AllocError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_alloc(len) {
+                Err(AllocError::WouldBlock(_)) => {}
+                other => return other,
+            }
+            let reclaimers = self.live_reclaimers();
+            let freed: usize = reclaimers.iter().map(|r| r.reclaim()).sum();
+            if freed > 0 {
+                continue;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(AllocError::TimedOut(timeout));
+            }
+            let slice = (deadline - now).min(Duration::from_millis(if reclaimers.len() == 1 { 50 } else { 1 }));
+            match reclaimers.first() {
+                Some(r) => r.wait_for_notices(slice),
+                None => std::thread::sleep(slice.min(Duration::from_millis(1))),
+            }
+        }
+    }
+
+    /// Allocate, waiting up to 10 seconds.
+    pub fn alloc(&self, len: usize) -> Result<FbufMut, AllocError> {
+        self.alloc_timeout(len, Duration::from_secs(10))
+    }
+
+    /// Register a channel that carries this pool's buffers (done by the
+    /// channel on first send).
+    pub fn register_reclaimer(&self, r: Weak<dyn Reclaim>) {
+        let mut v = lock(&self.inner.reclaimers);
+        v.retain(|w| w.strong_count() > 0);
+        if !v.iter().any(|w| Weak::ptr_eq(w, &r)) {
+            v.push(r);
+        }
+    }
+
+    fn live_reclaimers(&self) -> Vec<Arc<dyn Reclaim>> {
+        lock(&self.inner.reclaimers).iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Current statistics (including what each peer holds).
+    pub fn stats(&self) -> PoolStats {
+        let held_per_peer = self.live_reclaimers().iter().map(|r| r.held_from_pool(self.inner.id)).collect();
+        let s = lock(&self.inner.state);
+        let page = self.inner.page;
+        let total_pages: usize = s.chunks.iter().map(|c| c.extents.pages() as usize).sum();
+        PoolStats {
+            chunks: s.chunks.len(),
+            bytes_total: total_pages * page,
+            bytes_free: (total_pages - s.in_use_pages) * page,
+            buffers_in_use: s.in_use,
+            bytes_in_use: s.in_use_pages * page,
+            allocs: s.allocs,
+            quick_hits: s.quick_hits,
+            exhausted: s.exhausted,
+            held_per_peer,
+        }
+    }
+
+    /// The chunk regions (for announcing them along a path ahead of use).
+    pub fn regions(&self) -> Vec<Arc<Region>> {
+        lock(&self.inner.state).chunks.iter().map(|c| c.region.clone()).collect()
+    }
+}
+
+impl PoolInner {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn alloc(&self, len: usize, me: &Arc<PoolInner>) -> Result<FbufMut, AllocError> {
+        let max = (u32::MAX as usize / 2).saturating_mul(self.page);
+        if len == 0 || len > max {
+            return Err(AllocError::BadSize(len, max));
+        }
+        let pages = len.div_ceil(self.page) as u32;
+        let mut s = lock(&self.state);
+        let (chunk, first) = match self.take(&mut s, pages)? {
+            Some(x) => x,
+            None => {
+                s.exhausted += 1;
+                return Err(AllocError::WouldBlock(self.cfg.name.clone()));
+            }
+        };
+        s.allocs += 1;
+        s.in_use += 1;
+        s.in_use_pages += pages as usize;
+        let region = s.chunks[chunk as usize].region.clone();
+        drop(s);
+        let core = BufCore {
+            region,
+            offset: first as usize * self.page,
+            len,
+            backing: Backing::Pooled { pool: me.clone(), chunk, first_page: first, pages },
+        };
+        Ok(FbufMut::from_core(core, false))
+    }
+
+    /// Find `pages` pages: quick list, then extents, then a new chunk, then
+    /// the quick lists of other sizes flushed back into the extents.
+    fn take(&self, s: &mut State, pages: u32) -> Result<Option<(u32, u32)>, AllocError> {
+        if let Some(x) = s.quick.get_mut(&pages).and_then(Vec::pop) {
+            s.quick_pages -= pages as usize;
+            s.quick_hits += 1;
+            return Ok(Some(x));
+        }
+        if let Some(x) = Self::from_extents(s, pages) {
+            return Ok(Some(x));
+        }
+        if s.chunks.len() < self.cfg.max_chunks {
+            let chunk_pages = (self.cfg.chunk_size.div_ceil(self.page) as u32).max(pages);
+            let name = format!("zcio-{}", self.cfg.name);
+            let region = Region::create(&name, chunk_pages as usize * self.page, self.cfg.populate)?;
+            s.chunks.push(Chunk { region: Arc::new(region), extents: Extents::new(chunk_pages) });
+            return Ok(Self::from_extents(s, pages));
+        }
+        if s.quick_pages > 0 {
+            let quick = std::mem::take(&mut s.quick);
+            for (n, list) in quick {
+                for (c, p) in list {
+                    s.chunks[c as usize].extents.free(p, n);
+                }
+            }
+            s.quick_pages = 0;
+            return Ok(Self::from_extents(s, pages));
+        }
+        Ok(None)
+    }
+
+    fn from_extents(s: &mut State, pages: u32) -> Option<(u32, u32)> {
+        s.chunks
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, c)| c.extents.alloc(pages).map(|p| (i as u32, p)))
+    }
+
+    pub(crate) fn free(&self, chunk: u32, first: u32, pages: u32) {
+        let mut s = lock(&self.state);
+        s.in_use = s.in_use.saturating_sub(1);
+        s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
+        let cap = self.cfg.quick_list_cap;
+        let list = s.quick.entry(pages).or_default();
+        if list.len() < cap {
+            list.push((chunk, first));
+            s.quick_pages += pages as usize;
+        } else if let Some(c) = s.chunks.get_mut(chunk as usize) {
+            let ok = c.extents.free(first, pages);
+            debug_assert!(ok, "double free of pool pages");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Pool {
+        Pool::new(PoolConfig { name: "t".into(), chunk_size: 64 << 10, max_chunks: 2, populate: false, quick_list_cap: 4 })
+    }
+
+    #[test]
+    fn lifo_reuse_and_stats_return_to_baseline() {
+        let p = small();
+        let a = p.try_alloc(5000).unwrap().freeze().unwrap();
+        let off = a.region_offset();
+        assert_eq!(p.stats().buffers_in_use, 1);
+        assert_eq!(p.stats().bytes_in_use, 8192);
+        drop(a);
+        let b = p.try_alloc(8000).unwrap().freeze().unwrap();
+        assert_eq!(b.region_offset(), off, "LIFO reuse of the same pages");
+        drop(b);
+        let s = p.stats();
+        assert_eq!((s.buffers_in_use, s.bytes_in_use, s.bytes_free), (0, 0, s.bytes_total));
+    }
+
+    #[test]
+    fn exhaustion_is_would_block_then_recovers() {
+        let p = small();
+        let mut held = Vec::new();
+        loop {
+            match p.try_alloc(16 << 10) {
+                Ok(b) => held.push(b),
+                Err(AllocError::WouldBlock(_)) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(held.len(), 8, "two 64 KiB chunks hold eight 16 KiB buffers");
+        assert_eq!(p.stats().chunks, 2);
+        assert!(matches!(p.alloc_timeout(4096, Duration::from_millis(5)), Err(AllocError::TimedOut(_))));
+        held.pop();
+        assert!(p.try_alloc(16 << 10).is_ok());
+    }
+
+    #[test]
+    fn quick_lists_flush_for_other_sizes() {
+        let p = small();
+        let bufs: Vec<_> = (0..8).map(|_| p.try_alloc(16 << 10).unwrap()).collect();
+        drop(bufs);
+        // 32 KiB needs coalesced extents, not the 4-page quick list.
+        let big = p.try_alloc(64 << 10).unwrap();
+        assert_eq!(big.len(), 64 << 10);
+    }
+
+    #[test]
+    fn oversized_request_gets_own_chunk_and_bad_sizes_fail() {
+        let p = small();
+        let b = p.try_alloc(1 << 20).unwrap();
+        assert_eq!(b.len(), 1 << 20);
+        assert!(matches!(p.try_alloc(0), Err(AllocError::BadSize(0, _))));
+    }
+
+    #[test]
+    fn write_then_freeze_reads_back() {
+        let p = small();
+        let mut m = p.try_alloc(10).unwrap();
+        m.as_mut_slice().copy_from_slice(b"0123456789");
+        let f = m.freeze().unwrap();
+        assert_eq!(f.as_slice(), b"0123456789");
+        assert!(!f.is_secured());
+        assert!(f.secure().was_copied());
+    }
+}

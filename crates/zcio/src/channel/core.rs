@@ -1,0 +1,401 @@
+//! The shared state of one channel end: socket, control segment, the four
+//! ring ends, the ledger, liveness and counters.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as LocalOrdering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use crate::buf::{Reclaim, ReleaseSink};
+use crate::channel::config::ChannelConfig;
+use crate::channel::ledger::Ledger;
+use crate::channel::ring::{Consumer, Producer, RingHeader};
+use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
+use crate::channel::ChannelStats;
+use crate::region::Region;
+use crate::sys::mmap::Mapping;
+use crate::sys::peer::{self, PeerCred};
+
+/// Which end of the segment we are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Connector,
+    Listener,
+}
+
+/// Process-local event counters (Relaxed: pure statistics, no ordering).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub msgs_sent: AtomicU64,
+    pub msgs_received: AtomicU64,
+    pub notices_received: AtomicU64,
+    pub bad_notices: AtomicU64,
+    pub notices_sent: AtomicU64,
+    pub notices_dropped: AtomicU64,
+    pub malformed: AtomicU64,
+    pub wakes: AtomicU64,
+    pub sleeps: AtomicU64,
+    pub regions_sent: AtomicU64,
+    pub regions_received: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(c: &AtomicU64) {
+        c.fetch_add(1, LocalOrdering::Relaxed);
+    }
+}
+
+pub(crate) struct TxState {
+    pub ring: Producer<Desc>,
+    pub notices: Consumer<Notice>,
+    pub ledger: Ledger,
+    /// region id → slot on this channel.
+    pub announced: HashMap<u64, u32>,
+    /// Regions announced, kept alive for the channel's life.
+    pub keep: Vec<Arc<Region>>,
+    pub next_slot: u32,
+    /// Pools already registered for reclaim via this channel.
+    pub pools: Vec<u64>,
+    /// Messages published to a sleeping receiver without waking it.
+    pub deferred: u32,
+    pub scratch: Vec<Desc>,
+}
+
+pub(crate) struct RxState {
+    pub ring: Consumer<Desc>,
+    /// slot → region announced by the peer.
+    pub regions: Vec<Option<Arc<Region>>>,
+    /// Single-use regions announced, in order (`None`: one that failed
+    /// to attach, kept so later descriptors stay aligned).
+    pub single: VecDeque<Option<Arc<Region>>>,
+    pub scratch: Vec<Desc>,
+}
+
+pub(crate) struct NoticeTx {
+    pub ring: Producer<Notice>,
+    /// Tokens that did not fit the notice ring yet.
+    pub overflow: Vec<u64>,
+}
+
+/// Most notices buffered locally when the peer stops draining its ring.
+const MAX_NOTICE_OVERFLOW: usize = 1 << 20;
+
+pub(crate) struct Core {
+    pub sock: OwnedFd,
+    /// Keeps the ring memory mapped for the raw pointers in the ring ends.
+    _seg: Mapping,
+    pub peer: PeerCred,
+    pidfd: Option<OwnedFd>,
+    pub cfg: ChannelConfig,
+    pub tx: Mutex<TxState>,
+    pub rx: Mutex<RxState>,
+    pub ntx: Mutex<NoticeTx>,
+    /// The peer hung up or died; its holdings were released.
+    gone: AtomicBool,
+    /// The peer said Bye: no more messages will come.
+    pub bye: AtomicBool,
+    /// We closed this end.
+    pub closed: AtomicBool,
+    pub counters: Counters,
+    pub me: Weak<Core>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The protected state stays consistent across a panic in user code
+    // (no user code runs under these locks), so take the guard back.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Core {
+    /// Build the end for `role` over a validated, mapped segment.
+    ///
+    /// # Safety
+    /// `seg` must be a mapping of at least `layout.total_len` bytes laid out
+    /// as `layout` describes (header checked by the caller); it is moved
+    /// into the core, so the ring pointers stay valid for its lifetime.
+    pub unsafe fn new(
+        role: Role,
+        sock: OwnedFd,
+        seg: Mapping,
+        layout: SegmentLayout,
+        peer: PeerCred,
+        cfg: ChannelConfig,
+    ) -> Arc<Self> {
+        let base = seg.as_ptr();
+        let (tx_msgs, rx_notices, rx_msgs, tx_notices) = match role {
+            Role::Connector => (wire::C2L_MSGS, wire::L2C_NOTICES, wire::L2C_MSGS, wire::C2L_NOTICES),
+            Role::Listener => (wire::L2C_MSGS, wire::C2L_NOTICES, wire::C2L_MSGS, wire::L2C_NOTICES),
+        };
+        let hdr = |i: usize| -> *const RingHeader {
+            // SAFETY: layout offsets are within total_len (SegmentLayout::new)
+            // and the mapping is at least that long (caller's contract).
+            unsafe { base.add(layout.rings[i]).cast::<RingHeader>() }
+        };
+        let ent = |i: usize| -> *mut u8 {
+            // SAFETY: as above; entry arrays follow their headers in bounds.
+            unsafe { base.add(layout.entries(i)) }
+        };
+        let (me_cap, nc) = (layout.msg_entries, layout.notice_entries);
+        // SAFETY: each header/entry pointer pair describes one ring of the
+        // given capacity inside the segment, 64-byte aligned (SegmentLayout),
+        // and the segment mapping lives in this Core as long as the ring ends.
+        let (ring, notices, rxring, ntx) = unsafe {
+            (
+                Producer::<Desc>::new(hdr(tx_msgs), ent(tx_msgs).cast(), me_cap),
+                Consumer::<Notice>::new(hdr(rx_notices), ent(rx_notices).cast(), nc),
+                Consumer::<Desc>::new(hdr(rx_msgs), ent(rx_msgs).cast(), me_cap),
+                Producer::<Notice>::new(hdr(tx_notices), ent(tx_notices).cast(), nc),
+            )
+        };
+        let pidfd = peer::open_pidfd(peer.pid).ok();
+        Arc::new_cyclic(|me| Core {
+            sock,
+            _seg: seg,
+            peer,
+            pidfd,
+            cfg,
+            tx: Mutex::new(TxState {
+                ring,
+                notices,
+                ledger: Ledger::default(),
+                announced: HashMap::new(),
+                keep: Vec::new(),
+                next_slot: 0,
+                pools: Vec::new(),
+                deferred: 0,
+                scratch: Vec::with_capacity(wire::MAX_SLICES),
+            }),
+            rx: Mutex::new(RxState {
+                ring: rxring,
+                regions: Vec::new(),
+                single: VecDeque::new(),
+                scratch: Vec::with_capacity(wire::MAX_SLICES),
+            }),
+            ntx: Mutex::new(NoticeTx { ring: ntx, overflow: Vec::new() }),
+            gone: AtomicBool::new(false),
+            bye: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+            me: me.clone(),
+        })
+    }
+
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(LocalOrdering::Acquire)
+    }
+
+    /// Whether the peer hung up or exited (two non-blocking polls).
+    pub fn peer_dead(&self) -> bool {
+        peer::socket_hung_up(&self.sock) || self.pidfd.as_ref().is_some_and(peer::has_exited)
+    }
+
+    /// Probe the peer's liveness. On death, release everything it held.
+    /// Must not be called with the tx lock held (see `check_peer_locked`).
+    pub fn check_peer(&self) -> bool {
+        if self.is_gone() {
+            return false;
+        }
+        let dead = self.peer_dead();
+        if dead {
+            self.mark_gone();
+        }
+        !dead
+    }
+
+    /// `check_peer` for callers holding the tx lock.
+    pub fn check_peer_locked(&self, tx: &mut TxState) -> bool {
+        if self.is_gone() {
+            return false;
+        }
+        let dead = self.peer_dead();
+        if dead {
+            self.mark_gone_locked(tx);
+        }
+        !dead
+    }
+
+    /// The peer is gone: take in its last notices, then release everything
+    /// the ledger still says it holds.
+    pub fn mark_gone(&self) {
+        if self.is_gone() {
+            return;
+        }
+        let mut tx = lock(&self.tx);
+        self.mark_gone_locked(&mut tx);
+    }
+
+    /// `mark_gone` for callers holding the tx lock.
+    pub fn mark_gone_locked(&self, tx: &mut TxState) {
+        if self.gone.swap(true, LocalOrdering::AcqRel) {
+            return;
+        }
+        let _ = self.drain_locked(tx);
+        let held = tx.ledger.clear();
+        drop(held);
+    }
+
+    /// Close our end: no more sends or receives; tell the peer. What the
+    /// peer holds stays accounted until it releases it or dies.
+    pub fn close(&self) {
+        if self.closed.swap(true, LocalOrdering::AcqRel) {
+            return;
+        }
+        let _ = crate::sys::fdpass::send(&self.sock, &Ctl::Bye.encode(), &[], true);
+        // Wake a peer sleeping on our rings so it notices promptly.
+        lock(&self.tx).ring.wake_consumer();
+        if let Some(me) = self.me.upgrade() {
+            if !lock(&self.tx).ledger.is_empty() && !self.is_gone() {
+                linger(me);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> ChannelStats {
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(LocalOrdering::Relaxed);
+        ChannelStats {
+            msgs_sent: g(&c.msgs_sent),
+            msgs_received: g(&c.msgs_received),
+            held_by_peer: lock(&self.tx).ledger.len(),
+            notices_received: g(&c.notices_received),
+            bad_notices: g(&c.bad_notices),
+            notices_sent: g(&c.notices_sent),
+            notices_dropped: g(&c.notices_dropped),
+            malformed: g(&c.malformed),
+            wakes: g(&c.wakes),
+            sleeps: g(&c.sleeps),
+            regions_sent: g(&c.regions_sent),
+            regions_received: g(&c.regions_received),
+        }
+    }
+
+    /// Process pending notices under the tx lock. Returns buffers released.
+    pub fn drain_locked(&self, tx: &mut TxState) -> usize {
+        let mut released = 0;
+        loop {
+            let n = match tx.notices.available() {
+                Ok(0) => break,
+                Ok(n) => n,
+                // A corrupt notice ring: stop trusting it; the peer's
+                // holdings are released when it goes away.
+                Err(_) => break,
+            };
+            for i in 0..n {
+                let token = tx.notices.peek(i).token;
+                match tx.ledger.release(token) {
+                    Ok(buf) => {
+                        released += 1;
+                        drop(buf);
+                    }
+                    Err(_) => Counters::bump(&self.counters.bad_notices),
+                }
+            }
+            tx.notices.release(n);
+        }
+        if released > 0 {
+            self.counters.notices_received.fetch_add(released as u64, LocalOrdering::Relaxed);
+        }
+        released
+    }
+
+    pub fn drain_notices(&self) -> usize {
+        let mut tx = lock(&self.tx);
+        self.drain_locked(&mut tx)
+    }
+
+    /// Queue a notice for `token` and push what fits into the notice ring.
+    fn send_notice(&self, token: u64) {
+        if self.is_gone() {
+            Counters::bump(&self.counters.notices_dropped);
+            return;
+        }
+        let mut n = lock(&self.ntx);
+        if n.overflow.len() >= MAX_NOTICE_OVERFLOW {
+            Counters::bump(&self.counters.notices_dropped);
+            return;
+        }
+        n.overflow.push(token);
+        self.flush_notices_locked(&mut n);
+    }
+
+    pub fn flush_notices_locked(&self, n: &mut NoticeTx) {
+        if n.overflow.is_empty() {
+            return;
+        }
+        let free = match n.ring.free_slots() {
+            Ok(f) => f,
+            Err(_) => return,
+        };
+        let k = free.min(n.overflow.len());
+        if k == 0 {
+            return;
+        }
+        let mut pending = 0;
+        let items: Vec<Notice> = n.overflow.drain(..k).map(|token| Notice { token, reserved: 0 }).collect();
+        n.ring.write(&items, &mut pending);
+        if n.ring.publish(pending) && n.ring.wake_consumer() {
+            Counters::bump(&self.counters.wakes);
+        }
+        self.counters.notices_sent.fetch_add(k as u64, LocalOrdering::Relaxed);
+    }
+
+    pub fn liveness_slice(&self) -> Duration {
+        let p = &self.cfg.policy;
+        let mut s = self.cfg.liveness_interval;
+        if p.wake_batch > 1 {
+            s = s.min(p.max_delay);
+        }
+        s
+    }
+}
+
+impl ReleaseSink for Core {
+    fn release(&self, token: u64) {
+        self.send_notice(token);
+    }
+}
+
+impl Reclaim for Core {
+    fn reclaim(&self) -> usize {
+        let n = self.drain_notices();
+        if n == 0 && self.closed.load(LocalOrdering::Acquire) {
+            reap_lingering();
+        }
+        n
+    }
+
+    fn wait_for_notices(&self, timeout: Duration) {
+        let mut tx = lock(&self.tx);
+        Counters::bump(&self.counters.sleeps);
+        let _ = tx.notices.wait_for_data(timeout);
+        drop(tx);
+        if !self.check_peer() {
+            // Peer gone: its holdings were released by mark_gone.
+        }
+    }
+
+    fn held_from_pool(&self, pool_id: u64) -> (String, usize) {
+        (format!("pid {}", self.peer.pid), lock(&self.tx).ledger.count_from_pool(pool_id))
+    }
+}
+
+/// Closed channels whose peer still holds our buffers: kept alive (and
+/// reachable by pools for reclaim) until the peer releases or dies.
+static LINGER: Mutex<Vec<Arc<Core>>> = Mutex::new(Vec::new());
+
+fn linger(core: Arc<Core>) {
+    let mut l = lock(&LINGER);
+    l.retain(|c| !c.is_gone() && !lock(&c.tx).ledger.is_empty());
+    l.push(core);
+}
+
+/// Drop lingering channels that are done (called from reclaim paths).
+pub(crate) fn reap_lingering() {
+    let mut l = lock(&LINGER);
+    for c in l.iter() {
+        c.drain_notices();
+        c.check_peer();
+    }
+    l.retain(|c| !c.is_gone() && !lock(&c.tx).ledger.is_empty());
+}

@@ -1,0 +1,118 @@
+//! The originator's ledger: which buffers a peer holds. A notice can only
+//! release an entry this ledger handed out to that peer, and when the peer
+//! dies the ledger is cleared, which returns everything it held.
+
+use crate::buf::Fbuf;
+
+/// Tokens are `generation << 32 | index`: an index into the slab plus the
+/// generation the slot had when it was handed out, so a stale or forged
+/// token for a reused slot is rejected.
+#[derive(Default)]
+pub struct Ledger {
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+#[derive(Default)]
+struct Entry {
+    gen: u32,
+    buf: Option<Fbuf>,
+}
+
+/// A notice named a token this peer does not hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnknownToken(pub u64);
+
+impl Ledger {
+    /// Record that the peer now holds (a reference to) `buf`.
+    pub fn insert(&mut self, buf: Fbuf) -> u64 {
+        self.live += 1;
+        if let Some(i) = self.free.pop() {
+            let e = &mut self.entries[i as usize];
+            e.buf = Some(buf);
+            return (u64::from(e.gen) << 32) | u64::from(i);
+        }
+        let i = self.entries.len() as u32;
+        self.entries.push(Entry { gen: 0, buf: Some(buf) });
+        u64::from(i)
+    }
+
+    /// Release the entry for `token`; returns the buffer reference so the
+    /// caller can drop it outside any lock.
+    pub fn release(&mut self, token: u64) -> Result<Fbuf, UnknownToken> {
+        let (gen, idx) = ((token >> 32) as u32, token as u32);
+        let e = self.entries.get_mut(idx as usize).ok_or(UnknownToken(token))?;
+        if e.gen != gen || e.buf.is_none() {
+            return Err(UnknownToken(token));
+        }
+        let buf = e.buf.take().ok_or(UnknownToken(token))?;
+        e.gen = e.gen.wrapping_add(1);
+        self.free.push(idx);
+        self.live -= 1;
+        Ok(buf)
+    }
+
+    /// Undo the most recent `insert` of `token` (send failed after it).
+    pub fn rollback(&mut self, token: u64) -> Option<Fbuf> {
+        self.release(token).ok()
+    }
+
+    /// Entries the peer holds.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether the peer holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Drop every entry (peer gone); returns the references to drop.
+    pub fn clear(&mut self) -> Vec<Fbuf> {
+        let mut out = Vec::with_capacity(self.live);
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if let Some(b) = e.buf.take() {
+                e.gen = e.gen.wrapping_add(1);
+                self.free.push(i as u32);
+                out.push(b);
+            }
+        }
+        self.live = 0;
+        out
+    }
+
+    /// How many held entries belong to pool `pool_id`.
+    pub fn count_from_pool(&self, pool_id: u64) -> usize {
+        self.entries.iter().filter_map(|e| e.buf.as_ref()).filter(|b| b.pool_id() == Some(pool_id)).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+
+    #[test]
+    fn tokens_are_single_use_and_generational() {
+        let p = Pool::new(PoolConfig { chunk_size: 1 << 16, populate: false, ..PoolConfig::named("l") });
+        let b = p.try_alloc(1).unwrap().freeze().unwrap();
+        let mut l = Ledger::default();
+        let t1 = l.insert(b.clone());
+        let t2 = l.insert(b.clone());
+        assert_eq!(l.len(), 2);
+        assert!(l.release(t1).is_ok());
+        assert_eq!(l.release(t1).unwrap_err(), UnknownToken(t1), "double release refused");
+        let t3 = l.insert(b.clone());
+        assert_eq!(t3 as u32, t1 as u32, "slot reused");
+        assert_ne!(t3, t1, "with a new generation");
+        assert!(l.release(t1).is_err());
+        assert!(l.release(12345).is_err());
+        assert_eq!(l.count_from_pool(p.id()), 2);
+        drop(b);
+        assert_eq!(p.stats().buffers_in_use, 1, "ledger keeps the buffer alive");
+        let _ = t2;
+        drop(l.clear());
+        assert_eq!(p.stats().buffers_in_use, 0);
+    }
+}

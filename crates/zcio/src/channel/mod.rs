@@ -1,0 +1,287 @@
+//! Channels: connections between two domains that carry `Msg`s by
+//! reference and the deallocation notices that free them.
+//!
+//! Set-up runs over a Unix `SOCK_SEQPACKET` socket (access policy checked on
+//! the kernel's peer credentials). Then each direction has a message ring and
+//! a reverse notice ring in one shared control segment; regions travel once
+//! per channel over the socket with `SCM_RIGHTS`, single-use regions with
+//! each transfer. See `docs/ARCHITECTURE.md`.
+
+mod config;
+mod connect;
+mod core;
+mod error;
+pub mod ledger;
+pub mod ring;
+mod rx;
+mod tx;
+pub mod wire;
+
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use config::{AccessPolicy, ChannelConfig, FullPolicy, Policy};
+pub use connect::Listener;
+pub use error::{ConnectError, Malformed, RecvError, SendError};
+
+use crate::msg::Msg;
+use crate::sys::peer::PeerCred;
+use self::core::Core;
+
+/// Counters of one channel end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// Messages sent.
+    pub msgs_sent: u64,
+    /// Messages received.
+    pub msgs_received: u64,
+    /// Slices we sent that the peer still holds (our ledger).
+    pub held_by_peer: usize,
+    /// Deallocation notices received and accepted.
+    pub notices_received: u64,
+    /// Notices naming a token the peer does not hold (ignored).
+    pub bad_notices: u64,
+    /// Notices we sent.
+    pub notices_sent: u64,
+    /// Notices that could not be sent because the peer was gone.
+    pub notices_dropped: u64,
+    /// Malformed messages received (rejected, channel kept usable).
+    pub malformed: u64,
+    /// Futex wakes we issued.
+    pub wakes: u64,
+    /// Times we slept on a futex.
+    pub sleeps: u64,
+    /// Regions passed to the peer (once per region, or per transfer for
+    /// single-use regions).
+    pub regions_sent: u64,
+    /// Regions received from the peer.
+    pub regions_received: u64,
+}
+
+/// One end of a channel. Cheap operations take `&self`; the send and
+/// receive sides have separate locks, so one thread may send while another
+/// receives.
+pub struct Channel {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel").field("peer", &self.core.peer).finish()
+    }
+}
+
+impl Channel {
+    /// Connect to a [`Listener`] at `path`.
+    pub fn connect(path: impl AsRef<std::path::Path>, cfg: ChannelConfig) -> Result<Self, ConnectError> {
+        connect::connect(path.as_ref(), cfg).map(|core| Self { core })
+    }
+
+    /// Two connected ends in this process (tests, threads).
+    pub fn pair(cfg: ChannelConfig) -> Result<(Self, Self), ConnectError> {
+        let (a, b) = connect::pair(cfg)?;
+        Ok((Self { core: a }, Self { core: b }))
+    }
+
+    pub(crate) fn from_core(core: Arc<Core>) -> Self {
+        Self { core }
+    }
+
+    /// Send a message by reference. Blocks while the ring is full, as the
+    /// policy says, bounded by `ChannelConfig::send_timeout`. On failure the
+    /// message comes back.
+    pub fn send(&self, msg: Msg) -> Result<(), (SendError, Msg)> {
+        self.core.send(msg, self.core.cfg.send_timeout)
+    }
+
+    /// Send without waiting for ring space.
+    pub fn try_send(&self, msg: Msg) -> Result<(), (SendError, Msg)> {
+        self.core.send(msg, Duration::ZERO)
+    }
+
+    /// Send, waiting at most `timeout` for ring space.
+    pub fn send_timeout(&self, msg: Msg, timeout: Duration) -> Result<(), (SendError, Msg)> {
+        self.core.send(msg, timeout)
+    }
+
+    /// Wake the peer for messages whose wakeup was deferred by coalescing.
+    pub fn flush(&self) {
+        self.core.flush();
+    }
+
+    /// Receive a message, blocking (bounded by `ChannelConfig::recv_timeout`;
+    /// `Disconnected` once the peer is gone and nothing is left).
+    pub fn recv(&self) -> Result<Msg, RecvError> {
+        self.core.recv(Some(self.core.cfg.recv_timeout))
+    }
+
+    /// Receive if a message is ready.
+    pub fn try_recv(&self) -> Result<Msg, RecvError> {
+        self.core.recv(None)
+    }
+
+    /// Receive, waiting at most `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvError> {
+        self.core.recv(Some(timeout))
+    }
+
+    /// Process deallocation notices now; returns how many buffers the peer
+    /// released.
+    pub fn reclaim(&self) -> usize {
+        self.core.drain_notices()
+    }
+
+    /// Announce every current region of `pool` to the peer now, so the
+    /// first transfers from it need no set-up (the fbufs path mapping).
+    pub fn share_pool(&self, pool: &crate::buf::Pool) -> Result<(), SendError> {
+        self.core.share_pool(pool)
+    }
+
+    /// Check whether the peer is still alive (socket and pidfd); if not,
+    /// release everything it held. Returns `true` while it is alive.
+    pub fn check_peer(&self) -> bool {
+        self.core.check_peer()
+    }
+
+    /// Whether the peer has gone away.
+    pub fn is_disconnected(&self) -> bool {
+        self.core.is_gone()
+    }
+
+    /// Kernel-reported credentials of the peer.
+    pub fn peer(&self) -> PeerCred {
+        self.core.peer
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ChannelStats {
+        self.core.stats()
+    }
+
+    /// The set-up socket (readable when control records or a hang-up are
+    /// pending; for integration with a poll loop).
+    pub fn socket(&self) -> BorrowedFd<'_> {
+        self.core.sock.as_fd()
+    }
+
+    /// Close this end: tell the peer, stop accepting messages, release what
+    /// the peer held. Buffers already received stay readable.
+    pub fn close(&self) {
+        self.core.close();
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        self.core.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig, Uncached};
+
+    fn pool() -> Pool {
+        Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 2, ..PoolConfig::named("chtest") })
+    }
+
+    fn filled(pool: &Pool, bytes: &[u8]) -> Msg {
+        let mut b = pool.try_alloc(bytes.len()).unwrap();
+        b.as_mut_slice().copy_from_slice(bytes);
+        Msg::from(b.freeze().unwrap())
+    }
+
+    #[test]
+    fn send_recv_release_returns_to_pool() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        let m = filled(&p, b"hello zcio");
+        a.send(m).unwrap();
+        let got = b.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got.to_vec(), b"hello zcio");
+        assert!(got.slices()[0].fbuf().is_foreign());
+        assert_eq!(a.stats().held_by_peer, 1);
+        assert_eq!(p.stats().buffers_in_use, 1);
+        drop(got);
+        assert_eq!(a.reclaim(), 1);
+        assert_eq!(p.stats().buffers_in_use, 0);
+        assert_eq!(a.stats().regions_sent, 1);
+        // Second transfer from the same chunk: no new region.
+        a.send(filled(&p, b"again")).unwrap();
+        drop(b.recv().unwrap());
+        assert_eq!(a.stats().regions_sent, 1);
+        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    }
+
+    #[test]
+    fn aggregates_and_single_use_travel() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        let u = Uncached::new("t", false);
+        let mut m = filled(&p, b"head:");
+        let mut s = u.alloc_secured(5).unwrap();
+        s.as_mut_slice().copy_from_slice(b"body!");
+        m.join(Msg::from(s.freeze().unwrap())).unwrap();
+        let (x, _y) = m.split_at(7).map_err(|e| e.0).unwrap();
+        a.send(x).unwrap();
+        let got = b.recv().unwrap();
+        assert_eq!(got.to_vec(), b"head:bo");
+        assert!(!got.slices()[0].fbuf().is_secured());
+        assert!(got.slices()[1].fbuf().is_secured());
+        assert!(!got.is_secured());
+    }
+
+    #[test]
+    fn ring_full_gives_message_back() {
+        let cfg = ChannelConfig { ring_entries: 8, ..ChannelConfig::default() };
+        let (a, _b) = Channel::pair(cfg).unwrap();
+        let p = pool();
+        for _ in 0..8 {
+            a.try_send(filled(&p, b"x")).unwrap();
+        }
+        let (e, back) = a.try_send(filled(&p, b"y")).unwrap_err();
+        assert_eq!(e, SendError::Full);
+        assert_eq!(back.to_vec(), b"y");
+        let (e, _) = a.send_timeout(back, Duration::from_millis(20)).unwrap_err();
+        assert_eq!(e, SendError::TimedOut);
+    }
+
+    #[test]
+    fn forwarding_passes_region_once_and_releases_upstream() {
+        let (a, b1) = Channel::pair(ChannelConfig::default()).unwrap();
+        let (b2, c) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        for i in 0..10u8 {
+            a.send(filled(&p, &[i; 100])).unwrap();
+            let m = b1.recv().unwrap();
+            let ptr = m.slices()[0].as_slice().as_ptr();
+            b2.send(m).unwrap();
+            let m2 = c.recv().unwrap();
+            assert_eq!(m2.to_vec(), vec![i; 100]);
+            assert_ne!(ptr, m2.slices()[0].as_slice().as_ptr(), "separate mappings (one per domain in real use)");
+            drop(m2);
+            b2.reclaim();
+            a.reclaim();
+        }
+        assert_eq!(b2.stats().regions_sent, 1, "forwarded region passed once");
+        assert_eq!(p.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn peer_drop_releases_holdings() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        a.send(filled(&p, b"held")).unwrap();
+        let got = b.recv().unwrap();
+        drop(b);
+        assert_eq!(got.to_vec(), b"held", "still readable after close");
+        drop(got);
+        // b's core is gone now (no buffers reference it): a sees the hang-up.
+        assert!(!a.check_peer());
+        assert_eq!(p.stats().buffers_in_use, 0);
+        assert!(matches!(a.try_send(filled(&p, b"x")), Err((SendError::Disconnected, _))));
+        assert!(matches!(a.try_recv(), Err(RecvError::Disconnected)));
+    }
+}

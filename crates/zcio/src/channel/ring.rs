@@ -1,0 +1,397 @@
+//! Single-producer single-consumer descriptor ring in shared memory, with
+//! lazy futex notification.
+//!
+//! Layout (one [`RingHeader`] followed by `cap` entries of `T`):
+//!
+//! ```text
+//!  +-- producer line (64 B) --+-- consumer line (64 B) --+-- entries ...
+//!  | tail, producer_sleeping  | head, consumer_sleeping  |
+//! ```
+//!
+//! `tail` and `head` are free-running 64-bit counters of entries published /
+//! consumed. The slot of counter value `c` is `c & (cap - 1)` and its lap is
+//! `c >> log2(cap)`; they never wrap in practice (2^64 entries).
+//!
+//! The peer may be hostile: each side keeps its *own* counter privately and
+//! only ever reads the peer's counter, validating `0 <= tail - head <= cap`
+//! before trusting it. Entries are copied out before use.
+//!
+//! Lazy notification: a side about to sleep sets its `*_sleeping` word to 1,
+//! issues a SeqCst fence, re-checks the ring, then `FUTEX_WAIT`s on that word
+//! while it is 1. The other side, after publishing, fences and wakes only if
+//! it sees the flag set (clearing it first). Under load nobody sleeps and no
+//! system call is made.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// Plain-old-data entry types: `Copy`, `repr(C)`, every bit pattern valid,
+/// no padding that matters.
+///
+/// # Safety
+/// Implementors must be `repr(C)` structs of integers only, so that any
+/// bytes a peer writes form a valid value.
+pub unsafe trait Pod: Copy + Send + 'static {}
+
+/// Producer cache line.
+#[repr(C, align(64))]
+pub struct ProducerLine {
+    /// Entries published so far (free-running; slot = tail & mask, lap =
+    /// tail >> log2(cap)). Written only by the producer.
+    pub tail: AtomicU64,
+    /// 1 while the producer sleeps waiting for space (futex word); set by
+    /// the producer, cleared by the consumer when it wakes it.
+    pub producer_sleeping: AtomicU32,
+}
+
+/// Consumer cache line.
+#[repr(C, align(64))]
+pub struct ConsumerLine {
+    /// Entries consumed so far (same encoding as `tail`). Written only by
+    /// the consumer.
+    pub head: AtomicU64,
+    /// 1 while the consumer sleeps waiting for data (futex word); set by
+    /// the consumer, cleared by the producer when it wakes it.
+    pub consumer_sleeping: AtomicU32,
+}
+
+/// Ring header as laid out in shared memory.
+#[repr(C)]
+pub struct RingHeader {
+    /// Producer's line.
+    pub prod: ProducerLine,
+    /// Consumer's line.
+    pub cons: ConsumerLine,
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<ProducerLine>() == 64);
+    assert!(std::mem::size_of::<ConsumerLine>() == 64);
+    assert!(std::mem::size_of::<RingHeader>() == 128);
+    assert!(std::mem::align_of::<RingHeader>() == 64);
+    assert!(std::mem::offset_of!(RingHeader, cons) == 64);
+    assert!(std::mem::offset_of!(ProducerLine, producer_sleeping) == 8);
+    assert!(std::mem::offset_of!(ConsumerLine, consumer_sleeping) == 8);
+};
+
+impl RingHeader {
+    /// A zeroed header (for heap-backed rings in tests and loom models).
+    pub fn new() -> Self {
+        Self {
+            prod: ProducerLine { tail: AtomicU64::new(0), producer_sleeping: AtomicU32::new(0) },
+            cons: ConsumerLine { head: AtomicU64::new(0), consumer_sleeping: AtomicU32::new(0) },
+        }
+    }
+}
+
+impl Default for RingHeader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Bytes a ring of `cap` entries of `T` occupies (header + entries).
+pub const fn ring_bytes<T>(cap: usize) -> usize {
+    std::mem::size_of::<RingHeader>() + cap * std::mem::size_of::<T>()
+}
+
+/// The peer broke the ring protocol (a counter out of range).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Corrupt {
+    /// Our own counter.
+    pub ours: u64,
+    /// The value the peer published.
+    pub theirs: u64,
+}
+
+/// Raw location of a ring: header and entry array. Validity (alive, sized
+/// for `cap` entries, 64-byte aligned) is established by whoever builds it.
+struct RawRing<T> {
+    hdr: *const RingHeader,
+    entries: *mut T,
+    cap: u64,
+    mask: u64,
+}
+
+// SAFETY: the pointers refer to shared memory kept alive by the owner of
+// the Producer/Consumer (see `Producer::new`); all cross-thread access to the
+// header is through atomics and entries are only accessed by volatile copies.
+unsafe impl<T: Pod> Send for RawRing<T> {}
+// SAFETY: as for Send.
+unsafe impl<T: Pod> Sync for RawRing<T> {}
+
+impl<T: Pod> RawRing<T> {
+    /// # Safety
+    /// `hdr` must point to a live `RingHeader` followed (at `entries`) by
+    /// `cap` entries of `T`, valid for as long as the returned value is
+    /// used; `cap` a power of two.
+    unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
+        debug_assert!(cap.is_power_of_two());
+        Self { hdr, entries, cap: u64::from(cap), mask: u64::from(cap) - 1 }
+    }
+
+    fn hdr(&self) -> &RingHeader {
+        // SAFETY: `new`'s contract: hdr is live for our lifetime.
+        unsafe { &*self.hdr }
+    }
+
+    fn slot(&self, counter: u64) -> *mut T {
+        // SAFETY: `counter & mask < cap`, and the entry array has `cap` entries.
+        unsafe { self.entries.add((counter & self.mask) as usize) }
+    }
+}
+
+/// The producing end. Keeps its own `tail`; trusts nothing it reads back.
+pub struct Producer<T> {
+    ring: RawRing<T>,
+    tail: u64,
+    head_cache: u64,
+    _t: PhantomData<T>,
+}
+
+/// The consuming end. Keeps its own `head`.
+pub struct Consumer<T> {
+    ring: RawRing<T>,
+    head: u64,
+    tail_cache: u64,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> Producer<T> {
+    /// # Safety
+    /// As for the ring memory: `hdr` points to a live header followed by
+    /// `cap` (a power of two) entries at `entries`, valid while this
+    /// producer exists; at most one Producer per ring in the whole system
+    /// is honest (a second one only corrupts data, never our memory).
+    pub unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
+        // SAFETY: forwarded contract.
+        let ring = unsafe { RawRing::new(hdr, entries, cap) };
+        // Start from the published tail (zero on a fresh ring); only our
+        // private copy is trusted from here on.
+        let tail = ring.hdr().prod.tail.load(Ordering::Relaxed);
+        Self { ring, tail, head_cache: tail, _t: PhantomData }
+    }
+
+    /// Capacity in entries.
+    pub fn capacity(&self) -> usize {
+        self.ring.cap as usize
+    }
+
+    /// Free slots, refreshing the consumer's head. Errors if the consumer
+    /// published an impossible head.
+    pub fn free_slots(&mut self) -> Result<usize, Corrupt> {
+        // SYNC: Acquire pairs with the Release store of `head` in
+        // Consumer::release; after it the consumer no longer reads the slots.
+        let head = self.ring.hdr().cons.head.load(Ordering::Acquire);
+        let used = self.tail.wrapping_sub(head);
+        if used > self.ring.cap {
+            return Err(Corrupt { ours: self.tail, theirs: head });
+        }
+        self.head_cache = head;
+        Ok((self.ring.cap - used) as usize)
+    }
+
+    /// Free slots without reading shared memory (may be stale-low).
+    pub fn cached_free(&self) -> usize {
+        (self.ring.cap - self.tail.wrapping_sub(self.head_cache)) as usize
+    }
+
+    /// Write `items` into the ring without publishing. Caller must have
+    /// checked `free_slots() >= items.len()`.
+    pub fn write(&mut self, items: &[T], pending: &mut u64) {
+        debug_assert!(items.len() <= self.cached_free());
+        for (i, it) in items.iter().enumerate() {
+            let p = self.ring.slot(self.tail.wrapping_add(*pending + i as u64));
+            // SAFETY: the slot is inside the entry array (RawRing::slot) and
+            // not yet published, so an honest consumer does not read it.
+            unsafe { p.write_volatile(*it) };
+        }
+        *pending += items.len() as u64;
+    }
+
+    /// Publish `n` written entries. Returns `true` if the consumer had said
+    /// it is sleeping and should be woken (the caller decides when; see
+    /// [`Producer::wake_consumer`]).
+    pub fn publish(&mut self, n: u64) -> bool {
+        self.tail = self.tail.wrapping_add(n);
+        // SYNC: Release publishes the entry writes; pairs with the Acquire
+        // load of `tail` in Consumer::available.
+        self.ring.hdr().prod.tail.store(self.tail, Ordering::Release);
+        // SYNC: SeqCst fence orders the tail store before the flag load
+        // (Dekker with Consumer::prepare_sleep's flag store + fence + load).
+        fence(Ordering::SeqCst);
+        self.ring.hdr().cons.consumer_sleeping.load(Ordering::Relaxed) != 0
+    }
+
+    /// Wake the consumer if it is (still) flagged as sleeping.
+    pub fn wake_consumer(&self) -> bool {
+        let w = &self.ring.hdr().cons.consumer_sleeping;
+        if w.swap(0, Ordering::SeqCst) != 0 {
+            crate::sync::futex_wake(w, 1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sleep until space may be free (bounded). Returns after a wake,
+    /// a change, or `timeout`. The caller re-checks `free_slots`.
+    pub fn wait_for_space(&mut self, need: usize, timeout: Duration) -> Result<(), Corrupt> {
+        self.ring.hdr().prod.producer_sleeping.store(1, Ordering::SeqCst);
+        // SYNC: SeqCst fence pairs with the fence in Consumer::release.
+        fence(Ordering::SeqCst);
+        let free = self.free_slots();
+        let w = &self.ring.hdr().prod.producer_sleeping;
+        if matches!(free, Ok(f) if f < need) {
+            crate::sync::futex_wait(w, 1, timeout);
+        }
+        w.store(0, Ordering::Relaxed);
+        free.map(|_| ())
+    }
+}
+
+impl<T: Pod> Consumer<T> {
+    /// # Safety
+    /// As for [`Producer::new`], for the consuming side.
+    pub unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
+        // SAFETY: forwarded contract.
+        let ring = unsafe { RawRing::new(hdr, entries, cap) };
+        let head = ring.hdr().cons.head.load(Ordering::Relaxed);
+        Self { ring, head, tail_cache: head, _t: PhantomData }
+    }
+
+    /// Entries available to read, refreshing the producer's tail.
+    pub fn available(&mut self) -> Result<usize, Corrupt> {
+        if self.tail_cache != self.head {
+            return Ok(self.tail_cache.wrapping_sub(self.head) as usize);
+        }
+        // SYNC: Acquire pairs with the Release store in Producer::publish:
+        // entries up to `tail` are written.
+        let tail = self.ring.hdr().prod.tail.load(Ordering::Acquire);
+        let avail = tail.wrapping_sub(self.head);
+        if avail > self.ring.cap {
+            return Err(Corrupt { ours: self.head, theirs: tail });
+        }
+        self.tail_cache = tail;
+        Ok(avail as usize)
+    }
+
+    /// Entries available, always re-reading the producer's tail.
+    pub fn available_fresh(&mut self) -> Result<usize, Corrupt> {
+        self.tail_cache = self.head;
+        self.available()
+    }
+
+    /// Copy out the entry `i` positions after head (`i < available()`).
+    pub fn peek(&self, i: usize) -> T {
+        debug_assert!((i as u64) < self.tail_cache.wrapping_sub(self.head));
+        let p = self.ring.slot(self.head.wrapping_add(i as u64));
+        // SAFETY: slot inside the entry array; T is Pod so any bytes the
+        // peer wrote (even concurrently) form a valid value; we copy it out
+        // once and validate the copy.
+        unsafe { p.read_volatile() }
+    }
+
+    /// Consume `n` entries (already copied out) and publish the new head.
+    /// Returns `true` if the producer sleeps waiting for space.
+    pub fn release(&mut self, n: usize) -> bool {
+        self.head = self.head.wrapping_add(n as u64);
+        // SYNC: Release pairs with the Acquire in Producer::free_slots: our
+        // reads of the released slots happen before the producer reuses them.
+        self.ring.hdr().cons.head.store(self.head, Ordering::Release);
+        // SYNC: SeqCst fence pairs with the one in Producer::wait_for_space.
+        fence(Ordering::SeqCst);
+        self.ring.hdr().prod.producer_sleeping.load(Ordering::Relaxed) != 0
+    }
+
+    /// Wake the producer if it is flagged as sleeping for space.
+    pub fn wake_producer(&self) -> bool {
+        let w = &self.ring.hdr().prod.producer_sleeping;
+        if w.swap(0, Ordering::SeqCst) != 0 {
+            crate::sync::futex_wake(w, 1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sleep until data may be available (bounded by `timeout`).
+    pub fn wait_for_data(&mut self, timeout: Duration) -> Result<(), Corrupt> {
+        self.ring.hdr().cons.consumer_sleeping.store(1, Ordering::SeqCst);
+        // SYNC: SeqCst fence pairs with the fence in Producer::publish.
+        fence(Ordering::SeqCst);
+        let avail = self.available();
+        let w = &self.ring.hdr().cons.consumer_sleeping;
+        if matches!(avail, Ok(0)) {
+            crate::sync::futex_wait(w, 1, timeout);
+        }
+        w.store(0, Ordering::Relaxed);
+        avail.map(|_| ())
+    }
+
+    /// The futex word this consumer sleeps on (for multi-ring waits).
+    pub fn sleep_word(&self) -> &AtomicU32 {
+        &self.ring.hdr().cons.consumer_sleeping
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    // SAFETY: repr(C) integers only.
+    unsafe impl Pod for u64 {}
+
+    struct HeapRing {
+        hdr: Box<RingHeader>,
+        entries: Vec<u64>,
+    }
+
+    fn heap(cap: u32) -> HeapRing {
+        HeapRing { hdr: Box::new(RingHeader::new()), entries: vec![0; cap as usize] }
+    }
+
+    #[test]
+    fn fifo_and_capacity() {
+        let mut h = heap(4);
+        let hp: *const RingHeader = &*h.hdr;
+        let ep = h.entries.as_mut_ptr();
+        // SAFETY: `h` outlives p and c; cap matches the vector.
+        let (mut p, mut c) = unsafe { (Producer::new(hp, ep, 4), Consumer::new(hp, ep, 4)) };
+        assert_eq!(p.free_slots().unwrap(), 4);
+        let mut pend = 0;
+        p.write(&[1, 2, 3], &mut pend);
+        assert_eq!(c.available().unwrap(), 0);
+        p.publish(pend);
+        assert_eq!(c.available().unwrap(), 3);
+        assert_eq!((c.peek(0), c.peek(2)), (1, 3));
+        c.release(2);
+        assert_eq!(p.free_slots().unwrap(), 3);
+        for round in 0..100u64 {
+            assert!(p.free_slots().unwrap() >= 1);
+            let mut pend = 0;
+            p.write(&[round], &mut pend);
+            p.publish(pend);
+            let n = c.available_fresh().unwrap();
+            assert_eq!(c.peek(n - 1), round);
+            c.release(n);
+        }
+    }
+
+    #[test]
+    fn corrupt_counters_detected() {
+        let mut h = heap(4);
+        let hp: *const RingHeader = &*h.hdr;
+        let ep = h.entries.as_mut_ptr();
+        // SAFETY: as above.
+        let (mut p, mut c) = unsafe { (Producer::new(hp, ep, 4), Consumer::new(hp, ep, 4)) };
+        h.hdr.prod.tail.store(100, Ordering::Relaxed);
+        assert!(c.available().is_err());
+        h.hdr.prod.tail.store(0, Ordering::Relaxed);
+        h.hdr.cons.head.store(5, Ordering::Relaxed);
+        assert!(p.free_slots().is_err());
+    }
+}

@@ -1,0 +1,235 @@
+//! The receiving side: copy descriptors out of the ring, validate them
+//! against regions the peer announced, and hand out `Msg`s whose buffers
+//! send a notice back when dropped.
+
+use std::sync::atomic::Ordering as LocalOrdering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::buf::fbuf::{Backing, BufCore};
+use crate::buf::{Fbuf, ReleaseSink};
+use crate::channel::core::{lock, Core, Counters, RxState};
+use crate::channel::error::{Malformed, RecvError};
+use crate::channel::wire::{Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SLOT};
+use crate::msg::{Msg, Slice};
+use crate::region::Region;
+use crate::sys::fdpass::{self, RecvOutcome};
+
+impl Core {
+    /// `timeout == None`: do not wait.
+    pub(crate) fn recv(&self, timeout: Option<Duration>) -> Result<Msg, RecvError> {
+        if self.closed.load(LocalOrdering::Acquire) {
+            return Err(RecvError::Disconnected);
+        }
+        let mut rx = lock(&self.rx);
+        let start = Instant::now();
+        let spin_until = start + self.cfg.policy.spin;
+        let deadline = timeout.map(|t| start + t);
+        loop {
+            match rx.ring.available() {
+                Ok(0) => {}
+                Ok(n) => return self.take(&mut rx, n),
+                Err(_) => {
+                    self.mark_gone();
+                    return Err(RecvError::Corrupt);
+                }
+            }
+            if self.is_gone() || self.bye.load(LocalOrdering::Acquire) {
+                // Re-check: messages published before the hang-up still count.
+                if rx.ring.available().unwrap_or(0) == 0 {
+                    return Err(RecvError::Disconnected);
+                }
+                continue;
+            }
+            let Some(deadline) = deadline else {
+                return Err(RecvError::Empty);
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(RecvError::TimedOut);
+            }
+            if now < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            let slice = (deadline - now).min(self.liveness_slice());
+            Counters::bump(&self.counters.sleeps);
+            if rx.ring.wait_for_data(slice).is_err() {
+                self.mark_gone();
+                return Err(RecvError::Corrupt);
+            }
+            if Instant::now() >= now + slice {
+                // A full slice without a wake: is the peer still there?
+                self.poll_control(&mut rx);
+                self.check_peer();
+            }
+        }
+    }
+
+    /// Copy one message's descriptors out, free the ring slots, validate.
+    fn take(&self, rx: &mut RxState, mut avail: usize) -> Result<Msg, RecvError> {
+        let first = rx.ring.peek(0);
+        let count = first.count as usize;
+        if count > avail {
+            avail = rx.ring.available_fresh().unwrap_or(avail);
+        }
+        if count == 0 || count > MAX_SLICES || count > avail {
+            // Framing is broken for this entry: drop just it, keep going.
+            rx.ring.release(1);
+            self.wake_sender(rx);
+            self.notice_tokens(&[first]);
+            Counters::bump(&self.counters.malformed);
+            return Err(RecvError::Malformed(Malformed::BadCount(first.count)));
+        }
+        let mut descs = std::mem::take(&mut rx.scratch);
+        descs.clear();
+        descs.extend((0..count).map(|i| rx.ring.peek(i)));
+        rx.ring.release(count);
+        self.wake_sender(rx);
+        let res = self.resolve(rx, &descs);
+        rx.scratch = descs;
+        match res {
+            Ok(msg) => {
+                Counters::bump(&self.counters.msgs_received);
+                Ok(msg)
+            }
+            Err(e) => {
+                Counters::bump(&self.counters.malformed);
+                Err(RecvError::Malformed(e))
+            }
+        }
+    }
+
+    fn wake_sender(&self, rx: &mut RxState) {
+        // The consumer side's release() already fenced; only wake if the
+        // producer said it sleeps for space.
+        if rx.ring.wake_producer() {
+            Counters::bump(&self.counters.wakes);
+        }
+    }
+
+    /// Validate the private copies and build the message. On any error every
+    /// token of the message is returned to the sender.
+    fn resolve(&self, rx: &mut RxState, descs: &[Desc]) -> Result<Msg, Malformed> {
+        let sink: Arc<dyn ReleaseSink> = match self.me.upgrade() {
+            Some(me) => me,
+            None => return Err(Malformed::BadControl),
+        };
+        let mut slices = Vec::with_capacity(descs.len());
+        for (i, d) in descs.iter().enumerate() {
+            let checked = if i > 0 && d.count != 0 {
+                Err(Malformed::BadCount(d.count))
+            } else {
+                self.check_desc(rx, d)
+            };
+            match checked {
+                Ok(region) => {
+                    let core = BufCore {
+                        region,
+                        offset: d.offset as usize,
+                        len: d.len as usize,
+                        backing: Backing::Foreign { sink: sink.clone(), token: d.token },
+                    };
+                    let buf = Fbuf::from_core(core);
+                    let len = buf.len();
+                    // In bounds by check_desc; Slice::new re-checks.
+                    if let Some(s) = Slice::new(buf, 0, len) {
+                        slices.push(s);
+                    }
+                }
+                Err(e) => {
+                    // Built slices notify on drop; the rest are returned here.
+                    drop(slices);
+                    self.notice_tokens(&descs[i..]);
+                    return Err(e);
+                }
+            }
+        }
+        Msg::from_slices(slices).map_err(|_| Malformed::BadCount(descs.len() as u32))
+    }
+
+    /// The region a descriptor points into, if the descriptor is in bounds.
+    fn check_desc(&self, rx: &mut RxState, d: &Desc) -> Result<Arc<Region>, Malformed> {
+        if d.len == 0 {
+            return Err(Malformed::EmptySlice);
+        }
+        let region = if d.region == SINGLE_USE_SLOT {
+            if rx.single.is_empty() {
+                self.poll_control(rx);
+            }
+            rx.single.pop_front().flatten().ok_or(Malformed::NoSingleUseRegion)?
+        } else {
+            let slot = d.region as usize;
+            if rx.regions.get(slot).is_none_or(Option::is_none) {
+                self.poll_control(rx);
+            }
+            rx.regions.get(slot).and_then(Clone::clone).ok_or(Malformed::UnknownRegion(d.region))?
+        };
+        let rl = region.len() as u64;
+        match d.offset.checked_add(d.len) {
+            Some(end) if end <= rl => Ok(region),
+            _ => Err(Malformed::OutOfBounds { offset: d.offset, len: d.len, region_len: rl }),
+        }
+    }
+
+    /// Return the tokens of rejected descriptors to the sender.
+    fn notice_tokens(&self, descs: &[Desc]) {
+        for d in descs {
+            self.release(d.token);
+        }
+    }
+
+    /// Read every queued control record (non-blocking): regions, Bye.
+    pub(crate) fn poll_control(&self, rx: &mut RxState) {
+        let mut buf = [0u8; CTL_LEN + 1];
+        loop {
+            let rec = match fdpass::recv(&self.sock, &mut buf, true) {
+                Ok(RecvOutcome::Record(r)) => r,
+                Ok(RecvOutcome::Empty) => return,
+                Ok(RecvOutcome::HangUp) => {
+                    // The peer's end is closed for good: no more messages,
+                    // no more notices. Release what it held.
+                    self.bye.store(true, LocalOrdering::Release);
+                    self.mark_gone();
+                    return;
+                }
+                Err(_) => {
+                    Counters::bump(&self.counters.malformed);
+                    continue;
+                }
+            };
+            let ctl = Ctl::decode(&buf[..rec.len]);
+            let mut fds = rec.fds.into_iter();
+            match (ctl, fds.next(), fds.next()) {
+                (Some(Ctl::Region { slot, len }), Some(fd), None) if slot < MAX_REGION_SLOTS => {
+                    match Region::attach(fd, len, self.cfg.populate) {
+                        Ok(r) => {
+                            let slot = slot as usize;
+                            if rx.regions.len() <= slot {
+                                rx.regions.resize(slot + 1, None);
+                            }
+                            rx.regions[slot] = Some(Arc::new(r));
+                            Counters::bump(&self.counters.regions_received);
+                        }
+                        Err(_) => Counters::bump(&self.counters.malformed),
+                    }
+                }
+                (Some(Ctl::SingleUse { len }), Some(fd), None) => match Region::attach(fd, len, self.cfg.populate) {
+                    Ok(mut r) => {
+                        r.mark_single_use();
+                        rx.single.push_back(Some(Arc::new(r)));
+                        Counters::bump(&self.counters.regions_received);
+                    }
+                    Err(_) => {
+                        // Keep the FIFO aligned with the descriptors: the
+                        // descriptor naming this region finds `None`.
+                        rx.single.push_back(None);
+                        Counters::bump(&self.counters.malformed);
+                    }
+                },
+                (Some(Ctl::Bye), None, None) => self.bye.store(true, LocalOrdering::Release),
+                _ => Counters::bump(&self.counters.malformed),
+            }
+        }
+    }
+}

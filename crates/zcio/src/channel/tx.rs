@@ -1,0 +1,196 @@
+//! The sending side: region announcement, ledger entries, descriptors onto
+//! the ring, lazy wake-up of the receiver.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering as LocalOrdering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::buf::{Pool, Reclaim};
+use crate::channel::config::FullPolicy;
+use crate::channel::core::{lock, Core, Counters, TxState};
+use crate::channel::error::SendError;
+use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SLOT};
+use crate::msg::Msg;
+use crate::region::Region;
+use crate::sys::fdpass;
+
+impl Core {
+    pub(crate) fn send(&self, msg: Msg, timeout: Duration) -> Result<(), (SendError, Msg)> {
+        if self.closed.load(LocalOrdering::Acquire) || self.is_gone() {
+            return Err((SendError::Disconnected, msg));
+        }
+        let n = msg.slice_count();
+        if n == 0 {
+            return Err((SendError::Empty, msg));
+        }
+        let mut tx = lock(&self.tx);
+        if n > tx.ring.capacity() {
+            return Err((SendError::TooLarge(n), msg));
+        }
+        self.drain_locked(&mut tx);
+        if tx.ledger.len() + n > self.cfg.max_in_flight {
+            return Err((SendError::TooManyInFlight(tx.ledger.len()), msg));
+        }
+        if let Err(e) = self.wait_for_space(&mut tx, n, timeout) {
+            return Err((e, msg));
+        }
+        // Pass any region the peer does not have yet. Nothing is committed
+        // until every region is across, so a failure leaves no trace.
+        for s in msg.slices() {
+            if let Err(e) = self.announce(&mut tx, s.fbuf().region()) {
+                return Err((e, msg));
+            }
+        }
+        let mut descs = std::mem::take(&mut tx.scratch);
+        descs.clear();
+        for (i, s) in msg.slices().iter().enumerate() {
+            let region = s.fbuf().region();
+            let slot = if region.is_single_use() {
+                SINGLE_USE_SLOT
+            } else {
+                // Present: announce() succeeded for every slice above.
+                tx.announced.get(&region.id()).copied().unwrap_or(SINGLE_USE_SLOT)
+            };
+            if let Some(pool) = s.fbuf().pool_inner() {
+                if !tx.pools.contains(&pool.id()) {
+                    tx.pools.push(pool.id());
+                    if let Some(me) = self.me.upgrade() {
+                        let weak: std::sync::Weak<dyn Reclaim> = Arc::downgrade(&(me as Arc<dyn Reclaim>));
+                        Pool::from_inner(pool.clone()).register_reclaimer(weak);
+                    }
+                }
+            }
+            let token = tx.ledger.insert(s.fbuf().clone());
+            descs.push(Desc {
+                region: slot,
+                count: if i == 0 { n as u32 } else { 0 },
+                offset: (s.fbuf().region_offset() + s.offset()) as u64,
+                len: s.len() as u64,
+                token,
+            });
+        }
+        let mut pending = 0;
+        tx.ring.write(&descs, &mut pending);
+        tx.scratch = descs;
+        let sleeping = tx.ring.publish(pending);
+        Counters::bump(&self.counters.msgs_sent);
+        if sleeping {
+            tx.deferred += 1;
+            if tx.deferred >= self.cfg.policy.wake_batch {
+                tx.deferred = 0;
+                if tx.ring.wake_consumer() {
+                    Counters::bump(&self.counters.wakes);
+                }
+            }
+        }
+        drop(tx);
+        // The Msg's own references go now; the ledger keeps the buffers.
+        drop(msg);
+        Ok(())
+    }
+
+    fn wait_for_space(&self, tx: &mut TxState, need: usize, timeout: Duration) -> Result<(), SendError> {
+        let start = Instant::now();
+        let spin_until = start + self.cfg.policy.spin;
+        let deadline = start + timeout;
+        loop {
+            match tx.ring.free_slots() {
+                Ok(f) if f >= need => return Ok(()),
+                Ok(_) => {}
+                Err(_) => {
+                    self.mark_gone_locked(tx);
+                    return Err(SendError::Corrupt);
+                }
+            }
+            if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
+                return Err(SendError::Full);
+            }
+            if self.is_gone() {
+                return Err(SendError::Disconnected);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(SendError::TimedOut);
+            }
+            if now < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            // A receiver we never woke must see what is queued before we sleep.
+            if tx.deferred > 0 {
+                tx.deferred = 0;
+                tx.ring.wake_consumer();
+            }
+            let slice = (deadline - now).min(self.cfg.liveness_interval);
+            Counters::bump(&self.counters.sleeps);
+            if tx.ring.wait_for_space(need, slice).is_err() {
+                self.mark_gone_locked(tx);
+                return Err(SendError::Corrupt);
+            }
+            if Instant::now() >= now + slice {
+                self.check_peer_locked(tx);
+            }
+        }
+    }
+
+    /// Make sure the peer can resolve `region`: pool regions once per
+    /// channel, single-use regions with every transfer.
+    fn announce(&self, tx: &mut TxState, region: &Arc<Region>) -> Result<(), SendError> {
+        let len = region.len() as u64;
+        if region.is_single_use() {
+            self.send_ctl(tx, Ctl::SingleUse { len }, region)?;
+            return Ok(());
+        }
+        if tx.announced.contains_key(&region.id()) {
+            return Ok(());
+        }
+        if tx.next_slot >= MAX_REGION_SLOTS {
+            return Err(SendError::Os(rustix::io::Errno::NOSPC));
+        }
+        let slot = tx.next_slot;
+        self.send_ctl(tx, Ctl::Region { slot, len }, region)?;
+        tx.next_slot += 1;
+        tx.announced.insert(region.id(), slot);
+        tx.keep.push(region.clone());
+        Ok(())
+    }
+
+    fn send_ctl(&self, tx: &mut TxState, ctl: Ctl, region: &Region) -> Result<(), SendError> {
+        // The socket has SO_SNDTIMEO set (connect.rs), so this is bounded.
+        match fdpass::send(&self.sock, &ctl.encode(), &[region.share_fd().as_fd()], false) {
+            Ok(()) => {
+                Counters::bump(&self.counters.regions_sent);
+                Ok(())
+            }
+            Err(rustix::io::Errno::PIPE) | Err(rustix::io::Errno::CONNRESET) => {
+                self.mark_gone_locked(tx);
+                Err(SendError::Disconnected)
+            }
+            Err(e) => Err(SendError::Os(e)),
+        }
+    }
+
+    /// Wake the receiver for deferred messages.
+    pub(crate) fn flush(&self) {
+        let mut tx = lock(&self.tx);
+        if tx.deferred > 0 {
+            tx.deferred = 0;
+            if tx.ring.wake_consumer() {
+                Counters::bump(&self.counters.wakes);
+            }
+        }
+    }
+
+    /// Announce every current chunk of `pool` now.
+    pub(crate) fn share_pool(&self, pool: &Pool) -> Result<(), SendError> {
+        if self.closed.load(LocalOrdering::Acquire) || self.is_gone() {
+            return Err(SendError::Disconnected);
+        }
+        let mut tx = lock(&self.tx);
+        for r in pool.regions() {
+            self.announce(&mut tx, &r)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,19 @@
+//! zcio: zero-copy I/O across process boundaries on Linux.
+//!
+//! Layers, bottom up (each only calls the ones below it):
+//! [`sys`] → [`region`] → [`buf`] → [`msg`] → [`channel`].
+//! See `docs/ARCHITECTURE.md` for the picture.
+
+pub mod buf;
+pub mod channel;
+pub mod error;
+pub mod msg;
+pub mod region;
+pub mod sync;
+pub mod sys;
+
+pub use buf::{AllocError, Fbuf, FbufMut, Pool, PoolConfig, PoolStats, SecureView, Uncached};
+pub use channel::{Channel, ChannelConfig, ChannelStats, Listener, Policy};
+pub use error::Error;
+pub use msg::{Msg, MsgError, UnitCursor};
+pub use region::{Region, RegionError};

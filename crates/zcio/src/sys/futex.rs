@@ -1,0 +1,70 @@
+//! Futex wait/wake on words in shared memory (no `FUTEX_PRIVATE_FLAG`, so
+//! the word may live in a mapping shared with other processes).
+
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+use rustix::io::Errno;
+use rustix::thread::futex;
+
+/// Why a [`wait`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Another thread or process called `FUTEX_WAKE` (or a spurious wakeup).
+    Woken,
+    /// The word no longer held the expected value when the kernel looked.
+    Changed,
+    /// The timeout elapsed.
+    TimedOut,
+}
+
+/// Sleep while `word == expected`, for at most `timeout`.
+///
+/// Interrupted waits (`EINTR`) report [`Wake::Woken`]; callers always
+/// re-check their condition, so that is safe.
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Duration) -> Wake {
+    let ts = rustix::time::Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    match futex::wait(word, futex::Flags::empty(), expected, Some(&ts)) {
+        Ok(()) => Wake::Woken,
+        Err(Errno::AGAIN) => Wake::Changed,
+        Err(Errno::TIMEDOUT) => Wake::TimedOut,
+        Err(_) => Wake::Woken,
+    }
+}
+
+/// Wake up to `n` waiters on `word`. Returns how many were woken.
+pub fn wake(word: &AtomicU32, n: u32) -> usize {
+    futex::wake(word, futex::Flags::empty(), n).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    #[test]
+    fn wait_times_out_and_sees_change() {
+        let w = AtomicU32::new(0);
+        assert_eq!(wait(&w, 1, Duration::from_millis(1)), Wake::Changed);
+        assert_eq!(wait(&w, 0, Duration::from_millis(1)), Wake::TimedOut);
+    }
+
+    #[test]
+    fn wake_releases_a_waiter() {
+        let w = Arc::new(AtomicU32::new(0));
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || {
+            while w2.load(Ordering::Acquire) == 0 {
+                wait(&w2, 0, Duration::from_secs(5));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(10));
+        w.store(1, Ordering::Release);
+        wake(&w, 1);
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,39 @@
+//! Thin, safe wrappers over the Linux system calls zcio builds on.
+//!
+//! Everything above this layer talks to the kernel only through these
+//! functions. Each wrapper keeps the OS error (`rustix::io::Errno`) so callers
+//! can report the errno; nothing here panics on a failed call.
+
+pub mod fdpass;
+pub mod futex;
+pub mod memfd;
+pub mod mmap;
+pub mod peer;
+
+pub use rustix::io::Errno;
+
+/// The system page size in bytes (4096 on the machines we target).
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// Round `len` up to a whole number of pages; `None` on overflow.
+pub fn round_to_pages(len: usize) -> Option<usize> {
+    let ps = page_size();
+    len.checked_add(ps - 1).map(|v| v & !(ps - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_to_pages() {
+        let ps = page_size();
+        assert_eq!(round_to_pages(0), Some(0));
+        assert_eq!(round_to_pages(1), Some(ps));
+        assert_eq!(round_to_pages(ps), Some(ps));
+        assert_eq!(round_to_pages(ps + 1), Some(2 * ps));
+        assert_eq!(round_to_pages(usize::MAX), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Peer identity and liveness: `SO_PEERCRED` and pidfds.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::net::sockopt;
+use rustix::process::{pidfd_open, Pid, PidfdFlags};
+
+/// Credentials of the process at the other end of a Unix socket, as the
+/// kernel recorded them at `connect`/`socketpair` time (not as the peer
+/// claims them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Process id.
+    pub pid: i32,
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+}
+
+/// Read `SO_PEERCRED` from a connected Unix socket.
+pub fn peer_cred(sock: impl AsFd) -> Result<PeerCred, Errno> {
+    let c = sockopt::socket_peercred(sock)?;
+    Ok(PeerCred { pid: c.pid.as_raw_nonzero().get(), uid: c.uid.as_raw(), gid: c.gid.as_raw() })
+}
+
+/// Open a pidfd for `pid` (Linux ≥ 5.3). The fd becomes readable when the
+/// process exits, and unlike a pid it cannot be recycled under us.
+pub fn open_pidfd(pid: i32) -> Result<OwnedFd, Errno> {
+    let pid = Pid::from_raw(pid).ok_or(Errno::SRCH)?;
+    pidfd_open(pid, PidfdFlags::empty())
+}
+
+/// Whether the process behind `pidfd` has exited (non-blocking).
+pub fn has_exited(pidfd: impl AsFd) -> bool {
+    let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+    matches!(poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
+}
+
+/// Whether a connected socket's peer has hung up (non-blocking check).
+pub fn socket_hung_up(sock: impl AsFd) -> bool {
+    let mut fds = [PollFd::new(&sock, PollFlags::RDHUP)];
+    match poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 })) {
+        Ok(n) if n > 0 => fds[0]
+            .revents()
+            .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+
+    #[test]
+    fn cred_of_self_and_hangup() {
+        let (a, b) =
+            socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None).unwrap();
+        let c = peer_cred(&a).unwrap();
+        assert_eq!(c.pid, std::process::id() as i32);
+        assert_eq!(c.uid, rustix::process::geteuid().as_raw());
+        assert!(!socket_hung_up(&a));
+        drop(b);
+        assert!(socket_hung_up(&a));
+    }
+
+    #[test]
+    fn pidfd_of_child_reports_exit() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let fd = open_pidfd(child.id() as i32).unwrap();
+        child.wait().unwrap();
+        assert!(has_exited(&fd));
+        let me = open_pidfd(std::process::id() as i32).unwrap();
+        assert!(!has_exited(&me));
+    }
+}
