@@ -1,1 +1,14 @@
+//! Cross-process benchmark drivers for zcio and the baselines it is
+//! measured against (memcpy, Linux pipe, Unix socket, iceoryx2).
+//!
+//! Every measured side runs in its own process, pinned to its own core
+//! where the machine has them; the coordinator only spawns, waits and
+//! collects. Child processes are this same binary re-executed with the
+//! hidden `__bench-child` argument (see [`child`]).
+
+pub mod affinity;
+pub mod child;
+pub mod fmt;
 pub mod iox;
+pub mod report;
+pub mod transfer;

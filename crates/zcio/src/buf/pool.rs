@@ -100,6 +100,24 @@ pub struct PoolStats {
     pub held_per_peer: Vec<(String, usize)>,
 }
 
+/// Identity-like hasher for page counts (small integers, chosen by us).
+#[derive(Default)]
+struct PageHasher(u64);
+
+impl std::hash::Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 struct Chunk {
     region: Arc<Region>,
     extents: Extents,
@@ -108,7 +126,7 @@ struct Chunk {
 struct State {
     chunks: Vec<Chunk>,
     /// page count → LIFO of (chunk, first page).
-    quick: HashMap<u32, Vec<(u32, u32)>>,
+    quick: HashMap<u32, Vec<(u32, u32)>, std::hash::BuildHasherDefault<PageHasher>>,
     quick_pages: usize,
     in_use: usize,
     in_use_pages: usize,
@@ -156,7 +174,7 @@ impl Pool {
             page,
             state: Mutex::new(State {
                 chunks: Vec::new(),
-                quick: HashMap::new(),
+                quick: HashMap::default(),
                 quick_pages: 0,
                 in_use: 0,
                 in_use_pages: 0,
@@ -189,14 +207,42 @@ impl Pool {
     }
 
     /// Allocate without waiting. `WouldBlock` when the pool is at its cap.
+    ///
+    /// When no freed buffer of this size is at hand, pending deallocation
+    /// notices are processed first, so the pool reuses warm buffers (LIFO)
+    /// instead of carving cold memory or growing.
     pub fn try_alloc(&self, len: usize) -> Result<FbufMut, AllocError> {
+        if let Some(b) = self.inner.alloc_quick(len, &self.inner) {
+            return Ok(b);
+        }
+        if self.reclaim_all() > 0 {
+            if let Some(b) = self.inner.alloc_quick(len, &self.inner) {
+                return Ok(b);
+            }
+        }
         self.inner.alloc(len, &self.inner)
+    }
+
+    /// Process deallocation notices on every channel carrying this pool's
+    /// buffers; returns how many buffers came back.
+    pub fn reclaim_all(&self) -> usize {
+        let list = lock(&self.inner.reclaimers);
+        if list.is_empty() {
+            return 0;
+        }
+        let live: Vec<Arc<dyn Reclaim>> = list.iter().filter_map(Weak::upgrade).collect();
+        drop(list);
+        live.iter().map(|r| r.reclaim()).sum()
     }
 
     /// Allocate, waiting up to `timeout` for receivers to release buffers.
     /// While waiting it processes deallocation notices from every channel
     /// that carries this pool's buffers.
     pub fn alloc_timeout(&self, len: usize, timeout: Duration) -> Result<FbufMut, AllocError> {
+        match self.try_alloc(len) {
+            Err(AllocError::WouldBlock(_)) => {}
+            other => return other,
+        }
         let deadline = Instant::now() + timeout;
         loop {
             match self.try_alloc(len) {
@@ -269,12 +315,26 @@ impl PoolInner {
         self.id
     }
 
-    fn alloc(&self, len: usize, me: &Arc<PoolInner>) -> Result<FbufMut, AllocError> {
+    fn pages_for(&self, len: usize) -> Result<u32, AllocError> {
         let max = (u32::MAX as usize / 2).saturating_mul(self.page);
         if len == 0 || len > max {
             return Err(AllocError::BadSize(len, max));
         }
-        let pages = len.div_ceil(self.page) as u32;
+        Ok(len.div_ceil(self.page) as u32)
+    }
+
+    /// Hot path: pop the quick list of exactly this size, if any.
+    fn alloc_quick(&self, len: usize, me: &Arc<PoolInner>) -> Option<FbufMut> {
+        let pages = self.pages_for(len).ok()?;
+        let mut s = lock(&self.state);
+        let (chunk, first) = s.quick.get_mut(&pages).and_then(Vec::pop)?;
+        s.quick_pages -= pages as usize;
+        s.quick_hits += 1;
+        Some(self.hand_out(s, len, pages, chunk, first, me))
+    }
+
+    fn alloc(&self, len: usize, me: &Arc<PoolInner>) -> Result<FbufMut, AllocError> {
+        let pages = self.pages_for(len)?;
         let mut s = lock(&self.state);
         let (chunk, first) = match self.take(&mut s, pages)? {
             Some(x) => x,
@@ -283,6 +343,18 @@ impl PoolInner {
                 return Err(AllocError::WouldBlock(self.cfg.name.clone()));
             }
         };
+        Ok(self.hand_out(s, len, pages, chunk, first, me))
+    }
+
+    fn hand_out(
+        &self,
+        mut s: MutexGuard<'_, State>,
+        len: usize,
+        pages: u32,
+        chunk: u32,
+        first: u32,
+        me: &Arc<PoolInner>,
+    ) -> FbufMut {
         s.allocs += 1;
         s.in_use += 1;
         s.in_use_pages += pages as usize;
@@ -294,7 +366,7 @@ impl PoolInner {
             len,
             backing: Backing::Pooled { pool: me.clone(), chunk, first_page: first, pages },
         };
-        Ok(FbufMut::from_core(core, false))
+        FbufMut::from_core(core, false)
     }
 
     /// Find `pages` pages: quick list, then extents, then a new chunk, then

@@ -17,6 +17,27 @@ use crate::region::Region;
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
 
+/// Hasher for process-local ids (small, unique, not attacker-chosen).
+pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+/// Multiplicative hash of a u64 id.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// Which end of the segment we are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Role {
@@ -51,7 +72,7 @@ pub(crate) struct TxState {
     pub notices: Consumer<Notice>,
     pub ledger: Ledger,
     /// region id → slot on this channel.
-    pub announced: HashMap<u64, u32>,
+    pub announced: HashMap<u64, u32, IdHash>,
     /// Regions announced, kept alive for the channel's life.
     pub keep: Vec<Arc<Region>>,
     pub next_slot: u32,
@@ -77,6 +98,9 @@ pub(crate) struct NoticeTx {
     /// Tokens that did not fit the notice ring yet.
     pub overflow: Vec<u64>,
 }
+
+/// Notices published together.
+pub const NOTICE_BATCH: usize = 8;
 
 /// Most notices buffered locally when the peer stops draining its ring.
 const MAX_NOTICE_OVERFLOW: usize = 1 << 20;
@@ -159,7 +183,7 @@ impl Core {
                 ring,
                 notices,
                 ledger: Ledger::default(),
-                announced: HashMap::new(),
+                announced: HashMap::default(),
                 keep: Vec::new(),
                 next_slot: 0,
                 pools: Vec::new(),
@@ -241,6 +265,7 @@ impl Core {
         if self.closed.swap(true, LocalOrdering::AcqRel) {
             return;
         }
+        self.flush_notices();
         let _ = crate::sys::fdpass::send(&self.sock, &Ctl::Bye.encode(), &[], true);
         // Wake a peer sleeping on our rings so it notices promptly.
         lock(&self.tx).ring.wake_consumer();
@@ -304,7 +329,9 @@ impl Core {
         self.drain_locked(&mut tx)
     }
 
-    /// Queue a notice for `token` and push what fits into the notice ring.
+    /// Queue a notice for `token`. Notices are published in batches of
+    /// [`NOTICE_BATCH`], and at once when the originator is waiting for
+    /// buffers; `recv` flushes before it waits, and `close`/`flush` too.
     fn send_notice(&self, token: u64) {
         if self.is_gone() {
             Counters::bump(&self.counters.notices_dropped);
@@ -316,6 +343,14 @@ impl Core {
             return;
         }
         n.overflow.push(token);
+        if n.overflow.len() >= NOTICE_BATCH || n.ring.consumer_waiting() {
+            self.flush_notices_locked(&mut n);
+        }
+    }
+
+    /// Publish every queued notice that fits.
+    pub fn flush_notices(&self) {
+        let mut n = lock(&self.ntx);
         self.flush_notices_locked(&mut n);
     }
 
@@ -332,9 +367,16 @@ impl Core {
             return;
         }
         let mut pending = 0;
-        let items: Vec<Notice> = n.overflow.drain(..k).map(|token| Notice { token, reserved: 0 }).collect();
-        n.ring.write(&items, &mut pending);
-        if n.ring.publish(pending) && n.ring.wake_consumer() {
+        let NoticeTx { ring, overflow } = n;
+        for chunk in overflow[..k].chunks(16) {
+            let mut items = [Notice::default(); 16];
+            for (it, &token) in items.iter_mut().zip(chunk) {
+                it.token = token;
+            }
+            ring.write(&items[..chunk.len()], &mut pending);
+        }
+        overflow.drain(..k);
+        if ring.publish(pending) && ring.wake_consumer() {
             Counters::bump(&self.counters.wakes);
         }
         self.counters.notices_sent.fetch_add(k as u64, LocalOrdering::Relaxed);

@@ -105,9 +105,11 @@ impl Channel {
         self.core.send(msg, timeout)
     }
 
-    /// Wake the peer for messages whose wakeup was deferred by coalescing.
+    /// Wake the peer for messages whose wakeup was deferred by coalescing,
+    /// and publish deallocation notices still batched here.
     pub fn flush(&self) {
         self.core.flush();
+        self.core.flush_notices();
     }
 
     /// Receive a message, blocking (bounded by `ChannelConfig::recv_timeout`;

@@ -226,6 +226,11 @@ impl<T: Pod> Producer<T> {
         self.ring.hdr().cons.consumer_sleeping.load(Ordering::Relaxed) != 0
     }
 
+    /// Whether the consumer has said it sleeps (a hint: no fence).
+    pub fn consumer_waiting(&self) -> bool {
+        self.ring.hdr().cons.consumer_sleeping.load(Ordering::Relaxed) != 0
+    }
+
     /// Wake the consumer if it is (still) flagged as sleeping.
     pub fn wake_consumer(&self) -> bool {
         let w = &self.ring.hdr().cons.consumer_sleeping;

@@ -22,9 +22,16 @@ impl Core {
             return Err(RecvError::Disconnected);
         }
         let mut rx = lock(&self.rx);
+        match rx.ring.available() {
+            Ok(n) if n > 0 => return self.take(&mut rx, n),
+            _ => {}
+        }
+        // About to wait: the sender may be waiting for our notices.
+        self.flush_notices();
         let start = Instant::now();
         let spin_until = start + self.cfg.policy.spin;
         let deadline = timeout.map(|t| start + t);
+        let mut spins = 0u32;
         loop {
             match rx.ring.available() {
                 Ok(0) => {}
@@ -44,6 +51,11 @@ impl Core {
             let Some(deadline) = deadline else {
                 return Err(RecvError::Empty);
             };
+            spins += 1;
+            if spins % 64 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
             let now = Instant::now();
             if now >= deadline {
                 return Err(RecvError::TimedOut);

@@ -28,7 +28,11 @@ impl Core {
         if n > tx.ring.capacity() {
             return Err((SendError::TooLarge(n), msg));
         }
-        self.drain_locked(&mut tx);
+        // Pools pull notices in when they run short; here only keep the
+        // ledger from growing (single-use regions stay mapped until drained).
+        if tx.ledger.len() >= 32 {
+            self.drain_locked(&mut tx);
+        }
         if tx.ledger.len() + n > self.cfg.max_in_flight {
             return Err((SendError::TooManyInFlight(tx.ledger.len()), msg));
         }
@@ -91,9 +95,13 @@ impl Core {
     }
 
     fn wait_for_space(&self, tx: &mut TxState, need: usize, timeout: Duration) -> Result<(), SendError> {
+        if tx.ring.cached_free() >= need {
+            return Ok(());
+        }
         let start = Instant::now();
         let spin_until = start + self.cfg.policy.spin;
         let deadline = start + timeout;
+        let mut spins = 0u32;
         loop {
             match tx.ring.free_slots() {
                 Ok(f) if f >= need => return Ok(()),
@@ -108,6 +116,11 @@ impl Core {
             }
             if self.is_gone() {
                 return Err(SendError::Disconnected);
+            }
+            spins += 1;
+            if spins % 64 != 0 {
+                std::hint::spin_loop();
+                continue;
             }
             let now = Instant::now();
             if now >= deadline {

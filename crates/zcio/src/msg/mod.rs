@@ -7,6 +7,7 @@ mod cursor;
 use std::borrow::Cow;
 use std::io::IoSlice;
 
+use smallvec::SmallVec;
 use thiserror::Error;
 
 use crate::buf::Fbuf;
@@ -75,7 +76,7 @@ impl Slice {
 /// An immutable aggregate of buffer slices.
 #[derive(Clone, Debug, Default)]
 pub struct Msg {
-    slices: Vec<Slice>,
+    slices: SmallVec<[Slice; 2]>,
     len: usize,
 }
 
@@ -83,7 +84,11 @@ impl From<Fbuf> for Msg {
     fn from(buf: Fbuf) -> Self {
         let len = buf.len();
         match Slice::new(buf, 0, len) {
-            Some(s) => Self { slices: vec![s], len },
+            Some(s) => {
+                let mut slices = SmallVec::new();
+                slices.push(s);
+                Self { slices, len }
+            }
             None => Self::default(),
         }
     }
@@ -97,7 +102,7 @@ impl Msg {
 
     /// Build from slices (empty ones are dropped).
     pub fn from_slices(slices: impl IntoIterator<Item = Slice>) -> Result<Self, MsgError> {
-        let slices: Vec<Slice> = slices.into_iter().filter(|s| s.len > 0).collect();
+        let slices: SmallVec<[Slice; 2]> = slices.into_iter().filter(|s| s.len > 0).collect();
         if slices.len() > MAX_SLICES {
             return Err(MsgError::TooManySlices(slices.len()));
         }
@@ -160,7 +165,7 @@ impl Msg {
             return Err(MsgError::OutOfRange { at, len: self.len });
         }
         let (idx, within) = self.locate(at);
-        let mut tail: Vec<Slice> = self.slices.split_off(idx);
+        let mut tail: SmallVec<[Slice; 2]> = self.slices.drain(idx..).collect();
         if within > 0 {
             // The slice at `idx` straddles `at`: both halves reference it.
             let s = &mut tail[0];

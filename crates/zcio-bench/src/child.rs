@@ -1,0 +1,155 @@
+//! Benchmark child processes: this binary re-executed as
+//! `<exe> __bench-child '<json spec>'`. A child runs one side of one
+//! measurement and, if it is the measuring side, prints one JSON line with
+//! its result on stdout.
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::RawFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The hidden first argument that makes the binary a benchmark child.
+pub const CHILD_ARG: &str = "__bench-child";
+
+/// How the zcio originator gets its buffers.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocKind {
+    /// Path pool, volatile.
+    CachedVolatile,
+    /// Path pool, secured (sealed single-use regions).
+    CachedSecured,
+    /// Fresh region per buffer, volatile.
+    UncachedVolatile,
+    /// Fresh region per buffer, sealed.
+    UncachedSecured,
+}
+
+/// One side of one measurement.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub enum Role {
+    /// zcio originator: connect to `path`, send.
+    ZcioSend { path: String, alloc: AllocKind },
+    /// zcio receiver: listen at `path`, receive, measure.
+    ZcioRecv { path: String, expect_secured: bool },
+    /// zcio forwarder: listen at `listen`, forward to `connect`.
+    ZcioFwd { listen: String, connect: String },
+    /// Copy originator: write messages to inherited fd.
+    CopySend { fd: RawFd },
+    /// Copy receiver: read messages from inherited fd, measure.
+    CopyRecv { fd: RawFd },
+    /// Copy forwarder: read from `input`, write to `output`.
+    CopyFwd { input: RawFd, output: RawFd },
+    /// iceoryx2 publisher.
+    IoxPub { service: String },
+    /// iceoryx2 subscriber, measures.
+    IoxSub { service: String },
+    /// In-process memcpy reference, measures.
+    Memcpy,
+}
+
+/// Everything a child needs.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ChildSpec {
+    /// What to do.
+    pub role: Role,
+    /// Message size in bytes.
+    pub size: usize,
+    /// Unmeasured messages first.
+    pub warmup: u64,
+    /// Measured messages.
+    pub count: u64,
+    /// CPU to pin to.
+    pub cpu: Option<usize>,
+    /// Overall bound for the child's work.
+    pub timeout_ms: u64,
+}
+
+/// What a measuring child reports.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct Measured {
+    /// Nanoseconds for `msgs` messages.
+    pub elapsed_ns: u64,
+    /// Messages in the measured interval.
+    pub msgs: u64,
+    /// Futex wake calls made by the measuring side (zcio only; else 0).
+    pub wakes: u64,
+}
+
+/// Spawn a child for `spec`. Its stdout is piped (result line); stderr is
+/// inherited so errors show up.
+pub fn spawn(spec: &ChildSpec) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+    Command::new(exe)
+        .arg(CHILD_ARG)
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("spawn benchmark child: {e}"))
+}
+
+/// Wait for a child with a bound; kill it when the bound passes. Returns
+/// its result line, if it printed one.
+pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Measured>, String> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut line = String::new();
+                if let Some(out) = child.stdout.take() {
+                    let _ = BufReader::new(out).read_line(&mut line);
+                }
+                if !status.success() {
+                    return Err(format!("{what} exited with {status}"));
+                }
+                if line.trim().is_empty() {
+                    return Ok(None);
+                }
+                return serde_json::from_str(line.trim()).map(Some).map_err(|e| format!("{what}: bad result line: {e}"));
+            }
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{what} did not finish within {timeout:?}; killed"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("{what}: wait: {e}")),
+        }
+    }
+}
+
+/// Entry point of a child (`args` are the arguments after `CHILD_ARG`).
+/// Returns the process exit code.
+pub fn child_main(args: &[String]) -> i32 {
+    let Some(json) = args.first() else {
+        eprintln!("{CHILD_ARG}: missing spec");
+        return 2;
+    };
+    let spec: ChildSpec = match serde_json::from_str(json) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{CHILD_ARG}: bad spec: {e}");
+            return 2;
+        }
+    };
+    if let Some(cpu) = spec.cpu {
+        if let Err(e) = crate::affinity::pin(cpu) {
+            eprintln!("warning: {e}");
+        }
+    }
+    match crate::transfer::run_role(&spec) {
+        Ok(Some(m)) => {
+            println!("{}", serde_json::to_string(&m).unwrap_or_default());
+            0
+        }
+        Ok(None) => 0,
+        Err(e) => {
+            eprintln!("benchmark child {:?} failed: {e}", spec.role);
+            1
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! iceoryx2 baseline for the cross-process transfer benchmark.
+//!
+//! [`publisher`] and [`subscriber`] each run in their own process and talk over an iceoryx2
+//! `ipc` publish-subscribe service with `[u8]` slice payloads. Per message the publisher writes
+//! one `u64` (the sequence number) at the start of every 4096-byte page and the subscriber reads
+//! one `u64` per page, so both sides touch every page of every message.
+//!
+//! Service configuration (identical on both sides, whichever process creates the service):
+//! - no safe overflow + `RetryUntilDelivered` backpressure: a full subscriber buffer makes the
+//!   publisher wait, nothing is dropped; the wait is bounded by a backpressure handler that
+//!   fails the send once the deadline has passed;
+//! - history 0, subscriber buffer [`SUB_BUFFER`], 1 publisher, 1 subscriber;
+//! - `AllocationStrategy::Static` with `initial_max_slice_len(size)`: the publisher's data
+//!   segment holds `1 * (SUB_BUFFER + SUB_BORROWED) + 0 + PUB_LOANED` = 12 chunks of `size`
+//!   bytes (about 192 MiB in /dev/shm for 16 MiB messages).
+//!
+//! Completion: the subscriber drops its port after releasing the last sample; the publisher keeps
+//! its node alive until the service reports zero subscribers (bounded by the deadline).
+//! iceoryx2 keeps management files in /tmp/iceoryx2 and shared memory in /dev/shm (`iox2_*`); they
+//! are removed when the nodes drop, and those of dead nodes (crashed runs) are removed when a new
+//! node is created (`cleanup_dead_nodes_on_creation`, on in the default config used here).
+
+use std::collections::HashSet;
+use std::hint::black_box;
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+use iceoryx2::port::update_connections::UpdateConnections;
+use iceoryx2::port::{BackpressureAction, LoanError};
+use iceoryx2::prelude::*;
+use iceoryx2::service::builder::publish_subscribe::{
+    PublishSubscribeCreateError as CreateErr, PublishSubscribeOpenError as OpenErr,
+    PublishSubscribeOpenOrCreateError as OocErr,
+};
+use iceoryx2::service::port_factory::publish_subscribe::PortFactory as PubSubFactory;
+
+const PAGE: usize = 4096;
+const WORD: usize = std::mem::size_of::<u64>();
+/// Subscriber buffer depth (samples in flight between publisher and subscriber).
+const SUB_BUFFER: usize = 8;
+/// Samples the subscriber may hold at once (it holds one).
+const SUB_BORROWED: usize = 2;
+/// Samples the publisher may have loaned at once (it loans one).
+const PUB_LOANED: usize = 2;
+
+type Factory = PubSubFactory<ipc::Service, [u8], ()>;
+
+/// Validates the arguments and returns the total number of messages.
+fn check_args(size: usize, warmup: usize, count: usize) -> Result<u64, String> {
+    if size < WORD {
+        return Err(format!("iox: payload size {size} is smaller than a u64"));
+    }
+    if count < 2 {
+        return Err(format!("iox: count must be >= 2 (got {count})"));
+    }
+    let total = warmup
+        .checked_add(count)
+        .ok_or("iox: warmup + count overflows")?;
+    Ok(total as u64)
+}
+
+fn create_node() -> Result<Node<ipc::Service>, String> {
+    // iceoryx2 logs to stderr only; Error keeps it quiet (Warn would print e.g. "no config file"
+    // while reaping dead nodes). IOX2_LOG_LEVEL=Debug overrides this to diagnose failures.
+    set_log_level_from_env_or(LogLevel::Error);
+    NodeBuilder::new()
+        // Built-in defaults on both sides (ignore any iceoryx2.toml): identical, reproducible
+        // settings, including removal of dead nodes' stale resources on node creation.
+        .config(&Config::default())
+        // Install no SIGINT/SIGTERM handlers: the harness must be able to kill us.
+        .signal_handling_mode(SignalHandlingMode::Disabled)
+        .create::<ipc::Service>()
+        .map_err(|e| format!("iox: node creation failed: {e:?}"))
+}
+
+/// `Err` once `deadline` has passed.
+fn check_deadline(deadline: Instant, what: &str) -> Result<(), String> {
+    if Instant::now() >= deadline {
+        return Err(format!("iox: timed out {what}"));
+    }
+    Ok(())
+}
+
+/// Opens or creates the service, retrying the transient failures that occur when both
+/// processes try to create it at the same moment.
+fn open_service(
+    node: &Node<ipc::Service>,
+    service: &str,
+    deadline: Instant,
+) -> Result<Factory, String> {
+    let name = ServiceName::new(service)
+        .map_err(|e| format!("iox: bad service name {service:?}: {e:?}"))?;
+    let align = Alignment::new(WORD).ok_or("iox: invalid alignment")?;
+    loop {
+        let err = match node
+            .service_builder(&name)
+            .publish_subscribe::<[u8]>()
+            .payload_alignment(align)
+            .enable_safe_overflow(false)
+            .history_size(0)
+            .subscriber_max_buffer_size(SUB_BUFFER)
+            .subscriber_max_borrowed_samples(SUB_BORROWED)
+            .max_publishers(1)
+            .max_subscribers(1)
+            .max_nodes(4)
+            .open_or_create()
+        {
+            Ok(factory) => return Ok(factory),
+            Err(e) => e,
+        };
+        let transient = matches!(
+            err,
+            OocErr::SystemInFlux
+                | OocErr::PublishSubscribeOpenError(
+                    OpenErr::DoesNotExist | OpenErr::HangsInCreation | OpenErr::InternalFailure
+                )
+                | OocErr::PublishSubscribeCreateError(
+                    CreateErr::AlreadyExists
+                        | CreateErr::IsBeingCreatedByAnotherInstance
+                        | CreateErr::HangsInCreation
+                )
+        );
+        if !transient {
+            return Err(format!(
+                "iox: cannot open/create service {service:?}: {err:?}"
+            ));
+        }
+        check_deadline(deadline, &format!("opening service {service:?} ({err:?})"))?;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Publisher side. Creates/opens the publish-subscribe service `service` (`[u8]` slices of
+/// `size` bytes), waits for one subscriber, sends `warmup + count` messages (each with the
+/// sequence number written at the start of every 4096-byte page), then waits until the
+/// subscriber has left. Everything is bounded by `timeout`.
+pub fn publisher(
+    service: &str,
+    size: usize,
+    warmup: usize,
+    count: usize,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let total = check_args(size, warmup, count)?;
+    let node = create_node()?;
+    let factory = open_service(&node, service, deadline)?;
+    let publisher = factory
+        .publisher_builder()
+        .initial_max_slice_len(size)
+        .allocation_strategy(AllocationStrategy::Static)
+        .max_loaned_samples(PUB_LOANED)
+        .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
+        // Wait while the subscriber buffer is full, but give up once the deadline has passed.
+        .set_backpressure_handler(move |_: &_| {
+            if Instant::now() < deadline {
+                BackpressureAction::Retry
+            } else {
+                BackpressureAction::DiscardDataAndFail
+            }
+        })
+        .create()
+        .map_err(|e| format!("iox: publisher creation failed: {e:?}"))?;
+
+    while factory.dynamic_config().number_of_subscribers() == 0 {
+        check_deadline(deadline, "waiting for the subscriber to connect")?;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    publisher
+        .update_connections()
+        .map_err(|e| format!("iox: connecting to the subscriber failed: {e:?}"))?;
+
+    // Payload addresses of the chunks that have been fully initialised once (see SAFETY below).
+    let mut initialised: HashSet<usize> = HashSet::new();
+    let mut seq: u64 = 0;
+    while seq < total {
+        let mut sample = loop {
+            match publisher.loan_slice_uninit(size) {
+                Ok(s) => break s,
+                // All chunks are still in flight: wait for the subscriber to release one.
+                Err(LoanError::OutOfMemory) => {
+                    check_deadline(deadline, &format!("loaning message {seq}"))?;
+                    std::thread::yield_now();
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "iox: loan of {size} bytes failed at message {seq}: {e:?}"
+                    ))
+                }
+            }
+        };
+        let buf: &mut [MaybeUninit<u8>] = sample.payload_mut();
+        if buf.len() != size {
+            return Err(format!("iox: loaned {} bytes, expected {size}", buf.len()));
+        }
+        if initialised.insert(buf.as_ptr() as usize) {
+            buf.fill(MaybeUninit::new(0)); // first use of this chunk only, never per message
+        }
+        for off in (0..=size - WORD).step_by(PAGE) {
+            for (dst, byte) in buf[off..off + WORD].iter_mut().zip(seq.to_ne_bytes()) {
+                dst.write(byte);
+            }
+        }
+        // SAFETY: `assume_init` requires all `size` bytes to be initialised. The first time a
+        // chunk (identified by its payload address; chunks are fixed slots of the static data
+        // segment and every loan has the same length `size`) is loaned, all of its bytes are set
+        // to 0 above. Afterwards its bytes are only ever overwritten with initialised values by
+        // this process: the subscriber only reads, and iceoryx2 writes the chunk header, never
+        // the payload. The segment stays mapped while `publisher` lives, so no byte can become
+        // uninitialised again. `u8` has no invalid bit patterns.
+        let sample = unsafe { sample.assume_init() };
+        let receivers = sample.send().map_err(|e| {
+            format!("iox: send of message {seq} failed (timeout or broken connection): {e:?}")
+        })?;
+        if receivers == 0 {
+            // The subscriber port is registered but has not attached to our connection yet and
+            // the queue is full: iceoryx2 discards instead of blocking then. Send `seq` again.
+            check_deadline(
+                deadline,
+                &format!("delivering message {seq} (subscriber not attached)"),
+            )?;
+            std::thread::yield_now();
+            continue;
+        }
+        seq += 1;
+    }
+
+    // Keep the data segment alive until the subscriber has released everything and left.
+    while factory.dynamic_config().number_of_subscribers() != 0 {
+        check_deadline(deadline, "waiting for the subscriber to finish")?;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(()) // drops publisher, factory and node, in that order, removing their resources
+}
+
+/// Subscriber side. Opens the same service, busy-polls for `warmup + count` messages, reads one
+/// `u64` per 4096-byte page of each and checks the first equals the sequence number. Returns
+/// `(elapsed, count - 1)`: the time from receipt of message `warmup` to the release of the last
+/// message, and the number of message intervals that covers. Bounded by `timeout`.
+pub fn subscriber(
+    service: &str,
+    size: usize,
+    warmup: usize,
+    count: usize,
+    timeout: Duration,
+) -> Result<(Duration, u64), String> {
+    let deadline = Instant::now() + timeout;
+    let total = check_args(size, warmup, count)?;
+    let node = create_node()?;
+    let factory = open_service(&node, service, deadline)?;
+    let subscriber = factory
+        .subscriber_builder()
+        .buffer_size(SUB_BUFFER)
+        .create()
+        .map_err(|e| format!("iox: subscriber creation failed: {e:?}"))?;
+
+    let (mut start, mut end) = (None, None);
+    let mut expected: u64 = 0;
+    let mut idle: u32 = 0;
+    while expected < total {
+        let sample = match subscriber.receive() {
+            Ok(Some(sample)) => sample,
+            Ok(None) => {
+                idle = idle.wrapping_add(1);
+                if idle.is_multiple_of(1024) {
+                    check_deadline(
+                        deadline,
+                        &format!("waiting for message {expected} of {total}"),
+                    )?;
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            Err(e) => return Err(format!("iox: receive failed at message {expected}: {e:?}")),
+        };
+        if expected == warmup as u64 {
+            start = Some(Instant::now());
+        }
+        let data: &[u8] = sample.payload();
+        if data.len() != size {
+            return Err(format!(
+                "iox: message {expected} has {} bytes, expected {size}",
+                data.len()
+            ));
+        }
+        let mut first = 0;
+        for off in (0..=size - WORD).step_by(PAGE) {
+            let mut word = [0u8; WORD];
+            word.copy_from_slice(&data[off..off + WORD]);
+            let value = black_box(u64::from_ne_bytes(word));
+            if off == 0 {
+                first = value;
+            }
+        }
+        if first != expected {
+            return Err(format!(
+                "iox: sequence mismatch: got {first}, expected {expected}"
+            ));
+        }
+        drop(sample);
+        expected += 1;
+        if expected == total {
+            end = Some(Instant::now());
+        }
+    }
+    // Dropping the port tells the publisher (which waits for zero subscribers) that we are done.
+    drop(subscriber);
+    match (start, end) {
+        (Some(start), Some(end)) => Ok((end.duration_since(start), count as u64 - 1)),
+        _ => Err("iox: internal error: measurement interval not recorded".to_string()),
+    }
+}

@@ -1,0 +1,81 @@
+//! Copy baselines: the same messages through a Linux pipe or a Unix stream
+//! socket (two copies per hop: user → kernel → user), and in-process memcpy.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::time::Instant;
+
+use crate::child::Measured;
+use crate::transfer::pages::{read_pages, write_pages};
+
+fn take_fd(fd: RawFd) -> Result<File, String> {
+    // Validate the number refers to an open fd before owning it.
+    rustix::io::fcntl_getfd(
+        // SAFETY: only used for the duration of this call to probe the fd.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+    )
+    .map_err(|e| format!("fd {fd} not inherited: {e}"))?;
+    // SAFETY: the coordinator created this fd for this child only and
+    // passed its number; nothing else in this process owns it.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Originator: a private message buffer, a word per page, one write.
+pub fn send(fd: RawFd, size: usize, total: u64) -> Result<(), String> {
+    let mut out = take_fd(fd)?;
+    let mut buf = vec![0u8; size];
+    for seq in 0..total {
+        write_pages(&mut buf, seq);
+        out.write_all(&buf).map_err(|e| format!("write: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Receiver: read a whole message, a word per page.
+pub fn recv(fd: RawFd, size: usize, warmup: u64, count: u64) -> Result<Measured, String> {
+    let mut input = take_fd(fd)?;
+    let mut buf = vec![0u8; size];
+    let mut start = Instant::now();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            start = Instant::now();
+        }
+        input.read_exact(&mut buf).map_err(|e| format!("read #{seq}: {e}"))?;
+        let (first, _) = read_pages(&buf);
+        if first != seq {
+            return Err(format!("message {seq}: first word {first}"));
+        }
+    }
+    Ok(Measured { elapsed_ns: start.elapsed().as_nanos() as u64, msgs: count, wakes: 0 })
+}
+
+/// Forwarder: read each message into a private buffer and write it on.
+pub fn forward(input: RawFd, output: RawFd, size: usize, total: u64) -> Result<(), String> {
+    let mut i = take_fd(input)?;
+    let mut o = take_fd(output)?;
+    let mut buf = vec![0u8; size];
+    for seq in 0..total {
+        i.read_exact(&mut buf).map_err(|e| format!("read #{seq}: {e}"))?;
+        o.write_all(&buf).map_err(|e| format!("write #{seq}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// In-process reference: write a word per page, one memcpy, read a word
+/// per page.
+pub fn memcpy(size: usize, warmup: u64, count: u64) -> Measured {
+    let mut src = vec![0u8; size];
+    let mut dst = vec![0u8; size];
+    let mut start = Instant::now();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            start = Instant::now();
+        }
+        write_pages(&mut src, seq);
+        dst.copy_from_slice(std::hint::black_box(&src));
+        let (first, _) = read_pages(std::hint::black_box(&dst));
+        std::hint::black_box(first);
+    }
+    Measured { elapsed_ns: start.elapsed().as_nanos() as u64, msgs: count, wakes: 0 }
+}

@@ -1,0 +1,431 @@
+//! `zcio bench transfer`: the fbufs Table 1 / Figure 3 experiment across
+//! real processes. The originator allocates a message of S bytes, writes one
+//! word in each page and sends it; the receiver reads one word in each page
+//! and releases it. Every variant runs in the same invocation.
+
+mod copy_side;
+pub mod pages;
+mod zcio_side;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
+use serde::Serialize;
+
+use crate::child::{self, AllocKind, ChildSpec, Measured, Role};
+
+/// One way of moving the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// In-process memcpy (reference: one copy, no IPC).
+    Memcpy,
+    /// zcio path pool, volatile buffers.
+    ZcioCachedVolatile,
+    /// zcio path pool, secured (sealed) buffers.
+    ZcioCachedSecured,
+    /// zcio fresh region per message, volatile.
+    ZcioUncachedVolatile,
+    /// zcio fresh region per message, sealed.
+    ZcioUncachedSecured,
+    /// Copy through a Linux pipe.
+    Pipe,
+    /// Copy through a Unix stream socket.
+    UnixSocket,
+    /// iceoryx2 publish-subscribe with slices.
+    Iceoryx2,
+    /// zcio cached/volatile over originator → forwarder → receiver.
+    Zcio3Dom,
+    /// Pipe over originator → forwarder → receiver.
+    Pipe3Dom,
+}
+
+impl Variant {
+    /// All variants, in table order.
+    pub const ALL: [Variant; 10] = [
+        Variant::ZcioCachedVolatile,
+        Variant::ZcioCachedSecured,
+        Variant::ZcioUncachedVolatile,
+        Variant::ZcioUncachedSecured,
+        Variant::Iceoryx2,
+        Variant::Pipe,
+        Variant::UnixSocket,
+        Variant::Memcpy,
+        Variant::Zcio3Dom,
+        Variant::Pipe3Dom,
+    ];
+
+    /// Name used in tables, JSON and `--variants`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Memcpy => "memcpy",
+            Variant::ZcioCachedVolatile => "zcio-cached-volatile",
+            Variant::ZcioCachedSecured => "zcio-cached-secured",
+            Variant::ZcioUncachedVolatile => "zcio-uncached-volatile",
+            Variant::ZcioUncachedSecured => "zcio-uncached-secured",
+            Variant::Pipe => "pipe",
+            Variant::UnixSocket => "unix-socket",
+            Variant::Iceoryx2 => "iceoryx2",
+            Variant::Zcio3Dom => "zcio-cached-volatile-3dom",
+            Variant::Pipe3Dom => "pipe-3dom",
+        }
+    }
+
+    /// Parse a name from `--variants`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| format!("unknown variant '{s}'; known: {}", Self::ALL.map(|v| v.name()).join(", ")))
+    }
+
+    /// Protection domains the data crosses into (1 = in-process).
+    pub fn domains(self) -> u32 {
+        match self {
+            Variant::Memcpy => 1,
+            Variant::Zcio3Dom | Variant::Pipe3Dom => 3,
+            _ => 2,
+        }
+    }
+}
+
+/// Options of a transfer run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Message sizes.
+    pub sizes: Vec<usize>,
+    /// Variants.
+    pub variants: Vec<Variant>,
+    /// Bytes handed over per (variant, size), which sets the message count.
+    pub bytes_per_point: u64,
+    /// Bounds on the message count per point.
+    pub min_count: u64,
+    /// See `min_count`.
+    pub max_count: u64,
+    /// Bound on any one child.
+    pub timeout: Duration,
+}
+
+impl Options {
+    /// The full sweep: 4 KiB … 16 MiB, every variant.
+    pub fn full() -> Self {
+        Self {
+            sizes: (0..7).map(|i| 4096usize << (2 * i)).collect(),
+            variants: Variant::ALL.to_vec(),
+            bytes_per_point: 2 << 30,
+            min_count: 100,
+            max_count: 200_000,
+            timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// The `--quick` sweep (well under a minute).
+    pub fn quick() -> Self {
+        Self {
+            sizes: vec![4096, 64 << 10, 1 << 20, 16 << 20],
+            variants: Variant::ALL.to_vec(),
+            bytes_per_point: 128 << 20,
+            min_count: 24,
+            max_count: 20_000,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Measured messages for `size`.
+    pub fn count_for(&self, size: usize) -> u64 {
+        (self.bytes_per_point / size as u64).clamp(self.min_count, self.max_count)
+    }
+}
+
+/// One measured point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Variant name.
+    pub variant: String,
+    /// Message size in bytes.
+    pub size: usize,
+    /// Domains crossed.
+    pub domains: u32,
+    /// Measured messages.
+    pub msgs: u64,
+    /// Messages per second.
+    pub msgs_per_sec: f64,
+    /// Gigabytes (1e9 B) handed over per second.
+    pub gb_per_sec: f64,
+    /// Nanoseconds per message.
+    pub ns_per_msg: f64,
+    /// Nanoseconds per message per page.
+    pub ns_per_page: f64,
+    /// Incremental cost per page: slope of ns/msg from the previous size.
+    pub incr_ns_per_page: Option<f64>,
+    /// Futex wakes issued by the receiving side (zcio only).
+    pub receiver_wakes: u64,
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+fn sock_path() -> String {
+    std::env::temp_dir().join(unique("zcio-bench")).with_extension("sock").to_string_lossy().into_owned()
+}
+
+fn set_cloexec(fd: &OwnedFd, on: bool) -> Result<(), String> {
+    let mut f = fcntl_getfd(fd).map_err(|e| e.to_string())?;
+    f.set(FdFlags::CLOEXEC, on);
+    fcntl_setfd(fd, f).map_err(|e| e.to_string())
+}
+
+/// Spawn `spec` so that it inherits exactly `give` (others CLOEXEC).
+fn spawn_with(spec: &ChildSpec, give: &[&OwnedFd], all: &[&OwnedFd]) -> Result<std::process::Child, String> {
+    for fd in all {
+        set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
+    }
+    let c = child::spawn(spec);
+    for fd in all {
+        set_cloexec(fd, true)?;
+    }
+    c
+}
+
+fn pipe_pair() -> Result<(OwnedFd, OwnedFd), String> {
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    // Be generous to the baseline: the largest pipe an unprivileged user
+    // may ask for (fewer context switches per message).
+    let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(1 << 20);
+    let _ = rustix::pipe::fcntl_setpipe_size(&w, max);
+    Ok((r, w))
+}
+
+fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None).map_err(|e| format!("socketpair: {e}"))
+}
+
+/// Measure one (variant, size).
+pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
+    let count = opts.count_for(size);
+    // Warm-up long enough for the originator's pool to reach its steady
+    // state (all chunks created and mapped on both sides).
+    let warmup = (count / 10).clamp(4, 1000).max(zcio_side::bench_pool_capacity(size).min(2048) + 8);
+    let t = opts.timeout;
+    let spec = |role: Role, cpu: usize| ChildSpec {
+        role,
+        size,
+        warmup,
+        count,
+        cpu: Some(crate::affinity::cpu_for(cpu)),
+        timeout_ms: t.as_millis() as u64,
+    };
+    let wait = |c, what: &str| child::wait(c, t + Duration::from_secs(5), what);
+    let need = |m: Option<Measured>| m.ok_or_else(|| "measuring side printed no result".to_string());
+    match v {
+        Variant::Memcpy => need(wait(child::spawn(&spec(Role::Memcpy, 0))?, "memcpy")?),
+        Variant::ZcioCachedVolatile
+        | Variant::ZcioCachedSecured
+        | Variant::ZcioUncachedVolatile
+        | Variant::ZcioUncachedSecured => {
+            let alloc = match v {
+                Variant::ZcioCachedVolatile => AllocKind::CachedVolatile,
+                Variant::ZcioCachedSecured => AllocKind::CachedSecured,
+                Variant::ZcioUncachedVolatile => AllocKind::UncachedVolatile,
+                _ => AllocKind::UncachedSecured,
+            };
+            let secured = matches!(alloc, AllocKind::CachedSecured | AllocKind::UncachedSecured);
+            let path = sock_path();
+            let r = child::spawn(&spec(Role::ZcioRecv { path: path.clone(), expect_secured: secured }, 1))?;
+            let s = child::spawn(&spec(Role::ZcioSend { path: path.clone(), alloc }, 0))?;
+            let m = wait(r, "zcio receiver");
+            let sr = wait(s, "zcio originator");
+            let _ = std::fs::remove_file(&path);
+            sr?;
+            need(m?)
+        }
+        Variant::Zcio3Dom => {
+            let (p0, p1) = (sock_path(), sock_path());
+            let r = child::spawn(&spec(Role::ZcioRecv { path: p1.clone(), expect_secured: false }, 1))?;
+            let f = child::spawn(&spec(Role::ZcioFwd { listen: p0.clone(), connect: p1.clone() }, 1))?;
+            let s = child::spawn(&spec(Role::ZcioSend { path: p0.clone(), alloc: AllocKind::CachedVolatile }, 0))?;
+            let m = wait(r, "zcio receiver");
+            let fr = wait(f, "zcio forwarder");
+            let sr = wait(s, "zcio originator");
+            let _ = (std::fs::remove_file(&p0), std::fs::remove_file(&p1));
+            fr?;
+            sr?;
+            need(m?)
+        }
+        Variant::Pipe | Variant::UnixSocket => {
+            let (r, w) = if v == Variant::Pipe { pipe_pair()? } else { socket_pair()? };
+            let all = [&r, &w];
+            let rc = spawn_with(&spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1), &[&r], &all)?;
+            let sc = spawn_with(&spec(Role::CopySend { fd: w.as_raw_fd() }, 0), &[&w], &all)?;
+            drop((r, w));
+            let m = wait(rc, "copy receiver");
+            wait(sc, "copy originator")?;
+            need(m?)
+        }
+        Variant::Pipe3Dom => {
+            let (r1, w1) = pipe_pair()?;
+            let (r2, w2) = pipe_pair()?;
+            let all = [&r1, &w1, &r2, &w2];
+            let rc = spawn_with(&spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1), &[&r2], &all)?;
+            let fc = spawn_with(&spec(Role::CopyFwd { input: r1.as_raw_fd(), output: w2.as_raw_fd() }, 1), &[&r1, &w2], &all)?;
+            let sc = spawn_with(&spec(Role::CopySend { fd: w1.as_raw_fd() }, 0), &[&w1], &all)?;
+            drop((r1, w1, r2, w2));
+            let m = wait(rc, "copy receiver");
+            wait(fc, "copy forwarder")?;
+            wait(sc, "copy originator")?;
+            need(m?)
+        }
+        Variant::Iceoryx2 => {
+            let service = unique("zcio-bench-iox");
+            let r = child::spawn(&spec(Role::IoxSub { service: service.clone() }, 1))?;
+            let s = child::spawn(&spec(Role::IoxPub { service }, 0))?;
+            let m = wait(r, "iceoryx2 subscriber");
+            wait(s, "iceoryx2 publisher")?;
+            need(m?)
+        }
+    }
+}
+
+/// Run one side (called in the child process).
+pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
+    let t = Duration::from_millis(spec.timeout_ms);
+    let total = spec.warmup + spec.count;
+    match &spec.role {
+        Role::Memcpy => Ok(Some(copy_side::memcpy(spec.size, spec.warmup, spec.count))),
+        Role::ZcioSend { path, alloc } => zcio_side::send(path, *alloc, spec.size, total, t).map(|_| None),
+        Role::ZcioRecv { path, expect_secured } => {
+            zcio_side::recv(path, *expect_secured, spec.warmup, spec.count, t).map(Some)
+        }
+        Role::ZcioFwd { listen, connect } => zcio_side::forward(listen, connect, total, t).map(|_| None),
+        Role::CopySend { fd } => copy_side::send(*fd, spec.size, total).map(|_| None),
+        Role::CopyRecv { fd } => copy_side::recv(*fd, spec.size, spec.warmup, spec.count).map(Some),
+        Role::CopyFwd { input, output } => copy_side::forward(*input, *output, spec.size, total).map(|_| None),
+        Role::IoxPub { service } => crate::iox::publisher(service, spec.size, spec.warmup as usize, spec.count as usize, t).map(|_| None),
+        Role::IoxSub { service } => {
+            let (elapsed, msgs) = crate::iox::subscriber(service, spec.size, spec.warmup as usize, spec.count as usize, t)?;
+            Ok(Some(Measured { elapsed_ns: elapsed.as_nanos() as u64, msgs, wakes: 0 }))
+        }
+    }
+}
+
+/// Turn measurements into rows, with incremental per-page costs.
+pub fn rows(results: &[(Variant, usize, Measured)]) -> Vec<Row> {
+    let mut out: Vec<Row> = results
+        .iter()
+        .map(|&(v, size, m)| {
+            let ns_per_msg = m.elapsed_ns as f64 / m.msgs.max(1) as f64;
+            let msgs_per_sec = 1e9 / ns_per_msg;
+            Row {
+                variant: v.name().to_string(),
+                size,
+                domains: v.domains(),
+                msgs: m.msgs,
+                msgs_per_sec,
+                gb_per_sec: msgs_per_sec * size as f64 / 1e9,
+                ns_per_msg,
+                ns_per_page: ns_per_msg / pages::pages(size) as f64,
+                incr_ns_per_page: None,
+                receiver_wakes: m.wakes,
+            }
+        })
+        .collect();
+    for i in 0..out.len() {
+        let prev = out[..i]
+            .iter()
+            .filter(|r| r.variant == out[i].variant && r.size < out[i].size)
+            .max_by_key(|r| r.size)
+            .map(|r| (r.size, r.ns_per_msg));
+        if let Some((ps, pn)) = prev {
+            let dp = (pages::pages(out[i].size) - pages::pages(ps)) as f64;
+            out[i].incr_ns_per_page = Some((out[i].ns_per_msg - pn) / dp);
+        }
+    }
+    out
+}
+
+/// A performance target of the core issue, checked on a run's rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// What is required.
+    pub name: String,
+    /// What was measured.
+    pub measured: String,
+    /// `Some(true)` met, `Some(false)` missed, `None` not measured in this run.
+    pub met: Option<bool>,
+}
+
+fn find<'a>(rows: &'a [Row], v: Variant, size: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| r.variant == v.name() && r.size == size)
+}
+
+/// Check the issue's targets against `rows`.
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let mut t = Vec::new();
+    let sizes: Vec<usize> = {
+        let mut s: Vec<usize> = rows.iter().map(|r| r.size).collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    // 1. cached/volatile vs iceoryx2.
+    let mut worst: Option<(usize, f64)> = None;
+    for &s in &sizes {
+        if let (Some(z), Some(i)) = (find(rows, Variant::ZcioCachedVolatile, s), find(rows, Variant::Iceoryx2, s)) {
+            let r = z.msgs_per_sec / i.msgs_per_sec;
+            if worst.is_none_or(|(_, w)| r < w) {
+                worst = Some((s, r));
+            }
+        }
+    }
+    t.push(Target {
+        name: "zcio cached/volatile ≥ iceoryx2 msgs/s at every size (5% noise)".into(),
+        measured: worst.map_or("not run".into(), |(s, r)| format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))),
+        met: worst.map(|(_, r)| r >= 0.95),
+    });
+    let at4k = find(rows, Variant::ZcioCachedVolatile, 4096).zip(find(rows, Variant::Iceoryx2, 4096));
+    t.push(Target {
+        name: "zcio cached/volatile ≥ 1.5× iceoryx2 at 4 KiB".into(),
+        measured: at4k.map_or("not run".into(), |(z, i)| format!("{:.2}×", z.msgs_per_sec / i.msgs_per_sec)),
+        met: at4k.map(|(z, i)| z.msgs_per_sec >= 1.5 * i.msgs_per_sec),
+    });
+    // 2. incremental per-page cost at 1 MiB.
+    let inc = find(rows, Variant::ZcioCachedVolatile, 1 << 20)
+        .and_then(|z| z.incr_ns_per_page)
+        .zip(find(rows, Variant::Pipe, 1 << 20).and_then(|p| p.incr_ns_per_page));
+    t.push(Target {
+        name: "cached/volatile incremental ns/page ≤ 1/50 of pipe's at 1 MiB".into(),
+        measured: inc.map_or("not run".into(), |(z, p)| format!("{z:.1} vs {p:.1} ns/page = 1/{:.0}", p / z.max(1e-9))),
+        met: inc.map(|(z, p)| z <= p / 50.0),
+    });
+    // 3. three domains.
+    let three = find(rows, Variant::Zcio3Dom, 1 << 20).zip(find(rows, Variant::ZcioCachedVolatile, 1 << 20));
+    t.push(Target {
+        name: "3 domains ≥ 90% of 2 domains at 1 MiB (cached/volatile)".into(),
+        measured: three.map_or("not run".into(), |(a, b)| format!("{:.0}%", 100.0 * a.msgs_per_sec / b.msgs_per_sec)),
+        met: three.map(|(a, b)| a.msgs_per_sec >= 0.9 * b.msgs_per_sec),
+    });
+    // 4. uncached/secured vs pipe at >= 1 MiB.
+    let mut worst: Option<(usize, f64)> = None;
+    for &s in sizes.iter().filter(|&&s| s >= 1 << 20) {
+        if let (Some(u), Some(p)) = (find(rows, Variant::ZcioUncachedSecured, s), find(rows, Variant::Pipe, s)) {
+            let r = u.msgs_per_sec / p.msgs_per_sec;
+            if worst.is_none_or(|(_, w)| r < w) {
+                worst = Some((s, r));
+            }
+        }
+    }
+    t.push(Target {
+        name: "uncached/secured beats the pipe copy at ≥ 1 MiB".into(),
+        measured: worst.map_or("not run".into(), |(s, r)| format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))),
+        met: worst.map(|(_, r)| r > 1.0),
+    });
+    t
+}

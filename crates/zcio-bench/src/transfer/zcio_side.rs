@@ -1,0 +1,118 @@
+//! zcio sides of the transfer benchmark: originator, forwarder, receiver.
+
+use std::time::{Duration, Instant};
+
+use zcio::buf::Uncached;
+use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
+
+use crate::child::{AllocKind, Measured};
+use crate::transfer::pages::{read_pages, write_pages};
+
+fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<Channel, String> {
+    let start = Instant::now();
+    loop {
+        match Channel::connect(path, cfg.clone()) {
+            Ok(c) => return Ok(c),
+            Err(e) if start.elapsed() > timeout => return Err(format!("connect {path}: {e}")),
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+/// The originator's path pool: room for a few messages in flight (a
+/// deeper pipeline only spreads the working set over cold memory), created
+/// during the warm-up.
+pub fn bench_pool_config(size: usize) -> PoolConfig {
+    let chunk = (size.saturating_mul(8)).max(4 << 20);
+    PoolConfig { chunk_size: chunk, max_chunks: 2, ..PoolConfig::named("bench") }
+}
+
+/// Messages the bench pool holds at most (the warm-up must exceed it).
+pub fn bench_pool_capacity(size: usize) -> u64 {
+    let c = bench_pool_config(size);
+    (c.chunk_size / size.max(1) * c.max_chunks) as u64
+}
+
+fn channel_config() -> ChannelConfig {
+    ChannelConfig::default()
+}
+
+/// Originator: allocate, write a word per page, freeze, send.
+pub fn send(path: &str, alloc: AllocKind, size: usize, total: u64, timeout: Duration) -> Result<(), String> {
+    let cfg = channel_config();
+    let chan = connect_retry(path, &cfg, timeout)?;
+    let pool = Pool::new(bench_pool_config(size));
+    let uncached = Uncached::new("bench", true);
+    for seq in 0..total {
+        let mut buf = match alloc {
+            AllocKind::CachedVolatile => pool.alloc_timeout(size, timeout),
+            AllocKind::CachedSecured => pool.alloc_secured(size),
+            AllocKind::UncachedVolatile => uncached.alloc(size),
+            AllocKind::UncachedSecured => uncached.alloc_secured(size),
+        }
+        .map_err(|e| format!("alloc {size}: {e}"))?;
+        write_pages(buf.as_mut_slice(), seq);
+        let frozen = buf.freeze().map_err(|e| e.to_string())?;
+        chan.send_timeout(Msg::from(frozen), timeout).map_err(|(e, _)| format!("send: {e}"))?;
+    }
+    // Wait (bounded) until the receiver has released everything.
+    let start = Instant::now();
+    while chan.stats().held_by_peer > 0 && !chan.is_disconnected() && start.elapsed() < timeout {
+        if chan.reclaim() == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    Ok(())
+}
+
+/// Receiver: receive, read a word per page, check the sequence, drop.
+pub fn recv(path: &str, expect_secured: bool, warmup: u64, count: u64, timeout: Duration) -> Result<Measured, String> {
+    let cfg = channel_config();
+    let listener = Listener::bind(path, cfg).map_err(|e| format!("bind {path}: {e}"))?;
+    let chan = listener.accept_timeout(timeout).map_err(|e| format!("accept: {e}"))?;
+    let mut start = Instant::now();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            start = Instant::now();
+        }
+        let msg = chan.recv_timeout(timeout).map_err(|e| format!("recv #{seq}: {e}"))?;
+        check(&msg, seq, expect_secured)?;
+        drop(msg);
+    }
+    let elapsed = start.elapsed();
+    Ok(Measured { elapsed_ns: elapsed.as_nanos() as u64, msgs: count, wakes: chan.stats().wakes })
+}
+
+fn check(msg: &Msg, seq: u64, expect_secured: bool) -> Result<(), String> {
+    let mut first = None;
+    for s in msg.slices() {
+        let (f, _) = read_pages(s.as_slice());
+        first.get_or_insert(f);
+    }
+    if first != Some(seq) {
+        return Err(format!("message {seq}: first word {first:?}"));
+    }
+    if expect_secured && !msg.is_secured() {
+        return Err(format!("message {seq}: expected a kernel-sealed buffer"));
+    }
+    Ok(())
+}
+
+/// Forwarder: pass every message on without touching payload.
+pub fn forward(listen: &str, connect: &str, total: u64, timeout: Duration) -> Result<(), String> {
+    let cfg = channel_config();
+    let out = connect_retry(connect, &cfg, timeout)?;
+    let listener = Listener::bind(listen, cfg).map_err(|e| format!("bind {listen}: {e}"))?;
+    let input = listener.accept_timeout(timeout).map_err(|e| format!("accept: {e}"))?;
+    for seq in 0..total {
+        let msg = input.recv_timeout(timeout).map_err(|e| format!("recv #{seq}: {e}"))?;
+        out.send_timeout(msg, timeout).map_err(|(e, _)| format!("forward #{seq}: {e}"))?;
+    }
+    let start = Instant::now();
+    while out.stats().held_by_peer > 0 && !out.is_disconnected() && start.elapsed() < timeout {
+        if out.reclaim() == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    Ok(())
+}
