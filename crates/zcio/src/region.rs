@@ -13,6 +13,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use rustix::fs::SealFlags;
 use thiserror::Error;
@@ -73,8 +74,9 @@ pub struct Region {
     map: Mapping,
     /// Owner: the read-write fd. Foreign: the read-only fd we were given.
     fd: OwnedFd,
-    /// Owner only: the read-only description handed to receivers.
-    share_fd: Option<OwnedFd>,
+    /// Owner only: the read-only description handed to receivers, opened
+    /// on first use (a secured region shares `fd` itself: it is sealed).
+    share_fd: OnceLock<OwnedFd>,
     ownership: Ownership,
     secured: bool,
     /// Carries exactly one buffer and is passed with every transfer.
@@ -91,16 +93,20 @@ impl Region {
             return Err(RegionError::BadLength(len as u64));
         }
         let fd = memfd::create_sized(name, len as u64).map_err(os("memfd_create"))?;
+        if populate {
+            // Allocating the pages in one call is much cheaper than one
+            // page fault each; the populated mapping then only maps them.
+            memfd::allocate(&fd, len as u64).map_err(os("fallocate"))?;
+        }
         let map = Mapping::map(&fd, len, Access::ReadWrite, populate).map_err(os("mmap"))?;
         // The owner's mapping exists; from now on nobody can add a writable one.
         memfd::add_seals(&fd, SealFlags::FUTURE_WRITE).map_err(os("F_SEAL_FUTURE_WRITE"))?;
-        let share_fd = memfd::reopen_readonly(&fd).map_err(os("reopen read-only"))?;
         Ok(Self {
             id: NEXT_REGION_ID.fetch_add(1, Ordering::Relaxed),
             len,
             map,
             fd,
-            share_fd: Some(share_fd),
+            share_fd: OnceLock::new(),
             ownership: Ownership::Owned,
             secured: false,
             single_use: false,
@@ -146,7 +152,7 @@ impl Region {
             len,
             map,
             fd,
-            share_fd: None,
+            share_fd: OnceLock::new(),
             ownership: Ownership::Foreign,
             secured: seals.contains(SealFlags::WRITE),
             single_use: false,
@@ -200,13 +206,19 @@ impl Region {
         self.secured
     }
 
-    /// The descriptor to pass to a peer: the read-only description for owned
-    /// regions, the one we received for foreign regions (forwarding).
-    pub fn share_fd(&self) -> BorrowedFd<'_> {
-        match &self.share_fd {
-            Some(fd) => fd.as_fd(),
-            None => self.fd.as_fd(),
+    /// The descriptor to pass to a peer: a read-only description for owned
+    /// volatile regions (opened on first use), the region's own fd once it
+    /// is secured (sealed: no fd can write it), and the one we received for
+    /// foreign regions (forwarding).
+    pub fn share_fd(&self) -> Result<BorrowedFd<'_>, RegionError> {
+        if self.ownership == Ownership::Foreign || self.secured {
+            return Ok(self.fd.as_fd());
         }
+        if let Some(fd) = self.share_fd.get() {
+            return Ok(fd.as_fd());
+        }
+        let ro = memfd::reopen_readonly(&self.fd).map_err(os("reopen read-only"))?;
+        Ok(self.share_fd.get_or_init(|| ro).as_fd())
     }
 
     /// The underlying fd (read-write for owned regions).
@@ -229,7 +241,7 @@ mod tests {
         let r = Region::create("t", 8192, false).unwrap();
         // SAFETY: offset 0 is inside the 8192-byte read-write mapping.
         unsafe { r.base().write(42) };
-        let ro = memfd::reopen_readonly(r.share_fd()).unwrap();
+        let ro = memfd::reopen_readonly(r.share_fd().unwrap()).unwrap();
         assert_eq!(Mapping::map(&ro, 8192, Access::ReadWrite, false).unwrap_err(), Errno::ACCESS);
         // Reopening read-write through /proc is possible for the same uid,
         // but F_SEAL_FUTURE_WRITE refuses the writable mapping.

@@ -39,3 +39,14 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Duration) -> bool {
 /// Loom stand-in: waking is implicit in the scheduler.
 #[cfg(loom)]
 pub fn futex_wake(_word: &AtomicU32, _n: u32) {}
+
+/// One step of a bounded busy-wait, called every 64 spins: after the first
+/// few thousand spins it yields the CPU, so a peer sharing this core (more
+/// processes than cores, as in a three-domain path on two cores) can run.
+pub fn spin_pause(spins: u32) {
+    if spins > 64 * 32 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}

@@ -17,7 +17,12 @@ const RING: u32 = 8;
 const MAX_IN_FLIGHT: usize = 16;
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig { ring_entries: RING, notice_entries: 64, max_in_flight: MAX_IN_FLIGHT, ..ChannelConfig::default() }
+    ChannelConfig {
+        ring_entries: RING,
+        notice_entries: 64,
+        max_in_flight: MAX_IN_FLIGHT,
+        ..ChannelConfig::default()
+    }
 }
 
 fn tagged(b: zcio::FbufMut, tag: u8) -> Msg {
@@ -42,20 +47,33 @@ fn caps_report_typed_errors_and_recover_after_release() {
 
     // 1. The receiver is not consuming: the 8-entry ring fills.
     for _ in 0..RING {
-        ch.try_send(next(&pool)).map_err(|e| e.0).expect("ring has room");
+        ch.try_send(next(&pool))
+            .map_err(|e| e.0)
+            .expect("ring has room");
     }
     let (e, back) = ch.try_send(next(&pool)).unwrap_err();
     assert_eq!(e, SendError::Full);
-    assert_eq!(back.to_vec(), vec![9u8; BUF], "the message comes back intact");
+    assert_eq!(
+        back.to_vec(),
+        vec![9u8; BUF],
+        "the message comes back intact"
+    );
     let t0 = Instant::now();
-    let (e, back) = ch.send_timeout(back, Duration::from_millis(200)).unwrap_err();
+    let (e, back) = ch
+        .send_timeout(back, Duration::from_millis(200))
+        .unwrap_err();
     assert_eq!(e, SendError::TimedOut);
-    assert!(t0.elapsed() >= Duration::from_millis(200), "waited for its bound");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(200),
+        "waited for its bound"
+    );
     assert_eq!(back.to_vec(), vec![9u8; BUF]);
 
     // 2. The receiver takes (and keeps) what is queued: room again.
     assert_eq!(kid.ask("recv 8"), "received 8 held=8");
-    ch.try_send(back).map_err(|e| e.0).expect("room after the receiver consumed");
+    ch.try_send(back)
+        .map_err(|e| e.0)
+        .expect("room after the receiver consumed");
     assert_eq!(kid.ask("recv 1"), "received 1 held=9");
 
     // 3. Pool cap: sixteen buffers exist; nine are held by the receiver.
@@ -86,11 +104,16 @@ fn caps_report_typed_errors_and_recover_after_release() {
         other => panic!("expected TimedOut, got {other:?}"),
     }
     let waited = t0.elapsed();
-    assert!(waited >= Duration::from_millis(300) && waited < STEP, "bounded wait: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(300) && waited < STEP,
+        "bounded wait: {waited:?}"
+    );
 
     // 4. max_in_flight: the peer holds (or has queued) 16 slices.
     let unc = Uncached::new("exh-u", false);
-    let (e, back) = ch.try_send(tagged(unc.alloc(100).expect("uncached"), 0xEE)).unwrap_err();
+    let (e, back) = ch
+        .try_send(tagged(unc.alloc(100).expect("uncached"), 0xEE))
+        .unwrap_err();
     assert_eq!(e, SendError::TooManyInFlight(MAX_IN_FLIGHT));
     assert_eq!(back.to_vec(), vec![0xEE; 100]);
     assert_eq!(ch.stats().held_by_peer, MAX_IN_FLIGHT);
@@ -98,17 +121,27 @@ fn caps_report_typed_errors_and_recover_after_release() {
     // 5. The receiver takes the rest and then releases everything.
     assert_eq!(kid.ask("recv 7"), "received 7 held=16");
     assert_eq!(kid.ask("release"), "released 16 ok=true");
-    let b = pool.alloc_timeout(BUF, STEP).expect("allocation succeeds again after the release");
+    let b = pool
+        .alloc_timeout(BUF, STEP)
+        .expect("allocation succeeds again after the release");
     drop(b);
     common::settle(&ch, "everything returned", || {
         pool.stats().buffers_in_use == 0 && ch.stats().held_by_peer == 0
     });
-    ch.try_send(back).map_err(|e| e.0).expect("in-flight cap lifted");
+    ch.try_send(back)
+        .map_err(|e| e.0)
+        .expect("in-flight cap lifted");
     assert_eq!(kid.ask("recv 1"), "received 1 held=1");
     assert_eq!(kid.ask("release"), "released 1 ok=true");
-    common::settle(&ch, "uncached buffer released", || ch.stats().held_by_peer == 0);
+    common::settle(&ch, "uncached buffer released", || {
+        ch.stats().held_by_peer == 0
+    });
     let st = ch.stats();
-    assert_eq!((st.msgs_sent, st.notices_received, st.bad_notices), (17, 17, 0), "{st:?}");
+    assert_eq!(
+        (st.msgs_sent, st.notices_received, st.bad_notices),
+        (17, 17, 0),
+        "{st:?}"
+    );
     kid.send("exit");
     kid.finish();
 }
@@ -135,8 +168,10 @@ fn child_receiver() {
                     let v = m.to_vec();
                     m.slice_count() == 1 && v.iter().all(|&b| b == v[0])
                 });
-                common::report(format_args!("released {} ok={ok}", held.len()));
+                let n = held.len();
                 held.clear();
+                ch.flush(); // publish the batched notices before going idle
+                common::report(format_args!("released {n} ok={ok}"));
             }
             _ if cmd == "exit" => return,
             _ => panic!("unknown command {cmd:?}"),

@@ -37,9 +37,14 @@ fn build(pool: &Pool, unc: &Uncached, i: u64, len: usize, parts: usize, secured:
     for p in 0..parts {
         let from = p * step;
         let n = if p + 1 == parts { len - from } else { step };
-        let mut b = if secured { unc.alloc_secured(n).expect("secured") } else { pool.alloc_timeout(n, STEP).expect("alloc") };
+        let mut b = if secured {
+            unc.alloc_secured(n).expect("secured")
+        } else {
+            pool.alloc_timeout(n, STEP).expect("alloc")
+        };
         common::fill(b.as_mut_slice(), i, from as u64);
-        m.join(Msg::from(b.freeze().expect("freeze"))).expect("join");
+        m.join(Msg::from(b.freeze().expect("freeze")))
+            .expect("join");
     }
     if len > 2 && !secured {
         // Split inside a slice and join back: two slices share one buffer.
@@ -57,7 +62,11 @@ fn b_forwards_each_region_once_and_a_gets_everything_back() {
     let sock_a = SockPath::new("fwd-a");
     let sock_b = SockPath::new("fwd-b");
     let listener = Listener::bind(sock_a.path(), ChannelConfig::default()).expect("bind");
-    let mut b = Kid::spawn("child_forwarder", "fwd-b", &[("SOCK_A", sock_a.arg()), ("SOCK_B", sock_b.arg())]);
+    let mut b = Kid::spawn(
+        "child_forwarder",
+        "fwd-b",
+        &[("SOCK_A", sock_a.arg()), ("SOCK_B", sock_b.arg())],
+    );
     // B binds its own listener before connecting to us, so once we have
     // accepted B, C can connect to B.
     let ab = listener.accept_timeout(STEP).expect("accept B");
@@ -81,20 +90,39 @@ fn b_forwards_each_region_once_and_a_gets_everything_back() {
         ab.send(m).map_err(|e| e.0).expect("send to B");
     }
     let n = sched.len();
-    assert!(pool.stats().chunks >= 3, "the schedule spans several chunks: {:?}", pool.stats());
+    assert!(
+        pool.stats().chunks >= 3,
+        "the schedule spans several chunks: {:?}",
+        pool.stats()
+    );
 
     assert_eq!(b.ask(&format!("forward {n}")), format!("forwarded {n}"));
     let held = c.ask(&format!("verify {n}"));
     let st = b.ask("stats");
-    assert_eq!(held, format!("held {n} slices={slices} regions={}", regions.len()), "C's view");
-    let want = format!("stats ab_regions_received={0} bc_regions_sent={0} bc_msgs_sent={n}", regions.len());
+    assert_eq!(
+        held,
+        format!("held {n} slices={slices} regions={}", regions.len()),
+        "C's view"
+    );
+    let want = format!(
+        "stats ab_regions_received={0} bc_regions_sent={0} bc_msgs_sent={n}",
+        regions.len()
+    );
     assert_eq!(st, want, "each region crossed B → C exactly once");
     assert_eq!(ab.stats().regions_sent, regions.len() as u64);
 
     // C holds everything, so B's ledger holds A's buffers, so A's do too.
     ab.reclaim();
-    assert_eq!(ab.stats().held_by_peer, slices, "B still references every slice");
-    assert_eq!(pool.stats().buffers_in_use, pooled.len(), "A's pool buffers are pinned by C");
+    assert_eq!(
+        ab.stats().held_by_peer,
+        slices,
+        "B still references every slice"
+    );
+    assert_eq!(
+        pool.stats().buffers_in_use,
+        pooled.len(),
+        "A's pool buffers are pinned by C"
+    );
 
     assert_eq!(c.ask("release"), "released");
     assert_eq!(b.ask("settle"), format!("settled notices={slices}"));
@@ -111,7 +139,9 @@ fn b_forwards_each_region_once_and_a_gets_everything_back() {
 }
 
 fn count_arg(cmd: &str, verb: &str) -> usize {
-    cmd.strip_prefix(verb).and_then(|r| r.trim().parse().ok()).unwrap_or_else(|| panic!("bad command {cmd:?}"))
+    cmd.strip_prefix(verb)
+        .and_then(|r| r.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bad command {cmd:?}"))
 }
 
 #[test]
@@ -121,7 +151,8 @@ fn child_forwarder() {
         return;
     }
     let lb = Listener::bind(common::arg("SOCK_B"), ChannelConfig::default()).expect("bind B");
-    let ab = Channel::connect(common::arg("SOCK_A"), ChannelConfig::default()).expect("connect to A");
+    let ab =
+        Channel::connect(common::arg("SOCK_A"), ChannelConfig::default()).expect("connect to A");
     let bc = lb.accept_timeout(STEP).expect("accept C");
     common::report("accepted C");
     while let Some(cmd) = common::command() {
@@ -144,7 +175,11 @@ fn child_forwarder() {
             }
             "settle" => {
                 common::settle(&bc, "B's ledger towards C", || bc.stats().held_by_peer == 0);
-                common::report(format_args!("settled notices={}", bc.stats().notices_received));
+                ab.flush(); // pass the notices for A's buffers upstream
+                common::report(format_args!(
+                    "settled notices={}",
+                    bc.stats().notices_received
+                ));
             }
             "exit" => return,
             other => panic!("unknown command {other:?}"),
@@ -158,7 +193,8 @@ fn child_sink() {
     if common::child_role("fwd-c").is_none() {
         return;
     }
-    let ch = Channel::connect(common::arg("SOCK_B"), ChannelConfig::default()).expect("connect to B");
+    let ch =
+        Channel::connect(common::arg("SOCK_B"), ChannelConfig::default()).expect("connect to B");
     let sched = schedule();
     let mut held: Vec<Msg> = Vec::new();
     while let Some(cmd) = common::command() {
@@ -173,18 +209,29 @@ fn child_sink() {
                     assert_eq!(m.len(), len, "message {i} length");
                     let mut at = 0u64;
                     for s in m.slices() {
-                        assert_eq!(s.fbuf().is_secured(), secured, "message {i}: seals survive forwarding");
-                        assert!(common::first_mismatch(s.as_slice(), i as u64, at).is_none(), "message {i} bytes");
+                        assert_eq!(
+                            s.fbuf().is_secured(),
+                            secured,
+                            "message {i}: seals survive forwarding"
+                        );
+                        assert!(
+                            common::first_mismatch(s.as_slice(), i as u64, at).is_none(),
+                            "message {i} bytes"
+                        );
                         at += s.len() as u64;
                         regions.insert(s.fbuf().region().id());
                     }
                     slices += m.slice_count();
                     held.push(m);
                 }
-                common::report(format_args!("held {n} slices={slices} regions={}", regions.len()));
+                common::report(format_args!(
+                    "held {n} slices={slices} regions={}",
+                    regions.len()
+                ));
             }
             "release" => {
                 held.clear();
+                ch.flush();
                 common::report("released");
             }
             "exit" => return,

@@ -33,7 +33,19 @@ enum Kind {
 }
 
 fn schedule() -> Vec<(Kind, usize)> {
-    let sizes = [1, 2, 100, 4095, 4096, 4097, 65_536, 100_000, 333_333, (1 << 20) - 1, 1 << 20];
+    let sizes = [
+        1,
+        2,
+        100,
+        4095,
+        4096,
+        4097,
+        65_536,
+        100_000,
+        333_333,
+        (1 << 20) - 1,
+        1 << 20,
+    ];
     let mut v = Vec::new();
     for round in 0..2 {
         for &s in &sizes {
@@ -51,7 +63,10 @@ fn schedule() -> Vec<(Kind, usize)> {
     }
     // Many small messages so the 64-entry ring wraps many times.
     for k in 0..600 {
-        v.push((if k % 3 == 0 { Kind::Multi } else { Kind::Pool }, 1 + (k * 37) % 3000));
+        v.push((
+            if k % 3 == 0 { Kind::Multi } else { Kind::Pool },
+            1 + (k * 37) % 3000,
+        ));
     }
     v
 }
@@ -85,7 +100,8 @@ fn build(pool: &Pool, unc: &Uncached, i: u64, kind: Kind, len: usize) -> Msg {
             cuts.dedup();
             let mut m = Msg::new();
             for w in cuts.windows(2) {
-                m.join(filled(pool, i, w[0] as u64, w[1] - w[0])).expect("join");
+                m.join(filled(pool, i, w[0] as u64, w[1] - w[0]))
+                    .expect("join");
             }
             let cut = len / 2 + 1;
             let (mut a, b) = m.split_at(cut.min(len)).map_err(|e| e.0).expect("split");
@@ -101,29 +117,45 @@ fn build(pool: &Pool, unc: &Uncached, i: u64, kind: Kind, len: usize) -> Msg {
             (m, 0)
         }
         Kind::Uncached => (secured_buf(&|n| unc.alloc(n).expect("uncached"), 0, len), 0),
-        Kind::Secured => (secured_buf(&|n| unc.alloc_secured(n).expect("secured"), 0, len), F_SECURED),
+        Kind::Secured => (
+            secured_buf(&|n| unc.alloc_secured(n).expect("secured"), 0, len),
+            F_SECURED,
+        ),
         Kind::SecuredMulti => {
             let first = len / 2;
             let mut m = secured_buf(&|n| pool.alloc_secured(n).expect("secured"), 0, first);
-            m.join(secured_buf(&|n| unc.alloc_secured(n).expect("secured"), first as u64, len - first))
-                .expect("join");
+            m.join(secured_buf(
+                &|n| unc.alloc_secured(n).expect("secured"),
+                first as u64,
+                len - first,
+            ))
+            .expect("join");
             (m, F_SECURED)
         }
     };
     assert_eq!(body.len(), len);
-    body.prepend(header(pool, i, len as u64, flags)).expect("prepend");
+    body.prepend(header(pool, i, len as u64, flags))
+        .expect("prepend");
     body
 }
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig { ring_entries: 64, notice_entries: 2048, ..ChannelConfig::default() }
+    ChannelConfig {
+        ring_entries: 64,
+        notice_entries: 2048,
+        ..ChannelConfig::default()
+    }
 }
 
 #[test]
 fn messages_of_all_sizes_and_kinds_cross_processes_without_leaks() {
     let sock = SockPath::new("transfer");
     let listener = Listener::bind(sock.path(), cfg()).expect("bind");
-    let mut kid = Kid::spawn("child_receiver", "transfer-receiver", &[("SOCK", sock.arg())]);
+    let mut kid = Kid::spawn(
+        "child_receiver",
+        "transfer-receiver",
+        &[("SOCK", sock.arg())],
+    );
     let ch = listener.accept_timeout(STEP).expect("accept");
     let pool = common::small_pool("transfer", 256 << 10, 32);
     let unc = Uncached::new("transfer-u", false);
@@ -134,7 +166,11 @@ fn messages_of_all_sizes_and_kinds_cross_processes_without_leaks() {
         let m = build(&pool, &unc, i as u64, kind, len);
         let mut expect = vec![0u8; len];
         common::fill(&mut expect, i as u64, 0);
-        assert_eq!(&m.to_vec()[HDR..], &expect[..], "originator built message {i} wrong");
+        assert_eq!(
+            &m.to_vec()[HDR..],
+            &expect[..],
+            "originator built message {i} wrong"
+        );
         sum = common::fnv(sum, &expect);
         slices += m.slice_count() as u64;
         bytes += m.len() as u64;
@@ -142,13 +178,19 @@ fn messages_of_all_sizes_and_kinds_cross_processes_without_leaks() {
             panic!("send {i} ({kind:?}, {len}): {e}");
         }
     }
-    ch.send(header(&pool, END, 0, 0)).map_err(|e| e.0).expect("send end");
+    ch.send(header(&pool, END, 0, 0))
+        .map_err(|e| e.0)
+        .expect("send end");
 
     let reply = ch.recv_timeout(STEP).expect("receiver's report");
     let r = reply.to_vec();
     let field = |k: usize| u64::from_le_bytes(r[k * 8..k * 8 + 8].try_into().unwrap());
     assert_eq!(r.len(), 32);
-    assert_eq!(field(0), sched.len() as u64, "messages verified by the receiver");
+    assert_eq!(
+        field(0),
+        sched.len() as u64,
+        "messages verified by the receiver"
+    );
     assert_eq!(field(1), sum, "checksum of payload bytes");
     assert_eq!(field(2), slices, "slices received");
     assert_eq!(field(3), bytes, "bytes received");
@@ -159,7 +201,10 @@ fn messages_of_all_sizes_and_kinds_cross_processes_without_leaks() {
         ch.stats().held_by_peer == 0 && pool.stats().buffers_in_use == 0
     });
     let st = ch.stats();
-    assert!(ch.check_peer(), "buffers came back by notices, not by peer death");
+    assert!(
+        ch.check_peer(),
+        "buffers came back by notices, not by peer death"
+    );
     assert_eq!(st.msgs_sent, sched.len() as u64 + 1);
     assert_eq!(st.notices_received, slices + 1, "one notice per slice sent");
     assert_eq!(st.bad_notices, 0);
@@ -197,9 +242,17 @@ fn child_receiver() {
             assert!(fb.is_foreign());
             assert!(!fb.region().is_writable());
             let secured = flags & F_SECURED != 0;
-            assert_eq!(fb.is_secured(), secured, "message {i}: is_secured of a slice");
+            assert_eq!(
+                fb.is_secured(),
+                secured,
+                "message {i}: is_secured of a slice"
+            );
             let view = fb.secure();
-            assert_eq!(view.was_copied(), !secured, "message {i}: secure() copies only volatile buffers");
+            assert_eq!(
+                view.was_copied(),
+                !secured,
+                "message {i}: secure() copies only volatile buffers"
+            );
             assert_eq!(&view[..], fb.as_slice());
             if let Some(k) = common::first_mismatch(s.as_slice(), i, at) {
                 panic!("message {i}: byte {} differs", at + k as u64);
@@ -213,43 +266,84 @@ fn child_receiver() {
         slices += m.slice_count() as u64;
         bytes += m.len() as u64;
     }
+    // Notices are batched; publish the last ones before going idle.
+    ch.flush();
     let mut out = [0u8; 32];
     for (k, v) in [n, sum, slices, bytes].into_iter().enumerate() {
         out[k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
     }
-    ch.send(common::msg_of(&pool, &out)).map_err(|e| e.0).expect("send report");
+    ch.send(common::msg_of(&pool, &out))
+        .map_err(|e| e.0)
+        .expect("send report");
     common::expect_command("exit");
 }
 
-/// A receiver that drops more slices at once than its notice ring holds,
-/// then goes idle: every buffer must still come back to the originator.
+/// A receiver that drops more slices at once than its notice ring holds
+/// (and flushes), then goes idle: every buffer must still come back.
 #[test]
-#[ignore = "library bug: notices that overflow the notice ring are only flushed by a later release \
-            (channel/core.rs send_notice/flush_notices_locked); an idle receiver strands them"]
+#[ignore = "library bug: notices that do not fit the notice ring stay in the receiver's overflow list until \
+            its next release/recv/flush (channel/core.rs send_notice/flush_notices_locked); an idle receiver \
+            strands them"]
 fn notices_beyond_the_notice_ring_capacity_all_arrive() {
-    let cfg = ChannelConfig { notice_entries: 8, ..ChannelConfig::default() };
-    let sock = SockPath::new("overflow");
-    let listener = Listener::bind(sock.path(), cfg.clone()).expect("bind");
-    let mut kid = Kid::spawn("child_hoarder", "transfer-hoarder", &[("SOCK", sock.arg())]);
-    let ch = listener.accept_timeout(STEP).expect("accept");
-    let pool = common::small_pool("overflow", 256 << 10, 4);
-    for i in 0..32u8 {
-        ch.send(common::msg_of(&pool, &[i; 100])).map_err(|e| e.0).expect("send");
-    }
-    kid.send("drop 32");
-    kid.expect("dropped 32");
-    assert_eq!(pool.stats().buffers_in_use, 32);
+    let (_sock, _l, mut kid, ch, pool) = hoard(32, 8);
+    assert_eq!(kid.ask("drop flush"), "dropped 32");
     let ok = common::try_settle(&ch, STEP, || pool.stats().buffers_in_use == 0);
-    let st = ch.stats();
     assert!(
         ok,
         "{} of 32 buffers never came back while the receiver idles (notices received: {})",
         pool.stats().buffers_in_use,
-        st.notices_received
+        ch.stats().notices_received
     );
-    assert_eq!(ch.stats().notices_received, 32);
     kid.send("exit");
     kid.finish();
+}
+
+/// A receiver drops a few buffers (fewer than a notice batch) and then
+/// does something else: an originator waiting for buffers must get them.
+#[test]
+#[ignore = "library bug: notices are batched (NOTICE_BATCH) and published only when the batch fills, the \
+            originator is already waiting at release time, or the receiver recv()s/flush()es; an originator \
+            that starts waiting later times out (channel/core.rs send_notice)"]
+fn released_buffers_reach_an_originator_that_waits_later() {
+    let (_sock, _l, mut kid, ch, pool) = hoard(3, 64);
+    assert!(pool.try_alloc(4096).is_err(), "three buffers fill the pool");
+    assert_eq!(kid.ask("drop"), "dropped 3");
+    let got = pool.alloc_timeout(4096, std::time::Duration::from_secs(3));
+    let st = ch.stats();
+    kid.send("exit");
+    kid.finish();
+    assert!(
+        got.is_ok(),
+        "{got:?}; the receiver released 3 buffers; notices received: {}",
+        st.notices_received
+    );
+}
+
+/// Originator with a pool of exactly `n` pages; a receiver child holding
+/// `n` one-page messages.
+fn hoard(n: usize, notice_entries: u32) -> (SockPath, Listener, Kid, Channel, Pool) {
+    let cfg = ChannelConfig {
+        notice_entries,
+        ..ChannelConfig::default()
+    };
+    let sock = SockPath::new("hoard");
+    let listener = Listener::bind(sock.path(), cfg).expect("bind");
+    // The connector's configuration decides the ring sizes.
+    let args = [
+        ("SOCK", sock.arg()),
+        ("NOTICES", notice_entries.to_string()),
+    ];
+    let mut kid = Kid::spawn("child_hoarder", "transfer-hoarder", &args);
+    let ch = listener.accept_timeout(STEP).expect("accept");
+    let pool = common::small_pool("hoard", n * 4096, 1);
+    for i in 0..n {
+        ch.send(common::msg_of(&pool, &[i as u8; 100]))
+            .map_err(|e| e.0)
+            .expect("send");
+    }
+    assert_eq!(kid.ask(&format!("recv {n}")), format!("holding {n}"));
+    assert_eq!(pool.stats().buffers_in_use, n);
+    (sock, listener, kid, ch, pool)
 }
 
 #[test]
@@ -258,16 +352,35 @@ fn child_hoarder() {
     if common::child_role("transfer-hoarder").is_none() {
         return;
     }
-    let cfg = ChannelConfig { notice_entries: 8, ..ChannelConfig::default() };
+    let notice_entries = common::arg("NOTICES").parse().expect("notice entries");
+    let cfg = ChannelConfig {
+        notice_entries,
+        ..ChannelConfig::default()
+    };
     let ch = Channel::connect(common::arg("SOCK"), cfg).expect("connect");
-    common::expect_command("drop 32");
-    let held: Vec<Msg> = (0..32).map(|_| ch.recv_timeout(STEP).expect("recv")).collect();
-    for (i, m) in held.iter().enumerate() {
-        assert_eq!(m.to_vec(), vec![i as u8; 100]);
+    let mut held: Vec<Msg> = Vec::new();
+    while let Some(cmd) = common::command() {
+        match cmd.split_once(' ') {
+            Some(("recv", n)) => {
+                for i in 0..n.parse::<usize>().expect("count") {
+                    let m = ch.recv_timeout(STEP).expect("recv");
+                    assert_eq!(m.to_vec(), vec![i as u8; 100]);
+                    held.push(m);
+                }
+                common::report(format_args!("holding {}", held.len()));
+            }
+            _ if cmd.starts_with("drop") => {
+                let n = held.len();
+                held.clear();
+                if cmd == "drop flush" {
+                    ch.flush(); // publish every batched notice that fits
+                }
+                common::report(format_args!("dropped {n}"));
+            }
+            _ if cmd == "exit" => return,
+            _ => panic!("unknown command {cmd:?}"),
+        }
     }
-    drop(held);
-    common::report("dropped 32");
-    common::expect_command("exit");
 }
 
 /// One message whose two slices come from one secured (single-use) buffer:
@@ -283,7 +396,10 @@ fn single_use_region_travels_once_per_message() {
     let unc = Uncached::new("single", false);
     let mut b = unc.alloc_secured(10_000).expect("secured");
     common::fill(b.as_mut_slice(), 5, 0);
-    let (x, y) = Msg::from(b.freeze().expect("freeze")).split_at(4000).map_err(|e| e.0).expect("split");
+    let (x, y) = Msg::from(b.freeze().expect("freeze"))
+        .split_at(4000)
+        .map_err(|e| e.0)
+        .expect("split");
     let mut m = x;
     m.join(y).expect("join");
     assert_eq!(m.slice_count(), 2);
@@ -305,8 +421,13 @@ fn child_probe() {
     let ch = Channel::connect(common::arg("SOCK"), cfg()).expect("connect");
     common::expect_command("recv");
     let m = ch.recv_timeout(STEP).expect("recv");
-    let ok = common::first_mismatch(&m.to_vec(), 5, 0).is_none() && m.len() == 10_000 && m.is_secured();
-    let mut maps: Vec<usize> = m.slices().iter().map(|s| s.fbuf().region().base() as usize).collect();
+    let ok =
+        common::first_mismatch(&m.to_vec(), 5, 0).is_none() && m.len() == 10_000 && m.is_secured();
+    let mut maps: Vec<usize> = m
+        .slices()
+        .iter()
+        .map(|s| s.fbuf().region().base() as usize)
+        .collect();
     maps.dedup();
     common::report(format_args!(
         "got slices={} ok={ok} regions_received={} mappings={}",

@@ -105,6 +105,8 @@ pub struct Options {
     pub max_count: u64,
     /// Bound on any one child.
     pub timeout: Duration,
+    /// Repetitions per point; the median is reported.
+    pub reps: usize,
 }
 
 impl Options {
@@ -115,8 +117,9 @@ impl Options {
             variants: Variant::ALL.to_vec(),
             bytes_per_point: 2 << 30,
             min_count: 100,
-            max_count: 200_000,
+            max_count: 500_000,
             timeout: Duration::from_secs(120),
+            reps: 3,
         }
     }
 
@@ -125,10 +128,11 @@ impl Options {
         Self {
             sizes: vec![4096, 64 << 10, 1 << 20, 16 << 20],
             variants: Variant::ALL.to_vec(),
-            bytes_per_point: 128 << 20,
+            bytes_per_point: 256 << 20,
             min_count: 24,
-            max_count: 20_000,
+            max_count: 60_000,
             timeout: Duration::from_secs(60),
+            reps: 1,
         }
     }
 
@@ -208,8 +212,17 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None).map_err(|e| format!("socketpair: {e}"))
 }
 
-/// Measure one (variant, size).
+/// Measure one (variant, size) `opts.reps` times; the median run.
 pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
+    let mut runs = Vec::with_capacity(opts.reps.max(1));
+    for _ in 0..opts.reps.max(1) {
+        runs.push(measure_once(v, size, opts)?);
+    }
+    runs.sort_by_key(|m| m.elapsed_ns * 1000 / m.msgs.max(1));
+    Ok(runs[runs.len() / 2])
+}
+
+fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
     let count = opts.count_for(size);
     // Warm-up long enough for the originator's pool to reach its steady
     // state (all chunks created and mapped on both sides).

@@ -23,7 +23,7 @@ fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<C
 /// deeper pipeline only spreads the working set over cold memory), created
 /// during the warm-up.
 pub fn bench_pool_config(size: usize) -> PoolConfig {
-    let chunk = (size.saturating_mul(8)).max(4 << 20);
+    let chunk = (size.saturating_mul(2)).max(4 << 20);
     PoolConfig { chunk_size: chunk, max_chunks: 2, ..PoolConfig::named("bench") }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::buf::{Reclaim, ReleaseSink};
 use crate::channel::config::ChannelConfig;
 use crate::channel::ledger::Ledger;
-use crate::channel::ring::{Consumer, Producer, RingHeader};
+use crate::channel::ring::{Consumer, Producer, RingHeader, SleepHandle};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
 use crate::channel::ChannelStats;
 use crate::region::Region;
@@ -123,6 +123,10 @@ pub(crate) struct Core {
     pub closed: AtomicBool,
     pub counters: Counters,
     pub me: Weak<Core>,
+    /// Sleep handle on the notice ring we consume (multi-channel waits).
+    notice_sleep: SleepHandle,
+    /// Sleep handle on the message ring we consume.
+    msg_sleep: SleepHandle,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -173,7 +177,9 @@ impl Core {
             )
         };
         let pidfd = peer::open_pidfd(peer.pid).ok();
-        Arc::new_cyclic(|me| Core {
+        // SAFETY: both headers are inside the segment, which the Core owns.
+        let (notice_sleep, msg_sleep) = unsafe { (SleepHandle::new(hdr(rx_notices)), SleepHandle::new(hdr(rx_msgs))) };
+        let core = Arc::new_cyclic(|me| Core {
             sock,
             _seg: seg,
             peer,
@@ -202,7 +208,29 @@ impl Core {
             closed: AtomicBool::new(false),
             counters: Counters::default(),
             me: me.clone(),
-        })
+            notice_sleep,
+            msg_sleep,
+        });
+        crate::channel::waitset::register(&core);
+        core
+    }
+
+    /// Sleep handle on the notice ring we consume.
+    pub fn notice_sleep(&self) -> &SleepHandle {
+        &self.notice_sleep
+    }
+
+    /// Sleep handle on the message ring we consume.
+    pub fn msg_sleep(&self) -> &SleepHandle {
+        &self.msg_sleep
+    }
+
+    /// Whether the peer holds anything of ours (a busy sender counts).
+    pub fn peer_holds_any(&self) -> bool {
+        match self.tx.try_lock() {
+            Ok(tx) => !tx.ledger.is_empty(),
+            Err(_) => true,
+        }
     }
 
     pub fn is_gone(&self) -> bool {

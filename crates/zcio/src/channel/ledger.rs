@@ -17,7 +17,19 @@ pub struct Ledger {
 #[derive(Default)]
 struct Entry {
     gen: u32,
-    buf: Option<Fbuf>,
+    held: Held,
+}
+
+/// What an entry keeps alive.
+#[derive(Default)]
+enum Held {
+    /// Free slot.
+    #[default]
+    Nothing,
+    /// A buffer that returns to its pool when released.
+    Buf(Fbuf),
+    /// Accounting only (single-use regions: the peer has its own fd).
+    Detached,
 }
 
 /// A notice named a token this peer does not hold.
@@ -27,35 +39,42 @@ pub struct UnknownToken(pub u64);
 impl Ledger {
     /// Record that the peer now holds (a reference to) `buf`.
     pub fn insert(&mut self, buf: Fbuf) -> u64 {
+        self.put(Held::Buf(buf))
+    }
+
+    /// Record that the peer holds a slice we keep nothing alive for.
+    pub fn insert_detached(&mut self) -> u64 {
+        self.put(Held::Detached)
+    }
+
+    fn put(&mut self, held: Held) -> u64 {
         self.live += 1;
         if let Some(i) = self.free.pop() {
             let e = &mut self.entries[i as usize];
-            e.buf = Some(buf);
+            e.held = held;
             return (u64::from(e.gen) << 32) | u64::from(i);
         }
         let i = self.entries.len() as u32;
-        self.entries.push(Entry { gen: 0, buf: Some(buf) });
+        self.entries.push(Entry { gen: 0, held });
         u64::from(i)
     }
 
-    /// Release the entry for `token`; returns the buffer reference so the
-    /// caller can drop it outside any lock.
-    pub fn release(&mut self, token: u64) -> Result<Fbuf, UnknownToken> {
+    /// Release the entry for `token`; returns the buffer reference (if the
+    /// entry kept one) so the caller decides where to drop it.
+    pub fn release(&mut self, token: u64) -> Result<Option<Fbuf>, UnknownToken> {
         let (gen, idx) = ((token >> 32) as u32, token as u32);
         let e = self.entries.get_mut(idx as usize).ok_or(UnknownToken(token))?;
-        if e.gen != gen || e.buf.is_none() {
+        if e.gen != gen || matches!(e.held, Held::Nothing) {
             return Err(UnknownToken(token));
         }
-        let buf = e.buf.take().ok_or(UnknownToken(token))?;
+        let held = std::mem::take(&mut e.held);
         e.gen = e.gen.wrapping_add(1);
         self.free.push(idx);
         self.live -= 1;
-        Ok(buf)
-    }
-
-    /// Undo the most recent `insert` of `token` (send failed after it).
-    pub fn rollback(&mut self, token: u64) -> Option<Fbuf> {
-        self.release(token).ok()
+        Ok(match held {
+            Held::Buf(b) => Some(b),
+            _ => None,
+        })
     }
 
     /// Entries the peer holds.
@@ -72,11 +91,13 @@ impl Ledger {
     pub fn clear(&mut self) -> Vec<Fbuf> {
         let mut out = Vec::with_capacity(self.live);
         for (i, e) in self.entries.iter_mut().enumerate() {
-            if let Some(b) = e.buf.take() {
-                e.gen = e.gen.wrapping_add(1);
-                self.free.push(i as u32);
-                out.push(b);
+            match std::mem::take(&mut e.held) {
+                Held::Nothing => continue,
+                Held::Buf(b) => out.push(b),
+                Held::Detached => {}
             }
+            e.gen = e.gen.wrapping_add(1);
+            self.free.push(i as u32);
         }
         self.live = 0;
         out
@@ -84,7 +105,10 @@ impl Ledger {
 
     /// How many held entries belong to pool `pool_id`.
     pub fn count_from_pool(&self, pool_id: u64) -> usize {
-        self.entries.iter().filter_map(|e| e.buf.as_ref()).filter(|b| b.pool_id() == Some(pool_id)).count()
+        self.entries
+            .iter()
+            .filter(|e| matches!(&e.held, Held::Buf(b) if b.pool_id() == Some(pool_id)))
+            .count()
     }
 }
 

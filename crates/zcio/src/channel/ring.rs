@@ -144,6 +144,54 @@ impl<T: Pod> RawRing<T> {
     }
 }
 
+/// A handle on a ring's header for a thread that does not own the consumer
+/// end but wants to sleep until the ring has data (multi-ring waits): it
+/// only touches the consumer's sleep flag and reads the counters.
+pub struct SleepHandle {
+    hdr: *const RingHeader,
+}
+
+// SAFETY: the header lives in a mapping owned by whoever created the
+// handle (see `SleepHandle::new`); only atomics are accessed through it.
+unsafe impl Send for SleepHandle {}
+// SAFETY: as for Send.
+unsafe impl Sync for SleepHandle {}
+
+impl SleepHandle {
+    /// # Safety
+    /// `hdr` must point to a live `RingHeader` for as long as the handle is
+    /// used.
+    pub unsafe fn new(hdr: *const RingHeader) -> Self {
+        Self { hdr }
+    }
+
+    fn hdr(&self) -> &RingHeader {
+        // SAFETY: `new`'s contract.
+        unsafe { &*self.hdr }
+    }
+
+    /// Announce that the consumer is about to sleep; returns whether data
+    /// is already pending (then do not sleep, and call `disarm`).
+    pub fn arm(&self) -> bool {
+        let h = self.hdr();
+        h.cons.consumer_sleeping.store(1, Ordering::SeqCst);
+        // SYNC: SeqCst fence pairs with the fence in Producer::publish.
+        fence(Ordering::SeqCst);
+        // SYNC: Acquire pairs with the Release store in Producer::publish.
+        h.prod.tail.load(Ordering::Acquire) != h.cons.head.load(Ordering::Relaxed)
+    }
+
+    /// Clear the sleep flag.
+    pub fn disarm(&self) {
+        self.hdr().cons.consumer_sleeping.store(0, Ordering::Relaxed);
+    }
+
+    /// The futex word to sleep on (expected value 1).
+    pub fn word(&self) -> &AtomicU32 {
+        &self.hdr().cons.consumer_sleeping
+    }
+}
+
 /// The producing end. Keeps its own `tail`; trusts nothing it reads back.
 pub struct Producer<T> {
     ring: RawRing<T>,

@@ -61,14 +61,23 @@ impl Core {
                 return Err(RecvError::TimedOut);
             }
             if now < spin_until {
-                std::hint::spin_loop();
+                crate::sync::spin_pause(spins);
                 continue;
             }
             let slice = (deadline - now).min(self.liveness_slice());
             Counters::bump(&self.counters.sleeps);
-            if rx.ring.wait_for_data(slice).is_err() {
-                self.mark_gone();
-                return Err(RecvError::Corrupt);
+            // Take in and pass on every channel's notices, then sleep until
+            // this ring or a notice ring of a channel whose peer holds our
+            // buffers has something (a forwarder must keep releasing
+            // upstream while it waits for input).
+            let others = crate::channel::waitset::settle(self);
+            if others.is_empty() {
+                if rx.ring.wait_for_data(slice).is_err() {
+                    self.mark_gone();
+                    return Err(RecvError::Corrupt);
+                }
+            } else {
+                crate::channel::waitset::sleep_any(self.msg_sleep(), &others, slice);
             }
             if Instant::now() >= now + slice {
                 // A full slice without a wake: is the peer still there?

@@ -28,11 +28,8 @@ impl Core {
         if n > tx.ring.capacity() {
             return Err((SendError::TooLarge(n), msg));
         }
-        // Pools pull notices in when they run short; here only keep the
-        // ledger from growing (single-use regions stay mapped until drained).
-        if tx.ledger.len() >= 32 {
-            self.drain_locked(&mut tx);
-        }
+        // One shared-memory load when no notice is pending.
+        self.drain_locked(&mut tx);
         if tx.ledger.len() + n > self.cfg.max_in_flight {
             return Err((SendError::TooManyInFlight(tx.ledger.len()), msg));
         }
@@ -65,7 +62,13 @@ impl Core {
                     }
                 }
             }
-            let token = tx.ledger.insert(s.fbuf().clone());
+            // A single-use region is never recycled: the peer got its own fd,
+            // so we keep only the accounting, not the mapping.
+            let token = if region.is_single_use() {
+                tx.ledger.insert_detached()
+            } else {
+                tx.ledger.insert(s.fbuf().clone())
+            };
             descs.push(Desc {
                 region: slot,
                 count: if i == 0 { n as u32 } else { 0 },
@@ -127,7 +130,7 @@ impl Core {
                 return Err(SendError::TimedOut);
             }
             if now < spin_until {
-                std::hint::spin_loop();
+                crate::sync::spin_pause(spins);
                 continue;
             }
             // A receiver we never woke must see what is queued before we sleep.
@@ -171,7 +174,11 @@ impl Core {
 
     fn send_ctl(&self, tx: &mut TxState, ctl: Ctl, region: &Region) -> Result<(), SendError> {
         // The socket has SO_SNDTIMEO set (connect.rs), so this is bounded.
-        match fdpass::send(&self.sock, &ctl.encode(), &[region.share_fd().as_fd()], false) {
+        let fd = region.share_fd().map_err(|e| match e {
+            crate::region::RegionError::Os { errno, .. } => SendError::Os(errno),
+            _ => SendError::Os(rustix::io::Errno::INVAL),
+        })?;
+        match fdpass::send(&self.sock, &ctl.encode(), &[fd.as_fd()], false) {
             Ok(()) => {
                 Counters::bump(&self.counters.regions_sent);
                 Ok(())

@@ -15,6 +15,11 @@ pub fn create_sized(name: &str, len: u64) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
+/// Allocate the backing pages of `[0, len)` now (`fallocate`).
+pub fn allocate(fd: impl AsFd, len: u64) -> Result<(), Errno> {
+    fs::fallocate(fd, fs::FallocateFlags::empty(), 0, len)
+}
+
 /// Add seals to a memfd. Seals only ever accumulate.
 pub fn add_seals(fd: impl AsFd, seals: SealFlags) -> Result<(), Errno> {
     fs::fcntl_add_seals(fd, seals)

@@ -12,6 +12,8 @@
 
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -49,7 +51,8 @@ pub fn child_role(role: &str) -> Option<()> {
 
 /// A parameter passed to the child by [`Kid::spawn`].
 pub fn arg(name: &str) -> String {
-    std::env::var(format!("ZCIO_ARG_{name}")).unwrap_or_else(|_| panic!("child argument {name} missing"))
+    std::env::var(format!("ZCIO_ARG_{name}"))
+        .unwrap_or_else(|_| panic!("child argument {name} missing"))
 }
 
 /// Send one report line to the parent.
@@ -73,7 +76,11 @@ pub fn command() -> Option<String> {
 /// Wait for the exact command `want`; panic on anything else.
 pub fn expect_command(want: &str) {
     let got = command();
-    assert_eq!(got.as_deref(), Some(want), "child expected command {want:?}");
+    assert_eq!(
+        got.as_deref(),
+        Some(want),
+        "child expected command {want:?}"
+    );
 }
 
 // --------------------------------------------------------------- parent side
@@ -98,8 +105,14 @@ impl Kid {
     }
 
     /// As [`Kid::spawn`], with a hook to adjust the command (uid, ...).
-    pub fn spawn_with(entry: &str, role: &str, args: &[(&str, String)], adjust: impl FnOnce(&mut Command)) -> Kid {
-        Self::try_spawn_with(entry, role, args, adjust).unwrap_or_else(|e| panic!("spawning child {role}: {e}"))
+    pub fn spawn_with(
+        entry: &str,
+        role: &str,
+        args: &[(&str, String)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Kid {
+        Self::try_spawn_with(entry, role, args, adjust)
+            .unwrap_or_else(|e| panic!("spawning child {role}: {e}"))
     }
 
     /// As [`Kid::spawn_with`], returning the spawn error instead of panicking.
@@ -111,11 +124,17 @@ impl Kid {
     ) -> std::io::Result<Kid> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
-        cmd.args([entry, "--exact", "--nocapture", "--ignored", "--test-threads=1"])
-            .env(ROLE_ENV, role)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        cmd.args([
+            entry,
+            "--exact",
+            "--nocapture",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(ROLE_ENV, role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
         for (k, v) in args {
             cmd.env(format!("ZCIO_ARG_{k}"), v);
         }
@@ -129,9 +148,21 @@ impl Kid {
         let watchdog = std::thread::spawn(move || watchdog(pidfd, flag));
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut kid = Kid { name, child, stdin, stdout, timed_out, watchdog: Some(watchdog), reaped: false };
+        let mut kid = Kid {
+            name,
+            child,
+            stdin,
+            stdout,
+            timed_out,
+            watchdog: Some(watchdog),
+            reaped: false,
+        };
         let hello = kid.next_report();
-        assert_eq!(hello, format!("hello {role}"), "child did not start its role (wrong entry point name?)");
+        assert_eq!(
+            hello,
+            format!("hello {role}"),
+            "child did not start its role (wrong entry point name?)"
+        );
         Ok(kid)
     }
 
@@ -143,9 +174,9 @@ impl Kid {
     /// Write one command line to the child.
     pub fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("child stdin closed");
-        writeln!(stdin, "{line}").and_then(|()| stdin.flush()).unwrap_or_else(|e| {
-            panic!("child {} is not reading commands ({e})", self.name)
-        });
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("child {} is not reading commands ({e})", self.name));
     }
 
     /// Next report line from the child (without the `@`). Bounded by the
@@ -157,7 +188,10 @@ impl Kid {
             match self.stdout.read_line(&mut line) {
                 Ok(0) | Err(_) => {
                     let status = self.reap();
-                    panic!("child {} ended without the expected report (status {status:?})", self.name);
+                    panic!(
+                        "child {} ended without the expected report (status {status:?})",
+                        self.name
+                    );
                 }
                 Ok(_) => {
                     if let Some(r) = line.trim_end().strip_prefix('@') {
@@ -173,7 +207,10 @@ impl Kid {
         let r = self.next_report();
         match r.strip_prefix(prefix) {
             Some(rest) => rest.trim().to_string(),
-            None => panic!("child {}: expected a report starting with {prefix:?}, got {r:?}", self.name),
+            None => panic!(
+                "child {}: expected a report starting with {prefix:?}, got {r:?}",
+                self.name
+            ),
         }
     }
 
@@ -233,7 +270,10 @@ fn watchdog(pidfd: OwnedFd, timed_out: Arc<AtomicBool>) {
             let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
             return;
         }
-        let ts = rustix::time::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
+        let ts = rustix::time::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
         let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
         if let Ok(n) = poll(&mut fds, Some(&ts)) {
             if n > 0 {
@@ -288,7 +328,10 @@ pub fn fill(buf: &mut [u8], i: u64, from: u64) {
 
 /// Index of the first byte that differs from message `i`'s pattern.
 pub fn first_mismatch(bytes: &[u8], i: u64, from: u64) -> Option<usize> {
-    bytes.iter().enumerate().position(|(k, &b)| b != pattern(i, from + k as u64))
+    bytes
+        .iter()
+        .enumerate()
+        .position(|(k, &b)| b != pattern(i, from + k as u64))
 }
 
 /// FNV-1a, folded over chunks.
@@ -305,7 +348,13 @@ pub fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 
 /// A small pool that keeps tests quick.
 pub fn small_pool(name: &str, chunk_size: usize, max_chunks: usize) -> Pool {
-    Pool::new(PoolConfig { name: name.into(), chunk_size, max_chunks, populate: false, quick_list_cap: 8 })
+    Pool::new(PoolConfig {
+        name: name.into(),
+        chunk_size,
+        max_chunks,
+        populate: false,
+        quick_list_cap: 8,
+    })
 }
 
 /// A one-buffer message holding `bytes`.
@@ -319,7 +368,10 @@ pub fn msg_of(pool: &Pool, bytes: &[u8]) -> zcio::Msg {
 /// Reclaim on `ch` until `done()` holds, sleeping briefly between rounds;
 /// panics (with `what`) after [`STEP`].
 pub fn settle(ch: &Channel, what: &str, done: impl FnMut() -> bool) {
-    assert!(try_settle(ch, STEP, done), "{what}: did not settle within {STEP:?}");
+    assert!(
+        try_settle(ch, STEP, done),
+        "{what}: did not settle within {STEP:?}"
+    );
 }
 
 /// As [`settle`], returning whether `done()` was reached within `bound`.
@@ -341,7 +393,10 @@ pub fn try_settle(ch: &Channel, bound: Duration, mut done: impl FnMut() -> bool)
 pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + STEP;
     while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not reached within {STEP:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached within {STEP:?}"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
