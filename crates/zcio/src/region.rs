@@ -146,6 +146,10 @@ impl Region {
             return Err(RegionError::SizeMismatch { claimed: claimed_len, actual });
         }
         let len = claimed_len as usize;
+        // Pre-fault only memory the owner has really allocated: populating
+        // a sparse region would make *us* allocate (and be charged for) the
+        // holes a hostile peer left.
+        let populate = populate && memfd::first_hole(&fd).is_ok_and(|h| h >= claimed_len);
         let map = Mapping::map(&fd, len, Access::ReadOnly, populate).map_err(os("mmap"))?;
         Ok(Self {
             id: NEXT_REGION_ID.fetch_add(1, Ordering::Relaxed),

@@ -9,36 +9,84 @@
 #[cfg(not(loom))]
 pub use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+// Process-local statistics counters and id generators (Relaxed, never used
+// to order other memory) use std atomics directly; everything that orders
+// memory between threads or processes comes from here.
+
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use std::time::Duration;
 
-/// Sleep while `word == expected` (bounded by `timeout`). Returns `true`
-/// when the wait ended early (woken or value changed), `false` on timeout.
+/// The futex word of a 64-bit tail/head word: its low 32 bits (the ring
+/// protocol keeps a flag and the low counter bits there, see
+/// `channel::ring`). Only the kernel reads it through this view.
 #[cfg(not(loom))]
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> bool {
-    !matches!(crate::sys::futex::wait(word, expected, timeout), crate::sys::futex::Wake::TimedOut)
+fn low_half(word: &AtomicU64) -> &AtomicU32 {
+    const _: () = assert!(cfg!(target_endian = "little"), "the futex word is the low half of a u64");
+    // SAFETY: an AtomicU64 is 8-byte aligned, so its first 4 bytes are an
+    // aligned u32 location inside the same live object, and on little-endian
+    // targets they are its low 32 bits. No Rust code performs a 32-bit
+    // access through this reference: it is only handed to the futex system
+    // call, which compares and waits in the kernel.
+    unsafe { &*word.as_ptr().cast::<AtomicU32>() }
 }
 
-/// Wake up to `n` sleepers on `word`.
+/// Sleep while the low 32 bits of `word` equal `expected`, at most
+/// `timeout`. Returns `true` when the wait ended early.
 #[cfg(not(loom))]
-pub fn futex_wake(word: &AtomicU32, n: u32) {
-    crate::sys::futex::wake(word, n);
+pub fn futex_wait(word: &AtomicU64, expected: u32, timeout: Duration) -> bool {
+    !matches!(crate::sys::futex::wait(low_half(word), expected, timeout), crate::sys::futex::Wake::TimedOut)
 }
 
-/// Loom stand-in: a wait is a yield (loom explores the interleavings).
+/// Wake the sleepers on `word`.
+#[cfg(not(loom))]
+pub fn futex_wake(word: &AtomicU64) {
+    crate::sys::futex::wake(low_half(word), i32::MAX as u32);
+}
+
+/// Sleep until any of `words` is woken or changed (bounded by `timeout`).
+#[cfg(not(loom))]
+pub fn futex_wait_any(words: &[(&AtomicU64, u32)], timeout: Duration) -> bool {
+    let halves: Vec<(&AtomicU32, u32)> = words.iter().map(|(w, v)| (low_half(w), *v)).collect();
+    !matches!(crate::sys::futex::wait_any(&halves, timeout), crate::sys::futex::Wake::TimedOut)
+}
+
+// Under loom a futex is modelled as the kernel implements it: the value
+// check and the sleep happen under one lock (the hash-bucket lock), and a
+// wake takes the same lock. The model ignores timeouts, so a protocol that
+// needs a timeout to make progress shows up as a loom deadlock.
 #[cfg(loom)]
-pub fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Duration) -> bool {
-    if word.load(Ordering::SeqCst) == expected {
-        loom::thread::yield_now();
+loom::lazy_static! {
+    static ref FUTEX: (loom::sync::Mutex<()>, loom::sync::Condvar) =
+        (loom::sync::Mutex::new(()), loom::sync::Condvar::new());
+}
+
+/// Loom model of `FUTEX_WAIT` on the low half of `word` (untimed).
+#[cfg(loom)]
+pub fn futex_wait(word: &AtomicU64, expected: u32, timeout: Duration) -> bool {
+    futex_wait_any(&[(word, expected)], timeout)
+}
+
+/// Loom model of `futex_waitv` (untimed).
+#[cfg(loom)]
+pub fn futex_wait_any(words: &[(&AtomicU64, u32)], _timeout: Duration) -> bool {
+    let (m, cv) = &*FUTEX;
+    let g = m.lock().unwrap();
+    if words.iter().any(|(w, v)| w.load(Ordering::SeqCst) as u32 != *v) {
+        return true;
     }
+    drop(cv.wait(g).unwrap());
     true
 }
 
-/// Loom stand-in: waking is implicit in the scheduler.
+/// Loom model of `FUTEX_WAKE`.
 #[cfg(loom)]
-pub fn futex_wake(_word: &AtomicU32, _n: u32) {}
+pub fn futex_wake(_word: &AtomicU64) {
+    let (m, cv) = &*FUTEX;
+    let _g = m.lock().unwrap();
+    cv.notify_all();
+}
 
 /// One step of a bounded busy-wait, called every 64 spins: after the first
 /// few thousand spins it yields the CPU, so a peer sharing this core (more

@@ -279,7 +279,10 @@ fn forged_notices_release_nothing() {
         "reclaim released=0 held=0 in_use=0 bad_notices=5"
     );
 
-    // A corrupt notice ring releases nothing and breaks nothing.
+    // A corrupt notice ring: the peer can no longer return buffers, so the
+    // victim treats it as gone — it releases what the peer held (its own
+    // memory is safe to reuse: the peer only ever had a read-only view),
+    // and sending fails with a typed error from then on.
     assert_eq!(kid.ask("send hello-2"), "sent ok in_use=1 held=1");
     h.hdr(wire::C2L_NOTICES)
         .prod
@@ -287,18 +290,11 @@ fn forged_notices_release_nothing() {
         .store(u64::MAX / 2, std::sync::atomic::Ordering::Release);
     assert_eq!(
         kid.ask("reclaim"),
-        "reclaim released=0 held=1 in_use=1 bad_notices=5"
+        "reclaim released=0 held=0 in_use=0 bad_notices=5"
     );
-    // A corrupt consumer counter on the victim's own ring: once the victim
-    // looks at it (at the latest when its cached free space runs out), a
-    // typed error; the channel is closed and what we held is released.
-    h.hdr(wire::L2C_MSGS)
-        .cons
-        .head
-        .store(u64::MAX / 3, std::sync::atomic::Ordering::Release);
     let r = kid.ask("flood 100");
     assert!(
-        r.starts_with("flood sent=") && r.ends_with(" err=Corrupt in_use=0 held=0"),
+        r.starts_with("flood sent=0") && r.ends_with(" err=Disconnected in_use=0 held=0"),
         "{r}"
     );
     drop(h);
@@ -308,8 +304,6 @@ fn forged_notices_release_nothing() {
 }
 
 #[test]
-#[ignore = "library bug: rx.rs poll_control queues every SingleUse record (fd + populated mapping) with \
-            no cap, so a peer can exhaust the victim's fds/VMAs without sending descriptors"]
 fn single_use_flood_is_bounded() {
     let (sock, mut kid) = start_victim("hostile-flood");
     kid.send("accept");
@@ -337,8 +331,6 @@ fn single_use_flood_is_bounded() {
 /// Announcing a huge sparse (sealed) region must not make the victim
 /// allocate it: the peer chooses the size, the victim pays for it.
 #[test]
-#[ignore = "library bug: Region::attach maps announced regions with MAP_POPULATE (ChannelConfig::populate, \
-            default true) and no size cap, so a peer's sparse memfd makes the victim allocate all of it"]
 fn announced_sparse_region_is_not_allocated_by_victim() {
     let (sock, mut kid) = start_victim("hostile-sparse");
     kid.send("accept");

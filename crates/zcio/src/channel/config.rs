@@ -84,6 +84,8 @@ pub struct ChannelConfig {
     pub populate: bool,
     /// How often a sleeping side checks whether the peer is still alive.
     pub liveness_interval: Duration,
+    /// Largest region a peer may pass us (bytes); larger ones are refused.
+    pub max_region_len: u64,
 }
 
 impl Default for ChannelConfig {
@@ -99,6 +101,7 @@ impl Default for ChannelConfig {
             max_in_flight: 1 << 16,
             populate: true,
             liveness_interval: Duration::from_millis(50),
+            max_region_len: 4 << 30,
         }
     }
 }

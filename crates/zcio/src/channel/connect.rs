@@ -66,7 +66,16 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
     // aligned for the 64-byte header), and not yet shared with anyone.
     unsafe { seg.as_ptr().cast::<SegmentHeader>().write(header) };
     let hello = Ctl::Hello { version: LAYOUT_VERSION, seg_len: layout.total_len as u64 };
-    fdpass::send(&sock, &hello.encode(), &[seg_fd.as_fd()], false).map_err(os("send hello"))?;
+    if let Err(e) = fdpass::send(&sock, &hello.encode(), &[seg_fd.as_fd()], false) {
+        // A listener that refused us may have closed before reading the
+        // hello: its verdict is still queued for us.
+        if matches!(e, Errno::PIPE | Errno::CONNRESET) {
+            if let Ok((Ctl::Refused, _)) = recv_ctl(&sock) {
+                return Err(ConnectError::Refused);
+            }
+        }
+        return Err(ConnectError::Os { op: "send hello", errno: e });
+    }
     match recv_ctl(&sock)? {
         (Ctl::Welcome { version: LAYOUT_VERSION }, fds) if fds.is_empty() => {}
         (Ctl::Welcome { .. }, _) => return Err(ConnectError::Protocol("listener speaks another layout version")),
@@ -85,6 +94,10 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     let cred = peer::peer_cred(&sock).map_err(os("SO_PEERCRED"))?;
     set_timeouts(&sock, cfg.send_timeout, Some(cfg.connect_timeout))?;
     if !cfg.access.allows(cred.uid, cred.gid) {
+        // Take the hello off the queue first (its fd is closed unmapped):
+        // closing with unread data would reset the connection, and the
+        // connector would see ECONNRESET instead of our verdict.
+        let _ = recv_ctl(&sock);
         let _ = fdpass::send(&sock, &Ctl::Refused.encode(), &[], true);
         return Err(ConnectError::Refused);
     }
@@ -103,7 +116,9 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     if seg_len < std::mem::size_of::<SegmentHeader>() as u64 || seg_len > actual || seg_len > (1 << 30) {
         return Err(ConnectError::Protocol("segment size out of range"));
     }
-    let seg = Mapping::map(&seg_fd, seg_len as usize, Access::ReadWrite, true).map_err(os("mmap segment"))?;
+    // Not pre-faulted: the connector chose the size, and pages we never
+    // touch should not be charged to us.
+    let seg = Mapping::map(&seg_fd, seg_len as usize, Access::ReadWrite, false).map_err(os("mmap segment"))?;
     // SAFETY: the mapping is at least 64 bytes (checked above) and
     // page-aligned; SegmentHeader is Pod, so any bytes are a valid value.
     // We copy it out once and validate the copy.
@@ -111,6 +126,10 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     let layout = SegmentLayout::from_header(&header, actual)
         .filter(|l| l.total_len as u64 == seg_len)
         .ok_or(ConnectError::Protocol("segment header invalid (magic, version or sizes)"))?;
+    // The connector picks the ring sizes; the listener bounds them.
+    if layout.msg_entries > cfg.ring_entries.saturating_mul(4) || layout.notice_entries > cfg.notice_entries.saturating_mul(4) {
+        return Err(ConnectError::Protocol("ring sizes larger than this listener allows (4x its own)"));
+    }
     let welcome = Ctl::Welcome { version: LAYOUT_VERSION };
     fdpass::send(&sock, &welcome.encode(), &[], false).map_err(os("send welcome"))?;
     set_timeouts(&sock, cfg.send_timeout, None)?;

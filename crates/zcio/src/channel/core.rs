@@ -99,9 +99,6 @@ pub(crate) struct NoticeTx {
     pub overflow: Vec<u64>,
 }
 
-/// Notices published together.
-pub const NOTICE_BATCH: usize = 8;
-
 /// Most notices buffered locally when the peer stops draining its ring.
 const MAX_NOTICE_OVERFLOW: usize = 1 << 20;
 
@@ -330,9 +327,14 @@ impl Core {
             let n = match tx.notices.available() {
                 Ok(0) => break,
                 Ok(n) => n,
-                // A corrupt notice ring: stop trusting it; the peer's
-                // holdings are released when it goes away.
-                Err(_) => break,
+                // A corrupt notice ring: the peer broke the protocol. It
+                // can no longer return buffers, so treat it as gone.
+                Err(_) => {
+                    Counters::bump(&self.counters.malformed);
+                    self.gone.store(true, LocalOrdering::Release);
+                    drop(tx.ledger.clear());
+                    break;
+                }
             };
             for i in 0..n {
                 let token = tx.notices.peek(i).token;
@@ -357,9 +359,11 @@ impl Core {
         self.drain_locked(&mut tx)
     }
 
-    /// Queue a notice for `token`. Notices are published in batches of
-    /// [`NOTICE_BATCH`], and at once when the originator is waiting for
-    /// buffers; `recv` flushes before it waits, and `close`/`flush` too.
+    /// Publish a notice for `token` at once (one entry write and one
+    /// atomic swap; the originator is woken only if it sleeps). Notices the
+    /// ring cannot take yet — possible only for a peer that lets more than
+    /// `notice_entries` slices be in flight — queue here and go out with the
+    /// next release, receive or flush.
     fn send_notice(&self, token: u64) {
         if self.is_gone() {
             Counters::bump(&self.counters.notices_dropped);
@@ -371,9 +375,7 @@ impl Core {
             return;
         }
         n.overflow.push(token);
-        if n.overflow.len() >= NOTICE_BATCH || n.ring.consumer_waiting() {
-            self.flush_notices_locked(&mut n);
-        }
+        self.flush_notices_locked(&mut n);
     }
 
     /// Publish every queued notice that fits.

@@ -81,8 +81,9 @@ pub enum SendError {
     /// The peer is gone or the channel was closed.
     #[error("peer disconnected")]
     Disconnected,
-    /// The peer holds `max_in_flight` slices already.
-    #[error("peer holds {0} slices already (max_in_flight); it must release some first")]
+    /// The peer holds as many slices as it may (`max_in_flight`, at most
+    /// its notice ring size) and released none within the timeout.
+    #[error("peer holds {0} slices already (max_in_flight or its notice ring size); it must release some first")]
     TooManyInFlight(usize),
     /// Empty messages are not sent.
     #[error("message is empty")]

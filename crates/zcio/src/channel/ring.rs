@@ -5,27 +5,34 @@
 //!
 //! ```text
 //!  +-- producer line (64 B) --+-- consumer line (64 B) --+-- entries ...
-//!  | tail, producer_sleeping  | head, consumer_sleeping  |
+//!  | tail word                | head word                |
 //! ```
 //!
-//! `tail` and `head` are free-running 64-bit counters of entries published /
-//! consumed. The slot of counter value `c` is `c & (cap - 1)` and its lap is
-//! `c >> log2(cap)`; they never wrap in practice (2^64 entries).
+//! Index encoding: the *tail word* is `tail << 1 | consumer_sleeping` and
+//! the *head word* is `head << 1 | producer_sleeping`, where `tail` and
+//! `head` are free-running 63-bit counters of entries published / consumed.
+//! The slot of counter value `c` is `c & (cap - 1)` and its lap is
+//! `c >> log2(cap)`; they never wrap in practice (2^63 entries).
+//!
+//! Lazy notification on one word: a consumer about to sleep sets bit 0 of
+//! the tail word with a read-modify-write, which also returns the latest
+//! tail; if the ring is still empty it `FUTEX_WAIT`s on the low 32 bits of
+//! the tail word, expecting exactly the value it saw. Every publish changes
+//! those bits (the counter moves), so a publish that races with the sleep
+//! makes the wait return at once; a publish that finds bit 0 set wakes the
+//! consumer. The producer sleeping for space is symmetric on the head word.
+//! Because the flag and the counter share one atomic, the handshake needs
+//! no fences and holds under any memory model loom checks. Under load
+//! nobody sleeps and no system call is made.
 //!
 //! The peer may be hostile: each side keeps its *own* counter privately and
-//! only ever reads the peer's counter, validating `0 <= tail - head <= cap`
-//! before trusting it. Entries are copied out before use.
-//!
-//! Lazy notification: a side about to sleep sets its `*_sleeping` word to 1,
-//! issues a SeqCst fence, re-checks the ring, then `FUTEX_WAIT`s on that word
-//! while it is 1. The other side, after publishing, fences and wakes only if
-//! it sees the flag set (clearing it first). Under load nobody sleeps and no
-//! system call is made.
+//! only reads the peer's, validating `0 <= tail - head <= cap` before
+//! trusting it. Entries are copied out before use.
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Plain-old-data entry types: `Copy`, `repr(C)`, every bit pattern valid,
 /// no padding that matters.
@@ -38,23 +45,19 @@ pub unsafe trait Pod: Copy + Send + 'static {}
 /// Producer cache line.
 #[repr(C, align(64))]
 pub struct ProducerLine {
-    /// Entries published so far (free-running; slot = tail & mask, lap =
-    /// tail >> log2(cap)). Written only by the producer.
+    /// `tail << 1 | consumer_sleeping` (see module docs). The counter is
+    /// written only by the producer; bit 0 is set by the consumer before it
+    /// sleeps and cleared by whichever side ends the sleep.
     pub tail: AtomicU64,
-    /// 1 while the producer sleeps waiting for space (futex word); set by
-    /// the producer, cleared by the consumer when it wakes it.
-    pub producer_sleeping: AtomicU32,
 }
 
 /// Consumer cache line.
 #[repr(C, align(64))]
 pub struct ConsumerLine {
-    /// Entries consumed so far (same encoding as `tail`). Written only by
-    /// the consumer.
+    /// `head << 1 | producer_sleeping` (see module docs). The counter is
+    /// written only by the consumer; bit 0 is set by the producer before it
+    /// sleeps for space.
     pub head: AtomicU64,
-    /// 1 while the consumer sleeps waiting for data (futex word); set by
-    /// the consumer, cleared by the producer when it wakes it.
-    pub consumer_sleeping: AtomicU32,
 }
 
 /// Ring header as laid out in shared memory.
@@ -73,17 +76,12 @@ const _: () = {
     assert!(std::mem::size_of::<RingHeader>() == 128);
     assert!(std::mem::align_of::<RingHeader>() == 64);
     assert!(std::mem::offset_of!(RingHeader, cons) == 64);
-    assert!(std::mem::offset_of!(ProducerLine, producer_sleeping) == 8);
-    assert!(std::mem::offset_of!(ConsumerLine, consumer_sleeping) == 8);
 };
 
 impl RingHeader {
     /// A zeroed header (for heap-backed rings in tests and loom models).
     pub fn new() -> Self {
-        Self {
-            prod: ProducerLine { tail: AtomicU64::new(0), producer_sleeping: AtomicU32::new(0) },
-            cons: ConsumerLine { head: AtomicU64::new(0), consumer_sleeping: AtomicU32::new(0) },
-        }
+        Self { prod: ProducerLine { tail: AtomicU64::new(0) }, cons: ConsumerLine { head: AtomicU64::new(0) } }
     }
 }
 
@@ -105,6 +103,17 @@ pub struct Corrupt {
     pub ours: u64,
     /// The value the peer published.
     pub theirs: u64,
+}
+
+/// Counter part of a tail/head word.
+const fn counter(word: u64) -> u64 {
+    word >> 1
+}
+
+/// The futex value a sleeper expects: the low 32 bits of the word with the
+/// sleep flag set.
+const fn expect(word: u64) -> u32 {
+    (word | 1) as u32
 }
 
 /// Raw location of a ring: header and entry array. Validity (alive, sized
@@ -144,51 +153,14 @@ impl<T: Pod> RawRing<T> {
     }
 }
 
-/// A handle on a ring's header for a thread that does not own the consumer
-/// end but wants to sleep until the ring has data (multi-ring waits): it
-/// only touches the consumer's sleep flag and reads the counters.
-pub struct SleepHandle {
-    hdr: *const RingHeader,
-}
-
-// SAFETY: the header lives in a mapping owned by whoever created the
-// handle (see `SleepHandle::new`); only atomics are accessed through it.
-unsafe impl Send for SleepHandle {}
-// SAFETY: as for Send.
-unsafe impl Sync for SleepHandle {}
-
-impl SleepHandle {
-    /// # Safety
-    /// `hdr` must point to a live `RingHeader` for as long as the handle is
-    /// used.
-    pub unsafe fn new(hdr: *const RingHeader) -> Self {
-        Self { hdr }
-    }
-
-    fn hdr(&self) -> &RingHeader {
-        // SAFETY: `new`'s contract.
-        unsafe { &*self.hdr }
-    }
-
-    /// Announce that the consumer is about to sleep; returns whether data
-    /// is already pending (then do not sleep, and call `disarm`).
-    pub fn arm(&self) -> bool {
-        let h = self.hdr();
-        h.cons.consumer_sleeping.store(1, Ordering::SeqCst);
-        // SYNC: SeqCst fence pairs with the fence in Producer::publish.
-        fence(Ordering::SeqCst);
-        // SYNC: Acquire pairs with the Release store in Producer::publish.
-        h.prod.tail.load(Ordering::Acquire) != h.cons.head.load(Ordering::Relaxed)
-    }
-
-    /// Clear the sleep flag.
-    pub fn disarm(&self) {
-        self.hdr().cons.consumer_sleeping.store(0, Ordering::Relaxed);
-    }
-
-    /// The futex word to sleep on (expected value 1).
-    pub fn word(&self) -> &AtomicU32 {
-        &self.hdr().cons.consumer_sleeping
+/// Clear the sleep flag of `word` and wake its sleeper if the flag was set.
+fn clear_and_wake(word: &AtomicU64) -> bool {
+    // SYNC: AcqRel RMW on the word the sleeper set its flag in.
+    if word.fetch_and(!1, Ordering::AcqRel) & 1 != 0 {
+        crate::sync::futex_wake(word);
+        true
+    } else {
+        false
     }
 }
 
@@ -210,16 +182,15 @@ pub struct Consumer<T> {
 
 impl<T: Pod> Producer<T> {
     /// # Safety
-    /// As for the ring memory: `hdr` points to a live header followed by
-    /// `cap` (a power of two) entries at `entries`, valid while this
-    /// producer exists; at most one Producer per ring in the whole system
-    /// is honest (a second one only corrupts data, never our memory).
+    /// `hdr` points to a live header followed by `cap` (a power of two)
+    /// entries at `entries`, valid while this producer exists. A second
+    /// producer (a hostile peer) can only corrupt data, never our memory.
     pub unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
         // SAFETY: forwarded contract.
         let ring = unsafe { RawRing::new(hdr, entries, cap) };
         // Start from the published tail (zero on a fresh ring); only our
         // private copy is trusted from here on.
-        let tail = ring.hdr().prod.tail.load(Ordering::Relaxed);
+        let tail = counter(ring.hdr().prod.tail.load(Ordering::Relaxed));
         Self { ring, tail, head_cache: tail, _t: PhantomData }
     }
 
@@ -231,9 +202,13 @@ impl<T: Pod> Producer<T> {
     /// Free slots, refreshing the consumer's head. Errors if the consumer
     /// published an impossible head.
     pub fn free_slots(&mut self) -> Result<usize, Corrupt> {
-        // SYNC: Acquire pairs with the Release store of `head` in
+        // SYNC: Acquire pairs with the Release RMW of the head word in
         // Consumer::release; after it the consumer no longer reads the slots.
-        let head = self.ring.hdr().cons.head.load(Ordering::Acquire);
+        let word = self.ring.hdr().cons.head.load(Ordering::Acquire);
+        self.accept_head(counter(word))
+    }
+
+    fn accept_head(&mut self, head: u64) -> Result<usize, Corrupt> {
         let used = self.tail.wrapping_sub(head);
         if used > self.ring.cap {
             return Err(Corrupt { ours: self.tail, theirs: head });
@@ -260,48 +235,47 @@ impl<T: Pod> Producer<T> {
         *pending += items.len() as u64;
     }
 
-    /// Publish `n` written entries. Returns `true` if the consumer had said
-    /// it is sleeping and should be woken (the caller decides when; see
-    /// [`Producer::wake_consumer`]).
+    /// Publish `n` written entries. Returns `true` if the consumer is
+    /// sleeping; its flag stays set so the caller can wake it now
+    /// ([`Producer::wake_consumer`]) or later (coalescing).
     pub fn publish(&mut self, n: u64) -> bool {
         self.tail = self.tail.wrapping_add(n);
+        let w = &self.ring.hdr().prod.tail;
         // SYNC: Release publishes the entry writes; pairs with the Acquire
-        // load of `tail` in Consumer::available.
-        self.ring.hdr().prod.tail.store(self.tail, Ordering::Release);
-        // SYNC: SeqCst fence orders the tail store before the flag load
-        // (Dekker with Consumer::prepare_sleep's flag store + fence + load).
-        fence(Ordering::SeqCst);
-        self.ring.hdr().cons.consumer_sleeping.load(Ordering::Relaxed) != 0
-    }
-
-    /// Whether the consumer has said it sleeps (a hint: no fence).
-    pub fn consumer_waiting(&self) -> bool {
-        self.ring.hdr().cons.consumer_sleeping.load(Ordering::Relaxed) != 0
-    }
-
-    /// Wake the consumer if it is (still) flagged as sleeping.
-    pub fn wake_consumer(&self) -> bool {
-        let w = &self.ring.hdr().cons.consumer_sleeping;
-        if w.swap(0, Ordering::SeqCst) != 0 {
-            crate::sync::futex_wake(w, 1);
+        // load in Consumer::available and the RMW in Consumer::wait_for_data.
+        let old = w.swap(self.tail << 1, Ordering::AcqRel);
+        if old & 1 != 0 {
+            // Keep the flag: the consumer is asleep until someone wakes it.
+            w.fetch_or(1, Ordering::Relaxed);
             true
         } else {
             false
         }
     }
 
+    /// Whether the consumer has said it sleeps (a hint).
+    pub fn consumer_waiting(&self) -> bool {
+        self.ring.hdr().prod.tail.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// Wake the consumer if it is flagged as sleeping.
+    pub fn wake_consumer(&self) -> bool {
+        clear_and_wake(&self.ring.hdr().prod.tail)
+    }
+
     /// Sleep until space may be free (bounded). Returns after a wake,
     /// a change, or `timeout`. The caller re-checks `free_slots`.
     pub fn wait_for_space(&mut self, need: usize, timeout: Duration) -> Result<(), Corrupt> {
-        self.ring.hdr().prod.producer_sleeping.store(1, Ordering::SeqCst);
-        // SYNC: SeqCst fence pairs with the fence in Consumer::release.
-        fence(Ordering::SeqCst);
-        let free = self.free_slots();
-        let w = &self.ring.hdr().prod.producer_sleeping;
+        let w = &self.ring.hdr().cons.head;
+        // SYNC: the RMW sets our flag and returns the latest head word; a
+        // later release changes the word, so the futex wait cannot miss it.
+        let old = w.fetch_or(1, Ordering::AcqRel);
+        let free = self.accept_head(counter(old));
+        let w = &self.ring.hdr().cons.head;
         if matches!(free, Ok(f) if f < need) {
-            crate::sync::futex_wait(w, 1, timeout);
+            crate::sync::futex_wait(w, expect(old), timeout);
         }
-        w.store(0, Ordering::Relaxed);
+        w.fetch_and(!1, Ordering::Relaxed);
         free.map(|_| ())
     }
 }
@@ -312,30 +286,41 @@ impl<T: Pod> Consumer<T> {
     pub unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
         // SAFETY: forwarded contract.
         let ring = unsafe { RawRing::new(hdr, entries, cap) };
-        let head = ring.hdr().cons.head.load(Ordering::Relaxed);
+        let head = counter(ring.hdr().cons.head.load(Ordering::Relaxed));
         Self { ring, head, tail_cache: head, _t: PhantomData }
     }
 
-    /// Entries available to read, refreshing the producer's tail.
+    /// Capacity in entries.
+    pub fn capacity(&self) -> usize {
+        self.ring.cap as usize
+    }
+
+    /// Entries available to read (from the cache when it still has some,
+    /// else refreshing the producer's tail).
     pub fn available(&mut self) -> Result<usize, Corrupt> {
         if self.tail_cache != self.head {
             return Ok(self.tail_cache.wrapping_sub(self.head) as usize);
         }
-        // SYNC: Acquire pairs with the Release store in Producer::publish:
+        self.available_fresh()
+    }
+
+    /// Entries available, always re-reading the producer's tail.
+    pub fn available_fresh(&mut self) -> Result<usize, Corrupt> {
+        // SYNC: Acquire pairs with the Release swap in Producer::publish:
         // entries up to `tail` are written.
-        let tail = self.ring.hdr().prod.tail.load(Ordering::Acquire);
+        let word = self.ring.hdr().prod.tail.load(Ordering::Acquire);
+        self.accept_tail(counter(word))
+    }
+
+    /// Validate a tail value read from shared memory and cache it. On a
+    /// corrupt value the cache is left as it was.
+    fn accept_tail(&mut self, tail: u64) -> Result<usize, Corrupt> {
         let avail = tail.wrapping_sub(self.head);
         if avail > self.ring.cap {
             return Err(Corrupt { ours: self.head, theirs: tail });
         }
         self.tail_cache = tail;
         Ok(avail as usize)
-    }
-
-    /// Entries available, always re-reading the producer's tail.
-    pub fn available_fresh(&mut self) -> Result<usize, Corrupt> {
-        self.tail_cache = self.head;
-        self.available()
     }
 
     /// Copy out the entry `i` positions after head (`i < available()`).
@@ -349,45 +334,89 @@ impl<T: Pod> Consumer<T> {
     }
 
     /// Consume `n` entries (already copied out) and publish the new head.
-    /// Returns `true` if the producer sleeps waiting for space.
+    /// Returns `true` if the producer sleeps waiting for space (its flag
+    /// stays set; call [`Consumer::wake_producer`]).
     pub fn release(&mut self, n: usize) -> bool {
         self.head = self.head.wrapping_add(n as u64);
-        // SYNC: Release pairs with the Acquire in Producer::free_slots: our
-        // reads of the released slots happen before the producer reuses them.
-        self.ring.hdr().cons.head.store(self.head, Ordering::Release);
-        // SYNC: SeqCst fence pairs with the one in Producer::wait_for_space.
-        fence(Ordering::SeqCst);
-        self.ring.hdr().prod.producer_sleeping.load(Ordering::Relaxed) != 0
-    }
-
-    /// Wake the producer if it is flagged as sleeping for space.
-    pub fn wake_producer(&self) -> bool {
-        let w = &self.ring.hdr().prod.producer_sleeping;
-        if w.swap(0, Ordering::SeqCst) != 0 {
-            crate::sync::futex_wake(w, 1);
+        let w = &self.ring.hdr().cons.head;
+        // SYNC: Release orders our reads of the released slots before the
+        // producer reuses them; pairs with the Acquire in
+        // Producer::free_slots and the RMW in Producer::wait_for_space.
+        let old = w.swap(self.head << 1, Ordering::AcqRel);
+        if old & 1 != 0 {
+            w.fetch_or(1, Ordering::Relaxed);
             true
         } else {
             false
         }
     }
 
-    /// Sleep until data may be available (bounded by `timeout`).
-    pub fn wait_for_data(&mut self, timeout: Duration) -> Result<(), Corrupt> {
-        self.ring.hdr().cons.consumer_sleeping.store(1, Ordering::SeqCst);
-        // SYNC: SeqCst fence pairs with the fence in Producer::publish.
-        fence(Ordering::SeqCst);
-        let avail = self.available();
-        let w = &self.ring.hdr().cons.consumer_sleeping;
-        if matches!(avail, Ok(0)) {
-            crate::sync::futex_wait(w, 1, timeout);
-        }
-        w.store(0, Ordering::Relaxed);
-        avail.map(|_| ())
+    /// Wake the producer if it is flagged as sleeping for space.
+    pub fn wake_producer(&self) -> bool {
+        clear_and_wake(&self.ring.hdr().cons.head)
     }
 
-    /// The futex word this consumer sleeps on (for multi-ring waits).
-    pub fn sleep_word(&self) -> &AtomicU32 {
-        &self.ring.hdr().cons.consumer_sleeping
+    /// Sleep until data may be available (bounded by `timeout`).
+    pub fn wait_for_data(&mut self, timeout: Duration) -> Result<(), Corrupt> {
+        let w = &self.ring.hdr().prod.tail;
+        // SYNC: the RMW sets our flag and returns the latest tail word
+        // (Acquire: the entries it covers are written); any later publish
+        // changes the word, so the futex wait cannot miss it.
+        let old = w.fetch_or(1, Ordering::AcqRel);
+        let avail = self.accept_tail(counter(old));
+        let w = &self.ring.hdr().prod.tail;
+        if matches!(avail, Ok(0)) {
+            crate::sync::futex_wait(w, expect(old), timeout);
+        }
+        w.fetch_and(!1, Ordering::Relaxed);
+        avail.map(|_| ())
+    }
+}
+
+/// A handle on a ring's header for a thread that does not own the consumer
+/// end but wants to sleep until the ring has data (multi-ring waits).
+pub struct SleepHandle {
+    hdr: *const RingHeader,
+}
+
+// SAFETY: the header lives in a mapping owned by whoever created the
+// handle (see `SleepHandle::new`); only atomics are accessed through it.
+unsafe impl Send for SleepHandle {}
+// SAFETY: as for Send.
+unsafe impl Sync for SleepHandle {}
+
+impl SleepHandle {
+    /// # Safety
+    /// `hdr` must point to a live `RingHeader` for as long as the handle is
+    /// used.
+    pub unsafe fn new(hdr: *const RingHeader) -> Self {
+        Self { hdr }
+    }
+
+    fn hdr(&self) -> &RingHeader {
+        // SAFETY: `new`'s contract.
+        unsafe { &*self.hdr }
+    }
+
+    /// Set the consumer's sleep flag. Returns `None` if data is already
+    /// pending (do not sleep; call `disarm`), else the futex value to wait
+    /// for on [`SleepHandle::word`].
+    pub fn arm(&self) -> Option<u32> {
+        let h = self.hdr();
+        // SYNC: RMW returns the latest tail word (as in Consumer::wait_for_data).
+        let old = h.prod.tail.fetch_or(1, Ordering::AcqRel);
+        let head = counter(h.cons.head.load(Ordering::Relaxed));
+        (counter(old) == head).then_some(expect(old))
+    }
+
+    /// Clear the sleep flag.
+    pub fn disarm(&self) {
+        self.hdr().prod.tail.fetch_and(!1, Ordering::Relaxed);
+    }
+
+    /// The word to sleep on.
+    pub fn word(&self) -> &AtomicU64 {
+        &self.hdr().prod.tail
     }
 }
 
@@ -441,10 +470,10 @@ mod tests {
         let ep = h.entries.as_mut_ptr();
         // SAFETY: as above.
         let (mut p, mut c) = unsafe { (Producer::new(hp, ep, 4), Consumer::new(hp, ep, 4)) };
-        h.hdr.prod.tail.store(100, Ordering::Relaxed);
+        h.hdr.prod.tail.store(100 << 1, Ordering::Relaxed);
         assert!(c.available().is_err());
         h.hdr.prod.tail.store(0, Ordering::Relaxed);
-        h.hdr.cons.head.store(5, Ordering::Relaxed);
+        h.hdr.cons.head.store(5 << 1, Ordering::Relaxed);
         assert!(p.free_slots().is_err());
     }
 }

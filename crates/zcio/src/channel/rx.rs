@@ -10,7 +10,7 @@ use crate::buf::fbuf::{Backing, BufCore};
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
 use crate::channel::error::{Malformed, RecvError};
-use crate::channel::wire::{Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SLOT};
+use crate::channel::wire::{Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::{Msg, Slice};
 use crate::region::Region;
 use crate::sys::fdpass::{self, RecvOutcome};
@@ -92,7 +92,13 @@ impl Core {
         let first = rx.ring.peek(0);
         let count = first.count as usize;
         if count > avail {
-            avail = rx.ring.available_fresh().unwrap_or(avail);
+            avail = match rx.ring.available_fresh() {
+                Ok(n) => n,
+                Err(_) => {
+                    self.mark_gone();
+                    return Err(RecvError::Corrupt);
+                }
+            };
         }
         if count == 0 || count > MAX_SLICES || count > avail {
             // Framing is broken for this entry: drop just it, keep going.
@@ -137,11 +143,12 @@ impl Core {
             None => return Err(Malformed::BadControl),
         };
         let mut slices = Vec::with_capacity(descs.len());
+        let mut last_single: Option<Arc<Region>> = None;
         for (i, d) in descs.iter().enumerate() {
             let checked = if i > 0 && d.count != 0 {
                 Err(Malformed::BadCount(d.count))
             } else {
-                self.check_desc(rx, d)
+                self.check_desc(rx, d, &mut last_single)
             };
             match checked {
                 Ok(region) => {
@@ -170,7 +177,7 @@ impl Core {
     }
 
     /// The region a descriptor points into, if the descriptor is in bounds.
-    fn check_desc(&self, rx: &mut RxState, d: &Desc) -> Result<Arc<Region>, Malformed> {
+    fn check_desc(&self, rx: &mut RxState, d: &Desc, last_single: &mut Option<Arc<Region>>) -> Result<Arc<Region>, Malformed> {
         if d.len == 0 {
             return Err(Malformed::EmptySlice);
         }
@@ -178,7 +185,11 @@ impl Core {
             if rx.single.is_empty() {
                 self.poll_control(rx);
             }
-            rx.single.pop_front().flatten().ok_or(Malformed::NoSingleUseRegion)?
+            let r = rx.single.pop_front().flatten().ok_or(Malformed::NoSingleUseRegion)?;
+            *last_single = Some(r.clone());
+            r
+        } else if d.region == SINGLE_USE_SAME {
+            last_single.clone().ok_or(Malformed::NoSingleUseRegion)?
         } else {
             let slot = d.region as usize;
             if rx.regions.get(slot).is_none_or(Option::is_none) {
@@ -222,6 +233,15 @@ impl Core {
             let ctl = Ctl::decode(&buf[..rec.len]);
             let mut fds = rec.fds.into_iter();
             match (ctl, fds.next(), fds.next()) {
+                (Some(Ctl::Region { len, .. } | Ctl::SingleUse { len }), Some(_fd), None)
+                    if len > self.cfg.max_region_len =>
+                {
+                    // Too large for this channel's policy: refused unmapped.
+                    Counters::bump(&self.counters.malformed);
+                    if matches!(ctl, Some(Ctl::SingleUse { .. })) {
+                        rx.single.push_back(None);
+                    }
+                }
                 (Some(Ctl::Region { slot, len }), Some(fd), None) if slot < MAX_REGION_SLOTS => {
                     match Region::attach(fd, len, self.cfg.populate) {
                         Ok(r) => {
@@ -234,6 +254,11 @@ impl Core {
                         }
                         Err(_) => Counters::bump(&self.counters.malformed),
                     }
+                }
+                (Some(Ctl::SingleUse { .. }), Some(_fd), None) if rx.single.len() >= rx.ring.capacity() => {
+                    // More single-use regions than descriptors could ever
+                    // name: refuse (the fd is closed here) and count it.
+                    Counters::bump(&self.counters.malformed);
                 }
                 (Some(Ctl::SingleUse { len }), Some(fd), None) => match Region::attach(fd, len, self.cfg.populate) {
                     Ok(mut r) => {

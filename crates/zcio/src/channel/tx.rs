@@ -10,10 +10,13 @@ use crate::buf::{Pool, Reclaim};
 use crate::channel::config::FullPolicy;
 use crate::channel::core::{lock, Core, Counters, TxState};
 use crate::channel::error::SendError;
-use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SLOT};
+use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::Msg;
 use crate::region::Region;
 use crate::sys::fdpass;
+
+/// Ledger size at which `send` takes in deallocation notices itself.
+const DRAIN_THRESHOLD: usize = 64;
 
 impl Core {
     pub(crate) fn send(&self, msg: Msg, timeout: Duration) -> Result<(), (SendError, Msg)> {
@@ -28,27 +31,47 @@ impl Core {
         if n > tx.ring.capacity() {
             return Err((SendError::TooLarge(n), msg));
         }
-        // One shared-memory load when no notice is pending.
-        self.drain_locked(&mut tx);
-        if tx.ledger.len() + n > self.cfg.max_in_flight {
-            return Err((SendError::TooManyInFlight(tx.ledger.len()), msg));
+        // Pools pull notices in when they run short of buffers, and every
+        // wait takes them in; here only keep the ledger from growing, so
+        // the receiver's notice line is read once per batch, not per send.
+        if tx.ledger.len() >= DRAIN_THRESHOLD {
+            self.drain_locked(&mut tx);
+        }
+        if let Err(e) = self.wait_for_ledger_room(&mut tx, n, timeout) {
+            return Err((e, msg));
         }
         if let Err(e) = self.wait_for_space(&mut tx, n, timeout) {
             return Err((e, msg));
         }
         // Pass any region the peer does not have yet. Nothing is committed
         // until every region is across, so a failure leaves no trace.
+        let mut last_single: Option<u64> = None;
         for s in msg.slices() {
-            if let Err(e) = self.announce(&mut tx, s.fbuf().region()) {
+            let region = s.fbuf().region();
+            if region.is_single_use() {
+                // Consecutive slices of one single-use region share one pass.
+                if last_single == Some(region.id()) {
+                    continue;
+                }
+                last_single = Some(region.id());
+            }
+            if let Err(e) = self.announce(&mut tx, region) {
                 return Err((e, msg));
             }
         }
         let mut descs = std::mem::take(&mut tx.scratch);
         descs.clear();
+        let mut last_single: Option<u64> = None;
         for (i, s) in msg.slices().iter().enumerate() {
             let region = s.fbuf().region();
             let slot = if region.is_single_use() {
-                SINGLE_USE_SLOT
+                let same = last_single == Some(region.id());
+                last_single = Some(region.id());
+                if same {
+                    SINGLE_USE_SAME
+                } else {
+                    SINGLE_USE_SLOT
+                }
             } else {
                 // Present: announce() succeeded for every slice above.
                 tx.announced.get(&region.id()).copied().unwrap_or(SINGLE_USE_SLOT)
@@ -62,9 +85,11 @@ impl Core {
                     }
                 }
             }
-            // A single-use region is never recycled: the peer got its own fd,
-            // so we keep only the accounting, not the mapping.
-            let token = if region.is_single_use() {
+            // A single-use region we own is never recycled: the peer got its
+            // own fd, so we keep only the accounting, not the mapping (the
+            // last holder frees the pages). A forwarded one keeps our
+            // reference, so upstream sees it held until downstream releases.
+            let token = if region.is_single_use() && region.ownership() == crate::region::Ownership::Owned {
                 tx.ledger.insert_detached()
             } else {
                 tx.ledger.insert(s.fbuf().clone())
@@ -95,6 +120,40 @@ impl Core {
         // The Msg's own references go now; the ledger keeps the buffers.
         drop(msg);
         Ok(())
+    }
+
+    /// The peer may hold at most `min(max_in_flight, notice ring size)`
+    /// slices: then every notice it owes us always fits its notice ring, so
+    /// none can be stranded on its side. Wait (bounded) for notices when at
+    /// the cap.
+    fn wait_for_ledger_room(&self, tx: &mut TxState, n: usize, timeout: Duration) -> Result<(), SendError> {
+        let cap = self.cfg.max_in_flight.min(tx.notices.capacity());
+        if tx.ledger.len() + n <= cap {
+            return Ok(());
+        }
+        if n > cap {
+            return Err(SendError::TooLarge(n));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.drain_locked(tx);
+            if tx.ledger.len() + n <= cap {
+                return Ok(());
+            }
+            if self.is_gone() {
+                return Err(SendError::Disconnected);
+            }
+            let now = Instant::now();
+            if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail || now >= deadline {
+                return Err(SendError::TooManyInFlight(tx.ledger.len()));
+            }
+            Counters::bump(&self.counters.sleeps);
+            if tx.notices.wait_for_data((deadline - now).min(self.cfg.liveness_interval)).is_err() {
+                self.mark_gone_locked(tx);
+                return Err(SendError::Corrupt);
+            }
+            self.check_peer_locked(tx);
+        }
     }
 
     fn wait_for_space(&self, tx: &mut TxState, need: usize, timeout: Duration) -> Result<(), SendError> {

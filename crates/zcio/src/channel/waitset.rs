@@ -5,7 +5,6 @@
 //! channel, sending on another — from holding buffers upstream while it
 //! waits for input downstream.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -45,13 +44,16 @@ pub(crate) fn settle(except: &Core) -> Vec<Arc<Core>> {
 /// sleeping if something is already pending.
 pub(crate) fn sleep_any(own: &SleepHandle, others: &[Arc<Core>], timeout: Duration) {
     let handles: Vec<&SleepHandle> = std::iter::once(own).chain(others.iter().map(|c| c.notice_sleep())).collect();
+    let mut words = Vec::with_capacity(handles.len());
     let mut pending = false;
     for h in &handles {
-        pending |= h.arm();
+        match h.arm() {
+            Some(expected) => words.push((h.word(), expected)),
+            None => pending = true,
+        }
     }
     if !pending {
-        let words: Vec<(&AtomicU32, u32)> = handles.iter().map(|h| (h.word(), 1)).collect();
-        crate::sys::futex::wait_any(&words, timeout);
+        crate::sync::futex_wait_any(&words, timeout);
     }
     for h in &handles {
         h.disarm();

@@ -13,6 +13,9 @@ pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");
 pub const LAYOUT_VERSION: u32 = 1;
 /// Region slot meaning "the next single-use region announced on the socket".
 pub const SINGLE_USE_SLOT: u32 = u32::MAX;
+/// Region slot meaning "the same single-use region as the previous
+/// single-use slice of this message" (one pass per region per message).
+pub const SINGLE_USE_SAME: u32 = u32::MAX - 1;
 /// Cap on slices in one message.
 pub const MAX_SLICES: usize = 64;
 /// Cap on region slots per channel direction.
@@ -22,7 +25,8 @@ pub const MAX_REGION_SLOTS: u32 = 1 << 16;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Desc {
-    /// Region slot announced on this channel, or [`SINGLE_USE_SLOT`].
+    /// Region slot announced on this channel, [`SINGLE_USE_SLOT`] or
+    /// [`SINGLE_USE_SAME`].
     pub region: u32,
     /// On the first slice of a message: the message's slice count (1..=64).
     /// On the following slices: 0.
