@@ -72,7 +72,9 @@ fn consume(mut c: Consumer<E>, items: u64) {
 
 #[test]
 fn spsc_with_wraparound_and_lazy_wakeups() {
-    loom::model(|| {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
         let s = Arc::new(Shared { hdr: RingHeader::new(), entries: std::cell::UnsafeCell::new([E(0); 2]) });
         let (p, c) = ends(&s);
         let s2 = s.clone();
