@@ -18,6 +18,9 @@ pub const CHILD_ARG: &str = "__bench-child";
 pub enum AllocKind {
     /// Path pool, volatile.
     CachedVolatile,
+    /// Path pool, volatile, sized for a two-hop path (originator →
+    /// forwarder → receiver): twice the buffers in flight.
+    CachedVolatilePath2,
     /// Path pool, secured (sealed single-use regions).
     CachedSecured,
     /// Fresh region per buffer, volatile.
@@ -109,7 +112,9 @@ pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Me
                 if line.trim().is_empty() {
                     return Ok(None);
                 }
-                return serde_json::from_str(line.trim()).map(Some).map_err(|e| format!("{what}: bad result line: {e}"));
+                return serde_json::from_str(line.trim())
+                    .map(Some)
+                    .map_err(|e| format!("{what}: bad result line: {e}"));
             }
             Ok(None) if start.elapsed() > timeout => {
                 let _ = child.kill();

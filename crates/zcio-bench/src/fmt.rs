@@ -21,7 +21,9 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: usize = num.parse().map_err(|_| format!("bad size '{s}': expected e.g. 4K, 1M, 4096"))?;
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("bad size '{s}': expected e.g. 4K, 1M, 4096"))?;
     let mult = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -29,7 +31,8 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         "g" | "gb" | "gib" => 1 << 30,
         other => return Err(format!("bad size unit '{other}' in '{s}': use K, M or G")),
     };
-    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' too large"))
 }
 
 /// A rate with SI prefix: `1.23 M`, `456 k`.

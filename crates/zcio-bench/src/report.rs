@@ -20,10 +20,15 @@ pub fn transfer_table(rows: &[Row]) -> String {
         by_size.entry(r.size).or_default().push(r);
     }
     for (s, rs) in by_size {
-        let pipe = rs.iter().find(|r| r.variant == "pipe").map(|r| r.msgs_per_sec);
+        let pipe = rs
+            .iter()
+            .find(|r| r.variant == "pipe")
+            .map(|r| r.msgs_per_sec);
         for r in rs {
             let vs = pipe.map_or("-".to_string(), |p| format!("{:.1}×", r.msgs_per_sec / p));
-            let inc = r.incr_ns_per_page.map_or("-".to_string(), |v| format!("{v:.1}"));
+            let inc = r
+                .incr_ns_per_page
+                .map_or("-".to_string(), |v| format!("{v:.1}"));
             out.push_str(&format!(
                 "{:<26} {:>8} {:>12} {:>9.2} {:>11.0} {:>10.1} {:>12} {:>8}\n",
                 r.variant,
@@ -70,22 +75,44 @@ pub fn transfer_json(rows: &[Row], targets: &[Target], machine: &str) -> String 
 pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let kernel = rustix::system::uname().release().to_string_lossy().into_owned();
+    let kernel = rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned();
     let cpus = crate::affinity::allowed_cpus();
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0)))
+        .and_then(|s| {
+            s.lines().next().map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap_or("0")
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            })
+        })
         .unwrap_or(0);
-    format!("{cpu}, {} CPUs, {:.0} GiB RAM, Linux {kernel}", cpus.len(), mem as f64 / (1024.0 * 1024.0))
+    format!(
+        "{cpu}, {} CPUs, {:.0} GiB RAM, Linux {kernel}",
+        cpus.len(),
+        mem as f64 / (1024.0 * 1024.0)
+    )
 }
 
 /// Plot msgs/s against size, one line per variant (log-log).
 pub fn transfer_svg(rows: &[Row], path: &Path, title: &str) -> Result<(), String> {
     let mut series: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
-        series.entry(&r.variant).or_default().push(((r.size as f64).log2(), r.msgs_per_sec.max(1.0).log10()));
+        series
+            .entry(&r.variant)
+            .or_default()
+            .push(((r.size as f64).log2(), r.msgs_per_sec.max(1.0).log10()));
     }
     if series.is_empty() {
         return Err("no rows to plot".into());
@@ -122,8 +149,12 @@ pub fn transfer_svg(rows: &[Row], path: &Path, title: &str) -> Result<(), String
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
             .map_err(|e| e.to_string())?
             .label(name.to_string())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| e.to_string())?;
     }
     chart
         .configure_series_labels()

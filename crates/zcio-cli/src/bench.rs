@@ -58,15 +58,27 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 }
 
 fn transfer_cmd(a: TransferArgs) -> Result<()> {
-    let mut opts = if a.quick { Options::quick() } else { Options::full() };
+    let mut opts = if a.quick {
+        Options::quick()
+    } else {
+        Options::full()
+    };
     if let Some(s) = &a.sizes {
-        opts.sizes = s.iter().map(|x| fmt::parse_size(x)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+        opts.sizes = s
+            .iter()
+            .map(|x| fmt::parse_size(x))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?;
         if opts.sizes.iter().any(|&s| s < 4096) {
             bail!("sizes must be at least 4K (the benchmark touches one word per 4 KiB page)");
         }
     }
     if let Some(v) = &a.variants {
-        opts.variants = v.iter().map(|x| Variant::parse(x)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+        opts.variants = v
+            .iter()
+            .map(|x| Variant::parse(x))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?;
     }
     let machine = report::machine();
     let cpus = zcio_bench::affinity::allowed_cpus();
@@ -77,7 +89,11 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
         opts.sizes.len(),
         zcio_bench::affinity::cpu_for(0),
         zcio_bench::affinity::cpu_for(1),
-        if cpus.len() < 3 { " (a forwarder shares the receiver's CPU)" } else { "" }
+        if cpus.len() < 3 {
+            " (a forwarder shares the receiver's CPU)"
+        } else {
+            ""
+        }
     );
     let total = (opts.variants.len() * opts.sizes.len()) as u64;
     let pb = ProgressBar::new(total);

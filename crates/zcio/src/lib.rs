@@ -13,7 +13,10 @@ pub mod sync;
 pub mod sys;
 
 pub use buf::{AllocError, Fbuf, FbufMut, Pool, PoolConfig, PoolStats, SecureView, Uncached};
-pub use channel::{AccessPolicy, Channel, ChannelConfig, ChannelStats, ConnectError, FullPolicy, Listener, Malformed, Policy, RecvError, SendError};
+pub use channel::{
+    AccessPolicy, Channel, ChannelConfig, ChannelStats, ConnectError, FullPolicy, Listener,
+    Malformed, Policy, RecvError, SendError,
+};
 pub use error::Error;
 pub use msg::{Msg, MsgError, UnitCursor};
 pub use region::{Region, RegionError};

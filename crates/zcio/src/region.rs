@@ -89,7 +89,7 @@ impl Region {
     /// it writable. `populate` pre-faults it.
     pub fn create(name: &str, len: usize, populate: bool) -> Result<Self, RegionError> {
         let ps = crate::sys::page_size();
-        if len == 0 || len % ps != 0 {
+        if len == 0 || !len.is_multiple_of(ps) {
             return Err(RegionError::BadLength(len as u64));
         }
         let fd = memfd::create_sized(name, len as u64).map_err(os("memfd_create"))?;
@@ -121,7 +121,8 @@ impl Region {
         if self.ownership != Ownership::Owned || self.secured {
             return Ok(());
         }
-        let ro = Mapping::map(&self.fd, self.len, Access::ReadOnly, false).map_err(os("mmap read-only"))?;
+        let ro = Mapping::map(&self.fd, self.len, Access::ReadOnly, false)
+            .map_err(os("mmap read-only"))?;
         // Dropping the old mapping unmaps the last writable view.
         self.map = ro;
         memfd::add_seals(&self.fd, SealFlags::WRITE).map_err(os("F_SEAL_WRITE"))?;
@@ -134,7 +135,7 @@ impl Region {
     /// kernel's size must be at least that (we map only `claimed_len`).
     pub fn attach(fd: OwnedFd, claimed_len: u64, populate: bool) -> Result<Self, RegionError> {
         let ps = crate::sys::page_size() as u64;
-        if claimed_len == 0 || claimed_len % ps != 0 || claimed_len > isize::MAX as u64 {
+        if claimed_len == 0 || !claimed_len.is_multiple_of(ps) || claimed_len > isize::MAX as u64 {
             return Err(RegionError::BadLength(claimed_len));
         }
         let seals = memfd::seals(&fd).map_err(os("F_GET_SEALS"))?;
@@ -143,7 +144,10 @@ impl Region {
         }
         let actual = memfd::size(&fd).map_err(os("fstat"))?;
         if actual < claimed_len {
-            return Err(RegionError::SizeMismatch { claimed: claimed_len, actual });
+            return Err(RegionError::SizeMismatch {
+                claimed: claimed_len,
+                actual,
+            });
         }
         let len = claimed_len as usize;
         // Pre-fault only memory the owner has really allocated: populating
@@ -246,12 +250,23 @@ mod tests {
         // SAFETY: offset 0 is inside the 8192-byte read-write mapping.
         unsafe { r.base().write(42) };
         let ro = memfd::reopen_readonly(r.share_fd().unwrap()).unwrap();
-        assert_eq!(Mapping::map(&ro, 8192, Access::ReadWrite, false).unwrap_err(), Errno::ACCESS);
+        assert_eq!(
+            Mapping::map(&ro, 8192, Access::ReadWrite, false).unwrap_err(),
+            Errno::ACCESS
+        );
         // Reopening read-write through /proc is possible for the same uid,
         // but F_SEAL_FUTURE_WRITE refuses the writable mapping.
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&ro));
-        let rw = rustix::fs::open(path.as_str(), rustix::fs::OFlags::RDWR, rustix::fs::Mode::empty()).unwrap();
-        assert_eq!(Mapping::map(&rw, 8192, Access::ReadWrite, false).unwrap_err(), Errno::PERM);
+        let rw = rustix::fs::open(
+            path.as_str(),
+            rustix::fs::OFlags::RDWR,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        assert_eq!(
+            Mapping::map(&rw, 8192, Access::ReadWrite, false).unwrap_err(),
+            Errno::PERM
+        );
         let att = Region::attach(ro, 8192, false).unwrap();
         // SAFETY: offset 0 is inside the 8192-byte mapping.
         assert_eq!(unsafe { att.base().read_volatile() }, 42);
@@ -267,7 +282,10 @@ mod tests {
         r.secure().unwrap();
         assert!(r.is_secured());
         assert!(r.seals().unwrap().contains(SealFlags::WRITE));
-        assert_eq!(Mapping::map(r.fd(), 4096, Access::ReadWrite, false).unwrap_err(), Errno::PERM);
+        assert_eq!(
+            Mapping::map(r.fd(), 4096, Access::ReadWrite, false).unwrap_err(),
+            Errno::PERM
+        );
         let att = Region::attach(memfd::reopen_readonly(r.fd()).unwrap(), 4096, false).unwrap();
         assert!(att.is_secured());
     }
@@ -276,10 +294,19 @@ mod tests {
     fn attach_refuses_unsealed_and_short() {
         let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::ALLOW_SEALING).unwrap();
         rustix::fs::ftruncate(&fd, 4096).unwrap();
-        assert!(matches!(Region::attach(fd, 4096, false), Err(RegionError::NotSizeSealed(_))));
+        assert!(matches!(
+            Region::attach(fd, 4096, false),
+            Err(RegionError::NotSizeSealed(_))
+        ));
         let fd = memfd::create_sized("t", 4096).unwrap();
-        assert!(matches!(Region::attach(fd, 8192, false), Err(RegionError::SizeMismatch { .. })));
+        assert!(matches!(
+            Region::attach(fd, 8192, false),
+            Err(RegionError::SizeMismatch { .. })
+        ));
         let fd = memfd::create_sized("t", 4096).unwrap();
-        assert!(matches!(Region::attach(fd, 100, false), Err(RegionError::BadLength(100))));
+        assert!(matches!(
+            Region::attach(fd, 100, false),
+            Err(RegionError::BadLength(100))
+        ));
     }
 }

@@ -23,7 +23,10 @@ use std::time::Duration;
 /// `channel::ring`). Only the kernel reads it through this view.
 #[cfg(not(loom))]
 fn low_half(word: &AtomicU64) -> &AtomicU32 {
-    const _: () = assert!(cfg!(target_endian = "little"), "the futex word is the low half of a u64");
+    const _: () = assert!(
+        cfg!(target_endian = "little"),
+        "the futex word is the low half of a u64"
+    );
     // SAFETY: an AtomicU64 is 8-byte aligned, so its first 4 bytes are an
     // aligned u32 location inside the same live object, and on little-endian
     // targets they are its low 32 bits. No Rust code performs a 32-bit
@@ -36,7 +39,10 @@ fn low_half(word: &AtomicU64) -> &AtomicU32 {
 /// `timeout`. Returns `true` when the wait ended early.
 #[cfg(not(loom))]
 pub fn futex_wait(word: &AtomicU64, expected: u32, timeout: Duration) -> bool {
-    !matches!(crate::sys::futex::wait(low_half(word), expected, timeout), crate::sys::futex::Wake::TimedOut)
+    !matches!(
+        crate::sys::futex::wait(low_half(word), expected, timeout),
+        crate::sys::futex::Wake::TimedOut
+    )
 }
 
 /// Wake the sleepers on `word`.
@@ -49,7 +55,10 @@ pub fn futex_wake(word: &AtomicU64) {
 #[cfg(not(loom))]
 pub fn futex_wait_any(words: &[(&AtomicU64, u32)], timeout: Duration) -> bool {
     let halves: Vec<(&AtomicU32, u32)> = words.iter().map(|(w, v)| (low_half(w), *v)).collect();
-    !matches!(crate::sys::futex::wait_any(&halves, timeout), crate::sys::futex::Wake::TimedOut)
+    !matches!(
+        crate::sys::futex::wait_any(&halves, timeout),
+        crate::sys::futex::Wake::TimedOut
+    )
 }
 
 // Under loom a futex is modelled as the kernel implements it: the value
@@ -73,7 +82,10 @@ pub fn futex_wait(word: &AtomicU64, expected: u32, timeout: Duration) -> bool {
 pub fn futex_wait_any(words: &[(&AtomicU64, u32)], _timeout: Duration) -> bool {
     let (m, cv) = &*FUTEX;
     let g = m.lock().unwrap();
-    if words.iter().any(|(w, v)| w.load(Ordering::SeqCst) as u32 != *v) {
+    if words
+        .iter()
+        .any(|(w, v)| w.load(Ordering::SeqCst) as u32 != *v)
+    {
         return true;
     }
     drop(cv.wait(g).unwrap());
@@ -88,11 +100,12 @@ pub fn futex_wake(_word: &AtomicU64) {
     cv.notify_all();
 }
 
-/// One step of a bounded busy-wait, called every 64 spins: after the first
-/// few thousand spins it yields the CPU, so a peer sharing this core (more
-/// processes than cores, as in a three-domain path on two cores) can run.
+/// One step of a bounded busy-wait (`spins` counts the steps so far): a
+/// few microseconds of pure spinning, then a `sched_yield` per step, so a
+/// peer sharing this core (more processes than cores, as in a three-domain
+/// path on two cores) runs instead of waiting behind the spinner.
 pub fn spin_pause(spins: u32) {
-    if spins > 64 * 32 {
+    if spins > 256 {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();

@@ -203,9 +203,8 @@ fn child_sink() {
                 let n = count_arg(c, "verify ");
                 let mut regions = HashSet::new();
                 let mut slices = 0;
-                for i in 0..n {
+                for (i, &(len, _, secured)) in sched.iter().enumerate().take(n) {
                     let m = ch.recv_timeout(STEP).expect("recv from B");
-                    let (len, _, secured) = sched[i];
                     assert_eq!(m.len(), len, "message {i} length");
                     let mut at = 0u64;
                     for s in m.slices() {

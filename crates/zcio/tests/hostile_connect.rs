@@ -145,7 +145,10 @@ fn huge_segment_is_refused_and_allowed_one_not_allocated_by_listener() {
     write_header(&fd, header(&huge));
     fdpass::send(&s, &hello(huge.total_len as u64), &[fd.as_fd()], false).unwrap();
     let r = kid.next_report();
-    assert!(r.starts_with("accept err Protocol(\"ring sizes larger"), "{r}");
+    assert!(
+        r.starts_with("accept err Protocol(\"ring sizes larger"),
+        "{r}"
+    );
     drop(s);
 
     let d = victim_cfg();

@@ -62,7 +62,11 @@ fn consume(mut c: Consumer<E>, items: u64) {
             c.wait_for_data(T).unwrap();
             continue;
         }
-        assert_eq!(c.peek(0), E(next), "entries arrive in order, never torn or stale");
+        assert_eq!(
+            c.peek(0),
+            E(next),
+            "entries arrive in order, never torn or stale"
+        );
         next += 1;
         if c.release(1) {
             c.wake_producer();
@@ -75,7 +79,10 @@ fn spsc_with_wraparound_and_lazy_wakeups() {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(|| {
-        let s = Arc::new(Shared { hdr: RingHeader::new(), entries: std::cell::UnsafeCell::new([E(0); 2]) });
+        let s = Arc::new(Shared {
+            hdr: RingHeader::new(),
+            entries: std::cell::UnsafeCell::new([E(0); 2]),
+        });
         let (p, c) = ends(&s);
         let s2 = s.clone();
         let t = thread::spawn(move || {
@@ -92,7 +99,10 @@ fn full_ring_blocks_producer_until_consumer_frees() {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(|| {
-        let s = Arc::new(Shared { hdr: RingHeader::new(), entries: std::cell::UnsafeCell::new([E(0); 2]) });
+        let s = Arc::new(Shared {
+            hdr: RingHeader::new(),
+            entries: std::cell::UnsafeCell::new([E(0); 2]),
+        });
         let (p, c) = ends(&s);
         let s2 = s.clone();
         let t = thread::spawn(move || {

@@ -285,13 +285,19 @@ fn child_receiver() {
 fn in_flight_is_capped_by_the_notice_ring_so_no_notice_is_stranded() {
     let (_sock, _l, mut kid, ch, pool) = hoard(8, 8);
     let other = common::small_pool("hoard-extra", 4096, 1);
-    let (e, back) = ch.try_send(common::msg_of(&other, &[9u8; 100])).unwrap_err();
+    let (e, back) = ch
+        .try_send(common::msg_of(&other, &[9u8; 100]))
+        .unwrap_err();
     assert!(matches!(e, zcio::SendError::TooManyInFlight(8)), "{e:?}");
     assert_eq!(back.len(), 100, "message handed back");
     drop(back);
     assert_eq!(kid.ask("drop flush"), "dropped 8");
     let ok = common::try_settle(&ch, STEP, || pool.stats().buffers_in_use == 0);
-    assert!(ok, "{} of 8 buffers never came back", pool.stats().buffers_in_use);
+    assert!(
+        ok,
+        "{} of 8 buffers never came back",
+        pool.stats().buffers_in_use
+    );
     kid.send("exit");
     kid.finish();
 }

@@ -41,13 +41,19 @@ pub fn recv(fd: RawFd, size: usize, warmup: u64, count: u64) -> Result<Measured,
         if seq == warmup {
             start = Instant::now();
         }
-        input.read_exact(&mut buf).map_err(|e| format!("read #{seq}: {e}"))?;
+        input
+            .read_exact(&mut buf)
+            .map_err(|e| format!("read #{seq}: {e}"))?;
         let (first, _) = read_pages(&buf);
         if first != seq {
             return Err(format!("message {seq}: first word {first}"));
         }
     }
-    Ok(Measured { elapsed_ns: start.elapsed().as_nanos() as u64, msgs: count, wakes: 0 })
+    Ok(Measured {
+        elapsed_ns: start.elapsed().as_nanos() as u64,
+        msgs: count,
+        wakes: 0,
+    })
 }
 
 /// Forwarder: read each message into a private buffer and write it on.
@@ -56,8 +62,10 @@ pub fn forward(input: RawFd, output: RawFd, size: usize, total: u64) -> Result<(
     let mut o = take_fd(output)?;
     let mut buf = vec![0u8; size];
     for seq in 0..total {
-        i.read_exact(&mut buf).map_err(|e| format!("read #{seq}: {e}"))?;
-        o.write_all(&buf).map_err(|e| format!("write #{seq}: {e}"))?;
+        i.read_exact(&mut buf)
+            .map_err(|e| format!("read #{seq}: {e}"))?;
+        o.write_all(&buf)
+            .map_err(|e| format!("write #{seq}: {e}"))?;
     }
     Ok(())
 }
@@ -77,5 +85,9 @@ pub fn memcpy(size: usize, warmup: u64, count: u64) -> Measured {
         let (first, _) = read_pages(std::hint::black_box(&dst));
         std::hint::black_box(first);
     }
-    Measured { elapsed_ns: start.elapsed().as_nanos() as u64, msgs: count, wakes: 0 }
+    Measured {
+        elapsed_ns: start.elapsed().as_nanos() as u64,
+        msgs: count,
+        wakes: 0,
+    }
 }

@@ -77,7 +77,12 @@ impl Variant {
         Self::ALL
             .into_iter()
             .find(|v| v.name() == s)
-            .ok_or_else(|| format!("unknown variant '{s}'; known: {}", Self::ALL.map(|v| v.name()).join(", ")))
+            .ok_or_else(|| {
+                format!(
+                    "unknown variant '{s}'; known: {}",
+                    Self::ALL.map(|v| v.name()).join(", ")
+                )
+            })
     }
 
     /// Protection domains the data crosses into (1 = in-process).
@@ -170,11 +175,19 @@ pub struct Row {
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn sock_path() -> String {
-    std::env::temp_dir().join(unique("zcio-bench")).with_extension("sock").to_string_lossy().into_owned()
+    std::env::temp_dir()
+        .join(unique("zcio-bench"))
+        .with_extension("sock")
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn set_cloexec(fd: &OwnedFd, on: bool) -> Result<(), String> {
@@ -184,7 +197,11 @@ fn set_cloexec(fd: &OwnedFd, on: bool) -> Result<(), String> {
 }
 
 /// Spawn `spec` so that it inherits exactly `give` (others CLOEXEC).
-fn spawn_with(spec: &ChildSpec, give: &[&OwnedFd], all: &[&OwnedFd]) -> Result<std::process::Child, String> {
+fn spawn_with(
+    spec: &ChildSpec,
+    give: &[&OwnedFd],
+    all: &[&OwnedFd],
+) -> Result<std::process::Child, String> {
     for fd in all {
         set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
     }
@@ -196,7 +213,8 @@ fn spawn_with(spec: &ChildSpec, give: &[&OwnedFd], all: &[&OwnedFd]) -> Result<s
 }
 
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), String> {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("pipe: {e}"))?;
     // Be generous to the baseline: the largest pipe an unprivileged user
     // may ask for (fewer context switches per message).
     let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
@@ -209,7 +227,13 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd), String> {
 
 fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
-    socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None).map_err(|e| format!("socketpair: {e}"))
+    socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| format!("socketpair: {e}"))
 }
 
 /// Measure one (variant, size) `opts.reps` times; the median run.
@@ -226,7 +250,9 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
     let count = opts.count_for(size);
     // Warm-up long enough for the originator's pool to reach its steady
     // state (all chunks created and mapped on both sides).
-    let warmup = (count / 10).clamp(4, 1000).max(zcio_side::bench_pool_capacity(size).min(2048) + 8);
+    let warmup = (count / 10)
+        .clamp(4, 1000)
+        .max(zcio_side::bench_pool_capacity(size).min(2048) + 8);
     let t = opts.timeout;
     let spec = |role: Role, cpu: usize| ChildSpec {
         role,
@@ -237,7 +263,8 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
         timeout_ms: t.as_millis() as u64,
     };
     let wait = |c, what: &str| child::wait(c, t + Duration::from_secs(5), what);
-    let need = |m: Option<Measured>| m.ok_or_else(|| "measuring side printed no result".to_string());
+    let need =
+        |m: Option<Measured>| m.ok_or_else(|| "measuring side printed no result".to_string());
     match v {
         Variant::Memcpy => need(wait(child::spawn(&spec(Role::Memcpy, 0))?, "memcpy")?),
         Variant::ZcioCachedVolatile
@@ -252,8 +279,20 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
             };
             let secured = matches!(alloc, AllocKind::CachedSecured | AllocKind::UncachedSecured);
             let path = sock_path();
-            let r = child::spawn(&spec(Role::ZcioRecv { path: path.clone(), expect_secured: secured }, 1))?;
-            let s = child::spawn(&spec(Role::ZcioSend { path: path.clone(), alloc }, 0))?;
+            let r = child::spawn(&spec(
+                Role::ZcioRecv {
+                    path: path.clone(),
+                    expect_secured: secured,
+                },
+                1,
+            ))?;
+            let s = child::spawn(&spec(
+                Role::ZcioSend {
+                    path: path.clone(),
+                    alloc,
+                },
+                0,
+            ))?;
             let m = wait(r, "zcio receiver");
             let sr = wait(s, "zcio originator");
             let _ = std::fs::remove_file(&path);
@@ -262,9 +301,29 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
         }
         Variant::Zcio3Dom => {
             let (p0, p1) = (sock_path(), sock_path());
-            let r = child::spawn(&spec(Role::ZcioRecv { path: p1.clone(), expect_secured: false }, 1))?;
-            let f = child::spawn(&spec(Role::ZcioFwd { listen: p0.clone(), connect: p1.clone() }, 1))?;
-            let s = child::spawn(&spec(Role::ZcioSend { path: p0.clone(), alloc: AllocKind::CachedVolatile }, 0))?;
+            let r = child::spawn(&spec(
+                Role::ZcioRecv {
+                    path: p1.clone(),
+                    expect_secured: false,
+                },
+                1,
+            ))?;
+            // Two cores, three processes: the forwarder shares the
+            // originator's core (the receiver does the per-page reading).
+            let f = child::spawn(&spec(
+                Role::ZcioFwd {
+                    listen: p0.clone(),
+                    connect: p1.clone(),
+                },
+                0,
+            ))?;
+            let s = child::spawn(&spec(
+                Role::ZcioSend {
+                    path: p0.clone(),
+                    alloc: AllocKind::CachedVolatilePath2,
+                },
+                0,
+            ))?;
             let m = wait(r, "zcio receiver");
             let fr = wait(f, "zcio forwarder");
             let sr = wait(s, "zcio originator");
@@ -274,7 +333,11 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
             need(m?)
         }
         Variant::Pipe | Variant::UnixSocket => {
-            let (r, w) = if v == Variant::Pipe { pipe_pair()? } else { socket_pair()? };
+            let (r, w) = if v == Variant::Pipe {
+                pipe_pair()?
+            } else {
+                socket_pair()?
+            };
             let all = [&r, &w];
             let rc = spawn_with(&spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1), &[&r], &all)?;
             let sc = spawn_with(&spec(Role::CopySend { fd: w.as_raw_fd() }, 0), &[&w], &all)?;
@@ -287,9 +350,27 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
             let (r1, w1) = pipe_pair()?;
             let (r2, w2) = pipe_pair()?;
             let all = [&r1, &w1, &r2, &w2];
-            let rc = spawn_with(&spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1), &[&r2], &all)?;
-            let fc = spawn_with(&spec(Role::CopyFwd { input: r1.as_raw_fd(), output: w2.as_raw_fd() }, 1), &[&r1, &w2], &all)?;
-            let sc = spawn_with(&spec(Role::CopySend { fd: w1.as_raw_fd() }, 0), &[&w1], &all)?;
+            let rc = spawn_with(
+                &spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1),
+                &[&r2],
+                &all,
+            )?;
+            let fc = spawn_with(
+                &spec(
+                    Role::CopyFwd {
+                        input: r1.as_raw_fd(),
+                        output: w2.as_raw_fd(),
+                    },
+                    1,
+                ),
+                &[&r1, &w2],
+                &all,
+            )?;
+            let sc = spawn_with(
+                &spec(Role::CopySend { fd: w1.as_raw_fd() }, 0),
+                &[&w1],
+                &all,
+            )?;
             drop((r1, w1, r2, w2));
             let m = wait(rc, "copy receiver");
             wait(fc, "copy forwarder")?;
@@ -298,7 +379,12 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
         }
         Variant::Iceoryx2 => {
             let service = unique("zcio-bench-iox");
-            let r = child::spawn(&spec(Role::IoxSub { service: service.clone() }, 1))?;
+            let r = child::spawn(&spec(
+                Role::IoxSub {
+                    service: service.clone(),
+                },
+                1,
+            ))?;
             let s = child::spawn(&spec(Role::IoxPub { service }, 0))?;
             let m = wait(r, "iceoryx2 subscriber");
             wait(s, "iceoryx2 publisher")?;
@@ -313,18 +399,42 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
     let total = spec.warmup + spec.count;
     match &spec.role {
         Role::Memcpy => Ok(Some(copy_side::memcpy(spec.size, spec.warmup, spec.count))),
-        Role::ZcioSend { path, alloc } => zcio_side::send(path, *alloc, spec.size, total, t).map(|_| None),
-        Role::ZcioRecv { path, expect_secured } => {
-            zcio_side::recv(path, *expect_secured, spec.warmup, spec.count, t).map(Some)
+        Role::ZcioSend { path, alloc } => {
+            zcio_side::send(path, *alloc, spec.size, total, t).map(|_| None)
         }
-        Role::ZcioFwd { listen, connect } => zcio_side::forward(listen, connect, total, t).map(|_| None),
+        Role::ZcioRecv {
+            path,
+            expect_secured,
+        } => zcio_side::recv(path, *expect_secured, spec.warmup, spec.count, t).map(Some),
+        Role::ZcioFwd { listen, connect } => {
+            zcio_side::forward(listen, connect, total, t).map(|_| None)
+        }
         Role::CopySend { fd } => copy_side::send(*fd, spec.size, total).map(|_| None),
         Role::CopyRecv { fd } => copy_side::recv(*fd, spec.size, spec.warmup, spec.count).map(Some),
-        Role::CopyFwd { input, output } => copy_side::forward(*input, *output, spec.size, total).map(|_| None),
-        Role::IoxPub { service } => crate::iox::publisher(service, spec.size, spec.warmup as usize, spec.count as usize, t).map(|_| None),
+        Role::CopyFwd { input, output } => {
+            copy_side::forward(*input, *output, spec.size, total).map(|_| None)
+        }
+        Role::IoxPub { service } => crate::iox::publisher(
+            service,
+            spec.size,
+            spec.warmup as usize,
+            spec.count as usize,
+            t,
+        )
+        .map(|_| None),
         Role::IoxSub { service } => {
-            let (elapsed, msgs) = crate::iox::subscriber(service, spec.size, spec.warmup as usize, spec.count as usize, t)?;
-            Ok(Some(Measured { elapsed_ns: elapsed.as_nanos() as u64, msgs, wakes: 0 }))
+            let (elapsed, msgs) = crate::iox::subscriber(
+                service,
+                spec.size,
+                spec.warmup as usize,
+                spec.count as usize,
+                t,
+            )?;
+            Ok(Some(Measured {
+                elapsed_ns: elapsed.as_nanos() as u64,
+                msgs,
+                wakes: 0,
+            }))
         }
     }
 }
@@ -375,8 +485,9 @@ pub struct Target {
     pub met: Option<bool>,
 }
 
-fn find<'a>(rows: &'a [Row], v: Variant, size: usize) -> Option<&'a Row> {
-    rows.iter().find(|r| r.variant == v.name() && r.size == size)
+fn find(rows: &[Row], v: Variant, size: usize) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.variant == v.name() && r.size == size)
 }
 
 /// Check the targets against `rows`.
@@ -391,7 +502,10 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     // 1. cached/volatile vs iceoryx2.
     let mut worst: Option<(usize, f64)> = None;
     for &s in &sizes {
-        if let (Some(z), Some(i)) = (find(rows, Variant::ZcioCachedVolatile, s), find(rows, Variant::Iceoryx2, s)) {
+        if let (Some(z), Some(i)) = (
+            find(rows, Variant::ZcioCachedVolatile, s),
+            find(rows, Variant::Iceoryx2, s),
+        ) {
             let r = z.msgs_per_sec / i.msgs_per_sec;
             if worst.is_none_or(|(_, w)| r < w) {
                 worst = Some((s, r));
@@ -400,13 +514,18 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     }
     t.push(Target {
         name: "zcio cached/volatile ≥ iceoryx2 msgs/s at every size (5% noise)".into(),
-        measured: worst.map_or("not run".into(), |(s, r)| format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))),
+        measured: worst.map_or("not run".into(), |(s, r)| {
+            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
+        }),
         met: worst.map(|(_, r)| r >= 0.95),
     });
-    let at4k = find(rows, Variant::ZcioCachedVolatile, 4096).zip(find(rows, Variant::Iceoryx2, 4096));
+    let at4k =
+        find(rows, Variant::ZcioCachedVolatile, 4096).zip(find(rows, Variant::Iceoryx2, 4096));
     t.push(Target {
         name: "zcio cached/volatile ≥ 1.5× iceoryx2 at 4 KiB".into(),
-        measured: at4k.map_or("not run".into(), |(z, i)| format!("{:.2}×", z.msgs_per_sec / i.msgs_per_sec)),
+        measured: at4k.map_or("not run".into(), |(z, i)| {
+            format!("{:.2}×", z.msgs_per_sec / i.msgs_per_sec)
+        }),
         met: at4k.map(|(z, i)| z.msgs_per_sec >= 1.5 * i.msgs_per_sec),
     });
     // 2. incremental per-page cost at 1 MiB.
@@ -415,20 +534,31 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         .zip(find(rows, Variant::Pipe, 1 << 20).and_then(|p| p.incr_ns_per_page));
     t.push(Target {
         name: "cached/volatile incremental ns/page ≤ 1/50 of pipe's at 1 MiB".into(),
-        measured: inc.map_or("not run".into(), |(z, p)| format!("{z:.1} vs {p:.1} ns/page = 1/{:.0}", p / z.max(1e-9))),
+        measured: inc.map_or("not run".into(), |(z, p)| {
+            format!("{z:.1} vs {p:.1} ns/page = 1/{:.0}", p / z.max(1e-9))
+        }),
         met: inc.map(|(z, p)| z <= p / 50.0),
     });
     // 3. three domains.
-    let three = find(rows, Variant::Zcio3Dom, 1 << 20).zip(find(rows, Variant::ZcioCachedVolatile, 1 << 20));
+    let three = find(rows, Variant::Zcio3Dom, 1 << 20).zip(find(
+        rows,
+        Variant::ZcioCachedVolatile,
+        1 << 20,
+    ));
     t.push(Target {
         name: "3 domains ≥ 90% of 2 domains at 1 MiB (cached/volatile)".into(),
-        measured: three.map_or("not run".into(), |(a, b)| format!("{:.0}%", 100.0 * a.msgs_per_sec / b.msgs_per_sec)),
+        measured: three.map_or("not run".into(), |(a, b)| {
+            format!("{:.0}%", 100.0 * a.msgs_per_sec / b.msgs_per_sec)
+        }),
         met: three.map(|(a, b)| a.msgs_per_sec >= 0.9 * b.msgs_per_sec),
     });
     // 4. uncached/secured vs pipe at >= 1 MiB.
     let mut worst: Option<(usize, f64)> = None;
     for &s in sizes.iter().filter(|&&s| s >= 1 << 20) {
-        if let (Some(u), Some(p)) = (find(rows, Variant::ZcioUncachedSecured, s), find(rows, Variant::Pipe, s)) {
+        if let (Some(u), Some(p)) = (
+            find(rows, Variant::ZcioUncachedSecured, s),
+            find(rows, Variant::Pipe, s),
+        ) {
             let r = u.msgs_per_sec / p.msgs_per_sec;
             if worst.is_none_or(|(_, w)| r < w) {
                 worst = Some((s, r));
@@ -437,7 +567,9 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     }
     t.push(Target {
         name: "uncached/secured beats the pipe copy at ≥ 1 MiB".into(),
-        measured: worst.map_or("not run".into(), |(s, r)| format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))),
+        measured: worst.map_or("not run".into(), |(s, r)| {
+            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
+        }),
         met: worst.map(|(_, r)| r > 1.0),
     });
     t

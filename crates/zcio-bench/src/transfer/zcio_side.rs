@@ -19,17 +19,27 @@ fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<C
     }
 }
 
-/// The originator's path pool: room for a few messages in flight (a
-/// deeper pipeline only spreads the working set over cold memory), created
-/// during the warm-up.
-pub fn bench_pool_config(size: usize) -> PoolConfig {
-    let chunk = (size.saturating_mul(2)).max(4 << 20);
-    PoolConfig { chunk_size: chunk, max_chunks: 2, ..PoolConfig::named("bench") }
+/// Messages the originator may have in flight: the same 12 buffers the
+/// iceoryx2 baseline gets (its service holds 12 chunks), so both run with
+/// the same working set.
+pub const IN_FLIGHT: usize = 12;
+
+/// The originator's path pool for a path of `hops` channels: two chunks,
+/// [`IN_FLIGHT`] messages per hop in all, created during the warm-up.
+pub fn bench_pool_config(size: usize, hops: usize) -> PoolConfig {
+    let in_flight = IN_FLIGHT * hops;
+    let chunk = size.div_ceil(4096) * 4096 * (in_flight / 2);
+    PoolConfig {
+        chunk_size: chunk,
+        max_chunks: 2,
+        quick_list_cap: in_flight,
+        ..PoolConfig::named("bench")
+    }
 }
 
 /// Messages the bench pool holds at most (the warm-up must exceed it).
 pub fn bench_pool_capacity(size: usize) -> u64 {
-    let c = bench_pool_config(size);
+    let c = bench_pool_config(size, 2);
     (c.chunk_size / size.max(1) * c.max_chunks) as u64
 }
 
@@ -38,14 +48,27 @@ fn channel_config() -> ChannelConfig {
 }
 
 /// Originator: allocate, write a word per page, freeze, send.
-pub fn send(path: &str, alloc: AllocKind, size: usize, total: u64, timeout: Duration) -> Result<(), String> {
+pub fn send(
+    path: &str,
+    alloc: AllocKind,
+    size: usize,
+    total: u64,
+    timeout: Duration,
+) -> Result<(), String> {
     let cfg = channel_config();
     let chan = connect_retry(path, &cfg, timeout)?;
-    let pool = Pool::new(bench_pool_config(size));
+    let hops = if alloc == AllocKind::CachedVolatilePath2 {
+        2
+    } else {
+        1
+    };
+    let pool = Pool::new(bench_pool_config(size, hops));
     let uncached = Uncached::new("bench", true);
     for seq in 0..total {
         let mut buf = match alloc {
-            AllocKind::CachedVolatile => pool.alloc_timeout(size, timeout),
+            AllocKind::CachedVolatile | AllocKind::CachedVolatilePath2 => {
+                pool.alloc_timeout(size, timeout)
+            }
             AllocKind::CachedSecured => pool.alloc_secured(size),
             AllocKind::UncachedVolatile => uncached.alloc(size),
             AllocKind::UncachedSecured => uncached.alloc_secured(size),
@@ -53,7 +76,8 @@ pub fn send(path: &str, alloc: AllocKind, size: usize, total: u64, timeout: Dura
         .map_err(|e| format!("alloc {size}: {e}"))?;
         write_pages(buf.as_mut_slice(), seq);
         let frozen = buf.freeze().map_err(|e| e.to_string())?;
-        chan.send_timeout(Msg::from(frozen), timeout).map_err(|(e, _)| format!("send: {e}"))?;
+        chan.send_timeout(Msg::from(frozen), timeout)
+            .map_err(|(e, _)| format!("send: {e}"))?;
     }
     // Wait (bounded) until the receiver has released everything.
     let start = Instant::now();
@@ -66,21 +90,35 @@ pub fn send(path: &str, alloc: AllocKind, size: usize, total: u64, timeout: Dura
 }
 
 /// Receiver: receive, read a word per page, check the sequence, drop.
-pub fn recv(path: &str, expect_secured: bool, warmup: u64, count: u64, timeout: Duration) -> Result<Measured, String> {
+pub fn recv(
+    path: &str,
+    expect_secured: bool,
+    warmup: u64,
+    count: u64,
+    timeout: Duration,
+) -> Result<Measured, String> {
     let cfg = channel_config();
     let listener = Listener::bind(path, cfg).map_err(|e| format!("bind {path}: {e}"))?;
-    let chan = listener.accept_timeout(timeout).map_err(|e| format!("accept: {e}"))?;
+    let chan = listener
+        .accept_timeout(timeout)
+        .map_err(|e| format!("accept: {e}"))?;
     let mut start = Instant::now();
     for seq in 0..warmup + count {
         if seq == warmup {
             start = Instant::now();
         }
-        let msg = chan.recv_timeout(timeout).map_err(|e| format!("recv #{seq}: {e}"))?;
+        let msg = chan
+            .recv_timeout(timeout)
+            .map_err(|e| format!("recv #{seq}: {e}"))?;
         check(&msg, seq, expect_secured)?;
         drop(msg);
     }
     let elapsed = start.elapsed();
-    Ok(Measured { elapsed_ns: elapsed.as_nanos() as u64, msgs: count, wakes: chan.stats().wakes })
+    Ok(Measured {
+        elapsed_ns: elapsed.as_nanos() as u64,
+        msgs: count,
+        wakes: chan.stats().wakes,
+    })
 }
 
 fn check(msg: &Msg, seq: u64, expect_secured: bool) -> Result<(), String> {
@@ -103,10 +141,15 @@ pub fn forward(listen: &str, connect: &str, total: u64, timeout: Duration) -> Re
     let cfg = channel_config();
     let out = connect_retry(connect, &cfg, timeout)?;
     let listener = Listener::bind(listen, cfg).map_err(|e| format!("bind {listen}: {e}"))?;
-    let input = listener.accept_timeout(timeout).map_err(|e| format!("accept: {e}"))?;
+    let input = listener
+        .accept_timeout(timeout)
+        .map_err(|e| format!("accept: {e}"))?;
     for seq in 0..total {
-        let msg = input.recv_timeout(timeout).map_err(|e| format!("recv #{seq}: {e}"))?;
-        out.send_timeout(msg, timeout).map_err(|(e, _)| format!("forward #{seq}: {e}"))?;
+        let msg = input
+            .recv_timeout(timeout)
+            .map_err(|e| format!("recv #{seq}: {e}"))?;
+        out.send_timeout(msg, timeout)
+            .map_err(|(e, _)| format!("forward #{seq}: {e}"))?;
     }
     let start = Instant::now();
     while out.stats().held_by_peer > 0 && !out.is_disconnected() && start.elapsed() < timeout {

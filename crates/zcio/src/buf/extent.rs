@@ -18,7 +18,12 @@ pub struct Extents {
 impl Extents {
     /// A chunk of `pages` pages, all free.
     pub fn new(pages: u32) -> Self {
-        let mut e = Self { pages, by_start: BTreeMap::new(), by_size: BTreeSet::new(), free_pages: 0 };
+        let mut e = Self {
+            pages,
+            by_start: BTreeMap::new(),
+            by_size: BTreeSet::new(),
+            free_pages: 0,
+        };
         if pages > 0 {
             e.insert(0, pages);
         }
@@ -54,11 +59,17 @@ impl Extents {
     /// `false` (and changes nothing) if the range is out of bounds or
     /// overlaps free space — a double free.
     pub fn free(&mut self, start: u32, n: u32) -> bool {
-        let Some(end) = start.checked_add(n) else { return false };
+        let Some(end) = start.checked_add(n) else {
+            return false;
+        };
         if n == 0 || end > self.pages {
             return false;
         }
-        let prev = self.by_start.range(..=start).next_back().map(|(&s, &l)| (s, l));
+        let prev = self
+            .by_start
+            .range(..=start)
+            .next_back()
+            .map(|(&s, &l)| (s, l));
         if let Some((ps, pl)) = prev {
             if ps + pl > start {
                 return false;

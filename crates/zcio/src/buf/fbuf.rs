@@ -21,11 +21,19 @@ pub trait ReleaseSink: Send + Sync {
 /// What happens when a buffer's last handle is dropped.
 pub(crate) enum Backing {
     /// Pages of a pool chunk: returned to the pool.
-    Pooled { pool: Arc<PoolInner>, chunk: u32, first_page: u32, pages: u32 },
+    Pooled {
+        pool: Arc<PoolInner>,
+        chunk: u32,
+        first_page: u32,
+        pages: u32,
+    },
     /// A whole single-use region: unmapped and closed with it.
     SingleUse,
     /// A slice received from a peer: a notice goes back to it.
-    Foreign { sink: Arc<dyn ReleaseSink>, token: u64 },
+    Foreign {
+        sink: Arc<dyn ReleaseSink>,
+        token: u64,
+    },
 }
 
 /// The shared state behind an `Fbuf`.
@@ -42,7 +50,12 @@ pub(crate) struct BufCore {
 impl Drop for BufCore {
     fn drop(&mut self) {
         match &self.backing {
-            Backing::Pooled { pool, chunk, first_page, pages } => pool.free(*chunk, *first_page, *pages),
+            Backing::Pooled {
+                pool,
+                chunk,
+                first_page,
+                pages,
+            } => pool.free(*chunk, *first_page, *pages),
             Backing::SingleUse => {}
             Backing::Foreign { sink, token } => sink.release(*token),
         }
@@ -149,7 +162,9 @@ impl Fbuf {
     }
 
     pub(crate) fn from_core(core: BufCore) -> Self {
-        Self { core: Arc::new(core) }
+        Self {
+            core: Arc::new(core),
+        }
     }
 }
 
@@ -222,7 +237,10 @@ impl FbufMut {
     pub(crate) fn from_core(core: BufCore, secure_on_freeze: bool) -> Self {
         debug_assert!(core.region.is_writable());
         debug_assert!(core.offset + core.len <= core.region.len());
-        Self { core, secure_on_freeze }
+        Self {
+            core,
+            secure_on_freeze,
+        }
     }
 
     /// Length in bytes.
@@ -269,13 +287,19 @@ impl FbufMut {
     /// Make the buffer immutable and shareable. Secured buffers are sealed
     /// here: the writable mapping is dropped and `F_SEAL_WRITE` applied.
     pub fn freeze(self) -> Result<Fbuf, FreezeError> {
-        let Self { mut core, secure_on_freeze } = self;
+        let Self {
+            mut core,
+            secure_on_freeze,
+        } = self;
         if !secure_on_freeze {
             return Ok(Fbuf::from_core(core));
         }
         let res = match Arc::get_mut(&mut core.region) {
             Some(region) => region.secure(),
-            None => Err(RegionError::Os { op: "secure (region shared)", errno: rustix::io::Errno::BUSY }),
+            None => Err(RegionError::Os {
+                op: "secure (region shared)",
+                errno: rustix::io::Errno::BUSY,
+            }),
         };
         let buf = Fbuf::from_core(core);
         match res {

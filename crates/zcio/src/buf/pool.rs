@@ -19,6 +19,9 @@ use crate::buf::extent::Extents;
 use crate::buf::fbuf::{Backing, BufCore, FbufMut};
 use crate::region::{Region, RegionError};
 
+/// How long `alloc_timeout` polls for released buffers before sleeping.
+const SPIN: Duration = Duration::from_micros(50);
+
 /// Failure to allocate a buffer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum AllocError {
@@ -55,14 +58,23 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self { name: "pool".into(), chunk_size: 16 << 20, max_chunks: 16, populate: true, quick_list_cap: 64 }
+        Self {
+            name: "pool".into(),
+            chunk_size: 16 << 20,
+            max_chunks: 16,
+            populate: true,
+            quick_list_cap: 64,
+        }
     }
 }
 
 impl PoolConfig {
     /// A configuration with the given name and defaults otherwise.
     pub fn named(name: impl Into<String>) -> Self {
-        Self { name: name.into(), ..Self::default() }
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
     }
 }
 
@@ -153,7 +165,10 @@ pub struct Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("name", &self.inner.cfg.name).field("id", &self.inner.id).finish()
+        f.debug_struct("Pool")
+            .field("name", &self.inner.cfg.name)
+            .field("id", &self.inner.id)
+            .finish()
     }
 }
 
@@ -184,7 +199,9 @@ impl Pool {
             }),
             reclaimers: Mutex::new(Vec::new()),
         };
-        Self { inner: Arc::new(inner) }
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     pub(crate) fn from_inner(inner: Arc<PoolInner>) -> Self {
@@ -203,7 +220,9 @@ impl Pool {
 
     /// Largest single buffer this pool can ever hold.
     pub fn max_alloc(&self) -> usize {
-        (u32::MAX as usize / 2).saturating_mul(self.inner.page).min(isize::MAX as usize / 2)
+        (u32::MAX as usize / 2)
+            .saturating_mul(self.inner.page)
+            .min(isize::MAX as usize / 2)
     }
 
     /// Allocate without waiting. `WouldBlock` when the pool is at its cap.
@@ -243,7 +262,10 @@ impl Pool {
             Err(AllocError::WouldBlock(_)) => {}
             other => return other,
         }
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let spin_until = start + SPIN;
+        let mut spins = 0u32;
         loop {
             match self.try_alloc(len) {
                 Err(AllocError::WouldBlock(_)) => {}
@@ -258,7 +280,18 @@ impl Pool {
             if now >= deadline {
                 return Err(AllocError::TimedOut(timeout));
             }
-            let slice = (deadline - now).min(Duration::from_millis(if reclaimers.len() == 1 { 50 } else { 1 }));
+            if now < spin_until {
+                // Receivers usually release within microseconds: poll a
+                // little before paying for a sleep and a wake-up.
+                spins += 1;
+                crate::sync::spin_pause(spins * 64);
+                continue;
+            }
+            let slice = (deadline - now).min(Duration::from_millis(if reclaimers.len() == 1 {
+                50
+            } else {
+                1
+            }));
             match reclaimers.first() {
                 Some(r) => r.wait_for_notices(slice),
                 None => std::thread::sleep(slice.min(Duration::from_millis(1))),
@@ -282,12 +315,19 @@ impl Pool {
     }
 
     fn live_reclaimers(&self) -> Vec<Arc<dyn Reclaim>> {
-        lock(&self.inner.reclaimers).iter().filter_map(Weak::upgrade).collect()
+        lock(&self.inner.reclaimers)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     /// Current statistics (including what each peer holds).
     pub fn stats(&self) -> PoolStats {
-        let held_per_peer = self.live_reclaimers().iter().map(|r| r.held_from_pool(self.inner.id)).collect();
+        let held_per_peer = self
+            .live_reclaimers()
+            .iter()
+            .map(|r| r.held_from_pool(self.inner.id))
+            .collect();
         let s = lock(&self.inner.state);
         let page = self.inner.page;
         let total_pages: usize = s.chunks.iter().map(|c| c.extents.pages() as usize).sum();
@@ -306,7 +346,11 @@ impl Pool {
 
     /// The chunk regions (for announcing them along a path ahead of use).
     pub fn regions(&self) -> Vec<Arc<Region>> {
-        lock(&self.inner.state).chunks.iter().map(|c| c.region.clone()).collect()
+        lock(&self.inner.state)
+            .chunks
+            .iter()
+            .map(|c| c.region.clone())
+            .collect()
     }
 }
 
@@ -364,7 +408,12 @@ impl PoolInner {
             region,
             offset: first as usize * self.page,
             len,
-            backing: Backing::Pooled { pool: me.clone(), chunk, first_page: first, pages },
+            backing: Backing::Pooled {
+                pool: me.clone(),
+                chunk,
+                first_page: first,
+                pages,
+            },
         };
         FbufMut::from_core(core, false)
     }
@@ -383,8 +432,12 @@ impl PoolInner {
         if s.chunks.len() < self.cfg.max_chunks {
             let chunk_pages = (self.cfg.chunk_size.div_ceil(self.page) as u32).max(pages);
             let name = format!("zcio-{}", self.cfg.name);
-            let region = Region::create(&name, chunk_pages as usize * self.page, self.cfg.populate)?;
-            s.chunks.push(Chunk { region: Arc::new(region), extents: Extents::new(chunk_pages) });
+            let region =
+                Region::create(&name, chunk_pages as usize * self.page, self.cfg.populate)?;
+            s.chunks.push(Chunk {
+                region: Arc::new(region),
+                extents: Extents::new(chunk_pages),
+            });
             return Ok(Self::from_extents(s, pages));
         }
         if s.quick_pages > 0 {
@@ -428,7 +481,13 @@ mod tests {
     use super::*;
 
     fn small() -> Pool {
-        Pool::new(PoolConfig { name: "t".into(), chunk_size: 64 << 10, max_chunks: 2, populate: false, quick_list_cap: 4 })
+        Pool::new(PoolConfig {
+            name: "t".into(),
+            chunk_size: 64 << 10,
+            max_chunks: 2,
+            populate: false,
+            quick_list_cap: 4,
+        })
     }
 
     #[test]
@@ -443,7 +502,10 @@ mod tests {
         assert_eq!(b.region_offset(), off, "LIFO reuse of the same pages");
         drop(b);
         let s = p.stats();
-        assert_eq!((s.buffers_in_use, s.bytes_in_use, s.bytes_free), (0, 0, s.bytes_total));
+        assert_eq!(
+            (s.buffers_in_use, s.bytes_in_use, s.bytes_free),
+            (0, 0, s.bytes_total)
+        );
     }
 
     #[test]
@@ -459,7 +521,10 @@ mod tests {
         }
         assert_eq!(held.len(), 8, "two 64 KiB chunks hold eight 16 KiB buffers");
         assert_eq!(p.stats().chunks, 2);
-        assert!(matches!(p.alloc_timeout(4096, Duration::from_millis(5)), Err(AllocError::TimedOut(_))));
+        assert!(matches!(
+            p.alloc_timeout(4096, Duration::from_millis(5)),
+            Err(AllocError::TimedOut(_))
+        ));
         held.pop();
         assert!(p.try_alloc(16 << 10).is_ok());
     }

@@ -21,7 +21,10 @@ impl Uncached {
     /// An allocator whose regions are named `zcio-NAME`. `populate`
     /// pre-faults each region in one system call.
     pub fn new(name: impl Into<String>, populate: bool) -> Self {
-        Self { name: format!("zcio-{}", name.into()), populate }
+        Self {
+            name: format!("zcio-{}", name.into()),
+            populate,
+        }
     }
 
     /// A volatile single-use buffer of `len` bytes.
@@ -43,7 +46,12 @@ impl Uncached {
         let rounded = crate::sys::round_to_pages(len).ok_or(AllocError::BadSize(len, max))?;
         let mut region = Region::create(&self.name, rounded, self.populate)?;
         region.mark_single_use();
-        let core = BufCore { region: Arc::new(region), offset: 0, len, backing: Backing::SingleUse };
+        let core = BufCore {
+            region: Arc::new(region),
+            offset: 0,
+            len,
+            backing: Backing::SingleUse,
+        };
         Ok(FbufMut::from_core(core, secured))
     }
 }

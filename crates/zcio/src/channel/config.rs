@@ -14,14 +14,20 @@ pub struct AccessPolicy {
 impl Default for AccessPolicy {
     /// Only the listener's own effective uid.
     fn default() -> Self {
-        Self { uids: vec![rustix::process::geteuid().as_raw()], gids: Vec::new() }
+        Self {
+            uids: vec![rustix::process::geteuid().as_raw()],
+            gids: Vec::new(),
+        }
     }
 }
 
 impl AccessPolicy {
     /// Allow these uids (and nothing else).
     pub fn uids(uids: impl IntoIterator<Item = u32>) -> Self {
-        Self { uids: uids.into_iter().collect(), gids: Vec::new() }
+        Self {
+            uids: uids.into_iter().collect(),
+            gids: Vec::new(),
+        }
     }
 
     /// Whether a peer with `uid`/`gid` may connect.
@@ -57,7 +63,12 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { wake_batch: 1, max_delay: Duration::from_millis(1), spin: Duration::from_micros(50), full: FullPolicy::Block }
+        Self {
+            wake_batch: 1,
+            max_delay: Duration::from_millis(1),
+            spin: Duration::from_micros(50),
+            full: FullPolicy::Block,
+        }
     }
 }
 

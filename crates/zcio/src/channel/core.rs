@@ -149,8 +149,18 @@ impl Core {
     ) -> Arc<Self> {
         let base = seg.as_ptr();
         let (tx_msgs, rx_notices, rx_msgs, tx_notices) = match role {
-            Role::Connector => (wire::C2L_MSGS, wire::L2C_NOTICES, wire::L2C_MSGS, wire::C2L_NOTICES),
-            Role::Listener => (wire::L2C_MSGS, wire::C2L_NOTICES, wire::C2L_MSGS, wire::L2C_NOTICES),
+            Role::Connector => (
+                wire::C2L_MSGS,
+                wire::L2C_NOTICES,
+                wire::L2C_MSGS,
+                wire::C2L_NOTICES,
+            ),
+            Role::Listener => (
+                wire::L2C_MSGS,
+                wire::C2L_NOTICES,
+                wire::C2L_MSGS,
+                wire::L2C_NOTICES,
+            ),
         };
         let hdr = |i: usize| -> *const RingHeader {
             // SAFETY: layout offsets are within total_len (SegmentLayout::new)
@@ -175,7 +185,12 @@ impl Core {
         };
         let pidfd = peer::open_pidfd(peer.pid).ok();
         // SAFETY: both headers are inside the segment, which the Core owns.
-        let (notice_sleep, msg_sleep) = unsafe { (SleepHandle::new(hdr(rx_notices)), SleepHandle::new(hdr(rx_msgs))) };
+        let (notice_sleep, msg_sleep) = unsafe {
+            (
+                SleepHandle::new(hdr(rx_notices)),
+                SleepHandle::new(hdr(rx_msgs)),
+            )
+        };
         let core = Arc::new_cyclic(|me| Core {
             sock,
             _seg: seg,
@@ -199,7 +214,10 @@ impl Core {
                 single: VecDeque::new(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
             }),
-            ntx: Mutex::new(NoticeTx { ring: ntx, overflow: Vec::new() }),
+            ntx: Mutex::new(NoticeTx {
+                ring: ntx,
+                overflow: Vec::new(),
+            }),
             gone: AtomicBool::new(false),
             bye: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -349,7 +367,9 @@ impl Core {
             tx.notices.release(n);
         }
         if released > 0 {
-            self.counters.notices_received.fetch_add(released as u64, LocalOrdering::Relaxed);
+            self.counters
+                .notices_received
+                .fetch_add(released as u64, LocalOrdering::Relaxed);
         }
         released
     }
@@ -409,7 +429,9 @@ impl Core {
         if ring.publish(pending) && ring.wake_consumer() {
             Counters::bump(&self.counters.wakes);
         }
-        self.counters.notices_sent.fetch_add(k as u64, LocalOrdering::Relaxed);
+        self.counters
+            .notices_sent
+            .fetch_add(k as u64, LocalOrdering::Relaxed);
     }
 
     pub fn liveness_slice(&self) -> Duration {
@@ -448,7 +470,10 @@ impl Reclaim for Core {
     }
 
     fn held_from_pool(&self, pool_id: u64) -> (String, usize) {
-        (format!("pid {}", self.peer.pid), lock(&self.tx).ledger.count_from_pool(pool_id))
+        (
+            format!("pid {}", self.peer.pid),
+            lock(&self.tx).ledger.count_from_pool(pool_id),
+        )
     }
 }
 

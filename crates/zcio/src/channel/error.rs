@@ -60,8 +60,15 @@ impl std::fmt::Display for Malformed {
             Malformed::BadCount(n) => write!(f, "slice count {n} out of range"),
             Malformed::UnknownRegion(s) => write!(f, "unknown region slot {s}"),
             Malformed::NoSingleUseRegion => write!(f, "single-use descriptor without a region"),
-            Malformed::OutOfBounds { offset, len, region_len } => {
-                write!(f, "slice {offset}+{len} outside region of {region_len} bytes")
+            Malformed::OutOfBounds {
+                offset,
+                len,
+                region_len,
+            } => {
+                write!(
+                    f,
+                    "slice {offset}+{len} outside region of {region_len} bytes"
+                )
             }
             Malformed::EmptySlice => write!(f, "empty slice"),
             Malformed::BadControl => write!(f, "bad control record"),

@@ -63,7 +63,10 @@ impl Ledger {
     /// entry kept one) so the caller decides where to drop it.
     pub fn release(&mut self, token: u64) -> Result<Option<Fbuf>, UnknownToken> {
         let (gen, idx) = ((token >> 32) as u32, token as u32);
-        let e = self.entries.get_mut(idx as usize).ok_or(UnknownToken(token))?;
+        let e = self
+            .entries
+            .get_mut(idx as usize)
+            .ok_or(UnknownToken(token))?;
         if e.gen != gen || matches!(e.held, Held::Nothing) {
             return Err(UnknownToken(token));
         }
@@ -119,14 +122,22 @@ mod tests {
 
     #[test]
     fn tokens_are_single_use_and_generational() {
-        let p = Pool::new(PoolConfig { chunk_size: 1 << 16, populate: false, ..PoolConfig::named("l") });
+        let p = Pool::new(PoolConfig {
+            chunk_size: 1 << 16,
+            populate: false,
+            ..PoolConfig::named("l")
+        });
         let b = p.try_alloc(1).unwrap().freeze().unwrap();
         let mut l = Ledger::default();
         let t1 = l.insert(b.clone());
         let t2 = l.insert(b.clone());
         assert_eq!(l.len(), 2);
         assert!(l.release(t1).is_ok());
-        assert_eq!(l.release(t1).unwrap_err(), UnknownToken(t1), "double release refused");
+        assert_eq!(
+            l.release(t1).unwrap_err(),
+            UnknownToken(t1),
+            "double release refused"
+        );
         let t3 = l.insert(b.clone());
         assert_eq!(t3 as u32, t1 as u32, "slot reused");
         assert_ne!(t3, t1, "with a new generation");

@@ -26,9 +26,9 @@ pub use config::{AccessPolicy, ChannelConfig, FullPolicy, Policy};
 pub use connect::Listener;
 pub use error::{ConnectError, Malformed, RecvError, SendError};
 
+use self::core::Core;
 use crate::msg::Msg;
 use crate::sys::peer::PeerCred;
-use self::core::Core;
 
 /// Counters of one channel end.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,13 +69,18 @@ pub struct Channel {
 
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Channel").field("peer", &self.core.peer).finish()
+        f.debug_struct("Channel")
+            .field("peer", &self.core.peer)
+            .finish()
     }
 }
 
 impl Channel {
     /// Connect to a [`Listener`] at `path`.
-    pub fn connect(path: impl AsRef<std::path::Path>, cfg: ChannelConfig) -> Result<Self, ConnectError> {
+    pub fn connect(
+        path: impl AsRef<std::path::Path>,
+        cfg: ChannelConfig,
+    ) -> Result<Self, ConnectError> {
         connect::connect(path.as_ref(), cfg).map(|core| Self { core })
     }
 
@@ -187,7 +192,11 @@ mod tests {
     use crate::buf::{Pool, PoolConfig, Uncached};
 
     fn pool() -> Pool {
-        Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 2, ..PoolConfig::named("chtest") })
+        Pool::new(PoolConfig {
+            chunk_size: 1 << 20,
+            max_chunks: 2,
+            ..PoolConfig::named("chtest")
+        })
     }
 
     fn filled(pool: &Pool, bytes: &[u8]) -> Msg {
@@ -238,7 +247,10 @@ mod tests {
 
     #[test]
     fn ring_full_gives_message_back() {
-        let cfg = ChannelConfig { ring_entries: 8, ..ChannelConfig::default() };
+        let cfg = ChannelConfig {
+            ring_entries: 8,
+            ..ChannelConfig::default()
+        };
         let (a, _b) = Channel::pair(cfg).unwrap();
         let p = pool();
         for _ in 0..8 {
@@ -263,7 +275,11 @@ mod tests {
             b2.send(m).unwrap();
             let m2 = c.recv().unwrap();
             assert_eq!(m2.to_vec(), vec![i; 100]);
-            assert_ne!(ptr, m2.slices()[0].as_slice().as_ptr(), "separate mappings (one per domain in real use)");
+            assert_ne!(
+                ptr,
+                m2.slices()[0].as_slice().as_ptr(),
+                "separate mappings (one per domain in real use)"
+            );
             drop(m2);
             c.flush();
             b2.reclaim();
@@ -286,7 +302,10 @@ mod tests {
         // b's core is gone now (no buffers reference it): a sees the hang-up.
         assert!(!a.check_peer());
         assert_eq!(p.stats().buffers_in_use, 0);
-        assert!(matches!(a.try_send(filled(&p, b"x")), Err((SendError::Disconnected, _))));
+        assert!(matches!(
+            a.try_send(filled(&p, b"x")),
+            Err((SendError::Disconnected, _))
+        ));
         assert!(matches!(a.try_recv(), Err(RecvError::Disconnected)));
     }
 }

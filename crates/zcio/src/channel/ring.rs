@@ -81,7 +81,14 @@ const _: () = {
 impl RingHeader {
     /// A zeroed header (for heap-backed rings in tests and loom models).
     pub fn new() -> Self {
-        Self { prod: ProducerLine { tail: AtomicU64::new(0) }, cons: ConsumerLine { head: AtomicU64::new(0) } }
+        Self {
+            prod: ProducerLine {
+                tail: AtomicU64::new(0),
+            },
+            cons: ConsumerLine {
+                head: AtomicU64::new(0),
+            },
+        }
     }
 }
 
@@ -139,7 +146,12 @@ impl<T: Pod> RawRing<T> {
     /// used; `cap` a power of two.
     unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
         debug_assert!(cap.is_power_of_two());
-        Self { hdr, entries, cap: u64::from(cap), mask: u64::from(cap) - 1 }
+        Self {
+            hdr,
+            entries,
+            cap: u64::from(cap),
+            mask: u64::from(cap) - 1,
+        }
     }
 
     fn hdr(&self) -> &RingHeader {
@@ -191,7 +203,12 @@ impl<T: Pod> Producer<T> {
         // Start from the published tail (zero on a fresh ring); only our
         // private copy is trusted from here on.
         let tail = counter(ring.hdr().prod.tail.load(Ordering::Relaxed));
-        Self { ring, tail, head_cache: tail, _t: PhantomData }
+        Self {
+            ring,
+            tail,
+            head_cache: tail,
+            _t: PhantomData,
+        }
     }
 
     /// Capacity in entries.
@@ -211,7 +228,10 @@ impl<T: Pod> Producer<T> {
     fn accept_head(&mut self, head: u64) -> Result<usize, Corrupt> {
         let used = self.tail.wrapping_sub(head);
         if used > self.ring.cap {
-            return Err(Corrupt { ours: self.tail, theirs: head });
+            return Err(Corrupt {
+                ours: self.tail,
+                theirs: head,
+            });
         }
         self.head_cache = head;
         Ok((self.ring.cap - used) as usize)
@@ -287,7 +307,12 @@ impl<T: Pod> Consumer<T> {
         // SAFETY: forwarded contract.
         let ring = unsafe { RawRing::new(hdr, entries, cap) };
         let head = counter(ring.hdr().cons.head.load(Ordering::Relaxed));
-        Self { ring, head, tail_cache: head, _t: PhantomData }
+        Self {
+            ring,
+            head,
+            tail_cache: head,
+            _t: PhantomData,
+        }
     }
 
     /// Capacity in entries.
@@ -317,7 +342,10 @@ impl<T: Pod> Consumer<T> {
     fn accept_tail(&mut self, tail: u64) -> Result<usize, Corrupt> {
         let avail = tail.wrapping_sub(self.head);
         if avail > self.ring.cap {
-            return Err(Corrupt { ours: self.head, theirs: tail });
+            return Err(Corrupt {
+                ours: self.head,
+                theirs: tail,
+            });
         }
         self.tail_cache = tail;
         Ok(avail as usize)
@@ -433,7 +461,10 @@ mod tests {
     }
 
     fn heap(cap: u32) -> HeapRing {
-        HeapRing { hdr: Box::new(RingHeader::new()), entries: vec![0; cap as usize] }
+        HeapRing {
+            hdr: Box::new(RingHeader::new()),
+            entries: vec![0; cap as usize],
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ use crate::buf::fbuf::{Backing, BufCore};
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
 use crate::channel::error::{Malformed, RecvError};
-use crate::channel::wire::{Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT};
+use crate::channel::wire::{
+    Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT,
+};
 use crate::msg::{Msg, Slice};
 use crate::region::Region;
 use crate::sys::fdpass::{self, RecvOutcome};
@@ -52,7 +54,7 @@ impl Core {
                 return Err(RecvError::Empty);
             };
             spins += 1;
-            if spins % 64 != 0 {
+            if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }
@@ -156,7 +158,10 @@ impl Core {
                         region,
                         offset: d.offset as usize,
                         len: d.len as usize,
-                        backing: Backing::Foreign { sink: sink.clone(), token: d.token },
+                        backing: Backing::Foreign {
+                            sink: sink.clone(),
+                            token: d.token,
+                        },
                     };
                     let buf = Fbuf::from_core(core);
                     let len = buf.len();
@@ -177,7 +182,12 @@ impl Core {
     }
 
     /// The region a descriptor points into, if the descriptor is in bounds.
-    fn check_desc(&self, rx: &mut RxState, d: &Desc, last_single: &mut Option<Arc<Region>>) -> Result<Arc<Region>, Malformed> {
+    fn check_desc(
+        &self,
+        rx: &mut RxState,
+        d: &Desc,
+        last_single: &mut Option<Arc<Region>>,
+    ) -> Result<Arc<Region>, Malformed> {
         if d.len == 0 {
             return Err(Malformed::EmptySlice);
         }
@@ -185,7 +195,11 @@ impl Core {
             if rx.single.is_empty() {
                 self.poll_control(rx);
             }
-            let r = rx.single.pop_front().flatten().ok_or(Malformed::NoSingleUseRegion)?;
+            let r = rx
+                .single
+                .pop_front()
+                .flatten()
+                .ok_or(Malformed::NoSingleUseRegion)?;
             *last_single = Some(r.clone());
             r
         } else if d.region == SINGLE_USE_SAME {
@@ -195,12 +209,19 @@ impl Core {
             if rx.regions.get(slot).is_none_or(Option::is_none) {
                 self.poll_control(rx);
             }
-            rx.regions.get(slot).and_then(Clone::clone).ok_or(Malformed::UnknownRegion(d.region))?
+            rx.regions
+                .get(slot)
+                .and_then(Clone::clone)
+                .ok_or(Malformed::UnknownRegion(d.region))?
         };
         let rl = region.len() as u64;
         match d.offset.checked_add(d.len) {
             Some(end) if end <= rl => Ok(region),
-            _ => Err(Malformed::OutOfBounds { offset: d.offset, len: d.len, region_len: rl }),
+            _ => Err(Malformed::OutOfBounds {
+                offset: d.offset,
+                len: d.len,
+                region_len: rl,
+            }),
         }
     }
 
@@ -255,24 +276,28 @@ impl Core {
                         Err(_) => Counters::bump(&self.counters.malformed),
                     }
                 }
-                (Some(Ctl::SingleUse { .. }), Some(_fd), None) if rx.single.len() >= rx.ring.capacity() => {
+                (Some(Ctl::SingleUse { .. }), Some(_fd), None)
+                    if rx.single.len() >= rx.ring.capacity() =>
+                {
                     // More single-use regions than descriptors could ever
                     // name: refuse (the fd is closed here) and count it.
                     Counters::bump(&self.counters.malformed);
                 }
-                (Some(Ctl::SingleUse { len }), Some(fd), None) => match Region::attach(fd, len, self.cfg.populate) {
-                    Ok(mut r) => {
-                        r.mark_single_use();
-                        rx.single.push_back(Some(Arc::new(r)));
-                        Counters::bump(&self.counters.regions_received);
+                (Some(Ctl::SingleUse { len }), Some(fd), None) => {
+                    match Region::attach(fd, len, self.cfg.populate) {
+                        Ok(mut r) => {
+                            r.mark_single_use();
+                            rx.single.push_back(Some(Arc::new(r)));
+                            Counters::bump(&self.counters.regions_received);
+                        }
+                        Err(_) => {
+                            // Keep the FIFO aligned with the descriptors: the
+                            // descriptor naming this region finds `None`.
+                            rx.single.push_back(None);
+                            Counters::bump(&self.counters.malformed);
+                        }
                     }
-                    Err(_) => {
-                        // Keep the FIFO aligned with the descriptors: the
-                        // descriptor naming this region finds `None`.
-                        rx.single.push_back(None);
-                        Counters::bump(&self.counters.malformed);
-                    }
-                },
+                }
                 (Some(Ctl::Bye), None, None) => self.bye.store(true, LocalOrdering::Release),
                 _ => Counters::bump(&self.counters.malformed),
             }

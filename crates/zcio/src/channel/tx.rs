@@ -34,7 +34,10 @@ impl Core {
         // Pools pull notices in when they run short of buffers, and every
         // wait takes them in; here only keep the ledger from growing, so
         // the receiver's notice line is read once per batch, not per send.
-        if tx.ledger.len() >= DRAIN_THRESHOLD {
+        // A forwarder (sending buffers it received) drains every time: its
+        // releases travel upstream to an originator that may be waiting.
+        let forwarding = msg.slices().iter().any(|s| s.fbuf().is_foreign());
+        if forwarding || tx.ledger.len() >= DRAIN_THRESHOLD {
             self.drain_locked(&mut tx);
         }
         if let Err(e) = self.wait_for_ledger_room(&mut tx, n, timeout) {
@@ -74,13 +77,17 @@ impl Core {
                 }
             } else {
                 // Present: announce() succeeded for every slice above.
-                tx.announced.get(&region.id()).copied().unwrap_or(SINGLE_USE_SLOT)
+                tx.announced
+                    .get(&region.id())
+                    .copied()
+                    .unwrap_or(SINGLE_USE_SLOT)
             };
             if let Some(pool) = s.fbuf().pool_inner() {
                 if !tx.pools.contains(&pool.id()) {
                     tx.pools.push(pool.id());
                     if let Some(me) = self.me.upgrade() {
-                        let weak: std::sync::Weak<dyn Reclaim> = Arc::downgrade(&(me as Arc<dyn Reclaim>));
+                        let weak: std::sync::Weak<dyn Reclaim> =
+                            Arc::downgrade(&(me as Arc<dyn Reclaim>));
                         Pool::from_inner(pool.clone()).register_reclaimer(weak);
                     }
                 }
@@ -89,7 +96,9 @@ impl Core {
             // own fd, so we keep only the accounting, not the mapping (the
             // last holder frees the pages). A forwarded one keeps our
             // reference, so upstream sees it held until downstream releases.
-            let token = if region.is_single_use() && region.ownership() == crate::region::Ownership::Owned {
+            let token = if region.is_single_use()
+                && region.ownership() == crate::region::Ownership::Owned
+            {
                 tx.ledger.insert_detached()
             } else {
                 tx.ledger.insert(s.fbuf().clone())
@@ -126,7 +135,12 @@ impl Core {
     /// slices: then every notice it owes us always fits its notice ring, so
     /// none can be stranded on its side. Wait (bounded) for notices when at
     /// the cap.
-    fn wait_for_ledger_room(&self, tx: &mut TxState, n: usize, timeout: Duration) -> Result<(), SendError> {
+    fn wait_for_ledger_room(
+        &self,
+        tx: &mut TxState,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
         let cap = self.cfg.max_in_flight.min(tx.notices.capacity());
         if tx.ledger.len() + n <= cap {
             return Ok(());
@@ -148,7 +162,11 @@ impl Core {
                 return Err(SendError::TooManyInFlight(tx.ledger.len()));
             }
             Counters::bump(&self.counters.sleeps);
-            if tx.notices.wait_for_data((deadline - now).min(self.cfg.liveness_interval)).is_err() {
+            if tx
+                .notices
+                .wait_for_data((deadline - now).min(self.cfg.liveness_interval))
+                .is_err()
+            {
                 self.mark_gone_locked(tx);
                 return Err(SendError::Corrupt);
             }
@@ -156,7 +174,12 @@ impl Core {
         }
     }
 
-    fn wait_for_space(&self, tx: &mut TxState, need: usize, timeout: Duration) -> Result<(), SendError> {
+    fn wait_for_space(
+        &self,
+        tx: &mut TxState,
+        need: usize,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
@@ -180,7 +203,7 @@ impl Core {
                 return Err(SendError::Disconnected);
             }
             spins += 1;
-            if spins % 64 != 0 {
+            if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }

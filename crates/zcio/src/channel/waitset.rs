@@ -36,14 +36,18 @@ pub(crate) fn settle(except: &Core) -> Vec<Arc<Core>> {
     for c in &all {
         c.flush_notices();
     }
-    all.into_iter().filter(|c| !std::ptr::eq(Arc::as_ptr(c), except) && c.peer_holds_any()).collect()
+    all.into_iter()
+        .filter(|c| !std::ptr::eq(Arc::as_ptr(c), except) && c.peer_holds_any())
+        .collect()
 }
 
 /// Sleep until `own` (the ring we receive on) or any of `others`' notice
 /// rings has something, for at most `timeout`. Returns early without
 /// sleeping if something is already pending.
 pub(crate) fn sleep_any(own: &SleepHandle, others: &[Arc<Core>], timeout: Duration) {
-    let handles: Vec<&SleepHandle> = std::iter::once(own).chain(others.iter().map(|c| c.notice_sleep())).collect();
+    let handles: Vec<&SleepHandle> = std::iter::once(own)
+        .chain(others.iter().map(|c| c.notice_sleep()))
+        .collect();
     let mut words = Vec::with_capacity(handles.len());
     let mut pending = false;
     for h in &handles {

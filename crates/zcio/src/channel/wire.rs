@@ -135,7 +135,12 @@ impl SegmentLayout {
             off = align(off + bytes);
         }
         let total_len = crate::sys::round_to_pages(off)?;
-        Some(Self { msg_entries, notice_entries, rings, total_len })
+        Some(Self {
+            msg_entries,
+            notice_entries,
+            rings,
+            total_len,
+        })
     }
 
     /// The layout a (copied-out) header describes, if it is valid and
@@ -221,7 +226,10 @@ impl Ctl {
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or_default());
         let (kind, a, b) = (u32_at(0), u32_at(4), u64_at(8));
         Some(match kind {
-            1 => Ctl::Hello { version: a, seg_len: b },
+            1 => Ctl::Hello {
+                version: a,
+                seg_len: b,
+            },
             2 => Ctl::Welcome { version: a },
             3 => Ctl::Refused,
             4 => Ctl::Region { slot: a, len: b },
@@ -277,10 +285,16 @@ mod tests {
     #[test]
     fn ctl_roundtrip() {
         for c in [
-            Ctl::Hello { version: 1, seg_len: 4096 },
+            Ctl::Hello {
+                version: 1,
+                seg_len: 4096,
+            },
             Ctl::Welcome { version: 1 },
             Ctl::Refused,
-            Ctl::Region { slot: 7, len: 1 << 24 },
+            Ctl::Region {
+                slot: 7,
+                len: 1 << 24,
+            },
             Ctl::SingleUse { len: 8192 },
             Ctl::Bye,
         ] {

@@ -17,7 +17,12 @@ pub struct UnitCursor<'a> {
 
 impl<'a> UnitCursor<'a> {
     pub(crate) fn new(msg: &'a Msg) -> Self {
-        Self { msg, slice: 0, offset: 0, copies: 0 }
+        Self {
+            msg,
+            slice: 0,
+            offset: 0,
+            copies: 0,
+        }
     }
 
     /// Units that had to be copied because they straddled slices.
@@ -31,11 +36,15 @@ impl<'a> UnitCursor<'a> {
         if self.slice >= s.len() {
             return 0;
         }
-        s[self.slice].len() - self.offset + s[self.slice + 1..].iter().map(|x| x.len()).sum::<usize>()
+        s[self.slice].len() - self.offset
+            + s[self.slice + 1..].iter().map(|x| x.len()).sum::<usize>()
     }
 
     fn current(&self) -> Option<&'a [u8]> {
-        self.msg.slices().get(self.slice).map(|s| &s.as_slice()[self.offset..])
+        self.msg
+            .slices()
+            .get(self.slice)
+            .map(|s| &s.as_slice()[self.offset..])
     }
 
     fn advance(&mut self, mut n: usize) {
@@ -140,7 +149,11 @@ mod tests {
     use std::borrow::Cow;
 
     fn msg(parts: &[&[u8]]) -> Msg {
-        let p = Pool::new(PoolConfig { chunk_size: 1 << 20, populate: false, ..PoolConfig::named("cur") });
+        let p = Pool::new(PoolConfig {
+            chunk_size: 1 << 20,
+            populate: false,
+            ..PoolConfig::named("cur")
+        });
         let mut m = Msg::new();
         for part in parts {
             let mut b = p.try_alloc(part.len()).unwrap();
@@ -166,8 +179,12 @@ mod tests {
     fn lines_across_slices() {
         let m = msg(&[b"one\ntw", b"o", b"\nthree\nfour"]);
         let mut c = m.units();
-        let lines: Vec<Vec<u8>> = std::iter::from_fn(|| c.next_line(b'\n').map(|l| l.into_owned())).collect();
-        assert_eq!(lines, vec![b"one\n".to_vec(), b"two\n".to_vec(), b"three\n".to_vec()]);
+        let lines: Vec<Vec<u8>> =
+            std::iter::from_fn(|| c.next_line(b'\n').map(|l| l.into_owned())).collect();
+        assert_eq!(
+            lines,
+            vec![b"one\n".to_vec(), b"two\n".to_vec(), b"three\n".to_vec()]
+        );
         assert_eq!(c.copies(), 1);
         assert_eq!(c.rest().as_ref(), b"four");
         assert_eq!(c.remaining(), 0);

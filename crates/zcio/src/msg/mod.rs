@@ -169,14 +169,21 @@ impl Msg {
         if within > 0 {
             // The slice at `idx` straddles `at`: both halves reference it.
             let s = &mut tail[0];
-            let head = Slice { buf: s.buf.clone(), offset: s.offset, len: within };
+            let head = Slice {
+                buf: s.buf.clone(),
+                offset: s.offset,
+                len: within,
+            };
             s.offset += within;
             s.len -= within;
             self.slices.push(head);
         }
         let tail_len = self.len - at;
         self.len = at;
-        Ok(Msg { slices: tail, len: tail_len })
+        Ok(Msg {
+            slices: tail,
+            len: tail_len,
+        })
     }
 
     /// Split into `([0, at), [at, len))`.
@@ -197,7 +204,10 @@ impl Msg {
     /// Remove `n` bytes from the back.
     pub fn clip_back(&mut self, n: usize) -> Result<(), MsgError> {
         if n > self.len {
-            return Err(MsgError::OutOfRange { at: n, len: self.len });
+            return Err(MsgError::OutOfRange {
+                at: n,
+                len: self.len,
+            });
         }
         drop(self.split_off(self.len - n)?);
         Ok(())
@@ -217,7 +227,10 @@ impl Msg {
 
     /// The slices as `IoSlice`s, for `writev`/`sendmsg`.
     pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
-        self.slices.iter().map(|s| IoSlice::new(s.as_slice())).collect()
+        self.slices
+            .iter()
+            .map(|s| IoSlice::new(s.as_slice()))
+            .collect()
     }
 
     /// Iterate over the slices' bytes.
@@ -267,7 +280,11 @@ mod tests {
     }
 
     fn pool() -> Pool {
-        Pool::new(PoolConfig { chunk_size: 1 << 20, populate: false, ..PoolConfig::named("msgtest") })
+        Pool::new(PoolConfig {
+            chunk_size: 1 << 20,
+            populate: false,
+            ..PoolConfig::named("msgtest")
+        })
     }
 
     #[test]
@@ -279,12 +296,19 @@ mod tests {
         a.join(b).unwrap();
         assert_eq!(a.to_vec(), b"hello world");
         let (x, y) = a.split_at(3).map_err(|e| e.0).unwrap();
-        assert_eq!((x.to_vec(), y.to_vec()), (b"hel".to_vec(), b"lo world".to_vec()));
+        assert_eq!(
+            (x.to_vec(), y.to_vec()),
+            (b"hel".to_vec(), b"lo world".to_vec())
+        );
         let mut y2 = y.clone();
         y2.clip_front(3).unwrap();
         y2.clip_back(2).unwrap();
         assert_eq!(y2.to_vec(), b"wor");
-        assert_eq!(y2.slices()[0].as_slice().as_ptr(), b_ptr, "same bytes, no copy");
+        assert_eq!(
+            y2.slices()[0].as_slice().as_ptr(),
+            b_ptr,
+            "same bytes, no copy"
+        );
         let mut h = msg_of(&p, b">>");
         h.append(y2).unwrap();
         let mut body = msg_of(&p, b"!");

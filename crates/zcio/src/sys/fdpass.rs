@@ -7,15 +7,20 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 use rustix::net::{
-    self, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
-    SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+    self, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
 };
 
 /// Most descriptors carried by one socket message.
 pub const MAX_FDS: usize = 16;
 
 /// Send one record (`bytes`) with `fds` attached. Blocks unless `nonblocking`.
-pub fn send(sock: impl AsFd, bytes: &[u8], fds: &[BorrowedFd<'_>], nonblocking: bool) -> Result<(), Errno> {
+pub fn send(
+    sock: impl AsFd,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+    nonblocking: bool,
+) -> Result<(), Errno> {
     if fds.len() > MAX_FDS {
         return Err(Errno::INVAL);
     }
@@ -82,7 +87,10 @@ pub fn recv(sock: impl AsFd, buf: &mut [u8], nonblocking: bool) -> Result<RecvOu
     if res.bytes == 0 && fds.is_empty() {
         return Ok(RecvOutcome::HangUp);
     }
-    Ok(RecvOutcome::Record(Received { len: res.bytes, fds }))
+    Ok(RecvOutcome::Record(Received {
+        len: res.bytes,
+        fds,
+    }))
 }
 
 #[cfg(test)]
@@ -93,8 +101,13 @@ mod tests {
 
     #[test]
     fn passes_fds_and_detects_hangup() {
-        let (a, b) =
-            socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None).unwrap();
+        let (a, b) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
         let m = memfd::create_sized("t", 4096).unwrap();
         send(&a, b"hello", &[m.as_fd()], false).unwrap();
         let mut buf = [0u8; 64];
@@ -106,15 +119,26 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(matches!(recv(&b, &mut buf, true).unwrap(), RecvOutcome::Empty));
+        assert!(matches!(
+            recv(&b, &mut buf, true).unwrap(),
+            RecvOutcome::Empty
+        ));
         drop(a);
-        assert!(matches!(recv(&b, &mut buf, false).unwrap(), RecvOutcome::HangUp));
+        assert!(matches!(
+            recv(&b, &mut buf, false).unwrap(),
+            RecvOutcome::HangUp
+        ));
     }
 
     #[test]
     fn oversized_record_is_an_error() {
-        let (a, b) =
-            socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None).unwrap();
+        let (a, b) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
         send(&a, &[1u8; 100], &[], false).unwrap();
         let mut buf = [0u8; 10];
         assert_eq!(recv(&b, &mut buf, false).unwrap_err(), Errno::MSGSIZE);

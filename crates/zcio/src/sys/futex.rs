@@ -61,12 +61,20 @@ pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Duration) -> Wake {
         tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX / 2),
         tv_nsec: i64::from(timeout.subsec_nanos()),
     };
-    let mut abs = rustix::time::Timespec { tv_sec: now.tv_sec.saturating_add(add.tv_sec), tv_nsec: now.tv_nsec + add.tv_nsec };
+    let mut abs = rustix::time::Timespec {
+        tv_sec: now.tv_sec.saturating_add(add.tv_sec),
+        tv_nsec: now.tv_nsec + add.tv_nsec,
+    };
     if abs.tv_nsec >= 1_000_000_000 {
         abs.tv_sec += 1;
         abs.tv_nsec -= 1_000_000_000;
     }
-    match futex::waitv(&waiters, futex::WaitvFlags::empty(), Some(&abs), rustix::time::ClockId::Monotonic) {
+    match futex::waitv(
+        &waiters,
+        futex::WaitvFlags::empty(),
+        Some(&abs),
+        rustix::time::ClockId::Monotonic,
+    ) {
         Ok(_) => Wake::Woken,
         Err(Errno::AGAIN) => Wake::Changed,
         Err(Errno::TIMEDOUT) => Wake::TimedOut,
@@ -97,8 +105,14 @@ mod tests {
     fn wait_any_wakes_on_either_word() {
         let a = Arc::new(AtomicU32::new(1));
         let b = Arc::new(AtomicU32::new(1));
-        assert_eq!(wait_any(&[(&a, 1), (&b, 1)], Duration::from_millis(1)), Wake::TimedOut);
-        assert_eq!(wait_any(&[(&a, 1), (&b, 0)], Duration::from_millis(1)), Wake::Changed);
+        assert_eq!(
+            wait_any(&[(&a, 1), (&b, 1)], Duration::from_millis(1)),
+            Wake::TimedOut
+        );
+        assert_eq!(
+            wait_any(&[(&a, 1), (&b, 0)], Duration::from_millis(1)),
+            Wake::Changed
+        );
         let b2 = b.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(10));

@@ -48,7 +48,11 @@ pub fn size(fd: impl AsFd) -> Result<u64, Errno> {
 /// cannot get write access by reopening `/proc/self/fd/N` either.
 pub fn reopen_readonly(fd: impl AsFd) -> Result<OwnedFd, Errno> {
     let path = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
-    fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+    fs::open(
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 /// Whether `fd` was opened for writing.
@@ -78,7 +82,9 @@ mod tests {
         // fallocate alone leaves "unwritten" pages that still read as holes;
         // pre-faulting them (as the owner does) makes them data.
         allocate(&fd, 8192).unwrap();
-        let _m = crate::sys::mmap::Mapping::map(&fd, 8192, crate::sys::mmap::Access::ReadWrite, true).unwrap();
+        let _m =
+            crate::sys::mmap::Mapping::map(&fd, 8192, crate::sys::mmap::Access::ReadWrite, true)
+                .unwrap();
         assert_eq!(first_hole(&fd).unwrap(), 8192);
     }
 

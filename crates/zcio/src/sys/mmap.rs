@@ -123,6 +123,9 @@ mod tests {
     #[test]
     fn zero_len_refused() {
         let fd = memfd::create_sized("t", 4096).unwrap();
-        assert_eq!(Mapping::map(&fd, 0, Access::ReadOnly, false).unwrap_err(), Errno::INVAL);
+        assert_eq!(
+            Mapping::map(&fd, 0, Access::ReadOnly, false).unwrap_err(),
+            Errno::INVAL
+        );
     }
 }

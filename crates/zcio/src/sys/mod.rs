@@ -10,6 +10,7 @@ pub mod memfd;
 pub mod mmap;
 pub mod peer;
 
+pub use peer::set_non_dumpable;
 pub use rustix::io::Errno;
 
 /// The system page size in bytes (4096 on the machines we target).

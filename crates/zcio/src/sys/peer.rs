@@ -23,7 +23,11 @@ pub struct PeerCred {
 /// Read `SO_PEERCRED` from a connected Unix socket.
 pub fn peer_cred(sock: impl AsFd) -> Result<PeerCred, Errno> {
     let c = sockopt::socket_peercred(sock)?;
-    Ok(PeerCred { pid: c.pid.as_raw_nonzero().get(), uid: c.uid.as_raw(), gid: c.gid.as_raw() })
+    Ok(PeerCred {
+        pid: c.pid.as_raw_nonzero().get(),
+        uid: c.uid.as_raw(),
+        gid: c.gid.as_raw(),
+    })
 }
 
 /// Open a pidfd for `pid` (Linux ≥ 5.3). The fd becomes readable when the
@@ -31,6 +35,21 @@ pub fn peer_cred(sock: impl AsFd) -> Result<PeerCred, Errno> {
 pub fn open_pidfd(pid: i32) -> Result<OwnedFd, Errno> {
     let pid = Pid::from_raw(pid).ok_or(Errno::SRCH)?;
     pidfd_open(pid, PidfdFlags::empty())
+}
+
+/// Mark this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): other
+/// processes of the same uid can then neither `ptrace` it nor open its
+/// `/proc/PID/fd/*` — the two doors through which a same-uid peer could get
+/// a writable descriptor of our regions. Use it in an originator that must
+/// keep secured or volatile buffers safe from same-uid peers (different uids
+/// need no such step).
+pub fn set_non_dumpable() -> Result<(), Errno> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+}
+
+/// Whether this process is non-dumpable.
+pub fn is_non_dumpable() -> bool {
+    matches!(rustix::process::dumpable_behavior(), Ok(rustix::process::DumpableBehavior::NotDumpable))
 }
 
 /// Whether the process behind `pidfd` has exited (non-blocking).
@@ -42,7 +61,13 @@ pub fn has_exited(pidfd: impl AsFd) -> bool {
 /// Whether a connected socket's peer has hung up (non-blocking check).
 pub fn socket_hung_up(sock: impl AsFd) -> bool {
     let mut fds = [PollFd::new(&sock, PollFlags::RDHUP)];
-    match poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 })) {
+    match poll(
+        &mut fds,
+        Some(&rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        }),
+    ) {
         Ok(n) if n > 0 => fds[0]
             .revents()
             .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR),
@@ -57,8 +82,13 @@ mod tests {
 
     #[test]
     fn cred_of_self_and_hangup() {
-        let (a, b) =
-            socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None).unwrap();
+        let (a, b) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
         let c = peer_cred(&a).unwrap();
         assert_eq!(c.pid, std::process::id() as i32);
         assert_eq!(c.uid, rustix::process::geteuid().as_raw());
