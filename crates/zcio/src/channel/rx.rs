@@ -277,11 +277,17 @@ impl Core {
                     }
                 }
                 (Some(Ctl::SingleUse { .. }), Some(_fd), None)
-                    if rx.single.len() >= rx.ring.capacity() =>
+                    if rx.single.len() >= 2 * rx.ring.capacity() =>
                 {
-                    // More single-use regions than descriptors could ever
-                    // name: refuse (the fd is closed here) and count it.
+                    // An honest sender has at most a ring's worth of
+                    // descriptors (plus the message being taken) ahead of
+                    // its single-use regions; twice that is a flood.
+                    // Dropping one record would misalign the FIFO, so the
+                    // channel is closed instead (the fd is closed here).
                     Counters::bump(&self.counters.malformed);
+                    self.bye.store(true, LocalOrdering::Release);
+                    self.mark_gone();
+                    return;
                 }
                 (Some(Ctl::SingleUse { len }), Some(fd), None) => {
                     match Region::attach(fd, len, self.cfg.populate) {

@@ -49,7 +49,10 @@ pub fn set_non_dumpable() -> Result<(), Errno> {
 
 /// Whether this process is non-dumpable.
 pub fn is_non_dumpable() -> bool {
-    matches!(rustix::process::dumpable_behavior(), Ok(rustix::process::DumpableBehavior::NotDumpable))
+    matches!(
+        rustix::process::dumpable_behavior(),
+        Ok(rustix::process::DumpableBehavior::NotDumpable)
+    )
 }
 
 /// Whether the process behind `pidfd` has exited (non-blocking).
