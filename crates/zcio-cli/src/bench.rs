@@ -90,12 +90,15 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
         zcio_bench::affinity::cpu_for(0),
         zcio_bench::affinity::cpu_for(1),
         if cpus.len() < 3 {
-            " (a forwarder shares the receiver's CPU)"
+            " (a forwarder shares the originator's CPU)"
         } else {
             ""
         }
     );
-    let total = (opts.variants.len() * opts.sizes.len()) as u64;
+    // Repetitions are interleaved (every variant once, then again), so a
+    // slow phase of the machine hits all variants alike; the median is kept.
+    let reps = opts.reps.max(1);
+    let total = (opts.variants.len() * opts.sizes.len() * reps) as u64;
     let pb = ProgressBar::new(total);
     pb.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed_precise}]")
@@ -104,13 +107,26 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for &size in &opts.sizes {
-        for &v in &opts.variants {
-            pb.set_message(format!("{} {}", v.name(), fmt::size(size)));
-            match transfer::measure(v, size, &opts) {
-                Ok(m) => results.push((v, size, m)),
-                Err(e) => failures.push(format!("{} at {}: {e}", v.name(), fmt::size(size))),
+        let mut runs: Vec<Vec<zcio_bench::child::Measured>> = vec![Vec::new(); opts.variants.len()];
+        for rep in 0..reps {
+            for (i, &v) in opts.variants.iter().enumerate() {
+                pb.set_message(format!(
+                    "{} {} (run {}/{reps})",
+                    v.name(),
+                    fmt::size(size),
+                    rep + 1
+                ));
+                match transfer::measure(v, size, &opts) {
+                    Ok(m) => runs[i].push(m),
+                    Err(e) => failures.push(format!("{} at {}: {e}", v.name(), fmt::size(size))),
+                }
+                pb.inc(1);
             }
-            pb.inc(1);
+        }
+        for (i, r) in runs.into_iter().enumerate() {
+            if let Some(m) = transfer::median(r) {
+                results.push((opts.variants[i], size, m));
+            }
         }
     }
     pb.finish_and_clear();

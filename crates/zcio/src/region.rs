@@ -125,7 +125,25 @@ impl Region {
             .map_err(os("mmap read-only"))?;
         // Dropping the old mapping unmaps the last writable view.
         self.map = ro;
-        memfd::add_seals(&self.fd, SealFlags::WRITE).map_err(os("F_SEAL_WRITE"))?;
+        // The kernel refuses F_SEAL_WRITE (EBUSY) while any page still has
+        // a transient extra reference (it waits a little itself); retry a
+        // few times before giving up.
+        let mut attempt = 0;
+        loop {
+            match memfd::add_seals(&self.fd, SealFlags::WRITE) {
+                Ok(()) => break,
+                Err(Errno::BUSY) if attempt < 5 => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1 << attempt));
+                }
+                Err(e) => {
+                    return Err(RegionError::Os {
+                        op: "F_SEAL_WRITE",
+                        errno: e,
+                    })
+                }
+            }
+        }
         self.secured = true;
         Ok(())
     }

@@ -16,7 +16,7 @@ pub use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The futex word of a 64-bit tail/head word: its low 32 bits (the ring
 /// protocol keeps a flag and the low counter bits there, see
@@ -109,5 +109,64 @@ pub fn spin_pause(spins: u32) {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();
+    }
+}
+
+/// What a bounded wait should do next (see [`Backoff`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Check the condition again now.
+    Retry,
+    /// Spinning is over: sleep, at most `remaining`.
+    Sleep {
+        /// When this step was taken.
+        now: Instant,
+        /// Time left until the deadline.
+        remaining: Duration,
+    },
+    /// The deadline has passed.
+    TimedOut,
+}
+
+/// A bounded wait in three phases: pure spinning, spinning with
+/// `sched_yield` (until `spin` has passed), then sleeping in slices until the
+/// deadline. Reads the clock only every 64 steps.
+#[derive(Debug)]
+pub struct Backoff {
+    spins: u32,
+    spin_until: Instant,
+    deadline: Instant,
+}
+
+impl Backoff {
+    /// Spin for `spin`, give up after `timeout` (both from now).
+    pub fn new(spin: Duration, timeout: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            spins: 0,
+            spin_until: now + spin,
+            deadline: now + timeout,
+        }
+    }
+
+    /// Call after each failed check of the awaited condition.
+    pub fn step(&mut self) -> Step {
+        self.spins = self.spins.wrapping_add(1);
+        if !self.spins.is_multiple_of(64) {
+            std::hint::spin_loop();
+            return Step::Retry;
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Step::TimedOut;
+        }
+        if now < self.spin_until {
+            spin_pause(self.spins);
+            return Step::Retry;
+        }
+        Step::Sleep {
+            now,
+            remaining: self.deadline - now,
+        }
     }
 }

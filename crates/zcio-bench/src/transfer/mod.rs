@@ -236,14 +236,15 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     .map_err(|e| format!("socketpair: {e}"))
 }
 
-/// Measure one (variant, size) `opts.reps` times; the median run.
+/// Measure one (variant, size) once.
 pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
-    let mut runs = Vec::with_capacity(opts.reps.max(1));
-    for _ in 0..opts.reps.max(1) {
-        runs.push(measure_once(v, size, opts)?);
-    }
+    measure_once(v, size, opts)
+}
+
+/// The median of several runs of one point (by time per message).
+pub fn median(mut runs: Vec<Measured>) -> Option<Measured> {
     runs.sort_by_key(|m| m.elapsed_ns * 1000 / m.msgs.max(1));
-    Ok(runs[runs.len() / 2])
+    runs.get(runs.len() / 2).copied()
 }
 
 fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {

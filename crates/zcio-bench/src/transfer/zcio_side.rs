@@ -43,6 +43,17 @@ pub fn bench_pool_capacity(size: usize) -> u64 {
     (c.chunk_size / size.max(1) * c.max_chunks) as u64
 }
 
+/// Wait (bounded) until the peer has released everything we sent it, so
+/// the process does not exit while the peer still reads our buffers.
+fn wait_released(chan: &Channel, timeout: Duration) {
+    let start = Instant::now();
+    while chan.stats().held_by_peer > 0 && !chan.is_disconnected() && start.elapsed() < timeout {
+        if chan.reclaim() == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
 fn channel_config() -> ChannelConfig {
     ChannelConfig::default()
 }
@@ -79,13 +90,7 @@ pub fn send(
         chan.send_timeout(Msg::from(frozen), timeout)
             .map_err(|(e, _)| format!("send: {e}"))?;
     }
-    // Wait (bounded) until the receiver has released everything.
-    let start = Instant::now();
-    while chan.stats().held_by_peer > 0 && !chan.is_disconnected() && start.elapsed() < timeout {
-        if chan.reclaim() == 0 {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
+    wait_released(&chan, timeout);
     Ok(())
 }
 
@@ -151,11 +156,6 @@ pub fn forward(listen: &str, connect: &str, total: u64, timeout: Duration) -> Re
         out.send_timeout(msg, timeout)
             .map_err(|(e, _)| format!("forward #{seq}: {e}"))?;
     }
-    let start = Instant::now();
-    while out.stats().held_by_peer > 0 && !out.is_disconnected() && start.elapsed() < timeout {
-        if out.reclaim() == 0 {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
+    wait_released(&out, timeout);
     Ok(())
 }

@@ -18,6 +18,7 @@ use thiserror::Error;
 use crate::buf::extent::Extents;
 use crate::buf::fbuf::{Backing, BufCore, FbufMut};
 use crate::region::{Region, RegionError};
+use crate::sync::{Backoff, Step};
 
 /// How long `alloc_timeout` polls for released buffers before sleeping.
 const SPIN: Duration = Duration::from_micros(50);
@@ -262,10 +263,8 @@ impl Pool {
             Err(AllocError::WouldBlock(_)) => {}
             other => return other,
         }
-        let start = Instant::now();
-        let deadline = start + timeout;
-        let spin_until = start + SPIN;
-        let mut spins = 0u32;
+        let deadline = Instant::now() + timeout;
+        let mut backoff = Backoff::new(SPIN, timeout);
         loop {
             match self.try_alloc(len) {
                 Err(AllocError::WouldBlock(_)) => {}
@@ -276,17 +275,13 @@ impl Pool {
             if freed > 0 {
                 continue;
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(AllocError::TimedOut(timeout));
-            }
-            if now < spin_until {
-                // Receivers usually release within microseconds: poll a
-                // little before paying for a sleep and a wake-up.
-                spins += 1;
-                crate::sync::spin_pause(spins * 64);
-                continue;
-            }
+            // Receivers usually release within microseconds: poll a little
+            // before paying for a sleep and a wake-up.
+            let now = match backoff.step() {
+                Step::Retry => continue,
+                Step::TimedOut => return Err(AllocError::TimedOut(timeout)),
+                Step::Sleep { now, .. } => now,
+            };
             let slice = (deadline - now).min(Duration::from_millis(if reclaimers.len() == 1 {
                 50
             } else {

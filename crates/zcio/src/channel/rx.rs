@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sync::{Backoff, Step};
+
 use crate::buf::fbuf::{Backing, BufCore};
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
@@ -30,10 +32,10 @@ impl Core {
         }
         // About to wait: the sender may be waiting for our notices.
         self.flush_notices();
-        let start = Instant::now();
-        let spin_until = start + self.cfg.policy.spin;
-        let deadline = timeout.map(|t| start + t);
-        let mut spins = 0u32;
+        let Some(timeout) = timeout else {
+            return self.recv_ready(&mut rx);
+        };
+        let mut backoff = Backoff::new(self.cfg.policy.spin, timeout);
         loop {
             match rx.ring.available() {
                 Ok(0) => {}
@@ -50,23 +52,12 @@ impl Core {
                 }
                 continue;
             }
-            let Some(deadline) = deadline else {
-                return Err(RecvError::Empty);
+            let (now, remaining) = match backoff.step() {
+                Step::Retry => continue,
+                Step::TimedOut => return Err(RecvError::TimedOut),
+                Step::Sleep { now, remaining } => (now, remaining),
             };
-            spins += 1;
-            if !spins.is_multiple_of(64) {
-                std::hint::spin_loop();
-                continue;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(RecvError::TimedOut);
-            }
-            if now < spin_until {
-                crate::sync::spin_pause(spins);
-                continue;
-            }
-            let slice = (deadline - now).min(self.liveness_slice());
+            let slice = remaining.min(self.liveness_slice());
             Counters::bump(&self.counters.sleeps);
             // Take in and pass on every channel's notices, then sleep until
             // this ring or a notice ring of a channel whose peer holds our
@@ -85,6 +76,21 @@ impl Core {
                 // A full slice without a wake: is the peer still there?
                 self.poll_control(&mut rx);
                 self.check_peer();
+            }
+        }
+    }
+
+    /// Non-blocking receive (the ring was just found empty once).
+    fn recv_ready(&self, rx: &mut RxState) -> Result<Msg, RecvError> {
+        match rx.ring.available() {
+            Ok(0) if self.is_gone() || self.bye.load(LocalOrdering::Acquire) => {
+                Err(RecvError::Disconnected)
+            }
+            Ok(0) => Err(RecvError::Empty),
+            Ok(n) => self.take(rx, n),
+            Err(_) => {
+                self.mark_gone();
+                Err(RecvError::Corrupt)
             }
         }
     }

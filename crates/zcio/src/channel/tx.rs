@@ -13,6 +13,7 @@ use crate::channel::error::SendError;
 use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::Msg;
 use crate::region::Region;
+use crate::sync::{Backoff, Step};
 use crate::sys::fdpass;
 
 /// Ledger size at which `send` takes in deallocation notices itself.
@@ -183,10 +184,7 @@ impl Core {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
-        let start = Instant::now();
-        let spin_until = start + self.cfg.policy.spin;
-        let deadline = start + timeout;
-        let mut spins = 0u32;
+        let mut backoff = Backoff::new(self.cfg.policy.spin, timeout);
         loop {
             match tx.ring.free_slots() {
                 Ok(f) if f >= need => return Ok(()),
@@ -202,25 +200,17 @@ impl Core {
             if self.is_gone() {
                 return Err(SendError::Disconnected);
             }
-            spins += 1;
-            if !spins.is_multiple_of(64) {
-                std::hint::spin_loop();
-                continue;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(SendError::TimedOut);
-            }
-            if now < spin_until {
-                crate::sync::spin_pause(spins);
-                continue;
-            }
+            let (now, remaining) = match backoff.step() {
+                Step::Retry => continue,
+                Step::TimedOut => return Err(SendError::TimedOut),
+                Step::Sleep { now, remaining } => (now, remaining),
+            };
             // A receiver we never woke must see what is queued before we sleep.
             if tx.deferred > 0 {
                 tx.deferred = 0;
                 tx.ring.wake_consumer();
             }
-            let slice = (deadline - now).min(self.cfg.liveness_interval);
+            let slice = remaining.min(self.cfg.liveness_interval);
             Counters::bump(&self.counters.sleeps);
             if tx.ring.wait_for_space(need, slice).is_err() {
                 self.mark_gone_locked(tx);

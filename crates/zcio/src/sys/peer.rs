@@ -55,15 +55,9 @@ pub fn is_non_dumpable() -> bool {
     )
 }
 
-/// Whether the process behind `pidfd` has exited (non-blocking).
-pub fn has_exited(pidfd: impl AsFd) -> bool {
-    let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-    matches!(poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
-}
-
-/// Whether a connected socket's peer has hung up (non-blocking check).
-pub fn socket_hung_up(sock: impl AsFd) -> bool {
-    let mut fds = [PollFd::new(&sock, PollFlags::RDHUP)];
+/// The events pending on `fd` among `interest` right now (no waiting).
+fn poll_now(fd: impl AsFd, interest: PollFlags) -> PollFlags {
+    let mut fds = [PollFd::new(&fd, interest)];
     match poll(
         &mut fds,
         Some(&rustix::time::Timespec {
@@ -71,11 +65,19 @@ pub fn socket_hung_up(sock: impl AsFd) -> bool {
             tv_nsec: 0,
         }),
     ) {
-        Ok(n) if n > 0 => fds[0]
-            .revents()
-            .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR),
-        _ => false,
+        Ok(n) if n > 0 => fds[0].revents(),
+        _ => PollFlags::empty(),
     }
+}
+
+/// Whether the process behind `pidfd` has exited (non-blocking).
+pub fn has_exited(pidfd: impl AsFd) -> bool {
+    !poll_now(pidfd, PollFlags::IN).is_empty()
+}
+
+/// Whether a connected socket's peer has hung up (non-blocking check).
+pub fn socket_hung_up(sock: impl AsFd) -> bool {
+    poll_now(sock, PollFlags::RDHUP).intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR)
 }
 
 #[cfg(test)]
