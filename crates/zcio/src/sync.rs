@@ -136,6 +136,8 @@ pub struct Backoff {
     spins: u32,
     spin_until: Instant,
     deadline: Instant,
+    /// Yield the CPU on every retry (for checks that are themselves costly).
+    eager_yield: bool,
 }
 
 impl Backoff {
@@ -146,12 +148,37 @@ impl Backoff {
             spins: 0,
             spin_until: now + spin,
             deadline: now + timeout,
+            eager_yield: false,
+        }
+    }
+
+    /// Like `new`, but every retry yields the CPU: for waits whose check is
+    /// itself expensive (a pool scanning its channels for notices), where a
+    /// peer that shares our core must run for the condition to change.
+    pub fn yielding(spin: Duration, timeout: Duration) -> Self {
+        Self {
+            eager_yield: true,
+            ..Self::new(spin, timeout)
         }
     }
 
     /// Call after each failed check of the awaited condition.
     pub fn step(&mut self) -> Step {
         self.spins = self.spins.wrapping_add(1);
+        if self.eager_yield {
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Step::TimedOut;
+            }
+            if now < self.spin_until {
+                std::thread::yield_now();
+                return Step::Retry;
+            }
+            return Step::Sleep {
+                now,
+                remaining: self.deadline - now,
+            };
+        }
         if !self.spins.is_multiple_of(64) {
             std::hint::spin_loop();
             return Step::Retry;

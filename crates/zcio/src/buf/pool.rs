@@ -20,9 +20,6 @@ use crate::buf::fbuf::{Backing, BufCore, FbufMut};
 use crate::region::{Region, RegionError};
 use crate::sync::{Backoff, Step};
 
-/// How long `alloc_timeout` polls for released buffers before sleeping.
-const SPIN: Duration = Duration::from_micros(50);
-
 /// Failure to allocate a buffer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum AllocError {
@@ -55,6 +52,10 @@ pub struct PoolConfig {
     /// Freed buffers kept per page count on the LIFO quick list before
     /// being returned to the extent allocator.
     pub quick_list_cap: usize,
+    /// How long `alloc_timeout` polls for released buffers before it
+    /// sleeps (0: sleep at once — right when more processes than cores
+    /// share the path, so polling would only delay the releasing peer).
+    pub spin: Duration,
 }
 
 impl Default for PoolConfig {
@@ -65,6 +66,7 @@ impl Default for PoolConfig {
             max_chunks: 16,
             populate: true,
             quick_list_cap: 64,
+            spin: Duration::from_micros(50),
         }
     }
 }
@@ -264,7 +266,7 @@ impl Pool {
             other => return other,
         }
         let deadline = Instant::now() + timeout;
-        let mut backoff = Backoff::new(SPIN, timeout);
+        let mut backoff = Backoff::yielding(self.inner.cfg.spin, timeout);
         loop {
             match self.try_alloc(len) {
                 Err(AllocError::WouldBlock(_)) => {}
@@ -482,6 +484,7 @@ mod tests {
             max_chunks: 2,
             populate: false,
             quick_list_cap: 4,
+            ..PoolConfig::default()
         })
     }
 

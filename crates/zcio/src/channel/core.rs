@@ -408,10 +408,15 @@ impl Core {
         if n.overflow.is_empty() {
             return;
         }
-        let free = match n.ring.free_slots() {
-            Ok(f) => f,
-            Err(_) => return,
-        };
+        // The cached head usually shows room: only read the originator's
+        // line when it does not.
+        let mut free = n.ring.cached_free();
+        if free < n.overflow.len() {
+            free = match n.ring.free_slots() {
+                Ok(f) => f,
+                Err(_) => return,
+            };
+        }
         let k = free.min(n.overflow.len());
         if k == 0 {
             return;
@@ -461,6 +466,14 @@ impl Reclaim for Core {
 
     fn wait_for_notices(&self, timeout: Duration) {
         let mut tx = lock(&self.tx);
+        // The receiver must see what we deferred waking it for, or it may
+        // never release what we are about to wait for.
+        if tx.deferred > 0 {
+            tx.deferred = 0;
+            if tx.ring.wake_consumer() {
+                Counters::bump(&self.counters.wakes);
+            }
+        }
         Counters::bump(&self.counters.sleeps);
         let _ = tx.notices.wait_for_data(timeout);
         drop(tx);

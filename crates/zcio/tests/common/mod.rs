@@ -354,6 +354,7 @@ pub fn small_pool(name: &str, chunk_size: usize, max_chunks: usize) -> Pool {
         max_chunks,
         populate: false,
         quick_list_cap: 8,
+        ..PoolConfig::default()
     })
 }
 
