@@ -11,8 +11,8 @@
 //!   fails the send once the deadline has passed;
 //! - history 0, subscriber buffer [`SUB_BUFFER`], 1 publisher, 1 subscriber;
 //! - `AllocationStrategy::Static` with `initial_max_slice_len(size)`: the publisher's data
-//!   segment holds `1 * (SUB_BUFFER + SUB_BORROWED) + 0 + PUB_LOANED` = 12 chunks of `size`
-//!   bytes (about 192 MiB in /dev/shm for 16 MiB messages).
+//!   segment holds `1 * (SUB_BUFFER + SUB_BORROWED) + 0 + PUB_LOANED` = 6 chunks of `size`
+//!   bytes (about 96 MiB in /dev/shm for 16 MiB messages).
 //!
 //! Completion: the subscriber drops its port after releasing the last sample; the publisher keeps
 //! its node alive until the service reports zero subscribers (bounded by the deadline).
@@ -37,7 +37,7 @@ use iceoryx2::service::port_factory::publish_subscribe::PortFactory as PubSubFac
 const PAGE: usize = 4096;
 const WORD: usize = std::mem::size_of::<u64>();
 /// Subscriber buffer depth (samples in flight between publisher and subscriber).
-const SUB_BUFFER: usize = 8;
+const SUB_BUFFER: usize = 2;
 /// Samples the subscriber may hold at once (it holds one).
 const SUB_BORROWED: usize = 2;
 /// Samples the publisher may have loaned at once (it loans one).

@@ -19,10 +19,10 @@ fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<C
     }
 }
 
-/// Messages the originator may have in flight: the same 12 buffers the
-/// iceoryx2 baseline gets (its service holds 12 chunks), so both run with
-/// the same working set.
-pub const IN_FLIGHT: usize = 12;
+/// Messages the originator may have in flight per hop: the same 6 buffers
+/// the iceoryx2 service gets (subscriber buffer 2, 2 borrowed, 2 loaned), so
+/// both run with the same working set.
+pub const IN_FLIGHT: usize = 6;
 
 /// The originator's path pool for a path of `hops` channels: two chunks,
 /// [`IN_FLIGHT`] messages per hop in all, created during the warm-up.

@@ -66,7 +66,7 @@ impl Default for PoolConfig {
             max_chunks: 16,
             populate: true,
             quick_list_cap: 64,
-            spin: Duration::from_micros(50),
+            spin: Duration::from_micros(500),
         }
     }
 }

@@ -66,7 +66,7 @@ impl Default for Policy {
         Self {
             wake_batch: 1,
             max_delay: Duration::from_millis(1),
-            spin: Duration::from_micros(50),
+            spin: Duration::from_micros(500),
             full: FullPolicy::Block,
         }
     }
