@@ -97,17 +97,10 @@ pub fn recv(sock: impl AsFd, buf: &mut [u8], nonblocking: bool) -> Result<RecvOu
 mod tests {
     use super::*;
     use crate::sys::memfd;
-    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
 
     #[test]
     fn passes_fds_and_detects_hangup() {
-        let (a, b) = socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
+        let (a, b) = crate::sys::seqpacket_pair();
         let m = memfd::create_sized("t", 4096).unwrap();
         send(&a, b"hello", &[m.as_fd()], false).unwrap();
         let mut buf = [0u8; 64];
@@ -132,13 +125,7 @@ mod tests {
 
     #[test]
     fn oversized_record_is_an_error() {
-        let (a, b) = socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
+        let (a, b) = crate::sys::seqpacket_pair();
         send(&a, &[1u8; 100], &[], false).unwrap();
         let mut buf = [0u8; 10];
         assert_eq!(recv(&b, &mut buf, false).unwrap_err(), Errno::MSGSIZE);

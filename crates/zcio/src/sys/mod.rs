@@ -24,6 +24,19 @@ pub fn round_to_pages(len: usize) -> Option<usize> {
     len.checked_add(ps - 1).map(|v| v & !(ps - 1))
 }
 
+/// A connected pair of `SOCK_SEQPACKET` sockets (unit tests).
+#[cfg(test)]
+pub(crate) fn seqpacket_pair() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .expect("socketpair")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
