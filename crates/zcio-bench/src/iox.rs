@@ -201,13 +201,14 @@ pub fn publisher(
                 dst.write(byte);
             }
         }
-        // SAFETY: `assume_init` requires all `size` bytes to be initialised. The first time a
+        // `assume_init` requires all `size` bytes to be initialised. The first time a
         // chunk (identified by its payload address; chunks are fixed slots of the static data
         // segment and every loan has the same length `size`) is loaned, all of its bytes are set
         // to 0 above. Afterwards its bytes are only ever overwritten with initialised values by
         // this process: the subscriber only reads, and iceoryx2 writes the chunk header, never
         // the payload. The segment stays mapped while `publisher` lives, so no byte can become
         // uninitialised again. `u8` has no invalid bit patterns.
+        // SAFETY: as argued just above.
         let sample = unsafe { sample.assume_init() };
         let receivers = sample.send().map_err(|e| {
             format!("iox: send of message {seq} failed (timeout or broken connection): {e:?}")

@@ -27,11 +27,12 @@ fn low_half(word: &AtomicU64) -> &AtomicU32 {
         cfg!(target_endian = "little"),
         "the futex word is the low half of a u64"
     );
-    // SAFETY: an AtomicU64 is 8-byte aligned, so its first 4 bytes are an
+    // An AtomicU64 is 8-byte aligned, so its first 4 bytes are an
     // aligned u32 location inside the same live object, and on little-endian
     // targets they are its low 32 bits. No Rust code performs a 32-bit
     // access through this reference: it is only handed to the futex system
     // call, which compares and waits in the kernel.
+    // SAFETY: as argued just above.
     unsafe { &*word.as_ptr().cast::<AtomicU32>() }
 }
 

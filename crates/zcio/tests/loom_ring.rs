@@ -31,8 +31,9 @@ unsafe impl Send for Shared {}
 fn ends(s: &Arc<Shared>) -> (Producer<E>, Consumer<E>) {
     let hdr: *const RingHeader = &s.hdr;
     let ent = s.entries.get().cast::<E>();
-    // SAFETY: `s` (kept alive by the Arcs the threads hold) contains the
+    // `s` (kept alive by the Arcs the threads hold) contains the
     // header and 2 entries; capacity 2 is a power of two.
+    // SAFETY: as argued just above.
     unsafe { (Producer::new(hdr, ent, 2), Consumer::new(hdr, ent, 2)) }
 }
 

@@ -41,9 +41,10 @@ fn reopen_rw(fd: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
 
 fn mprotect_rw(f: &Fbuf) -> Result<(), Errno> {
     let r = f.region();
-    // SAFETY: the range is exactly the region's own mapping (page-aligned
+    // The range is exactly the region's own mapping (page-aligned
     // base, page-multiple length); if the kernel allowed the change no Rust
     // reference would be invalidated (we only read through `&[u8]`).
+    // SAFETY: as argued just above.
     unsafe {
         rustix::mm::mprotect(
             r.base().cast(),
@@ -177,9 +178,9 @@ fn receiver_cannot_gain_write_access_or_truncate() {
             ),
         }
         // A private writable mapping is allowed, but copy-on-write: the
-        // shared bytes never change.
-        // SAFETY: fresh kernel-chosen range, unmapped below; no Rust object
-        // overlaps it.
+        // shared bytes never change. The range is fresh and kernel-chosen
+        // (no Rust object overlaps it) and is unmapped below.
+        // SAFETY: as argued just above.
         unsafe {
             let p = rustix::mm::mmap(
                 std::ptr::null_mut(),
@@ -289,8 +290,9 @@ fn child_originator() {
                 );
                 // The owner of a volatile buffer keeps its writable mapping.
                 assert!(volatile.region().is_writable());
-                // SAFETY: the range lies inside our read-write chunk mapping
+                // The range lies inside our read-write chunk mapping
                 // and no Rust reference into it is alive here.
+                // SAFETY: as argued just above.
                 unsafe {
                     volatile
                         .region()

@@ -16,8 +16,9 @@ fn take_fd(fd: RawFd) -> Result<File, String> {
         unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
     )
     .map_err(|e| format!("fd {fd} not inherited: {e}"))?;
-    // SAFETY: the coordinator created this fd for this child only and
+    // The coordinator created this fd for this child only and
     // passed its number; nothing else in this process owns it.
+    // SAFETY: as argued just above.
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 

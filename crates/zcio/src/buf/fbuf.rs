@@ -64,8 +64,9 @@ impl Drop for BufCore {
 
 impl BufCore {
     fn ptr(&self) -> *mut u8 {
-        // SAFETY: offset <= region.len() (constructor invariant), so the
+        // Offset <= region.len() (constructor invariant), so the
         // result stays inside (or one past) the region's mapping.
+        // SAFETY: as argued just above.
         unsafe { self.region.base().add(self.offset) }
     }
 }
@@ -96,12 +97,13 @@ impl Fbuf {
 
     /// The bytes, read in place.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: the range [ptr, ptr+len) lies in the region mapping, which
+        // The range [ptr, ptr+len) lies in the region mapping, which
         // lives as long as `core.region`. Nobody in this process writes it:
         // an `Fbuf` exists only after `FbufMut::freeze` consumed the only
         // writer, or for foreign regions mapped read-only. Writes by another
         // process are possible only for volatile foreign buffers (documented
         // above); they change bytes, never the validity of a `[u8]`.
+        // SAFETY: as argued just above.
         unsafe { std::slice::from_raw_parts(self.core.ptr(), self.core.len) }
     }
 
@@ -256,9 +258,10 @@ impl FbufMut {
     /// The bytes, writable. A fresh buffer holds zeros or bytes this
     /// process wrote earlier into the same pool (never another process's).
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: from_core's contract: the range is inside a writable
+        // `from_core`'s contract: the range is inside a writable
         // mapping of a region only this process can write (F_SEAL_FUTURE_WRITE
         // stops everyone else), and `&mut self` makes this the only handle.
+        // SAFETY: as argued just above.
         unsafe { std::slice::from_raw_parts_mut(self.core.ptr(), self.core.len) }
     }
 

@@ -89,8 +89,9 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
         desc_size: 32,
         total_len: layout.total_len as u64,
     };
-    // SAFETY: the mapping is at least one page long, page-aligned (so
+    // The mapping is at least one page long, page-aligned (so
     // aligned for the 64-byte header), and not yet shared with anyone.
+    // SAFETY: as argued just above.
     unsafe { seg.as_ptr().cast::<SegmentHeader>().write(header) };
     let hello = Ctl::Hello {
         version: LAYOUT_VERSION,
@@ -126,8 +127,9 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
     }
     let cred = peer::peer_cred(&sock).map_err(os("SO_PEERCRED"))?;
     set_timeouts(&sock, cfg.send_timeout, None)?;
-    // SAFETY: `seg` maps `layout.total_len` bytes laid out per `layout`
+    // `seg` maps `layout.total_len` bytes laid out per `layout`
     // (we wrote the header and the rings are the fresh zeroed memfd).
+    // SAFETY: as argued just above.
     Ok(unsafe { Core::new(Role::Connector, sock, seg, layout, cred, cfg) })
 }
 
@@ -172,9 +174,10 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     // touch should not be charged to us.
     let seg = Mapping::map(&seg_fd, seg_len as usize, Access::ReadWrite, false)
         .map_err(os("mmap segment"))?;
-    // SAFETY: the mapping is at least 64 bytes (checked above) and
+    // The mapping is at least 64 bytes (checked above) and
     // page-aligned; SegmentHeader is Pod, so any bytes are a valid value.
     // We copy it out once and validate the copy.
+    // SAFETY: as argued just above.
     let header = unsafe { seg.as_ptr().cast::<SegmentHeader>().read_volatile() };
     let layout = SegmentLayout::from_header(&header, actual)
         .filter(|l| l.total_len as u64 == seg_len)
@@ -194,8 +197,9 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     };
     fdpass::send(&sock, &welcome.encode(), &[], false).map_err(os("send welcome"))?;
     set_timeouts(&sock, cfg.send_timeout, None)?;
-    // SAFETY: validated above: the mapping is `layout.total_len` bytes and
+    // Validated above: the mapping is `layout.total_len` bytes and
     // the header describes exactly `layout`.
+    // SAFETY: as argued just above.
     Ok(unsafe { Core::new(Role::Listener, sock, seg, layout, cred, cfg) })
 }
 

@@ -163,8 +163,9 @@ impl Core {
             ),
         };
         let hdr = |i: usize| -> *const RingHeader {
-            // SAFETY: layout offsets are within total_len (SegmentLayout::new)
+            // Layout offsets are within total_len (SegmentLayout::new)
             // and the mapping is at least that long (caller's contract).
+            // SAFETY: as argued just above.
             unsafe { base.add(layout.rings[i]).cast::<RingHeader>() }
         };
         let ent = |i: usize| -> *mut u8 {
@@ -172,9 +173,10 @@ impl Core {
             unsafe { base.add(layout.entries(i)) }
         };
         let (me_cap, nc) = (layout.msg_entries, layout.notice_entries);
-        // SAFETY: each header/entry pointer pair describes one ring of the
+        // Each header/entry pointer pair describes one ring of the
         // given capacity inside the segment, 64-byte aligned (SegmentLayout),
         // and the segment mapping lives in this Core as long as the ring ends.
+        // SAFETY: as argued just above.
         let (ring, notices, rxring, ntx) = unsafe {
             (
                 Producer::<Desc>::new(hdr(tx_msgs), ent(tx_msgs).cast(), me_cap),

@@ -248,8 +248,9 @@ impl<T: Pod> Producer<T> {
         debug_assert!(items.len() <= self.cached_free());
         for (i, it) in items.iter().enumerate() {
             let p = self.ring.slot(self.tail.wrapping_add(*pending + i as u64));
-            // SAFETY: the slot is inside the entry array (RawRing::slot) and
+            // The slot is inside the entry array (RawRing::slot) and
             // not yet published, so an honest consumer does not read it.
+            // SAFETY: as argued just above.
             unsafe { p.write_volatile(*it) };
         }
         *pending += items.len() as u64;
@@ -355,9 +356,10 @@ impl<T: Pod> Consumer<T> {
     pub fn peek(&self, i: usize) -> T {
         debug_assert!((i as u64) < self.tail_cache.wrapping_sub(self.head));
         let p = self.ring.slot(self.head.wrapping_add(i as u64));
-        // SAFETY: slot inside the entry array; T is Pod so any bytes the
+        // Slot inside the entry array; T is Pod so any bytes the
         // peer wrote (even concurrently) form a valid value; we copy it out
         // once and validate the copy.
+        // SAFETY: as argued just above.
         unsafe { p.read_volatile() }
     }
 

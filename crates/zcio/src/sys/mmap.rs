@@ -52,9 +52,10 @@ impl Mapping {
         if populate {
             flags |= MapFlags::POPULATE;
         }
-        // SAFETY: we pass a null hint, so the kernel picks a fresh range that
+        // We pass a null hint, so the kernel picks a fresh range that
         // overlaps no existing Rust object; the returned range is owned by the
         // new `Mapping` and released exactly once in `Drop`.
+        // SAFETY: as argued just above.
         let ptr = unsafe { mm::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0)? };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(Errno::NOMEM)?;
         Ok(Self { ptr, len, access })
@@ -87,18 +88,20 @@ impl Mapping {
             Access::ReadOnly => mm::MprotectFlags::READ,
             Access::ReadWrite => mm::MprotectFlags::READ | mm::MprotectFlags::WRITE,
         };
-        // SAFETY: the range is exactly our own mapping; changing its
+        // The range is exactly our own mapping; changing its
         // protection cannot invalidate Rust references because this type
         // never hands out references into the mapping.
+        // SAFETY: as argued just above.
         unsafe { mm::mprotect(self.ptr.as_ptr().cast(), self.len, prot) }
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` came from a successful mmap in `map` and are
+        // `ptr`/`len` came from a successful mmap in `map` and are
         // unmapped only here, once. Users of the memory hold an Arc to the
         // owning region, so no pointer into it outlives this drop.
+        // SAFETY: as argued just above.
         let _ = unsafe { mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }

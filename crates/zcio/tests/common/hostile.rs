@@ -122,8 +122,9 @@ impl Hostile {
         let hdr = |i: usize| unsafe { base.add(layout.rings[i]).cast::<RingHeader>().cast_const() };
         // SAFETY: as above; entry arrays follow their headers.
         let ent = |i: usize| unsafe { base.add(layout.entries(i)) };
-        // SAFETY: each pair describes one ring of ENTRIES entries inside
+        // Each pair describes one ring of ENTRIES entries inside
         // `seg`, which lives in the same struct as the ring ends.
+        // SAFETY: as argued just above.
         unsafe {
             Hostile {
                 msgs: Producer::new(hdr(wire::C2L_MSGS), ent(wire::C2L_MSGS).cast(), ENTRIES),
