@@ -6,7 +6,16 @@ use clap::{Parser, Subcommand};
 
 /// Zero-copy I/O across process boundaries on Linux.
 #[derive(Parser, Debug)]
-#[command(name = "zcio", version, about, long_about = None)]
+#[command(
+    name = "zcio",
+    version,
+    about = "zcio: zero-copy I/O across process boundaries on Linux",
+    long_about = None,
+    after_help = "Examples:\n  \
+        zcio bench transfer --quick          # cross-process transfer benchmark, ~15 s\n  \
+        zcio bench transfer                  # full sweep, median of 3 runs\n  \
+        zcio bench transfer --help           # sizes, variants, JSON and SVG output"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
