@@ -360,4 +360,35 @@ mod tests {
         assert_eq!(m.unwrap(), b"late but bounded");
         assert_eq!(a.stats().wakes, 0, "the wake was deferred (batch of 1000)");
     }
+
+    #[test]
+    fn single_use_regions_stay_in_order_when_the_sender_runs_a_ring_ahead() {
+        // The sender can be a full ring ahead of the receiver's single-use
+        // FIFO plus the message being taken; every region must still pair
+        // with its own descriptor.
+        let cfg = ChannelConfig {
+            ring_entries: 8,
+            ..ChannelConfig::default()
+        };
+        let (a, b) = Channel::pair(cfg).unwrap();
+        const N: u64 = 3000;
+        let t = std::thread::spawn(move || {
+            let u = Uncached::new("order", false);
+            for i in 0..N {
+                let mut m = u.alloc(8).unwrap();
+                m.as_mut_slice().copy_from_slice(&i.to_le_bytes());
+                a.send(Msg::from(m.freeze().unwrap())).unwrap();
+            }
+            a
+        });
+        for i in 0..N {
+            let m = b.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(
+                m.to_vec(),
+                i.to_le_bytes(),
+                "message {i} paired with another's region"
+            );
+        }
+        drop(t.join().unwrap());
+    }
 }
