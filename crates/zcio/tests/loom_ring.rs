@@ -75,42 +75,42 @@ fn consume(mut c: Consumer<E>, items: u64) {
     }
 }
 
-#[test]
-fn spsc_with_wraparound_and_lazy_wakeups() {
+/// Model-check `items` entries through a 2-slot ring; the producer runs on
+/// a spawned thread (`producer_spawned`) or on the model's main thread.
+fn check(items: u64, producer_spawned: bool) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
-    b.check(|| {
+    b.check(move || {
         let s = Arc::new(Shared {
             hdr: RingHeader::new(),
             entries: std::cell::UnsafeCell::new([E(0); 2]),
         });
         let (p, c) = ends(&s);
         let s2 = s.clone();
-        let t = thread::spawn(move || {
-            let _keep = s2;
-            produce(p, 3);
-        });
-        consume(c, 3);
-        t.join().unwrap();
+        if producer_spawned {
+            let t = thread::spawn(move || {
+                let _keep = s2;
+                produce(p, items);
+            });
+            consume(c, items);
+            t.join().unwrap();
+        } else {
+            let t = thread::spawn(move || {
+                let _keep = s2;
+                consume(c, items);
+            });
+            produce(p, items);
+            t.join().unwrap();
+        }
     });
 }
 
 #[test]
+fn spsc_with_wraparound_and_lazy_wakeups() {
+    check(3, true);
+}
+
+#[test]
 fn full_ring_blocks_producer_until_consumer_frees() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
-        let s = Arc::new(Shared {
-            hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([E(0); 2]),
-        });
-        let (p, c) = ends(&s);
-        let s2 = s.clone();
-        let t = thread::spawn(move || {
-            let _keep = s2;
-            consume(c, 4);
-        });
-        produce(p, 4);
-        t.join().unwrap();
-    });
+    check(4, false);
 }
