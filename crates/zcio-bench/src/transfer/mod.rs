@@ -491,6 +491,19 @@ fn find(rows: &[Row], v: Variant, size: usize) -> Option<&Row> {
         .find(|r| r.variant == v.name() && r.size == size)
 }
 
+/// The size at which `a`'s msgs/s relative to `b`'s is lowest, and that ratio.
+fn worst_ratio(rows: &[Row], sizes: &[usize], a: Variant, b: Variant) -> Option<(usize, f64)> {
+    sizes
+        .iter()
+        .filter_map(|&s| {
+            Some((
+                s,
+                find(rows, a, s)?.msgs_per_sec / find(rows, b, s)?.msgs_per_sec,
+            ))
+        })
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+}
+
 /// Check the targets against `rows`.
 pub fn targets(rows: &[Row]) -> Vec<Target> {
     let mut t = Vec::new();
@@ -501,18 +514,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         s
     };
     // 1. cached/volatile vs iceoryx2.
-    let mut worst: Option<(usize, f64)> = None;
-    for &s in &sizes {
-        if let (Some(z), Some(i)) = (
-            find(rows, Variant::ZcioCachedVolatile, s),
-            find(rows, Variant::Iceoryx2, s),
-        ) {
-            let r = z.msgs_per_sec / i.msgs_per_sec;
-            if worst.is_none_or(|(_, w)| r < w) {
-                worst = Some((s, r));
-            }
-        }
-    }
+    let worst = worst_ratio(rows, &sizes, Variant::ZcioCachedVolatile, Variant::Iceoryx2);
     t.push(Target {
         name: "zcio cached/volatile ≥ iceoryx2 msgs/s at every size (5% noise)".into(),
         measured: worst.map_or("not run".into(), |(s, r)| {
@@ -554,18 +556,8 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         met: three.map(|(a, b)| a.msgs_per_sec >= 0.9 * b.msgs_per_sec),
     });
     // 4. uncached/secured vs pipe at >= 1 MiB.
-    let mut worst: Option<(usize, f64)> = None;
-    for &s in sizes.iter().filter(|&&s| s >= 1 << 20) {
-        if let (Some(u), Some(p)) = (
-            find(rows, Variant::ZcioUncachedSecured, s),
-            find(rows, Variant::Pipe, s),
-        ) {
-            let r = u.msgs_per_sec / p.msgs_per_sec;
-            if worst.is_none_or(|(_, w)| r < w) {
-                worst = Some((s, r));
-            }
-        }
-    }
+    let big: Vec<usize> = sizes.iter().copied().filter(|&s| s >= 1 << 20).collect();
+    let worst = worst_ratio(rows, &big, Variant::ZcioUncachedSecured, Variant::Pipe);
     t.push(Target {
         name: "uncached/secured beats the pipe copy at ≥ 1 MiB".into(),
         measured: worst.map_or("not run".into(), |(s, r)| {
