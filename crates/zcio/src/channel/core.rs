@@ -381,6 +381,16 @@ impl Core {
         self.drain_locked(&mut tx)
     }
 
+    /// `drain_notices` unless another thread holds the send side (it may
+    /// be sleeping there, waiting for a receiver that is this very thread).
+    pub fn try_drain_notices(&self) -> usize {
+        match self.tx.try_lock() {
+            Ok(mut tx) => self.drain_locked(&mut tx),
+            Err(std::sync::TryLockError::Poisoned(p)) => self.drain_locked(&mut p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => 0,
+        }
+    }
+
     /// Publish a notice for `token` at once (one entry write and one
     /// atomic swap; the originator is woken only if it sleeps). Notices the
     /// ring cannot take yet — possible only for a peer that lets more than
@@ -506,7 +516,7 @@ fn linger(core: Arc<Core>) {
 pub(crate) fn reap_lingering() {
     let mut l = lock(&LINGER);
     for c in l.iter() {
-        c.drain_notices();
+        c.try_drain_notices();
         c.check_peer();
     }
     l.retain(|c| !c.is_gone() && !lock(&c.tx).ledger.is_empty());

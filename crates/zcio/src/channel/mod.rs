@@ -391,4 +391,42 @@ mod tests {
         }
         drop(t.join().unwrap());
     }
+
+    #[test]
+    fn receiver_is_not_blocked_by_a_sender_waiting_in_the_same_process() {
+        // A sender waiting (holding its send side) for notices that only
+        // this process's receiver can publish must not stop that receiver
+        // from waiting and returning.
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let cfg = ChannelConfig {
+            notice_entries: 8,
+            ..ChannelConfig::default()
+        };
+        let (a, b) = Channel::pair(cfg).unwrap();
+        let p = pool();
+        for i in 0..8u8 {
+            a.send(filled(&p, &[i])).unwrap();
+        }
+        let held: Vec<Msg> = (0..8).map(|_| b.recv().unwrap()).collect();
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let done2 = done.clone();
+        let extra = filled(&p, b"ninth");
+        let t = std::thread::spawn(move || {
+            let r = a.send_timeout(extra, Duration::from_secs(5));
+            done2.store(true, Ordering::SeqCst);
+            (r.map_err(|e| e.0), a)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            b.recv_timeout(Duration::from_millis(50)).unwrap_err(),
+            RecvError::TimedOut
+        );
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "recv waited for the blocked sender"
+        );
+        drop(held); // notices go out: the sender gets room
+        let (r, _a) = t.join().unwrap();
+        assert_eq!(r, Ok(()));
+    }
 }

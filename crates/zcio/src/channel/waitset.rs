@@ -30,8 +30,11 @@ fn live() -> Vec<Arc<Core>> {
 /// peers still hold buffers of ours (worth waking up for).
 pub(crate) fn settle(except: &Core) -> Vec<Arc<Core>> {
     let all = live();
+    // try_lock: another thread of this process may hold a channel's send
+    // side while it sleeps waiting for ring space that only *we* can free
+    // by consuming; blocking on its lock here would deadlock both.
     for c in &all {
-        c.drain_notices();
+        c.try_drain_notices();
     }
     for c in &all {
         c.flush_notices();
