@@ -106,6 +106,128 @@ impl Drop for Mapping {
     }
 }
 
+/// A ring file mapped for wrap-free access: the first `head_len` bytes of
+/// the file (headers), then its data area (`data_len` bytes at file offset
+/// `head_len`) mapped *twice*, back to back. A block that wraps around the
+/// end of the data area is therefore contiguous in memory: bytes
+/// `[i, i + n)` of the data area for any `i < data_len`, `n <= data_len`
+/// are readable at `data() + i`.
+///
+/// The whole range is registered with [`crate::sys::sigbus`], so a peer
+/// truncating the file cannot kill us; check [`RingMapping::truncated`].
+#[derive(Debug)]
+pub struct RingMapping {
+    base: NonNull<u8>,
+    total: usize,
+    head_len: usize,
+    data_len: usize,
+    access: Access,
+    guard: Option<crate::sys::sigbus::Guard>,
+}
+
+// SAFETY: as for `Mapping`: an owned address range, raw pointers only.
+unsafe impl Send for RingMapping {}
+// SAFETY: as for `Mapping`.
+unsafe impl Sync for RingMapping {}
+
+impl RingMapping {
+    /// Map `fd` as described on the type. `head_len` and `data_len` must be
+    /// page multiples, `head_len > 0`; `data_len` may be 0 (index rings).
+    pub fn map(fd: impl AsFd, head_len: usize, data_len: usize, access: Access) -> Result<Self, Errno> {
+        let ps = crate::sys::page_size();
+        if head_len == 0 || head_len % ps != 0 || data_len % ps != 0 {
+            return Err(Errno::INVAL);
+        }
+        let total = data_len
+            .checked_mul(2)
+            .and_then(|d| d.checked_add(head_len))
+            .ok_or(Errno::NOMEM)?;
+        let prot = match access {
+            Access::ReadOnly => ProtFlags::READ,
+            Access::ReadWrite => ProtFlags::READ | ProtFlags::WRITE,
+        };
+        // Reserve the whole range first so the fixed mappings below land in
+        // addresses nobody else owns.
+        // SAFETY: null hint, fresh anonymous range owned by the new value.
+        let base = unsafe { mm::mmap_anonymous(std::ptr::null_mut(), total, ProtFlags::empty(), MapFlags::PRIVATE)? };
+        let base = NonNull::new(base.cast::<u8>()).ok_or(Errno::NOMEM)?;
+        let mut me = Self {
+            base,
+            total,
+            head_len,
+            data_len,
+            access,
+            guard: None,
+        };
+        let fd = fd.as_fd();
+        let parts = [
+            (0usize, head_len, 0u64),
+            (head_len, data_len, head_len as u64),
+            (head_len + data_len, data_len, head_len as u64),
+        ];
+        for (off, len, file_off) in parts {
+            if len == 0 {
+                continue;
+            }
+            // `[base + off, base + off + len)` lies inside the range we
+            // reserved above and own (`me` unmaps it on error).
+            // SAFETY: as argued just above.
+            unsafe {
+                mm::mmap(
+                    me.base.as_ptr().add(off).cast(),
+                    len,
+                    prot,
+                    MapFlags::SHARED | MapFlags::FIXED,
+                    fd,
+                    file_off,
+                )?
+            };
+        }
+        me.guard = Some(crate::sys::sigbus::Guard::protect(me.base.as_ptr(), me.total));
+        Ok(me)
+    }
+
+    /// Start of the header part.
+    pub fn head(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Start of the (doubly mapped) data area.
+    pub fn data(&self) -> *mut u8 {
+        // SAFETY: head_len < total, inside our mapping.
+        unsafe { self.base.as_ptr().add(self.head_len) }
+    }
+
+    /// Header length in bytes.
+    pub fn head_len(&self) -> usize {
+        self.head_len
+    }
+
+    /// Data area length in bytes (mapped twice).
+    pub fn data_len(&self) -> usize {
+        self.data_len
+    }
+
+    /// How the file is mapped.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Whether the file was truncated under us (the range now reads zeros).
+    pub fn truncated(&self) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.tripped())
+    }
+}
+
+impl Drop for RingMapping {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        // SAFETY: `base`/`total` is the range reserved in `map`, unmapped once
+        // here; the ring types that read through it are gone.
+        let _ = unsafe { mm::munmap(self.base.as_ptr().cast(), self.total) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +243,21 @@ mod tests {
             rw.as_ptr().add(100).write(7);
             assert_eq!(ro.as_ptr().add(100).read_volatile(), 7);
         }
+    }
+
+    #[test]
+    fn ring_mapping_wraps() {
+        let fd = memfd::create_sized("t", 4096 + 8192).unwrap();
+        let m = RingMapping::map(&fd, 4096, 8192, Access::ReadWrite).unwrap();
+        // SAFETY: data() + 8190 .. + 4 lies inside the double mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping([1u8, 2, 3, 4].as_ptr(), m.data().add(8190), 4);
+            assert_eq!(m.data().add(0).read_volatile(), 3);
+            assert_eq!(m.data().add(1).read_volatile(), 4);
+            assert_eq!(m.data().add(8190).read_volatile(), 1);
+        }
+        assert!(!m.truncated());
+        assert!(RingMapping::map(&fd, 100, 8192, Access::ReadOnly).is_err());
     }
 
     #[test]

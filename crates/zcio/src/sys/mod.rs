@@ -9,6 +9,8 @@ pub mod futex;
 pub mod memfd;
 pub mod mmap;
 pub mod peer;
+pub mod shm;
+pub mod sigbus;
 
 pub use peer::set_non_dumpable;
 pub use rustix::io::Errno;

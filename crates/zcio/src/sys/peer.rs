@@ -37,6 +37,23 @@ pub fn open_pidfd(pid: i32) -> Result<OwnedFd, Errno> {
     pidfd_open(pid, PidfdFlags::empty())
 }
 
+/// Start time of process `pid` (clock ticks since boot, field 22 of
+/// `/proc/PID/stat`). Together with the pid it names one process for its
+/// whole life, which a pid alone does not (pids are recycled).
+pub fn start_time(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses; the
+    // fields after the last ')' are plain numbers.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process `pid` that started at `start` is still alive (a
+/// recycled pid with another start time counts as dead).
+pub fn is_alive(pid: i32, start: u64) -> bool {
+    pid > 0 && start_time(pid) == Some(start)
+}
+
 /// Mark this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): other
 /// processes of the same uid can then neither `ptrace` it nor open its
 /// `/proc/PID/fd/*` — the two doors through which a same-uid peer could get
@@ -93,6 +110,18 @@ mod tests {
         assert!(!socket_hung_up(&a));
         drop(b);
         assert!(socket_hung_up(&a));
+    }
+
+    #[test]
+    fn start_time_names_a_process() {
+        let me = std::process::id() as i32;
+        let t = start_time(me).unwrap();
+        assert!(is_alive(me, t));
+        assert!(!is_alive(me, t + 1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(start_time(pid).is_none() || !is_alive(pid, 0));
     }
 
     #[test]

@@ -1,0 +1,790 @@
+//! The consuming end of a ring: any number per ring, each with a private
+//! cursor in its own slot.
+//!
+//! Every block is read in three steps: copy its header or descriptor out of
+//! shared memory and validate the copy; read (copy or peek) the bytes; then
+//! check the producer's `write_end` again (after an acquire fence). Only a
+//! block that is still intact after the read is returned or accepted, so a
+//! consumer lapped by an overwriting producer (FRP/MRP) never returns
+//! overwritten data: it skips forward with an adaptive step and counts the
+//! skip in its slot.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::error::{OpenError, ReadError};
+use super::layout::{
+    owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR, MAX_CONSUMERS,
+    MAX_SOURCES, OWNER_ACTIVE, SLOT_ACTIVE, SLOT_JOINING,
+};
+use super::live::{self, Watch};
+use super::map::RingMap;
+use super::producer::LIVENESS_SLICE;
+use super::Wait;
+use crate::sync::{fence, Backoff, Ordering, Step};
+
+/// How long a reader spins before sleeping.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// Where a new consumer starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Start {
+    /// At the producer's head: only data written from now on.
+    #[default]
+    Newest,
+    /// At the oldest data the ring may still hold (a ring behind the head;
+    /// `Variable` rings cannot find block boundaries there and start at the
+    /// head instead).
+    Oldest,
+}
+
+/// Where [`Consumer::seek`] moves the cursor. Distances are in blocks for
+/// `Slotted`, `Descriptors` and `Index` rings and bytes for `Continuous`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekTo {
+    /// To the producer's head.
+    Newest,
+    /// To the oldest data the ring may still hold.
+    Oldest,
+    /// Forward (never past the head).
+    Forward(u64),
+    /// Backward (never more than a ring behind the head).
+    Backward(u64),
+}
+
+/// One consumer's counters (also visible to `zcio ring stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerStats {
+    /// Blocks (or reads, for continuous rings) consumed.
+    pub read_blocks: u64,
+    /// Bytes consumed.
+    pub read_bytes: u64,
+    /// Times this consumer was lapped and skipped forward.
+    pub skipped_blocks: u64,
+    /// Cursor units skipped over.
+    pub skipped_units: u64,
+    /// Blocks the producer dropped (tail drop) since this consumer joined.
+    pub drops: u64,
+    /// Cursor units between this consumer and the producer.
+    pub lag: u64,
+}
+
+/// A located block: where its bytes are and how to check them afterwards.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    ptr: *const u8,
+    len: usize,
+    tag: u32,
+    /// Cursor units to advance past it.
+    units: u64,
+    /// Rich pointer to the bytes.
+    origin: RichPtr,
+    /// Index of the map holding the bytes in `targets` (`None`: own ring).
+    target: Option<usize>,
+}
+
+/// The consuming end of a ring.
+pub struct Consumer {
+    map: Arc<RingMap>,
+    geo: Geometry,
+    cap: u64,
+    slot: usize,
+    cursor: u64,
+    head_cache: u64,
+    step: u64,
+    seen_producer: bool,
+    producer_watch: Option<Watch>,
+    targets: Vec<Arc<RingMap>>,
+    stats: ConsumerStats,
+    drops_at_join: u64,
+    pub(crate) ready: Option<Arc<super::ready::Shared>>,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("ring", &self.map.name())
+            .field("slot", &self.slot)
+            .field("cursor", &self.cursor)
+            .finish()
+    }
+}
+
+thread_local! {
+    /// The block this thread peeked last (address, length, rich pointer,
+    /// ring), for the implicit fast splice of an index ring's `write`.
+    static LAST_PEEK: RefCell<Option<(usize, usize, RichPtr, Arc<RingMap>)>> =
+        const { RefCell::new(None) };
+}
+
+/// If `bytes` is exactly the block this thread peeked last, its rich
+/// pointer and ring.
+pub(crate) fn last_peek(bytes: &[u8]) -> Option<(RichPtr, Arc<RingMap>)> {
+    LAST_PEEK.with(|l| {
+        l.borrow().as_ref().and_then(|(p, n, r, m)| {
+            (*p == bytes.as_ptr() as usize && *n == bytes.len()).then(|| (*r, m.clone()))
+        })
+    })
+}
+
+impl Consumer {
+    /// Join an open ring as a new consumer, starting at `start`.
+    pub fn attach(map: Arc<RingMap>, start: Start) -> Result<Self, OpenError> {
+        if !map.writable() {
+            return Err(OpenError::PermissionDenied(map.name().to_owned()));
+        }
+        let (pid, pstart) = live::me();
+        let slot = Self::claim_slot(&map, pid)?;
+        let geo = *map.geometry();
+        let s = map.slot(slot);
+        s.owner_start.store(pstart, Ordering::Relaxed);
+        let ctl = map.control();
+        let drops_at_join = ctl.dropped_blocks.load(Ordering::Relaxed);
+        s.drops_at_join.store(drops_at_join, Ordering::Relaxed);
+        for c in [&s.skipped_blocks, &s.skipped_units, &s.read_blocks, &s.read_bytes] {
+            c.store(0, Ordering::Relaxed);
+        }
+        let p = map.producer();
+        let h = p.head.load(Ordering::SeqCst) >> 1;
+        s.cursor.store(h << 1, Ordering::SeqCst);
+        // SYNC: SeqCst bitmap RMW then SeqCst head load pair with the
+        // producer's SeqCst head swap then SeqCst bitmap load (Producer::scan):
+        // either it counts us from now on, or we start at its newest head.
+        ctl.consumers.fetch_or(1u64 << slot, Ordering::SeqCst);
+        let h2 = p.head.load(Ordering::SeqCst) >> 1;
+        let mut me = Self {
+            cap: geo.cap(),
+            geo,
+            slot,
+            cursor: h2,
+            head_cache: h2,
+            step: 0,
+            seen_producer: false,
+            producer_watch: None,
+            targets: Vec::new(),
+            stats: ConsumerStats::default(),
+            drops_at_join,
+            map,
+            ready: None,
+        };
+        me.step = me.base_step();
+        if start == Start::Oldest && geo.layout != Layout::Variable {
+            me.cursor = h2.saturating_sub(me.cap);
+        }
+        me.publish_cursor();
+        // SYNC: Release publishes the slot's fields; pairs with the Acquire
+        // owner loads in Producer::consumer_alive and ring::stat.
+        me.map
+            .slot(slot)
+            .owner
+            .store(SLOT_ACTIVE << 32 | u64::from(pid), Ordering::Release);
+        me.seen_producer = me.producer_state().0 == OWNER_ACTIVE;
+        Ok(me)
+    }
+
+    fn claim_slot(map: &RingMap, pid: u32) -> Result<usize, OpenError> {
+        let joining = SLOT_JOINING << 32 | u64::from(pid);
+        for i in 0..MAX_CONSUMERS {
+            let s = map.slot(i);
+            let owner = s.owner.load(Ordering::Acquire);
+            let free = owner == 0 || {
+                // A slot whose process died is free again.
+                let start = s.owner_start.load(Ordering::Acquire);
+                owner >> 32 == SLOT_ACTIVE && !Watch::new(owner as u32, start).alive()
+            };
+            // SYNC: AcqRel CAS claims the slot.
+            if free
+                && s
+                    .owner
+                    .compare_exchange(owner, joining, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Ok(i);
+            }
+        }
+        Err(OpenError::NoSlot(MAX_CONSUMERS))
+    }
+
+    fn base_step(&self) -> u64 {
+        let unit = if self.geo.layout == Layout::Slotted {
+            self.geo.slot_size
+        } else {
+            1
+        };
+        (self.cap / 16).max(unit)
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> &Arc<RingMap> {
+        &self.map
+    }
+
+    /// The ring's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Our slot number (as shown by `zcio ring stat`).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Our cursor (cursor units).
+    pub fn position(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Counters, including drops since we joined and our lag.
+    pub fn stats(&mut self) -> ConsumerStats {
+        let head = self.refresh_head();
+        let dropped = self.map.control().dropped_blocks.load(Ordering::Relaxed);
+        ConsumerStats {
+            drops: dropped.wrapping_sub(self.drops_at_join),
+            lag: head.saturating_sub(self.cursor),
+            ..self.stats
+        }
+    }
+
+    /// `(state, pid)` of the producer, after an Acquire load.
+    fn producer_state(&self) -> (u64, u32) {
+        // SYNC: Acquire pairs with the Release owner stores of
+        // Producer::attach and Producer::drop (all publishes come before
+        // CLOSED).
+        let (_, state, pid) = owner_parts(self.map.control().owner.load(Ordering::Acquire));
+        (state, pid)
+    }
+
+    fn producer_alive(&mut self, pid: u32) -> bool {
+        let start = self.map.control().owner_start.load(Ordering::Acquire);
+        let w = &mut self.producer_watch;
+        if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
+            *w = Some(Watch::new(pid, start));
+        }
+        w.as_ref().is_some_and(Watch::alive)
+    }
+
+    fn refresh_head(&mut self) -> u64 {
+        // SYNC: Acquire pairs with the SeqCst publishing swap in
+        // Producer::publish: the block's bytes and header are written.
+        let h = self.map.producer().head.load(Ordering::Acquire) >> 1;
+        self.head_cache = h;
+        h
+    }
+
+    /// Publish our cursor; wake the producer if it waits for us.
+    fn publish_cursor(&mut self) {
+        let w = &self.map.slot(self.slot).cursor;
+        // SYNC: SeqCst swap releases the blocks we read (the producer may
+        // reuse them) and pairs with the producer's flag RMW in
+        // Producer::sleep_on.
+        if w.swap(self.cursor << 1, Ordering::SeqCst) & 1 != 0 {
+            crate::sync::futex_wake(w);
+        }
+    }
+
+    fn advance(&mut self, b: &Block) {
+        let prev = self.cursor;
+        self.cursor += b.units;
+        self.stats.read_blocks += 1;
+        self.stats.read_bytes += b.len as u64;
+        let s = self.map.slot(self.slot);
+        s.read_blocks.store(self.stats.read_blocks, Ordering::Relaxed);
+        s.read_bytes.store(self.stats.read_bytes, Ordering::Relaxed);
+        self.publish_cursor();
+        if self.geo.overflow == Overflow::Mrp {
+            // SYNC: Release: we are done with everything below `prev`; pairs
+            // with the Acquire load of R in Producer::ensure_room.
+            self.map.shared().mrp_read.store(prev, Ordering::Release);
+        }
+        self.step = (self.step / 2).max(self.base_step());
+    }
+
+    /// We were lapped: jump forward, count it.
+    fn skip(&mut self) {
+        let head = self.refresh_head();
+        let floor = head.saturating_sub(self.cap);
+        let to = match self.geo.layout {
+            // No way to find a block boundary behind the head.
+            Layout::Variable => head,
+            Layout::Slotted => {
+                let s = self.geo.slot_size;
+                ((floor + self.step) / s * s).min(head)
+            }
+            _ => (floor + self.step).min(head),
+        }
+        .max(self.cursor);
+        self.stats.skipped_blocks += 1;
+        self.stats.skipped_units += to - self.cursor;
+        let s = self.map.slot(self.slot);
+        s.skipped_blocks
+            .store(self.stats.skipped_blocks, Ordering::Relaxed);
+        s.skipped_units.store(self.stats.skipped_units, Ordering::Relaxed);
+        self.cursor = to;
+        self.step = (self.step * 2).min((self.cap / 2).max(self.base_step()));
+        self.publish_cursor();
+    }
+
+    /// Whether the block at our cursor (and its bytes) can still be intact:
+    /// the producer has not announced overwriting them.
+    fn intact(&self, b: &Block) -> bool {
+        // SYNC: Acquire fence pairs with the Release fence in
+        // Producer::announce: if what we read was overwritten, we now see
+        // the write_end announced before the overwrite.
+        fence(Ordering::Acquire);
+        let p = self.map.producer();
+        if p.write_end.load(Ordering::Relaxed) > self.cursor + self.cap {
+            return false;
+        }
+        match b.target {
+            None if self.geo.layout == Layout::Descriptors => {
+                p.data_write_end.load(Ordering::Relaxed) <= b.origin.pos + self.geo.data_len
+            }
+            None => true,
+            Some(t) => {
+                let m = &self.targets[t];
+                let tp = m.producer();
+                let g = m.geometry();
+                let end = if g.layout == Layout::Descriptors {
+                    tp.data_write_end.load(Ordering::Relaxed)
+                } else {
+                    tp.write_end.load(Ordering::Relaxed)
+                };
+                !m.truncated() && end <= b.origin.pos + g.data_len
+            }
+        }
+    }
+
+    /// Locate the block at the cursor (`max`: byte limit for continuous
+    /// rings). `Ok(None)`: the header was not valid (lapped or corrupt).
+    fn locate(&mut self, max: usize) -> Result<Option<Block>, ReadError> {
+        let avail = self.head_cache - self.cursor;
+        let own = self.geo.ring_id;
+        Ok(Some(match self.geo.layout {
+            Layout::Continuous => {
+                let n = avail.min(max as u64) as usize;
+                Block {
+                    ptr: self.map.data(self.cursor),
+                    len: n,
+                    tag: 0,
+                    units: n as u64,
+                    origin: RichPtr {
+                        ring_id: own,
+                        pos: self.cursor,
+                        len: n as u32,
+                        ..RichPtr::default()
+                    },
+                    target: None,
+                }
+            }
+            Layout::Slotted | Layout::Variable => {
+                // The header is at our cursor inside the data area; copied
+                // out (any bits are a valid BlockHeader) before validation.
+                // SAFETY: as argued just above.
+                let h: BlockHeader =
+                    unsafe { self.map.data(self.cursor).cast::<BlockHeader>().read_volatile() };
+                let units = if self.geo.layout == Layout::Slotted {
+                    self.geo.slot_size
+                } else {
+                    BLOCK_HDR + u64::from(h.len).next_multiple_of(BLOCK_HDR)
+                };
+                if h.pos != self.cursor
+                    || u64::from(h.len) > self.geo.max_block()
+                    || units > avail
+                {
+                    return Ok(None);
+                }
+                Block {
+                    ptr: self.map.data(self.cursor + BLOCK_HDR),
+                    len: h.len as usize,
+                    tag: h.tag,
+                    units,
+                    origin: RichPtr {
+                        ring_id: own,
+                        pos: self.cursor,
+                        offset: BLOCK_HDR as u32,
+                        len: h.len,
+                        tag: h.tag,
+                        _reserved: 0,
+                    },
+                    target: None,
+                }
+            }
+            Layout::Descriptors => {
+                // The entry of our cursor, copied out then validated.
+                // SAFETY: as argued just above.
+                let e: RichPtr = unsafe { self.map.desc(self.cursor).read_volatile() };
+                if e.ring_id != own || u64::from(e.len) > self.geo.data_len || e.offset != 0 {
+                    return Ok(None);
+                }
+                Block {
+                    ptr: self.map.data(e.pos),
+                    len: e.len as usize,
+                    tag: e.tag,
+                    units: 1,
+                    origin: e,
+                    target: None,
+                }
+            }
+            Layout::Index => {
+                // As above, for an index entry.
+                // SAFETY: as argued just above.
+                let e: RichPtr = unsafe { self.map.desc(self.cursor).read_volatile() };
+                let t = match self.target(e.ring_id) {
+                    Ok(t) => t,
+                    Err(err) if !self.intact_entry() => {
+                        let _ = err;
+                        return Ok(None);
+                    }
+                    Err(err) => return Err(err),
+                };
+                let g = *self.targets[t].geometry();
+                let end = u64::from(e.offset) + u64::from(e.len);
+                if g.layout == Layout::Index || end > g.data_len {
+                    return Ok(None);
+                }
+                Block {
+                    ptr: self.targets[t].data(e.pos.wrapping_add(u64::from(e.offset))),
+                    len: e.len as usize,
+                    tag: e.tag,
+                    units: 1,
+                    origin: e,
+                    target: Some(t),
+                }
+            }
+        }))
+    }
+
+    fn intact_entry(&self) -> bool {
+        fence(Ordering::Acquire);
+        self.map.producer().write_end.load(Ordering::Relaxed) <= self.cursor + self.cap
+    }
+
+    /// Find (attaching on first use) the ring `id` an index entry points into.
+    fn target(&mut self, id: u64) -> Result<usize, ReadError> {
+        if let Some(i) = self.targets.iter().position(|m| m.geometry().ring_id == id) {
+            return Ok(i);
+        }
+        let name = (0..MAX_SOURCES)
+            .filter_map(|i| self.map.read_source(i))
+            .find(|(sid, _)| *sid == id)
+            .map(|(_, n)| n)
+            .ok_or_else(|| ReadError::Source(format!("unknown ring id {id:#x}")))?;
+        let m = RingMap::open(&name, false).map_err(|e| ReadError::Source(format!("{name}: {e}")))?;
+        if m.geometry().ring_id != id {
+            return Err(ReadError::Source(format!("{name} was replaced")));
+        }
+        if self.targets.len() >= MAX_SOURCES {
+            self.targets.remove(0);
+        }
+        self.targets.push(m);
+        Ok(self.targets.len() - 1)
+    }
+
+    /// The next valid block (skipping lapped data), or `None` at end of
+    /// stream.
+    fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
+        let mut backoff: Option<Backoff> = None;
+        loop {
+            if self.map.truncated() {
+                return Err(ReadError::Corrupt("ring file truncated"));
+            }
+            if self.head_cache == self.cursor {
+                self.refresh_head();
+            }
+            let avail = self.head_cache.wrapping_sub(self.cursor);
+            if avail == 0 {
+                let b = backoff.get_or_insert_with(|| {
+                    let t = wait
+                        .deadline()
+                        .map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+                    Backoff::new(SPIN, t)
+                });
+                if let Some(eof) = self.idle(wait, b)? {
+                    if eof {
+                        return Ok(None);
+                    }
+                }
+                continue;
+            }
+            if avail > self.cap {
+                if self.head_cache < self.cursor {
+                    return Err(ReadError::Corrupt("producer head behind our cursor"));
+                }
+                self.skip();
+                continue;
+            }
+            self.seen_producer = true;
+            match self.locate(max)? {
+                Some(b) => return Ok(Some(b)),
+                None if self.geo.overflow.overwrites() || !self.intact_entry() => self.skip(),
+                None => return Err(ReadError::Corrupt("invalid block header")),
+            }
+        }
+    }
+
+    /// Nothing to read: decide between end-of-stream, an error, or waiting.
+    /// `Some(true)`: end of stream; `Some(false)`/`None`: look again.
+    fn idle(&mut self, wait: Wait, backoff: &mut Backoff) -> Result<Option<bool>, ReadError> {
+        let (state, pid) = self.producer_state();
+        if state == OWNER_ACTIVE {
+            self.seen_producer = true;
+        } else if self.seen_producer && self.refresh_head() == self.cursor {
+            return Ok(Some(true));
+        }
+        if self.head_cache != self.cursor {
+            return Ok(Some(false));
+        }
+        if wait == Wait::No {
+            return Err(ReadError::WouldBlock);
+        }
+        match backoff.step() {
+            Step::Retry => Ok(None),
+            Step::TimedOut => Err(ReadError::TimedOut),
+            Step::Sleep { remaining, .. } => {
+                let w = &self.map.producer().head;
+                // SYNC: the RMW sets the sleep flag and returns the latest
+                // head word; the producer's publishing swap changes the word
+                // (so the wait cannot miss it) and wakes us if it saw the flag.
+                let old = w.fetch_or(1, Ordering::SeqCst);
+                if old >> 1 != self.cursor {
+                    return Ok(Some(false));
+                }
+                let woke = crate::sync::futex_wait(w, (old | 1) as u32, remaining.min(LIVENESS_SLICE));
+                if !woke && state == OWNER_ACTIVE && !self.producer_alive(pid) && self.refresh_head() == self.cursor {
+                    return Err(ReadError::ProducerDied(pid));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<usize, ReadError> {
+        loop {
+            let Some(b) = self.next(buf.len(), wait)? else {
+                return Ok(0);
+            };
+            if b.len > buf.len() {
+                return Err(ReadError::BufferTooSmall {
+                    need: b.len,
+                    have: buf.len(),
+                });
+            }
+            // `b.ptr` addresses `b.len` mapped bytes (`locate` bounds them by
+            // the data area, which is mapped twice) and `buf` has room.
+            // SAFETY: as argued just above.
+            unsafe { std::ptr::copy_nonoverlapping(b.ptr, buf.as_mut_ptr(), b.len) };
+            if self.intact(&b) {
+                self.advance(&b);
+                return Ok(b.len);
+            }
+            self.skip();
+        }
+    }
+
+    /// Copy the next block (continuous rings: up to `buf.len()` bytes) into
+    /// `buf`, waiting for data. `Ok(0)` is end of stream (the producer
+    /// closed the ring and everything was read).
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
+        self.read_with(buf, Wait::Forever)
+    }
+
+    /// Like [`Self::read`] but never waits (`WouldBlock`).
+    pub fn try_read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
+        self.read_with(buf, Wait::No).inspect_err(|e| self.note_empty(e))
+    }
+
+    /// Like [`Self::read`], waiting at most `timeout`.
+    pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, ReadError> {
+        self.read_with(buf, Wait::Until(Instant::now() + timeout))
+    }
+
+    fn note_empty(&self, e: &ReadError) {
+        if *e == ReadError::WouldBlock {
+            if let Some(r) = &self.ready {
+                r.arm(self.cursor);
+            }
+        }
+    }
+
+    /// Borrow the next block in place (continuous rings: up to `max`
+    /// bytes), waiting for data. `Ok(None)` is end of stream.
+    pub fn peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
+        self.peek_with(max, Wait::Forever)
+    }
+
+    /// Like [`Self::peek`] but never waits (`WouldBlock`).
+    pub fn try_peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
+        match self.next(max, Wait::No) {
+            Ok(b) => Ok(b.map(|b| self.make_peek(b))),
+            Err(e) => {
+                self.note_empty(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Like [`Self::peek`], waiting at most `timeout`.
+    pub fn peek_timeout(&mut self, max: usize, timeout: Duration) -> Result<Option<Peek<'_>>, ReadError> {
+        self.peek_with(max, Wait::Until(Instant::now() + timeout))
+    }
+
+    fn peek_with(&mut self, max: usize, wait: Wait) -> Result<Option<Peek<'_>>, ReadError> {
+        let b = self.next(max, wait)?;
+        Ok(b.map(|b| self.make_peek(b)))
+    }
+
+    fn make_peek(&mut self, b: Block) -> Peek<'_> {
+        let src = match b.target {
+            Some(t) => self.targets[t].clone(),
+            None => self.map.clone(),
+        };
+        LAST_PEEK.with(|l| *l.borrow_mut() = Some((b.ptr as usize, b.len, b.origin, src)));
+        Peek {
+            cons: self,
+            b,
+            done: false,
+        }
+    }
+
+    /// Move the cursor.
+    pub fn seek(&mut self, to: SeekTo) -> Result<u64, ReadError> {
+        let head = self.refresh_head();
+        let floor = head.saturating_sub(self.cap);
+        let unit = match self.geo.layout {
+            Layout::Slotted => self.geo.slot_size,
+            _ => 1,
+        };
+        let variable = self.geo.layout == Layout::Variable;
+        let target = match to {
+            SeekTo::Newest => head,
+            SeekTo::Oldest if variable => return Err(ReadError::Unsupported("seek to oldest")),
+            SeekTo::Oldest => floor,
+            SeekTo::Forward(_) | SeekTo::Backward(_) if variable => {
+                return Err(ReadError::Unsupported("relative seek in a variable ring"))
+            }
+            SeekTo::Forward(n) => self.cursor.saturating_add(n.saturating_mul(unit)).min(head),
+            SeekTo::Backward(n) => self
+                .cursor
+                .saturating_sub(n.saturating_mul(unit))
+                .max(floor),
+        };
+        self.cursor = target;
+        self.publish_cursor();
+        Ok(target)
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let s = self.map.slot(self.slot);
+        // SYNC: SeqCst like every bitmap update (see Producer::scan).
+        self.map
+            .control()
+            .consumers
+            .fetch_and(!(1u64 << self.slot), Ordering::SeqCst);
+        s.owner.store(0, Ordering::Release);
+        // A producer waiting for us must look again.
+        if s.cursor.fetch_and(!1, Ordering::SeqCst) & 1 != 0 {
+            crate::sync::futex_wake(&s.cursor);
+        }
+    }
+}
+
+/// A block borrowed in place from the ring. Dropping it (or [`release`])
+/// moves the cursor past it.
+///
+/// Under FRP/MRP the producer may overwrite the block while it is borrowed:
+/// [`release`] says whether it stayed intact, and [`is_intact`] can be asked
+/// any time. Under `Block`/`Srp` it always stays intact.
+///
+/// [`release`]: Peek::release
+/// [`is_intact`]: Peek::is_intact
+pub struct Peek<'a> {
+    cons: &'a mut Consumer,
+    b: Block,
+    done: bool,
+}
+
+impl Peek<'_> {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // `ptr`/`len` were bounded by `locate` inside a mapping that the
+        // consumer keeps alive for at least our lifetime. A peer may write
+        // the bytes concurrently (that is what `is_intact` detects); they
+        // are plain bytes, so any value is valid.
+        // SAFETY: as argued just above.
+        unsafe { std::slice::from_raw_parts(self.b.ptr, self.b.len) }
+    }
+
+    /// Classification tag.
+    pub fn tag(&self) -> u32 {
+        self.b.tag
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.b.len
+    }
+
+    /// Whether the block is empty.
+    pub fn is_empty(&self) -> bool {
+        self.b.len == 0
+    }
+
+    /// Whether the producer has not (yet) overwritten the block.
+    pub fn is_intact(&self) -> bool {
+        self.cons.intact(&self.b)
+    }
+
+    /// A rich pointer to the block and the ring that holds its bytes.
+    pub fn origin(&self) -> (RichPtr, &RingMap) {
+        let m = match self.b.target {
+            Some(t) => &self.cons.targets[t],
+            None => &self.cons.map,
+        };
+        (self.b.origin, m)
+    }
+
+    /// Consume only the first `n` bytes (continuous rings; others ignore it).
+    pub fn truncate(&mut self, n: usize) {
+        if self.cons.geo.layout == Layout::Continuous && n < self.b.len {
+            self.b.len = n;
+            self.b.units = n as u64;
+        }
+    }
+
+    /// Done with the block: advance the cursor. `Err(Lapped)` if it was
+    /// overwritten while borrowed (the cursor then skips forward).
+    pub fn release(mut self) -> Result<(), ReadError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), ReadError> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        LAST_PEEK.with(|l| *l.borrow_mut() = None);
+        if self.cons.intact(&self.b) {
+            self.cons.advance(&self.b);
+            Ok(())
+        } else {
+            self.cons.skip();
+            Err(ReadError::Lapped)
+        }
+    }
+}
+
+impl Drop for Peek<'_> {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+impl std::ops::Deref for Peek<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}

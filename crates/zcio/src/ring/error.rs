@@ -1,0 +1,109 @@
+//! Errors of the ring operations, one enum per operation family.
+
+use rustix::io::Errno;
+use thiserror::Error;
+
+use super::layout::BadHeader;
+
+/// Creating, opening or attaching to a ring.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    /// No ring of that name.
+    #[error("no ring named {0:?} (create it with `zcio ring create {0}`)")]
+    NotFound(String),
+    /// Creating, but the name is taken.
+    #[error("a ring named {0:?} already exists (remove it with `zcio ring rm {0}`)")]
+    Exists(String),
+    /// The file's owner/group/mode do not allow this process in.
+    #[error("permission denied on ring {0:?} (check its owner and mode with `ls -l /dev/shm`)")]
+    PermissionDenied(String),
+    /// Names are 1–200 characters of `[A-Za-z0-9._-]`, not starting with a dot.
+    #[error("invalid ring name {0:?}: use 1-200 characters from [A-Za-z0-9._-], not starting with '.'")]
+    InvalidName(String),
+    /// A creation parameter is out of range.
+    #[error("invalid {0}")]
+    InvalidConfig(&'static str),
+    /// The file is not a ring this build can use.
+    #[error("not a usable zcio ring: {0:?}")]
+    BadHeader(BadHeader),
+    /// Another live producer has the ring.
+    #[error("ring already has a live producer (pid {0})")]
+    ProducerBusy(u32),
+    /// All consumer slots are taken by live consumers.
+    #[error("ring has no free consumer slot ({0} consumers attached)")]
+    NoSlot(usize),
+    /// The operation needs a different layout.
+    #[error("this operation needs a {0} ring")]
+    WrongLayout(&'static str),
+    /// A system call failed.
+    #[error("system call failed: {0}")]
+    Os(Errno),
+}
+
+/// Writing to a ring (the caller keeps its bytes).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WriteError {
+    /// Non-blocking write and no room (`Block` policy).
+    #[error("ring full")]
+    WouldBlock,
+    /// Timed write and no room before the deadline.
+    #[error("timed out waiting for room")]
+    TimedOut,
+    /// Tail drop (SRP/MRP): the block was not stored; counted in the ring.
+    #[error("ring full: block dropped")]
+    Dropped,
+    /// The block does not fit this ring's layout.
+    #[error("block of {len} bytes exceeds this ring's limit of {max}")]
+    TooLarge {
+        /// Requested length.
+        len: u64,
+        /// Largest block.
+        max: u64,
+    },
+    /// An index ring stores rich pointers only: write a block obtained from
+    /// `peek` (fast splice) or use `splice`.
+    #[error("index rings take only blocks obtained from peek (use splice)")]
+    NotIndexable,
+    /// The index ring already points into the maximum number of rings.
+    #[error("index ring already points into {0} rings")]
+    TooManySources(usize),
+    /// The ring file was truncated or its shared state corrupted.
+    #[error("ring corrupted: {0}")]
+    Corrupt(&'static str),
+}
+
+/// Reading from a ring.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ReadError {
+    /// Non-blocking read and nothing to read.
+    #[error("ring empty")]
+    WouldBlock,
+    /// Timed read and nothing arrived before the deadline.
+    #[error("timed out waiting for data")]
+    TimedOut,
+    /// The producer died without closing the ring (everything it published
+    /// has been read).
+    #[error("producer died (pid {0})")]
+    ProducerDied(u32),
+    /// A peeked block was overwritten while it was being read (FRP/MRP); the
+    /// cursor has skipped forward.
+    #[error("block overwritten while being read (consumer lapped)")]
+    Lapped,
+    /// The caller's buffer cannot hold the next block.
+    #[error("next block has {need} bytes, buffer has room for {have}")]
+    BufferTooSmall {
+        /// Block length.
+        need: usize,
+        /// Buffer length.
+        have: usize,
+    },
+    /// This ring's layout cannot do that (named).
+    #[error("not supported by this ring's layout: {0}")]
+    Unsupported(&'static str),
+    /// An index entry points into a ring that cannot be attached.
+    #[error("index entry points into an unreachable ring: {0}")]
+    Source(String),
+    /// The ring file was truncated or its shared state is inconsistent.
+    #[error("ring corrupted: {0}")]
+    Corrupt(&'static str),
+}

@@ -1,0 +1,251 @@
+//! Beltway rings: named shared rings with one producer and many consumers.
+//!
+//! A ring is a file under `/dev/shm` (`zcio-ring.NAME`; `$ZCIO_RING_DIR`
+//! overrides the directory), so the kernel enforces its uid/gid/mode: a
+//! process that cannot open the file read-write cannot attach. The producer
+//! writes each block once; every consumer reads it at its own pace through a
+//! private cursor, with no per-block allocation and no mapping work after
+//! attach, and without any copy when it uses [`Consumer::peek`].
+//!
+//! * Data layouts ([`Layout`]): `Continuous` (c-DBuf, a byte stream whose
+//!   blocks may wrap — the data area is mapped twice back to back, so every
+//!   block is contiguous in memory), `Slotted` (p-DBuf), `Variable` (v-DBuf,
+//!   in-band 16-byte headers), `Descriptors` (d-DBuf, headers in a separate
+//!   ring of rich pointers) and `Index` (IBuf: rich pointers into other
+//!   rings; reading one yields the bytes of the ring it points into,
+//!   attached on first use). The API is the same for all.
+//! * Overflow policies ([`Overflow`]): `Block`, `Srp`, `Frp`, `Mrp`. Drops
+//!   and skips are counted per ring and per consumer ([`stat`]).
+//! * Liveness: producers and consumers record pid and start time; a blocked
+//!   producer evicts a consumer whose process died (pidfd), a blocked
+//!   consumer reports [`ReadError::ProducerDied`].
+//! * A peer that truncates the file cannot kill us (see
+//!   [`crate::sys::sigbus`]); corrupt shared state gives typed errors.
+//! * Fast splice: [`Producer::splice`] (or writing a just-peeked block) into
+//!   an `Index` ring stores a rich pointer, not the data.
+
+mod consumer;
+mod error;
+mod layout;
+mod live;
+mod map;
+mod producer;
+mod ready;
+mod stat;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use consumer::{Consumer, ConsumerStats, Peek, SeekTo, Start};
+pub use error::{OpenError, ReadError, WriteError};
+pub use layout::{BadHeader, Geometry, Layout, Overflow, RichPtr, MAX_CONSUMERS, MAX_SOURCES};
+pub use map::RingMap;
+pub use producer::{Producer, Reservation};
+pub use ready::Readiness;
+pub use stat::{stat, ConsumerInfo, ProducerInfo, RingStat};
+
+/// How long an operation may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Not at all (`WouldBlock`).
+    No,
+    /// Until this instant (`TimedOut`).
+    Until(Instant),
+    /// As long as it takes (dead peers are still detected).
+    Forever,
+}
+
+impl Wait {
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// Parameters of a ring, for creating it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Data layout.
+    pub layout: Layout,
+    /// What a full ring does.
+    pub overflow: Overflow,
+    /// Data area in bytes (power of two, ≥ page size).
+    pub size: u64,
+    /// Slot size for `Slotted` rings (power of two, ≥ 32).
+    pub slot_size: u64,
+    /// Descriptor entries for `Descriptors` and `Index` rings (power of two).
+    pub entries: u64,
+    /// Permission bits, as for `open(2)` (the umask applies).
+    pub mode: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            layout: Layout::Continuous,
+            overflow: Overflow::Block,
+            size: 1 << 20,
+            slot_size: 2048,
+            entries: 4096,
+            mode: 0o600,
+        }
+    }
+}
+
+impl Options {
+    /// Default options (continuous, `Block`, 1 MiB, mode 0600).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set the layout.
+    pub fn layout(mut self, l: Layout) -> Self {
+        self.layout = l;
+        self
+    }
+
+    /// Set the overflow policy.
+    pub fn overflow(mut self, o: Overflow) -> Self {
+        self.overflow = o;
+        self
+    }
+
+    /// Set the data size in bytes.
+    pub fn size(mut self, s: u64) -> Self {
+        self.size = s;
+        self
+    }
+
+    /// Set the slot size (`Slotted`).
+    pub fn slot_size(mut self, s: u64) -> Self {
+        self.slot_size = s;
+        self
+    }
+
+    /// Set the descriptor entries (`Descriptors`, `Index`).
+    pub fn entries(mut self, n: u64) -> Self {
+        self.entries = n;
+        self
+    }
+
+    /// Set the permission bits.
+    pub fn mode(mut self, m: u32) -> Self {
+        self.mode = m;
+        self
+    }
+
+    fn geometry(&self) -> Result<Geometry, OpenError> {
+        let id = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            (std::process::id(), Instant::now()),
+        ) | 1;
+        Geometry::new(
+            self.layout,
+            self.overflow,
+            self.size,
+            self.slot_size,
+            self.entries,
+            id,
+        )
+        .map_err(OpenError::InvalidConfig)
+    }
+
+    /// Create ring `name`; fails if it exists.
+    pub fn create(&self, name: &str) -> Result<Arc<RingMap>, OpenError> {
+        RingMap::create(name, &self.geometry()?, self.mode)
+    }
+
+    /// Open ring `name`, creating it with these options if it does not exist.
+    pub fn create_or_open(&self, name: &str) -> Result<Arc<RingMap>, OpenError> {
+        let geo = self.geometry()?;
+        loop {
+            match RingMap::open(name, true) {
+                Err(OpenError::NotFound(_)) => {}
+                r => return r,
+            }
+            match RingMap::create(name, &geo, self.mode) {
+                Err(OpenError::Exists(_)) => continue,
+                r => return r,
+            }
+        }
+    }
+}
+
+/// Flags for the POSIX-like [`open`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// Open as the producer (else as a consumer).
+    pub write: bool,
+    /// Create the ring if it does not exist (`O_CREAT`).
+    pub create: bool,
+    /// With `create`: fail if it exists (`O_EXCL`).
+    pub exclusive: bool,
+}
+
+/// What [`open`] returns.
+#[derive(Debug)]
+pub enum Handle {
+    /// Opened for writing.
+    Producer(Producer),
+    /// Opened for reading.
+    Consumer(Consumer),
+}
+
+/// POSIX-like open: `open(name, flags, mode, size)`. New rings get
+/// `opts`'s layout and policy with `mode` and `size` overriding them.
+pub fn open(name: &str, flags: Flags, mode: u32, size: u64) -> Result<Handle, OpenError> {
+    let opts = Options::new().mode(mode).size(size);
+    open_with(name, flags, &opts)
+}
+
+/// [`open`] with full creation options.
+pub fn open_with(name: &str, flags: Flags, opts: &Options) -> Result<Handle, OpenError> {
+    let map = match (flags.create, flags.exclusive) {
+        (true, true) => opts.create(name)?,
+        (true, false) => opts.create_or_open(name)?,
+        (false, _) => RingMap::open(name, true)?,
+    };
+    Ok(if flags.write {
+        Handle::Producer(Producer::attach(map)?)
+    } else {
+        Handle::Consumer(Consumer::attach(map, Start::Newest)?)
+    })
+}
+
+impl Producer {
+    /// Become the producer of existing ring `name`.
+    pub fn open(name: &str) -> Result<Self, OpenError> {
+        Self::attach(RingMap::open(name, true)?)
+    }
+}
+
+impl Consumer {
+    /// Join existing ring `name` as a consumer starting at the head.
+    pub fn open(name: &str) -> Result<Self, OpenError> {
+        Self::attach(RingMap::open(name, true)?, Start::Newest)
+    }
+}
+
+/// Remove ring `name` (attached processes keep using it).
+pub fn unlink(name: &str) -> Result<(), OpenError> {
+    if !crate::sys::shm::valid_name(name) {
+        return Err(OpenError::InvalidName(name.to_owned()));
+    }
+    crate::sys::shm::unlink(name).map_err(|e| match e {
+        rustix::io::Errno::NOENT => OpenError::NotFound(name.to_owned()),
+        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
+            OpenError::PermissionDenied(name.to_owned())
+        }
+        e => OpenError::Os(e),
+    })
+}
+
+/// Names of existing rings.
+pub fn list() -> Result<Vec<String>, OpenError> {
+    crate::sys::shm::list().map_err(OpenError::Os)
+}
+
+#[cfg(test)]
+mod tests;

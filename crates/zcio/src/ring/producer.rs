@@ -1,0 +1,724 @@
+//! The producing end of a ring: one per ring at a time.
+//!
+//! A write is *announce → fill → publish*: the producer first stores the end
+//! of the range it is about to overwrite in `write_end` (followed by a
+//! release fence), then copies the data, then publishes the new head with a
+//! swap that also tells it whether any consumer sleeps. Readers that may be
+//! overtaken (FRP, MRP, index readers) check `write_end` after reading, the
+//! seqlock way, so overwritten data is never returned as valid.
+//!
+//! Room is decided by the overflow policy: `Block` and `Srp` compare against
+//! the slowest live consumer (cached; the consumer slots are re-scanned only
+//! when the cached minimum says the ring is full), `Mrp` against the shared
+//! read pointer, `Frp` never looks.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::error::{OpenError, WriteError};
+use super::layout::{
+    owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
+    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, SLOT_ACTIVE,
+};
+use super::live::{self, Watch};
+use super::map::RingMap;
+use super::Wait;
+use crate::sync::{fence, Backoff, Ordering, Step};
+
+/// How long a producer spins before sleeping for room.
+const SPIN: Duration = Duration::from_micros(200);
+/// Longest single sleep; after each, a blocking consumer's liveness is
+/// checked.
+pub(crate) const LIVENESS_SLICE: Duration = Duration::from_millis(50);
+/// Owner state while a producer takes over (start time not yet stored).
+const OWNER_STARTING: u64 = 3;
+
+/// The producing end of a ring (see the module docs).
+pub struct Producer {
+    map: Arc<RingMap>,
+    geo: Geometry,
+    cap: u64,
+    /// Our head (cursor units); only we write the shared copy.
+    head: u64,
+    /// `Descriptors`: data bytes written.
+    data_head: u64,
+    /// Largest `write_end` / `data_write_end` announced (kept monotonic).
+    write_end: u64,
+    data_write_end: u64,
+    /// Lowest consumer position seen at the last scan (Block/SRP).
+    min_cache: u64,
+    /// `Descriptors`: the data position of each entry (private copy, so a
+    /// consumer scribbling over the descriptor ring cannot fool us).
+    shadow: Vec<u64>,
+    epoch: u64,
+    pid: u32,
+    watches: Vec<Option<Watch>>,
+    /// `Index`: ring ids registered in the source table.
+    sources: Vec<u64>,
+    blocks: u64,
+    bytes: u64,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("ring", &self.map.name())
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+/// Room needed by one block, in cursor units and data bytes.
+#[derive(Clone, Copy, Debug)]
+struct Need {
+    units: u64,
+    data: u64,
+}
+
+impl Producer {
+    /// Become the producer of an open ring. Fails with
+    /// [`OpenError::ProducerBusy`] while another live producer has it; a
+    /// dead producer's claim is taken over.
+    pub fn attach(map: Arc<RingMap>) -> Result<Self, OpenError> {
+        if !map.writable() {
+            return Err(OpenError::PermissionDenied(map.name().to_owned()));
+        }
+        let (pid, start) = live::me();
+        let ctl = map.control();
+        let epoch = loop {
+            let w = ctl.owner.load(Ordering::Acquire);
+            let (epoch, state, owner) = owner_parts(w);
+            if matches!(state, OWNER_ACTIVE | OWNER_STARTING) && owner != pid {
+                let s = ctl.owner_start.load(Ordering::Acquire);
+                let alive = if state == OWNER_ACTIVE {
+                    Watch::new(owner, s).alive()
+                } else {
+                    crate::sys::peer::start_time(owner as i32).is_some()
+                };
+                if alive {
+                    return Err(OpenError::ProducerBusy(owner));
+                }
+            }
+            // SYNC: AcqRel CAS claims the ring; the start time is stored
+            // before the final ACTIVE word is released below.
+            if ctl
+                .owner
+                .compare_exchange(
+                    w,
+                    owner_word(epoch, OWNER_STARTING, pid),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                ctl.owner_start.store(start, Ordering::Relaxed);
+                break epoch + 1;
+            }
+        };
+        let geo = *map.geometry();
+        let p = map.producer();
+        // Continue where the previous producer stopped. Its words are only
+        // starting points: positions are re-validated by every reader, and
+        // `write_end` only ever grows.
+        let head = p.head.load(Ordering::Acquire) >> 1;
+        let write_end = p.write_end.load(Ordering::Acquire).max(head);
+        let data_head = p.data_head.load(Ordering::Acquire);
+        let data_write_end = p.data_write_end.load(Ordering::Acquire).max(data_head);
+        let mut shadow = Vec::new();
+        if geo.layout == Layout::Descriptors {
+            shadow = vec![data_head; geo.desc_len as usize];
+            for pos in head.saturating_sub(geo.desc_len)..head {
+                // The entry is inside the descriptor ring; copied out, then
+                // clamped into the range of data that can still exist.
+                // SAFETY: as argued just above.
+                let e = unsafe { map.desc(pos).read_volatile() };
+                let lo = data_head.saturating_sub(geo.data_len);
+                shadow[(pos & (geo.desc_len - 1)) as usize] = e.pos.clamp(lo, data_head);
+            }
+        }
+        let ctl = map.control();
+        // SYNC: Release publishes owner_start (stored above); pairs with the
+        // Acquire loads of the owner word in Consumer::producer_state.
+        ctl.owner
+            .store(owner_word(epoch, OWNER_ACTIVE, pid), Ordering::Release);
+        let blocks = ctl.blocks.load(Ordering::Relaxed);
+        let bytes = ctl.bytes.load(Ordering::Relaxed);
+        let mut me = Self {
+            cap: geo.cap(),
+            geo,
+            head,
+            data_head,
+            write_end,
+            data_write_end,
+            min_cache: head,
+            shadow,
+            epoch,
+            pid,
+            watches: (0..MAX_CONSUMERS).map(|_| None).collect(),
+            sources: Vec::new(),
+            blocks,
+            bytes,
+            map,
+        };
+        me.min_cache = me.scan().0;
+        if geo.layout == Layout::Index {
+            me.sources = (0..MAX_SOURCES)
+                .filter_map(|i| me.map.read_source(i).map(|(id, _)| id))
+                .collect();
+        }
+        Ok(me)
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> &Arc<RingMap> {
+        &self.map
+    }
+
+    /// The ring's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Number of consumers attached now.
+    pub fn consumers(&self) -> usize {
+        self.map.control().consumers.load(Ordering::Relaxed).count_ones() as usize
+    }
+
+    /// Wait (at most `timeout`) until at least `n` consumers are attached;
+    /// returns how many there are.
+    pub fn wait_for_consumers(&self, n: usize, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let c = self.consumers();
+            if c >= n || Instant::now() >= deadline {
+                return c;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn room_for(&self, len: u64) -> Result<Need, WriteError> {
+        let g = &self.geo;
+        if len > g.max_block() {
+            return Err(WriteError::TooLarge {
+                len,
+                max: g.max_block(),
+            });
+        }
+        Ok(match g.layout {
+            Layout::Continuous => Need { units: len, data: 0 },
+            Layout::Slotted => Need {
+                units: g.slot_size,
+                data: 0,
+            },
+            Layout::Variable => Need {
+                units: BLOCK_HDR + len.next_multiple_of(BLOCK_HDR),
+                data: 0,
+            },
+            Layout::Descriptors => Need {
+                units: 1,
+                data: len.next_multiple_of(8),
+            },
+            Layout::Index => Need { units: 1, data: 0 },
+        })
+    }
+
+    /// Whether `need` fits when the slowest reader is at `min`.
+    fn fits(&self, need: Need, min: u64) -> bool {
+        if self.head + need.units - min > self.cap {
+            return false;
+        }
+        if need.data > 0 {
+            let dmin = if min == self.head {
+                self.data_head
+            } else {
+                self.shadow[(min & (self.cap - 1)) as usize]
+            };
+            return self.data_head + need.data - dmin <= self.geo.data_len;
+        }
+        true
+    }
+
+    /// Lowest live consumer position and the slot holding it.
+    fn scan(&self) -> (u64, Option<usize>) {
+        // SYNC: SeqCst pairs with the SeqCst `consumers` RMW and head load in
+        // Consumer::join: either we see a joining consumer here, or it sees
+        // our latest head and starts there.
+        let mut mask = self.map.control().consumers.load(Ordering::SeqCst);
+        let (mut min, mut slowest) = (self.head, None);
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            // SYNC: Acquire pairs with the publishing swap in
+            // Consumer::publish_cursor: the consumer no longer reads below it.
+            let c = self.map.slot(i).cursor.load(Ordering::Acquire) >> 1;
+            // A cursor ahead of us is nonsense (ignored); one more than a ring
+            // behind (a consumer that sought backwards) counts as a ring behind.
+            if c > self.head {
+                continue;
+            }
+            let c = c.max(self.head.saturating_sub(self.cap));
+            if c < min {
+                (min, slowest) = (c, Some(i));
+            }
+        }
+        (min, slowest)
+    }
+
+    fn drop_block(&self, len: u64) -> WriteError {
+        let c = self.map.control();
+        // Only the producer writes the drop counters.
+        c.dropped_blocks
+            .store(c.dropped_blocks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        c.dropped_bytes
+            .store(c.dropped_bytes.load(Ordering::Relaxed) + len, Ordering::Relaxed);
+        WriteError::Dropped
+    }
+
+    /// Make room for `need` under the ring's policy.
+    fn ensure_room(&mut self, need: Need, len: u64, wait: Wait) -> Result<(), WriteError> {
+        if self.map.truncated() {
+            return Err(WriteError::Corrupt("ring file truncated"));
+        }
+        match self.geo.overflow {
+            Overflow::Frp => Ok(()),
+            Overflow::Mrp => {
+                // SYNC: Acquire pairs with the Release store of R in
+                // Consumer::advance: data below R has been read.
+                let r = self.map.shared().mrp_read.load(Ordering::Acquire);
+                let r = if r > self.head {
+                    self.head
+                } else {
+                    r.max(self.head.saturating_sub(self.cap))
+                };
+                if self.fits(need, r) {
+                    Ok(())
+                } else {
+                    Err(self.drop_block(len))
+                }
+            }
+            Overflow::Block | Overflow::Srp => {
+                if self.fits(need, self.min_cache) {
+                    return Ok(());
+                }
+                let deadline = wait.deadline();
+                let mut backoff = Backoff::new(SPIN, deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now())));
+                loop {
+                    let (min, slowest) = self.scan();
+                    self.min_cache = min;
+                    if self.fits(need, min) {
+                        return Ok(());
+                    }
+                    if self.geo.overflow == Overflow::Srp {
+                        return Err(self.drop_block(len));
+                    }
+                    let Some(slot) = slowest else {
+                        return Ok(());
+                    };
+                    match wait {
+                        Wait::No => return Err(WriteError::WouldBlock),
+                        _ => {}
+                    }
+                    match backoff.step() {
+                        Step::Retry => continue,
+                        Step::TimedOut => return Err(WriteError::TimedOut),
+                        Step::Sleep { remaining, .. } => {
+                            self.sleep_on(slot, need, remaining.min(LIVENESS_SLICE));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleep until consumer `slot` moves (bounded by `t`); evict it if its
+    /// process has died.
+    fn sleep_on(&mut self, slot: usize, need: Need, t: Duration) {
+        let w = &self.map.slot(slot).cursor;
+        // SYNC: the RMW sets our flag and returns the latest cursor; a later
+        // publishing swap by the consumer changes the word, so the futex
+        // wait cannot miss it.
+        let old = w.fetch_or(1, Ordering::SeqCst);
+        let (min, _) = self.scan();
+        self.min_cache = min;
+        let mut moved = self.fits(need, min);
+        if !moved {
+            moved = crate::sync::futex_wait(w, (old | 1) as u32, t);
+        }
+        w.fetch_and(!1, Ordering::Relaxed);
+        if !moved && !self.consumer_alive(slot) {
+            self.evict(slot);
+        }
+    }
+
+    fn consumer_alive(&mut self, slot: usize) -> bool {
+        let s = self.map.slot(slot);
+        let owner = s.owner.load(Ordering::Acquire);
+        let start = s.owner_start.load(Ordering::Acquire);
+        let pid = owner as u32;
+        if owner >> 32 != SLOT_ACTIVE {
+            return true; // joining: give it time
+        }
+        let w = &mut self.watches[slot];
+        if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
+            *w = Some(Watch::new(pid, start));
+        }
+        w.as_ref().is_some_and(Watch::alive)
+    }
+
+    /// Remove a dead consumer from the ring.
+    fn evict(&mut self, slot: usize) {
+        let s = self.map.slot(slot);
+        let owner = s.owner.load(Ordering::Acquire);
+        // SYNC: SeqCst like every update of the bitmap (see `scan`).
+        self.map
+            .control()
+            .consumers
+            .fetch_and(!(1u64 << slot), Ordering::SeqCst);
+        let _ = s
+            .owner
+            .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed);
+        self.watches[slot] = None;
+    }
+
+    /// Announce that positions up to `units`/`data` past our heads are about
+    /// to be overwritten (the seqlock "begin").
+    fn announce(&mut self, need: Need) {
+        let p = self.map.producer();
+        self.write_end = self.write_end.max(self.head + need.units);
+        p.write_end.store(self.write_end, Ordering::Relaxed);
+        if need.data > 0 {
+            self.data_write_end = self.data_write_end.max(self.data_head + need.data);
+            p.data_write_end
+                .store(self.data_write_end, Ordering::Relaxed);
+        }
+        // SYNC: Release fence orders the write_end stores above before the
+        // data stores that follow; pairs with the Acquire fence in
+        // Consumer::intact (a reader that sees our new data also sees
+        // the new write_end).
+        fence(Ordering::Release);
+    }
+
+    /// Publish a block of `units` (`data` bytes of payload).
+    fn publish(&mut self, units: u64, data: u64, payload: u64) {
+        self.head += units;
+        self.data_head += data;
+        let p = self.map.producer();
+        if data > 0 {
+            p.data_head.store(self.data_head, Ordering::Relaxed);
+        }
+        self.blocks += 1;
+        self.bytes += payload;
+        let c = self.map.control();
+        c.blocks.store(self.blocks, Ordering::Relaxed);
+        c.bytes.store(self.bytes, Ordering::Relaxed);
+        // SYNC: SeqCst swap publishes the block (release) and pairs with the
+        // consumers' sleep-flag RMW in Consumer::wait_for_data (one word, so
+        // no wakeup is lost) and with the join protocol (see `scan`).
+        let old = p.head.swap(self.head << 1, Ordering::SeqCst);
+        if old & 1 != 0 {
+            crate::sync::futex_wake(&p.head);
+        }
+    }
+
+    /// Write `parts` (one block, gathered) with classification `tag`.
+    fn write_block(&mut self, parts: &[&[u8]], tag: u32, wait: Wait) -> Result<(), WriteError> {
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        if self.geo.layout == Layout::Index {
+            return Err(WriteError::NotIndexable);
+        }
+        let need = self.room_for(len)?;
+        self.ensure_room(need, len, wait)?;
+        self.announce(need);
+        let (hdr, mut dst) = match self.geo.layout {
+            Layout::Continuous => (false, self.map.data(self.head)),
+            Layout::Descriptors => (false, self.map.data(self.data_head)),
+            _ => (true, self.map.data(self.head + BLOCK_HDR)),
+        };
+        for p in parts {
+            // `dst` advances through the room just made: at most
+            // `max_block` bytes from a position of the doubly mapped data
+            // area, so every byte is mapped; nobody honest reads it before
+            // `publish`.
+            // SAFETY: as argued just above.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), dst, p.len());
+                dst = dst.add(p.len());
+            }
+        }
+        self.finish_block(need, len, tag, hdr);
+        Ok(())
+    }
+
+    /// Write the block's header (in-band or descriptor) and publish it.
+    fn finish_block(&mut self, need: Need, len: u64, tag: u32, inband: bool) {
+        if inband {
+            let h = BlockHeader {
+                pos: self.head,
+                len: len as u32,
+                tag,
+            };
+            // The header goes at our head, inside the room made for the block.
+            // SAFETY: as argued just above (16 bytes, 8-aligned position).
+            unsafe { self.map.data(self.head).cast::<BlockHeader>().write_volatile(h) };
+        } else if self.geo.layout == Layout::Descriptors {
+            let e = RichPtr {
+                ring_id: self.geo.ring_id,
+                pos: self.data_head,
+                offset: 0,
+                len: len as u32,
+                tag,
+                _reserved: 0,
+            };
+            self.shadow[(self.head & (self.cap - 1)) as usize] = self.data_head;
+            // The entry of our head position, inside the descriptor ring.
+            // SAFETY: as argued just above.
+            unsafe { self.map.desc(self.head).write_volatile(e) };
+        }
+        let units = if self.geo.layout == Layout::Continuous {
+            len
+        } else {
+            need.units
+        };
+        self.publish(units, need.data, len);
+    }
+
+    /// Write `bytes` as one block (one stream chunk for continuous rings),
+    /// waiting for room as the policy says. Continuous rings accept any
+    /// length (split into ring-sized pieces); block rings take at most
+    /// [`Geometry::max_block`] bytes.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
+        self.write_with(bytes, 0, Wait::Forever)
+    }
+
+    /// Like [`Self::write`] but never waits: `WouldBlock` when full.
+    pub fn try_write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
+        self.write_with(bytes, 0, Wait::No)
+    }
+
+    /// Like [`Self::write`], waiting at most `timeout` for room.
+    pub fn write_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<usize, WriteError> {
+        self.write_with(bytes, 0, Wait::Until(Instant::now() + timeout))
+    }
+
+    /// Write one block with a classification tag.
+    pub fn write_tagged(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<(), WriteError> {
+        if self.geo.layout == Layout::Index {
+            return self.write_indexed(bytes, wait);
+        }
+        self.write_block(&[bytes], tag, wait)
+    }
+
+    /// Write one block gathered from several slices.
+    pub fn write_vectored(&mut self, parts: &[&[u8]], tag: u32, wait: Wait) -> Result<(), WriteError> {
+        self.write_block(parts, tag, wait)
+    }
+
+    fn write_with(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<usize, WriteError> {
+        match self.geo.layout {
+            Layout::Continuous => {
+                // Pieces of at most half the ring, so a reader can hold part
+                // of the ring while we fill the rest.
+                let piece = (self.cap / 2).max(1) as usize;
+                let mut done = 0;
+                for chunk in bytes.chunks(piece) {
+                    match self.write_block(&[chunk], tag, wait) {
+                        Ok(()) => done += chunk.len(),
+                        Err(WriteError::WouldBlock) if done > 0 => return Ok(done),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(done)
+            }
+            Layout::Index => self.write_indexed(bytes, wait).map(|()| bytes.len()),
+            _ => self.write_block(&[bytes], tag, wait).map(|()| bytes.len()),
+        }
+    }
+
+    /// Reserve room for a block of up to `len` bytes; fill it, then commit.
+    pub fn reserve(&mut self, len: usize, wait: Wait) -> Result<Reservation<'_>, WriteError> {
+        if self.geo.layout == Layout::Index {
+            return Err(WriteError::NotIndexable);
+        }
+        let need = self.room_for(len as u64)?;
+        self.ensure_room(need, len as u64, wait)?;
+        self.announce(need);
+        Ok(Reservation {
+            need,
+            cap: len,
+            filled: 0,
+            prod: self,
+        })
+    }
+
+    /// Fast splice: append a rich pointer to `ptr` (a block in ring
+    /// `source`) to this index ring. The data is not touched.
+    pub fn push_ptr(&mut self, ptr: RichPtr, source: &RingMap, wait: Wait) -> Result<(), WriteError> {
+        if self.geo.layout != Layout::Index {
+            return Err(WriteError::NotIndexable);
+        }
+        self.register_source(ptr.ring_id, source.name())?;
+        let need = Need { units: 1, data: 0 };
+        self.ensure_room(need, 0, wait)?;
+        self.announce(need);
+        // Our head's entry, inside the descriptor ring.
+        // SAFETY: as argued just above.
+        unsafe { self.map.desc(self.head).write_volatile(ptr) };
+        self.publish(1, 0, u64::from(ptr.len));
+        Ok(())
+    }
+
+    /// Write `peek`'s block here: a rich pointer if this is an index ring
+    /// (fast splice, no data touched), else a copy of its bytes.
+    pub fn splice(&mut self, peek: &super::Peek<'_>, wait: Wait) -> Result<(), WriteError> {
+        if self.geo.layout == Layout::Index {
+            let (ptr, src) = peek.origin();
+            return self.push_ptr(ptr, src, wait);
+        }
+        self.write_block(&[peek.as_slice()], peek.tag(), wait)
+    }
+
+    /// An index ring's `write`: accepted only for the block most recently
+    /// peeked on this thread (the paper's implicit fast splice).
+    fn write_indexed(&mut self, bytes: &[u8], wait: Wait) -> Result<(), WriteError> {
+        match super::consumer::last_peek(bytes) {
+            Some((ptr, src)) => self.push_ptr(ptr, &src, wait),
+            None => Err(WriteError::NotIndexable),
+        }
+    }
+
+    fn register_source(&mut self, id: u64, name: &str) -> Result<(), WriteError> {
+        if self.sources.contains(&id) {
+            return Ok(());
+        }
+        for i in 0..MAX_SOURCES {
+            let s = self.map.source(i);
+            if s.ring_id.load(Ordering::Acquire) != 0 {
+                continue;
+            }
+            let mut raw = [0u8; 240];
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            // The entry is free (id 0) and only the producer writes the
+            // table; readers ignore it until the id is published below.
+            // SAFETY: as argued just above.
+            unsafe {
+                std::ptr::write_volatile((&raw const s.name_len).cast_mut(), name.len() as u32);
+                std::ptr::write_volatile((&raw const s.name).cast_mut(), raw);
+            }
+            // SYNC: Release publishes the name; pairs with the Acquire in
+            // RingMap::read_source.
+            s.ring_id.store(id, Ordering::Release);
+            self.sources.push(id);
+            return Ok(());
+        }
+        Err(WriteError::TooManySources(MAX_SOURCES))
+    }
+
+    /// Close the ring for writing: consumers read what is left, then see
+    /// end-of-stream. (Dropping the producer does the same.)
+    pub fn close(self) {}
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let ctl = self.map.control();
+        // SYNC: Release orders every publish before the CLOSED state; pairs
+        // with the Acquire load in Consumer::producer_state.
+        let _ = ctl.owner.compare_exchange(
+            owner_word(self.epoch - 1, OWNER_ACTIVE, self.pid),
+            owner_word(self.epoch - 1, OWNER_CLOSED, self.pid),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        let p = self.map.producer();
+        // SYNC: clear the sleep flag and wake every sleeper so they see CLOSED.
+        p.head.fetch_and(!1, Ordering::SeqCst);
+        crate::sync::futex_wake(&p.head);
+    }
+}
+
+/// Room reserved in the ring for one block: fill it, then [`commit`].
+/// Nothing is visible to consumers before `commit`; dropping it publishes
+/// nothing.
+///
+/// [`commit`]: Reservation::commit
+pub struct Reservation<'a> {
+    prod: &'a mut Producer,
+    need: Need,
+    cap: usize,
+    filled: usize,
+}
+
+impl Reservation<'_> {
+    /// Bytes reserved.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes filled so far.
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// Whether nothing was filled yet.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    fn base(&self) -> *mut u8 {
+        let p = &self.prod;
+        match p.geo.layout {
+            Layout::Continuous => p.map.data(p.head),
+            Layout::Descriptors => p.map.data(p.data_head),
+            _ => p.map.data(p.head + BLOCK_HDR),
+        }
+    }
+
+    /// Append `bytes`; returns how many fit.
+    pub fn put(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.cap - self.filled);
+        // `[filled, filled + n)` lies inside the reserved room (n ≤ cap -
+        // filled), which is mapped and not visible to readers yet.
+        // SAFETY: as argued just above.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(self.filled), n) };
+        self.filled += n;
+        n
+    }
+
+    /// The unfilled part of the room, to fill in place (e.g. with `read(2)`);
+    /// then call [`Self::advance`].
+    pub fn spare_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        // The room is ours until commit (nobody honest reads or writes it);
+        // exposing it as MaybeUninit promises nothing about its contents.
+        // SAFETY: as argued just above; the length stays inside the room.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.base().add(self.filled).cast(),
+                self.cap - self.filled,
+            )
+        }
+    }
+
+    /// Mark `n` more bytes of [`Self::spare_mut`] as filled.
+    ///
+    /// # Safety
+    /// The first `n` bytes of `spare_mut()` must have been initialised.
+    pub unsafe fn advance(&mut self, n: usize) {
+        assert!(n <= self.cap - self.filled);
+        self.filled += n;
+    }
+
+    /// Publish the filled bytes as one block with `tag`.
+    pub fn commit(self, tag: u32) {
+        let len = self.filled as u64;
+        let mut need = self.need;
+        if self.prod.geo.layout == Layout::Variable {
+            need.units = BLOCK_HDR + len.next_multiple_of(BLOCK_HDR);
+        }
+        if self.prod.geo.layout == Layout::Descriptors {
+            need.data = len.next_multiple_of(8);
+        }
+        let inband = matches!(self.prod.geo.layout, Layout::Slotted | Layout::Variable);
+        self.prod.finish_block(need, len, tag, inband);
+    }
+}
