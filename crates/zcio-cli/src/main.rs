@@ -1,6 +1,8 @@
 //! The `zcio` command.
 
 mod bench;
+mod pipe;
+mod ring;
 
 use clap::{Parser, Subcommand};
 
@@ -14,7 +16,11 @@ use clap::{Parser, Subcommand};
     after_help = "Examples:\n  \
         zcio bench transfer --quick          # cross-process transfer benchmark, ~15 s\n  \
         zcio bench transfer                  # full sweep, median of 3 runs\n  \
-        zcio bench transfer --help           # sizes, variants, JSON and SVG output"
+        zcio bench transfer --help           # sizes, variants, JSON and SVG output\n  \
+        zcio ring create demo --size 4MiB    # a named shared ring in /dev/shm\n  \
+        zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
+        zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
+        zcio ring stat demo                  # fill, producer and per-consumer counters"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,6 +32,12 @@ enum Cmd {
     /// Cross-process benchmarks against pipes, sockets and iceoryx2.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Named shared rings (one producer, many consumers): create, stat, ls, rm.
+    #[command(subcommand)]
+    Ring(ring::RingCmd),
+    /// Named multi-reader pipes over rings: stdin → ring → stdout.
+    #[command(subcommand)]
+    Pipe(pipe::PipeCmd),
 }
 
 fn main() {
@@ -34,11 +46,19 @@ fn main() {
         std::process::exit(zcio_bench::child::child_main(&args[2..]));
     }
     let cli = Cli::parse();
+    // Every handle (rings, producers, consumers) is dropped inside `run`
+    // before the process exits: a producer must close its ring.
     let res = match cli.cmd {
-        Cmd::Bench(b) => bench::run(b),
+        Cmd::Bench(b) => bench::run(b).map(|()| 0),
+        Cmd::Ring(r) => ring::run(r).map(|()| 0),
+        Cmd::Pipe(p) => pipe::run(p),
     };
-    if let Err(e) = res {
-        eprintln!("zcio: error: {e:#}");
-        std::process::exit(1);
+    match res {
+        Ok(0) => {}
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("zcio: error: {e:#}");
+            std::process::exit(1);
+        }
     }
 }
