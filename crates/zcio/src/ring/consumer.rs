@@ -94,6 +94,9 @@ pub struct Consumer {
     head_cache: u64,
     step: u64,
     seen_producer: bool,
+    /// Producer epoch when we joined: a later producer's close is our end
+    /// of stream even if we never saw it active.
+    epoch_at_join: u64,
     producer_watch: Option<Watch>,
     targets: Vec<Arc<RingMap>>,
     stats: ConsumerStats,
@@ -111,11 +114,13 @@ impl std::fmt::Debug for Consumer {
     }
 }
 
+/// The block a thread peeked last: address, length, rich pointer, ring.
+type LastPeek = Option<(usize, usize, RichPtr, Arc<RingMap>)>;
+
 thread_local! {
-    /// The block this thread peeked last (address, length, rich pointer,
-    /// ring), for the implicit fast splice of an index ring's `write`.
-    static LAST_PEEK: RefCell<Option<(usize, usize, RichPtr, Arc<RingMap>)>> =
-        const { RefCell::new(None) };
+    /// The block this thread peeked last, for the implicit fast splice of
+    /// an index ring's `write`.
+    static LAST_PEEK: RefCell<LastPeek> = const { RefCell::new(None) };
 }
 
 /// If `bytes` is exactly the block this thread peeked last, its rich
@@ -142,7 +147,12 @@ impl Consumer {
         let ctl = map.control();
         let drops_at_join = ctl.dropped_blocks.load(Ordering::Relaxed);
         s.drops_at_join.store(drops_at_join, Ordering::Relaxed);
-        for c in [&s.skipped_blocks, &s.skipped_units, &s.read_blocks, &s.read_bytes] {
+        for c in [
+            &s.skipped_blocks,
+            &s.skipped_units,
+            &s.read_blocks,
+            &s.read_bytes,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
         let p = map.producer();
@@ -161,6 +171,7 @@ impl Consumer {
             head_cache: h2,
             step: 0,
             seen_producer: false,
+            epoch_at_join: 0,
             producer_watch: None,
             targets: Vec::new(),
             stats: ConsumerStats::default(),
@@ -179,7 +190,9 @@ impl Consumer {
             .slot(slot)
             .owner
             .store(SLOT_ACTIVE << 32 | u64::from(pid), Ordering::Release);
-        me.seen_producer = me.producer_state().0 == OWNER_ACTIVE;
+        let (state, _, epoch) = me.producer_state();
+        me.seen_producer = state == OWNER_ACTIVE;
+        me.epoch_at_join = epoch;
         Ok(me)
     }
 
@@ -195,8 +208,7 @@ impl Consumer {
             };
             // SYNC: AcqRel CAS claims the slot.
             if free
-                && s
-                    .owner
+                && s.owner
                     .compare_exchange(owner, joining, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             {
@@ -246,13 +258,13 @@ impl Consumer {
         }
     }
 
-    /// `(state, pid)` of the producer, after an Acquire load.
-    fn producer_state(&self) -> (u64, u32) {
+    /// `(state, pid, epoch)` of the producer, after an Acquire load.
+    fn producer_state(&self) -> (u64, u32, u64) {
         // SYNC: Acquire pairs with the Release owner stores of
         // Producer::attach and Producer::drop (all publishes come before
         // CLOSED).
-        let (_, state, pid) = owner_parts(self.map.control().owner.load(Ordering::Acquire));
-        (state, pid)
+        let (epoch, state, pid) = owner_parts(self.map.control().owner.load(Ordering::Acquire));
+        (state, pid, epoch)
     }
 
     fn producer_alive(&mut self, pid: u32) -> bool {
@@ -289,7 +301,8 @@ impl Consumer {
         self.stats.read_blocks += 1;
         self.stats.read_bytes += b.len as u64;
         let s = self.map.slot(self.slot);
-        s.read_blocks.store(self.stats.read_blocks, Ordering::Relaxed);
+        s.read_blocks
+            .store(self.stats.read_blocks, Ordering::Relaxed);
         s.read_bytes.store(self.stats.read_bytes, Ordering::Relaxed);
         self.publish_cursor();
         if self.geo.overflow == Overflow::Mrp {
@@ -319,7 +332,8 @@ impl Consumer {
         let s = self.map.slot(self.slot);
         s.skipped_blocks
             .store(self.stats.skipped_blocks, Ordering::Relaxed);
-        s.skipped_units.store(self.stats.skipped_units, Ordering::Relaxed);
+        s.skipped_units
+            .store(self.stats.skipped_units, Ordering::Relaxed);
         self.cursor = to;
         self.step = (self.step * 2).min((self.cap / 2).max(self.base_step()));
         self.publish_cursor();
@@ -333,7 +347,7 @@ impl Consumer {
         // the write_end announced before the overwrite.
         fence(Ordering::Acquire);
         let p = self.map.producer();
-        if p.write_end.load(Ordering::Relaxed) > self.cursor + self.cap {
+        if p.write_end.load(Ordering::Relaxed) > self.cursor + self.cap || self.map.truncated() {
             return false;
         }
         match b.target {
@@ -381,16 +395,18 @@ impl Consumer {
                 // The header is at our cursor inside the data area; copied
                 // out (any bits are a valid BlockHeader) before validation.
                 // SAFETY: as argued just above.
-                let h: BlockHeader =
-                    unsafe { self.map.data(self.cursor).cast::<BlockHeader>().read_volatile() };
+                let h: BlockHeader = unsafe {
+                    self.map
+                        .data(self.cursor)
+                        .cast::<BlockHeader>()
+                        .read_volatile()
+                };
                 let units = if self.geo.layout == Layout::Slotted {
                     self.geo.slot_size
                 } else {
                     BLOCK_HDR + u64::from(h.len).next_multiple_of(BLOCK_HDR)
                 };
-                if h.pos != self.cursor
-                    || u64::from(h.len) > self.geo.max_block()
-                    || units > avail
+                if h.pos != self.cursor || u64::from(h.len) > self.geo.max_block() || units > avail
                 {
                     return Ok(None);
                 }
@@ -470,7 +486,8 @@ impl Consumer {
             .find(|(sid, _)| *sid == id)
             .map(|(_, n)| n)
             .ok_or_else(|| ReadError::Source(format!("unknown ring id {id:#x}")))?;
-        let m = RingMap::open(&name, false).map_err(|e| ReadError::Source(format!("{name}: {e}")))?;
+        let m =
+            RingMap::open(&name, false).map_err(|e| ReadError::Source(format!("{name}: {e}")))?;
         if m.geometry().ring_id != id {
             return Err(ReadError::Source(format!("{name} was replaced")));
         }
@@ -495,9 +512,9 @@ impl Consumer {
             let avail = self.head_cache.wrapping_sub(self.cursor);
             if avail == 0 {
                 let b = backoff.get_or_insert_with(|| {
-                    let t = wait
-                        .deadline()
-                        .map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+                    let t = wait.deadline().map_or(super::FOREVER, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
                     Backoff::new(SPIN, t)
                 });
                 if let Some(eof) = self.idle(wait, b)? {
@@ -526,10 +543,14 @@ impl Consumer {
     /// Nothing to read: decide between end-of-stream, an error, or waiting.
     /// `Some(true)`: end of stream; `Some(false)`/`None`: look again.
     fn idle(&mut self, wait: Wait, backoff: &mut Backoff) -> Result<Option<bool>, ReadError> {
-        let (state, pid) = self.producer_state();
-        if state == OWNER_ACTIVE {
+        if self.map.truncated() {
+            return Err(ReadError::Corrupt("ring file truncated"));
+        }
+        let (state, pid, epoch) = self.producer_state();
+        if state == OWNER_ACTIVE || epoch != self.epoch_at_join {
             self.seen_producer = true;
-        } else if self.seen_producer && self.refresh_head() == self.cursor {
+        }
+        if state != OWNER_ACTIVE && self.seen_producer && self.refresh_head() == self.cursor {
             return Ok(Some(true));
         }
         if self.head_cache != self.cursor {
@@ -550,8 +571,13 @@ impl Consumer {
                 if old >> 1 != self.cursor {
                     return Ok(Some(false));
                 }
-                let woke = crate::sync::futex_wait(w, (old | 1) as u32, remaining.min(LIVENESS_SLICE));
-                if !woke && state == OWNER_ACTIVE && !self.producer_alive(pid) && self.refresh_head() == self.cursor {
+                let woke =
+                    crate::sync::futex_wait(w, (old | 1) as u32, remaining.min(LIVENESS_SLICE));
+                if !woke
+                    && state == OWNER_ACTIVE
+                    && !self.producer_alive(pid)
+                    && self.refresh_head() == self.cursor
+                {
                     return Err(ReadError::ProducerDied(pid));
                 }
                 Ok(None)
@@ -578,6 +604,9 @@ impl Consumer {
                 self.advance(&b);
                 return Ok(b.len);
             }
+            if self.map.truncated() {
+                return Err(ReadError::Corrupt("ring file truncated"));
+            }
             self.skip();
         }
     }
@@ -591,7 +620,8 @@ impl Consumer {
 
     /// Like [`Self::read`] but never waits (`WouldBlock`).
     pub fn try_read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        self.read_with(buf, Wait::No).inspect_err(|e| self.note_empty(e))
+        self.read_with(buf, Wait::No)
+            .inspect_err(|e| self.note_empty(e))
     }
 
     /// Like [`Self::read`], waiting at most `timeout`.
@@ -625,7 +655,11 @@ impl Consumer {
     }
 
     /// Like [`Self::peek`], waiting at most `timeout`.
-    pub fn peek_timeout(&mut self, max: usize, timeout: Duration) -> Result<Option<Peek<'_>>, ReadError> {
+    pub fn peek_timeout(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Option<Peek<'_>>, ReadError> {
         self.peek_with(max, Wait::Until(Instant::now() + timeout))
     }
 

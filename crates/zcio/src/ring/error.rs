@@ -18,7 +18,9 @@ pub enum OpenError {
     #[error("permission denied on ring {0:?} (check its owner and mode with `ls -l /dev/shm`)")]
     PermissionDenied(String),
     /// Names are 1–200 characters of `[A-Za-z0-9._-]`, not starting with a dot.
-    #[error("invalid ring name {0:?}: use 1-200 characters from [A-Za-z0-9._-], not starting with '.'")]
+    #[error(
+        "invalid ring name {0:?}: use 1-200 characters from [A-Za-z0-9._-], not starting with '.'"
+    )]
     InvalidName(String),
     /// A creation parameter is out of range.
     #[error("invalid {0}")]

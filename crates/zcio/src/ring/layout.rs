@@ -322,7 +322,7 @@ const _: () = {
     assert!(size_of::<BlockHeader>() == BLOCK_HDR as usize);
     assert!(SLOTS_OFF == 2560);
     assert!(SLOTS_OFF + MAX_CONSUMERS * 128 <= DESC_OFF as usize);
-    assert!(SLOTS_OFF % 128 == 0);
+    assert!(SLOTS_OFF.is_multiple_of(128));
 };
 
 /// Why a ring file was refused on attach.
@@ -554,10 +554,16 @@ mod tests {
         ));
         let mut bad = m;
         bad.magic[0] = b'X';
-        assert_eq!(Geometry::from_meta(&bad, d.file_len()), Err(BadHeader::Magic));
+        assert_eq!(
+            Geometry::from_meta(&bad, d.file_len()),
+            Err(BadHeader::Magic)
+        );
         let mut bad = m;
         bad.layout = 99;
-        assert_eq!(Geometry::from_meta(&bad, d.file_len()), Err(BadHeader::Field("layout")));
+        assert_eq!(
+            Geometry::from_meta(&bad, d.file_len()),
+            Err(BadHeader::Field("layout"))
+        );
     }
 
     #[test]

@@ -8,9 +8,9 @@ use rustix::io::Errno;
 
 use super::error::OpenError;
 use super::layout::{
-    ConsumerSlot, ControlLine, Geometry, Meta, MetaCopy, ProducerLine, RichPtr, SharedLine,
-    Source, CONTROL_OFF, DESC_OFF, MAX_CONSUMERS, MAX_SOURCES, PRODUCER_OFF, SHARED_OFF,
-    SLOTS_OFF, SOURCES_OFF,
+    ConsumerSlot, ControlLine, Geometry, Meta, MetaCopy, ProducerLine, RichPtr, SharedLine, Source,
+    CONTROL_OFF, DESC_OFF, MAX_CONSUMERS, MAX_SOURCES, PRODUCER_OFF, SHARED_OFF, SLOTS_OFF,
+    SOURCES_OFF,
 };
 use crate::sys::mmap::{Access, RingMapping};
 use crate::sys::shm;
@@ -86,7 +86,9 @@ impl RingMap {
         let fd = shm::open(name, writable).map_err(|e| os(name, e))?;
         let info = shm::info(&fd).map_err(OpenError::Os)?;
         if !info.regular {
-            return Err(OpenError::BadHeader(super::layout::BadHeader::Field("file type")));
+            return Err(OpenError::BadHeader(super::layout::BadHeader::Field(
+                "file type",
+            )));
         }
         if info.len < DESC_OFF {
             return Err(OpenError::BadHeader(super::layout::BadHeader::Length {
@@ -192,7 +194,13 @@ impl RingMap {
         // i < desc_len, and the descriptor ring occupies desc_len entries
         // from DESC_OFF inside the header part (Geometry::new sized it).
         // SAFETY: as argued just above.
-        unsafe { self.map.head().add(DESC_OFF as usize).cast::<RichPtr>().add(i) }
+        unsafe {
+            self.map
+                .head()
+                .add(DESC_OFF as usize)
+                .cast::<RichPtr>()
+                .add(i)
+        }
     }
 
     /// Pointer to data byte at position `pos`; the `data_len` bytes after it

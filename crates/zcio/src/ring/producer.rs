@@ -88,7 +88,7 @@ impl Producer {
         let epoch = loop {
             let w = ctl.owner.load(Ordering::Acquire);
             let (epoch, state, owner) = owner_parts(w);
-            if matches!(state, OWNER_ACTIVE | OWNER_STARTING) && owner != pid {
+            if matches!(state, OWNER_ACTIVE | OWNER_STARTING) {
                 let s = ctl.owner_start.load(Ordering::Acquire);
                 let alive = if state == OWNER_ACTIVE {
                     Watch::new(owner, s).alive()
@@ -179,17 +179,38 @@ impl Producer {
         &self.geo
     }
 
-    /// Number of consumers attached now.
+    /// Number of consumers attached now (including any that died since
+    /// the last check; see [`Self::live_consumers`]).
     pub fn consumers(&self) -> usize {
-        self.map.control().consumers.load(Ordering::Relaxed).count_ones() as usize
+        self.map
+            .control()
+            .consumers
+            .load(Ordering::Relaxed)
+            .count_ones() as usize
     }
 
-    /// Wait (at most `timeout`) until at least `n` consumers are attached;
-    /// returns how many there are.
-    pub fn wait_for_consumers(&self, n: usize, timeout: Duration) -> usize {
+    /// Number of live consumers, evicting any whose process has died.
+    pub fn live_consumers(&mut self) -> usize {
+        let mut mask = self.map.control().consumers.load(Ordering::Acquire);
+        let mut n = 0;
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if self.consumer_alive(i) {
+                n += 1;
+            } else {
+                self.evict(i);
+            }
+        }
+        n
+    }
+
+    /// Wait (at most `timeout`) until at least `n` live consumers are
+    /// attached; returns how many there are.
+    pub fn wait_for_consumers(&mut self, n: usize, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
         loop {
-            let c = self.consumers();
+            let c = self.live_consumers();
             if c >= n || Instant::now() >= deadline {
                 return c;
             }
@@ -206,7 +227,10 @@ impl Producer {
             });
         }
         Ok(match g.layout {
-            Layout::Continuous => Need { units: len, data: 0 },
+            Layout::Continuous => Need {
+                units: len,
+                data: 0,
+            },
             Layout::Slotted => Need {
                 units: g.slot_size,
                 data: 0,
@@ -268,10 +292,14 @@ impl Producer {
     fn drop_block(&self, len: u64) -> WriteError {
         let c = self.map.control();
         // Only the producer writes the drop counters.
-        c.dropped_blocks
-            .store(c.dropped_blocks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        c.dropped_bytes
-            .store(c.dropped_bytes.load(Ordering::Relaxed) + len, Ordering::Relaxed);
+        c.dropped_blocks.store(
+            c.dropped_blocks.load(Ordering::Relaxed) + 1,
+            Ordering::Relaxed,
+        );
+        c.dropped_bytes.store(
+            c.dropped_bytes.load(Ordering::Relaxed) + len,
+            Ordering::Relaxed,
+        );
         WriteError::Dropped
     }
 
@@ -302,7 +330,12 @@ impl Producer {
                     return Ok(());
                 }
                 let deadline = wait.deadline();
-                let mut backoff = Backoff::new(SPIN, deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now())));
+                let mut backoff = Backoff::new(
+                    SPIN,
+                    deadline.map_or(super::FOREVER, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    }),
+                );
                 loop {
                     let (min, slowest) = self.scan();
                     self.min_cache = min;
@@ -315,9 +348,8 @@ impl Producer {
                     let Some(slot) = slowest else {
                         return Ok(());
                     };
-                    match wait {
-                        Wait::No => return Err(WriteError::WouldBlock),
-                        _ => {}
+                    if wait == Wait::No {
+                        return Err(WriteError::WouldBlock);
                     }
                     match backoff.step() {
                         Step::Retry => continue,
@@ -460,7 +492,12 @@ impl Producer {
             };
             // The header goes at our head, inside the room made for the block.
             // SAFETY: as argued just above (16 bytes, 8-aligned position).
-            unsafe { self.map.data(self.head).cast::<BlockHeader>().write_volatile(h) };
+            unsafe {
+                self.map
+                    .data(self.head)
+                    .cast::<BlockHeader>()
+                    .write_volatile(h)
+            };
         } else if self.geo.layout == Layout::Descriptors {
             let e = RichPtr {
                 ring_id: self.geo.ring_id,
@@ -510,7 +547,12 @@ impl Producer {
     }
 
     /// Write one block gathered from several slices.
-    pub fn write_vectored(&mut self, parts: &[&[u8]], tag: u32, wait: Wait) -> Result<(), WriteError> {
+    pub fn write_vectored(
+        &mut self,
+        parts: &[&[u8]],
+        tag: u32,
+        wait: Wait,
+    ) -> Result<(), WriteError> {
         self.write_block(parts, tag, wait)
     }
 
@@ -553,7 +595,12 @@ impl Producer {
 
     /// Fast splice: append a rich pointer to `ptr` (a block in ring
     /// `source`) to this index ring. The data is not touched.
-    pub fn push_ptr(&mut self, ptr: RichPtr, source: &RingMap, wait: Wait) -> Result<(), WriteError> {
+    pub fn push_ptr(
+        &mut self,
+        ptr: RichPtr,
+        source: &RingMap,
+        wait: Wait,
+    ) -> Result<(), WriteError> {
         if self.geo.layout != Layout::Index {
             return Err(WriteError::NotIndexable);
         }
@@ -625,8 +672,8 @@ impl Drop for Producer {
         // SYNC: Release orders every publish before the CLOSED state; pairs
         // with the Acquire load in Consumer::producer_state.
         let _ = ctl.owner.compare_exchange(
-            owner_word(self.epoch - 1, OWNER_ACTIVE, self.pid),
-            owner_word(self.epoch - 1, OWNER_CLOSED, self.pid),
+            owner_word(self.epoch, OWNER_ACTIVE, self.pid),
+            owner_word(self.epoch, OWNER_CLOSED, self.pid),
             Ordering::AcqRel,
             Ordering::Relaxed,
         );

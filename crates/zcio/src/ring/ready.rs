@@ -95,8 +95,7 @@ fn watch(map: &RingMap, s: &Shared, fd: &OwnedFd) {
             continue;
         }
         // Data, end of stream or trouble: the consumer should look.
-        if s
-            .armed
+        if s.armed
             .compare_exchange(armed, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {

@@ -133,9 +133,14 @@ unsafe impl Sync for RingMapping {}
 impl RingMapping {
     /// Map `fd` as described on the type. `head_len` and `data_len` must be
     /// page multiples, `head_len > 0`; `data_len` may be 0 (index rings).
-    pub fn map(fd: impl AsFd, head_len: usize, data_len: usize, access: Access) -> Result<Self, Errno> {
+    pub fn map(
+        fd: impl AsFd,
+        head_len: usize,
+        data_len: usize,
+        access: Access,
+    ) -> Result<Self, Errno> {
         let ps = crate::sys::page_size();
-        if head_len == 0 || head_len % ps != 0 || data_len % ps != 0 {
+        if head_len == 0 || !head_len.is_multiple_of(ps) || !data_len.is_multiple_of(ps) {
             return Err(Errno::INVAL);
         }
         let total = data_len
@@ -149,7 +154,14 @@ impl RingMapping {
         // Reserve the whole range first so the fixed mappings below land in
         // addresses nobody else owns.
         // SAFETY: null hint, fresh anonymous range owned by the new value.
-        let base = unsafe { mm::mmap_anonymous(std::ptr::null_mut(), total, ProtFlags::empty(), MapFlags::PRIVATE)? };
+        let base = unsafe {
+            mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                total,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE,
+            )?
+        };
         let base = NonNull::new(base.cast::<u8>()).ok_or(Errno::NOMEM)?;
         let mut me = Self {
             base,
@@ -183,7 +195,10 @@ impl RingMapping {
                 )?
             };
         }
-        me.guard = Some(crate::sys::sigbus::Guard::protect(me.base.as_ptr(), me.total));
+        me.guard = Some(crate::sys::sigbus::Guard::protect(
+            me.base.as_ptr(),
+            me.total,
+        ));
         Ok(me)
     }
 

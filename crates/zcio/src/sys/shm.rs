@@ -43,7 +43,11 @@ pub fn path_of(name: &str) -> PathBuf {
 /// Open an existing ring file, read-write or read-only. Never follows a
 /// symbolic link (another user could plant one).
 pub fn open(name: &str, writable: bool) -> Result<OwnedFd, Errno> {
-    let acc = if writable { OFlags::RDWR } else { OFlags::RDONLY };
+    let acc = if writable {
+        OFlags::RDWR
+    } else {
+        OFlags::RDONLY
+    };
     fs::open(
         path_of(name),
         acc | OFlags::CLOEXEC | OFlags::NOFOLLOW,
@@ -103,7 +107,8 @@ pub fn unlink(name: &str) -> Result<(), Errno> {
 
 /// Names of the rings in the ring directory (sorted).
 pub fn list() -> Result<Vec<String>, Errno> {
-    let rd = std::fs::read_dir(ring_dir()).map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))?;
+    let rd =
+        std::fs::read_dir(ring_dir()).map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))?;
     let mut v: Vec<String> = rd
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())

@@ -54,8 +54,7 @@ impl Guard {
         for (i, r) in RANGES.iter().enumerate() {
             // SYNC: the claim is a CAS on `len` (0 = free); the handler reads
             // `start` only after seeing a non-zero `len` (Acquire below).
-            if r
-                .len
+            if r.len
                 .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
