@@ -21,8 +21,8 @@ use super::layout::{
 use super::live::{self, Watch};
 use super::map::RingMap;
 use super::producer::LIVENESS_SLICE;
-use super::Wait;
-use crate::sync::{fence, Backoff, Ordering, Step};
+use super::{protocol, Wait};
+use crate::sync::{Backoff, Ordering, Step};
 
 /// How long a reader spins before sleeping.
 const SPIN: Duration = Duration::from_micros(200);
@@ -155,14 +155,7 @@ impl Consumer {
         ] {
             c.store(0, Ordering::Relaxed);
         }
-        let p = map.producer();
-        let h = p.head.load(Ordering::SeqCst) >> 1;
-        s.cursor.store(h << 1, Ordering::SeqCst);
-        // SYNC: SeqCst bitmap RMW then SeqCst head load pair with the
-        // producer's SeqCst head swap then SeqCst bitmap load (Producer::scan):
-        // either it counts us from now on, or we start at its newest head.
-        ctl.consumers.fetch_or(1u64 << slot, Ordering::SeqCst);
-        let h2 = p.head.load(Ordering::SeqCst) >> 1;
+        let h2 = protocol::join(map.producer(), &ctl.consumers, slot, &s.cursor);
         let mut me = Self {
             cap: geo.cap(),
             geo,
@@ -277,22 +270,14 @@ impl Consumer {
     }
 
     fn refresh_head(&mut self) -> u64 {
-        // SYNC: Acquire pairs with the SeqCst publishing swap in
-        // Producer::publish: the block's bytes and header are written.
-        let h = self.map.producer().head.load(Ordering::Acquire) >> 1;
+        let h = protocol::head(self.map.producer());
         self.head_cache = h;
         h
     }
 
     /// Publish our cursor; wake the producer if it waits for us.
     fn publish_cursor(&mut self) {
-        let w = &self.map.slot(self.slot).cursor;
-        // SYNC: SeqCst swap releases the blocks we read (the producer may
-        // reuse them) and pairs with the producer's flag RMW in
-        // Producer::sleep_on.
-        if w.swap(self.cursor << 1, Ordering::SeqCst) & 1 != 0 {
-            crate::sync::futex_wake(w);
-        }
+        protocol::release(&self.map.slot(self.slot).cursor, self.cursor);
     }
 
     fn advance(&mut self, b: &Block) {
@@ -316,17 +301,20 @@ impl Consumer {
     /// We were lapped: jump forward, count it.
     fn skip(&mut self) {
         let head = self.refresh_head();
-        let floor = head.saturating_sub(self.cap);
+        let we = self.map.producer().write_end.load(Ordering::Relaxed);
         let to = match self.geo.layout {
             // No way to find a block boundary behind the head.
-            Layout::Variable => head,
-            Layout::Slotted => {
-                let s = self.geo.slot_size;
-                ((floor + self.step) / s * s).min(head)
-            }
-            _ => (floor + self.step).min(head),
-        }
-        .max(self.cursor);
+            Layout::Variable => head.max(self.cursor),
+            Layout::Slotted => protocol::skip_target(
+                self.cursor,
+                head,
+                we,
+                self.cap,
+                self.step,
+                self.geo.slot_size,
+            ),
+            _ => protocol::skip_target(self.cursor, head, we, self.cap, self.step, 1),
+        };
         self.stats.skipped_blocks += 1;
         self.stats.skipped_units += to - self.cursor;
         let s = self.map.slot(self.slot);
@@ -342,17 +330,13 @@ impl Consumer {
     /// Whether the block at our cursor (and its bytes) can still be intact:
     /// the producer has not announced overwriting them.
     fn intact(&self, b: &Block) -> bool {
-        // SYNC: Acquire fence pairs with the Release fence in
-        // Producer::announce: if what we read was overwritten, we now see
-        // the write_end announced before the overwrite.
-        fence(Ordering::Acquire);
         let p = self.map.producer();
-        if p.write_end.load(Ordering::Relaxed) > self.cursor + self.cap || self.map.truncated() {
+        if !protocol::intact(&p.write_end, self.cursor, self.cap) || self.map.truncated() {
             return false;
         }
         match b.target {
             None if self.geo.layout == Layout::Descriptors => {
-                p.data_write_end.load(Ordering::Relaxed) <= b.origin.pos + self.geo.data_len
+                protocol::intact(&p.data_write_end, b.origin.pos, self.geo.data_len)
             }
             None => true,
             Some(t) => {
@@ -360,11 +344,11 @@ impl Consumer {
                 let tp = m.producer();
                 let g = m.geometry();
                 let end = if g.layout == Layout::Descriptors {
-                    tp.data_write_end.load(Ordering::Relaxed)
+                    &tp.data_write_end
                 } else {
-                    tp.write_end.load(Ordering::Relaxed)
+                    &tp.write_end
                 };
-                !m.truncated() && end <= b.origin.pos + g.data_len
+                protocol::intact(end, b.origin.pos, g.data_len) && !m.truncated()
             }
         }
     }
@@ -472,8 +456,7 @@ impl Consumer {
     }
 
     fn intact_entry(&self) -> bool {
-        fence(Ordering::Acquire);
-        self.map.producer().write_end.load(Ordering::Relaxed) <= self.cursor + self.cap
+        protocol::intact(&self.map.producer().write_end, self.cursor, self.cap)
     }
 
     /// Find (attaching on first use) the ring `id` an index entry points into.
@@ -712,16 +695,10 @@ impl Consumer {
 impl Drop for Consumer {
     fn drop(&mut self) {
         let s = self.map.slot(self.slot);
-        // SYNC: SeqCst like every bitmap update (see Producer::scan).
-        self.map
-            .control()
-            .consumers
-            .fetch_and(!(1u64 << self.slot), Ordering::SeqCst);
+        protocol::leave(&self.map.control().consumers, self.slot, &s.cursor);
+        // SYNC: Release: the slot is free for the next claim (AcqRel CAS in
+        // `claim_slot`).
         s.owner.store(0, Ordering::Release);
-        // A producer waiting for us must look again.
-        if s.cursor.fetch_and(!1, Ordering::SeqCst) & 1 != 0 {
-            crate::sync::futex_wake(&s.cursor);
-        }
     }
 }
 

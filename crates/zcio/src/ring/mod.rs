@@ -26,10 +26,11 @@
 
 mod consumer;
 mod error;
-mod layout;
+pub mod layout;
 mod live;
 mod map;
 mod producer;
+pub mod protocol;
 mod ready;
 mod stat;
 

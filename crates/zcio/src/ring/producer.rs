@@ -22,8 +22,8 @@ use super::layout::{
 };
 use super::live::{self, Watch};
 use super::map::RingMap;
-use super::Wait;
-use crate::sync::{fence, Backoff, Ordering, Step};
+use super::{protocol, Wait};
+use crate::sync::{Backoff, Ordering, Step};
 
 /// How long a producer spins before sleeping for room.
 const SPIN: Duration = Duration::from_micros(200);
@@ -249,7 +249,7 @@ impl Producer {
 
     /// Whether `need` fits when the slowest reader is at `min`.
     fn fits(&self, need: Need, min: u64) -> bool {
-        if self.head + need.units - min > self.cap {
+        if !protocol::fits(self.head, need.units, min, self.cap) {
             return false;
         }
         if need.data > 0 {
@@ -258,35 +258,20 @@ impl Producer {
             } else {
                 self.shadow[(min & (self.cap - 1)) as usize]
             };
-            return self.data_head + need.data - dmin <= self.geo.data_len;
+            return protocol::fits(self.data_head, need.data, dmin, self.geo.data_len);
         }
         true
     }
 
     /// Lowest live consumer position and the slot holding it.
     fn scan(&self) -> (u64, Option<usize>) {
-        // SYNC: SeqCst pairs with the SeqCst `consumers` RMW and head load in
-        // Consumer::join: either we see a joining consumer here, or it sees
-        // our latest head and starts there.
-        let mut mask = self.map.control().consumers.load(Ordering::SeqCst);
-        let (mut min, mut slowest) = (self.head, None);
-        while mask != 0 {
-            let i = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            // SYNC: Acquire pairs with the publishing swap in
-            // Consumer::publish_cursor: the consumer no longer reads below it.
-            let c = self.map.slot(i).cursor.load(Ordering::Acquire) >> 1;
-            // A cursor ahead of us is nonsense (ignored); one more than a ring
-            // behind (a consumer that sought backwards) counts as a ring behind.
-            if c > self.head {
-                continue;
-            }
-            let c = c.max(self.head.saturating_sub(self.cap));
-            if c < min {
-                (min, slowest) = (c, Some(i));
-            }
-        }
-        (min, slowest)
+        let m = &self.map;
+        protocol::scan(
+            &m.control().consumers,
+            |i| &m.slot(i).cursor,
+            self.head,
+            self.cap,
+        )
     }
 
     fn drop_block(&self, len: u64) -> WriteError {
@@ -366,18 +351,18 @@ impl Producer {
     /// Sleep until consumer `slot` moves (bounded by `t`); evict it if its
     /// process has died.
     fn sleep_on(&mut self, slot: usize, need: Need, t: Duration) {
-        let w = &self.map.slot(slot).cursor;
-        // SYNC: the RMW sets our flag and returns the latest cursor; a later
-        // publishing swap by the consumer changes the word, so the futex
-        // wait cannot miss it.
-        let old = w.fetch_or(1, Ordering::SeqCst);
-        let (min, _) = self.scan();
-        self.min_cache = min;
-        let mut moved = self.fits(need, min);
-        if !moved {
-            moved = crate::sync::futex_wait(w, (old | 1) as u32, t);
-        }
-        w.fetch_and(!1, Ordering::Relaxed);
+        let map = self.map.clone();
+        let moved = protocol::producer_sleep(
+            &map.slot(slot).cursor,
+            || {
+                // Look again at once if there is room now or if another
+                // consumer became the slowest (it would not wake us).
+                let (min, slowest) = self.scan();
+                self.min_cache = min;
+                self.fits(need, min) || slowest != Some(slot)
+            },
+            t,
+        );
         if !moved && !self.consumer_alive(slot) {
             self.evict(slot);
         }
@@ -418,17 +403,11 @@ impl Producer {
     fn announce(&mut self, need: Need) {
         let p = self.map.producer();
         self.write_end = self.write_end.max(self.head + need.units);
-        p.write_end.store(self.write_end, Ordering::Relaxed);
+        protocol::announce(&p.write_end, self.write_end);
         if need.data > 0 {
             self.data_write_end = self.data_write_end.max(self.data_head + need.data);
-            p.data_write_end
-                .store(self.data_write_end, Ordering::Relaxed);
+            protocol::announce(&p.data_write_end, self.data_write_end);
         }
-        // SYNC: Release fence orders the write_end stores above before the
-        // data stores that follow; pairs with the Acquire fence in
-        // Consumer::intact (a reader that sees our new data also sees
-        // the new write_end).
-        fence(Ordering::Release);
     }
 
     /// Publish a block of `units` (`data` bytes of payload).
@@ -444,13 +423,7 @@ impl Producer {
         let c = self.map.control();
         c.blocks.store(self.blocks, Ordering::Relaxed);
         c.bytes.store(self.bytes, Ordering::Relaxed);
-        // SYNC: SeqCst swap publishes the block (release) and pairs with the
-        // consumers' sleep-flag RMW in Consumer::wait_for_data (one word, so
-        // no wakeup is lost) and with the join protocol (see `scan`).
-        let old = p.head.swap(self.head << 1, Ordering::SeqCst);
-        if old & 1 != 0 {
-            crate::sync::futex_wake(&p.head);
-        }
+        protocol::publish(p, self.head);
     }
 
     /// Write `parts` (one block, gathered) with classification `tag`.
