@@ -34,8 +34,7 @@ pub const EXIT_BROKEN_PIPE: i32 = 141;
 /// Largest chunk read from stdin or peeked for stdout.
 const MAX_CHUNK: u64 = 256 << 10;
 
-/// How often an idle reader looks at the ring's producer state itself (see
-/// [`UnseenClose`]).
+/// How often an idle reader with `--timeout` checks its deadline.
 const IDLE_CHECK: Duration = Duration::from_millis(100);
 
 #[derive(Subcommand, Debug)]
@@ -160,21 +159,12 @@ fn finish(pb: Option<ProgressBar>, what: &str, bytes: u64, t0: Instant) {
     }
 }
 
-/// Live consumers of ring `name` (dead ones still in the ring's table do
-/// not count; `Producer::consumers` would count them).
-fn live_readers(name: &str) -> Result<usize> {
-    Ok(ring::stat(name)?
-        .consumers
-        .iter()
-        .filter(|c| c.alive)
-        .count())
-}
-
-fn wait_readers(name: &str, n: usize, timeout: Option<Duration>) -> Result<()> {
+fn wait_readers(prod: &mut Producer, n: usize, timeout: Option<Duration>) -> Result<()> {
+    let name = prod.ring().name().to_owned();
     let t0 = Instant::now();
     let mut told = false;
     loop {
-        let have = live_readers(name)?;
+        let have = prod.live_consumers();
         if have >= n {
             return Ok(());
         }
@@ -268,13 +258,12 @@ fn put(a: PutArgs) -> Result<i32> {
             "ring {name} is an index ring (pointers into other rings): `zcio pipe put` needs a data ring; create one with `zcio ring create NAME --layout continuous`"
         );
     }
-    let prod = Producer::attach(map).with_context(|| format!("cannot write to ring {name}"))?;
-    let mut prod = Closing(Some(prod));
+    let mut prod = Producer::attach(map).with_context(|| format!("cannot write to ring {name}"))?;
     let res = match a.readers {
         0 => Ok(()),
-        n => wait_readers(name, n, wait_timeout),
+        n => wait_readers(&mut prod, n, wait_timeout),
     }
-    .and_then(|()| copy_in(prod.get(), a.readers > 0, a.progress));
+    .and_then(|()| copy_in(&mut prod, a.readers > 0, a.progress));
     // Close the ring (readers drain it, then see EOF) before anything else.
     drop(prod);
     if a.rm {
@@ -291,54 +280,6 @@ fn put(a: PutArgs) -> Result<i32> {
                 size(n)
             );
             Ok(EXIT_BROKEN_PIPE)
-        }
-    }
-}
-
-/// The producer, closed (see [`ensure_closed`]) when dropped on any path.
-struct Closing(Option<Producer>);
-
-impl Closing {
-    fn get(&mut self) -> &mut Producer {
-        self.0.as_mut().expect("present until dropped")
-    }
-}
-
-impl Drop for Closing {
-    fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let map = p.ring().clone();
-            drop(p);
-            ensure_closed(&map);
-        }
-    }
-}
-
-/// Workaround for a library bug (zcio 0.1 at the time of writing):
-/// `Producer::drop` compares the owner word against the epoch *before* its
-/// `attach` (`self.epoch - 1`) while `attach` stored the incremented one, so
-/// the compare-exchange to CLOSED never succeeds and every reader reports
-/// "producer died" instead of end of stream. If the word still says we are
-/// the active producer after the drop, close it here the way `drop` means
-/// to (state byte ACTIVE → CLOSED, same epoch and pid, then wake sleepers).
-/// A no-op once the library closes correctly.
-fn ensure_closed(map: &RingMap) {
-    use zcio::sync::Ordering;
-    const STATE_SHIFT: u64 = 32;
-    const STATE_MASK: u64 = 0xff << STATE_SHIFT;
-    const ACTIVE: u64 = 1 << STATE_SHIFT;
-    const CLOSED: u64 = 2 << STATE_SHIFT;
-    let owner = &map.control().owner;
-    let w = owner.load(Ordering::Acquire);
-    if w & STATE_MASK == ACTIVE && w as u32 == std::process::id() {
-        let closed = (w & !STATE_MASK) | CLOSED;
-        if owner
-            .compare_exchange(w, closed, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            let head = &map.producer().head;
-            head.fetch_and(!1, Ordering::SeqCst);
-            zcio::sync::futex_wake(head);
         }
     }
 }
@@ -412,54 +353,18 @@ fn copy_in(prod: &mut Producer, need_readers: bool, show: bool) -> Result<Copied
     Ok(Copied::All)
 }
 
-/// Workaround for a reader that never saw the producer: the library ends
-/// the stream only for a consumer that saw the producer active or saw
-/// data, so a producer that attaches, writes nothing and closes while we
-/// sleep would leave us waiting forever. We remember the producer recorded
-/// at attach and treat "closed by a different producer, nothing to read"
-/// as end of stream.
-struct UnseenClose {
-    name: String,
-    at_attach: Option<(u32, &'static str)>,
-}
-
-impl UnseenClose {
-    fn new(name: &str) -> Self {
-        let at_attach = ring::stat(name)
-            .ok()
-            .map(|s| (s.producer.pid, s.producer.state));
-        Self {
-            name: name.to_owned(),
-            at_attach,
-        }
-    }
-
-    /// Whether a producer other than the one present at attach has closed
-    /// the ring.
-    fn closed_since_attach(&self) -> bool {
-        let Some((pid0, state0)) = self.at_attach else {
-            return false;
-        };
-        if state0 == "active" {
-            return false; // the library saw it and ends the stream itself
-        }
-        ring::stat(&self.name).is_ok_and(|s| s.producer.state == "closed" && s.producer.pid != pid0)
-    }
-}
-
 fn get(a: GetArgs) -> Result<i32> {
     let timeout = secs("--timeout", a.timeout)?;
     let name = a.name.as_str();
     let map = open_ring("get", name, &a.create)?;
     let mut cons = Consumer::attach(map, Start::Newest)
         .with_context(|| format!("cannot read from ring {name}"))?;
-    let closed = UnseenClose::new(name);
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let pb = progress(a.progress, "get");
     let t0 = Instant::now();
     let mut total = 0u64;
-    let res = copy_out(&mut cons, lock.as_fd(), timeout, &closed, |n| {
+    let res = copy_out(&mut cons, lock.as_fd(), timeout, |n| {
         total += n as u64;
         if let Some(pb) = &pb {
             pb.set_position(total);
@@ -489,7 +394,6 @@ fn copy_out(
     cons: &mut Consumer,
     out: BorrowedFd<'_>,
     timeout: Option<Duration>,
-    closed: &UnseenClose,
     mut count: impl FnMut(usize),
 ) -> Result<()> {
     let g = *cons.geometry();
@@ -505,24 +409,13 @@ fn copy_out(
         Vec::new()
     };
     let mut last = Instant::now();
-    // Set once a producer we never saw has closed the ring: one more
-    // non-blocking look, then end of stream.
-    let mut final_look = false;
     loop {
-        let wait = if final_look {
-            None
-        } else {
-            Some(match timeout {
-                Some(t) => IDLE_CHECK.min(t.saturating_sub(last.elapsed())),
-                None => IDLE_CHECK,
-            })
+        let wait = match timeout {
+            Some(t) => IDLE_CHECK.min(t.saturating_sub(last.elapsed())),
+            None => IDLE_CHECK,
         };
         let r = if overwrites {
-            let r = match wait {
-                Some(w) => cons.read_timeout(&mut buf, w),
-                None => cons.try_read(&mut buf),
-            };
-            match r {
+            match cons.read_timeout(&mut buf, wait) {
                 Ok(0) => return Ok(()),
                 Ok(n) => {
                     write_all(out, &buf[..n])?;
@@ -535,11 +428,7 @@ fn copy_out(
                 Err(e) => Err(e),
             }
         } else {
-            let r = match wait {
-                Some(w) => cons.peek_timeout(max, w),
-                None => cons.try_peek(max),
-            };
-            match r {
+            match cons.peek_timeout(max, wait) {
                 Ok(None) => return Ok(()),
                 Ok(Some(p)) => {
                     let n = p.len();
@@ -553,14 +442,8 @@ fn copy_out(
             Ok(n) => {
                 count(n);
                 last = Instant::now();
-                final_look = false;
             }
-            Err(ReadError::WouldBlock) if final_look => return Ok(()),
             Err(ReadError::TimedOut) => {
-                if closed.closed_since_attach() {
-                    final_look = true;
-                    continue;
-                }
                 if let Some(t) = timeout {
                     if last.elapsed() >= t {
                         bail!("no data for {:.1} s (--timeout)", t.as_secs_f64());
