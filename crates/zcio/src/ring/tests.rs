@@ -592,3 +592,98 @@ fn consumer_slots_are_freed_and_counted() {
     assert_eq!(p.consumers(), 0);
     assert!(Consumer::attach(map, Start::Newest).is_ok());
 }
+
+mod frp_property {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// The producer writes this many blocks.
+        Write(u16),
+        /// The consumer reads this many blocks (or until empty).
+        Read(u16),
+        /// The consumer peeks one block, the producer writes this many
+        /// more while it is borrowed, then the consumer releases it.
+        PeekDuring(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u16..40).prop_map(Op::Write),
+            (1u16..40).prop_map(Op::Read),
+            (0u16..40).prop_map(Op::PeekDuring),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Under FRP, whatever interleaving of writes, reads and peeks:
+        /// every block a consumer accepts is exactly a block the producer
+        /// wrote, in increasing order; a peek overwritten while borrowed is
+        /// reported as `Lapped`, never accepted.
+        #[test]
+        fn frp_never_accepts_overwritten_data(layout in 0usize..4, ops in prop::collection::vec(op(), 1..40)) {
+            let layout = [Layout::Continuous, Layout::Slotted, Layout::Variable, Layout::Descriptors][layout];
+            let name = Name::new("prop");
+            let map = opts(layout, Overflow::Frp).size(8192).slot_size(512).entries(16).create(&name.0).unwrap();
+            let mut p = Producer::attach(map.clone()).unwrap();
+            let mut c = Consumer::attach(map, Start::Newest).unwrap();
+            let max = 400;
+            let mut next_write = 0u64;
+            let mut last_read: Option<u64> = None;
+            let mut write = |p: &mut Producer, n: u16| {
+                for _ in 0..n {
+                    if layout == Layout::Continuous {
+                        p.write(&block(next_write, 16)[..8]).unwrap();
+                    } else {
+                        p.write_tagged(&block(next_write, max), 0, Wait::No).unwrap();
+                    }
+                    next_write += 1;
+                }
+            };
+            let check = |b: &[u8]| -> u64 {
+                if layout == Layout::Continuous {
+                    u64::from_le_bytes(b[..8].try_into().unwrap())
+                } else {
+                    check_block(b, max)
+                }
+            };
+            let read_max = if layout == Layout::Continuous { 8 } else { usize::MAX };
+            for op in ops {
+                match op {
+                    Op::Write(n) => write(&mut p, n),
+                    Op::Read(n) => {
+                        let mut buf = [0u8; 512];
+                        for _ in 0..n {
+                            let Ok(len) = c.try_read(&mut buf[..read_max.min(512)]) else { break };
+                            prop_assert!(layout != Layout::Continuous || len == 8);
+                            let i = check(&buf[..len]);
+                            prop_assert!(last_read.is_none_or(|l| i > l), "out of order: {} after {:?}", i, last_read);
+                            last_read = Some(i);
+                        }
+                    }
+                    Op::PeekDuring(n) => {
+                        let Ok(Some(pk)) = c.try_peek(read_max) else { continue };
+                        let before = pk.to_vec();
+                        write(&mut p, n);
+                        let intact = pk.is_intact();
+                        let now = pk.to_vec();
+                        match pk.release() {
+                            Ok(()) => {
+                                prop_assert!(intact);
+                                prop_assert_eq!(&now, &before, "accepted bytes changed under the peek");
+                                let i = check(&now);
+                                prop_assert!(last_read.is_none_or(|l| i > l));
+                                last_read = Some(i);
+                            }
+                            Err(ReadError::Lapped) => prop_assert!(!intact),
+                            Err(e) => prop_assert!(false, "{}", e),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
