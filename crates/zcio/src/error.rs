@@ -7,6 +7,7 @@ use crate::buf::{AllocError, FreezeError};
 use crate::channel::{ConnectError, RecvError, SendError};
 use crate::msg::MsgError;
 use crate::region::RegionError;
+use crate::ring::{OpenError, ReadError, WriteError};
 
 /// Any zcio error.
 #[derive(Debug, Error)]
@@ -32,6 +33,15 @@ pub enum Error {
     /// Receiving.
     #[error(transparent)]
     Recv(#[from] RecvError),
+    /// Creating or attaching to a ring.
+    #[error(transparent)]
+    RingOpen(#[from] OpenError),
+    /// Writing to a ring.
+    #[error(transparent)]
+    RingWrite(#[from] WriteError),
+    /// Reading from a ring.
+    #[error(transparent)]
+    RingRead(#[from] ReadError),
 }
 
 impl From<(SendError, crate::msg::Msg)> for Error {
