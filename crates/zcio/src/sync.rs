@@ -113,6 +113,45 @@ pub fn spin_pause(spins: u32) {
     }
 }
 
+/// An adaptive spin budget: how long a waiter should spin before sleeping.
+///
+/// Spinning pays only when the awaited event usually comes within the
+/// spin; when the waiter keeps ending up asleep anyway (the peer is slower,
+/// or there are more runnable processes than cores), spinning just takes
+/// CPU from the peer. So the budget doubles after a wait that ended while
+/// spinning and halves after one that had to sleep, between 0 and `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct SpinBudget {
+    cur: Duration,
+    max: Duration,
+}
+
+impl SpinBudget {
+    /// Start at `max`.
+    pub fn new(max: Duration) -> Self {
+        Self { cur: max, max }
+    }
+
+    /// The current budget.
+    pub fn get(&self) -> Duration {
+        self.cur
+    }
+
+    /// Record how the last wait ended.
+    pub fn record(&mut self, slept: bool) {
+        self.cur = if slept {
+            let half = self.cur / 2;
+            if half < Duration::from_micros(1) {
+                Duration::ZERO
+            } else {
+                half
+            }
+        } else {
+            (self.cur * 2 + Duration::from_micros(2)).min(self.max)
+        };
+    }
+}
+
 /// What a bounded wait should do next (see [`Backoff`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {

@@ -22,9 +22,10 @@ use super::live::{self, Watch};
 use super::map::RingMap;
 use super::producer::LIVENESS_SLICE;
 use super::{protocol, Wait};
-use crate::sync::{Backoff, Ordering, Step};
+use crate::sync::{Backoff, Ordering, SpinBudget, Step};
 
-/// How long a reader spins before sleeping.
+/// Longest a reader spins before sleeping (adapted per consumer, see
+/// [`SpinBudget`]).
 const SPIN: Duration = Duration::from_micros(200);
 
 /// Where a new consumer starts.
@@ -101,6 +102,7 @@ pub struct Consumer {
     targets: Vec<Arc<RingMap>>,
     stats: ConsumerStats,
     drops_at_join: u64,
+    spin: SpinBudget,
     pub(crate) ready: Option<Arc<super::ready::Shared>>,
 }
 
@@ -169,6 +171,7 @@ impl Consumer {
             targets: Vec::new(),
             stats: ConsumerStats::default(),
             drops_at_join,
+            spin: SpinBudget::new(SPIN),
             map,
             ready: None,
         };
@@ -485,6 +488,7 @@ impl Consumer {
     /// stream.
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
         let mut backoff: Option<Backoff> = None;
+        let mut slept = false;
         loop {
             if self.map.truncated() {
                 return Err(ReadError::Corrupt("ring file truncated"));
@@ -498,9 +502,9 @@ impl Consumer {
                     let t = wait.deadline().map_or(super::FOREVER, |d| {
                         d.saturating_duration_since(Instant::now())
                     });
-                    Backoff::new(SPIN, t)
+                    Backoff::yielding(self.spin.get(), t)
                 });
-                if let Some(eof) = self.idle(wait, b)? {
+                if let Some(eof) = self.idle(wait, b, &mut slept)? {
                     if eof {
                         return Ok(None);
                     }
@@ -515,6 +519,10 @@ impl Consumer {
                 continue;
             }
             self.seen_producer = true;
+            if backoff.is_some() {
+                self.spin.record(slept);
+                backoff = None;
+            }
             match self.locate(max)? {
                 Some(b) => return Ok(Some(b)),
                 None if self.geo.overflow.overwrites() || !self.intact_entry() => self.skip(),
@@ -525,7 +533,12 @@ impl Consumer {
 
     /// Nothing to read: decide between end-of-stream, an error, or waiting.
     /// `Some(true)`: end of stream; `Some(false)`/`None`: look again.
-    fn idle(&mut self, wait: Wait, backoff: &mut Backoff) -> Result<Option<bool>, ReadError> {
+    fn idle(
+        &mut self,
+        wait: Wait,
+        backoff: &mut Backoff,
+        slept: &mut bool,
+    ) -> Result<Option<bool>, ReadError> {
         if self.map.truncated() {
             return Err(ReadError::Corrupt("ring file truncated"));
         }

@@ -23,9 +23,10 @@ use super::layout::{
 use super::live::{self, Watch};
 use super::map::RingMap;
 use super::{protocol, Wait};
-use crate::sync::{Backoff, Ordering, Step};
+use crate::sync::{Backoff, Ordering, SpinBudget, Step};
 
-/// How long a producer spins before sleeping for room.
+/// Longest a producer spins before sleeping for room (adapted, see
+/// [`SpinBudget`]).
 const SPIN: Duration = Duration::from_micros(200);
 /// Longest single sleep; after each, a blocking consumer's liveness is
 /// checked.
@@ -57,6 +58,7 @@ pub struct Producer {
     sources: Vec<u64>,
     blocks: u64,
     bytes: u64,
+    spin: SpinBudget,
 }
 
 impl std::fmt::Debug for Producer {
@@ -158,6 +160,7 @@ impl Producer {
             sources: Vec::new(),
             blocks,
             bytes,
+            spin: SpinBudget::new(SPIN),
             map,
         };
         me.min_cache = me.scan().0;
@@ -315,16 +318,20 @@ impl Producer {
                     return Ok(());
                 }
                 let deadline = wait.deadline();
-                let mut backoff = Backoff::new(
-                    SPIN,
+                let mut backoff = Backoff::yielding(
+                    self.spin.get(),
                     deadline.map_or(super::FOREVER, |d| {
                         d.saturating_duration_since(Instant::now())
                     }),
                 );
+                let (mut waited, mut slept) = (false, false);
                 loop {
                     let (min, slowest) = self.scan();
                     self.min_cache = min;
                     if self.fits(need, min) {
+                        if waited {
+                            self.spin.record(slept);
+                        }
                         return Ok(());
                     }
                     if self.geo.overflow == Overflow::Srp {
@@ -336,10 +343,12 @@ impl Producer {
                     if wait == Wait::No {
                         return Err(WriteError::WouldBlock);
                     }
+                    waited = true;
                     match backoff.step() {
                         Step::Retry => continue,
                         Step::TimedOut => return Err(WriteError::TimedOut),
                         Step::Sleep { remaining, .. } => {
+                            slept = true;
                             self.sleep_on(slot, need, remaining.min(LIVENESS_SLICE));
                         }
                     }
