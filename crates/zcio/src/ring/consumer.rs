@@ -559,20 +559,15 @@ impl Consumer {
             Step::Retry => Ok(None),
             Step::TimedOut => Err(ReadError::TimedOut),
             Step::Sleep { remaining, .. } => {
-                let w = &self.map.producer().head;
-                // SYNC: the RMW sets the sleep flag and returns the latest
-                // head word; the producer's publishing swap changes the word
-                // (so the wait cannot miss it) and wakes us if it saw the flag.
-                let old = w.fetch_or(1, Ordering::SeqCst);
-                if old >> 1 != self.cursor {
-                    return Ok(Some(false));
-                }
-                let woke =
-                    crate::sync::futex_wait(w, (old | 1) as u32, remaining.min(LIVENESS_SLICE));
-                if !woke
+                *slept = true;
+                let t = remaining.min(LIVENESS_SLICE);
+                let t0 = Instant::now();
+                let h = protocol::consumer_sleep(self.map.producer(), self.cursor, t);
+                self.head_cache = h;
+                if h == self.cursor
+                    && t0.elapsed() >= t
                     && state == OWNER_ACTIVE
                     && !self.producer_alive(pid)
-                    && self.refresh_head() == self.cursor
                 {
                     return Err(ReadError::ProducerDied(pid));
                 }
