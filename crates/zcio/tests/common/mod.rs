@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod hostile;
+pub mod ring;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
