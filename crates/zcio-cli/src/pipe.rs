@@ -330,7 +330,7 @@ fn copy_in(prod: &mut Producer, need_readers: bool, show: bool) -> Result<Copied
             }
             // SAFETY: `read_into` reported `n` bytes of `spare_mut()` written.
             unsafe { r.advance(n) };
-            r.commit(0);
+            r.commit(0).context("write to ring")?;
             n
         };
         total += n as u64;

@@ -381,8 +381,6 @@ fn files_that_are_not_rings_are_refused() {
 /// and none may block (opening a FIFO read-only waits for a writer unless
 /// `O_NONBLOCK` is given). Run in a child under the watchdog.
 #[test]
-#[ignore = "bug: ring::stat (RingMap::open read-only) on a FIFO planted at the ring path blocks \
-            forever in open(O_RDONLY) (shm::open lacks O_NONBLOCK), so `zcio ring stat NAME` hangs"]
 fn planted_fifo_is_refused_without_blocking() {
     let dir = RingDir::new("access-fifo");
     let name = dir.name("fifo");

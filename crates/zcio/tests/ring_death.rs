@@ -290,9 +290,6 @@ fn stat_reports_dead_consumer_and_dead_producer() {
 /// recreate exactly that state (kill a reader, then put its slot back to
 /// `JOINING`): the producer must not wait for that dead process forever.
 #[test]
-#[ignore = "bug: a consumer slot left JOINING by a dead process is never evicted \
-            (Producer::consumer_alive treats JOINING as alive without checking the pid), \
-            so a Block producer waits for it forever"]
 fn consumer_killed_while_attaching_does_not_block_the_producer_forever() {
     let dir = RingDir::new("death-join");
     let name = dir.name("r");
@@ -323,8 +320,6 @@ fn consumer_killed_while_attaching_does_not_block_the_producer_forever() {
 /// The same death one step earlier (slot claimed as `JOINING`, bitmap bit
 /// not yet set) must not cost a consumer slot for good.
 #[test]
-#[ignore = "bug: Consumer::claim_slot reclaims only ACTIVE slots of dead processes; \
-            a slot left JOINING by a dead process is lost until the ring is recreated"]
 fn slot_left_joining_by_a_dead_process_is_reclaimed() {
     let dir = RingDir::new("death-joinslot");
     let name = dir.name("r");

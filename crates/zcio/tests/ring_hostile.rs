@@ -536,10 +536,6 @@ fn garbage_block_is_skipped_under_frp_variable() {
 }
 
 #[test]
-#[ignore = "bug: an FRP reader facing an invalid header less than half a ring behind the \
-            head (and more than half a ring from position 0) loops forever inside \
-            read_timeout (Consumer::skip makes no progress: skip_target clamps to the cursor, \
-            and Consumer::next never checks the deadline)"]
 fn garbage_block_is_skipped_under_frp_slotted() {
     assert_eq!(
         garbage_block_at_the_reader(Layout::Slotted, Overflow::Frp),
@@ -548,10 +544,6 @@ fn garbage_block_is_skipped_under_frp_slotted() {
 }
 
 #[test]
-#[ignore = "bug: an FRP reader facing an invalid descriptor less than half a ring behind \
-            the head (and more than half a ring from position 0) loops forever inside \
-            read_timeout (Consumer::skip makes no progress: skip_target clamps to the cursor, \
-            and Consumer::next never checks the deadline)"]
 fn garbage_block_is_skipped_under_frp_descriptors() {
     assert_eq!(
         garbage_block_at_the_reader(Layout::Descriptors, Overflow::Frp),
@@ -650,9 +642,6 @@ fn truncation_to_zero_under_a_blocked_reader_and_the_producer() {
 /// A write whose bytes went into the zero pages that replaced a truncated
 /// file was never published: it must not report success.
 #[test]
-#[ignore = "bug: the first write after the ring file was truncated returns Ok although the \
-            block went into the private zero pages mapped by the SIGBUS guard (nobody can \
-            read it); only the next write reports Corrupt"]
 fn first_write_after_truncation_is_not_reported_as_written() {
     let dir = RingDir::new("hostile-trunc-w");
     let name = dir.name("r");
@@ -733,9 +722,6 @@ fn truncation_to_half_under_a_lagging_reader_and_the_producer() {
 /// A reader at the exact spot where the file was cut, in a `Block` ring:
 /// the error must name the truncation, not a corrupt header.
 #[test]
-#[ignore = "bug: a reader whose header read trips the SIGBUS guard gets \
-            Corrupt(\"invalid block header\") (Block) instead of Corrupt(\"ring file truncated\"): \
-            Consumer::next does not check RingMap::truncated after locate fails"]
 fn truncation_is_reported_as_truncation() {
     let dir = RingDir::new("hostile-trunc-msg");
     let name = dir.name("r");
@@ -805,17 +791,28 @@ fn truncation_to_half_under_a_blocked_reader() {
     // past the cut trips the producer's guard.
     let res = tried(&mut w, (intact - 4) as u32 + 3);
     assert!(res.last().is_some_and(|r| is_truncated_error(r)), "{res:?}");
-    assert_eq!(
-        num_after(&r.ask(&format!("until {intact}")), "count "),
-        intact
-    );
+    // The reader gets every intact block; it may already have touched the
+    // cut (the producer published a block into its own zero page) and
+    // ended with the truncation error.
+    let rep = r.ask(&format!("until {intact}"));
+    let end = if rep.starts_with("end ") {
+        Some(rep)
+    } else {
+        assert_eq!(num_after(&rep, "count "), intact);
+        None
+    };
     w.send("close");
     assert_eq!(w.next_report(), "closed");
     w.finish();
-    let (outcome, n) = parse_end(&r.next_report());
+    let (outcome, n) = parse_end(&end.unwrap_or_else(|| r.next_report()));
     assert_eq!(n, intact);
     println!("blocked reader after truncation to half: {outcome}");
-    assert!(outcome.starts_with("err "), "{outcome}");
+    // Either it touched the cut (truncation error) or it saw the producer's
+    // close, which reaches the surviving header pages (end of stream).
+    assert!(
+        outcome.contains("truncated") || outcome.starts_with("eof"),
+        "{outcome}"
+    );
     r.finish();
 }
 
@@ -823,10 +820,6 @@ fn truncation_to_half_under_a_blocked_reader() {
 /// must still reach the file (readers then see the end of the stream, not
 /// a dead producer).
 #[test]
-#[ignore = "bug: once a producer has tripped the SIGBUS guard, its whole mapping (header \
-            included, though still in the file) is private zero pages, so its close never \
-            reaches the ring: stat keeps saying \"active\" and blocked readers report \
-            ProducerDied when it exits (or wait forever while it lives)"]
 fn producer_close_after_truncation_to_half_reaches_the_file() {
     let dir = RingDir::new("hostile-trunc-close");
     let name = dir.name("r");

@@ -182,10 +182,24 @@ impl Consumer {
         me.publish_cursor();
         // SYNC: Release publishes the slot's fields; pairs with the Acquire
         // owner loads in Producer::consumer_alive and ring::stat.
-        me.map
+        let joining = SLOT_JOINING << 32 | u64::from(pid);
+        if me
+            .map
             .slot(slot)
             .owner
-            .store(SLOT_ACTIVE << 32 | u64::from(pid), Ordering::Release);
+            .compare_exchange(
+                joining,
+                SLOT_ACTIVE << 32 | u64::from(pid),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            // Someone took the slot from us (only possible if our claim
+            // looked dead): give up cleanly; Drop must not free their slot.
+            std::mem::forget(me);
+            return Err(OpenError::NoSlot(MAX_CONSUMERS));
+        }
         let (state, _, epoch) = me.producer_state();
         me.seen_producer = state == OWNER_ACTIVE;
         me.epoch_at_join = epoch;
@@ -198,9 +212,13 @@ impl Consumer {
             let s = map.slot(i);
             let owner = s.owner.load(Ordering::Acquire);
             let free = owner == 0 || {
-                // A slot whose process died is free again.
+                // A slot whose process died (even mid-claim) is free again.
                 let start = s.owner_start.load(Ordering::Acquire);
-                owner >> 32 == SLOT_ACTIVE && !Watch::new(owner as u32, start).alive()
+                match owner >> 32 {
+                    SLOT_ACTIVE => !Watch::new(owner as u32, start).alive(),
+                    SLOT_JOINING => !live::claimant_alive(owner as u32),
+                    _ => true,
+                }
             };
             // SYNC: AcqRel CAS claims the slot.
             if free
@@ -318,6 +336,12 @@ impl Consumer {
             ),
             _ => protocol::skip_target(self.cursor, head, we, self.cap, self.step, 1),
         };
+        self.skip_to(to);
+        self.step = (self.step * 2).min((self.cap / 2).max(self.base_step()));
+    }
+
+    /// Move the cursor forward to `to` (≥ cursor), counting it as a skip.
+    fn skip_to(&mut self, to: u64) {
         self.stats.skipped_blocks += 1;
         self.stats.skipped_units += to - self.cursor;
         let s = self.map.slot(self.slot);
@@ -326,7 +350,6 @@ impl Consumer {
         s.skipped_units
             .store(self.stats.skipped_units, Ordering::Relaxed);
         self.cursor = to;
-        self.step = (self.step * 2).min((self.cap / 2).max(self.base_step()));
         self.publish_cursor();
     }
 
@@ -489,9 +512,21 @@ impl Consumer {
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
         let mut backoff: Option<Backoff> = None;
         let mut slept = false;
+        let mut rounds = 0u32;
         loop {
             if self.map.truncated() {
                 return Err(ReadError::Corrupt("ring file truncated"));
+            }
+            // Every round either waits (bounded in `idle`) or moves the
+            // cursor forward, but a hostile producer can make the rounds
+            // endless: check the deadline now and then.
+            rounds = rounds.wrapping_add(1);
+            if rounds % 64 == 0 {
+                match wait {
+                    Wait::Until(d) if Instant::now() >= d => return Err(ReadError::TimedOut),
+                    Wait::No if rounds >= 1024 => return Err(ReadError::WouldBlock),
+                    _ => {}
+                }
             }
             if self.head_cache == self.cursor {
                 self.refresh_head();
@@ -525,7 +560,19 @@ impl Consumer {
             }
             match self.locate(max)? {
                 Some(b) => return Ok(Some(b)),
-                None if self.geo.overflow.overwrites() || !self.intact_entry() => self.skip(),
+                None if self.map.truncated() => {
+                    return Err(ReadError::Corrupt("ring file truncated"))
+                }
+                // Overwritten while we read the header: lapped, skip.
+                None if !self.intact_entry() => self.skip(),
+                // Intact but invalid: the producer wrote garbage. A lossy
+                // reader (FRP/MRP) steps over it to the head (counted as a
+                // skip; the head is always a block boundary); a lossless one
+                // reports it (`seek(SeekTo::Newest)` resynchronises).
+                None if self.geo.overflow.overwrites() => {
+                    let head = self.refresh_head().max(self.cursor);
+                    self.skip_to(head);
+                }
                 None => return Err(ReadError::Corrupt("invalid block header")),
             }
         }

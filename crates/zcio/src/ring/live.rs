@@ -42,6 +42,12 @@ impl Watch {
     }
 }
 
+/// Whether a consumer slot still being claimed (its start time may not be
+/// stored yet) belongs to a running process.
+pub fn claimant_alive(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|p| p > 0 && peer::start_time(p).is_some())
+}
+
 /// This process's `(pid, start time)`.
 pub fn me() -> (u32, u64) {
     let pid = std::process::id();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, WriteError};
 use super::layout::{
     owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
-    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, SLOT_ACTIVE,
+    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, SLOT_ACTIVE, SLOT_JOINING,
 };
 use super::live::{self, Watch};
 use super::map::RingMap;
@@ -382,8 +382,13 @@ impl Producer {
         let owner = s.owner.load(Ordering::Acquire);
         let start = s.owner_start.load(Ordering::Acquire);
         let pid = owner as u32;
+        if owner >> 32 == SLOT_JOINING {
+            // Mid-claim (start time maybe not stored yet): alive while the
+            // process exists.
+            return live::claimant_alive(pid);
+        }
         if owner >> 32 != SLOT_ACTIVE {
-            return true; // joining: give it time
+            return false;
         }
         let w = &mut self.watches[slot];
         if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
@@ -460,12 +465,17 @@ impl Producer {
                 dst = dst.add(p.len());
             }
         }
-        self.finish_block(need, len, tag, hdr);
-        Ok(())
+        self.finish_block(need, len, tag, hdr)
     }
 
     /// Write the block's header (in-band or descriptor) and publish it.
-    fn finish_block(&mut self, need: Need, len: u64, tag: u32, inband: bool) {
+    fn finish_block(
+        &mut self,
+        need: Need,
+        len: u64,
+        tag: u32,
+        inband: bool,
+    ) -> Result<(), WriteError> {
         if inband {
             let h = BlockHeader {
                 pos: self.head,
@@ -500,6 +510,17 @@ impl Producer {
             need.units
         };
         self.publish(units, need.data, len);
+        self.check_truncated()
+    }
+
+    /// A truncation discovered while writing means the block went into the
+    /// zero pages that replaced the file: report it as not written.
+    fn check_truncated(&self) -> Result<(), WriteError> {
+        if self.map.truncated() {
+            Err(WriteError::Corrupt("ring file truncated"))
+        } else {
+            Ok(())
+        }
     }
 
     /// Write `bytes` as one block (one stream chunk for continuous rings),
@@ -594,7 +615,7 @@ impl Producer {
         // SAFETY: as argued just above.
         unsafe { self.map.desc(self.head).write_volatile(ptr) };
         self.publish(1, 0, u64::from(ptr.len));
-        Ok(())
+        self.check_truncated()
     }
 
     /// Write `peek`'s block here: a rich pointer if this is an index ring
@@ -737,8 +758,9 @@ impl Reservation<'_> {
         self.filled += n;
     }
 
-    /// Publish the filled bytes as one block with `tag`.
-    pub fn commit(self, tag: u32) {
+    /// Publish the filled bytes as one block with `tag`. Fails only if the
+    /// ring file was truncated under us (the block is then lost).
+    pub fn commit(self, tag: u32) -> Result<(), WriteError> {
         let len = self.filled as u64;
         let mut need = self.need;
         if self.prod.geo.layout == Layout::Variable {
@@ -748,6 +770,6 @@ impl Reservation<'_> {
             need.data = len.next_multiple_of(8);
         }
         let inband = matches!(self.prod.geo.layout, Layout::Slotted | Layout::Variable);
-        self.prod.finish_block(need, len, tag, inband);
+        self.prod.finish_block(need, len, tag, inband)
     }
 }

@@ -472,7 +472,7 @@ fn reservation_publishes_only_on_commit() {
     assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
     let mut r = p.reserve(100, Wait::No).unwrap();
     assert_eq!(r.put(&[7u8; 150]), 100);
-    r.commit(42);
+    r.commit(42).unwrap();
     let pk = c.try_peek(usize::MAX).unwrap().unwrap();
     assert_eq!((pk.len(), pk.tag()), (100, 42));
 }

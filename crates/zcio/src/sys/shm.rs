@@ -41,7 +41,9 @@ pub fn path_of(name: &str) -> PathBuf {
 }
 
 /// Open an existing ring file, read-write or read-only. Never follows a
-/// symbolic link (another user could plant one).
+/// symbolic link (another user could plant one) and never blocks (a FIFO
+/// planted at the path would; the caller then refuses it as not a regular
+/// file).
 pub fn open(name: &str, writable: bool) -> Result<OwnedFd, Errno> {
     let acc = if writable {
         OFlags::RDWR
@@ -50,7 +52,7 @@ pub fn open(name: &str, writable: bool) -> Result<OwnedFd, Errno> {
     };
     fs::open(
         path_of(name),
-        acc | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        acc | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
         Mode::empty(),
     )
 }

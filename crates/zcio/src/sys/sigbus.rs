@@ -5,10 +5,11 @@
 //! it mapped; touching a page past the new end raises `SIGBUS`, which would
 //! kill a reader for another process's misbehaviour. A [`Guard`] registers a
 //! mapped address range; if a `SIGBUS` hits inside a registered range, the
-//! handler maps anonymous zero pages over the whole range (`MAP_FIXED`),
-//! records the hit and returns, so the faulting access completes (reading
-//! zeros) and the ring code reports [`Guard::tripped`] as an error instead
-//! of dying. Faults outside every registered range go to the previous
+//! handler maps an anonymous zero page over the faulting page only
+//! (`MAP_FIXED`), records the hit and returns, so the faulting access
+//! completes (reading zeros) and the ring code reports [`Guard::tripped`] as
+//! an error instead of dying. Pages still backed by the file stay mapped, so
+//! a producer can still mark the ring closed in its (surviving) header. Faults outside every registered range go to the previous
 //! handler (or the default action, which terminates the process as usual).
 //!
 //! This is the technique Wayland compositors use for client-supplied shm
@@ -124,14 +125,17 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             continue;
         }
         if addr >= start && addr - start < len {
-            // The range is a mapping registered by a live Guard; replacing it
-            // with private anonymous pages keeps every address valid, and
-            // nothing else in this process owns those addresses.
+            // The page lies in a mapping registered by a live Guard; replacing
+            // it with a private anonymous page keeps every address valid, and
+            // nothing else in this process owns that page.
+            // SAFETY: `sysconf` is async-signal-safe and has no preconditions.
+            let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+            let page = addr & !(ps - 1);
             // SAFETY: as argued just above.
             let p = unsafe {
                 libc::mmap(
-                    start as *mut libc::c_void,
-                    len,
+                    page as *mut libc::c_void,
+                    ps,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
                     -1,
