@@ -521,7 +521,7 @@ impl Consumer {
             // cursor forward, but a hostile producer can make the rounds
             // endless: check the deadline now and then.
             rounds = rounds.wrapping_add(1);
-            if rounds % 64 == 0 {
+            if rounds.is_multiple_of(64) {
                 match wait {
                     Wait::Until(d) if Instant::now() >= d => return Err(ReadError::TimedOut),
                     Wait::No if rounds >= 1024 => return Err(ReadError::WouldBlock),
