@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::RawFd;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,10 @@ pub enum Role {
     IoxSub { service: String },
     /// In-process memcpy reference, measures.
     Memcpy,
+    /// A side of `zcio bench ring` (all its parameters are in the task;
+    /// the spec's size/warmup/count are unused). Prints a JSON array of
+    /// [`crate::ring::Report`]s.
+    Ring(crate::ring::Task),
 }
 
 /// Everything a child needs.
@@ -95,6 +99,23 @@ pub fn spawn(spec: &ChildSpec) -> Result<Child, String> {
         .map_err(|e| format!("spawn benchmark child: {e}"))
 }
 
+/// The result line of an exited child (empty if it printed none).
+fn result_line(child: &mut Child) -> String {
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    line.trim().to_string()
+}
+
+fn failed(what: &str, status: ExitStatus) -> String {
+    if status.code().is_some() {
+        format!("{what} exited with {status} (its error is printed above)")
+    } else {
+        format!("{what} was terminated ({status})")
+    }
+}
+
 /// Wait for a child with a bound; kill it when the bound passes. Returns
 /// its result line, if it printed one.
 pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Measured>, String> {
@@ -102,17 +123,14 @@ pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Me
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                let mut line = String::new();
-                if let Some(out) = child.stdout.take() {
-                    let _ = BufReader::new(out).read_line(&mut line);
-                }
+                let line = result_line(&mut child);
                 if !status.success() {
-                    return Err(format!("{what} exited with {status}"));
+                    return Err(failed(what, status));
                 }
-                if line.trim().is_empty() {
+                if line.is_empty() {
                     return Ok(None);
                 }
-                return serde_json::from_str(line.trim())
+                return serde_json::from_str(&line)
                     .map(Some)
                     .map_err(|e| format!("{what}: bad result line: {e}"));
             }
@@ -123,6 +141,70 @@ pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Me
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
             Err(e) => return Err(format!("{what}: wait: {e}")),
+        }
+    }
+}
+
+/// Children of one measurement, waited for together. Children still
+/// running when the group is dropped (a spawn failed, a sibling failed,
+/// the bound passed) are killed and reaped.
+#[derive(Default)]
+pub struct Group {
+    kids: Vec<(Child, String)>,
+}
+
+impl Group {
+    /// An empty group.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a spawned child, named `what` in messages.
+    pub fn push(&mut self, child: Child, what: impl Into<String>) {
+        self.kids.push((child, what.into()));
+    }
+
+    /// Wait (at most `timeout` in all) until every child has exited; their
+    /// result lines in the order they were pushed. The first child to fail
+    /// fails the group at once (the others are killed).
+    pub fn wait_all(mut self, timeout: Duration) -> Result<Vec<String>, String> {
+        let start = Instant::now();
+        let mut lines: Vec<Option<String>> = vec![None; self.kids.len()];
+        loop {
+            let mut running = Vec::new();
+            for (i, (child, what)) in self.kids.iter_mut().enumerate() {
+                if lines[i].is_some() {
+                    continue;
+                }
+                match child.try_wait() {
+                    Ok(Some(status)) if status.success() => lines[i] = Some(result_line(child)),
+                    Ok(Some(status)) => return Err(failed(what, status)),
+                    Ok(None) => running.push(what.clone()),
+                    Err(e) => return Err(format!("{what}: wait: {e}")),
+                }
+            }
+            if running.is_empty() {
+                self.kids.clear();
+                return Ok(lines.into_iter().map(Option::unwrap_or_default).collect());
+            }
+            if start.elapsed() > timeout {
+                return Err(format!(
+                    "{} did not finish within {timeout:?}; killed",
+                    running.join(", ")
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.kids {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
         }
     }
 }
@@ -145,6 +227,19 @@ pub fn child_main(args: &[String]) -> i32 {
         if let Err(e) = crate::affinity::pin(cpu) {
             eprintln!("warning: {e}");
         }
+    }
+    if let Role::Ring(task) = &spec.role {
+        let timeout = Duration::from_millis(spec.timeout_ms);
+        return match crate::ring::run_task(task, timeout) {
+            Ok(reports) => {
+                println!("{}", serde_json::to_string(&reports).unwrap_or_default());
+                0
+            }
+            Err(e) => {
+                eprintln!("benchmark child {task:?} failed: {e}");
+                1
+            }
+        };
     }
     match crate::transfer::run_role(&spec) {
         Ok(Some(m)) => {

@@ -8,7 +8,9 @@
 
 pub mod affinity;
 pub mod child;
+pub mod fds;
 pub mod fmt;
 pub mod iox;
 pub mod report;
+pub mod ring;
 pub mod transfer;

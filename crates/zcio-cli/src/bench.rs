@@ -1,10 +1,11 @@
 //! `zcio bench …`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use zcio_bench::ring;
 use zcio_bench::transfer::{self, Options, Variant};
 use zcio_bench::{fmt, report};
 
@@ -19,6 +20,20 @@ pub enum BenchCmd {
         zcio bench transfer --sizes 4K,1M --variants zcio-cached-volatile,iceoryx2,pipe\n  \
         zcio bench transfer --format json --out transfer.json --svg transfer.svg")]
     Transfer(TransferArgs),
+    /// Beltway rings vs Linux pipes and per-packet allocation, every side a
+    /// separate process, all in one run: (a) pipe vs ring read/write (copy)
+    /// vs peek over ring size × call size (Figures 6, 11); (b) fan-out to
+    /// 1…8 consumers, ring peek vs a tee into N pipes, CPU per GiB
+    /// (Figure 12b); (c) the four layouts with IMIX packets vs a Vec per
+    /// packet (Figure 5). Prints tables and the targets; writes JSON and
+    /// one SVG with a panel per ring size for (a) and one each for (b), (c).
+    #[command(after_help = "Examples:\n  \
+        zcio bench ring --quick                       # all three parts, well under a minute\n  \
+        zcio bench ring                               # full sweep: rings 16K…64M × calls 64…1M\n  \
+        zcio bench ring --parts a --ring-sizes 1M --call-sizes 4K,64K,1M\n  \
+        zcio bench ring --parts b,c --reps 5          # median of 5 interleaved runs\n  \
+        zcio bench ring --quick --format json --out ring.json --svg ring.svg")]
+    Ring(RingArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -51,10 +66,158 @@ pub struct TransferArgs {
     svg: PathBuf,
 }
 
+#[derive(Args, Debug)]
+pub struct RingArgs {
+    /// A short run (well under a minute on two cores): rings 64K and 1M ×
+    /// calls 64, 4K, 64K; 256 MiB per point. Without it: rings 16K…64M ×
+    /// calls 64…1M, 1 GiB per point. Both take the median of 3 runs.
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: a (copy), b (fanout), c (layouts).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// (a) ring sizes, comma-separated powers of two (e.g. 16K,1M,64M).
+    #[arg(long, value_delimiter = ',')]
+    ring_sizes: Option<Vec<String>>,
+    /// (a) call sizes, comma-separated (e.g. 64,4K,1M); calls larger than
+    /// half a ring are skipped for it.
+    #[arg(long, value_delimiter = ',')]
+    call_sizes: Option<Vec<String>>,
+    /// (b) consumer counts, comma-separated (default 1,2,4,8).
+    #[arg(long, value_delimiter = ',')]
+    consumers: Option<Vec<usize>>,
+    /// Runs per point, interleaved; the median by GB/s is reported
+    /// (default 3).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Where to write the JSON results.
+    #[arg(long, default_value = "bench-out/ring.json")]
+    out: PathBuf,
+    /// Where to write the SVG plot (one file, one panel per part-(a) ring
+    /// size, plus (b) and (c)).
+    #[arg(long, default_value = "bench-out/ring.svg")]
+    svg: PathBuf,
+}
+
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Transfer(a) => transfer_cmd(a),
+        BenchCmd::Ring(a) => ring_cmd(a),
     }
+}
+
+fn create_parent(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn parse_sizes(list: &[String]) -> Result<Vec<usize>> {
+    list.iter()
+        .map(|x| fmt::parse_size(x))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+fn ring_cmd(a: RingArgs) -> Result<()> {
+    let mut opts = if a.quick {
+        ring::Options::quick()
+    } else {
+        ring::Options::full()
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = p
+            .iter()
+            .map(|x| ring::Part::parse(x))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(s) = &a.ring_sizes {
+        opts.ring_sizes = parse_sizes(s)?;
+    }
+    if let Some(s) = &a.call_sizes {
+        opts.call_sizes = parse_sizes(s)?;
+    }
+    if let Some(c) = &a.consumers {
+        opts.consumers = c.clone();
+    }
+    if let Some(r) = a.reps {
+        opts.reps = r.max(1);
+    }
+    ring::validate(&opts).map_err(anyhow::Error::msg)?;
+    let stale = ring::remove_stale_rings();
+    if stale > 0 {
+        eprintln!("removed {stale} rings left behind by interrupted runs");
+    }
+    let machine = report::machine();
+    let notes = ring::notes(&opts);
+    let jobs = ring::plan(&opts);
+    let reps = opts.reps;
+    let total = (jobs.len() * reps) as u64;
+    eprintln!(
+        "zcio bench ring{}: {} measurements on {machine}\n{}",
+        if a.quick { " --quick" } else { "" },
+        total,
+        notes[0]
+    );
+    let started = std::time::Instant::now();
+    let pb = progress_bar(total);
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    // Repetitions are interleaved (every measurement once, then again), so
+    // a slow phase of the machine hits all variants alike.
+    for rep in 0..reps {
+        for job in &jobs {
+            pb.set_message(format!("{} (run {}/{reps})", job.label(), rep + 1));
+            match job.run(&opts) {
+                Ok(r) => rows.push(r),
+                Err(e) => failures.push(format!("{}: {e}", job.label())),
+            }
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    let rows = ring::median_rows(rows);
+    let json = ring::table::json(&rows, &notes, &machine, a.quick);
+    create_parent(&a.out)?;
+    std::fs::write(&a.out, &json).with_context(|| format!("write {}", a.out.display()))?;
+    create_parent(&a.svg)?;
+    let svg_res = ring::plot::svg(&rows, &a.svg);
+    match a.format {
+        Format::Json => println!("{json}"),
+        Format::Table => {
+            print!("{}", ring::table::text(&rows, &notes, &machine));
+            println!(
+                "took {:.1} s; wrote {} and {}",
+                started.elapsed().as_secs_f64(),
+                a.out.display(),
+                a.svg.display()
+            );
+        }
+    }
+    if let Err(e) = svg_res {
+        eprintln!("warning: could not write the plot: {e}");
+    }
+    if !failures.is_empty() {
+        for f in &failures {
+            eprintln!("failed: {f}");
+        }
+        bail!("{} of {total} measurements failed", failures.len());
+    }
+    Ok(())
 }
 
 fn transfer_cmd(a: TransferArgs) -> Result<()> {
@@ -64,11 +227,7 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
         Options::full()
     };
     if let Some(s) = &a.sizes {
-        opts.sizes = s
-            .iter()
-            .map(|x| fmt::parse_size(x))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?;
+        opts.sizes = parse_sizes(s)?;
         if opts.sizes.iter().any(|&s| s < 4096) {
             bail!("sizes must be at least 4K (the benchmark touches one word per 4 KiB page)");
         }
@@ -99,11 +258,7 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
     // slow phase of the machine hits all variants alike; the median is kept.
     let reps = opts.reps.max(1);
     let total = (opts.variants.len() * opts.sizes.len() * reps) as u64;
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed_precise}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let pb = progress_bar(total);
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for &size in &opts.sizes {
@@ -133,13 +288,9 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
     let rows = transfer::rows(&results);
     let targets = transfer::targets(&rows);
     let json = report::transfer_json(&rows, &targets, &machine);
-    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    }
+    create_parent(&a.out)?;
     std::fs::write(&a.out, &json).with_context(|| format!("write {}", a.out.display()))?;
-    if let Some(dir) = a.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    }
+    create_parent(&a.svg)?;
     let svg_res = report::transfer_svg(&rows, &a.svg, "zcio bench transfer: messages/s by size");
     match a.format {
         Format::Json => println!("{json}"),

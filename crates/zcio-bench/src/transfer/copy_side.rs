@@ -1,26 +1,13 @@
 //! Copy baselines: the same messages through a Linux pipe or a Unix stream
 //! socket (two copies per hop: user → kernel → user), and in-process memcpy.
 
-use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::Instant;
 
 use crate::child::Measured;
+use crate::fds::take_fd;
 use crate::transfer::pages::{read_pages, write_pages};
-
-fn take_fd(fd: RawFd) -> Result<File, String> {
-    // Validate the number refers to an open fd before owning it.
-    rustix::io::fcntl_getfd(
-        // SAFETY: only used for the duration of this call to probe the fd.
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-    )
-    .map_err(|e| format!("fd {fd} not inherited: {e}"))?;
-    // The coordinator created this fd for this child only and
-    // passed its number; nothing else in this process owns it.
-    // SAFETY: as argued just above.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
 
 /// Originator: a private message buffer, a word per page, one write.
 pub fn send(fd: RawFd, size: usize, total: u64) -> Result<(), String> {

@@ -11,10 +11,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
 use serde::Serialize;
 
 use crate::child::{self, AllocKind, ChildSpec, Measured, Role};
+use crate::fds::spawn_with;
 
 /// One way of moving the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -190,39 +190,10 @@ fn sock_path() -> String {
         .into_owned()
 }
 
-fn set_cloexec(fd: &OwnedFd, on: bool) -> Result<(), String> {
-    let mut f = fcntl_getfd(fd).map_err(|e| e.to_string())?;
-    f.set(FdFlags::CLOEXEC, on);
-    fcntl_setfd(fd, f).map_err(|e| e.to_string())
-}
-
-/// Spawn `spec` so that it inherits exactly `give` (others CLOEXEC).
-fn spawn_with(
-    spec: &ChildSpec,
-    give: &[&OwnedFd],
-    all: &[&OwnedFd],
-) -> Result<std::process::Child, String> {
-    for fd in all {
-        set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
-    }
-    let c = child::spawn(spec);
-    for fd in all {
-        set_cloexec(fd, true)?;
-    }
-    c
-}
-
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), String> {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| format!("pipe: {e}"))?;
     // Be generous to the baseline: the largest pipe an unprivileged user
     // may ask for (fewer context switches per message).
-    let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .unwrap_or(1 << 20);
-    let _ = rustix::pipe::fcntl_setpipe_size(&w, max);
-    Ok((r, w))
+    crate::fds::pipe_pair(None).map(|(r, w, _)| (r, w))
 }
 
 fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
@@ -400,6 +371,7 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
     let total = spec.warmup + spec.count;
     match &spec.role {
         Role::Memcpy => Ok(Some(copy_side::memcpy(spec.size, spec.warmup, spec.count))),
+        Role::Ring(_) => Err("ring tasks are run by ring::run_task".into()),
         Role::ZcioSend { path, alloc } => {
             zcio_side::send(path, *alloc, spec.size, total, t).map(|_| None)
         }
