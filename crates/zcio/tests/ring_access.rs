@@ -266,94 +266,95 @@ fn files_that_are_not_rings_are_refused() {
     drop(opts().create(&model).expect("create"));
     let good = std::fs::read(path_of(&model)).unwrap();
     let len = good.len() as u64;
-    let put_u32 = |b: &mut Vec<u8>, off: usize, v: u32| {
-        b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    // Plant `bytes` as ring `what` and return how every way of attaching
+    // refuses it.
+    let refused = |what: &str, bytes: &[u8]| {
+        let n = dir.name(what);
+        plant(&n, bytes);
+        bad_header(&n)
     };
-    let put_u64 = |b: &mut Vec<u8>, off: usize, v: u64| {
-        b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    // The model with `field` (little-endian bytes) written at `off`.
+    let patched = |off: usize, field: &[u8]| {
+        let mut b = good.clone();
+        b[off..off + field.len()].copy_from_slice(field);
+        b
     };
 
-    let n = dir.name("random");
-    plant(&n, &Rng::new(0x5eed).bytes(good.len()));
-    assert_eq!(bad_header(&n), BadHeader::Magic);
-
-    let n = dir.name("short");
-    plant(&n, &good[..100]);
     assert_eq!(
-        bad_header(&n),
+        refused("random", &Rng::new(0x5eed).bytes(good.len())),
+        BadHeader::Magic
+    );
+    assert_eq!(
+        refused("short", &good[..100]),
         BadHeader::Length {
             expected: 12288,
             actual: 100
         }
     );
-    let n = dir.name("empty");
-    plant(&n, b"");
     assert!(matches!(
-        bad_header(&n),
+        refused("empty", b""),
         BadHeader::Length { actual: 0, .. }
     ));
 
-    let n = dir.name("version");
-    let mut b = good.clone();
-    put_u32(&mut b, 8, 99);
-    plant(&n, &b);
-    assert_eq!(bad_header(&n), BadHeader::Version(99));
-
-    let n = dir.name("layout");
-    let mut b = good.clone();
-    put_u32(&mut b, 12, 77);
-    plant(&n, &b);
-    assert_eq!(bad_header(&n), BadHeader::Field("layout"));
-
-    let n = dir.name("overflow");
-    let mut b = good.clone();
-    put_u32(&mut b, 16, 0);
-    plant(&n, &b);
-    assert_eq!(bad_header(&n), BadHeader::Field("overflow"));
-
-    let n = dir.name("consumers");
-    let mut b = good.clone();
-    put_u32(&mut b, 56, 65);
-    plant(&n, &b);
-    assert_eq!(bad_header(&n), BadHeader::Field("max_consumers"));
-
-    let n = dir.name("headlen");
-    let mut b = good.clone();
-    put_u64(&mut b, 24, 4096);
-    plant(&n, &b);
-    assert_eq!(bad_header(&n), BadHeader::Field("head_len"));
+    // One header field out of range.
+    for (what, off, field, want) in [
+        (
+            "version",
+            8,
+            &99u32.to_le_bytes()[..],
+            BadHeader::Version(99),
+        ),
+        (
+            "layout",
+            12,
+            &77u32.to_le_bytes(),
+            BadHeader::Field("layout"),
+        ),
+        (
+            "overflow",
+            16,
+            &0u32.to_le_bytes(),
+            BadHeader::Field("overflow"),
+        ),
+        (
+            "consumers",
+            56,
+            &65u32.to_le_bytes(),
+            BadHeader::Field("max_consumers"),
+        ),
+        (
+            "headlen",
+            24,
+            &4096u64.to_le_bytes(),
+            BadHeader::Field("head_len"),
+        ),
+    ] {
+        assert_eq!(refused(what, &patched(off, field)), want, "{what}");
+    }
 
     // A data size that is not a power of two (file length to match).
-    let n = dir.name("datalen");
-    let mut b = good.clone();
-    put_u64(&mut b, 32, 3 << 12);
+    let mut b = patched(32, &(3u64 << 12).to_le_bytes());
     b.truncate(12288 + (3 << 12));
-    plant(&n, &b);
-    assert!(matches!(bad_header(&n), BadHeader::Field(_)));
+    assert!(matches!(refused("datalen", &b), BadHeader::Field(_)));
 
     // A huge claimed size in a small file.
-    let n = dir.name("huge");
-    let mut b = good.clone();
-    put_u64(&mut b, 32, 1 << 40);
-    plant(&n, &b);
-    assert!(matches!(bad_header(&n), BadHeader::Field(_)));
+    assert!(matches!(
+        refused("huge", &patched(32, &(1u64 << 40).to_le_bytes())),
+        BadHeader::Field(_)
+    ));
 
     // A good header in a file of the wrong length.
-    let n = dir.name("cut");
-    plant(&n, &good[..good.len() - 4096]);
     assert_eq!(
-        bad_header(&n),
+        refused("cut", &good[..good.len() - 4096]),
         BadHeader::Length {
             expected: len,
             actual: len - 4096
         }
     );
-    let n = dir.name("long");
     let mut b = good.clone();
     b.extend_from_slice(&[0; 4096]);
-    plant(&n, &b);
     assert_eq!(
-        bad_header(&n),
+        refused("long", &b),
         BadHeader::Length {
             expected: len,
             actual: len + 4096

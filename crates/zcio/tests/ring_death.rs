@@ -16,7 +16,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::ring::{num_after, parse_end, producer_sleeps_on, RawRing, RingDir};
+use common::ring::{close, count, parse_end, producer_sleeps_on, reader, writer, RawRing, RingDir};
 use common::Kid;
 use zcio::ring::layout::SLOT_JOINING;
 use zcio::ring::{self, Layout, OpenError, Options, Overflow, Producer, RingMap, WriteError};
@@ -30,34 +30,41 @@ fn opts(layout: Layout, size: u64) -> Options {
         .entries(128)
 }
 
-fn reader(dir: &RingDir, name: &str, extra: &[(&str, &str)]) -> (Kid, usize) {
-    let mut args = vec![("RING", name.to_string())];
-    args.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-    let mut k = dir.spawn("child_reader", "ring-reader", &args);
-    let slot = k.expect("attached slot=").parse().expect("slot number");
-    (k, slot)
+/// A fresh ring directory for test `tag` holding ring `r` (`Block`, with
+/// `layout` and `size`); returns the directory and the ring's name.
+fn new_ring(tag: &str, layout: Layout, size: u64) -> (RingDir, String) {
+    let dir = RingDir::new(tag);
+    let name = dir.name("r");
+    drop(opts(layout, size).create(&name).expect("create"));
+    (dir, name)
 }
 
-fn writer(dir: &RingDir, name: &str, extra: &[(&str, &str)]) -> Kid {
-    let mut args = vec![("RING", name.to_string())];
-    args.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-    dir.spawn("child_writer", "ring-writer", &args)
+/// Two readers of ring `name` expecting every block from 0 (with their
+/// slots), and a writer of blocks of at most `max` bytes that saw both.
+fn two_readers_and_a_writer(dir: &RingDir, name: &str, max: usize) -> ([(Kid, usize); 2], Kid) {
+    let a = reader(dir, name, &[("FIRST", "0")]);
+    let b = reader(dir, name, &[("FIRST", "0")]);
+    ([a, b], writer(dir, name, max, 2, &[]))
 }
 
-fn count(k: &mut Kid, cmd: &str) -> u64 {
-    num_after(&k.ask(cmd), "count ")
+/// A slotted ring of 16 slots whose only consumer was killed while
+/// attaching, its slot put back to `JOINING` (owned by the dead process);
+/// returns the directory, the ring's name and file, and that slot.
+fn ring_with_a_dead_joiner(tag: &str) -> (RingDir, String, RawRing, usize) {
+    let (dir, name) = new_ring(tag, Layout::Slotted, 16 << 10);
+    let (mut idle, slot) = reader(&dir, &name, &[("PAUSED", "1")]);
+    let pid = idle.pid();
+    assert!(idle.kill().code().is_none());
+    let raw = RawRing::open(&name);
+    raw.write_u64(RawRing::slot(slot) + 8, SLOT_JOINING << 32 | u64::from(pid));
+    (dir, name, raw, slot)
 }
 
 #[test]
 fn killed_consumer_is_evicted_and_the_other_keeps_reading() {
-    let dir = RingDir::new("death-cons");
-    let name = dir.name("r");
     let size = 64u64 << 10;
-    drop(opts(Layout::Variable, size).create(&name).expect("create"));
-    let (mut a, _) = reader(&dir, &name, &[("FIRST", "0")]);
-    let (mut b, _) = reader(&dir, &name, &[("FIRST", "0")]);
-    let mut w = writer(&dir, &name, &[("MAX", "500"), ("READERS", "2")]);
-    assert_eq!(w.expect("ready consumers="), "2");
+    let (dir, name) = new_ring("death-cons", Layout::Variable, size);
+    let ([(mut a, _), (mut b, _)], mut w) = two_readers_and_a_writer(&dir, &name, 500);
     w.send("stream");
     assert!(
         count(&mut a, "until 1000") >= 1000,
@@ -85,9 +92,7 @@ fn killed_consumer_is_evicted_and_the_other_keeps_reading() {
     let r = w.expect("stopped total=");
     let total: u64 = r.split(' ').next().unwrap().parse().unwrap();
     assert!(r.ends_with("first_error=None"), "{r}");
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
     // b got every block, in order and intact (checked by the child), then
     // the end of the stream.
     assert_eq!(parse_end(&b.next_report()), ("eof".into(), total));
@@ -96,17 +101,8 @@ fn killed_consumer_is_evicted_and_the_other_keeps_reading() {
 
 #[test]
 fn killed_producer_mid_stream_consumers_drain_then_new_producer_takes_over() {
-    let dir = RingDir::new("death-prod");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Descriptors, 64 << 10)
-            .create(&name)
-            .expect("create"),
-    );
-    let (mut r1, _) = reader(&dir, &name, &[("FIRST", "0")]);
-    let (mut r2, _) = reader(&dir, &name, &[("FIRST", "0")]);
-    let mut w = writer(&dir, &name, &[("MAX", "1000"), ("READERS", "2")]);
-    assert_eq!(w.expect("ready consumers="), "2");
+    let (dir, name) = new_ring("death-prod", Layout::Descriptors, 64 << 10);
+    let ([(mut r1, _), (mut r2, _)], mut w) = two_readers_and_a_writer(&dir, &name, 1000);
     let w_pid = w.pid();
     match Producer::open(&name) {
         Err(OpenError::ProducerBusy(p)) => assert_eq!(p, w_pid),
@@ -134,18 +130,11 @@ fn killed_producer_mid_stream_consumers_drain_then_new_producer_takes_over() {
     // Takeover: a new producer attaches to the dead one's ring; a new
     // consumer reads only the new producer's blocks.
     let (mut r3, _) = reader(&dir, &name, &[("FIRST", "1000000")]);
-    let mut w2 = writer(
-        &dir,
-        &name,
-        &[("MAX", "1000"), ("READERS", "1"), ("SEQ0", "1000000")],
-    );
-    assert_eq!(w2.expect("ready consumers="), "1");
+    let mut w2 = writer(&dir, &name, 1000, 1, &[("SEQ0", "1000000")]);
     let st = ring::stat(&name).expect("stat");
     assert_eq!((st.producer.pid, st.producer.state), (w2.pid(), "active"));
     assert_eq!(w2.ask("write 300"), "wrote total=300");
-    w2.send("close");
-    assert_eq!(w2.next_report(), "closed");
-    w2.finish();
+    close(w2);
     assert_eq!(parse_end(&r3.next_report()), ("eof".into(), 300));
     r3.finish();
     assert_eq!(ring::stat(&name).unwrap().producer.state, "closed");
@@ -153,17 +142,8 @@ fn killed_producer_mid_stream_consumers_drain_then_new_producer_takes_over() {
 
 #[test]
 fn killed_idle_producer_wakes_blocked_readers() {
-    let dir = RingDir::new("death-idle");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Slotted, 64 << 10)
-            .create(&name)
-            .expect("create"),
-    );
-    let (mut r1, _) = reader(&dir, &name, &[("FIRST", "0")]);
-    let (mut r2, _) = reader(&dir, &name, &[("FIRST", "0")]);
-    let mut w = writer(&dir, &name, &[("MAX", "1000"), ("READERS", "2")]);
-    assert_eq!(w.expect("ready consumers="), "2");
+    let (dir, name) = new_ring("death-idle", Layout::Slotted, 64 << 10);
+    let ([(mut r1, _), (mut r2, _)], mut w) = two_readers_and_a_writer(&dir, &name, 1000);
     // More blocks than the ring holds: the writer waits for the readers.
     assert_eq!(w.ask("write 200"), "wrote total=200");
     assert_eq!(count(&mut r1, "until 200"), 200);
@@ -180,18 +160,11 @@ fn killed_idle_producer_wakes_blocked_readers() {
 
 #[test]
 fn consumer_killed_while_the_producer_waits_for_it_is_evicted() {
-    let dir = RingDir::new("death-wait");
-    let name = dir.name("r");
     // 16 slots of 1 KiB.
-    drop(
-        opts(Layout::Slotted, 16 << 10)
-            .create(&name)
-            .expect("create"),
-    );
+    let (dir, name) = new_ring("death-wait", Layout::Slotted, 16 << 10);
     // A reader that never reads.
     let (mut idle, slot) = reader(&dir, &name, &[("PAUSED", "1")]);
-    let mut w = writer(&dir, &name, &[("MAX", "1000"), ("READERS", "1")]);
-    assert_eq!(w.expect("ready consumers="), "1");
+    let mut w = writer(&dir, &name, 1000, 1, &[]);
     assert_eq!(w.ask("fill"), "full n=16 stopped-by=WouldBlock");
     w.send("write_timeout 20");
     // The writer flags the idle reader's cursor word when it sleeps on it.
@@ -209,24 +182,13 @@ fn consumer_killed_while_the_producer_waits_for_it_is_evicted() {
     assert!(st.consumers.is_empty(), "dead reader evicted: {st:?}");
     // With no consumer left the ring never fills again.
     assert_eq!(w.ask("write 100"), "wrote total=117");
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
 }
 
 #[test]
 fn stat_reports_dead_consumer_and_dead_producer() {
-    let dir = RingDir::new("death-stat");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Slotted, 64 << 10)
-            .create(&name)
-            .expect("create"),
-    );
-    let (mut c1, s1) = reader(&dir, &name, &[("FIRST", "0")]);
-    let (mut c2, s2) = reader(&dir, &name, &[("FIRST", "0")]);
-    let mut w = writer(&dir, &name, &[("MAX", "1000"), ("READERS", "2")]);
-    assert_eq!(w.expect("ready consumers="), "2");
+    let (dir, name) = new_ring("death-stat", Layout::Slotted, 64 << 10);
+    let ([(mut c1, s1), (mut c2, s2)], mut w) = two_readers_and_a_writer(&dir, &name, 1000);
     assert_eq!(w.ask("write 20"), "wrote total=20");
     assert_eq!(count(&mut c1, "until 20"), 20);
     assert_eq!(count(&mut c2, "until 20"), 20);
@@ -291,18 +253,7 @@ fn stat_reports_dead_consumer_and_dead_producer() {
 /// `JOINING`): the producer must not wait for that dead process forever.
 #[test]
 fn consumer_killed_while_attaching_does_not_block_the_producer_forever() {
-    let dir = RingDir::new("death-join");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Slotted, 16 << 10)
-            .create(&name)
-            .expect("create"),
-    );
-    let (mut idle, slot) = reader(&dir, &name, &[("PAUSED", "1")]);
-    let pid = idle.pid();
-    assert!(idle.kill().code().is_none());
-    let raw = RawRing::open(&name);
-    raw.write_u64(RawRing::slot(slot) + 8, SLOT_JOINING << 32 | u64::from(pid));
+    let (_dir, name, _raw, _slot) = ring_with_a_dead_joiner("death-join");
     let mut p = Producer::open(&name).expect("producer");
     let mut n = 0;
     while p.try_write(&common::ring::block(n, 1000)).is_ok() {
@@ -321,18 +272,7 @@ fn consumer_killed_while_attaching_does_not_block_the_producer_forever() {
 /// not yet set) must not cost a consumer slot for good.
 #[test]
 fn slot_left_joining_by_a_dead_process_is_reclaimed() {
-    let dir = RingDir::new("death-joinslot");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Slotted, 16 << 10)
-            .create(&name)
-            .expect("create"),
-    );
-    let (mut idle, slot) = reader(&dir, &name, &[("PAUSED", "1")]);
-    let pid = idle.pid();
-    assert!(idle.kill().code().is_none());
-    let raw = RawRing::open(&name);
-    raw.write_u64(RawRing::slot(slot) + 8, SLOT_JOINING << 32 | u64::from(pid));
+    let (_dir, name, raw, slot) = ring_with_a_dead_joiner("death-joinslot");
     let bits = raw.read_u64(common::ring::CONTROL_CONSUMERS);
     raw.write_u64(common::ring::CONTROL_CONSUMERS, bits & !(1 << slot));
     let mut held = Vec::new();
@@ -347,20 +287,4 @@ fn slot_left_joining_by_a_dead_process_is_reclaimed() {
     }
 }
 
-#[test]
-#[ignore = "child process entry point"]
-fn child_reader() {
-    if common::child_role("ring-reader").is_none() {
-        return;
-    }
-    common::ring::run_reader();
-}
-
-#[test]
-#[ignore = "child process entry point"]
-fn child_writer() {
-    if common::child_role("ring-writer").is_none() {
-        return;
-    }
-    common::ring::run_writer();
-}
+ring_child_entry_points!();

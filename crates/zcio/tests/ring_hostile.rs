@@ -21,13 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::ring::{
-    block, block_len, check_block, num_after, parse_end, pump, RawRing, RingDir, Rng, CONTROL,
-    HEAD_WORD, SLOTS, SLOTS_LEN, WRITE_END,
+    block, block_len, check_block, close, count, num_after, parse_end, pump, reader, writer,
+    RawRing, RingDir, Rng, CONTROL, HEAD_WORD, SLOTS, SLOTS_LEN, WRITE_END,
 };
 use common::{arg, report, Kid, STEP};
 use zcio::ring::{
-    self, Consumer, Layout, Options, Overflow, Peek, Producer, ReadError, RichPtr, RingMap, SeekTo,
-    Start, Wait,
+    self, Consumer, Geometry, Layout, Options, Overflow, Peek, Producer, ReadError, RichPtr,
+    RingMap, SeekTo, Start, Wait,
 };
 
 const MAX: usize = 900;
@@ -60,24 +60,12 @@ fn scribbled_slots_and_control_line_neither_hang_nor_fool_anyone() {
     {
         let name = dir.name(layout.name());
         drop(opts(layout, Overflow::Block).create(&name).expect("create"));
-        let mut honest = spawn(
-            &dir,
-            "child_reader",
-            "ring-reader",
-            &[("RING", s(&name)), ("FIRST", s("any")), ("KEEP", s("1"))],
-        );
-        honest.expect("attached slot=");
-        let mut w = spawn(
-            &dir,
-            "child_writer",
-            "ring-writer",
-            &[("RING", s(&name)), ("MAX", s(MAX)), ("READERS", s(1))],
-        );
-        assert_eq!(w.expect("ready consumers="), "1");
+        let (mut honest, _) = reader(&dir, &name, &[("FIRST", "any"), ("KEEP", "1")]);
+        let mut w = writer(&dir, &name, MAX, 1, &[]);
         // Writes wait at most 100 ms for room, so the writer keeps going
         // (and can be stopped) whatever the slots say.
         w.send("stream 100");
-        assert!(num_after(&honest.ask("until 200"), "count ") >= 200);
+        assert!(count(&mut honest, "until 200") >= 200);
         let mut h = spawn(
             &dir,
             "child_scribbler",
@@ -448,9 +436,7 @@ fn hostile_producer_gets_typed_errors_not_crashes_or_hangs() {
             );
             println!("{layout:?}/{policy:?}: {r}");
             v.finish();
-            e.send("close");
-            assert_eq!(e.next_report(), "closed");
-            e.finish();
+            close(e);
         }
     }
 }
@@ -466,13 +452,7 @@ fn garbage_block_at_the_reader(layout: Layout, policy: Overflow) -> String {
     ));
     let name = dir.name("r");
     drop(opts(layout, policy).create(&name).expect("create"));
-    let mut r = spawn(
-        &dir,
-        "child_reader",
-        "ring-reader",
-        &[("RING", s(&name)), ("FIRST", s(0)), ("WAIT", s("poll"))],
-    );
-    let slot: usize = r.expect("attached slot=").parse().unwrap();
+    let (mut r, slot) = reader(&dir, &name, &[("FIRST", "0"), ("WAIT", "poll")]);
     let mut e = spawn(
         &dir,
         "child_evil_writer",
@@ -486,10 +466,7 @@ fn garbage_block_at_the_reader(layout: Layout, policy: Overflow) -> String {
     for _ in 0..10 {
         assert_eq!(e.ask("valid 30"), "valid ok=30");
         total += 30;
-        assert_eq!(
-            num_after(&r.ask(&format!("until {total}")), "count "),
-            total
-        );
+        assert_eq!(count(&mut r, &format!("until {total}")), total);
     }
     let st = ring::stat(&name).unwrap();
     let me = st.consumers.iter().find(|c| c.slot == slot).unwrap();
@@ -510,9 +487,7 @@ fn garbage_block_at_the_reader(layout: Layout, policy: Overflow) -> String {
     };
     assert!(!end.starts_with("hung"), "{layout:?}/{policy:?}: {end}");
     r.finish();
-    e.send("close");
-    assert_eq!(e.next_report(), "closed");
-    e.finish();
+    close(e);
     parse_end(&end).0
 }
 
@@ -595,31 +570,42 @@ fn is_truncated_error(r: &str) -> bool {
     r == "Err(Corrupt(\"ring file truncated\"))"
 }
 
+/// A fresh ring directory for test `tag` holding a slotted `Block` ring
+/// `r`; returns the directory, the ring's name and its geometry.
+fn slotted_ring(tag: &str) -> (RingDir, String, Geometry) {
+    let dir = RingDir::new(tag);
+    let name = dir.name("r");
+    let map = opts(Layout::Slotted, Overflow::Block)
+        .create(&name)
+        .expect("create");
+    let g = *map.geometry();
+    drop(map);
+    (dir, name, g)
+}
+
+/// A reader of ring `name` expecting every block from 0 (with the `extra`
+/// arguments), and a writer that saw it attach.
+fn reader_and_writer(dir: &RingDir, name: &str, extra: &[(&str, &str)]) -> (Kid, Kid) {
+    let mut args = vec![("FIRST", "0")];
+    args.extend_from_slice(extra);
+    let (r, _) = reader(dir, name, &args);
+    (r, writer(dir, name, MAX, 1, &[]))
+}
+
+/// Truncate ring `name` (of geometry `g`) to half its length, page
+/// aligned; returns how many slots are still wholly in the file.
+fn truncate_to_half(dir: &RingDir, name: &str, g: &Geometry) -> u64 {
+    let half = g.file_len() / 2 / 4096 * 4096;
+    truncate(dir, name, half);
+    (half - g.head_len) / g.slot_size
+}
+
 #[test]
 fn truncation_to_zero_under_a_blocked_reader_and_the_producer() {
-    let dir = RingDir::new("hostile-trunc0");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Slotted, Overflow::Block)
-            .create(&name)
-            .expect("create"),
-    );
-    let mut r = spawn(
-        &dir,
-        "child_reader",
-        "ring-reader",
-        &[("RING", s(&name)), ("FIRST", s(0))],
-    );
-    r.expect("attached slot=");
-    let mut w = spawn(
-        &dir,
-        "child_writer",
-        "ring-writer",
-        &[("RING", s(&name)), ("MAX", s(MAX)), ("READERS", s(1))],
-    );
-    assert_eq!(w.expect("ready consumers="), "1");
+    let (dir, name, _) = slotted_ring("hostile-trunc0");
+    let (mut r, mut w) = reader_and_writer(&dir, &name, &[]);
     assert_eq!(w.ask("write 10"), "wrote total=10");
-    assert_eq!(num_after(&r.ask("until 10"), "count "), 10);
+    assert_eq!(count(&mut r, "until 10"), 10);
     // The reader now sleeps in a blocking read.
     truncate(&dir, &name, 0);
     assert_eq!(
@@ -634,29 +620,15 @@ fn truncation_to_zero_under_a_blocked_reader_and_the_producer() {
         res[1..].iter().all(|r| is_truncated_error(r)),
         "writes after truncation: {res:?}"
     );
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
 }
 
 /// A write whose bytes went into the zero pages that replaced a truncated
 /// file was never published: it must not report success.
 #[test]
 fn first_write_after_truncation_is_not_reported_as_written() {
-    let dir = RingDir::new("hostile-trunc-w");
-    let name = dir.name("r");
-    drop(
-        opts(Layout::Slotted, Overflow::Block)
-            .create(&name)
-            .expect("create"),
-    );
-    let mut w = spawn(
-        &dir,
-        "child_writer",
-        "ring-writer",
-        &[("RING", s(&name)), ("MAX", s(MAX))],
-    );
-    assert_eq!(w.expect("ready consumers="), "0");
+    let (dir, name, _) = slotted_ring("hostile-trunc-w");
+    let mut w = writer(&dir, &name, MAX, 0, &[]);
     assert_eq!(w.ask("write 3"), "wrote total=3");
     truncate(&dir, &name, 0);
     let res = tried(&mut w, 2);
@@ -664,9 +636,7 @@ fn first_write_after_truncation_is_not_reported_as_written() {
         res.iter().all(|r| is_truncated_error(r)),
         "writes after truncation: {res:?}"
     );
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
 }
 
 /// Truncation to half (page aligned) under a reader that still has a full
@@ -674,35 +644,14 @@ fn first_write_after_truncation_is_not_reported_as_written() {
 /// an error where the file ends.
 #[test]
 fn truncation_to_half_under_a_lagging_reader_and_the_producer() {
-    let dir = RingDir::new("hostile-trunc-half");
-    let name = dir.name("r");
-    let map = opts(Layout::Slotted, Overflow::Block)
-        .create(&name)
-        .expect("create");
-    let g = *map.geometry();
-    drop(map);
-    let mut r = spawn(
-        &dir,
-        "child_reader",
-        "ring-reader",
-        &[("RING", s(&name)), ("FIRST", s(0)), ("PAUSED", s(1))],
-    );
-    r.expect("attached slot=");
-    let mut w = spawn(
-        &dir,
-        "child_writer",
-        "ring-writer",
-        &[("RING", s(&name)), ("MAX", s(MAX)), ("READERS", s(1))],
-    );
-    assert_eq!(w.expect("ready consumers="), "1");
+    let (dir, name, g) = slotted_ring("hostile-trunc-half");
+    let (mut r, mut w) = reader_and_writer(&dir, &name, &[("PAUSED", "1")]);
     let slots = g.data_len / g.slot_size;
     assert_eq!(
         w.ask("fill"),
         format!("full n={slots} stopped-by=WouldBlock")
     );
-    let half = g.file_len() / 2 / 4096 * 4096;
-    let intact = (half - g.head_len) / g.slot_size;
-    truncate(&dir, &name, half);
+    let intact = truncate_to_half(&dir, &name, &g);
     r.send("go");
     let (outcome, n) = parse_end(&r.next_report());
     assert_eq!(n, intact, "blocks still in the file are read: {outcome}");
@@ -714,46 +663,22 @@ fn truncation_to_half_under_a_lagging_reader_and_the_producer() {
     let res = tried(&mut w, intact as u32 + 3);
     assert!(res[..intact as usize].iter().all(|r| r == "Ok"), "{res:?}");
     assert!(res.last().is_some_and(|r| is_truncated_error(r)), "{res:?}");
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
 }
 
 /// A reader at the exact spot where the file was cut, in a `Block` ring:
 /// the error must name the truncation, not a corrupt header.
 #[test]
 fn truncation_is_reported_as_truncation() {
-    let dir = RingDir::new("hostile-trunc-msg");
-    let name = dir.name("r");
-    let map = opts(Layout::Slotted, Overflow::Block)
-        .create(&name)
-        .expect("create");
-    let g = *map.geometry();
-    drop(map);
-    let mut r = spawn(
-        &dir,
-        "child_reader",
-        "ring-reader",
-        &[("RING", s(&name)), ("FIRST", s(0)), ("PAUSED", s(1))],
-    );
-    r.expect("attached slot=");
-    let mut w = spawn(
-        &dir,
-        "child_writer",
-        "ring-writer",
-        &[("RING", s(&name)), ("MAX", s(MAX)), ("READERS", s(1))],
-    );
-    assert_eq!(w.expect("ready consumers="), "1");
+    let (dir, name, g) = slotted_ring("hostile-trunc-msg");
+    let (mut r, mut w) = reader_and_writer(&dir, &name, &[("PAUSED", "1")]);
     assert!(w.ask("fill").starts_with("full n="));
-    let half = g.file_len() / 2 / 4096 * 4096;
-    truncate(&dir, &name, half);
+    truncate_to_half(&dir, &name, &g);
     r.send("go");
     let (outcome, _) = parse_end(&r.next_report());
     assert_eq!(outcome, "err Corrupt(\"ring file truncated\")");
     r.finish();
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
 }
 
 /// Truncation to half under a reader sleeping in a blocking read: the
@@ -761,32 +686,11 @@ fn truncation_is_reported_as_truncation() {
 /// must end its read with an error, never a signal.
 #[test]
 fn truncation_to_half_under_a_blocked_reader() {
-    let dir = RingDir::new("hostile-trunc-blocked");
-    let name = dir.name("r");
-    let map = opts(Layout::Slotted, Overflow::Block)
-        .create(&name)
-        .expect("create");
-    let g = *map.geometry();
-    drop(map);
-    let mut r = spawn(
-        &dir,
-        "child_reader",
-        "ring-reader",
-        &[("RING", s(&name)), ("FIRST", s(0))],
-    );
-    r.expect("attached slot=");
-    let mut w = spawn(
-        &dir,
-        "child_writer",
-        "ring-writer",
-        &[("RING", s(&name)), ("MAX", s(MAX)), ("READERS", s(1))],
-    );
-    assert_eq!(w.expect("ready consumers="), "1");
+    let (dir, name, g) = slotted_ring("hostile-trunc-blocked");
+    let (mut r, mut w) = reader_and_writer(&dir, &name, &[]);
     assert_eq!(w.ask("write 4"), "wrote total=4");
-    assert_eq!(num_after(&r.ask("until 4"), "count "), 4);
-    let half = g.file_len() / 2 / 4096 * 4096;
-    let intact = (half - g.head_len) / g.slot_size;
-    truncate(&dir, &name, half);
+    assert_eq!(count(&mut r, "until 4"), 4);
+    let intact = truncate_to_half(&dir, &name, &g);
     // Writes into the part still in the file are delivered; the first one
     // past the cut trips the producer's guard.
     let res = tried(&mut w, (intact - 4) as u32 + 3);
@@ -801,9 +705,7 @@ fn truncation_to_half_under_a_blocked_reader() {
         assert_eq!(num_after(&rep, "count "), intact);
         None
     };
-    w.send("close");
-    assert_eq!(w.next_report(), "closed");
-    w.finish();
+    close(w);
     let (outcome, n) = parse_end(&end.unwrap_or_else(|| r.next_report()));
     assert_eq!(n, intact);
     println!("blocked reader after truncation to half: {outcome}");
@@ -821,23 +723,9 @@ fn truncation_to_half_under_a_blocked_reader() {
 /// a dead producer).
 #[test]
 fn producer_close_after_truncation_to_half_reaches_the_file() {
-    let dir = RingDir::new("hostile-trunc-close");
-    let name = dir.name("r");
-    let map = opts(Layout::Slotted, Overflow::Block)
-        .create(&name)
-        .expect("create");
-    let g = *map.geometry();
-    drop(map);
-    let mut w = spawn(
-        &dir,
-        "child_writer",
-        "ring-writer",
-        &[("RING", s(&name)), ("MAX", s(MAX))],
-    );
-    assert_eq!(w.expect("ready consumers="), "0");
-    let half = g.file_len() / 2 / 4096 * 4096;
-    let intact = (half - g.head_len) / g.slot_size;
-    truncate(&dir, &name, half);
+    let (dir, name, g) = slotted_ring("hostile-trunc-close");
+    let mut w = writer(&dir, &name, MAX, 0, &[]);
+    let intact = truncate_to_half(&dir, &name, &g);
     let res = tried(&mut w, intact as u32 + 2);
     assert!(res.last().is_some_and(|r| is_truncated_error(r)), "{res:?}");
     w.send("close");
@@ -1059,20 +947,4 @@ fn forged_index_entries_give_typed_errors() {
     drop(ps);
 }
 
-#[test]
-#[ignore = "child process entry point"]
-fn child_reader() {
-    if common::child_role("ring-reader").is_none() {
-        return;
-    }
-    common::ring::run_reader();
-}
-
-#[test]
-#[ignore = "child process entry point"]
-fn child_writer() {
-    if common::child_role("ring-writer").is_none() {
-        return;
-    }
-    common::ring::run_writer();
-}
+ring_child_entry_points!();

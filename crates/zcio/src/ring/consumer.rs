@@ -116,23 +116,54 @@ impl std::fmt::Debug for Consumer {
     }
 }
 
-/// The block a thread peeked last: address, length, rich pointer, ring.
-type LastPeek = Option<(usize, usize, RichPtr, Arc<RingMap>)>;
-
-thread_local! {
-    /// The block this thread peeked last, for the implicit fast splice of
-    /// an index ring's `write`.
-    static LAST_PEEK: RefCell<LastPeek> = const { RefCell::new(None) };
+/// The block a thread peeked last, for the implicit fast splice of an index
+/// ring's `write`. The ring is kept across peeks (cloned only when a peek
+/// comes from another ring, so a peek costs no atomic operation); the block
+/// (address, length, rich pointer) is cleared when the peek is released.
+#[derive(Default)]
+struct LastPeek {
+    block: Option<(usize, usize, RichPtr)>,
+    ring: Option<Arc<RingMap>>,
 }
 
-/// If `bytes` is exactly the block this thread peeked last, its rich
-/// pointer and ring.
+thread_local! {
+    static LAST_PEEK: RefCell<LastPeek> = RefCell::new(LastPeek::default());
+}
+
+/// If `bytes` is exactly the block this thread is peeking, its rich pointer
+/// and ring.
 pub(crate) fn last_peek(bytes: &[u8]) -> Option<(RichPtr, Arc<RingMap>)> {
     LAST_PEEK.with(|l| {
-        l.borrow().as_ref().and_then(|(p, n, r, m)| {
-            (*p == bytes.as_ptr() as usize && *n == bytes.len()).then(|| (*r, m.clone()))
-        })
+        let l = l.borrow();
+        let (p, n, r) = l.block?;
+        (p == bytes.as_ptr() as usize && n == bytes.len())
+            .then(|| l.ring.clone())
+            .flatten()
+            .map(|m| (r, m))
     })
+}
+
+fn note_peek(ptr: *const u8, len: usize, origin: RichPtr, ring: &Arc<RingMap>) {
+    LAST_PEEK.with(|l| {
+        let mut l = l.borrow_mut();
+        if !l.ring.as_ref().is_some_and(|m| Arc::ptr_eq(m, ring)) {
+            l.ring = Some(ring.clone());
+        }
+        l.block = Some((ptr as usize, len, origin));
+    });
+}
+
+fn forget_peek(ring: Option<&Arc<RingMap>>) {
+    // `try_with`: may run in a destructor during thread exit.
+    let _ = LAST_PEEK.try_with(|l| {
+        let mut l = l.borrow_mut();
+        l.block = None;
+        if let Some(r) = ring {
+            if l.ring.as_ref().is_some_and(|m| Arc::ptr_eq(m, r)) {
+                l.ring = None;
+            }
+        }
+    });
 }
 
 impl Consumer {
@@ -708,10 +739,10 @@ impl Consumer {
 
     fn make_peek(&mut self, b: Block) -> Peek<'_> {
         let src = match b.target {
-            Some(t) => self.targets[t].clone(),
-            None => self.map.clone(),
+            Some(t) => &self.targets[t],
+            None => &self.map,
         };
-        LAST_PEEK.with(|l| *l.borrow_mut() = Some((b.ptr as usize, b.len, b.origin, src)));
+        note_peek(b.ptr, b.len, b.origin, src);
         Peek {
             cons: self,
             b,
@@ -749,6 +780,10 @@ impl Consumer {
 
 impl Drop for Consumer {
     fn drop(&mut self) {
+        forget_peek(Some(&self.map));
+        for t in &self.targets {
+            forget_peek(Some(t));
+        }
         let s = self.map.slot(self.slot);
         protocol::leave(&self.map.control().consumers, self.slot, &s.cursor);
         // SYNC: Release: the slot is free for the next claim (AcqRel CAS in
@@ -831,7 +866,7 @@ impl Peek<'_> {
             return Ok(());
         }
         self.done = true;
-        LAST_PEEK.with(|l| *l.borrow_mut() = None);
+        forget_peek(None);
         if self.cons.intact(&self.b) {
             self.cons.advance(&self.b);
             Ok(())

@@ -11,6 +11,9 @@ pub enum OpenError {
     /// No ring of that name.
     #[error("no ring named {0:?} (create it with `zcio ring create {0}`)")]
     NotFound(String),
+    /// The ring directory does not exist.
+    #[error("ring directory {0} does not exist (create it, or point ZCIO_RING_DIR at an existing tmpfs directory)")]
+    NoDirectory(String),
     /// Creating, but the name is taken.
     #[error("a ring named {0:?} already exists (remove it with `zcio ring rm {0}`)")]
     Exists(String),

@@ -49,7 +49,10 @@ impl RingMap {
         if !shm::valid_name(name) {
             return Err(OpenError::InvalidName(name.to_owned()));
         }
-        let file = shm::NewFile::create(name, geo.file_len(), mode).map_err(|e| os(name, e))?;
+        let file = shm::NewFile::create(name, geo.file_len(), mode).map_err(|e| match e {
+            Errno::NOENT => OpenError::NoDirectory(shm::ring_dir().display().to_string()),
+            e => os(name, e),
+        })?;
         let map = RingMapping::map(
             file.fd(),
             geo.head_len as usize,

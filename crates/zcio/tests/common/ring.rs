@@ -368,6 +368,78 @@ pub fn num_after(r: &str, prefix: &str) -> u64 {
         .unwrap_or_else(|| panic!("expected {prefix:?}<number> in {r:?}"))
 }
 
+// ------------------------------------------- reader and writer children
+
+/// Spawn this test binary's `child_reader` ([`run_reader`]) on ring `name`
+/// with the `extra` arguments; returns it once attached, with its slot.
+pub fn reader(dir: &RingDir, name: &str, extra: &[(&str, &str)]) -> (Kid, usize) {
+    let mut k = dir.spawn("child_reader", "ring-reader", &ring_args(name, extra));
+    let slot = k.expect("attached slot=").parse().expect("slot number");
+    (k, slot)
+}
+
+/// Spawn this test binary's `child_writer` ([`run_writer`]) on ring `name`,
+/// writing blocks of at most `max` bytes, with the `extra` arguments;
+/// returns it once it reported `readers` consumers attached.
+pub fn writer(
+    dir: &RingDir,
+    name: &str,
+    max: usize,
+    readers: usize,
+    extra: &[(&str, &str)],
+) -> Kid {
+    let (max_arg, readers_arg) = (max.to_string(), readers.to_string());
+    let mut args = vec![("MAX", max_arg.as_str()), ("READERS", readers_arg.as_str())];
+    args.extend_from_slice(extra);
+    let mut w = dir.spawn("child_writer", "ring-writer", &ring_args(name, &args));
+    assert_eq!(w.expect("ready consumers="), readers_arg);
+    w
+}
+
+fn ring_args<'a>(name: &str, extra: &[(&'a str, &str)]) -> Vec<(&'a str, String)> {
+    let mut args = vec![("RING", name.to_string())];
+    args.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    args
+}
+
+/// Ask a reader or writer child for its block count (`count` or `until N`).
+pub fn count(k: &mut Kid, cmd: &str) -> u64 {
+    num_after(&k.ask(cmd), "count ")
+}
+
+/// Close a writer child (or any child that answers `close` with `closed`)
+/// and require a clean exit.
+pub fn close(mut k: Kid) {
+    k.send("close");
+    assert_eq!(k.next_report(), "closed", "child {} on close", k.name);
+    k.finish();
+}
+
+/// The `child_reader` and `child_writer` entry points that [`reader`] and
+/// [`writer`] spawn; a test file using them invokes this once, at its root.
+#[macro_export]
+macro_rules! ring_child_entry_points {
+    () => {
+        #[test]
+        #[ignore = "child process entry point"]
+        fn child_reader() {
+            if $crate::common::child_role("ring-reader").is_none() {
+                return;
+            }
+            $crate::common::ring::run_reader();
+        }
+
+        #[test]
+        #[ignore = "child process entry point"]
+        fn child_writer() {
+            if $crate::common::child_role("ring-writer").is_none() {
+                return;
+            }
+            $crate::common::ring::run_writer();
+        }
+    };
+}
+
 /// Child role: an honest consumer of ring `RING`.
 ///
 /// Arguments: `RING`; `FIRST` (the sequence number it must see first; the
