@@ -1,38 +1,54 @@
 //! Human-readable sizes and rates.
 
-/// `4 KiB`, `1 MiB`, `16 MiB`, `1.5 KiB`.
+/// `4 KiB`, `1 MiB`, `16 MiB`, `1.5 KiB`, `100 B`.
 pub fn size(bytes: usize) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    bytes_u64(bytes as u64)
+}
+
+/// [`size`] for `u64` counts.
+pub fn bytes_u64(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
     let mut u = 0;
     while v >= 1024.0 && u < UNITS.len() - 1 {
         v /= 1024.0;
         u += 1;
     }
-    if (v - v.round()).abs() < 1e-9 {
+    if u == 0 || (v - v.round()).abs() < 0.05 {
         format!("{} {}", v.round() as u64, UNITS[u])
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
 }
 
-/// Parse `4K`, `4KiB`, `1M`, `16MiB`, `4096`.
+/// Parse `4096`, `4K`, `64KiB`, `1M`, `16MiB`, `1G` (units are binary).
 pub fn parse_size(s: &str) -> Result<usize, String> {
+    parse_bytes_u64(s)
+        .and_then(|v| usize::try_from(v).map_err(|_| format!("size '{s}' is too large")))
+}
+
+/// [`parse_size`] for `u64` counts.
+pub fn parse_bytes_u64(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: usize = num
+    let n: u64 = num
         .parse()
-        .map_err(|_| format!("bad size '{s}': expected e.g. 4K, 1M, 4096"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("bad size unit '{other}' in '{s}': use K, M or G")),
+        .map_err(|_| format!("'{s}' is not a size: use e.g. 4096, 64KiB, 1M, 16MiB"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{s}': use K, M, G (or KiB, MiB, GiB)"
+            ))
+        }
     };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("size '{s}' too large"))
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
 /// A rate with SI prefix: `1.23 M`, `456 k`.

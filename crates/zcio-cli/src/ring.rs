@@ -584,45 +584,7 @@ fn rm(r: RmCmd) -> Result<()> {
     Ok(())
 }
 
-/// `4 KiB`, `1.5 MiB`, `100 B`.
-pub fn size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 || (v - v.round()).abs() < 0.05 {
-        format!("{} {}", v.round() as u64, UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// Parse `4096`, `64K`, `64KiB`, `1M`, `16MiB`, `1G` (units are binary).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size: use e.g. 4096, 64KiB, 1M, 16MiB"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "unknown unit '{other}' in '{s}': use K, M, G (or KiB, MiB, GiB)"
-            ))
-        }
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("size '{s}' is too large"))
-}
+pub use zcio_bench::fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
 
 fn parse_pow2_size(s: &str) -> Result<u64, String> {
     let n = parse_size(s)?;
