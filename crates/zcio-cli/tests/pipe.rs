@@ -36,6 +36,35 @@ impl RingDir {
         c
     }
 
+    /// `zcio pipe get RING OPTS…`.
+    fn get(&self, ring: &str, opts: &[&str]) -> Command {
+        let mut c = self.cmd(&["pipe", "get", ring]);
+        c.args(opts);
+        c
+    }
+
+    /// `zcio pipe put RING --readers N OPTS…`, fed `data` on its stdin by a
+    /// thread (returned: join it once the producer has finished).
+    fn put_fed(
+        &self,
+        ring: &str,
+        readers: usize,
+        opts: &[&str],
+        data: &std::sync::Arc<Vec<u8>>,
+    ) -> (Proc, JoinHandle<()>) {
+        let n = readers.to_string();
+        let mut c = self.cmd(&["pipe", "put", ring, "--readers", &n]);
+        c.args(opts).stdin(Stdio::piped());
+        let mut put = Proc::spawn(&format!("pipe put {ring} --readers {readers}"), c);
+        let mut stdin = put.child.stdin.take().expect("stdin piped");
+        let data = data.clone();
+        let feeder = std::thread::spawn(move || {
+            // A killed child makes this fail with EPIPE; that is expected.
+            let _ = stdin.write_all(&data);
+        });
+        (put, feeder)
+    }
+
     /// Run to completion (stdin empty) under the watchdog.
     fn run(&self, args: &[&str]) -> Output {
         let mut c = self.cmd(args);
@@ -186,13 +215,14 @@ fn random(n: usize, seed: u64) -> Vec<u8> {
     v
 }
 
-/// Feed `data` to the child's stdin on a thread, then close it.
-fn feed(p: &mut Proc, data: std::sync::Arc<Vec<u8>>) -> JoinHandle<()> {
-    let mut stdin = p.child.stdin.take().expect("stdin piped");
-    std::thread::spawn(move || {
-        // A killed child makes this fail with EPIPE; that is expected.
-        let _ = stdin.write_all(&data);
-    })
+/// `o` must be a successful exit (`what` names the process).
+fn assert_ok(what: &str, o: &Output) {
+    assert!(
+        o.status.success(),
+        "{what} failed: {:?} {}",
+        o.status,
+        stderr(o)
+    );
 }
 
 fn assert_same(what: &str, got: &[u8], want: &[u8]) {
@@ -215,32 +245,14 @@ fn round_trip(layout: &str) {
     let data = std::sync::Arc::new(random(INPUT, 0x9e37_79b9_7f4a_7c15 ^ layout.len() as u64));
     let create = ["--layout", layout, "--size", "256KiB"];
     let mut readers: Vec<Proc> = (0..3)
-        .map(|i| {
-            let mut c = dir.cmd(&["pipe", "get", "rt"]);
-            c.args(create);
-            Proc::spawn(&format!("pipe get rt ({i})"), c)
-        })
+        .map(|i| Proc::spawn(&format!("pipe get rt ({i})"), dir.get("rt", &create)))
         .collect();
-    let mut pc = dir.cmd(&["pipe", "put", "rt", "--readers", "3"]);
-    pc.args(create).stdin(Stdio::piped());
-    let mut put = Proc::spawn("pipe put rt --readers 3", pc);
-    let feeder = feed(&mut put, data.clone());
-    let po = put.finish(deadline);
-    assert!(
-        po.status.success(),
-        "put failed: {:?} {}",
-        po.status,
-        stderr(&po)
-    );
+    let (put, feeder) = dir.put_fed("rt", 3, &create, &data);
+    assert_ok("put", &put.finish(deadline));
     feeder.join().expect("feeder");
     for (i, r) in readers.drain(..).enumerate() {
         let o = r.finish(deadline);
-        assert!(
-            o.status.success(),
-            "reader {i} failed: {:?} {}",
-            o.status,
-            stderr(&o)
-        );
+        assert_ok(&format!("reader {i}"), &o);
         assert_same(&format!("{layout} reader {i}"), &o.stdout, &data);
     }
     let s = dir.stat("rt").expect("stat rt");
@@ -424,39 +436,21 @@ fn killed_reader_is_evicted() {
     let deadline = Instant::now() + WATCHDOG;
     let data = std::sync::Arc::new(random(INPUT, 42));
     let create = ["--size", "256KiB"];
-    let mut good = dir.cmd(&["pipe", "get", "kr"]);
-    good.args(create);
-    let good = Proc::spawn("pipe get kr (survivor)", good);
+    let good = Proc::spawn("pipe get kr (survivor)", dir.get("kr", &create));
     let (tx, rx) = mpsc::channel();
-    let mut vc = dir.cmd(&["pipe", "get", "kr"]);
-    vc.args(create);
     let mut victim = Proc::spawn_with(
         "pipe get kr (victim)",
-        &mut vc,
+        &mut dir.get("kr", &create),
         count_then_signal(4 << 20, tx),
     );
-    let mut pc = dir.cmd(&["pipe", "put", "kr", "--readers", "2"]);
-    pc.args(create).stdin(Stdio::piped());
-    let mut put = Proc::spawn("pipe put kr --readers 2", pc);
-    let feeder = feed(&mut put, data.clone());
+    let (put, feeder) = dir.put_fed("kr", 2, &create, &data);
     rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
         .expect("watchdog: the victim never got 4 MiB");
     victim.kill9();
-    let po = put.finish(deadline);
-    assert!(
-        po.status.success(),
-        "put failed after a reader was killed: {:?} {}",
-        po.status,
-        stderr(&po)
-    );
+    assert_ok("put after a reader was killed", &put.finish(deadline));
     feeder.join().expect("feeder");
     let o = good.finish(deadline);
-    assert!(
-        o.status.success(),
-        "survivor failed: {:?} {}",
-        o.status,
-        stderr(&o)
-    );
+    assert_ok("survivor", &o);
     assert_same("survivor", &o.stdout, &data);
 }
 
@@ -474,8 +468,11 @@ fn killed_producer_is_reported() {
         while stdin.write_all(&chunk).is_ok() {}
     });
     let (tx, rx) = mpsc::channel();
-    let mut gc = dir.cmd(&["pipe", "get", "kp", "--size", "256KiB"]);
-    let get = Proc::spawn_with("pipe get kp", &mut gc, count_then_signal(2 << 20, tx));
+    let get = Proc::spawn_with(
+        "pipe get kp",
+        &mut dir.get("kp", &["--size", "256KiB"]),
+        count_then_signal(2 << 20, tx),
+    );
     rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
         .expect("watchdog: the reader never got 2 MiB");
     put.kill9();
@@ -495,16 +492,10 @@ fn killed_producer_is_reported() {
 fn empty_input_ends_the_stream() {
     let dir = RingDir::new("empty");
     let deadline = Instant::now() + WATCHDOG;
-    let get = Proc::spawn("pipe get e", dir.cmd(&["pipe", "get", "e"]));
+    let get = Proc::spawn("pipe get e", dir.get("e", &[]));
     dir.wait_consumers("e", 1, deadline);
-    let po = dir.run(&["pipe", "put", "e"]);
-    assert!(po.status.success(), "put failed: {}", stderr(&po));
+    assert_ok("put", &dir.run(&["pipe", "put", "e"]));
     let o = get.finish(deadline);
-    assert!(
-        o.status.success(),
-        "get failed: {:?} {}",
-        o.status,
-        stderr(&o)
-    );
+    assert_ok("get", &o);
     assert!(o.stdout.is_empty());
 }

@@ -297,49 +297,27 @@ fn files_that_are_not_rings_are_refused() {
     ));
 
     // One header field out of range.
-    for (what, off, field, want) in [
-        (
-            "version",
-            8,
-            &99u32.to_le_bytes()[..],
-            BadHeader::Version(99),
-        ),
-        (
-            "layout",
-            12,
-            &77u32.to_le_bytes(),
-            BadHeader::Field("layout"),
-        ),
-        (
-            "overflow",
-            16,
-            &0u32.to_le_bytes(),
-            BadHeader::Field("overflow"),
-        ),
-        (
-            "consumers",
-            56,
-            &65u32.to_le_bytes(),
-            BadHeader::Field("max_consumers"),
-        ),
-        (
-            "headlen",
-            24,
-            &4096u64.to_le_bytes(),
-            BadHeader::Field("head_len"),
-        ),
+    let le32 = |v: u32| v.to_le_bytes().to_vec();
+    let le64 = |v: u64| v.to_le_bytes().to_vec();
+    let field = BadHeader::Field;
+    for (what, off, bytes, want) in [
+        ("version", 8, le32(99), BadHeader::Version(99)),
+        ("layout", 12, le32(77), field("layout")),
+        ("overflow", 16, le32(0), field("overflow")),
+        ("consumers", 56, le32(65), field("max_consumers")),
+        ("headlen", 24, le64(4096), field("head_len")),
     ] {
-        assert_eq!(refused(what, &patched(off, field)), want, "{what}");
+        assert_eq!(refused(what, &patched(off, &bytes)), want, "{what}");
     }
 
     // A data size that is not a power of two (file length to match).
-    let mut b = patched(32, &(3u64 << 12).to_le_bytes());
+    let mut b = patched(32, &le64(3 << 12));
     b.truncate(12288 + (3 << 12));
     assert!(matches!(refused("datalen", &b), BadHeader::Field(_)));
 
     // A huge claimed size in a small file.
     assert!(matches!(
-        refused("huge", &patched(32, &(1u64 << 40).to_le_bytes())),
+        refused("huge", &patched(32, &le64(1 << 40))),
         BadHeader::Field(_)
     ));
 

@@ -47,6 +47,15 @@ fn two_readers_and_a_writer(dir: &RingDir, name: &str, max: usize) -> ([(Kid, us
     ([a, b], writer(dir, name, max, 2, &[]))
 }
 
+/// A fresh writer writes `n` blocks (waiting for the readers as it must)
+/// and each reader reads all of them.
+fn write_and_read_all(w: &mut Kid, readers: [&mut Kid; 2], n: u64) {
+    assert_eq!(w.ask(&format!("write {n}")), format!("wrote total={n}"));
+    for r in readers {
+        assert_eq!(count(r, &format!("until {n}")), n);
+    }
+}
+
 /// A slotted ring of 16 slots whose only consumer was killed while
 /// attaching, its slot put back to `JOINING` (owned by the dead process);
 /// returns the directory, the ring's name and file, and that slot.
@@ -145,9 +154,7 @@ fn killed_idle_producer_wakes_blocked_readers() {
     let (dir, name) = new_ring("death-idle", Layout::Slotted, 64 << 10);
     let ([(mut r1, _), (mut r2, _)], mut w) = two_readers_and_a_writer(&dir, &name, 1000);
     // More blocks than the ring holds: the writer waits for the readers.
-    assert_eq!(w.ask("write 200"), "wrote total=200");
-    assert_eq!(count(&mut r1, "until 200"), 200);
-    assert_eq!(count(&mut r2, "until 200"), 200);
+    write_and_read_all(&mut w, [&mut r1, &mut r2], 200);
     // Both readers now sleep in a blocking `read` on an idle producer.
     let w_pid = w.pid();
     assert!(w.kill().code().is_none());
@@ -189,9 +196,7 @@ fn consumer_killed_while_the_producer_waits_for_it_is_evicted() {
 fn stat_reports_dead_consumer_and_dead_producer() {
     let (dir, name) = new_ring("death-stat", Layout::Slotted, 64 << 10);
     let ([(mut c1, s1), (mut c2, s2)], mut w) = two_readers_and_a_writer(&dir, &name, 1000);
-    assert_eq!(w.ask("write 20"), "wrote total=20");
-    assert_eq!(count(&mut c1, "until 20"), 20);
-    assert_eq!(count(&mut c2, "until 20"), 20);
+    write_and_read_all(&mut w, [&mut c1, &mut c2], 20);
     let (p1, p2, wp) = (c1.pid(), c2.pid(), w.pid());
 
     let st = ring::stat(&name).expect("stat");

@@ -52,6 +52,29 @@ fn opts(layout: Layout, overflow: Overflow) -> Options {
         .entries(64)
 }
 
+/// A fresh ring made with `o` (named after `tag`), its producer and one
+/// consumer from the newest position; the name is removed on drop.
+fn pair(tag: &str, o: Options) -> (Name, Producer, Consumer) {
+    let name = Name::new(tag);
+    let map = o.create(&name.0).unwrap();
+    let p = Producer::attach(map.clone()).unwrap();
+    let c = Consumer::attach(map, Start::Newest).unwrap();
+    (name, p, c)
+}
+
+/// A slotted ring of 8 slots of 1 KiB under `overflow`.
+fn eight_slots(overflow: Overflow) -> Options {
+    opts(Layout::Slotted, overflow).size(8192).slot_size(1024)
+}
+
+/// The options of the small FRP rings the lapping tests use.
+fn small_frp(layout: Layout) -> Options {
+    opts(layout, Overflow::Frp)
+        .size(8192)
+        .slot_size(512)
+        .entries(16)
+}
+
 const BLOCK_LAYOUTS: [Layout; 3] = [Layout::Slotted, Layout::Variable, Layout::Descriptors];
 
 #[test]
@@ -109,13 +132,10 @@ fn block_layouts_deliver_every_block_to_every_consumer() {
 
 #[test]
 fn continuous_stream_is_byte_exact_across_wraps() {
-    let name = Name::new("cont");
-    let map = opts(Layout::Continuous, Overflow::Block)
-        .size(16 << 10)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map, Start::Newest).unwrap();
+    let (_name, mut p, mut c) = pair(
+        "cont",
+        opts(Layout::Continuous, Overflow::Block).size(16 << 10),
+    );
     let data: Vec<u8> = (0..1_000_003u32).map(|i| (i * 7 + i / 251) as u8).collect();
     let expect = data.clone();
     let t = std::thread::spawn(move || {
@@ -138,13 +158,7 @@ fn continuous_stream_is_byte_exact_across_wraps() {
 
 #[test]
 fn nonblocking_and_timeout_variants() {
-    let name = Name::new("nb");
-    let map = opts(Layout::Variable, Overflow::Block)
-        .size(4096)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map, Start::Newest).unwrap();
+    let (_name, mut p, mut c) = pair("nb", opts(Layout::Variable, Overflow::Block).size(4096));
     let mut buf = [0u8; 4096];
     assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
     assert_eq!(
@@ -177,14 +191,7 @@ fn nonblocking_and_timeout_variants() {
 
 #[test]
 fn srp_drops_when_slowest_is_a_ring_behind_and_counts_it() {
-    let name = Name::new("srp");
-    let map = opts(Layout::Slotted, Overflow::Srp)
-        .size(8192)
-        .slot_size(1024)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map.clone(), Start::Newest).unwrap();
+    let (name, mut p, mut c) = pair("srp", eight_slots(Overflow::Srp));
     for i in 0..8 {
         p.write(&[i; 100]).unwrap();
     }
@@ -223,15 +230,7 @@ fn frp_lapped_consumer_skips_and_never_returns_overwritten_data() {
         Layout::Variable,
         Layout::Descriptors,
     ] {
-        let name = Name::new("frp");
-        let map = opts(layout, Overflow::Frp)
-            .size(8192)
-            .slot_size(512)
-            .entries(16)
-            .create(&name.0)
-            .unwrap();
-        let mut p = Producer::attach(map.clone()).unwrap();
-        let mut c = Consumer::attach(map, Start::Newest).unwrap();
+        let (_name, mut p, mut c) = pair("frp", small_frp(layout));
         let max = 400;
         if layout == Layout::Continuous {
             // Whole stream of u64 counters; a lap must show as a skip.
@@ -275,15 +274,13 @@ fn frp_lapped_consumer_skips_and_never_returns_overwritten_data() {
 #[test]
 fn frp_concurrent_overwrite_never_yields_torn_blocks() {
     for layout in [Layout::Variable, Layout::Descriptors, Layout::Slotted] {
-        let name = Name::new("frpc");
-        let map = opts(layout, Overflow::Frp)
-            .size(16384)
-            .slot_size(2048)
-            .entries(16)
-            .create(&name.0)
-            .unwrap();
-        let mut p = Producer::attach(map.clone()).unwrap();
-        let mut c = Consumer::attach(map, Start::Newest).unwrap();
+        let (_name, mut p, mut c) = pair(
+            "frpc",
+            opts(layout, Overflow::Frp)
+                .size(16384)
+                .slot_size(2048)
+                .entries(16),
+        );
         let max = 2000;
         let w = std::thread::spawn(move || {
             for i in 0..100_000 {
@@ -318,15 +315,8 @@ fn frp_concurrent_overwrite_never_yields_torn_blocks() {
 
 #[test]
 fn mrp_reader_updates_shared_pointer() {
-    let name = Name::new("mrp");
-    let map = opts(Layout::Slotted, Overflow::Mrp)
-        .size(8192)
-        .slot_size(1024)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut a = Consumer::attach(map.clone(), Start::Newest).unwrap();
-    let mut b = Consumer::attach(map.clone(), Start::Newest).unwrap();
+    let (name, mut p, mut a) = pair("mrp", eight_slots(Overflow::Mrp));
+    let mut b = Consumer::attach(p.ring().clone(), Start::Newest).unwrap();
     for i in 0..8 {
         p.write(&[i; 10]).unwrap();
     }
@@ -348,18 +338,9 @@ fn mrp_reader_updates_shared_pointer() {
 
 #[test]
 fn index_ring_filters_by_tag_and_reads_through() {
-    let (dn, inn) = (Name::new("data"), Name::new("idx"));
-    let data = opts(Layout::Variable, Overflow::Block)
-        .create(&dn.0)
-        .unwrap();
-    let idx = opts(Layout::Index, Overflow::Block)
-        .entries(1024)
-        .create(&inn.0)
-        .unwrap();
-    let mut p = Producer::attach(data.clone()).unwrap();
-    let mut filter = Consumer::attach(data.clone(), Start::Newest).unwrap();
-    let mut ip = Producer::attach(idx.clone()).unwrap();
-    let mut reader = Consumer::attach(idx.clone(), Start::Newest).unwrap();
+    let (_dn, mut p, mut filter) = pair("data", opts(Layout::Variable, Overflow::Block));
+    let (_inn, mut ip, mut reader) =
+        pair("idx", opts(Layout::Index, Overflow::Block).entries(1024));
     let max = 1000;
     for i in 0..40u64 {
         p.write_tagged(&block(i, max), (i % 4) as u32, Wait::Forever)
@@ -389,15 +370,10 @@ fn index_ring_filters_by_tag_and_reads_through() {
     assert_eq!(seen, (0..10).map(|k| 4 * k + 1).collect::<Vec<_>>());
     // An index entry chains: splicing a peek of the index ring points at
     // the data ring, not at the index ring.
-    let idx2n = Name::new("idx2");
-    let idx2 = opts(Layout::Index, Overflow::Block)
-        .create(&idx2n.0)
-        .unwrap();
-    let mut ip2 = Producer::attach(idx2.clone()).unwrap();
-    let mut r2 = Consumer::attach(idx2, Start::Newest).unwrap();
-    let mut reader = Consumer::attach(idx, Start::Oldest).unwrap();
+    let (_idx2n, mut ip2, mut r2) = pair("idx2", opts(Layout::Index, Overflow::Block));
+    let mut reader = Consumer::attach(ip.ring().clone(), Start::Oldest).unwrap();
     let pk = reader.try_peek(usize::MAX).unwrap().unwrap();
-    assert_eq!(pk.origin().0.ring_id, data.geometry().ring_id);
+    assert_eq!(pk.origin().0.ring_id, p.geometry().ring_id);
     ip2.splice(&pk, Wait::No).unwrap();
     drop(pk);
     let n = r2.try_read(&mut buf).unwrap();
@@ -406,16 +382,12 @@ fn index_ring_filters_by_tag_and_reads_through() {
 
 #[test]
 fn producer_close_gives_eof_after_draining_and_a_new_producer_continues() {
-    let name = Name::new("eof");
-    let map = opts(Layout::Continuous, Overflow::Block)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
+    let (name, mut p, mut c) = pair("eof", opts(Layout::Continuous, Overflow::Block));
+    let map = p.ring().clone();
     assert!(matches!(
         Producer::attach(map.clone()),
         Err(OpenError::ProducerBusy(_))
     ));
-    let mut c = Consumer::attach(map.clone(), Start::Newest).unwrap();
     p.write(b"hello").unwrap();
     p.close();
     let mut buf = [0u8; 16];
@@ -430,14 +402,7 @@ fn producer_close_gives_eof_after_draining_and_a_new_producer_continues() {
 
 #[test]
 fn seek_moves_within_the_ring() {
-    let name = Name::new("seek");
-    let map = opts(Layout::Slotted, Overflow::Frp)
-        .size(8192)
-        .slot_size(1024)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map, Start::Newest).unwrap();
+    let (_name, mut p, mut c) = pair("seek", eight_slots(Overflow::Frp));
     for i in 0..12u8 {
         p.write(&[i; 4]).unwrap();
     }
@@ -457,12 +422,7 @@ fn seek_moves_within_the_ring() {
 
 #[test]
 fn reservation_publishes_only_on_commit() {
-    let name = Name::new("resv");
-    let map = opts(Layout::Descriptors, Overflow::Block)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map, Start::Newest).unwrap();
+    let (_name, mut p, mut c) = pair("resv", opts(Layout::Descriptors, Overflow::Block));
     {
         let mut r = p.reserve(100, Wait::No).unwrap();
         r.put(b"abc");
@@ -480,12 +440,7 @@ fn reservation_publishes_only_on_commit() {
 #[test]
 fn readiness_eventfd_signals_data_and_eof() {
     use rustix::event::{poll, PollFd, PollFlags};
-    let name = Name::new("ready");
-    let map = opts(Layout::Variable, Overflow::Block)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map, Start::Newest).unwrap();
+    let (_name, mut p, mut c) = pair("ready", opts(Layout::Variable, Overflow::Block));
     let r = c.readiness().unwrap();
     let ready = |ms: i32| {
         let mut fds = [PollFd::new(&r, PollFlags::IN)];
@@ -495,6 +450,8 @@ fn readiness_eventfd_signals_data_and_eof() {
         };
         poll(&mut fds, Some(&ts)).unwrap() > 0
     };
+    // Wait (bounded) for the eventfd to become readable.
+    let wakes = || (0..100).any(|_| ready(100));
     assert!(!ready(20));
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(30));
@@ -502,39 +459,20 @@ fn readiness_eventfd_signals_data_and_eof() {
         p
     });
     let mut buf = [0u8; 64];
-    // Wait (bounded) for the eventfd, then drain.
-    let mut woke = false;
-    for _ in 0..100 {
-        if ready(100) {
-            woke = true;
-            break;
-        }
-    }
-    assert!(woke, "eventfd never became readable");
+    // Wait for the eventfd, then drain.
+    assert!(wakes(), "eventfd never became readable");
     r.clear();
     assert_eq!(c.try_read(&mut buf).unwrap(), 4);
     assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
     let p = t.join().unwrap();
     drop(p);
-    let mut woke = false;
-    for _ in 0..100 {
-        if ready(100) {
-            woke = true;
-            break;
-        }
-    }
-    assert!(woke, "eventfd not readable at end of stream");
+    assert!(wakes(), "eventfd not readable at end of stream");
     assert_eq!(c.try_read(&mut buf).unwrap(), 0);
 }
 
 #[test]
 fn truncated_ring_gives_errors_not_crashes() {
-    let name = Name::new("trunc");
-    let map = opts(Layout::Variable, Overflow::Block)
-        .create(&name.0)
-        .unwrap();
-    let mut p = Producer::attach(map.clone()).unwrap();
-    let mut c = Consumer::attach(map, Start::Newest).unwrap();
+    let (name, mut p, mut c) = pair("trunc", opts(Layout::Variable, Overflow::Block));
     p.write(&[1u8; 100]).unwrap();
     let fd = crate::sys::shm::open(&name.0, true).unwrap();
     rustix::fs::ftruncate(&fd, 0).unwrap();
@@ -626,10 +564,7 @@ mod frp_property {
         #[test]
         fn frp_never_accepts_overwritten_data(layout in 0usize..4, ops in prop::collection::vec(op(), 1..40)) {
             let layout = [Layout::Continuous, Layout::Slotted, Layout::Variable, Layout::Descriptors][layout];
-            let name = Name::new("prop");
-            let map = opts(layout, Overflow::Frp).size(8192).slot_size(512).entries(16).create(&name.0).unwrap();
-            let mut p = Producer::attach(map.clone()).unwrap();
-            let mut c = Consumer::attach(map, Start::Newest).unwrap();
+            let (_name, mut p, mut c) = pair("prop", small_frp(layout));
             let max = 400;
             let mut next_write = 0u64;
             let mut last_read: Option<u64> = None;
