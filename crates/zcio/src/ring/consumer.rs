@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, ReadError};
 use super::layout::{
     owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR, MAX_CONSUMERS,
-    MAX_SOURCES, OWNER_ACTIVE, SLOT_ACTIVE, SLOT_JOINING,
+    MAX_SOURCES, OWNER_ACTIVE, SLOT_ACTIVE, SLOT_EVICTING, SLOT_JOINING,
 };
 use super::live::{self, Watch};
 use super::map::RingMap;
@@ -247,7 +247,7 @@ impl Consumer {
                 let start = s.owner_start.load(Ordering::Acquire);
                 match owner >> 32 {
                     SLOT_ACTIVE => !Watch::new(owner as u32, start).alive(),
-                    SLOT_JOINING => !live::claimant_alive(owner as u32),
+                    SLOT_JOINING | SLOT_EVICTING => !live::claimant_alive(owner as u32),
                     _ => true,
                 }
             };

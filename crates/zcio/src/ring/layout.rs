@@ -242,8 +242,8 @@ pub struct ConsumerSlot {
     /// bit 0 is set by a producer waiting for this consumer to make room
     /// (`Block`), cleared by the consumer's publishing swap, which wakes it.
     pub cursor: AtomicU64,
-    /// `state << 32 | pid`, 0 when free; state [`SLOT_JOINING`] or
-    /// [`SLOT_ACTIVE`].
+    /// `state << 32 | pid`, 0 when free; state [`SLOT_JOINING`],
+    /// [`SLOT_ACTIVE`] or [`SLOT_EVICTING`] (pid of the evicting producer).
     pub owner: AtomicU64,
     /// Start time of the consumer process.
     pub owner_start: AtomicU64,
@@ -263,6 +263,9 @@ pub struct ConsumerSlot {
 pub const SLOT_JOINING: u64 = 1;
 /// Slot in use.
 pub const SLOT_ACTIVE: u64 = 2;
+/// Slot being freed by the producer (pid = the producer's) after its
+/// consumer died.
+pub const SLOT_EVICTING: u64 = 3;
 
 /// A rich pointer: names a block in any ring, valid in every process.
 #[repr(C)]

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, WriteError};
 use super::layout::{
     owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
-    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, SLOT_ACTIVE, SLOT_JOINING,
+    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, SLOT_ACTIVE, SLOT_EVICTING,
+    SLOT_JOINING,
 };
 use super::live::{self, Watch};
 use super::map::RingMap;
@@ -199,10 +200,9 @@ impl Producer {
         while mask != 0 {
             let i = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            if self.consumer_alive(i) {
-                n += 1;
-            } else {
-                self.evict(i);
+            match self.dead_owner(i) {
+                None => n += 1,
+                Some(dead) => self.evict(i, dead),
             }
         }
         n
@@ -372,43 +372,62 @@ impl Producer {
             },
             t,
         );
-        if !moved && !self.consumer_alive(slot) {
-            self.evict(slot);
+        if !moved {
+            if let Some(dead) = self.dead_owner(slot) {
+                self.evict(slot, dead);
+            }
         }
     }
 
-    fn consumer_alive(&mut self, slot: usize) -> bool {
+    /// `None` if the consumer in `slot` is alive (or mid-claim by a live
+    /// process), else the owner word that was found dead.
+    fn dead_owner(&mut self, slot: usize) -> Option<u64> {
         let s = self.map.slot(slot);
         let owner = s.owner.load(Ordering::Acquire);
         let start = s.owner_start.load(Ordering::Acquire);
         let pid = owner as u32;
-        if owner >> 32 == SLOT_JOINING {
-            // Mid-claim (start time maybe not stored yet): alive while the
-            // process exists.
-            return live::claimant_alive(pid);
-        }
-        if owner >> 32 != SLOT_ACTIVE {
-            return false;
-        }
-        let w = &mut self.watches[slot];
-        if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
-            *w = Some(Watch::new(pid, start));
-        }
-        w.as_ref().is_some_and(Watch::alive)
+        let alive = match owner >> 32 {
+            // Mid-claim or mid-eviction (start time maybe not stored yet):
+            // alive while the process exists.
+            SLOT_JOINING | SLOT_EVICTING => live::claimant_alive(pid),
+            SLOT_ACTIVE => {
+                let w = &mut self.watches[slot];
+                if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
+                    *w = Some(Watch::new(pid, start));
+                }
+                w.as_ref().is_some_and(Watch::alive)
+            }
+            _ => false,
+        };
+        (!alive).then_some(owner)
     }
 
-    /// Remove a dead consumer from the ring.
-    fn evict(&mut self, slot: usize) {
+    /// Remove the dead consumer whose owner word was `dead` from `slot`.
+    /// The slot is first marked as being evicted (a CAS from exactly the
+    /// dead word, so a consumer that reclaimed the slot meanwhile is left
+    /// alone), then its bitmap bit is cleared, then the slot is freed; a
+    /// claimer cannot slip in between and lose its bit.
+    fn evict(&mut self, slot: usize, dead: u64) {
         let s = self.map.slot(slot);
-        let owner = s.owner.load(Ordering::Acquire);
+        // SYNC: AcqRel CAS, as every claim of a slot (Consumer::claim_slot).
+        if s.owner
+            .compare_exchange(
+                dead,
+                SLOT_EVICTING << 32 | u64::from(self.pid),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return;
+        }
         // SYNC: SeqCst like every update of the bitmap (see `scan`).
         self.map
             .control()
             .consumers
             .fetch_and(!(1u64 << slot), Ordering::SeqCst);
-        let _ = s
-            .owner
-            .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed);
+        // SYNC: Release frees the slot for the next claim.
+        s.owner.store(0, Ordering::Release);
         self.watches[slot] = None;
     }
 
