@@ -44,6 +44,8 @@ fn ring(mask: u64) -> Arc<Ring> {
             write_end: AtomicU64::new(0),
             data_write_end: AtomicU64::new(0),
             data_head: AtomicU64::new(0),
+            blocks: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
         },
         mask: AtomicU64::new(mask),
         cursors: [AtomicU64::new(0), AtomicU64::new(0)],

@@ -4,8 +4,8 @@
 //! ```text
 //! file offset
 //! 0      Meta           (128 B, written once by the creator)
-//! 128    ProducerLine   (128 B: head word, write ends; hot)
-//! 256    ControlLine    (128 B: producer owner, drop counters, consumer bitmap)
+//! 128    ProducerLine   (128 B: head word, write ends, counters; hot)
+//! 256    ControlLine    (128 B: producer owner, drop counters, consumer bitmap; cold)
 //! 384    SharedLine     (128 B: MRP shared read pointer R)
 //! 512    Source[8]      (256 B each: rings an index ring points into)
 //! 2560   ConsumerSlot[64] (128 B each: one cache-line pair per consumer)
@@ -175,6 +175,11 @@ pub struct ProducerLine {
     pub data_write_end: AtomicU64,
     /// `Descriptors` only: data bytes published.
     pub data_head: AtomicU64,
+    /// Blocks published (statistics; on this line because the producer
+    /// writes it anyway, so counting costs no extra cache-line transfer).
+    pub blocks: AtomicU64,
+    /// Bytes published (statistics).
+    pub bytes: AtomicU64,
 }
 
 /// Producer ownership and counters.
@@ -191,10 +196,6 @@ pub struct ControlLine {
     pub dropped_bytes: AtomicU64,
     /// Bitmap of active consumer slots.
     pub consumers: AtomicU64,
-    /// Blocks published (statistics).
-    pub blocks: AtomicU64,
-    /// Bytes published (statistics).
-    pub bytes: AtomicU64,
 }
 
 /// No producer has the ring.

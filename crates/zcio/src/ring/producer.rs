@@ -144,8 +144,8 @@ impl Producer {
         // Acquire loads of the owner word in Consumer::producer_state.
         ctl.owner
             .store(owner_word(epoch, OWNER_ACTIVE, pid), Ordering::Release);
-        let blocks = ctl.blocks.load(Ordering::Relaxed);
-        let bytes = ctl.bytes.load(Ordering::Relaxed);
+        let blocks = p.blocks.load(Ordering::Relaxed);
+        let bytes = p.bytes.load(Ordering::Relaxed);
         let mut me = Self {
             cap: geo.cap(),
             geo,
@@ -453,9 +453,8 @@ impl Producer {
         }
         self.blocks += 1;
         self.bytes += payload;
-        let c = self.map.control();
-        c.blocks.store(self.blocks, Ordering::Relaxed);
-        c.bytes.store(self.bytes, Ordering::Relaxed);
+        p.blocks.store(self.blocks, Ordering::Relaxed);
+        p.bytes.store(self.bytes, Ordering::Relaxed);
         protocol::publish(p, self.head);
     }
 
