@@ -52,6 +52,23 @@ pub fn futex_wake(word: &AtomicU64) {
     crate::sys::futex::wake(low_half(word), i32::MAX as u32);
 }
 
+/// Wake one sleeper on `word` (for wake chains: each woken sleeper wakes
+/// the next, so the waker's cost does not grow with the number of sleepers).
+#[cfg(not(loom))]
+pub fn futex_wake_one(word: &AtomicU64) {
+    crate::sys::futex::wake(low_half(word), 1);
+}
+
+/// Like [`futex_wait`], but says whether this thread really slept and was
+/// woken (`true`) rather than timing out or finding the word changed.
+#[cfg(not(loom))]
+pub fn futex_wait_woken(word: &AtomicU64, expected: u32, timeout: Duration) -> bool {
+    matches!(
+        crate::sys::futex::wait(low_half(word), expected, timeout),
+        crate::sys::futex::Wake::Woken
+    )
+}
+
 /// Sleep until any of `words` is woken or changed (bounded by `timeout`).
 #[cfg(not(loom))]
 pub fn futex_wait_any(words: &[(&AtomicU64, u32)], timeout: Duration) -> bool {
@@ -99,6 +116,21 @@ pub fn futex_wake(_word: &AtomicU64) {
     let (m, cv) = &*FUTEX;
     let _g = m.lock().unwrap();
     cv.notify_all();
+}
+
+/// Loom model of waking one sleeper. The model's one condition variable is
+/// shared by all words, so waking "one" could pick a sleeper of another
+/// word; it wakes all instead (every woken sleeper re-checks, so this only
+/// adds spurious wakeups — it cannot hide a protocol that forgets to wake).
+#[cfg(loom)]
+pub fn futex_wake_one(word: &AtomicU64) {
+    futex_wake(word);
+}
+
+/// Loom model of [`futex_wait_woken`] (untimed, so always woken).
+#[cfg(loom)]
+pub fn futex_wait_woken(word: &AtomicU64, expected: u32, timeout: Duration) -> bool {
+    futex_wait(word, expected, timeout)
 }
 
 /// One step of a bounded busy-wait (`spins` counts the steps so far): a

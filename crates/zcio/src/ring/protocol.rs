@@ -42,15 +42,16 @@ pub fn intact(word: &AtomicU64, pos: u64, cap: u64) -> bool {
     word.load(Ordering::Relaxed) <= pos.saturating_add(cap)
 }
 
-/// Producer: publish `head`; wakes sleeping consumers. Returns whether any
-/// slept.
+/// Producer: publish `head`; if consumers sleep, wake one of them, which
+/// wakes the next ([`consumer_sleep`]): the producer pays one system call
+/// however many consumers sleep. Returns whether any slept.
 pub fn publish(line: &ProducerLine, head: u64) -> bool {
     // SYNC: SeqCst swap publishes the block (release), pairs with the
     // sleep-flag RMW in `consumer_sleep` (one word: no lost wakeup) and with
     // the SeqCst bitmap RMW/head load in `join`.
     let old = line.head.swap(head << 1, Ordering::SeqCst);
     if old & 1 != 0 {
-        crate::sync::futex_wake(&line.head);
+        crate::sync::futex_wake_one(&line.head);
         true
     } else {
         false
@@ -66,13 +67,20 @@ pub fn head(line: &ProducerLine) -> u64 {
 
 /// Consumer at `cursor` with nothing to read: flag the sleep and wait (at
 /// most `t`) unless the head has moved. Returns the head seen.
+///
+/// A consumer that was woken passes the wake on to one more sleeper (the
+/// wake chain started by [`publish`]): every consumer that slept on the old
+/// word value is woken in turn. A chain broken by a consumer that dies
+/// between its wake and its hand-on costs the others at most `t`.
 pub fn consumer_sleep(line: &ProducerLine, cursor: u64, t: Duration) -> u64 {
     // SYNC: the RMW sets the flag and returns the latest head word (Acquire
     // part: blocks below it are written); `publish` changes the word, so
     // the futex wait below cannot miss it.
     let old = line.head.fetch_or(1, Ordering::SeqCst);
     if old >> 1 == cursor {
-        crate::sync::futex_wait(&line.head, (old | 1) as u32, t);
+        if crate::sync::futex_wait_woken(&line.head, (old | 1) as u32, t) {
+            crate::sync::futex_wake_one(&line.head);
+        }
         head(line)
     } else {
         old >> 1

@@ -91,7 +91,11 @@ fn watch(map: &RingMap, s: &Shared, fd: &OwnedFd) {
         let old = head.fetch_or(1, Ordering::SeqCst);
         let (_, state, _) = owner_parts(map.control().owner.load(Ordering::Acquire));
         if old >> 1 == cursor && state == OWNER_ACTIVE && !map.truncated() {
-            crate::sync::futex_wait(head, (old | 1) as u32, SLICE);
+            // Pass a wake on, as every sleeper on the head word must
+            // (see protocol::consumer_sleep: the producer wakes only one).
+            if crate::sync::futex_wait_woken(head, (old | 1) as u32, SLICE) {
+                crate::sync::futex_wake_one(head);
+            }
             continue;
         }
         // Data, end of stream or trouble: the consumer should look.
