@@ -68,20 +68,27 @@ pub fn head(line: &ProducerLine) -> u64 {
 /// Consumer at `cursor` with nothing to read: flag the sleep and wait (at
 /// most `t`) unless the head has moved. Returns the head seen.
 ///
-/// A consumer that was woken passes the wake on to one more sleeper (the
-/// wake chain started by [`publish`]): every consumer that slept on the old
-/// word value is woken in turn. A chain broken by a consumer that dies
-/// between its wake and its hand-on costs the others at most `t`.
+/// A consumer that was woken and finds news passes the wake on to one more
+/// sleeper (the wake chain started by [`publish`]): every consumer that
+/// slept before the publish is woken in turn. A chain that ends early (its
+/// waker died, or woke a sleeper that had nothing new) costs the remaining
+/// sleepers at most `t`, or until the next publish, which sees the flag set
+/// again by whoever went back to sleep.
 pub fn consumer_sleep(line: &ProducerLine, cursor: u64, t: Duration) -> u64 {
     // SYNC: the RMW sets the flag and returns the latest head word (Acquire
     // part: blocks below it are written); `publish` changes the word, so
     // the futex wait below cannot miss it.
     let old = line.head.fetch_or(1, Ordering::SeqCst);
     if old >> 1 == cursor {
-        if crate::sync::futex_wait_woken(&line.head, (old | 1) as u32, t) {
+        let woken = crate::sync::futex_wait_woken(&line.head, (old | 1) as u32, t);
+        let h = head(line);
+        // Pass the wake on only for news: a sleeper woken by a chain with
+        // nothing new to read stops it (otherwise two idle sleepers would
+        // wake each other forever).
+        if woken && h != cursor {
             crate::sync::futex_wake_one(&line.head);
         }
-        head(line)
+        h
     } else {
         old >> 1
     }

@@ -22,7 +22,7 @@ use rustix::io::Errno;
 
 use super::layout::{owner_parts, OWNER_ACTIVE};
 use super::map::RingMap;
-use super::Consumer;
+use super::{protocol, Consumer};
 use crate::sync::{AtomicU64, Ordering};
 
 const SLICE: Duration = Duration::from_millis(50);
@@ -93,7 +93,8 @@ fn watch(map: &RingMap, s: &Shared, fd: &OwnedFd) {
         if old >> 1 == cursor && state == OWNER_ACTIVE && !map.truncated() {
             // Pass a wake on, as every sleeper on the head word must
             // (see protocol::consumer_sleep: the producer wakes only one).
-            if crate::sync::futex_wait_woken(head, (old | 1) as u32, SLICE) {
+            let woken = crate::sync::futex_wait_woken(head, (old | 1) as u32, SLICE);
+            if woken && protocol::head(map.producer()) != cursor {
                 crate::sync::futex_wake_one(head);
             }
             continue;
