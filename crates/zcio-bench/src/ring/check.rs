@@ -46,6 +46,31 @@ pub struct Report {
     pub clean_end: bool,
 }
 
+impl Report {
+    /// A producer's report: `items` items of `bytes` in all written between
+    /// `first_ns` and `last_ns` with `cpu` = (user, system) nanoseconds.
+    pub fn producer(
+        bytes: u64,
+        items: u64,
+        first_bytes: u64,
+        (first_ns, last_ns): (u64, u64),
+        (user_ns, sys_ns): (u64, u64),
+    ) -> Self {
+        Self {
+            side: Side::Producer,
+            bytes,
+            items,
+            first_bytes,
+            first_ns,
+            last_ns,
+            user_ns,
+            sys_ns,
+            checked: 0,
+            clean_end: true,
+        }
+    }
+}
+
 fn yes() -> bool {
     true
 }

@@ -237,18 +237,13 @@ pub fn packet_writer(
     let last_ns = mono_ns();
     let (user_ns, sys_ns) = Cpu::now(Who::Process).since(cpu0);
     drop(p);
-    Ok(Report {
-        side: Side::Producer,
+    Ok(Report::producer(
         bytes,
-        items: packets,
-        first_bytes: 0,
-        first_ns,
-        last_ns,
-        user_ns,
-        sys_ns,
-        checked: 0,
-        clean_end: true,
-    })
+        packets,
+        0,
+        (first_ns, last_ns),
+        (user_ns, sys_ns),
+    ))
 }
 
 /// Consumer: peek every packet, check its length (and sampled sequence
@@ -344,18 +339,13 @@ pub fn vec_packets(
             }
             let last_ns = mono_ns();
             let (user_ns, sys_ns) = Cpu::now(Who::Thread).since(cpu0);
-            Ok(Report {
-                side: Side::Producer,
+            Ok(Report::producer(
                 bytes,
-                items: packets,
-                first_bytes: 0,
-                first_ns,
-                last_ns,
-                user_ns,
-                sys_ns,
-                checked: 0,
-                clean_end: true,
-            })
+                packets,
+                0,
+                (first_ns, last_ns),
+                (user_ns, sys_ns),
+            ))
         })
         .map_err(|e| format!("spawn producer thread: {e}"))?;
     pin_thread(cpus[1]);

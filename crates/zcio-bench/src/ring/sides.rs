@@ -59,18 +59,13 @@ fn produce(
     }
     let last_ns = mono_ns();
     let (user_ns, sys_ns) = Cpu::now(Who::Process).since(cpu0);
-    Ok(Report {
-        side: Side::Producer,
-        bytes: calls * call as u64,
-        items: calls,
-        first_bytes: call as u64,
-        first_ns,
-        last_ns,
-        user_ns,
-        sys_ns,
-        checked: 0,
-        clean_end: true,
-    })
+    Ok(Report::producer(
+        calls * call as u64,
+        calls,
+        call as u64,
+        (first_ns, last_ns),
+        (user_ns, sys_ns),
+    ))
 }
 
 /// Book-keeping of a consumer: timing, counting, verification. Time and
