@@ -237,8 +237,9 @@ impl RingMapping {
 impl Drop for RingMapping {
     fn drop(&mut self) {
         drop(self.guard.take());
-        // SAFETY: `base`/`total` is the range reserved in `map`, unmapped once
-        // here; the ring types that read through it are gone.
+        // `base`/`total` is the range reserved in `map`, unmapped once here;
+        // the ring types that read through it are gone.
+        // SAFETY: as argued just above.
         let _ = unsafe { mm::munmap(self.base.as_ptr().cast(), self.total) };
     }
 }

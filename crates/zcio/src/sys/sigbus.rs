@@ -96,8 +96,9 @@ impl Drop for Guard {
 }
 
 fn install() {
-    // SAFETY: a zeroed `sigaction` is a valid value (no handler, empty mask);
-    // `sa` is filled before use and `old` is an out-parameter.
+    // A zeroed `sigaction` is a valid value (no handler, empty mask); `sa`
+    // is filled before use and `old` is an out-parameter.
+    // SAFETY: as argued just above.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = on_sigbus as *const () as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
@@ -162,9 +163,9 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     if PREV_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO as usize != 0 {
         // The previous handler was installed with SA_SIGINFO, so `prev` is a
         // function of this signature.
+        type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
         // SAFETY: as argued just above.
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-            unsafe { std::mem::transmute(prev) };
+        let f: Handler = unsafe { std::mem::transmute(prev) };
         f(sig, info, ctx);
     } else {
         // A plain `sa_handler`.
@@ -190,8 +191,9 @@ mod tests {
         // SAFETY: offset 4096 is inside the 8 KiB mapping.
         unsafe { m.as_ptr().add(4096).write_volatile(7) };
         rustix::fs::ftruncate(&fd, 0).unwrap();
-        // SAFETY: the address is inside the mapping; the guard turns the
-        // SIGBUS into zero pages.
+        // The address is inside the mapping; the guard turns the SIGBUS into
+        // a zero page.
+        // SAFETY: as argued just above.
         let v = unsafe { m.as_ptr().add(4096).read_volatile() };
         assert_eq!(v, 0);
         assert!(g.tripped());
