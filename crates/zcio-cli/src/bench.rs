@@ -208,16 +208,7 @@ fn ring_cmd(a: RingArgs) -> Result<()> {
             );
         }
     }
-    if let Err(e) = svg_res {
-        eprintln!("warning: could not write the plot: {e}");
-    }
-    if !failures.is_empty() {
-        for f in &failures {
-            eprintln!("failed: {f}");
-        }
-        bail!("{} of {total} measurements failed", failures.len());
-    }
-    Ok(())
+    finish(svg_res, &failures, total)
 }
 
 fn transfer_cmd(a: TransferArgs) -> Result<()> {
@@ -301,11 +292,21 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
             println!("wrote {} and {}", a.out.display(), a.svg.display());
         }
     }
+    finish(svg_res, &failures, total)
+}
+
+/// Report a plot that could not be written (a warning) and failed
+/// measurements (an error).
+fn finish<E: std::fmt::Display>(
+    svg_res: Result<(), E>,
+    failures: &[String],
+    total: u64,
+) -> Result<()> {
     if let Err(e) = svg_res {
         eprintln!("warning: could not write the plot: {e}");
     }
     if !failures.is_empty() {
-        for f in &failures {
+        for f in failures {
             eprintln!("failed: {f}");
         }
         bail!("{} of {total} measurements failed", failures.len());
