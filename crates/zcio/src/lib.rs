@@ -1,7 +1,8 @@
 //! zcio: zero-copy I/O across process boundaries on Linux.
 //!
 //! Layers, bottom up (each only calls the ones below it):
-//! [`sys`] → [`region`] → [`buf`] → [`msg`] → [`channel`] and [`ring`].
+//! [`sys`] → [`region`] → [`buf`] → [`msg`] → [`channel`], [`ring`] and
+//! [`rendezvous`].
 //! See `docs/ARCHITECTURE.md` for the picture.
 
 pub mod buf;
@@ -9,6 +10,7 @@ pub mod channel;
 pub mod error;
 pub mod msg;
 pub mod region;
+pub mod rendezvous;
 pub mod ring;
 pub mod sync;
 pub mod sys;

@@ -1,0 +1,527 @@
+//! Connection set-up and the send/receive operations of a rendezvous
+//! endpoint.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustix::fs::SealFlags;
+use rustix::io::Errno;
+use rustix::net::{self, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+use thiserror::Error;
+
+use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
+use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
+use crate::sys::mmap::{Access, Mapping};
+use crate::sys::peer::{self, PeerCred};
+use crate::sys::{memfd, page_size};
+
+/// Segment magic.
+const MAGIC: [u8; 8] = *b"ZCIORDV1";
+/// Layout version of the segment.
+const VERSION: u32 = 1;
+/// Offsets: header, client→server slot, server→client slot.
+const C2S: usize = 128;
+const S2C: usize = 256;
+/// Longest sleep between liveness checks.
+const SLICE: Duration = Duration::from_millis(50);
+/// Bound on the connection handshake.
+const HANDSHAKE: Duration = Duration::from_secs(5);
+
+/// A message: a label, up to [`WORDS`] words, up to 16 descriptors.
+#[derive(Debug, Default)]
+pub struct Message {
+    /// Caller-defined label.
+    pub label: u64,
+    /// The words (at most [`WORDS`]).
+    pub words: Vec<u64>,
+    /// Descriptors (sent over the socket, paired with the hand-over).
+    pub fds: Vec<OwnedFd>,
+}
+
+impl Message {
+    /// A message of `words` with `label`.
+    pub fn new(label: u64, words: &[u64]) -> Self {
+        Self {
+            label,
+            words: words.to_vec(),
+            fds: Vec::new(),
+        }
+    }
+}
+
+/// Rendezvous errors.
+#[derive(Debug, Error)]
+pub enum IpcError {
+    /// Nothing happened before the timeout (a send was retracted).
+    #[error("timed out")]
+    TimedOut,
+    /// The partner process hung up or died.
+    #[error("partner gone")]
+    PeerGone,
+    /// The partner broke the slot protocol (corrupt shared state or
+    /// mismatched descriptors).
+    #[error("partner broke the protocol: {0}")]
+    Protocol(&'static str),
+    /// More than [`WORDS`] words or 16 descriptors.
+    #[error("message too large: at most {WORDS} words and {MAX_FDS} descriptors")]
+    TooLarge,
+    /// A system call failed.
+    #[error("{op} failed: {errno}")]
+    Os {
+        /// The call.
+        op: &'static str,
+        /// Its errno.
+        errno: Errno,
+    },
+}
+
+fn os(op: &'static str) -> impl FnOnce(Errno) -> IpcError {
+    move |errno| IpcError::Os { op, errno }
+}
+
+struct Shared {
+    map: Mapping,
+    sock: OwnedFd,
+    peer: PeerCred,
+}
+
+impl Shared {
+    fn slot(&self, off: usize) -> &Slot {
+        // `off` is C2S or S2C: a 128-aligned offset whose Slot (128 bytes)
+        // lies inside the one-page mapping owned by `self`; Slot is made of
+        // atomics, so shared access is sound and any bits are valid.
+        // SAFETY: as argued just above.
+        unsafe { &*self.map.as_ptr().add(off).cast::<Slot>() }
+    }
+}
+
+/// One end of a rendezvous connection.
+pub struct Endpoint {
+    sh: Arc<Shared>,
+    tx: usize,
+    rx: usize,
+    send_lock: Mutex<()>,
+    recv_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("peer", &self.sh.peer)
+            .finish()
+    }
+}
+
+/// Bounded wait with liveness checks: sleeps in slices until `deadline`,
+/// giving up early when the partner hung up.
+struct PeerWait<'a> {
+    deadline: Option<Instant>,
+    sock: BorrowedFd<'a>,
+    gone: bool,
+}
+
+impl Waiter for PeerWait<'_> {
+    fn slice(&mut self) -> Option<Duration> {
+        if peer::socket_hung_up(self.sock) {
+            self.gone = true;
+            return None;
+        }
+        match self.deadline {
+            None => Some(SLICE),
+            Some(d) => {
+                let now = Instant::now();
+                (now < d).then(|| (d - now).min(SLICE))
+            }
+        }
+    }
+}
+
+impl PeerWait<'_> {
+    fn error(&self) -> IpcError {
+        if self.gone {
+            IpcError::PeerGone
+        } else {
+            IpcError::TimedOut
+        }
+    }
+}
+
+fn seqpacket() -> Result<OwnedFd, IpcError> {
+    net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(os("socket"))
+}
+
+impl Endpoint {
+    /// Connect to the listener at `path`.
+    pub fn connect(path: impl AsRef<Path>) -> Result<Self, IpcError> {
+        let sock = seqpacket()?;
+        let addr = SocketAddrUnix::new(path.as_ref()).map_err(os("socket address"))?;
+        net::connect(&sock, &addr).map_err(os("connect"))?;
+        sockopt::set_socket_timeout(&sock, sockopt::Timeout::Recv, Some(HANDSHAKE))
+            .map_err(os("SO_RCVTIMEO"))?;
+        let len = page_size();
+        let fd = memfd::create_sized("zcio-rendezvous", len as u64).map_err(os("memfd"))?;
+        let map = Mapping::map(&fd, len, Access::ReadWrite, true).map_err(os("mmap"))?;
+        let mut hdr = [0u8; 16];
+        hdr[..8].copy_from_slice(&MAGIC);
+        hdr[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        // The mapping is ours, a page long and not yet shared.
+        // SAFETY: as argued just above.
+        unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr(), map.as_ptr(), hdr.len()) };
+        fdpass::send(&sock, b"RDV1", &[fd.as_fd()], false).map_err(os("sendmsg"))?;
+        let mut ack = [0u8; 4];
+        match fdpass::recv(&sock, &mut ack, false) {
+            Ok(RecvOutcome::Record(r)) if &ack[..r.len] == b"OK01" => {}
+            Ok(RecvOutcome::Record(_)) => return Err(IpcError::Protocol("refused by listener")),
+            Ok(_) | Err(Errno::AGAIN) => return Err(IpcError::PeerGone),
+            Err(e) => {
+                return Err(IpcError::Os {
+                    op: "recvmsg",
+                    errno: e,
+                })
+            }
+        }
+        let peer = peer::peer_cred(&sock).map_err(os("SO_PEERCRED"))?;
+        Ok(Self::new(Shared { map, sock, peer }, C2S, S2C))
+    }
+
+    fn new(sh: Shared, tx: usize, rx: usize) -> Self {
+        Self {
+            sh: Arc::new(sh),
+            tx,
+            rx,
+            send_lock: Mutex::new(()),
+            recv_lock: Mutex::new(()),
+        }
+    }
+
+    /// The partner's kernel credentials (from `SO_PEERCRED`, not from any
+    /// message).
+    pub fn peer(&self) -> PeerCred {
+        self.sh.peer
+    }
+
+    fn waiter(&self, timeout: Option<Duration>) -> PeerWait<'_> {
+        PeerWait {
+            deadline: timeout.map(|t| Instant::now() + t),
+            sock: self.sh.sock.as_fd(),
+            gone: false,
+        }
+    }
+
+    /// Send `msg` and wait until the partner has taken it (at most
+    /// `timeout`; `Some(ZERO)` succeeds only if the partner is already
+    /// waiting... or takes it within one check). On error the message was
+    /// not delivered.
+    pub fn send(&self, msg: &Message, timeout: Option<Duration>) -> Result<(), IpcError> {
+        if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
+            return Err(IpcError::TooLarge);
+        }
+        let _g = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.sh.slot(self.tx);
+        let seq = (s.state.load(crate::sync::Ordering::Acquire) >> 4).wrapping_add(1);
+        if !msg.fds.is_empty() {
+            let fds: Vec<BorrowedFd<'_>> = msg.fds.iter().map(|f| f.as_fd()).collect();
+            fdpass::send(&self.sh.sock, &seq.to_le_bytes(), &fds, false).map_err(os("sendmsg"))?;
+        }
+        let mut raw = Raw {
+            label: msg.label,
+            words: [0; WORDS],
+            len: msg.words.len(),
+            nfds: msg.fds.len(),
+            seq,
+        };
+        raw.words[..msg.words.len()].copy_from_slice(&msg.words);
+        let mut w = self.waiter(timeout);
+        match slot::send(s, &raw, &mut w) {
+            Ok(_) => Ok(()),
+            Err(SlotError::TimedOut) => Err(w.error()),
+            Err(SlotError::Corrupt) => Err(IpcError::Protocol("corrupt slot state")),
+        }
+    }
+
+    /// Take a message if one is waiting (no wait).
+    fn try_take(&self) -> Result<Option<Message>, IpcError> {
+        match slot::take(self.sh.slot(self.rx)) {
+            Ok(None) => Ok(None),
+            Ok(Some(raw)) => self.finish(raw).map(Some),
+            Err(_) => Err(IpcError::Protocol("corrupt slot state")),
+        }
+    }
+
+    /// Turn a taken slot message into a `Message`, fetching its descriptors.
+    fn finish(&self, raw: Raw) -> Result<Message, IpcError> {
+        let mut fds = Vec::new();
+        if raw.nfds > 0 {
+            // The descriptors were sent before the hand-over; stale records
+            // of retracted sends carry older sequence numbers.
+            loop {
+                let mut tag = [0u8; 8];
+                match fdpass::recv(&self.sh.sock, &mut tag, true) {
+                    Ok(RecvOutcome::Record(r)) if r.len == 8 => {
+                        let t = u64::from_le_bytes(tag);
+                        if t == raw.seq {
+                            if r.fds.len() != raw.nfds {
+                                return Err(IpcError::Protocol("descriptor count mismatch"));
+                            }
+                            fds = r.fds;
+                            break;
+                        }
+                        if t > raw.seq {
+                            return Err(IpcError::Protocol("descriptors out of order"));
+                        }
+                    }
+                    Ok(RecvOutcome::Record(_)) => {
+                        return Err(IpcError::Protocol("bad descriptor record"))
+                    }
+                    _ => return Err(IpcError::Protocol("descriptors missing")),
+                }
+            }
+        }
+        Ok(Message {
+            label: raw.label,
+            words: raw.words[..raw.len].to_vec(),
+            fds,
+        })
+    }
+
+    /// Wait for a message from this partner (closed wait), at most `timeout`.
+    pub fn receive(&self, timeout: Option<Duration>) -> Result<Message, IpcError> {
+        receive_any(&[self], timeout).map(|(_, m)| m)
+    }
+
+    /// Send `msg`, then wait for this partner's answer.
+    pub fn call(
+        &self,
+        msg: &Message,
+        send_timeout: Option<Duration>,
+        recv_timeout: Option<Duration>,
+    ) -> Result<Message, IpcError> {
+        self.send(msg, send_timeout)?;
+        self.receive(recv_timeout)
+    }
+}
+
+/// Open wait: the first message from any of `eps` (index, message), at most
+/// `timeout`. Partners that hung up are skipped; if all have, `PeerGone`.
+pub fn receive_any(
+    eps: &[&Endpoint],
+    timeout: Option<Duration>,
+) -> Result<(usize, Message), IpcError> {
+    let _guards: Vec<_> = eps
+        .iter()
+        .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
+        .collect();
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        for (i, e) in eps.iter().enumerate() {
+            if let Some(m) = e.try_take()? {
+                return Ok((i, m));
+            }
+        }
+        let mut words = Vec::with_capacity(eps.len());
+        let mut live = 0;
+        for e in eps {
+            if peer::socket_hung_up(&e.sh.sock) {
+                continue;
+            }
+            live += 1;
+            let s = e.sh.slot(e.rx);
+            match slot::prepare_sleep(s) {
+                Some(v) => words.push((&s.state, v)),
+                None => words.clear(),
+            }
+        }
+        if live == 0 {
+            return Err(IpcError::PeerGone);
+        }
+        if words.len() < live {
+            continue; // a message arrived while we flagged
+        }
+        let t = match deadline {
+            None => SLICE,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(IpcError::TimedOut);
+                }
+                (d - now).min(SLICE)
+            }
+        };
+        crate::sync::futex_wait_any(&words, t);
+    }
+}
+
+/// Reply to `to`, then wait for the next message from any of `eps`.
+pub fn reply_and_wait(
+    to: &Endpoint,
+    reply: &Message,
+    eps: &[&Endpoint],
+    timeout: Option<Duration>,
+) -> Result<(usize, Message), IpcError> {
+    to.send(reply, timeout)?;
+    receive_any(eps, timeout)
+}
+
+/// A listening rendezvous socket; removes its path on drop.
+pub struct Listener {
+    sock: OwnedFd,
+    path: PathBuf,
+}
+
+impl Listener {
+    /// Listen at `path` (an existing file there is an error).
+    pub fn bind(path: impl AsRef<Path>) -> Result<Self, IpcError> {
+        let sock = seqpacket()?;
+        let addr = SocketAddrUnix::new(path.as_ref()).map_err(os("socket address"))?;
+        net::bind(&sock, &addr).map_err(os("bind"))?;
+        net::listen(&sock, 64).map_err(os("listen"))?;
+        Ok(Self {
+            sock,
+            path: path.as_ref().to_owned(),
+        })
+    }
+
+    /// Accept one connection and validate the partner's segment.
+    pub fn accept(&self) -> Result<Endpoint, IpcError> {
+        let sock = net::accept_with(&self.sock, SocketFlags::CLOEXEC).map_err(os("accept"))?;
+        sockopt::set_socket_timeout(&sock, sockopt::Timeout::Recv, Some(HANDSHAKE))
+            .map_err(os("SO_RCVTIMEO"))?;
+        let mut hello = [0u8; 4];
+        let fd = match fdpass::recv(&sock, &mut hello, false) {
+            Ok(RecvOutcome::Record(mut r)) if &hello[..r.len] == b"RDV1" && r.fds.len() == 1 => {
+                r.fds.remove(0)
+            }
+            Ok(_) | Err(Errno::AGAIN) => return Err(IpcError::Protocol("bad hello")),
+            Err(e) => {
+                return Err(IpcError::Os {
+                    op: "recvmsg",
+                    errno: e,
+                })
+            }
+        };
+        let len = page_size();
+        let seals = memfd::seals(&fd).map_err(|_| IpcError::Protocol("segment not a memfd"))?;
+        if !seals.contains(SealFlags::SHRINK | SealFlags::GROW)
+            || memfd::size(&fd).ok() != Some(len as u64)
+        {
+            return Err(IpcError::Protocol("segment not sealed or wrong size"));
+        }
+        let map = Mapping::map(&fd, len, Access::ReadWrite, false).map_err(os("mmap"))?;
+        let mut hdr = [0u8; 12];
+        // The mapping is a page long; copied out, then validated.
+        // SAFETY: as argued just above.
+        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), hdr.as_mut_ptr(), hdr.len()) };
+        if hdr[..8] != MAGIC || hdr[8..12] != VERSION.to_le_bytes() {
+            return Err(IpcError::Protocol("bad segment header"));
+        }
+        let peer = peer::peer_cred(&sock).map_err(os("SO_PEERCRED"))?;
+        fdpass::send(&sock, b"OK01", &[], false).map_err(os("sendmsg"))?;
+        Ok(Endpoint::new(Shared { map, sock, peer }, S2C, C2S))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("zcio-rdv-{tag}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn call_and_reply_between_threads() {
+        let p = path("call");
+        let l = Listener::bind(&p).unwrap();
+        let p2 = p.clone();
+        let t = std::thread::spawn(move || {
+            let c = Endpoint::connect(&p2).unwrap();
+            for i in 0..200u64 {
+                let r = c
+                    .call(
+                        &Message::new(1, &[i, 2 * i]),
+                        None,
+                        Some(Duration::from_secs(10)),
+                    )
+                    .unwrap();
+                assert_eq!(r.words, vec![3 * i]);
+            }
+        });
+        let s = l.accept().unwrap();
+        assert_eq!(s.peer().pid, std::process::id() as i32);
+        let (_, mut m) = receive_any(&[&s], Some(Duration::from_secs(10))).unwrap();
+        for _ in 0..199 {
+            let reply = Message::new(2, &[m.words[0] + m.words[1]]);
+            m = reply_and_wait(&s, &reply, &[&s], Some(Duration::from_secs(10)))
+                .unwrap()
+                .1;
+        }
+        s.send(&Message::new(2, &[m.words[0] + m.words[1]]), None)
+            .unwrap();
+        t.join().unwrap();
+    }
+
+    /// A listener and a connected (client, server) pair.
+    fn pair(tag: &str) -> (Listener, Endpoint, Endpoint) {
+        let p = path(tag);
+        let l = Listener::bind(&p).unwrap();
+        let t = std::thread::spawn(move || Endpoint::connect(&p).unwrap());
+        let s = l.accept().unwrap();
+        (l, t.join().unwrap(), s)
+    }
+
+    #[test]
+    fn timeouts_and_hangup() {
+        let (_l, c, s) = pair("to");
+        // Nobody receives: the send times out and is retracted.
+        assert!(matches!(
+            c.send(&Message::new(0, &[1]), Some(Duration::from_millis(20))),
+            Err(IpcError::TimedOut)
+        ));
+        assert!(matches!(
+            s.receive(Some(Duration::ZERO)),
+            Err(IpcError::TimedOut)
+        ));
+        assert!(matches!(
+            c.send(&Message::new(0, &[0; 9]), None),
+            Err(IpcError::TooLarge)
+        ));
+        drop(c);
+        assert!(matches!(s.receive(None), Err(IpcError::PeerGone)));
+        assert!(matches!(
+            s.send(&Message::new(0, &[1]), None),
+            Err(IpcError::PeerGone)
+        ));
+    }
+
+    #[test]
+    fn descriptors_travel_with_the_message() {
+        let (_l, c, s) = pair("fd");
+        let t = std::thread::spawn(move || {
+            let fd = memfd::create_sized("x", 4096).unwrap();
+            let mut m = Message::new(5, &[42]);
+            m.fds.push(fd);
+            c.send(&m, Some(Duration::from_secs(10))).unwrap();
+        });
+        let m = s.receive(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(
+            (m.label, m.words.as_slice(), m.fds.len()),
+            (5, &[42u64][..], 1)
+        );
+        assert_eq!(memfd::size(&m.fds[0]).unwrap(), 4096);
+        t.join().unwrap();
+    }
+}

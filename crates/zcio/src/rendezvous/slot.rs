@@ -1,0 +1,311 @@
+//! The rendezvous slot: one message in flight per direction, handed over
+//! with futex waits on a single state word.
+//!
+//! State word encoding: `seq << 4 | send_waiting << 3 | recv_waiting << 2 | st`
+//! with `st` = [`EMPTY`], [`FULL`] or [`TAKEN`] and `seq` a free-running
+//! message counter (so every hand-over changes the futex word's low bits).
+//!
+//! * Sender: writes the message words, then swaps the state to
+//!   `FULL(seq+1)` (release) and wakes a receiver that flagged itself; then
+//!   waits — setting its own flag first — until the state says `TAKEN`,
+//!   and resets it to `EMPTY`. On timeout it *retracts*: a CAS from the
+//!   exact `FULL` word back to `EMPTY`; if the CAS fails, the receiver took
+//!   the message after all and the send succeeded.
+//! * Receiver: waits — flag first — for `FULL`, copies the words out, then
+//!   CASes `FULL(seq)` to `TAKEN(seq)` (failing if the sender retracted) and
+//!   wakes a sender that flagged itself.
+//!
+//! Each flag lives in the word the other side changes with an RMW, so the
+//! futex wait cannot miss the change (the same one-word argument as the
+//! channel ring). The peer may be hostile: every value read is validated,
+//! every wait is bounded by the caller.
+
+use std::time::Duration;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Message words per message.
+pub const WORDS: usize = 8;
+
+/// No message.
+pub const EMPTY: u64 = 0;
+/// A message waits to be taken.
+pub const FULL: u64 = 1;
+/// The receiver has taken the message; the sender resets the slot.
+pub const TAKEN: u64 = 2;
+const ST: u64 = 3;
+const RECV_WAITING: u64 = 1 << 2;
+const SEND_WAITING: u64 = 1 << 3;
+
+/// One direction's slot, as laid out in shared memory.
+#[repr(C, align(128))]
+pub struct Slot {
+    /// See the module docs.
+    pub state: AtomicU64,
+    /// Caller-defined label (e.g. an operation code).
+    pub label: AtomicU64,
+    /// `words | nfds << 32`.
+    pub counts: AtomicU64,
+    /// Message words (`counts & 0xffff_ffff` of them are meaningful).
+    pub words: [AtomicU64; WORDS],
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Slot>() == 128);
+    assert!(std::mem::offset_of!(Slot, words) == 24);
+};
+
+impl Slot {
+    /// A zeroed slot (tests and loom models; shared slots start zeroed).
+    pub fn new() -> Self {
+        Self {
+            state: AtomicU64::new(0),
+            label: AtomicU64::new(0),
+            counts: AtomicU64::new(0),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A message copied out of a slot (validated counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Raw {
+    /// Label.
+    pub label: u64,
+    /// Words (the first `len` are the message).
+    pub words: [u64; WORDS],
+    /// Number of words.
+    pub len: usize,
+    /// Number of descriptors that travel on the socket.
+    pub nfds: usize,
+    /// Sequence number of the hand-over.
+    pub seq: u64,
+}
+
+/// Why a slot operation did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotError {
+    /// Nothing happened before the deadline (a send was retracted).
+    TimedOut,
+    /// The slot holds a state the protocol cannot produce (hostile peer).
+    Corrupt,
+}
+
+/// What a wait step should do: `Some(t)` sleep at most `t`, `None` give up.
+pub trait Waiter {
+    /// Next sleep slice, or `None` when the deadline has passed (or the peer
+    /// is gone).
+    fn slice(&mut self) -> Option<Duration>;
+}
+
+/// Sender: put `raw` in the slot and wait until it is taken.
+pub fn send(slot: &Slot, raw: &Raw, w: &mut impl Waiter) -> Result<u64, SlotError> {
+    let cur = slot.state.load(Ordering::Acquire);
+    if cur & ST != EMPTY {
+        return Err(SlotError::Corrupt);
+    }
+    let seq = (cur >> 4).wrapping_add(1);
+    slot.label.store(raw.label, Ordering::Relaxed);
+    slot.counts
+        .store(raw.len as u64 | (raw.nfds as u64) << 32, Ordering::Relaxed);
+    for (d, s) in slot.words.iter().zip(&raw.words[..raw.len]) {
+        d.store(*s, Ordering::Relaxed);
+    }
+    let full = seq << 4 | FULL;
+    // SYNC: the swap releases the words above; pairs with the Acquire load
+    // (or CAS) in `take`. It also returns the receiver's flag.
+    let old = slot.state.swap(full, Ordering::AcqRel);
+    if old & RECV_WAITING != 0 {
+        crate::sync::futex_wake(&slot.state);
+    }
+    loop {
+        // SYNC: the RMW sets our flag and returns the latest state; `take`
+        // changes the word with a CAS, so the wait below cannot miss it.
+        let s = slot.state.fetch_or(SEND_WAITING, Ordering::AcqRel);
+        match (s & ST, s >> 4 == seq) {
+            (TAKEN, true) => {
+                // Reset to EMPTY, keeping a receiver's flag: it already
+                // waits for the next message, whose swap must wake it.
+                let mut cur = s | SEND_WAITING;
+                // SYNC: AcqRel CAS loop; the receiver only ever adds its flag.
+                while let Err(now) = slot.state.compare_exchange(
+                    cur,
+                    seq << 4 | EMPTY | (cur & RECV_WAITING),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    if now >> 4 != seq || now & ST != TAKEN {
+                        return Err(SlotError::Corrupt);
+                    }
+                    cur = now;
+                }
+                return Ok(seq);
+            }
+            (FULL, true) => {}
+            _ => return Err(SlotError::Corrupt),
+        }
+        match w.slice() {
+            Some(t) => {
+                crate::sync::futex_wait(&slot.state, (s | SEND_WAITING) as u32, t);
+            }
+            None => {
+                // Retract: only if still exactly our untaken message.
+                let cur = slot.state.load(Ordering::Acquire);
+                if cur & ST == FULL
+                    && cur >> 4 == seq
+                    && slot
+                        .state
+                        .compare_exchange(
+                            cur,
+                            seq << 4 | EMPTY | (cur & RECV_WAITING),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                {
+                    return Err(SlotError::TimedOut);
+                }
+                // Taken meanwhile: loop once more to finish the send.
+            }
+        }
+    }
+}
+
+/// Receiver: whether a message is waiting (cheap check, no flag).
+pub fn ready(slot: &Slot) -> bool {
+    slot.state.load(Ordering::Acquire) & ST == FULL
+}
+
+/// Receiver: flag that we are about to sleep on this slot; returns the
+/// futex value to wait for, or `None` if a message is already there.
+pub fn prepare_sleep(slot: &Slot) -> Option<u32> {
+    // SYNC: the RMW sets our flag and returns the latest state; the sender's
+    // publishing swap changes the word, so a wait on it cannot miss it.
+    let s = slot.state.fetch_or(RECV_WAITING, Ordering::AcqRel);
+    (s & ST != FULL).then_some((s | RECV_WAITING) as u32)
+}
+
+/// Receiver: take the message if there is one. `Ok(None)`: nothing there
+/// (or the sender retracted it while we copied).
+pub fn take(slot: &Slot) -> Result<Option<Raw>, SlotError> {
+    // SYNC: Acquire pairs with the sender's publishing swap.
+    let s = slot.state.load(Ordering::Acquire);
+    if s & ST != FULL {
+        return Ok(None);
+    }
+    let counts = slot.counts.load(Ordering::Relaxed);
+    let (len, nfds) = ((counts & 0xffff_ffff) as usize, (counts >> 32) as usize);
+    if len > WORDS || nfds > crate::sys::fdpass::MAX_FDS {
+        return Err(SlotError::Corrupt);
+    }
+    let mut raw = Raw {
+        label: slot.label.load(Ordering::Relaxed),
+        words: [0; WORDS],
+        len,
+        nfds,
+        seq: s >> 4,
+    };
+    for (d, w) in raw.words.iter_mut().zip(&slot.words[..len]) {
+        *d = w.load(Ordering::Relaxed);
+    }
+    let taken = (s >> 4) << 4 | TAKEN;
+    // SYNC: the CAS from the exact FULL word we read: if it succeeds, the
+    // words we copied are that message's (the sender writes new words only
+    // after seeing TAKEN and resetting to EMPTY). Release orders our reads
+    // before the sender's reuse; pairs with its flag RMW in `send`.
+    match slot
+        .state
+        .compare_exchange(s, taken, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => {
+            if s & SEND_WAITING != 0 {
+                crate::sync::futex_wake(&slot.state);
+            }
+            Ok(Some(raw))
+        }
+        // The word changed under us: flags were added (retry) or the
+        // sender retracted (nothing to take).
+        Err(now) if now & ST == FULL && now >> 4 == s >> 4 => take(slot),
+        Err(_) => Ok(None),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    struct Deadline(std::time::Instant);
+
+    impl Waiter for Deadline {
+        fn slice(&mut self) -> Option<Duration> {
+            let now = std::time::Instant::now();
+            (now < self.0).then(|| (self.0 - now).min(Duration::from_millis(50)))
+        }
+    }
+
+    fn msg(v: u64) -> Raw {
+        let mut words = [0; WORDS];
+        words[0] = v;
+        words[1] = !v;
+        Raw {
+            label: 7,
+            words,
+            len: 2,
+            nfds: 0,
+            seq: 0,
+        }
+    }
+
+    #[test]
+    fn hand_over_between_threads() {
+        let slot = std::sync::Arc::new(Slot::new());
+        let s2 = slot.clone();
+        let t = std::thread::spawn(move || {
+            for i in 0..1000 {
+                let mut w = Deadline(std::time::Instant::now() + Duration::from_secs(10));
+                send(&s2, &msg(i), &mut w).unwrap();
+            }
+        });
+        for i in 0..1000 {
+            let got = loop {
+                if let Some(r) = take(&slot).unwrap() {
+                    break r;
+                }
+                if let Some(v) = prepare_sleep(&slot) {
+                    crate::sync::futex_wait(&slot.state, v, Duration::from_millis(50));
+                }
+            };
+            assert_eq!((got.words[0], got.words[1], got.len), (i, !i, 2));
+        }
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn unreceived_send_is_retracted() {
+        let slot = Slot::new();
+        let mut w = Deadline(std::time::Instant::now() + Duration::from_millis(20));
+        assert_eq!(send(&slot, &msg(1), &mut w), Err(SlotError::TimedOut));
+        assert_eq!(take(&slot), Ok(None));
+        // The slot is usable again.
+        let mut w = Deadline(std::time::Instant::now());
+        assert_eq!(send(&slot, &msg(2), &mut w), Err(SlotError::TimedOut));
+    }
+
+    #[test]
+    fn garbage_state_is_corrupt_not_a_hang() {
+        let slot = Slot::new();
+        slot.state.store(u64::MAX, Ordering::Relaxed);
+        let mut w = Deadline(std::time::Instant::now() + Duration::from_millis(20));
+        assert_eq!(send(&slot, &msg(1), &mut w), Err(SlotError::Corrupt));
+        slot.state.store(FULL, Ordering::Relaxed);
+        slot.counts.store(99, Ordering::Relaxed);
+        assert_eq!(take(&slot), Err(SlotError::Corrupt));
+    }
+}
