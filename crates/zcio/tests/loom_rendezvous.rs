@@ -1,0 +1,104 @@
+//! Model checks of the rendezvous slot protocol (`zcio::rendezvous::slot`,
+//! the code the endpoints run) with loom: messages are handed over in
+//! order without lost wakeups (the futex model has no timeouts, so a lost
+//! wakeup is a loom deadlock), and a send that gives up is retracted
+//! atomically: either the receiver took it and the send succeeded, or the
+//! send failed and nobody ever sees it.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --test loom_rendezvous --release`
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::thread;
+use zcio::rendezvous::slot::{prepare_sleep, send, take, Raw, Slot, SlotError, Waiter, WORDS};
+
+/// Waits forever (the model has no time).
+struct Forever;
+
+impl Waiter for Forever {
+    fn slice(&mut self) -> Option<Duration> {
+        Some(Duration::from_secs(1))
+    }
+}
+
+/// Gives up at once: models a send timeout firing at any point.
+struct GiveUp;
+
+impl Waiter for GiveUp {
+    fn slice(&mut self) -> Option<Duration> {
+        None
+    }
+}
+
+fn raw(v: u64) -> Raw {
+    let mut words = [0; WORDS];
+    words[0] = v;
+    words[1] = v * 3;
+    Raw {
+        label: v,
+        words,
+        len: 2,
+        nfds: 0,
+        seq: 0,
+    }
+}
+
+/// Block until a message arrives (flag, re-check, futex wait).
+fn receive(s: &Slot) -> Raw {
+    loop {
+        if let Some(r) = take(s).unwrap() {
+            return r;
+        }
+        if let Some(v) = prepare_sleep(s) {
+            zcio::sync::futex_wait(&s.state, v, Duration::from_secs(1));
+        }
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+#[test]
+fn two_messages_in_order_without_lost_wakeups() {
+    model(|| {
+        let s = Arc::new(Slot::new());
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            for v in 1..=2 {
+                send(&s2, &raw(v), &mut Forever).unwrap();
+            }
+        });
+        for v in 1..=2 {
+            let r = receive(&s);
+            assert_eq!((r.label, r.words[0], r.words[1], r.len), (v, v, 3 * v, 2));
+        }
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn a_retracted_send_is_never_received() {
+    model(|| {
+        let s = Arc::new(Slot::new());
+        let s2 = s.clone();
+        // The receiver polls once; the sender gives up at once.
+        let t = thread::spawn(move || take(&s2).unwrap());
+        let sent = send(&s, &raw(1), &mut GiveUp);
+        let got = t.join().unwrap();
+        match sent {
+            Ok(_) => assert_eq!(got.map(|r| r.words[0]), Some(1)),
+            Err(SlotError::TimedOut) => assert!(got.is_none()),
+            Err(e) => panic!("{e:?}"),
+        }
+        // Either way the slot is usable for the next message.
+        let s3 = s.clone();
+        let t = thread::spawn(move || send(&s3, &raw(2), &mut Forever).unwrap());
+        assert_eq!(receive(&s).words[0], 2);
+        t.join().unwrap();
+    });
+}
