@@ -1,0 +1,165 @@
+//! The synchronous rendezvous endpoint across real processes: calls and
+//! replies with the partner identified by the kernel, kill -9 of either
+//! side while the other waits, and a hostile partner scribbling over the
+//! shared slots.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Kid, SockPath, STEP};
+use zcio::rendezvous::{receive_any, reply_and_wait, Endpoint, IpcError, Listener, Message};
+
+const CALLS: u64 = 1000;
+
+/// Child: connect to `SOCK`, make `CALLS` calls (`[i, i]` → `[2i]`), report.
+#[test]
+#[ignore = "child process entry point"]
+fn child_caller() {
+    if common::child_role("rdv-caller").is_none() {
+        return;
+    }
+    let c = Endpoint::connect(common::arg("SOCK")).expect("connect");
+    let mut sum = 0;
+    for i in 0..CALLS {
+        let r = c
+            .call(&Message::new(1, &[i, i]), Some(STEP), Some(STEP))
+            .expect("call");
+        assert_eq!(r.words, vec![2 * i]);
+        sum += r.words[0];
+    }
+    common::report(format_args!("done sum={sum}"));
+    // Stay connected until told, then call once more and block forever in
+    // the receive (the parent kills us or answers).
+    common::expect_command("block");
+    let _ = c.call(&Message::new(9, &[0]), Some(STEP), None);
+}
+
+/// Child: accept one connection on `SOCK`, take one call, never answer.
+#[test]
+#[ignore = "child process entry point"]
+fn child_silent_server() {
+    if common::child_role("rdv-silent").is_none() {
+        return;
+    }
+    let l = Listener::bind(common::arg("SOCK")).expect("bind");
+    common::report("listening");
+    let s = l.accept().expect("accept");
+    let m = s.receive(Some(STEP)).expect("receive");
+    common::report(format_args!("took label={}", m.label));
+    let _ = common::command(); // block until killed
+}
+
+/// Child: connect to `SOCK`, then scribble random words over the shared
+/// page (found through /proc/self/maps) until told to stop.
+#[test]
+#[ignore = "child process entry point"]
+fn child_scribbler() {
+    if common::child_role("rdv-scribbler").is_none() {
+        return;
+    }
+    let _c = Endpoint::connect(common::arg("SOCK")).expect("connect");
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let line = maps
+        .lines()
+        .find(|l| l.contains("zcio-rendezvous"))
+        .expect("segment mapping");
+    let start = usize::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
+    common::report("scribbling");
+    let t = std::thread::spawn(move || {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2_000_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let off = (x as usize % 384) & !7;
+            // `start` is our own mapping of the shared page (4096 bytes,
+            // found above); `off` < 384 is 8-aligned and inside it. Writing
+            // garbage there is the point of this hostile peer.
+            // SAFETY: as argued just above.
+            unsafe { ((start + off) as *mut u64).write_volatile(x) };
+        }
+    });
+    t.join().unwrap();
+    common::report("scribbled");
+    let _ = common::command();
+}
+
+#[test]
+fn calls_across_processes_with_kernel_identity() {
+    let sock = SockPath::new("rdv-call");
+    let l = Listener::bind(sock.path()).expect("bind");
+    let mut kid = Kid::spawn("child_caller", "rdv-caller", &[("SOCK", sock.arg())]);
+    let s = l.accept().expect("accept");
+    assert_eq!(
+        s.peer().pid,
+        kid.pid() as i32,
+        "identity comes from the kernel"
+    );
+    let (_, mut m) = receive_any(&[&s], Some(STEP)).expect("first call");
+    for _ in 1..CALLS {
+        let reply = Message::new(2, &[m.words[0] + m.words[1]]);
+        m = reply_and_wait(&s, &reply, &[&s], Some(STEP))
+            .expect("serve")
+            .1;
+    }
+    s.send(&Message::new(2, &[m.words[0] + m.words[1]]), Some(STEP))
+        .expect("last reply");
+    assert_eq!(kid.expect("done sum="), (CALLS * (CALLS - 1)).to_string());
+    // kill -9 the caller while it waits for our answer: our next receive
+    // and send report PeerGone (bounded), not a hang.
+    kid.send("block");
+    let m = s.receive(Some(STEP)).expect("blocking call");
+    assert_eq!(m.label, 9);
+    kid.kill();
+    assert!(matches!(
+        s.send(&Message::new(0, &[1]), None),
+        Err(IpcError::PeerGone)
+    ));
+    assert!(matches!(s.receive(None), Err(IpcError::PeerGone)));
+}
+
+#[test]
+fn killed_server_ends_a_blocked_call() {
+    let sock = SockPath::new("rdv-silent");
+    let mut kid = Kid::spawn("child_silent_server", "rdv-silent", &[("SOCK", sock.arg())]);
+    assert_eq!(kid.next_report(), "listening");
+    let c = Endpoint::connect(sock.path()).expect("connect");
+    assert_eq!(c.peer().pid, kid.pid() as i32);
+    let killer = std::thread::spawn(move || {
+        assert_eq!(kid.next_report(), "took label=7");
+        kid.kill();
+    });
+    // The server takes the call and dies without answering: the call's
+    // receive (no timeout) ends with PeerGone.
+    let r = c.call(&Message::new(7, &[1]), Some(STEP), None);
+    assert!(matches!(r, Err(IpcError::PeerGone)), "{r:?}");
+    killer.join().unwrap();
+}
+
+#[test]
+fn scribbling_partner_gets_typed_errors_not_hangs() {
+    let sock = SockPath::new("rdv-scribble");
+    let l = Listener::bind(sock.path()).expect("bind");
+    let mut kid = Kid::spawn("child_scribbler", "rdv-scribbler", &[("SOCK", sock.arg())]);
+    let s = l.accept().expect("accept");
+    assert_eq!(kid.next_report(), "scribbling");
+    let short = Some(Duration::from_millis(5));
+    let (mut ok, mut timed_out, mut protocol) = (0, 0, 0);
+    for i in 0..400u64 {
+        let r = if i % 2 == 0 {
+            s.receive(short).map(|_| ())
+        } else {
+            s.send(&Message::new(i, &[i]), short)
+        };
+        match r {
+            Ok(()) => ok += 1,
+            Err(IpcError::TimedOut) => timed_out += 1,
+            Err(IpcError::Protocol(_)) => protocol += 1,
+            Err(e) => panic!("unexpected error from a scribbled slot: {e}"),
+        }
+    }
+    println!("scribbled slots: {ok} ok, {timed_out} timed out, {protocol} protocol errors");
+    kid.send("stop");
+    drop(kid);
+}
