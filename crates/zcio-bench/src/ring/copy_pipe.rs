@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 
 use zcio::ring::Layout;
 
-use super::{collect, spec, Options, Part, ReadMode, RingGuard, Row, Task};
+use super::{collect, run_ring_writer, spec, Options, Part, ReadMode, RingGuard, Row, Task};
 use crate::affinity::cpu_for;
 use crate::child::Group;
 use crate::fds::{pipe_pair, spawn_with};
@@ -109,19 +109,7 @@ pub fn measure(v: Variant, ring: usize, call: usize, opts: &Options) -> Result<R
                 crate::child::spawn(&spec(reader, Some(cpu_for(1)), opts))?,
                 "ring reader",
             );
-            let writer = Task::RingWriter {
-                ring: name,
-                call,
-                volume,
-                consumers: 1,
-            };
-            group.push(
-                crate::child::spawn(&spec(writer, Some(cpu_for(0)), opts))?,
-                "ring writer",
-            );
-            let reports = collect(group, opts)?;
-            drop(guard);
-            (reports, None)
+            (run_ring_writer(group, guard, call, volume, 1, opts)?, None)
         }
     };
     let mut row = Row::from_reports(Part::Copy, v.name(), &reports)?;

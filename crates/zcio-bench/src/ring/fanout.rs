@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use zcio::ring::Layout;
 
-use super::{collect, spec, Options, Part, ReadMode, RingGuard, Row, Task};
+use super::{collect, run_ring_writer, spec, Options, Part, ReadMode, RingGuard, Row, Task};
 use crate::affinity::{allowed_cpus, cpu_for};
 use crate::child::Group;
 use crate::fds::{pipe_pair, spawn_with};
@@ -101,19 +101,7 @@ pub fn measure(v: Variant, n: usize, opts: &Options) -> Result<Row, String> {
                     format!("ring reader {}", i + 1),
                 );
             }
-            let writer = Task::RingWriter {
-                ring: guard.name().to_string(),
-                call,
-                volume,
-                consumers: n,
-            };
-            group.push(
-                crate::child::spawn(&spec(writer, Some(cpu_for(0)), opts))?,
-                "ring writer",
-            );
-            let reports = collect(group, opts)?;
-            drop(guard);
-            (reports, None)
+            (run_ring_writer(group, guard, call, volume, n, opts)?, None)
         }
         Variant::PipeTee => {
             let mut pipes: Vec<(OwnedFd, OwnedFd)> = Vec::new();

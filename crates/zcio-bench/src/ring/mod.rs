@@ -369,6 +369,31 @@ pub fn spec(task: Task, cpu: Option<usize>, opts: &Options) -> ChildSpec {
     }
 }
 
+/// Start the ring writer of one measurement (pinned to the producer CPU),
+/// wait for it and the readers already in `group`, and remove the ring.
+pub fn run_ring_writer(
+    mut group: Group,
+    guard: RingGuard,
+    call: usize,
+    volume: u64,
+    consumers: usize,
+    opts: &Options,
+) -> Result<Vec<Report>, String> {
+    let writer = Task::RingWriter {
+        ring: guard.name().to_string(),
+        call,
+        volume,
+        consumers,
+    };
+    group.push(
+        crate::child::spawn(&spec(writer, Some(crate::affinity::cpu_for(0)), opts))?,
+        "ring writer",
+    );
+    let reports = collect(group, opts)?;
+    drop(guard);
+    Ok(reports)
+}
+
 /// Wait for the children of one measurement (bounded) and collect their
 /// reports.
 pub fn collect(group: Group, opts: &Options) -> Result<Vec<Report>, String> {

@@ -27,13 +27,7 @@ fn os(op: &'static str) -> impl FnOnce(Errno) -> ConnectError {
 }
 
 fn seqpacket() -> Result<OwnedFd, ConnectError> {
-    net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .map_err(os("socket"))
+    fdpass::seqpacket().map_err(os("socket"))
 }
 
 fn set_timeouts(

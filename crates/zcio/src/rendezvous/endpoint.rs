@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::SealFlags;
 use rustix::io::Errno;
-use rustix::net::{self, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+use rustix::net::{self, sockopt, SocketAddrUnix, SocketFlags};
 use thiserror::Error;
 
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
@@ -149,13 +149,7 @@ impl PeerWait<'_> {
 }
 
 fn seqpacket() -> Result<OwnedFd, IpcError> {
-    net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .map_err(os("socket"))
+    fdpass::seqpacket().map_err(os("socket"))
 }
 
 impl Endpoint {

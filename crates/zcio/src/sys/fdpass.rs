@@ -11,6 +11,17 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
+/// A new close-on-exec Unix `SOCK_SEQPACKET` socket (the transport of
+/// channel and rendezvous set-up).
+pub fn seqpacket() -> Result<OwnedFd, Errno> {
+    net::socket_with(
+        net::AddressFamily::UNIX,
+        net::SocketType::SEQPACKET,
+        net::SocketFlags::CLOEXEC,
+        None,
+    )
+}
+
 /// Most descriptors carried by one socket message.
 pub const MAX_FDS: usize = 16;
 
