@@ -10,6 +10,7 @@ pub mod channel;
 pub mod error;
 pub mod msg;
 pub mod region;
+pub mod relay;
 pub mod rendezvous;
 pub mod ring;
 pub mod sync;
