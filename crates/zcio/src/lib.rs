@@ -2,13 +2,14 @@
 //!
 //! Layers, bottom up (each only calls the ones below it):
 //! [`sys`] → [`region`] → [`buf`] → [`msg`] → [`channel`], [`ring`] and
-//! [`rendezvous`].
+//! [`rendezvous`], then [`asyncipc`] on top of the rendezvous.
 //! See `docs/ARCHITECTURE.md` for the picture.
 
 pub mod buf;
 pub mod channel;
 pub mod error;
 pub mod msg;
+pub mod asyncipc;
 pub mod region;
 pub mod relay;
 pub mod rendezvous;

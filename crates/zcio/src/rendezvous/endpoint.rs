@@ -52,7 +52,7 @@ impl Message {
 }
 
 /// Rendezvous errors.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum IpcError {
     /// Nothing happened before the timeout (a send was retracted).
     #[error("timed out")]
@@ -241,18 +241,16 @@ impl Endpoint {
         }
     }
 
-    /// Take a message if one is waiting (no wait).
-    fn try_take(&self) -> Result<Option<Message>, IpcError> {
-        match slot::take(self.sh.slot(self.rx)) {
-            Ok(None) => Ok(None),
-            Ok(Some(raw)) => self.finish(raw).map(Some),
-            Err(_) => Err(IpcError::Protocol("corrupt slot state")),
-        }
+    /// Take a message if one is waiting (no wait); the caller holds
+    /// `recv_lock` and finishes it with [`Self::finish`].
+    fn try_take(&self) -> Result<Option<Raw>, IpcError> {
+        slot::take(self.sh.slot(self.rx)).map_err(|_| IpcError::Protocol("corrupt slot state"))
     }
 
-    /// Turn a taken slot message into a `Message`, fetching its descriptors.
-    fn finish(&self, raw: Raw) -> Result<Message, IpcError> {
-        let mut fds = Vec::new();
+    /// Turn a taken slot message into `into` (its word buffer is reused),
+    /// fetching its descriptors. The caller holds `recv_lock`.
+    fn finish(&self, raw: Raw, into: &mut Message) -> Result<(), IpcError> {
+        into.fds.clear();
         if raw.nfds > 0 {
             // The descriptors were sent before the hand-over; stale records
             // of retracted sends carry older sequence numbers.
@@ -265,7 +263,7 @@ impl Endpoint {
                             if r.fds.len() != raw.nfds {
                                 return Err(IpcError::Protocol("descriptor count mismatch"));
                             }
-                            fds = r.fds;
+                            into.fds = r.fds;
                             break;
                         }
                         if t > raw.seq {
@@ -279,16 +277,26 @@ impl Endpoint {
                 }
             }
         }
-        Ok(Message {
-            label: raw.label,
-            words: raw.words[..raw.len].to_vec(),
-            fds,
-        })
+        into.label = raw.label;
+        into.words.clear();
+        into.words.extend_from_slice(&raw.words[..raw.len]);
+        Ok(())
     }
 
     /// Wait for a message from this partner (closed wait), at most `timeout`.
     pub fn receive(&self, timeout: Option<Duration>) -> Result<Message, IpcError> {
         receive_any(&[self], timeout).map(|(_, m)| m)
+    }
+
+    /// Like [`Self::receive`], but into `buf`, whose word vector is reused
+    /// (no allocation when it has room for [`WORDS`] words). On error `buf`
+    /// is unspecified but valid.
+    pub fn receive_into(
+        &self,
+        buf: &mut Message,
+        timeout: Option<Duration>,
+    ) -> Result<(), IpcError> {
+        wait_any(&[self], timeout, |e, raw| e.finish(raw, buf)).map(|_| ())
     }
 
     /// Send `msg`, then wait for this partner's answer.
@@ -309,6 +317,20 @@ pub fn receive_any(
     eps: &[&Endpoint],
     timeout: Option<Duration>,
 ) -> Result<(usize, Message), IpcError> {
+    let mut m = Message::default();
+    let i = wait_any(eps, timeout, |e, raw| e.finish(raw, &mut m))?;
+    Ok((i, m))
+}
+
+/// The open wait behind [`receive_any`] and [`Endpoint::receive_into`]:
+/// takes the first message from any of `eps` and hands it to `finish`
+/// while the receive locks are still held (descriptor records are read in
+/// order under them).
+fn wait_any(
+    eps: &[&Endpoint],
+    timeout: Option<Duration>,
+    finish: impl FnOnce(&Endpoint, Raw) -> Result<(), IpcError>,
+) -> Result<usize, IpcError> {
     let _guards: Vec<_> = eps
         .iter()
         .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
@@ -316,8 +338,8 @@ pub fn receive_any(
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         for (i, e) in eps.iter().enumerate() {
-            if let Some(m) = e.try_take()? {
-                return Ok((i, m));
+            if let Some(raw) = e.try_take()? {
+                return finish(e, raw).map(|()| i);
             }
         }
         let mut words = Vec::with_capacity(eps.len());

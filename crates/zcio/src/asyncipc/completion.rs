@@ -1,0 +1,128 @@
+//! A one-shot completion cell: the per-message status behind [`Ticket`]
+//! and the slot a receive handle is filled through.
+//!
+//! The value sits under a mutex; the state word says whether it is there and
+//! whether anyone sleeps on it, so completing costs a futex wake only when a
+//! waiter actually sleeps (most tickets are never waited on).
+//!
+//! [`Ticket`]: super::Ticket
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Low bits of the state word (the futex word is its low half).
+const DONE: u64 = 1;
+const WAITING: u64 = 2;
+
+/// A value delivered once by one thread and collected by another.
+pub(crate) struct Completion<T> {
+    state: AtomicU64,
+    value: Mutex<Option<T>>,
+}
+
+impl<T> Completion<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: AtomicU64::new(0),
+            value: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<T>> {
+        self.value.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Deliver `v`. Only the first call counts; later ones give `v` back.
+    pub(crate) fn complete(&self, v: T) -> Result<(), T> {
+        {
+            let mut g = self.lock();
+            if self.is_done() {
+                return Err(v);
+            }
+            *g = Some(v);
+            // SYNC: published under the value lock; the Release pairs with the
+            // Acquire in `is_done`/`wait`, which then take the lock anyway.
+            let old = self.state.fetch_or(DONE, Ordering::AcqRel);
+            if old & WAITING == 0 {
+                return Ok(());
+            }
+        }
+        crate::sync::futex_wake(&self.state);
+        Ok(())
+    }
+
+    /// Whether a value was delivered (it may already have been taken).
+    pub(crate) fn is_done(&self) -> bool {
+        // SYNC: pairs with the Release in `complete`.
+        self.state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// Take the value if it is there.
+    pub(crate) fn take(&self) -> Option<T> {
+        self.lock().take()
+    }
+
+    /// Look at the value without taking it.
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        f(self.lock().as_ref())
+    }
+
+    /// Wait until a value is delivered, at most `timeout` (`None`: no
+    /// bound). Returns whether it was delivered.
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        // A short spin first: a proxy handing over a message usually
+        // finishes within microseconds.
+        for i in 0..64u32 {
+            if self.is_done() {
+                return true;
+            }
+            crate::sync::spin_pause(i);
+        }
+        loop {
+            // SYNC: the RMW sets our flag and returns the latest state; the
+            // completer's `fetch_or` sees the flag or we see DONE.
+            let s = self.state.fetch_or(WAITING, Ordering::AcqRel);
+            if s & DONE != 0 {
+                return true;
+            }
+            let slice = match deadline {
+                None => Duration::from_secs(1),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    d - now
+                }
+            };
+            crate::sync::futex_wait(&self.state, WAITING as u32, slice);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn complete_once_and_wait_across_threads() {
+        let c = Arc::new(Completion::new());
+        assert!(!c.wait(Some(Duration::ZERO)));
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            c2.complete(7u32).unwrap();
+            c2.complete(8).unwrap_err()
+        });
+        assert!(c.wait(Some(Duration::from_secs(10))));
+        assert_eq!(t.join().unwrap(), 8, "the second value comes back");
+        assert_eq!(c.peek(|v| v.copied()), Some(7));
+        assert_eq!(c.take(), Some(7));
+        assert!(c.is_done());
+        assert_eq!(c.take(), None);
+    }
+}

@@ -1,0 +1,255 @@
+//! Asynchronous send: a per-receiver FIFO queue drained by a proxy that
+//! delivers each message with the synchronous rendezvous.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as Counter};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use super::completion::Completion;
+use super::pool::Inner as Pool;
+use super::AsyncError;
+use crate::rendezvous::{Endpoint, IpcError, Message};
+
+/// Where a message handed to an asynchronous send stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Queued or being delivered.
+    Pending,
+    /// The receiver took it.
+    Delivered,
+    /// It was not delivered (the partner died, timed out, broke the
+    /// protocol, or the endpoint was dropped first).
+    Failed(AsyncError),
+}
+
+pub(crate) type Outcome = Completion<Result<(), AsyncError>>;
+
+/// The status of one asynchronously sent message: check it or wait on it.
+/// Dropping a ticket does not cancel the send.
+#[derive(Clone)]
+pub struct Ticket {
+    pub(crate) cell: Arc<Outcome>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Ticket").field(&self.status()).finish()
+    }
+}
+
+impl Ticket {
+    /// Where the message stands now.
+    pub fn status(&self) -> Status {
+        if !self.cell.is_done() {
+            return Status::Pending;
+        }
+        self.cell.peek(|v| match v {
+            Some(Ok(())) => Status::Delivered,
+            Some(Err(e)) => Status::Failed(*e),
+            None => Status::Pending,
+        })
+    }
+
+    /// Whether delivery has finished (successfully or not).
+    pub fn is_done(&self) -> bool {
+        self.cell.is_done()
+    }
+
+    /// Wait until the message was delivered (`Ok`) or failed, at most
+    /// `timeout` (`None`: no bound besides the proxy's own send timeout).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<(), AsyncError> {
+        if !self.cell.wait(timeout) {
+            return Err(AsyncError::WaitTimedOut);
+        }
+        match self.status() {
+            Status::Delivered => Ok(()),
+            Status::Failed(e) => Err(e),
+            Status::Pending => Err(AsyncError::WaitTimedOut),
+        }
+    }
+}
+
+/// Who drains the queue.
+enum Proxy {
+    /// Nobody: the next send schedules a proxy.
+    None,
+    /// A job is submitted but has not started yet.
+    Scheduled,
+    /// This thread is draining (it may be spinning or parked on it).
+    Running(Thread),
+}
+
+struct State {
+    msgs: VecDeque<(Message, Arc<Outcome>)>,
+    proxy: Proxy,
+    /// Set once the partner is gone or the owner dropped the endpoint.
+    closed: Option<AsyncError>,
+}
+
+/// The send side of one asynchronous endpoint.
+pub(crate) struct SendQueue {
+    ep: Arc<Endpoint>,
+    st: Mutex<State>,
+    /// Messages queued (a lock-free view for the proxy's spin).
+    queued: AtomicUsize,
+    quota: AtomicUsize,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) failed: AtomicU64,
+}
+
+impl SendQueue {
+    pub(crate) fn new(ep: Arc<Endpoint>, quota: usize) -> Self {
+        Self {
+            ep,
+            st: Mutex::new(State {
+                msgs: VecDeque::new(),
+                proxy: Proxy::None,
+                closed: None,
+            }),
+            queued: AtomicUsize::new(0),
+            quota: AtomicUsize::new(quota),
+            delivered: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn set_quota(&self, quota: usize) {
+        self.quota.store(quota.max(1), Counter::Relaxed);
+    }
+
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Counter::Relaxed)
+    }
+
+    /// Append `msg`; a proxy delivers it. Fails (giving it back) when the
+    /// queue is at its quota, the message is too large, or the partner is
+    /// gone.
+    pub(crate) fn push(
+        self: &Arc<Self>,
+        pool: &Arc<Pool>,
+        msg: Message,
+    ) -> Result<Ticket, (AsyncError, Message)> {
+        if msg.words.len() > crate::rendezvous::WORDS || msg.fds.len() > crate::sys::fdpass::MAX_FDS
+        {
+            return Err((AsyncError::Ipc(IpcError::TooLarge), msg));
+        }
+        let cell = Arc::new(Completion::new());
+        let mut st = self.lock();
+        if let Some(e) = st.closed {
+            return Err((e, msg));
+        }
+        if st.msgs.len() >= self.quota.load(Counter::Relaxed) {
+            return Err((AsyncError::QuotaExceeded, msg));
+        }
+        st.msgs.push_back((msg, cell.clone()));
+        self.queued.fetch_add(1, Counter::Relaxed);
+        match &st.proxy {
+            // Costs a futex wake only if the proxy is parked.
+            Proxy::Running(t) => t.unpark(),
+            Proxy::Scheduled => {}
+            Proxy::None => {
+                st.proxy = Proxy::Scheduled;
+                drop(st);
+                let me = self.clone();
+                let cfg = pool.cfg.clone();
+                pool.submit(Box::new(move || {
+                    me.drain(cfg.spin, cfg.linger, cfg.send_timeout)
+                }));
+            }
+        }
+        Ok(Ticket { cell })
+    }
+
+    /// The proxy's job: deliver queued messages in order, then wait a
+    /// little for more before giving the thread back to the pool.
+    fn drain(&self, spin: Duration, linger: Duration, timeout: Option<Duration>) {
+        self.lock().proxy = Proxy::Running(std::thread::current());
+        loop {
+            let next = {
+                let mut st = self.lock();
+                let n = st.msgs.pop_front();
+                if n.is_some() {
+                    self.queued.fetch_sub(1, Counter::Relaxed);
+                }
+                n
+            };
+            if let Some((msg, cell)) = next {
+                self.deliver(&msg, &cell, timeout);
+                continue;
+            }
+            if self.idle_wait(spin, linger) {
+                continue;
+            }
+            let mut st = self.lock();
+            if st.msgs.is_empty() {
+                st.proxy = Proxy::None;
+                return;
+            }
+        }
+    }
+
+    fn deliver(&self, msg: &Message, cell: &Outcome, timeout: Option<Duration>) {
+        let r = self.ep.send(msg, timeout).map_err(AsyncError::Ipc);
+        match r {
+            Ok(()) => self.delivered.fetch_add(1, Counter::Relaxed),
+            Err(_) => self.failed.fetch_add(1, Counter::Relaxed),
+        };
+        if let Err(AsyncError::Ipc(e @ (IpcError::PeerGone | IpcError::Protocol(_)))) = r {
+            // The connection is unusable: fail everything still queued.
+            self.close(AsyncError::Ipc(e));
+        }
+        // A ticket is completed exactly once, here.
+        let _ = cell.complete(r);
+    }
+
+    /// Wait for more work: spin (yielding) for `spin`, then park for up to
+    /// `linger`. Returns whether work arrived.
+    fn idle_wait(&self, spin: Duration, linger: Duration) -> bool {
+        let start = Instant::now();
+        let mut i = 0u32;
+        while start.elapsed() < spin {
+            if self.queued() > 0 {
+                return true;
+            }
+            i = i.wrapping_add(1);
+            if i.is_multiple_of(16) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let until = start + spin + linger;
+        loop {
+            if self.queued() > 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            // `push` unparks us after queueing; a token left from an earlier
+            // unpark just makes this return at once.
+            std::thread::park_timeout(until - now);
+        }
+    }
+
+    /// Fail every queued message with `e` and refuse new ones.
+    pub(crate) fn close(&self, e: AsyncError) {
+        let drained: Vec<_> = {
+            let mut st = self.lock();
+            st.closed.get_or_insert(e);
+            self.queued.store(0, Counter::Relaxed);
+            st.msgs.drain(..).collect()
+        };
+        for (_, cell) in drained {
+            self.failed.fetch_add(1, Counter::Relaxed);
+            let _ = cell.complete(Err(e));
+        }
+    }
+}

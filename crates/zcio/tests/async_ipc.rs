@@ -1,0 +1,251 @@
+//! The asynchronous layer across real processes. The partner is an
+//! unmodified synchronous rendezvous server (protocol transparency): it
+//! cannot tell that our sends and receives go through proxies.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Kid, SockPath, STEP};
+use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, Status};
+use zcio::rendezvous::{receive_any, Endpoint, IpcError, Listener, Message, WORDS};
+
+/// Labels of the server's protocol.
+const NOTE: u64 = 1; // one-way [i]: counted, must arrive in order
+const CALL: u64 = 2; // [x] → reply [2x]
+const STREAM: u64 = 3; // [k]: the server sends k messages STREAMED [i]
+const STALL: u64 = 4; // stop receiving (until killed)
+const QUIT: u64 = 5; // report and exit
+const STREAMED: u64 = 6;
+
+/// Child: a plain synchronous server (only `zcio::rendezvous`).
+#[test]
+#[ignore = "child process entry point"]
+fn child_sync_server() {
+    if common::child_role("async-server").is_none() {
+        return;
+    }
+    let l = Listener::bind(common::arg("SOCK")).expect("bind");
+    common::report("listening");
+    let s = l.accept().expect("accept");
+    let (mut notes, mut in_order, mut calls) = (0u64, true, 0u64);
+    loop {
+        let (_, m) = receive_any(&[&s], Some(STEP)).expect("receive");
+        match m.label {
+            NOTE => {
+                in_order &= m.words == [notes];
+                notes += 1;
+            }
+            CALL => {
+                calls += 1;
+                s.send(&Message::new(CALL, &[2 * m.words[0]]), Some(STEP))
+                    .expect("reply");
+            }
+            STREAM => {
+                for i in 0..m.words[0] {
+                    s.send(&Message::new(STREAMED, &[i]), Some(STEP))
+                        .expect("stream");
+                }
+            }
+            STALL => {
+                common::report("stalled");
+                let _ = common::command(); // until killed
+                return;
+            }
+            _ => break,
+        }
+    }
+    common::report(format_args!(
+        "served notes={notes} in_order={in_order} calls={calls} peer={}",
+        s.peer().pid
+    ));
+}
+
+fn server(tag: &str) -> (SockPath, Kid, Endpoint) {
+    let sock = SockPath::new(tag);
+    let mut kid = Kid::spawn("child_sync_server", "async-server", &[("SOCK", sock.arg())]);
+    assert_eq!(kid.next_report(), "listening");
+    let ep = Endpoint::connect(sock.path()).expect("connect");
+    (sock, kid, ep)
+}
+
+#[test]
+fn async_client_against_unmodified_sync_server() {
+    const NOTES: u64 = 2000;
+    let (_sock, mut kid, ep) = server("async-transparent");
+    let proxies = Proxies::default();
+    let a = AsyncEndpoint::new(ep, &proxies);
+    assert_eq!(a.peer().pid, kid.pid() as i32);
+
+    // One-way sends return at once; the tickets say when they were taken.
+    let tickets: Vec<_> = (0..NOTES)
+        .map(|i| a.send(Message::new(NOTE, &[i])).expect("queue"))
+        .collect();
+    for t in &tickets {
+        t.wait(Some(STEP)).expect("delivered");
+        assert_eq!(t.status(), Status::Delivered);
+    }
+
+    // Asynchronous RPC: ten calls outstanding at once, replies in order.
+    for round in 0..20u64 {
+        let hs: Vec<_> = (0..10u64)
+            .map(|j| a.call(Message::new(CALL, &[round * 10 + j])).expect("call"))
+            .collect();
+        for (j, h) in hs.iter().enumerate() {
+            let r = h.wait(Some(STEP)).expect("reply");
+            assert_eq!(r.words, [2 * (round * 10 + j as u64)]);
+        }
+    }
+
+    // Asynchronous receive: the server's sends arrive in FIFO order.
+    a.send(Message::new(STREAM, &[500])).expect("queue");
+    for i in 0..500 {
+        let m = a.receive(Some(STEP)).expect("streamed");
+        assert_eq!((m.label, m.words.as_slice()), (STREAMED, &[i][..]));
+    }
+    a.send(Message::new(QUIT, &[]))
+        .unwrap()
+        .wait(Some(STEP))
+        .unwrap();
+    assert_eq!(
+        kid.expect("served "),
+        format!(
+            "notes={NOTES} in_order=true calls=200 peer={}",
+            std::process::id()
+        ),
+        "the sync server saw a plain, ordered client identified by the kernel"
+    );
+    let st = a.stats();
+    assert_eq!((st.delivered, st.failed), (NOTES + 202, 0));
+    assert!(proxies.stats().threads <= 2, "{:?}", proxies.stats());
+}
+
+#[test]
+fn most_recent_waiter_first_and_buffers_from_the_callback() {
+    let (_sock, mut kid, ep) = server("async-lifo");
+    let a = AsyncEndpoint::new(ep, &Proxies::default());
+    let allocs = Arc::new(AtomicUsize::new(0));
+    let counted = allocs.clone();
+    a.set_alloc(Box::new(move |words| {
+        assert_eq!(words, WORDS);
+        counted.fetch_add(1, Ordering::Relaxed);
+        Message {
+            words: Vec::with_capacity(words),
+            ..Message::default()
+        }
+    }));
+    let older = a.post();
+    let newer = a.post();
+    assert!(older.try_take().is_none());
+    a.send(Message::new(STREAM, &[3])).expect("queue");
+    assert_eq!(newer.wait(Some(STEP)).expect("first").words, [0]);
+    assert_eq!(older.wait(Some(STEP)).expect("second").words, [1]);
+    // Nobody waits: the third is queued and taken by the next receive.
+    assert_eq!(a.receive(Some(STEP)).expect("third").words, [2]);
+    assert_eq!(
+        newer.wait(Some(Duration::ZERO)).unwrap_err(),
+        AsyncError::Taken
+    );
+    assert!(allocs.load(Ordering::Relaxed) >= 3);
+    // A handle dropped unread gives its message back to the queue.
+    a.send(Message::new(STREAM, &[1])).expect("queue");
+    let h = a.post();
+    while !h.is_ready() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(h);
+    assert_eq!(a.receive(Some(STEP)).expect("returned").words, [0]);
+    a.send(Message::new(QUIT, &[])).expect("queue");
+    kid.expect("served ");
+}
+
+#[test]
+fn quota_timeouts_and_a_killed_server_give_typed_errors() {
+    let (_sock, mut kid, ep) = server("async-quota");
+    let a = AsyncEndpoint::new(ep, &Proxies::default());
+    a.set_quota(8);
+    a.send(Message::new(STALL, &[]))
+        .unwrap()
+        .wait(Some(STEP))
+        .unwrap();
+    assert_eq!(kid.next_report(), "stalled");
+    // The proxy blocks on the first message; eight more fill the queue.
+    let mut tickets = Vec::new();
+    let refused = loop {
+        match a.send(Message::new(NOTE, &[tickets.len() as u64, 42])) {
+            Ok(t) => tickets.push(t),
+            Err(e) => break e,
+        }
+        assert!(tickets.len() <= 9, "quota not enforced");
+    };
+    assert_eq!(refused.0, AsyncError::QuotaExceeded);
+    assert_eq!(
+        refused.1.words,
+        [tickets.len() as u64, 42],
+        "message given back"
+    );
+    assert_eq!(
+        tickets[0].wait(Some(Duration::from_millis(10))),
+        Err(AsyncError::WaitTimedOut)
+    );
+    assert_eq!(tickets[0].status(), Status::Pending);
+    let too_big = Message::new(NOTE, &[0; WORDS + 1]);
+    assert_eq!(
+        a.send(too_big).unwrap_err().0,
+        AsyncError::Ipc(IpcError::TooLarge)
+    );
+    let waiting = a.post();
+
+    kid.kill();
+    for t in &tickets {
+        assert_eq!(t.wait(Some(STEP)), Err(AsyncError::Ipc(IpcError::PeerGone)));
+    }
+    assert_eq!(
+        waiting.wait(Some(STEP)).unwrap_err(),
+        AsyncError::Ipc(IpcError::PeerGone)
+    );
+    let (e, _) = a.send(Message::new(NOTE, &[0])).unwrap_err();
+    assert_eq!(e, AsyncError::Ipc(IpcError::PeerGone));
+    assert_eq!(
+        a.receive(Some(STEP)).unwrap_err(),
+        AsyncError::Ipc(IpcError::PeerGone)
+    );
+}
+
+#[test]
+fn one_proxy_serves_many_partners_in_turn() {
+    let proxies = Proxies::new(ProxyConfig {
+        max_proxies: 1,
+        linger: Duration::from_millis(1),
+        ..ProxyConfig::default()
+    });
+    let servers: Vec<_> = (0..3).map(|i| server(&format!("async-cap{i}"))).collect();
+    let mut kids = Vec::new();
+    let mut asyncs = Vec::new();
+    for (sock, kid, ep) in servers {
+        asyncs.push((sock, AsyncEndpoint::new(ep, &proxies)));
+        kids.push(kid);
+    }
+    let mut tickets = Vec::new();
+    for i in 0..100u64 {
+        for (_, a) in &asyncs {
+            tickets.push(a.send(Message::new(NOTE, &[i])).expect("queue"));
+        }
+    }
+    for (_, a) in &asyncs {
+        tickets.push(a.send(Message::new(QUIT, &[])).expect("queue"));
+    }
+    for t in &tickets {
+        t.wait(Some(STEP)).expect("delivered");
+    }
+    let me = std::process::id();
+    for kid in &mut kids {
+        assert_eq!(
+            kid.expect("served "),
+            format!("notes=100 in_order=true calls=0 peer={me}")
+        );
+    }
+    assert_eq!(proxies.stats().spawned, 1, "{:?}", proxies.stats());
+}
