@@ -5,11 +5,11 @@
 //! [`rendezvous`], then [`asyncipc`] on top of the rendezvous.
 //! See `docs/ARCHITECTURE.md` for the picture.
 
+pub mod asyncipc;
 pub mod buf;
 pub mod channel;
 pub mod error;
 pub mod msg;
-pub mod asyncipc;
 pub mod region;
 pub mod relay;
 pub mod rendezvous;
