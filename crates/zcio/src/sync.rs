@@ -52,6 +52,13 @@ pub fn futex_wake(word: &AtomicU64) {
     crate::sys::futex::wake(low_half(word), i32::MAX as u32);
 }
 
+/// Wake the sleepers on `word`; returns how many the kernel woke (0: the
+/// flag that asked for the wake was not backed by a sleeper).
+#[cfg(not(loom))]
+pub fn futex_wake_counted(word: &AtomicU64) -> usize {
+    crate::sys::futex::wake(low_half(word), i32::MAX as u32)
+}
+
 /// Wake one sleeper on `word` (for wake chains: each woken sleeper wakes
 /// the next, so the waker's cost does not grow with the number of sleepers).
 #[cfg(not(loom))]
@@ -116,6 +123,14 @@ pub fn futex_wake(_word: &AtomicU64) {
     let (m, cv) = &*FUTEX;
     let _g = m.lock().unwrap();
     cv.notify_all();
+}
+
+/// Loom model of [`futex_wake_counted`]: the model cannot tell whether a
+/// sleeper was woken, so it reports one (never a futile wake).
+#[cfg(loom)]
+pub fn futex_wake_counted(word: &AtomicU64) -> usize {
+    futex_wake(word);
+    1
 }
 
 /// Loom model of waking one sleeper. The model's one condition variable is

@@ -36,38 +36,103 @@ impl AccessPolicy {
     }
 }
 
-/// What `send` does when the ring is full.
+/// What `send` does when the ring (or the peer's in-flight allowance) is
+/// full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FullPolicy {
-    /// Wait for space (bounded by the send timeout).
+    /// Wait for space (bounded by the send timeout; `SendError::TimedOut`
+    /// or `TooManyInFlight` when it runs out).
     Block,
-    /// Fail at once with `SendError::Full`.
+    /// Fail at once with `SendError::Full` (or `TooManyInFlight`), whatever
+    /// the timeout; the message comes back.
     Fail,
 }
 
-/// Notification policy: when to wake a sleeping peer, and how long to spin
-/// before sleeping.
+/// When a send that finds the receiver asleep wakes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notify {
+    /// Wake a sleeping receiver with the send that finds it asleep (one
+    /// `futex_wake`); a receiver that is awake or spinning is never woken, so
+    /// under load no system call is made. Lowest latency when idle. Default.
+    Now,
+    /// Defer the wake of a sleeping receiver until `wake_batch` messages
+    /// wait, the oldest of them is `max_age` old (checked by the sender on
+    /// every send and flush), or [`Channel::flush`](crate::Channel::flush).
+    /// The receiver's own sleep is bounded by its `max_age` as a backstop,
+    /// so a deferred message waits at most `max_age` even if the sender goes
+    /// quiet. Fewer wakes (system calls) per message.
+    Defer,
+}
+
+/// What happens when the peer holds a lent buffer longer than the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldExpiry {
+    /// Abort the channel: everything the peer holds is released (pool
+    /// buffers return to their pools and may be reused while the peer still
+    /// maps them, read-only), the peer is disconnected, and every later send
+    /// reports `SendError::HoldExpired` (the cause is in `Channel::health`).
+    Abort,
+    /// Reclaim the buffer: its ledger entry is released and the buffer
+    /// returns to its pool (it may be reused while the peer still maps it,
+    /// read-only: the peer loses the guarantee that the bytes stay put).
+    /// The peer's later notice for it is rejected by the token's generation
+    /// and counted in `bad_notices`; reclaims count in `reclaimed`.
+    Reclaim,
+}
+
+/// A bound on how long a peer may hold a buffer we lent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldLimit {
+    /// Longest a lent slice may stay unreleased.
+    pub limit: Duration,
+    /// What to do when it does.
+    pub on_expiry: HoldExpiry,
+}
+
+/// The channel policy exported to the application: notification, batching,
+/// latency bound, full-ring behaviour, spinning, hold limits and how far
+/// the peer's sleep flag is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
-    /// Wake a sleeping receiver only once this many messages are waiting
-    /// (1 = wake at once). Deferred wakes are bounded by `max_delay`.
+    /// Notify a sleeping receiver now or defer it ([`Notify`]). Default
+    /// `Now`: lazy notification — only a sleeping receiver is woken.
+    pub notify: Notify,
+    /// Batch size under `Notify::Defer`: wake the sleeping receiver once this
+    /// many messages wait for it (ignored under `Now`). Default 1.
     pub wake_batch: u32,
-    /// Latency bound for deferred wakes: a receiver never sleeps longer
-    /// than this while coalescing is on, so a message waits at most this long.
-    pub max_delay: Duration,
+    /// Maximum age of the oldest un-notified message. Under `Defer` the
+    /// sender wakes the receiver on the first send or flush that finds the
+    /// oldest deferred message this old, and a receiver never sleeps longer
+    /// than this (backstop: set it on both ends). Also the rate at which a
+    /// peer whose sleep flag proved untrustworthy is still woken. Default 1 ms.
+    pub max_age: Duration,
     /// Busy-wait this long before sleeping on a futex (0 = sleep at once).
+    /// Default 500 µs: waking a halted vCPU costs tens to hundreds of µs.
     pub spin: Duration,
-    /// What a full ring does.
+    /// What a full ring does ([`FullPolicy`]). Default `Block`.
     pub full: FullPolicy,
+    /// Bound on how long the peer may hold a buffer we lent it, checked on
+    /// send, reclaim, flush and `Channel::expire_holds` (a FIFO of lending
+    /// times, checked from the front: amortised O(1), and nothing at all
+    /// when `None`). Default `None`.
+    pub hold: Option<HoldLimit>,
+    /// Wakes in a row that found the peer's sleep flag set but nobody
+    /// asleep before the flag is distrusted: from then on the peer is woken
+    /// at most once per `max_age` (a wake that finds a sleeper restores
+    /// trust) and `PeerFault::FutileWakes` is reported. Default 64.
+    pub futile_wake_limit: u32,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Self {
+            notify: Notify::Now,
             wake_batch: 1,
-            max_delay: Duration::from_millis(1),
+            max_age: Duration::from_millis(1),
             spin: Duration::from_micros(500),
             full: FullPolicy::Block,
+            hold: None,
+            futile_wake_limit: 64,
         }
     }
 }

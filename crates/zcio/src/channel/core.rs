@@ -5,12 +5,14 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as LocalOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::buf::{Reclaim, ReleaseSink};
-use crate::channel::config::ChannelConfig;
+use crate::channel::config::{ChannelConfig, Notify};
+use crate::channel::error::{Area, PeerFault};
 use crate::channel::ledger::Ledger;
-use crate::channel::ring::{Consumer, Producer, RingHeader, SleepHandle};
+use crate::channel::notify::{Verdict, WakeGate};
+use crate::channel::ring::{Consumer, Producer, RingHeader, SleepHandle, Wake};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
 use crate::channel::ChannelStats;
 use crate::region::Region;
@@ -59,6 +61,9 @@ pub(crate) struct Counters {
     pub sleeps: AtomicU64,
     pub regions_sent: AtomicU64,
     pub regions_received: AtomicU64,
+    pub reclaimed: AtomicU64,
+    pub futile_wakes: AtomicU64,
+    pub wakes_suppressed: AtomicU64,
 }
 
 impl Counters {
@@ -80,6 +85,14 @@ pub(crate) struct TxState {
     pub pools: Vec<u64>,
     /// Messages published to a sleeping receiver without waking it.
     pub deferred: u32,
+    /// When the oldest of the `deferred` messages was published.
+    pub deferred_since: Option<Instant>,
+    /// Trust in the receiver's sleep flag on our message ring.
+    pub gate: WakeGate,
+    /// `(token, lent at)` in lending order, kept only under a hold limit;
+    /// entries whose token was released are skipped when they reach the
+    /// front (and compacted away when they pile up).
+    pub holds: VecDeque<(u64, Instant)>,
     pub scratch: Vec<Desc>,
 }
 
@@ -90,6 +103,8 @@ pub(crate) struct RxState {
     /// Single-use regions announced, in order (`None`: one that failed
     /// to attach, kept so later descriptors stay aligned).
     pub single: VecDeque<Option<Arc<Region>>>,
+    /// Trust in the sender's "sleeping for space" flag.
+    pub gate: WakeGate,
     pub scratch: Vec<Desc>,
 }
 
@@ -97,6 +112,8 @@ pub(crate) struct NoticeTx {
     pub ring: Producer<Notice>,
     /// Tokens that did not fit the notice ring yet.
     pub overflow: Vec<u64>,
+    /// Trust in the originator's sleep flag on our notice ring.
+    pub gate: WakeGate,
 }
 
 /// Most notices buffered locally when the peer stops draining its ring.
@@ -118,6 +135,13 @@ pub(crate) struct Core {
     pub bye: AtomicBool,
     /// We closed this end.
     pub closed: AtomicBool,
+    /// We aborted the channel because the peer held a buffer too long.
+    aborted: AtomicBool,
+    /// The peer broke a ring we could not act on under the lock held at
+    /// the time (the notice ring we produce); handled at the next drain.
+    pub poisoned: AtomicBool,
+    /// Faults detected, one per kind (latest detail).
+    faults: Mutex<Vec<PeerFault>>,
     pub counters: Counters,
     pub me: Weak<Core>,
     /// Sleep handle on the notice ring we consume (multi-channel waits).
@@ -208,21 +232,29 @@ impl Core {
                 next_slot: 0,
                 pools: Vec::new(),
                 deferred: 0,
+                deferred_since: None,
+                gate: WakeGate::default(),
+                holds: VecDeque::new(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
             }),
             rx: Mutex::new(RxState {
                 ring: rxring,
                 regions: Vec::new(),
                 single: VecDeque::new(),
+                gate: WakeGate::default(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
             }),
             ntx: Mutex::new(NoticeTx {
                 ring: ntx,
                 overflow: Vec::new(),
+                gate: WakeGate::default(),
             }),
             gone: AtomicBool::new(false),
             bye: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            faults: Mutex::new(Vec::new()),
             counters: Counters::default(),
             me: me.clone(),
             notice_sleep,
@@ -337,11 +369,168 @@ impl Core {
             sleeps: g(&c.sleeps),
             regions_sent: g(&c.regions_sent),
             regions_received: g(&c.regions_received),
+            reclaimed: g(&c.reclaimed),
+            futile_wakes: g(&c.futile_wakes),
+            wakes_suppressed: g(&c.wakes_suppressed),
         }
+    }
+
+    /// Record a fault (one entry per kind, latest detail wins).
+    pub fn fault(&self, f: PeerFault) {
+        let mut v = lock(&self.faults);
+        match v
+            .iter_mut()
+            .find(|g| std::mem::discriminant(*g) == std::mem::discriminant(&f))
+        {
+            Some(g) => *g = f,
+            None => v.push(f),
+        }
+    }
+
+    /// Every fault detected so far, in the order first seen, plus the
+    /// running totals of malformed input and reclaimed holds.
+    pub fn faults(&self) -> Vec<PeerFault> {
+        let mut v = lock(&self.faults).clone();
+        let malformed = self.counters.malformed.load(LocalOrdering::Relaxed);
+        if malformed > 0 {
+            v.push(PeerFault::Malformed(malformed));
+        }
+        let reclaimed = self.counters.reclaimed.load(LocalOrdering::Relaxed);
+        if reclaimed > 0 {
+            v.push(PeerFault::HoldsReclaimed(reclaimed));
+        }
+        v
+    }
+
+    /// The peer broke a ring: record it and treat the peer as gone.
+    pub fn corrupt_locked(&self, tx: &mut TxState, area: Area) {
+        self.fault(PeerFault::Corrupt(area));
+        self.mark_gone_locked(tx);
+    }
+
+    /// `corrupt_locked` for callers not holding the tx lock.
+    pub fn corrupt(&self, area: Area) {
+        self.fault(PeerFault::Corrupt(area));
+        self.mark_gone();
+    }
+
+    /// Whether the channel was aborted on an expired hold.
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(LocalOrdering::Acquire)
+    }
+
+    /// Wake the peer through `wake` unless its flag is distrusted and it
+    /// was woken less than `max_age` ago; counts wakes and futile wakes and
+    /// reports the peer when its flag turns out to be a lie. Returns whether
+    /// a wake was issued or nothing needed waking (`false`: suppressed).
+    pub fn gated_wake(&self, gate: &mut WakeGate, wake: impl FnOnce() -> Wake) -> bool {
+        let p = &self.cfg.policy;
+        if !gate.allow(p.max_age) {
+            Counters::bump(&self.counters.wakes_suppressed);
+            return false;
+        }
+        let w = wake();
+        if w.issued() {
+            Counters::bump(&self.counters.wakes);
+        }
+        if w == Wake::Futile {
+            Counters::bump(&self.counters.futile_wakes);
+        }
+        if let Verdict::Distrusted(n) = gate.record(w, p.futile_wake_limit) {
+            self.fault(PeerFault::FutileWakes(n));
+        }
+        true
+    }
+
+    /// Wake the receiver for deferred messages (gated).
+    pub fn wake_deferred_locked(&self, tx: &mut TxState) {
+        if tx.deferred == 0 {
+            return;
+        }
+        let TxState { ring, gate, .. } = tx;
+        if self.gated_wake(gate, || ring.wake_consumer()) {
+            tx.deferred = 0;
+            tx.deferred_since = None;
+        }
+    }
+
+    /// Abort the channel: record `f`, release everything the peer holds,
+    /// hang up on it.
+    pub fn abort_locked(&self, tx: &mut TxState, f: PeerFault) {
+        self.fault(f);
+        self.aborted.store(true, LocalOrdering::Release);
+        self.mark_gone_locked(tx);
+        tx.holds.clear();
+        let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+        let _ = tx.ring.wake_consumer();
+    }
+
+    /// Enforce the hold limit: expire (abort or reclaim) every lent slice
+    /// held longer than `Policy::hold`. Checks the FIFO from the front and
+    /// stops at the first live entry that is young enough. Returns how many
+    /// slices were reclaimed, or `HoldExpired` when the channel was aborted.
+    pub fn expire_locked(&self, tx: &mut TxState) -> Result<usize, crate::channel::SendError> {
+        use crate::channel::config::HoldExpiry;
+        use crate::channel::SendError;
+        let Some(h) = self.cfg.policy.hold else {
+            return Ok(0);
+        };
+        if self.is_aborted() {
+            return Err(SendError::HoldExpired);
+        }
+        let mut now = Instant::now();
+        let mut drained = false;
+        let mut reclaimed = 0;
+        while let Some(&(token, at)) = tx.holds.front() {
+            if !tx.ledger.holds(token) {
+                tx.holds.pop_front();
+                continue;
+            }
+            if now.saturating_duration_since(at) < h.limit {
+                break;
+            }
+            if !drained {
+                // The peer may have released it already: take notices in
+                // first (once), so only real holds expire.
+                drained = true;
+                self.drain_locked(tx);
+                now = Instant::now();
+                continue;
+            }
+            match h.on_expiry {
+                HoldExpiry::Abort => {
+                    self.abort_locked(tx, PeerFault::HoldExpired(h.limit));
+                    return Err(SendError::HoldExpired);
+                }
+                HoldExpiry::Reclaim => {
+                    tx.holds.pop_front();
+                    if let Ok(buf) = tx.ledger.release(token) {
+                        drop(buf);
+                        reclaimed += 1;
+                    }
+                }
+            }
+        }
+        // Released entries wait in the FIFO until they reach the front;
+        // when they pile up behind a long (but legal) hold, sweep them out.
+        // Each sweep removes at least half, so this stays amortised O(1).
+        if tx.holds.len() > 2 * tx.ledger.len() + 64 {
+            let TxState { holds, ledger, .. } = tx;
+            holds.retain(|&(t, _)| ledger.holds(t));
+        }
+        if reclaimed > 0 {
+            self.counters
+                .reclaimed
+                .fetch_add(reclaimed as u64, LocalOrdering::Relaxed);
+        }
+        Ok(reclaimed)
     }
 
     /// Process pending notices under the tx lock. Returns buffers released.
     pub fn drain_locked(&self, tx: &mut TxState) -> usize {
+        if self.poisoned.swap(false, LocalOrdering::AcqRel) {
+            self.mark_gone_locked(tx);
+        }
         let mut released = 0;
         loop {
             let n = match tx.notices.available() {
@@ -350,7 +539,7 @@ impl Core {
                 // A corrupt notice ring: the peer broke the protocol. It
                 // can no longer return buffers, so treat it as gone.
                 Err(_) => {
-                    Counters::bump(&self.counters.malformed);
+                    self.fault(PeerFault::Corrupt(Area::NoticeRing));
                     self.gone.store(true, LocalOrdering::Release);
                     drop(tx.ledger.clear());
                     break;
@@ -376,9 +565,11 @@ impl Core {
         released
     }
 
+    /// Take in notices and enforce the hold limit; returns the slices
+    /// released (by the peer, or reclaimed on expiry).
     pub fn drain_notices(&self) -> usize {
         let mut tx = lock(&self.tx);
-        self.drain_locked(&mut tx)
+        self.drain_locked(&mut tx) + self.expire_locked(&mut tx).unwrap_or(0)
     }
 
     /// `drain_notices` unless another thread holds the send side (it may
@@ -426,7 +617,14 @@ impl Core {
         if free < n.overflow.len() {
             free = match n.ring.free_slots() {
                 Ok(f) => f,
-                Err(_) => return,
+                Err(_) => {
+                    // The originator broke the ring our notices go on. We
+                    // hold the notice lock, which ranks below the send lock:
+                    // the next drain treats the peer as gone.
+                    self.fault(PeerFault::Corrupt(Area::NoticeRing));
+                    self.poisoned.store(true, LocalOrdering::Release);
+                    return;
+                }
             };
         }
         let k = free.min(n.overflow.len());
@@ -434,7 +632,7 @@ impl Core {
             return;
         }
         let mut pending = 0;
-        let NoticeTx { ring, overflow } = n;
+        let NoticeTx { ring, overflow, .. } = n;
         for chunk in overflow[..k].chunks(16) {
             let mut items = [Notice::default(); 16];
             for (it, &token) in items.iter_mut().zip(chunk) {
@@ -443,8 +641,9 @@ impl Core {
             ring.write(&items[..chunk.len()], &mut pending);
         }
         overflow.drain(..k);
-        if ring.publish(pending) && ring.wake_consumer() {
-            Counters::bump(&self.counters.wakes);
+        if ring.publish(pending) {
+            let NoticeTx { ring, gate, .. } = n;
+            self.gated_wake(gate, || ring.wake_consumer());
         }
         self.counters
             .notices_sent
@@ -454,8 +653,8 @@ impl Core {
     pub fn liveness_slice(&self) -> Duration {
         let p = &self.cfg.policy;
         let mut s = self.cfg.liveness_interval;
-        if p.wake_batch > 1 {
-            s = s.min(p.max_delay);
+        if p.notify == Notify::Defer {
+            s = s.min(p.max_age);
         }
         s
     }
@@ -480,12 +679,7 @@ impl Reclaim for Core {
         let mut tx = lock(&self.tx);
         // The receiver must see what we deferred waking it for, or it may
         // never release what we are about to wait for.
-        if tx.deferred > 0 {
-            tx.deferred = 0;
-            if tx.ring.wake_consumer() {
-                Counters::bump(&self.counters.wakes);
-            }
-        }
+        self.wake_deferred_locked(&mut tx);
         Counters::bump(&self.counters.sleeps);
         let _ = tx.notices.wait_for_data(timeout);
         drop(tx);

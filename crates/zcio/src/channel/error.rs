@@ -104,6 +104,60 @@ pub enum SendError {
     /// The peer broke the ring protocol; the channel is closed.
     #[error("peer corrupted the shared ring; channel closed")]
     Corrupt,
+    /// The peer held a lent buffer past `Policy::hold` with
+    /// `HoldExpiry::Abort`: the channel was aborted and all it held released.
+    #[error("peer held a lent buffer past the hold limit; channel aborted")]
+    HoldExpired,
+}
+
+/// Which part of the shared control segment a peer broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Area {
+    /// A message ring's counters (tail or head word out of range).
+    MessageRing,
+    /// A notice ring's counters.
+    NoticeRing,
+}
+
+impl std::fmt::Display for Area {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Area::MessageRing => "message ring counters",
+            Area::NoticeRing => "notice ring counters",
+        })
+    }
+}
+
+/// Misbehaviour of the peer that this end detected (`Channel::health`,
+/// `Channel::faults`). Each kind is recorded once, with its latest detail;
+/// none of them can block or crash this end.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum PeerFault {
+    /// The peer keeps its "wake me" flag set without sleeping: this many
+    /// wakes in a row woke nobody. It is now woken at most once per
+    /// `Policy::max_age` (until a wake finds it asleep again).
+    #[error("peer sets its sleep flag but does not sleep ({0} futile wakes in a row); waking it at most once per max_age")]
+    FutileWakes(u32),
+    /// A blocking send waited its whole timeout for ring space.
+    #[error("peer is not consuming: the ring stayed full for a whole send timeout")]
+    NotConsuming,
+    /// A blocking send waited its whole timeout at the in-flight cap.
+    #[error("peer is not returning buffers: it holds {0} slices and released none within a send timeout")]
+    NotReleasing(usize),
+    /// A lent buffer was held past the hold limit; the channel was aborted.
+    #[error("peer held a lent buffer past the hold limit of {0:?}; channel aborted")]
+    HoldExpired(std::time::Duration),
+    /// Lent buffers held past the hold limit were reclaimed (this many so far).
+    #[error("peer held {0} lent buffers past the hold limit; they were reclaimed")]
+    HoldsReclaimed(u64),
+    /// The peer wrote impossible values into the shared control segment;
+    /// the channel is closed and what the peer held was released.
+    #[error("peer corrupted the shared control segment ({0}); channel closed")]
+    Corrupt(Area),
+    /// Messages or control records that failed validation (each rejected,
+    /// the channel kept usable); the total so far.
+    #[error("peer sent {0} malformed messages or control records (rejected)")]
+    Malformed(u64),
 }
 
 /// Failure to receive.

@@ -80,6 +80,14 @@ impl Ledger {
         })
     }
 
+    /// Whether `token` names an entry the peer still holds.
+    pub fn holds(&self, token: u64) -> bool {
+        let (gen, idx) = ((token >> 32) as u32, token as u32);
+        self.entries
+            .get(idx as usize)
+            .is_some_and(|e| e.gen == gen && !matches!(e.held, Held::Nothing))
+    }
+
     /// Entries the peer holds.
     pub fn len(&self) -> usize {
         self.live
@@ -132,7 +140,9 @@ mod tests {
         let t1 = l.insert(b.clone());
         let t2 = l.insert(b.clone());
         assert_eq!(l.len(), 2);
+        assert!(l.holds(t1));
         assert!(l.release(t1).is_ok());
+        assert!(!l.holds(t1));
         assert_eq!(
             l.release(t1).unwrap_err(),
             UnknownToken(t1),

@@ -12,6 +12,9 @@ mod connect;
 mod core;
 mod error;
 pub mod ledger;
+mod notify;
+#[cfg(test)]
+mod policy_tests;
 pub mod ring;
 mod rx;
 mod tx;
@@ -22,9 +25,9 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{AccessPolicy, ChannelConfig, FullPolicy, Policy};
+pub use config::{AccessPolicy, ChannelConfig, FullPolicy, HoldExpiry, HoldLimit, Notify, Policy};
 pub use connect::Listener;
-pub use error::{ConnectError, Malformed, RecvError, SendError};
+pub use error::{Area, ConnectError, Malformed, PeerFault, RecvError, SendError};
 
 use self::core::Core;
 use crate::msg::Msg;
@@ -58,6 +61,14 @@ pub struct ChannelStats {
     pub regions_sent: u64,
     /// Regions received from the peer.
     pub regions_received: u64,
+    /// Lent slices reclaimed after the peer held them past the hold limit
+    /// (`HoldExpiry::Reclaim`).
+    pub reclaimed: u64,
+    /// Wakes that found the peer's sleep flag set but nobody asleep.
+    pub futile_wakes: u64,
+    /// Wakes not issued because the peer's sleep flag is distrusted and it
+    /// was woken less than `max_age` ago.
+    pub wakes_suppressed: u64,
 }
 
 /// One end of a channel. Cheap operations take `&self`; the send and
@@ -112,10 +123,36 @@ impl Channel {
     }
 
     /// Wake the peer for messages whose wakeup was deferred by coalescing,
-    /// and publish deallocation notices still batched here.
+    /// publish deallocation notices still batched here, and enforce the hold
+    /// limit (an abort shows in the next send and in [`Channel::health`]).
     pub fn flush(&self) {
-        self.core.flush();
+        let _ = self.core.flush();
         self.core.flush_notices();
+    }
+
+    /// Enforce `Policy::hold` now: returns how many lent slices were
+    /// reclaimed (`HoldExpiry::Reclaim`), or `SendError::HoldExpired` once
+    /// the channel was aborted (`HoldExpiry::Abort`). Also done on every
+    /// send, reclaim and flush; call it from a timer if the channel may sit
+    /// idle while the peer holds buffers.
+    pub fn expire_holds(&self) -> Result<usize, SendError> {
+        self.core.expire_holds()
+    }
+
+    /// The first misbehaviour of the peer this end detected, if any (see
+    /// [`Channel::faults`] for all of them).
+    pub fn health(&self) -> Result<(), PeerFault> {
+        match self.core.faults().first() {
+            Some(f) => Err(*f),
+            None => Ok(()),
+        }
+    }
+
+    /// Every kind of misbehaviour detected so far, in the order first seen
+    /// (latest detail per kind), followed by the running totals of malformed
+    /// input and reclaimed holds.
+    pub fn faults(&self) -> Vec<PeerFault> {
+        self.core.faults()
     }
 
     /// Receive a message, blocking (bounded by `ChannelConfig::recv_timeout`;
@@ -134,8 +171,8 @@ impl Channel {
         self.core.recv(Some(timeout))
     }
 
-    /// Process deallocation notices now; returns how many buffers the peer
-    /// released.
+    /// Process deallocation notices now and enforce the hold limit; returns
+    /// how many lent slices came back (released by the peer or reclaimed).
     pub fn reclaim(&self) -> usize {
         self.core.drain_notices()
     }
@@ -338,8 +375,9 @@ mod tests {
     #[test]
     fn coalesced_wake_still_delivers_within_the_delay_bound() {
         let policy = Policy {
+            notify: Notify::Defer,
             wake_batch: 1000,
-            max_delay: Duration::from_millis(2),
+            max_age: Duration::from_millis(2),
             ..Policy::default()
         };
         let cfg = ChannelConfig {

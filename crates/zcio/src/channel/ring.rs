@@ -165,14 +165,37 @@ impl<T: Pod> RawRing<T> {
     }
 }
 
+/// What a wake attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The sleep flag was clear: nobody asked to be woken, no system call.
+    NotFlagged,
+    /// The flag was set and the kernel woke a sleeper.
+    Woken,
+    /// The flag was set but nobody slept on the word (a race with a sleeper
+    /// that had just found data — or a peer that sets the flag and never
+    /// sleeps; see `channel::notify`).
+    Futile,
+}
+
+impl Wake {
+    /// Whether a system call was made.
+    pub fn issued(self) -> bool {
+        self != Wake::NotFlagged
+    }
+}
+
 /// Clear the sleep flag of `word` and wake its sleeper if the flag was set.
-fn clear_and_wake(word: &AtomicU64) -> bool {
+fn clear_and_wake(word: &AtomicU64) -> Wake {
     // SYNC: AcqRel RMW on the word the sleeper set its flag in.
     if word.fetch_and(!1, Ordering::AcqRel) & 1 != 0 {
-        crate::sync::futex_wake(word);
-        true
+        if crate::sync::futex_wake_counted(word) > 0 {
+            Wake::Woken
+        } else {
+            Wake::Futile
+        }
     } else {
-        false
+        Wake::NotFlagged
     }
 }
 
@@ -280,7 +303,7 @@ impl<T: Pod> Producer<T> {
     }
 
     /// Wake the consumer if it is flagged as sleeping.
-    pub fn wake_consumer(&self) -> bool {
+    pub fn wake_consumer(&self) -> Wake {
         clear_and_wake(&self.ring.hdr().prod.tail)
     }
 
@@ -382,7 +405,7 @@ impl<T: Pod> Consumer<T> {
     }
 
     /// Wake the producer if it is flagged as sleeping for space.
-    pub fn wake_producer(&self) -> bool {
+    pub fn wake_producer(&self) -> Wake {
         clear_and_wake(&self.ring.hdr().cons.head)
     }
 

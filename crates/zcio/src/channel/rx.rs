@@ -11,7 +11,7 @@ use crate::sync::{Backoff, Step};
 use crate::buf::fbuf::{Backing, BufCore};
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
-use crate::channel::error::{Malformed, RecvError};
+use crate::channel::error::{Area, Malformed, RecvError};
 use crate::channel::wire::{
     Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT,
 };
@@ -41,7 +41,7 @@ impl Core {
                 Ok(0) => {}
                 Ok(n) => return self.take(&mut rx, n),
                 Err(_) => {
-                    self.mark_gone();
+                    self.corrupt(Area::MessageRing);
                     return Err(RecvError::Corrupt);
                 }
             }
@@ -66,7 +66,7 @@ impl Core {
             let others = crate::channel::waitset::settle(self);
             if others.is_empty() {
                 if rx.ring.wait_for_data(slice).is_err() {
-                    self.mark_gone();
+                    self.corrupt(Area::MessageRing);
                     return Err(RecvError::Corrupt);
                 }
             } else {
@@ -89,7 +89,7 @@ impl Core {
             Ok(0) => Err(RecvError::Empty),
             Ok(n) => self.take(rx, n),
             Err(_) => {
-                self.mark_gone();
+                self.corrupt(Area::MessageRing);
                 Err(RecvError::Corrupt)
             }
         }
@@ -103,7 +103,7 @@ impl Core {
             avail = match rx.ring.available_fresh() {
                 Ok(n) => n,
                 Err(_) => {
-                    self.mark_gone();
+                    self.corrupt(Area::MessageRing);
                     return Err(RecvError::Corrupt);
                 }
             };
@@ -137,10 +137,9 @@ impl Core {
 
     fn wake_sender(&self, rx: &mut RxState) {
         // The consumer side's release() already fenced; only wake if the
-        // producer said it sleeps for space.
-        if rx.ring.wake_producer() {
-            Counters::bump(&self.counters.wakes);
-        }
+        // producer said it sleeps for space (and that flag is trusted).
+        let RxState { ring, gate, .. } = rx;
+        self.gated_wake(gate, || ring.wake_producer());
     }
 
     /// Validate the private copies and build the message. On any error every

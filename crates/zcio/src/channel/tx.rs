@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buf::{Pool, Reclaim};
-use crate::channel::config::FullPolicy;
+use crate::channel::config::{FullPolicy, Notify};
 use crate::channel::core::{lock, Core, Counters, TxState};
-use crate::channel::error::SendError;
+use crate::channel::error::{Area, PeerFault, SendError};
 use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::Msg;
 use crate::region::Region;
@@ -21,6 +21,9 @@ const DRAIN_THRESHOLD: usize = 64;
 
 impl Core {
     pub(crate) fn send(&self, msg: Msg, timeout: Duration) -> Result<(), (SendError, Msg)> {
+        if self.is_aborted() {
+            return Err((SendError::HoldExpired, msg));
+        }
         if self.closed.load(LocalOrdering::Acquire) || self.is_gone() {
             return Err((SendError::Disconnected, msg));
         }
@@ -29,6 +32,13 @@ impl Core {
             return Err((SendError::Empty, msg));
         }
         let mut tx = lock(&self.tx);
+        if self.poisoned.load(LocalOrdering::Acquire) {
+            self.drain_locked(&mut tx);
+            return Err((SendError::Corrupt, msg));
+        }
+        if let Err(e) = self.expire_locked(&mut tx) {
+            return Err((e, msg));
+        }
         if n > tx.ring.capacity() {
             return Err((SendError::TooLarge(n), msg));
         }
@@ -65,6 +75,7 @@ impl Core {
         }
         let mut descs = std::mem::take(&mut tx.scratch);
         descs.clear();
+        let lent_at = self.cfg.policy.hold.map(|_| Instant::now());
         let mut last_single: Option<u64> = None;
         for (i, s) in msg.slices().iter().enumerate() {
             let region = s.fbuf().region();
@@ -104,6 +115,9 @@ impl Core {
             } else {
                 tx.ledger.insert(s.fbuf().clone())
             };
+            if let Some(at) = lent_at {
+                tx.holds.push_back((token, at));
+            }
             descs.push(Desc {
                 region: slot,
                 count: if i == 0 { n as u32 } else { 0 },
@@ -117,19 +131,39 @@ impl Core {
         tx.scratch = descs;
         let sleeping = tx.ring.publish(pending);
         Counters::bump(&self.counters.msgs_sent);
-        if sleeping {
-            tx.deferred += 1;
-            if tx.deferred >= self.cfg.policy.wake_batch {
-                tx.deferred = 0;
-                if tx.ring.wake_consumer() {
-                    Counters::bump(&self.counters.wakes);
-                }
-            }
-        }
+        self.notify_locked(&mut tx, sleeping);
         drop(tx);
         // The Msg's own references go now; the ledger keeps the buffers.
         drop(msg);
         Ok(())
+    }
+
+    /// After a publish: wake the receiver now, or defer the wake, as the
+    /// policy says. `sleeping`: the publish found the receiver's flag set.
+    fn notify_locked(&self, tx: &mut TxState, sleeping: bool) {
+        if !sleeping {
+            // The receiver is awake and will see everything queued.
+            tx.deferred = 0;
+            tx.deferred_since = None;
+            return;
+        }
+        let p = &self.cfg.policy;
+        tx.deferred += 1;
+        let due = match p.notify {
+            Notify::Now => true,
+            Notify::Defer if tx.deferred >= p.wake_batch => true,
+            Notify::Defer => match tx.deferred_since {
+                // Only a deferring sender reads the clock here.
+                Some(t) => t.elapsed() >= p.max_age,
+                None => {
+                    tx.deferred_since = Some(Instant::now());
+                    p.max_age.is_zero()
+                }
+            },
+        };
+        if due {
+            self.wake_deferred_locked(tx);
+        }
     }
 
     /// The peer may hold at most `min(max_in_flight, notice ring size)`
@@ -159,17 +193,26 @@ impl Core {
                 return Err(SendError::Disconnected);
             }
             let now = Instant::now();
-            if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail || now >= deadline {
+            if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
                 return Err(SendError::TooManyInFlight(tx.ledger.len()));
             }
+            if now >= deadline {
+                self.fault(PeerFault::NotReleasing(tx.ledger.len()));
+                return Err(SendError::TooManyInFlight(tx.ledger.len()));
+            }
+            // The receiver must see what we deferred waking it for.
+            self.wake_deferred_locked(tx);
             Counters::bump(&self.counters.sleeps);
             if tx
                 .notices
                 .wait_for_data((deadline - now).min(self.cfg.liveness_interval))
                 .is_err()
             {
-                self.mark_gone_locked(tx);
+                self.corrupt_locked(tx, Area::NoticeRing);
                 return Err(SendError::Corrupt);
+            }
+            if self.expire_locked(tx).is_err() {
+                return Err(SendError::HoldExpired);
             }
             self.check_peer_locked(tx);
         }
@@ -190,7 +233,7 @@ impl Core {
                 Ok(f) if f >= need => return Ok(()),
                 Ok(_) => {}
                 Err(_) => {
-                    self.mark_gone_locked(tx);
+                    self.corrupt_locked(tx, Area::MessageRing);
                     return Err(SendError::Corrupt);
                 }
             }
@@ -202,19 +245,22 @@ impl Core {
             }
             let (now, remaining) = match backoff.step() {
                 Step::Retry => continue,
-                Step::TimedOut => return Err(SendError::TimedOut),
+                Step::TimedOut => {
+                    self.fault(PeerFault::NotConsuming);
+                    return Err(SendError::TimedOut);
+                }
                 Step::Sleep { now, remaining } => (now, remaining),
             };
             // A receiver we never woke must see what is queued before we sleep.
-            if tx.deferred > 0 {
-                tx.deferred = 0;
-                tx.ring.wake_consumer();
-            }
+            self.wake_deferred_locked(tx);
             let slice = remaining.min(self.cfg.liveness_interval);
             Counters::bump(&self.counters.sleeps);
             if tx.ring.wait_for_space(need, slice).is_err() {
-                self.mark_gone_locked(tx);
+                self.corrupt_locked(tx, Area::MessageRing);
                 return Err(SendError::Corrupt);
+            }
+            if self.expire_locked(tx).is_err() {
+                return Err(SendError::HoldExpired);
             }
             if Instant::now() >= now + slice {
                 self.check_peer_locked(tx);
@@ -263,15 +309,17 @@ impl Core {
         }
     }
 
-    /// Wake the receiver for deferred messages.
-    pub(crate) fn flush(&self) {
+    /// Wake the receiver for deferred messages and enforce the hold limit.
+    pub(crate) fn flush(&self) -> Result<(), SendError> {
         let mut tx = lock(&self.tx);
-        if tx.deferred > 0 {
-            tx.deferred = 0;
-            if tx.ring.wake_consumer() {
-                Counters::bump(&self.counters.wakes);
-            }
-        }
+        self.wake_deferred_locked(&mut tx);
+        self.expire_locked(&mut tx).map(|_| ())
+    }
+
+    /// Enforce the hold limit now (`Channel::expire_holds`).
+    pub(crate) fn expire_holds(&self) -> Result<usize, SendError> {
+        let mut tx = lock(&self.tx);
+        self.expire_locked(&mut tx)
     }
 
     /// Announce every current chunk of `pool` now.
