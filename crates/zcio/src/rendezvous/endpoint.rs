@@ -12,6 +12,7 @@ use rustix::net::{self, sockopt, SocketAddrUnix, SocketFlags};
 use thiserror::Error;
 
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
+use crate::sync::SpinBudget;
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::{Access, Mapping};
 use crate::sys::peer::{self, PeerCred};
@@ -26,6 +27,9 @@ const C2S: usize = 128;
 const S2C: usize = 256;
 /// Longest sleep between liveness checks.
 const SLICE: Duration = Duration::from_millis(50);
+/// Longest busy-wait for a partner before sleeping (adapted per endpoint
+/// side: halved after each wait that had to sleep anyway).
+const SPIN: Duration = Duration::from_micros(30);
 /// Bound on the connection handshake.
 const HANDSHAKE: Duration = Duration::from_secs(5);
 
@@ -102,8 +106,10 @@ pub struct Endpoint {
     sh: Arc<Shared>,
     tx: usize,
     rx: usize,
-    send_lock: Mutex<()>,
-    recv_lock: Mutex<()>,
+    /// Held while sending; the adaptive spin of the send side.
+    send_lock: Mutex<SpinBudget>,
+    /// Held while receiving; the adaptive spin of the receive side.
+    recv_lock: Mutex<SpinBudget>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -120,9 +126,41 @@ struct PeerWait<'a> {
     deadline: Option<Instant>,
     sock: BorrowedFd<'a>,
     gone: bool,
+    budget: &'a mut SpinBudget,
+}
+
+/// Busy-wait until `done`, for at most the budget (and not past
+/// `deadline`); adapts the budget to how the wait ended.
+fn spin_until(
+    budget: &mut SpinBudget,
+    deadline: Option<Instant>,
+    done: &mut dyn FnMut() -> bool,
+) -> bool {
+    let start = Instant::now();
+    let mut limit = budget.get();
+    if let Some(d) = deadline {
+        limit = limit.min(d.saturating_duration_since(start));
+    }
+    let mut i = 0u32;
+    loop {
+        if done() {
+            budget.record(false);
+            return true;
+        }
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(32) && start.elapsed() >= limit {
+            budget.record(true);
+            return false;
+        }
+        crate::sync::spin_pause(i);
+    }
 }
 
 impl Waiter for PeerWait<'_> {
+    fn spin(&mut self, done: &mut dyn FnMut() -> bool) -> bool {
+        spin_until(self.budget, self.deadline, done)
+    }
+
     fn slice(&mut self) -> Option<Duration> {
         if peer::socket_hung_up(self.sock) {
             self.gone = true;
@@ -191,8 +229,8 @@ impl Endpoint {
             sh: Arc::new(sh),
             tx,
             rx,
-            send_lock: Mutex::new(()),
-            recv_lock: Mutex::new(()),
+            send_lock: Mutex::new(SpinBudget::new(SPIN)),
+            recv_lock: Mutex::new(SpinBudget::new(SPIN)),
         }
     }
 
@@ -202,11 +240,12 @@ impl Endpoint {
         self.sh.peer
     }
 
-    fn waiter(&self, timeout: Option<Duration>) -> PeerWait<'_> {
+    fn waiter<'a>(&'a self, timeout: Option<Duration>, budget: &'a mut SpinBudget) -> PeerWait<'a> {
         PeerWait {
             deadline: timeout.map(|t| Instant::now() + t),
             sock: self.sh.sock.as_fd(),
             gone: false,
+            budget,
         }
     }
 
@@ -218,7 +257,7 @@ impl Endpoint {
         if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
             return Err(IpcError::TooLarge);
         }
-        let _g = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         let s = self.sh.slot(self.tx);
         let seq = (s.state.load(crate::sync::Ordering::Acquire) >> 4).wrapping_add(1);
         if !msg.fds.is_empty() {
@@ -233,7 +272,7 @@ impl Endpoint {
             seq,
         };
         raw.words[..msg.words.len()].copy_from_slice(&msg.words);
-        let mut w = self.waiter(timeout);
+        let mut w = self.waiter(timeout, &mut budget);
         match slot::send(s, &raw, &mut w) {
             Ok(_) => Ok(()),
             Err(SlotError::TimedOut) => Err(w.error()),
@@ -331,15 +370,27 @@ fn wait_any(
     timeout: Option<Duration>,
     finish: impl FnOnce(&Endpoint, Raw) -> Result<(), IpcError>,
 ) -> Result<usize, IpcError> {
-    let _guards: Vec<_> = eps
+    let mut guards: Vec<_> = eps
         .iter()
         .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
         .collect();
     let deadline = timeout.map(|t| Instant::now() + t);
+    let mut spun = false;
     loop {
         for (i, e) in eps.iter().enumerate() {
             if let Some(raw) = e.try_take()? {
                 return finish(e, raw).map(|()| i);
+            }
+        }
+        if !spun {
+            // A partner that is running usually sends within microseconds:
+            // spin (the first endpoint's budget) before flagging and sleeping.
+            spun = true;
+            if let Some(budget) = guards.first_mut() {
+                let any = &mut || eps.iter().any(|e| slot::ready(e.sh.slot(e.rx)));
+                if spin_until(budget, deadline, any) {
+                    continue;
+                }
             }
         }
         let mut words = Vec::with_capacity(eps.len());

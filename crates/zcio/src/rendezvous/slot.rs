@@ -103,6 +103,14 @@ pub trait Waiter {
     /// Next sleep slice, or `None` when the deadline has passed (or the peer
     /// is gone).
     fn slice(&mut self) -> Option<Duration>;
+
+    /// Busy-wait (for as long as the waiter thinks pays) until `done`
+    /// holds; returns whether it did. Spinning first lets a hand-over with
+    /// a partner that is already running finish without any futex call.
+    /// The default does not spin.
+    fn spin(&mut self, done: &mut dyn FnMut() -> bool) -> bool {
+        done()
+    }
 }
 
 /// Sender: put `raw` in the slot and wait until it is taken.
@@ -125,6 +133,12 @@ pub fn send(slot: &Slot, raw: &Raw, w: &mut impl Waiter) -> Result<u64, SlotErro
     if old & RECV_WAITING != 0 {
         crate::sync::futex_wake(&slot.state);
     }
+    // A receiver that is running takes the message within microseconds;
+    // then the loop below finishes without setting our flag or sleeping.
+    w.spin(&mut || {
+        // SYNC: pairs with the CAS in `take` (the loop re-reads with an RMW).
+        slot.state.load(Ordering::Acquire) & ST != FULL
+    });
     loop {
         // SYNC: the RMW sets our flag and returns the latest state; `take`
         // changes the word with a CAS, so the wait below cannot miss it.
