@@ -319,3 +319,21 @@ pub fn victim() {
         }
     }
 }
+
+impl Hostile {
+    /// Return `tokens` as notices after refreshing the victim's head (so a
+    /// long-running partner never trips the cached-room check). The victim
+    /// lends at most a notice ring's worth, so they always fit.
+    pub fn give_back(&mut self, tokens: &[u64]) {
+        let free = self.notices_out.free_slots().expect("notice ring intact");
+        assert!(free >= tokens.len(), "victim lent more than fits");
+        self.forge(tokens);
+    }
+
+    /// Copy out every descriptor the victim published, without consuming
+    /// them (the ring stays full from the victim's point of view).
+    pub fn peek_all(&mut self) -> Vec<Desc> {
+        let n = self.msgs_in.available_fresh().expect("victim ring intact");
+        (0..n).map(|i| self.msgs_in.peek(i)).collect()
+    }
+}
