@@ -136,7 +136,7 @@ pub(crate) struct Core {
     /// We closed this end.
     pub closed: AtomicBool,
     /// We aborted the channel because the peer held a buffer too long.
-    aborted: AtomicBool,
+    pub aborted: AtomicBool,
     /// The peer broke a ring we could not act on under the lock held at
     /// the time (the notice ring we produce); handled at the next drain.
     pub poisoned: AtomicBool,
@@ -416,7 +416,7 @@ impl Core {
 
     /// Whether the channel was aborted on an expired hold.
     pub fn is_aborted(&self) -> bool {
-        self.aborted.load(LocalOrdering::Acquire)
+        self.aborted.load(LocalOrdering::Relaxed)
     }
 
     /// Wake the peer through `wake` unless its flag is distrusted and it
@@ -454,81 +454,9 @@ impl Core {
         }
     }
 
-    /// Abort the channel: record `f`, release everything the peer holds,
-    /// hang up on it.
-    pub fn abort_locked(&self, tx: &mut TxState, f: PeerFault) {
-        self.fault(f);
-        self.aborted.store(true, LocalOrdering::Release);
-        self.mark_gone_locked(tx);
-        tx.holds.clear();
-        let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
-        let _ = tx.ring.wake_consumer();
-    }
-
-    /// Enforce the hold limit: expire (abort or reclaim) every lent slice
-    /// held longer than `Policy::hold`. Checks the FIFO from the front and
-    /// stops at the first live entry that is young enough. Returns how many
-    /// slices were reclaimed, or `HoldExpired` when the channel was aborted.
-    pub fn expire_locked(&self, tx: &mut TxState) -> Result<usize, crate::channel::SendError> {
-        use crate::channel::config::HoldExpiry;
-        use crate::channel::SendError;
-        let Some(h) = self.cfg.policy.hold else {
-            return Ok(0);
-        };
-        if self.is_aborted() {
-            return Err(SendError::HoldExpired);
-        }
-        let mut now = Instant::now();
-        let mut drained = false;
-        let mut reclaimed = 0;
-        while let Some(&(token, at)) = tx.holds.front() {
-            if !tx.ledger.holds(token) {
-                tx.holds.pop_front();
-                continue;
-            }
-            if now.saturating_duration_since(at) < h.limit {
-                break;
-            }
-            if !drained {
-                // The peer may have released it already: take notices in
-                // first (once), so only real holds expire.
-                drained = true;
-                self.drain_locked(tx);
-                now = Instant::now();
-                continue;
-            }
-            match h.on_expiry {
-                HoldExpiry::Abort => {
-                    self.abort_locked(tx, PeerFault::HoldExpired(h.limit));
-                    return Err(SendError::HoldExpired);
-                }
-                HoldExpiry::Reclaim => {
-                    tx.holds.pop_front();
-                    if let Ok(buf) = tx.ledger.release(token) {
-                        drop(buf);
-                        reclaimed += 1;
-                    }
-                }
-            }
-        }
-        // Released entries wait in the FIFO until they reach the front;
-        // when they pile up behind a long (but legal) hold, sweep them out.
-        // Each sweep removes at least half, so this stays amortised O(1).
-        if tx.holds.len() > 2 * tx.ledger.len() + 64 {
-            let TxState { holds, ledger, .. } = tx;
-            holds.retain(|&(t, _)| ledger.holds(t));
-        }
-        if reclaimed > 0 {
-            self.counters
-                .reclaimed
-                .fetch_add(reclaimed as u64, LocalOrdering::Relaxed);
-        }
-        Ok(reclaimed)
-    }
-
     /// Process pending notices under the tx lock. Returns buffers released.
     pub fn drain_locked(&self, tx: &mut TxState) -> usize {
-        if self.poisoned.swap(false, LocalOrdering::AcqRel) {
+        if self.poisoned.swap(false, LocalOrdering::Relaxed) {
             self.mark_gone_locked(tx);
         }
         let mut released = 0;
@@ -622,7 +550,7 @@ impl Core {
                     // hold the notice lock, which ranks below the send lock:
                     // the next drain treats the peer as gone.
                     self.fault(PeerFault::Corrupt(Area::NoticeRing));
-                    self.poisoned.store(true, LocalOrdering::Release);
+                    self.poisoned.store(true, LocalOrdering::Relaxed);
                     return;
                 }
             };

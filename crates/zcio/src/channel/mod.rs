@@ -11,6 +11,7 @@ mod config;
 mod connect;
 mod core;
 mod error;
+mod hold;
 pub mod ledger;
 mod notify;
 #[cfg(test)]

@@ -32,7 +32,7 @@ impl Core {
             return Err((SendError::Empty, msg));
         }
         let mut tx = lock(&self.tx);
-        if self.poisoned.load(LocalOrdering::Acquire) {
+        if self.poisoned.load(LocalOrdering::Relaxed) {
             self.drain_locked(&mut tx);
             return Err((SendError::Corrupt, msg));
         }

@@ -1,0 +1,82 @@
+//! The hold limit (`Policy::hold`): how long a peer may keep a slice we
+//! lent it, and what happens when it keeps it longer (abort the channel or
+//! reclaim the slice).
+
+use std::sync::atomic::Ordering as LocalOrdering;
+use std::time::Instant;
+
+use crate::channel::config::HoldExpiry;
+use crate::channel::core::{Core, TxState};
+use crate::channel::error::{PeerFault, SendError};
+
+impl Core {
+    /// Abort the channel: record `f`, release everything the peer holds,
+    /// hang up on it.
+    pub fn abort_locked(&self, tx: &mut TxState, f: PeerFault) {
+        self.fault(f);
+        self.aborted.store(true, LocalOrdering::Relaxed);
+        self.mark_gone_locked(tx);
+        tx.holds.clear();
+        let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+        let _ = tx.ring.wake_consumer();
+    }
+
+    /// Enforce the hold limit: expire (abort or reclaim) every lent slice
+    /// held longer than `Policy::hold`. Checks the FIFO from the front and
+    /// stops at the first live entry that is young enough. Returns how many
+    /// slices were reclaimed, or `HoldExpired` when the channel was aborted.
+    pub fn expire_locked(&self, tx: &mut TxState) -> Result<usize, SendError> {
+        let Some(h) = self.cfg.policy.hold else {
+            return Ok(0);
+        };
+        if self.is_aborted() {
+            return Err(SendError::HoldExpired);
+        }
+        let mut now = Instant::now();
+        let mut drained = false;
+        let mut reclaimed = 0;
+        while let Some(&(token, at)) = tx.holds.front() {
+            if !tx.ledger.holds(token) {
+                tx.holds.pop_front();
+                continue;
+            }
+            if now.saturating_duration_since(at) < h.limit {
+                break;
+            }
+            if !drained {
+                // The peer may have released it already: take notices in
+                // first (once), so only real holds expire.
+                drained = true;
+                self.drain_locked(tx);
+                now = Instant::now();
+                continue;
+            }
+            match h.on_expiry {
+                HoldExpiry::Abort => {
+                    self.abort_locked(tx, PeerFault::HoldExpired(h.limit));
+                    return Err(SendError::HoldExpired);
+                }
+                HoldExpiry::Reclaim => {
+                    tx.holds.pop_front();
+                    if let Ok(buf) = tx.ledger.release(token) {
+                        drop(buf);
+                        reclaimed += 1;
+                    }
+                }
+            }
+        }
+        // Released entries wait in the FIFO until they reach the front;
+        // when they pile up behind a long (but legal) hold, sweep them out.
+        // Each sweep removes at least half, so this stays amortised O(1).
+        if tx.holds.len() > 2 * tx.ledger.len() + 64 {
+            let TxState { holds, ledger, .. } = tx;
+            holds.retain(|&(t, _)| ledger.holds(t));
+        }
+        if reclaimed > 0 {
+            self.counters
+                .reclaimed
+                .fetch_add(reclaimed as u64, LocalOrdering::Relaxed);
+        }
+        Ok(reclaimed)
+    }
+}
