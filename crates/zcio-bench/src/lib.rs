@@ -7,6 +7,7 @@
 //! hidden `__bench-child` argument (see [`child`]).
 
 pub mod affinity;
+pub mod asyncb;
 pub mod child;
 pub mod fds;
 pub mod fmt;

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use zcio_bench::ring;
 use zcio_bench::transfer::{self, Options, Variant};
+use zcio_bench::{asyncb, ring};
 use zcio_bench::{fmt, report};
 
 #[derive(Subcommand, Debug)]
@@ -34,6 +34,24 @@ pub enum BenchCmd {
         zcio bench ring --parts b,c --reps 5          # median of 5 interleaved runs\n  \
         zcio bench ring --quick --format json --out ring.json --svg ring.svg")]
     Ring(RingArgs),
+    /// The asynchronous-IPC experiments of issue #4 (thesis chapter 6),
+    /// every side a separate process, in one run: (a) one-word latency of a
+    /// synchronous rendezvous round trip, an asynchronous send, a round
+    /// trip through the asynchronous receive proxy, a pipe and a futex
+    /// ping-pong (Table 6.1); (b) forwarding chains of 0…8 relay processes,
+    /// by reference and copying per hop: latency and msgs/ms (Table 6.2);
+    /// (c) 16 messages of 4 B…4 KiB by copy through the kernel vs shared
+    /// memory (Table 6.3); (d) receiver-side RFC 1071 checksum with and
+    /// without the primitives (Figure 6.4); (e) futex calls per message
+    /// under sustained load. Prints tables and the targets; writes JSON
+    /// and an SVG.
+    #[command(after_help = "Examples:\n  \
+        zcio bench async --quick                      # all five parts, about half a minute\n  \
+        zcio bench async                              # full run: 100k iterations, 1 GiB checksummed\n  \
+        zcio bench async --parts a                    # only the one-word latencies\n  \
+        zcio bench async --parts b --intermediates 0,8 --stream 100000\n  \
+        zcio bench async --quick --format json --out async.json --svg async.svg")]
+    Async(AsyncArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -102,11 +120,123 @@ pub struct RingArgs {
     svg: PathBuf,
 }
 
+#[derive(Args, Debug)]
+pub struct AsyncArgs {
+    /// A short run (≲ 30 s on two cores): 10k iterations in (a), streams
+    /// of 50k messages in (b), 64 MiB checksummed in (d), 200k messages in
+    /// (e).
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: a (latency), b (chains), c (copy),
+    /// d (checksum), e (futex).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// (a) measured iterations per variant.
+    #[arg(long)]
+    iters: Option<u64>,
+    /// (b) intermediate process counts, comma-separated (default
+    /// 0,1,2,4,8; 0 is the direct path the others are compared with).
+    #[arg(long, value_delimiter = ',')]
+    intermediates: Option<Vec<u32>>,
+    /// (b) messages streamed per chain for the throughput.
+    #[arg(long)]
+    stream: Option<u64>,
+    /// (d) bytes checksummed per message size (e.g. 1G, 64M).
+    #[arg(long)]
+    volume: Option<String>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Where to write the JSON results.
+    #[arg(long, default_value = "bench-out/async.json")]
+    out: PathBuf,
+    /// Where to write the SVG plot.
+    #[arg(long, default_value = "bench-out/async.svg")]
+    svg: PathBuf,
+}
+
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Transfer(a) => transfer_cmd(a),
         BenchCmd::Ring(a) => ring_cmd(a),
+        BenchCmd::Async(a) => async_cmd(a),
     }
+}
+
+fn async_cmd(a: AsyncArgs) -> Result<()> {
+    let mut opts = if a.quick {
+        asyncb::Options::quick()
+    } else {
+        asyncb::Options::full()
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = p
+            .iter()
+            .map(|x| asyncb::Part::parse(x))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(n) = a.iters {
+        opts.iters = n;
+    }
+    if let Some(k) = &a.intermediates {
+        opts.intermediates = k.clone();
+    }
+    if let Some(n) = a.stream {
+        opts.chain_stream_msgs = n;
+    }
+    if let Some(v) = &a.volume {
+        opts.cksum_volume = fmt::parse_bytes_u64(v).map_err(anyhow::Error::msg)?;
+    }
+    asyncb::validate(&opts).map_err(anyhow::Error::msg)?;
+    let machine = report::machine();
+    let notes = asyncb::notes(&opts);
+    let jobs = asyncb::plan(&opts);
+    let total = jobs.len() as u64;
+    eprintln!(
+        "zcio bench async{}: {total} measurements on {machine}\n{}",
+        if a.quick { " --quick" } else { "" },
+        notes[0]
+    );
+    let async_built = asyncb::latency::Variant::AsyncSend.available();
+    if opts.has(asyncb::Part::Latency) && !async_built {
+        eprintln!("async layer not built: the async-send and async-receive rows are left out");
+    }
+    let started = std::time::Instant::now();
+    let pb = progress_bar(total);
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    for job in &jobs {
+        pb.set_message(job.label());
+        match job.run(&opts) {
+            Ok(r) => rows.extend(r),
+            Err(e) => failures.push(format!("{}: {e}", job.label())),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    asyncb::table::derive(&mut rows);
+    let targets = asyncb::table::targets(&rows, async_built);
+    let json = asyncb::table::json(&rows, &targets, &notes, &machine, a.quick);
+    create_parent(&a.out)?;
+    std::fs::write(&a.out, &json).with_context(|| format!("write {}", a.out.display()))?;
+    create_parent(&a.svg)?;
+    let svg_res = asyncb::plot::svg(&rows, &a.svg);
+    match a.format {
+        Format::Json => println!("{json}"),
+        Format::Table => {
+            print!("{}", asyncb::table::text(&rows, &notes, &machine));
+            println!();
+            print!("{}", asyncb::table::targets_text(&targets));
+            println!(
+                "took {:.1} s; wrote {} and {}",
+                started.elapsed().as_secs_f64(),
+                a.out.display(),
+                a.svg.display()
+            );
+        }
+    }
+    finish(svg_res, &failures, total)
 }
 
 fn create_parent(path: &Path) -> Result<()> {

@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
         zcio bench transfer --quick          # cross-process transfer benchmark, ~15 s\n  \
         zcio bench transfer                  # full sweep, median of 3 runs\n  \
         zcio bench transfer --help           # sizes, variants, JSON and SVG output\n  \
+        zcio bench async --quick             # async IPC, forwarding chains, checksum (issue #4)\n  \
         zcio ring create demo --size 4MiB    # a named shared ring in /dev/shm\n  \
         zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
@@ -44,6 +45,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(zcio_bench::child::CHILD_ARG) {
         std::process::exit(zcio_bench::child::child_main(&args[2..]));
+    }
+    if args.get(1).map(String::as_str) == Some(zcio_bench::asyncb::CHILD_ARG) {
+        std::process::exit(zcio_bench::asyncb::child_main(&args[2..]));
     }
     let cli = Cli::parse();
     // Every handle (rings, producers, consumers) is dropped inside `run`

@@ -1,0 +1,63 @@
+//! The sides of part (a) that use the asynchronous layer
+//! (`zcio::asyncipc`): a client timing asynchronous sends, and a server
+//! receiving through the asynchronous receive proxy.
+
+use std::time::Instant;
+
+use zcio::asyncipc::{AsyncEndpoint, Proxies, ProxyConfig};
+use zcio::rendezvous::{Endpoint, Message};
+
+use super::latency::{Timer, PING, PONG, STOP};
+use super::{left, Sample};
+
+/// Whether the asynchronous layer is part of this build.
+pub const BUILT: bool = true;
+
+/// Time `send` returning; wait for each ticket outside the measurement.
+pub fn send_client(
+    ep: Endpoint,
+    warmup: u64,
+    iters: u64,
+    deadline: Instant,
+) -> Result<Sample, String> {
+    let proxies = Proxies::new(ProxyConfig::default());
+    let aep = AsyncEndpoint::new(ep, &proxies);
+    let mut t = Timer::default();
+    for i in 0..warmup + iters {
+        let msg = Message::new(PING, &[i]);
+        let ticket = t
+            .time(i >= warmup, || aep.send(msg))
+            .map_err(|(e, _)| format!("async send {i}: {e}"))?;
+        ticket
+            .wait(Some(left(deadline)))
+            .map_err(|e| format!("ticket {i}: {e}"))?;
+    }
+    let stop = aep
+        .send(Message::new(STOP, &[]))
+        .map_err(|(e, _)| format!("stop: {e}"))?;
+    stop.wait(Some(left(deadline)))
+        .map_err(|e| format!("stop: {e}"))?;
+    Ok(t.sample())
+}
+
+/// Receive each request through the receive proxy, answer with the
+/// synchronous send of the same endpoint.
+pub fn receive_server(ep: Endpoint, deadline: Instant) -> Result<(), String> {
+    let proxies = Proxies::new(ProxyConfig::default());
+    let aep = AsyncEndpoint::new(ep, &proxies);
+    loop {
+        let m = aep
+            .receive(Some(left(deadline)))
+            .map_err(|e| format!("async receive: {e}"))?;
+        match m.label {
+            STOP => {
+                aep.close();
+                return Ok(());
+            }
+            _ => aep
+                .endpoint()
+                .send(&Message::new(PONG, &m.words), Some(left(deadline)))
+                .map_err(|e| format!("reply: {e}"))?,
+        }
+    }
+}
