@@ -19,8 +19,8 @@ pub mod sys;
 
 pub use buf::{AllocError, Fbuf, FbufMut, Pool, PoolConfig, PoolStats, SecureView, Uncached};
 pub use channel::{
-    AccessPolicy, Channel, ChannelConfig, ChannelStats, ConnectError, FullPolicy, Listener,
-    Malformed, Policy, RecvError, SendError,
+    AccessPolicy, Channel, ChannelConfig, ChannelStats, ConnectError, FullPolicy, HoldExpiry,
+    HoldLimit, Listener, Malformed, Notify, PeerFault, Policy, RecvError, SendError,
 };
 pub use error::Error;
 pub use msg::{Msg, MsgError, UnitCursor};
