@@ -123,7 +123,7 @@ pub struct RingArgs {
 #[derive(Args, Debug)]
 pub struct AsyncArgs {
     /// A short run (≲ 30 s on two cores): 10k iterations in (a), streams
-    /// of 50k messages in (b), 64 MiB checksummed in (d), 200k messages in
+    /// of 200k messages in (b), 64 MiB checksummed in (d), 200k messages in
     /// (e).
     #[arg(long)]
     quick: bool,

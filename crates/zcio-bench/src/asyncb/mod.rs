@@ -164,8 +164,8 @@ impl Options {
         Self {
             iters: 10_000,
             warmup: 200,
-            chain_latency_msgs: 500,
-            chain_stream_msgs: 50_000,
+            chain_latency_msgs: 1000,
+            chain_stream_msgs: 200_000,
             burst_rounds: 1000,
             cksum_volume: 64 << 20,
             futex_msgs: 200_000,
