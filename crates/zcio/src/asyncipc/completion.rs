@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU64, Ordering};
 
+/// Longest busy-wait before a waiter sleeps.
+const SPIN: Duration = Duration::from_micros(20);
+
 /// Low bits of the state word (the futex word is its low half).
 const DONE: u64 = 1;
 const WAITING: u64 = 2;
@@ -73,11 +76,17 @@ impl<T> Completion<T> {
     /// bound). Returns whether it was delivered.
     pub(crate) fn wait(&self, timeout: Option<Duration>) -> bool {
         let deadline = timeout.map(|t| Instant::now() + t);
-        // A short spin first: a proxy handing over a message usually
-        // finishes within microseconds.
-        for i in 0..64u32 {
-            if self.is_done() {
-                return true;
+        // Spin first (yielding after a few microseconds, so a proxy that
+        // shares our CPU gets to run): a proxy handing over a message usually
+        // finishes within microseconds, and a futex sleep costs a wake
+        // system call plus a reschedule on the other side.
+        let now = Instant::now();
+        let spin_until = deadline.map_or(now + SPIN, |d| d.min(now + SPIN));
+        let mut i = 0u32;
+        while !self.is_done() {
+            i = i.wrapping_add(1);
+            if i.is_multiple_of(64) && Instant::now() >= spin_until {
+                break;
             }
             crate::sync::spin_pause(i);
         }
