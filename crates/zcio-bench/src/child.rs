@@ -209,25 +209,37 @@ impl Drop for Group {
     }
 }
 
-/// Entry point of a child (`args` are the arguments after `CHILD_ARG`).
-/// Returns the process exit code.
-pub fn child_main(args: &[String]) -> i32 {
+/// The JSON spec a benchmark child got as its first argument (after
+/// `arg`), with the child pinned to the CPU `cpu` picks from it; the exit
+/// code on a missing or bad spec.
+pub fn read_spec<T: serde::de::DeserializeOwned>(
+    arg: &str,
+    args: &[String],
+    cpu: impl FnOnce(&T) -> Option<usize>,
+) -> Result<T, i32> {
     let Some(json) = args.first() else {
-        eprintln!("{CHILD_ARG}: missing spec");
-        return 2;
+        eprintln!("{arg}: missing spec");
+        return Err(2);
     };
-    let spec: ChildSpec = match serde_json::from_str(json) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{CHILD_ARG}: bad spec: {e}");
-            return 2;
-        }
-    };
-    if let Some(cpu) = spec.cpu {
+    let spec: T = serde_json::from_str(json).map_err(|e| {
+        eprintln!("{arg}: bad spec: {e}");
+        2
+    })?;
+    if let Some(cpu) = cpu(&spec) {
         if let Err(e) = crate::affinity::pin(cpu) {
             eprintln!("warning: {e}");
         }
     }
+    Ok(spec)
+}
+
+/// Entry point of a child (`args` are the arguments after `CHILD_ARG`).
+/// Returns the process exit code.
+pub fn child_main(args: &[String]) -> i32 {
+    let spec: ChildSpec = match read_spec(CHILD_ARG, args, |s: &ChildSpec| s.cpu) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     if let Role::Ring(task) = &spec.role {
         let timeout = Duration::from_millis(spec.timeout_ms);
         return match crate::ring::run_task(task, timeout) {

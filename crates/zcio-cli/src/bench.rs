@@ -163,6 +163,15 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     }
 }
 
+/// `--parts a,b,…` through a benchmark's own part parser.
+fn parse_parts<P>(names: &[String], parse: impl Fn(&str) -> Result<P, String>) -> Result<Vec<P>> {
+    names
+        .iter()
+        .map(|x| parse(x))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)
+}
+
 fn async_cmd(a: AsyncArgs) -> Result<()> {
     let mut opts = if a.quick {
         asyncb::Options::quick()
@@ -170,11 +179,7 @@ fn async_cmd(a: AsyncArgs) -> Result<()> {
         asyncb::Options::full()
     };
     if let Some(p) = &a.parts {
-        opts.parts = p
-            .iter()
-            .map(|x| asyncb::Part::parse(x))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?;
+        opts.parts = parse_parts(p, asyncb::Part::parse)?;
     }
     if let Some(n) = a.iters {
         opts.iters = n;
@@ -269,11 +274,7 @@ fn ring_cmd(a: RingArgs) -> Result<()> {
         ring::Options::full()
     };
     if let Some(p) = &a.parts {
-        opts.parts = p
-            .iter()
-            .map(|x| ring::Part::parse(x))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?;
+        opts.parts = parse_parts(p, ring::Part::parse)?;
     }
     if let Some(s) = &a.ring_sizes {
         opts.ring_sizes = parse_sizes(s)?;

@@ -417,22 +417,10 @@ pub fn sample(samples: &[Option<Sample>], i: usize, what: &str) -> Result<Sample
 
 /// Entry point of a child (`args` are the arguments after [`CHILD_ARG`]).
 pub fn child_main(args: &[String]) -> i32 {
-    let Some(json) = args.first() else {
-        eprintln!("{CHILD_ARG}: missing spec");
-        return 2;
-    };
-    let spec: Spec = match serde_json::from_str(json) {
+    let spec: Spec = match crate::child::read_spec(CHILD_ARG, args, |s: &Spec| s.cpu) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("{CHILD_ARG}: bad spec: {e}");
-            return 2;
-        }
+        Err(code) => return code,
     };
-    if let Some(cpu) = spec.cpu {
-        if let Err(e) = crate::affinity::pin(cpu) {
-            eprintln!("warning: {e}");
-        }
-    }
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
     match task::run(&spec.task, deadline) {
         Ok(Some(s)) => {
