@@ -217,12 +217,6 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
     sink.finish();
 }
 
-fn count_arg(cmd: &str, verb: &str) -> usize {
-    cmd.strip_prefix(verb)
-        .and_then(|r| r.trim().parse().ok())
-        .unwrap_or_else(|| panic!("bad command {cmd:?}"))
-}
-
 #[test]
 #[ignore = "child process entry point"]
 fn child_relay() {
@@ -265,7 +259,7 @@ fn child_chain_sink() {
     while let Some(cmd) = common::command() {
         match cmd.as_str() {
             c if c.starts_with("verify ") => {
-                let n = count_arg(c, "verify ");
+                let n = common::count_arg(c, "verify ");
                 let mut bytes = 0;
                 for i in 0..n {
                     let m = ch.recv_timeout(STEP).expect("recv");

@@ -138,12 +138,6 @@ fn b_forwards_each_region_once_and_a_gets_everything_back() {
     b.finish();
 }
 
-fn count_arg(cmd: &str, verb: &str) -> usize {
-    cmd.strip_prefix(verb)
-        .and_then(|r| r.trim().parse().ok())
-        .unwrap_or_else(|| panic!("bad command {cmd:?}"))
-}
-
 #[test]
 #[ignore = "child process entry point"]
 fn child_forwarder() {
@@ -158,7 +152,7 @@ fn child_forwarder() {
     while let Some(cmd) = common::command() {
         match cmd.as_str() {
             c if c.starts_with("forward ") => {
-                let n = count_arg(c, "forward ");
+                let n = common::count_arg(c, "forward ");
                 for _ in 0..n {
                     let m = ab.recv_timeout(STEP).expect("recv from A");
                     // Forward unchanged: slices, offsets and regions as received.
@@ -200,7 +194,7 @@ fn child_sink() {
     while let Some(cmd) = common::command() {
         match cmd.as_str() {
             c if c.starts_with("verify ") => {
-                let n = count_arg(c, "verify ");
+                let n = common::count_arg(c, "verify ");
                 let mut regions = HashSet::new();
                 let mut slices = 0;
                 for (i, &(len, _, secured)) in sched.iter().enumerate().take(n) {

@@ -74,6 +74,13 @@ pub fn command() -> Option<String> {
     }
 }
 
+/// The number after `verb` in a command line like `"send 12"`.
+pub fn count_arg(cmd: &str, verb: &str) -> usize {
+    cmd.strip_prefix(verb)
+        .and_then(|r| r.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bad command {cmd:?}"))
+}
+
 /// Wait for the exact command `want`; panic on anything else.
 pub fn expect_command(want: &str) {
     let got = command();
