@@ -175,6 +175,12 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
     let outcome = loop {
         assert!(Instant::now() < deadline, "source never saw the break");
         if sent == 300 {
+            // Kill relay 1 only once data has flowed end to end (the sink
+            // released something, so its notice came back), however the
+            // scheduler ran the chain so far.
+            common::settle(&first, "first notice back from the sink", || {
+                first.stats().notices_received > 0
+            });
             relays[1].kill();
         }
         let Ok(mut b) = pool.alloc_timeout(512, Duration::from_millis(100)) else {
