@@ -87,10 +87,16 @@ pub struct Measured {
 /// Spawn a child for `spec`. Its stdout is piped (result line); stderr is
 /// inherited so errors show up.
 pub fn spawn(spec: &ChildSpec) -> Result<Child, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+    spawn_self(CHILD_ARG, &json)
+}
+
+/// Re-execute this binary as `arg json` (a benchmark child): stdout piped
+/// for its result line, stderr inherited so its errors show up.
+pub fn spawn_self(arg: &str, json: &str) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     Command::new(exe)
-        .arg(CHILD_ARG)
+        .arg(arg)
         .arg(json)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -180,16 +180,8 @@ pub fn consumer(path: &str, size: usize, volume: u64, deadline: Instant) -> Resu
         };
         fold = fold_checksum(fold, c);
     }
-    let end = mono_ns();
     // The first message arrived before the clock started.
-    let msgs = n - 1;
-    Ok(Sample {
-        msgs,
-        bytes: msgs * size as u64,
-        elapsed_ns: end.saturating_sub(start),
-        check: fold,
-        ..Sample::default()
-    })
+    Ok(timed(n - 1, size, start, fold))
 }
 
 /// The same checksums in one process.
@@ -203,13 +195,17 @@ pub fn local(size: usize, volume: u64) -> Result<Sample, String> {
         let off = (i as usize % PER_BUFFER) * size;
         fold = fold_checksum(fold, internet_checksum(&data[off..off + size]));
     }
+    Ok(timed(n - 1, size, start, fold))
+}
+
+/// The sample of `msgs` messages of `size` checksummed since `start`.
+fn timed(msgs: u64, size: usize, start: u64, fold: u64) -> Sample {
     let end = mono_ns();
-    let msgs = n - 1;
-    Ok(Sample {
+    Sample {
         msgs,
         bytes: msgs * size as u64,
         elapsed_ns: end.saturating_sub(start),
         check: fold,
         ..Sample::default()
-    })
+    }
 }

@@ -30,7 +30,7 @@ pub mod table;
 pub mod task;
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -370,18 +370,10 @@ pub fn spawn(
         timeout_ms: opts.timeout.as_millis() as u64,
     };
     let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     for fd in all {
         crate::fds::set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
     }
-    let c = Command::new(exe)
-        .arg(CHILD_ARG)
-        .arg(json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("spawn benchmark child: {e}"));
+    let c = crate::child::spawn_self(CHILD_ARG, &json);
     for fd in all {
         crate::fds::set_cloexec(fd, true)?;
     }
