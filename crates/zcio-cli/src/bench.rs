@@ -163,6 +163,30 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     }
 }
 
+/// Print a benchmark's result: the JSON, or the table `table()` renders
+/// followed by the time taken and where the files went.
+fn print_result(
+    format: Format,
+    json: &str,
+    started: std::time::Instant,
+    out: &Path,
+    svg: &Path,
+    table: impl FnOnce() -> String,
+) {
+    match format {
+        Format::Json => println!("{json}"),
+        Format::Table => {
+            print!("{}", table());
+            println!(
+                "took {:.1} s; wrote {} and {}",
+                started.elapsed().as_secs_f64(),
+                out.display(),
+                svg.display()
+            );
+        }
+    }
+}
+
 /// `--parts a,b,…` through a benchmark's own part parser.
 fn parse_parts<P>(names: &[String], parse: impl Fn(&str) -> Result<P, String>) -> Result<Vec<P>> {
     names
@@ -227,20 +251,13 @@ fn async_cmd(a: AsyncArgs) -> Result<()> {
     std::fs::write(&a.out, &json).with_context(|| format!("write {}", a.out.display()))?;
     create_parent(&a.svg)?;
     let svg_res = asyncb::plot::svg(&rows, &a.svg);
-    match a.format {
-        Format::Json => println!("{json}"),
-        Format::Table => {
-            print!("{}", asyncb::table::text(&rows, &notes, &machine));
-            println!();
-            print!("{}", asyncb::table::targets_text(&targets));
-            println!(
-                "took {:.1} s; wrote {} and {}",
-                started.elapsed().as_secs_f64(),
-                a.out.display(),
-                a.svg.display()
-            );
-        }
-    }
+    print_result(a.format, &json, started, &a.out, &a.svg, || {
+        format!(
+            "{}\n{}",
+            asyncb::table::text(&rows, &notes, &machine),
+            asyncb::table::targets_text(&targets)
+        )
+    });
     finish(svg_res, &failures, total)
 }
 
@@ -327,18 +344,9 @@ fn ring_cmd(a: RingArgs) -> Result<()> {
     std::fs::write(&a.out, &json).with_context(|| format!("write {}", a.out.display()))?;
     create_parent(&a.svg)?;
     let svg_res = ring::plot::svg(&rows, &a.svg);
-    match a.format {
-        Format::Json => println!("{json}"),
-        Format::Table => {
-            print!("{}", ring::table::text(&rows, &notes, &machine));
-            println!(
-                "took {:.1} s; wrote {} and {}",
-                started.elapsed().as_secs_f64(),
-                a.out.display(),
-                a.svg.display()
-            );
-        }
-    }
+    print_result(a.format, &json, started, &a.out, &a.svg, || {
+        ring::table::text(&rows, &notes, &machine)
+    });
     finish(svg_res, &failures, total)
 }
 
