@@ -4,7 +4,10 @@
 //! source's pool through deallocation notices that travelled back hop by
 //! hop (the source's ledger empty while its peer is still alive). A relay
 //! killed with SIGKILL mid-stream gives its neighbours — and through them
-//! the source and the sink — a typed `Disconnected`, and nothing hangs.
+//! the source and the sink — a typed `Disconnected`, and nothing hangs; the
+//! messages the sink still holds keep their content while the source goes
+//! on allocating and writing (buffers the dead relay passed on are retired,
+//! never reused).
 
 mod common;
 
@@ -141,7 +144,7 @@ fn through_the_chain(mode: &str) {
             format!("upstream-closed msgs={N} bytes={bytes} errors=0")
         );
     }
-    assert_eq!(sink.ask("drain"), "drained Disconnected after 0");
+    assert_eq!(sink.ask("drain 0"), "drained Disconnected after 0");
     for mut r in relays {
         r.send("exit");
         r.finish();
@@ -169,7 +172,7 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
         _socks,
     } = chain("ref", "chain-kill");
     let pool = common::small_pool("chain-kill", 512 << 10, 8);
-    sink.send("drain");
+    sink.send("drain 64");
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut sent = 0u64;
     let outcome = loop {
@@ -213,6 +216,23 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
     common::settle(&first, "source pool after the break", || {
         pool.stats().buffers_in_use == 0
     });
+    // Write over every buffer the pool will still hand out: none of them
+    // may be one the sink holds.
+    let mut scribbled = Vec::new();
+    while let Ok(mut b) = pool.try_alloc(512) {
+        b.as_mut_slice().fill(0xEE);
+        scribbled.push(b);
+    }
+    assert!(!scribbled.is_empty(), "the pool still has free buffers");
+    let held = sink.ask("recheck");
+    assert!(held.starts_with("intact "), "sink after the break: {held}");
+    let st = pool.stats();
+    assert_eq!(
+        st.bytes_free + st.bytes_in_use + st.bytes_retired,
+        st.bytes_total,
+        "{st:?}"
+    );
+    drop(scribbled);
     for (k, mut r) in relays.into_iter().enumerate() {
         if k != 1 {
             r.send("exit");
@@ -262,6 +282,7 @@ fn child_chain_sink() {
     }
     let ch = Channel::connect(common::arg("UP"), ChannelConfig::default()).expect("connect");
     let mut held: Vec<Msg> = Vec::new();
+    let mut held_stream: Vec<(u64, Msg)> = Vec::new();
     while let Some(cmd) = common::command() {
         match cmd.as_str() {
             c if c.starts_with("verify ") => {
@@ -289,23 +310,41 @@ fn child_chain_sink() {
                 ch.flush();
                 common::report("released");
             }
-            "drain" => {
-                // Stream of 512-byte messages, numbered from 0.
+            c if c.starts_with("drain ") => {
+                // Stream of 512-byte messages, numbered from 0; the last
+                // `keep` stay held for a later "recheck".
+                let keep = common::count_arg(c, "drain ");
                 let mut k = 0u64;
+                let mut window = std::collections::VecDeque::new();
                 let err = loop {
                     match ch.recv_timeout(STEP) {
                         Ok(m) => {
                             let ok = m.len() == 512
-                                && m.chunks()
-                                    .next()
-                                    .is_some_and(|c| common::first_mismatch(c, k, 0).is_none());
+                                && common::first_mismatch(&m.to_vec(), k, 0).is_none();
                             assert!(ok, "stream message {k} bytes");
+                            window.push_back((k, m));
+                            if window.len() > keep {
+                                window.pop_front();
+                            }
                             k += 1;
                         }
                         Err(e) => break e,
                     }
                 };
                 common::report(format_args!("drained {err:?} after {k}"));
+                held_stream = window.into_iter().collect();
+            }
+            "recheck" => {
+                let bad = held_stream
+                    .iter()
+                    .find(|(k, m)| common::first_mismatch(&m.to_vec(), *k, 0).is_some());
+                match bad {
+                    None => common::report(format_args!("intact {}", held_stream.len())),
+                    Some((k, m)) => common::report(format_args!(
+                        "message {k} changed after arrival: {:02x?}",
+                        &m.to_vec()[..8]
+                    )),
+                }
             }
             "exit" => return,
             other => panic!("unknown command {other:?}"),

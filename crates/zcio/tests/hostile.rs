@@ -10,7 +10,7 @@ mod common;
 use std::os::fd::AsFd;
 
 use common::hostile::*;
-use zcio::channel::wire::{self, Ctl, Desc, CTL_LEN};
+use zcio::channel::wire::{self, Ctl, Desc, Notice, CTL_LEN, LAYOUT_VERSION};
 use zcio::sys::fdpass::{self, RecvOutcome};
 use zcio::sys::mmap::{Access, Mapping};
 
@@ -137,7 +137,13 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
         &Ctl::Region { slot: 1, len: 4096 }.encode(),
         &[r.as_fd(), r.as_fd()],
     );
-    h.ctl(&Ctl::Welcome { version: 1 }.encode(), &[]);
+    h.ctl(
+        &Ctl::Welcome {
+            version: LAYOUT_VERSION,
+        }
+        .encode(),
+        &[],
+    );
     h.ctl(&Ctl::SingleUse { len: 4096 }.encode(), &[]);
     h.ctl(&hello(4096), &[r.as_fd()]);
     let r1 = sealed_region("hostile-r1", 4096, b"valid-2");
@@ -264,21 +270,34 @@ fn forged_notices_release_nothing() {
         kid.ask("reclaim"),
         "reclaim released=0 held=1 in_use=1 bad_notices=4"
     );
+    // Unknown kinds and escapes of slots never announced are bad notices
+    // too, and release nothing.
+    h.forge_notices(&[
+        Notice { token: t, kind: 7 },
+        Notice {
+            token: 99,
+            kind: wire::NOTICE_ESCAPED,
+        },
+    ]);
+    assert_eq!(
+        kid.ask("reclaim"),
+        "reclaim released=0 held=1 in_use=1 bad_notices=6"
+    );
     h.forge(&[t]);
     assert_eq!(
         kid.ask("reclaim"),
-        "reclaim released=1 held=0 in_use=0 bad_notices=4"
+        "reclaim released=1 held=0 in_use=0 bad_notices=6"
     );
     h.forge(&[t]); // replay
     assert_eq!(
         kid.ask("reclaim"),
-        "reclaim released=0 held=0 in_use=0 bad_notices=5"
+        "reclaim released=0 held=0 in_use=0 bad_notices=7"
     );
 
     // A corrupt notice ring: the peer can no longer return buffers, so the
-    // victim treats it as gone — it releases what the peer held (its own
-    // memory is safe to reuse: the peer only ever had a read-only view),
-    // and sending fails with a typed error from then on.
+    // victim treats it as gone — it retires what the peer held (the peer is
+    // alive and may still read it, so it is never reused) — and sending
+    // fails with a typed error from then on.
     assert_eq!(kid.ask("send hello-2"), "sent ok in_use=1 held=1");
     h.hdr(wire::C2L_NOTICES)
         .prod
@@ -286,7 +305,7 @@ fn forged_notices_release_nothing() {
         .store(u64::MAX / 2, std::sync::atomic::Ordering::Release);
     assert_eq!(
         kid.ask("reclaim"),
-        "reclaim released=0 held=0 in_use=0 bad_notices=5"
+        "reclaim released=0 held=0 in_use=0 bad_notices=7"
     );
     let r = kid.ask("flood 100");
     assert!(

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use common::hostile::*;
 use rustix::fs::SealFlags;
 use rustix::net;
-use zcio::channel::wire::{Ctl, SegmentHeader, SegmentLayout};
+use zcio::channel::wire::{Ctl, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
 use zcio::sys::fdpass;
 use zcio::sys::memfd;
 use zcio::Channel;
@@ -51,7 +51,10 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
             magic: 0x1234,
             ..good
         },
-        SegmentHeader { version: 2, ..good },
+        SegmentHeader {
+            version: LAYOUT_VERSION + 1,
+            ..good
+        },
         SegmentHeader {
             msg_entries: 1000,
             ..good
@@ -70,7 +73,7 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
         });
     }
     let v2 = Ctl::Hello {
-        version: 2,
+        version: LAYOUT_VERSION + 1,
         seg_len: len,
     }
     .encode();

@@ -7,6 +7,7 @@
 //! (for a buffer received from a peer) sends the peer a deallocation notice.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering as LocalOrdering};
 use std::sync::Arc;
 
 use crate::buf::pool::PoolInner;
@@ -16,6 +17,15 @@ use crate::region::{Region, RegionError};
 pub trait ReleaseSink: Send + Sync {
     /// The last local reference to the slice with `token` was dropped.
     fn release(&self, token: u64);
+    /// The last local reference to the slice with `token` was dropped, but
+    /// this process passed the slice on to a peer that ended without
+    /// releasing it: the originator must never reuse the memory.
+    fn retire(&self, token: u64);
+    /// The region `region_id` (received through this sink's channel) is
+    /// about to be passed on to another process: warn its originator first,
+    /// waiting at most `timeout`. `false`: the warning could not be
+    /// delivered in time and the region must not be passed on.
+    fn escaped(&self, region_id: u64, timeout: std::time::Duration) -> bool;
 }
 
 /// What happens when a buffer's last handle is dropped.
@@ -45,18 +55,33 @@ pub(crate) struct BufCore {
     /// every constructor).
     pub(crate) len: usize,
     pub(crate) backing: Backing,
+    /// Set when a peer this buffer was lent to ended without releasing it:
+    /// a process it forwarded the buffer to may still read it, so the
+    /// pages must never be reused (see [`Fbuf::retire`]). Process-local;
+    /// the last handle's drop reads it (the `Arc` drop orders the store).
+    pub(crate) retired: AtomicBool,
 }
 
 impl Drop for BufCore {
     fn drop(&mut self) {
+        let retired = self.retired.load(LocalOrdering::Relaxed);
         match &self.backing {
             Backing::Pooled {
                 pool,
                 chunk,
                 first_page,
                 pages,
+            } if retired => pool.retire(*chunk, *first_page, *pages),
+            Backing::Pooled {
+                pool,
+                chunk,
+                first_page,
+                pages,
             } => pool.free(*chunk, *first_page, *pages),
+            // The region is unmapped here; its memfd lives on in whoever
+            // still maps it, and is never reused by us anyway.
             Backing::SingleUse => {}
+            Backing::Foreign { sink, token } if retired => sink.retire(*token),
             Backing::Foreign { sink, token } => sink.release(*token),
         }
     }
@@ -118,6 +143,14 @@ impl Fbuf {
         self.core.region.is_secured()
     }
 
+    /// The channel a received buffer came from.
+    pub(crate) fn foreign_sink(&self) -> Option<&Arc<dyn ReleaseSink>> {
+        match &self.core.backing {
+            Backing::Foreign { sink, .. } => Some(sink),
+            _ => None,
+        }
+    }
+
     /// Whether this buffer was received from another process.
     pub fn is_foreign(&self) -> bool {
         matches!(self.core.backing, Backing::Foreign { .. })
@@ -167,6 +200,18 @@ impl Fbuf {
         Self {
             core: Arc::new(core),
         }
+    }
+
+    /// Never reuse this buffer's memory: when its last handle goes, pool
+    /// pages are retired instead of freed (counted in
+    /// [`PoolStats`](crate::PoolStats)), and a buffer received from a peer
+    /// is reported to its originator as retired rather than released.
+    ///
+    /// Called when a peer we lent the buffer to ended without releasing it:
+    /// it may have forwarded the buffer to a process we cannot see, which
+    /// may still be reading it.
+    pub(crate) fn retire(&self) {
+        self.core.retired.store(true, LocalOrdering::Relaxed);
     }
 }
 
@@ -269,6 +314,11 @@ impl FbufMut {
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: as for as_mut_slice, with a shared borrow.
         unsafe { std::slice::from_raw_parts(self.core.ptr(), self.core.len) }
+    }
+
+    /// Byte offset of this buffer in its region.
+    pub fn region_offset(&self) -> usize {
+        self.core.offset
     }
 
     /// Base pointer for writing (valid for `len()` bytes while `self` lives).

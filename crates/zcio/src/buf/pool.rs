@@ -99,7 +99,8 @@ pub struct PoolStats {
     pub chunks: usize,
     /// Bytes in all chunks.
     pub bytes_total: usize,
-    /// Bytes not allocated (including the quick lists).
+    /// Bytes not allocated (including the quick lists). Retired bytes are
+    /// not free: `bytes_free + bytes_in_use + bytes_retired == bytes_total`.
     pub bytes_free: usize,
     /// Buffers currently allocated (held here or by peers).
     pub buffers_in_use: usize,
@@ -113,6 +114,12 @@ pub struct PoolStats {
     pub exhausted: u64,
     /// Buffers of this pool held by each peer (label, count).
     pub held_per_peer: Vec<(String, usize)>,
+    /// Buffers retired: a peer they were lent to ended without releasing
+    /// them, so a process it forwarded them to may still read them. Their
+    /// pages are never reused and stay counted against `max_chunks`.
+    pub buffers_retired: usize,
+    /// Bytes in retired buffers.
+    pub bytes_retired: usize,
 }
 
 /// Identity-like hasher for page counts (small integers, chosen by us).
@@ -145,6 +152,8 @@ struct State {
     quick_pages: usize,
     in_use: usize,
     in_use_pages: usize,
+    retired: usize,
+    retired_pages: usize,
     allocs: u64,
     quick_hits: u64,
     exhausted: u64,
@@ -196,6 +205,8 @@ impl Pool {
                 quick_pages: 0,
                 in_use: 0,
                 in_use_pages: 0,
+                retired: 0,
+                retired_pages: 0,
                 allocs: 0,
                 quick_hits: 0,
                 exhausted: 0,
@@ -331,13 +342,15 @@ impl Pool {
         PoolStats {
             chunks: s.chunks.len(),
             bytes_total: total_pages * page,
-            bytes_free: (total_pages - s.in_use_pages) * page,
+            bytes_free: (total_pages - s.in_use_pages - s.retired_pages) * page,
             buffers_in_use: s.in_use,
             bytes_in_use: s.in_use_pages * page,
             allocs: s.allocs,
             quick_hits: s.quick_hits,
             exhausted: s.exhausted,
             held_per_peer,
+            buffers_retired: s.retired,
+            bytes_retired: s.retired_pages * page,
         }
     }
 
@@ -411,6 +424,7 @@ impl PoolInner {
                 first_page: first,
                 pages,
             },
+            retired: Default::default(),
         };
         FbufMut::from_core(core, false)
     }
@@ -455,6 +469,19 @@ impl PoolInner {
             .iter_mut()
             .enumerate()
             .find_map(|(i, c)| c.extents.alloc(pages).map(|p| (i as u32, p)))
+    }
+
+    /// The last handle of a retired buffer is gone: its pages leave the
+    /// in-use count but never return to a free list (a peer's peer may
+    /// still read them). They stay in their chunk, so they keep counting
+    /// against `max_chunks`; the kernel frees them when the pool and every
+    /// other mapping of the chunk are gone.
+    pub(crate) fn retire(&self, _chunk: u32, _first: u32, pages: u32) {
+        let mut s = lock(&self.state);
+        s.in_use = s.in_use.saturating_sub(1);
+        s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
+        s.retired += 1;
+        s.retired_pages += pages as usize;
     }
 
     pub(crate) fn free(&self, chunk: u32, first: u32, pages: u32) {

@@ -51,6 +51,7 @@ impl Uncached {
             offset: 0,
             len,
             backing: Backing::SingleUse,
+            retired: Default::default(),
         };
         Ok(FbufMut::from_core(core, secured))
     }

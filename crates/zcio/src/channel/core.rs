@@ -62,6 +62,8 @@ pub(crate) struct Counters {
     pub regions_sent: AtomicU64,
     pub regions_received: AtomicU64,
     pub reclaimed: AtomicU64,
+    pub retired: AtomicU64,
+    pub retire_notices_sent: AtomicU64,
     pub futile_wakes: AtomicU64,
     pub wakes_suppressed: AtomicU64,
 }
@@ -81,6 +83,10 @@ pub(crate) struct TxState {
     /// Regions announced, kept alive for the channel's life.
     pub keep: Vec<Arc<Region>>,
     pub next_slot: u32,
+    /// Slots (indexes into `keep`) of regions the peer reported passing on
+    /// to another process (`NOTICE_ESCAPED`): if the peer dies holding
+    /// slices of them, those slices are retired, not reused.
+    pub escaped: Vec<bool>,
     /// Pools already registered for reclaim via this channel.
     pub pools: Vec<u64>,
     /// Messages published to a sleeping receiver without waking it.
@@ -111,7 +117,7 @@ pub(crate) struct RxState {
 pub(crate) struct NoticeTx {
     pub ring: Producer<Notice>,
     /// Tokens that did not fit the notice ring yet.
-    pub overflow: Vec<u64>,
+    pub overflow: Vec<Notice>,
     /// Trust in the originator's sleep flag on our notice ring.
     pub gate: WakeGate,
 }
@@ -129,6 +135,10 @@ pub(crate) struct Core {
     pub tx: Mutex<TxState>,
     pub rx: Mutex<RxState>,
     pub ntx: Mutex<NoticeTx>,
+    /// Regions the peer announced to us: region id → (the peer's slot,
+    /// whether we told the peer it escaped). Kept apart from `RxState` so
+    /// a forwarder can report an escape while another thread receives.
+    pub origin_slots: Mutex<HashMap<u64, (u32, bool), IdHash>>,
     /// The peer hung up or died; its holdings were released.
     gone: AtomicBool,
     /// The peer said Bye: no more messages will come.
@@ -228,6 +238,7 @@ impl Core {
                 notices,
                 ledger: Ledger::default(),
                 announced: HashMap::default(),
+                escaped: Vec::new(),
                 keep: Vec::new(),
                 next_slot: 0,
                 pools: Vec::new(),
@@ -244,6 +255,7 @@ impl Core {
                 gate: WakeGate::default(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
             }),
+            origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {
                 ring: ntx,
                 overflow: Vec::new(),
@@ -332,7 +344,23 @@ impl Core {
             return;
         }
         let _ = self.drain_locked(tx);
-        let held = tx.ledger.clear();
+        // The peer is gone for good: what it held and never passed on is
+        // free; what lies in a region it passed on may still be read by a
+        // process we cannot see, and is retired.
+        let TxState {
+            ledger,
+            announced,
+            escaped,
+            ..
+        } = tx;
+        let (held, retired) = ledger.end_all(|b| {
+            announced
+                .get(&b.region().id())
+                .is_some_and(|&slot| escaped.get(slot as usize).copied().unwrap_or(false))
+        });
+        self.counters
+            .retired
+            .fetch_add(retired as u64, LocalOrdering::Relaxed);
         drop(held);
     }
 
@@ -370,6 +398,8 @@ impl Core {
             regions_sent: g(&c.regions_sent),
             regions_received: g(&c.regions_received),
             reclaimed: g(&c.reclaimed),
+            retired: g(&c.retired),
+            retire_notices_sent: g(&c.retire_notices_sent),
             futile_wakes: g(&c.futile_wakes),
             wakes_suppressed: g(&c.wakes_suppressed),
         }
@@ -454,6 +484,18 @@ impl Core {
         }
     }
 
+    /// End every entry of the ledger without a release notice: the buffers
+    /// are retired, never reused (the peer may have passed them on).
+    pub fn retire_all_locked(&self, tx: &mut TxState) {
+        let held = tx.ledger.retire_all();
+        if !held.is_empty() {
+            self.counters
+                .retired
+                .fetch_add(held.len() as u64, LocalOrdering::Relaxed);
+        }
+        drop(held);
+    }
+
     /// Process pending notices under the tx lock. Returns buffers released.
     pub fn drain_locked(&self, tx: &mut TxState) -> usize {
         if self.poisoned.swap(false, LocalOrdering::Relaxed) {
@@ -469,15 +511,38 @@ impl Core {
                 Err(_) => {
                     self.fault(PeerFault::Corrupt(Area::NoticeRing));
                     self.gone.store(true, LocalOrdering::Release);
-                    drop(tx.ledger.clear());
+                    self.retire_all_locked(tx);
                     break;
                 }
             };
             for i in 0..n {
-                let token = tx.notices.peek(i).token;
-                match tx.ledger.release(token) {
+                // Copied out of the shared ring by `peek`; validated here.
+                let notice = tx.notices.peek(i);
+                let retire = match notice.kind {
+                    wire::NOTICE_RELEASED => false,
+                    wire::NOTICE_RETIRED => true,
+                    wire::NOTICE_ESCAPED if notice.token < u64::from(tx.next_slot) => {
+                        let slot = notice.token as usize;
+                        if tx.escaped.len() <= slot {
+                            tx.escaped.resize(slot + 1, false);
+                        }
+                        tx.escaped[slot] = true;
+                        continue;
+                    }
+                    _ => {
+                        Counters::bump(&self.counters.bad_notices);
+                        continue;
+                    }
+                };
+                match tx.ledger.release(notice.token) {
                     Ok(buf) => {
                         released += 1;
+                        if retire {
+                            Counters::bump(&self.counters.retired);
+                            if let Some(b) = &buf {
+                                b.retire();
+                            }
+                        }
                         drop(buf);
                     }
                     Err(_) => Counters::bump(&self.counters.bad_notices),
@@ -515,7 +580,7 @@ impl Core {
     /// ring cannot take yet — possible only for a peer that lets more than
     /// `notice_entries` slices be in flight — queue here and go out with the
     /// next release, receive or flush.
-    fn send_notice(&self, token: u64) {
+    fn send_notice(&self, token: u64, kind: u64) {
         if self.is_gone() {
             Counters::bump(&self.counters.notices_dropped);
             return;
@@ -525,7 +590,7 @@ impl Core {
             Counters::bump(&self.counters.notices_dropped);
             return;
         }
-        n.overflow.push(token);
+        n.overflow.push(Notice { token, kind });
         self.flush_notices_locked(&mut n);
     }
 
@@ -562,11 +627,7 @@ impl Core {
         let mut pending = 0;
         let NoticeTx { ring, overflow, .. } = n;
         for chunk in overflow[..k].chunks(16) {
-            let mut items = [Notice::default(); 16];
-            for (it, &token) in items.iter_mut().zip(chunk) {
-                it.token = token;
-            }
-            ring.write(&items[..chunk.len()], &mut pending);
+            ring.write(chunk, &mut pending);
         }
         overflow.drain(..k);
         if ring.publish(pending) {
@@ -588,9 +649,65 @@ impl Core {
     }
 }
 
+impl Core {
+    /// Tell the originator that the region it announced as `slot` is about
+    /// to be passed on to another process, and wait (bounded) until that
+    /// notice is in the shared ring: only then may the region leave, so a
+    /// crash after this point still leaves the originator warned.
+    fn publish_escape(&self, slot: u32, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut n = lock(&self.ntx);
+        if n.overflow.len() >= MAX_NOTICE_OVERFLOW {
+            return false;
+        }
+        n.overflow.push(Notice {
+            token: u64::from(slot),
+            kind: wire::NOTICE_ESCAPED,
+        });
+        loop {
+            self.flush_notices_locked(&mut n);
+            // Published (our notice and everything queued before it), or
+            // the originator is gone and will never reuse anything.
+            if n.overflow.is_empty() || self.is_gone() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            drop(n);
+            // The originator drains its notice ring on every send and
+            // allocation; wait for room without holding the lock.
+            std::thread::sleep(Duration::from_micros(50));
+            n = lock(&self.ntx);
+        }
+    }
+}
+
 impl ReleaseSink for Core {
+    fn escaped(&self, region_id: u64, timeout: Duration) -> bool {
+        let slot = match lock(&self.origin_slots).get(&region_id) {
+            Some(&(_, true)) => return true,
+            Some(&(slot, false)) => slot,
+            // Not a region this peer announced to us (cannot happen for a
+            // buffer received on this channel): nothing to warn.
+            None => return true,
+        };
+        if !self.publish_escape(slot, timeout) {
+            return false;
+        }
+        if let Some(e) = lock(&self.origin_slots).get_mut(&region_id) {
+            e.1 = true;
+        }
+        true
+    }
+
     fn release(&self, token: u64) {
-        self.send_notice(token);
+        self.send_notice(token, wire::NOTICE_RELEASED);
+    }
+
+    fn retire(&self, token: u64) {
+        Counters::bump(&self.counters.retire_notices_sent);
+        self.send_notice(token, wire::NOTICE_RETIRED);
     }
 }
 

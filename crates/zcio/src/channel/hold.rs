@@ -15,6 +15,10 @@ impl Core {
     pub fn abort_locked(&self, tx: &mut TxState, f: PeerFault) {
         self.fault(f);
         self.aborted.store(true, LocalOrdering::Relaxed);
+        // The peer is alive and may still read what it holds: retire it
+        // all before marking the channel gone.
+        let _ = self.drain_locked(tx);
+        self.retire_all_locked(tx);
         self.mark_gone_locked(tx);
         tx.holds.clear();
         let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);

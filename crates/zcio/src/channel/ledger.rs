@@ -1,6 +1,13 @@
 //! The originator's ledger: which buffers a peer holds. A notice can only
-//! release an entry this ledger handed out to that peer, and when the peer
-//! dies the ledger is cleared, which returns everything it held.
+//! release an entry this ledger handed out to that peer.
+//!
+//! An entry ends in one of two ways. A *release* notice says the peer and
+//! everyone it passed the slice on to dropped it: the buffer may be reused.
+//! Anything else — the peer dies, breaks the protocol, is aborted, or the
+//! ledger itself goes away while the peer still holds slices — ends the
+//! entry by *retiring* the buffer: the peer may have forwarded it to a
+//! process we cannot see, so its memory is never reused (the kernel frees
+//! it when the last mapping anywhere is gone).
 
 use crate::buf::Fbuf;
 
@@ -98,20 +105,36 @@ impl Ledger {
         self.live == 0
     }
 
-    /// Drop every entry (peer gone); returns the references to drop.
-    pub fn clear(&mut self) -> Vec<Fbuf> {
+    /// End every entry without a release notice (peer gone, aborted,
+    /// corrupt): each buffer is retired (see the module docs). Returns the
+    /// references so the caller chooses where they are dropped.
+    pub fn retire_all(&mut self) -> Vec<Fbuf> {
+        self.end_all(|_| true).0
+    }
+
+    /// End every entry; `retire(buf)` decides per buffer whether it is
+    /// retired or simply released. Returns the references (for the caller
+    /// to drop) and how many were retired.
+    pub fn end_all(&mut self, retire: impl Fn(&Fbuf) -> bool) -> (Vec<Fbuf>, usize) {
         let mut out = Vec::with_capacity(self.live);
+        let mut retired = 0;
         for (i, e) in self.entries.iter_mut().enumerate() {
             match std::mem::take(&mut e.held) {
                 Held::Nothing => continue,
-                Held::Buf(b) => out.push(b),
+                Held::Buf(b) => {
+                    if retire(&b) {
+                        b.retire();
+                        retired += 1;
+                    }
+                    out.push(b);
+                }
                 Held::Detached => {}
             }
             e.gen = e.gen.wrapping_add(1);
             self.free.push(i as u32);
         }
         self.live = 0;
-        out
+        (out, retired)
     }
 
     /// How many held entries belong to pool `pool_id`.
@@ -120,6 +143,14 @@ impl Ledger {
             .iter()
             .filter(|e| matches!(&e.held, Held::Buf(b) if b.pool_id() == Some(pool_id)))
             .count()
+    }
+}
+
+impl Drop for Ledger {
+    /// A channel end that goes away while its peer still holds slices
+    /// cannot learn when the peer is done with them: retire them.
+    fn drop(&mut self) {
+        drop(self.retire_all());
     }
 }
 
@@ -157,7 +188,28 @@ mod tests {
         drop(b);
         assert_eq!(p.stats().buffers_in_use, 1, "ledger keeps the buffer alive");
         let _ = t2;
-        drop(l.clear());
-        assert_eq!(p.stats().buffers_in_use, 0);
+        drop(l.retire_all());
+        let st = p.stats();
+        assert_eq!(st.buffers_in_use, 0);
+        assert_eq!((st.buffers_retired, st.bytes_retired), (1, 4096));
+        let again = p.try_alloc(1).unwrap();
+        assert_ne!(again.region_offset(), 0, "retired pages are not reused");
+    }
+
+    #[test]
+    fn released_buffers_are_reused_and_dropped_ledgers_retire() {
+        let p = Pool::new(PoolConfig {
+            chunk_size: 1 << 16,
+            populate: false,
+            ..PoolConfig::named("l2")
+        });
+        let mut l = Ledger::default();
+        let t = l.insert(p.try_alloc(1).unwrap().freeze().unwrap());
+        drop(l.release(t).unwrap());
+        assert_eq!(p.stats().buffers_retired, 0);
+        assert_eq!(p.try_alloc(1).unwrap().region_offset(), 0, "reused");
+        l.insert(p.try_alloc(1).unwrap().freeze().unwrap());
+        drop(l);
+        assert_eq!(p.stats().buffers_retired, 1);
     }
 }

@@ -65,6 +65,14 @@ pub struct ChannelStats {
     /// Lent slices reclaimed after the peer held them past the hold limit
     /// (`HoldExpiry::Reclaim`).
     pub reclaimed: u64,
+    /// Lent slices retired instead of released: the peer ended (died,
+    /// broke the protocol, was aborted) while holding them, or reported
+    /// that a process it forwarded them to did. Their memory is never
+    /// reused (see `PoolStats::bytes_retired`).
+    pub retired: u64,
+    /// Retire notices we sent: slices we forwarded to a peer that ended
+    /// without releasing them, reported to their originator.
+    pub retire_notices_sent: u64,
     /// Wakes that found the peer's sleep flag set but nobody asleep.
     pub futile_wakes: u64,
     /// Wakes not issued because the peer's sleep flag is distrusted and it

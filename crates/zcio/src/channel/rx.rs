@@ -167,6 +167,7 @@ impl Core {
                             sink: sink.clone(),
                             token: d.token,
                         },
+                        retired: Default::default(),
                     };
                     let buf = Fbuf::from_core(core);
                     let len = buf.len();
@@ -275,7 +276,10 @@ impl Core {
                             if rx.regions.len() <= slot {
                                 rx.regions.resize(slot + 1, None);
                             }
-                            rx.regions[slot] = Some(Arc::new(r));
+                            let r = Arc::new(r);
+                            crate::channel::core::lock(&self.origin_slots)
+                                .insert(r.id(), (slot as u32, false));
+                            rx.regions[slot] = Some(r);
                             Counters::bump(&self.counters.regions_received);
                         }
                         Err(_) => Counters::bump(&self.counters.malformed),

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::buf::{Pool, Reclaim};
+use crate::buf::{Fbuf, Pool, Reclaim};
 use crate::channel::config::{FullPolicy, Notify};
 use crate::channel::core::{lock, Core, Counters, TxState};
 use crate::channel::error::{Area, PeerFault, SendError};
@@ -69,7 +69,7 @@ impl Core {
                 }
                 last_single = Some(region.id());
             }
-            if let Err(e) = self.announce(&mut tx, region) {
+            if let Err(e) = self.announce(&mut tx, s.fbuf(), timeout) {
                 return Err((e, msg));
             }
         }
@@ -270,7 +270,21 @@ impl Core {
 
     /// Make sure the peer can resolve `region`: pool regions once per
     /// channel, single-use regions with every transfer.
-    fn announce(&self, tx: &mut TxState, region: &Arc<Region>) -> Result<(), SendError> {
+    fn announce(&self, tx: &mut TxState, buf: &Fbuf, timeout: Duration) -> Result<(), SendError> {
+        let region = buf.region();
+        if !region.is_single_use() && !tx.announced.contains_key(&region.id()) {
+            // A region we received is about to reach a process its
+            // originator does not know of: warn the originator first.
+            if let Some(origin) = buf.foreign_sink() {
+                if !origin.escaped(region.id(), timeout) {
+                    return Err(SendError::TimedOut);
+                }
+            }
+        }
+        self.announce_region(tx, region)
+    }
+
+    fn announce_region(&self, tx: &mut TxState, region: &Arc<Region>) -> Result<(), SendError> {
         let len = region.len() as u64;
         if region.is_single_use() {
             self.send_ctl(tx, Ctl::SingleUse { len }, region)?;
@@ -329,7 +343,7 @@ impl Core {
         }
         let mut tx = lock(&self.tx);
         for r in pool.regions() {
-            self.announce(&mut tx, &r)?;
+            self.announce_region(&mut tx, &r)?;
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use crate::channel::ring::{ring_bytes, Pod, RingHeader};
 /// Magic number at the start of a channel control segment ("ZCIOCHAN").
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");
 /// Layout version of the control segment and of the socket protocol.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Region slot meaning "the next single-use region announced on the socket".
 pub const SINGLE_USE_SLOT: u32 = u32::MAX;
 /// Region slot meaning "the same single-use region as the previous
@@ -45,9 +45,25 @@ pub struct Desc {
 pub struct Notice {
     /// Token of the released slice (as sent in [`Desc::token`]).
     pub token: u64,
-    /// Reserved, written as zero.
-    pub reserved: u64,
+    /// What the peer reports: [`NOTICE_RELEASED`] (it dropped every
+    /// reference), [`NOTICE_RETIRED`] (it can no longer vouch for where
+    /// the slice went — a process it forwarded the slice to may still read
+    /// it — so the originator must never reuse the memory) or
+    /// [`NOTICE_ESCAPED`]. Anything else is a bad notice.
+    pub kind: u64,
 }
+
+/// [`Notice::kind`]: the slice was released everywhere it went.
+pub const NOTICE_RELEASED: u64 = 0;
+/// [`Notice::kind`]: the slice's fate is unknown downstream; retire it.
+pub const NOTICE_RETIRED: u64 = 1;
+/// [`Notice::kind`]: not about one slice — `token` is a region slot the
+/// originator announced, which the peer is about to pass on to another
+/// process. Published *before* the region leaves, so if the peer dies the
+/// originator knows that slices of that region may still be read
+/// elsewhere and retires them; slices of regions that never escaped are
+/// simply freed.
+pub const NOTICE_ESCAPED: u64 = 2;
 
 // SAFETY: repr(C) structs of integers only; every bit pattern is valid.
 unsafe impl Pod for Desc {}

@@ -113,7 +113,9 @@ impl Hostile {
         match fdpass::recv(&sock, &mut buf, false) {
             Ok(RecvOutcome::Record(r)) => assert_eq!(
                 Ctl::decode(&buf[..r.len]),
-                Some(Ctl::Welcome { version: 1 })
+                Some(Ctl::Welcome {
+                    version: LAYOUT_VERSION
+                })
             ),
             other => panic!("no welcome: {other:?}"),
         }
@@ -173,10 +175,17 @@ impl Hostile {
     pub fn forge(&mut self, tokens: &[u64]) {
         let items: Vec<Notice> = tokens
             .iter()
-            .map(|&token| Notice { token, reserved: 0 })
+            .map(|&token| Notice {
+                token,
+                kind: wire::NOTICE_RELEASED,
+            })
             .collect();
+        self.forge_notices(&items);
+    }
+
+    pub fn forge_notices(&mut self, items: &[Notice]) {
         let mut pending = 0;
-        self.notices_out.write(&items, &mut pending);
+        self.notices_out.write(items, &mut pending);
         self.notices_out.publish(pending);
     }
 
