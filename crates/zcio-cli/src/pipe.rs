@@ -227,13 +227,22 @@ fn read_some(fd: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// `write_all` straight to `fd` (no user-space buffer).
-fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> std::io::Result<()> {
-    while !buf.is_empty() {
+fn write_all(fd: BorrowedFd<'_>, buf: &[u8]) -> std::io::Result<()> {
+    write_all_view(fd, zcio::View::from_slice(buf))
+}
+
+/// `write_all` of bytes in a ring, handed to `write(2)` in place (no
+/// reference to memory another process may write is formed).
+fn write_all_view(fd: BorrowedFd<'_>, buf: zcio::View<'_>) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = buf.slice(done, buf.len() - done).unwrap_or(buf);
         match retry(fd, rustix::event::PollFlags::OUT, || {
-            rustix::io::write(fd, buf)
+            rest.write_to(fd)
+                .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))
         })? {
             0 => return Err(ErrorKind::WriteZero.into()),
-            n => buf = &buf[n..],
+            n => done += n,
         }
     }
     Ok(())
@@ -432,7 +441,7 @@ fn copy_out(
                 Ok(None) => return Ok(()),
                 Ok(Some(p)) => {
                     let n = p.len();
-                    write_all(out, &p)?;
+                    write_all_view(out, p.view())?;
                     p.release().map(|()| n)
                 }
                 Err(e) => Err(e),

@@ -16,6 +16,7 @@ pub mod rendezvous;
 pub mod ring;
 pub mod sync;
 pub mod sys;
+pub mod view;
 
 pub use buf::{AllocError, Fbuf, FbufMut, Pool, PoolConfig, PoolStats, SecureView, Uncached};
 pub use channel::{
@@ -23,5 +24,6 @@ pub use channel::{
     HoldLimit, Listener, Malformed, Notify, PeerFault, Policy, RecvError, SendError,
 };
 pub use error::Error;
-pub use msg::{Msg, MsgError, UnitCursor};
+pub use msg::{Msg, MsgError, Unit, UnitCursor};
 pub use region::{Region, RegionError};
+pub use view::View;

@@ -262,13 +262,10 @@ pub fn copy_into(pool: &Pool, m: &Msg, timeout: Duration) -> Option<Msg> {
         return None;
     }
     let mut b = pool.alloc_timeout(len, timeout).ok()?;
-    let dst = b.as_mut_slice();
-    let mut at = 0;
-    for chunk in m.chunks() {
-        dst.get_mut(at..at + chunk.len())?.copy_from_slice(chunk);
-        at += chunk.len();
-    }
     b.truncate(len);
+    if m.read_at(0, b.as_mut_slice()) != len {
+        return None;
+    }
     b.freeze().ok().map(Msg::from)
 }
 

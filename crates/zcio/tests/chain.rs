@@ -295,7 +295,7 @@ fn child_chain_sink() {
                     for s in m.slices() {
                         assert!(s.fbuf().is_foreign());
                         assert!(
-                            common::first_mismatch(s.as_slice(), i as u64, at).is_none(),
+                            common::first_mismatch(&s.view().to_vec(), i as u64, at).is_none(),
                             "message {i} bytes"
                         );
                         at += s.len() as u64;

@@ -208,7 +208,7 @@ fn child_sink() {
                             "message {i}: seals survive forwarding"
                         );
                         assert!(
-                            common::first_mismatch(s.as_slice(), i as u64, at).is_none(),
+                            common::first_mismatch(&s.view().to_vec(), i as u64, at).is_none(),
                             "message {i} bytes"
                         );
                         at += s.len() as u64;

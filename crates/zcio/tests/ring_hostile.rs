@@ -165,7 +165,7 @@ impl Seen {
 /// Check a block handed out by `peek`: it must lie inside the data area's
 /// double mapping and be no longer than a block can be.
 fn check_peek(p: &Peek<'_>, base: usize, data_len: usize, max_block: u64, seen: &mut Seen) {
-    let a = p.as_slice().as_ptr() as usize;
+    let a = p.view().as_ptr() as usize;
     if a < base || a + p.len() > base + 2 * data_len || p.len() as u64 > max_block {
         seen.violations.push(format!(
             "peek of {} bytes at data offset {} (data area {data_len}, max block {max_block})",
@@ -173,7 +173,7 @@ fn check_peek(p: &Peek<'_>, base: usize, data_len: usize, max_block: u64, seen: 
             a.wrapping_sub(base)
         ));
     }
-    seen.note(if check_block(p).is_ok() {
+    seen.note(if check_block(&p.to_vec()).is_ok() {
         "peek-valid"
     } else {
         "peek-garbage"

@@ -227,7 +227,8 @@ fn child_receiver() {
     let (mut n, mut sum, mut slices, mut bytes) = (0u64, 0u64, 0u64, 0u64);
     loop {
         let m = ch.recv_timeout(STEP).expect("recv");
-        let h = m.slices()[0].as_slice();
+        // Copy the header out once, then validate the copy.
+        let h = m.slices()[0].view().to_vec();
         assert_eq!(h.len(), HDR, "header is its own slice");
         let word = |k: usize| u64::from_le_bytes(h[k * 8..k * 8 + 8].try_into().unwrap());
         let (i, len, flags) = (word(0), word(1), word(2));
@@ -253,11 +254,17 @@ fn child_receiver() {
                 !secured,
                 "message {i}: secure() copies only volatile buffers"
             );
-            assert_eq!(&view[..], fb.as_slice());
-            if let Some(k) = common::first_mismatch(s.as_slice(), i, at) {
+            assert_eq!(&view[..], &fb.to_vec()[..]);
+            assert_eq!(
+                fb.view().as_slice().is_some(),
+                secured,
+                "message {i}: a plain slice only of sealed bytes"
+            );
+            let bytes = s.view().to_vec();
+            if let Some(k) = common::first_mismatch(&bytes, i, at) {
                 panic!("message {i}: byte {} differs", at + k as u64);
             }
-            sum = common::fnv(sum, s.as_slice());
+            sum = common::fnv(sum, &bytes);
             at += s.len() as u64;
         }
         assert_eq!(at, len);

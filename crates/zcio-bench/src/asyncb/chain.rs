@@ -294,7 +294,7 @@ pub fn sink(
         let mut at = 0;
         for c in m.chunks() {
             let n = c.len().min(HEADER - at);
-            hdr[at..at + n].copy_from_slice(&c[..n]);
+            c.read_at(0, &mut hdr[at..at + n]);
             at += n;
             if at == HEADER {
                 break;

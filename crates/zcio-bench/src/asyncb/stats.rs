@@ -106,6 +106,30 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
     }
 }
 
+/// [`ones_complement_sum`] of bytes read in place through a [`zcio::View`]:
+/// a plain slice when the bytes are immutable, otherwise one volatile
+/// 64-bit load per word (bytes a peer may write are never borrowed).
+pub fn ones_complement_sum_view(data: zcio::View<'_>) -> u16 {
+    if let Some(s) = data.as_slice() {
+        return ones_complement_sum(s);
+    }
+    ones_complement_sum_words(data.words_le())
+}
+
+/// [`ones_complement_sum`] over little-endian 64-bit words (a tail padded
+/// with zeros, which is RFC 1071's padding of an odd last byte): the
+/// end-around-carry fold of 64-bit words equals that of 16-bit words.
+pub fn ones_complement_sum_words(words: impl Iterator<Item = u64>) -> u16 {
+    let mut acc: u128 = 0;
+    for w in words {
+        acc += u128::from(w);
+    }
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    (acc as u16).swap_bytes()
+}
+
 /// The Internet checksum of `data` (RFC 1071): the complement of
 /// [`ones_complement_sum`].
 pub fn internet_checksum(data: &[u8]) -> u16 {
@@ -160,6 +184,24 @@ mod tests {
         assert_eq!(internet_checksum(&h), 0xb861);
         h[10..12].copy_from_slice(&0xb861u16.to_be_bytes());
         assert_eq!(internet_checksum(&h), 0);
+    }
+
+    #[test]
+    fn word_sum_matches_byte_sum() {
+        let data: Vec<u8> = (0..3000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+            .collect();
+        for start in 0..9 {
+            for len in (0..70).chain([1023, 1024, 1025, 2047, 2990]) {
+                let d = &data[start..start + len];
+                let v = zcio::View::from_slice(d);
+                assert_eq!(
+                    ones_complement_sum_words(v.words_le()),
+                    ones_complement_sum(d),
+                    "{start}+{len}"
+                );
+            }
+        }
     }
 
     #[test]

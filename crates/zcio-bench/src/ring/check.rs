@@ -172,20 +172,18 @@ pub fn stamp(buf: &mut [u8], seq: u64) {
 }
 
 /// The sequence word at the start of `data` (which has ≥ 8 bytes).
-pub fn word(data: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&data[..8]);
-    u64::from_le_bytes(w)
+pub fn word(data: zcio::View<'_>) -> u64 {
+    data.read_u64_le(0).unwrap_or(u64::MAX)
 }
 
 /// Read one u64 per 64-byte line of `data` (the "touch" of the
 /// peek-touch consumer); returns their sum so the loads stay.
-pub fn touch_lines(data: &[u8]) -> u64 {
+pub fn touch_lines(data: zcio::View<'_>) -> u64 {
     let mut sum = 0u64;
-    for line in data.chunks(64) {
-        if line.len() >= 8 {
-            sum = sum.wrapping_add(word(line));
-        }
+    let mut off = 0;
+    while let Some(w) = data.read_u64_le(off) {
+        sum = sum.wrapping_add(w);
+        off += 64;
     }
     std::hint::black_box(sum)
 }
@@ -226,7 +224,7 @@ impl Verifier {
     }
 
     /// The next `data.len()` bytes of the stream.
-    pub fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+    pub fn feed(&mut self, data: zcio::View<'_>) -> Result<(), String> {
         let (off, end) = (self.off, self.off + data.len() as u64);
         // First sampled word that ends after `off`.
         let mut j = if off < 8 {
@@ -240,8 +238,10 @@ impl Verifier {
                 break;
             }
             let (lo, hi) = (p.max(off), (p + 8).min(end));
-            self.partial[(lo - p) as usize..(hi - p) as usize]
-                .copy_from_slice(&data[(lo - off) as usize..(hi - off) as usize]);
+            data.read_at(
+                (lo - off) as usize,
+                &mut self.partial[(lo - p) as usize..(hi - p) as usize],
+            );
             if hi == p + 8 {
                 let got = u64::from_le_bytes(self.partial);
                 let want = j * self.every;
@@ -318,7 +318,7 @@ mod tests {
             for cut in [1, 5, 7, 8, 63, 64, 65, 1000] {
                 let mut v = Verifier::new(64, every);
                 for piece in s.chunks(cut) {
-                    v.feed(piece).unwrap();
+                    v.feed(zcio::View::from_slice(piece)).unwrap();
                 }
                 assert_eq!(
                     v.checked(),
@@ -335,11 +335,16 @@ mod tests {
         let mut s = stream(128, 10);
         s[128 * 4 + 3] ^= 1;
         let mut v = Verifier::new(128, 1);
-        let r = s.chunks(100).try_for_each(|p| v.feed(p));
+        let r = s
+            .chunks(100)
+            .try_for_each(|p| v.feed(zcio::View::from_slice(p)));
         assert!(r.unwrap_err().contains("offset 512"));
         // A sampled check does not look at item 4.
         let mut v = Verifier::new(128, 3);
-        assert!(s.chunks(100).try_for_each(|p| v.feed(p)).is_ok());
+        assert!(s
+            .chunks(100)
+            .try_for_each(|p| v.feed(zcio::View::from_slice(p)))
+            .is_ok());
     }
 
     #[test]

@@ -150,7 +150,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
     Ok(row)
 }
 
-fn check_seq(data: &[u8], k: u64) -> Result<(), String> {
+fn check_seq(data: zcio::View<'_>, k: u64) -> Result<(), String> {
     let got = word(data);
     if got != k {
         return Err(format!(
@@ -272,7 +272,7 @@ pub fn packet_reader(
                     .map_err(|e| format!("peek packet {k}: {e}"))?
                     .ok_or_else(|| early(k))?;
                 if got == 0 && sample && p.len() >= 8 {
-                    check_seq(&p, k)?;
+                    check_seq(p.view(), k)?;
                     checked += 1;
                 }
                 got += p.len();
@@ -288,7 +288,7 @@ pub fn packet_reader(
                 return Err(format!("packet {k}: {} bytes, expected {len}", p.len()));
             }
             if sample {
-                check_seq(&p, k)?;
+                check_seq(p.view(), k)?;
                 checked += 1;
             }
             p.release()
@@ -362,7 +362,7 @@ pub fn vec_packets(
                 return Err(format!("packet {k}: {} bytes, expected {len}", v.len()));
             }
             if k % PACKET_SAMPLE == 0 {
-                check_seq(&v, k)?;
+                check_seq(zcio::View::from_slice(&v), k)?;
                 checked += 1;
             }
             drop(v);

@@ -100,7 +100,7 @@ impl Sink {
     }
 
     /// Account for `data` just received (verified sparsely).
-    fn take(&mut self, data: &[u8]) -> Result<(), String> {
+    fn take(&mut self, data: zcio::View<'_>) -> Result<(), String> {
         if self.items == 0 {
             self.first = (mono_ns(), data.len() as u64);
             self.cpu0 = Cpu::now(Who::Process);
@@ -187,15 +187,15 @@ pub fn ring_reader(
             if n == 0 {
                 break;
             }
-            sink.take(&buf[..n])?;
+            sink.take(zcio::View::from_slice(&buf[..n]))?;
         } else {
             let Some(p) = c.peek(call).map_err(|e| format!("peek: {e}"))? else {
                 break;
             };
             if mode == ReadMode::PeekTouch {
-                touch_lines(&p);
+                touch_lines(p.view());
             }
-            sink.take(&p)?;
+            sink.take(p.view())?;
             p.release().map_err(|e| format!("release: {e}"))?;
         }
     }
@@ -239,7 +239,7 @@ pub fn pipe_reader(fd: RawFd, call: usize, volume: u64) -> Result<Report, String
         if n == 0 {
             break;
         }
-        sink.take(&buf[..n])?;
+        sink.take(zcio::View::from_slice(&buf[..n]))?;
     }
     sink.finish(true)
 }

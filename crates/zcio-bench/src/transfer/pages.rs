@@ -18,13 +18,17 @@ pub fn write_pages(buf: &mut [u8], seq: u64) {
 /// Read the first word of every page; returns the first page's word (the
 /// sequence number) and a checksum that keeps the reads alive.
 pub fn read_pages(buf: &[u8]) -> (u64, u64) {
+    read_pages_view(zcio::View::from_slice(buf))
+}
+
+/// [`read_pages`] over bytes in shared memory, read in place (one volatile
+/// load per page: the bytes may belong to another process).
+pub fn read_pages_view(buf: zcio::View<'_>) -> (u64, u64) {
     let mut sum = 0u64;
     let mut first = None;
     let mut off = 0;
-    while off + 8 <= buf.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&buf[off..off + 8]);
-        let v = u64::from_le_bytes(std::hint::black_box(w));
+    while let Some(w) = buf.read_u64_le(off) {
+        let v = std::hint::black_box(w);
         first.get_or_insert(v);
         sum = sum.wrapping_add(v);
         off += PAGE;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::buf::pool::PoolInner;
 use crate::region::{Region, RegionError};
+use crate::view::View;
 
 /// Where a received buffer's release is reported (implemented by channels).
 pub trait ReleaseSink: Send + Sync {
@@ -60,6 +61,9 @@ pub(crate) struct BufCore {
     /// pages must never be reused (see [`Fbuf::retire`]). Process-local;
     /// the last handle's drop reads it (the `Arc` drop orders the store).
     pub(crate) retired: AtomicBool,
+    /// The caller declared the peer this buffer came from trusted not to
+    /// write it once sent (`unsafe` opt-in: `Channel::trust_peer`).
+    pub(crate) trusted: bool,
 }
 
 impl Drop for BufCore {
@@ -120,16 +124,48 @@ impl Fbuf {
         self.core.len == 0
     }
 
-    /// The bytes, read in place.
-    pub fn as_slice(&self) -> &[u8] {
-        // The range [ptr, ptr+len) lies in the region mapping, which
-        // lives as long as `core.region`. Nobody in this process writes it:
-        // an `Fbuf` exists only after `FbufMut::freeze` consumed the only
-        // writer, or for foreign regions mapped read-only. Writes by another
-        // process are possible only for volatile foreign buffers (documented
-        // above); they change bytes, never the validity of a `[u8]`.
-        // SAFETY: as argued just above.
-        unsafe { std::slice::from_raw_parts(self.core.ptr(), self.core.len) }
+    /// The bytes, read in place through a [`View`]: zero-copy, and sound
+    /// even if the originator writes them meanwhile. `view().as_slice()`
+    /// gives a plain `&[u8]` when nobody can change the bytes (see
+    /// [`Fbuf::is_immutable`]).
+    pub fn view(&self) -> View<'_> {
+        // The range [ptr, ptr+len) lies in the region mapping, which lives
+        // as long as `core.region`, i.e. as long as `&self`. Nobody in this
+        // process writes it (an `Fbuf` exists only after `FbufMut::freeze`
+        // consumed the only writer, or for regions mapped read-only), and
+        // `is_immutable` is true only when no other process can either.
+        // SAFETY: as argued just above — the contract of `View::new`.
+        unsafe { View::new(self.core.ptr(), self.core.len, self.is_immutable()) }
+    }
+
+    /// Whether nobody can change these bytes while this handle lives: the
+    /// buffer is kernel-sealed ([`Fbuf::is_secured`]), this process made it
+    /// (a frozen buffer of ours: only we could write the region, and
+    /// freezing gave that up), or it came from a peer the caller declared
+    /// trusted (`unsafe` [`Channel::trust_peer`](crate::Channel::trust_peer)).
+    /// A *volatile* buffer received from a peer is not immutable: its
+    /// originator keeps a writable mapping.
+    pub fn is_immutable(&self) -> bool {
+        self.core.trusted
+            || self.core.region.is_secured()
+            || self.core.region.ownership() == crate::region::Ownership::Owned
+    }
+
+    /// The bytes as a plain slice, whoever may write them.
+    ///
+    /// # Safety
+    /// As [`View::as_slice_unchecked`]: no process may write the bytes while
+    /// the slice is in use (a trusted originator that leaves sent buffers
+    /// alone). Prefer [`Fbuf::view`], or [`Fbuf::secure`] for bytes you
+    /// must validate.
+    pub unsafe fn as_slice_unchecked(&self) -> &[u8] {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.view().as_slice_unchecked() }
+    }
+
+    /// A private copy of the bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.view().to_vec()
     }
 
     /// Base pointer.
@@ -172,7 +208,7 @@ impl Fbuf {
         if self.is_secured() {
             SecureView::Sealed(self.clone())
         } else {
-            SecureView::Copied(self.as_slice().to_vec().into_boxed_slice())
+            SecureView::Copied(self.to_vec().into_boxed_slice())
         }
     }
 
@@ -247,7 +283,9 @@ impl std::ops::Deref for SecureView {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            SecureView::Sealed(b) => b.as_slice(),
+            // A sealed buffer (`F_SEAL_WRITE`, verified by this process):
+            // no process can ever write it, so its view is immutable.
+            SecureView::Sealed(b) => b.view().as_slice().unwrap_or_default(),
             SecureView::Copied(v) => v,
         }
     }

@@ -425,6 +425,7 @@ impl PoolInner {
                 pages,
             },
             retired: Default::default(),
+            trusted: false,
         };
         FbufMut::from_core(core, false)
     }
@@ -578,7 +579,8 @@ mod tests {
         let mut m = p.try_alloc(10).unwrap();
         m.as_mut_slice().copy_from_slice(b"0123456789");
         let f = m.freeze().unwrap();
-        assert_eq!(f.as_slice(), b"0123456789");
+        assert_eq!(f.view().as_slice(), Some(&b"0123456789"[..]));
+        assert!(f.is_immutable(), "our own buffer");
         assert!(!f.is_secured());
         assert!(f.secure().was_copied());
     }

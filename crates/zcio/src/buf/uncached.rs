@@ -52,6 +52,7 @@ impl Uncached {
             len,
             backing: Backing::SingleUse,
             retired: Default::default(),
+            trusted: false,
         };
         Ok(FbufMut::from_core(core, secured))
     }
@@ -70,7 +71,7 @@ mod tests {
         let f = m.freeze().unwrap();
         assert!(f.is_secured());
         assert!(f.region().seals().unwrap().contains(SealFlags::WRITE));
-        assert_eq!(&f.as_slice()[..5], b"hello");
+        assert_eq!(&f.to_vec()[..5], b"hello");
         assert!(!f.secure().was_copied());
         assert!(f.region().is_single_use());
     }

@@ -150,6 +150,9 @@ pub(crate) struct Core {
     /// The peer broke a ring we could not act on under the lock held at
     /// the time (the notice ring we produce); handled at the next drain.
     pub poisoned: AtomicBool,
+    /// Set by the `unsafe` `Channel::trust_peer`: received buffers are
+    /// marked immutable (the peer promised not to write what it sent).
+    pub trusted: AtomicBool,
     /// Faults detected, one per kind (latest detail).
     faults: Mutex<Vec<PeerFault>>,
     pub counters: Counters,
@@ -266,6 +269,7 @@ impl Core {
             closed: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            trusted: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
             counters: Counters::default(),
             me: me.clone(),

@@ -198,6 +198,32 @@ impl Channel {
         self.core.check_peer()
     }
 
+    /// Declare that the peer never writes a buffer after sending it, so
+    /// messages received from now on are [immutable](crate::Fbuf::is_immutable)
+    /// and offer plain `&[u8]` slices ([`View::as_slice`](crate::View::as_slice),
+    /// [`Msg::contiguous`] without a copy, `bytes::Bytes` without a copy).
+    ///
+    /// # Safety
+    /// The peer's *volatile* buffers stay writable by their originator (and,
+    /// for forwarded buffers, by whoever made them). If any of them is
+    /// written while this process holds a slice of it, that slice changes
+    /// under a shared reference: undefined behaviour, not just odd bytes.
+    /// Call this only when every originator upstream is trusted to leave
+    /// sent buffers alone (for example, processes of one application that
+    /// follow the zcio ownership rules), never for untrusted peers — use
+    /// secured buffers ([`Pool::alloc_secured`](crate::Pool::alloc_secured))
+    /// or copies ([`Fbuf::secure`](crate::Fbuf::secure)) there.
+    pub unsafe fn trust_peer(&self) {
+        self.core
+            .trusted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`Channel::trust_peer`] was called.
+    pub fn is_peer_trusted(&self) -> bool {
+        self.core.trusted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether the peer has gone away.
     pub fn is_disconnected(&self) -> bool {
         self.core.is_gone()
@@ -249,6 +275,30 @@ mod tests {
         let mut b = pool.try_alloc(bytes.len()).unwrap();
         b.as_mut_slice().copy_from_slice(bytes);
         Msg::from(b.freeze().unwrap())
+    }
+
+    #[test]
+    fn received_volatile_bytes_are_views_until_the_peer_is_trusted() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        a.send(filled(&p, b"volatile")).unwrap();
+        let m = b.recv().unwrap();
+        assert!(!m.is_immutable(), "the originator keeps a writable mapping");
+        assert!(m.slices()[0].view().as_slice().is_none());
+        assert!(m.io_slices().is_none());
+        assert!(matches!(m.contiguous(), std::borrow::Cow::Owned(_)));
+        assert_eq!(m.to_vec(), b"volatile");
+        assert!(!b.is_peer_trusted());
+        // SAFETY: the sender is this test, which never writes a sent buffer.
+        unsafe { b.trust_peer() };
+        a.send(filled(&p, b"trusted")).unwrap();
+        let t = b.recv().unwrap();
+        assert!(t.is_immutable());
+        assert_eq!(t.slices()[0].view().as_slice(), Some(&b"trusted"[..]));
+        assert!(matches!(
+            t.contiguous(),
+            std::borrow::Cow::Borrowed(b"trusted")
+        ));
     }
 
     #[test]
@@ -317,13 +367,13 @@ mod tests {
         for i in 0..10u8 {
             a.send(filled(&p, &[i; 100])).unwrap();
             let m = b1.recv().unwrap();
-            let ptr = m.slices()[0].as_slice().as_ptr();
+            let ptr = m.slices()[0].view().as_ptr();
             b2.send(m).unwrap();
             let m2 = c.recv().unwrap();
             assert_eq!(m2.to_vec(), vec![i; 100]);
             assert_ne!(
                 ptr,
-                m2.slices()[0].as_slice().as_ptr(),
+                m2.slices()[0].view().as_ptr(),
                 "separate mappings (one per domain in real use)"
             );
             drop(m2);

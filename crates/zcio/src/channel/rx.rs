@@ -168,6 +168,7 @@ impl Core {
                             token: d.token,
                         },
                         retired: Default::default(),
+                        trusted: self.trusted.load(LocalOrdering::Relaxed),
                     };
                     let buf = Fbuf::from_core(core);
                     let len = buf.len();

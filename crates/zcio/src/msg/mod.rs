@@ -6,12 +6,14 @@ mod cursor;
 
 use std::borrow::Cow;
 use std::io::IoSlice;
+use std::os::fd::AsFd;
 
 use smallvec::SmallVec;
 use thiserror::Error;
 
 use crate::buf::Fbuf;
-pub use cursor::UnitCursor;
+use crate::view::View;
+pub use cursor::{Unit, UnitCursor};
 
 /// Most slices one message may have (also the wire cap).
 pub const MAX_SLICES: usize = crate::channel::wire::MAX_SLICES;
@@ -67,9 +69,13 @@ impl Slice {
         self.len == 0
     }
 
-    /// The bytes, in place.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.buf.as_slice()[self.offset..self.offset + self.len]
+    /// The bytes, in place (see [`View`]).
+    pub fn view(&self) -> View<'_> {
+        // In range: every constructor checks offset + len <= buf.len().
+        self.buf
+            .view()
+            .slice(self.offset, self.len)
+            .unwrap_or_else(|| View::from_slice(&[]))
     }
 }
 
@@ -225,36 +231,80 @@ impl Msg {
         (self.slices.len(), 0)
     }
 
-    /// The slices as `IoSlice`s, for `writev`/`sendmsg`.
-    pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
+    /// The slices as `IoSlice`s for `writev`/`sendmsg`, when every slice
+    /// is [immutable](Msg::is_immutable) (an `IoSlice` is a `&[u8]`);
+    /// otherwise use [`Msg::write_to`], which needs no reference.
+    pub fn io_slices(&self) -> Option<Vec<IoSlice<'_>>> {
         self.slices
             .iter()
-            .map(|s| IoSlice::new(s.as_slice()))
+            .map(|s| s.view().as_slice().map(IoSlice::new))
             .collect()
     }
 
-    /// Iterate over the slices' bytes.
-    pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
-        self.slices.iter().map(Slice::as_slice)
+    /// Write the message to `fd` with one `writev(2)` per 1024 slices,
+    /// straight from the shared buffers (the kernel reads them; no copy in
+    /// user space, no reference to peer-writable bytes). Returns the bytes
+    /// written, which may be short as for `writev`.
+    pub fn write_to(&self, fd: impl AsFd) -> std::io::Result<usize> {
+        let iov: SmallVec<[libc::iovec; 4]> = self
+            .chunks()
+            .map(|v| libc::iovec {
+                iov_base: v.as_ptr().cast_mut().cast(),
+                iov_len: v.len(),
+            })
+            .collect();
+        crate::sys::io::writev_raw(fd.as_fd(), &iov)
     }
 
-    /// Copy everything into a `Vec` (the one operation that copies).
+    /// The slices' bytes, in place (see [`View`]).
+    pub fn chunks(&self) -> impl Iterator<Item = View<'_>> {
+        self.slices.iter().map(Slice::view)
+    }
+
+    /// Copy everything into a `Vec`: a private copy that cannot change.
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.len);
-        for c in self.chunks() {
-            v.extend_from_slice(c);
-        }
+        let mut v = vec![0u8; self.len];
+        self.read_at(0, &mut v);
         v
     }
 
-    /// The bytes as one contiguous view: borrowed when the message is one
-    /// slice, copied otherwise.
+    /// Copy up to `dst.len()` bytes starting at byte `off` of the message
+    /// into `dst`; returns how many were copied.
+    pub fn read_at(&self, mut off: usize, dst: &mut [u8]) -> usize {
+        let mut done = 0;
+        for c in self.chunks() {
+            if done == dst.len() {
+                break;
+            }
+            if off >= c.len() {
+                off -= c.len();
+                continue;
+            }
+            done += c.read_at(off, &mut dst[done..]);
+            off = 0;
+        }
+        done
+    }
+
+    /// The bytes as one contiguous slice that cannot change while you hold
+    /// it: borrowed in place when the message is one [immutable](Msg::is_immutable)
+    /// slice, a private copy otherwise (several slices, or bytes a peer may
+    /// still write).
     pub fn contiguous(&self) -> Cow<'_, [u8]> {
         match self.slices.as_slice() {
             [] => Cow::Borrowed(&[]),
-            [one] => Cow::Borrowed(one.as_slice()),
+            [one] => match one.view().as_slice() {
+                Some(s) => Cow::Borrowed(s),
+                None => Cow::Owned(one.view().to_vec()),
+            },
             _ => Cow::Owned(self.to_vec()),
         }
+    }
+
+    /// Whether nobody can change any byte of the message while it lives
+    /// (see [`Fbuf::is_immutable`]).
+    pub fn is_immutable(&self) -> bool {
+        self.slices.iter().all(|s| s.buf.is_immutable())
     }
 
     /// A cursor yielding application data units.
@@ -292,7 +342,7 @@ mod tests {
         let p = pool();
         let mut a = msg_of(&p, b"hello ");
         let b = msg_of(&p, b"world");
-        let b_ptr = b.slices()[0].as_slice().as_ptr();
+        let b_ptr = b.slices()[0].view().as_ptr();
         a.join(b).unwrap();
         assert_eq!(a.to_vec(), b"hello world");
         let (x, y) = a.split_at(3).map_err(|e| e.0).unwrap();
@@ -304,17 +354,20 @@ mod tests {
         y2.clip_front(3).unwrap();
         y2.clip_back(2).unwrap();
         assert_eq!(y2.to_vec(), b"wor");
-        assert_eq!(
-            y2.slices()[0].as_slice().as_ptr(),
-            b_ptr,
-            "same bytes, no copy"
-        );
+        assert_eq!(y2.slices()[0].view().as_ptr(), b_ptr, "same bytes, no copy");
         let mut h = msg_of(&p, b">>");
         h.append(y2).unwrap();
         let mut body = msg_of(&p, b"!");
         body.prepend(h).unwrap();
         assert_eq!(body.to_vec(), b">>wor!");
-        assert_eq!(body.io_slices().len(), 3);
+        assert_eq!(body.io_slices().map(|v| v.len()), Some(3));
+        assert!(body.is_immutable(), "our own buffers");
+        assert!(matches!(body.contiguous(), Cow::Owned(_)));
+        let one = msg_of(&p, b"solo");
+        assert!(matches!(one.contiguous(), Cow::Borrowed(b"solo")));
+        let mut part = [0u8; 4];
+        assert_eq!(body.read_at(2, &mut part), 4);
+        assert_eq!(&part, b"wor!");
         assert!(body.clone().split_at(100).is_err());
         assert!(body.clip_back(7).is_err());
     }

@@ -23,6 +23,7 @@ use super::map::RingMap;
 use super::producer::LIVENESS_SLICE;
 use super::{protocol, Wait};
 use crate::sync::{Backoff, Ordering, SpinBudget, Step};
+use crate::view::View;
 
 /// Longest a reader spins before sleeping (adapted per consumer, see
 /// [`SpinBudget`]).
@@ -666,9 +667,12 @@ impl Consumer {
                 });
             }
             // `b.ptr` addresses `b.len` mapped bytes (`locate` bounds them by
-            // the data area, which is mapped twice) and `buf` has room.
+            // the data area, which is mapped twice) and `buf` has room. The
+            // producer may be overwriting them right now (FRP/MRP, or a
+            // hostile one): they are read once each with volatile loads and
+            // the copy is only returned if `intact` says so (seqlock).
             // SAFETY: as argued just above.
-            unsafe { std::ptr::copy_nonoverlapping(b.ptr, buf.as_mut_ptr(), b.len) };
+            unsafe { crate::view::copy_volatile(b.ptr, buf.as_mut_ptr(), b.len) };
             if self.intact(&b) {
                 self.advance(&b);
                 return Ok(b.len);
@@ -808,14 +812,24 @@ pub struct Peek<'a> {
 }
 
 impl Peek<'_> {
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
+    /// The block's bytes, in place (zero-copy; see [`View`]). Any process
+    /// that can attach to the ring can write them, and under FRP/MRP the
+    /// producer overwrites them when it laps this reader: copy out what you
+    /// keep, then check [`Peek::is_intact`] (or the result of
+    /// [`Peek::release`]) before trusting the copy.
+    pub fn view(&self) -> View<'_> {
         // `ptr`/`len` were bounded by `locate` inside a mapping that the
-        // consumer keeps alive for at least our lifetime. A peer may write
-        // the bytes concurrently (that is what `is_intact` detects); they
-        // are plain bytes, so any value is valid.
-        // SAFETY: as argued just above.
-        unsafe { std::slice::from_raw_parts(self.b.ptr, self.b.len) }
+        // consumer keeps alive for at least our lifetime (`&self` borrows
+        // the consumer). Other processes may write the bytes, so the view
+        // is never marked immutable.
+        // SAFETY: as argued just above — the contract of `View::new`.
+        unsafe { View::new(self.b.ptr, self.b.len, false) }
+    }
+
+    /// A private copy of the block (check [`Peek::is_intact`] after it if
+    /// the ring may overwrite).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.view().to_vec()
     }
 
     /// Classification tag.
@@ -880,12 +894,5 @@ impl Peek<'_> {
 impl Drop for Peek<'_> {
     fn drop(&mut self) {
         let _ = self.finish();
-    }
-}
-
-impl std::ops::Deref for Peek<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
     }
 }

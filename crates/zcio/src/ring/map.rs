@@ -8,7 +8,7 @@ use rustix::io::Errno;
 
 use super::error::OpenError;
 use super::layout::{
-    ConsumerSlot, ControlLine, Geometry, Meta, MetaCopy, ProducerLine, RichPtr, SharedLine, Source,
+    ConsumerSlot, ControlLine, Geometry, MetaCopy, ProducerLine, RichPtr, SharedLine, Source,
     CONTROL_OFF, DESC_OFF, MAX_CONSUMERS, MAX_SOURCES, PRODUCER_OFF, SHARED_OFF, SLOTS_OFF,
     SOURCES_OFF,
 };
@@ -159,11 +159,6 @@ impl RingMap {
         unsafe { &*self.map.head().add(off).cast::<T>() }
     }
 
-    /// The immutable header (only for its address; read [`Self::geometry`]).
-    pub fn meta(&self) -> &Meta {
-        self.at(0)
-    }
-
     /// Producer line.
     pub fn producer(&self) -> &ProducerLine {
         self.at(PRODUCER_OFF)
@@ -185,10 +180,26 @@ impl RingMap {
         self.at(SLOTS_OFF + i * std::mem::size_of::<ConsumerSlot>())
     }
 
-    /// Source entry `i` (`i < MAX_SOURCES`).
-    pub fn source(&self, i: usize) -> &Source {
+    /// Source entry `i` (`i < MAX_SOURCES`). A raw pointer, never a
+    /// reference: `Source` has plain fields that the producer writes (and a
+    /// hostile peer may scribble on) while others read them. Its address is
+    /// inside the header mapping, which lives as long as `self`.
+    pub fn source(&self, i: usize) -> *mut Source {
         assert!(i < MAX_SOURCES);
-        self.at(SOURCES_OFF + i * std::mem::size_of::<Source>())
+        let off = SOURCES_OFF + i * std::mem::size_of::<Source>();
+        debug_assert!(off + std::mem::size_of::<Source>() <= self.map.head_len());
+        // SAFETY: `off` is a fixed offset inside the header part (asserted
+        // in `layout` to lie before DESC_OFF ≤ head_len), so the result
+        // stays inside the mapping.
+        unsafe { self.map.head().add(off).cast::<Source>() }
+    }
+
+    /// The id stored in source entry `i` (0: unused).
+    pub fn source_id(&self, i: usize) -> &crate::sync::AtomicU64 {
+        // SAFETY: `source(i)` points to a live, aligned `Source` in the
+        // mapping (see there); `ring_id` is an atomic, so a shared reference
+        // to just that field is sound while others write it.
+        unsafe { &*std::ptr::addr_of!((*self.source(i)).ring_id) }
     }
 
     /// Pointer to descriptor entry of position `pos`.
@@ -221,17 +232,18 @@ impl RingMap {
         let s = self.source(i);
         // SYNC: Acquire pairs with the Release store of the id in
         // `register_source`, after the name was written.
-        let id = s.ring_id.load(crate::sync::Ordering::Acquire);
+        let id = self.source_id(i).load(crate::sync::Ordering::Acquire);
         if id == 0 {
             return None;
         }
-        // The entry lies inside the header at a fixed offset; its plain
-        // fields are copied out (any bytes are valid values) and validated.
+        // The entry lies inside the header at a fixed offset (`source`); its
+        // plain fields are copied out through raw pointers with volatile
+        // reads (any bytes are valid values) and validated below.
         // SAFETY: as argued just above.
         let (len, raw) = unsafe {
             (
-                std::ptr::read_volatile(&raw const s.name_len) as usize,
-                std::ptr::read_volatile(&raw const s.name),
+                std::ptr::addr_of!((*s).name_len).read_volatile() as usize,
+                std::ptr::addr_of!((*s).name).read_volatile(),
             )
         };
         let name = std::str::from_utf8(raw.get(..len)?).ok()?;

@@ -25,6 +25,7 @@ use super::live::{self, Watch};
 use super::map::RingMap;
 use super::{protocol, Wait};
 use crate::sync::{Backoff, Ordering, SpinBudget, Step};
+use crate::view::View;
 
 /// Longest a producer spins before sleeping for room (adapted, see
 /// [`SpinBudget`]).
@@ -459,7 +460,7 @@ impl Producer {
     }
 
     /// Write `parts` (one block, gathered) with classification `tag`.
-    fn write_block(&mut self, parts: &[&[u8]], tag: u32, wait: Wait) -> Result<(), WriteError> {
+    fn write_block(&mut self, parts: &[View<'_>], tag: u32, wait: Wait) -> Result<(), WriteError> {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if self.geo.layout == Layout::Index {
             return Err(WriteError::NotIndexable);
@@ -477,9 +478,14 @@ impl Producer {
             // `max_block` bytes from a position of the doubly mapped data
             // area, so every byte is mapped; nobody honest reads it before
             // `publish`.
+            // A part that may itself be changing (a block peeked from a
+            // ring) is read with volatile loads, our own bytes with memcpy.
             // SAFETY: as argued just above.
             unsafe {
-                std::ptr::copy_nonoverlapping(p.as_ptr(), dst, p.len());
+                match p.as_slice() {
+                    Some(s) => std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len()),
+                    None => crate::view::copy_volatile(p.as_ptr(), dst, p.len()),
+                }
                 dst = dst.add(p.len());
             }
         }
@@ -564,7 +570,7 @@ impl Producer {
         if self.geo.layout == Layout::Index {
             return self.write_indexed(bytes, wait);
         }
-        self.write_block(&[bytes], tag, wait)
+        self.write_block(&[View::from_slice(bytes)], tag, wait)
     }
 
     /// Write one block gathered from several slices.
@@ -574,7 +580,9 @@ impl Producer {
         tag: u32,
         wait: Wait,
     ) -> Result<(), WriteError> {
-        self.write_block(parts, tag, wait)
+        let views: smallvec::SmallVec<[View<'_>; 8]> =
+            parts.iter().map(|p| View::from_slice(p)).collect();
+        self.write_block(&views, tag, wait)
     }
 
     fn write_with(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<usize, WriteError> {
@@ -585,7 +593,7 @@ impl Producer {
                 let piece = (self.cap / 2).max(1) as usize;
                 let mut done = 0;
                 for chunk in bytes.chunks(piece) {
-                    match self.write_block(&[chunk], tag, wait) {
+                    match self.write_block(&[View::from_slice(chunk)], tag, wait) {
                         Ok(()) => done += chunk.len(),
                         Err(WriteError::WouldBlock) if done > 0 => return Ok(done),
                         Err(e) => return Err(e),
@@ -594,7 +602,9 @@ impl Producer {
                 Ok(done)
             }
             Layout::Index => self.write_indexed(bytes, wait).map(|()| bytes.len()),
-            _ => self.write_block(&[bytes], tag, wait).map(|()| bytes.len()),
+            _ => self
+                .write_block(&[View::from_slice(bytes)], tag, wait)
+                .map(|()| bytes.len()),
         }
     }
 
@@ -643,7 +653,7 @@ impl Producer {
             let (ptr, src) = peek.origin();
             return self.push_ptr(ptr, src, wait);
         }
-        self.write_block(&[peek.as_slice()], peek.tag(), wait)
+        self.write_block(&[peek.view()], peek.tag(), wait)
     }
 
     /// An index ring's `write`: accepted only for the block most recently
@@ -661,21 +671,23 @@ impl Producer {
         }
         for i in 0..MAX_SOURCES {
             let s = self.map.source(i);
-            if s.ring_id.load(Ordering::Acquire) != 0 {
+            if self.map.source_id(i).load(Ordering::Acquire) != 0 {
                 continue;
             }
             let mut raw = [0u8; 240];
             raw[..name.len()].copy_from_slice(name.as_bytes());
             // The entry is free (id 0) and only the producer writes the
-            // table; readers ignore it until the id is published below.
+            // table; readers ignore it until the id is published below. `s`
+            // is a raw pointer into the mapping (`RingMap::source`), never
+            // derived from a reference, so writing through it is allowed.
             // SAFETY: as argued just above.
             unsafe {
-                std::ptr::write_volatile((&raw const s.name_len).cast_mut(), name.len() as u32);
-                std::ptr::write_volatile((&raw const s.name).cast_mut(), raw);
+                std::ptr::addr_of_mut!((*s).name_len).write_volatile(name.len() as u32);
+                std::ptr::addr_of_mut!((*s).name).write_volatile(raw);
             }
             // SYNC: Release publishes the name; pairs with the Acquire in
             // RingMap::read_source.
-            s.ring_id.store(id, Ordering::Release);
+            self.map.source_id(i).store(id, Ordering::Release);
             self.sources.push(id);
             return Ok(());
         }

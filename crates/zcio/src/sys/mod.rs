@@ -6,6 +6,7 @@
 
 pub mod fdpass;
 pub mod futex;
+pub mod io;
 pub mod memfd;
 pub mod mmap;
 pub mod peer;

@@ -1,0 +1,417 @@
+//! Views of bytes another process may be writing.
+//!
+//! A Rust reference `&[u8]` promises that the bytes do not change while it
+//! lives, and the compiler relies on that promise: it may read such bytes
+//! twice or once as it likes, so validation that depends on *one* read of a
+//! value ("copy out, then check") could silently be undone. Memory a peer
+//! can write — a volatile buffer whose originator keeps its writable
+//! mapping, a ring any attached process may scribble on — must therefore
+//! never sit behind such a reference.
+//!
+//! [`View`] is the one way zcio lets you read such bytes. It is a pointer
+//! and a length (it is `Copy`, like a slice), and every method reads through
+//! raw pointers with volatile loads, so each byte is read exactly once, when
+//! you ask for it — the rule used by shared-memory seqlocks such as
+//! crossbeam's `AtomicCell` fallback. Reading in place stays zero-copy:
+//! [`View::get`], [`View::read_u64_le`], [`View::words_le`] and
+//! [`View::position`] look at the bytes where they are; [`View::copy_to_slice`],
+//! [`View::read_at`] and [`View::to_vec`] copy them out into memory of yours,
+//! after which they cannot change; [`View::write_to`] hands them to the
+//! kernel (`write(2)`), which reads them itself.
+//!
+//! Where the bytes *cannot* change — a kernel-sealed buffer, a buffer this
+//! process made, a private copy, or a channel the caller declared trusted
+//! with an `unsafe` opt-in — the view knows it, and [`View::as_slice`] gives
+//! the plain `&[u8]` at no cost. A caller who trusts the writer anyway can
+//! take [`View::as_slice_unchecked`] (`unsafe`, with its contract spelled
+//! out).
+
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::AsFd;
+use std::ptr::NonNull;
+
+/// Bytes in shared memory, possibly being written by another process while
+/// we read them; see the [module docs](self).
+///
+/// ```
+/// use zcio::{Pool, PoolConfig};
+///
+/// let pool = Pool::new(PoolConfig::named("doc-view"));
+/// let mut b = pool.try_alloc(8).unwrap();
+/// b.as_mut_slice().copy_from_slice(b"abcdefgh");
+/// let buf = b.freeze().unwrap();
+/// let v = buf.view();
+/// assert_eq!(v.get(2), Some(b'c'));
+/// assert_eq!(v.read_u64_le(0), Some(u64::from_le_bytes(*b"abcdefgh")));
+/// let mut out = [0u8; 3];
+/// assert_eq!(v.read_at(5, &mut out), 3);
+/// assert_eq!(&out, b"fgh");
+/// // Our own buffer: nobody else can write it, so a plain slice is offered.
+/// assert_eq!(v.as_slice(), Some(&b"abcdefgh"[..]));
+/// ```
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// Nobody can change these bytes while `'a` lasts (sealed, ours, or
+    /// declared trusted by an `unsafe` opt-in).
+    immutable: bool,
+    _life: PhantomData<&'a [u8]>,
+}
+
+// SAFETY: a `View` only reads, through volatile loads, memory that stays
+// mapped for `'a` (constructor contract); sharing or sending that ability
+// across threads is as safe as sharing a `&[u8]` to mapped memory.
+unsafe impl Send for View<'_> {}
+// SAFETY: as for `Send`: no method writes through the pointer.
+unsafe impl Sync for View<'_> {}
+
+impl<'a> View<'a> {
+    /// A view of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be mapped readable for all of `'a` (another
+    /// process may write it). If `immutable` is true, nobody — in this
+    /// process or any other — may write those bytes during `'a`.
+    pub(crate) unsafe fn new(ptr: *const u8, len: usize, immutable: bool) -> Self {
+        Self {
+            ptr: NonNull::new(ptr.cast_mut()).unwrap_or(NonNull::dangling()),
+            len,
+            immutable,
+            _life: PhantomData,
+        }
+    }
+
+    /// A view of bytes this process owns; always immutable.
+    pub fn from_slice(bytes: &'a [u8]) -> Self {
+        // SAFETY: a shared borrow of `bytes` for 'a guarantees both
+        // conditions of `new`.
+        unsafe { Self::new(bytes.as_ptr(), bytes.len(), true) }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the bytes are guaranteed not to change while the view lives
+    /// (then [`View::as_slice`] returns them).
+    pub fn is_immutable(&self) -> bool {
+        self.immutable
+    }
+
+    /// The address of the first byte (for `iovec`s, `io_uring`, `mincore`
+    /// …). Reading through it is subject to the same rules as this type.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The bytes as a plain slice, when nobody can change them while the
+    /// view lives (kernel-sealed, made by this process, or trusted through
+    /// an `unsafe` opt-in); `None` for bytes a peer may still write.
+    pub fn as_slice(&self) -> Option<&'a [u8]> {
+        // SAFETY: `immutable` means nobody writes the bytes during 'a
+        // (constructor contract), which is all `as_slice_unchecked` needs.
+        self.immutable.then(|| unsafe { self.as_slice_unchecked() })
+    }
+
+    /// The bytes as a plain slice, whoever may write them.
+    ///
+    /// # Safety
+    /// No process may write these bytes while the returned slice (or
+    /// anything derived from it) is in use: the compiler assumes they do not
+    /// change, so a concurrent write is undefined behaviour, not merely a
+    /// torn value. Only call this for a peer you trust to leave a buffer
+    /// alone once sent (the fbufs *volatile* contract) — and never to
+    /// validate data whose check must not be undone by a later write.
+    pub unsafe fn as_slice_unchecked(&self) -> &'a [u8] {
+        // SAFETY: mapped and readable for 'a (constructor contract); the
+        // caller guarantees the bytes do not change while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The sub-view `[start, start + len)`; `None` if out of range.
+    pub fn slice(&self, start: usize, len: usize) -> Option<View<'a>> {
+        let end = start.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: inside our own range (checked above), so the contract of
+        // `new` carries over unchanged.
+        Some(unsafe { Self::new(self.ptr.as_ptr().add(start), len, self.immutable) })
+    }
+
+    /// Byte `i`, read once; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<u8> {
+        // SAFETY: `i < len`, so the byte is inside the mapped range.
+        (i < self.len).then(|| unsafe { self.ptr.as_ptr().add(i).read_volatile() })
+    }
+
+    /// The little-endian `u64` at byte `off` (any alignment), read once;
+    /// `None` if fewer than 8 bytes remain.
+    pub fn read_u64_le(&self, off: usize) -> Option<u64> {
+        let mut w = [0u8; 8];
+        (self.read_at(off, &mut w) == 8).then(|| u64::from_le_bytes(w))
+    }
+
+    /// Copy up to `dst.len()` bytes starting at `off` into `dst`; returns
+    /// how many were copied (0 when `off >= len`). Each byte is read once.
+    pub fn read_at(&self, off: usize, dst: &mut [u8]) -> usize {
+        if off >= self.len {
+            return 0;
+        }
+        let n = dst.len().min(self.len - off);
+        // SAFETY: `[off, off + n)` is inside the mapped range and `dst` is
+        // ours with room for n; the source is read only through volatile
+        // loads.
+        unsafe { copy_volatile(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), n) };
+        n
+    }
+
+    /// Copy all bytes into `dst`, which must be exactly as long.
+    ///
+    /// # Panics
+    /// If `dst.len() != self.len()` (a caller bug, as for
+    /// `<[u8]>::copy_from_slice`).
+    pub fn copy_to_slice(&self, dst: &mut [u8]) {
+        assert_eq!(dst.len(), self.len, "copy_to_slice: length mismatch");
+        self.read_at(0, dst);
+    }
+
+    /// A private copy: it cannot change after this returns.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        self.read_at(0, &mut v);
+        v
+    }
+
+    /// The bytes as little-endian `u64` words, read in place; a tail
+    /// shorter than 8 bytes is padded with zeros. For checksums and scans
+    /// over data you do not need to keep.
+    pub fn words_le(&self) -> WordsLe<'a> {
+        WordsLe { view: *self, at: 0 }
+    }
+
+    /// The bytes one by one, read in place.
+    pub fn bytes(&self) -> impl Iterator<Item = u8> + 'a {
+        let v = *self;
+        // SAFETY: `i < len` for every index produced by the range.
+        (0..v.len).map(move |i| unsafe { v.ptr.as_ptr().add(i).read_volatile() })
+    }
+
+    /// Index of the first byte equal to `b`, scanning in place.
+    pub fn position(&self, b: u8) -> Option<usize> {
+        match self.as_slice() {
+            Some(s) => s.iter().position(|&x| x == b),
+            None => self.bytes().position(|x| x == b),
+        }
+    }
+
+    /// Write the bytes to `fd` with `write(2)` (the kernel reads them;
+    /// nothing is copied in user space). Returns what `write` returned.
+    pub fn write_to(&self, fd: impl AsFd) -> io::Result<usize> {
+        let iov = [libc::iovec {
+            iov_base: self.ptr.as_ptr().cast(),
+            iov_len: self.len,
+        }];
+        crate::sys::io::writev_raw(fd.as_fd(), &iov)
+    }
+}
+
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("View")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("immutable", &self.immutable)
+            .finish()
+    }
+}
+
+/// Iterator of [`View::words_le`].
+#[derive(Clone, Debug)]
+pub struct WordsLe<'a> {
+    view: View<'a>,
+    at: usize,
+}
+
+impl Iterator for WordsLe<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        if self.at >= self.view.len {
+            return None;
+        }
+        let p = self.view.ptr.as_ptr();
+        let left = self.view.len - self.at;
+        let w = if left >= 8 && (p as usize + self.at).is_multiple_of(8) {
+            // An aligned word: one volatile load.
+            // SAFETY: the 8 bytes at `at` are inside `[0, len)` (left >= 8)
+            // and aligned (checked), inside the mapping (View contract).
+            u64::from_le(unsafe { p.add(self.at).cast::<u64>().read_volatile() })
+        } else {
+            let mut b = [0u8; 8];
+            // SAFETY: `left.min(8)` bytes from `at` are inside `[0, len)`;
+            // `b` has room for 8.
+            unsafe { copy_volatile(p.add(self.at), b.as_mut_ptr(), left.min(8)) };
+            u64::from_le_bytes(b)
+        };
+        self.at += 8;
+        Some(w)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.view.len.saturating_sub(self.at)).div_ceil(8);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for WordsLe<'_> {}
+
+/// Copy `n` bytes from `src` to `d`, reading the source only with
+/// volatile loads (each source byte is read exactly once, and the compiler
+/// can neither re-read nor elide a read). Wide aligned loads in the middle
+/// keep it close to `memcpy`.
+///
+/// # Safety
+/// `[src, src + n)` must be mapped readable; it may be written concurrently
+/// by another process (the copy then holds some mix of old and new bytes —
+/// callers that care validate the copy, e.g. with a seqlock). `[d, d + n)`
+/// must be writable through this raw pointer (no live Rust reference to
+/// it elsewhere) and must not overlap the source.
+pub(crate) unsafe fn copy_volatile(src: *const u8, d: *mut u8, n: usize) {
+    let mut i = 0;
+    // Head: bytes until the source is 16-byte aligned.
+    let head = (src as usize).wrapping_neg() % 16;
+    while i < head.min(n) {
+        // SAFETY: i < n: inside both ranges.
+        unsafe { d.add(i).write(src.add(i).read_volatile()) };
+        i += 1;
+    }
+    // Body: aligned 16-byte volatile loads, unaligned stores.
+    while i + 64 <= n {
+        // SAFETY: src + i is 16-byte aligned (head loop) and the 64 bytes
+        // are inside both ranges; u128 loads are 16-byte aligned here.
+        unsafe {
+            let s = src.add(i).cast::<u128>();
+            let a = s.read_volatile();
+            let b = s.add(1).read_volatile();
+            let c = s.add(2).read_volatile();
+            let e = s.add(3).read_volatile();
+            let o = d.add(i).cast::<u128>();
+            o.write_unaligned(a);
+            o.add(1).write_unaligned(b);
+            o.add(2).write_unaligned(c);
+            o.add(3).write_unaligned(e);
+        }
+        i += 64;
+    }
+    while i + 16 <= n {
+        // SAFETY: as above, one 16-byte word.
+        unsafe {
+            let v = src.add(i).cast::<u128>().read_volatile();
+            d.add(i).cast::<u128>().write_unaligned(v);
+        }
+        i += 16;
+    }
+    // Tail.
+    while i < n {
+        // SAFETY: i < n: inside both ranges.
+        unsafe { d.add(i).write(src.add(i).read_volatile()) };
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_volatile_matches_memcpy_at_every_alignment() {
+        let src: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for off in 0..20 {
+            for len in [0, 1, 15, 16, 17, 63, 64, 65, 200, 900] {
+                let mut dst = vec![0u8; len];
+                // SAFETY: off + len <= 1000.
+                unsafe { copy_volatile(src.as_ptr().add(off), dst.as_mut_ptr(), len) };
+                assert_eq!(dst, &src[off..off + len], "off {off} len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn view_reads_in_place_and_copies_out() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(1003).collect();
+        let v = View::from_slice(&data);
+        assert_eq!(v.len(), 1003);
+        assert_eq!(v.get(1002), Some(data[1002]));
+        assert_eq!(v.get(1003), None);
+        assert_eq!(v.to_vec(), data);
+        assert_eq!(v.position(7), Some(7));
+        let mut out = [0u8; 10];
+        assert_eq!(v.read_at(1000, &mut out), 3);
+        assert_eq!(v.read_at(2000, &mut out), 0);
+        assert_eq!(
+            v.read_u64_le(3),
+            Some(u64::from_le_bytes(data[3..11].try_into().unwrap()))
+        );
+        assert_eq!(v.read_u64_le(1000), None);
+        let sub = v.slice(1, 16).unwrap();
+        assert_eq!(sub.to_vec(), &data[1..17]);
+        assert!(v.slice(1000, 4).is_none());
+        let words: Vec<u64> = v.words_le().collect();
+        assert_eq!(words.len(), 1003usize.div_ceil(8));
+        let mut tail = [0u8; 8];
+        tail[..3].copy_from_slice(&data[1000..]);
+        assert_eq!(*words.last().unwrap(), u64::from_le_bytes(tail));
+        for (k, w) in words.iter().enumerate().take(125) {
+            assert_eq!(
+                *w,
+                u64::from_le_bytes(data[8 * k..8 * k + 8].try_into().unwrap())
+            );
+        }
+    }
+
+    #[test]
+    fn unaligned_views_give_the_same_words() {
+        let data: Vec<u8> = (0..100u8).collect();
+        let v = View::from_slice(&data[3..]);
+        let w: Vec<u64> = v.words_le().collect();
+        assert_eq!(w[0], u64::from_le_bytes(data[3..11].try_into().unwrap()));
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    #[test]
+    #[ignore = "manual speed check: cargo test --release -p zcio --lib speed -- --ignored --nocapture"]
+    fn copy_volatile_vs_memcpy() {
+        let src = vec![7u8; 16 << 20];
+        let mut dst = vec![0u8; 16 << 20];
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..20 {
+                // SAFETY: same lengths, both ours.
+                unsafe { super::copy_volatile(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+            }
+            let v = t.elapsed();
+            let t = std::time::Instant::now();
+            for k in 0..20u8 {
+                let s = std::hint::black_box(&src);
+                dst.copy_from_slice(s);
+                std::hint::black_box(&mut dst);
+                let _ = k;
+            }
+            let m = t.elapsed();
+            let gbs = |d: std::time::Duration| 20.0 * 16.0 * 1.048576e6 / d.as_secs_f64() / 1e9;
+            println!("volatile {:.1} GB/s, memcpy {:.1} GB/s", gbs(v), gbs(m));
+        }
+    }
+}
