@@ -24,6 +24,6 @@ pub use channel::{
     HoldLimit, Listener, Malformed, Notify, PeerFault, Policy, RecvError, SendError,
 };
 pub use error::Error;
-pub use msg::{Msg, MsgError, Unit, UnitCursor};
+pub use msg::{Msg, MsgError, SecureMsg, Unit, UnitCursor};
 pub use region::{Region, RegionError};
 pub use view::View;

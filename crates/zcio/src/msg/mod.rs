@@ -3,6 +3,7 @@
 //! never touch payload bytes.
 
 mod cursor;
+mod interop;
 
 use std::borrow::Cow;
 use std::io::IoSlice;
@@ -14,6 +15,7 @@ use thiserror::Error;
 use crate::buf::Fbuf;
 use crate::view::View;
 pub use cursor::{Unit, UnitCursor};
+pub use interop::SecureMsg;
 
 /// Most slices one message may have (also the wire cap).
 pub const MAX_SLICES: usize = crate::channel::wire::MAX_SLICES;
