@@ -162,6 +162,46 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
 }
 
 #[test]
+fn a_blocked_receive_receives_on_its_own_thread() {
+    let (_sock, mut kid, ep) = server("async-direct");
+    let proxies = Proxies::default();
+    let a = Arc::new(AsyncEndpoint::new(ep, &proxies));
+    // The server streams after this send: the send itself needs a proxy.
+    let streamed = |n: u64| {
+        a.send(Message::new(STREAM, &[n]))
+            .expect("queue")
+            .wait(Some(STEP))
+            .expect("delivered");
+    };
+    streamed(20);
+    let spawned = proxies.stats().spawned;
+    for i in 0..20 {
+        assert_eq!(a.receive(Some(STEP)).expect("direct").words, [i]);
+    }
+    assert_eq!(
+        proxies.stats().spawned,
+        spawned,
+        "no receive proxy was needed: the caller received itself"
+    );
+    // A handle posted while a thread receives directly still gets a
+    // message: the direct receiver takes the first, the proxy started
+    // when it returns serves the handle.
+    let b = a.clone();
+    let direct = std::thread::spawn(move || b.receive(Some(STEP)).expect("direct").words);
+    // Usually lets the thread block first; if it has not, its receive
+    // waits for the proxy instead — both orders must deliver both.
+    std::thread::sleep(Duration::from_millis(20));
+    let h = a.post();
+    streamed(2);
+    let mut got = vec![direct.join().expect("direct thread")[0]];
+    got.push(h.wait(Some(STEP)).expect("posted").words[0]);
+    got.sort_unstable();
+    assert_eq!(got, [0, 1]);
+    a.send(Message::new(QUIT, &[])).expect("queue");
+    kid.expect("served ");
+}
+
+#[test]
 fn quota_timeouts_and_a_killed_server_give_typed_errors() {
     let (_sock, mut kid, ep) = server("async-quota");
     let a = AsyncEndpoint::new(ep, &Proxies::default());

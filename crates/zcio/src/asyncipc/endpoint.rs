@@ -95,9 +95,13 @@ impl AsyncEndpoint {
         self.rx.post(&self.pool)
     }
 
-    /// Receive the next message, waiting at most `timeout`.
+    /// Receive the next message, waiting at most `timeout`. When nothing
+    /// else is receiving for this endpoint (no posted handle, no
+    /// outstanding call, no proxy at work) the calling thread receives
+    /// itself — as fast as a synchronous receive — otherwise it waits for
+    /// the proxy's hand-over.
     pub fn receive(&self, timeout: Option<Duration>) -> Result<Message, AsyncError> {
-        self.post().wait(timeout)
+        self.rx.receive(&self.pool, timeout)
     }
 
     /// Asynchronous RPC: queue `msg` and return a handle the reply (the

@@ -86,6 +86,9 @@ struct State {
     /// Outstanding asynchronous calls, oldest first.
     calls: VecDeque<Arc<Slot>>,
     running: bool,
+    /// An application thread is receiving itself (`RecvSide::receive`);
+    /// no proxy is started until it is done.
+    direct: bool,
     failed: Option<AsyncError>,
 }
 
@@ -109,6 +112,7 @@ impl RecvSide {
                 waiters: Vec::new(),
                 calls: VecDeque::new(),
                 running: false,
+                direct: false,
                 failed: None,
             }),
             alloc: Mutex::new(None),
@@ -153,6 +157,63 @@ impl RecvSide {
         }
     }
 
+    /// Receive the next message, at most `timeout`. When nothing else is
+    /// receiving for this endpoint — no proxy running, no posted handle,
+    /// no outstanding call — the calling thread does the synchronous
+    /// receive itself: no proxy thread, no hand-over, no wake-up. A
+    /// message that arrives while a call registered meanwhile is owed a
+    /// reply goes to that call (as with the proxy); handles posted during
+    /// a direct receive are served by a proxy started when it ends.
+    pub(crate) fn receive(
+        self: &Arc<Self>,
+        pool: &Arc<Pool>,
+        timeout: Option<Duration>,
+    ) -> Result<Message, AsyncError> {
+        {
+            let mut st = self.lock();
+            if let Some(m) = st.msgs.pop_front() {
+                return Ok(m);
+            }
+            if let Some(e) = st.failed {
+                return Err(e);
+            }
+            if st.running || st.direct || !st.waiters.is_empty() || !st.calls.is_empty() {
+                drop(st);
+                return self.post(pool).wait(timeout);
+            }
+            st.direct = true;
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut buf = self.fresh_buffer();
+        let res = loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match self.ep.receive_into(&mut buf, left) {
+                Ok(()) => {
+                    self.received.fetch_add(1, Counter::Relaxed);
+                    let mut st = self.lock();
+                    let Some(call) = st.calls.pop_front() else {
+                        break Ok(buf);
+                    };
+                    let next = self.fresh_buffer();
+                    if let Err(Ok(m)) = call.complete(Ok(std::mem::replace(&mut buf, next))) {
+                        st.msgs.push_back(m);
+                    }
+                }
+                Err(IpcError::TimedOut) => break Err(AsyncError::WaitTimedOut),
+                Err(e) => {
+                    self.fail(AsyncError::Ipc(e));
+                    break Err(AsyncError::Ipc(e));
+                }
+            }
+        };
+        let mut st = self.lock();
+        st.direct = false;
+        if !st.waiters.is_empty() || !st.calls.is_empty() {
+            self.ensure_proxy(st, pool);
+        }
+        res
+    }
+
     /// Register a call's reply slot before the call's message is queued,
     /// so the reply cannot overtake it.
     pub(crate) fn expect_reply(
@@ -173,7 +234,9 @@ impl RecvSide {
     }
 
     fn ensure_proxy(self: &Arc<Self>, mut st: std::sync::MutexGuard<'_, State>, pool: &Arc<Pool>) {
-        if st.running {
+        // A thread receiving directly starts the proxy when it is done, if
+        // anyone is still waiting then.
+        if st.running || st.direct {
             return;
         }
         st.running = true;
