@@ -138,17 +138,18 @@ pub enum ReadError {
     Corrupt(&'static str),
 }
 
-/// `16 MiB`, `4 KiB` for exact multiples, else one decimal (`1.5 GiB`) or bytes.
+/// A size: exact in the largest unit that divides it if that takes at most
+/// four digits (`16 MiB`, `1036 KiB`, `4095 B`), else to one decimal.
 fn human(n: u64) -> String {
-    const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    const UNITS: [(&str, u32); 5] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10), ("B", 0)];
     for (u, shift) in UNITS {
-        if n >= 1 << shift {
-            return if n.is_multiple_of(1 << shift) {
-                format!("{} {u}", n >> shift)
-            } else {
-                format!("{:.1} {u}", n as f64 / (1u64 << shift) as f64)
-            };
+        if n.is_multiple_of(1 << shift) && n >> shift < 10_000 {
+            return format!("{} {u}", n >> shift);
         }
     }
-    format!("{n} B")
+    let (u, shift) = UNITS
+        .into_iter()
+        .find(|&(_, shift)| n >> shift > 0)
+        .unwrap_or(("B", 0));
+    format!("{:.1} {u}", n as f64 / (1u64 << shift) as f64)
 }
