@@ -56,7 +56,13 @@ fn main() {
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        // --help, --version, and the help shown for a missing subcommand.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
         Err(e) => {
             // clap says `error: …`; every zcio error says `zcio: error: …`.
             eprint!("zcio: {}", e.render());

@@ -102,7 +102,8 @@ pub enum ReadError {
     #[error("timed out waiting for data")]
     TimedOut,
     /// The producer died without closing the ring (everything it published
-    /// has been read).
+    /// has been read). Reported only if it wrote something since this
+    /// consumer joined; otherwise the consumer waits for the next producer.
     #[error("producer died (pid {0})")]
     ProducerDied(u32),
     /// The producer closed the ring with an error (everything it published

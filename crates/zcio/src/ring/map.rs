@@ -66,7 +66,9 @@ fn reserve(fd: impl AsFd, len: u64) -> Result<(), OpenError> {
             return Err(no_space(free + held));
         }
     }
-    match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), 0, len) {
+    // KEEP_SIZE: never changes the file's length (a file truncated by a
+    // hostile peer stays truncated and is reported as such).
+    match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
         Ok(()) => Ok(()),
         Err(Errno::NOSPC) => Err(no_space(free.unwrap_or(0) + held)),
         Err(Errno::OPNOTSUPP | Errno::NOSYS) => Ok(()),
