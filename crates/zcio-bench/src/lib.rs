@@ -12,6 +12,7 @@ pub mod child;
 pub mod fds;
 pub mod fmt;
 pub mod iox;
+pub mod limits;
 pub mod report;
 pub mod ring;
 pub mod transfer;

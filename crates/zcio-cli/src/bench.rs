@@ -193,7 +193,7 @@ fn parse_parts<P>(names: &[String], parse: impl Fn(&str) -> Result<P, String>) -
         .iter()
         .map(|x| parse(x))
         .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)
+        .map_err(crate::usage)
 }
 
 fn async_cmd(a: AsyncArgs) -> Result<()> {
@@ -215,8 +215,9 @@ fn async_cmd(a: AsyncArgs) -> Result<()> {
         opts.chain_stream_msgs = n;
     }
     if let Some(v) = &a.volume {
-        opts.cksum_volume = fmt::parse_bytes_u64(v).map_err(anyhow::Error::msg)?;
+        opts.cksum_volume = fmt::parse_bytes_u64(v).map_err(crate::usage)?;
     }
+    zcio_bench::limits::check_async(&opts).map_err(crate::usage)?;
     asyncb::validate(&opts).map_err(anyhow::Error::msg)?;
     let machine = report::machine();
     let notes = asyncb::notes(&opts);
@@ -272,7 +273,7 @@ fn parse_sizes(list: &[String]) -> Result<Vec<usize>> {
     list.iter()
         .map(|x| fmt::parse_size(x))
         .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)
+        .map_err(crate::usage)
 }
 
 fn progress_bar(total: u64) -> ProgressBar {
@@ -305,6 +306,7 @@ fn ring_cmd(a: RingArgs) -> Result<()> {
     if let Some(r) = a.reps {
         opts.reps = r.max(1);
     }
+    zcio_bench::limits::check_ring(&opts).map_err(crate::usage)?;
     ring::validate(&opts).map_err(anyhow::Error::msg)?;
     let stale = ring::remove_stale_rings();
     if stale > 0 {
@@ -359,9 +361,12 @@ fn transfer_cmd(a: TransferArgs) -> Result<()> {
     if let Some(s) = &a.sizes {
         opts.sizes = parse_sizes(s)?;
         if opts.sizes.iter().any(|&s| s < 4096) {
-            bail!("sizes must be at least 4K (the benchmark touches one word per 4 KiB page)");
+            return Err(crate::usage(
+                "sizes must be at least 4K (the benchmark touches one word per 4 KiB page)",
+            ));
         }
     }
+    zcio_bench::limits::check_transfer(&opts).map_err(crate::usage)?;
     if let Some(v) = &a.variants {
         opts.variants = v
             .iter()

@@ -17,11 +17,16 @@ use clap::{Parser, Subcommand};
         zcio bench transfer --quick          # cross-process transfer benchmark, ~15 s\n  \
         zcio bench transfer                  # full sweep, median of 3 runs\n  \
         zcio bench transfer --help           # sizes, variants, JSON and SVG output\n  \
-        zcio bench async --quick             # async IPC, forwarding chains, checksum (issue #4)\n  \
+        zcio bench async --quick             # async IPC, forwarding chains, checksum\n  \
         zcio ring create demo --size 4MiB    # a named shared ring in /dev/shm\n  \
         zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
-        zcio ring stat demo                  # fill, producer and per-consumer counters"
+        zcio ring stat demo                  # fill, producer and per-consumer counters\n\n\
+        Exit status: 0 on success; 1 when something fails at run time (a missing ring,\n\
+        no space, a producer that died or failed, I/O errors); 2 when the command line\n\
+        is wrong (unknown options, invalid or conflicting values, sizes beyond the\n\
+        limits or the memory available); `pipe` also uses 141 for a broken pipe.\n\
+        Errors are printed as `zcio: error: ...` on stderr."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -49,12 +54,26 @@ fn main() {
     if args.get(1).map(String::as_str) == Some(zcio_bench::asyncb::CHILD_ARG) {
         std::process::exit(zcio_bench::asyncb::child_main(&args[2..]));
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help, --version, and the help shown for a missing subcommand.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            // clap says `error: …`; every zcio error says `zcio: error: …`.
+            eprint!("zcio: {}", e.render());
+            std::process::exit(EXIT_USAGE);
+        }
+    };
     // Every handle (rings, producers, consumers) is dropped inside `run`
     // before the process exits: a producer must close its ring.
     let res = match cli.cmd {
         Cmd::Bench(b) => bench::run(b).map(|()| 0),
-        Cmd::Ring(r) => ring::run(r).map(|()| 0),
+        Cmd::Ring(r) => ring::run(r),
         Cmd::Pipe(p) => pipe::run(p),
     };
     match res {
@@ -62,7 +81,44 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("zcio: error: {e:#}");
-            std::process::exit(1);
+            std::process::exit(exit_status(&e));
         }
+    }
+}
+
+/// Exit status for an input or usage error (as clap uses).
+pub const EXIT_USAGE: i32 = 2;
+
+/// A value the user gave that cannot be used: exit status 2.
+#[derive(Debug)]
+pub struct UsageError(String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A [`UsageError`] as an `anyhow::Error`.
+pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {
+    UsageError(msg.to_string()).into()
+}
+
+/// 2 for errors in what the user asked for, 1 for failures at run time.
+fn exit_status(e: &anyhow::Error) -> i32 {
+    use zcio::ring::OpenError;
+    let input = e.chain().any(|c| {
+        c.is::<UsageError>()
+            || matches!(
+                c.downcast_ref::<OpenError>(),
+                Some(OpenError::InvalidName(_) | OpenError::InvalidConfig(_))
+            )
+    });
+    if input {
+        EXIT_USAGE
+    } else {
+        1
     }
 }

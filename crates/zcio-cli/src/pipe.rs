@@ -18,15 +18,17 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use rustix::io::Errno;
 use zcio::ring::{
-    self, Consumer, Layout, Overflow, Producer, ReadError, RingMap, Start, Wait, WriteError,
+    self, Consumer, Layout, OpenError, Overflow, Producer, ReadError, RingMap, Start, Wait,
+    WriteError, MAX_CONSUMERS,
 };
 
-use crate::ring::{describe, size, CreateArgs};
+use crate::ring::{describe, open_error, size, CreateArgs};
+use crate::usage;
 
 /// Exit status for a broken pipe (128 + SIGPIPE).
 pub const EXIT_BROKEN_PIPE: i32 = 141;
@@ -37,15 +39,21 @@ const MAX_CHUNK: u64 = 256 << 10;
 /// How often an idle reader with `--timeout` checks its deadline.
 const IDLE_CHECK: Duration = Duration::from_millis(100);
 
+/// How often `get` looks for a ring that does not exist yet.
+const APPEAR_CHECK: Duration = Duration::from_millis(10);
+
 #[derive(Subcommand, Debug)]
 pub enum PipeCmd {
     /// Copy stdin into ring NAME for `zcio pipe get` readers (a FIFO writer).
     ///
     /// Creates the ring if it does not exist (the create options apply only
-    /// then), waits for --readers readers, copies until EOF and closes the
-    /// ring: readers drain it and exit 0. With the block policy (default)
-    /// every reader gets every byte. Exit status: 0, 1 on errors, 141 if
-    /// every reader went away before EOF.
+    /// then; for an existing ring, options that differ from it are errors),
+    /// reserves its memory, waits for --readers readers, copies until EOF
+    /// and closes the ring: readers drain it and exit 0. If reading stdin
+    /// fails, the ring is closed with an error and readers exit 1. With the
+    /// block policy (default) every reader gets every byte. Exit status: 0,
+    /// 1 on errors, 2 for invalid options, 141 if every reader went away
+    /// before EOF.
     #[command(after_help = "Examples:\n  \
         zcio pipe get logs > copy.txt &                    # a reader (start it first or later)\n  \
         zcio pipe put logs < big.log                       # waits for one reader, then copies\n  \
@@ -55,15 +63,18 @@ pub enum PipeCmd {
     Put(PutArgs),
     /// Copy ring NAME to stdout until its producer closes it (a FIFO reader).
     ///
-    /// Joins at the producer's current position; creates the ring if it
-    /// does not exist (the create options apply only then). Exit status: 0
-    /// at end of stream, 1 on errors (including a producer that died
-    /// without closing the ring), 141 if stdout is closed by its reader.
+    /// Joins at the producer's current position. A ring that does not exist
+    /// yet is waited for (`get` never creates one); create options, if
+    /// given, must match the ring. A reader waits for a new producer if the
+    /// last one closed, or died without writing since the reader joined.
+    /// Exit status: 0 at end of stream, 1 on errors (including a producer
+    /// that died or failed: the output is incomplete), 2 for invalid
+    /// options, 141 if stdout is closed by its reader.
     #[command(after_help = "Examples:\n  \
         zcio pipe get logs | grep ERROR\n  \
         zcio pipe get backup | tar x                       # one of two readers of `put --readers 2`\n  \
         zcio pipe get logs --timeout 5 > out               # give up after 5 s without data\n  \
-        zcio pipe get msgs --layout variable --size 256KiB # create it like its producer would")]
+        zcio pipe get msgs --layout variable               # fail unless the ring is a variable one")]
     Get(GetArgs),
 }
 
@@ -71,8 +82,9 @@ pub enum PipeCmd {
 pub struct PutArgs {
     /// Ring name.
     name: String,
-    /// Wait until this many readers are attached before copying (0: don't wait).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Wait until this many readers are attached before copying (0: don't
+    /// wait; at most 64, the ring's consumer slots).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_readers)]
     readers: usize,
     /// Give up if the readers are not there after SECS seconds [default: wait forever].
     #[arg(long, value_name = "SECS")]
@@ -91,7 +103,8 @@ pub struct PutArgs {
 pub struct GetArgs {
     /// Ring name.
     name: String,
-    /// Give up (exit 1) after SECS seconds without data [default: wait forever].
+    /// Give up (exit 1) after SECS seconds without data, including the wait
+    /// for the ring to appear [default: wait forever].
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
     /// Show bytes and rate on stderr.
@@ -109,27 +122,92 @@ pub fn run(cmd: PipeCmd) -> Result<i32> {
     }
 }
 
+fn parse_readers(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of readers"))?;
+    if n > MAX_CONSUMERS {
+        return Err(format!(
+            "{n} readers: a ring has {MAX_CONSUMERS} consumer slots, so at most {MAX_CONSUMERS}"
+        ));
+    }
+    Ok(n)
+}
+
 fn secs(what: &str, s: Option<f64>) -> Result<Option<Duration>> {
     s.map(|s| {
-        Duration::try_from_secs_f64(s)
-            .map_err(|_| anyhow!("{what} must be a non-negative number of seconds, not {s}"))
+        Duration::try_from_secs_f64(s).map_err(|_| {
+            usage(format!(
+                "{what} must be a non-negative number of seconds, not {s}"
+            ))
+        })
     })
     .transpose()
 }
 
-/// Open ring `name`, creating it with `create` if missing; warn about
-/// explicit options an existing ring does not have.
-fn open_ring(cmd: &str, name: &str, create: &CreateArgs) -> Result<Arc<RingMap>> {
-    let map = create.options().create_or_open(name)?;
-    let off = create.mismatches(map.geometry());
-    if !off.is_empty() {
-        eprintln!(
-            "zcio pipe {cmd}: note: ring {name} already exists ({}); ignoring {}",
-            describe(map.geometry()),
-            off.join(", ")
-        );
+/// `put`: open ring `name`, or create it with `create` (checked first);
+/// an existing ring must match the options given.
+fn open_or_create(name: &str, create: &CreateArgs) -> Result<Arc<RingMap>> {
+    loop {
+        match RingMap::open(name, true) {
+            Ok(map) => {
+                if create.check_existing(&map)? {
+                    eprintln!(
+                        "zcio: note: ring {name} already exists ({}); the create options given match it",
+                        describe(map.geometry())
+                    );
+                }
+                return Ok(map);
+            }
+            Err(OpenError::NotFound(_)) => {}
+            Err(e) => return Err(open_error(name, e)),
+        }
+        create.check_new()?;
+        match create.options().create(name) {
+            Err(OpenError::Exists(_)) => continue, // created meanwhile
+            r => return r.map_err(|e| open_error(name, e)),
+        }
     }
-    Ok(map)
+}
+
+/// `get`: open ring `name`, waiting (at most `timeout`) for it to be
+/// created; never creates it, so a mistyped name leaves nothing behind.
+fn wait_for_ring(
+    name: &str,
+    create: &CreateArgs,
+    timeout: Option<Duration>,
+) -> Result<Arc<RingMap>> {
+    let t0 = Instant::now();
+    let mut told = false;
+    loop {
+        match RingMap::open(name, true) {
+            Ok(map) => {
+                create.check_existing(&map)?;
+                return Ok(map);
+            }
+            Err(OpenError::NotFound(_)) => {}
+            Err(e) => return Err(open_error(name, e)),
+        }
+        let dir = zcio::sys::shm::ring_dir();
+        if !dir.is_dir() {
+            return Err(OpenError::NoDirectory(dir.display().to_string()).into());
+        }
+        let waited = t0.elapsed();
+        if timeout.is_some_and(|t| waited >= t) {
+            anyhow::bail!(
+                "no ring named {name:?} appeared in {:.1} s (--timeout; `zcio ring ls` lists the rings)",
+                waited.as_secs_f64()
+            );
+        }
+        if !told && waited >= Duration::from_secs(1) {
+            eprintln!(
+                "zcio pipe get: no ring named {name:?} yet; waiting for `zcio pipe put {name}` (`zcio ring ls` lists the rings)"
+            );
+            told = true;
+        }
+        std::thread::sleep(APPEAR_CHECK);
+    }
 }
 
 fn progress(on: bool, what: &str) -> Option<ProgressBar> {
@@ -260,12 +338,12 @@ fn chunk(g: &zcio::ring::Geometry) -> usize {
 fn put(a: PutArgs) -> Result<i32> {
     let wait_timeout = secs("--wait-timeout", a.wait_timeout)?;
     let name = a.name.as_str();
-    let map = open_ring("put", name, &a.create)?;
+    let map = open_or_create(name, &a.create)?;
     let g = *map.geometry();
     if g.layout == Layout::Index {
-        bail!(
+        return Err(usage(format!(
             "ring {name} is an index ring (pointers into other rings): `zcio pipe put` needs a data ring; create one with `zcio ring create NAME --layout continuous`"
-        );
+        )));
     }
     let mut prod = Producer::attach(map).with_context(|| format!("cannot write to ring {name}"))?;
     let res = match a.readers {
@@ -273,24 +351,37 @@ fn put(a: PutArgs) -> Result<i32> {
         n => wait_readers(&mut prod, n, wait_timeout),
     }
     .and_then(|()| copy_in(&mut prod, a.readers > 0, a.progress));
-    // Close the ring (readers drain it, then see EOF) before anything else.
-    drop(prod);
+    // Close the ring before anything else: normally (readers drain it, then
+    // see EOF) or, if we failed, with an error they report (exit 1).
+    match &res {
+        Err(e) => prod.close_with_error(error_code(e)),
+        Ok(_) => prod.close(),
+    }
     if a.rm {
         match ring::unlink(name) {
-            Ok(()) | Err(ring::OpenError::NotFound(_)) => {}
-            Err(e) => eprintln!("zcio pipe put: could not remove ring {name}: {e}"),
+            Ok(()) | Err(OpenError::NotFound(_)) => {}
+            Err(e) => eprintln!("zcio: warning: could not remove ring {name}: {e}"),
         }
     }
     match res? {
         Copied::All => Ok(0),
         Copied::NoReaders(n) => {
             eprintln!(
-                "zcio pipe put: every reader of ring {name} has gone away after {}; stopping (start readers with `zcio pipe get {name}`)",
+                "zcio: error: every reader of ring {name} has gone away after {}; stopping (start readers with `zcio pipe get {name}`)",
                 size(n)
             );
             Ok(EXIT_BROKEN_PIPE)
         }
     }
+}
+
+/// The code `put` closes the ring with: the errno of the failure if there
+/// is one, else EIO.
+fn error_code(e: &anyhow::Error) -> u32 {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<std::io::Error>()?.raw_os_error())
+        .and_then(|c| u32::try_from(c).ok())
+        .unwrap_or(Errno::IO.raw_os_error() as u32)
 }
 
 enum Copied {
@@ -365,7 +456,7 @@ fn copy_in(prod: &mut Producer, need_readers: bool, show: bool) -> Result<Copied
 fn get(a: GetArgs) -> Result<i32> {
     let timeout = secs("--timeout", a.timeout)?;
     let name = a.name.as_str();
-    let map = open_ring("get", name, &a.create)?;
+    let map = wait_for_ring(name, &a.create, timeout)?;
     let mut cons = Consumer::attach(map, Start::Newest)
         .with_context(|| format!("cannot read from ring {name}"))?;
     let stdout = std::io::stdout();
@@ -462,6 +553,11 @@ fn copy_out(
             Err(ReadError::ProducerDied(pid)) => bail!(
                 "producer died (pid {pid}) without closing ring {}: the output is incomplete",
                 cons.ring().name()
+            ),
+            Err(ReadError::ProducerFailed { pid, code }) => bail!(
+                "the producer of ring {} (pid {pid}) failed ({}): the output is incomplete",
+                cons.ring().name(),
+                std::io::Error::from_raw_os_error(code as i32)
             ),
             Err(e) => return Err(e).with_context(|| format!("read ring {}", cons.ring().name())),
         }

@@ -1,9 +1,13 @@
 //! `zcio ring …`: create, inspect, list and remove named shared rings.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
-use zcio::ring::{self, Geometry, Layout, Options, Overflow, RingStat};
+use zcio::ring::layout::{BLOCK_HDR, MAX_DATA, MAX_DESC};
+use zcio::ring::{self, Geometry, Layout, Options, Overflow, RingMap, RingStat};
+use zcio_bench::limits::exact;
+
+use crate::usage;
 
 #[derive(Subcommand, Debug)]
 pub enum RingCmd {
@@ -113,8 +117,8 @@ impl From<PolicyArg> for Overflow {
 /// them only when the ring does not exist yet). `None`: the default.
 #[derive(Args, Debug, Clone, Default)]
 pub struct CreateArgs {
-    /// Data area size, a power of two ≥ the page size [default: 1MiB].
-    #[arg(long, value_parser = parse_pow2_size, value_name = "SIZE")]
+    /// Data area size, a power of two from 4KiB to 16GiB [default: 1MiB].
+    #[arg(long, value_parser = parse_ring_size, value_name = "SIZE")]
     pub size: Option<u64>,
     /// Data layout (or c, p, v, d, i) [default: continuous].
     #[arg(long, value_enum)]
@@ -122,13 +126,16 @@ pub struct CreateArgs {
     /// What a full ring does [default: block].
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
-    /// Slot size of slotted rings, a power of two ≥ 32 [default: 2KiB].
-    #[arg(long, value_parser = parse_pow2_size, value_name = "SIZE")]
+    /// Slot size of slotted rings (only with --layout slotted), a power of
+    /// two from 32 bytes to the ring size [default: 2KiB].
+    #[arg(long, value_parser = parse_slot_size, value_name = "SIZE")]
     pub slot_size: Option<u64>,
-    /// Descriptor entries of descriptors/index rings, a power of two [default: 4096].
-    #[arg(long, value_parser = parse_pow2_count, value_name = "N")]
+    /// Descriptor entries (only with --layout descriptors or index), a
+    /// power of two from 2 to 16777216 [default: 4096].
+    #[arg(long, value_parser = parse_entries, value_name = "N")]
     pub entries: Option<u64>,
-    /// Permission bits in octal (the umask applies) [default: 0600].
+    /// Permission bits in octal, set as given (the umask does not apply)
+    /// [default: 0600].
     #[arg(long, value_parser = parse_mode, value_name = "OCTAL")]
     pub mode: Option<u32>,
 }
@@ -158,36 +165,108 @@ impl CreateArgs {
         o
     }
 
-    /// Explicitly given options that an existing ring of geometry `g`
-    /// does not have (for a warning: they only apply to new rings).
-    pub fn mismatches(&self, g: &Geometry) -> Vec<String> {
-        let mut v = Vec::new();
+    /// Whether any option was given.
+    pub fn any(&self) -> bool {
+        self.size.is_some()
+            || self.layout.is_some()
+            || self.policy.is_some()
+            || self.slot_size.is_some()
+            || self.entries.is_some()
+            || self.mode.is_some()
+    }
+
+    /// Check the options for a ring of layout `layout`: every option given
+    /// must apply to it and the sizes must fit together.
+    fn check_for(&self, layout: Layout) -> Result<()> {
+        let name = layout.name();
+        if self.slot_size.is_some() && layout != Layout::Slotted {
+            return Err(usage(format!(
+                "--slot-size applies only to slotted rings, not to a {name} ring (add --layout slotted)"
+            )));
+        }
+        if self.entries.is_some() && !layout.counts_entries() {
+            return Err(usage(format!(
+                "--entries applies only to descriptors and index rings, not to a {name} ring"
+            )));
+        }
+        if self.size.is_some() && layout == Layout::Index {
+            return Err(usage(
+                "--size does not apply to index rings (they hold pointers into other rings, no data): give --entries",
+            ));
+        }
+        if let (Some(slot), Layout::Slotted) = (self.slot_size, layout) {
+            let size = self.size.unwrap_or(Options::new().size);
+            if slot > size {
+                return Err(usage(format!(
+                    "--slot-size {} is larger than the ring (--size {})",
+                    exact(slot),
+                    exact(size)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Check the options for a new ring, including that its memory is
+    /// available, before anything is created.
+    pub fn check_new(&self) -> Result<()> {
+        let o = self.options();
+        self.check_for(o.layout)?;
+        let g = Geometry::new(o.layout, o.overflow, o.size, o.slot_size, o.entries, 1)
+            .map_err(|what| usage(format!("invalid {what}")))?;
+        zcio_bench::limits::check_memory(
+            &format!("a ring of {}", exact(g.file_len())),
+            g.file_len(),
+        )
+        .map_err(usage)
+    }
+
+    /// Check the options given against existing ring `map`: an option
+    /// that does not apply to it or asks for something else is an error
+    /// (they only apply when a ring is created). Returns whether any
+    /// option was given (all of them matching).
+    pub fn check_existing(&self, map: &RingMap) -> Result<bool> {
+        let g = map.geometry();
+        let exists = |what: String| {
+            usage(format!(
+                "ring {} already exists as {}: {what} (create options apply only to new rings; `zcio ring rm {}` first to recreate it)",
+                map.name(),
+                describe(g),
+                map.name()
+            ))
+        };
         if let Some(l) = self.layout {
             if Layout::from(l) != g.layout {
-                v.push(format!("--layout {}", Layout::from(l).name()));
+                return Err(exists(format!(
+                    "it is not --layout {}",
+                    Layout::from(l).name()
+                )));
             }
         }
         if let Some(p) = self.policy {
             if Overflow::from(p) != g.overflow {
-                v.push(format!("--policy {}", Overflow::from(p).name()));
+                return Err(exists(format!(
+                    "it is not --policy {}",
+                    Overflow::from(p).name()
+                )));
             }
         }
-        if let Some(s) = self.size {
-            if g.layout != Layout::Index && s != g.data_len {
-                v.push(format!("--size {}", size(s)));
-            }
+        self.check_for(g.layout)
+            .map_err(|e| exists(e.to_string()))?;
+        if let Some(s) = self.size.filter(|&s| s != g.data_len) {
+            return Err(exists(format!("its size is not {}", exact(s))));
         }
-        if let Some(s) = self.slot_size {
-            if g.layout == Layout::Slotted && s != g.slot_size {
-                v.push(format!("--slot-size {}", size(s)));
-            }
+        if let Some(s) = self.slot_size.filter(|&s| s != g.slot_size) {
+            return Err(exists(format!("its slots are not {}", exact(s))));
         }
-        if let Some(n) = self.entries {
-            if g.layout.counts_entries() && n != g.desc_len {
-                v.push(format!("--entries {n}"));
-            }
+        if let Some(n) = self.entries.filter(|&n| n != g.desc_len) {
+            return Err(exists(format!("it does not have {n} entries")));
         }
-        v
+        let mode = map.file_info().mode & 0o777;
+        if let Some(m) = self.mode.filter(|&m| m != mode) {
+            return Err(exists(format!("its mode is {mode:04o}, not {m:04o}")));
+        }
+        Ok(self.any())
     }
 }
 
@@ -225,18 +304,20 @@ pub struct RmCmd {
     force: bool,
 }
 
-pub fn run(cmd: RingCmd) -> Result<()> {
+/// Run a ring command; `Ok(status)` is the exit status.
+pub fn run(cmd: RingCmd) -> Result<i32> {
     match cmd {
-        RingCmd::Create(c) => create(c),
-        RingCmd::Stat(s) => stat(s),
-        RingCmd::Ls(l) => ls(l),
-        RingCmd::Rm(r) => rm(r),
+        RingCmd::Create(c) => create(c).map(|()| 0),
+        RingCmd::Stat(s) => stat(s).map(|()| 0),
+        RingCmd::Ls(l) => ls(l).map(|()| 0),
+        RingCmd::Rm(r) => Ok(rm(r)),
     }
 }
 
 fn create(c: CreateCmd) -> Result<()> {
+    c.opts.check_new()?;
     let opts = c.opts.options();
-    let map = opts.create(&c.name)?;
+    let map = opts.create(&c.name).map_err(|e| open_error(&c.name, e))?;
     let g = map.geometry();
     eprintln!(
         "created ring {} at {}: {}",
@@ -245,6 +326,18 @@ fn create(c: CreateCmd) -> Result<()> {
         describe(g)
     );
     Ok(())
+}
+
+/// `e` from opening ring `name`, naming the ring where the message does
+/// not already.
+pub fn open_error(name: &str, e: ring::OpenError) -> anyhow::Error {
+    use ring::OpenError as E;
+    match e {
+        E::BadHeader(_) | E::Os(_) | E::ProducerBusy(_) | E::NoSlot(_) | E::NoSpace { .. } => {
+            anyhow::Error::new(e).context(format!("ring {name}"))
+        }
+        e => e.into(),
+    }
 }
 
 /// "continuous, block, 1 MiB" (plus slot size / entries where they apply).
@@ -273,7 +366,7 @@ fn units(g: &Geometry, n: u64) -> String {
 }
 
 fn stat(s: StatCmd) -> Result<()> {
-    let st = ring::stat(&s.name)?;
+    let st = ring::stat(&s.name).map_err(|e| open_error(&s.name, e))?;
     match s.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&stat_json(&st))?),
         Format::Table => print!("{}", stat_table(&st)),
@@ -562,55 +655,74 @@ fn ls(l: LsCmd) -> Result<()> {
     Ok(())
 }
 
-fn rm(r: RmCmd) -> Result<()> {
-    let mut failed = 0;
+/// Remove the rings; every failure is reported, the status is 1 if any.
+fn rm(r: RmCmd) -> i32 {
+    let mut status = 0;
     for n in &r.names {
         match ring::unlink(n) {
             Ok(()) => {}
             Err(ring::OpenError::NotFound(_)) if r.force => {}
             Err(ring::OpenError::NotFound(_)) => {
-                eprintln!("zcio ring rm: no ring named {n:?} (`zcio ring ls` lists them)");
-                failed += 1;
+                eprintln!("zcio: error: no ring named {n:?} (`zcio ring ls` lists them)");
+                status = status.max(1);
+            }
+            Err(e @ ring::OpenError::InvalidName(_)) => {
+                eprintln!("zcio: error: {e}");
+                status = crate::EXIT_USAGE;
             }
             Err(e) => {
-                eprintln!("zcio ring rm: {e}");
-                failed += 1;
+                eprintln!("zcio: error: cannot remove ring {n}: {e}");
+                status = status.max(1);
             }
         }
     }
-    if failed > 0 {
-        bail!("{failed} of {} rings not removed", r.names.len());
-    }
-    Ok(())
+    status
 }
 
 pub use zcio_bench::fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
 
-fn parse_pow2_size(s: &str) -> Result<u64, String> {
-    let n = parse_size(s)?;
+/// A power of two in `min..=max` (a size if `bytes`, else a count), with a
+/// hint that never leaves that range.
+fn pow2_in(n: u64, min: u64, max: u64, bytes: bool) -> Result<u64, String> {
+    let show = |v: u64| if bytes { exact(v) } else { v.to_string() };
+    let plain = |v: u64| show(v).replace(' ', "");
+    if n < min {
+        return Err(format!("{} is below the minimum of {}", show(n), show(min)));
+    }
+    if n > max {
+        return Err(format!("{} is above the maximum of {}", show(n), show(max)));
+    }
     if n.is_power_of_two() {
         return Ok(n);
     }
-    let lo = if n == 0 { 0 } else { 1u64 << n.ilog2() };
-    Err(format!(
-        "{} is not a power of two (try {} or {})",
-        size(n),
-        size(lo.max(1)).replace(' ', ""),
-        size(lo.max(1) * 2).replace(' ', "")
-    ))
+    let lo = 1u64 << n.ilog2();
+    let hint = match (lo >= min, lo.checked_mul(2).filter(|&h| h <= max)) {
+        (true, Some(hi)) => format!("try {} or {}", plain(lo), plain(hi)),
+        (true, None) => format!("try {}", plain(lo)),
+        (false, Some(hi)) => format!("try {}", plain(hi)),
+        (false, None) => String::new(),
+    };
+    Err(format!("{} is not a power of two ({hint})", show(n)))
 }
 
-fn parse_pow2_count(s: &str) -> Result<u64, String> {
+/// `--size`: the data area, a power of two from the page size to 16 GiB.
+fn parse_ring_size(s: &str) -> Result<u64, String> {
+    let page = zcio::sys::page_size() as u64;
+    pow2_in(parse_size(s)?, page, MAX_DATA, true)
+}
+
+/// `--slot-size`: a power of two from 32 bytes (two block headers).
+fn parse_slot_size(s: &str) -> Result<u64, String> {
+    pow2_in(parse_size(s)?, 2 * BLOCK_HDR, MAX_DATA, true)
+}
+
+/// `--entries`: a power of two from 2 to 2^24.
+fn parse_entries(s: &str) -> Result<u64, String> {
     let n: u64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a number"))?;
-    if !n.is_power_of_two() {
-        return Err(format!(
-            "{n} is not a power of two (e.g. 1024, 4096, 65536)"
-        ));
-    }
-    Ok(n)
+        .map_err(|_| format!("'{s}' is not a number (e.g. 1024, 4096, 65536)"))?;
+    pow2_in(n, 2, MAX_DESC, false)
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -641,12 +753,30 @@ mod tests {
         assert!(parse_size("1X").is_err());
         assert!(parse_size("M").is_err());
         assert!(parse_size("99999999999T").is_err());
-        assert_eq!(parse_pow2_size("256K").unwrap(), 256 << 10);
-        let e = parse_pow2_size("3M").unwrap_err();
-        assert!(e.contains("2MiB or 4MiB"), "{e}");
-        assert!(parse_pow2_size("0").is_err());
-        assert_eq!(parse_pow2_count("4096").unwrap(), 4096);
-        assert!(parse_pow2_count("1000").is_err());
+        assert_eq!(parse_ring_size("256K").unwrap(), 256 << 10);
+        let e = parse_ring_size("3M").unwrap_err();
+        assert_eq!(e, "3 MiB is not a power of two (try 2MiB or 4MiB)");
+        // Hints never go below the minimum, and 4095 is not "4 KiB".
+        let e = parse_ring_size("0").unwrap_err();
+        assert_eq!(e, "0 B is below the minimum of 4 KiB");
+        let e = parse_ring_size("4095").unwrap_err();
+        assert_eq!(e, "4095 B is below the minimum of 4 KiB");
+        let e = parse_ring_size("6K").unwrap_err();
+        assert_eq!(e, "6 KiB is not a power of two (try 4KiB or 8KiB)");
+        let e = parse_slot_size("40").unwrap_err();
+        assert_eq!(e, "40 B is not a power of two (try 32B or 64B)");
+        let e = parse_slot_size("3").unwrap_err();
+        assert_eq!(e, "3 B is below the minimum of 32 B");
+        let e = parse_ring_size("1TiB").unwrap_err();
+        assert_eq!(e, "1 TiB is above the maximum of 16 GiB");
+        let e = parse_ring_size("24G").unwrap_err();
+        assert!(e.contains("above the maximum"), "{e}");
+        assert_eq!(parse_entries("4096").unwrap(), 4096);
+        assert_eq!(
+            parse_entries("1000").unwrap_err(),
+            "1000 is not a power of two (try 512 or 1024)"
+        );
+        assert!(parse_entries("1").unwrap_err().contains("minimum of 2"));
         assert_eq!(size(1536), "1.5 KiB");
         assert_eq!(size(100), "100 B");
         assert_eq!(size(16 << 20), "16 MiB");

@@ -4,238 +4,15 @@
 //! child under a watchdog: a child still running at the deadline is killed
 //! and the test fails. Nothing asserts on timing.
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
 use std::sync::mpsc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::*;
 use serde_json::Value;
-
-const WATCHDOG: Duration = Duration::from_secs(60);
-const INPUT: usize = 32 << 20;
-
-/// A fresh directory for the test's rings, removed afterwards.
-struct RingDir(PathBuf);
-
-impl RingDir {
-    fn new(tag: &str) -> Self {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let p = std::env::temp_dir().join(format!("zcio-cli-{tag}-{}-{t}", std::process::id()));
-        std::fs::create_dir_all(&p).expect("create ring dir");
-        Self(p)
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_zcio"));
-        c.args(args).env("ZCIO_RING_DIR", &self.0);
-        c
-    }
-
-    /// `zcio pipe get RING OPTS…`.
-    fn get(&self, ring: &str, opts: &[&str]) -> Command {
-        let mut c = self.cmd(&["pipe", "get", ring]);
-        c.args(opts);
-        c
-    }
-
-    /// `zcio pipe put RING --readers N OPTS…`, fed `data` on its stdin by a
-    /// thread (returned: join it once the producer has finished).
-    fn put_fed(
-        &self,
-        ring: &str,
-        readers: usize,
-        opts: &[&str],
-        data: &std::sync::Arc<Vec<u8>>,
-    ) -> (Proc, JoinHandle<()>) {
-        let n = readers.to_string();
-        let mut c = self.cmd(&["pipe", "put", ring, "--readers", &n]);
-        c.args(opts).stdin(Stdio::piped());
-        let mut put = Proc::spawn(&format!("pipe put {ring} --readers {readers}"), c);
-        let mut stdin = put.child.stdin.take().expect("stdin piped");
-        let data = data.clone();
-        let feeder = std::thread::spawn(move || {
-            // A killed child makes this fail with EPIPE; that is expected.
-            let _ = stdin.write_all(&data);
-        });
-        (put, feeder)
-    }
-
-    /// Run to completion (stdin empty) under the watchdog.
-    fn run(&self, args: &[&str]) -> Output {
-        let mut c = self.cmd(args);
-        c.stdin(Stdio::null());
-        Proc::spawn(&args.join(" "), c).finish(Instant::now() + WATCHDOG)
-    }
-
-    fn stat(&self, name: &str) -> Option<Value> {
-        let o = self.run(&["ring", "stat", name, "--format", "json"]);
-        o.status
-            .success()
-            .then(|| serde_json::from_slice(&o.stdout).expect("stat --format json is JSON"))
-    }
-
-    /// Wait until ring `name` has `n` live consumers.
-    fn wait_consumers(&self, name: &str, n: usize, deadline: Instant) {
-        loop {
-            let live = self.stat(name).map_or(0, |s| {
-                s["consumers"]
-                    .as_array()
-                    .map_or(0, |c| c.iter().filter(|c| c["alive"] == true).count())
-            });
-            if live >= n {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "watchdog: {n} consumers never attached to {name}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for RingDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child process whose stdout and stderr are collected by threads; it is
-/// killed if dropped while still running.
-struct Proc {
-    name: String,
-    child: Child,
-    out: Option<JoinHandle<Vec<u8>>>,
-    err: Option<JoinHandle<Vec<u8>>>,
-}
-
-impl Proc {
-    fn spawn(name: &str, mut c: Command) -> Self {
-        Self::spawn_with(name, c.stdout(Stdio::piped()), |mut o| {
-            let mut v = Vec::new();
-            let _ = o.read_to_end(&mut v);
-            v
-        })
-    }
-
-    /// Spawn with a custom stdout consumer (running on its own thread).
-    fn spawn_with(
-        name: &str,
-        c: &mut Command,
-        out: impl FnOnce(std::process::ChildStdout) -> Vec<u8> + Send + 'static,
-    ) -> Self {
-        let mut child = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        let o = child.stdout.take().expect("piped");
-        let mut e = child.stderr.take().expect("piped");
-        Self {
-            name: name.to_owned(),
-            out: Some(std::thread::spawn(move || out(o))),
-            err: Some(std::thread::spawn(move || {
-                let mut v = Vec::new();
-                let _ = e.read_to_end(&mut v);
-                v
-            })),
-            child,
-        }
-    }
-
-    /// Wait for exit; kill it and fail if `deadline` passes first.
-    fn wait(&mut self, deadline: Instant) -> ExitStatus {
-        loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                return s;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("watchdog: `zcio {}` still running, killed", self.name);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn finish(mut self, deadline: Instant) -> Output {
-        let status = self.wait(deadline);
-        let stdout = self
-            .out
-            .take()
-            .map(|h| h.join().expect("stdout thread"))
-            .unwrap_or_default();
-        let stderr = self
-            .err
-            .take()
-            .map(|h| h.join().expect("stderr thread"))
-            .unwrap_or_default();
-        Output {
-            status,
-            stdout,
-            stderr,
-        }
-    }
-
-    fn kill9(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// `n` pseudo-random bytes (xorshift64*).
-fn random(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(n + 8);
-    while v.len() < n {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        v.extend_from_slice(&x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    v.truncate(n);
-    v
-}
-
-/// `o` must be a successful exit (`what` names the process).
-fn assert_ok(what: &str, o: &Output) {
-    assert!(
-        o.status.success(),
-        "{what} failed: {:?} {}",
-        o.status,
-        stderr(o)
-    );
-}
-
-fn assert_same(what: &str, got: &[u8], want: &[u8]) {
-    if got != want {
-        let first = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{what}: {} bytes out, {} in; first difference at {:?}",
-            got.len(),
-            want.len(),
-            first
-        );
-    }
-}
 
 /// ~32 MiB of random data through a 256 KiB ring to three readers, each
 /// of which must get exactly the input.
@@ -406,30 +183,6 @@ fn ring_create_stat_ls_rm() {
     }
 }
 
-/// A stdout consumer that reports (once) when `at` bytes have arrived and
-/// keeps reading to the end; returns nothing (the bytes are not kept).
-fn count_then_signal(
-    at: usize,
-    tx: mpsc::Sender<()>,
-) -> impl FnOnce(std::process::ChildStdout) -> Vec<u8> + Send {
-    move |mut o| {
-        let mut buf = vec![0u8; 64 << 10];
-        let mut n = 0;
-        let mut told = false;
-        while let Ok(k) = o.read(&mut buf) {
-            if k == 0 {
-                break;
-            }
-            n += k;
-            if !told && n >= at {
-                let _ = tx.send(());
-                told = true;
-            }
-        }
-        Vec::new()
-    }
-}
-
 #[test]
 fn killed_reader_is_evicted() {
     let dir = RingDir::new("killreader");
@@ -492,8 +245,9 @@ fn killed_producer_is_reported() {
 fn empty_input_ends_the_stream() {
     let dir = RingDir::new("empty");
     let deadline = Instant::now() + WATCHDOG;
+    // `get` waits for the ring to appear; `put` creates it and waits for
+    // the reader (--readers 1 by default).
     let get = Proc::spawn("pipe get e", dir.get("e", &[]));
-    dir.wait_consumers("e", 1, deadline);
     assert_ok("put", &dir.run(&["pipe", "put", "e"]));
     let o = get.finish(deadline);
     assert_ok("get", &o);

@@ -7,7 +7,12 @@
 //! (c) a consumer killed while the producer sleeps waiting for it: the
 //!     producer's write returns `Ok` (eviction), not `TimedOut`;
 //! (d) `ring::stat` shows dead consumers and a dead producer as such;
-//! (e) a consumer that died in the middle of attaching.
+//! (e) a consumer that died in the middle of attaching;
+//! (f) a producer that closes with an error: consumers drain, then get
+//!     `ProducerFailed` (not the end of stream);
+//! (g) a consumer that joins after its producer died (having written
+//!     nothing since) waits for the next producer instead of reporting
+//!     `ProducerDied`.
 //!
 //! Every test has its own ring directory (`common::ring::RingDir`); children
 //! are re-executions of this binary under a watchdog.
@@ -290,6 +295,40 @@ fn slot_left_joining_by_a_dead_process_is_reclaimed() {
             ),
         }
     }
+}
+
+#[test]
+fn producer_closing_with_an_error_is_reported_after_the_data() {
+    let (dir, name) = new_ring("death-fail", Layout::Variable, 64 << 10);
+    let ([(mut r1, _), (mut r2, _)], mut w) = two_readers_and_a_writer(&dir, &name, 500);
+    let w_pid = w.pid();
+    write_and_read_all(&mut w, [&mut r1, &mut r2], 50);
+    w.send("fail 28");
+    assert_eq!(w.next_report(), "closed");
+    let failed = format!("err ProducerFailed {{ pid: {w_pid}, code: 28 }}");
+    assert_eq!(parse_end(&r1.next_report()), (failed.clone(), 50));
+    assert_eq!(parse_end(&r2.next_report()), (failed, 50));
+    assert_eq!(ring::stat(&name).unwrap().producer.state, "failed");
+    r1.finish();
+    r2.finish();
+    w.finish();
+}
+
+#[test]
+fn reader_after_a_dead_producer_waits_for_the_next_one() {
+    let (dir, name) = new_ring("death-late", Layout::Slotted, 64 << 10);
+    let mut w = writer(&dir, &name, 1000, 0, &[]);
+    assert_eq!(w.ask("write 5"), "wrote total=5");
+    assert!(w.kill().code().is_none());
+    assert_eq!(ring::stat(&name).unwrap().producer.state, "dead");
+    // Joins at the dead producer's head: nothing new will come from it.
+    let (mut r, _) = reader(&dir, &name, &[("FIRST", "100")]);
+    let mut w2 = writer(&dir, &name, 1000, 1, &[("SEQ0", "100")]);
+    assert_eq!(w2.ask("write 20"), "wrote total=20");
+    assert_eq!(count(&mut r, "until 20"), 20);
+    close(w2);
+    assert_eq!(parse_end(&r.next_report()), ("eof".into(), 20));
+    r.finish();
 }
 
 ring_child_entry_points!();

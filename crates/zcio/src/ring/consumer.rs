@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, ReadError};
 use super::layout::{
     owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR, MAX_CONSUMERS,
-    MAX_SOURCES, OWNER_ACTIVE, SLOT_ACTIVE, SLOT_EVICTING, SLOT_JOINING,
+    MAX_SOURCES, OWNER_ACTIVE, OWNER_FAILED, SLOT_ACTIVE, SLOT_EVICTING, SLOT_JOINING,
 };
 use super::live::{self, Watch};
 use super::map::RingMap;
@@ -99,6 +99,9 @@ pub struct Consumer {
     /// Producer epoch when we joined: a later producer's close is our end
     /// of stream even if we never saw it active.
     epoch_at_join: u64,
+    /// The head when we joined: a producer that dies without having moved
+    /// it never wrote to us, so we wait for the next one (see `idle`).
+    head_at_join: u64,
     producer_watch: Option<Watch>,
     targets: Vec<Arc<RingMap>>,
     stats: ConsumerStats,
@@ -199,6 +202,7 @@ impl Consumer {
             step: 0,
             seen_producer: false,
             epoch_at_join: 0,
+            head_at_join: h2,
             producer_watch: None,
             targets: Vec::new(),
             stats: ConsumerStats::default(),
@@ -626,6 +630,13 @@ impl Consumer {
             self.seen_producer = true;
         }
         if state != OWNER_ACTIVE && self.seen_producer && self.refresh_head() == self.cursor {
+            if state == OWNER_FAILED {
+                // SYNC: written before the FAILED owner word was released
+                // (Producer::drop); our Acquire load of it is in
+                // `producer_state`.
+                let code = self.map.control().error.load(Ordering::Relaxed) as u32;
+                return Err(ReadError::ProducerFailed { pid, code });
+            }
             return Ok(Some(true));
         }
         if self.head_cache != self.cursor {
@@ -643,7 +654,13 @@ impl Consumer {
                 let t0 = Instant::now();
                 let h = protocol::consumer_sleep(self.map.producer(), self.cursor, t);
                 self.head_cache = h;
+                // A dead producer that never moved the head since we joined
+                // wrote nothing to us: we are early for the next producer
+                // (readers may start before a restarted writer), so keep
+                // waiting for one (bounded by `wait`). One that wrote and
+                // died left our stream incomplete.
                 if h == self.cursor
+                    && h != self.head_at_join
                     && t0.elapsed() >= t
                     && state == OWNER_ACTIVE
                     && !self.producer_alive(pid)

@@ -29,8 +29,23 @@ pub enum OpenError {
     #[error("invalid {0}")]
     InvalidConfig(&'static str),
     /// The file is not a ring this build can use.
-    #[error("not a usable zcio ring: {0:?}")]
+    #[error("not a usable zcio ring: {0}")]
     BadHeader(BadHeader),
+    /// The ring directory's filesystem cannot hold the ring's memory
+    /// (reserved up front, see `RingMap::reserve`).
+    #[error(
+        "no space left on {dir}: the ring needs {}, {} available (make it smaller, remove rings with `zcio ring rm`, or set ZCIO_RING_DIR to a larger tmpfs)",
+        human(*need),
+        human(*available)
+    )]
+    NoSpace {
+        /// The ring directory.
+        dir: String,
+        /// Bytes the ring file needs.
+        need: u64,
+        /// Bytes the filesystem has for it (including what the file already holds).
+        available: u64,
+    },
     /// Another live producer has the ring.
     #[error("ring already has a live producer (pid {0})")]
     ProducerBusy(u32),
@@ -87,9 +102,20 @@ pub enum ReadError {
     #[error("timed out waiting for data")]
     TimedOut,
     /// The producer died without closing the ring (everything it published
-    /// has been read).
+    /// has been read). Reported only if it wrote something since this
+    /// consumer joined; otherwise the consumer waits for the next producer.
     #[error("producer died (pid {0})")]
     ProducerDied(u32),
+    /// The producer closed the ring with an error (everything it published
+    /// has been read): the stream is incomplete, unlike an end of stream.
+    /// `code` is the producer's (`zcio pipe put` uses an errno).
+    #[error("producer (pid {pid}) closed the ring with error code {code}")]
+    ProducerFailed {
+        /// The producer's pid.
+        pid: u32,
+        /// The code passed to `Producer::close_with_error`.
+        code: u32,
+    },
     /// A peeked block was overwritten while it was being read (FRP/MRP); the
     /// cursor has skipped forward.
     #[error("block overwritten while being read (consumer lapped)")]
@@ -111,4 +137,20 @@ pub enum ReadError {
     /// The ring file was truncated or its shared state is inconsistent.
     #[error("ring corrupted: {0}")]
     Corrupt(&'static str),
+}
+
+/// A size: exact in the largest unit that divides it if that takes at most
+/// four digits (`16 MiB`, `1036 KiB`, `4095 B`), else to one decimal.
+fn human(n: u64) -> String {
+    const UNITS: [(&str, u32); 5] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10), ("B", 0)];
+    for (u, shift) in UNITS {
+        if n.is_multiple_of(1 << shift) && n >> shift < 10_000 {
+            return format!("{} {u}", n >> shift);
+        }
+    }
+    let (u, shift) = UNITS
+        .into_iter()
+        .find(|&(_, shift)| n >> shift > 0)
+        .unwrap_or(("B", 0));
+    format!("{:.1} {u}", n as f64 / (1u64 << shift) as f64)
 }

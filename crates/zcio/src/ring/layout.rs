@@ -24,8 +24,10 @@ use crate::sync::AtomicU64;
 
 /// First bytes of every ring file.
 pub const MAGIC: [u8; 8] = *b"ZCIORING";
-/// Bumped whenever anything in this file changes shape.
-pub const LAYOUT_VERSION: u32 = 1;
+/// Bumped whenever anything in this file changes shape or meaning
+/// (2: the `OWNER_FAILED` state and `ControlLine::error`; a version-1
+/// reader would take a failed producer for a normal end of stream).
+pub const LAYOUT_VERSION: u32 = 2;
 /// Consumer slots per ring (one bit each in [`ControlLine::consumers`]).
 pub const MAX_CONSUMERS: usize = 64;
 /// Source rings an index ring can point into.
@@ -186,7 +188,8 @@ pub struct ProducerLine {
 #[repr(C, align(128))]
 pub struct ControlLine {
     /// `epoch << 40 | state << 32 | pid` of the producer; state is
-    /// [`OWNER_NONE`], [`OWNER_ACTIVE`] or [`OWNER_CLOSED`].
+    /// [`OWNER_NONE`], [`OWNER_ACTIVE`], [`OWNER_CLOSED`] or
+    /// [`OWNER_FAILED`].
     pub owner: AtomicU64,
     /// Start time of the producer process (see `sys::peer::start_time`).
     pub owner_start: AtomicU64,
@@ -196,6 +199,9 @@ pub struct ControlLine {
     pub dropped_bytes: AtomicU64,
     /// Bitmap of active consumer slots.
     pub consumers: AtomicU64,
+    /// The code a producer closed the ring with ([`OWNER_FAILED`]); stored
+    /// before the owner word says `FAILED`, meaningless otherwise.
+    pub error: AtomicU64,
 }
 
 /// No producer has the ring.
@@ -204,6 +210,10 @@ pub const OWNER_NONE: u64 = 0;
 pub const OWNER_ACTIVE: u64 = 1;
 /// The last producer closed the ring (consumers read to the end, then EOF).
 pub const OWNER_CLOSED: u64 = 2;
+/// The last producer closed the ring with an error ([`ControlLine::error`]):
+/// consumers read to the end, then report it instead of EOF. (3 is the
+/// producer's private "starting" state.)
+pub const OWNER_FAILED: u64 = 4;
 
 /// Encode an owner word.
 pub const fn owner_word(epoch: u64, state: u64, pid: u32) -> u64 {
@@ -318,6 +328,8 @@ const _: () = {
     assert!(size_of::<ProducerLine>() == 128 && align_of::<ProducerLine>() == 128);
     assert!(offset_of!(ProducerLine, write_end) == 8);
     assert!(size_of::<ControlLine>() == 128);
+    assert!(offset_of!(ControlLine, consumers) == 32);
+    assert!(offset_of!(ControlLine, error) == 40);
     assert!(size_of::<SharedLine>() == 128);
     assert!(size_of::<Source>() == 256);
     assert!(size_of::<ConsumerSlot>() == 128);
@@ -345,6 +357,23 @@ pub enum BadHeader {
         /// From `fstat`.
         actual: u64,
     },
+}
+
+impl std::fmt::Display for BadHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Magic => write!(f, "the file does not start with a zcio ring header"),
+            Self::Version(v) => write!(
+                f,
+                "ring layout version {v}, but this zcio reads version {LAYOUT_VERSION} (made by another zcio release)"
+            ),
+            Self::Field(what) => write!(f, "its header has an invalid {what}"),
+            Self::Length { expected, actual } => write!(
+                f,
+                "the file has {actual} bytes, its header needs {expected} (truncated, or not a ring)"
+            ),
+        }
+    }
 }
 
 /// The geometry of a ring: a validated private copy of [`Meta`].

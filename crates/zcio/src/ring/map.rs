@@ -1,7 +1,7 @@
 //! A ring file opened and mapped: creation, attach-time validation and
 //! typed access to the shared header parts.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::io::Errno;
@@ -42,6 +42,40 @@ fn os(name: &str, e: Errno) -> OpenError {
     }
 }
 
+/// Allocate `len` bytes of `fd` (see [`RingMap::reserve`]). Refuses at
+/// once, allocating nothing, when the filesystem reports less room than the
+/// file still needs (so a huge ring does not first take all of the tmpfs).
+fn reserve(fd: impl AsFd, len: u64) -> Result<(), OpenError> {
+    let fd = fd.as_fd();
+    let no_space = |available: u64| OpenError::NoSpace {
+        dir: shm::ring_dir().display().to_string(),
+        need: len,
+        available,
+    };
+    let held = rustix::fs::fstat(fd)
+        .map(|st| u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512))
+        .map_err(OpenError::Os)?
+        .min(len);
+    // A tmpfs mounted with size=0 has no limit and reports 0 blocks.
+    let free = rustix::fs::fstatvfs(fd)
+        .ok()
+        .filter(|v| v.f_blocks > 0)
+        .map(|v| v.f_bavail.saturating_mul(v.f_frsize));
+    if let Some(free) = free {
+        if len - held > free {
+            return Err(no_space(free + held));
+        }
+    }
+    // KEEP_SIZE: never changes the file's length (a file truncated by a
+    // hostile peer stays truncated and is reported as such).
+    match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+        Ok(()) => Ok(()),
+        Err(Errno::NOSPC) => Err(no_space(free.unwrap_or(0) + held)),
+        Err(Errno::OPNOTSUPP | Errno::NOSYS) => Ok(()),
+        Err(e) => Err(OpenError::Os(e)),
+    }
+}
+
 impl RingMap {
     /// Create ring `name` with geometry `geo` and permission bits `mode`.
     /// Fails with [`OpenError::Exists`] if it exists.
@@ -53,6 +87,9 @@ impl RingMap {
             Errno::NOENT => OpenError::NoDirectory(shm::ring_dir().display().to_string()),
             e => os(name, e),
         })?;
+        // Before the file has its name: a ring that does not fit is never
+        // seen (dropping `file` removes it).
+        reserve(file.fd(), geo.file_len())?;
         let map = RingMapping::map(
             file.fd(),
             geo.head_len as usize,
@@ -120,6 +157,16 @@ impl RingMap {
             file: info,
             _fd: fd,
         }))
+    }
+
+    /// Allocate the ring's memory now, if its filesystem has not yet: a
+    /// full tmpfs then fails here with [`OpenError::NoSpace`] instead of a
+    /// `SIGBUS` (seen as a truncated ring) or `EFAULT` at the first write
+    /// that touches a new page. [`RingMap::create`] and
+    /// [`super::Producer::attach`] call it; it is cheap when the memory is
+    /// already there. Filesystems without `fallocate` are left as they are.
+    pub fn reserve(&self) -> Result<(), OpenError> {
+        reserve(&self._fd, self.geo.file_len())
     }
 
     /// The ring's name.

@@ -18,7 +18,10 @@
 //!   and skips are counted per ring and per consumer ([`stat`]).
 //! * Liveness: producers and consumers record pid and start time; a blocked
 //!   producer evicts a consumer whose process died (pidfd), a blocked
-//!   consumer reports [`ReadError::ProducerDied`].
+//!   consumer reports [`ReadError::ProducerDied`] — if that producer wrote
+//!   anything since the consumer joined; otherwise the consumer waits for
+//!   a new producer. A producer can also end the stream with an error
+//!   ([`Producer::close_with_error`], read as [`ReadError::ProducerFailed`]).
 //! * A peer that truncates the file cannot kill us (see
 //!   [`crate::sys::sigbus`]); corrupt shared state gives typed errors.
 //! * Fast splice: [`Producer::splice`] (or writing a just-peeked block) into
@@ -82,7 +85,8 @@ pub struct Options {
     pub slot_size: u64,
     /// Descriptor entries for `Descriptors` and `Index` rings (power of two).
     pub entries: u64,
-    /// Permission bits, as for `open(2)` (the umask applies).
+    /// Permission bits of a new ring file (set explicitly: the umask does
+    /// not apply).
     pub mode: u32,
 }
 

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, WriteError};
 use super::layout::{
     owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
-    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, SLOT_ACTIVE, SLOT_EVICTING,
-    SLOT_JOINING,
+    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, SLOT_ACTIVE,
+    SLOT_EVICTING, SLOT_JOINING,
 };
 use super::live::{self, Watch};
 use super::map::RingMap;
@@ -61,6 +61,8 @@ pub struct Producer {
     blocks: u64,
     bytes: u64,
     spin: SpinBudget,
+    /// Set by [`Self::close_with_error`]: the code `Drop` closes with.
+    failed: Option<u32>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -87,6 +89,9 @@ impl Producer {
         if !map.writable() {
             return Err(OpenError::PermissionDenied(map.name().to_owned()));
         }
+        // Before claiming: a ring whose memory cannot be had fails here
+        // (`NoSpace`), not with a truncated-ring error at some later write.
+        map.reserve()?;
         let (pid, start) = live::me();
         let ctl = map.control();
         let epoch = loop {
@@ -163,6 +168,7 @@ impl Producer {
             blocks,
             bytes,
             spin: SpinBudget::new(SPIN),
+            failed: None,
             map,
         };
         me.min_cache = me.scan().0;
@@ -697,16 +703,37 @@ impl Producer {
     /// Close the ring for writing: consumers read what is left, then see
     /// end-of-stream. (Dropping the producer does the same.)
     pub fn close(self) {}
+
+    /// Close the ring with an error: consumers read everything published
+    /// so far, then get [`ReadError::ProducerFailed`] with `code` (and this
+    /// pid) instead of the end of stream, so they can tell that the stream
+    /// is incomplete. `code` is the application's (`zcio pipe put` passes an
+    /// errno). A later producer may take the ring over as after `close`.
+    ///
+    /// [`ReadError::ProducerFailed`]: super::ReadError::ProducerFailed
+    pub fn close_with_error(mut self, code: u32) {
+        self.failed = Some(code);
+    }
 }
 
 impl Drop for Producer {
     fn drop(&mut self) {
         let ctl = self.map.control();
-        // SYNC: Release orders every publish before the CLOSED state; pairs
-        // with the Acquire load in Consumer::producer_state.
+        let state = match self.failed {
+            Some(code) => {
+                // Only the producer writes it; made visible by the Release
+                // CAS below.
+                ctl.error.store(u64::from(code), Ordering::Relaxed);
+                OWNER_FAILED
+            }
+            None => OWNER_CLOSED,
+        };
+        // SYNC: Release orders every publish (and the error code) before the
+        // CLOSED/FAILED state; pairs with the Acquire load in
+        // Consumer::producer_state.
         let _ = ctl.owner.compare_exchange(
             owner_word(self.epoch, OWNER_ACTIVE, self.pid),
-            owner_word(self.epoch, OWNER_CLOSED, self.pid),
+            owner_word(self.epoch, state, self.pid),
             Ordering::AcqRel,
             Ordering::Relaxed,
         );

@@ -3,7 +3,8 @@
 
 use super::error::OpenError;
 use super::layout::{
-    owner_parts, Geometry, MAX_CONSUMERS, OWNER_ACTIVE, OWNER_CLOSED, OWNER_NONE, SLOT_ACTIVE,
+    owner_parts, Geometry, MAX_CONSUMERS, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, OWNER_NONE,
+    SLOT_ACTIVE,
 };
 use super::live::Watch;
 use super::map::RingMap;
@@ -14,7 +15,8 @@ use crate::sync::Ordering;
 pub struct ProducerInfo {
     /// Process id (0 if none ever attached).
     pub pid: u32,
-    /// "none", "active", "closed" or "dead".
+    /// "none", "active", "closed", "failed" (closed with an error),
+    /// "dead" or "starting".
     pub state: &'static str,
 }
 
@@ -85,6 +87,7 @@ pub fn stat(name: &str) -> Result<RingStat, OpenError> {
         OWNER_ACTIVE if Watch::new(pid, pstart).alive() => "active",
         OWNER_ACTIVE => "dead",
         OWNER_CLOSED => "closed",
+        OWNER_FAILED => "failed",
         OWNER_NONE => "none",
         _ => "starting",
     };

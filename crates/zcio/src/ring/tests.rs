@@ -385,6 +385,57 @@ fn index_ring_filters_by_tag_and_reads_through() {
 }
 
 #[test]
+fn close_with_error_is_reported_after_the_data_and_a_new_producer_continues() {
+    let (name, mut p, mut c) = pair("fail", opts(Layout::Continuous, Overflow::Block));
+    let map = p.ring().clone();
+    p.write(b"partial").unwrap();
+    p.close_with_error(5);
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(&mut buf).unwrap(), 7);
+    let failed = || ReadError::ProducerFailed {
+        pid: std::process::id(),
+        code: 5,
+    };
+    assert_eq!(c.read(&mut buf), Err(failed()));
+    assert_eq!(c.try_read(&mut buf), Err(failed()));
+    assert_eq!(stat(&name.0).unwrap().producer.state, "failed");
+    // A consumer joining now waits for the next producer, like after close.
+    let mut late = Consumer::attach(map.clone(), Start::Newest).unwrap();
+    assert_eq!(late.try_read(&mut buf), Err(ReadError::WouldBlock));
+    let mut p2 = Producer::attach(map).unwrap();
+    p2.write(b"again").unwrap();
+    assert_eq!(c.read(&mut buf).unwrap(), 5);
+    assert_eq!(late.read(&mut buf).unwrap(), 5);
+    drop(p2);
+    assert_eq!(c.read(&mut buf).unwrap(), 0);
+}
+
+#[test]
+fn open_errors_read_as_sentences() {
+    use super::layout::BadHeader;
+    let e = OpenError::BadHeader(BadHeader::Length {
+        expected: 12288,
+        actual: 4096,
+    });
+    assert_eq!(
+        e.to_string(),
+        "not a usable zcio ring: the file has 4096 bytes, its header needs 12288 (truncated, or not a ring)"
+    );
+    let e = OpenError::BadHeader(BadHeader::Magic).to_string();
+    assert!(!e.contains("Magic"), "{e}");
+    let e = OpenError::NoSpace {
+        dir: "/dev/shm".into(),
+        need: (1 << 30) + 12288,
+        available: 512 << 20,
+    }
+    .to_string();
+    assert!(
+        e.starts_with("no space left on /dev/shm: the ring needs 1.0 GiB, 512 MiB available"),
+        "{e}"
+    );
+}
+
+#[test]
 fn producer_close_gives_eof_after_draining_and_a_new_producer_continues() {
     let (name, mut p, mut c) = pair("eof", opts(Layout::Continuous, Overflow::Block));
     let map = p.ring().clone();

@@ -66,7 +66,8 @@ pub struct NewFile {
 
 impl NewFile {
     /// Create a temporary file of `len` bytes with permission bits `mode`
-    /// (filtered by the umask, as `open(2)` does).
+    /// (set explicitly after creating it, so the umask does not apply: a
+    /// ring made to be shared gets the mode asked for).
     pub fn create(name: &str, len: u64, mode: u32) -> Result<Self, Errno> {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
         let nonce = u64::from(std::process::id()) ^ ((t.tv_nsec as u64) << 24) ^ (t.tv_sec as u64);
@@ -77,6 +78,7 @@ impl NewFile {
             Mode::from_raw_mode(mode & 0o777),
         )?;
         let f = Self { fd: Some(fd), tmp };
+        fs::fchmod(f.fd(), Mode::from_raw_mode(mode & 0o777))?;
         fs::ftruncate(f.fd(), len)?;
         Ok(f)
     }

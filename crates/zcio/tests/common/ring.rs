@@ -573,7 +573,8 @@ pub fn run_reader() {
 /// Commands: `write N` (blocking writes), `try N` (N blocking writes, every
 /// result reported), `fill` (`try_write` until full), `write_timeout S`,
 /// `stream [MS]` (write until `stop`; with MS, `write_timeout(MS)` and
-/// time-outs are counted), `close`; `count` and `stop` are answered at once.
+/// time-outs are counted), `close`, `fail CODE` (`close_with_error`, also
+/// answered `closed`); `count` and `stop` are answered at once.
 pub fn run_writer() {
     child_ring_dir();
     let name = arg("RING");
@@ -605,6 +606,7 @@ pub fn run_writer() {
         let seq = seq0 + total.load(Ordering::SeqCst);
         block(seq, max)
     };
+    let mut failed: Option<u32> = None;
     for cmd in rx {
         let (verb, rest) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
         match verb {
@@ -697,10 +699,17 @@ pub fn run_writer() {
                 ));
             }
             "close" => break,
+            "fail" => {
+                failed = Some(rest.parse().expect("fail CODE"));
+                break;
+            }
             other => panic!("writer: unknown command {other:?}"),
         }
     }
     done.store(true, Ordering::SeqCst);
-    drop(p);
+    match failed {
+        Some(code) => p.close_with_error(code),
+        None => drop(p),
+    }
     report("closed");
 }
