@@ -174,7 +174,7 @@ fn receiver_cannot_gain_write_access_or_truncate() {
                 }
             }
             Err(e) => println!(
-                "skip: reopening /proc/self/fd read-write refused ({e}); stronger than required"
+                "skipped: the read-write reopen attack (the kernel refused reopening /proc/self/fd read-write: {e}, which is stronger than required)"
             ),
         }
         // A private writable mapping is allowed, but copy-on-write: the

@@ -49,8 +49,8 @@ fn outcome<T>(r: &Result<T, OpenError>) -> String {
 
 #[test]
 fn another_uid_is_kept_out_by_the_file_mode() {
-    if euid() != 0 {
-        println!("skipping: needs root to test a second uid");
+    if let Some(why) = common::exec_as_blocker(NOBODY) {
+        println!("skipped: {why}");
         return;
     }
     let dir = RingDir::new("access-uid");
@@ -58,21 +58,16 @@ fn another_uid_is_kept_out_by_the_file_mode() {
     let map = opts().mode(0o600).create(&name).expect("create");
     assert_eq!(ring::stat(&name).unwrap().mode, 0o600);
     let mut p = Producer::attach(map).expect("producer");
-    let spawned = dir.try_spawn_with(
-        "child_stranger",
-        "ring-stranger",
-        &[("RING", name.clone())],
-        |c| {
-            c.uid(NOBODY).gid(NOBODY);
-        },
-    );
-    let mut k = match spawned {
-        Ok(k) => k,
-        Err(e) => {
-            println!("skipping: cannot run the test binary as uid {NOBODY}: {e}");
-            return;
-        }
-    };
+    let mut k = dir
+        .try_spawn_with(
+            "child_stranger",
+            "ring-stranger",
+            &[("RING", name.clone())],
+            |c| {
+                c.uid(NOBODY).gid(NOBODY);
+            },
+        )
+        .unwrap_or_else(|e| panic!("child as uid {NOBODY} did not start: {e}"));
     assert_eq!(k.expect("uid"), NOBODY.to_string());
 
     // 0600: not even a read-only look.
@@ -367,7 +362,7 @@ fn planted_fifo_is_refused_without_blocking() {
         .arg(path_of(&name))
         .status();
     if !made.is_ok_and(|s| s.success()) {
-        println!("skipping: mkfifo unavailable");
+        println!("skipped: mkfifo(1) is not available to plant a FIFO");
         return;
     }
     let mut k = dir.spawn("child_opener", "ring-opener", &[("RING", name.clone())]);

@@ -293,6 +293,37 @@ fn watchdog(pidfd: OwnedFd, timed_out: Arc<AtomicBool>) {
 
 // ------------------------------------------------------------------- misc
 
+/// Why this test binary cannot run a child as `uid`, if it cannot: not
+/// root, or the binary (or a directory above it) is closed to other users.
+/// Tests print `skipped: <reason>` and return; when this says nothing, a
+/// child that then fails to start fails the test.
+pub fn exec_as_blocker(uid: u32) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        return Some(format!("needs root to run a child as uid {uid}"));
+    }
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return Some(format!("cannot find the test binary: {e}")),
+    };
+    for (path, bit, what) in std::iter::once((exe.as_path(), 0o001, "executable"))
+        .chain(exe.ancestors().skip(1).map(|a| (a, 0o001, "searchable")))
+    {
+        match std::fs::metadata(path) {
+            Ok(m) if m.permissions().mode() & bit != 0 => {}
+            Ok(m) => {
+                return Some(format!(
+                    "{} is not {what} by other users (mode {:o}); build in a world-readable directory to run this test",
+                    path.display(),
+                    m.permissions().mode() & 0o7777
+                ))
+            }
+            Err(e) => return Some(format!("cannot stat {}: {e}", path.display())),
+        }
+    }
+    None
+}
+
 /// A unique socket path in the temp dir, removed on drop.
 pub struct SockPath(PathBuf);
 
