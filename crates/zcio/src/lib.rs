@@ -17,6 +17,7 @@ pub mod ring;
 pub mod sync;
 pub mod sys;
 pub mod view;
+pub mod wait;
 
 pub use buf::{AllocError, Fbuf, FbufMut, Pool, PoolConfig, PoolStats, SecureView, Uncached};
 pub use channel::{

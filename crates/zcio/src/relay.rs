@@ -61,7 +61,7 @@ impl Default for RelayConfig {
             idle_wait: Duration::from_millis(20),
             max_idle: None,
             alloc_timeout: Duration::from_secs(10),
-            liveness_interval: Duration::from_millis(50),
+            liveness_interval: crate::wait::LIVENESS,
         }
     }
 }

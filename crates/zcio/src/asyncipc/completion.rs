@@ -88,7 +88,7 @@ impl<T> Completion<T> {
             if i.is_multiple_of(64) && Instant::now() >= spin_until {
                 break;
             }
-            crate::sync::spin_pause(i);
+            crate::wait::spin_pause(i);
         }
         loop {
             // SYNC: the RMW sets our flag and returns the latest state; the

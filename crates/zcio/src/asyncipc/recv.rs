@@ -26,7 +26,7 @@ pub type Alloc = Box<dyn Fn(usize) -> Message + Send + Sync>;
 
 /// How long one receive by the proxy sleeps before it re-checks whether it
 /// is still wanted.
-const SLICE: Duration = Duration::from_millis(50);
+const SLICE: Duration = crate::wait::LIVENESS;
 
 pub(crate) type Slot = Completion<Result<Message, AsyncError>>;
 

@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::buf::extent::Extents;
 use crate::buf::fbuf::{Backing, BufCore, FbufMut};
 use crate::region::{Region, RegionError};
-use crate::sync::{Backoff, Step};
+use crate::wait::{Backoff, Step};
 
 /// Failure to allocate a buffer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

@@ -106,8 +106,12 @@ pub struct Policy {
     /// than this (backstop: set it on both ends). Also the rate at which a
     /// peer whose sleep flag proved untrustworthy is still woken. Default 1 ms.
     pub max_age: Duration,
-    /// Busy-wait this long before sleeping on a futex (0 = sleep at once).
-    /// Default 500 µs: waking a halted vCPU costs tens to hundreds of µs.
+    /// Most a wait spins (yielding after the first microseconds) before it
+    /// sleeps on a futex; 0 = sleep at once. The actual budget adapts per
+    /// channel end: it halves after every wait that had to sleep anyway and
+    /// grows back when spinning served (see `zcio::wait`), so a waiter whose
+    /// peer shares its CPU or is slow quickly stops spinning. Default 500 µs:
+    /// waking a halted vCPU costs tens to hundreds of µs.
     pub spin: Duration,
     /// What a full ring does ([`FullPolicy`]). Default `Block`.
     pub full: FullPolicy,
@@ -176,7 +180,7 @@ impl Default for ChannelConfig {
             access: AccessPolicy::default(),
             max_in_flight: 1 << 16,
             populate: true,
-            liveness_interval: Duration::from_millis(50),
+            liveness_interval: crate::wait::LIVENESS,
             max_region_len: 4 << 30,
         }
     }

@@ -18,6 +18,7 @@ use crate::channel::ChannelStats;
 use crate::region::Region;
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
+use crate::wait::SpinBudget;
 
 /// Hasher for process-local ids (small, unique, not attacker-chosen).
 pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
@@ -100,6 +101,9 @@ pub(crate) struct TxState {
     /// front (and compacted away when they pile up).
     pub holds: VecDeque<(u64, Instant)>,
     pub scratch: Vec<Desc>,
+    /// How long a send waiting for room spins before it sleeps (adaptive,
+    /// at most `Policy::spin`; see `crate::wait`).
+    pub spin: SpinBudget,
 }
 
 pub(crate) struct RxState {
@@ -112,6 +116,9 @@ pub(crate) struct RxState {
     /// Trust in the sender's "sleeping for space" flag.
     pub gate: WakeGate,
     pub scratch: Vec<Desc>,
+    /// How long a receive spins before it sleeps (adaptive, at most
+    /// `Policy::spin`; see `crate::wait`).
+    pub spin: SpinBudget,
 }
 
 pub(crate) struct NoticeTx {
@@ -230,6 +237,7 @@ impl Core {
                 SleepHandle::new(hdr(rx_msgs)),
             )
         };
+        let spin = SpinBudget::new(cfg.policy.spin);
         let core = Arc::new_cyclic(|me| Core {
             sock,
             _seg: seg,
@@ -250,6 +258,7 @@ impl Core {
                 gate: WakeGate::default(),
                 holds: VecDeque::new(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
+                spin,
             }),
             rx: Mutex::new(RxState {
                 ring: rxring,
@@ -257,6 +266,7 @@ impl Core {
                 single: VecDeque::new(),
                 gate: WakeGate::default(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
+                spin,
             }),
             origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::sync::{Backoff, Step};
+use crate::wait::{Backoff, Step};
 
 use crate::buf::fbuf::{Backing, BufCore};
 use crate::buf::{Fbuf, ReleaseSink};
@@ -35,11 +35,14 @@ impl Core {
         let Some(timeout) = timeout else {
             return self.recv_ready(&mut rx);
         };
-        let mut backoff = Backoff::new(self.cfg.policy.spin, timeout);
+        let mut backoff = Backoff::new(rx.spin.get(), timeout);
         loop {
             match rx.ring.available() {
                 Ok(0) => {}
-                Ok(n) => return self.take(&mut rx, n),
+                Ok(n) => {
+                    rx.spin.record(backoff.slept());
+                    return self.take(&mut rx, n);
+                }
                 Err(_) => {
                     self.corrupt(Area::MessageRing);
                     return Err(RecvError::Corrupt);
@@ -54,7 +57,10 @@ impl Core {
             }
             let (now, remaining) = match backoff.step() {
                 Step::Retry => continue,
-                Step::TimedOut => return Err(RecvError::TimedOut),
+                Step::TimedOut => {
+                    rx.spin.record(true);
+                    return Err(RecvError::TimedOut);
+                }
                 Step::Sleep { now, remaining } => (now, remaining),
             };
             let slice = remaining.min(self.liveness_slice());

@@ -13,8 +13,8 @@ use crate::channel::error::{Area, PeerFault, SendError};
 use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::Msg;
 use crate::region::Region;
-use crate::sync::{Backoff, Step};
 use crate::sys::fdpass;
+use crate::wait::{Backoff, Step};
 
 /// Ledger size at which `send` takes in deallocation notices itself.
 const DRAIN_THRESHOLD: usize = 64;
@@ -227,10 +227,13 @@ impl Core {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
-        let mut backoff = Backoff::new(self.cfg.policy.spin, timeout);
+        let mut backoff = Backoff::new(tx.spin.get(), timeout);
         loop {
             match tx.ring.free_slots() {
-                Ok(f) if f >= need => return Ok(()),
+                Ok(f) if f >= need => {
+                    tx.spin.record(backoff.slept());
+                    return Ok(());
+                }
                 Ok(_) => {}
                 Err(_) => {
                     self.corrupt_locked(tx, Area::MessageRing);

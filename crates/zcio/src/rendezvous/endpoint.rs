@@ -12,11 +12,11 @@ use rustix::net::{self, sockopt, SocketAddrUnix, SocketFlags};
 use thiserror::Error;
 
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
-use crate::sync::SpinBudget;
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::{Access, Mapping};
 use crate::sys::peer::{self, PeerCred};
 use crate::sys::{memfd, page_size};
+use crate::wait::SpinBudget;
 
 /// Segment magic.
 const MAGIC: [u8; 8] = *b"ZCIORDV1";
@@ -26,7 +26,7 @@ const VERSION: u32 = 1;
 const C2S: usize = 128;
 const S2C: usize = 256;
 /// Longest sleep between liveness checks.
-const SLICE: Duration = Duration::from_millis(50);
+const SLICE: Duration = crate::wait::LIVENESS;
 /// Longest busy-wait for a partner before sleeping (adapted per endpoint
 /// side: halved after each wait that had to sleep anyway).
 const SPIN: Duration = Duration::from_micros(30);
@@ -152,7 +152,7 @@ fn spin_until(
             budget.record(true);
             return false;
         }
-        crate::sync::spin_pause(i);
+        crate::wait::spin_pause(i);
     }
 }
 

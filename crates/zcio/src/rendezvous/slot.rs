@@ -260,7 +260,7 @@ mod tests {
     impl Waiter for Deadline {
         fn slice(&mut self) -> Option<Duration> {
             let now = std::time::Instant::now();
-            (now < self.0).then(|| (self.0 - now).min(Duration::from_millis(50)))
+            (now < self.0).then(|| (self.0 - now).min(crate::wait::LIVENESS))
         }
     }
 
@@ -293,7 +293,7 @@ mod tests {
                     break r;
                 }
                 if let Some(v) = prepare_sleep(&slot) {
-                    crate::sync::futex_wait(&slot.state, v, Duration::from_millis(50));
+                    crate::sync::futex_wait(&slot.state, v, crate::wait::LIVENESS);
                 }
             };
             assert_eq!((got.words[0], got.words[1], got.len), (i, !i, 2));

@@ -22,8 +22,9 @@ use super::live::{self, Watch};
 use super::map::RingMap;
 use super::producer::LIVENESS_SLICE;
 use super::{protocol, Wait};
-use crate::sync::{Backoff, Ordering, SpinBudget, Step};
+use crate::sync::Ordering;
 use crate::view::View;
+use crate::wait::{Backoff, SpinBudget, Step};
 
 /// Longest a reader spins before sleeping (adapted per consumer, see
 /// [`SpinBudget`]).

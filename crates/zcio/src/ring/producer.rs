@@ -24,15 +24,16 @@ use super::layout::{
 use super::live::{self, Watch};
 use super::map::RingMap;
 use super::{protocol, Wait};
-use crate::sync::{Backoff, Ordering, SpinBudget, Step};
+use crate::sync::Ordering;
 use crate::view::View;
+use crate::wait::{Backoff, SpinBudget, Step};
 
 /// Longest a producer spins before sleeping for room (adapted, see
 /// [`SpinBudget`]).
 const SPIN: Duration = Duration::from_micros(200);
 /// Longest single sleep; after each, a blocking consumer's liveness is
 /// checked.
-pub(crate) const LIVENESS_SLICE: Duration = Duration::from_millis(50);
+pub(crate) const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
 /// Owner state while a producer takes over (start time not yet stored).
 const OWNER_STARTING: u64 = 3;
 

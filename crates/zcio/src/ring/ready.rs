@@ -25,7 +25,7 @@ use super::map::RingMap;
 use super::{protocol, Consumer};
 use crate::sync::{AtomicU64, Ordering};
 
-const SLICE: Duration = Duration::from_millis(50);
+const SLICE: Duration = crate::wait::LIVENESS;
 
 /// State shared by a consumer and its watcher thread.
 #[derive(Debug)]

@@ -1,0 +1,183 @@
+//! Waiting: how every transport waits for its peer, in one place.
+//!
+//! A waiter (a receiver with nothing to read, a sender with no room, an
+//! allocator with no free buffer) goes through three stages:
+//!
+//! 1. **Spin** for a short, *adaptive* budget ([`SpinBudget`]): a few
+//!    microseconds of `spin_loop`, then one `sched_yield` per step
+//!    ([`spin_pause`]). On two CPUs shared by three or more processes, the
+//!    peer we wait for may be runnable on *our* core; yielding lets it run
+//!    instead of burning our time slice, so spinning never starves a peer
+//!    that shares the CPU.
+//! 2. The budget **gives up quickly when spinning does not pay**: it halves
+//!    after every wait that ended asleep anyway and doubles (up to its
+//!    maximum) after one that spinning served. A waiter whose peer is slow
+//!    or descheduled soon sleeps at once; one whose peer answers within
+//!    microseconds keeps avoiding the system calls. On the VMs we measured,
+//!    waking a halted vCPU costs tens of microseconds, so the maxima are tens
+//!    to hundreds of microseconds, not milliseconds.
+//! 3. **Sleep** on a futex with the *flag in the word* handshake: the
+//!    sleeper sets a "sleeping" bit with a read-modify-write on the very
+//!    word the other side changes when it publishes, re-checks, and
+//!    `FUTEX_WAIT`s expecting exactly the value it saw; a publisher wakes
+//!    only when it finds the bit set. Each transport keeps that bit in its
+//!    own word layout (`channel::spsc`, `ring::protocol`,
+//!    `rendezvous::slot`) but uses the futex calls of [`crate::sync`].
+//!
+//! Every sleep is bounded by [`LIVENESS`]: after each slice the waiter
+//! checks that its peer still lives (socket hang-up, pidfd, owner word), so
+//! a dead or silent peer is reported, never waited on forever.
+
+use std::time::{Duration, Instant};
+
+/// The longest single sleep of any waiter before it checks its peer's
+/// liveness (and its own deadline) again. One constant for every transport.
+pub const LIVENESS: Duration = Duration::from_millis(50);
+
+/// One step of a bounded busy-wait (`spins` counts the steps so far): a
+/// few microseconds of pure spinning, then a `sched_yield` per step, so a
+/// peer sharing this core (more processes than cores, as in a three-domain
+/// path on two cores) runs instead of waiting behind the spinner.
+pub fn spin_pause(spins: u32) {
+    if spins > 256 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// An adaptive spin budget: how long a waiter should spin before sleeping.
+///
+/// Spinning pays only when the awaited event usually comes within the
+/// spin; when the waiter keeps ending up asleep anyway (the peer is slower,
+/// or there are more runnable processes than cores), spinning just takes
+/// CPU from the peer. So the budget doubles after a wait that ended while
+/// spinning and halves after one that had to sleep, between 0 and `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct SpinBudget {
+    cur: Duration,
+    max: Duration,
+}
+
+impl SpinBudget {
+    /// Start at `max`.
+    pub fn new(max: Duration) -> Self {
+        Self { cur: max, max }
+    }
+
+    /// The current budget.
+    pub fn get(&self) -> Duration {
+        self.cur
+    }
+
+    /// Record how the last wait ended.
+    pub fn record(&mut self, slept: bool) {
+        self.cur = if slept {
+            let half = self.cur / 2;
+            if half < Duration::from_micros(1) {
+                Duration::ZERO
+            } else {
+                half
+            }
+        } else {
+            (self.cur * 2 + Duration::from_micros(2)).min(self.max)
+        };
+    }
+}
+
+/// What a bounded wait should do next (see [`Backoff`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Check the condition again now.
+    Retry,
+    /// Spinning is over: sleep, at most `remaining`.
+    Sleep {
+        /// When this step was taken.
+        now: Instant,
+        /// Time left until the deadline.
+        remaining: Duration,
+    },
+    /// The deadline has passed.
+    TimedOut,
+}
+
+/// A bounded wait in three phases: pure spinning, spinning with
+/// `sched_yield` (until `spin` has passed), then sleeping in slices until the
+/// deadline. Reads the clock only every 64 steps.
+#[derive(Debug)]
+pub struct Backoff {
+    /// Whether a step has said `Sleep` (the wait did not end while
+    /// spinning; feed it to [`SpinBudget::record`]).
+    slept: bool,
+    spins: u32,
+    spin_until: Instant,
+    deadline: Instant,
+    /// Yield the CPU on every retry (for checks that are themselves costly).
+    eager_yield: bool,
+}
+
+impl Backoff {
+    /// Spin for `spin`, give up after `timeout` (both from now).
+    pub fn new(spin: Duration, timeout: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            slept: false,
+            spins: 0,
+            spin_until: now + spin,
+            deadline: now + timeout,
+            eager_yield: false,
+        }
+    }
+
+    /// Like `new`, but every retry yields the CPU: for waits whose check is
+    /// itself expensive (a pool scanning its channels for notices), where a
+    /// peer that shares our core must run for the condition to change.
+    pub fn yielding(spin: Duration, timeout: Duration) -> Self {
+        Self {
+            eager_yield: true,
+            ..Self::new(spin, timeout)
+        }
+    }
+
+    /// Call after each failed check of the awaited condition.
+    pub fn step(&mut self) -> Step {
+        self.spins = self.spins.wrapping_add(1);
+        if self.eager_yield {
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Step::TimedOut;
+            }
+            if now < self.spin_until {
+                std::thread::yield_now();
+                return Step::Retry;
+            }
+            self.slept = true;
+            return Step::Sleep {
+                now,
+                remaining: self.deadline - now,
+            };
+        }
+        if !self.spins.is_multiple_of(64) {
+            std::hint::spin_loop();
+            return Step::Retry;
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Step::TimedOut;
+        }
+        if now < self.spin_until {
+            spin_pause(self.spins);
+            return Step::Retry;
+        }
+        self.slept = true;
+        Step::Sleep {
+            now,
+            remaining: self.deadline - now,
+        }
+    }
+
+    /// Whether this wait had to sleep (the spin did not pay).
+    pub fn slept(&self) -> bool {
+        self.slept
+    }
+}
