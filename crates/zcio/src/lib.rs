@@ -14,6 +14,7 @@ pub mod region;
 pub mod relay;
 pub mod rendezvous;
 pub mod ring;
+pub mod segment;
 pub mod sync;
 pub mod sys;
 pub mod view;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, Status};
-use zcio::rendezvous::{receive_any, Endpoint, IpcError, Listener, Message, WORDS};
+use zcio::rendezvous::{receive_any, Endpoint, EndpointListener, IpcError, Message, WORDS};
 
 /// Labels of the server's protocol.
 const NOTE: u64 = 1; // one-way [i]: counted, must arrive in order
@@ -27,7 +27,7 @@ fn child_sync_server() {
     if common::child_role("async-server").is_none() {
         return;
     }
-    let l = Listener::bind(common::arg("SOCK")).expect("bind");
+    let l = EndpointListener::bind(common::arg("SOCK")).expect("bind");
     common::report("listening");
     let s = l.accept().expect("accept");
     let (mut notes, mut in_order, mut calls) = (0u64, true, 0u64);

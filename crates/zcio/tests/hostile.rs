@@ -11,6 +11,7 @@ use std::os::fd::AsFd;
 
 use common::hostile::*;
 use zcio::channel::wire::{self, Ctl, Desc, Notice, CTL_LEN, LAYOUT_VERSION};
+use zcio::segment::Handshake;
 use zcio::sys::fdpass::{self, RecvOutcome};
 use zcio::sys::mmap::{Access, Mapping};
 
@@ -138,7 +139,8 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
         &[r.as_fd(), r.as_fd()],
     );
     h.ctl(
-        &Ctl::Welcome {
+        &Handshake::Welcome {
+            magic: wire::SEGMENT_MAGIC.to_le_bytes(),
             version: LAYOUT_VERSION,
         }
         .encode(),

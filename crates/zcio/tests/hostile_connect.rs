@@ -10,7 +10,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use common::hostile::*;
 use rustix::fs::SealFlags;
 use rustix::net;
-use zcio::channel::wire::{Ctl, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
+use zcio::channel::wire::{self, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
+use zcio::segment::Handshake;
 use zcio::sys::fdpass;
 use zcio::sys::memfd;
 use zcio::Channel;
@@ -39,7 +40,7 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
     let proto = |m: &str| format!("Protocol({m:?})");
     let not_sealed = proto("segment not sealed against resizing");
     let bad_header = proto("segment header invalid (magic, version or sizes)");
-    let bad_hello = proto("hello with wrong version or fds");
+    let bad_hello = proto("hello with wrong transport, version or fds");
     let out_of_range = proto("segment size out of range");
     attempt(&not_sealed, &|s| {
         let fd = unsealed_region("hostile-seg", len);
@@ -72,13 +73,14 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
             fdpass::send(s, &hello(len), &[sealed_seg(h).as_fd()], false).unwrap()
         });
     }
-    let v2 = Ctl::Hello {
-        version: LAYOUT_VERSION + 1,
-        seg_len: len,
-    }
-    .encode();
+    let v2 = hello_as(wire::SEGMENT_MAGIC.to_le_bytes(), LAYOUT_VERSION + 1, len);
     attempt(&bad_hello, &|s| {
         fdpass::send(s, &v2, &[sealed_seg(good).as_fd()], false).unwrap()
+    });
+    // A rendezvous hello at a channel listener: another transport.
+    let rdv = hello_as(*b"ZCIORDV1", 1, len);
+    attempt(&bad_hello, &|s| {
+        fdpass::send(s, &rdv, &[sealed_seg(good).as_fd()], false).unwrap()
     });
     attempt(&bad_hello, &|s| {
         fdpass::send(s, &hello(len), &[], false).unwrap()
@@ -93,11 +95,15 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
     attempt(&out_of_range, &|s| {
         fdpass::send(s, &hello(10), &[sealed_seg(good).as_fd()], false).unwrap()
     });
-    attempt(&proto("undecodable control record"), &|s| {
+    attempt(&proto("undecodable handshake record"), &|s| {
         fdpass::send(s, &[9u8; 32], &[], false).unwrap()
     });
     attempt(&proto("expected hello"), &|s| {
-        fdpass::send(s, &Ctl::Welcome { version: 1 }.encode(), &[], false).unwrap();
+        let w = Handshake::Welcome {
+            magic: wire::SEGMENT_MAGIC.to_le_bytes(),
+            version: LAYOUT_VERSION,
+        };
+        fdpass::send(s, &w.encode(), &[], false).unwrap();
     });
     attempt("Os { op: \"F_GET_SEALS\"", &|s| {
         let (r, _w) = rustix::pipe::pipe().unwrap();

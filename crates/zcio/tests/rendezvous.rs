@@ -8,7 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
-use zcio::rendezvous::{receive_any, reply_and_wait, Endpoint, IpcError, Listener, Message};
+use zcio::rendezvous::{
+    receive_any, reply_and_wait, Endpoint, EndpointListener, IpcError, Message,
+};
 
 const CALLS: u64 = 1000;
 
@@ -42,7 +44,7 @@ fn child_silent_server() {
     if common::child_role("rdv-silent").is_none() {
         return;
     }
-    let l = Listener::bind(common::arg("SOCK")).expect("bind");
+    let l = EndpointListener::bind(common::arg("SOCK")).expect("bind");
     common::report("listening");
     let s = l.accept().expect("accept");
     let m = s.receive(Some(STEP)).expect("receive");
@@ -88,7 +90,7 @@ fn child_scribbler() {
 #[test]
 fn calls_across_processes_with_kernel_identity() {
     let sock = SockPath::new("rdv-call");
-    let l = Listener::bind(sock.path()).expect("bind");
+    let l = EndpointListener::bind(sock.path()).expect("bind");
     let mut kid = Kid::spawn("child_caller", "rdv-caller", &[("SOCK", sock.arg())]);
     let s = l.accept().expect("accept");
     assert_eq!(
@@ -140,7 +142,7 @@ fn killed_server_ends_a_blocked_call() {
 #[test]
 fn scribbling_partner_gets_typed_errors_not_hangs() {
     let sock = SockPath::new("rdv-scribble");
-    let l = Listener::bind(sock.path()).expect("bind");
+    let l = EndpointListener::bind(sock.path()).expect("bind");
     let mut kid = Kid::spawn("child_scribbler", "rdv-scribbler", &[("SOCK", sock.arg())]);
     let s = l.accept().expect("accept");
     assert_eq!(kid.next_report(), "scribbling");

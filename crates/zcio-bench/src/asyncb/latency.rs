@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use zcio::rendezvous::{receive_any, reply_and_wait, Endpoint, Listener, Message};
+use zcio::rendezvous::{receive_any, reply_and_wait, Endpoint, EndpointListener, Message};
 
 use super::stats::{cycles, mono_ns, Welford};
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
@@ -232,7 +232,7 @@ pub fn rdv_client(
 /// `reply_and_wait`, `async-send` only receives (a plain synchronous
 /// receiver), `async-receive` receives through the receive proxy.
 pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), String> {
-    let l = Listener::bind(path).map_err(|e| format!("bind {path}: {e}"))?;
+    let l = EndpointListener::bind(path).map_err(|e| format!("bind {path}: {e}"))?;
     let ep = l.accept().map_err(|e| format!("accept: {e}"))?;
     match v {
         Variant::AsyncReceive => return super::asyncside::receive_server(ep, deadline),

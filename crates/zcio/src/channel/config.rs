@@ -2,39 +2,7 @@
 
 use std::time::Duration;
 
-/// Who may connect to a listener, decided on the kernel's `SO_PEERCRED`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessPolicy {
-    /// User ids allowed.
-    pub uids: Vec<u32>,
-    /// Group ids allowed (any member of one of these may connect).
-    pub gids: Vec<u32>,
-}
-
-impl Default for AccessPolicy {
-    /// Only the listener's own effective uid.
-    fn default() -> Self {
-        Self {
-            uids: vec![rustix::process::geteuid().as_raw()],
-            gids: Vec::new(),
-        }
-    }
-}
-
-impl AccessPolicy {
-    /// Allow these uids (and nothing else).
-    pub fn uids(uids: impl IntoIterator<Item = u32>) -> Self {
-        Self {
-            uids: uids.into_iter().collect(),
-            gids: Vec::new(),
-        }
-    }
-
-    /// Whether a peer with `uid`/`gid` may connect.
-    pub fn allows(&self, uid: u32, gid: u32) -> bool {
-        self.uids.contains(&uid) || self.gids.contains(&gid)
-    }
-}
+pub use crate::segment::AccessPolicy;
 
 /// What `send` does when the ring (or the peer's in-flight allowance) is
 /// full.

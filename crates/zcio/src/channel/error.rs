@@ -2,33 +2,9 @@
 
 use thiserror::Error;
 
-use crate::region::RegionError;
 use crate::sys::Errno;
 
-/// Failure to set up a channel.
-#[derive(Debug, Error)]
-pub enum ConnectError {
-    /// A system call failed.
-    #[error("{op} failed: {errno}")]
-    Os {
-        /// Operation.
-        op: &'static str,
-        /// The kernel's error.
-        errno: Errno,
-    },
-    /// The listener's access policy refused our credentials.
-    #[error("connection refused by the listener's access policy (uid/gid not allowed)")]
-    Refused,
-    /// The peer spoke something other than the zcio protocol.
-    #[error("handshake failed: {0}")]
-    Protocol(&'static str),
-    /// The handshake did not finish in time.
-    #[error("handshake timed out")]
-    TimedOut,
-    /// The control segment could not be created or attached.
-    #[error(transparent)]
-    Region(#[from] RegionError),
-}
+pub use crate::segment::ConnectError;
 
 /// What was wrong with a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -175,24 +175,12 @@ impl SegmentLayout {
     }
 }
 
-/// Control records on the socket. Fixed 32-byte little-endian encoding:
-/// `kind: u32, a: u32, b: u64, c: u64, d: u64`.
+/// Control records on the socket after the handshake (which is
+/// `crate::segment`'s). Fixed 32-byte little-endian encoding:
+/// `kind: u32, a: u32, b: u64, c: u64, d: u64`; kinds 1–3 are the
+/// handshake's and never valid here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ctl {
-    /// Connector → listener, with the segment fd: protocol version and pid.
-    Hello {
-        /// [`LAYOUT_VERSION`].
-        version: u32,
-        /// Segment length in bytes.
-        seg_len: u64,
-    },
-    /// Listener → connector: accepted.
-    Welcome {
-        /// [`LAYOUT_VERSION`].
-        version: u32,
-    },
-    /// Listener → connector: refused by the access policy.
-    Refused,
     /// A region for slot `slot`, with its fd. `secured` is the sender's
     /// claim only; the receiver checks the seals itself.
     Region {
@@ -218,9 +206,6 @@ impl Ctl {
     /// Encode.
     pub fn encode(&self) -> [u8; CTL_LEN] {
         let (kind, a, b, c): (u32, u32, u64, u64) = match *self {
-            Ctl::Hello { version, seg_len } => (1, version, seg_len, 0),
-            Ctl::Welcome { version } => (2, version, 0, 0),
-            Ctl::Refused => (3, 0, 0, 0),
             Ctl::Region { slot, len } => (4, slot, len, 0),
             Ctl::SingleUse { len } => (5, 0, len, 0),
             Ctl::Bye => (6, 0, 0, 0),
@@ -242,12 +227,6 @@ impl Ctl {
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or_default());
         let (kind, a, b) = (u32_at(0), u32_at(4), u64_at(8));
         Some(match kind {
-            1 => Ctl::Hello {
-                version: a,
-                seg_len: b,
-            },
-            2 => Ctl::Welcome { version: a },
-            3 => Ctl::Refused,
             4 => Ctl::Region { slot: a, len: b },
             5 => Ctl::SingleUse { len: b },
             6 => Ctl::Bye,
@@ -301,12 +280,6 @@ mod tests {
     #[test]
     fn ctl_roundtrip() {
         for c in [
-            Ctl::Hello {
-                version: 1,
-                seg_len: 4096,
-            },
-            Ctl::Welcome { version: 1 },
-            Ctl::Refused,
             Ctl::Region {
                 slot: 7,
                 len: 1 << 24,

@@ -2,20 +2,19 @@
 //! endpoint.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rustix::fs::SealFlags;
 use rustix::io::Errno;
-use rustix::net::{self, sockopt, SocketAddrUnix, SocketFlags};
 use thiserror::Error;
 
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
+use crate::segment::{self, AccessPolicy, ConnectError, Protocol, SocketListener};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
-use crate::sys::mmap::{Access, Mapping};
+use crate::sys::mmap::Mapping;
+use crate::sys::page_size;
 use crate::sys::peer::{self, PeerCred};
-use crate::sys::{memfd, page_size};
 use crate::wait::SpinBudget;
 
 /// Segment magic.
@@ -32,6 +31,11 @@ const SLICE: Duration = crate::wait::LIVENESS;
 const SPIN: Duration = Duration::from_micros(30);
 /// Bound on the connection handshake.
 const HANDSHAKE: Duration = Duration::from_secs(5);
+/// What both ends of a rendezvous connection must speak.
+const PROTOCOL: Protocol = Protocol {
+    magic: MAGIC,
+    version: VERSION,
+};
 
 /// A message: a label, up to [`WORDS`] words, up to 16 descriptors.
 #[derive(Debug, Default)]
@@ -186,41 +190,23 @@ impl PeerWait<'_> {
     }
 }
 
-fn seqpacket() -> Result<OwnedFd, IpcError> {
-    fdpass::seqpacket().map_err(os("socket"))
-}
-
 impl Endpoint {
-    /// Connect to the listener at `path`.
-    pub fn connect(path: impl AsRef<Path>) -> Result<Self, IpcError> {
-        let sock = seqpacket()?;
-        let addr = SocketAddrUnix::new(path.as_ref()).map_err(os("socket address"))?;
-        net::connect(&sock, &addr).map_err(os("connect"))?;
-        sockopt::set_socket_timeout(&sock, sockopt::Timeout::Recv, Some(HANDSHAKE))
-            .map_err(os("SO_RCVTIMEO"))?;
+    /// Connect to the listener at `path`: offer a fresh one-page segment
+    /// (sealed memfd, magic + layout version) through the shared
+    /// [`segment`](crate::segment) handshake; the listener's access policy
+    /// decides on our kernel credentials.
+    pub fn connect(path: impl AsRef<Path>) -> Result<Self, ConnectError> {
+        let sock = segment::connect(path.as_ref())?;
+        segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
         let len = page_size();
-        let fd = memfd::create_sized("zcio-rendezvous", len as u64).map_err(os("memfd"))?;
-        let map = Mapping::map(&fd, len, Access::ReadWrite, true).map_err(os("mmap"))?;
+        let (fd, map) = segment::create("zcio-rendezvous", len)?;
         let mut hdr = [0u8; 16];
         hdr[..8].copy_from_slice(&MAGIC);
         hdr[8..12].copy_from_slice(&VERSION.to_le_bytes());
         // The mapping is ours, a page long and not yet shared.
         // SAFETY: as argued just above.
         unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr(), map.as_ptr(), hdr.len()) };
-        fdpass::send(&sock, b"RDV1", &[fd.as_fd()], false).map_err(os("sendmsg"))?;
-        let mut ack = [0u8; 4];
-        match fdpass::recv(&sock, &mut ack, false) {
-            Ok(RecvOutcome::Record(r)) if &ack[..r.len] == b"OK01" => {}
-            Ok(RecvOutcome::Record(_)) => return Err(IpcError::Protocol("refused by listener")),
-            Ok(_) | Err(Errno::AGAIN) => return Err(IpcError::PeerGone),
-            Err(e) => {
-                return Err(IpcError::Os {
-                    op: "recvmsg",
-                    errno: e,
-                })
-            }
-        }
-        let peer = peer::peer_cred(&sock).map_err(os("SO_PEERCRED"))?;
+        let peer = segment::offer(&sock, PROTOCOL, fd.as_fd(), len as u64)?;
         Ok(Self::new(Shared { map, sock, peer }, C2S, S2C))
     }
 
@@ -437,73 +423,72 @@ pub fn reply_and_wait(
     receive_any(eps, timeout)
 }
 
-/// A listening rendezvous socket; removes its path on drop.
-pub struct Listener {
-    sock: OwnedFd,
-    path: PathBuf,
+/// Accepts rendezvous connections on a Unix socket path; removes the path
+/// on drop.
+#[derive(Debug)]
+pub struct EndpointListener {
+    sock: SocketListener,
+    access: AccessPolicy,
 }
 
-impl Listener {
-    /// Listen at `path` (an existing file there is an error).
-    pub fn bind(path: impl AsRef<Path>) -> Result<Self, IpcError> {
-        let sock = seqpacket()?;
-        let addr = SocketAddrUnix::new(path.as_ref()).map_err(os("socket address"))?;
-        net::bind(&sock, &addr).map_err(os("bind"))?;
-        net::listen(&sock, 64).map_err(os("listen"))?;
+impl EndpointListener {
+    /// Listen at `path`, admitting only our own uid (see
+    /// [`EndpointListener::bind_with`]). A stale socket file left by a dead
+    /// listener is replaced; a live one is an error.
+    pub fn bind(path: impl AsRef<Path>) -> Result<Self, ConnectError> {
+        Self::bind_with(path, AccessPolicy::default())
+    }
+
+    /// Listen at `path`, admitting callers `access` allows (decided on the
+    /// kernel's `SO_PEERCRED`, before anything they send is looked at).
+    pub fn bind_with(path: impl AsRef<Path>, access: AccessPolicy) -> Result<Self, ConnectError> {
         Ok(Self {
-            sock,
-            path: path.as_ref().to_owned(),
+            sock: SocketListener::bind(path.as_ref())?,
+            access,
         })
     }
 
-    /// Accept one connection and validate the partner's segment.
-    pub fn accept(&self) -> Result<Endpoint, IpcError> {
-        let sock = net::accept_with(&self.sock, SocketFlags::CLOEXEC).map_err(os("accept"))?;
-        sockopt::set_socket_timeout(&sock, sockopt::Timeout::Recv, Some(HANDSHAKE))
-            .map_err(os("SO_RCVTIMEO"))?;
-        let mut hello = [0u8; 4];
-        let fd = match fdpass::recv(&sock, &mut hello, false) {
-            Ok(RecvOutcome::Record(mut r)) if &hello[..r.len] == b"RDV1" && r.fds.len() == 1 => {
-                r.fds.remove(0)
-            }
-            Ok(_) | Err(Errno::AGAIN) => return Err(IpcError::Protocol("bad hello")),
-            Err(e) => {
-                return Err(IpcError::Os {
-                    op: "recvmsg",
-                    errno: e,
-                })
-            }
-        };
-        let len = page_size();
-        let seals = memfd::seals(&fd).map_err(|_| IpcError::Protocol("segment not a memfd"))?;
-        if !seals.contains(SealFlags::SHRINK | SealFlags::GROW)
-            || memfd::size(&fd).ok() != Some(len as u64)
-        {
-            return Err(IpcError::Protocol("segment not sealed or wrong size"));
-        }
-        let map = Mapping::map(&fd, len, Access::ReadWrite, false).map_err(os("mmap"))?;
-        let mut hdr = [0u8; 12];
-        // The mapping is a page long; copied out, then validated.
-        // SAFETY: as argued just above.
-        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), hdr.as_mut_ptr(), hdr.len()) };
-        if hdr[..8] != MAGIC || hdr[8..12] != VERSION.to_le_bytes() {
-            return Err(IpcError::Protocol("bad segment header"));
-        }
-        let peer = peer::peer_cred(&sock).map_err(os("SO_PEERCRED"))?;
-        fdpass::send(&sock, b"OK01", &[], false).map_err(os("sendmsg"))?;
-        Ok(Endpoint::new(Shared { map, sock, peer }, S2C, C2S))
+    /// Accept one connection (blocking) and validate the partner's segment.
+    /// Refused or broken handshakes are errors; the listener stays usable.
+    pub fn accept(&self) -> Result<Endpoint, ConnectError> {
+        self.admit(self.sock.accept()?)
     }
-}
 
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+    /// Accept, waiting at most `timeout` for a connection.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Endpoint, ConnectError> {
+        self.admit(self.sock.accept_timeout(timeout)?)
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        self.sock.path()
+    }
+
+    fn admit(&self, sock: OwnedFd) -> Result<Endpoint, ConnectError> {
+        segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
+        let len = page_size() as u64;
+        let seg = segment::admit(&sock, PROTOCOL, &self.access, len, len)?;
+        if segment::read_head(&seg.map) != (MAGIC, VERSION) {
+            return Err(ConnectError::Protocol("bad segment header"));
+        }
+        segment::welcome(&sock, PROTOCOL)?;
+        Ok(Endpoint::new(
+            Shared {
+                map: seg.map,
+                sock,
+                peer: seg.cred,
+            },
+            S2C,
+            C2S,
+        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::memfd;
+    use std::path::PathBuf;
 
     fn path(tag: &str) -> PathBuf {
         std::env::temp_dir().join(format!("zcio-rdv-{tag}-{}", std::process::id()))
@@ -512,7 +497,7 @@ mod tests {
     #[test]
     fn call_and_reply_between_threads() {
         let p = path("call");
-        let l = Listener::bind(&p).unwrap();
+        let l = EndpointListener::bind(&p).unwrap();
         let p2 = p.clone();
         let t = std::thread::spawn(move || {
             let c = Endpoint::connect(&p2).unwrap();
@@ -542,9 +527,9 @@ mod tests {
     }
 
     /// A listener and a connected (client, server) pair.
-    fn pair(tag: &str) -> (Listener, Endpoint, Endpoint) {
+    fn pair(tag: &str) -> (EndpointListener, Endpoint, Endpoint) {
         let p = path(tag);
-        let l = Listener::bind(&p).unwrap();
+        let l = EndpointListener::bind(&p).unwrap();
         let t = std::thread::spawn(move || Endpoint::connect(&p).unwrap());
         let s = l.accept().unwrap();
         (l, t.join().unwrap(), s)
@@ -572,6 +557,18 @@ mod tests {
             s.send(&Message::new(0, &[1]), None),
             Err(IpcError::PeerGone)
         ));
+    }
+
+    #[test]
+    fn the_listener_applies_its_access_policy() {
+        let p = path("acl");
+        let me = rustix::process::geteuid().as_raw();
+        let l =
+            EndpointListener::bind_with(&p, AccessPolicy::uids([me.wrapping_add(4242)])).unwrap();
+        let p2 = p.clone();
+        let t = std::thread::spawn(move || Endpoint::connect(&p2).map(|_| ()));
+        assert!(matches!(l.accept(), Err(ConnectError::Refused)));
+        assert!(matches!(t.join().unwrap(), Err(ConnectError::Refused)));
     }
 
     #[test]

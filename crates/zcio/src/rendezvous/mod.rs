@@ -18,5 +18,6 @@
 mod endpoint;
 pub mod slot;
 
-pub use endpoint::{receive_any, reply_and_wait, Endpoint, IpcError, Listener, Message};
+pub use crate::segment::{AccessPolicy, ConnectError};
+pub use endpoint::{receive_any, reply_and_wait, Endpoint, EndpointListener, IpcError, Message};
 pub use slot::WORDS;

@@ -7,9 +7,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::MemfdFlags;
 use rustix::net::{self, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 use zcio::channel::ring::{Consumer, Producer, RingHeader};
-use zcio::channel::wire::{
-    self, Ctl, Desc, Notice, SegmentHeader, SegmentLayout, CTL_LEN, LAYOUT_VERSION,
-};
+use zcio::channel::wire::{self, Ctl, Desc, Notice, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
+use zcio::segment::{Handshake, HANDSHAKE_LEN};
 use zcio::sys::fdpass::{self, RecvOutcome};
 use zcio::sys::memfd;
 use zcio::sys::mmap::{Access, Mapping};
@@ -58,10 +57,15 @@ pub fn write_header(fd: impl AsFd, h: SegmentHeader) {
     unsafe { m.as_ptr().cast::<SegmentHeader>().write(h) };
 }
 
-pub fn hello(len: u64) -> [u8; CTL_LEN] {
-    Ctl::Hello {
-        version: LAYOUT_VERSION,
-        seg_len: len,
+pub fn hello(len: u64) -> [u8; HANDSHAKE_LEN] {
+    hello_as(wire::SEGMENT_MAGIC.to_le_bytes(), LAYOUT_VERSION, len)
+}
+
+pub fn hello_as(magic: [u8; 8], version: u32, len: u64) -> [u8; HANDSHAKE_LEN] {
+    Handshake::Hello {
+        magic,
+        version,
+        len,
     }
     .encode()
 }
@@ -112,8 +116,9 @@ impl Hostile {
         let mut buf = [0u8; 64];
         match fdpass::recv(&sock, &mut buf, false) {
             Ok(RecvOutcome::Record(r)) => assert_eq!(
-                Ctl::decode(&buf[..r.len]),
-                Some(Ctl::Welcome {
+                Handshake::decode(&buf[..r.len]),
+                Some(Handshake::Welcome {
+                    magic: wire::SEGMENT_MAGIC.to_le_bytes(),
                     version: LAYOUT_VERSION
                 })
             ),

@@ -1,0 +1,471 @@
+//! Shared segments: the one way two processes set up the control memory a
+//! connection-oriented transport (channels, rendezvous endpoints) shares.
+//!
+//! The connector creates the segment — a memfd sealed against shrinking
+//! and growing at birth, so no holder of any fd can truncate it under the
+//! other side's mapping — writes its header (a magic number naming the
+//! transport and a layout version) and offers it over a Unix
+//! `SOCK_SEQPACKET` socket with `SCM_RIGHTS`. The listener takes the
+//! kernel's word for who is calling (`SO_PEERCRED`), applies its
+//! [`AccessPolicy`] *before* it looks at anything the caller sent, checks
+//! the handshake record, the seals and the real size, maps the segment and
+//! lets the transport validate the header copy; then it answers *welcome*
+//! or *refused*. Every step is bounded by socket timeouts.
+//!
+//! Handshake records are 32 bytes, little-endian:
+//! `kind: u32 (1 hello, 2 welcome, 3 refused), version: u32, len: u64,
+//! magic: [u8; 8], reserved: u64`.
+//!
+//! Named rings are segments too, but they live as files under `/dev/shm`
+//! so that the kernel's uid/gid/mode checks decide who may attach
+//! (`sys::shm`, `ring::map`); they follow the same header discipline
+//! (magic + layout version, copied out and validated before use).
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustix::fs::SealFlags;
+use rustix::io::Errno;
+use rustix::net::{self, sockopt, SocketAddrUnix, SocketFlags};
+use thiserror::Error;
+
+use crate::region::RegionError;
+use crate::sys::fdpass::{self, RecvOutcome};
+use crate::sys::memfd;
+use crate::sys::mmap::{Access, Mapping};
+use crate::sys::peer::{self, PeerCred};
+
+/// Failure to set up a connection (channel or rendezvous endpoint).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// A system call failed.
+    #[error("{op} failed: {errno}")]
+    Os {
+        /// Operation.
+        op: &'static str,
+        /// The kernel's error.
+        errno: Errno,
+    },
+    /// The listener's access policy refused our credentials.
+    #[error("connection refused by the listener's access policy (uid/gid not allowed)")]
+    Refused,
+    /// The peer spoke something other than the zcio protocol.
+    #[error("handshake failed: {0}")]
+    Protocol(&'static str),
+    /// The handshake did not finish in time.
+    #[error("handshake timed out")]
+    TimedOut,
+    /// The control segment could not be created or attached.
+    #[error(transparent)]
+    Region(#[from] RegionError),
+}
+
+pub(crate) fn os(op: &'static str) -> impl FnOnce(Errno) -> ConnectError {
+    move |errno| ConnectError::Os { op, errno }
+}
+
+/// Who may connect to a listener, decided on the kernel's `SO_PEERCRED`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessPolicy {
+    /// User ids allowed.
+    pub uids: Vec<u32>,
+    /// Group ids allowed (any member of one of these may connect).
+    pub gids: Vec<u32>,
+}
+
+impl Default for AccessPolicy {
+    /// Only the listener's own effective uid.
+    fn default() -> Self {
+        Self {
+            uids: vec![rustix::process::geteuid().as_raw()],
+            gids: Vec::new(),
+        }
+    }
+}
+
+impl AccessPolicy {
+    /// Allow these uids (and nothing else).
+    pub fn uids(uids: impl IntoIterator<Item = u32>) -> Self {
+        Self {
+            uids: uids.into_iter().collect(),
+            gids: Vec::new(),
+        }
+    }
+
+    /// Whether a peer with `uid`/`gid` may connect.
+    pub fn allows(&self, uid: u32, gid: u32) -> bool {
+        self.uids.contains(&uid) || self.gids.contains(&gid)
+    }
+}
+
+/// Encoded size of a [`Handshake`] record.
+pub const HANDSHAKE_LEN: usize = 32;
+
+/// A handshake record (see the module docs for the encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// Connector → listener, with the segment fd.
+    Hello {
+        /// The transport's segment magic.
+        magic: [u8; 8],
+        /// Its layout version.
+        version: u32,
+        /// Segment length in bytes.
+        len: u64,
+    },
+    /// Listener → connector: accepted.
+    Welcome {
+        /// The transport's segment magic.
+        magic: [u8; 8],
+        /// Its layout version.
+        version: u32,
+    },
+    /// Listener → connector: refused by the access policy.
+    Refused,
+}
+
+impl Handshake {
+    /// Encode.
+    pub fn encode(&self) -> [u8; HANDSHAKE_LEN] {
+        let (kind, version, len, magic) = match *self {
+            Handshake::Hello {
+                magic,
+                version,
+                len,
+            } => (1u32, version, len, magic),
+            Handshake::Welcome { magic, version } => (2, version, 0, magic),
+            Handshake::Refused => (3, 0, 0, [0; 8]),
+        };
+        let mut out = [0u8; HANDSHAKE_LEN];
+        out[0..4].copy_from_slice(&kind.to_le_bytes());
+        out[4..8].copy_from_slice(&version.to_le_bytes());
+        out[8..16].copy_from_slice(&len.to_le_bytes());
+        out[16..24].copy_from_slice(&magic);
+        out
+    }
+
+    /// Decode; `None` for anything that is not exactly a valid record.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != HANDSHAKE_LEN || bytes[24..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default());
+        let magic: [u8; 8] = bytes[16..24].try_into().unwrap_or_default();
+        let (kind, version) = (u32_at(0), u32_at(4));
+        Some(match kind {
+            1 => Handshake::Hello {
+                magic,
+                version,
+                len,
+            },
+            2 if len == 0 => Handshake::Welcome { magic, version },
+            3 if len == 0 && version == 0 && magic == [0; 8] => Handshake::Refused,
+            _ => return None,
+        })
+    }
+}
+
+/// What the two sides must agree on: the transport's segment magic and
+/// layout version.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Protocol {
+    pub magic: [u8; 8],
+    pub version: u32,
+}
+
+/// A fresh segment of `len` bytes (page multiple), sealed against resizing
+/// and mapped read-write (pre-faulted) by its creator.
+pub(crate) fn create(name: &str, len: usize) -> Result<(OwnedFd, Mapping), ConnectError> {
+    let fd = memfd::create_sized(name, len as u64).map_err(os("memfd_create"))?;
+    let map = Mapping::map(&fd, len, Access::ReadWrite, true).map_err(os("mmap segment"))?;
+    Ok((fd, map))
+}
+
+/// A new `SOCK_SEQPACKET` socket.
+pub(crate) fn seqpacket() -> Result<OwnedFd, ConnectError> {
+    fdpass::seqpacket().map_err(os("socket"))
+}
+
+/// Send and receive timeouts on `sock` (`None`: block).
+pub(crate) fn set_timeouts(
+    sock: &OwnedFd,
+    send: Duration,
+    recv: Option<Duration>,
+) -> Result<(), ConnectError> {
+    let nz = |d: Duration| d.max(Duration::from_micros(1));
+    sockopt::set_socket_timeout(sock, sockopt::Timeout::Send, Some(nz(send)))
+        .map_err(os("SO_SNDTIMEO"))?;
+    sockopt::set_socket_timeout(sock, sockopt::Timeout::Recv, recv.map(nz))
+        .map_err(os("SO_RCVTIMEO"))
+}
+
+fn recv_handshake(sock: &OwnedFd) -> Result<(Handshake, Vec<OwnedFd>), ConnectError> {
+    let mut buf = [0u8; HANDSHAKE_LEN + 1];
+    match fdpass::recv(sock, &mut buf, false) {
+        Ok(RecvOutcome::Record(r)) => {
+            let h = Handshake::decode(&buf[..r.len])
+                .ok_or(ConnectError::Protocol("undecodable handshake record"))?;
+            Ok((h, r.fds))
+        }
+        Ok(RecvOutcome::HangUp) => Err(ConnectError::Protocol("peer hung up during handshake")),
+        Ok(RecvOutcome::Empty) | Err(Errno::AGAIN) => Err(ConnectError::TimedOut),
+        Err(e) => Err(ConnectError::Os {
+            op: "recvmsg",
+            errno: e,
+        }),
+    }
+}
+
+/// Connector half: offer the segment `fd` of `len` bytes and wait (bounded
+/// by the socket's receive timeout) for the verdict. Returns the listener's
+/// kernel credentials.
+pub(crate) fn offer(
+    sock: &OwnedFd,
+    proto: Protocol,
+    fd: BorrowedFd<'_>,
+    len: u64,
+) -> Result<PeerCred, ConnectError> {
+    let hello = Handshake::Hello {
+        magic: proto.magic,
+        version: proto.version,
+        len,
+    };
+    if let Err(e) = fdpass::send(sock, &hello.encode(), &[fd], false) {
+        // A listener that refused us may have closed before reading the
+        // hello: its verdict is still queued for us.
+        if matches!(e, Errno::PIPE | Errno::CONNRESET) {
+            if let Ok((Handshake::Refused, _)) = recv_handshake(sock) {
+                return Err(ConnectError::Refused);
+            }
+        }
+        return Err(ConnectError::Os {
+            op: "send hello",
+            errno: e,
+        });
+    }
+    match recv_handshake(sock)? {
+        (Handshake::Welcome { magic, version }, fds)
+            if fds.is_empty() && magic == proto.magic && version == proto.version => {}
+        (Handshake::Welcome { .. }, _) => {
+            return Err(ConnectError::Protocol(
+                "listener speaks another transport or layout version",
+            ))
+        }
+        (Handshake::Refused, _) => return Err(ConnectError::Refused),
+        _ => return Err(ConnectError::Protocol("unexpected reply to hello")),
+    }
+    peer::peer_cred(sock).map_err(os("SO_PEERCRED"))
+}
+
+/// A segment the listener half has checked and mapped (header not yet
+/// validated: that is the transport's layout).
+pub(crate) struct Admitted {
+    pub cred: PeerCred,
+    pub map: Mapping,
+    /// Bytes mapped (the length the connector announced).
+    pub len: u64,
+    /// The memfd's real size (at least `len`).
+    pub actual: u64,
+}
+
+/// Listener half up to the verdict: the caller's kernel credentials
+/// against `access` (a refused caller is told so and its fd closed
+/// unmapped), then the hello (`proto`, exactly one fd), the seals, the
+/// announced length within `min..=max` and not beyond the real size, and a
+/// read-write mapping (not pre-faulted: the connector chose the size).
+/// Follow with the transport's header check and [`welcome`].
+pub(crate) fn admit(
+    sock: &OwnedFd,
+    proto: Protocol,
+    access: &AccessPolicy,
+    min: u64,
+    max: u64,
+) -> Result<Admitted, ConnectError> {
+    let cred = peer::peer_cred(sock).map_err(os("SO_PEERCRED"))?;
+    if !access.allows(cred.uid, cred.gid) {
+        // Take the hello off the queue first (its fd is closed unmapped):
+        // closing with unread data would reset the connection, and the
+        // connector would see ECONNRESET instead of our verdict.
+        let _ = recv_handshake(sock);
+        let _ = fdpass::send(sock, &Handshake::Refused.encode(), &[], true);
+        return Err(ConnectError::Refused);
+    }
+    let (h, mut fds) = recv_handshake(sock)?;
+    let len = match h {
+        Handshake::Hello {
+            magic,
+            version,
+            len,
+        } if fds.len() == 1 && magic == proto.magic && version == proto.version => len,
+        Handshake::Hello { .. } => {
+            return Err(ConnectError::Protocol(
+                "hello with wrong transport, version or fds",
+            ))
+        }
+        _ => return Err(ConnectError::Protocol("expected hello")),
+    };
+    let fd = fds
+        .pop()
+        .ok_or(ConnectError::Protocol("hello without segment"))?;
+    let seals = memfd::seals(&fd).map_err(os("F_GET_SEALS"))?;
+    if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
+        return Err(ConnectError::Protocol(
+            "segment not sealed against resizing",
+        ));
+    }
+    let actual = memfd::size(&fd).map_err(os("fstat"))?;
+    if len < min || len > max || len > actual {
+        return Err(ConnectError::Protocol("segment size out of range"));
+    }
+    let map =
+        Mapping::map(&fd, len as usize, Access::ReadWrite, false).map_err(os("mmap segment"))?;
+    Ok(Admitted {
+        cred,
+        map,
+        len,
+        actual,
+    })
+}
+
+/// Listener half: accept the admitted segment.
+pub(crate) fn welcome(sock: &OwnedFd, proto: Protocol) -> Result<(), ConnectError> {
+    let w = Handshake::Welcome {
+        magic: proto.magic,
+        version: proto.version,
+    };
+    fdpass::send(sock, &w.encode(), &[], false).map_err(os("send welcome"))
+}
+
+/// The magic and version at the start of a mapped segment, copied out with
+/// volatile reads (the peer may be writing them).
+pub(crate) fn read_head(map: &Mapping) -> ([u8; 8], u32) {
+    let mut head = [0u8; 12];
+    // Every segment mapping is at least one page, so its first 12 bytes are
+    // mapped; `head` is ours.
+    // SAFETY: as argued just above.
+    unsafe { crate::view::copy_volatile(map.as_ptr(), head.as_mut_ptr(), head.len()) };
+    let mut magic = [0u8; 8];
+    magic.copy_from_slice(&head[..8]);
+    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    (magic, version)
+}
+
+/// A listening `SOCK_SEQPACKET` socket at a path; removes the path on drop.
+#[derive(Debug)]
+pub(crate) struct SocketListener {
+    sock: OwnedFd,
+    path: PathBuf,
+}
+
+impl SocketListener {
+    /// Listen at `path`. A stale socket file left by a dead listener is
+    /// replaced; a live one is an error (`EADDRINUSE`).
+    pub fn bind(path: &Path) -> Result<Self, ConnectError> {
+        let addr = SocketAddrUnix::new(path).map_err(os("socket path"))?;
+        let sock = seqpacket()?;
+        if let Err(Errno::ADDRINUSE) = net::bind(&sock, &addr) {
+            let probe = seqpacket()?;
+            if net::connect(&probe, &addr).is_ok() {
+                return Err(ConnectError::Os {
+                    op: "bind (a listener is running there)",
+                    errno: Errno::ADDRINUSE,
+                });
+            }
+            let _ = std::fs::remove_file(path);
+            net::bind(&sock, &addr).map_err(os("bind"))?;
+        }
+        net::listen(&sock, 64).map_err(os("listen"))?;
+        Ok(Self {
+            sock,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The next connection (blocking).
+    pub fn accept(&self) -> Result<OwnedFd, ConnectError> {
+        net::accept_with(&self.sock, SocketFlags::CLOEXEC).map_err(os("accept"))
+    }
+
+    /// The next connection, waiting at most `timeout`.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<OwnedFd, ConnectError> {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => Err(ConnectError::TimedOut),
+            Ok(_) => self.accept(),
+            Err(e) => Err(ConnectError::Os {
+                op: "poll",
+                errno: e,
+            }),
+        }
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketListener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Connect a `SOCK_SEQPACKET` socket to `path`.
+pub(crate) fn connect(path: &Path) -> Result<OwnedFd, ConnectError> {
+    let sock = seqpacket()?;
+    let addr = SocketAddrUnix::new(path).map_err(os("socket path"))?;
+    net::connect(&sock, &addr).map_err(os("connect"))?;
+    Ok(sock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_roundtrip_and_rejects() {
+        for h in [
+            Handshake::Hello {
+                magic: *b"ZCIOCHAN",
+                version: 2,
+                len: 4096,
+            },
+            Handshake::Welcome {
+                magic: *b"ZCIORDV1",
+                version: 1,
+            },
+            Handshake::Refused,
+        ] {
+            assert_eq!(Handshake::decode(&h.encode()), Some(h));
+        }
+        let mut bad = Handshake::Refused.encode();
+        bad[30] = 1;
+        assert_eq!(Handshake::decode(&bad), None, "reserved bytes must be zero");
+        assert_eq!(Handshake::decode(&[1u8; 31]), None);
+        let mut w = Handshake::Welcome {
+            magic: [1; 8],
+            version: 1,
+        }
+        .encode();
+        w[8] = 1;
+        assert_eq!(Handshake::decode(&w), None, "a welcome carries no length");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_never_panics_and_roundtrips(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..40)) {
+            if let Some(h) = Handshake::decode(&bytes) {
+                proptest::prop_assert_eq!(Handshake::decode(&h.encode()), Some(h));
+            }
+        }
+    }
+}
