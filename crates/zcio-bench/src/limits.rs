@@ -97,7 +97,7 @@ pub const MAX_CALL: u64 = 1 << 30;
 
 /// `bench ring --ring-sizes/--call-sizes/--consumers/--reps`.
 pub fn check_ring(o: &ring::Options) -> Result<(), String> {
-    let max_ring = zcio::ring::layout::MAX_DATA;
+    let max_ring = zcio::internals::ring_layout::MAX_DATA;
     for &r in &o.ring_sizes {
         check_size("--ring-sizes", r as u64, 4096, max_ring)?;
         if !r.is_power_of_two() {

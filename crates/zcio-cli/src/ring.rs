@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
-use zcio::ring::layout::{BLOCK_HDR, MAX_DATA, MAX_DESC};
+use zcio::internals::ring_layout::{BLOCK_HDR, MAX_DATA, MAX_DESC};
 use zcio::ring::{self, Geometry, Layout, Options, Overflow, RingMap, RingStat};
 use zcio_bench::limits::exact;
 
@@ -322,7 +322,7 @@ fn create(c: CreateCmd) -> Result<()> {
     eprintln!(
         "created ring {} at {}: {}",
         c.name,
-        zcio::sys::shm::path_of(&c.name).display(),
+        zcio::internals::sys::shm::path_of(&c.name).display(),
         describe(g)
     );
     Ok(())
@@ -405,7 +405,7 @@ fn stat_json(st: &RingStat) -> Value {
         .collect();
     json!({
         "name": st.name,
-        "path": zcio::sys::shm::path_of(&st.name).display().to_string(),
+        "path": zcio::internals::sys::shm::path_of(&st.name).display().to_string(),
         "layout": g.layout.name(),
         "policy": g.overflow.name(),
         "size": (g.layout != Layout::Index).then_some(g.data_len),
@@ -443,7 +443,7 @@ fn stat_table(st: &RingStat) -> String {
         format!(
             "{} ({})",
             st.name,
-            zcio::sys::shm::path_of(&st.name).display()
+            zcio::internals::sys::shm::path_of(&st.name).display()
         ),
     );
     line("layout", g.layout.name().to_owned());
@@ -575,7 +575,7 @@ fn ls(l: LsCmd) -> Result<()> {
     let names = ring::list().with_context(|| {
         format!(
             "cannot list {} (set ZCIO_RING_DIR to an existing directory)",
-            zcio::sys::shm::ring_dir().display()
+            zcio::internals::sys::shm::ring_dir().display()
         )
     })?;
     let stats: Vec<(String, Result<RingStat, ring::OpenError>)> = names
@@ -608,7 +608,7 @@ fn ls(l: LsCmd) -> Result<()> {
             if stats.is_empty() {
                 eprintln!(
                     "no rings in {} (create one with `zcio ring create NAME`)",
-                    zcio::sys::shm::ring_dir().display()
+                    zcio::internals::sys::shm::ring_dir().display()
                 );
                 return Ok(());
             }
@@ -707,7 +707,7 @@ fn pow2_in(n: u64, min: u64, max: u64, bytes: bool) -> Result<u64, String> {
 
 /// `--size`: the data area, a power of two from the page size to 16 GiB.
 fn parse_ring_size(s: &str) -> Result<u64, String> {
-    let page = zcio::sys::page_size() as u64;
+    let page = zcio::internals::sys::page_size() as u64;
     pow2_in(parse_size(s)?, page, MAX_DATA, true)
 }
 

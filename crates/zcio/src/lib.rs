@@ -1,12 +1,13 @@
 //! zcio: zero-copy I/O across process boundaries on Linux.
 //!
-//! Layers, bottom up (each only calls the ones below it):
-//! [`sys`] → [`region`] → [`buf`] → [`msg`] → [`channel`], [`ring`] and
-//! [`rendezvous`], then [`asyncipc`] on top of the rendezvous.
+//! Layers, bottom up (each only calls the ones below it): system calls →
+//! the substrate ([`Region`]s, shared segments, waiting) → buffers
+//! ([`Pool`], [`Fbuf`], [`Msg`]) → transports ([`Channel`], [`ring`],
+//! [`rendezvous`] and [`asyncipc`] on it) → forwarding ([`relay`]).
 //! See `docs/ARCHITECTURE.md` for the picture.
 
 pub mod asyncipc;
-pub mod buf;
+mod buf;
 pub mod channel;
 pub mod error;
 pub mod msg;
@@ -14,18 +15,78 @@ pub mod region;
 pub mod relay;
 pub mod rendezvous;
 pub mod ring;
-pub mod segment;
-pub mod sync;
-pub mod sys;
-pub mod view;
-pub mod wait;
+mod segment;
+mod sync;
+mod sys;
+mod view;
+mod wait;
 
-pub use buf::{AllocError, Fbuf, FbufMut, Pool, PoolConfig, PoolStats, SecureView, Uncached};
+pub use buf::{
+    AllocError, Fbuf, FbufMut, FreezeError, Pool, PoolConfig, PoolStats, SecureView, Uncached,
+};
 pub use channel::{
-    AccessPolicy, Channel, ChannelConfig, ChannelStats, ConnectError, FullPolicy, HoldExpiry,
-    HoldLimit, Listener, Malformed, Notify, PeerFault, Policy, RecvError, SendError,
+    Channel, ChannelConfig, ChannelStats, FullPolicy, HoldExpiry, HoldLimit, Listener, Malformed,
+    Notify, PeerFault, Policy, RecvError, SendError,
 };
 pub use error::Error;
 pub use msg::{Msg, MsgError, SecureMsg, Unit, UnitCursor};
 pub use region::{Region, RegionError};
-pub use view::View;
+pub use rustix::io::Errno;
+pub use segment::{AccessPolicy, ConnectError};
+pub use sys::peer::{set_non_dumpable, PeerCred};
+pub use view::{View, WordsLe};
+
+/// Not part of the API: the wire formats and system-call wrappers that
+/// zcio's own hostile-peer tests and benchmarks drive by hand. Anything
+/// here may change in any release.
+#[doc(hidden)]
+pub mod internals {
+    /// Channel wire format.
+    pub mod wire {
+        pub use crate::channel::wire::*;
+    }
+    /// Channel descriptor rings.
+    pub mod spsc {
+        pub use crate::channel::spsc::*;
+    }
+    /// Ring file layout.
+    pub mod ring_layout {
+        pub use crate::ring::layout::*;
+    }
+    /// The set-up handshake.
+    pub mod segment {
+        pub use crate::segment::*;
+    }
+    /// System-call wrappers.
+    pub mod sys {
+        pub use crate::sys::*;
+        /// `SCM_RIGHTS` records.
+        pub mod fdpass {
+            pub use crate::sys::fdpass::*;
+        }
+        /// Shared futexes.
+        pub mod futex {
+            pub use crate::sys::futex::*;
+        }
+        /// memfd helpers.
+        pub mod memfd {
+            pub use crate::sys::memfd::*;
+        }
+        /// Shared mappings.
+        pub mod mmap {
+            pub use crate::sys::mmap::*;
+        }
+        /// Peer identity and liveness.
+        pub mod peer {
+            pub use crate::sys::peer::*;
+        }
+        /// Named ring files.
+        pub mod shm {
+            pub use crate::sys::shm::*;
+        }
+    }
+    /// The atomics and futex calls of the protocols.
+    pub mod sync {
+        pub use crate::sync::*;
+    }
+}

@@ -10,10 +10,10 @@ mod common;
 use std::os::fd::AsFd;
 
 use common::hostile::*;
-use zcio::channel::wire::{self, Ctl, Desc, Notice, CTL_LEN, LAYOUT_VERSION};
-use zcio::segment::Handshake;
-use zcio::sys::fdpass::{self, RecvOutcome};
-use zcio::sys::mmap::{Access, Mapping};
+use zcio::internals::segment::Handshake;
+use zcio::internals::sys::fdpass::{self, RecvOutcome};
+use zcio::internals::sys::mmap::{Access, Mapping};
+use zcio::internals::wire::{self, Ctl, Desc, Notice, CTL_LEN, LAYOUT_VERSION};
 
 #[test]
 fn malformed_input_gets_typed_errors_and_channel_stays_usable() {

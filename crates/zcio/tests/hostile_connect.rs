@@ -10,10 +10,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use common::hostile::*;
 use rustix::fs::SealFlags;
 use rustix::net;
-use zcio::channel::wire::{self, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
-use zcio::segment::Handshake;
-use zcio::sys::fdpass;
-use zcio::sys::memfd;
+use zcio::internals::segment::Handshake;
+use zcio::internals::sys::fdpass;
+use zcio::internals::sys::memfd;
+use zcio::internals::wire::{self, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
 use zcio::Channel;
 
 #[test]

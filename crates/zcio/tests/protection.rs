@@ -15,8 +15,8 @@ use common::{Kid, SockPath, STEP};
 use rustix::fs::{FallocateFlags, Mode, OFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
-use zcio::sys::memfd;
-use zcio::sys::mmap::{Access, Mapping};
+use zcio::internals::sys::memfd;
+use zcio::internals::sys::mmap::{Access, Mapping};
 use zcio::{Channel, ChannelConfig, Fbuf, Listener, Msg};
 
 const VOLATILE_LEN: usize = 20_000;

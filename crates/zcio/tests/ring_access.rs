@@ -15,12 +15,12 @@ use std::path::Path;
 
 use common::ring::{check_block, RingDir, Rng};
 use common::STEP;
+use zcio::internals::sys::shm::path_of;
+use zcio::internals::sys::Errno;
 use zcio::ring::{
     self, BadHeader, Consumer, Flags, Handle, Layout, OpenError, Options, Overflow, Producer,
     RingMap,
 };
-use zcio::sys::shm::path_of;
-use zcio::sys::Errno;
 
 const NOBODY: u32 = 65534;
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use common::ring::{close, count, parse_end, producer_sleeps_on, reader, writer, RawRing, RingDir};
 use common::Kid;
-use zcio::ring::layout::SLOT_JOINING;
+use zcio::internals::ring_layout::SLOT_JOINING;
 use zcio::ring::{self, Layout, OpenError, Options, Overflow, Producer, RingMap, WriteError};
 
 fn opts(layout: Layout, size: u64) -> Options {

@@ -539,7 +539,7 @@ fn child_truncator() {
     let len: u64 = arg("LEN").parse().unwrap();
     let f = std::fs::OpenOptions::new()
         .write(true)
-        .open(zcio::sys::shm::path_of(&arg("RING")))
+        .open(zcio::internals::sys::shm::path_of(&arg("RING")))
         .expect("open ring file");
     f.set_len(len).expect("ftruncate");
     report(format_args!("truncated len={len}"));
@@ -733,11 +733,11 @@ fn producer_close_after_truncation_to_half_reaches_the_file() {
     // The writer process is still alive; the owner word (in the part of
     // the file that is left) must say it closed.
     let owner = RawRing::open(&name).read_u64(common::ring::CONTROL_OWNER);
-    let (_, state, pid) = zcio::ring::layout::owner_parts(owner);
+    let (_, state, pid) = zcio::internals::ring_layout::owner_parts(owner);
     assert_eq!(pid, w.pid());
     assert_eq!(
         state,
-        zcio::ring::layout::OWNER_CLOSED,
+        zcio::internals::ring_layout::OWNER_CLOSED,
         "owner state after close (1 = active, 2 = closed)"
     );
     w.finish();

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::hostile::{desc, sealed_region, victim_cfg, Hostile};
 use common::{Kid, SockPath, STEP};
-use zcio::channel::wire;
 use zcio::channel::{Area, HoldExpiry, HoldLimit, PeerFault, RecvError, SendError};
+use zcio::internals::wire;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Policy};
 
 /// Aborts the whole test process if the victim is still inside the test

@@ -132,7 +132,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
         }
         Variant::FutexPingpong => {
             use std::os::fd::AsRawFd;
-            let fd = zcio::sys::memfd::create_sized("zcio-bench-futex", 4096)
+            let fd = zcio::internals::sys::memfd::create_sized("zcio-bench-futex", 4096)
                 .map_err(|e| format!("memfd: {e}"))?;
             let all = [&fd];
             let mk = |client| Task::FutexPing {
@@ -300,7 +300,7 @@ pub fn futex_ping(
     client: bool,
     deadline: Instant,
 ) -> Result<Option<Sample>, String> {
-    use zcio::sys::mmap::{Access, Mapping};
+    use zcio::internals::sys::mmap::{Access, Mapping};
     let file = crate::fds::take_fd(fd)?;
     let map = Mapping::map(&file, 4096, Access::ReadWrite, true).map_err(|e| e.to_string())?;
     // The mapping is a page long, page-aligned and lives until the end of
@@ -317,7 +317,7 @@ pub fn futex_ping(
             if Instant::now() >= deadline {
                 return Err("futex ping-pong: partner stopped answering".into());
             }
-            zcio::sys::futex::wait(word, v, Duration::from_millis(50));
+            zcio::internals::sys::futex::wait(word, v, Duration::from_millis(50));
         }
     };
     if !client {
@@ -328,7 +328,7 @@ pub fn futex_ping(
                 return Ok(None);
             }
             word.store(v.wrapping_add(1), Ordering::Release);
-            zcio::sys::futex::wake(word, 1);
+            zcio::internals::sys::futex::wake(word, 1);
             seen = v.wrapping_add(1);
         }
     }
@@ -338,7 +338,7 @@ pub fn futex_ping(
         let odd = v.wrapping_add(1) | 1;
         t.time(i >= warmup, || {
             word.store(odd, Ordering::Release);
-            zcio::sys::futex::wake(word, 1);
+            zcio::internals::sys::futex::wake(word, 1);
             wait_while(odd)
         })?;
         v = word.load(Ordering::Acquire);
@@ -347,6 +347,6 @@ pub fn futex_ping(
         }
     }
     word.store(u32::MAX, Ordering::Release);
-    zcio::sys::futex::wake(word, 1);
+    zcio::internals::sys::futex::wake(word, 1);
     Ok(Some(t.sample()))
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use zcio::buf::Uncached;
+use zcio::Uncached;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
 use crate::child::{AllocKind, Measured};

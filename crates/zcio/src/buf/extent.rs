@@ -100,6 +100,7 @@ impl Extents {
     }
 
     /// Free pages.
+    #[cfg(test)]
     pub fn free_pages(&self) -> u32 {
         self.free_pages
     }
@@ -110,6 +111,7 @@ impl Extents {
     }
 
     /// Largest free extent.
+    #[cfg(test)]
     pub fn largest(&self) -> u32 {
         self.by_size.iter().next_back().map_or(0, |&(l, _)| l)
     }

@@ -1,13 +1,15 @@
 //! Buffers: path pools (cached allocators), the uncached allocator, and the
 //! fbufs they hand out.
 
-pub mod extent;
-pub mod fbuf;
-pub mod pool;
-pub mod uncached;
+mod extent;
+pub(crate) mod fbuf;
+pub(crate) mod pool;
+mod uncached;
 
-pub use fbuf::{Fbuf, FbufMut, FreezeError, ReleaseSink, SecureView};
-pub use pool::{AllocError, Pool, PoolConfig, PoolStats, Reclaim};
+pub(crate) use fbuf::ReleaseSink;
+pub use fbuf::{Fbuf, FbufMut, FreezeError, SecureView};
+pub(crate) use pool::Reclaim;
+pub use pool::{AllocError, Pool, PoolConfig, PoolStats};
 pub use uncached::Uncached;
 
 impl Pool {

@@ -12,7 +12,7 @@ use crate::channel::config::{ChannelConfig, Notify};
 use crate::channel::error::{Area, PeerFault};
 use crate::channel::ledger::Ledger;
 use crate::channel::notify::{Verdict, WakeGate};
-use crate::channel::ring::{Consumer, Producer, RingHeader, SleepHandle, Wake};
+use crate::channel::spsc::{Reader, RingHeader, SleepHandle, WakeResult, Writer};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
 use crate::channel::ChannelStats;
 use crate::region::Region;
@@ -76,8 +76,8 @@ impl Counters {
 }
 
 pub(crate) struct TxState {
-    pub ring: Producer<Desc>,
-    pub notices: Consumer<Notice>,
+    pub ring: Writer<Desc>,
+    pub notices: Reader<Notice>,
     pub ledger: Ledger,
     /// region id → slot on this channel.
     pub announced: HashMap<u64, u32, IdHash>,
@@ -107,7 +107,7 @@ pub(crate) struct TxState {
 }
 
 pub(crate) struct RxState {
-    pub ring: Consumer<Desc>,
+    pub ring: Reader<Desc>,
     /// slot → region announced by the peer.
     pub regions: Vec<Option<Arc<Region>>>,
     /// Single-use regions announced, in order (`None`: one that failed
@@ -122,7 +122,7 @@ pub(crate) struct RxState {
 }
 
 pub(crate) struct NoticeTx {
-    pub ring: Producer<Notice>,
+    pub ring: Writer<Notice>,
     /// Tokens that did not fit the notice ring yet.
     pub overflow: Vec<Notice>,
     /// Trust in the originator's sleep flag on our notice ring.
@@ -223,10 +223,10 @@ impl Core {
         // SAFETY: as argued just above.
         let (ring, notices, rxring, ntx) = unsafe {
             (
-                Producer::<Desc>::new(hdr(tx_msgs), ent(tx_msgs).cast(), me_cap),
-                Consumer::<Notice>::new(hdr(rx_notices), ent(rx_notices).cast(), nc),
-                Consumer::<Desc>::new(hdr(rx_msgs), ent(rx_msgs).cast(), me_cap),
-                Producer::<Notice>::new(hdr(tx_notices), ent(tx_notices).cast(), nc),
+                Writer::<Desc>::new(hdr(tx_msgs), ent(tx_msgs).cast(), me_cap),
+                Reader::<Notice>::new(hdr(rx_notices), ent(rx_notices).cast(), nc),
+                Reader::<Desc>::new(hdr(rx_msgs), ent(rx_msgs).cast(), me_cap),
+                Writer::<Notice>::new(hdr(tx_notices), ent(tx_notices).cast(), nc),
             )
         };
         let pidfd = peer::open_pidfd(peer.pid).ok();
@@ -467,7 +467,7 @@ impl Core {
     /// was woken less than `max_age` ago; counts wakes and futile wakes and
     /// reports the peer when its flag turns out to be a lie. Returns whether
     /// a wake was issued or nothing needed waking (`false`: suppressed).
-    pub fn gated_wake(&self, gate: &mut WakeGate, wake: impl FnOnce() -> Wake) -> bool {
+    pub fn gated_wake(&self, gate: &mut WakeGate, wake: impl FnOnce() -> WakeResult) -> bool {
         let p = &self.cfg.policy;
         if !gate.allow(p.max_age) {
             Counters::bump(&self.counters.wakes_suppressed);
@@ -477,7 +477,7 @@ impl Core {
         if w.issued() {
             Counters::bump(&self.counters.wakes);
         }
-        if w == Wake::Futile {
+        if w == WakeResult::Futile {
             Counters::bump(&self.counters.futile_wakes);
         }
         if let Verdict::Distrusted(n) = gate.record(w, p.futile_wake_limit) {

@@ -12,15 +12,17 @@ mod connect;
 mod core;
 mod error;
 mod hold;
-pub mod ledger;
+mod ledger;
+#[cfg(all(test, loom))]
+mod loom_spsc;
 mod notify;
 #[cfg(test)]
 mod policy_tests;
-pub mod ring;
 mod rx;
+pub(crate) mod spsc;
 mod tx;
 mod waitset;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::channel::ring::Wake;
+use crate::channel::spsc::WakeResult;
 
 /// Trust state of one peer flag.
 #[derive(Debug, Default)]
@@ -53,15 +53,15 @@ impl WakeGate {
     }
 
     /// Record what a wake found.
-    pub fn record(&mut self, w: Wake, limit: u32) -> Verdict {
+    pub fn record(&mut self, w: WakeResult, limit: u32) -> Verdict {
         match w {
-            Wake::NotFlagged => Verdict::Fine,
-            Wake::Woken => {
+            WakeResult::NotFlagged => Verdict::Fine,
+            WakeResult::Woken => {
                 self.streak = 0;
                 self.distrusted = false;
                 Verdict::Fine
             }
-            Wake::Futile => {
+            WakeResult::Futile => {
                 self.streak = self.streak.saturating_add(1);
                 if !self.distrusted && self.streak >= limit.max(1) {
                     self.distrusted = true;
@@ -90,18 +90,22 @@ mod tests {
         let mut g = WakeGate::default();
         for _ in 0..3 {
             assert!(g.allow(Duration::from_secs(3600)));
-            assert_eq!(g.record(Wake::Futile, 4), Verdict::Fine);
+            assert_eq!(g.record(WakeResult::Futile, 4), Verdict::Fine);
         }
-        assert_eq!(g.record(Wake::NotFlagged, 4), Verdict::Fine);
-        assert_eq!(g.record(Wake::Futile, 4), Verdict::Distrusted(4));
+        assert_eq!(g.record(WakeResult::NotFlagged, 4), Verdict::Fine);
+        assert_eq!(g.record(WakeResult::Futile, 4), Verdict::Distrusted(4));
         assert!(g.distrusted());
         // Within the hour after distrust: no more wakes.
         assert!(!g.allow(Duration::from_secs(3600)));
         // With a zero interval one is allowed at once.
         assert!(g.allow(Duration::ZERO));
-        assert_eq!(g.record(Wake::Futile, 4), Verdict::Fine, "reported once");
+        assert_eq!(
+            g.record(WakeResult::Futile, 4),
+            Verdict::Fine,
+            "reported once"
+        );
         // A wake that found a sleeper restores trust.
-        assert_eq!(g.record(Wake::Woken, 4), Verdict::Fine);
+        assert_eq!(g.record(WakeResult::Woken, 4), Verdict::Fine);
         assert!(!g.distrusted());
         assert!(g.allow(Duration::from_secs(3600)));
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::channel::core::{lock, Core};
-use crate::channel::ring::SleepHandle;
+use crate::channel::spsc::SleepHandle;
 
 static REGISTRY: Mutex<Vec<Weak<Core>>> = Mutex::new(Vec::new());
 

@@ -5,7 +5,7 @@
 //! Everything here is decoded from bytes a peer wrote, so decoding never
 //! trusts a field: every function returns `None`/an error on nonsense.
 
-use crate::channel::ring::{ring_bytes, Pod, RingHeader};
+use crate::channel::spsc::{ring_bytes, Pod, RingHeader};
 
 /// Magic number at the start of a channel control segment ("ZCIOCHAN").
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");

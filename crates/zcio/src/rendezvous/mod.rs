@@ -16,7 +16,9 @@
 //! happened or did not.
 
 mod endpoint;
-pub mod slot;
+#[cfg(all(test, loom))]
+mod loom_slot;
+pub(crate) mod slot;
 
 pub use crate::segment::{AccessPolicy, ConnectError};
 pub use endpoint::{receive_any, reply_and_wait, Endpoint, EndpointListener, IpcError, Message};

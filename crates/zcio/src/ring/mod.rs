@@ -29,11 +29,13 @@
 
 mod consumer;
 mod error;
-pub mod layout;
+pub(crate) mod layout;
 mod live;
+#[cfg(all(test, loom))]
+mod loom_beltway;
 mod map;
 mod producer;
-pub mod protocol;
+pub(crate) mod protocol;
 mod ready;
 mod stat;
 

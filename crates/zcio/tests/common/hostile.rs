@@ -1,17 +1,19 @@
 //! The raw hostile peer (the wire protocol written by hand from
-//! `zcio::channel::{wire, ring}` and `zcio::sys::{fdpass, memfd, mmap}`) and
+//! `zcio::channel::{wire, ring}` and `zcio::internals::sys::{fdpass, memfd, mmap}`) and
 //! the victim child it attacks; used by `hostile.rs` and `hostile_connect.rs`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::MemfdFlags;
 use rustix::net::{self, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-use zcio::channel::ring::{Consumer, Producer, RingHeader};
-use zcio::channel::wire::{self, Ctl, Desc, Notice, SegmentHeader, SegmentLayout, LAYOUT_VERSION};
-use zcio::segment::{Handshake, HANDSHAKE_LEN};
-use zcio::sys::fdpass::{self, RecvOutcome};
-use zcio::sys::memfd;
-use zcio::sys::mmap::{Access, Mapping};
+use zcio::internals::segment::{Handshake, HANDSHAKE_LEN};
+use zcio::internals::spsc::{Reader, RingHeader, Writer};
+use zcio::internals::sys::fdpass::{self, RecvOutcome};
+use zcio::internals::sys::memfd;
+use zcio::internals::sys::mmap::{Access, Mapping};
+use zcio::internals::wire::{
+    self, Ctl, Desc, Notice, SegmentHeader, SegmentLayout, LAYOUT_VERSION,
+};
 use zcio::{Channel, ChannelConfig, Listener, Msg};
 
 use super::{Kid, SockPath, STEP};
@@ -97,10 +99,10 @@ pub fn desc(region: u32, count: u32, offset: u64, len: u64, token: u64) -> Desc 
 /// The connector end of a channel, written by hand.
 pub struct Hostile {
     pub sock: OwnedFd,
-    msgs: Producer<Desc>,
-    notices_in: Consumer<Notice>,
-    pub msgs_in: Consumer<Desc>,
-    notices_out: Producer<Notice>,
+    msgs: Writer<Desc>,
+    notices_in: Reader<Notice>,
+    pub msgs_in: Reader<Desc>,
+    notices_out: Writer<Notice>,
     hdrs: [*const RingHeader; 4],
     _seg: Mapping,
 }
@@ -134,14 +136,14 @@ impl Hostile {
         // SAFETY: as argued just above.
         unsafe {
             Hostile {
-                msgs: Producer::new(hdr(wire::C2L_MSGS), ent(wire::C2L_MSGS).cast(), ENTRIES),
-                notices_in: Consumer::new(
+                msgs: Writer::new(hdr(wire::C2L_MSGS), ent(wire::C2L_MSGS).cast(), ENTRIES),
+                notices_in: Reader::new(
                     hdr(wire::L2C_NOTICES),
                     ent(wire::L2C_NOTICES).cast(),
                     ENTRIES,
                 ),
-                msgs_in: Consumer::new(hdr(wire::L2C_MSGS), ent(wire::L2C_MSGS).cast(), ENTRIES),
-                notices_out: Producer::new(
+                msgs_in: Reader::new(hdr(wire::L2C_MSGS), ent(wire::L2C_MSGS).cast(), ENTRIES),
+                notices_out: Writer::new(
                     hdr(wire::C2L_NOTICES),
                     ent(wire::C2L_NOTICES).cast(),
                     ENTRIES,

@@ -149,7 +149,8 @@ impl Kid {
         adjust(&mut cmd);
         let mut child = cmd.spawn()?;
         let pid = child.id() as i32;
-        let pidfd = zcio::sys::peer::open_pidfd(pid).expect("pidfd_open of our own child");
+        let pidfd =
+            zcio::internals::sys::peer::open_pidfd(pid).expect("pidfd_open of our own child");
         let timed_out = Arc::new(AtomicBool::new(false));
         let flag = timed_out.clone();
         let name = role.to_string();

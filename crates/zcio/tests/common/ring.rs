@@ -17,7 +17,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use zcio::ring::layout::{
+use zcio::internals::ring_layout::{
     CONTROL_OFF, DESC_OFF, MAX_CONSUMERS, PRODUCER_OFF, SLOTS_OFF, SOURCES_OFF,
 };
 use zcio::ring::{Consumer, Producer, ReadError, RingMap, Start};
@@ -54,7 +54,7 @@ impl RingDir {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
             .expect("chmod the ring directory");
         std::env::set_var(DIR_ENV, &path);
-        assert_eq!(zcio::sys::shm::ring_dir(), path);
+        assert_eq!(zcio::internals::sys::shm::ring_dir(), path);
         RingDir {
             path,
             tag: tag.to_string(),
@@ -242,7 +242,7 @@ pub const DESC: u64 = DESC_OFF;
 impl RawRing {
     /// Open ring `name`'s file (no symlink check: a test helper).
     pub fn open(name: &str) -> Self {
-        let path = zcio::sys::shm::path_of(name);
+        let path = zcio::internals::sys::shm::path_of(name);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -308,7 +308,11 @@ impl RawRing {
 /// Whether the producer is sleeping on consumer `slot` right now (it sets
 /// bit 0 of that consumer's cursor word while it waits for room).
 pub fn producer_sleeps_on(map: &RingMap, slot: usize) -> bool {
-    map.slot(slot).cursor.load(zcio::sync::Ordering::SeqCst) & 1 != 0
+    map.slot(slot)
+        .cursor
+        .load(zcio::internals::sync::Ordering::SeqCst)
+        & 1
+        != 0
 }
 
 // ------------------------------------------------------- child plumbing

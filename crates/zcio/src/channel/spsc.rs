@@ -44,7 +44,7 @@ pub unsafe trait Pod: Copy + Send + 'static {}
 
 /// Producer cache line.
 #[repr(C, align(64))]
-pub struct ProducerLine {
+pub struct TailLine {
     /// `tail << 1 | consumer_sleeping` (see module docs). The counter is
     /// written only by the producer; bit 0 is set by the consumer before it
     /// sleeps and cleared by whichever side ends the sleep.
@@ -53,7 +53,7 @@ pub struct ProducerLine {
 
 /// Consumer cache line.
 #[repr(C, align(64))]
-pub struct ConsumerLine {
+pub struct HeadLine {
     /// `head << 1 | producer_sleeping` (see module docs). The counter is
     /// written only by the consumer; bit 0 is set by the producer before it
     /// sleeps for space.
@@ -64,15 +64,15 @@ pub struct ConsumerLine {
 #[repr(C)]
 pub struct RingHeader {
     /// Producer's line.
-    pub prod: ProducerLine,
+    pub prod: TailLine,
     /// Consumer's line.
-    pub cons: ConsumerLine,
+    pub cons: HeadLine,
 }
 
 #[cfg(not(loom))]
 const _: () = {
-    assert!(std::mem::size_of::<ProducerLine>() == 64);
-    assert!(std::mem::size_of::<ConsumerLine>() == 64);
+    assert!(std::mem::size_of::<TailLine>() == 64);
+    assert!(std::mem::size_of::<HeadLine>() == 64);
     assert!(std::mem::size_of::<RingHeader>() == 128);
     assert!(std::mem::align_of::<RingHeader>() == 64);
     assert!(std::mem::offset_of!(RingHeader, cons) == 64);
@@ -82,10 +82,10 @@ impl RingHeader {
     /// A zeroed header (for heap-backed rings in tests and loom models).
     pub fn new() -> Self {
         Self {
-            prod: ProducerLine {
+            prod: TailLine {
                 tail: AtomicU64::new(0),
             },
-            cons: ConsumerLine {
+            cons: HeadLine {
                 head: AtomicU64::new(0),
             },
         }
@@ -133,7 +133,7 @@ struct RawRing<T> {
 }
 
 // SAFETY: the pointers refer to shared memory kept alive by the owner of
-// the Producer/Consumer (see `Producer::new`); all cross-thread access to the
+// the Writer/Reader (see `Writer::new`); all cross-thread access to the
 // header is through atomics and entries are only accessed by volatile copies.
 unsafe impl<T: Pod> Send for RawRing<T> {}
 // SAFETY: as for Send.
@@ -167,7 +167,7 @@ impl<T: Pod> RawRing<T> {
 
 /// What a wake attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wake {
+pub enum WakeResult {
     /// The sleep flag was clear: nobody asked to be woken, no system call.
     NotFlagged,
     /// The flag was set and the kernel woke a sleeper.
@@ -178,29 +178,29 @@ pub enum Wake {
     Futile,
 }
 
-impl Wake {
+impl WakeResult {
     /// Whether a system call was made.
     pub fn issued(self) -> bool {
-        self != Wake::NotFlagged
+        self != WakeResult::NotFlagged
     }
 }
 
 /// Clear the sleep flag of `word` and wake its sleeper if the flag was set.
-fn clear_and_wake(word: &AtomicU64) -> Wake {
+fn clear_and_wake(word: &AtomicU64) -> WakeResult {
     // SYNC: AcqRel RMW on the word the sleeper set its flag in.
     if word.fetch_and(!1, Ordering::AcqRel) & 1 != 0 {
         if crate::sync::futex_wake_counted(word) > 0 {
-            Wake::Woken
+            WakeResult::Woken
         } else {
-            Wake::Futile
+            WakeResult::Futile
         }
     } else {
-        Wake::NotFlagged
+        WakeResult::NotFlagged
     }
 }
 
 /// The producing end. Keeps its own `tail`; trusts nothing it reads back.
-pub struct Producer<T> {
+pub struct Writer<T> {
     ring: RawRing<T>,
     tail: u64,
     head_cache: u64,
@@ -208,14 +208,14 @@ pub struct Producer<T> {
 }
 
 /// The consuming end. Keeps its own `head`.
-pub struct Consumer<T> {
+pub struct Reader<T> {
     ring: RawRing<T>,
     head: u64,
     tail_cache: u64,
     _t: PhantomData<T>,
 }
 
-impl<T: Pod> Producer<T> {
+impl<T: Pod> Writer<T> {
     /// # Safety
     /// `hdr` points to a live header followed by `cap` (a power of two)
     /// entries at `entries`, valid while this producer exists. A second
@@ -243,7 +243,7 @@ impl<T: Pod> Producer<T> {
     /// published an impossible head.
     pub fn free_slots(&mut self) -> Result<usize, Corrupt> {
         // SYNC: Acquire pairs with the Release RMW of the head word in
-        // Consumer::release; after it the consumer no longer reads the slots.
+        // Reader::release; after it the consumer no longer reads the slots.
         let word = self.ring.hdr().cons.head.load(Ordering::Acquire);
         self.accept_head(counter(word))
     }
@@ -281,12 +281,12 @@ impl<T: Pod> Producer<T> {
 
     /// Publish `n` written entries. Returns `true` if the consumer is
     /// sleeping; its flag stays set so the caller can wake it now
-    /// ([`Producer::wake_consumer`]) or later (coalescing).
+    /// ([`Writer::wake_consumer`]) or later (coalescing).
     pub fn publish(&mut self, n: u64) -> bool {
         self.tail = self.tail.wrapping_add(n);
         let w = &self.ring.hdr().prod.tail;
         // SYNC: Release publishes the entry writes; pairs with the Acquire
-        // load in Consumer::available and the RMW in Consumer::wait_for_data.
+        // load in Reader::available and the RMW in Reader::wait_for_data.
         let old = w.swap(self.tail << 1, Ordering::AcqRel);
         if old & 1 != 0 {
             // Keep the flag: the consumer is asleep until someone wakes it.
@@ -303,7 +303,7 @@ impl<T: Pod> Producer<T> {
     }
 
     /// Wake the consumer if it is flagged as sleeping.
-    pub fn wake_consumer(&self) -> Wake {
+    pub fn wake_consumer(&self) -> WakeResult {
         clear_and_wake(&self.ring.hdr().prod.tail)
     }
 
@@ -324,9 +324,9 @@ impl<T: Pod> Producer<T> {
     }
 }
 
-impl<T: Pod> Consumer<T> {
+impl<T: Pod> Reader<T> {
     /// # Safety
-    /// As for [`Producer::new`], for the consuming side.
+    /// As for [`Writer::new`], for the consuming side.
     pub unsafe fn new(hdr: *const RingHeader, entries: *mut T, cap: u32) -> Self {
         // SAFETY: forwarded contract.
         let ring = unsafe { RawRing::new(hdr, entries, cap) };
@@ -355,7 +355,7 @@ impl<T: Pod> Consumer<T> {
 
     /// Entries available, always re-reading the producer's tail.
     pub fn available_fresh(&mut self) -> Result<usize, Corrupt> {
-        // SYNC: Acquire pairs with the Release swap in Producer::publish:
+        // SYNC: Acquire pairs with the Release swap in Writer::publish:
         // entries up to `tail` are written.
         let word = self.ring.hdr().prod.tail.load(Ordering::Acquire);
         self.accept_tail(counter(word))
@@ -388,13 +388,13 @@ impl<T: Pod> Consumer<T> {
 
     /// Consume `n` entries (already copied out) and publish the new head.
     /// Returns `true` if the producer sleeps waiting for space (its flag
-    /// stays set; call [`Consumer::wake_producer`]).
+    /// stays set; call [`Reader::wake_producer`]).
     pub fn release(&mut self, n: usize) -> bool {
         self.head = self.head.wrapping_add(n as u64);
         let w = &self.ring.hdr().cons.head;
         // SYNC: Release orders our reads of the released slots before the
         // producer reuses them; pairs with the Acquire in
-        // Producer::free_slots and the RMW in Producer::wait_for_space.
+        // Writer::free_slots and the RMW in Writer::wait_for_space.
         let old = w.swap(self.head << 1, Ordering::AcqRel);
         if old & 1 != 0 {
             w.fetch_or(1, Ordering::Relaxed);
@@ -405,7 +405,7 @@ impl<T: Pod> Consumer<T> {
     }
 
     /// Wake the producer if it is flagged as sleeping for space.
-    pub fn wake_producer(&self) -> Wake {
+    pub fn wake_producer(&self) -> WakeResult {
         clear_and_wake(&self.ring.hdr().cons.head)
     }
 
@@ -456,7 +456,7 @@ impl SleepHandle {
     /// for on [`SleepHandle::word`].
     pub fn arm(&self) -> Option<u32> {
         let h = self.hdr();
-        // SYNC: RMW returns the latest tail word (as in Consumer::wait_for_data).
+        // SYNC: RMW returns the latest tail word (as in Reader::wait_for_data).
         let old = h.prod.tail.fetch_or(1, Ordering::AcqRel);
         let head = counter(h.cons.head.load(Ordering::Relaxed));
         (counter(old) == head).then_some(expect(old))
@@ -498,7 +498,7 @@ mod tests {
         let hp: *const RingHeader = &*h.hdr;
         let ep = h.entries.as_mut_ptr();
         // SAFETY: `h` outlives p and c; cap matches the vector.
-        let (mut p, mut c) = unsafe { (Producer::new(hp, ep, 4), Consumer::new(hp, ep, 4)) };
+        let (mut p, mut c) = unsafe { (Writer::new(hp, ep, 4), Reader::new(hp, ep, 4)) };
         assert_eq!(p.free_slots().unwrap(), 4);
         let mut pend = 0;
         p.write(&[1, 2, 3], &mut pend);
@@ -525,7 +525,7 @@ mod tests {
         let hp: *const RingHeader = &*h.hdr;
         let ep = h.entries.as_mut_ptr();
         // SAFETY: as above.
-        let (mut p, mut c) = unsafe { (Producer::new(hp, ep, 4), Consumer::new(hp, ep, 4)) };
+        let (mut p, mut c) = unsafe { (Writer::new(hp, ep, 4), Reader::new(hp, ep, 4)) };
         h.hdr.prod.tail.store(100 << 1, Ordering::Relaxed);
         assert!(c.available().is_err());
         h.hdr.prod.tail.store(0, Ordering::Relaxed);

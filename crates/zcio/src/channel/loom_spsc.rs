@@ -3,14 +3,13 @@
 //! notification without lost wakeups (the futex model has no timeouts, so
 //! a missed wake is reported by loom as a deadlock).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --test loom_ring --release`
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --lib --release loom_`
 
 use std::time::Duration;
 
+use crate::channel::spsc::{Pod, Reader, RingHeader, Writer};
 use loom::sync::Arc;
 use loom::thread;
-use zcio::channel::ring::{Consumer, Pod, Producer, RingHeader};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,18 +27,18 @@ unsafe impl Sync for Shared {}
 // SAFETY: as above.
 unsafe impl Send for Shared {}
 
-fn ends(s: &Arc<Shared>) -> (Producer<E>, Consumer<E>) {
+fn ends(s: &Arc<Shared>) -> (Writer<E>, Reader<E>) {
     let hdr: *const RingHeader = &s.hdr;
     let ent = s.entries.get().cast::<E>();
     // `s` (kept alive by the Arcs the threads hold) contains the
     // header and 2 entries; capacity 2 is a power of two.
     // SAFETY: as argued just above.
-    unsafe { (Producer::new(hdr, ent, 2), Consumer::new(hdr, ent, 2)) }
+    unsafe { (Writer::new(hdr, ent, 2), Reader::new(hdr, ent, 2)) }
 }
 
 const T: Duration = Duration::from_secs(1);
 
-fn produce(mut p: Producer<E>, items: u64) {
+fn produce(mut p: Writer<E>, items: u64) {
     for i in 1..=items {
         loop {
             if p.free_slots().unwrap() >= 1 {
@@ -55,7 +54,7 @@ fn produce(mut p: Producer<E>, items: u64) {
     }
 }
 
-fn consume(mut c: Consumer<E>, items: u64) {
+fn consume(mut c: Reader<E>, items: u64) {
     let mut next = 1;
     while next <= items {
         let n = c.available().unwrap();

@@ -5,14 +5,13 @@
 //! atomically: either the receiver took it and the send succeeded, or the
 //! send failed and nobody ever sees it.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --test loom_rendezvous --release`
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --lib --release loom_`
 
 use std::time::Duration;
 
+use crate::rendezvous::slot::{prepare_sleep, send, take, Raw, Slot, SlotError, Waiter, WORDS};
 use loom::sync::Arc;
 use loom::thread;
-use zcio::rendezvous::slot::{prepare_sleep, send, take, Raw, Slot, SlotError, Waiter, WORDS};
 
 /// Waits forever (the model has no time).
 struct Forever;
@@ -52,7 +51,7 @@ fn receive(s: &Slot) -> Raw {
             return r;
         }
         if let Some(v) = prepare_sleep(s) {
-            zcio::sync::futex_wait(&s.state, v, Duration::from_secs(1));
+            crate::sync::futex_wait(&s.state, v, Duration::from_secs(1));
         }
     }
 }

@@ -13,19 +13,18 @@
 //! The data area is modelled as atomics (relaxed), one value per position:
 //! position `p` holds `p + 1` once written.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --test loom_beltway --release`
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --lib --release loom_`
 
 use std::time::Duration;
 
-use loom::sync::Arc;
-use loom::thread;
-use zcio::ring::layout::ProducerLine;
-use zcio::ring::protocol::{
+use crate::ring::layout::ProducerLine;
+use crate::ring::protocol::{
     announce, consumer_sleep, fits, head, intact, join, leave, producer_sleep, publish, release,
     scan, skip_target,
 };
-use zcio::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
+use loom::sync::Arc;
+use loom::thread;
 
 const CAP: u64 = 2;
 const T: Duration = Duration::from_secs(1);
