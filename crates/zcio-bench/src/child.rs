@@ -50,7 +50,7 @@ pub enum Role {
     IoxSub { service: String },
     /// In-process memcpy reference, measures.
     Memcpy,
-    /// A side of `zcio bench ring` (all its parameters are in the task;
+    /// A side of `zcio-bench ring` (all its parameters are in the task;
     /// the spec's size/warmup/count are unused). Prints a JSON array of
     /// [`crate::ring::Report`]s.
     Ring(crate::ring::Task),

@@ -9,9 +9,11 @@
 pub mod affinity;
 pub mod asyncb;
 pub mod child;
+pub mod driver;
 pub mod fds;
-pub mod fmt;
 pub mod iox;
 pub mod report;
 pub mod ring;
 pub mod transfer;
+
+pub use zcio_fmt as fmt;

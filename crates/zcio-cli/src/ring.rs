@@ -584,7 +584,7 @@ fn rm(r: RmCmd) -> Result<()> {
     Ok(())
 }
 
-pub use zcio_bench::fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
+pub use zcio_fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
 
 fn parse_pow2_size(s: &str) -> Result<u64, String> {
     let n = parse_size(s)?;

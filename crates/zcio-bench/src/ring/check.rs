@@ -1,4 +1,4 @@
-//! What every side of `zcio bench ring` measures and checks: the report a
+//! What every side of `zcio-bench ring` measures and checks: the report a
 //! child prints, clocks and CPU time, the payload pattern with its sampled
 //! sequence words, and the IMIX packet-size mix.
 

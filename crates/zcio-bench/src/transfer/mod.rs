@@ -1,11 +1,15 @@
-//! `zcio bench transfer`: the fbufs Table 1 / Figure 3 experiment across
+//! `zcio-bench transfer`: the fbufs Table 1 / Figure 3 experiment across
 //! real processes. The originator allocates a message of S bytes, writes one
 //! word in each page and sends it; the receiver reads one word in each page
 //! and releases it. Every variant runs in the same invocation.
 
+mod bench;
 mod copy_side;
 pub mod pages;
+pub mod table;
 mod zcio_side;
+
+pub use bench::Transfer;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,6 +99,10 @@ impl Variant {
     }
 }
 
+/// The largest message size accepted (the pools and iceoryx2's segment
+/// hold a dozen messages of it).
+pub const MAX_SIZE: usize = 256 << 20;
+
 /// Options of a transfer run.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -139,6 +147,27 @@ impl Options {
             timeout: Duration::from_secs(60),
             reps: 1,
         }
+    }
+
+    /// Check sizes before anything is allocated: the benchmark touches one
+    /// word per 4 KiB page, and the originator's pool holds up to 12
+    /// messages per size (a three-domain path), so sizes are bounded.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(&s) = self
+            .sizes
+            .iter()
+            .find(|&&s| !(4096..=MAX_SIZE).contains(&s))
+        {
+            return Err(format!(
+                "message size {} is out of range: use 4K … {} (e.g. 4K,64K,1M,16M)",
+                crate::fmt::size(s),
+                crate::fmt::size(MAX_SIZE)
+            ));
+        }
+        if self.sizes.is_empty() || self.variants.is_empty() {
+            return Err("nothing to run: give at least one size and one variant".into());
+        }
+        Ok(())
     }
 
     /// Measured messages for `size`.
@@ -209,16 +238,6 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
 
 /// Measure one (variant, size) once.
 pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
-    measure_once(v, size, opts)
-}
-
-/// The median of several runs of one point (by time per message).
-pub fn median(mut runs: Vec<Measured>) -> Option<Measured> {
-    runs.sort_by_key(|m| m.elapsed_ns * 1000 / m.msgs.max(1));
-    runs.get(runs.len() / 2).copied()
-}
-
-fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
     let count = opts.count_for(size);
     // Warm-up long enough for the originator's pool to reach its steady
     // state (all chunks created and mapped on both sides).
@@ -412,130 +431,37 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
     }
 }
 
-/// Turn measurements into rows, with incremental per-page costs.
-pub fn rows(results: &[(Variant, usize, Measured)]) -> Vec<Row> {
-    let mut out: Vec<Row> = results
-        .iter()
-        .map(|&(v, size, m)| {
-            let ns_per_msg = m.elapsed_ns as f64 / m.msgs.max(1) as f64;
-            let msgs_per_sec = 1e9 / ns_per_msg;
-            Row {
-                variant: v.name().to_string(),
-                size,
-                domains: v.domains(),
-                msgs: m.msgs,
-                msgs_per_sec,
-                gb_per_sec: msgs_per_sec * size as f64 / 1e9,
-                ns_per_msg,
-                ns_per_page: ns_per_msg / pages::pages(size) as f64,
-                incr_ns_per_page: None,
-                receiver_wakes: m.wakes,
-            }
-        })
-        .collect();
-    for i in 0..out.len() {
-        let prev = out[..i]
+/// The row of one measurement (`incr_ns_per_page` is filled in by
+/// [`derive`] once all sizes are in).
+pub fn row(v: Variant, size: usize, m: &Measured) -> Row {
+    let ns_per_msg = m.elapsed_ns as f64 / m.msgs.max(1) as f64;
+    let msgs_per_sec = 1e9 / ns_per_msg;
+    Row {
+        variant: v.name().to_string(),
+        size,
+        domains: v.domains(),
+        msgs: m.msgs,
+        msgs_per_sec,
+        gb_per_sec: msgs_per_sec * size as f64 / 1e9,
+        ns_per_msg,
+        ns_per_page: ns_per_msg / pages::pages(size) as f64,
+        incr_ns_per_page: None,
+        receiver_wakes: m.wakes,
+    }
+}
+
+/// Fill in the incremental per-page costs: the slope of ns/msg from the
+/// next smaller size of the same variant.
+pub fn derive(rows: &mut [Row]) {
+    for i in 0..rows.len() {
+        let prev = rows
             .iter()
-            .filter(|r| r.variant == out[i].variant && r.size < out[i].size)
+            .filter(|r| r.variant == rows[i].variant && r.size < rows[i].size)
             .max_by_key(|r| r.size)
             .map(|r| (r.size, r.ns_per_msg));
         if let Some((ps, pn)) = prev {
-            let dp = (pages::pages(out[i].size) - pages::pages(ps)) as f64;
-            out[i].incr_ns_per_page = Some((out[i].ns_per_msg - pn) / dp);
+            let dp = (pages::pages(rows[i].size) - pages::pages(ps)) as f64;
+            rows[i].incr_ns_per_page = Some((rows[i].ns_per_msg - pn) / dp);
         }
     }
-    out
-}
-
-/// A performance target of the core issue, checked on a run's rows.
-#[derive(Debug, Clone, Serialize)]
-pub struct Target {
-    /// What is required.
-    pub name: String,
-    /// What was measured.
-    pub measured: String,
-    /// `Some(true)` met, `Some(false)` missed, `None` not measured in this run.
-    pub met: Option<bool>,
-}
-
-fn find(rows: &[Row], v: Variant, size: usize) -> Option<&Row> {
-    rows.iter()
-        .find(|r| r.variant == v.name() && r.size == size)
-}
-
-/// The size at which `a`'s msgs/s relative to `b`'s is lowest, and that ratio.
-fn worst_ratio(rows: &[Row], sizes: &[usize], a: Variant, b: Variant) -> Option<(usize, f64)> {
-    sizes
-        .iter()
-        .filter_map(|&s| {
-            Some((
-                s,
-                find(rows, a, s)?.msgs_per_sec / find(rows, b, s)?.msgs_per_sec,
-            ))
-        })
-        .min_by(|x, y| x.1.total_cmp(&y.1))
-}
-
-/// Check the issue's targets against `rows`.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let mut t = Vec::new();
-    let sizes: Vec<usize> = {
-        let mut s: Vec<usize> = rows.iter().map(|r| r.size).collect();
-        s.sort();
-        s.dedup();
-        s
-    };
-    // 1. cached/volatile vs iceoryx2.
-    let worst = worst_ratio(rows, &sizes, Variant::ZcioCachedVolatile, Variant::Iceoryx2);
-    t.push(Target {
-        name: "zcio cached/volatile ≥ iceoryx2 msgs/s at every size (5% noise)".into(),
-        measured: worst.map_or("not run".into(), |(s, r)| {
-            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
-        }),
-        met: worst.map(|(_, r)| r >= 0.95),
-    });
-    let at4k =
-        find(rows, Variant::ZcioCachedVolatile, 4096).zip(find(rows, Variant::Iceoryx2, 4096));
-    t.push(Target {
-        name: "zcio cached/volatile ≥ 1.5× iceoryx2 at 4 KiB".into(),
-        measured: at4k.map_or("not run".into(), |(z, i)| {
-            format!("{:.2}×", z.msgs_per_sec / i.msgs_per_sec)
-        }),
-        met: at4k.map(|(z, i)| z.msgs_per_sec >= 1.5 * i.msgs_per_sec),
-    });
-    // 2. incremental per-page cost at 1 MiB.
-    let inc = find(rows, Variant::ZcioCachedVolatile, 1 << 20)
-        .and_then(|z| z.incr_ns_per_page)
-        .zip(find(rows, Variant::Pipe, 1 << 20).and_then(|p| p.incr_ns_per_page));
-    t.push(Target {
-        name: "cached/volatile incremental ns/page ≤ 1/50 of pipe's at 1 MiB".into(),
-        measured: inc.map_or("not run".into(), |(z, p)| {
-            format!("{z:.1} vs {p:.1} ns/page = 1/{:.0}", p / z.max(1e-9))
-        }),
-        met: inc.map(|(z, p)| z <= p / 50.0),
-    });
-    // 3. three domains.
-    let three = find(rows, Variant::Zcio3Dom, 1 << 20).zip(find(
-        rows,
-        Variant::ZcioCachedVolatile,
-        1 << 20,
-    ));
-    t.push(Target {
-        name: "3 domains ≥ 90% of 2 domains at 1 MiB (cached/volatile)".into(),
-        measured: three.map_or("not run".into(), |(a, b)| {
-            format!("{:.0}%", 100.0 * a.msgs_per_sec / b.msgs_per_sec)
-        }),
-        met: three.map(|(a, b)| a.msgs_per_sec >= 0.9 * b.msgs_per_sec),
-    });
-    // 4. uncached/secured vs pipe at >= 1 MiB.
-    let big: Vec<usize> = sizes.iter().copied().filter(|&s| s >= 1 << 20).collect();
-    let worst = worst_ratio(rows, &big, Variant::ZcioUncachedSecured, Variant::Pipe);
-    t.push(Target {
-        name: "uncached/secured beats the pipe copy at ≥ 1 MiB".into(),
-        measured: worst.map_or("not run".into(), |(s, r)| {
-            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
-        }),
-        met: worst.map(|(_, r)| r > 1.0),
-    });
-    t
 }
