@@ -14,6 +14,7 @@ pub mod fds;
 pub mod iox;
 pub mod report;
 pub mod ring;
+pub mod touch;
 pub mod transfer;
 
 pub use zcio_fmt as fmt;

@@ -174,10 +174,7 @@ pub fn consumer(path: &str, size: usize, volume: u64, deadline: Instant) -> Resu
         if i == 0 {
             start = mono_ns();
         }
-        let c = match m.slices() {
-            [one] => internet_checksum(one.as_slice()),
-            _ => internet_checksum(&m.to_vec()),
-        };
+        let c = crate::touch::msg_checksum(&m);
         fold = fold_checksum(fold, c);
     }
     // The first message arrived before the clock started.

@@ -6,7 +6,7 @@ use zcio::buf::Uncached;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
 use crate::child::{AllocKind, Measured};
-use crate::transfer::pages::{read_pages, write_pages};
+use crate::transfer::pages::write_pages;
 
 fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<Channel, String> {
     let start = Instant::now();
@@ -127,11 +127,7 @@ pub fn recv(
 }
 
 fn check(msg: &Msg, seq: u64, expect_secured: bool) -> Result<(), String> {
-    let mut first = None;
-    for s in msg.slices() {
-        let (f, _) = read_pages(s.as_slice());
-        first.get_or_insert(f);
-    }
+    let (first, _) = crate::touch::msg_pages(msg);
     if first != Some(seq) {
         return Err(format!("message {seq}: first word {first:?}"));
     }
