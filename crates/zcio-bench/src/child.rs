@@ -82,6 +82,23 @@ pub struct Measured {
     pub msgs: u64,
     /// Futex wake calls made by the measuring side (zcio only; else 0).
     pub wakes: u64,
+    /// CPU time (user + system, `getrusage(RUSAGE_SELF)`) of this side's
+    /// process over its `msgs` measured messages.
+    #[serde(default)]
+    pub cpu_ns: u64,
+}
+
+impl Measured {
+    /// What a side that only sends or forwards reports: its CPU time over
+    /// `msgs` messages.
+    pub fn cpu_only(msgs: u64, cpu_ns: u64) -> Self {
+        Self {
+            elapsed_ns: 0,
+            msgs,
+            wakes: 0,
+            cpu_ns,
+        }
+    }
 }
 
 /// Spawn a child for `spec`. Its stdout is piped (result line); stderr is

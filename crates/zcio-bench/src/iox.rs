@@ -133,14 +133,16 @@ fn open_service(
 /// Publisher side. Creates/opens the publish-subscribe service `service` (`[u8]` slices of
 /// `size` bytes), waits for one subscriber, sends `warmup + count` messages (each with the
 /// sequence number written at the start of every 4096-byte page), then waits until the
-/// subscriber has left. Everything is bounded by `timeout`.
+/// subscriber has left. Everything is bounded by `timeout`. Returns its CPU time (user +
+/// system nanoseconds) from message `warmup` to the last send.
 pub fn publisher(
     service: &str,
     size: usize,
     warmup: usize,
     count: usize,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<u64, String> {
+    let mut cpu = crate::cpu::Window::default();
     let deadline = Instant::now() + timeout;
     let total = check_args(size, warmup, count)?;
     let node = create_node()?;
@@ -174,6 +176,9 @@ pub fn publisher(
     let mut initialised: HashSet<usize> = HashSet::new();
     let mut seq: u64 = 0;
     while seq < total {
+        if seq == warmup as u64 {
+            cpu.start();
+        }
         let mut sample = loop {
             match publisher.loan_slice_uninit(size) {
                 Ok(s) => break s,
@@ -225,26 +230,30 @@ pub fn publisher(
         }
         seq += 1;
     }
+    let cpu_ns = cpu.elapsed_ns();
 
     // Keep the data segment alive until the subscriber has released everything and left.
     while factory.dynamic_config().number_of_subscribers() != 0 {
         check_deadline(deadline, "waiting for the subscriber to finish")?;
         std::thread::sleep(Duration::from_micros(200));
     }
-    Ok(()) // drops publisher, factory and node, in that order, removing their resources
+    Ok(cpu_ns) // drops publisher, factory and node, in that order, removing their resources
 }
 
 /// Subscriber side. Opens the same service, busy-polls for `warmup + count` messages, reads one
 /// `u64` per 4096-byte page of each and checks the first equals the sequence number. Returns
 /// `(elapsed, count - 1)`: the time from receipt of message `warmup` to the release of the last
-/// message, and the number of message intervals that covers. Bounded by `timeout`.
+/// message, the number of message intervals that covers, and the CPU time (user + system
+/// nanoseconds) over that interval. Bounded by `timeout`.
 pub fn subscriber(
     service: &str,
     size: usize,
     warmup: usize,
     count: usize,
     timeout: Duration,
-) -> Result<(Duration, u64), String> {
+) -> Result<(Duration, u64, u64), String> {
+    let mut cpu = crate::cpu::Window::default();
+    let mut cpu_ns = 0;
     let deadline = Instant::now() + timeout;
     let total = check_args(size, warmup, count)?;
     let node = create_node()?;
@@ -278,6 +287,7 @@ pub fn subscriber(
         };
         if expected == warmup as u64 {
             start = Some(Instant::now());
+            cpu.start();
         }
         let data: &[u8] = sample.payload();
         if data.len() != size {
@@ -304,12 +314,13 @@ pub fn subscriber(
         expected += 1;
         if expected == total {
             end = Some(Instant::now());
+            cpu_ns = cpu.elapsed_ns();
         }
     }
     // Dropping the port tells the publisher (which waits for zero subscribers) that we are done.
     drop(subscriber);
     match (start, end) {
-        (Some(start), Some(end)) => Ok((end.duration_since(start), count as u64 - 1)),
+        (Some(start), Some(end)) => Ok((end.duration_since(start), count as u64 - 1, cpu_ns)),
         _ => Err("iox: internal error: measurement interval not recorded".to_string()),
     }
 }

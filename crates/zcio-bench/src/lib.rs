@@ -9,6 +9,7 @@
 pub mod affinity;
 pub mod asyncb;
 pub mod child;
+pub mod cpu;
 pub mod driver;
 pub mod fds;
 pub mod iox;

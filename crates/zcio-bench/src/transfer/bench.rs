@@ -116,6 +116,11 @@ impl Bench for Transfer {
                     ),
                 }
             ),
+            "CPU µs/msg: getrusage(RUSAGE_SELF) user + system time of each process (originator, \
+             forwarder, receiver) over its own measured messages (from message number `warm-up` \
+             to its last), divided by their count; it includes time spent spinning or sleeping \
+             in waits, so a side that spins while the other works shows its wall time"
+                .to_string(),
         ]
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::child::{self, AllocKind, ChildSpec, Measured, Role};
+use crate::child::{self, AllocKind, ChildSpec, Group, Measured, Role};
 use crate::fds::spawn_with;
 
 /// One way of moving the message.
@@ -199,6 +199,13 @@ pub struct Row {
     pub incr_ns_per_page: Option<f64>,
     /// Futex wakes issued by the receiving side (zcio only).
     pub receiver_wakes: u64,
+    /// CPU time (user + system, getrusage) of the originator process per
+    /// measured message, in µs.
+    pub originator_cpu_us: Option<f64>,
+    /// The same for the forwarder (three-domain paths).
+    pub forwarder_cpu_us: Option<f64>,
+    /// The same for the receiver.
+    pub receiver_cpu_us: Option<f64>,
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -236,8 +243,65 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     .map_err(|e| format!("socketpair: {e}"))
 }
 
+/// What the sides of one measurement reported.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    /// The receiver (its interval sets msgs/s), or the in-process memcpy.
+    pub recv: Measured,
+    /// The originator (CPU time only).
+    pub orig: Option<Measured>,
+    /// The forwarder of a three-domain path (CPU time only).
+    pub fwd: Option<Measured>,
+}
+
+/// The children of one measurement, named, in the order receiver,
+/// forwarder, originator; waited for together (bounded) and their result
+/// lines parsed into a [`Point`].
+struct Sides {
+    group: Group,
+    roles: Vec<Side>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Receiver,
+    Forwarder,
+    Originator,
+}
+
+impl Sides {
+    fn new() -> Self {
+        Self {
+            group: Group::new(),
+            roles: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, side: Side, child: std::process::Child, what: &str) {
+        self.group.push(child, what);
+        self.roles.push(side);
+    }
+
+    fn wait(self, timeout: Duration) -> Result<Point, String> {
+        let lines = self.group.wait_all(timeout)?;
+        let got = |side: Side| -> Result<Option<Measured>, String> {
+            match self.roles.iter().position(|&r| r == side) {
+                None => Ok(None),
+                Some(i) => serde_json::from_str(&lines[i])
+                    .map(Some)
+                    .map_err(|e| format!("bad result line {:?}: {e}", lines[i])),
+            }
+        };
+        Ok(Point {
+            recv: got(Side::Receiver)?.ok_or("no receiver")?,
+            orig: got(Side::Originator)?,
+            fwd: got(Side::Forwarder)?,
+        })
+    }
+}
+
 /// Measure one (variant, size) once.
-pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
+pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String> {
     let count = opts.count_for(size);
     // Warm-up long enough for the originator's pool to reach its steady
     // state (all chunks created and mapped on both sides).
@@ -253,11 +317,16 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, Stri
         cpu: Some(crate::affinity::cpu_for(cpu)),
         timeout_ms: t.as_millis() as u64,
     };
-    let wait = |c, what: &str| child::wait(c, t + Duration::from_secs(5), what);
-    let need =
-        |m: Option<Measured>| m.ok_or_else(|| "measuring side printed no result".to_string());
+    let mut sides = Sides::new();
+    let mut paths = Vec::new();
     match v {
-        Variant::Memcpy => need(wait(child::spawn(&spec(Role::Memcpy, 0))?, "memcpy")?),
+        Variant::Memcpy => {
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(Role::Memcpy, 0))?,
+                "memcpy",
+            );
+        }
         Variant::ZcioCachedVolatile
         | Variant::ZcioCachedSecured
         | Variant::ZcioUncachedVolatile
@@ -270,58 +339,55 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, Stri
             };
             let secured = matches!(alloc, AllocKind::CachedSecured | AllocKind::UncachedSecured);
             let path = sock_path();
-            let r = child::spawn(&spec(
-                Role::ZcioRecv {
-                    path: path.clone(),
-                    expect_secured: secured,
-                },
-                1,
-            ))?;
-            let s = child::spawn(&spec(
-                Role::ZcioSend {
-                    path: path.clone(),
-                    alloc,
-                },
-                0,
-            ))?;
-            let m = wait(r, "zcio receiver");
-            let sr = wait(s, "zcio originator");
-            let _ = std::fs::remove_file(&path);
-            sr?;
-            need(m?)
+            paths.push(path.clone());
+            let recv = Role::ZcioRecv {
+                path: path.clone(),
+                expect_secured: secured,
+            };
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(recv, 1))?,
+                "zcio receiver",
+            );
+            let send = Role::ZcioSend { path, alloc };
+            sides.push(
+                Side::Originator,
+                child::spawn(&spec(send, 0))?,
+                "zcio originator",
+            );
         }
         Variant::Zcio3Dom => {
             let (p0, p1) = (sock_path(), sock_path());
-            let r = child::spawn(&spec(
-                Role::ZcioRecv {
-                    path: p1.clone(),
-                    expect_secured: false,
-                },
-                1,
-            ))?;
+            paths.extend([p0.clone(), p1.clone()]);
+            let recv = Role::ZcioRecv {
+                path: p1.clone(),
+                expect_secured: false,
+            };
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(recv, 1))?,
+                "zcio receiver",
+            );
             // Two cores, three processes: the forwarder shares the
             // originator's core (the receiver does the per-page reading).
-            let f = child::spawn(&spec(
-                Role::ZcioFwd {
-                    listen: p0.clone(),
-                    connect: p1.clone(),
-                },
-                0,
-            ))?;
-            let s = child::spawn(&spec(
-                Role::ZcioSend {
-                    path: p0.clone(),
-                    alloc: AllocKind::CachedVolatilePath2,
-                },
-                0,
-            ))?;
-            let m = wait(r, "zcio receiver");
-            let fr = wait(f, "zcio forwarder");
-            let sr = wait(s, "zcio originator");
-            let _ = (std::fs::remove_file(&p0), std::fs::remove_file(&p1));
-            fr?;
-            sr?;
-            need(m?)
+            let fwd = Role::ZcioFwd {
+                listen: p0.clone(),
+                connect: p1,
+            };
+            sides.push(
+                Side::Forwarder,
+                child::spawn(&spec(fwd, 0))?,
+                "zcio forwarder",
+            );
+            let send = Role::ZcioSend {
+                path: p0,
+                alloc: AllocKind::CachedVolatilePath2,
+            };
+            sides.push(
+                Side::Originator,
+                child::spawn(&spec(send, 0))?,
+                "zcio originator",
+            );
         }
         Variant::Pipe | Variant::UnixSocket => {
             let (r, w) = if v == Variant::Pipe {
@@ -330,112 +396,111 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, Stri
                 socket_pair()?
             };
             let all = [&r, &w];
-            let rc = spawn_with(&spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1), &[&r], &all)?;
-            let sc = spawn_with(&spec(Role::CopySend { fd: w.as_raw_fd() }, 0), &[&w], &all)?;
-            drop((r, w));
-            let m = wait(rc, "copy receiver");
-            wait(sc, "copy originator")?;
-            need(m?)
+            let recv = spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1);
+            sides.push(
+                Side::Receiver,
+                spawn_with(&recv, &[&r], &all)?,
+                "copy receiver",
+            );
+            let send = spec(Role::CopySend { fd: w.as_raw_fd() }, 0);
+            sides.push(
+                Side::Originator,
+                spawn_with(&send, &[&w], &all)?,
+                "copy originator",
+            );
         }
         Variant::Pipe3Dom => {
             let (r1, w1) = pipe_pair()?;
             let (r2, w2) = pipe_pair()?;
             let all = [&r1, &w1, &r2, &w2];
-            let rc = spawn_with(
-                &spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1),
-                &[&r2],
-                &all,
-            )?;
-            let fc = spawn_with(
-                &spec(
-                    Role::CopyFwd {
-                        input: r1.as_raw_fd(),
-                        output: w2.as_raw_fd(),
-                    },
-                    1,
-                ),
-                &[&r1, &w2],
-                &all,
-            )?;
-            let sc = spawn_with(
-                &spec(Role::CopySend { fd: w1.as_raw_fd() }, 0),
-                &[&w1],
-                &all,
-            )?;
-            drop((r1, w1, r2, w2));
-            let m = wait(rc, "copy receiver");
-            wait(fc, "copy forwarder")?;
-            wait(sc, "copy originator")?;
-            need(m?)
+            let recv = spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1);
+            sides.push(
+                Side::Receiver,
+                spawn_with(&recv, &[&r2], &all)?,
+                "copy receiver",
+            );
+            let fwd = Role::CopyFwd {
+                input: r1.as_raw_fd(),
+                output: w2.as_raw_fd(),
+            };
+            let fwd = spawn_with(&spec(fwd, 1), &[&r1, &w2], &all)?;
+            sides.push(Side::Forwarder, fwd, "copy forwarder");
+            let send = spec(Role::CopySend { fd: w1.as_raw_fd() }, 0);
+            sides.push(
+                Side::Originator,
+                spawn_with(&send, &[&w1], &all)?,
+                "copy originator",
+            );
         }
         Variant::Iceoryx2 => {
             let service = unique("zcio-bench-iox");
-            let r = child::spawn(&spec(
-                Role::IoxSub {
-                    service: service.clone(),
-                },
-                1,
-            ))?;
-            let s = child::spawn(&spec(Role::IoxPub { service }, 0))?;
-            let m = wait(r, "iceoryx2 subscriber");
-            wait(s, "iceoryx2 publisher")?;
-            need(m?)
+            let sub = Role::IoxSub {
+                service: service.clone(),
+            };
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(sub, 1))?,
+                "iceoryx2 subscriber",
+            );
+            let publ = Role::IoxPub { service };
+            sides.push(
+                Side::Originator,
+                child::spawn(&spec(publ, 0))?,
+                "iceoryx2 publisher",
+            );
         }
     }
+    let res = sides.wait(t + Duration::from_secs(5));
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+    res
 }
 
 /// Run one side (called in the child process).
 pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
     let t = Duration::from_millis(spec.timeout_ms);
-    let total = spec.warmup + spec.count;
-    match &spec.role {
-        Role::Memcpy => Ok(Some(copy_side::memcpy(spec.size, spec.warmup, spec.count))),
-        Role::Ring(_) => Err("ring tasks are run by ring::run_task".into()),
-        Role::ZcioSend { path, alloc } => {
-            zcio_side::send(path, *alloc, spec.size, total, t).map(|_| None)
-        }
+    let (size, warmup, count) = (spec.size, spec.warmup, spec.count);
+    let m = match &spec.role {
+        Role::Memcpy => copy_side::memcpy(size, warmup, count),
+        Role::Ring(_) => return Err("ring tasks are run by ring::run_task".into()),
+        Role::ZcioSend { path, alloc } => zcio_side::send(path, *alloc, size, warmup, count, t)?,
         Role::ZcioRecv {
             path,
             expect_secured,
-        } => zcio_side::recv(path, *expect_secured, spec.warmup, spec.count, t).map(Some),
-        Role::ZcioFwd { listen, connect } => {
-            zcio_side::forward(listen, connect, total, t).map(|_| None)
-        }
-        Role::CopySend { fd } => copy_side::send(*fd, spec.size, total).map(|_| None),
-        Role::CopyRecv { fd } => copy_side::recv(*fd, spec.size, spec.warmup, spec.count).map(Some),
+        } => zcio_side::recv(path, *expect_secured, warmup, count, t)?,
+        Role::ZcioFwd { listen, connect } => zcio_side::forward(listen, connect, warmup, count, t)?,
+        Role::CopySend { fd } => copy_side::send(*fd, size, warmup, count)?,
+        Role::CopyRecv { fd } => copy_side::recv(*fd, size, warmup, count)?,
         Role::CopyFwd { input, output } => {
-            copy_side::forward(*input, *output, spec.size, total).map(|_| None)
+            copy_side::forward(*input, *output, size, warmup, count)?
         }
-        Role::IoxPub { service } => crate::iox::publisher(
-            service,
-            spec.size,
-            spec.warmup as usize,
-            spec.count as usize,
-            t,
-        )
-        .map(|_| None),
+        Role::IoxPub { service } => {
+            let cpu_ns = crate::iox::publisher(service, size, warmup as usize, count as usize, t)?;
+            Measured::cpu_only(count, cpu_ns)
+        }
         Role::IoxSub { service } => {
-            let (elapsed, msgs) = crate::iox::subscriber(
-                service,
-                spec.size,
-                spec.warmup as usize,
-                spec.count as usize,
-                t,
-            )?;
-            Ok(Some(Measured {
+            let (elapsed, msgs, cpu_ns) =
+                crate::iox::subscriber(service, size, warmup as usize, count as usize, t)?;
+            Measured {
                 elapsed_ns: elapsed.as_nanos() as u64,
                 msgs,
                 wakes: 0,
-            }))
+                cpu_ns,
+            }
         }
-    }
+    };
+    Ok(Some(m))
 }
 
 /// The row of one measurement (`incr_ns_per_page` is filled in by
 /// [`derive`] once all sizes are in).
-pub fn row(v: Variant, size: usize, m: &Measured) -> Row {
+pub fn row(v: Variant, size: usize, p: &Point) -> Row {
+    let m = &p.recv;
     let ns_per_msg = m.elapsed_ns as f64 / m.msgs.max(1) as f64;
     let msgs_per_sec = 1e9 / ns_per_msg;
+    let cpu_us = |m: &Measured| m.cpu_ns as f64 / 1e3 / m.msgs.max(1) as f64;
+    let two_or_more = v.domains() >= 2;
     Row {
         variant: v.name().to_string(),
         size,
@@ -447,6 +512,9 @@ pub fn row(v: Variant, size: usize, m: &Measured) -> Row {
         ns_per_page: ns_per_msg / pages::pages(size) as f64,
         incr_ns_per_page: None,
         receiver_wakes: m.wakes,
+        originator_cpu_us: p.orig.as_ref().map(cpu_us),
+        forwarder_cpu_us: p.fwd.as_ref().map(cpu_us),
+        receiver_cpu_us: two_or_more.then(|| cpu_us(m)),
     }
 }
 
