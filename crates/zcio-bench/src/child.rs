@@ -50,6 +50,21 @@ pub enum Role {
     IoxSub { service: String },
     /// In-process memcpy reference, measures.
     Memcpy,
+    /// A side of the transfer benchmark's ping-pong (latency) part.
+    Ping {
+        /// Transport.
+        kind: crate::transfer::pingpong::Kind,
+        /// Client (measures) or server.
+        client: bool,
+        /// Socket path / service name base.
+        path: String,
+        /// Inherited read fd (pipe, socket; else -1).
+        rfd: RawFd,
+        /// Inherited write fd (pipe, socket; else -1).
+        wfd: RawFd,
+        /// Bound on the measured round trips' time, ms.
+        budget_ms: u64,
+    },
     /// A side of `zcio-bench ring` (all its parameters are in the task;
     /// the spec's size/warmup/count are unused). Prints a JSON array of
     /// [`crate::ring::Report`]s.
@@ -86,6 +101,9 @@ pub struct Measured {
     /// process over its `msgs` measured messages.
     #[serde(default)]
     pub cpu_ns: u64,
+    /// One-way latency percentiles (a ping-pong client only).
+    #[serde(default)]
+    pub latency: Option<crate::transfer::pingpong::Latency>,
 }
 
 impl Measured {
@@ -97,6 +115,7 @@ impl Measured {
             msgs,
             wakes: 0,
             cpu_ns,
+            latency: None,
         }
     }
 }

@@ -36,12 +36,18 @@ struct Cli {
 enum Cmd {
     /// Messages between processes: zcio vs pipe, Unix socket, iceoryx2, memcpy.
     ///
-    /// Hand messages of 4 KiB … 16 MiB from one process to another: zcio
-    /// cached/uncached × volatile/secured, a three-process path, and the
-    /// pipe, Unix socket, iceoryx2 and memcpy baselines, all in one run.
+    /// Throughput: hand messages of 4 KiB … 16 MiB from one process to
+    /// another: zcio cached/uncached × volatile/secured, a three-process
+    /// path, and the pipe, Unix socket, iceoryx2 and memcpy baselines, with
+    /// the CPU time per message of each process. Latency: ping-pong with one
+    /// message in flight (64 B … 1 MiB) over a zcio channel, the zcio
+    /// rendezvous, iceoryx2, a pipe pair and a Unix socket pair: one-way
+    /// latency percentiles. All in one run.
     #[command(after_help = "Examples:\n  \
         zcio-bench transfer --quick\n  \
         zcio-bench transfer --sizes 4K,1M --variants zcio-cached-volatile,iceoryx2,pipe\n  \
+        zcio-bench transfer --quick --ping-pong                # only the latency part\n  \
+        zcio-bench transfer --parts latency --ping-sizes 64,4K\n  \
         zcio-bench transfer --quick --format json --out transfer.json --svg transfer.svg")]
     Transfer(TransferArgs),
     /// Named rings vs Linux pipes: copy, peek, fan-out, layouts.
@@ -117,6 +123,17 @@ struct TransferArgs {
     /// Variants to run, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<String>>,
+    /// Parts to run, comma-separated: throughput (messages streamed),
+    /// latency (ping-pong, one message in flight). Default: both.
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// Only the latency part (the same as --parts latency).
+    #[arg(long, conflicts_with = "parts")]
+    ping_pong: bool,
+    /// Ping-pong message sizes, comma-separated (8 B … 256 MiB; default
+    /// 64,4K,64K,1M; --quick 64,4K,64K).
+    #[arg(long, value_delimiter = ',')]
+    ping_sizes: Option<Vec<String>>,
     #[command(flatten)]
     out: OutArgs,
 }
@@ -204,6 +221,15 @@ fn transfer_cmd(a: TransferArgs) -> Result<(), Failure> {
     }
     if let Some(v) = &a.variants {
         opts.variants = list(v, transfer::Variant::parse)?;
+    }
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, transfer::Part::parse)?;
+    }
+    if a.ping_pong {
+        opts.parts = vec![transfer::Part::Latency];
+    }
+    if let Some(s) = &a.ping_sizes {
+        opts.ping.sizes = list(s, parse_size)?;
     }
     input(opts.validate())?;
     let bench = transfer::Transfer {

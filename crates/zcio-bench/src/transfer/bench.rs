@@ -1,8 +1,11 @@
-//! The transfer benchmark under the driver.
+//! The transfer benchmark under the driver: the throughput part (a
+//! variant at a size) and the latency part (a ping-pong transport at a
+//! size).
 
 use std::path::Path;
 
-use super::{measure, row, table, Options, Row, Variant};
+use super::pingpong::{self, Kind};
+use super::{measure, row, table, Entry, Options, Part, Variant};
 use crate::affinity::{allowed_cpus, cpu_for};
 use crate::driver::{Bench, Target};
 use crate::fmt::size;
@@ -16,18 +19,34 @@ pub struct Transfer {
     pub quick: bool,
 }
 
-/// One measurement: a variant at a size.
+/// One measurement.
 #[derive(Debug, Clone, Copy)]
-pub struct Job {
-    /// The variant.
-    pub variant: Variant,
-    /// Message size.
-    pub size: usize,
+pub enum Job {
+    /// Throughput: a variant at a size.
+    Stream {
+        /// The variant.
+        variant: Variant,
+        /// Message size.
+        size: usize,
+    },
+    /// Latency: a ping-pong transport at a size.
+    Ping {
+        /// The transport.
+        kind: Kind,
+        /// Message size.
+        size: usize,
+    },
+}
+
+impl Transfer {
+    fn has(&self, p: Part) -> bool {
+        self.opts.parts.contains(&p)
+    }
 }
 
 impl Bench for Transfer {
     type Job = Job;
-    type Row = Row;
+    type Row = Entry;
 
     fn name(&self) -> &'static str {
         "transfer"
@@ -39,32 +58,58 @@ impl Bench for Transfer {
 
     fn intro(&self) -> String {
         format!(
-            "{} variants × {} sizes; originator pinned to CPU {}, receiver to CPU {}{}",
-            self.opts.variants.len(),
+            "{} variants × {} sizes, ping-pong {} transports × {} sizes; originator/client pinned \
+             to CPU {}, receiver/server to CPU {}{}",
+            if self.has(Part::Throughput) {
+                self.opts.variants.len()
+            } else {
+                0
+            },
             self.opts.sizes.len(),
+            if self.has(Part::Latency) {
+                self.opts.ping.kinds.len()
+            } else {
+                0
+            },
+            self.opts.ping.sizes.len(),
             cpu_for(0),
             cpu_for(1),
             if allowed_cpus().len() < 3 {
-                " (a forwarder shares the originator's CPU)"
+                " (a forwarder shares a CPU)"
             } else {
                 ""
             }
         )
     }
 
-    /// One group per size: the variants of a size are interleaved.
+    /// One group per size and part: the variants of a size are interleaved.
     fn groups(&self) -> Vec<Vec<Job>> {
-        self.opts
-            .sizes
-            .iter()
-            .map(|&size| {
-                self.opts
-                    .variants
-                    .iter()
-                    .map(|&variant| Job { variant, size })
-                    .collect()
-            })
-            .collect()
+        let mut g = Vec::new();
+        if self.has(Part::Throughput) {
+            for &size in &self.opts.sizes {
+                g.push(
+                    self.opts
+                        .variants
+                        .iter()
+                        .map(|&variant| Job::Stream { variant, size })
+                        .collect(),
+                );
+            }
+        }
+        if self.has(Part::Latency) {
+            for &size in &self.opts.ping.sizes {
+                g.push(
+                    self.opts
+                        .ping
+                        .kinds
+                        .iter()
+                        .filter(|k| k.carries(size))
+                        .map(|&kind| Job::Ping { kind, size })
+                        .collect(),
+                );
+            }
+        }
+        g
     }
 
     fn reps(&self) -> usize {
@@ -72,63 +117,133 @@ impl Bench for Transfer {
     }
 
     fn label(&self, job: &Job) -> String {
-        format!("{} {}", job.variant.name(), size(job.size))
+        match *job {
+            Job::Stream { variant, size: s } => format!("{} {}", variant.name(), size(s)),
+            Job::Ping { kind, size: s } => format!("ping-pong {} {}", kind.name(), size(s)),
+        }
     }
 
-    fn run(&self, job: &Job) -> Result<Vec<Row>, String> {
-        let m = measure(job.variant, job.size, &self.opts)?;
-        Ok(vec![row(job.variant, job.size, &m)])
+    fn run(&self, job: &Job) -> Result<Vec<Entry>, String> {
+        Ok(vec![match *job {
+            Job::Stream { variant, size } => {
+                let m = measure(variant, size, &self.opts)?;
+                Entry::Throughput(row(variant, size, &m))
+            }
+            Job::Ping { kind, size } => Entry::Latency(pingpong::measure(
+                kind,
+                size,
+                &self.opts.ping,
+                self.opts.timeout,
+            )?),
+        }])
     }
 
-    fn same_point(a: &Row, b: &Row) -> bool {
-        a.variant == b.variant && a.size == b.size
+    fn same_point(a: &Entry, b: &Entry) -> bool {
+        match (a, b) {
+            (Entry::Throughput(a), Entry::Throughput(b)) => {
+                a.variant == b.variant && a.size == b.size
+            }
+            (Entry::Latency(a), Entry::Latency(b)) => a.variant == b.variant && a.size == b.size,
+            _ => false,
+        }
     }
 
-    fn rank(row: &Row) -> f64 {
-        row.msgs_per_sec
+    fn rank(row: &Entry) -> f64 {
+        match row {
+            Entry::Throughput(r) => r.msgs_per_sec,
+            Entry::Latency(r) => r.p50_ns,
+        }
     }
 
-    fn derive(&self, rows: &mut [Row]) {
-        super::derive(rows);
+    fn derive(&self, rows: &mut [Entry]) {
+        super::derive(rows.iter_mut().filter_map(|e| match e {
+            Entry::Throughput(r) => Some(r),
+            Entry::Latency(_) => None,
+        }));
     }
 
-    fn targets(&self, rows: &[Row]) -> Vec<Target> {
-        table::targets(rows)
+    fn targets(&self, rows: &[Entry]) -> Vec<Target> {
+        let (tp, lat) = table::split(rows);
+        let mut t = Vec::new();
+        if self.has(Part::Throughput) {
+            t.extend(table::targets(&tp));
+        }
+        if self.has(Part::Latency) {
+            t.extend(table::latency_targets(&lat));
+        }
+        t
     }
 
     fn notes(&self) -> Vec<String> {
-        vec![
-            format!(
-                "every side is a separate process; originator pinned to CPU {}, receiver to CPU \
-                 {}; the forwarder of zcio's 3-domain path shares the originator's CPU, the pipe \
-                 forwarder the receiver's",
+        let mut n = Vec::new();
+        if self.has(Part::Throughput) {
+            n.push(format!(
+                "throughput: every side is a separate process; originator pinned to CPU {}, \
+                 receiver to CPU {}; the forwarder of zcio's 3-domain path shares the \
+                 originator's CPU, the pipe forwarder the receiver's",
                 cpu_for(0),
                 cpu_for(1),
-            ),
-            format!(
-                "the originator writes one word in each 4 KiB page, the receiver reads one word \
-                 in each page and releases the message; msgs/s at the receiver over the measured \
-                 messages after a warm-up; {}",
+            ));
+            n.push(format!(
+                "throughput: the originator writes one word in each 4 KiB page, the receiver \
+                 reads one word in each page and releases the message; msgs/s at the receiver \
+                 over the measured messages after a warm-up; {}",
                 match self.opts.reps.max(1) {
                     1 => "one run per point".to_string(),
-                    n => format!(
-                        "each point is the run with the median msgs/s of {n} interleaved runs"
+                    k => format!(
+                        "each point is the run with the median msgs/s of {k} interleaved runs"
                     ),
                 }
-            ),
-            "CPU µs/msg: getrusage(RUSAGE_SELF) user + system time of each process (originator, \
-             forwarder, receiver) over its own measured messages (from message number `warm-up` \
-             to its last), divided by their count; it includes time spent spinning or sleeping \
-             in waits, so a side that spins while the other works shows its wall time"
-                .to_string(),
-        ]
+            ));
+            n.push(
+                "CPU µs/msg: getrusage(RUSAGE_SELF) user + system time of each process \
+                 (originator, forwarder, receiver) over its own measured messages (from message \
+                 number `warm-up` to its last), divided by their count; it includes time spent \
+                 spinning or sleeping in waits, so a side that spins while the other works shows \
+                 its wall time"
+                    .to_string(),
+            );
+        }
+        if self.has(Part::Latency) {
+            let p = &self.opts.ping;
+            n.push(format!(
+                "latency: ping-pong with one message in flight, client pinned to CPU {}, server \
+                 to CPU {}; {} warm-up round trips, then up to {} measured ones within {:?}; each \
+                 side writes one word per 4 KiB page of what it sends and reads one word per page \
+                 of what it receives; one-way = round trip / 2; CPU µs per round trip of each \
+                 process by getrusage",
+                cpu_for(0),
+                cpu_for(1),
+                p.warmup,
+                p.iters,
+                p.budget
+            ));
+            n.push(format!(
+                "latency transports: zcio-channel = request and reply on one channel, buffers \
+                 from each side's cached pool (volatile); zcio-rendezvous = Endpoint::call / \
+                 reply_and_wait with the payload in the message's words, so only sizes ≤ {} B \
+                 (larger sizes are left out); iceoryx2 = two publish-subscribe services, busy \
+                 polling; pipe = two pipes; unix-socket = one stream socket pair",
+                pingpong::RDV_MAX
+            ));
+        }
+        n
     }
 
-    fn tables(&self, rows: &[Row]) -> String {
-        table::text(rows)
+    fn tables(&self, rows: &[Entry]) -> String {
+        let (tp, lat) = table::split(rows);
+        let mut out = String::new();
+        if !tp.is_empty() {
+            out.push_str(&table::text(&tp));
+        }
+        if !lat.is_empty() {
+            out.push_str(&table::latency_text(&lat));
+        }
+        out
     }
 
-    fn svg(&self, rows: &[Row], path: &Path) -> Result<(), String> {
-        table::svg(rows, path)
+    fn svg(&self, rows: &[Entry], path: &Path) -> Result<(), String> {
+        let (tp, lat) = table::split(rows);
+        table::svg(&tp, &lat, path)
     }
 }

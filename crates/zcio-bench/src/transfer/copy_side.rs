@@ -50,6 +50,7 @@ pub fn recv(fd: RawFd, size: usize, warmup: u64, count: u64) -> Result<Measured,
         msgs: count,
         wakes: 0,
         cpu_ns: cpu.elapsed_ns(),
+        latency: None,
     })
 }
 
@@ -98,5 +99,6 @@ pub fn memcpy(size: usize, warmup: u64, count: u64) -> Measured {
         msgs: count,
         wakes: 0,
         cpu_ns: 0,
+        latency: None,
     }
 }

@@ -6,10 +6,12 @@
 mod bench;
 mod copy_side;
 pub mod pages;
+pub mod ping_sides;
+pub mod pingpong;
 pub mod table;
 mod zcio_side;
 
-pub use bench::Transfer;
+pub use bench::{Job, Transfer};
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -120,6 +122,10 @@ pub struct Options {
     pub timeout: Duration,
     /// Repetitions per point; the median is reported.
     pub reps: usize,
+    /// Parts to run.
+    pub parts: Vec<Part>,
+    /// The latency part.
+    pub ping: pingpong::PingOptions,
 }
 
 impl Options {
@@ -133,6 +139,8 @@ impl Options {
             max_count: 500_000,
             timeout: Duration::from_secs(120),
             reps: 3,
+            parts: vec![Part::Throughput, Part::Latency],
+            ping: pingpong::PingOptions::full(),
         }
     }
 
@@ -146,6 +154,8 @@ impl Options {
             max_count: 60_000,
             timeout: Duration::from_secs(60),
             reps: 1,
+            parts: vec![Part::Throughput, Part::Latency],
+            ping: pingpong::PingOptions::quick(),
         }
     }
 
@@ -164,8 +174,21 @@ impl Options {
                 crate::fmt::size(MAX_SIZE)
             ));
         }
-        if self.sizes.is_empty() || self.variants.is_empty() {
+        if self.parts.contains(&Part::Throughput)
+            && (self.sizes.is_empty() || self.variants.is_empty())
+        {
             return Err("nothing to run: give at least one size and one variant".into());
+        }
+        if let Some(&s) = self
+            .ping
+            .sizes
+            .iter()
+            .find(|&&s| !(8..=MAX_SIZE).contains(&s))
+        {
+            return Err(format!(
+                "ping-pong size {s} B is out of range: use 8 B … {}",
+                crate::fmt::size(MAX_SIZE)
+            ));
         }
         Ok(())
     }
@@ -479,6 +502,25 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
             let cpu_ns = crate::iox::publisher(service, size, warmup as usize, count as usize, t)?;
             Measured::cpu_only(count, cpu_ns)
         }
+        Role::Ping {
+            kind,
+            client,
+            path,
+            rfd,
+            wfd,
+            budget_ms,
+        } => ping_sides::run(&ping_sides::Args {
+            kind: *kind,
+            client: *client,
+            path,
+            rfd: *rfd,
+            wfd: *wfd,
+            size,
+            warmup,
+            iters: count,
+            budget: Duration::from_millis(*budget_ms),
+            timeout: t,
+        })?,
         Role::IoxSub { service } => {
             let (elapsed, msgs, cpu_ns) =
                 crate::iox::subscriber(service, size, warmup as usize, count as usize, t)?;
@@ -487,6 +529,7 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
                 msgs,
                 wakes: 0,
                 cpu_ns,
+                latency: None,
             }
         }
     };
@@ -520,16 +563,53 @@ pub fn row(v: Variant, size: usize, p: &Point) -> Row {
 
 /// Fill in the incremental per-page costs: the slope of ns/msg from the
 /// next smaller size of the same variant.
-pub fn derive(rows: &mut [Row]) {
-    for i in 0..rows.len() {
-        let prev = rows
+pub fn derive<'a>(rows: impl IntoIterator<Item = &'a mut Row>) {
+    let mut rows: Vec<&mut Row> = rows.into_iter().collect();
+    let all: Vec<(String, usize, f64)> = rows
+        .iter()
+        .map(|r| (r.variant.clone(), r.size, r.ns_per_msg))
+        .collect();
+    for r in rows.iter_mut() {
+        let prev = all
             .iter()
-            .filter(|r| r.variant == rows[i].variant && r.size < rows[i].size)
-            .max_by_key(|r| r.size)
-            .map(|r| (r.size, r.ns_per_msg));
-        if let Some((ps, pn)) = prev {
-            let dp = (pages::pages(rows[i].size) - pages::pages(ps)) as f64;
-            rows[i].incr_ns_per_page = Some((rows[i].ns_per_msg - pn) / dp);
+            .filter(|(v, s, _)| *v == r.variant && *s < r.size)
+            .max_by_key(|(_, s, _)| *s);
+        if let Some((_, ps, pn)) = prev {
+            let dp = (pages::pages(r.size) - pages::pages(*ps)) as f64;
+            r.incr_ns_per_page = Some((r.ns_per_msg - pn) / dp);
+        }
+    }
+}
+
+/// A row of either part, as in the JSON `rows` (`"part": "throughput"` or
+/// `"latency"`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "part", rename_all = "lowercase")]
+pub enum Entry {
+    /// Messages streamed from one process to another.
+    Throughput(Row),
+    /// Ping-pong with one message in flight.
+    Latency(pingpong::LatencyRow),
+}
+
+/// A part of the transfer benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Messages streamed, msgs/s and CPU per message.
+    Throughput,
+    /// Ping-pong, one-way latency percentiles.
+    Latency,
+}
+
+impl Part {
+    /// Parse `throughput` / `latency` (or `ping-pong`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "throughput" => Ok(Part::Throughput),
+            "latency" | "ping-pong" => Ok(Part::Latency),
+            _ => Err(format!(
+                "unknown part '{s}'; known: throughput, latency (ping-pong)"
+            )),
         }
     }
 }

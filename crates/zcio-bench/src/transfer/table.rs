@@ -5,10 +5,11 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{Row, Variant};
+use super::pingpong::LatencyRow;
+use super::{Entry, Row, Variant};
 use crate::driver::Target;
 use crate::fmt::{si, size};
-use crate::report::{line_panel, Axes, Series};
+use crate::report::{line_panel, sig3, Axes, Series};
 
 /// CPU µs per message with three significant digits, `-` if not measured.
 fn cpu(v: Option<f64>) -> String {
@@ -172,41 +173,164 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     t
 }
 
-/// Plot msgs/s against size, one line per variant (log-log).
-pub fn svg(rows: &[Row], path: &Path) -> Result<(), String> {
+/// One series per variant of `(log2 size, log10 y)` points.
+fn series<'a>(points: impl Iterator<Item = (&'a str, usize, f64)>) -> Vec<Series> {
     let mut by_variant: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-    for r in rows {
+    for (v, s, y) in points {
         by_variant
-            .entry(&r.variant)
+            .entry(v)
             .or_default()
-            .push(((r.size as f64).log2(), r.msgs_per_sec.max(1.0).log10()));
+            .push(((s as f64).log2(), y.max(1e-3).log10()));
     }
-    if by_variant.is_empty() {
-        return Err("no rows to plot".into());
-    }
-    let series: Vec<Series> = by_variant
+    by_variant
         .into_iter()
         .map(|(name, points)| Series {
             name: name.to_string(),
             points,
         })
-        .collect();
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+        .collect()
+}
+
+/// The plot: msgs/s against size, one line per variant (log-log), and,
+/// if the latency part ran, the one-way p50 latency against size beside it.
+pub fn svg(rows: &[Row], lat: &[LatencyRow], path: &Path) -> Result<(), String> {
+    let tp = series(
+        rows.iter()
+            .map(|r| (r.variant.as_str(), r.size, r.msgs_per_sec)),
+    );
+    let lt = series(
+        lat.iter()
+            .map(|r| (r.variant.as_str(), r.size, r.p50_ns / 1e3)),
+    );
+    let panels = usize::from(!tp.is_empty()) + usize::from(!lt.is_empty());
+    if panels == 0 {
+        return Err("no rows to plot".into());
+    }
+    let root = SVGBackend::new(path, (960 * panels as u32, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let axes = Axes {
-        x_desc: "message size",
-        y_desc: "messages per second",
-        x_fmt: &|x| size(2f64.powf(*x).round() as usize),
-        y_fmt: &|y| si(10f64.powf(*y)),
-        y_range: None,
-        legend: SeriesLabelPosition::LowerLeft,
-        x_labels: 10,
-    };
-    line_panel(
-        &root,
-        "zcio-bench transfer: messages/s by size",
-        &axes,
-        &series,
-    )?;
+    let cells = root.split_evenly((1, panels));
+    let mut cell = cells.iter();
+    let x_fmt = |x: &f64| size(2f64.powf(*x).round() as usize);
+    if !tp.is_empty() {
+        let axes = Axes {
+            x_desc: "message size",
+            y_desc: "messages per second",
+            x_fmt: &x_fmt,
+            y_fmt: &|y| si(10f64.powf(*y)),
+            y_range: None,
+            legend: SeriesLabelPosition::LowerLeft,
+            x_labels: 10,
+        };
+        let area = cell.next().ok_or("no panel")?;
+        line_panel(area, "zcio-bench transfer: messages/s by size", &axes, &tp)?;
+    }
+    if !lt.is_empty() {
+        let axes = Axes {
+            x_desc: "message size",
+            y_desc: "one-way latency p50 (µs)",
+            x_fmt: &x_fmt,
+            y_fmt: &|y| sig3(10f64.powf(*y)),
+            y_range: None,
+            legend: SeriesLabelPosition::UpperLeft,
+            x_labels: 10,
+        };
+        let area = cell.next().ok_or("no panel")?;
+        line_panel(area, "ping-pong: one-way latency (p50) by size", &axes, &lt)?;
+    }
     root.present().map_err(|e| e.to_string())
+}
+
+/// The rows of each part.
+pub fn split(rows: &[Entry]) -> (Vec<Row>, Vec<LatencyRow>) {
+    let mut tp = Vec::new();
+    let mut lat = Vec::new();
+    for e in rows {
+        match e {
+            Entry::Throughput(r) => tp.push(r.clone()),
+            Entry::Latency(r) => lat.push(r.clone()),
+        }
+    }
+    (tp, lat)
+}
+
+/// `812 ns`, `12.3 µs`, `1.23 ms`.
+fn ns(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} ms", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
+/// The latency table: one line per (size, transport).
+pub fn latency_text(rows: &[LatencyRow]) -> String {
+    let mut out =
+        String::from("ping-pong, one message in flight: one-way latency (round trip / 2)\n");
+    out.push_str(&format!(
+        "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>14} {:>14}\n",
+        "transport",
+        "size",
+        "p50",
+        "p99",
+        "p99.9",
+        "mean",
+        "vs pipe",
+        "client CPU/rt",
+        "server CPU/rt"
+    ));
+    let mut by_size: BTreeMap<usize, Vec<&LatencyRow>> = BTreeMap::new();
+    for r in rows {
+        by_size.entry(r.size).or_default().push(r);
+    }
+    for (s, rs) in by_size {
+        let pipe = rs.iter().find(|r| r.variant == "pipe").map(|r| r.p50_ns);
+        for r in rs {
+            out.push_str(&format!(
+                "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11.2} µs {:>11.2} µs\n",
+                r.variant,
+                size(s),
+                ns(r.p50_ns),
+                ns(r.p99_ns),
+                ns(r.p999_ns),
+                ns(r.mean_ns),
+                pipe.map_or("-".into(), |p| format!("{:.2}×", r.p50_ns / p.max(1e-9))),
+                r.client_cpu_us,
+                r.server_cpu_us,
+            ));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "  vs pipe: p50 ÷ the pipe's p50 (lower is faster); CPU/rt: CPU time per round trip\n\n",
+    );
+    out
+}
+
+/// The latency targets: zcio channel one-way p50 ≤ iceoryx2's at 64 B and
+/// 4 KiB.
+pub fn latency_targets(rows: &[LatencyRow]) -> Vec<Target> {
+    [64usize, 4096]
+        .into_iter()
+        .map(|at| {
+            let get = |v: &str| rows.iter().find(|r| r.variant == v && r.size == at);
+            let pair = get("zcio-channel").zip(get("iceoryx2"));
+            Target {
+                name: format!(
+                    "zcio channel one-way p50 latency ≤ iceoryx2's at {}",
+                    size(at)
+                ),
+                measured: pair.map_or("not run".into(), |(z, i)| {
+                    format!(
+                        "{} vs {} ({:.2}×)",
+                        ns(z.p50_ns),
+                        ns(i.p50_ns),
+                        z.p50_ns / i.p50_ns.max(1e-9)
+                    )
+                }),
+                met: pair.map(|(z, i)| z.p50_ns <= i.p50_ns),
+            }
+        })
+        .collect()
 }

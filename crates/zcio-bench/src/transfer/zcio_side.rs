@@ -9,7 +9,11 @@ use crate::child::{AllocKind, Measured};
 use crate::cpu::Window;
 use crate::transfer::pages::write_pages;
 
-fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<Channel, String> {
+pub(crate) fn connect_retry(
+    path: &str,
+    cfg: &ChannelConfig,
+    timeout: Duration,
+) -> Result<Channel, String> {
     let start = Instant::now();
     loop {
         match Channel::connect(path, cfg.clone()) {
@@ -135,6 +139,7 @@ pub fn recv(
         msgs: count,
         wakes: chan.stats().wakes,
         cpu_ns: cpu.elapsed_ns(),
+        latency: None,
     })
 }
 
