@@ -21,7 +21,7 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> Result<T, String> {
 fn child(args: &[String]) -> Result<(), String> {
     let service: String = arg(args, 2)?;
     let (size, warmup, count) = (arg(args, 3)?, arg(args, 4)?, arg(args, 5)?);
-    let (elapsed, intervals) = iox::subscriber(&service, size, warmup, count, TIMEOUT)?;
+    let (elapsed, intervals, _cpu_ns) = iox::subscriber(&service, size, warmup, count, TIMEOUT)?;
     println!("{} {}", elapsed.as_nanos(), intervals);
     Ok(())
 }

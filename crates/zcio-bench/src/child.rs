@@ -50,7 +50,22 @@ pub enum Role {
     IoxSub { service: String },
     /// In-process memcpy reference, measures.
     Memcpy,
-    /// A side of `zcio bench ring` (all its parameters are in the task;
+    /// A side of the transfer benchmark's ping-pong (latency) part.
+    Ping {
+        /// Transport.
+        kind: crate::transfer::pingpong::Kind,
+        /// Client (measures) or server.
+        client: bool,
+        /// Socket path / service name base.
+        path: String,
+        /// Inherited read fd (pipe, socket; else -1).
+        rfd: RawFd,
+        /// Inherited write fd (pipe, socket; else -1).
+        wfd: RawFd,
+        /// Bound on the measured round trips' time, ms.
+        budget_ms: u64,
+    },
+    /// A side of `zcio-bench ring` (all its parameters are in the task;
     /// the spec's size/warmup/count are unused). Prints a JSON array of
     /// [`crate::ring::Report`]s.
     Ring(crate::ring::Task),
@@ -82,6 +97,27 @@ pub struct Measured {
     pub msgs: u64,
     /// Futex wake calls made by the measuring side (zcio only; else 0).
     pub wakes: u64,
+    /// CPU time (user + system, `getrusage(RUSAGE_SELF)`) of this side's
+    /// process over its `msgs` measured messages.
+    #[serde(default)]
+    pub cpu_ns: u64,
+    /// One-way latency percentiles (a ping-pong client only).
+    #[serde(default)]
+    pub latency: Option<crate::transfer::pingpong::Latency>,
+}
+
+impl Measured {
+    /// What a side that only sends or forwards reports: its CPU time over
+    /// `msgs` messages.
+    pub fn cpu_only(msgs: u64, cpu_ns: u64) -> Self {
+        Self {
+            elapsed_ns: 0,
+            msgs,
+            wakes: 0,
+            cpu_ns,
+            latency: None,
+        }
+    }
 }
 
 /// Spawn a child for `spec`. Its stdout is piped (result line); stderr is

@@ -23,10 +23,23 @@ pub fn spawn_with(
     give: &[&OwnedFd],
     all: &[&OwnedFd],
 ) -> Result<std::process::Child, String> {
+    let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+    spawn_self_with(child::CHILD_ARG, &json, give, all)
+}
+
+/// [`child::spawn_self`]`(arg, json)` so that of `all` the child inherits
+/// exactly `give` (the others are `CLOEXEC`; afterwards all of them are
+/// `CLOEXEC` again). The one place benchmark children get their fds.
+pub fn spawn_self_with(
+    arg: &str,
+    json: &str,
+    give: &[&OwnedFd],
+    all: &[&OwnedFd],
+) -> Result<std::process::Child, String> {
     for fd in all {
         set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
     }
-    let c = child::spawn(spec);
+    let c = child::spawn_self(arg, json);
     for fd in all {
         set_cloexec(fd, true)?;
     }

@@ -25,6 +25,8 @@ use std::hint::black_box;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
+use crate::child::Measured;
+
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, LoanError};
 use iceoryx2::prelude::*;
@@ -130,21 +132,11 @@ fn open_service(
     }
 }
 
-/// Publisher side. Creates/opens the publish-subscribe service `service` (`[u8]` slices of
-/// `size` bytes), waits for one subscriber, sends `warmup + count` messages (each with the
-/// sequence number written at the start of every 4096-byte page), then waits until the
-/// subscriber has left. Everything is bounded by `timeout`.
-pub fn publisher(
-    service: &str,
-    size: usize,
-    warmup: usize,
-    count: usize,
-    timeout: Duration,
-) -> Result<(), String> {
-    let deadline = Instant::now() + timeout;
-    let total = check_args(size, warmup, count)?;
-    let node = create_node()?;
-    let factory = open_service(&node, service, deadline)?;
+type Pub = iceoryx2::port::publisher::Publisher<ipc::Service, [u8], ()>;
+
+/// A publisher for `factory`'s service with the settings described at the top, connected to
+/// the service's subscriber (waits for it, bounded by `deadline`).
+fn publisher_port(factory: &Factory, size: usize, deadline: Instant) -> Result<Pub, String> {
     let publisher = factory
         .publisher_builder()
         .initial_max_slice_len(size)
@@ -161,7 +153,6 @@ pub fn publisher(
         })
         .create()
         .map_err(|e| format!("iox: publisher creation failed: {e:?}"))?;
-
     while factory.dynamic_config().number_of_subscribers() == 0 {
         check_deadline(deadline, "waiting for the subscriber to connect")?;
         std::thread::sleep(Duration::from_micros(200));
@@ -169,11 +160,20 @@ pub fn publisher(
     publisher
         .update_connections()
         .map_err(|e| format!("iox: connecting to the subscriber failed: {e:?}"))?;
+    Ok(publisher)
+}
 
-    // Payload addresses of the chunks that have been fully initialised once (see SAFETY below).
-    let mut initialised: HashSet<usize> = HashSet::new();
-    let mut seq: u64 = 0;
-    while seq < total {
+/// Send one message of `size` bytes with `seq` in the first word of every page, retrying
+/// until it is delivered (bounded by `deadline`). `initialised` remembers the chunks whose
+/// bytes have all been written once.
+fn send_seq(
+    publisher: &Pub,
+    initialised: &mut HashSet<usize>,
+    size: usize,
+    seq: u64,
+    deadline: Instant,
+) -> Result<(), String> {
+    loop {
         let mut sample = loop {
             match publisher.loan_slice_uninit(size) {
                 Ok(s) => break s,
@@ -223,28 +223,190 @@ pub fn publisher(
             std::thread::yield_now();
             continue;
         }
-        seq += 1;
+        return Ok(());
     }
+}
+
+/// Publisher side. Creates/opens the publish-subscribe service `service` (`[u8]` slices of
+/// `size` bytes), waits for one subscriber, sends `warmup + count` messages (each with the
+/// sequence number written at the start of every 4096-byte page), then waits until the
+/// subscriber has left. Everything is bounded by `timeout`. Returns its CPU time (user +
+/// system nanoseconds) from message `warmup` to the last send.
+pub fn publisher(
+    service: &str,
+    size: usize,
+    warmup: usize,
+    count: usize,
+    timeout: Duration,
+) -> Result<u64, String> {
+    let mut cpu = crate::cpu::Window::default();
+    let deadline = Instant::now() + timeout;
+    let total = check_args(size, warmup, count)?;
+    let node = create_node()?;
+    let factory = open_service(&node, service, deadline)?;
+    let publisher = publisher_port(&factory, size, deadline)?;
+
+    // Payload addresses of the chunks that have been fully initialised once (see SAFETY in
+    // `send_seq`).
+    let mut initialised: HashSet<usize> = HashSet::new();
+    for seq in 0..total {
+        if seq == warmup as u64 {
+            cpu.start();
+        }
+        send_seq(&publisher, &mut initialised, size, seq, deadline)?;
+    }
+    let cpu_ns = cpu.elapsed_ns();
 
     // Keep the data segment alive until the subscriber has released everything and left.
     while factory.dynamic_config().number_of_subscribers() != 0 {
         check_deadline(deadline, "waiting for the subscriber to finish")?;
         std::thread::sleep(Duration::from_micros(200));
     }
-    Ok(()) // drops publisher, factory and node, in that order, removing their resources
+    Ok(cpu_ns) // drops publisher, factory and node, in that order, removing their resources
+}
+
+type Sub = iceoryx2::port::subscriber::Subscriber<ipc::Service, [u8], ()>;
+
+/// Busy-poll (bounded by `deadline`) for the next message; call `on_receipt` as soon as it is
+/// there, then read one `u64` per 4096-byte page of it, release it and return the first word.
+fn receive_seq(
+    subscriber: &Sub,
+    size: usize,
+    deadline: Instant,
+    on_receipt: impl FnOnce(),
+) -> Result<u64, String> {
+    let mut idle: u32 = 0;
+    let sample = loop {
+        match subscriber.receive() {
+            Ok(Some(sample)) => break sample,
+            Ok(None) => {
+                idle = idle.wrapping_add(1);
+                if idle.is_multiple_of(1024) {
+                    check_deadline(deadline, "waiting for a message")?;
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            Err(e) => return Err(format!("iox: receive failed: {e:?}")),
+        }
+    };
+    on_receipt();
+    let data: &[u8] = sample.payload();
+    if data.len() != size {
+        return Err(format!(
+            "iox: a message has {} bytes, expected {size}",
+            data.len()
+        ));
+    }
+    let mut first = 0;
+    for off in (0..=size - WORD).step_by(PAGE) {
+        let mut word = [0u8; WORD];
+        word.copy_from_slice(&data[off..off + WORD]);
+        let value = black_box(u64::from_ne_bytes(word));
+        if off == 0 {
+            first = value;
+        }
+    }
+    Ok(first)
+}
+
+/// One side of the ping-pong over two services, `<name>-req` (client → server) and
+/// `<name>-rep` (server → client), `<name>` from the socket path the coordinator picked. Each
+/// side creates its subscriber first, then its publisher (which waits for the peer's
+/// subscriber).
+pub fn ping(a: &crate::transfer::ping_sides::Args<'_>, client: bool) -> Result<Measured, String> {
+    use crate::transfer::pingpong::{client_loop, server_loop, Client, Server, STOP};
+    let deadline = Instant::now() + a.timeout;
+    let base = std::path::Path::new(a.path)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "zcio-bench-ping".into());
+    let (req, rep) = (format!("{base}-req"), format!("{base}-rep"));
+    let (incoming, outgoing) = if client { (rep, req) } else { (req, rep) };
+    let size = a.size.max(WORD);
+    let node = create_node()?;
+    let in_factory = open_service(&node, &incoming, deadline)?;
+    let subscriber = in_factory
+        .subscriber_builder()
+        .buffer_size(SUB_BUFFER)
+        .create()
+        .map_err(|e| format!("iox: subscriber creation failed: {e:?}"))?;
+    let out_factory = open_service(&node, &outgoing, deadline)?;
+    let publisher = publisher_port(&out_factory, size, deadline)?;
+    struct Side<'a> {
+        publisher: &'a Pub,
+        subscriber: &'a Sub,
+        initialised: HashSet<usize>,
+        size: usize,
+        deadline: Instant,
+    }
+    impl Side<'_> {
+        fn send(&mut self, seq: u64) -> Result<(), String> {
+            send_seq(
+                self.publisher,
+                &mut self.initialised,
+                self.size,
+                seq,
+                self.deadline,
+            )
+        }
+        fn recv(&mut self) -> Result<u64, String> {
+            receive_seq(self.subscriber, self.size, self.deadline, || {})
+        }
+    }
+    impl Client for Side<'_> {
+        fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
+            self.send(seq)?;
+            self.recv()
+        }
+        fn stop(&mut self) {
+            let _ = self.send(STOP);
+        }
+    }
+    impl Server for Side<'_> {
+        fn next(&mut self) -> Result<Option<u64>, String> {
+            Ok(Some(self.recv()?).filter(|&s| s != STOP))
+        }
+        fn reply(&mut self, seq: u64) -> Result<(), String> {
+            self.send(seq)
+        }
+    }
+    let mut side = Side {
+        publisher: &publisher,
+        subscriber: &subscriber,
+        initialised: HashSet::new(),
+        size,
+        deadline,
+    };
+    let m = if client {
+        client_loop(&mut side, a.warmup, a.iters, a.budget)?
+    } else {
+        server_loop(&mut side, a.warmup)?
+    };
+    // Keep our data segment alive until the peer has released everything and left.
+    drop(subscriber);
+    while out_factory.dynamic_config().number_of_subscribers() != 0 {
+        check_deadline(deadline, "waiting for the peer to finish")?;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(m)
 }
 
 /// Subscriber side. Opens the same service, busy-polls for `warmup + count` messages, reads one
 /// `u64` per 4096-byte page of each and checks the first equals the sequence number. Returns
 /// `(elapsed, count - 1)`: the time from receipt of message `warmup` to the release of the last
-/// message, and the number of message intervals that covers. Bounded by `timeout`.
+/// message, the number of message intervals that covers, and the CPU time (user + system
+/// nanoseconds) over that interval. Bounded by `timeout`.
 pub fn subscriber(
     service: &str,
     size: usize,
     warmup: usize,
     count: usize,
     timeout: Duration,
-) -> Result<(Duration, u64), String> {
+) -> Result<(Duration, u64, u64), String> {
+    let mut cpu = crate::cpu::Window::default();
+    let mut cpu_ns = 0;
     let deadline = Instant::now() + timeout;
     let total = check_args(size, warmup, count)?;
     let node = create_node()?;
@@ -256,60 +418,27 @@ pub fn subscriber(
         .map_err(|e| format!("iox: subscriber creation failed: {e:?}"))?;
 
     let (mut start, mut end) = (None, None);
-    let mut expected: u64 = 0;
-    let mut idle: u32 = 0;
-    while expected < total {
-        let sample = match subscriber.receive() {
-            Ok(Some(sample)) => sample,
-            Ok(None) => {
-                idle = idle.wrapping_add(1);
-                if idle.is_multiple_of(1024) {
-                    check_deadline(
-                        deadline,
-                        &format!("waiting for message {expected} of {total}"),
-                    )?;
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
-                continue;
+    for expected in 0..total {
+        let first = receive_seq(&subscriber, size, deadline, || {
+            if expected == warmup as u64 {
+                start = Some(Instant::now());
+                cpu.start();
             }
-            Err(e) => return Err(format!("iox: receive failed at message {expected}: {e:?}")),
-        };
-        if expected == warmup as u64 {
-            start = Some(Instant::now());
-        }
-        let data: &[u8] = sample.payload();
-        if data.len() != size {
-            return Err(format!(
-                "iox: message {expected} has {} bytes, expected {size}",
-                data.len()
-            ));
-        }
-        let mut first = 0;
-        for off in (0..=size - WORD).step_by(PAGE) {
-            let mut word = [0u8; WORD];
-            word.copy_from_slice(&data[off..off + WORD]);
-            let value = black_box(u64::from_ne_bytes(word));
-            if off == 0 {
-                first = value;
-            }
-        }
+        })?;
         if first != expected {
             return Err(format!(
                 "iox: sequence mismatch: got {first}, expected {expected}"
             ));
         }
-        drop(sample);
-        expected += 1;
-        if expected == total {
+        if expected + 1 == total {
             end = Some(Instant::now());
+            cpu_ns = cpu.elapsed_ns();
         }
     }
     // Dropping the port tells the publisher (which waits for zero subscribers) that we are done.
     drop(subscriber);
     match (start, end) {
-        (Some(start), Some(end)) => Ok((end.duration_since(start), count as u64 - 1)),
+        (Some(start), Some(end)) => Ok((end.duration_since(start), count as u64 - 1, cpu_ns)),
         _ => Err("iox: internal error: measurement interval not recorded".to_string()),
     }
 }

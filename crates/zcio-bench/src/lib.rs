@@ -9,10 +9,14 @@
 pub mod affinity;
 pub mod asyncb;
 pub mod child;
+pub mod cpu;
+pub mod driver;
 pub mod fds;
-pub mod fmt;
 pub mod iox;
 pub mod limits;
 pub mod report;
 pub mod ring;
+pub mod touch;
 pub mod transfer;
+
+pub use zcio_fmt as fmt;

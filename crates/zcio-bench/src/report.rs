@@ -1,80 +1,7 @@
-//! Output of benchmark results: a readable table, JSON, and an SVG plot.
-
-use std::collections::BTreeMap;
-use std::path::Path;
+//! Shared pieces of benchmark output: the machine description and the SVG
+//! line-panel helpers.
 
 use plotters::prelude::*;
-
-use crate::fmt::{si, size};
-use crate::transfer::{Row, Target};
-
-/// The transfer table, grouped by size, with the ratio to the pipe.
-pub fn transfer_table(rows: &[Row]) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "{:<26} {:>8} {:>12} {:>9} {:>11} {:>10} {:>12} {:>8}\n",
-        "variant", "size", "msgs/s", "GB/s", "ns/msg", "ns/page", "incr ns/pg", "vs pipe"
-    ));
-    let mut by_size: BTreeMap<usize, Vec<&Row>> = BTreeMap::new();
-    for r in rows {
-        by_size.entry(r.size).or_default().push(r);
-    }
-    for (s, rs) in by_size {
-        let pipe = rs
-            .iter()
-            .find(|r| r.variant == "pipe")
-            .map(|r| r.msgs_per_sec);
-        for r in rs {
-            let vs = pipe.map_or("-".to_string(), |p| format!("{:.1}×", r.msgs_per_sec / p));
-            let inc = r
-                .incr_ns_per_page
-                .map_or("-".to_string(), |v| format!("{v:.1}"));
-            out.push_str(&format!(
-                "{:<26} {:>8} {:>12} {:>9.2} {:>11.0} {:>10.1} {:>12} {:>8}\n",
-                r.variant,
-                size(s),
-                si(r.msgs_per_sec),
-                r.gb_per_sec,
-                r.ns_per_msg,
-                r.ns_per_page,
-                inc,
-                vs
-            ));
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// The target check lines.
-pub fn targets_table(targets: &[Target]) -> String {
-    targets_table_titled("Targets (issue #2):", targets)
-}
-
-/// The target check lines under `title`.
-pub fn targets_table_titled(title: &str, targets: &[Target]) -> String {
-    let mut out = format!("{title}\n");
-    for t in targets {
-        let verdict = match t.met {
-            Some(true) => "MET   ",
-            Some(false) => "MISSED",
-            None => "n/a   ",
-        };
-        out.push_str(&format!("  [{verdict}] {} — {}\n", t.name, t.measured));
-    }
-    out
-}
-
-/// JSON document with rows, targets and the machine description.
-pub fn transfer_json(rows: &[Row], targets: &[Target], machine: &str) -> String {
-    let doc = serde_json::json!({
-        "benchmark": "transfer",
-        "machine": machine,
-        "rows": rows,
-        "targets": targets,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
-}
 
 /// A one-line description of this machine.
 pub fn machine() -> String {
@@ -234,38 +161,4 @@ where
         .position(axes.legend.clone())
         .draw()
         .map_err(|e| e.to_string())
-}
-
-/// Plot msgs/s against size, one line per variant (log-log).
-pub fn transfer_svg(rows: &[Row], path: &Path, title: &str) -> Result<(), String> {
-    let mut by_variant: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-    for r in rows {
-        by_variant
-            .entry(&r.variant)
-            .or_default()
-            .push(((r.size as f64).log2(), r.msgs_per_sec.max(1.0).log10()));
-    }
-    if by_variant.is_empty() {
-        return Err("no rows to plot".into());
-    }
-    let series: Vec<Series> = by_variant
-        .into_iter()
-        .map(|(name, points)| Series {
-            name: name.to_string(),
-            points,
-        })
-        .collect();
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let axes = Axes {
-        x_desc: "message size",
-        y_desc: "messages per second",
-        x_fmt: &|x| size(2f64.powf(*x).round() as usize),
-        y_fmt: &|y| si(10f64.powf(*y)),
-        y_range: None,
-        legend: SeriesLabelPosition::LowerLeft,
-        x_labels: 10,
-    };
-    line_panel(&root, title, &axes, &series)?;
-    root.present().map_err(|e| e.to_string())
 }

@@ -1,6 +1,5 @@
 //! The `zcio` command.
 
-mod bench;
 mod pipe;
 mod ring;
 
@@ -14,10 +13,6 @@ use clap::{Parser, Subcommand};
     about = "zcio: zero-copy I/O across process boundaries on Linux",
     long_about = None,
     after_help = "Examples:\n  \
-        zcio bench transfer --quick          # cross-process transfer benchmark, ~15 s\n  \
-        zcio bench transfer                  # full sweep, median of 3 runs\n  \
-        zcio bench transfer --help           # sizes, variants, JSON and SVG output\n  \
-        zcio bench async --quick             # async IPC, forwarding chains, checksum\n  \
         zcio ring create demo --size 4MiB    # a named shared ring in /dev/shm\n  \
         zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
@@ -26,7 +21,8 @@ use clap::{Parser, Subcommand};
         no space, a producer that died or failed, I/O errors); 2 when the command line\n\
         is wrong (unknown options, invalid or conflicting values, sizes beyond the\n\
         limits or the memory available); `pipe` also uses 141 for a broken pipe.\n\
-        Errors are printed as `zcio: error: ...` on stderr."
+        Errors are printed as `zcio: error: ...` on stderr.\n\n\
+        The benchmarks are a separate program: cargo run --release -p zcio-bench -- --help"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -35,9 +31,6 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Cross-process benchmarks against pipes, sockets and iceoryx2.
-    #[command(subcommand)]
-    Bench(bench::BenchCmd),
     /// Named shared rings (one producer, many consumers): create, stat, ls, rm.
     #[command(subcommand)]
     Ring(ring::RingCmd),
@@ -47,13 +40,6 @@ enum Cmd {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(zcio_bench::child::CHILD_ARG) {
-        std::process::exit(zcio_bench::child::child_main(&args[2..]));
-    }
-    if args.get(1).map(String::as_str) == Some(zcio_bench::asyncb::CHILD_ARG) {
-        std::process::exit(zcio_bench::asyncb::child_main(&args[2..]));
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help, --version, and the help shown for a missing subcommand.
@@ -72,7 +58,6 @@ fn main() {
     // Every handle (rings, producers, consumers) is dropped inside `run`
     // before the process exits: a producer must close its ring.
     let res = match cli.cmd {
-        Cmd::Bench(b) => bench::run(b).map(|()| 0),
         Cmd::Ring(r) => ring::run(r),
         Cmd::Pipe(p) => pipe::run(p),
     };

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use zcio::internals::ring_layout::{BLOCK_HDR, MAX_DATA, MAX_DESC};
 use zcio::ring::{self, Geometry, Layout, Options, Overflow, RingMap, RingStat};
-use zcio_bench::limits::exact;
+use zcio_fmt::limits::exact;
 
 use crate::usage;
 
@@ -214,11 +214,8 @@ impl CreateArgs {
         self.check_for(o.layout)?;
         let g = Geometry::new(o.layout, o.overflow, o.size, o.slot_size, o.entries, 1)
             .map_err(|what| usage(format!("invalid {what}")))?;
-        zcio_bench::limits::check_memory(
-            &format!("a ring of {}", exact(g.file_len())),
-            g.file_len(),
-        )
-        .map_err(usage)
+        zcio_fmt::limits::check_memory(&format!("a ring of {}", exact(g.file_len())), g.file_len())
+            .map_err(usage)
     }
 
     /// Check the options given against existing ring `map`: an option
@@ -679,7 +676,7 @@ fn rm(r: RmCmd) -> i32 {
     status
 }
 
-pub use zcio_bench::fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
+pub use zcio_fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
 
 /// A power of two in `min..=max` (a size if `bytes`, else a count), with a
 /// hint that never leaves that range.

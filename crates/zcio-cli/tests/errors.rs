@@ -47,25 +47,6 @@ fn sizes_and_counts_are_checked_before_anything_is_allocated() {
     let dir = RingDir::new("limits");
     let cases: &[(&[&str], &[&str])] = &[
         (
-            &["bench", "transfer", "--sizes", "4K,1TiB"],
-            &["--sizes 1 TiB", "largest is 256 MiB"],
-        ),
-        (&["bench", "transfer", "--sizes", "1K"], &["at least 4K"]),
-        (
-            &["bench", "ring", "--ring-sizes", "1TiB"],
-            &["--ring-sizes 1 TiB", "largest is 16 GiB"],
-        ),
-        (
-            &["bench", "ring", "--call-sizes", "4"],
-            &["--call-sizes 4 B", "smallest is 8 B"],
-        ),
-        (&["bench", "ring", "--consumers", "65"], &["--consumers 65"]),
-        (
-            &["bench", "async", "--intermediates", "100000"],
-            &["--intermediates 100000"],
-        ),
-        (&["bench", "async", "--volume", "1PiB"], &["unknown unit"]),
-        (
             &["ring", "create", "big", "--size", "1TiB"],
             &["1 TiB is above the maximum of 16 GiB"],
         ),

@@ -261,7 +261,7 @@ pub fn receiver(
                     let m = ch
                         .recv_timeout(left(deadline))
                         .map_err(|e| format!("recv: {e}"))?;
-                    let first = m.chunks().next().and_then(|c| c.get(0));
+                    let first = crate::touch::msg_first_byte(&m);
                     (first.unwrap_or(!v), m.len())
                 }
             };

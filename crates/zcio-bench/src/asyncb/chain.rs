@@ -291,15 +291,7 @@ pub fn sink(
         let m = ch
             .recv_timeout(left(deadline))
             .map_err(|e| format!("recv {seq}: {e}"))?;
-        let mut at = 0;
-        for c in m.chunks() {
-            let n = c.len().min(HEADER - at);
-            c.read_at(0, &mut hdr[at..at + n]);
-            at += n;
-            if at == HEADER {
-                break;
-            }
-        }
+        crate::touch::msg_prefix(&m, hdr);
         Ok(())
     };
     for i in 0..warmup + lat {

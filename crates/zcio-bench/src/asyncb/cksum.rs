@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use zcio::msg::Slice;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
-use super::stats::{fold_checksum, internet_checksum, mono_ns, ones_complement_sum_view};
+use super::stats::{fold_checksum, internet_checksum, mono_ns};
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
 use crate::affinity::cpu_for;
 use crate::child::Group;
@@ -174,7 +174,7 @@ pub fn consumer(path: &str, size: usize, volume: u64, deadline: Instant) -> Resu
         if i == 0 {
             start = mono_ns();
         }
-        let c = checksum_in_place(&m);
+        let c = crate::touch::msg_checksum(&m);
         fold = fold_checksum(fold, c);
     }
     // The first message arrived before the clock started.
@@ -205,26 +205,4 @@ fn timed(msgs: u64, size: usize, start: u64, fold: u64) -> Sample {
         check: fold,
         ..Sample::default()
     }
-}
-
-/// The Internet checksum of a received message, read in place slice by
-/// slice: one's complement sums add up across slices when every slice but
-/// the last has an even length; otherwise the message is copied once.
-fn checksum_in_place(m: &Msg) -> u16 {
-    let n = m.slice_count();
-    if m.slices()
-        .iter()
-        .take(n.saturating_sub(1))
-        .any(|s| s.len() % 2 == 1)
-    {
-        return internet_checksum(&m.to_vec());
-    }
-    let mut acc = 0u32;
-    for c in m.chunks() {
-        acc += u32::from(ones_complement_sum_view(c));
-    }
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
 }

@@ -1,4 +1,4 @@
-//! `zcio bench async`: the experiments of the thesis's chapter 6, every side
+//! `zcio-bench async`: the experiments of the thesis's chapter 6, every side
 //! a separate process, in one run.
 //!
 //! * (a) [`latency`]: one-word latency (Table 6.1) in ns and cycles, mean
@@ -20,6 +20,7 @@
 //! [`Spec`]; a measuring child prints one JSON [`Sample`] line.
 
 pub mod asyncside;
+mod bench;
 pub mod burst;
 pub mod chain;
 pub mod cksum;
@@ -29,13 +30,14 @@ pub mod stats;
 pub mod table;
 pub mod task;
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use bench::AsyncBench;
 pub use table::Row;
 pub use task::Task;
 
@@ -370,14 +372,7 @@ pub fn spawn(
         timeout_ms: opts.timeout.as_millis() as u64,
     };
     let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
-    for fd in all {
-        crate::fds::set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
-    }
-    let c = crate::child::spawn_self(CHILD_ARG, &json);
-    for fd in all {
-        crate::fds::set_cloexec(fd, true)?;
-    }
-    c
+    crate::fds::spawn_self_with(CHILD_ARG, &json, give, all)
 }
 
 /// Wait for the children of one measurement (bounded) and parse the

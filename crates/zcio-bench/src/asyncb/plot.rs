@@ -79,7 +79,7 @@ pub fn svg(rows: &[Row], path: &Path) -> Result<(), String> {
     root.fill(&WHITE).map_err(io)?;
     let root = root
         .titled(
-            "zcio bench async: forwarding chains, copy vs shared memory, checksum",
+            "zcio-bench async: forwarding chains, copy vs shared memory, checksum",
             ("sans-serif", 26),
         )
         .map_err(io)?;

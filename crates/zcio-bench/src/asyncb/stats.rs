@@ -1,4 +1,4 @@
-//! Pure helpers of `zcio bench async`: clocks (CLOCK_MONOTONIC and the
+//! Pure helpers of `zcio-bench async`: clocks (CLOCK_MONOTONIC and the
 //! time-stamp counter), mean and standard deviation, and the RFC 1071
 //! Internet checksum the receiver computes in part (d).
 

@@ -1,10 +1,10 @@
-//! Rows of `zcio bench async`: derived columns, the text tables, JSON and
+//! Rows of `zcio-bench async`: derived columns, the text tables, JSON and
 //! the target checks.
 
 use serde::Serialize;
 
+use crate::driver::Target;
 use crate::fmt::size;
-use crate::transfer::Target;
 
 /// One measured row (one JSON object of `rows`; fields that do not apply
 /// are left out).
@@ -90,14 +90,14 @@ fn ns(v: f64) -> String {
 }
 
 /// The readable tables, one per part that ran.
-pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
+pub fn text(rows: &[Row]) -> String {
     let mut out = String::new();
     fn of<'a>(rows: &'a [Row], p: &'a str) -> impl Iterator<Item = &'a Row> + 'a {
         rows.iter().filter(move |r| r.part == p)
     }
     let part = |p: &'static str| of(rows, p);
     if part("a").next().is_some() {
-        out.push_str("(a) one-word latency (Table 6.1)\n");
+        out.push_str("(a) one-word latency\n");
         out.push_str(&format!(
             "  {:<16} {:>11} {:>11} {:>12} {:>9}\n",
             "variant", "mean", "stddev", "cycles", "n"
@@ -115,7 +115,7 @@ pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
         out.push('\n');
     }
     if part("b").next().is_some() {
-        out.push_str("(b) forwarding chains (Table 6.2)\n");
+        out.push_str("(b) forwarding chains\n");
         out.push_str(&format!(
             "  {:<11} {:>13} {:>11} {:>11} {:>12} {:>10} {:>10}\n",
             "variant", "intermediates", "latency", "stddev", "cycles", "msgs/ms", "vs direct"
@@ -135,7 +135,7 @@ pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
         out.push('\n');
     }
     if part("c").next().is_some() {
-        out.push_str("(c) 16 messages: copy through the kernel vs shared memory (Table 6.3)\n");
+        out.push_str("(c) 16 messages: copy through the kernel vs shared memory\n");
         out.push_str(&format!(
             "  {:<10} {:>8} {:>11} {:>11} {:>12} {:>11}\n",
             "variant", "size", "16 msgs", "stddev", "cycles", "copy/shm"
@@ -154,7 +154,7 @@ pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
         out.push('\n');
     }
     if part("d").next().is_some() {
-        out.push_str("(d) receiver-side RFC 1071 checksum (Figure 6.4)\n");
+        out.push_str("(d) receiver-side RFC 1071 checksum\n");
         out.push_str(&format!(
             "  {:<15} {:>8} {:>9} {:>10} {:>9}\n",
             "variant", "size", "GB/s", "msgs/ms", "overhead"
@@ -186,11 +186,6 @@ pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
         }
         out.push('\n');
     }
-    out.push_str("Notes:\n");
-    for n in notes {
-        out.push_str(&format!("  - {n}\n"));
-    }
-    out.push_str(&format!("machine: {machine}\n"));
     out
 }
 
@@ -243,39 +238,6 @@ pub fn targets(rows: &[Row], async_built: bool) -> Vec<Target> {
         met: f.and_then(|r| r.futex_per_msg).map(|x| x <= 0.01),
     });
     t
-}
-
-/// The targets block: measured vs target, PASS / MISS.
-pub fn targets_text(targets: &[Target]) -> String {
-    let mut out = String::from("Targets (issue #4):\n");
-    for t in targets {
-        let v = match t.met {
-            Some(true) => "PASS",
-            Some(false) => "MISS",
-            None => "n/a ",
-        };
-        out.push_str(&format!("  [{v}] {} — {}\n", t.name, t.measured));
-    }
-    out
-}
-
-/// The JSON document.
-pub fn json(
-    rows: &[Row],
-    targets: &[Target],
-    notes: &[String],
-    machine: &str,
-    quick: bool,
-) -> String {
-    let doc = serde_json::json!({
-        "benchmark": "async",
-        "quick": quick,
-        "machine": machine,
-        "notes": notes,
-        "rows": rows,
-        "targets": targets,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! What every side of `zcio bench ring` measures and checks: the report a
+//! What every side of `zcio-bench ring` measures and checks: the report a
 //! child prints, clocks and CPU time, the payload pattern with its sampled
 //! sequence words, and the IMIX packet-size mix.
 
@@ -108,56 +108,7 @@ pub fn mono_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// Whose CPU time [`Cpu::now`] reads.
-#[derive(Clone, Copy, Debug)]
-pub enum Who {
-    /// The whole process (`RUSAGE_SELF`).
-    Process,
-    /// The calling thread (`RUSAGE_THREAD`).
-    Thread,
-}
-
-/// A CPU time reading `(user, system)` in nanoseconds.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Cpu {
-    user: u64,
-    sys: u64,
-}
-
-impl Cpu {
-    /// Read the CPU time of `who` with `getrusage`.
-    pub fn now(who: Who) -> Self {
-        let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        let w = match who {
-            Who::Process => libc::RUSAGE_SELF,
-            Who::Thread => libc::RUSAGE_THREAD,
-        };
-        // `ru` is a valid, writable rusage for the kernel to fill; `w` is
-        // one of the two `who` values getrusage accepts.
-        // SAFETY: as argued just above.
-        let rc = unsafe { libc::getrusage(w, ru.as_mut_ptr()) };
-        if rc != 0 {
-            return Self::default();
-        }
-        // Zero-initialised above and filled by the kernel on success; a
-        // rusage is plain integers, valid for any bits.
-        // SAFETY: as argued just above.
-        let ru = unsafe { ru.assume_init() };
-        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-        Self {
-            user: ns(ru.ru_utime),
-            sys: ns(ru.ru_stime),
-        }
-    }
-
-    /// `(user, system)` nanoseconds since `earlier`.
-    pub fn since(self, earlier: Cpu) -> (u64, u64) {
-        (
-            self.user.saturating_sub(earlier.user),
-            self.sys.saturating_sub(earlier.sys),
-        )
-    }
-}
+pub use crate::cpu::{Cpu, Who};
 
 /// A buffer of `len` bytes of a fixed non-zero pattern (the producer's
 /// source; the first 8 bytes of every call are overwritten with its

@@ -150,8 +150,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
     Ok(row)
 }
 
-fn check_seq(data: zcio::View<'_>, k: u64) -> Result<(), String> {
-    let got = word(data);
+fn check_seq(got: u64, k: u64) -> Result<(), String> {
     if got != k {
         return Err(format!(
             "packet {k}: corrupt sequence word {got:#x} (expected {k:#x})"
@@ -272,7 +271,7 @@ pub fn packet_reader(
                     .map_err(|e| format!("peek packet {k}: {e}"))?
                     .ok_or_else(|| early(k))?;
                 if got == 0 && sample && p.len() >= 8 {
-                    check_seq(p.view(), k)?;
+                    check_seq(crate::touch::peek_word(&p), k)?;
                     checked += 1;
                 }
                 got += p.len();
@@ -288,7 +287,7 @@ pub fn packet_reader(
                 return Err(format!("packet {k}: {} bytes, expected {len}", p.len()));
             }
             if sample {
-                check_seq(p.view(), k)?;
+                check_seq(crate::touch::peek_word(&p), k)?;
                 checked += 1;
             }
             p.release()
@@ -362,7 +361,7 @@ pub fn vec_packets(
                 return Err(format!("packet {k}: {} bytes, expected {len}", v.len()));
             }
             if k % PACKET_SAMPLE == 0 {
-                check_seq(zcio::View::from_slice(&v), k)?;
+                check_seq(word(zcio::View::from_slice(&v)), k)?;
                 checked += 1;
             }
             drop(v);

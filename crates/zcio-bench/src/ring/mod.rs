@@ -1,4 +1,4 @@
-//! `zcio bench ring`: Beltway rings against Linux pipes and per-block
+//! `zcio-bench ring`: Beltway rings against Linux pipes and per-block
 //! allocation, every side in its own process, in one run.
 //!
 //! * (a) [`copy_pipe`]: a pipe vs a continuous ring with `write`/`read`
@@ -16,6 +16,7 @@
 //! on error). Rings use [`Overflow::Block`]: lossless, and the producer
 //! waits until every consumer has attached before its first byte.
 
+mod bench;
 pub mod check;
 pub mod copy_pipe;
 pub mod fanout;
@@ -33,6 +34,7 @@ use std::time::Duration;
 
 use zcio::ring::Overflow;
 
+pub use bench::RingBench;
 pub use check::{Report, Side};
 pub use row::{median_rows, Row};
 pub use sides::ReadMode;

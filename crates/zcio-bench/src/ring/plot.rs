@@ -41,7 +41,7 @@ pub fn svg(rows: &[Row], path: &Path) -> Result<(), String> {
     root.fill(&WHITE).map_err(io)?;
     let root = root
         .titled(
-            "zcio bench ring: Beltway rings vs Linux pipes and Vec per packet",
+            "zcio-bench ring: Beltway rings vs Linux pipes and Vec per packet",
             ("sans-serif", 28),
         )
         .map_err(io)?;

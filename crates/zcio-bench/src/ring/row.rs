@@ -125,7 +125,7 @@ impl Row {
     }
 
     /// Whether `other` is the same point (another repetition).
-    fn same_point(&self, other: &Row) -> bool {
+    pub fn same_point(&self, other: &Row) -> bool {
         self.part == other.part
             && self.variant == other.variant
             && self.ring_size == other.ring_size
@@ -138,19 +138,5 @@ impl Row {
 /// Merge repetitions: per point, the row with the median GB/s (first
 /// appearance order kept).
 pub fn median_rows(rows: Vec<Row>) -> Vec<Row> {
-    let mut groups: Vec<Vec<Row>> = Vec::new();
-    for r in rows {
-        match groups.iter_mut().find(|g| g[0].same_point(&r)) {
-            Some(g) => g.push(r),
-            None => groups.push(vec![r]),
-        }
-    }
-    groups
-        .into_iter()
-        .filter_map(|mut g| {
-            g.sort_by(|a, b| a.gb_per_sec.total_cmp(&b.gb_per_sec));
-            let mid = g.len() / 2;
-            g.into_iter().nth(mid)
-        })
-        .collect()
+    crate::driver::medians(rows, Row::same_point, |r| r.gb_per_sec)
 }

@@ -14,9 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use zcio::ring::{Consumer, Producer};
 
-use super::check::{
-    end_of_stream, mono_ns, pattern, stamp, touch_lines, Cpu, Report, Side, Verifier, Who,
-};
+use super::check::{end_of_stream, mono_ns, pattern, stamp, Cpu, Report, Side, Verifier, Who};
 use crate::fds::take_fd;
 
 /// How a ring consumer takes the data.
@@ -193,9 +191,9 @@ pub fn ring_reader(
                 break;
             };
             if mode == ReadMode::PeekTouch {
-                touch_lines(p.view());
+                crate::touch::peek_lines(&p);
             }
-            sink.take(p.view())?;
+            crate::touch::peek_with(&p, |bytes| sink.take(bytes))?;
             p.release().map_err(|e| format!("release: {e}"))?;
         }
     }

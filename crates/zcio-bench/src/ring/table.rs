@@ -1,9 +1,8 @@
 //! Human-readable tables of a ring benchmark run, and its JSON document.
 
-use super::targets::{best, describe, targets};
+use super::targets::{best, describe};
 use super::Row;
 use crate::fmt::{si, size};
-use crate::report::targets_table_titled;
 
 fn opt_size(v: Option<u64>) -> String {
     v.map_or("-".into(), |v| size(v as usize))
@@ -27,8 +26,7 @@ pub fn copy_table(rows: &[Row]) -> String {
     if a.is_empty() {
         return String::new();
     }
-    let mut out =
-        String::from("(a) Linux pipe vs zcio ring (Figures 6, 11): GB/s at the consumer\n");
+    let mut out = String::from("(a) Linux pipe vs zcio ring: GB/s at the consumer\n");
     out.push_str(&format!(
         "{:>8} {:>8} {:>9} {:>7} {:>9} {:>9} {:>10} {:>9} {:>9} {:>10}\n",
         "ring",
@@ -95,9 +93,7 @@ pub fn fanout_table(rows: &[Row]) -> String {
     if b.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
-        "(b) fan-out (Figure 12b): one producer, every consumer receives everything\n",
-    );
+    let mut out = String::from("(b) fan-out: one producer, every consumer receives everything\n");
     out.push_str(&format!(
         "{:<10} {:>9} {:>9} {:>13} {:>13} {:>13} {:>7} {:>10} {:>10}\n",
         "variant",
@@ -141,7 +137,7 @@ pub fn layouts_table(rows: &[Row]) -> String {
     if c.is_empty() {
         return String::new();
     }
-    let mut out = String::from("(c) data layouts with an IMIX packet mix (Figure 5)\n");
+    let mut out = String::from("(c) data layouts with an IMIX packet mix\n");
     out.push_str(&format!(
         "{:<17} {:>8} {:>10} {:>7} {:>13} {:>13} {:>8}\n",
         "variant", "ring", "packets/s", "GB/s", "prod CPU/GiB", "total CPU/GiB", "vs vec"
@@ -183,8 +179,8 @@ pub fn end_warning(rows: &[Row]) -> Option<String> {
     })
 }
 
-/// All tables, the targets and the notes.
-pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
+/// All tables that have rows, and the end-of-stream warning if any.
+pub fn text(rows: &[Row]) -> String {
     let mut out = String::new();
     for t in [copy_table(rows), fanout_table(rows), layouts_table(rows)] {
         if !t.is_empty() {
@@ -192,30 +188,8 @@ pub fn text(rows: &[Row], notes: &[String], machine: &str) -> String {
             out.push('\n');
         }
     }
-    out.push_str(&targets_table_titled(
-        "Targets (ring benchmark issue):",
-        &targets(rows),
-    ));
     if let Some(w) = end_warning(rows) {
-        out.push_str(&format!("\nwarning: {w}\n"));
+        out.push_str(&format!("warning: {w}\n\n"));
     }
-    out.push_str("\nHow these were measured:\n");
-    for n in notes {
-        out.push_str(&format!("  - {n}\n"));
-    }
-    out.push_str(&format!("machine: {machine}\n"));
     out
-}
-
-/// The JSON document: rows (one object each), targets, notes, machine.
-pub fn json(rows: &[Row], notes: &[String], machine: &str, quick: bool) -> String {
-    let doc = serde_json::json!({
-        "benchmark": "ring",
-        "quick": quick,
-        "machine": machine,
-        "notes": notes,
-        "rows": rows,
-        "targets": targets(rows),
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }

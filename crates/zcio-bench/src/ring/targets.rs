@@ -2,8 +2,8 @@
 //! of one run.
 
 use super::Row;
+use crate::driver::Target;
 use crate::fmt::size;
-use crate::transfer::Target;
 
 /// The fastest row of `variant` in part `part`.
 pub fn best<'a>(rows: &'a [Row], part: &str, variant: &str) -> Option<&'a Row> {

@@ -1,7 +1,7 @@
 //! In-process tests of the ring benchmark's sides (producer and consumer as
 //! threads of the test process, real rings and pipes) and of its
 //! arithmetic. The cross-process harness itself is exercised by
-//! `zcio bench ring --quick`.
+//! `zcio-bench ring --quick`.
 
 use std::os::fd::IntoRawFd;
 use std::time::Duration;

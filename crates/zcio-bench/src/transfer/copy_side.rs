@@ -6,18 +6,24 @@ use std::os::fd::RawFd;
 use std::time::Instant;
 
 use crate::child::Measured;
+use crate::cpu::Window;
 use crate::fds::take_fd;
 use crate::transfer::pages::{read_pages, write_pages};
 
-/// Originator: a private message buffer, a word per page, one write.
-pub fn send(fd: RawFd, size: usize, total: u64) -> Result<(), String> {
+/// Originator: a private message buffer, a word per page, one write; its
+/// CPU time over the messages after `warmup`.
+pub fn send(fd: RawFd, size: usize, warmup: u64, count: u64) -> Result<Measured, String> {
     let mut out = take_fd(fd)?;
     let mut buf = vec![0u8; size];
-    for seq in 0..total {
+    let mut cpu = Window::default();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            cpu.start();
+        }
         write_pages(&mut buf, seq);
         out.write_all(&buf).map_err(|e| format!("write: {e}"))?;
     }
-    Ok(())
+    Ok(Measured::cpu_only(count, cpu.elapsed_ns()))
 }
 
 /// Receiver: read a whole message, a word per page.
@@ -25,9 +31,11 @@ pub fn recv(fd: RawFd, size: usize, warmup: u64, count: u64) -> Result<Measured,
     let mut input = take_fd(fd)?;
     let mut buf = vec![0u8; size];
     let mut start = Instant::now();
+    let mut cpu = Window::default();
     for seq in 0..warmup + count {
         if seq == warmup {
             start = Instant::now();
+            cpu.start();
         }
         input
             .read_exact(&mut buf)
@@ -41,21 +49,34 @@ pub fn recv(fd: RawFd, size: usize, warmup: u64, count: u64) -> Result<Measured,
         elapsed_ns: start.elapsed().as_nanos() as u64,
         msgs: count,
         wakes: 0,
+        cpu_ns: cpu.elapsed_ns(),
+        latency: None,
     })
 }
 
-/// Forwarder: read each message into a private buffer and write it on.
-pub fn forward(input: RawFd, output: RawFd, size: usize, total: u64) -> Result<(), String> {
+/// Forwarder: read each message into a private buffer and write it on;
+/// its CPU time over the messages after `warmup`.
+pub fn forward(
+    input: RawFd,
+    output: RawFd,
+    size: usize,
+    warmup: u64,
+    count: u64,
+) -> Result<Measured, String> {
     let mut i = take_fd(input)?;
     let mut o = take_fd(output)?;
     let mut buf = vec![0u8; size];
-    for seq in 0..total {
+    let mut cpu = Window::default();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            cpu.start();
+        }
         i.read_exact(&mut buf)
             .map_err(|e| format!("read #{seq}: {e}"))?;
         o.write_all(&buf)
             .map_err(|e| format!("write #{seq}: {e}"))?;
     }
-    Ok(())
+    Ok(Measured::cpu_only(count, cpu.elapsed_ns()))
 }
 
 /// In-process reference: write a word per page, one memcpy, read a word
@@ -77,5 +98,7 @@ pub fn memcpy(size: usize, warmup: u64, count: u64) -> Measured {
         elapsed_ns: start.elapsed().as_nanos() as u64,
         msgs: count,
         wakes: 0,
+        cpu_ns: 0,
+        latency: None,
     }
 }

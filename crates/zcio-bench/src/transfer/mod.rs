@@ -1,11 +1,17 @@
-//! `zcio bench transfer`: the fbufs Table 1 / Figure 3 experiment across
+//! `zcio-bench transfer`: the fbufs Table 1 / Figure 3 experiment across
 //! real processes. The originator allocates a message of S bytes, writes one
 //! word in each page and sends it; the receiver reads one word in each page
 //! and releases it. Every variant runs in the same invocation.
 
+mod bench;
 mod copy_side;
 pub mod pages;
+pub mod ping_sides;
+pub mod pingpong;
+pub mod table;
 mod zcio_side;
+
+pub use bench::{Job, Transfer};
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +19,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::child::{self, AllocKind, ChildSpec, Measured, Role};
+use crate::child::{self, AllocKind, ChildSpec, Group, Measured, Role};
 use crate::fds::spawn_with;
 
 /// One way of moving the message.
@@ -95,6 +101,10 @@ impl Variant {
     }
 }
 
+/// The largest message size accepted (the pools and iceoryx2's segment
+/// hold a dozen messages of it).
+pub const MAX_SIZE: usize = 256 << 20;
+
 /// Options of a transfer run.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -112,6 +122,10 @@ pub struct Options {
     pub timeout: Duration,
     /// Repetitions per point; the median is reported.
     pub reps: usize,
+    /// Parts to run.
+    pub parts: Vec<Part>,
+    /// The latency part.
+    pub ping: pingpong::PingOptions,
 }
 
 impl Options {
@@ -125,6 +139,8 @@ impl Options {
             max_count: 500_000,
             timeout: Duration::from_secs(120),
             reps: 3,
+            parts: vec![Part::Throughput, Part::Latency],
+            ping: pingpong::PingOptions::full(),
         }
     }
 
@@ -138,7 +154,43 @@ impl Options {
             max_count: 60_000,
             timeout: Duration::from_secs(60),
             reps: 1,
+            parts: vec![Part::Throughput, Part::Latency],
+            ping: pingpong::PingOptions::quick(),
         }
+    }
+
+    /// Check sizes before anything is allocated: the benchmark touches one
+    /// word per 4 KiB page, and the originator's pool holds up to 12
+    /// messages per size (a three-domain path), so sizes are bounded.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(&s) = self
+            .sizes
+            .iter()
+            .find(|&&s| !(4096..=MAX_SIZE).contains(&s))
+        {
+            return Err(format!(
+                "message size {} is out of range: use 4K … {} (e.g. 4K,64K,1M,16M)",
+                crate::fmt::size(s),
+                crate::fmt::size(MAX_SIZE)
+            ));
+        }
+        if self.parts.contains(&Part::Throughput)
+            && (self.sizes.is_empty() || self.variants.is_empty())
+        {
+            return Err("nothing to run: give at least one size and one variant".into());
+        }
+        if let Some(&s) = self
+            .ping
+            .sizes
+            .iter()
+            .find(|&&s| !(8..=MAX_SIZE).contains(&s))
+        {
+            return Err(format!(
+                "ping-pong size {s} B is out of range: use 8 B … {}",
+                crate::fmt::size(MAX_SIZE)
+            ));
+        }
+        Ok(())
     }
 
     /// Measured messages for `size`.
@@ -170,6 +222,13 @@ pub struct Row {
     pub incr_ns_per_page: Option<f64>,
     /// Futex wakes issued by the receiving side (zcio only).
     pub receiver_wakes: u64,
+    /// CPU time (user + system, getrusage) of the originator process per
+    /// measured message, in µs.
+    pub originator_cpu_us: Option<f64>,
+    /// The same for the forwarder (three-domain paths).
+    pub forwarder_cpu_us: Option<f64>,
+    /// The same for the receiver.
+    pub receiver_cpu_us: Option<f64>,
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -207,18 +266,65 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     .map_err(|e| format!("socketpair: {e}"))
 }
 
+/// What the sides of one measurement reported.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    /// The receiver (its interval sets msgs/s), or the in-process memcpy.
+    pub recv: Measured,
+    /// The originator (CPU time only).
+    pub orig: Option<Measured>,
+    /// The forwarder of a three-domain path (CPU time only).
+    pub fwd: Option<Measured>,
+}
+
+/// The children of one measurement, named, in the order receiver,
+/// forwarder, originator; waited for together (bounded) and their result
+/// lines parsed into a [`Point`].
+struct Sides {
+    group: Group,
+    roles: Vec<Side>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Receiver,
+    Forwarder,
+    Originator,
+}
+
+impl Sides {
+    fn new() -> Self {
+        Self {
+            group: Group::new(),
+            roles: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, side: Side, child: std::process::Child, what: &str) {
+        self.group.push(child, what);
+        self.roles.push(side);
+    }
+
+    fn wait(self, timeout: Duration) -> Result<Point, String> {
+        let lines = self.group.wait_all(timeout)?;
+        let got = |side: Side| -> Result<Option<Measured>, String> {
+            match self.roles.iter().position(|&r| r == side) {
+                None => Ok(None),
+                Some(i) => serde_json::from_str(&lines[i])
+                    .map(Some)
+                    .map_err(|e| format!("bad result line {:?}: {e}", lines[i])),
+            }
+        };
+        Ok(Point {
+            recv: got(Side::Receiver)?.ok_or("no receiver")?,
+            orig: got(Side::Originator)?,
+            fwd: got(Side::Forwarder)?,
+        })
+    }
+}
+
 /// Measure one (variant, size) once.
-pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
-    measure_once(v, size, opts)
-}
-
-/// The median of several runs of one point (by time per message).
-pub fn median(mut runs: Vec<Measured>) -> Option<Measured> {
-    runs.sort_by_key(|m| m.elapsed_ns * 1000 / m.msgs.max(1));
-    runs.get(runs.len() / 2).copied()
-}
-
-fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, String> {
+pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String> {
     let count = opts.count_for(size);
     // Warm-up long enough for the originator's pool to reach its steady
     // state (all chunks created and mapped on both sides).
@@ -234,11 +340,16 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
         cpu: Some(crate::affinity::cpu_for(cpu)),
         timeout_ms: t.as_millis() as u64,
     };
-    let wait = |c, what: &str| child::wait(c, t + Duration::from_secs(5), what);
-    let need =
-        |m: Option<Measured>| m.ok_or_else(|| "measuring side printed no result".to_string());
+    let mut sides = Sides::new();
+    let mut paths = Vec::new();
     match v {
-        Variant::Memcpy => need(wait(child::spawn(&spec(Role::Memcpy, 0))?, "memcpy")?),
+        Variant::Memcpy => {
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(Role::Memcpy, 0))?,
+                "memcpy",
+            );
+        }
         Variant::ZcioCachedVolatile
         | Variant::ZcioCachedSecured
         | Variant::ZcioUncachedVolatile
@@ -251,58 +362,55 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
             };
             let secured = matches!(alloc, AllocKind::CachedSecured | AllocKind::UncachedSecured);
             let path = sock_path();
-            let r = child::spawn(&spec(
-                Role::ZcioRecv {
-                    path: path.clone(),
-                    expect_secured: secured,
-                },
-                1,
-            ))?;
-            let s = child::spawn(&spec(
-                Role::ZcioSend {
-                    path: path.clone(),
-                    alloc,
-                },
-                0,
-            ))?;
-            let m = wait(r, "zcio receiver");
-            let sr = wait(s, "zcio originator");
-            let _ = std::fs::remove_file(&path);
-            sr?;
-            need(m?)
+            paths.push(path.clone());
+            let recv = Role::ZcioRecv {
+                path: path.clone(),
+                expect_secured: secured,
+            };
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(recv, 1))?,
+                "zcio receiver",
+            );
+            let send = Role::ZcioSend { path, alloc };
+            sides.push(
+                Side::Originator,
+                child::spawn(&spec(send, 0))?,
+                "zcio originator",
+            );
         }
         Variant::Zcio3Dom => {
             let (p0, p1) = (sock_path(), sock_path());
-            let r = child::spawn(&spec(
-                Role::ZcioRecv {
-                    path: p1.clone(),
-                    expect_secured: false,
-                },
-                1,
-            ))?;
+            paths.extend([p0.clone(), p1.clone()]);
+            let recv = Role::ZcioRecv {
+                path: p1.clone(),
+                expect_secured: false,
+            };
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(recv, 1))?,
+                "zcio receiver",
+            );
             // Two cores, three processes: the forwarder shares the
             // originator's core (the receiver does the per-page reading).
-            let f = child::spawn(&spec(
-                Role::ZcioFwd {
-                    listen: p0.clone(),
-                    connect: p1.clone(),
-                },
-                0,
-            ))?;
-            let s = child::spawn(&spec(
-                Role::ZcioSend {
-                    path: p0.clone(),
-                    alloc: AllocKind::CachedVolatilePath2,
-                },
-                0,
-            ))?;
-            let m = wait(r, "zcio receiver");
-            let fr = wait(f, "zcio forwarder");
-            let sr = wait(s, "zcio originator");
-            let _ = (std::fs::remove_file(&p0), std::fs::remove_file(&p1));
-            fr?;
-            sr?;
-            need(m?)
+            let fwd = Role::ZcioFwd {
+                listen: p0.clone(),
+                connect: p1,
+            };
+            sides.push(
+                Side::Forwarder,
+                child::spawn(&spec(fwd, 0))?,
+                "zcio forwarder",
+            );
+            let send = Role::ZcioSend {
+                path: p0,
+                alloc: AllocKind::CachedVolatilePath2,
+            };
+            sides.push(
+                Side::Originator,
+                child::spawn(&spec(send, 0))?,
+                "zcio originator",
+            );
         }
         Variant::Pipe | Variant::UnixSocket => {
             let (r, w) = if v == Variant::Pipe {
@@ -311,231 +419,197 @@ fn measure_once(v: Variant, size: usize, opts: &Options) -> Result<Measured, Str
                 socket_pair()?
             };
             let all = [&r, &w];
-            let rc = spawn_with(&spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1), &[&r], &all)?;
-            let sc = spawn_with(&spec(Role::CopySend { fd: w.as_raw_fd() }, 0), &[&w], &all)?;
-            drop((r, w));
-            let m = wait(rc, "copy receiver");
-            wait(sc, "copy originator")?;
-            need(m?)
+            let recv = spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1);
+            sides.push(
+                Side::Receiver,
+                spawn_with(&recv, &[&r], &all)?,
+                "copy receiver",
+            );
+            let send = spec(Role::CopySend { fd: w.as_raw_fd() }, 0);
+            sides.push(
+                Side::Originator,
+                spawn_with(&send, &[&w], &all)?,
+                "copy originator",
+            );
         }
         Variant::Pipe3Dom => {
             let (r1, w1) = pipe_pair()?;
             let (r2, w2) = pipe_pair()?;
             let all = [&r1, &w1, &r2, &w2];
-            let rc = spawn_with(
-                &spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1),
-                &[&r2],
-                &all,
-            )?;
-            let fc = spawn_with(
-                &spec(
-                    Role::CopyFwd {
-                        input: r1.as_raw_fd(),
-                        output: w2.as_raw_fd(),
-                    },
-                    1,
-                ),
-                &[&r1, &w2],
-                &all,
-            )?;
-            let sc = spawn_with(
-                &spec(Role::CopySend { fd: w1.as_raw_fd() }, 0),
-                &[&w1],
-                &all,
-            )?;
-            drop((r1, w1, r2, w2));
-            let m = wait(rc, "copy receiver");
-            wait(fc, "copy forwarder")?;
-            wait(sc, "copy originator")?;
-            need(m?)
+            let recv = spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1);
+            sides.push(
+                Side::Receiver,
+                spawn_with(&recv, &[&r2], &all)?,
+                "copy receiver",
+            );
+            let fwd = Role::CopyFwd {
+                input: r1.as_raw_fd(),
+                output: w2.as_raw_fd(),
+            };
+            let fwd = spawn_with(&spec(fwd, 1), &[&r1, &w2], &all)?;
+            sides.push(Side::Forwarder, fwd, "copy forwarder");
+            let send = spec(Role::CopySend { fd: w1.as_raw_fd() }, 0);
+            sides.push(
+                Side::Originator,
+                spawn_with(&send, &[&w1], &all)?,
+                "copy originator",
+            );
         }
         Variant::Iceoryx2 => {
             let service = unique("zcio-bench-iox");
-            let r = child::spawn(&spec(
-                Role::IoxSub {
-                    service: service.clone(),
-                },
-                1,
-            ))?;
-            let s = child::spawn(&spec(Role::IoxPub { service }, 0))?;
-            let m = wait(r, "iceoryx2 subscriber");
-            wait(s, "iceoryx2 publisher")?;
-            need(m?)
+            let sub = Role::IoxSub {
+                service: service.clone(),
+            };
+            sides.push(
+                Side::Receiver,
+                child::spawn(&spec(sub, 1))?,
+                "iceoryx2 subscriber",
+            );
+            let publ = Role::IoxPub { service };
+            sides.push(
+                Side::Originator,
+                child::spawn(&spec(publ, 0))?,
+                "iceoryx2 publisher",
+            );
         }
     }
+    let res = sides.wait(t + Duration::from_secs(5));
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+    res
 }
 
 /// Run one side (called in the child process).
 pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
     let t = Duration::from_millis(spec.timeout_ms);
-    let total = spec.warmup + spec.count;
-    match &spec.role {
-        Role::Memcpy => Ok(Some(copy_side::memcpy(spec.size, spec.warmup, spec.count))),
-        Role::Ring(_) => Err("ring tasks are run by ring::run_task".into()),
-        Role::ZcioSend { path, alloc } => {
-            zcio_side::send(path, *alloc, spec.size, total, t).map(|_| None)
-        }
+    let (size, warmup, count) = (spec.size, spec.warmup, spec.count);
+    let m = match &spec.role {
+        Role::Memcpy => copy_side::memcpy(size, warmup, count),
+        Role::Ring(_) => return Err("ring tasks are run by ring::run_task".into()),
+        Role::ZcioSend { path, alloc } => zcio_side::send(path, *alloc, size, warmup, count, t)?,
         Role::ZcioRecv {
             path,
             expect_secured,
-        } => zcio_side::recv(path, *expect_secured, spec.warmup, spec.count, t).map(Some),
-        Role::ZcioFwd { listen, connect } => {
-            zcio_side::forward(listen, connect, total, t).map(|_| None)
-        }
-        Role::CopySend { fd } => copy_side::send(*fd, spec.size, total).map(|_| None),
-        Role::CopyRecv { fd } => copy_side::recv(*fd, spec.size, spec.warmup, spec.count).map(Some),
+        } => zcio_side::recv(path, *expect_secured, warmup, count, t)?,
+        Role::ZcioFwd { listen, connect } => zcio_side::forward(listen, connect, warmup, count, t)?,
+        Role::CopySend { fd } => copy_side::send(*fd, size, warmup, count)?,
+        Role::CopyRecv { fd } => copy_side::recv(*fd, size, warmup, count)?,
         Role::CopyFwd { input, output } => {
-            copy_side::forward(*input, *output, spec.size, total).map(|_| None)
+            copy_side::forward(*input, *output, size, warmup, count)?
         }
-        Role::IoxPub { service } => crate::iox::publisher(
-            service,
-            spec.size,
-            spec.warmup as usize,
-            spec.count as usize,
-            t,
-        )
-        .map(|_| None),
+        Role::IoxPub { service } => {
+            let cpu_ns = crate::iox::publisher(service, size, warmup as usize, count as usize, t)?;
+            Measured::cpu_only(count, cpu_ns)
+        }
+        Role::Ping {
+            kind,
+            client,
+            path,
+            rfd,
+            wfd,
+            budget_ms,
+        } => ping_sides::run(&ping_sides::Args {
+            kind: *kind,
+            client: *client,
+            path,
+            rfd: *rfd,
+            wfd: *wfd,
+            size,
+            warmup,
+            iters: count,
+            budget: Duration::from_millis(*budget_ms),
+            timeout: t,
+        })?,
         Role::IoxSub { service } => {
-            let (elapsed, msgs) = crate::iox::subscriber(
-                service,
-                spec.size,
-                spec.warmup as usize,
-                spec.count as usize,
-                t,
-            )?;
-            Ok(Some(Measured {
+            let (elapsed, msgs, cpu_ns) =
+                crate::iox::subscriber(service, size, warmup as usize, count as usize, t)?;
+            Measured {
                 elapsed_ns: elapsed.as_nanos() as u64,
                 msgs,
                 wakes: 0,
-            }))
-        }
-    }
-}
-
-/// Turn measurements into rows, with incremental per-page costs.
-pub fn rows(results: &[(Variant, usize, Measured)]) -> Vec<Row> {
-    let mut out: Vec<Row> = results
-        .iter()
-        .map(|&(v, size, m)| {
-            let ns_per_msg = m.elapsed_ns as f64 / m.msgs.max(1) as f64;
-            let msgs_per_sec = 1e9 / ns_per_msg;
-            Row {
-                variant: v.name().to_string(),
-                size,
-                domains: v.domains(),
-                msgs: m.msgs,
-                msgs_per_sec,
-                gb_per_sec: msgs_per_sec * size as f64 / 1e9,
-                ns_per_msg,
-                ns_per_page: ns_per_msg / pages::pages(size) as f64,
-                incr_ns_per_page: None,
-                receiver_wakes: m.wakes,
+                cpu_ns,
+                latency: None,
             }
-        })
+        }
+    };
+    Ok(Some(m))
+}
+
+/// The row of one measurement (`incr_ns_per_page` is filled in by
+/// [`derive`] once all sizes are in).
+pub fn row(v: Variant, size: usize, p: &Point) -> Row {
+    let m = &p.recv;
+    let ns_per_msg = m.elapsed_ns as f64 / m.msgs.max(1) as f64;
+    let msgs_per_sec = 1e9 / ns_per_msg;
+    let cpu_us = |m: &Measured| m.cpu_ns as f64 / 1e3 / m.msgs.max(1) as f64;
+    let two_or_more = v.domains() >= 2;
+    Row {
+        variant: v.name().to_string(),
+        size,
+        domains: v.domains(),
+        msgs: m.msgs,
+        msgs_per_sec,
+        gb_per_sec: msgs_per_sec * size as f64 / 1e9,
+        ns_per_msg,
+        ns_per_page: ns_per_msg / pages::pages(size) as f64,
+        incr_ns_per_page: None,
+        receiver_wakes: m.wakes,
+        originator_cpu_us: p.orig.as_ref().map(cpu_us),
+        forwarder_cpu_us: p.fwd.as_ref().map(cpu_us),
+        receiver_cpu_us: two_or_more.then(|| cpu_us(m)),
+    }
+}
+
+/// Fill in the incremental per-page costs: the slope of ns/msg from the
+/// next smaller size of the same variant.
+pub fn derive<'a>(rows: impl IntoIterator<Item = &'a mut Row>) {
+    let mut rows: Vec<&mut Row> = rows.into_iter().collect();
+    let all: Vec<(String, usize, f64)> = rows
+        .iter()
+        .map(|r| (r.variant.clone(), r.size, r.ns_per_msg))
         .collect();
-    for i in 0..out.len() {
-        let prev = out[..i]
+    for r in rows.iter_mut() {
+        let prev = all
             .iter()
-            .filter(|r| r.variant == out[i].variant && r.size < out[i].size)
-            .max_by_key(|r| r.size)
-            .map(|r| (r.size, r.ns_per_msg));
-        if let Some((ps, pn)) = prev {
-            let dp = (pages::pages(out[i].size) - pages::pages(ps)) as f64;
-            out[i].incr_ns_per_page = Some((out[i].ns_per_msg - pn) / dp);
+            .filter(|(v, s, _)| *v == r.variant && *s < r.size)
+            .max_by_key(|(_, s, _)| *s);
+        if let Some((_, ps, pn)) = prev {
+            let dp = (pages::pages(r.size) - pages::pages(*ps)) as f64;
+            r.incr_ns_per_page = Some((r.ns_per_msg - pn) / dp);
         }
     }
-    out
 }
 
-/// A performance target of the core issue, checked on a run's rows.
+/// A row of either part, as in the JSON `rows` (`"part": "throughput"` or
+/// `"latency"`).
 #[derive(Debug, Clone, Serialize)]
-pub struct Target {
-    /// What is required.
-    pub name: String,
-    /// What was measured.
-    pub measured: String,
-    /// `Some(true)` met, `Some(false)` missed, `None` not measured in this run.
-    pub met: Option<bool>,
+#[serde(tag = "part", rename_all = "lowercase")]
+pub enum Entry {
+    /// Messages streamed from one process to another.
+    Throughput(Row),
+    /// Ping-pong with one message in flight.
+    Latency(pingpong::LatencyRow),
 }
 
-fn find(rows: &[Row], v: Variant, size: usize) -> Option<&Row> {
-    rows.iter()
-        .find(|r| r.variant == v.name() && r.size == size)
+/// A part of the transfer benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Messages streamed, msgs/s and CPU per message.
+    Throughput,
+    /// Ping-pong, one-way latency percentiles.
+    Latency,
 }
 
-/// The size at which `a`'s msgs/s relative to `b`'s is lowest, and that ratio.
-fn worst_ratio(rows: &[Row], sizes: &[usize], a: Variant, b: Variant) -> Option<(usize, f64)> {
-    sizes
-        .iter()
-        .filter_map(|&s| {
-            Some((
-                s,
-                find(rows, a, s)?.msgs_per_sec / find(rows, b, s)?.msgs_per_sec,
-            ))
-        })
-        .min_by(|x, y| x.1.total_cmp(&y.1))
-}
-
-/// Check the issue's targets against `rows`.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let mut t = Vec::new();
-    let sizes: Vec<usize> = {
-        let mut s: Vec<usize> = rows.iter().map(|r| r.size).collect();
-        s.sort();
-        s.dedup();
-        s
-    };
-    // 1. cached/volatile vs iceoryx2.
-    let worst = worst_ratio(rows, &sizes, Variant::ZcioCachedVolatile, Variant::Iceoryx2);
-    t.push(Target {
-        name: "zcio cached/volatile ≥ iceoryx2 msgs/s at every size (5% noise)".into(),
-        measured: worst.map_or("not run".into(), |(s, r)| {
-            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
-        }),
-        met: worst.map(|(_, r)| r >= 0.95),
-    });
-    let at4k =
-        find(rows, Variant::ZcioCachedVolatile, 4096).zip(find(rows, Variant::Iceoryx2, 4096));
-    t.push(Target {
-        name: "zcio cached/volatile ≥ 1.5× iceoryx2 at 4 KiB".into(),
-        measured: at4k.map_or("not run".into(), |(z, i)| {
-            format!("{:.2}×", z.msgs_per_sec / i.msgs_per_sec)
-        }),
-        met: at4k.map(|(z, i)| z.msgs_per_sec >= 1.5 * i.msgs_per_sec),
-    });
-    // 2. incremental per-page cost at 1 MiB.
-    let inc = find(rows, Variant::ZcioCachedVolatile, 1 << 20)
-        .and_then(|z| z.incr_ns_per_page)
-        .zip(find(rows, Variant::Pipe, 1 << 20).and_then(|p| p.incr_ns_per_page));
-    t.push(Target {
-        name: "cached/volatile incremental ns/page ≤ 1/50 of pipe's at 1 MiB".into(),
-        measured: inc.map_or("not run".into(), |(z, p)| {
-            format!("{z:.1} vs {p:.1} ns/page = 1/{:.0}", p / z.max(1e-9))
-        }),
-        met: inc.map(|(z, p)| z <= p / 50.0),
-    });
-    // 3. three domains.
-    let three = find(rows, Variant::Zcio3Dom, 1 << 20).zip(find(
-        rows,
-        Variant::ZcioCachedVolatile,
-        1 << 20,
-    ));
-    t.push(Target {
-        name: "3 domains ≥ 90% of 2 domains at 1 MiB (cached/volatile)".into(),
-        measured: three.map_or("not run".into(), |(a, b)| {
-            format!("{:.0}%", 100.0 * a.msgs_per_sec / b.msgs_per_sec)
-        }),
-        met: three.map(|(a, b)| a.msgs_per_sec >= 0.9 * b.msgs_per_sec),
-    });
-    // 4. uncached/secured vs pipe at >= 1 MiB.
-    let big: Vec<usize> = sizes.iter().copied().filter(|&s| s >= 1 << 20).collect();
-    let worst = worst_ratio(rows, &big, Variant::ZcioUncachedSecured, Variant::Pipe);
-    t.push(Target {
-        name: "uncached/secured beats the pipe copy at ≥ 1 MiB".into(),
-        measured: worst.map_or("not run".into(), |(s, r)| {
-            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
-        }),
-        met: worst.map(|(_, r)| r > 1.0),
-    });
-    t
+impl Part {
+    /// Parse `throughput` / `latency` (or `ping-pong`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "throughput" => Ok(Part::Throughput),
+            "latency" | "ping-pong" => Ok(Part::Latency),
+            _ => Err(format!(
+                "unknown part '{s}'; known: throughput, latency (ping-pong)"
+            )),
+        }
+    }
 }

@@ -6,9 +6,14 @@ use zcio::Uncached;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
 use crate::child::{AllocKind, Measured};
-use crate::transfer::pages::{read_pages_view, write_pages};
+use crate::cpu::Window;
+use crate::transfer::pages::write_pages;
 
-fn connect_retry(path: &str, cfg: &ChannelConfig, timeout: Duration) -> Result<Channel, String> {
+pub(crate) fn connect_retry(
+    path: &str,
+    cfg: &ChannelConfig,
+    timeout: Duration,
+) -> Result<Channel, String> {
     let start = Instant::now();
     loop {
         match Channel::connect(path, cfg.clone()) {
@@ -58,14 +63,18 @@ fn channel_config() -> ChannelConfig {
     ChannelConfig::default()
 }
 
-/// Originator: allocate, write a word per page, freeze, send.
+/// Originator: allocate, write a word per page, freeze, send; its CPU time
+/// over the messages after `warmup`.
 pub fn send(
     path: &str,
     alloc: AllocKind,
     size: usize,
-    total: u64,
+    warmup: u64,
+    count: u64,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<Measured, String> {
+    let total = warmup + count;
+    let mut cpu = Window::default();
     let cfg = channel_config();
     let chan = connect_retry(path, &cfg, timeout)?;
     let hops = if alloc == AllocKind::CachedVolatilePath2 {
@@ -76,6 +85,9 @@ pub fn send(
     let pool = Pool::new(bench_pool_config(size, hops));
     let uncached = Uncached::new("bench", true);
     for seq in 0..total {
+        if seq == warmup {
+            cpu.start();
+        }
         let mut buf = match alloc {
             AllocKind::CachedVolatile | AllocKind::CachedVolatilePath2 => {
                 pool.alloc_timeout(size, timeout)
@@ -90,8 +102,9 @@ pub fn send(
         chan.send_timeout(Msg::from(frozen), timeout)
             .map_err(|(e, _)| format!("send: {e}"))?;
     }
+    let cpu_ns = cpu.elapsed_ns();
     wait_released(&chan, timeout);
-    Ok(())
+    Ok(Measured::cpu_only(count, cpu_ns))
 }
 
 /// Receiver: receive, read a word per page, check the sequence, drop.
@@ -108,9 +121,11 @@ pub fn recv(
         .accept_timeout(timeout)
         .map_err(|e| format!("accept: {e}"))?;
     let mut start = Instant::now();
+    let mut cpu = Window::default();
     for seq in 0..warmup + count {
         if seq == warmup {
             start = Instant::now();
+            cpu.start();
         }
         let msg = chan
             .recv_timeout(timeout)
@@ -123,15 +138,13 @@ pub fn recv(
         elapsed_ns: elapsed.as_nanos() as u64,
         msgs: count,
         wakes: chan.stats().wakes,
+        cpu_ns: cpu.elapsed_ns(),
+        latency: None,
     })
 }
 
 fn check(msg: &Msg, seq: u64, expect_secured: bool) -> Result<(), String> {
-    let mut first = None;
-    for s in msg.slices() {
-        let (f, _) = read_pages_view(s.view());
-        first.get_or_insert(f);
-    }
+    let (first, _) = crate::touch::msg_pages(msg);
     if first != Some(seq) {
         return Err(format!("message {seq}: first word {first:?}"));
     }
@@ -141,8 +154,17 @@ fn check(msg: &Msg, seq: u64, expect_secured: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Forwarder: pass every message on without touching payload.
-pub fn forward(listen: &str, connect: &str, total: u64, timeout: Duration) -> Result<(), String> {
+/// Forwarder: pass every message on without touching payload; its CPU
+/// time over the messages after `warmup`.
+pub fn forward(
+    listen: &str,
+    connect: &str,
+    warmup: u64,
+    count: u64,
+    timeout: Duration,
+) -> Result<Measured, String> {
+    let total = warmup + count;
+    let mut cpu = Window::default();
     let cfg = channel_config();
     let out = connect_retry(connect, &cfg, timeout)?;
     let listener = Listener::bind(listen, cfg).map_err(|e| format!("bind {listen}: {e}"))?;
@@ -150,12 +172,16 @@ pub fn forward(listen: &str, connect: &str, total: u64, timeout: Duration) -> Re
         .accept_timeout(timeout)
         .map_err(|e| format!("accept: {e}"))?;
     for seq in 0..total {
+        if seq == warmup {
+            cpu.start();
+        }
         let msg = input
             .recv_timeout(timeout)
             .map_err(|e| format!("recv #{seq}: {e}"))?;
         out.send_timeout(msg, timeout)
             .map_err(|(e, _)| format!("forward #{seq}: {e}"))?;
     }
+    let cpu_ns = cpu.elapsed_ns();
     wait_released(&out, timeout);
-    Ok(())
+    Ok(Measured::cpu_only(count, cpu_ns))
 }

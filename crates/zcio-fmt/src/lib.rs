@@ -1,4 +1,8 @@
-//! Human-readable sizes and rates.
+//! Human-readable sizes and rates: parsing sizes given by a user (`4K`,
+//! `16MiB`) and printing sizes and rates. Shared by the `zcio` tool and the
+//! benchmarks (`zcio-bench`), so neither depends on the other.
+
+pub mod limits;
 
 /// `4 KiB`, `1 MiB`, `16 MiB`, `1.5 KiB`, `100 B`.
 pub fn size(bytes: usize) -> String {

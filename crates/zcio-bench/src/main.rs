@@ -1,0 +1,327 @@
+//! `zcio-bench`: the cross-process benchmarks of zcio against its baselines.
+//!
+//! Kept out of the `zcio` tool so that it carries neither iceoryx2 nor the
+//! plotting crates. Every measured side is this binary re-executed with a
+//! hidden child argument ([`zcio_bench::child::CHILD_ARG`],
+//! [`zcio_bench::asyncb::CHILD_ARG`]).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use zcio_bench::driver::{self, Format, Output};
+use zcio_bench::fmt::{parse_bytes_u64, parse_size};
+use zcio_bench::{asyncb, child, limits, ring, transfer};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "zcio-bench",
+    version,
+    about = "Cross-process benchmarks of zcio against pipes, Unix sockets, iceoryx2 and memcpy",
+    long_about = None,
+    after_help = "Every benchmark runs its baselines in the same invocation, prints tables and \
+        checks its targets (PASS / MISS), and writes a JSON document and an SVG plot.\n\n\
+        Examples:\n  \
+        zcio-bench transfer --quick          # message transfer between processes, well under a minute\n  \
+        zcio-bench transfer                  # full sweep, median of 3 interleaved runs\n  \
+        zcio-bench ring --quick              # named rings vs pipes, fan-out, layouts\n  \
+        zcio-bench async --quick             # rendezvous latency, forwarding chains, checksum\n  \
+        zcio-bench transfer --help           # the options of one benchmark"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Messages between processes: zcio vs pipe, Unix socket, iceoryx2, memcpy.
+    ///
+    /// Throughput: hand messages of 4 KiB … 16 MiB from one process to
+    /// another: zcio cached/uncached × volatile/secured, a three-process
+    /// path, and the pipe, Unix socket, iceoryx2 and memcpy baselines, with
+    /// the CPU time per message of each process. Latency: ping-pong with one
+    /// message in flight (64 B … 1 MiB) over a zcio channel, the zcio
+    /// rendezvous, iceoryx2, a pipe pair and a Unix socket pair: one-way
+    /// latency percentiles. All in one run.
+    #[command(after_help = "Examples:\n  \
+        zcio-bench transfer --quick\n  \
+        zcio-bench transfer --sizes 4K,1M --variants zcio-cached-volatile,iceoryx2,pipe\n  \
+        zcio-bench transfer --quick --ping-pong                # only the latency part\n  \
+        zcio-bench transfer --parts latency --ping-sizes 64,4K\n  \
+        zcio-bench transfer --quick --format json --out transfer.json --svg transfer.svg")]
+    Transfer(TransferArgs),
+    /// Named rings vs Linux pipes: copy, peek, fan-out, layouts.
+    ///
+    /// Named rings vs Linux pipes and per-packet allocation, every side a
+    /// separate process, all in one run: (a) pipe vs ring read/write (copy)
+    /// vs peek over ring size × call size; (b) fan-out to 1…8 consumers,
+    /// ring peek vs a tee into N pipes, CPU per GiB; (c) the four layouts
+    /// with IMIX packets vs a Vec per packet.
+    #[command(after_help = "Examples:\n  \
+        zcio-bench ring --quick                       # all three parts, well under a minute\n  \
+        zcio-bench ring                               # full sweep: rings 16K…64M × calls 64…1M\n  \
+        zcio-bench ring --parts a --ring-sizes 1M --call-sizes 4K,64K,1M\n  \
+        zcio-bench ring --parts b,c --reps 5          # median of 5 interleaved runs\n  \
+        zcio-bench ring --quick --format json --out ring.json --svg ring.svg")]
+    Ring(RingArgs),
+    /// Rendezvous and asynchronous IPC: latency, forwarding chains, checksum.
+    ///
+    /// Synchronous and asynchronous IPC, every side a separate process, in
+    /// one run: (a) one-word latency of a rendezvous round trip, an
+    /// asynchronous send, a round trip through the asynchronous receive
+    /// proxy, a pipe and a futex ping-pong; (b) forwarding chains of 0…8
+    /// relay processes, by reference and copying per hop; (c) 16 messages of
+    /// 4 B…4 KiB by copy through the kernel vs shared memory; (d)
+    /// receiver-side RFC 1071 checksum with and without the primitives; (e)
+    /// futex calls per message under sustained load.
+    #[command(after_help = "Examples:\n  \
+        zcio-bench async --quick                      # all five parts, about half a minute\n  \
+        zcio-bench async                              # full run: 100k iterations, 1 GiB checksummed\n  \
+        zcio-bench async --parts a                    # only the one-word latencies\n  \
+        zcio-bench async --parts b --intermediates 0,8 --stream 100000\n  \
+        zcio-bench async --quick --format json --out async.json --svg async.svg")]
+    Async(AsyncArgs),
+}
+
+/// Output options shared by the benchmarks.
+#[derive(Args, Debug)]
+struct OutArgs {
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Where to write the JSON results [default: bench-out/<benchmark>.json].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Where to write the SVG plot [default: bench-out/<benchmark>.svg].
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+impl OutArgs {
+    fn output(self, bench: &str) -> Output {
+        Output {
+            format: self.format,
+            json: self
+                .out
+                .unwrap_or_else(|| PathBuf::from(format!("bench-out/{bench}.json"))),
+            svg: self
+                .svg
+                .unwrap_or_else(|| PathBuf::from(format!("bench-out/{bench}.svg"))),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct TransferArgs {
+    /// A short run (well under a minute) for CI and smoke tests: 4 KiB,
+    /// 64 KiB, 1 MiB and 16 MiB, one run per point.
+    #[arg(long)]
+    quick: bool,
+    /// Message sizes, comma-separated (e.g. 4K,64K,1M,16M; 4 KiB … 256 MiB).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
+    /// Variants to run, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    /// Parts to run, comma-separated: throughput (messages streamed),
+    /// latency (ping-pong, one message in flight). Default: both.
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// Only the latency part (the same as --parts latency).
+    #[arg(long, conflicts_with = "parts")]
+    ping_pong: bool,
+    /// Ping-pong message sizes, comma-separated (8 B … 256 MiB; default
+    /// 64,4K,64K,1M; --quick 64,4K,64K).
+    #[arg(long, value_delimiter = ',')]
+    ping_sizes: Option<Vec<String>>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+#[derive(Args, Debug)]
+struct RingArgs {
+    /// A short run (well under a minute on two cores): rings 64K and 1M ×
+    /// calls 64, 4K, 64K; 256 MiB per point. Without it: rings 16K…64M ×
+    /// calls 64…1M, 1 GiB per point. Both take the median of 3 runs.
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: a (copy), b (fanout), c (layouts).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// (a) ring sizes, comma-separated powers of two (e.g. 16K,1M,64M).
+    #[arg(long, value_delimiter = ',')]
+    ring_sizes: Option<Vec<String>>,
+    /// (a) call sizes, comma-separated (e.g. 64,4K,1M); calls larger than
+    /// half a ring are skipped for it.
+    #[arg(long, value_delimiter = ',')]
+    call_sizes: Option<Vec<String>>,
+    /// (b) consumer counts, comma-separated (default 1,2,4,8).
+    #[arg(long, value_delimiter = ',')]
+    consumers: Option<Vec<usize>>,
+    /// Runs per point, interleaved; the median by GB/s is reported
+    /// (default 3).
+    #[arg(long)]
+    reps: Option<usize>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+#[derive(Args, Debug)]
+struct AsyncArgs {
+    /// A short run (≲ 30 s on two cores): 10k iterations in (a), streams
+    /// of 200k messages in (b), 64 MiB checksummed in (d), 200k messages in
+    /// (e).
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: a (latency), b (chains), c (copy),
+    /// d (checksum), e (futex).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// (a) measured iterations per variant.
+    #[arg(long)]
+    iters: Option<u64>,
+    /// (b) intermediate process counts, comma-separated (default
+    /// 0,1,2,4,8; 0 is the direct path the others are compared with).
+    #[arg(long, value_delimiter = ',')]
+    intermediates: Option<Vec<u32>>,
+    /// (b) messages streamed per chain for the throughput.
+    #[arg(long)]
+    stream: Option<u64>,
+    /// (d) bytes checksummed per message size (e.g. 1G, 64M).
+    #[arg(long)]
+    volume: Option<String>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+/// A run that could not start because of its input (exit code 2), or one
+/// that failed (exit code 1).
+enum Failure {
+    Input(String),
+    Run(String),
+}
+
+fn input<T>(r: Result<T, String>) -> Result<T, Failure> {
+    r.map_err(Failure::Input)
+}
+
+/// `a,b,…` through `parse`.
+fn list<T>(items: &[String], parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, Failure> {
+    input(items.iter().map(|x| parse(x)).collect())
+}
+
+fn transfer_cmd(a: TransferArgs) -> Result<(), Failure> {
+    let mut opts = if a.quick {
+        transfer::Options::quick()
+    } else {
+        transfer::Options::full()
+    };
+    if let Some(s) = &a.sizes {
+        opts.sizes = list(s, parse_size)?;
+    }
+    if let Some(v) = &a.variants {
+        opts.variants = list(v, transfer::Variant::parse)?;
+    }
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, transfer::Part::parse)?;
+    }
+    if a.ping_pong {
+        opts.parts = vec![transfer::Part::Latency];
+    }
+    if let Some(s) = &a.ping_sizes {
+        opts.ping.sizes = list(s, parse_size)?;
+    }
+    input(opts.validate())?;
+    input(limits::check_transfer(&opts))?;
+    let bench = transfer::Transfer {
+        opts,
+        quick: a.quick,
+    };
+    driver::run(&bench, &a.out.output("transfer")).map_err(Failure::Run)
+}
+
+fn ring_cmd(a: RingArgs) -> Result<(), Failure> {
+    let mut opts = if a.quick {
+        ring::Options::quick()
+    } else {
+        ring::Options::full()
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, ring::Part::parse)?;
+    }
+    if let Some(s) = &a.ring_sizes {
+        opts.ring_sizes = list(s, parse_size)?;
+    }
+    if let Some(s) = &a.call_sizes {
+        opts.call_sizes = list(s, parse_size)?;
+    }
+    if let Some(c) = &a.consumers {
+        opts.consumers = c.clone();
+    }
+    if let Some(r) = a.reps {
+        opts.reps = r.max(1);
+    }
+    input(ring::validate(&opts))?;
+    input(limits::check_ring(&opts))?;
+    let stale = ring::remove_stale_rings();
+    if stale > 0 {
+        eprintln!("removed {stale} rings left behind by interrupted runs");
+    }
+    let bench = ring::RingBench {
+        opts,
+        quick: a.quick,
+    };
+    driver::run(&bench, &a.out.output("ring")).map_err(Failure::Run)
+}
+
+fn async_cmd(a: AsyncArgs) -> Result<(), Failure> {
+    let mut opts = if a.quick {
+        asyncb::Options::quick()
+    } else {
+        asyncb::Options::full()
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, asyncb::Part::parse)?;
+    }
+    if let Some(n) = a.iters {
+        opts.iters = n;
+    }
+    if let Some(k) = &a.intermediates {
+        opts.intermediates = k.clone();
+    }
+    if let Some(n) = a.stream {
+        opts.chain_stream_msgs = n;
+    }
+    if let Some(v) = &a.volume {
+        opts.cksum_volume = input(parse_bytes_u64(v))?;
+    }
+    input(asyncb::validate(&opts))?;
+    input(limits::check_async(&opts))?;
+    let bench = asyncb::AsyncBench { opts };
+    driver::run(&bench, &a.out.output("async")).map_err(Failure::Run)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some(child::CHILD_ARG) => std::process::exit(child::child_main(&args[2..])),
+        Some(asyncb::CHILD_ARG) => std::process::exit(asyncb::child_main(&args[2..])),
+        _ => {}
+    }
+    let res = match Cli::parse().cmd {
+        Cmd::Transfer(a) => transfer_cmd(a),
+        Cmd::Ring(a) => ring_cmd(a),
+        Cmd::Async(a) => async_cmd(a),
+    };
+    match res {
+        Ok(()) => {}
+        Err(Failure::Input(e)) => {
+            eprintln!("zcio-bench: error: {e}");
+            std::process::exit(2);
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("zcio-bench: error: {e}");
+            std::process::exit(1);
+        }
+    }
+}

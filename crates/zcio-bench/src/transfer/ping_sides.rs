@@ -1,0 +1,271 @@
+//! The client and server of each ping-pong transport (run in the child
+//! processes). Requests and replies carry the sequence number in the first
+//! word of every 4 KiB page; the receiving side reads one word per page.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use zcio::rendezvous::{
+    receive_any, reply_and_wait, Endpoint, EndpointListener as RdvListener, Message,
+};
+use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
+
+use super::pages::{read_pages, write_pages};
+use super::pingpong::{client_loop, server_loop, Client, Kind, Server, STOP};
+use super::zcio_side::{bench_pool_config, connect_retry};
+use crate::child::Measured;
+use crate::fds::take_fd;
+
+/// Everything a ping-pong side needs (from the child spec).
+pub struct Args<'a> {
+    /// Transport.
+    pub kind: Kind,
+    /// Client (measures) or server.
+    pub client: bool,
+    /// Socket path (zcio) or service name base (iceoryx2).
+    pub path: &'a str,
+    /// Inherited read fd (pipe, socket).
+    pub rfd: RawFd,
+    /// Inherited write fd (pipe, socket).
+    pub wfd: RawFd,
+    /// Message size.
+    pub size: usize,
+    /// Unmeasured round trips.
+    pub warmup: u64,
+    /// Measured round trips (at most).
+    pub iters: u64,
+    /// Bound on the measured round trips' time.
+    pub budget: Duration,
+    /// Bound on everything.
+    pub timeout: Duration,
+}
+
+/// Run one side.
+pub fn run(a: &Args<'_>) -> Result<Measured, String> {
+    let t = a.timeout;
+    match (a.kind, a.client) {
+        (Kind::ZcioChannel, true) => {
+            let chan = connect_retry(a.path, &ChannelConfig::default(), t)?;
+            let mut c = ZcioSide::new(chan, a.size, t);
+            client_loop(&mut c, a.warmup, a.iters, a.budget)
+        }
+        (Kind::ZcioChannel, false) => {
+            let l = Listener::bind(a.path, ChannelConfig::default())
+                .map_err(|e| format!("bind {}: {e}", a.path))?;
+            let chan = l.accept_timeout(t).map_err(|e| format!("accept: {e}"))?;
+            server_loop(&mut ZcioSide::new(chan, a.size, t), a.warmup)
+        }
+        (Kind::ZcioRendezvous, true) => {
+            let deadline = Instant::now() + t;
+            let ep = crate::asyncb::latency::rdv_connect(a.path, deadline)?;
+            let mut c = RdvClient {
+                ep,
+                words: a.size.div_ceil(8).max(1),
+                t,
+            };
+            client_loop(&mut c, a.warmup, a.iters, a.budget)
+        }
+        (Kind::ZcioRendezvous, false) => {
+            let l = RdvListener::bind(a.path).map_err(|e| format!("bind {}: {e}", a.path))?;
+            let ep = l.accept().map_err(|e| format!("accept: {e}"))?;
+            rdv_server(&ep, a.warmup, t)
+        }
+        (Kind::Iceoryx2, client) => crate::iox::ping(a, client),
+        (Kind::Pipe | Kind::UnixSocket, client) => {
+            let r = take_fd(a.rfd)?;
+            // A socket is one fd for both directions.
+            let w = if a.wfd == a.rfd {
+                r.try_clone().map_err(|e| format!("dup: {e}"))?
+            } else {
+                take_fd(a.wfd)?
+            };
+            let mut side = FdSide {
+                r,
+                w,
+                buf: vec![0u8; a.size],
+            };
+            if client {
+                client_loop(&mut side, a.warmup, a.iters, a.budget)
+            } else {
+                server_loop(&mut side, a.warmup)
+            }
+        }
+    }
+}
+
+/// Send a message of `size` bytes from `pool` with `seq` in every page.
+fn zcio_send(
+    chan: &Channel,
+    pool: &Pool,
+    size: usize,
+    seq: u64,
+    t: Duration,
+) -> Result<(), String> {
+    let mut buf = pool
+        .alloc_timeout(size, t)
+        .map_err(|e| format!("alloc {size}: {e}"))?;
+    write_pages(buf.as_mut_slice(), seq);
+    let frozen = buf.freeze().map_err(|e| e.to_string())?;
+    chan.send_timeout(Msg::from(frozen), t)
+        .map_err(|(e, _)| format!("send: {e}"))
+}
+
+/// A zcio channel side: its own pool; requests and replies on one channel.
+struct ZcioSide {
+    chan: Channel,
+    pool: Pool,
+    size: usize,
+    t: Duration,
+}
+
+impl ZcioSide {
+    fn new(chan: Channel, size: usize, t: Duration) -> Self {
+        Self {
+            chan,
+            pool: Pool::new(bench_pool_config(size.max(8), 1)),
+            size: size.max(8),
+            t,
+        }
+    }
+
+    fn recv(&mut self) -> Result<Option<u64>, String> {
+        match self.chan.recv_timeout(self.t) {
+            Ok(m) => Ok(crate::touch::msg_pages(&m).0),
+            Err(e) if self.chan.is_disconnected() => {
+                let _ = e;
+                Ok(None)
+            }
+            Err(e) => Err(format!("recv: {e}")),
+        }
+    }
+}
+
+impl Client for ZcioSide {
+    fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
+        zcio_send(&self.chan, &self.pool, self.size, seq, self.t)?;
+        self.recv()?.ok_or_else(|| "server hung up".into())
+    }
+
+    fn stop(&mut self) {
+        let _ = zcio_send(&self.chan, &self.pool, self.size, STOP, self.t);
+    }
+}
+
+impl Server for ZcioSide {
+    fn next(&mut self) -> Result<Option<u64>, String> {
+        Ok(self.recv()?.filter(|&s| s != STOP))
+    }
+
+    fn reply(&mut self, seq: u64) -> Result<(), String> {
+        zcio_send(&self.chan, &self.pool, self.size, seq, self.t)
+    }
+}
+
+/// Label of a request / reply / stop on the rendezvous.
+const PING: u64 = 1;
+const PONG: u64 = 2;
+const RDV_STOP: u64 = 3;
+
+/// A rendezvous client: the message's words are the payload (64 B at most).
+struct RdvClient {
+    ep: Endpoint,
+    words: usize,
+    t: Duration,
+}
+
+impl Client for RdvClient {
+    fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
+        let words = vec![seq; self.words];
+        let to = Some(self.t);
+        let r = self
+            .ep
+            .call(&Message::new(PING, &words), to, to)
+            .map_err(|e| format!("call: {e}"))?;
+        if r.label != PONG {
+            return Err(format!("unexpected reply label {}", r.label));
+        }
+        Ok(touch_words(&r.words))
+    }
+
+    fn stop(&mut self) {
+        let _ = self.ep.send(&Message::new(RDV_STOP, &[]), Some(self.t));
+    }
+}
+
+/// Read every word (the message's payload); the first is the sequence.
+fn touch_words(w: &[u64]) -> u64 {
+    let sum = w.iter().fold(0u64, |a, &x| a.wrapping_add(x));
+    std::hint::black_box(sum);
+    w.first().copied().unwrap_or(u64::MAX - 1)
+}
+
+/// The rendezvous server: `reply_and_wait` answers and takes the next
+/// request in one call.
+fn rdv_server(ep: &Endpoint, warmup: u64, t: Duration) -> Result<Measured, String> {
+    let mut cpu = crate::cpu::Window::default();
+    let (_, mut m) = receive_any(&[ep], Some(t)).map_err(|e| format!("receive: {e}"))?;
+    let mut n = 0u64;
+    while m.label != RDV_STOP {
+        if n == warmup {
+            cpu.start();
+        }
+        let seq = touch_words(&m.words);
+        let reply = Message::new(PONG, &vec![seq; m.words.len().max(1)]);
+        m = reply_and_wait(ep, &reply, &[ep], Some(t))
+            .map_err(|e| format!("reply_and_wait: {e}"))?
+            .1;
+        n += 1;
+    }
+    Ok(Measured::cpu_only(
+        n.saturating_sub(warmup),
+        cpu.elapsed_ns(),
+    ))
+}
+
+/// A pipe or socket side: a private buffer, one write and one read per
+/// message.
+struct FdSide {
+    r: File,
+    w: File,
+    buf: Vec<u8>,
+}
+
+impl FdSide {
+    fn send(&mut self, seq: u64) -> Result<(), String> {
+        write_pages(&mut self.buf, seq);
+        self.w
+            .write_all(&self.buf)
+            .map_err(|e| format!("write: {e}"))
+    }
+
+    fn recv(&mut self) -> Result<Option<u64>, String> {
+        match self.r.read_exact(&mut self.buf) {
+            Ok(()) => Ok(Some(read_pages(&self.buf).0)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(format!("read: {e}")),
+        }
+    }
+}
+
+impl Client for FdSide {
+    fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
+        self.send(seq)?;
+        self.recv()?.ok_or_else(|| "server hung up".into())
+    }
+
+    fn stop(&mut self) {
+        let _ = self.send(STOP);
+    }
+}
+
+impl Server for FdSide {
+    fn next(&mut self) -> Result<Option<u64>, String> {
+        Ok(self.recv()?.filter(|&s| s != STOP))
+    }
+
+    fn reply(&mut self, seq: u64) -> Result<(), String> {
+        self.send(seq)
+    }
+}

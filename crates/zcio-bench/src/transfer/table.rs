@@ -1,0 +1,336 @@
+//! The transfer benchmark's output: the table, the targets and the plot.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::pingpong::LatencyRow;
+use super::{Entry, Row, Variant};
+use crate::driver::Target;
+use crate::fmt::{si, size};
+use crate::report::{line_panel, sig3, Axes, Series};
+
+/// CPU µs per message with three significant digits, `-` if not measured.
+fn cpu(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| {
+        if v >= 100.0 {
+            format!("{v:.0}")
+        } else if v >= 10.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.2}")
+        }
+    })
+}
+
+/// The transfer table, grouped by size, with the ratio to the pipe and the
+/// CPU time per message of each process.
+pub fn text(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<26} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>8} {:>26}\n",
+        "", "", "", "", "", "", "", "", "CPU µs/msg of each process"
+    ));
+    out.push_str(&format!(
+        "{:<26} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
+        "variant",
+        "size",
+        "msgs/s",
+        "GB/s",
+        "ns/msg",
+        "ns/page",
+        "incr ns/pg",
+        "vs pipe",
+        "orig",
+        "fwd",
+        "recv"
+    ));
+    let mut by_size: BTreeMap<usize, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        by_size.entry(r.size).or_default().push(r);
+    }
+    for (s, rs) in by_size {
+        let pipe = rs
+            .iter()
+            .find(|r| r.variant == "pipe")
+            .map(|r| r.msgs_per_sec);
+        for r in rs {
+            let vs = pipe.map_or("-".to_string(), |p| format!("{:.1}×", r.msgs_per_sec / p));
+            let inc = r
+                .incr_ns_per_page
+                .map_or("-".to_string(), |v| format!("{v:.1}"));
+            out.push_str(&format!(
+                "{:<26} {:>8} {:>10} {:>8.2} {:>10.0} {:>9.1} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
+                r.variant,
+                size(s),
+                si(r.msgs_per_sec),
+                r.gb_per_sec,
+                r.ns_per_msg,
+                r.ns_per_page,
+                inc,
+                vs,
+                cpu(r.originator_cpu_us),
+                cpu(r.forwarder_cpu_us),
+                cpu(r.receiver_cpu_us),
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn find(rows: &[Row], v: Variant, size: usize) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.variant == v.name() && r.size == size)
+}
+
+/// The size at which `a`'s msgs/s relative to `b`'s is lowest, and that ratio.
+fn worst_ratio(rows: &[Row], sizes: &[usize], a: Variant, b: Variant) -> Option<(usize, f64)> {
+    sizes
+        .iter()
+        .filter_map(|&s| {
+            Some((
+                s,
+                find(rows, a, s)?.msgs_per_sec / find(rows, b, s)?.msgs_per_sec,
+            ))
+        })
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+}
+
+/// The targets checked on `rows`.
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let mut t = Vec::new();
+    let sizes: Vec<usize> = {
+        let mut s: Vec<usize> = rows.iter().map(|r| r.size).collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    // 1. cached/volatile vs iceoryx2.
+    let worst = worst_ratio(rows, &sizes, Variant::ZcioCachedVolatile, Variant::Iceoryx2);
+    t.push(Target {
+        name: "zcio cached/volatile ≥ iceoryx2 msgs/s at every size (5% noise)".into(),
+        measured: worst.map_or("not run".into(), |(s, r)| {
+            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
+        }),
+        met: worst.map(|(_, r)| r >= 0.95),
+    });
+    let at4k =
+        find(rows, Variant::ZcioCachedVolatile, 4096).zip(find(rows, Variant::Iceoryx2, 4096));
+    t.push(Target {
+        name: "zcio cached/volatile ≥ 1.5× iceoryx2 at 4 KiB".into(),
+        measured: at4k.map_or("not run".into(), |(z, i)| {
+            format!("{:.2}×", z.msgs_per_sec / i.msgs_per_sec)
+        }),
+        met: at4k.map(|(z, i)| z.msgs_per_sec >= 1.5 * i.msgs_per_sec),
+    });
+    // 2. incremental per-page cost at 1 MiB.
+    let inc = find(rows, Variant::ZcioCachedVolatile, 1 << 20)
+        .and_then(|z| z.incr_ns_per_page)
+        .zip(find(rows, Variant::Pipe, 1 << 20).and_then(|p| p.incr_ns_per_page));
+    t.push(Target {
+        name: "cached/volatile incremental ns/page ≤ 1/50 of pipe's at 1 MiB".into(),
+        measured: inc.map_or("not run".into(), |(z, p)| {
+            format!("{z:.1} vs {p:.1} ns/page = 1/{:.0}", p / z.max(1e-9))
+        }),
+        met: inc.map(|(z, p)| z <= p / 50.0),
+    });
+    // 3. three domains: throughput and the forwarder's CPU per message.
+    for at in [1 << 20, 16 << 20] {
+        let three =
+            find(rows, Variant::Zcio3Dom, at).zip(find(rows, Variant::ZcioCachedVolatile, at));
+        t.push(Target {
+            name: format!(
+                "3 domains ≥ 80% of 2 domains' msgs/s at {} (cached/volatile)",
+                crate::fmt::size(at)
+            ),
+            measured: three.map_or("not run".into(), |(a, b)| {
+                format!("{:.0}%", 100.0 * a.msgs_per_sec / b.msgs_per_sec)
+            }),
+            met: three.map(|(a, b)| a.msgs_per_sec >= 0.8 * b.msgs_per_sec),
+        });
+    }
+    let cpu = find(rows, Variant::Zcio3Dom, 1 << 20)
+        .and_then(|r| r.forwarder_cpu_us.zip(r.originator_cpu_us));
+    t.push(Target {
+        name: "forwarder CPU per message ≤ 1/4 of the originator's at 1 MiB (3 domains)".into(),
+        measured: cpu.map_or("not run".into(), |(f, o)| {
+            format!("{f:.2} vs {o:.2} µs/msg = {:.2}", f / o.max(1e-9))
+        }),
+        met: cpu.map(|(f, o)| f <= o / 4.0),
+    });
+    // 4. uncached/secured vs pipe at >= 1 MiB.
+    let big: Vec<usize> = sizes.iter().copied().filter(|&s| s >= 1 << 20).collect();
+    let worst = worst_ratio(rows, &big, Variant::ZcioUncachedSecured, Variant::Pipe);
+    t.push(Target {
+        name: "uncached/secured beats the pipe copy at ≥ 1 MiB".into(),
+        measured: worst.map_or("not run".into(), |(s, r)| {
+            format!("lowest ratio {r:.2}× at {}", crate::fmt::size(s))
+        }),
+        met: worst.map(|(_, r)| r > 1.0),
+    });
+    t
+}
+
+/// One series per variant of `(log2 size, log10 y)` points.
+fn series<'a>(points: impl Iterator<Item = (&'a str, usize, f64)>) -> Vec<Series> {
+    let mut by_variant: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for (v, s, y) in points {
+        by_variant
+            .entry(v)
+            .or_default()
+            .push(((s as f64).log2(), y.max(1e-3).log10()));
+    }
+    by_variant
+        .into_iter()
+        .map(|(name, points)| Series {
+            name: name.to_string(),
+            points,
+        })
+        .collect()
+}
+
+/// The plot: msgs/s against size, one line per variant (log-log), and,
+/// if the latency part ran, the one-way p50 latency against size beside it.
+pub fn svg(rows: &[Row], lat: &[LatencyRow], path: &Path) -> Result<(), String> {
+    let tp = series(
+        rows.iter()
+            .map(|r| (r.variant.as_str(), r.size, r.msgs_per_sec)),
+    );
+    let lt = series(
+        lat.iter()
+            .map(|r| (r.variant.as_str(), r.size, r.p50_ns / 1e3)),
+    );
+    let panels = usize::from(!tp.is_empty()) + usize::from(!lt.is_empty());
+    if panels == 0 {
+        return Err("no rows to plot".into());
+    }
+    let root = SVGBackend::new(path, (960 * panels as u32, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let cells = root.split_evenly((1, panels));
+    let mut cell = cells.iter();
+    let x_fmt = |x: &f64| size(2f64.powf(*x).round() as usize);
+    if !tp.is_empty() {
+        let axes = Axes {
+            x_desc: "message size",
+            y_desc: "messages per second",
+            x_fmt: &x_fmt,
+            y_fmt: &|y| si(10f64.powf(*y)),
+            y_range: None,
+            legend: SeriesLabelPosition::LowerLeft,
+            x_labels: 10,
+        };
+        let area = cell.next().ok_or("no panel")?;
+        line_panel(area, "zcio-bench transfer: messages/s by size", &axes, &tp)?;
+    }
+    if !lt.is_empty() {
+        let axes = Axes {
+            x_desc: "message size",
+            y_desc: "one-way latency p50 (µs)",
+            x_fmt: &x_fmt,
+            y_fmt: &|y| sig3(10f64.powf(*y)),
+            y_range: None,
+            legend: SeriesLabelPosition::UpperLeft,
+            x_labels: 10,
+        };
+        let area = cell.next().ok_or("no panel")?;
+        line_panel(area, "ping-pong: one-way latency (p50) by size", &axes, &lt)?;
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// The rows of each part.
+pub fn split(rows: &[Entry]) -> (Vec<Row>, Vec<LatencyRow>) {
+    let mut tp = Vec::new();
+    let mut lat = Vec::new();
+    for e in rows {
+        match e {
+            Entry::Throughput(r) => tp.push(r.clone()),
+            Entry::Latency(r) => lat.push(r.clone()),
+        }
+    }
+    (tp, lat)
+}
+
+/// `812 ns`, `12.3 µs`, `1.23 ms`.
+fn ns(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} ms", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
+/// The latency table: one line per (size, transport).
+pub fn latency_text(rows: &[LatencyRow]) -> String {
+    let mut out =
+        String::from("ping-pong, one message in flight: one-way latency (round trip / 2)\n");
+    out.push_str(&format!(
+        "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>14} {:>14}\n",
+        "transport",
+        "size",
+        "p50",
+        "p99",
+        "p99.9",
+        "mean",
+        "vs pipe",
+        "client CPU/rt",
+        "server CPU/rt"
+    ));
+    let mut by_size: BTreeMap<usize, Vec<&LatencyRow>> = BTreeMap::new();
+    for r in rows {
+        by_size.entry(r.size).or_default().push(r);
+    }
+    for (s, rs) in by_size {
+        let pipe = rs.iter().find(|r| r.variant == "pipe").map(|r| r.p50_ns);
+        for r in rs {
+            out.push_str(&format!(
+                "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11.2} µs {:>11.2} µs\n",
+                r.variant,
+                size(s),
+                ns(r.p50_ns),
+                ns(r.p99_ns),
+                ns(r.p999_ns),
+                ns(r.mean_ns),
+                pipe.map_or("-".into(), |p| format!("{:.2}×", r.p50_ns / p.max(1e-9))),
+                r.client_cpu_us,
+                r.server_cpu_us,
+            ));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "  vs pipe: p50 ÷ the pipe's p50 (lower is faster); CPU/rt: CPU time per round trip\n\n",
+    );
+    out
+}
+
+/// The latency targets: zcio channel one-way p50 ≤ iceoryx2's at 64 B and
+/// 4 KiB.
+pub fn latency_targets(rows: &[LatencyRow]) -> Vec<Target> {
+    [64usize, 4096]
+        .into_iter()
+        .map(|at| {
+            let get = |v: &str| rows.iter().find(|r| r.variant == v && r.size == at);
+            let pair = get("zcio-channel").zip(get("iceoryx2"));
+            Target {
+                name: format!(
+                    "zcio channel one-way p50 latency ≤ iceoryx2's at {}",
+                    size(at)
+                ),
+                measured: pair.map_or("not run".into(), |(z, i)| {
+                    format!(
+                        "{} vs {} ({:.2}×)",
+                        ns(z.p50_ns),
+                        ns(i.p50_ns),
+                        z.p50_ns / i.p50_ns.max(1e-9)
+                    )
+                }),
+                met: pair.map(|(z, i)| z.p50_ns <= i.p50_ns),
+            }
+        })
+        .collect()
+}
