@@ -79,7 +79,8 @@ pub fn futex_wait_woken(word: &AtomicU64, expected: u32, timeout: Duration) -> b
 /// Sleep until any of `words` is woken or changed (bounded by `timeout`).
 #[cfg(not(loom))]
 pub fn futex_wait_any(words: &[(&AtomicU64, u32)], timeout: Duration) -> bool {
-    let halves: Vec<(&AtomicU32, u32)> = words.iter().map(|(w, v)| (low_half(w), *v)).collect();
+    let halves: smallvec::SmallVec<[(&AtomicU32, u32); 8]> =
+        words.iter().map(|(w, v)| (low_half(w), *v)).collect();
     !matches!(
         crate::sys::futex::wait_any(&halves, timeout),
         crate::sys::futex::Wake::TimedOut

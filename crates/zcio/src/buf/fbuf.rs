@@ -7,8 +7,9 @@
 //! (for a buffer received from a peer) sends the peer a deallocation notice.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering as LocalOrdering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::buf::pool::PoolInner;
 use crate::region::{Region, RegionError};
@@ -27,6 +28,11 @@ pub trait ReleaseSink: Send + Sync {
     /// waiting at most `timeout`. `false`: the warning could not be
     /// delivered in time and the region must not be passed on.
     fn escaped(&self, region_id: u64, timeout: std::time::Duration) -> bool;
+    /// Keep the allocation of a spent core of a slice received through
+    /// this sink for the next one (or drop it if enough are kept).
+    fn recycle(&self, core: Arc<BufCore>);
+    /// A spent core kept by [`ReleaseSink::recycle`], if any.
+    fn spare(&self) -> Option<Arc<BufCore>>;
 }
 
 /// What happens when a buffer's last handle is dropped.
@@ -45,6 +51,8 @@ pub(crate) enum Backing {
         sink: Arc<dyn ReleaseSink>,
         token: u64,
     },
+    /// Already released: a recycled core waiting for its next slice.
+    Spent,
 }
 
 /// The shared state behind an `Fbuf`.
@@ -68,30 +76,36 @@ pub(crate) struct BufCore {
 
 impl Drop for BufCore {
     fn drop(&mut self) {
-        let retired = self.retired.load(LocalOrdering::Relaxed);
-        match &self.backing {
-            Backing::Pooled {
-                pool,
-                chunk,
-                first_page,
-                pages,
-            } if retired => pool.retire(*chunk, *first_page, *pages),
-            Backing::Pooled {
-                pool,
-                chunk,
-                first_page,
-                pages,
-            } => pool.free(*chunk, *first_page, *pages),
-            // The region is unmapped here; its memfd lives on in whoever
-            // still maps it, and is never reused by us anyway.
-            Backing::SingleUse => {}
-            Backing::Foreign { sink, token } if retired => sink.retire(*token),
-            Backing::Foreign { sink, token } => sink.release(*token),
-        }
+        self.release_backing();
     }
 }
 
 impl BufCore {
+    /// Do what the last handle's drop must do (return pool pages, retire
+    /// them, send the notice), once: the backing becomes `Spent`.
+    fn release_backing(&mut self) {
+        let retired = self.retired.load(LocalOrdering::Relaxed);
+        match std::mem::replace(&mut self.backing, Backing::Spent) {
+            Backing::Pooled {
+                pool,
+                chunk,
+                first_page,
+                pages,
+            } if retired => pool.retire(chunk, first_page, pages),
+            Backing::Pooled {
+                pool,
+                chunk,
+                first_page,
+                pages,
+            } => pool.free(chunk, first_page, pages),
+            // The region is unmapped with the core; its memfd lives on in
+            // whoever still maps it, and is never reused by us anyway.
+            Backing::SingleUse | Backing::Spent => {}
+            Backing::Foreign { sink, token } if retired => sink.retire(token),
+            Backing::Foreign { sink, token } => sink.release(token),
+        }
+    }
+
     fn ptr(&self) -> *mut u8 {
         // Offset <= region.len() (constructor invariant), so the
         // result stays inside (or one past) the region's mapping.
@@ -110,7 +124,8 @@ impl BufCore {
 /// change.
 #[derive(Clone)]
 pub struct Fbuf {
-    pub(crate) core: Arc<BufCore>,
+    /// Taken out only in `Drop` (see there); always valid otherwise.
+    pub(crate) core: ManuallyDrop<Arc<BufCore>>,
 }
 
 impl Fbuf {
@@ -229,12 +244,49 @@ impl Fbuf {
 
     /// Whether two handles share the same underlying buffer.
     pub fn ptr_eq(&self, other: &Fbuf) -> bool {
-        Arc::ptr_eq(&self.core, &other.core)
+        Arc::ptr_eq(&*self.core, &*other.core)
     }
 
     pub(crate) fn from_core(core: BufCore) -> Self {
         Self {
-            core: Arc::new(core),
+            core: ManuallyDrop::new(Arc::new(core)),
+        }
+    }
+
+    /// A slice received from a peer (the receive path's constructor). Its
+    /// core reuses the allocation of a slice received on the same channel
+    /// and dropped earlier when there is one (`ReleaseSink::recycle`), so a
+    /// steady stream of receives (and a forwarder's receive → send → notice
+    /// loop) allocates nothing per message.
+    pub(crate) fn received(
+        region: Arc<Region>,
+        offset: usize,
+        len: usize,
+        sink: Arc<dyn ReleaseSink>,
+        token: u64,
+        trusted: bool,
+    ) -> Self {
+        let core = BufCore {
+            region,
+            offset,
+            len,
+            backing: Backing::Foreign { sink, token },
+            retired: AtomicBool::new(false),
+            trusted,
+        };
+        match sink_spare(&core) {
+            Some(mut arc) => match Arc::get_mut(&mut arc) {
+                Some(slot) => {
+                    // The old value is a spent core (placeholder region,
+                    // `Spent` backing): dropping it does nothing.
+                    *slot = core;
+                    Self {
+                        core: ManuallyDrop::new(arc),
+                    }
+                }
+                None => Self::from_core(core),
+            },
+            None => Self::from_core(core),
         }
     }
 
@@ -249,6 +301,54 @@ impl Fbuf {
     pub(crate) fn retire(&self) {
         self.core.retired.store(true, LocalOrdering::Relaxed);
     }
+}
+
+impl Drop for Fbuf {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once and nothing uses `self.core` after it;
+        // this is the only place the `ManuallyDrop` is emptied.
+        let mut arc = unsafe { ManuallyDrop::take(&mut self.core) };
+        // The last handle of a received slice: release it now (the notice
+        // goes out exactly as it would from `BufCore::drop`) and keep the
+        // allocation for this thread's next received slice.
+        if let Some(core) = Arc::get_mut(&mut arc) {
+            if matches!(core.backing, Backing::Foreign { .. }) && !core.region.is_single_use() {
+                if let (Some(spent), Backing::Foreign { sink, .. }) =
+                    (spent_region(), &core.backing)
+                {
+                    let sink = sink.clone();
+                    core.release_backing();
+                    // Do not keep the real region mapped while spare.
+                    core.region = spent;
+                    sink.recycle(arc);
+                    return;
+                }
+            }
+        }
+        drop(arc);
+    }
+}
+
+/// A spare core from the channel `core` is being received through.
+fn sink_spare(core: &BufCore) -> Option<Arc<BufCore>> {
+    match &core.backing {
+        Backing::Foreign { sink, .. } => sink.spare(),
+        _ => None,
+    }
+}
+
+/// A one-page region that spare cores point at instead of the region of
+/// the slice they last carried (so a spare never keeps a peer's region
+/// mapped). `None` if it could not be made: cores are then not recycled.
+fn spent_region() -> Option<Arc<Region>> {
+    static SPENT: OnceLock<Option<Arc<Region>>> = OnceLock::new();
+    SPENT
+        .get_or_init(|| {
+            Region::create("zcio-spent", crate::sys::page_size(), false)
+                .ok()
+                .map(Arc::new)
+        })
+        .clone()
 }
 
 impl fmt::Debug for Fbuf {

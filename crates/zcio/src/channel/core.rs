@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as LocalOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use crate::buf::fbuf::BufCore;
 use crate::buf::{Reclaim, ReleaseSink};
 use crate::channel::config::{ChannelConfig, Notify};
 use crate::channel::error::{Area, PeerFault};
@@ -146,6 +147,9 @@ pub(crate) struct Core {
     /// whether we told the peer it escaped). Kept apart from `RxState` so
     /// a forwarder can report an escape while another thread receives.
     pub origin_slots: Mutex<HashMap<u64, (u32, bool), IdHash>>,
+    /// Allocations of spent cores of slices received here, reused for the
+    /// next ones (see `Fbuf::received`).
+    pub spare: Mutex<Vec<Arc<BufCore>>>,
     /// The peer hung up or died; its holdings were released.
     gone: AtomicBool,
     /// The peer said Bye: no more messages will come.
@@ -268,6 +272,7 @@ impl Core {
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
                 spin,
             }),
+            spare: Mutex::new(Vec::new()),
             origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {
                 ring: ntx,
@@ -697,7 +702,21 @@ impl Core {
     }
 }
 
+/// Most spare received-slice cores a channel end keeps.
+const SPARE_MAX: usize = 1024;
+
 impl ReleaseSink for Core {
+    fn recycle(&self, core: Arc<BufCore>) {
+        let mut s = lock(&self.spare);
+        if s.len() < SPARE_MAX {
+            s.push(core);
+        }
+    }
+
+    fn spare(&self) -> Option<Arc<BufCore>> {
+        lock(&self.spare).pop()
+    }
+
     fn escaped(&self, region_id: u64, timeout: Duration) -> bool {
         let slot = match lock(&self.origin_slots).get(&region_id) {
             Some(&(_, true)) => return true,

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::wait::{Backoff, Step};
 
-use crate::buf::fbuf::{Backing, BufCore};
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
 use crate::channel::error::{Area, Malformed, RecvError};
@@ -155,7 +154,8 @@ impl Core {
             Some(me) => me,
             None => return Err(Malformed::BadControl),
         };
-        let mut slices = Vec::with_capacity(descs.len());
+        // Inline for the usual one or two slices: no allocation per message.
+        let mut slices: smallvec::SmallVec<[Slice; 2]> = smallvec::SmallVec::new();
         let mut last_single: Option<Arc<Region>> = None;
         for (i, d) in descs.iter().enumerate() {
             let checked = if i > 0 && d.count != 0 {
@@ -165,18 +165,14 @@ impl Core {
             };
             match checked {
                 Ok(region) => {
-                    let core = BufCore {
+                    let buf = Fbuf::received(
                         region,
-                        offset: d.offset as usize,
-                        len: d.len as usize,
-                        backing: Backing::Foreign {
-                            sink: sink.clone(),
-                            token: d.token,
-                        },
-                        retired: Default::default(),
-                        trusted: self.trusted.load(LocalOrdering::Relaxed),
-                    };
-                    let buf = Fbuf::from_core(core);
+                        d.offset as usize,
+                        d.len as usize,
+                        sink.clone(),
+                        d.token,
+                        self.trusted.load(LocalOrdering::Relaxed),
+                    );
                     let len = buf.len();
                     // In bounds by check_desc; Slice::new re-checks.
                     if let Some(s) = Slice::new(buf, 0, len) {

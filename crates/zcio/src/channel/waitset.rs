@@ -6,6 +6,8 @@
 //! waits for input downstream.
 
 use std::sync::{Arc, Mutex, Weak};
+
+use smallvec::SmallVec;
 use std::time::Duration;
 
 use crate::channel::core::{lock, Core};
@@ -20,7 +22,11 @@ pub(crate) fn register(core: &Arc<Core>) {
     r.push(Arc::downgrade(core));
 }
 
-fn live() -> Vec<Arc<Core>> {
+/// Channel ends of a process, inline for the usual handful (a forwarder
+/// has two): a wait allocates nothing.
+pub(crate) type Cores = SmallVec<[Arc<Core>; 8]>;
+
+fn live() -> Cores {
     lock(&REGISTRY).iter().filter_map(Weak::upgrade).collect()
 }
 
@@ -28,7 +34,7 @@ fn live() -> Vec<Arc<Core>> {
 /// their peers are done with, which may queue notices upstream), then
 /// publish every channel's queued notices. Returns the channels whose
 /// peers still hold buffers of ours (worth waking up for).
-pub(crate) fn settle(except: &Core) -> Vec<Arc<Core>> {
+pub(crate) fn settle(except: &Core) -> Cores {
     let all = live();
     // try_lock: another thread of this process may hold a channel's send
     // side while it sleeps waiting for ring space that only *we* can free
@@ -48,10 +54,10 @@ pub(crate) fn settle(except: &Core) -> Vec<Arc<Core>> {
 /// rings has something, for at most `timeout`. Returns early without
 /// sleeping if something is already pending.
 pub(crate) fn sleep_any(own: &SleepHandle, others: &[Arc<Core>], timeout: Duration) {
-    let handles: Vec<&SleepHandle> = std::iter::once(own)
+    let handles: SmallVec<[&SleepHandle; 8]> = std::iter::once(own)
         .chain(others.iter().map(|c| c.notice_sleep()))
         .collect();
-    let mut words = Vec::with_capacity(handles.len());
+    let mut words: SmallVec<[_; 8]> = SmallVec::new();
     let mut pending = false;
     for h in &handles {
         match h.arm() {

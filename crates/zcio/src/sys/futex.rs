@@ -46,7 +46,7 @@ pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Duration) -> Wake {
     if words.len() == 1 || words.len() > 128 {
         return wait(words[0].0, words[0].1, timeout);
     }
-    let waiters: Vec<futex::Wait> = words
+    let waiters: smallvec::SmallVec<[futex::Wait; 8]> = words
         .iter()
         .map(|(w, v)| {
             let mut x = futex::Wait::new();
