@@ -1,16 +1,56 @@
 //! `zcio::Error`: every operation family's error in one type, for callers
 //! that do not care which layer failed.
+//!
+//! Each family keeps its own small error type (what a caller that handles
+//! failures matches on); `zcio::Error` is for propagating with `?`. It
+//! converts from every family with `From`. Errors that give something back
+//! ([`SendError`] and its siblings return the unsent `Msg`, [`FreezeError`]
+//! the buffer, the `Msg` aggregate operations their input) drop it in the
+//! conversion and keep only the reason; take it out first
+//! ([`SendError::into_inner`]) if you need it.
+//!
+//! Display is the wrapped error's own message (they say what to do);
+//! [`source`](std::error::Error::source) continues the chain below it, so
+//! a chain printer (`anyhow`'s `{:#}`) shows each cause once.
+//!
+//! ```
+//! use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
+//!
+//! fn send_hello(chan: &Channel, pool: &Pool) -> Result<(), zcio::Error> {
+//!     let mut buf = pool.try_alloc(5)?; // AllocError
+//!     buf.as_mut_slice().copy_from_slice(b"hello");
+//!     chan.send(Msg::from(buf.freeze()?))?; // FreezeError, then SendError<Msg>
+//!     Ok(())
+//! }
+//!
+//! let (a, b) = Channel::pair(ChannelConfig::default())?; // ConnectError
+//! let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
+//! send_hello(&a, &pool)?;
+//! assert_eq!(b.recv()?.to_vec(), b"hello"); // RecvError
+//! a.close();
+//! let err = send_hello(&a, &pool).unwrap_err();
+//! assert!(matches!(err, zcio::Error::Send(zcio::SendErrorKind::Disconnected)));
+//! assert_eq!(err.to_string(), "peer disconnected");
+//! # Ok::<(), zcio::Error>(())
+//! ```
 
 use thiserror::Error;
 
+use crate::asyncipc::AsyncError;
 use crate::buf::{AllocError, FreezeError};
-use crate::channel::{ConnectError, RecvError, SendError};
-use crate::msg::MsgError;
+use crate::channel::{
+    ConnectError, RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError,
+    TryRecvError, TrySendError,
+};
+use crate::msg::{Msg, MsgError};
 use crate::region::RegionError;
+use crate::relay::RelayFailure;
+use crate::rendezvous::IpcError;
 use crate::ring::{OpenError, ReadError, WriteError};
 
-/// Any zcio error.
+/// Any zcio error. See the [module documentation](self).
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Region creation or attachment.
     #[error(transparent)]
@@ -18,21 +58,29 @@ pub enum Error {
     /// Buffer allocation.
     #[error(transparent)]
     Alloc(#[from] AllocError),
-    /// Securing a buffer.
-    #[error(transparent)]
-    Freeze(#[from] FreezeError),
+    /// Securing a buffer at `freeze` (the buffer was dropped; handle
+    /// [`FreezeError`] directly to keep it).
+    #[error("could not secure buffer: {0}")]
+    Freeze(RegionError),
     /// Aggregate operations.
     #[error(transparent)]
     Msg(#[from] MsgError),
-    /// Channel set-up.
+    /// Channel or rendezvous set-up.
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    /// Sending (the message was dropped; use `SendError` directly to keep it).
+    /// Sending on a channel, by any of the send calls (the message was
+    /// dropped; handle [`SendError`] directly to keep it).
     #[error(transparent)]
-    Send(#[from] SendError),
-    /// Receiving.
+    Send(#[from] SendErrorKind),
+    /// [`Channel::recv`](crate::Channel::recv).
     #[error(transparent)]
     Recv(#[from] RecvError),
+    /// [`Channel::try_recv`](crate::Channel::try_recv).
+    #[error(transparent)]
+    TryRecv(#[from] TryRecvError),
+    /// [`Channel::recv_timeout`](crate::Channel::recv_timeout).
+    #[error(transparent)]
+    RecvTimeout(#[from] RecvTimeoutError),
     /// Creating or attaching to a ring.
     #[error(transparent)]
     RingOpen(#[from] OpenError),
@@ -42,10 +90,140 @@ pub enum Error {
     /// Reading from a ring.
     #[error(transparent)]
     RingRead(#[from] ReadError),
+    /// A forwarding chain's relay failed.
+    #[error(transparent)]
+    Relay(#[from] RelayFailure),
+    /// The rendezvous.
+    #[error(transparent)]
+    Rendezvous(#[from] IpcError),
+    /// Asynchronous IPC.
+    #[error(transparent)]
+    Async(#[from] AsyncError),
 }
 
-impl From<(SendError, crate::msg::Msg)> for Error {
-    fn from((e, _): (SendError, crate::msg::Msg)) -> Self {
-        Error::Send(e)
+impl From<FreezeError> for Error {
+    /// Drops the buffer, keeps the reason.
+    fn from(e: FreezeError) -> Self {
+        Error::Freeze(e.error)
+    }
+}
+
+impl<T> From<SendError<T>> for Error {
+    /// Drops the message, keeps the reason.
+    fn from(e: SendError<T>) -> Self {
+        Error::Send(e.kind())
+    }
+}
+
+impl<T> From<TrySendError<T>> for Error {
+    /// Drops the message, keeps the reason.
+    fn from(e: TrySendError<T>) -> Self {
+        Error::Send(e.kind())
+    }
+}
+
+impl<T> From<SendTimeoutError<T>> for Error {
+    /// Drops the message, keeps the reason.
+    fn from(e: SendTimeoutError<T>) -> Self {
+        Error::Send(e.kind())
+    }
+}
+
+impl From<(MsgError, Msg)> for Error {
+    /// For the aggregate operations that give their input back
+    /// ([`Msg::join`], [`Msg::split_at`], …): drops it, keeps the reason.
+    fn from((e, _): (MsgError, Msg)) -> Self {
+        Error::Msg(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn every_family_converts_and_keeps_its_text() {
+        let errno = crate::Errno::NOSPC;
+        let region = RegionError::Os {
+            op: "memfd_create",
+            errno,
+        };
+        let cases: Vec<(Error, String)> = vec![
+            (region.clone().into(), region.to_string()),
+            (
+                AllocError::TimedOut(std::time::Duration::from_secs(1)).into(),
+                AllocError::TimedOut(std::time::Duration::from_secs(1)).to_string(),
+            ),
+            (
+                MsgError::TooManySlices(99).into(),
+                MsgError::TooManySlices(99).to_string(),
+            ),
+            (
+                ConnectError::Refused.into(),
+                ConnectError::Refused.to_string(),
+            ),
+            (
+                SendError::new(SendErrorKind::Os(errno), ()).into(),
+                SendErrorKind::Os(errno).to_string(),
+            ),
+            (
+                TrySendError::new(SendErrorKind::Full, 7u8).into(),
+                SendErrorKind::Full.to_string(),
+            ),
+            (
+                SendTimeoutError::new(SendErrorKind::TimedOut, "m").into(),
+                SendErrorKind::TimedOut.to_string(),
+            ),
+            (RecvError::Corrupt.into(), RecvError::Corrupt.to_string()),
+            (TryRecvError::Empty.into(), TryRecvError::Empty.to_string()),
+            (
+                RecvTimeoutError::TimedOut.into(),
+                RecvTimeoutError::TimedOut.to_string(),
+            ),
+            (
+                OpenError::Os(errno).into(),
+                OpenError::Os(errno).to_string(),
+            ),
+            (
+                WriteError::WouldBlock.into(),
+                WriteError::WouldBlock.to_string(),
+            ),
+            (ReadError::Lapped.into(), ReadError::Lapped.to_string()),
+            (IpcError::PeerGone.into(), IpcError::PeerGone.to_string()),
+            (AsyncError::Closed.into(), AsyncError::Closed.to_string()),
+            (
+                (MsgError::TooManySlices(70), Msg::default()).into(),
+                MsgError::TooManySlices(70).to_string(),
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn errors_cross_threads() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<Error>();
+        send_sync::<SendError<Msg>>();
+        send_sync::<TrySendError<Msg>>();
+        send_sync::<SendTimeoutError<Msg>>();
+        // So `?` into `Box<dyn Error + Send + Sync>` (and anyhow) works.
+        let e: Box<dyn std::error::Error + Send + Sync> =
+            Box::new(SendError::new(SendErrorKind::Full, Msg::default()));
+        assert_eq!(e.to_string(), SendErrorKind::Full.to_string());
+    }
+
+    #[test]
+    fn source_continues_below_the_wrapped_error() {
+        // AllocError::Region is transparent over the RegionError, so
+        // zcio::Error shows the region's text and no duplicate cause.
+        let region = RegionError::BadLength(3);
+        let e = Error::from(AllocError::Region(region.clone()));
+        assert_eq!(e.to_string(), region.to_string());
+        assert!(e.source().is_none());
+        let e = Error::from(SendError::new(SendErrorKind::Disconnected, ()));
+        assert!(e.source().is_none());
     }
 }

@@ -26,7 +26,8 @@ pub use buf::{
 };
 pub use channel::{
     Channel, ChannelConfig, ChannelStats, FullPolicy, HoldExpiry, HoldLimit, Listener, Malformed,
-    Notify, PeerFault, Policy, RecvError, SendError,
+    Notify, PeerFault, Policy, RecvError, RecvTimeoutError, SendError, SendErrorKind,
+    SendTimeoutError, TryRecvError, TrySendError,
 };
 pub use error::Error;
 pub use msg::{Msg, MsgError, SecureMsg, Unit, UnitCursor};

@@ -26,6 +26,7 @@ static NEXT_REGION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Failure creating, sealing or attaching a region.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegionError {
     /// A system call failed; the errno is kept.
     #[error("{op} failed: {errno}")]

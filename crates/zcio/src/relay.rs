@@ -24,8 +24,10 @@
 
 use std::time::{Duration, Instant};
 
+use thiserror::Error;
+
 use crate::buf::Pool;
-use crate::channel::{Channel, RecvError, SendError};
+use crate::channel::{Channel, RecvTimeoutError, SendErrorKind, TryRecvError};
 use crate::msg::Msg;
 
 /// How a relay forwards.
@@ -67,7 +69,8 @@ impl Default for RelayConfig {
 }
 
 /// Why a relay stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RelayEnd {
     /// The upstream closed (or died) and everything it sent was forwarded.
     UpstreamClosed,
@@ -76,8 +79,21 @@ pub enum RelayEnd {
     /// No message for `max_idle`.
     Idle,
     /// A channel reported a broken protocol (corrupt ring) or a failure
-    /// the relay cannot continue after.
-    Failed(String),
+    /// the relay cannot continue after; both channels were closed.
+    Failed(RelayFailure),
+}
+
+/// The failure that stopped a relay ([`RelayEnd::Failed`]): the error of
+/// the channel that reported it, typed.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelayFailure {
+    /// Receiving from the upstream failed (it corrupted the shared ring).
+    #[error("upstream: {0}")]
+    Upstream(RecvTimeoutError),
+    /// Sending to the downstream failed (it corrupted the shared ring).
+    #[error("downstream: {0}")]
+    Downstream(SendErrorKind),
 }
 
 impl std::fmt::Display for RelayEnd {
@@ -91,8 +107,9 @@ impl std::fmt::Display for RelayEnd {
     }
 }
 
-/// Counters of a relay.
+/// Counters of a relay. Built only by [`run`]; more counters may be added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RelayStats {
     /// Messages forwarded.
     pub msgs: u64,
@@ -107,6 +124,7 @@ pub struct RelayStats {
 
 /// The result of [`run`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RelayReport {
     /// Counters.
     pub stats: RelayStats,
@@ -141,14 +159,17 @@ pub fn run(up: &Channel, down: &Channel, mode: Mode<'_>, cfg: &RelayConfig) -> R
                     Step::Dropped => {}
                     Step::Stop(e) => break 'outer e,
                 },
-                Err(RecvError::Empty) => break,
-                Err(RecvError::Disconnected) => {
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
                     upstream_done = true;
                     break;
                 }
-                Err(RecvError::Malformed(_)) => stats.errors += 1,
-                Err(RecvError::TimedOut) => break,
-                Err(e) => break 'outer RelayEnd::Failed(format!("upstream: {e}")),
+                Err(TryRecvError::Malformed(_)) => stats.errors += 1,
+                Err(TryRecvError::Corrupt) => {
+                    break 'outer RelayEnd::Failed(RelayFailure::Upstream(
+                        RecvTimeoutError::Corrupt,
+                    ))
+                }
             }
         }
         if n > 0 {
@@ -183,16 +204,18 @@ pub fn run(up: &Channel, down: &Channel, mode: Mode<'_>, cfg: &RelayConfig) -> R
                     break e;
                 }
             }
-            Err(RecvError::TimedOut | RecvError::Empty) => {
+            Err(RecvTimeoutError::TimedOut) => {
                 down.reclaim();
                 up.flush();
                 if cfg.max_idle.is_some_and(|m| last_msg.elapsed() >= m) {
                     break RelayEnd::Idle;
                 }
             }
-            Err(RecvError::Disconnected) => break RelayEnd::UpstreamClosed,
-            Err(RecvError::Malformed(_)) => stats.errors += 1,
-            Err(e) => break RelayEnd::Failed(format!("upstream: {e}")),
+            Err(RecvTimeoutError::Disconnected) => break RelayEnd::UpstreamClosed,
+            Err(RecvTimeoutError::Malformed(_)) => stats.errors += 1,
+            Err(e @ RecvTimeoutError::Corrupt) => {
+                break RelayEnd::Failed(RelayFailure::Upstream(e))
+            }
         }
     };
     match end {
@@ -232,18 +255,22 @@ fn forward(
             }
         },
     };
-    match down.send(out) {
+    // A failed send gives the message back; it is dropped here (its
+    // notice goes upstream) whatever the reason.
+    match down.send(out).map_err(SendErrorKind::from) {
         Ok(()) => {
             stats.msgs += 1;
             stats.bytes += len;
             Step::Sent
         }
-        Err((SendError::Disconnected, _)) => Step::Stop(RelayEnd::DownstreamClosed),
-        Err((SendError::Corrupt, _)) => Step::Stop(RelayEnd::Failed("downstream corrupt".into())),
+        Err(SendErrorKind::Disconnected) => Step::Stop(RelayEnd::DownstreamClosed),
+        Err(e @ SendErrorKind::Corrupt) => {
+            Step::Stop(RelayEnd::Failed(RelayFailure::Downstream(e)))
+        }
         // Anything else (ring full past the send timeout, too many slices
         // held by the peer, a hold-time expiry, ...): a downstream that
         // neither consumes nor goes away; drop this message, keep going.
-        Err((_, _)) => {
+        Err(_) => {
             stats.errors += 1;
             if down.check_peer() {
                 Step::Dropped
@@ -324,7 +351,7 @@ mod tests {
         assert_eq!(r.stats.errors, 0);
         assert!(matches!(
             c.recv_timeout(Duration::from_secs(10)),
-            Err(RecvError::Disconnected)
+            Err(RecvTimeoutError::Disconnected)
         ));
     }
 
@@ -348,9 +375,10 @@ mod tests {
         let r = t.join().unwrap();
         assert_eq!(r.end, RelayEnd::DownstreamClosed);
         let src = pool("relay-dc");
-        assert!(matches!(
-            a.send_timeout(msg(&src, b"x"), Duration::from_secs(5)),
-            Err((SendError::Disconnected, _))
-        ));
+        let e = a
+            .send_timeout(msg(&src, b"x"), Duration::from_secs(5))
+            .unwrap_err();
+        assert!(e.is_disconnected());
+        assert_eq!(e.into_inner().to_vec(), b"x");
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::{Kid, SockPath, STEP};
 use zcio::relay::{self, Mode, RelayConfig};
-use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, SendError};
+use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, SendErrorKind};
 
 const RELAYS: usize = 3;
 
@@ -110,7 +110,7 @@ fn through_the_chain(mode: &str) {
         let m = build(&pool, i);
         bytes += m.len();
         slices += m.slice_count();
-        first.send(m).map_err(|e| e.0).expect("send");
+        first.send(m).expect("send");
     }
     let held = sink.ask(&format!("verify {N}"));
     assert_eq!(held, format!("held {N} bytes={bytes}"), "sink's view");
@@ -188,7 +188,7 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
         }
         let Ok(mut b) = pool.alloc_timeout(512, Duration::from_millis(100)) else {
             if first.is_disconnected() {
-                break SendError::Disconnected;
+                break SendErrorKind::Disconnected;
             }
             continue;
         };
@@ -197,11 +197,15 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
         let m = Msg::from(b.freeze().expect("freeze"));
         match first.send_timeout(m, Duration::from_millis(100)) {
             Ok(()) => sent += 1,
-            Err((SendError::TimedOut | SendError::Full | SendError::TooManyInFlight(_), _)) => {}
-            Err((e, _)) => break e,
+            Err(e) => match e.kind() {
+                SendErrorKind::TimedOut
+                | SendErrorKind::Full
+                | SendErrorKind::TooManyInFlight(_) => {}
+                kind => break kind,
+            },
         }
     };
-    assert_eq!(outcome, SendError::Disconnected, "source's typed error");
+    assert_eq!(outcome, SendErrorKind::Disconnected, "source's typed error");
     assert!(sent >= 300);
     let up = relays[0].expect("ended");
     assert!(up.starts_with("downstream-closed"), "relay 0: {up}");

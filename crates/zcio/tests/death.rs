@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 
 use common::{Kid, SockPath, STEP};
-use zcio::channel::{AccessPolicy, ConnectError, RecvError, SendError};
+use zcio::channel::{AccessPolicy, ConnectError, RecvTimeoutError, SendErrorKind};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, Uncached};
 
 const BUF: usize = 8192;
@@ -35,7 +35,6 @@ fn exhausted_by_holder(tag: &str) -> (SockPath, Listener, Kid, Channel, Pool) {
     while let Ok(mut b) = pool.try_alloc(BUF) {
         common::fill(b.as_mut_slice(), n, 0);
         ch.send(Msg::from(b.freeze().expect("freeze")))
-            .map_err(|e| e.0)
             .expect("send");
         n += 1;
     }
@@ -74,9 +73,12 @@ fn killed_receiver_is_detected_by_check_peer_recv_and_send() {
     let st = pool.stats();
     assert_eq!((st.buffers_in_use, st.bytes_in_use), (0, 0), "{st:?}");
     assert_eq!(ch.stats().held_by_peer, 0);
-    assert_eq!(ch.recv_timeout(STEP).unwrap_err(), RecvError::Disconnected);
-    let (e, back) = ch.try_send(filled(&pool, 99, 10)).unwrap_err();
-    assert_eq!(e, SendError::Disconnected);
+    assert_eq!(
+        ch.recv_timeout(STEP).unwrap_err(),
+        RecvTimeoutError::Disconnected
+    );
+    let (e, back) = ch.try_send(filled(&pool, 99, 10)).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::Disconnected);
     assert_eq!(back.len(), 10);
 }
 
@@ -104,7 +106,10 @@ fn killed_originator_leaves_receiver_with_readable_buffers() {
                 .expect("queued before the death: still delivered"),
         ));
     }
-    assert_eq!(ch.recv_timeout(STEP).unwrap_err(), RecvError::Disconnected);
+    assert_eq!(
+        ch.recv_timeout(STEP).unwrap_err(),
+        RecvTimeoutError::Disconnected
+    );
     assert!(ch.is_disconnected());
     let mut slices = 0;
     for (i, m) in &held {
@@ -274,7 +279,7 @@ fn child_originator() {
                 _ => filled(&pool, i, len),
             };
             sent.push(m.clone());
-            ch.send(m).map_err(|e| e.0).expect("send");
+            ch.send(m).expect("send");
         }
         common::report(format_args!("sent {n}"));
     }

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Kid, SockPath, STEP};
-use zcio::channel::SendError;
+use zcio::channel::SendErrorKind;
 use zcio::{AllocError, Channel, ChannelConfig, Listener, Msg, Uncached};
 
 const BUF: usize = 8192;
@@ -47,12 +47,10 @@ fn caps_report_typed_errors_and_recover_after_release() {
 
     // 1. The receiver is not consuming: the 8-entry ring fills.
     for _ in 0..RING {
-        ch.try_send(next(&pool))
-            .map_err(|e| e.0)
-            .expect("ring has room");
+        ch.try_send(next(&pool)).expect("ring has room");
     }
-    let (e, back) = ch.try_send(next(&pool)).unwrap_err();
-    assert_eq!(e, SendError::Full);
+    let (e, back) = ch.try_send(next(&pool)).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::Full);
     assert_eq!(
         back.to_vec(),
         vec![9u8; BUF],
@@ -61,8 +59,9 @@ fn caps_report_typed_errors_and_recover_after_release() {
     let t0 = Instant::now();
     let (e, back) = ch
         .send_timeout(back, Duration::from_millis(200))
-        .unwrap_err();
-    assert_eq!(e, SendError::TimedOut);
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::TimedOut);
     assert!(
         t0.elapsed() >= Duration::from_millis(200),
         "waited for its bound"
@@ -71,9 +70,7 @@ fn caps_report_typed_errors_and_recover_after_release() {
 
     // 2. The receiver takes (and keeps) what is queued: room again.
     assert_eq!(kid.ask("recv 8"), "received 8 held=8");
-    ch.try_send(back)
-        .map_err(|e| e.0)
-        .expect("room after the receiver consumed");
+    ch.try_send(back).expect("room after the receiver consumed");
     assert_eq!(kid.ask("recv 1"), "received 1 held=9");
 
     // 3. Pool cap: sixteen buffers exist; nine are held by the receiver.
@@ -82,7 +79,7 @@ fn caps_report_typed_errors_and_recover_after_release() {
         match pool.try_alloc(BUF) {
             Ok(b) => {
                 tag += 1;
-                ch.try_send(tagged(b, tag)).map_err(|e| e.0).expect("send");
+                ch.try_send(tagged(b, tag)).expect("send");
                 extra += 1;
             }
             Err(AllocError::WouldBlock(name)) => {
@@ -113,8 +110,9 @@ fn caps_report_typed_errors_and_recover_after_release() {
     let unc = Uncached::new("exh-u", false);
     let (e, back) = ch
         .try_send(tagged(unc.alloc(100).expect("uncached"), 0xEE))
-        .unwrap_err();
-    assert_eq!(e, SendError::TooManyInFlight(MAX_IN_FLIGHT));
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(MAX_IN_FLIGHT));
     assert_eq!(back.to_vec(), vec![0xEE; 100]);
     assert_eq!(ch.stats().held_by_peer, MAX_IN_FLIGHT);
 
@@ -128,9 +126,7 @@ fn caps_report_typed_errors_and_recover_after_release() {
     common::settle(&ch, "everything returned", || {
         pool.stats().buffers_in_use == 0 && ch.stats().held_by_peer == 0
     });
-    ch.try_send(back)
-        .map_err(|e| e.0)
-        .expect("in-flight cap lifted");
+    ch.try_send(back).expect("in-flight cap lifted");
     assert_eq!(kid.ask("recv 1"), "received 1 held=1");
     assert_eq!(kid.ask("release"), "released 1 ok=true");
     common::settle(&ch, "uncached buffer released", || {

@@ -87,7 +87,7 @@ fn b_forwards_each_region_once_and_a_gets_everything_back() {
             }
         }
         slices += m.slice_count();
-        ab.send(m).map_err(|e| e.0).expect("send to B");
+        ab.send(m).expect("send to B");
     }
     let n = sched.len();
     assert!(
@@ -156,7 +156,7 @@ fn child_forwarder() {
                 for _ in 0..n {
                     let m = ab.recv_timeout(STEP).expect("recv from A");
                     // Forward unchanged: slices, offsets and regions as received.
-                    bc.send(m).map_err(|e| e.0).expect("send to C");
+                    bc.send(m).expect("send to C");
                 }
                 common::report(format_args!("forwarded {n}"));
             }

@@ -42,9 +42,7 @@ fn dead_forwarder_does_not_let_the_originator_reuse_what_a_receiver_holds() {
     b.as_mut_slice().fill(b'A');
     let first = b.freeze().expect("freeze");
     let first_offset = first.region_offset();
-    o.send(Msg::from(first))
-        .map_err(|e| e.0)
-        .expect("send to F");
+    o.send(Msg::from(first)).expect("send to F");
     assert_eq!(fwd.expect("forwarded"), LEN.to_string());
     assert_eq!(keeper.expect("holding"), LEN.to_string());
 
@@ -95,7 +93,7 @@ fn child_forwarder() {
     let up = up_l.accept_timeout(STEP).expect("accept O");
     let m = up.recv_timeout(STEP).expect("recv from O");
     let len = m.len();
-    down.send(m).map_err(|e| e.0).expect("forward to R");
+    down.send(m).expect("forward to R");
     common::report(format_args!("forwarded {len}"));
     // Wait to be killed.
     while common::command().is_some() {}

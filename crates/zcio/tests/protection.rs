@@ -263,12 +263,8 @@ fn child_originator() {
     // `freeze` consumes the only writer: from here Rust offers no way to
     // write it; the kernel must refuse every other way.
     let secured = b.freeze().expect("seal");
-    ch.send(Msg::from(volatile.clone()))
-        .map_err(|e| e.0)
-        .expect("send volatile");
-    ch.send(Msg::from(secured.clone()))
-        .map_err(|e| e.0)
-        .expect("send secured");
+    ch.send(Msg::from(volatile.clone())).expect("send volatile");
+    ch.send(Msg::from(secured.clone())).expect("send secured");
     loop {
         match common::command().as_deref() {
             Some("attack") => {

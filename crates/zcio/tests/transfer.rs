@@ -174,13 +174,11 @@ fn messages_of_all_sizes_and_kinds_cross_processes_without_leaks() {
         sum = common::fnv(sum, &expect);
         slices += m.slice_count() as u64;
         bytes += m.len() as u64;
-        if let Err((e, _)) = ch.send(m) {
+        if let Err(e) = ch.send(m) {
             panic!("send {i} ({kind:?}, {len}): {e}");
         }
     }
-    ch.send(header(&pool, END, 0, 0))
-        .map_err(|e| e.0)
-        .expect("send end");
+    ch.send(header(&pool, END, 0, 0)).expect("send end");
 
     let reply = ch.recv_timeout(STEP).expect("receiver's report");
     let r = reply.to_vec();
@@ -279,9 +277,7 @@ fn child_receiver() {
     for (k, v) in [n, sum, slices, bytes].into_iter().enumerate() {
         out[k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
     }
-    ch.send(common::msg_of(&pool, &out))
-        .map_err(|e| e.0)
-        .expect("send report");
+    ch.send(common::msg_of(&pool, &out)).expect("send report");
     common::expect_command("exit");
 }
 
@@ -294,8 +290,12 @@ fn in_flight_is_capped_by_the_notice_ring_so_no_notice_is_stranded() {
     let other = common::small_pool("hoard-extra", 4096, 1);
     let (e, back) = ch
         .try_send(common::msg_of(&other, &[9u8; 100]))
-        .unwrap_err();
-    assert!(matches!(e, zcio::SendError::TooManyInFlight(8)), "{e:?}");
+        .unwrap_err()
+        .into_parts();
+    assert!(
+        matches!(e, zcio::SendErrorKind::TooManyInFlight(8)),
+        "{e:?}"
+    );
     assert_eq!(back.len(), 100, "message handed back");
     drop(back);
     assert_eq!(kid.ask("drop flush"), "dropped 8");
@@ -346,7 +346,6 @@ fn hoard(n: usize, notice_entries: u32) -> (SockPath, Listener, Kid, Channel, Po
     let pool = common::small_pool("hoard", n * 4096, 1);
     for i in 0..n {
         ch.send(common::msg_of(&pool, &[i as u8; 100]))
-            .map_err(|e| e.0)
             .expect("send");
     }
     assert_eq!(kid.ask(&format!("recv {n}")), format!("holding {n}"));
@@ -409,7 +408,7 @@ fn single_use_region_travels_once_per_message() {
     let mut m = x;
     m.join(y).expect("join");
     assert_eq!(m.slice_count(), 2);
-    ch.send(m).map_err(|e| e.0).expect("send");
+    ch.send(m).expect("send");
     let got = kid.ask("recv");
     let sent = ch.stats().regions_sent;
     kid.send("exit");

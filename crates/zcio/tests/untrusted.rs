@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::hostile::{desc, sealed_region, victim_cfg, Hostile};
 use common::{Kid, SockPath, STEP};
-use zcio::channel::{Area, HoldExpiry, HoldLimit, PeerFault, RecvError, SendError};
+use zcio::channel::{Area, HoldExpiry, HoldLimit, PeerFault, SendErrorKind, TryRecvError};
 use zcio::internals::wire;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Policy};
 
@@ -99,7 +99,6 @@ fn partner_that_sets_wake_me_and_never_sleeps() {
     let mut received = 0;
     for i in 0..N {
         ch.send(common::msg_of(&pool, &i.to_le_bytes()))
-            .map_err(|e| e.0)
             .expect("sending to a liar still works");
         if received < 60 {
             let m = ch.recv_timeout(STEP).expect("the liar's messages arrive");
@@ -154,9 +153,9 @@ fn partner_that_never_consumes() {
     let back = loop {
         match ch.send_timeout(common::msg_of(&pool, b"lazy"), Duration::from_millis(100)) {
             Ok(()) => sent += 1,
-            Err((e, m)) => {
-                assert_eq!(e, SendError::TimedOut);
-                break m;
+            Err(e) => {
+                assert_eq!(e.kind(), SendErrorKind::TimedOut);
+                break e.into_inner();
             }
         }
         assert!(sent <= 64, "the ring cap is not enforced");
@@ -166,7 +165,6 @@ fn partner_that_never_consumes() {
     assert_eq!(ch.health(), Err(PeerFault::NotConsuming));
     assert_eq!(kid.ask("recv 64"), "received 64");
     ch.send_timeout(back, STEP)
-        .map_err(|e| e.0)
         .expect("room again once the partner consumes");
     assert_eq!(kid.ask("recv 1"), "received 1");
     assert_eq!(kid.ask("exit"), "bye");
@@ -211,13 +209,14 @@ fn partner_that_never_returns_buffers() {
     let (mut kid, ch) = partner(&sock, &listener, false);
     let pool = common::small_pool("hoard-cap", 64 << 10, 1);
     for t in 0..4 {
-        ch.send(tagged(&pool, t)).map_err(|e| e.0).expect("send");
+        ch.send(tagged(&pool, t)).expect("send");
     }
     assert_eq!(kid.ask("recv 4"), "received 4");
     let (e, _) = ch
         .send_timeout(tagged(&pool, 9), Duration::from_millis(100))
-        .unwrap_err();
-    assert_eq!(e, SendError::TooManyInFlight(4));
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(4));
     assert_eq!(ch.health(), Err(PeerFault::NotReleasing(4)));
     assert_eq!(kid.ask("exit"), "bye");
     kid.finish();
@@ -230,7 +229,7 @@ fn partner_that_never_returns_buffers() {
     let (mut kid, ch) = partner(&sock, &listener, false);
     let pool = common::small_pool("hoard-reclaim", 64 << 10, 1);
     for t in 0..8 {
-        ch.send(tagged(&pool, t)).map_err(|e| e.0).expect("send");
+        ch.send(tagged(&pool, t)).expect("send");
     }
     assert_eq!(kid.ask("recv 8"), "received 8");
     assert!(pool.try_alloc(BUF).is_err(), "the partner holds the pool");
@@ -247,7 +246,7 @@ fn partner_that_never_returns_buffers() {
     // partner's late notices name the old tokens and are rejected. The new
     // message may itself outlive the limit while this runs, so the check
     // is that every reclaimed hold's notice was rejected, and nothing else.
-    ch.send(tagged(&pool, 0xAA)).map_err(|e| e.0).expect("send");
+    ch.send(tagged(&pool, 0xAA)).expect("send");
     assert_eq!(kid.ask("recv 1"), "received 1");
     assert_eq!(kid.ask("release 8"), "released 8");
     common::settle(&ch, "stale notices counted", || ch.stats().bad_notices >= 8);
@@ -270,12 +269,12 @@ fn partner_that_never_returns_buffers() {
     let (mut kid, ch) = partner(&sock, &listener, false);
     let pool = common::small_pool("hoard-abort", 64 << 10, 1);
     for t in 0..3 {
-        ch.send(tagged(&pool, t)).map_err(|e| e.0).expect("send");
+        ch.send(tagged(&pool, t)).expect("send");
     }
     assert_eq!(kid.ask("recv 3"), "received 3");
     std::thread::sleep(limit * 2);
-    let (e, back) = ch.send(tagged(&pool, 7)).unwrap_err();
-    assert_eq!(e, SendError::HoldExpired);
+    let (e, back) = ch.send(tagged(&pool, 7)).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::HoldExpired);
     drop(back);
     assert_eq!(ch.health(), Err(PeerFault::HoldExpired(limit)));
     assert_eq!(ch.stats().held_by_peer, 0);
@@ -288,7 +287,7 @@ fn partner_that_never_returns_buffers() {
 /// (iv) The partner scribbles on the shared control segment: it clears the
 /// victim's sleep flag (the victim's wait is still bounded and the message
 /// arrives), puts an impossible head into the ring the victim sends on
-/// (`SendError::Corrupt`, `PeerFault::Corrupt`, everything released), and
+/// (`SendErrorKind::Corrupt`, `PeerFault::Corrupt`, everything released), and
 /// finally storms every ring header with random words while the victim
 /// keeps operating (typed errors only; the listener then serves an honest
 /// partner).
@@ -310,18 +309,19 @@ fn partner_that_scribbles_on_the_control_segment() {
     // An impossible head on the ring the victim produces on.
     for i in 0..64u64 {
         ch.send(common::msg_of(&pool, &i.to_le_bytes()))
-            .map_err(|e| e.0)
             .expect("send");
     }
     assert_eq!(kid.ask("scribble-head"), "scribbled 64");
-    let (e, _) = ch.send(common::msg_of(&pool, b"x")).unwrap_err();
-    assert_eq!(e, SendError::Corrupt);
+    let (e, _) = ch
+        .send(common::msg_of(&pool, b"x"))
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::Corrupt);
     assert_eq!(ch.health(), Err(PeerFault::Corrupt(Area::MessageRing)));
     assert_eq!(pool.stats().buffers_in_use, 0, "everything released");
-    assert!(matches!(
-        ch.send(common::msg_of(&pool, b"y")),
-        Err((SendError::Disconnected, _))
-    ));
+    let e = ch.send(common::msg_of(&pool, b"y")).unwrap_err();
+    assert_eq!(e.kind(), SendErrorKind::Disconnected);
+    assert_eq!(e.into_inner().to_vec(), b"y", "the message comes back");
     assert_eq!(kid.ask("exit"), "bye");
     kid.finish();
     drop(ch);
@@ -337,12 +337,12 @@ fn partner_that_scribbles_on_the_control_segment() {
         );
         let s = match r {
             Ok(()) => "send ok".to_string(),
-            Err((e, _)) => format!("send {e:?}"),
+            Err(e) => format!("send {:?}", e.kind()),
         };
         *outcomes.entry(s).or_default() += 1;
         let r = match ch.try_recv() {
             Ok(_) => "recv ok".to_string(),
-            Err(RecvError::Malformed(_)) => "recv malformed".to_string(),
+            Err(TryRecvError::Malformed(_)) => "recv malformed".to_string(),
             Err(e) => format!("recv {e:?}"),
         };
         *outcomes.entry(r).or_default() += 1;
@@ -372,9 +372,7 @@ fn partner_that_scribbles_on_the_control_segment() {
 
     // The victim's listener still serves an honest partner.
     let (mut kid, ch) = partner(&sock, &listener, false);
-    ch.send(common::msg_of(&pool, b"honest"))
-        .map_err(|e| e.0)
-        .expect("send");
+    ch.send(common::msg_of(&pool, b"honest")).expect("send");
     assert_eq!(kid.ask("recv 1"), "received 1");
     assert_eq!(ch.health(), Ok(()));
     assert_eq!(kid.ask("exit"), "bye");

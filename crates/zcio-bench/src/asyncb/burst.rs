@@ -218,7 +218,7 @@ pub fn sender(
                     buf.as_mut_slice().fill(v);
                     let m = Msg::from(buf.freeze().map_err(|e| e.to_string())?);
                     ch.send_timeout(m, left(deadline))
-                        .map_err(|(e, _)| format!("send: {e}"))?;
+                        .map_err(|e| format!("send: {e}"))?;
                 }
                 End::Chan(_, None) => return Err("sender without a pool".into()),
             }

@@ -189,7 +189,7 @@ fn send_one(
     d[0..8].copy_from_slice(&mono_ns().to_le_bytes());
     let m = Msg::from(b.freeze().map_err(|e| e.to_string())?);
     ch.send_timeout(m, left(deadline))
-        .map_err(|(e, _)| format!("send {seq}: {e}"))
+        .map_err(|e| format!("send {seq}: {e}"))
 }
 
 fn word(h: &[u8], at: usize) -> u64 {
@@ -327,7 +327,7 @@ pub fn sink(
     // Leave only once the close has come down the chain, so no relay sees
     // its downstream go first.
     match ch.recv_timeout(left(deadline)) {
-        Err(zcio::RecvError::Disconnected) => {}
+        Err(zcio::RecvTimeoutError::Disconnected) => {}
         Ok(_) => return Err("a message after the end of the stream".into()),
         Err(e) => return Err(format!("waiting for the close: {e}")),
     }

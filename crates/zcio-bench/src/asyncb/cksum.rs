@@ -145,7 +145,7 @@ pub fn producer(path: &str, size: usize, volume: u64, deadline: Instant) -> Resu
         let s = Slice::new(buf.clone(), off, size).ok_or("slice out of range")?;
         let m = Msg::from_slices([s]).map_err(|e| e.to_string())?;
         ch.send_timeout(m, left(deadline))
-            .map_err(|(e, _)| format!("send {i}: {e}"))?;
+            .map_err(|e| format!("send {i}: {e}"))?;
     }
     ch.flush();
     let end = Instant::now() + Duration::from_secs(5);

@@ -109,7 +109,7 @@ fn zcio_send(
     write_pages(buf.as_mut_slice(), seq);
     let frozen = buf.freeze().map_err(|e| e.to_string())?;
     chan.send_timeout(Msg::from(frozen), t)
-        .map_err(|(e, _)| format!("send: {e}"))
+        .map_err(|e| format!("send: {e}"))
 }
 
 /// A zcio channel side: its own pool; requests and replies on one channel.

@@ -100,7 +100,7 @@ pub fn send(
         write_pages(buf.as_mut_slice(), seq);
         let frozen = buf.freeze().map_err(|e| e.to_string())?;
         chan.send_timeout(Msg::from(frozen), timeout)
-            .map_err(|(e, _)| format!("send: {e}"))?;
+            .map_err(|e| format!("send: {e}"))?;
     }
     let cpu_ns = cpu.elapsed_ns();
     wait_released(&chan, timeout);
@@ -179,7 +179,7 @@ pub fn forward(
             .recv_timeout(timeout)
             .map_err(|e| format!("recv #{seq}: {e}"))?;
         out.send_timeout(msg, timeout)
-            .map_err(|(e, _)| format!("forward #{seq}: {e}"))?;
+            .map_err(|e| format!("forward #{seq}: {e}"))?;
     }
     let cpu_ns = cpu.elapsed_ns();
     wait_released(&out, timeout);

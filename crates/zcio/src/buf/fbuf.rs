@@ -400,6 +400,7 @@ pub struct FbufMut {
 /// `freeze` could not seal a secured buffer; the buffer is returned frozen
 /// but volatile.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct FreezeError {
     /// What failed.
     pub error: RegionError,

@@ -22,6 +22,7 @@ use crate::wait::{Backoff, Step};
 
 /// Failure to allocate a buffer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AllocError {
     /// The pool is at its chunk cap and no buffer of that size is free.
     #[error("pool '{0}' is exhausted (all chunks in use); retry after receivers release buffers, or raise max_chunks")]
@@ -94,6 +95,7 @@ pub trait Reclaim: Send + Sync {
 
 /// Counters of a pool, for observability and leak checks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Chunk regions.
     pub chunks: usize,

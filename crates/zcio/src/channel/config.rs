@@ -8,10 +8,10 @@ pub use crate::segment::AccessPolicy;
 /// full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FullPolicy {
-    /// Wait for space (bounded by the send timeout; `SendError::TimedOut`
+    /// Wait for space (bounded by the send timeout; `SendErrorKind::TimedOut`
     /// or `TooManyInFlight` when it runs out).
     Block,
-    /// Fail at once with `SendError::Full` (or `TooManyInFlight`), whatever
+    /// Fail at once with `SendErrorKind::Full` (or `TooManyInFlight`), whatever
     /// the timeout; the message comes back.
     Fail,
 }
@@ -38,7 +38,7 @@ pub enum HoldExpiry {
     /// Abort the channel: everything the peer holds is released (pool
     /// buffers return to their pools and may be reused while the peer still
     /// maps them, read-only), the peer is disconnected, and every later send
-    /// reports `SendError::HoldExpired` (the cause is in `Channel::health`).
+    /// reports `SendErrorKind::HoldExpired` (the cause is in `Channel::health`).
     Abort,
     /// Reclaim the buffer: its ledger entry is released and the buffer
     /// returns to its pool (it may be reused while the peer still maps it,

@@ -1,4 +1,33 @@
-//! Channel errors, one enum per operation family.
+//! Channel errors, one type per operation, after crossbeam-channel's.
+//!
+//! # Sending
+//!
+//! A failed send gives the message back inside the error, as
+//! crossbeam-channel does: [`Channel::send`](super::Channel::send) returns a
+//! [`SendError<Msg>`], [`Channel::try_send`](super::Channel::try_send) a
+//! [`TrySendError<Msg>`] and [`Channel::send_timeout`](super::Channel::send_timeout)
+//! a [`SendTimeoutError<Msg>`]. Each is a message plus a typed reason, a
+//! [`SendErrorKind`]: `into_inner()` takes the message back, `kind()` says
+//! why, and the `is_…` helpers answer the common questions. One reason enum
+//! serves all three because a zcio send is never unbounded: the blocking
+//! `send` waits at most `ChannelConfig::send_timeout` and fails at once
+//! under `FullPolicy::Fail`, so it can end `Full` or `TimedOut` too. The
+//! type says which call failed; the kind says why. `Display` states the
+//! reason only, never the message.
+//!
+//! # Receiving
+//!
+//! Nothing comes back from a failed receive, so the receive errors are
+//! plain enums, one per call: [`RecvError`] (`recv`, bounded by
+//! `ChannelConfig::recv_timeout`), [`TryRecvError`] (`try_recv`: `Empty`)
+//! and [`RecvTimeoutError`] (`recv_timeout`: `TimedOut`). All three
+//! distinguish a malformed message (dropped, channel still usable) from a
+//! corrupted ring (channel closed).
+//!
+//! Every error and reason enum is `#[non_exhaustive]`: match with a
+//! wildcard arm.
+
+use std::fmt;
 
 use thiserror::Error;
 
@@ -8,6 +37,7 @@ pub use crate::segment::ConnectError;
 
 /// What was wrong with a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Malformed {
     /// Slice count 0 or above the cap.
     BadCount(u32),
@@ -29,6 +59,8 @@ pub enum Malformed {
     /// A control record that does not decode, or an fd that is unusable.
     BadControl,
 }
+
+impl std::error::Error for Malformed {}
 
 impl std::fmt::Display for Malformed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,42 +84,9 @@ impl std::fmt::Display for Malformed {
     }
 }
 
-/// Failure to send; the message is returned alongside.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum SendError {
-    /// The ring is full (policy `Fail`, or zero timeout).
-    #[error("ring full: the receiver is not keeping up")]
-    Full,
-    /// Waited for ring space until the timeout.
-    #[error("timed out waiting for ring space; the receiver is not consuming")]
-    TimedOut,
-    /// The peer is gone or the channel was closed.
-    #[error("peer disconnected")]
-    Disconnected,
-    /// The peer holds as many slices as it may (`max_in_flight`, at most
-    /// its notice ring size) and released none within the timeout.
-    #[error("peer holds {0} slices already (max_in_flight or its notice ring size); it must release some first")]
-    TooManyInFlight(usize),
-    /// Empty messages are not sent.
-    #[error("message is empty")]
-    Empty,
-    /// The message has more slices than the ring can ever hold.
-    #[error("message of {0} slices does not fit the ring")]
-    TooLarge(usize),
-    /// Passing a region failed.
-    #[error("passing a region failed: {0}")]
-    Os(Errno),
-    /// The peer broke the ring protocol; the channel is closed.
-    #[error("peer corrupted the shared ring; channel closed")]
-    Corrupt,
-    /// The peer held a lent buffer past `Policy::hold` with
-    /// `HoldExpiry::Abort`: the channel was aborted and all it held released.
-    #[error("peer held a lent buffer past the hold limit; channel aborted")]
-    HoldExpired,
-}
-
 /// Which part of the shared control segment a peer broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Area {
     /// A message ring's counters (tail or head word out of range).
     MessageRing,
@@ -108,6 +107,7 @@ impl std::fmt::Display for Area {
 /// `Channel::faults`). Each kind is recorded once, with its latest detail;
 /// none of them can block or crash this end.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PeerFault {
     /// The peer keeps its "wake me" flag set without sleeping: this many
     /// wakes in a row woke nobody. It is now woken at most once per
@@ -136,12 +136,305 @@ pub enum PeerFault {
     Malformed(u64),
 }
 
-/// Failure to receive.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+/// Why a send failed: the reason inside [`SendError`], [`TrySendError`]
+/// and [`SendTimeoutError`], and the error of the sending-side calls that
+/// carry no message ([`Channel::share_pool`](super::Channel::share_pool),
+/// [`Channel::expire_holds`](super::Channel::expire_holds)).
+///
+/// Which kinds each call reports:
+///
+/// | kind | `send` | `try_send` | `send_timeout` |
+/// |---|---|---|---|
+/// | `Full` | with `FullPolicy::Fail` | ring full | with `FullPolicy::Fail`, or a zero timeout |
+/// | `TimedOut` | after `ChannelConfig::send_timeout` | warning the originator of a forwarded region would wait | after the timeout |
+/// | `TooManyInFlight` | after waiting | at once | after waiting |
+/// | the others | always possible | always possible | always possible |
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendErrorKind {
+    /// The ring is full and the call was not allowed to wait (`try_send`,
+    /// a zero timeout, or `FullPolicy::Fail`).
+    #[error("ring full: the receiver is not keeping up")]
+    Full,
+    /// Waited for ring space (or for the peer to release buffers, or for a
+    /// forwarded region's originator to be warned) until the timeout.
+    #[error("timed out waiting for ring space; the receiver is not consuming")]
+    TimedOut,
+    /// The peer is gone or the channel was closed.
+    #[error("peer disconnected")]
+    Disconnected,
+    /// The peer holds as many slices as it may (`max_in_flight`, at most
+    /// its notice ring size) and released none in time.
+    #[error("peer holds {0} slices already (max_in_flight or its notice ring size); it must release some first")]
+    TooManyInFlight(usize),
+    /// Empty messages are not sent.
+    #[error("message is empty")]
+    Empty,
+    /// The message has more slices than the ring (or the in-flight cap) can
+    /// ever hold.
+    #[error("message of {0} slices does not fit the ring")]
+    TooLarge(usize),
+    /// Passing a region to the peer failed; the kernel's errno is kept
+    /// (`ENOSPC`: every region slot of the channel is used).
+    #[error("passing a region failed: {0}")]
+    Os(Errno),
+    /// The peer broke the ring protocol; the channel is closed.
+    #[error("peer corrupted the shared ring; channel closed")]
+    Corrupt,
+    /// The peer held a lent buffer past `Policy::hold` with
+    /// `HoldExpiry::Abort`: the channel was aborted and all it held released.
+    #[error("peer held a lent buffer past the hold limit; channel aborted")]
+    HoldExpired,
+}
+
+/// The parts every send error shares: a reason and the message that was
+/// not sent. Debug shows the reason and elides the message; Display is the
+/// reason's text.
+macro_rules! send_error {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        pub struct $name<T> {
+            kind: SendErrorKind,
+            msg: T,
+        }
+
+        impl<T> $name<T> {
+            /// An error of `kind` giving back `msg` (for tests and wrappers;
+            /// the channel builds its own).
+            pub fn new(kind: SendErrorKind, msg: T) -> Self {
+                Self { kind, msg }
+            }
+
+            /// Why the send failed.
+            pub fn kind(&self) -> SendErrorKind {
+                self.kind
+            }
+
+            /// The message that was not sent.
+            pub fn message(&self) -> &T {
+                &self.msg
+            }
+
+            /// Take the message back (to retry, forward elsewhere or drop).
+            pub fn into_inner(self) -> T {
+                self.msg
+            }
+
+            /// The reason and the message.
+            pub fn into_parts(self) -> (SendErrorKind, T) {
+                (self.kind, self.msg)
+            }
+
+            /// Whether the peer is gone or the channel closed.
+            pub fn is_disconnected(&self) -> bool {
+                self.kind == SendErrorKind::Disconnected
+            }
+
+            /// Whether the ring was full and the call could not wait.
+            pub fn is_full(&self) -> bool {
+                self.kind == SendErrorKind::Full
+            }
+
+            /// Whether the call waited until its timeout.
+            pub fn is_timeout(&self) -> bool {
+                self.kind == SendErrorKind::TimedOut
+            }
+        }
+
+        impl<T> fmt::Debug for $name<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("kind", &self.kind)
+                    .finish_non_exhaustive()
+            }
+        }
+
+        impl<T> fmt::Display for $name<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.kind, f)
+            }
+        }
+
+        impl<T> std::error::Error for $name<T> {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                // Display already is the reason's text: continue the chain
+                // below it, do not repeat it.
+                std::error::Error::source(&self.kind)
+            }
+        }
+
+        impl<T> From<$name<T>> for SendErrorKind {
+            fn from(e: $name<T>) -> Self {
+                e.kind
+            }
+        }
+    };
+}
+
+send_error! {
+    /// [`Channel::send`](super::Channel::send) failed; the message is inside.
+    ///
+    /// The blocking send waits for ring space at most
+    /// `ChannelConfig::send_timeout` (and not at all under
+    /// `FullPolicy::Fail`), so every [`SendErrorKind`] is possible.
+    ///
+    /// ```
+    /// use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig, SendErrorKind};
+    ///
+    /// let (a, b) = Channel::pair(ChannelConfig::default())?;
+    /// let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
+    /// let mut buf = pool.try_alloc(5)?;
+    /// buf.as_mut_slice().copy_from_slice(b"hello");
+    /// let msg = Msg::from(buf.freeze()?);
+    /// drop(b); // the receiver goes away
+    ///
+    /// let err = a.send(msg).unwrap_err();
+    /// assert_eq!(err.kind(), SendErrorKind::Disconnected);
+    /// assert_eq!(err.to_string(), "peer disconnected"); // the reason, not the message
+    /// let msg = err.into_inner(); // the unsent message comes back
+    /// assert_eq!(msg.to_vec(), b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    SendError
+}
+
+send_error! {
+    /// [`Channel::try_send`](super::Channel::try_send) failed; the message is
+    /// inside. `Full` (see [`is_full`](Self::is_full)) means "try again
+    /// later".
+    ///
+    /// ```
+    /// use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
+    ///
+    /// let cfg = ChannelConfig { ring_entries: 8, ..ChannelConfig::default() };
+    /// let (a, _b) = Channel::pair(cfg)?;
+    /// let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
+    /// let msg = |byte: u8| -> Result<Msg, Box<dyn std::error::Error>> {
+    ///     let mut buf = pool.try_alloc(1)?;
+    ///     buf.as_mut_slice()[0] = byte;
+    ///     Ok(Msg::from(buf.freeze()?))
+    /// };
+    /// for i in 0..8 {
+    ///     a.try_send(msg(i)?)?; // `?` converts into zcio::Error (dropping the message)
+    /// }
+    /// match a.try_send(msg(8)?) {
+    ///     Err(e) if e.is_full() => assert_eq!(e.into_inner().to_vec(), [8]), // keep it for later
+    ///     other => panic!("expected a full ring, got {other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    TrySendError
+}
+
+send_error! {
+    /// [`Channel::send_timeout`](super::Channel::send_timeout) failed; the
+    /// message is inside. `TimedOut` (see [`is_timeout`](Self::is_timeout))
+    /// means the receiver did not make room in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig, SendErrorKind};
+    ///
+    /// let cfg = ChannelConfig { ring_entries: 8, ..ChannelConfig::default() };
+    /// let (a, _b) = Channel::pair(cfg)?;
+    /// let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
+    /// for _ in 0..9 {
+    ///     let msg = Msg::from(pool.try_alloc(1)?.freeze()?);
+    ///     if let Err(e) = a.send_timeout(msg, Duration::from_millis(10)) {
+    ///         let (kind, msg) = e.into_parts();
+    ///         assert_eq!(kind, SendErrorKind::TimedOut);
+    ///         assert_eq!(msg.len(), 1);
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    SendTimeoutError
+}
+
+impl<T> From<SendError<T>> for TrySendError<T> {
+    fn from(e: SendError<T>) -> Self {
+        Self::new(e.kind, e.msg)
+    }
+}
+
+impl<T> From<SendError<T>> for SendTimeoutError<T> {
+    fn from(e: SendError<T>) -> Self {
+        Self::new(e.kind, e.msg)
+    }
+}
+
+/// [`Channel::recv`](super::Channel::recv) failed. The blocking receive
+/// waits at most `ChannelConfig::recv_timeout`.
+///
+/// ```
+/// use zcio::{Channel, ChannelConfig, RecvError};
+///
+/// let (a, b) = Channel::pair(ChannelConfig::default())?;
+/// drop(a);
+/// assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecvError {
+    /// Nothing arrived within `ChannelConfig::recv_timeout`.
+    #[error("timed out waiting for a message")]
+    TimedOut,
+    /// The peer is gone and everything it sent has been received.
+    #[error("peer disconnected")]
+    Disconnected,
+    /// The peer sent a malformed message; it was dropped (its slices
+    /// released) and the channel is still usable.
+    #[error("malformed message from peer: {0}")]
+    Malformed(Malformed),
+    /// The peer broke the ring protocol; the channel is closed.
+    #[error("peer corrupted the shared ring; channel closed")]
+    Corrupt,
+}
+
+/// [`Channel::try_recv`](super::Channel::try_recv) failed.
+///
+/// ```
+/// use zcio::{Channel, ChannelConfig, TryRecvError};
+///
+/// let (_a, b) = Channel::pair(ChannelConfig::default())?;
+/// assert_eq!(b.try_recv().unwrap_err(), TryRecvError::Empty);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TryRecvError {
     /// Nothing to receive right now.
     #[error("no message ready")]
     Empty,
+    /// The peer is gone and everything it sent has been received.
+    #[error("peer disconnected")]
+    Disconnected,
+    /// The peer sent a malformed message; it was dropped (its slices
+    /// released) and the channel is still usable.
+    #[error("malformed message from peer: {0}")]
+    Malformed(Malformed),
+    /// The peer broke the ring protocol; the channel is closed.
+    #[error("peer corrupted the shared ring; channel closed")]
+    Corrupt,
+}
+
+/// [`Channel::recv_timeout`](super::Channel::recv_timeout) failed.
+///
+/// ```
+/// use std::time::Duration;
+/// use zcio::{Channel, ChannelConfig, RecvTimeoutError};
+///
+/// let (_a, b) = Channel::pair(ChannelConfig::default())?;
+/// let e = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
+/// assert!(e.is_timeout());
+/// assert_eq!(e, RecvTimeoutError::TimedOut);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvTimeoutError {
     /// Nothing arrived before the timeout.
     #[error("timed out waiting for a message")]
     TimedOut,
@@ -155,12 +448,98 @@ pub enum RecvError {
     /// The peer broke the ring protocol; the channel is closed.
     #[error("peer corrupted the shared ring; channel closed")]
     Corrupt,
-    /// A system call failed.
-    #[error("{op} failed: {errno}")]
-    Os {
-        /// Operation.
-        op: &'static str,
-        /// The kernel's error.
-        errno: Errno,
-    },
+}
+
+impl RecvError {
+    /// Whether the peer is gone (and nothing is left to receive).
+    pub fn is_disconnected(&self) -> bool {
+        *self == Self::Disconnected
+    }
+
+    /// Whether nothing arrived within the configured timeout.
+    pub fn is_timeout(&self) -> bool {
+        *self == Self::TimedOut
+    }
+}
+
+impl TryRecvError {
+    /// Whether nothing was ready.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::Empty
+    }
+
+    /// Whether the peer is gone (and nothing is left to receive).
+    pub fn is_disconnected(&self) -> bool {
+        *self == Self::Disconnected
+    }
+}
+
+impl RecvTimeoutError {
+    /// Whether nothing arrived before the timeout.
+    pub fn is_timeout(&self) -> bool {
+        *self == Self::TimedOut
+    }
+
+    /// Whether the peer is gone (and nothing is left to receive).
+    pub fn is_disconnected(&self) -> bool {
+        *self == Self::Disconnected
+    }
+}
+
+impl From<RecvError> for RecvTimeoutError {
+    fn from(e: RecvError) -> Self {
+        match e {
+            RecvError::TimedOut => Self::TimedOut,
+            RecvError::Disconnected => Self::Disconnected,
+            RecvError::Malformed(m) => Self::Malformed(m),
+            RecvError::Corrupt => Self::Corrupt,
+        }
+    }
+}
+
+/// Why the channel core's receive found no message (mapped onto the
+/// public error of each receive call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvFail {
+    /// Nothing ready (a non-blocking receive) or nothing before the timeout.
+    NotReady,
+    /// See [`RecvError::Disconnected`].
+    Disconnected,
+    /// See [`RecvError::Malformed`].
+    Malformed(Malformed),
+    /// See [`RecvError::Corrupt`].
+    Corrupt,
+}
+
+impl From<RecvFail> for RecvError {
+    fn from(e: RecvFail) -> Self {
+        match e {
+            RecvFail::NotReady => Self::TimedOut,
+            RecvFail::Disconnected => Self::Disconnected,
+            RecvFail::Malformed(m) => Self::Malformed(m),
+            RecvFail::Corrupt => Self::Corrupt,
+        }
+    }
+}
+
+impl From<RecvFail> for TryRecvError {
+    fn from(e: RecvFail) -> Self {
+        match e {
+            RecvFail::NotReady => Self::Empty,
+            RecvFail::Disconnected => Self::Disconnected,
+            RecvFail::Malformed(m) => Self::Malformed(m),
+            RecvFail::Corrupt => Self::Corrupt,
+        }
+    }
+}
+
+impl From<RecvFail> for RecvTimeoutError {
+    fn from(e: RecvFail) -> Self {
+        match e {
+            RecvFail::NotReady => Self::TimedOut,
+            RecvFail::Disconnected => Self::Disconnected,
+            RecvFail::Malformed(m) => Self::Malformed(m),
+            RecvFail::Corrupt => Self::Corrupt,
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::channel::config::HoldExpiry;
 use crate::channel::core::{Core, TxState};
-use crate::channel::error::{PeerFault, SendError};
+use crate::channel::error::{PeerFault, SendErrorKind};
 
 impl Core {
     /// Abort the channel: record `f`, release everything the peer holds,
@@ -29,12 +29,12 @@ impl Core {
     /// held longer than `Policy::hold`. Checks the FIFO from the front and
     /// stops at the first live entry that is young enough. Returns how many
     /// slices were reclaimed, or `HoldExpired` when the channel was aborted.
-    pub fn expire_locked(&self, tx: &mut TxState) -> Result<usize, SendError> {
+    pub fn expire_locked(&self, tx: &mut TxState) -> Result<usize, SendErrorKind> {
         let Some(h) = self.cfg.policy.hold else {
             return Ok(0);
         };
         if self.is_aborted() {
-            return Err(SendError::HoldExpired);
+            return Err(SendErrorKind::HoldExpired);
         }
         let mut now = Instant::now();
         let mut drained = false;
@@ -58,7 +58,7 @@ impl Core {
             match h.on_expiry {
                 HoldExpiry::Abort => {
                     self.abort_locked(tx, PeerFault::HoldExpired(h.limit));
-                    return Err(SendError::HoldExpired);
+                    return Err(SendErrorKind::HoldExpired);
                 }
                 HoldExpiry::Reclaim => {
                     tx.holds.pop_front();

@@ -30,14 +30,19 @@ use std::time::Duration;
 
 pub use config::{AccessPolicy, ChannelConfig, FullPolicy, HoldExpiry, HoldLimit, Notify, Policy};
 pub use connect::Listener;
-pub use error::{Area, ConnectError, Malformed, PeerFault, RecvError, SendError};
+pub use error::{
+    Area, ConnectError, Malformed, PeerFault, RecvError, RecvTimeoutError, SendError,
+    SendErrorKind, SendTimeoutError, TryRecvError, TrySendError,
+};
 
 use self::core::Core;
 use crate::msg::Msg;
 use crate::sys::peer::PeerCred;
 
-/// Counters of one channel end.
+/// Counters of one channel end ([`Channel::stats`]). Built only by the
+/// channel; more counters may be added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ChannelStats {
     /// Messages sent.
     pub msgs_sent: u64,
@@ -116,21 +121,41 @@ impl Channel {
         Self { core }
     }
 
-    /// Send a message by reference. Blocks while the ring is full, as the
-    /// policy says, bounded by `ChannelConfig::send_timeout`. On failure the
-    /// message comes back.
-    pub fn send(&self, msg: Msg) -> Result<(), (SendError, Msg)> {
-        self.core.send(msg, self.core.cfg.send_timeout)
+    /// Send a message by reference. Waits while the ring is full, as the
+    /// policy says, at most `ChannelConfig::send_timeout`. On failure the
+    /// message comes back inside the error ([`SendError::into_inner`]).
+    ///
+    /// ```
+    /// use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
+    ///
+    /// let (a, b) = Channel::pair(ChannelConfig::default())?;
+    /// let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
+    /// let mut buf = pool.try_alloc(2)?;
+    /// buf.as_mut_slice().copy_from_slice(b"hi");
+    /// a.send(Msg::from(buf.freeze()?))?;
+    /// assert_eq!(b.recv()?.to_vec(), b"hi");
+    /// # Ok::<(), zcio::Error>(())
+    /// ```
+    pub fn send(&self, msg: Msg) -> Result<(), SendError<Msg>> {
+        self.core
+            .send(msg, self.core.cfg.send_timeout)
+            .map_err(|(kind, msg)| SendError::new(kind, msg))
     }
 
-    /// Send without waiting for ring space.
-    pub fn try_send(&self, msg: Msg) -> Result<(), (SendError, Msg)> {
-        self.core.send(msg, Duration::ZERO)
+    /// Send without waiting for ring space (`Full` if there is none). On
+    /// failure the message comes back inside the error.
+    pub fn try_send(&self, msg: Msg) -> Result<(), TrySendError<Msg>> {
+        self.core
+            .send(msg, Duration::ZERO)
+            .map_err(|(kind, msg)| TrySendError::new(kind, msg))
     }
 
-    /// Send, waiting at most `timeout` for ring space.
-    pub fn send_timeout(&self, msg: Msg, timeout: Duration) -> Result<(), (SendError, Msg)> {
-        self.core.send(msg, timeout)
+    /// Send, waiting at most `timeout` for ring space (`TimedOut` after
+    /// it). On failure the message comes back inside the error.
+    pub fn send_timeout(&self, msg: Msg, timeout: Duration) -> Result<(), SendTimeoutError<Msg>> {
+        self.core
+            .send(msg, timeout)
+            .map_err(|(kind, msg)| SendTimeoutError::new(kind, msg))
     }
 
     /// Wake the peer for messages whose wakeup was deferred by coalescing,
@@ -142,11 +167,11 @@ impl Channel {
     }
 
     /// Enforce `Policy::hold` now: returns how many lent slices were
-    /// reclaimed (`HoldExpiry::Reclaim`), or `SendError::HoldExpired` once
-    /// the channel was aborted (`HoldExpiry::Abort`). Also done on every
-    /// send, reclaim and flush; call it from a timer if the channel may sit
-    /// idle while the peer holds buffers.
-    pub fn expire_holds(&self) -> Result<usize, SendError> {
+    /// reclaimed (`HoldExpiry::Reclaim`), or `SendErrorKind::HoldExpired`
+    /// once the channel was aborted (`HoldExpiry::Abort`). Also done on
+    /// every send, reclaim and flush; call it from a timer if the channel
+    /// may sit idle while the peer holds buffers.
+    pub fn expire_holds(&self) -> Result<usize, SendErrorKind> {
         self.core.expire_holds()
     }
 
@@ -166,20 +191,24 @@ impl Channel {
         self.core.faults()
     }
 
-    /// Receive a message, blocking (bounded by `ChannelConfig::recv_timeout`;
-    /// `Disconnected` once the peer is gone and nothing is left).
+    /// Receive a message, waiting at most `ChannelConfig::recv_timeout`
+    /// (`Disconnected` once the peer is gone and nothing is left).
     pub fn recv(&self) -> Result<Msg, RecvError> {
-        self.core.recv(Some(self.core.cfg.recv_timeout))
+        self.core
+            .recv(Some(self.core.cfg.recv_timeout))
+            .map_err(RecvError::from)
     }
 
-    /// Receive if a message is ready.
-    pub fn try_recv(&self) -> Result<Msg, RecvError> {
-        self.core.recv(None)
+    /// Receive if a message is ready (`Empty` if none is).
+    pub fn try_recv(&self) -> Result<Msg, TryRecvError> {
+        self.core.recv(None).map_err(TryRecvError::from)
     }
 
-    /// Receive, waiting at most `timeout`.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvError> {
-        self.core.recv(Some(timeout))
+    /// Receive, waiting at most `timeout` (`TimedOut` after it).
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvTimeoutError> {
+        self.core
+            .recv(Some(timeout))
+            .map_err(RecvTimeoutError::from)
     }
 
     /// Process deallocation notices now and enforce the hold limit; returns
@@ -190,7 +219,7 @@ impl Channel {
 
     /// Announce every current region of `pool` to the peer now, so the
     /// first transfers from it need no set-up (the fbufs path mapping).
-    pub fn share_pool(&self, pool: &crate::buf::Pool) -> Result<(), SendError> {
+    pub fn share_pool(&self, pool: &crate::buf::Pool) -> Result<(), SendErrorKind> {
         self.core.share_pool(pool)
     }
 
@@ -322,7 +351,7 @@ mod tests {
         a.send(filled(&p, b"again")).unwrap();
         drop(b.recv().unwrap());
         assert_eq!(a.stats().regions_sent, 1);
-        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+        assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
     }
 
     #[test]
@@ -354,11 +383,15 @@ mod tests {
         for _ in 0..8 {
             a.try_send(filled(&p, b"x")).unwrap();
         }
-        let (e, back) = a.try_send(filled(&p, b"y")).unwrap_err();
-        assert_eq!(e, SendError::Full);
+        let e = a.try_send(filled(&p, b"y")).unwrap_err();
+        assert!(e.is_full());
+        assert_eq!(e.kind(), SendErrorKind::Full);
+        let back = e.into_inner();
         assert_eq!(back.to_vec(), b"y");
-        let (e, _) = a.send_timeout(back, Duration::from_millis(20)).unwrap_err();
-        assert_eq!(e, SendError::TimedOut);
+        let e = a.send_timeout(back, Duration::from_millis(20)).unwrap_err();
+        assert_eq!(e.kind(), SendErrorKind::TimedOut);
+        assert_eq!(e.to_string(), SendErrorKind::TimedOut.to_string());
+        assert_eq!(e.into_inner().to_vec(), b"y");
     }
 
     #[test]
@@ -400,11 +433,8 @@ mod tests {
         // b's core is gone now (no buffers reference it): a sees the hang-up.
         assert!(!a.check_peer());
         assert_eq!(p.stats().buffers_in_use, 0);
-        assert!(matches!(
-            a.try_send(filled(&p, b"x")),
-            Err((SendError::Disconnected, _))
-        ));
-        assert!(matches!(a.try_recv(), Err(RecvError::Disconnected)));
+        assert!(a.try_send(filled(&p, b"x")).unwrap_err().is_disconnected());
+        assert!(matches!(a.try_recv(), Err(TryRecvError::Disconnected)));
     }
 
     #[test]
@@ -513,12 +543,12 @@ mod tests {
         let t = std::thread::spawn(move || {
             let r = a.send_timeout(extra, Duration::from_secs(5));
             done2.store(true, Ordering::SeqCst);
-            (r.map_err(|e| e.0), a)
+            (r.map_err(|e| e.kind()), a)
         });
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
             b.recv_timeout(Duration::from_millis(50)).unwrap_err(),
-            RecvError::TimedOut
+            RecvTimeoutError::TimedOut
         );
         assert!(
             !done.load(Ordering::SeqCst),

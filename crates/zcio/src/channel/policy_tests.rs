@@ -160,8 +160,9 @@ fn fail_policy_fails_at_once_block_waits_for_room() {
     let t0 = Instant::now();
     let (e, back) = a
         .send_timeout(msg(&p, b"9"), Duration::from_secs(30))
-        .unwrap_err();
-    assert_eq!(e, SendError::Full, "Fail ignores the timeout");
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::Full, "Fail ignores the timeout");
     assert!(t0.elapsed() < Duration::from_secs(20));
     assert_eq!(back.to_vec(), b"9");
     assert_eq!(a.health(), Ok(()), "a full ring under Fail is no fault");
@@ -177,7 +178,7 @@ fn fail_policy_fails_at_once_block_waits_for_room() {
         (m, b)
     });
     a.send_timeout(back, Duration::from_secs(30))
-        .map_err(|e| e.0)
+        .map_err(|e| e.kind())
         .expect("Block waits for the receiver to make room");
     let (m, _b) = t.join().unwrap();
     assert_eq!(m.to_vec(), [0]);
@@ -192,8 +193,9 @@ fn fail_policy_fails_at_once_block_waits_for_room() {
     a.send(msg(&p, b"2")).unwrap();
     let (e, _) = a
         .send_timeout(msg(&p, b"3"), Duration::from_secs(30))
-        .unwrap_err();
-    assert_eq!(e, SendError::TooManyInFlight(2));
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(2));
     drop(b);
 }
 
@@ -210,8 +212,9 @@ fn blocking_send_that_times_out_reports_the_peer_not_consuming() {
     }
     let (e, _) = a
         .send_timeout(msg(&p, b"x"), Duration::from_millis(20))
-        .unwrap_err();
-    assert_eq!(e, SendError::TimedOut);
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::TimedOut);
     assert_eq!(a.health(), Err(PeerFault::NotConsuming));
 }
 
@@ -236,8 +239,8 @@ fn hold_limit_abort_closes_the_channel_and_releases_everything() {
     b.flush();
     assert_eq!(a.expire_holds(), Ok(0), "not yet expired");
     std::thread::sleep(Duration::from_millis(30));
-    let (e, back) = a.send(msg(&p, b"next")).unwrap_err();
-    assert_eq!(e, SendError::HoldExpired);
+    let (e, back) = a.send(msg(&p, b"next")).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::HoldExpired);
     assert_eq!(back.to_vec(), b"next");
     drop(back);
     assert_eq!(
@@ -250,17 +253,17 @@ fn hold_limit_abort_closes_the_channel_and_releases_everything() {
         0,
         "everything the peer held released"
     );
-    assert!(matches!(
-        a.send(msg(&p, b"again")),
-        Err((SendError::HoldExpired, _))
-    ));
-    assert_eq!(a.expire_holds(), Err(SendError::HoldExpired));
+    assert_eq!(
+        a.send(msg(&p, b"again")).unwrap_err().kind(),
+        SendErrorKind::HoldExpired
+    );
+    assert_eq!(a.expire_holds(), Err(SendErrorKind::HoldExpired));
     // The peer is told: it finds the channel disconnected. What it still
     // holds stays mapped (read-only) and readable, but the bytes are no
     // longer its: the buffer went back to the pool and was reused above.
     assert_eq!(
         b.recv_timeout(Duration::from_secs(10)).unwrap_err(),
-        RecvError::Disconnected
+        RecvTimeoutError::Disconnected
     );
     assert_eq!(held.to_vec().len(), 4);
 }

@@ -10,7 +10,7 @@ use crate::wait::{Backoff, Step};
 
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
-use crate::channel::error::{Area, Malformed, RecvError};
+use crate::channel::error::{Area, Malformed, RecvFail};
 use crate::channel::wire::{
     Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT,
 };
@@ -20,9 +20,9 @@ use crate::sys::fdpass::{self, RecvOutcome};
 
 impl Core {
     /// `timeout == None`: do not wait.
-    pub(crate) fn recv(&self, timeout: Option<Duration>) -> Result<Msg, RecvError> {
+    pub(crate) fn recv(&self, timeout: Option<Duration>) -> Result<Msg, RecvFail> {
         if self.closed.load(LocalOrdering::Acquire) {
-            return Err(RecvError::Disconnected);
+            return Err(RecvFail::Disconnected);
         }
         let mut rx = lock(&self.rx);
         match rx.ring.available() {
@@ -44,13 +44,13 @@ impl Core {
                 }
                 Err(_) => {
                     self.corrupt(Area::MessageRing);
-                    return Err(RecvError::Corrupt);
+                    return Err(RecvFail::Corrupt);
                 }
             }
             if self.is_gone() || self.bye.load(LocalOrdering::Acquire) {
                 // Re-check: messages published before the hang-up still count.
                 if rx.ring.available().unwrap_or(0) == 0 {
-                    return Err(RecvError::Disconnected);
+                    return Err(RecvFail::Disconnected);
                 }
                 continue;
             }
@@ -58,7 +58,7 @@ impl Core {
                 Step::Retry => continue,
                 Step::TimedOut => {
                     rx.spin.record(true);
-                    return Err(RecvError::TimedOut);
+                    return Err(RecvFail::NotReady);
                 }
                 Step::Sleep { now, remaining } => (now, remaining),
             };
@@ -72,7 +72,7 @@ impl Core {
             if others.is_empty() {
                 if rx.ring.wait_for_data(slice).is_err() {
                     self.corrupt(Area::MessageRing);
-                    return Err(RecvError::Corrupt);
+                    return Err(RecvFail::Corrupt);
                 }
             } else {
                 crate::channel::waitset::sleep_any(self.msg_sleep(), &others, slice);
@@ -86,22 +86,22 @@ impl Core {
     }
 
     /// Non-blocking receive (the ring was just found empty once).
-    fn recv_ready(&self, rx: &mut RxState) -> Result<Msg, RecvError> {
+    fn recv_ready(&self, rx: &mut RxState) -> Result<Msg, RecvFail> {
         match rx.ring.available() {
             Ok(0) if self.is_gone() || self.bye.load(LocalOrdering::Acquire) => {
-                Err(RecvError::Disconnected)
+                Err(RecvFail::Disconnected)
             }
-            Ok(0) => Err(RecvError::Empty),
+            Ok(0) => Err(RecvFail::NotReady),
             Ok(n) => self.take(rx, n),
             Err(_) => {
                 self.corrupt(Area::MessageRing);
-                Err(RecvError::Corrupt)
+                Err(RecvFail::Corrupt)
             }
         }
     }
 
     /// Copy one message's descriptors out, free the ring slots, validate.
-    fn take(&self, rx: &mut RxState, mut avail: usize) -> Result<Msg, RecvError> {
+    fn take(&self, rx: &mut RxState, mut avail: usize) -> Result<Msg, RecvFail> {
         let first = rx.ring.peek(0);
         let count = first.count as usize;
         if count > avail {
@@ -109,7 +109,7 @@ impl Core {
                 Ok(n) => n,
                 Err(_) => {
                     self.corrupt(Area::MessageRing);
-                    return Err(RecvError::Corrupt);
+                    return Err(RecvFail::Corrupt);
                 }
             };
         }
@@ -119,7 +119,7 @@ impl Core {
             self.wake_sender(rx);
             self.notice_tokens(&[first]);
             Counters::bump(&self.counters.malformed);
-            return Err(RecvError::Malformed(Malformed::BadCount(first.count)));
+            return Err(RecvFail::Malformed(Malformed::BadCount(first.count)));
         }
         let mut descs = std::mem::take(&mut rx.scratch);
         descs.clear();
@@ -135,7 +135,7 @@ impl Core {
             }
             Err(e) => {
                 Counters::bump(&self.counters.malformed);
-                Err(RecvError::Malformed(e))
+                Err(RecvFail::Malformed(e))
             }
         }
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::buf::{Fbuf, Pool, Reclaim};
 use crate::channel::config::{FullPolicy, Notify};
 use crate::channel::core::{lock, Core, Counters, TxState};
-use crate::channel::error::{Area, PeerFault, SendError};
+use crate::channel::error::{Area, PeerFault, SendErrorKind};
 use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::Msg;
 use crate::region::Region;
@@ -20,27 +20,27 @@ use crate::wait::{Backoff, Step};
 const DRAIN_THRESHOLD: usize = 64;
 
 impl Core {
-    pub(crate) fn send(&self, msg: Msg, timeout: Duration) -> Result<(), (SendError, Msg)> {
+    pub(crate) fn send(&self, msg: Msg, timeout: Duration) -> Result<(), (SendErrorKind, Msg)> {
         if self.is_aborted() {
-            return Err((SendError::HoldExpired, msg));
+            return Err((SendErrorKind::HoldExpired, msg));
         }
         if self.closed.load(LocalOrdering::Acquire) || self.is_gone() {
-            return Err((SendError::Disconnected, msg));
+            return Err((SendErrorKind::Disconnected, msg));
         }
         let n = msg.slice_count();
         if n == 0 {
-            return Err((SendError::Empty, msg));
+            return Err((SendErrorKind::Empty, msg));
         }
         let mut tx = lock(&self.tx);
         if self.poisoned.load(LocalOrdering::Relaxed) {
             self.drain_locked(&mut tx);
-            return Err((SendError::Corrupt, msg));
+            return Err((SendErrorKind::Corrupt, msg));
         }
         if let Err(e) = self.expire_locked(&mut tx) {
             return Err((e, msg));
         }
         if n > tx.ring.capacity() {
-            return Err((SendError::TooLarge(n), msg));
+            return Err((SendErrorKind::TooLarge(n), msg));
         }
         // Pools pull notices in when they run short of buffers, and every
         // wait takes them in; here only keep the ledger from growing, so
@@ -175,13 +175,13 @@ impl Core {
         tx: &mut TxState,
         n: usize,
         timeout: Duration,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendErrorKind> {
         let cap = self.cfg.max_in_flight.min(tx.notices.capacity());
         if tx.ledger.len() + n <= cap {
             return Ok(());
         }
         if n > cap {
-            return Err(SendError::TooLarge(n));
+            return Err(SendErrorKind::TooLarge(n));
         }
         let deadline = Instant::now() + timeout;
         loop {
@@ -190,15 +190,15 @@ impl Core {
                 return Ok(());
             }
             if self.is_gone() {
-                return Err(SendError::Disconnected);
+                return Err(SendErrorKind::Disconnected);
             }
             let now = Instant::now();
             if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
-                return Err(SendError::TooManyInFlight(tx.ledger.len()));
+                return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
             }
             if now >= deadline {
                 self.fault(PeerFault::NotReleasing(tx.ledger.len()));
-                return Err(SendError::TooManyInFlight(tx.ledger.len()));
+                return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
             }
             // The receiver must see what we deferred waking it for.
             self.wake_deferred_locked(tx);
@@ -209,10 +209,10 @@ impl Core {
                 .is_err()
             {
                 self.corrupt_locked(tx, Area::NoticeRing);
-                return Err(SendError::Corrupt);
+                return Err(SendErrorKind::Corrupt);
             }
             if self.expire_locked(tx).is_err() {
-                return Err(SendError::HoldExpired);
+                return Err(SendErrorKind::HoldExpired);
             }
             self.check_peer_locked(tx);
         }
@@ -223,7 +223,7 @@ impl Core {
         tx: &mut TxState,
         need: usize,
         timeout: Duration,
-    ) -> Result<(), SendError> {
+    ) -> Result<(), SendErrorKind> {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
@@ -237,20 +237,20 @@ impl Core {
                 Ok(_) => {}
                 Err(_) => {
                     self.corrupt_locked(tx, Area::MessageRing);
-                    return Err(SendError::Corrupt);
+                    return Err(SendErrorKind::Corrupt);
                 }
             }
             if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
-                return Err(SendError::Full);
+                return Err(SendErrorKind::Full);
             }
             if self.is_gone() {
-                return Err(SendError::Disconnected);
+                return Err(SendErrorKind::Disconnected);
             }
             let (now, remaining) = match backoff.step() {
                 Step::Retry => continue,
                 Step::TimedOut => {
                     self.fault(PeerFault::NotConsuming);
-                    return Err(SendError::TimedOut);
+                    return Err(SendErrorKind::TimedOut);
                 }
                 Step::Sleep { now, remaining } => (now, remaining),
             };
@@ -260,10 +260,10 @@ impl Core {
             Counters::bump(&self.counters.sleeps);
             if tx.ring.wait_for_space(need, slice).is_err() {
                 self.corrupt_locked(tx, Area::MessageRing);
-                return Err(SendError::Corrupt);
+                return Err(SendErrorKind::Corrupt);
             }
             if self.expire_locked(tx).is_err() {
-                return Err(SendError::HoldExpired);
+                return Err(SendErrorKind::HoldExpired);
             }
             if Instant::now() >= now + slice {
                 self.check_peer_locked(tx);
@@ -273,21 +273,26 @@ impl Core {
 
     /// Make sure the peer can resolve `region`: pool regions once per
     /// channel, single-use regions with every transfer.
-    fn announce(&self, tx: &mut TxState, buf: &Fbuf, timeout: Duration) -> Result<(), SendError> {
+    fn announce(
+        &self,
+        tx: &mut TxState,
+        buf: &Fbuf,
+        timeout: Duration,
+    ) -> Result<(), SendErrorKind> {
         let region = buf.region();
         if !region.is_single_use() && !tx.announced.contains_key(&region.id()) {
             // A region we received is about to reach a process its
             // originator does not know of: warn the originator first.
             if let Some(origin) = buf.foreign_sink() {
                 if !origin.escaped(region.id(), timeout) {
-                    return Err(SendError::TimedOut);
+                    return Err(SendErrorKind::TimedOut);
                 }
             }
         }
         self.announce_region(tx, region)
     }
 
-    fn announce_region(&self, tx: &mut TxState, region: &Arc<Region>) -> Result<(), SendError> {
+    fn announce_region(&self, tx: &mut TxState, region: &Arc<Region>) -> Result<(), SendErrorKind> {
         let len = region.len() as u64;
         if region.is_single_use() {
             self.send_ctl(tx, Ctl::SingleUse { len }, region)?;
@@ -297,7 +302,7 @@ impl Core {
             return Ok(());
         }
         if tx.next_slot >= MAX_REGION_SLOTS {
-            return Err(SendError::Os(rustix::io::Errno::NOSPC));
+            return Err(SendErrorKind::Os(rustix::io::Errno::NOSPC));
         }
         let slot = tx.next_slot;
         self.send_ctl(tx, Ctl::Region { slot, len }, region)?;
@@ -307,11 +312,11 @@ impl Core {
         Ok(())
     }
 
-    fn send_ctl(&self, tx: &mut TxState, ctl: Ctl, region: &Region) -> Result<(), SendError> {
+    fn send_ctl(&self, tx: &mut TxState, ctl: Ctl, region: &Region) -> Result<(), SendErrorKind> {
         // The socket has SO_SNDTIMEO set (connect.rs), so this is bounded.
         let fd = region.share_fd().map_err(|e| match e {
-            crate::region::RegionError::Os { errno, .. } => SendError::Os(errno),
-            _ => SendError::Os(rustix::io::Errno::INVAL),
+            crate::region::RegionError::Os { errno, .. } => SendErrorKind::Os(errno),
+            _ => SendErrorKind::Os(rustix::io::Errno::INVAL),
         })?;
         match fdpass::send(&self.sock, &ctl.encode(), &[fd.as_fd()], false) {
             Ok(()) => {
@@ -320,29 +325,29 @@ impl Core {
             }
             Err(rustix::io::Errno::PIPE) | Err(rustix::io::Errno::CONNRESET) => {
                 self.mark_gone_locked(tx);
-                Err(SendError::Disconnected)
+                Err(SendErrorKind::Disconnected)
             }
-            Err(e) => Err(SendError::Os(e)),
+            Err(e) => Err(SendErrorKind::Os(e)),
         }
     }
 
     /// Wake the receiver for deferred messages and enforce the hold limit.
-    pub(crate) fn flush(&self) -> Result<(), SendError> {
+    pub(crate) fn flush(&self) -> Result<(), SendErrorKind> {
         let mut tx = lock(&self.tx);
         self.wake_deferred_locked(&mut tx);
         self.expire_locked(&mut tx).map(|_| ())
     }
 
     /// Enforce the hold limit now (`Channel::expire_holds`).
-    pub(crate) fn expire_holds(&self) -> Result<usize, SendError> {
+    pub(crate) fn expire_holds(&self) -> Result<usize, SendErrorKind> {
         let mut tx = lock(&self.tx);
         self.expire_locked(&mut tx)
     }
 
     /// Announce every current chunk of `pool` now.
-    pub(crate) fn share_pool(&self, pool: &Pool) -> Result<(), SendError> {
+    pub(crate) fn share_pool(&self, pool: &Pool) -> Result<(), SendErrorKind> {
         if self.closed.load(LocalOrdering::Acquire) || self.is_gone() {
-            return Err(SendError::Disconnected);
+            return Err(SendErrorKind::Disconnected);
         }
         let mut tx = lock(&self.tx);
         for r in pool.regions() {

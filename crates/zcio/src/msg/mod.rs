@@ -22,6 +22,7 @@ pub const MAX_SLICES: usize = crate::channel::wire::MAX_SLICES;
 
 /// Failure of an aggregate operation; the inputs are unchanged.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MsgError {
     /// The result would have more than [`MAX_SLICES`] slices.
     #[error("message would have {0} slices; at most {MAX_SLICES} are allowed")]

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::error::{OpenError, ReadError};
+use super::error::{OpenError, ReadError, SourceError};
 use super::layout::{
     owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR, MAX_CONSUMERS,
     MAX_SOURCES, OWNER_ACTIVE, OWNER_FAILED, SLOT_ACTIVE, SLOT_EVICTING, SLOT_JOINING,
@@ -56,8 +56,10 @@ pub enum SeekTo {
     Backward(u64),
 }
 
-/// One consumer's counters (also visible to `zcio ring stat`).
+/// One consumer's counters (also visible to `zcio ring stat`). Built only
+/// by [`Consumer::stats`]; more counters may be added.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConsumerStats {
     /// Blocks (or reads, for continuous rings) consumed.
     pub read_blocks: u64,
@@ -531,11 +533,18 @@ impl Consumer {
             .filter_map(|i| self.map.read_source(i))
             .find(|(sid, _)| *sid == id)
             .map(|(_, n)| n)
-            .ok_or_else(|| ReadError::Source(format!("unknown ring id {id:#x}")))?;
-        let m =
-            RingMap::open(&name, false).map_err(|e| ReadError::Source(format!("{name}: {e}")))?;
+            .ok_or(ReadError::Source(SourceError::UnknownId(id)))?;
+        let m = match RingMap::open(&name, false) {
+            Ok(m) => m,
+            Err(e) => {
+                return Err(ReadError::Source(SourceError::Open {
+                    name,
+                    error: Box::new(e),
+                }))
+            }
+        };
         if m.geometry().ring_id != id {
-            return Err(ReadError::Source(format!("{name} was replaced")));
+            return Err(ReadError::Source(SourceError::Replaced(name)));
         }
         if self.targets.len() >= MAX_SOURCES {
             self.targets.remove(0);

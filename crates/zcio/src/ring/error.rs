@@ -6,7 +6,8 @@ use thiserror::Error;
 use super::layout::BadHeader;
 
 /// Creating, opening or attaching to a ring.
-#[derive(Debug, Error)]
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpenError {
     /// No ring of that name.
     #[error("no ring named {0:?} (create it with `zcio ring create {0}`)")]
@@ -61,7 +62,8 @@ pub enum OpenError {
 }
 
 /// Writing to a ring (the caller keeps its bytes).
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WriteError {
     /// Non-blocking write and no room (`Block` policy).
     #[error("ring full")]
@@ -93,7 +95,8 @@ pub enum WriteError {
 }
 
 /// Reading from a ring.
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadError {
     /// Non-blocking read and nothing to read.
     #[error("ring empty")]
@@ -133,10 +136,32 @@ pub enum ReadError {
     Unsupported(&'static str),
     /// An index entry points into a ring that cannot be attached.
     #[error("index entry points into an unreachable ring: {0}")]
-    Source(String),
+    Source(SourceError),
     /// The ring file was truncated or its shared state is inconsistent.
     #[error("ring corrupted: {0}")]
     Corrupt(&'static str),
+}
+
+/// Why the ring an index entry points into cannot be reached
+/// ([`ReadError::Source`]).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// No row of the index ring's source table has this ring id.
+    #[error("unknown ring id {0:#x}")]
+    UnknownId(u64),
+    /// The ring named in the source table could not be opened.
+    #[error("{name}: {error}")]
+    Open {
+        /// The ring name from the source table.
+        name: String,
+        /// Why opening it failed.
+        error: Box<OpenError>,
+    },
+    /// A ring of that name exists but has another id: the ring the entries
+    /// point into was removed and the name reused.
+    #[error("{0} was replaced")]
+    Replaced(String),
 }
 
 /// A size: exact in the largest unit that divides it if that takes at most

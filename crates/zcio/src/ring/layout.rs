@@ -343,6 +343,7 @@ const _: () = {
 
 /// Why a ring file was refused on attach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BadHeader {
     /// Not a zcio ring.
     Magic,

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use consumer::{Consumer, ConsumerStats, Peek, SeekTo, Start};
-pub use error::{OpenError, ReadError, WriteError};
+pub use error::{OpenError, ReadError, SourceError, WriteError};
 pub use layout::{BadHeader, Geometry, Layout, Overflow, RichPtr, MAX_CONSUMERS, MAX_SOURCES};
 pub use map::RingMap;
 pub use producer::{Producer, Reservation};

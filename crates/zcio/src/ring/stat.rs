@@ -12,6 +12,7 @@ use crate::sync::Ordering;
 
 /// The producer as recorded in the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProducerInfo {
     /// Process id (0 if none ever attached).
     pub pid: u32,
@@ -22,6 +23,7 @@ pub struct ProducerInfo {
 
 /// One consumer as recorded in its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConsumerInfo {
     /// Slot number.
     pub slot: usize,
@@ -47,6 +49,7 @@ pub struct ConsumerInfo {
 
 /// A snapshot of a ring.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RingStat {
     /// Ring name.
     pub name: String,

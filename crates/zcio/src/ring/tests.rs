@@ -436,6 +436,31 @@ fn open_errors_read_as_sentences() {
 }
 
 #[test]
+fn source_errors_are_typed_and_read_as_sentences() {
+    use super::error::SourceError;
+    let e = ReadError::Source(SourceError::UnknownId(0x1111));
+    assert_eq!(
+        e.to_string(),
+        "index entry points into an unreachable ring: unknown ring id 0x1111"
+    );
+    let e = ReadError::Source(SourceError::Open {
+        name: "src".into(),
+        error: Box::new(OpenError::NotFound("src".into())),
+    });
+    assert!(
+        e.to_string()
+            .ends_with("src: no ring named \"src\" (create it with `zcio ring create src`)"),
+        "{e}"
+    );
+    match e {
+        ReadError::Source(SourceError::Open { error, .. }) => {
+            assert_eq!(*error, OpenError::NotFound("src".into()))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn producer_close_gives_eof_after_draining_and_a_new_producer_continues() {
     let (name, mut p, mut c) = pair("eof", opts(Layout::Continuous, Overflow::Block));
     let map = p.ring().clone();

@@ -233,10 +233,12 @@ pub fn victim() {
     super::report("ready");
     let pool = super::small_pool("victim", 64 << 10, 8);
     let mut ch: Option<Channel> = None;
-    let show = |r: Result<Msg, zcio::channel::RecvError>| match r {
-        Ok(m) => format!("Ok({:?})", String::from_utf8_lossy(&m.to_vec())),
-        Err(e) => format!("Err({e:?})"),
-    };
+    fn show<E: std::fmt::Debug>(r: Result<Msg, E>) -> String {
+        match r {
+            Ok(m) => format!("Ok({:?})", String::from_utf8_lossy(&m.to_vec())),
+            Err(e) => format!("Err({e:?})"),
+        }
+    }
     while let Some(cmd) = super::command() {
         let (verb, rest) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
         let c = || ch.as_ref().expect("no channel");
@@ -258,7 +260,7 @@ pub fn victim() {
                 let mut out = Vec::new();
                 for _ in 0..1000 {
                     let r = c().try_recv();
-                    let more = matches!(r, Ok(_) | Err(zcio::channel::RecvError::Malformed(_)));
+                    let more = matches!(r, Ok(_) | Err(zcio::channel::TryRecvError::Malformed(_)));
                     out.push(show(r));
                     if !more {
                         break;
@@ -280,8 +282,8 @@ pub fn victim() {
                     in_use(),
                     c().stats().held_by_peer
                 )),
-                Err((e, m)) => {
-                    drop(m);
+                Err(e) => {
+                    let e = e.kind(); // the message is dropped here
                     super::report(format_args!(
                         "sent err {e:?} in_use={} held={}",
                         in_use(),
@@ -295,8 +297,8 @@ pub fn victim() {
                 for _ in 0..rest.parse::<usize>().expect("count") {
                     match c().send(super::msg_of(&pool, b"flood")) {
                         Ok(()) => sent += 1,
-                        Err((e, _)) => {
-                            err = format!("{e:?}");
+                        Err(e) => {
+                            err = format!("{:?}", e.kind());
                             break;
                         }
                     }
