@@ -58,7 +58,6 @@ fn source(tx: Channel, n: u64) -> std::thread::JoinHandle<Channel> {
                 .expect("alloc");
             b.as_mut_slice()[..8].copy_from_slice(&(i + 1).to_le_bytes());
             tx.send(Msg::from(b.freeze().expect("freeze")))
-                .map_err(|e| e.0)
                 .expect("send");
         }
         tx
@@ -115,7 +114,7 @@ fn steady_state_forwarding_allocates_nothing_per_message() {
     });
     let forward = || {
         let m = up.recv_timeout(Duration::from_secs(10)).expect("recv");
-        down.send(m).map_err(|e| e.0).expect("forward");
+        down.send(m).expect("forward");
     };
     // Warm up until the pipeline's depth (buffers in flight across three
     // threads) has settled: growth allocates, the steady state must not.
