@@ -5,6 +5,30 @@
 //! ([`Pool`], [`Fbuf`], [`Msg`]) → transports ([`Channel`], [`ring`],
 //! [`rendezvous`] and [`asyncipc`] on it) → forwarding ([`relay`]).
 //! See `docs/ARCHITECTURE.md` for the picture.
+//!
+//! A message by reference, between two ends of a channel (here in one
+//! process; across processes use [`Listener::bind`] and
+//! [`Channel::connect`] on a socket path):
+//!
+//! ```
+//! use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
+//!
+//! let (originator, receiver) = Channel::pair(ChannelConfig::default())?;
+//! let pool = Pool::new(PoolConfig::named("doc-crate"));
+//! let mut buf = pool.try_alloc(4096)?;            // reserve
+//! buf.as_mut_slice()[..5].copy_from_slice(b"hello"); // fill (only we can write)
+//! originator.send(Msg::from(buf.freeze()?))?;      // commit: immutable, then sent
+//!
+//! let msg = receiver.recv()?;                      // zero copy: the sender's pages
+//! let view = msg.chunks().next().expect("one slice");
+//! assert_eq!(view.read_u64_le(0).map(|w| w as u8), Some(b'h'));
+//! assert!(view.as_slice().is_none(), "volatile: the originator could still write it");
+//! assert_eq!(&msg.contiguous()[..5], b"hello");    // a copy that cannot change
+//! drop(msg);                                       // the notice returns the buffer
+//! assert_eq!(originator.reclaim(), 1);
+//! # Ok::<(), zcio::Error>(())
+//! ```
+#![warn(missing_docs)]
 
 pub mod asyncipc;
 mod buf;

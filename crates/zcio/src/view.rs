@@ -1,30 +1,4 @@
-//! Views of bytes another process may be writing.
-//!
-//! A Rust reference `&[u8]` promises that the bytes do not change while it
-//! lives, and the compiler relies on that promise: it may read such bytes
-//! twice or once as it likes, so validation that depends on *one* read of a
-//! value ("copy out, then check") could silently be undone. Memory a peer
-//! can write — a volatile buffer whose originator keeps its writable
-//! mapping, a ring any attached process may scribble on — must therefore
-//! never sit behind such a reference.
-//!
-//! [`View`] is the one way zcio lets you read such bytes. It is a pointer
-//! and a length (it is `Copy`, like a slice), and every method reads through
-//! raw pointers with volatile loads, so each byte is read exactly once, when
-//! you ask for it — the rule used by shared-memory seqlocks such as
-//! crossbeam's `AtomicCell` fallback. Reading in place stays zero-copy:
-//! [`View::get`], [`View::read_u64_le`], [`View::words_le`] and
-//! [`View::position`] look at the bytes where they are; [`View::copy_to_slice`],
-//! [`View::read_at`] and [`View::to_vec`] copy them out into memory of yours,
-//! after which they cannot change; [`View::write_to`] hands them to the
-//! kernel (`write(2)`), which reads them itself.
-//!
-//! Where the bytes *cannot* change — a kernel-sealed buffer, a buffer this
-//! process made, a private copy, or a channel the caller declared trusted
-//! with an `unsafe` opt-in — the view knows it, and [`View::as_slice`] gives
-//! the plain `&[u8]` at no cost. A caller who trusts the writer anyway can
-//! take [`View::as_slice_unchecked`] (`unsafe`, with its contract spelled
-//! out).
+//! `View`: bytes another process may write (see the type's docs).
 
 use std::fmt;
 use std::io;
@@ -33,7 +7,34 @@ use std::os::fd::AsFd;
 use std::ptr::NonNull;
 
 /// Bytes in shared memory, possibly being written by another process while
-/// we read them; see the [module docs](self).
+/// we read them.
+///
+///
+/// A Rust reference `&[u8]` promises that the bytes do not change while it
+/// lives, and the compiler relies on that promise: it may read such bytes
+/// twice or once as it likes, so validation that depends on *one* read of a
+/// value ("copy out, then check") could silently be undone. Memory a peer
+/// can write — a volatile buffer whose originator keeps its writable
+/// mapping, a ring any attached process may scribble on — must therefore
+/// never sit behind such a reference.
+///
+/// [`View`] is the one way zcio lets you read such bytes. It is a pointer
+/// and a length (it is `Copy`, like a slice), and every method reads through
+/// raw pointers with volatile loads, so each byte is read exactly once, when
+/// you ask for it — the rule used by shared-memory seqlocks such as
+/// crossbeam's `AtomicCell` fallback. Reading in place stays zero-copy:
+/// [`View::get`], [`View::read_u64_le`], [`View::words_le`] and
+/// [`View::position`] look at the bytes where they are; [`View::copy_to_slice`],
+/// [`View::read_at`] and [`View::to_vec`] copy them out into memory of yours,
+/// after which they cannot change; [`View::write_to`] hands them to the
+/// kernel (`write(2)`), which reads them itself.
+///
+/// Where the bytes *cannot* change — a kernel-sealed buffer, a buffer this
+/// process made, a private copy, or a channel the caller declared trusted
+/// with an `unsafe` opt-in — the view knows it, and [`View::as_slice`] gives
+/// the plain `&[u8]` at no cost. A caller who trusts the writer anyway can
+/// take [`View::as_slice_unchecked`] (`unsafe`, with its contract spelled
+/// out).
 ///
 /// ```
 /// use zcio::{Pool, PoolConfig};

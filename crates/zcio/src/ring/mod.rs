@@ -22,10 +22,32 @@
 //!   anything since the consumer joined; otherwise the consumer waits for
 //!   a new producer. A producer can also end the stream with an error
 //!   ([`Producer::close_with_error`], read as [`ReadError::ProducerFailed`]).
-//! * A peer that truncates the file cannot kill us (see
-//!   [`crate::sys::sigbus`]); corrupt shared state gives typed errors.
+//! * A peer that truncates the file cannot kill us (a `SIGBUS` in a ring
+//!   mapping maps zeros over the page and the operation reports
+//!   [`ReadError::Corrupt`]); corrupt shared state gives typed errors.
 //! * Fast splice: [`Producer::splice`] (or writing a just-peeked block) into
 //!   an `Index` ring stores a rich pointer, not the data.
+//!
+//! ```
+//! use std::time::Duration;
+//! use zcio::ring::{Consumer, Options, Producer, Start};
+//!
+//! # let dir = std::env::temp_dir().join(format!("zcio-doc-ring-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # std::env::set_var("ZCIO_RING_DIR", &dir);
+//! let map = Options::new().size(64 << 10).create_or_open("doc-frames")?;
+//! let mut c = Consumer::attach(map.clone(), Start::Newest)?; // any process the file mode allows
+//! let mut p = Producer::attach(map)?;
+//! p.write(b"frame 1")?;
+//! if let Some(block) = c.peek_timeout(1 << 10, Duration::from_secs(1))? {
+//!     let view = block.view();                 // in place, no copy, no `&[u8]`
+//!     assert_eq!(view.to_vec(), b"frame 1");   // copy out what you keep ...
+//!     block.release()?;                        // ... then check it was not overwritten
+//! }
+//! zcio::ring::unlink("doc-frames")?;
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok::<(), zcio::Error>(())
+//! ```
 
 mod consumer;
 mod error;
