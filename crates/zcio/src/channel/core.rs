@@ -7,6 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as LocalOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use std::cell::RefCell;
+
+use smallvec::SmallVec;
+
 use crate::buf::fbuf::BufCore;
 use crate::buf::{Reclaim, ReleaseSink};
 use crate::channel::config::{ChannelConfig, Notify};
@@ -517,6 +521,7 @@ impl Core {
 
     /// Process pending notices under the tx lock. Returns buffers released.
     pub fn drain_locked(&self, tx: &mut TxState) -> usize {
+        let _batch = NoticeBatch::enter();
         if self.poisoned.swap(false, LocalOrdering::Relaxed) {
             self.mark_gone_locked(tx);
         }
@@ -610,6 +615,15 @@ impl Core {
             return;
         }
         n.overflow.push(Notice { token, kind });
+        // Inside a batch (this thread is taking in notices of another
+        // channel, and every buffer they free may owe a notice here): defer
+        // the publish to the end of the batch, so a forwarder passes a
+        // round of notices upstream with one publish instead of one each.
+        if let Some(me) = self.me.upgrade() {
+            if NoticeBatch::defer(&me) {
+                return;
+            }
+        }
         self.flush_notices_locked(&mut n);
     }
 
@@ -698,6 +712,58 @@ impl Core {
             // allocation; wait for room without holding the lock.
             std::thread::sleep(Duration::from_micros(50));
             n = lock(&self.ntx);
+        }
+    }
+}
+
+/// Notices owed upstream while this thread takes in notices downstream:
+/// published once per channel when the outermost batch ends.
+struct NoticeBatch;
+
+thread_local! {
+    /// Nesting depth of batches on this thread, and the channels with
+    /// deferred notices (inline for the usual few).
+    static BATCH: RefCell<(u32, SmallVec<[Arc<Core>; 4]>)> =
+        RefCell::new((0, SmallVec::new()));
+}
+
+impl NoticeBatch {
+    fn enter() -> NoticeBatch {
+        BATCH.with(|b| b.borrow_mut().0 += 1);
+        NoticeBatch
+    }
+
+    /// Inside a batch: remember `core` for the flush at its end and say
+    /// so; outside one: `false` (publish now).
+    fn defer(core: &Arc<Core>) -> bool {
+        BATCH.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.0 == 0 {
+                return false;
+            }
+            if !b.1.iter().any(|c| Arc::ptr_eq(c, core)) {
+                b.1.push(core.clone());
+            }
+            true
+        })
+    }
+}
+
+impl Drop for NoticeBatch {
+    fn drop(&mut self) {
+        let pending = BATCH.with(|b| {
+            let mut b = b.borrow_mut();
+            b.0 -= 1;
+            if b.0 == 0 {
+                std::mem::take(&mut b.1)
+            } else {
+                SmallVec::new()
+            }
+        });
+        // Outside the thread-local borrow: flushing may drop buffers whose
+        // notices start a new batch.
+        for c in pending {
+            c.flush_notices();
         }
     }
 }
