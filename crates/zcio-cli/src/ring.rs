@@ -416,7 +416,7 @@ fn stat_json(st: &RingStat) -> Value {
         "uid": st.uid,
         "gid": st.gid,
         "mode": format!("{:04o}", st.mode),
-        "producer": { "pid": st.producer.pid, "state": st.producer.state },
+        "producer": { "pid": st.producer.pid, "state": st.producer.state, "error": st.producer.error },
         "head": st.head,
         "fill": st.fill,
         "fill_percent": (fill_pct(st) * 10.0).round() / 10.0,
@@ -469,10 +469,14 @@ fn stat_table(st: &RingStat) -> String {
     );
     line(
         "producer",
-        if st.producer.pid == 0 {
-            st.producer.state.to_owned()
-        } else {
-            format!("pid {}, {}", st.producer.pid, st.producer.state)
+        match (st.producer.pid, st.producer.error) {
+            (0, _) => st.producer.state.to_owned(),
+            (pid, 0) => format!("pid {pid}, {}", st.producer.state),
+            (pid, code) => format!(
+                "pid {pid}, {} with error {code} ({})",
+                st.producer.state,
+                std::io::Error::from_raw_os_error(code as i32)
+            ),
         },
     );
     line("head", st.head.to_string());

@@ -121,6 +121,7 @@ fn failed_put_closes_the_ring_with_an_error_that_readers_report() {
     );
     let s = dir.stat("f").expect("stat f");
     assert_eq!(s["producer"]["state"], "failed");
+    assert_ne!(s["producer"]["error"], 0, "the errno is shown: {s}");
 }
 
 /// `ring create` and `pipe put` reserve the ring's memory: a ring that

@@ -19,6 +19,9 @@ pub struct ProducerInfo {
     /// "none", "active", "closed", "failed" (closed with an error),
     /// "dead" or "starting".
     pub state: &'static str,
+    /// The error code a failed producer closed the ring with (an errno
+    /// for `zcio pipe put`), 0 otherwise.
+    pub error: u32,
 }
 
 /// One consumer as recorded in its slot.
@@ -134,7 +137,17 @@ pub fn stat(name: &str) -> Result<RingStat, OpenError> {
         uid: f.uid,
         gid: f.gid,
         mode: f.mode,
-        producer: ProducerInfo { pid, state },
+        producer: ProducerInfo {
+            pid,
+            state,
+            // Stored before the FAILED owner word, whose Acquire load
+            // above orders this read after it.
+            error: if state == "failed" {
+                ctl.error.load(Ordering::Relaxed) as u32
+            } else {
+                0
+            },
+        },
         head,
         fill,
         blocks: map.producer().blocks.load(Ordering::Relaxed),
