@@ -213,6 +213,21 @@ pub fn targets(rows: &[Row], async_built: bool) -> Vec<Target> {
         },
         met: a.zip(s).map(|(a, s)| a <= s / 4.0),
     });
+    let r = find(rows, "a", "async-receive", None).and_then(|r| r.latency_ns);
+    t.push(Target {
+        name: "asynchronous receive round trip ≤ 2× the synchronous round trip".into(),
+        measured: match (r, s) {
+            (Some(r), Some(s)) => format!(
+                "async receive {} = {:.2}× sync round trip {}",
+                ns(r),
+                r / s.max(1e-9),
+                ns(s)
+            ),
+            _ if !async_built => "not measured: async layer not built".into(),
+            _ => "not measured in this run".into(),
+        },
+        met: r.zip(s).map(|(r, s)| r <= 2.0 * s),
+    });
     let c8 = find(rows, "b", "chain", Some(8));
     t.push(Target {
         name: "with 8 intermediate processes, throughput ≥ 25% of the direct path".into(),
@@ -258,9 +273,10 @@ mod tests {
         derive(&mut rows);
         assert_eq!(rows[1].ratio, Some(0.3));
         let t = targets(&rows, true);
-        assert_eq!(t[1].met, Some(true));
+        assert_eq!(t[2].met, Some(true), "the chain target");
         assert_eq!(t[0].met, None, "nothing of (a) measured");
-        assert_eq!(t[2].met, None);
+        assert_eq!(t[1].met, None, "nothing of (a) measured");
+        assert_eq!(t[3].met, None);
     }
 
     #[test]
