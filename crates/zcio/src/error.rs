@@ -42,6 +42,18 @@ pub enum Error {
     /// Reading from a ring.
     #[error(transparent)]
     RingRead(#[from] ReadError),
+    /// Rendezvous send, receive or call.
+    #[error(transparent)]
+    Ipc(#[from] crate::rendezvous::IpcError),
+    /// Asynchronous IPC (the message was dropped; use `AsyncError` directly to keep it).
+    #[error(transparent)]
+    Async(#[from] crate::asyncipc::AsyncError),
+}
+
+impl From<(crate::asyncipc::AsyncError, crate::rendezvous::Message)> for Error {
+    fn from((e, _): (crate::asyncipc::AsyncError, crate::rendezvous::Message)) -> Self {
+        Error::Async(e)
+    }
 }
 
 impl From<(SendError, crate::msg::Msg)> for Error {

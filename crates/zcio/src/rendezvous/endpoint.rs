@@ -626,5 +626,12 @@ mod tests {
             "partner disconnected (it hung up or died)"
         );
         assert!(IpcError::TooLarge.to_string().contains("at most 8 words"));
+        // Both families convert into zcio::Error, keeping their text.
+        let e: crate::Error = IpcError::Disconnected.into();
+        assert_eq!(e.to_string(), IpcError::Disconnected.to_string());
+        let lost = crate::asyncipc::AsyncError::Ipc(IpcError::Disconnected);
+        is_error(&lost);
+        let e: crate::Error = (lost, Message::default()).into();
+        assert!(matches!(e, crate::Error::Async(a) if a == lost));
     }
 }
