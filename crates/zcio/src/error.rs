@@ -101,6 +101,14 @@ pub enum Error {
     Async(#[from] AsyncError),
 }
 
+impl From<(AsyncError, crate::rendezvous::Message)> for Error {
+    /// An asynchronous send that gave its message back: drops it, keeps
+    /// the reason.
+    fn from((e, _): (AsyncError, crate::rendezvous::Message)) -> Self {
+        Error::Async(e)
+    }
+}
+
 impl From<FreezeError> for Error {
     /// Drops the buffer, keeps the reason.
     fn from(e: FreezeError) -> Self {
@@ -190,7 +198,10 @@ mod tests {
                 WriteError::WouldBlock.to_string(),
             ),
             (ReadError::Lapped.into(), ReadError::Lapped.to_string()),
-            (IpcError::PeerGone.into(), IpcError::PeerGone.to_string()),
+            (
+                IpcError::Disconnected.into(),
+                IpcError::Disconnected.to_string(),
+            ),
             (AsyncError::Closed.into(), AsyncError::Closed.to_string()),
             (
                 (MsgError::TooManySlices(70), Msg::default()).into(),

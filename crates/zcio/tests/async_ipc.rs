@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, Status};
-use zcio::rendezvous::{receive_any, Endpoint, EndpointListener, IpcError, Message, WORDS};
+use zcio::rendezvous::{
+    recv_any_timeout, Endpoint, EndpointConfig, EndpointListener, IpcError, Message, WORDS,
+};
 
 /// Labels of the server's protocol.
 const NOTE: u64 = 1; // one-way [i]: counted, must arrive in order
@@ -32,7 +34,7 @@ fn child_sync_server() {
     let s = l.accept().expect("accept");
     let (mut notes, mut in_order, mut calls) = (0u64, true, 0u64);
     loop {
-        let (_, m) = receive_any(&[&s], Some(STEP)).expect("receive");
+        let (_, m) = recv_any_timeout(&[&s], STEP).expect("receive");
         match m.label {
             NOTE => {
                 in_order &= m.words == [notes];
@@ -40,12 +42,12 @@ fn child_sync_server() {
             }
             CALL => {
                 calls += 1;
-                s.send(&Message::new(CALL, &[2 * m.words[0]]), Some(STEP))
+                s.send_timeout(&Message::new(CALL, &[2 * m.words[0]]), STEP)
                     .expect("reply");
             }
             STREAM => {
                 for i in 0..m.words[0] {
-                    s.send(&Message::new(STREAMED, &[i]), Some(STEP))
+                    s.send_timeout(&Message::new(STREAMED, &[i]), STEP)
                         .expect("stream");
                 }
             }
@@ -67,7 +69,13 @@ fn server(tag: &str) -> (SockPath, Kid, Endpoint) {
     let sock = SockPath::new(tag);
     let mut kid = Kid::spawn("child_sync_server", "async-server", &[("SOCK", sock.arg())]);
     assert_eq!(kid.next_report(), "listening");
-    let ep = Endpoint::connect(sock.path()).expect("connect");
+    // Every blocking wait of the client is bounded by the watchdog step.
+    let ep = Endpoint::connect(sock.path())
+        .expect("connect")
+        .with_config(EndpointConfig {
+            send_timeout: STEP,
+            recv_timeout: STEP,
+        });
     (sock, kid, ep)
 }
 
@@ -84,7 +92,7 @@ fn async_client_against_unmodified_sync_server() {
         .map(|i| a.send(Message::new(NOTE, &[i])).expect("queue"))
         .collect();
     for t in &tickets {
-        t.wait(Some(STEP)).expect("delivered");
+        t.wait().expect("delivered");
         assert_eq!(t.status(), Status::Delivered);
     }
 
@@ -94,7 +102,7 @@ fn async_client_against_unmodified_sync_server() {
             .map(|j| a.call(Message::new(CALL, &[round * 10 + j])).expect("call"))
             .collect();
         for (j, h) in hs.iter().enumerate() {
-            let r = h.wait(Some(STEP)).expect("reply");
+            let r = h.wait().expect("reply");
             assert_eq!(r.words, [2 * (round * 10 + j as u64)]);
         }
     }
@@ -102,13 +110,10 @@ fn async_client_against_unmodified_sync_server() {
     // Asynchronous receive: the server's sends arrive in FIFO order.
     a.send(Message::new(STREAM, &[500])).expect("queue");
     for i in 0..500 {
-        let m = a.receive(Some(STEP)).expect("streamed");
+        let m = a.recv().expect("streamed");
         assert_eq!((m.label, m.words.as_slice()), (STREAMED, &[i][..]));
     }
-    a.send(Message::new(QUIT, &[]))
-        .unwrap()
-        .wait(Some(STEP))
-        .unwrap();
+    a.send(Message::new(QUIT, &[])).unwrap().wait().unwrap();
     assert_eq!(
         kid.expect("served "),
         format!(
@@ -136,16 +141,18 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
             ..Message::default()
         }
     }));
+    assert_eq!(a.try_recv().unwrap_err(), AsyncError::Empty);
     let older = a.post();
     let newer = a.post();
+    assert_eq!(a.try_recv().unwrap_err(), AsyncError::Empty);
     assert!(older.try_take().is_none());
     a.send(Message::new(STREAM, &[3])).expect("queue");
-    assert_eq!(newer.wait(Some(STEP)).expect("first").words, [0]);
-    assert_eq!(older.wait(Some(STEP)).expect("second").words, [1]);
+    assert_eq!(newer.wait().expect("first").words, [0]);
+    assert_eq!(older.wait().expect("second").words, [1]);
     // Nobody waits: the third is queued and taken by the next receive.
-    assert_eq!(a.receive(Some(STEP)).expect("third").words, [2]);
+    assert_eq!(a.recv().expect("third").words, [2]);
     assert_eq!(
-        newer.wait(Some(Duration::ZERO)).unwrap_err(),
+        newer.wait_timeout(Duration::ZERO).unwrap_err(),
         AsyncError::Taken
     );
     assert!(allocs.load(Ordering::Relaxed) >= 3);
@@ -156,7 +163,7 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(h);
-    assert_eq!(a.receive(Some(STEP)).expect("returned").words, [0]);
+    assert_eq!(a.recv().expect("returned").words, [0]);
     a.send(Message::new(QUIT, &[])).expect("queue");
     kid.expect("served ");
 }
@@ -170,13 +177,24 @@ fn a_blocked_receive_receives_on_its_own_thread() {
     let streamed = |n: u64| {
         a.send(Message::new(STREAM, &[n]))
             .expect("queue")
-            .wait(Some(STEP))
+            .wait()
             .expect("delivered");
     };
     streamed(20);
     let spawned = proxies.stats().spawned;
     for i in 0..20 {
-        assert_eq!(a.receive(Some(STEP)).expect("direct").words, [i]);
+        let m = if i % 2 == 0 {
+            a.recv().expect("direct")
+        } else {
+            // The server's send waits in the slot (or soon will).
+            loop {
+                match a.try_recv() {
+                    Err(AsyncError::Empty) => std::thread::yield_now(),
+                    r => break r.expect("direct try"),
+                }
+            }
+        };
+        assert_eq!(m.words, [i]);
     }
     assert_eq!(
         proxies.stats().spawned,
@@ -187,14 +205,14 @@ fn a_blocked_receive_receives_on_its_own_thread() {
     // message: the direct receiver takes the first, the proxy started
     // when it returns serves the handle.
     let b = a.clone();
-    let direct = std::thread::spawn(move || b.receive(Some(STEP)).expect("direct").words);
+    let direct = std::thread::spawn(move || b.recv().expect("direct").words);
     // Usually lets the thread block first; if it has not, its receive
     // waits for the proxy instead — both orders must deliver both.
     std::thread::sleep(Duration::from_millis(20));
     let h = a.post();
     streamed(2);
     let mut got = vec![direct.join().expect("direct thread")[0]];
-    got.push(h.wait(Some(STEP)).expect("posted").words[0]);
+    got.push(h.wait().expect("posted").words[0]);
     got.sort_unstable();
     assert_eq!(got, [0, 1]);
     a.send(Message::new(QUIT, &[])).expect("queue");
@@ -206,10 +224,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
     let (_sock, mut kid, ep) = server("async-quota");
     let a = AsyncEndpoint::new(ep, &Proxies::default());
     a.set_quota(8);
-    a.send(Message::new(STALL, &[]))
-        .unwrap()
-        .wait(Some(STEP))
-        .unwrap();
+    a.send(Message::new(STALL, &[])).unwrap().wait().unwrap();
     assert_eq!(kid.next_report(), "stalled");
     // The proxy blocks on the first message; eight more fill the queue.
     let mut tickets = Vec::new();
@@ -227,8 +242,8 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         "message given back"
     );
     assert_eq!(
-        tickets[0].wait(Some(Duration::from_millis(10))),
-        Err(AsyncError::WaitTimedOut)
+        tickets[0].wait_timeout(Duration::from_millis(10)),
+        Err(AsyncError::TimedOut)
     );
     assert_eq!(tickets[0].status(), Status::Pending);
     let too_big = Message::new(NOTE, &[0; WORDS + 1]);
@@ -240,17 +255,20 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
 
     kid.kill();
     for t in &tickets {
-        assert_eq!(t.wait(Some(STEP)), Err(AsyncError::Ipc(IpcError::PeerGone)));
+        assert_eq!(
+            t.wait_timeout(STEP),
+            Err(AsyncError::Ipc(IpcError::Disconnected))
+        );
     }
     assert_eq!(
-        waiting.wait(Some(STEP)).unwrap_err(),
-        AsyncError::Ipc(IpcError::PeerGone)
+        waiting.wait().unwrap_err(),
+        AsyncError::Ipc(IpcError::Disconnected)
     );
     let (e, _) = a.send(Message::new(NOTE, &[0])).unwrap_err();
-    assert_eq!(e, AsyncError::Ipc(IpcError::PeerGone));
+    assert_eq!(e, AsyncError::Ipc(IpcError::Disconnected));
     assert_eq!(
-        a.receive(Some(STEP)).unwrap_err(),
-        AsyncError::Ipc(IpcError::PeerGone)
+        a.recv().unwrap_err(),
+        AsyncError::Ipc(IpcError::Disconnected)
     );
 }
 
@@ -278,7 +296,7 @@ fn one_proxy_serves_many_partners_in_turn() {
         tickets.push(a.send(Message::new(QUIT, &[])).expect("queue"));
     }
     for t in &tickets {
-        t.wait(Some(STEP)).expect("delivered");
+        t.wait().expect("delivered");
     }
     let me = std::process::id();
     for kid in &mut kids {

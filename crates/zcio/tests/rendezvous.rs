@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::rendezvous::{
-    receive_any, reply_and_wait, Endpoint, EndpointListener, IpcError, Message,
+    recv_any_timeout, reply_and_recv_timeout, Endpoint, EndpointConfig, EndpointListener, IpcError,
+    Message,
 };
 
 const CALLS: u64 = 1000;
@@ -21,20 +22,23 @@ fn child_caller() {
     if common::child_role("rdv-caller").is_none() {
         return;
     }
-    let c = Endpoint::connect(common::arg("SOCK")).expect("connect");
+    let c = Endpoint::connect(common::arg("SOCK"))
+        .expect("connect")
+        .with_config(EndpointConfig {
+            send_timeout: STEP,
+            recv_timeout: STEP,
+        });
     let mut sum = 0;
     for i in 0..CALLS {
-        let r = c
-            .call(&Message::new(1, &[i, i]), Some(STEP), Some(STEP))
-            .expect("call");
+        let r = c.call(&Message::new(1, &[i, i])).expect("call");
         assert_eq!(r.words, vec![2 * i]);
         sum += r.words[0];
     }
     common::report(format_args!("done sum={sum}"));
-    // Stay connected until told, then call once more and block forever in
-    // the receive (the parent kills us or answers).
+    // Stay connected until told, then call once more and block in the
+    // receive for as long as it takes (the parent kills us).
     common::expect_command("block");
-    let _ = c.call(&Message::new(9, &[0]), Some(STEP), None);
+    let _ = c.call_timeout(&Message::new(9, &[0]), Duration::MAX);
 }
 
 /// Child: accept one connection on `SOCK`, take one call, never answer.
@@ -47,7 +51,7 @@ fn child_silent_server() {
     let l = EndpointListener::bind(common::arg("SOCK")).expect("bind");
     common::report("listening");
     let s = l.accept().expect("accept");
-    let m = s.receive(Some(STEP)).expect("receive");
+    let m = s.recv_timeout(STEP).expect("receive");
     common::report(format_args!("took label={}", m.label));
     let _ = common::command(); // block until killed
 }
@@ -98,27 +102,29 @@ fn calls_across_processes_with_kernel_identity() {
         kid.pid() as i32,
         "identity comes from the kernel"
     );
-    let (_, mut m) = receive_any(&[&s], Some(STEP)).expect("first call");
+    let (_, mut m) = recv_any_timeout(&[&s], STEP).expect("first call");
     for _ in 1..CALLS {
         let reply = Message::new(2, &[m.words[0] + m.words[1]]);
-        m = reply_and_wait(&s, &reply, &[&s], Some(STEP))
+        m = reply_and_recv_timeout(&s, &reply, &[&s], STEP)
             .expect("serve")
             .1;
     }
-    s.send(&Message::new(2, &[m.words[0] + m.words[1]]), Some(STEP))
+    s.send_timeout(&Message::new(2, &[m.words[0] + m.words[1]]), STEP)
         .expect("last reply");
     assert_eq!(kid.expect("done sum="), (CALLS * (CALLS - 1)).to_string());
     // kill -9 the caller while it waits for our answer: our next receive
-    // and send report PeerGone (bounded), not a hang.
+    // and send report Disconnected (bounded), not a hang.
     kid.send("block");
-    let m = s.receive(Some(STEP)).expect("blocking call");
+    let m = s.recv_timeout(STEP).expect("blocking call");
     assert_eq!(m.label, 9);
     kid.kill();
-    assert!(matches!(
-        s.send(&Message::new(0, &[1]), None),
-        Err(IpcError::PeerGone)
-    ));
-    assert!(matches!(s.receive(None), Err(IpcError::PeerGone)));
+    let forever = Duration::MAX;
+    assert_eq!(
+        s.send_timeout(&Message::new(0, &[1]), forever),
+        Err(IpcError::Disconnected)
+    );
+    assert_eq!(s.recv_timeout(forever).unwrap_err(), IpcError::Disconnected);
+    assert_eq!(s.try_recv().unwrap_err(), IpcError::Disconnected);
 }
 
 #[test]
@@ -133,9 +139,9 @@ fn killed_server_ends_a_blocked_call() {
         kid.kill();
     });
     // The server takes the call and dies without answering: the call's
-    // receive (no timeout) ends with PeerGone.
-    let r = c.call(&Message::new(7, &[1]), Some(STEP), None);
-    assert!(matches!(r, Err(IpcError::PeerGone)), "{r:?}");
+    // receive (an unbounded wait) ends with Disconnected.
+    let r = c.call_timeout(&Message::new(7, &[1]), Duration::MAX);
+    assert!(matches!(r, Err(IpcError::Disconnected)), "{r:?}");
     killer.join().unwrap();
 }
 
@@ -146,13 +152,13 @@ fn scribbling_partner_gets_typed_errors_not_hangs() {
     let mut kid = Kid::spawn("child_scribbler", "rdv-scribbler", &[("SOCK", sock.arg())]);
     let s = l.accept().expect("accept");
     assert_eq!(kid.next_report(), "scribbling");
-    let short = Some(Duration::from_millis(5));
+    let short = Duration::from_millis(5);
     let (mut ok, mut timed_out, mut protocol) = (0, 0, 0);
     for i in 0..400u64 {
         let r = if i % 2 == 0 {
-            s.receive(short).map(|_| ())
+            s.recv_timeout(short).map(|_| ())
         } else {
-            s.send(&Message::new(i, &[i]), short)
+            s.send_timeout(&Message::new(i, &[i]), short)
         };
         match r {
             Ok(()) => ok += 1,

@@ -29,13 +29,13 @@ pub fn send_client(
             .time(i >= warmup, || aep.send(msg))
             .map_err(|(e, _)| format!("async send {i}: {e}"))?;
         ticket
-            .wait(Some(left(deadline)))
+            .wait_timeout(left(deadline))
             .map_err(|e| format!("ticket {i}: {e}"))?;
     }
     let stop = aep
         .send(Message::new(STOP, &[]))
         .map_err(|(e, _)| format!("stop: {e}"))?;
-    stop.wait(Some(left(deadline)))
+    stop.wait_timeout(left(deadline))
         .map_err(|e| format!("stop: {e}"))?;
     Ok(t.sample())
 }
@@ -47,7 +47,7 @@ pub fn receive_server(ep: Endpoint, deadline: Instant) -> Result<(), String> {
     let aep = AsyncEndpoint::new(ep, &proxies);
     loop {
         let m = aep
-            .receive(Some(left(deadline)))
+            .recv_timeout(left(deadline))
             .map_err(|e| format!("async receive: {e}"))?;
         match m.label {
             STOP => {
@@ -56,7 +56,7 @@ pub fn receive_server(ep: Endpoint, deadline: Instant) -> Result<(), String> {
             }
             _ => aep
                 .endpoint()
-                .send(&Message::new(PONG, &m.words), Some(left(deadline)))
+                .send_timeout(&Message::new(PONG, &m.words), left(deadline))
                 .map_err(|e| format!("reply: {e}"))?,
         }
     }

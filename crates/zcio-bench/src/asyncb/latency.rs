@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use zcio::rendezvous::{receive_any, reply_and_wait, Endpoint, EndpointListener, Message};
+use zcio::rendezvous::{
+    recv_any_timeout, reply_and_recv_timeout, Endpoint, EndpointListener, Message,
+};
 
 use super::stats::{cycles, mono_ns, Welford};
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
@@ -24,7 +26,7 @@ pub const STOP: u64 = 3;
 /// A latency variant.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
-    /// Round trip of `Endpoint::call` against `reply_and_wait`.
+    /// Round trip of `Endpoint::call` against `reply_and_recv`.
     Sync,
     /// The cost of an asynchronous send returning to the caller.
     AsyncSend,
@@ -215,21 +217,21 @@ pub fn rdv_client(
     let mut t = Timer::default();
     for i in 0..warmup + iters {
         let msg = Message::new(PING, &[i]);
-        let to = Some(left(deadline));
+        let to = left(deadline);
         let r = t
-            .time(i >= warmup, || ep.call(&msg, to, to))
+            .time(i >= warmup, || ep.call_timeout(&msg, to))
             .map_err(|e| format!("call {i}: {e}"))?;
         if r.label != PONG || r.words.first() != Some(&i) {
             return Err(format!("call {i}: unexpected reply {r:?}"));
         }
     }
-    ep.send(&Message::new(STOP, &[]), Some(left(deadline)))
+    ep.send_timeout(&Message::new(STOP, &[]), left(deadline))
         .map_err(|e| format!("stop: {e}"))?;
     Ok(t.sample())
 }
 
 /// The server side of the rendezvous variants: `sync` answers with
-/// `reply_and_wait`, `async-send` only receives (a plain synchronous
+/// `reply_and_recv`, `async-send` only receives (a plain synchronous
 /// receiver), `async-receive` receives through the receive proxy.
 pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), String> {
     let l = EndpointListener::bind(path).map_err(|e| format!("bind {path}: {e}"))?;
@@ -237,20 +239,18 @@ pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), Strin
     match v {
         Variant::AsyncReceive => return super::asyncside::receive_server(ep, deadline),
         Variant::AsyncSend => loop {
-            let m = ep
-                .receive(Some(left(deadline)))
-                .map_err(|e| e.to_string())?;
+            let m = ep.recv_timeout(left(deadline)).map_err(|e| e.to_string())?;
             if m.label == STOP {
                 return Ok(());
             }
         },
         _ => {}
     }
-    let (_, mut m) = receive_any(&[&ep], Some(left(deadline))).map_err(|e| e.to_string())?;
+    let (_, mut m) = recv_any_timeout(&[&ep], left(deadline)).map_err(|e| e.to_string())?;
     while m.label != STOP {
         let reply = Message::new(PONG, &m.words);
-        m = reply_and_wait(&ep, &reply, &[&ep], Some(left(deadline)))
-            .map_err(|e| format!("reply_and_wait: {e}"))?
+        m = reply_and_recv_timeout(&ep, &reply, &[&ep], left(deadline))
+            .map_err(|e| format!("reply_and_recv: {e}"))?
             .1;
     }
     Ok(())

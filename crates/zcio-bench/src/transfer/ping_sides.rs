@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use zcio::rendezvous::{
-    receive_any, reply_and_wait, Endpoint, EndpointListener as RdvListener, Message,
+    recv_any_timeout, reply_and_recv_timeout, Endpoint, EndpointListener as RdvListener, Message,
 };
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
 
@@ -178,10 +178,9 @@ struct RdvClient {
 impl Client for RdvClient {
     fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
         let words = vec![seq; self.words];
-        let to = Some(self.t);
         let r = self
             .ep
-            .call(&Message::new(PING, &words), to, to)
+            .call_timeout(&Message::new(PING, &words), self.t)
             .map_err(|e| format!("call: {e}"))?;
         if r.label != PONG {
             return Err(format!("unexpected reply label {}", r.label));
@@ -190,7 +189,7 @@ impl Client for RdvClient {
     }
 
     fn stop(&mut self) {
-        let _ = self.ep.send(&Message::new(RDV_STOP, &[]), Some(self.t));
+        let _ = self.ep.send_timeout(&Message::new(RDV_STOP, &[]), self.t);
     }
 }
 
@@ -201,11 +200,11 @@ fn touch_words(w: &[u64]) -> u64 {
     w.first().copied().unwrap_or(u64::MAX - 1)
 }
 
-/// The rendezvous server: `reply_and_wait` answers and takes the next
+/// The rendezvous server: `reply_and_recv` answers and takes the next
 /// request in one call.
 fn rdv_server(ep: &Endpoint, warmup: u64, t: Duration) -> Result<Measured, String> {
     let mut cpu = crate::cpu::Window::default();
-    let (_, mut m) = receive_any(&[ep], Some(t)).map_err(|e| format!("receive: {e}"))?;
+    let (_, mut m) = recv_any_timeout(&[ep], t).map_err(|e| format!("receive: {e}"))?;
     let mut n = 0u64;
     while m.label != RDV_STOP {
         if n == warmup {
@@ -213,8 +212,8 @@ fn rdv_server(ep: &Endpoint, warmup: u64, t: Duration) -> Result<Measured, Strin
         }
         let seq = touch_words(&m.words);
         let reply = Message::new(PONG, &vec![seq; m.words.len().max(1)]);
-        m = reply_and_wait(ep, &reply, &[ep], Some(t))
-            .map_err(|e| format!("reply_and_wait: {e}"))?
+        m = reply_and_recv_timeout(ep, &reply, &[ep], t)
+            .map_err(|e| format!("reply_and_recv: {e}"))?
             .1;
         n += 1;
     }

@@ -72,10 +72,10 @@ impl<T> Completion<T> {
         f(self.lock().as_ref())
     }
 
-    /// Wait until a value is delivered, at most `timeout` (`None`: no
-    /// bound). Returns whether it was delivered.
+    /// Wait until a value is delivered, at most `timeout` (`None`, or one
+    /// too long for `Instant`: no bound). Returns whether it was delivered.
     pub(crate) fn wait(&self, timeout: Option<Duration>) -> bool {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         // Spin first (yielding after a few microseconds, so a proxy that
         // shares our CPU gets to run): a proxy handing over a message usually
         // finishes within microseconds, and a futex sleep costs a wake

@@ -9,10 +9,11 @@ use super::pool::{Inner as Pool, Proxies};
 use super::recv::{Alloc, RecvHandle, RecvSide};
 use super::send::{SendQueue, Ticket};
 use super::AsyncError;
-use crate::rendezvous::{Endpoint, Message};
+use crate::rendezvous::{Endpoint, Message, Wait};
 use crate::sys::peer::PeerCred;
 
-/// Counters of one asynchronous endpoint.
+/// Counters of one asynchronous endpoint ([`AsyncEndpoint::stats`]).
+#[non_exhaustive]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AsyncStats {
     /// Messages waiting in the send queue.
@@ -27,7 +28,15 @@ pub struct AsyncStats {
     pub recv_queued: usize,
 }
 
-/// A rendezvous endpoint driven asynchronously (see the module docs).
+/// A rendezvous endpoint driven asynchronously (see the [module
+/// docs](super)).
+///
+/// Its blocking forms are bounded by the wrapped endpoint's
+/// [`EndpointConfig`](crate::rendezvous::EndpointConfig): deliveries by its
+/// `send_timeout`, [`AsyncEndpoint::recv`] and [`RecvHandle::wait`] by its
+/// `recv_timeout` (set it with
+/// [`Endpoint::with_config`](crate::rendezvous::Endpoint::with_config)
+/// before wrapping).
 ///
 /// Dropping it stops the receive proxy (waiting receives fail with
 /// `Closed`); messages already queued for sending are still delivered
@@ -84,28 +93,65 @@ impl AsyncEndpoint {
         self.ep.peer()
     }
 
-    /// Queue `msg` for delivery and return at once. On error (quota
-    /// reached, too large, partner gone) the message comes back.
+    /// Queue `msg` for delivery and return at once; a proxy delivers it
+    /// with the synchronous send, in FIFO order, and records the outcome in
+    /// the returned [`Ticket`].
+    ///
+    /// # Errors
+    ///
+    /// The message comes back with the reason: `QuotaExceeded`,
+    /// `Ipc(TooLarge)`, `Closed`, or the error that ended the connection
+    /// (`Ipc(Disconnected)`, `Ipc(Protocol(_))`).
     pub fn send(&self, msg: Message) -> Result<Ticket, (AsyncError, Message)> {
         self.tx.push(&self.pool, msg)
     }
 
-    /// Post a receive; collect the message from the handle.
+    /// Post a receive; collect the message from the handle. Handles are
+    /// served most recently posted first.
     pub fn post(&self) -> RecvHandle {
         self.rx.post(&self.pool)
     }
 
-    /// Receive the next message, waiting at most `timeout`. When nothing
-    /// else is receiving for this endpoint (no posted handle, no
-    /// outstanding call, no proxy at work) the calling thread receives
+    /// Receive the next message, at most the endpoint's `recv_timeout`.
+    /// When nothing else is receiving for this endpoint (no posted handle,
+    /// no outstanding call, no proxy at work) the calling thread receives
     /// itself — as fast as a synchronous receive — otherwise it waits for
     /// the proxy's hand-over.
-    pub fn receive(&self, timeout: Option<Duration>) -> Result<Message, AsyncError> {
-        self.rx.receive(&self.pool, timeout)
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut`, `Closed`, or the rendezvous error that ended receiving
+    /// (`Ipc(Disconnected)` when the partner is gone).
+    pub fn recv(&self) -> Result<Message, AsyncError> {
+        self.recv_timeout(self.ep.config().recv_timeout)
+    }
+
+    /// A message that is ready now — already collected by the receive
+    /// proxy, or waiting in the partner's slot when nothing else receives;
+    /// never waits.
+    ///
+    /// # Errors
+    ///
+    /// `Empty` when none is ready; otherwise as [`AsyncEndpoint::recv`].
+    pub fn try_recv(&self) -> Result<Message, AsyncError> {
+        self.rx.receive(&self.pool, Wait::Try)
+    }
+
+    /// Receive the next message, at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`AsyncEndpoint::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, AsyncError> {
+        self.rx.receive(&self.pool, Wait::For(timeout))
     }
 
     /// Asynchronous RPC: queue `msg` and return a handle the reply (the
     /// partner's next message) will be delivered to.
+    ///
+    /// # Errors
+    ///
+    /// As [`AsyncEndpoint::send`]; the message comes back.
     pub fn call(&self, msg: Message) -> Result<RecvHandle, (AsyncError, Message)> {
         let h = match self.rx.expect_reply(&self.pool) {
             Ok(h) => h,

@@ -1,5 +1,5 @@
 //! Asynchronous IPC built on the synchronous rendezvous (Götz's user-level
-//! asynchrony, issue #4): the partner still talks plain
+//! asynchrony): the partner still talks plain
 //! [`rendezvous`](crate::rendezvous) and cannot tell the difference.
 //!
 //! * [`AsyncEndpoint::send`] appends the message to the endpoint's FIFO
@@ -7,14 +7,65 @@
 //!   shared [`Proxies`] pool (one per active receiver queue, idle proxies
 //!   reused, a cap on threads, a per-partner quota on queued messages)
 //!   delivers each message with the synchronous send and records
-//!   delivered/failed in the ticket.
-//! * [`AsyncEndpoint::post`] / [`AsyncEndpoint::receive`] take messages
+//!   delivered/failed in the ticket. A message that cannot be queued comes
+//!   back inside the error.
+//! * [`AsyncEndpoint::post`] / [`AsyncEndpoint::recv`] take messages
 //!   that a receive proxy collected with the synchronous receive: in FIFO
 //!   order, the most recently blocked waiter served first, received into
-//!   buffers from an optional allocation callback.
+//!   buffers from an optional allocation callback ([`Alloc`]). A `recv`
+//!   while nothing else receives is done on the caller's thread.
 //! * [`AsyncEndpoint::call`] is an asynchronous RPC: the request goes
 //!   through the send queue, the reply is collected by the receive proxy
 //!   into the returned [`RecvHandle`].
+//!
+//! Waits come in the forms of the rest of zcio: `recv` / `RecvHandle::wait`
+//! bounded by the endpoint's
+//! [`EndpointConfig`](crate::rendezvous::EndpointConfig), `try_recv` /
+//! `RecvHandle::try_take` / `Ticket::status` never waiting, and `_timeout`
+//! forms taking the bound.
+//!
+//! # Example
+//!
+//! A client queues one-way notes and an RPC to a plain synchronous server
+//! (a thread here, normally another process):
+//!
+//! ```
+//! use zcio::asyncipc::{AsyncEndpoint, Proxies};
+//! use zcio::rendezvous::{Endpoint, EndpointListener, IpcError, Message};
+//!
+//! let path = std::env::temp_dir().join(format!("zcio-async-doc-{}", std::process::id()));
+//! let listener = EndpointListener::bind(&path)?;
+//! let server = std::thread::spawn(move || -> Result<u64, IpcError> {
+//!     let ep = listener.accept().expect("accept");
+//!     let mut notes = 0;
+//!     loop {
+//!         let m = match ep.recv() {
+//!             Ok(m) => m,
+//!             Err(IpcError::Disconnected) => return Ok(notes),
+//!             Err(e) => return Err(e),
+//!         };
+//!         match m.label {
+//!             1 => notes += m.words[0],                               // a note
+//!             _ => ep.send(&Message::new(2, &[m.words[0] * 2]))?,     // a call
+//!         }
+//!     }
+//! });
+//!
+//! let proxies = Proxies::default();
+//! let peer = AsyncEndpoint::new(Endpoint::connect(&path)?, &proxies);
+//! let tickets: Vec<_> = (1..=3)
+//!     .map(|i| peer.send(Message::new(1, &[i])).map_err(|(e, _msg)| e))
+//!     .collect::<Result<_, _>>()?;                 // returns at once
+//! let reply = peer.call(Message::new(2, &[21])).map_err(|(e, _msg)| e)?;
+//! assert_eq!(reply.wait()?.words, [42]);          // delivered in order
+//! for t in &tickets {
+//!     t.wait()?;                                  // each was taken
+//! }
+//! // The connection closes once the endpoint and its handles are gone.
+//! drop((reply, peer));
+//! assert_eq!(server.join().unwrap()?, 6);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod completion;
 mod endpoint;
@@ -32,20 +83,32 @@ pub use send::{Status, Ticket};
 use crate::rendezvous::IpcError;
 
 /// Errors of the asynchronous layer.
+///
+/// A partner that hung up or died shows as
+/// `AsyncError::Ipc(IpcError::Disconnected)`: the synchronous operation a
+/// proxy (or the receiving thread) performed failed with it.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum AsyncError {
-    /// The synchronous operation a proxy performed failed (the partner
-    /// died, timed out, or broke the protocol).
-    #[error("delivery failed: {0}")]
-    Ipc(IpcError),
+    /// The synchronous rendezvous operation behind this one failed (the
+    /// partner disconnected, timed out, or broke the protocol; the message
+    /// was too large).
+    #[error(transparent)]
+    Ipc(#[from] IpcError),
     /// The partner's queue already holds its quota of messages; retry
-    /// after some are delivered (or raise the quota).
-    #[error("queue for this partner is full (quota reached)")]
+    /// after some are delivered (or raise the quota with
+    /// [`AsyncEndpoint::set_quota`]).
+    #[error("send queue for this partner is full (quota reached); wait for deliveries or raise the quota")]
     QuotaExceeded,
-    /// Waiting on a ticket or handle timed out; it is still pending.
+    /// `try_recv`: no message is ready.
+    #[error("no message ready")]
+    Empty,
+    /// A wait (receive, ticket or handle) timed out; the ticket or handle is
+    /// still pending and may be waited on again.
     #[error("timed out waiting")]
-    WaitTimedOut,
-    /// The endpoint was closed before the message was handled.
+    TimedOut,
+    /// This endpoint was closed (or dropped) before the message was
+    /// handled.
     #[error("endpoint closed")]
     Closed,
     /// The handle's message was already taken.

@@ -31,9 +31,6 @@ pub struct ProxyConfig {
     pub linger: Duration,
     /// How long an idle proxy thread waits for a job before it exits.
     pub idle_exit: Duration,
-    /// Bound on delivering one message (`None`: as long as the partner
-    /// lives). A delivery that times out is retracted and reported.
-    pub send_timeout: Option<Duration>,
 }
 
 impl Default for ProxyConfig {
@@ -44,12 +41,12 @@ impl Default for ProxyConfig {
             spin: Duration::from_micros(50),
             linger: Duration::from_millis(20),
             idle_exit: Duration::from_secs(10),
-            send_timeout: Some(Duration::from_secs(10)),
         }
     }
 }
 
-/// Counters of a proxy pool.
+/// Counters of a proxy pool ([`Proxies::stats`]).
+#[non_exhaustive]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProxyStats {
     /// Proxy threads alive.

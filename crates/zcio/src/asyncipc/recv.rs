@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{Endpoint, IpcError, Message, WORDS};
+use crate::rendezvous::{Endpoint, IpcError, Message, Wait, WORDS};
 
 /// Supplies the buffer the proxy receives the next message into (called
 /// before the message arrives, with the most words a message can carry);
@@ -30,9 +30,13 @@ const SLICE: Duration = crate::wait::LIVENESS;
 
 pub(crate) type Slot = Completion<Result<Message, AsyncError>>;
 
-/// A receive that is under way: collect its message when it is ready.
+/// A receive that is under way (from [`AsyncEndpoint::post`] or
+/// [`AsyncEndpoint::call`]): collect its message when it is ready.
 /// Dropping a handle before it is filled withdraws it; a message that
 /// filled it and was never taken goes back to the front of the queue.
+///
+/// [`AsyncEndpoint::post`]: super::AsyncEndpoint::post
+/// [`AsyncEndpoint::call`]: super::AsyncEndpoint::call
 pub struct RecvHandle {
     pub(crate) cell: Arc<Slot>,
     pub(crate) side: Arc<RecvSide>,
@@ -52,7 +56,7 @@ impl RecvHandle {
         self.cell.is_done()
     }
 
-    /// The message if it is there (`None`: still waiting).
+    /// The message if it is there (`None`: still waiting); never waits.
     pub fn try_take(&self) -> Option<Result<Message, AsyncError>> {
         if !self.cell.is_done() {
             return None;
@@ -60,16 +64,31 @@ impl RecvHandle {
         self.cell.take()
     }
 
-    /// Wait for the message, at most `timeout`. On `WaitTimedOut` the
-    /// handle stays posted and may be waited on again.
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<Message, AsyncError> {
-        if self.cell.wait(timeout) {
+    /// Wait for the message, at most the endpoint's
+    /// [`recv_timeout`](crate::rendezvous::EndpointConfig::recv_timeout).
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` (the handle stays posted and may be waited on again),
+    /// `Taken` (already collected), `Closed`, or the rendezvous error that
+    /// ended receiving (`Ipc(Disconnected)` when the partner is gone).
+    pub fn wait(&self) -> Result<Message, AsyncError> {
+        self.wait_timeout(self.side.ep.config().recv_timeout)
+    }
+
+    /// Wait for the message, at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RecvHandle::wait`].
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Message, AsyncError> {
+        if self.cell.wait(Some(timeout)) {
             if let Some(r) = self.cell.take() {
                 return r;
             }
             return Err(AsyncError::Taken);
         }
-        Err(AsyncError::WaitTimedOut)
+        Err(AsyncError::TimedOut)
     }
 }
 
@@ -157,17 +176,17 @@ impl RecvSide {
         }
     }
 
-    /// Receive the next message, at most `timeout`. When nothing else is
-    /// receiving for this endpoint — no proxy running, no posted handle,
-    /// no outstanding call — the calling thread does the synchronous
-    /// receive itself: no proxy thread, no hand-over, no wake-up. A
-    /// message that arrives while a call registered meanwhile is owed a
-    /// reply goes to that call (as with the proxy); handles posted during
-    /// a direct receive are served by a proxy started when it ends.
+    /// Receive the next message (`Wait::Try`: only if one is ready). When
+    /// nothing else is receiving for this endpoint — no proxy running, no
+    /// posted handle, no outstanding call — the calling thread does the
+    /// synchronous receive itself: no proxy thread, no hand-over, no
+    /// wake-up. A message that arrives while a call registered meanwhile is
+    /// owed a reply goes to that call (as with the proxy); handles posted
+    /// during a direct receive are served by a proxy started when it ends.
     pub(crate) fn receive(
         self: &Arc<Self>,
         pool: &Arc<Pool>,
-        timeout: Option<Duration>,
+        wait: Wait,
     ) -> Result<Message, AsyncError> {
         {
             let mut st = self.lock();
@@ -179,15 +198,26 @@ impl RecvSide {
             }
             if st.running || st.direct || !st.waiters.is_empty() || !st.calls.is_empty() {
                 drop(st);
-                return self.post(pool).wait(timeout);
+                return match wait {
+                    // Someone else receives; what it gets is not ours yet.
+                    Wait::Try => Err(AsyncError::Empty),
+                    Wait::For(t) => self.post(pool).wait_timeout(t),
+                };
             }
             st.direct = true;
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = match wait {
+            Wait::Try => None,
+            Wait::For(t) => Instant::now().checked_add(t),
+        };
         let mut buf = self.fresh_buffer();
         let res = loop {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match self.ep.receive_into(&mut buf, left) {
+            let step = match (wait, deadline) {
+                (Wait::Try, _) => Wait::Try,
+                (Wait::For(_), Some(d)) => Wait::For(d.saturating_duration_since(Instant::now())),
+                (Wait::For(t), None) => Wait::For(t),
+            };
+            match self.ep.recv_into_with(&mut buf, step) {
                 Ok(()) => {
                     self.received.fetch_add(1, Counter::Relaxed);
                     let mut st = self.lock();
@@ -199,7 +229,8 @@ impl RecvSide {
                         st.msgs.push_back(m);
                     }
                 }
-                Err(IpcError::TimedOut) => break Err(AsyncError::WaitTimedOut),
+                Err(IpcError::TimedOut) => break Err(AsyncError::TimedOut),
+                Err(IpcError::Empty) => break Err(AsyncError::Empty),
                 Err(e) => {
                     self.fail(AsyncError::Ipc(e));
                     break Err(AsyncError::Ipc(e));
@@ -311,7 +342,7 @@ impl RecvSide {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
-            match self.ep.receive_into(&mut buf, Some(SLICE)) {
+            match self.ep.recv_into_timeout(&mut buf, SLICE) {
                 Ok(()) => {
                     self.received.fetch_add(1, Counter::Relaxed);
                     let next = self.fresh_buffer();

@@ -19,15 +19,18 @@ pub enum Status {
     Pending,
     /// The receiver took it.
     Delivered,
-    /// It was not delivered (the partner died, timed out, broke the
-    /// protocol, or the endpoint was dropped first).
+    /// It was not delivered: the partner disconnected, did not take it
+    /// within the endpoint's send timeout (`Ipc(TimedOut)`), broke the
+    /// protocol, or the endpoint was closed first (`Closed`).
     Failed(AsyncError),
 }
 
 pub(crate) type Outcome = Completion<Result<(), AsyncError>>;
 
-/// The status of one asynchronously sent message: check it or wait on it.
-/// Dropping a ticket does not cancel the send.
+/// The status of one asynchronously sent message (from
+/// [`AsyncEndpoint::send`](super::AsyncEndpoint::send)): check it or wait on
+/// it. Cloning shares the status; dropping a ticket does not cancel the
+/// send.
 #[derive(Clone)]
 pub struct Ticket {
     pub(crate) cell: Arc<Outcome>,
@@ -40,7 +43,7 @@ impl std::fmt::Debug for Ticket {
 }
 
 impl Ticket {
-    /// Where the message stands now.
+    /// Where the message stands now (never waits).
     pub fn status(&self) -> Status {
         if !self.cell.is_done() {
             return Status::Pending;
@@ -57,16 +60,36 @@ impl Ticket {
         self.cell.is_done()
     }
 
-    /// Wait until the message was delivered (`Ok`) or failed, at most
-    /// `timeout` (`None`: no bound besides the proxy's own send timeout).
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<(), AsyncError> {
+    /// Wait until the message was delivered (`Ok`) or failed. Not bounded
+    /// here: each delivery attempt is bounded by the endpoint's
+    /// [`send_timeout`](crate::rendezvous::EndpointConfig::send_timeout), and
+    /// a partner that disconnects fails every queued message.
+    ///
+    /// # Errors
+    ///
+    /// Why delivery failed (see [`Status::Failed`]).
+    pub fn wait(&self) -> Result<(), AsyncError> {
+        self.wait_with(None)
+    }
+
+    /// Wait at most `timeout` until the message was delivered or failed.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` when it is still pending (the ticket may be waited on
+    /// again); otherwise as [`Ticket::wait`].
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(), AsyncError> {
+        self.wait_with(Some(timeout))
+    }
+
+    fn wait_with(&self, timeout: Option<Duration>) -> Result<(), AsyncError> {
         if !self.cell.wait(timeout) {
-            return Err(AsyncError::WaitTimedOut);
+            return Err(AsyncError::TimedOut);
         }
         match self.status() {
             Status::Delivered => Ok(()),
             Status::Failed(e) => Err(e),
-            Status::Pending => Err(AsyncError::WaitTimedOut),
+            Status::Pending => Err(AsyncError::TimedOut),
         }
     }
 }
@@ -157,10 +180,8 @@ impl SendQueue {
                 st.proxy = Proxy::Scheduled;
                 drop(st);
                 let me = self.clone();
-                let cfg = pool.cfg.clone();
-                pool.submit(Box::new(move || {
-                    me.drain(cfg.spin, cfg.linger, cfg.send_timeout)
-                }));
+                let (spin, linger) = (pool.cfg.spin, pool.cfg.linger);
+                pool.submit(Box::new(move || me.drain(spin, linger)));
             }
         }
         Ok(Ticket { cell })
@@ -168,7 +189,7 @@ impl SendQueue {
 
     /// The proxy's job: deliver queued messages in order, then wait a
     /// little for more before giving the thread back to the pool.
-    fn drain(&self, spin: Duration, linger: Duration, timeout: Option<Duration>) {
+    fn drain(&self, spin: Duration, linger: Duration) {
         self.lock().proxy = Proxy::Running(std::thread::current());
         loop {
             let next = {
@@ -180,7 +201,7 @@ impl SendQueue {
                 n
             };
             if let Some((msg, cell)) = next {
-                self.deliver(&msg, &cell, timeout);
+                self.deliver(&msg, &cell);
                 continue;
             }
             if self.idle_wait(spin, linger) {
@@ -194,13 +215,15 @@ impl SendQueue {
         }
     }
 
-    fn deliver(&self, msg: &Message, cell: &Outcome, timeout: Option<Duration>) {
-        let r = self.ep.send(msg, timeout).map_err(AsyncError::Ipc);
+    /// Deliver one message with the endpoint's blocking send (bounded by
+    /// its configured send timeout).
+    fn deliver(&self, msg: &Message, cell: &Outcome) {
+        let r = self.ep.send(msg).map_err(AsyncError::Ipc);
         match r {
             Ok(()) => self.delivered.fetch_add(1, Counter::Relaxed),
             Err(_) => self.failed.fetch_add(1, Counter::Relaxed),
         };
-        if let Err(AsyncError::Ipc(e @ (IpcError::PeerGone | IpcError::Protocol(_)))) = r {
+        if let Err(AsyncError::Ipc(e @ (IpcError::Disconnected | IpcError::Protocol(_)))) = r {
             // The connection is unusable: fail everything still queued.
             self.close(AsyncError::Ipc(e));
         }

@@ -1,55 +1,47 @@
-//! Connection set-up and the send/receive operations of a rendezvous
-//! endpoint.
+//! A rendezvous endpoint: its message type, its configuration and the
+//! send/receive operations on one partner.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rustix::io::Errno;
-use thiserror::Error;
-
+use super::error::{os, IpcError};
+use super::open_wait::wait_any;
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
-use crate::segment::{self, AccessPolicy, ConnectError, Protocol, SocketListener};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::Mapping;
-use crate::sys::page_size;
 use crate::sys::peer::{self, PeerCred};
 use crate::wait::SpinBudget;
 
-/// Segment magic.
-const MAGIC: [u8; 8] = *b"ZCIORDV1";
-/// Layout version of the segment.
-const VERSION: u32 = 1;
-/// Offsets: header, client→server slot, server→client slot.
-const C2S: usize = 128;
-const S2C: usize = 256;
 /// Longest sleep between liveness checks.
-const SLICE: Duration = crate::wait::LIVENESS;
+pub(super) const SLICE: Duration = crate::wait::LIVENESS;
 /// Longest busy-wait for a partner before sleeping (adapted per endpoint
 /// side: halved after each wait that had to sleep anyway).
 const SPIN: Duration = Duration::from_micros(30);
-/// Bound on the connection handshake.
-const HANDSHAKE: Duration = Duration::from_secs(5);
-/// What both ends of a rendezvous connection must speak.
-const PROTOCOL: Protocol = Protocol {
-    magic: MAGIC,
-    version: VERSION,
-};
 
-/// A message: a label, up to [`WORDS`] words, up to 16 descriptors.
+/// A message: a label, up to [`WORDS`] words, up to
+/// [`MAX_FDS`](super::MAX_FDS) descriptors.
+///
+/// ```
+/// use zcio::rendezvous::Message;
+///
+/// let m = Message::new(7, &[1, 2, 3]);
+/// assert_eq!((m.label, m.words.as_slice()), (7, &[1, 2, 3][..]));
+/// assert!(m.fds.is_empty());
+/// ```
 #[derive(Debug, Default)]
 pub struct Message {
-    /// Caller-defined label.
+    /// Caller-defined label (e.g. an operation code).
     pub label: u64,
     /// The words (at most [`WORDS`]).
     pub words: Vec<u64>,
-    /// Descriptors (sent over the socket, paired with the hand-over).
+    /// Descriptors (sent over the socket, paired with the hand-over; the
+    /// receiver gets its own duplicates).
     pub fds: Vec<OwnedFd>,
 }
 
 impl Message {
-    /// A message of `words` with `label`.
+    /// A message of `words` with `label` and no descriptors.
     pub fn new(label: u64, words: &[u64]) -> Self {
         Self {
             label,
@@ -59,40 +51,66 @@ impl Message {
     }
 }
 
-/// Rendezvous errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum IpcError {
-    /// Nothing happened before the timeout (a send was retracted).
-    #[error("timed out")]
-    TimedOut,
-    /// The partner process hung up or died.
-    #[error("partner gone")]
-    PeerGone,
-    /// The partner broke the slot protocol (corrupt shared state or
-    /// mismatched descriptors).
-    #[error("partner broke the protocol: {0}")]
-    Protocol(&'static str),
-    /// More than [`WORDS`] words or 16 descriptors.
-    #[error("message too large: at most {WORDS} words and {MAX_FDS} descriptors")]
-    TooLarge,
-    /// A system call failed.
-    #[error("{op} failed: {errno}")]
-    Os {
-        /// The call.
-        op: &'static str,
-        /// Its errno.
-        errno: Errno,
-    },
+/// Default bounds on the blocking operations of an [`Endpoint`] (like
+/// [`ChannelConfig`](crate::ChannelConfig)'s `send_timeout` and
+/// `recv_timeout`). Set with [`Endpoint::with_config`] or, for every
+/// endpoint a listener accepts,
+/// [`EndpointListener::with_config`](super::EndpointListener::with_config).
+///
+/// ```
+/// use std::time::Duration;
+/// use zcio::rendezvous::EndpointConfig;
+///
+/// let cfg = EndpointConfig {
+///     recv_timeout: Duration::from_secs(30),
+///     ..EndpointConfig::default()
+/// };
+/// assert_eq!(cfg.send_timeout, Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// Bound on [`Endpoint::send`] (and the send half of
+    /// [`Endpoint::call`]): how long to wait for the partner to take the
+    /// message. Default 10 s.
+    pub send_timeout: Duration,
+    /// Bound on [`Endpoint::recv`] (and the receive half of
+    /// [`Endpoint::call`]). Default one hour.
+    pub recv_timeout: Duration,
 }
 
-fn os(op: &'static str) -> impl FnOnce(Errno) -> IpcError {
-    move |errno| IpcError::Os { op, errno }
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            send_timeout: Duration::from_secs(10),
+            recv_timeout: Duration::from_secs(3600),
+        }
+    }
 }
 
-struct Shared {
-    map: Mapping,
-    sock: OwnedFd,
-    peer: PeerCred,
+/// How long an operation may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// Not at all (`try_` operations: `Full` / `Empty` instead of `TimedOut`).
+    Try,
+    /// At most this long.
+    For(Duration),
+}
+
+impl Wait {
+    /// The deadline; `None` when it lies beyond what `Instant` can hold.
+    pub(super) fn deadline(self) -> Option<Instant> {
+        let now = Instant::now();
+        match self {
+            Wait::Try => Some(now),
+            Wait::For(t) => now.checked_add(t),
+        }
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) map: Mapping,
+    pub(super) sock: OwnedFd,
+    pub(super) peer: PeerCred,
 }
 
 impl Shared {
@@ -105,21 +123,29 @@ impl Shared {
     }
 }
 
-/// One end of a rendezvous connection.
+/// One end of a rendezvous connection (see the [module docs](super)).
+///
+/// Made by [`Endpoint::connect`] or [`EndpointListener::accept`]. Every
+/// operation takes `&self`: one thread may send while another receives;
+/// concurrent sends (or receives) on one endpoint take turns.
+///
+/// [`EndpointListener::accept`]: super::EndpointListener::accept
 pub struct Endpoint {
-    sh: Arc<Shared>,
+    pub(super) sh: Arc<Shared>,
     tx: usize,
-    rx: usize,
+    pub(super) rx: usize,
+    cfg: EndpointConfig,
     /// Held while sending; the adaptive spin of the send side.
     send_lock: Mutex<SpinBudget>,
     /// Held while receiving; the adaptive spin of the receive side.
-    recv_lock: Mutex<SpinBudget>,
+    pub(super) recv_lock: Mutex<SpinBudget>,
 }
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("peer", &self.sh.peer)
+            .field("config", &self.cfg)
             .finish()
     }
 }
@@ -135,25 +161,30 @@ struct PeerWait<'a> {
 
 /// Busy-wait until `done`, for at most the budget (and not past
 /// `deadline`); adapts the budget to how the wait ended.
-fn spin_until(
+pub(super) fn spin_until(
     budget: &mut SpinBudget,
     deadline: Option<Instant>,
     done: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
-    let mut limit = budget.get();
-    if let Some(d) = deadline {
-        limit = limit.min(d.saturating_duration_since(start));
-    }
+    let full = budget.get();
+    let limit = deadline.map_or(full, |d| full.min(d.saturating_duration_since(start)));
+    // A spin cut short by the caller's deadline (a `try_` operation, a
+    // nearly expired timeout) says nothing about whether spinning pays.
+    let learn = limit == full;
     let mut i = 0u32;
     loop {
         if done() {
-            budget.record(false);
+            if learn {
+                budget.record(false);
+            }
             return true;
         }
         i = i.wrapping_add(1);
         if i.is_multiple_of(32) && start.elapsed() >= limit {
-            budget.record(true);
+            if learn {
+                budget.record(true);
+            }
             return false;
         }
         crate::wait::spin_pause(i);
@@ -183,7 +214,7 @@ impl Waiter for PeerWait<'_> {
 impl PeerWait<'_> {
     fn error(&self) -> IpcError {
         if self.gone {
-            IpcError::PeerGone
+            IpcError::Disconnected
         } else {
             IpcError::TimedOut
         }
@@ -191,33 +222,26 @@ impl PeerWait<'_> {
 }
 
 impl Endpoint {
-    /// Connect to the listener at `path`: offer a fresh one-page segment
-    /// (sealed memfd, magic + layout version) through the shared
-    /// [`segment`](crate::segment) handshake; the listener's access policy
-    /// decides on our kernel credentials.
-    pub fn connect(path: impl AsRef<Path>) -> Result<Self, ConnectError> {
-        let sock = segment::connect(path.as_ref())?;
-        segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
-        let len = page_size();
-        let (fd, map) = segment::create("zcio-rendezvous", len)?;
-        let mut hdr = [0u8; 16];
-        hdr[..8].copy_from_slice(&MAGIC);
-        hdr[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        // The mapping is ours, a page long and not yet shared.
-        // SAFETY: as argued just above.
-        unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr(), map.as_ptr(), hdr.len()) };
-        let peer = segment::offer(&sock, PROTOCOL, fd.as_fd(), len as u64)?;
-        Ok(Self::new(Shared { map, sock, peer }, C2S, S2C))
-    }
-
-    fn new(sh: Shared, tx: usize, rx: usize) -> Self {
+    pub(super) fn new(sh: Shared, tx: usize, rx: usize, cfg: EndpointConfig) -> Self {
         Self {
             sh: Arc::new(sh),
             tx,
             rx,
+            cfg,
             send_lock: Mutex::new(SpinBudget::new(SPIN)),
             recv_lock: Mutex::new(SpinBudget::new(SPIN)),
         }
+    }
+
+    /// This endpoint with `cfg` as the bounds of its blocking operations.
+    pub fn with_config(mut self, cfg: EndpointConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// The bounds of the blocking operations.
+    pub fn config(&self) -> EndpointConfig {
+        self.cfg
     }
 
     /// The partner's kernel credentials (from `SO_PEERCRED`, not from any
@@ -226,20 +250,43 @@ impl Endpoint {
         self.sh.peer
     }
 
-    fn waiter<'a>(&'a self, timeout: Option<Duration>, budget: &'a mut SpinBudget) -> PeerWait<'a> {
-        PeerWait {
-            deadline: timeout.map(|t| Instant::now() + t),
-            sock: self.sh.sock.as_fd(),
-            gone: false,
-            budget,
-        }
+    /// The slot this endpoint receives from.
+    pub(super) fn rx_slot(&self) -> &Slot {
+        self.sh.slot(self.rx)
     }
 
-    /// Send `msg` and wait until the partner has taken it (at most
-    /// `timeout`; `Some(ZERO)` succeeds only if the partner is already
-    /// waiting... or takes it within one check). On error the message was
-    /// not delivered.
-    pub fn send(&self, msg: &Message, timeout: Option<Duration>) -> Result<(), IpcError> {
+    /// Send `msg` and wait until the partner has taken it (unbuffered
+    /// rendezvous), at most [`EndpointConfig::send_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// On any error the message was not delivered: `TimedOut` (retracted),
+    /// `Disconnected`, `TooLarge`, `Protocol`, `Os`.
+    pub fn send(&self, msg: &Message) -> Result<(), IpcError> {
+        self.send_with(msg, Wait::For(self.cfg.send_timeout))
+    }
+
+    /// Send `msg` only if the partner takes it at once — in practice, if it
+    /// is already waiting in a receive and running. Never sleeps.
+    ///
+    /// # Errors
+    ///
+    /// `Full` when the partner did not take it (the message was retracted,
+    /// not delivered); otherwise as [`Endpoint::send`].
+    pub fn try_send(&self, msg: &Message) -> Result<(), IpcError> {
+        self.send_with(msg, Wait::Try)
+    }
+
+    /// Send `msg`, waiting at most `timeout` for the partner to take it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Endpoint::send`]; on `TimedOut` the message was retracted.
+    pub fn send_timeout(&self, msg: &Message, timeout: Duration) -> Result<(), IpcError> {
+        self.send_with(msg, Wait::For(timeout))
+    }
+
+    pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcError> {
         if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
             return Err(IpcError::TooLarge);
         }
@@ -258,23 +305,31 @@ impl Endpoint {
             seq,
         };
         raw.words[..msg.words.len()].copy_from_slice(&msg.words);
-        let mut w = self.waiter(timeout, &mut budget);
+        let mut w = PeerWait {
+            deadline: wait.deadline(),
+            sock: self.sh.sock.as_fd(),
+            gone: false,
+            budget: &mut budget,
+        };
         match slot::send(s, &raw, &mut w) {
             Ok(_) => Ok(()),
-            Err(SlotError::TimedOut) => Err(w.error()),
+            Err(SlotError::TimedOut) => match (w.error(), wait) {
+                (IpcError::TimedOut, Wait::Try) => Err(IpcError::Full),
+                (e, _) => Err(e),
+            },
             Err(SlotError::Corrupt) => Err(IpcError::Protocol("corrupt slot state")),
         }
     }
 
     /// Take a message if one is waiting (no wait); the caller holds
     /// `recv_lock` and finishes it with [`Self::finish`].
-    fn try_take(&self) -> Result<Option<Raw>, IpcError> {
-        slot::take(self.sh.slot(self.rx)).map_err(|_| IpcError::Protocol("corrupt slot state"))
+    pub(super) fn try_take(&self) -> Result<Option<Raw>, IpcError> {
+        slot::take(self.rx_slot()).map_err(|_| IpcError::Protocol("corrupt slot state"))
     }
 
     /// Turn a taken slot message into `into` (its word buffer is reused),
     /// fetching its descriptors. The caller holds `recv_lock`.
-    fn finish(&self, raw: Raw, into: &mut Message) -> Result<(), IpcError> {
+    pub(super) fn finish(&self, raw: Raw, into: &mut Message) -> Result<(), IpcError> {
         into.fds.clear();
         if raw.nfds > 0 {
             // The descriptors were sent before the hand-over; stale records
@@ -308,187 +363,104 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Wait for a message from this partner (closed wait), at most `timeout`.
-    pub fn receive(&self, timeout: Option<Duration>) -> Result<Message, IpcError> {
-        receive_any(&[self], timeout).map(|(_, m)| m)
+    /// Wait for a message from this partner (closed wait), at most
+    /// [`EndpointConfig::recv_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut`, `Disconnected` (the partner is gone and sent nothing
+    /// more), `Protocol`.
+    pub fn recv(&self) -> Result<Message, IpcError> {
+        self.recv_with(Wait::For(self.cfg.recv_timeout))
     }
 
-    /// Like [`Self::receive`], but into `buf`, whose word vector is reused
-    /// (no allocation when it has room for [`WORDS`] words). On error `buf`
-    /// is unspecified but valid.
-    pub fn receive_into(
-        &self,
-        buf: &mut Message,
-        timeout: Option<Duration>,
-    ) -> Result<(), IpcError> {
-        wait_any(&[self], timeout, |e, raw| e.finish(raw, buf)).map(|_| ())
+    /// Take a message if one is waiting; never sleeps.
+    ///
+    /// # Errors
+    ///
+    /// `Empty` when nothing is waiting; otherwise as [`Endpoint::recv`].
+    pub fn try_recv(&self) -> Result<Message, IpcError> {
+        self.recv_with(Wait::Try)
     }
 
-    /// Send `msg`, then wait for this partner's answer.
-    pub fn call(
-        &self,
-        msg: &Message,
-        send_timeout: Option<Duration>,
-        recv_timeout: Option<Duration>,
-    ) -> Result<Message, IpcError> {
-        self.send(msg, send_timeout)?;
-        self.receive(recv_timeout)
+    /// Wait for a message from this partner, at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Endpoint::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, IpcError> {
+        self.recv_with(Wait::For(timeout))
     }
-}
 
-/// Open wait: the first message from any of `eps` (index, message), at most
-/// `timeout`. Partners that hung up are skipped; if all have, `PeerGone`.
-pub fn receive_any(
-    eps: &[&Endpoint],
-    timeout: Option<Duration>,
-) -> Result<(usize, Message), IpcError> {
-    let mut m = Message::default();
-    let i = wait_any(eps, timeout, |e, raw| e.finish(raw, &mut m))?;
-    Ok((i, m))
-}
+    fn recv_with(&self, wait: Wait) -> Result<Message, IpcError> {
+        let mut m = Message::default();
+        self.recv_into_with(&mut m, wait)?;
+        Ok(m)
+    }
 
-/// The open wait behind [`receive_any`] and [`Endpoint::receive_into`]:
-/// takes the first message from any of `eps` and hands it to `finish`
-/// while the receive locks are still held (descriptor records are read in
-/// order under them).
-fn wait_any(
-    eps: &[&Endpoint],
-    timeout: Option<Duration>,
-    finish: impl FnOnce(&Endpoint, Raw) -> Result<(), IpcError>,
-) -> Result<usize, IpcError> {
-    let mut guards: Vec<_> = eps
-        .iter()
-        .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
-        .collect();
-    let deadline = timeout.map(|t| Instant::now() + t);
-    let mut spun = false;
-    loop {
-        for (i, e) in eps.iter().enumerate() {
-            if let Some(raw) = e.try_take()? {
-                return finish(e, raw).map(|()| i);
-            }
+    /// Like [`Endpoint::recv`], but into `buf`, whose word vector is reused
+    /// (no allocation when it has room for [`WORDS`] words).
+    ///
+    /// # Errors
+    ///
+    /// As [`Endpoint::recv`]; on error `buf` is unspecified but valid.
+    pub fn recv_into(&self, buf: &mut Message) -> Result<(), IpcError> {
+        self.recv_into_with(buf, Wait::For(self.cfg.recv_timeout))
+    }
+
+    /// Like [`Endpoint::recv_timeout`], but into `buf` (see
+    /// [`Endpoint::recv_into`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Endpoint::recv`]; on error `buf` is unspecified but valid.
+    pub fn recv_into_timeout(&self, buf: &mut Message, timeout: Duration) -> Result<(), IpcError> {
+        self.recv_into_with(buf, Wait::For(timeout))
+    }
+
+    pub(crate) fn recv_into_with(&self, buf: &mut Message, wait: Wait) -> Result<(), IpcError> {
+        wait_any(&[self], wait, |e, raw| e.finish(raw, buf)).map(|_| ())
+    }
+
+    /// Send `msg`, then wait for this partner's answer (its next message):
+    /// the send bounded by [`EndpointConfig::send_timeout`], the wait for
+    /// the answer by [`EndpointConfig::recv_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Endpoint::send`] (the request was not delivered) or
+    /// [`Endpoint::recv`] (it was, but no answer came).
+    pub fn call(&self, msg: &Message) -> Result<Message, IpcError> {
+        self.send(msg)?;
+        self.recv()
+    }
+
+    /// Send `msg` and wait for the answer, both within `timeout` in all.
+    ///
+    /// # Errors
+    ///
+    /// As [`Endpoint::call`].
+    pub fn call_timeout(&self, msg: &Message, timeout: Duration) -> Result<Message, IpcError> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.send_timeout(msg, timeout)?;
+        match deadline {
+            Some(d) => self.recv_timeout(d.saturating_duration_since(Instant::now())),
+            None => self.recv_timeout(timeout),
         }
-        if !spun {
-            // A partner that is running usually sends within microseconds:
-            // spin (the first endpoint's budget) before flagging and sleeping.
-            spun = true;
-            if let Some(budget) = guards.first_mut() {
-                let any = &mut || eps.iter().any(|e| slot::ready(e.sh.slot(e.rx)));
-                if spin_until(budget, deadline, any) {
-                    continue;
-                }
-            }
-        }
-        let mut words = Vec::with_capacity(eps.len());
-        let mut live = 0;
-        for e in eps {
-            if peer::socket_hung_up(&e.sh.sock) {
-                continue;
-            }
-            live += 1;
-            let s = e.sh.slot(e.rx);
-            match slot::prepare_sleep(s) {
-                Some(v) => words.push((&s.state, v)),
-                None => words.clear(),
-            }
-        }
-        if live == 0 {
-            return Err(IpcError::PeerGone);
-        }
-        if words.len() < live {
-            continue; // a message arrived while we flagged
-        }
-        let t = match deadline {
-            None => SLICE,
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    return Err(IpcError::TimedOut);
-                }
-                (d - now).min(SLICE)
-            }
-        };
-        crate::sync::futex_wait_any(&words, t);
-    }
-}
-
-/// Reply to `to`, then wait for the next message from any of `eps`.
-pub fn reply_and_wait(
-    to: &Endpoint,
-    reply: &Message,
-    eps: &[&Endpoint],
-    timeout: Option<Duration>,
-) -> Result<(usize, Message), IpcError> {
-    to.send(reply, timeout)?;
-    receive_any(eps, timeout)
-}
-
-/// Accepts rendezvous connections on a Unix socket path; removes the path
-/// on drop.
-#[derive(Debug)]
-pub struct EndpointListener {
-    sock: SocketListener,
-    access: AccessPolicy,
-}
-
-impl EndpointListener {
-    /// Listen at `path`, admitting only our own uid (see
-    /// [`EndpointListener::bind_with`]). A stale socket file left by a dead
-    /// listener is replaced; a live one is an error.
-    pub fn bind(path: impl AsRef<Path>) -> Result<Self, ConnectError> {
-        Self::bind_with(path, AccessPolicy::default())
-    }
-
-    /// Listen at `path`, admitting callers `access` allows (decided on the
-    /// kernel's `SO_PEERCRED`, before anything they send is looked at).
-    pub fn bind_with(path: impl AsRef<Path>, access: AccessPolicy) -> Result<Self, ConnectError> {
-        Ok(Self {
-            sock: SocketListener::bind(path.as_ref())?,
-            access,
-        })
-    }
-
-    /// Accept one connection (blocking) and validate the partner's segment.
-    /// Refused or broken handshakes are errors; the listener stays usable.
-    pub fn accept(&self) -> Result<Endpoint, ConnectError> {
-        self.admit(self.sock.accept()?)
-    }
-
-    /// Accept, waiting at most `timeout` for a connection.
-    pub fn accept_timeout(&self, timeout: Duration) -> Result<Endpoint, ConnectError> {
-        self.admit(self.sock.accept_timeout(timeout)?)
-    }
-
-    /// The socket path.
-    pub fn path(&self) -> &Path {
-        self.sock.path()
-    }
-
-    fn admit(&self, sock: OwnedFd) -> Result<Endpoint, ConnectError> {
-        segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
-        let len = page_size() as u64;
-        let seg = segment::admit(&sock, PROTOCOL, &self.access, len, len)?;
-        if segment::read_head(&seg.map) != (MAGIC, VERSION) {
-            return Err(ConnectError::Protocol("bad segment header"));
-        }
-        segment::welcome(&sock, PROTOCOL)?;
-        Ok(Endpoint::new(
-            Shared {
-                map: seg.map,
-                sock,
-                peer: seg.cred,
-            },
-            S2C,
-            C2S,
-        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::{
+        recv_any, recv_any_timeout, reply_and_recv_timeout, try_recv_any, EndpointListener,
+    };
     use super::*;
+    use crate::segment::{AccessPolicy, ConnectError};
     use crate::sys::memfd;
     use std::path::PathBuf;
+
+    const LONG: Duration = Duration::from_secs(10);
 
     fn path(tag: &str) -> PathBuf {
         std::env::temp_dir().join(format!("zcio-rdv-{tag}-{}", std::process::id()))
@@ -502,26 +474,23 @@ mod tests {
         let t = std::thread::spawn(move || {
             let c = Endpoint::connect(&p2).unwrap();
             for i in 0..200u64 {
-                let r = c
-                    .call(
-                        &Message::new(1, &[i, 2 * i]),
-                        None,
-                        Some(Duration::from_secs(10)),
-                    )
-                    .unwrap();
-                assert_eq!(r.words, vec![3 * i]);
+                let m = Message::new(1, &[i, 2 * i]);
+                let r = if i % 2 == 0 {
+                    c.call(&m)
+                } else {
+                    c.call_timeout(&m, LONG)
+                };
+                assert_eq!(r.unwrap().words, vec![3 * i]);
             }
         });
         let s = l.accept().unwrap();
         assert_eq!(s.peer().pid, std::process::id() as i32);
-        let (_, mut m) = receive_any(&[&s], Some(Duration::from_secs(10))).unwrap();
+        let (_, mut m) = recv_any(&[&s]).unwrap();
         for _ in 0..199 {
             let reply = Message::new(2, &[m.words[0] + m.words[1]]);
-            m = reply_and_wait(&s, &reply, &[&s], Some(Duration::from_secs(10)))
-                .unwrap()
-                .1;
+            m = reply_and_recv_timeout(&s, &reply, &[&s], LONG).unwrap().1;
         }
-        s.send(&Message::new(2, &[m.words[0] + m.words[1]]), None)
+        s.send(&Message::new(2, &[m.words[0] + m.words[1]]))
             .unwrap();
         t.join().unwrap();
     }
@@ -536,31 +505,80 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_and_hangup() {
+    fn timeouts_try_forms_and_hangup() {
         let (_l, c, s) = pair("to");
         // Nobody receives: the send times out and is retracted.
-        assert!(matches!(
-            c.send(&Message::new(0, &[1]), Some(Duration::from_millis(20))),
+        let one = Message::new(0, &[1]);
+        assert_eq!(
+            c.send_timeout(&one, Duration::from_millis(20)),
             Err(IpcError::TimedOut)
-        ));
-        assert!(matches!(
-            s.receive(Some(Duration::ZERO)),
-            Err(IpcError::TimedOut)
-        ));
-        assert!(matches!(
-            c.send(&Message::new(0, &[0; 9]), None),
+        );
+        assert_eq!(c.try_send(&one), Err(IpcError::Full));
+        assert_eq!(s.try_recv().unwrap_err(), IpcError::Empty);
+        assert_eq!(try_recv_any(&[&s]).unwrap_err(), IpcError::Empty);
+        assert_eq!(
+            s.recv_timeout(Duration::ZERO).unwrap_err(),
+            IpcError::TimedOut
+        );
+        assert_eq!(
+            recv_any_timeout(&[&s], Duration::from_millis(5)).unwrap_err(),
+            IpcError::TimedOut
+        );
+        assert_eq!(
+            c.send(&Message::new(0, &[0; WORDS + 1])),
             Err(IpcError::TooLarge)
-        ));
+        );
+        // The configured bound applies to the plain forms.
+        let quick = EndpointConfig {
+            send_timeout: Duration::from_millis(5),
+            recv_timeout: Duration::from_millis(5),
+        };
+        let (c, s) = (c.with_config(quick), s.with_config(quick));
+        assert_eq!(c.config(), quick);
+        assert_eq!(c.send(&one), Err(IpcError::TimedOut));
+        assert_eq!(s.recv().unwrap_err(), IpcError::TimedOut);
+        assert_eq!(c.call(&one).unwrap_err(), IpcError::TimedOut);
         drop(c);
-        assert!(matches!(s.receive(None), Err(IpcError::PeerGone)));
-        assert!(matches!(
-            s.send(&Message::new(0, &[1]), None),
-            Err(IpcError::PeerGone)
-        ));
+        assert_eq!(s.recv().unwrap_err(), IpcError::Disconnected);
+        assert_eq!(s.try_recv().unwrap_err(), IpcError::Disconnected);
+        assert_eq!(s.send(&one), Err(IpcError::Disconnected));
+        assert_eq!(s.try_send(&one), Err(IpcError::Disconnected));
     }
 
     #[test]
-    fn the_listener_applies_its_access_policy() {
+    fn try_recv_takes_a_waiting_message_and_try_send_reaches_a_receiver() {
+        let (_l, c, s) = pair("try");
+        let c = Arc::new(c);
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || c2.send_timeout(&Message::new(3, &[4]), LONG));
+        // The sender waits in the slot: a try_recv takes its message.
+        let m = loop {
+            match s.try_recv() {
+                Ok(m) => break m,
+                Err(IpcError::Empty) => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!((m.label, m.words.as_slice()), (3, &[4u64][..]));
+        t.join().unwrap().unwrap();
+        // A receiver that waits: try_send succeeds once it takes the message.
+        let r = std::thread::spawn(move || s.recv_timeout(LONG).map(|m| m.label));
+        let mut tries = 0u64;
+        loop {
+            match c.try_send(&Message::new(8, &[])) {
+                Ok(()) => break,
+                Err(IpcError::Full) => tries += 1,
+                Err(e) => panic!("{e}"),
+            }
+            if tries.is_multiple_of(64) {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        assert_eq!(r.join().unwrap(), Ok(8));
+    }
+
+    #[test]
+    fn the_listener_applies_its_access_policy_and_config() {
         let p = path("acl");
         let me = rustix::process::geteuid().as_raw();
         let l =
@@ -569,6 +587,15 @@ mod tests {
         let t = std::thread::spawn(move || Endpoint::connect(&p2).map(|_| ()));
         assert!(matches!(l.accept(), Err(ConnectError::Refused)));
         assert!(matches!(t.join().unwrap(), Err(ConnectError::Refused)));
+        drop(l);
+        let cfg = EndpointConfig {
+            recv_timeout: Duration::from_secs(7),
+            ..EndpointConfig::default()
+        };
+        let l = EndpointListener::bind(&p).unwrap().with_config(cfg);
+        let t = std::thread::spawn(move || Endpoint::connect(&p).unwrap());
+        assert_eq!(l.accept().unwrap().config(), cfg);
+        assert_eq!(t.join().unwrap().config(), EndpointConfig::default());
     }
 
     #[test]
@@ -578,14 +605,33 @@ mod tests {
             let fd = memfd::create_sized("x", 4096).unwrap();
             let mut m = Message::new(5, &[42]);
             m.fds.push(fd);
-            c.send(&m, Some(Duration::from_secs(10))).unwrap();
+            c.send(&m).unwrap();
         });
-        let m = s.receive(Some(Duration::from_secs(10))).unwrap();
+        let mut m = Message::default();
+        s.recv_into_timeout(&mut m, LONG).unwrap();
         assert_eq!(
             (m.label, m.words.as_slice(), m.fds.len()),
             (5, &[42u64][..], 1)
         );
         assert_eq!(memfd::size(&m.fds[0]).unwrap(), 4096);
         t.join().unwrap();
+    }
+
+    #[test]
+    fn errors_display_and_are_std_errors() {
+        fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
+        is_error(&IpcError::Disconnected);
+        assert_eq!(
+            IpcError::Disconnected.to_string(),
+            "partner disconnected (it hung up or died)"
+        );
+        assert!(IpcError::TooLarge.to_string().contains("at most 8 words"));
+        // Both families convert into zcio::Error, keeping their text.
+        let e: crate::Error = IpcError::Disconnected.into();
+        assert_eq!(e.to_string(), IpcError::Disconnected.to_string());
+        let lost = crate::asyncipc::AsyncError::Ipc(IpcError::Disconnected);
+        is_error(&lost);
+        let e: crate::Error = (lost, Message::default()).into();
+        assert!(matches!(e, crate::Error::Async(a) if a == lost));
     }
 }

@@ -1,25 +1,77 @@
-//! Synchronous rendezvous IPC between processes (the L4 analogue the
-//! asynchronous layer of issue #4 builds on).
+//! Synchronous rendezvous IPC between processes (L4-style; the base of
+//! [`asyncipc`](crate::asyncipc)).
 //!
 //! An [`Endpoint`] is one end of a connection made over a Unix
 //! `SOCK_SEQPACKET` socket (which also carries descriptors and tells each
 //! side the other's kernel credentials). Messages — a label, up to
-//! [`WORDS`] words and optionally descriptors — travel through a shared
-//! [`slot`] per direction in a sealed memfd page, handed over with futex
-//! waits: [`Endpoint::send`] returns only once the receiver has *taken* the
-//! message (unbuffered rendezvous), [`Endpoint::receive`] waits on one
-//! partner (closed wait), [`receive_any`] on several (open wait, with
-//! `futex_waitv`), [`Endpoint::call`] is send + receive from the same
-//! partner, [`reply_and_wait`] replies to one and waits on all. Every
-//! operation takes a timeout (`Some(ZERO)` polls, `None` waits as long as
-//! the peer lives); a send that times out is retracted, so it either
-//! happened or did not.
+//! [`WORDS`] words and up to [`MAX_FDS`] descriptors — travel through a
+//! shared slot per direction in a sealed memfd page, handed over with
+//! futex waits:
+//!
+//! * [`Endpoint::send`] returns only once the receiver has *taken* the
+//!   message (unbuffered rendezvous); a send that fails — timed out, partner
+//!   gone — did not happen (a timed-out send is retracted from the slot).
+//! * [`Endpoint::recv`] waits on one partner (closed wait), [`recv_any`] on
+//!   several (open wait, with `futex_waitv`).
+//! * [`Endpoint::call`] is send + receive from the same partner,
+//!   [`reply_and_recv`] a server's reply to one partner + receive from all.
+//!
+//! Every operation comes in the three forms of [`Channel`](crate::Channel)
+//! and crossbeam-channel: the plain one waits at most the endpoint's
+//! [`EndpointConfig`] timeout, `try_` never waits (`IpcError::Full` /
+//! `IpcError::Empty`), `_timeout` takes the bound. A partner that hung up or
+//! died gives [`IpcError::Disconnected`], never a hang.
+//!
+//! # Example
+//!
+//! A server thread answering calls (the partner would normally be another
+//! process):
+//!
+//! ```
+//! use zcio::rendezvous::{recv_any, reply_and_recv, Endpoint, EndpointListener, Message};
+//!
+//! let path = std::env::temp_dir().join(format!("zcio-rdv-doc-{}", std::process::id()));
+//! let listener = EndpointListener::bind(&path)?;
+//! let server = std::thread::spawn(move || -> Result<(), zcio::rendezvous::IpcError> {
+//!     let ep = listener.accept().expect("accept");
+//!     // Answer each request [a, b] with [a + b] until the caller hangs up.
+//!     let (_, mut req) = recv_any(&[&ep])?;
+//!     loop {
+//!         let reply = Message::new(req.label, &[req.words[0] + req.words[1]]);
+//!         match reply_and_recv(&ep, &reply, &[&ep]) {
+//!             Ok((_, next)) => req = next,
+//!             Err(zcio::rendezvous::IpcError::Disconnected) => return Ok(()),
+//!             Err(e) => return Err(e),
+//!         }
+//!     }
+//! });
+//!
+//! let client = Endpoint::connect(&path)?;
+//! assert_eq!(client.peer().pid, std::process::id() as i32); // from the kernel
+//! for i in 0..3 {
+//!     let answer = client.call(&Message::new(1, &[i, 10]))?;
+//!     assert_eq!(answer.words, [i + 10]);
+//! }
+//! drop(client);
+//! server.join().unwrap()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod endpoint;
+mod error;
 #[cfg(all(test, loom))]
 mod loom_slot;
+mod open_wait;
+mod setup;
 pub(crate) mod slot;
 
 pub use crate::segment::{AccessPolicy, ConnectError};
-pub use endpoint::{receive_any, reply_and_wait, Endpoint, EndpointListener, IpcError, Message};
+pub use crate::sys::fdpass::MAX_FDS;
+pub(crate) use endpoint::Wait;
+pub use endpoint::{Endpoint, EndpointConfig, Message};
+pub use error::IpcError;
+pub use open_wait::{
+    recv_any, recv_any_timeout, reply_and_recv, reply_and_recv_timeout, try_recv_any,
+};
+pub use setup::EndpointListener;
 pub use slot::WORDS;

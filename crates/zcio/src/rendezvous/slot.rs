@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// Message words per message.
+/// The most words one rendezvous message carries.
 pub const WORDS: usize = 8;
 
 /// No message.

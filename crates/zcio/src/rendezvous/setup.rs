@@ -1,0 +1,150 @@
+//! Connection set-up of rendezvous endpoints, through the shared
+//! [`segment`](crate::segment) handshake.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::time::Duration;
+
+use super::endpoint::{Endpoint, EndpointConfig, Shared};
+use crate::segment::{self, AccessPolicy, ConnectError, Protocol, SocketListener};
+use crate::sys::page_size;
+
+/// Segment magic.
+const MAGIC: [u8; 8] = *b"ZCIORDV1";
+/// Layout version of the segment.
+const VERSION: u32 = 1;
+/// Offsets: header, client→server slot, server→client slot.
+const C2S: usize = 128;
+const S2C: usize = 256;
+/// Bound on the connection handshake.
+const HANDSHAKE: Duration = Duration::from_secs(5);
+/// What both ends of a rendezvous connection must speak.
+const PROTOCOL: Protocol = Protocol {
+    magic: MAGIC,
+    version: VERSION,
+};
+
+impl Endpoint {
+    /// Connect to the listener at `path`: offer a fresh one-page segment
+    /// (sealed memfd, magic + layout version) through the shared handshake;
+    /// the listener's [`AccessPolicy`] decides on our kernel credentials.
+    /// The endpoint has the default [`EndpointConfig`] (see
+    /// [`Endpoint::with_config`]).
+    ///
+    /// # Errors
+    ///
+    /// `ConnectError` when nobody listens at `path`, the listener refuses
+    /// us, the handshake breaks or times out (5 s), or a system call fails.
+    pub fn connect(path: impl AsRef<Path>) -> Result<Self, ConnectError> {
+        let sock = segment::connect(path.as_ref())?;
+        segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
+        let len = page_size();
+        let (fd, map) = segment::create("zcio-rendezvous", len)?;
+        let mut hdr = [0u8; 16];
+        hdr[..8].copy_from_slice(&MAGIC);
+        hdr[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        // The mapping is ours, a page long and not yet shared.
+        // SAFETY: as argued just above.
+        unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr(), map.as_ptr(), hdr.len()) };
+        let peer = segment::offer(&sock, PROTOCOL, fd.as_fd(), len as u64)?;
+        Ok(Self::new(
+            Shared { map, sock, peer },
+            C2S,
+            S2C,
+            EndpointConfig::default(),
+        ))
+    }
+}
+
+/// Accepts rendezvous connections on a Unix socket path; removes the path
+/// on drop.
+#[derive(Debug)]
+pub struct EndpointListener {
+    sock: SocketListener,
+    access: AccessPolicy,
+    cfg: EndpointConfig,
+}
+
+impl EndpointListener {
+    /// Listen at `path`, admitting only our own uid (see
+    /// [`EndpointListener::bind_with`]). A stale socket file left by a dead
+    /// listener is replaced; a live one is an error.
+    ///
+    /// # Errors
+    ///
+    /// `ConnectError` when `path` is in use by a live listener or cannot be
+    /// bound.
+    pub fn bind(path: impl AsRef<Path>) -> Result<Self, ConnectError> {
+        Self::bind_with(path, AccessPolicy::default())
+    }
+
+    /// Listen at `path`, admitting callers `access` allows (decided on the
+    /// kernel's `SO_PEERCRED`, before anything they send is looked at).
+    ///
+    /// # Errors
+    ///
+    /// As [`EndpointListener::bind`].
+    pub fn bind_with(path: impl AsRef<Path>, access: AccessPolicy) -> Result<Self, ConnectError> {
+        Ok(Self {
+            sock: SocketListener::bind(path.as_ref())?,
+            access,
+            cfg: EndpointConfig::default(),
+        })
+    }
+
+    /// This listener, giving every endpoint it accepts `cfg`.
+    pub fn with_config(mut self, cfg: EndpointConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// The configuration accepted endpoints get.
+    pub fn config(&self) -> EndpointConfig {
+        self.cfg
+    }
+
+    /// Accept one connection (blocking) and validate the partner's segment.
+    ///
+    /// # Errors
+    ///
+    /// `ConnectError` for a refused or broken handshake (the listener stays
+    /// usable) or a failed system call.
+    pub fn accept(&self) -> Result<Endpoint, ConnectError> {
+        self.admit(self.sock.accept()?)
+    }
+
+    /// Accept, waiting at most `timeout` for a connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`EndpointListener::accept`]; `ConnectError::TimedOut` when
+    /// nobody connected in time.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Endpoint, ConnectError> {
+        self.admit(self.sock.accept_timeout(timeout)?)
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        self.sock.path()
+    }
+
+    fn admit(&self, sock: OwnedFd) -> Result<Endpoint, ConnectError> {
+        segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
+        let len = page_size() as u64;
+        let seg = segment::admit(&sock, PROTOCOL, &self.access, len, len)?;
+        if segment::read_head(&seg.map) != (MAGIC, VERSION) {
+            return Err(ConnectError::Protocol("bad segment header"));
+        }
+        segment::welcome(&sock, PROTOCOL)?;
+        Ok(Endpoint::new(
+            Shared {
+                map: seg.map,
+                sock,
+                peer: seg.cred,
+            },
+            S2C,
+            C2S,
+            self.cfg,
+        ))
+    }
+}
