@@ -113,21 +113,26 @@ pub fn ones_complement_sum_view(data: zcio::View<'_>) -> u16 {
     if let Some(s) = data.as_slice() {
         return ones_complement_sum(s);
     }
-    ones_complement_sum_words(data.words_le())
+    // Fold the words into a 128-bit sum in a tight loop of volatile loads.
+    let acc = data.fold_words_le(0u128, |a, w| a + u128::from(w));
+    fold_sum(acc)
+}
+
+/// End-around-carry fold of a wide one's complement sum into 16 bits,
+/// byte-swapped to RFC 1071's big-endian order (see
+/// [`ones_complement_sum_words`]).
+fn fold_sum(mut acc: u128) -> u16 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    (acc as u16).swap_bytes()
 }
 
 /// [`ones_complement_sum`] over little-endian 64-bit words (a tail padded
 /// with zeros, which is RFC 1071's padding of an odd last byte): the
 /// end-around-carry fold of 64-bit words equals that of 16-bit words.
 pub fn ones_complement_sum_words(words: impl Iterator<Item = u64>) -> u16 {
-    let mut acc: u128 = 0;
-    for w in words {
-        acc += u128::from(w);
-    }
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    (acc as u16).swap_bytes()
+    fold_sum(words.map(u128::from).sum())
 }
 
 /// The Internet checksum of `data` (RFC 1071): the complement of

@@ -130,6 +130,7 @@ pub struct Fbuf {
 
 impl Fbuf {
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.core.len
     }
@@ -143,6 +144,7 @@ impl Fbuf {
     /// even if the originator writes them meanwhile. `view().as_slice()`
     /// gives a plain `&[u8]` when nobody can change the bytes (see
     /// [`Fbuf::is_immutable`]).
+    #[inline]
     pub fn view(&self) -> View<'_> {
         // The range [ptr, ptr+len) lies in the region mapping, which lives
         // as long as `core.region`, i.e. as long as `&self`. Nobody in this
@@ -160,6 +162,7 @@ impl Fbuf {
     /// trusted (`unsafe` [`Channel::trust_peer`](crate::Channel::trust_peer)).
     /// A *volatile* buffer received from a peer is not immutable: its
     /// originator keeps a writable mapping.
+    #[inline]
     pub fn is_immutable(&self) -> bool {
         self.core.trusted
             || self.core.region.is_secured()

@@ -73,6 +73,7 @@ impl Slice {
     }
 
     /// The bytes, in place (see [`View`]).
+    #[inline]
     pub fn view(&self) -> View<'_> {
         // In range: every constructor checks offset + len <= buf.len().
         self.buf
@@ -260,6 +261,7 @@ impl Msg {
     }
 
     /// The slices' bytes, in place (see [`View`]).
+    #[inline]
     pub fn chunks(&self) -> impl Iterator<Item = View<'_>> {
         self.slices.iter().map(Slice::view)
     }
