@@ -340,6 +340,60 @@ impl ExactSizeIterator for WordsLe<'_> {}
 /// must be writable through this raw pointer (no live Rust reference to
 /// it elsewhere) and must not overlap the source.
 pub(crate) unsafe fn copy_volatile(src: *const u8, d: *mut u8, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if n >= 256 && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above); the caller's
+        // contract is passed on unchanged.
+        unsafe { copy_volatile_avx2(src, d, n) };
+        return;
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { copy_volatile_sse(src, d, n) }
+}
+
+/// [`copy_volatile`] with 32-byte loads (AVX2), as fast as `memcpy` for
+/// blocks in cache.
+///
+/// # Safety
+/// As [`copy_volatile`], and the CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn copy_volatile_avx2(src: *const u8, d: *mut u8, n: usize) {
+    use std::arch::x86_64::__m256i;
+    let mut i = 0;
+    // Head: bytes until the source is 32-byte aligned.
+    let head = (src as usize).wrapping_neg() % 32;
+    while i < head.min(n) {
+        // SAFETY: i < n: inside both ranges.
+        unsafe { d.add(i).write(src.add(i).read_volatile()) };
+        i += 1;
+    }
+    while i + 128 <= n {
+        // SAFETY: src + i is 32-byte aligned (head loop) and the 128 bytes
+        // are inside both ranges; stores are unaligned.
+        unsafe {
+            let s = src.add(i).cast::<__m256i>();
+            let a = s.read_volatile();
+            let b = s.add(1).read_volatile();
+            let c = s.add(2).read_volatile();
+            let e = s.add(3).read_volatile();
+            let o = d.add(i).cast::<__m256i>();
+            o.write_unaligned(a);
+            o.add(1).write_unaligned(b);
+            o.add(2).write_unaligned(c);
+            o.add(3).write_unaligned(e);
+        }
+        i += 128;
+    }
+    // SAFETY: the rest is inside both ranges (i <= n).
+    unsafe { copy_volatile_sse(src.add(i), d.add(i), n - i) };
+}
+
+/// [`copy_volatile`] with 16-byte loads (every x86_64 and other targets).
+///
+/// # Safety
+/// As [`copy_volatile`].
+unsafe fn copy_volatile_sse(src: *const u8, d: *mut u8, n: usize) {
     let mut i = 0;
     // Head: bytes until the source is 16-byte aligned.
     let head = (src as usize).wrapping_neg() % 16;
@@ -388,9 +442,9 @@ mod tests {
 
     #[test]
     fn copy_volatile_matches_memcpy_at_every_alignment() {
-        let src: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
         for off in 0..20 {
-            for len in [0, 1, 15, 16, 17, 63, 64, 65, 200, 900] {
+            for len in [0, 1, 15, 16, 17, 63, 64, 65, 200, 900, 4099] {
                 let mut dst = vec![0u8; len];
                 // SAFETY: off + len <= 1000.
                 unsafe { copy_volatile(src.as_ptr().add(off), dst.as_mut_ptr(), len) };
