@@ -55,6 +55,17 @@ pub fn parse_bytes_u64(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
+/// A duration in nanoseconds, readably: `812 ns`, `12.3 µs`, `1.23 ms`.
+pub fn ns(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} ms", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
 /// A rate with SI prefix: `1.23 M`, `456 k`.
 pub fn si(v: f64) -> String {
     if v >= 1e9 {

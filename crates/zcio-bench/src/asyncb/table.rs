@@ -79,15 +79,7 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or("-".into(), f)
 }
 
-fn ns(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2} ms", v / 1e6)
-    } else if v >= 1e4 {
-        format!("{:.1} µs", v / 1e3)
-    } else {
-        format!("{v:.0} ns")
-    }
-}
+use crate::fmt::ns;
 
 /// The readable tables, one per part that ran.
 pub fn text(rows: &[Row]) -> String {

@@ -253,16 +253,7 @@ pub fn split(rows: &[Entry]) -> (Vec<Row>, Vec<LatencyRow>) {
     (tp, lat)
 }
 
-/// `812 ns`, `12.3 µs`, `1.23 ms`.
-fn ns(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2} ms", v / 1e6)
-    } else if v >= 1e4 {
-        format!("{:.1} µs", v / 1e3)
-    } else {
-        format!("{v:.0} ns")
-    }
-}
+use crate::fmt::ns;
 
 /// The latency table: one line per (size, transport).
 pub fn latency_text(rows: &[LatencyRow]) -> String {
