@@ -104,7 +104,7 @@ impl Header {
             ));
         }
         let hl = u32::from_le_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]) as usize;
-        if !(FIXED..=MAX_HEADER).contains(&hl) || hl % 64 != 0 {
+        if !(FIXED..=MAX_HEADER).contains(&hl) || !hl.is_multiple_of(64) {
             return Err(format!("array header length {hl} out of range"));
         }
         Ok(hl)

@@ -44,8 +44,8 @@ impl Listener {
 
     /// The socket path.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> String {
+        self.path.to_string_lossy().into_owned()
     }
 
     /// accept(timeout=None, pool=None) -> Channel

@@ -117,21 +117,23 @@ impl Msg {
     }
 
     /// Address of `[off, off + len)` if it lies inside one slice (or the
-    /// private copy), else `None`.
-    pub(crate) fn range_ptr(&self, off: usize, len: usize) -> PyResult<Option<usize>> {
+    /// private copy), else `None`; and whether those bytes are volatile.
+    pub(crate) fn range_ptr(&self, off: usize, len: usize) -> PyResult<Option<(usize, bool)>> {
         let st = self.lock()?;
         let end = off.checked_add(len).filter(|&e| e <= self.len);
         let Some(end) = end else {
             return Ok(None);
         };
         match &st.body {
-            Some(Body::Private(b)) => Ok(Some(b.as_ptr() as usize + off)),
+            Some(Body::Private(b)) => Ok(Some((b.as_ptr() as usize + off, false))),
             Some(Body::Shared(m)) => {
                 let mut start = 0usize;
-                for v in m.chunks() {
+                for s in m.slices() {
+                    let v = s.view();
                     let stop = start + v.len();
                     if off >= start && end <= stop {
-                        return Ok(Some(v.as_ptr() as usize + (off - start)));
+                        let volatile = !s.fbuf().is_immutable();
+                        return Ok(Some((v.as_ptr() as usize + (off - start), volatile)));
                     }
                     start = stop;
                 }
@@ -143,10 +145,6 @@ impl Msg {
 
     pub(crate) fn byte_len(&self) -> usize {
         self.len
-    }
-
-    pub(crate) fn is_volatile(&self) -> bool {
-        self.volatile
     }
 
     pub(crate) fn add_export(&self) {
@@ -340,12 +338,13 @@ pub struct MsgView {
     /// released while this object lives (it counts as an export).
     ptr: usize,
     len: usize,
+    volatile: bool,
 }
 
 impl MsgView {
     /// A view of `[off, off + len)` of `msg`, if that lies in one slice.
     pub(crate) fn new(msg: &Bound<'_, Msg>, off: usize, len: usize) -> PyResult<Option<Self>> {
-        let Some(ptr) = msg.get().range_ptr(off, len)? else {
+        let Some((ptr, volatile)) = msg.get().range_ptr(off, len)? else {
             return Ok(None);
         };
         msg.get().add_export();
@@ -353,6 +352,7 @@ impl MsgView {
             msg: msg.clone().unbind(),
             ptr,
             len,
+            volatile,
         }))
     }
 }
@@ -376,10 +376,11 @@ impl MsgView {
         self.msg.clone_ref(py)
     }
 
-    /// See ``Msg.volatile``.
+    /// True when the originator of these bytes kept a writable mapping
+    /// (see ``Msg.volatile``; this range only).
     #[getter]
     fn volatile(&self) -> bool {
-        self.msg.get().is_volatile()
+        self.volatile
     }
 
     unsafe fn __getbuffer__(
@@ -403,7 +404,7 @@ impl MsgView {
         format!(
             "zcio.MsgView(len={}, volatile={})",
             self.len,
-            py_bool(self.msg.get().is_volatile())
+            py_bool(self.volatile)
         )
     }
 }

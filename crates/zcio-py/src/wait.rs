@@ -30,7 +30,7 @@ impl Timeout {
             Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(
                 "timeout must be None or a non-negative number of seconds",
             )),
-            Some(t) if t == 0.0 => Ok(Timeout::Try),
+            Some(t) if t <= 0.0 => Ok(Timeout::Try),
             // Longer than a century: as good as forever (and no overflow).
             Some(t) if t > 3.0e9 => Ok(Timeout::Forever),
             Some(t) => Ok(Timeout::Within(Duration::from_secs_f64(t))),
