@@ -156,31 +156,40 @@ impl Msg {
     }
 
     /// The whole message's address for the buffer protocol: the single
-    /// slice in place, or a contiguous copy made once.
+    /// slice in place, or a contiguous copy made once. The lock is never
+    /// held while the GIL is released (another thread holding the GIL
+    /// could be waiting for it).
     fn export_ptr(&self, py: Python<'_>) -> PyResult<usize> {
-        let mut st = self.lock()?;
-        let st = &mut *st;
-        if let Some(j) = &st.joined {
-            return Ok(j.as_ptr() as usize);
-        }
-        match &st.body {
-            Some(Body::Private(b)) => Ok(b.as_ptr() as usize),
-            Some(Body::Shared(m)) => {
-                if let [one] = m.slices() {
-                    return Ok(one.view().as_ptr() as usize);
-                }
-                let copy = if self.len >= buffer::RELEASE_GIL_ABOVE {
-                    py.detach(|| m.to_vec())
-                } else {
-                    m.to_vec()
-                };
-                let b = copy.into_boxed_slice();
-                let p = b.as_ptr() as usize;
-                st.joined = Some(b);
-                Ok(p)
+        let m = {
+            let st = self.lock()?;
+            if let Some(j) = &st.joined {
+                return Ok(j.as_ptr() as usize);
             }
-            None => Err(errors::closed("message (released)")),
-        }
+            match &st.body {
+                Some(Body::Private(b)) => return Ok(b.as_ptr() as usize),
+                Some(Body::Shared(m)) => {
+                    if let [one] = m.slices() {
+                        return Ok(one.view().as_ptr() as usize);
+                    }
+                    m.clone()
+                }
+                None => return Err(errors::closed("message (released)")),
+            }
+        };
+        let copy = copy_out(py, &m).into_boxed_slice();
+        let mut st = self.lock()?;
+        // Another thread may have made the copy meanwhile: keep the first.
+        let j = st.joined.get_or_insert(copy);
+        Ok(j.as_ptr() as usize)
+    }
+}
+
+/// A private copy of `m` (the GIL released for large ones).
+fn copy_out(py: Python<'_>, m: &zcio::Msg) -> Vec<u8> {
+    if m.len() >= buffer::RELEASE_GIL_ABOVE {
+        py.detach(|| m.to_vec())
+    } else {
+        m.to_vec()
     }
 }
 
@@ -219,33 +228,27 @@ impl Msg {
 
     /// tobytes() -> bytes: a private copy.
     fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let mut v = vec![0u8; self.len];
-        if self.len >= buffer::RELEASE_GIL_ABOVE {
-            let r = py.detach(|| self.read_at(0, &mut v));
-            r?;
-        } else {
-            self.read_at(0, &mut v)?;
-        }
-        Ok(PyBytes::new(py, &v))
+        let m = match &self.lock()?.body {
+            Some(Body::Shared(m)) => m.clone(),
+            Some(Body::Private(b)) => return Ok(PyBytes::new(py, b)),
+            None => return Err(errors::closed("message (released)")),
+        };
+        Ok(PyBytes::new(py, &copy_out(py, &m)))
     }
 
     /// secure() -> Msg: bytes that cannot change. A message that is
     /// already immutable (sealed, or made by this process) is shared in
     /// place; a volatile one is copied once into private memory.
     fn secure(&self, py: Python<'_>) -> PyResult<Msg> {
-        let st = self.lock()?;
-        match &st.body {
-            Some(Body::Shared(m)) if !self.volatile => Ok(Msg::from_msg(m.clone())),
-            Some(Body::Shared(m)) => {
-                let v = if self.len >= buffer::RELEASE_GIL_ABOVE {
-                    py.detach(|| m.to_vec())
-                } else {
-                    m.to_vec()
-                };
-                Ok(Msg::from_private(v.into_boxed_slice()))
-            }
-            Some(Body::Private(b)) => Ok(Msg::from_private(b.clone())),
-            None => Err(errors::closed("message (released)")),
+        let m = match &self.lock()?.body {
+            Some(Body::Shared(m)) => m.clone(),
+            Some(Body::Private(b)) => return Ok(Msg::from_private(b.clone())),
+            None => return Err(errors::closed("message (released)")),
+        };
+        if self.volatile {
+            Ok(Msg::from_private(copy_out(py, &m).into_boxed_slice()))
+        } else {
+            Ok(Msg::from_msg(m))
         }
     }
 

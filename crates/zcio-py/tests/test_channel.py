@@ -203,3 +203,17 @@ def test_context_managers_close():
         b.recv(timeout=5)
     assert isinstance(a.fileno(), int) and a.fileno() >= 0
     gc.collect()
+
+
+def test_blocking_calls_release_the_gil():
+    """A receiver blocked in another thread must not stop this thread from
+    sending (if recv held the GIL, the send below could never run)."""
+    import threading
+
+    a, b = zcio.Channel.pair()
+    got = []
+    t = threading.Thread(target=lambda: got.append(b.recv(timeout=T).tobytes()))
+    t.start()
+    a.send(b"while you wait", timeout=T)
+    t.join(T)
+    assert got == [b"while you wait"]
