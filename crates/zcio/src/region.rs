@@ -115,17 +115,19 @@ impl Region {
     }
 
     /// Secure an owned region: replace the writable mapping by a read-only
-    /// one, then seal with `F_SEAL_WRITE` (permanent; refused by the kernel
+    /// one at the same address, then seal with `F_SEAL_WRITE` (permanent; refused by the kernel
     /// while any writable mapping exists). On error the region is left mapped
     /// read-only and not secured.
     pub fn secure(&mut self) -> Result<(), RegionError> {
         if self.ownership != Ownership::Owned || self.secured {
             return Ok(());
         }
-        let ro = Mapping::map(&self.fd, self.len, Access::ReadOnly, false)
+        // The read-only mapping replaces the writable one at the same
+        // address, so pointers the owner kept into the buffer (a Python
+        // array over it, say) still read the same bytes; writes fault.
+        self.map
+            .remap_read_only(&self.fd)
             .map_err(os("mmap read-only"))?;
-        // Dropping the old mapping unmaps the last writable view.
-        self.map = ro;
         // The kernel refuses F_SEAL_WRITE (EBUSY) while any page still has
         // a transient extra reference (it waits a little itself); retry a
         // few times before giving up.
@@ -298,9 +300,18 @@ mod tests {
         let mut r = Region::create("t", 4096, false).unwrap();
         // SAFETY: offset 0 is inside the mapping.
         unsafe { r.base().write(1) };
+        let base = r.base();
         r.secure().unwrap();
         assert!(r.is_secured());
         assert!(r.seals().unwrap().contains(SealFlags::WRITE));
+        assert_eq!(r.base(), base, "read-only at the same address");
+        // SAFETY: offset 0 is inside the (now read-only) mapping.
+        assert_eq!(unsafe { base.read_volatile() }, 1);
+        assert_eq!(
+            r.map.try_protect(Access::ReadWrite).unwrap_err(),
+            Errno::ACCESS,
+            "the new mapping cannot be made writable"
+        );
         assert_eq!(
             Mapping::map(r.fd(), 4096, Access::ReadWrite, false).unwrap_err(),
             Errno::PERM

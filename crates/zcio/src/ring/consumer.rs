@@ -111,7 +111,16 @@ pub struct Consumer {
     drops_at_join: u64,
     spin: SpinBudget,
     pub(crate) ready: Option<Arc<super::ready::Shared>>,
+    /// Process-unique identity, so a [`DetachedPeek`] resumes only here.
+    id: u64,
+    /// Bumped by every read, peek and seek: a [`DetachedPeek`] taken
+    /// before is stale (its block may no longer be at the cursor, and the
+    /// ring its bytes are in may have been detached from `targets`).
+    peek_gen: u64,
 }
+
+/// Source of [`Consumer::id`].
+static NEXT_CONSUMER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -213,6 +222,8 @@ impl Consumer {
             spin: SpinBudget::new(SPIN),
             map,
             ready: None,
+            id: NEXT_CONSUMER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            peek_gen: 0,
         };
         me.step = me.base_step();
         if start == Start::Oldest && geo.layout != Layout::Variable {
@@ -556,6 +567,7 @@ impl Consumer {
     /// The next valid block (skipping lapped data), or `None` at end of
     /// stream.
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
+        self.peek_gen = self.peek_gen.wrapping_add(1);
         let mut backoff: Option<Backoff> = None;
         let mut slept = false;
         let mut rounds = 0u32;
@@ -783,6 +795,7 @@ impl Consumer {
 
     /// Move the cursor.
     pub fn seek(&mut self, to: SeekTo) -> Result<u64, ReadError> {
+        self.peek_gen = self.peek_gen.wrapping_add(1);
         let head = self.refresh_head();
         let floor = head.saturating_sub(self.cap);
         let unit = match self.geo.layout {
@@ -806,6 +819,24 @@ impl Consumer {
         self.cursor = target;
         self.publish_cursor();
         Ok(target)
+    }
+}
+
+impl Consumer {
+    /// Take back a block set aside with [`Peek::detach`], as the [`Peek`]
+    /// it was. Refused (the detached peek comes back) if it was detached
+    /// from another consumer, or if this consumer has read, peeked or
+    /// sought since: its block may then be gone, and the cursor has moved
+    /// on without it.
+    pub fn resume(&mut self, d: DetachedPeek) -> Result<Peek<'_>, DetachedPeek> {
+        if d.consumer != self.id || d.gen != self.peek_gen {
+            return Err(d);
+        }
+        Ok(Peek {
+            cons: self,
+            b: d.b,
+            done: false,
+        })
     }
 }
 
@@ -902,6 +933,43 @@ impl Peek<'_> {
         self.finish()
     }
 
+    /// Set the block aside without releasing it, ending the borrow of the
+    /// consumer (for owners that cannot hold a borrow, such as the Python
+    /// and C bindings). The cursor stays before the block; take it back
+    /// with [`Consumer::resume`] to read or release it. The bytes stay
+    /// mapped as long as the consumer lives and does not read, peek or
+    /// seek; any of those makes the detached peek stale (the block is then
+    /// neither released nor kept: the cursor simply moved on).
+    ///
+    /// ```
+    /// use zcio::ring::{Consumer, Options, Producer, Start};
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("zcio-doc-detach-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # std::env::set_var("ZCIO_RING_DIR", &dir);
+    /// let map = Options::new().size(64 << 10).create_or_open("doc-detach")?;
+    /// let mut c = Consumer::attach(map.clone(), Start::Newest)?;
+    /// let mut p = Producer::attach(map)?;
+    /// p.write(b"kept")?;
+    /// let held = c.try_peek(1 << 10)?.expect("a block").detach(); // no borrow of `c`
+    /// assert_eq!(held.len(), 4);
+    /// let peek = c.resume(held).expect("nothing read since");
+    /// assert_eq!(peek.to_vec(), b"kept");
+    /// peek.release()?;
+    /// zcio::ring::unlink("doc-detach")?;
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), zcio::Error>(())
+    /// ```
+    pub fn detach(mut self) -> DetachedPeek {
+        self.done = true;
+        forget_peek(None);
+        DetachedPeek {
+            consumer: self.cons.id,
+            gen: self.cons.peek_gen,
+            b: self.b,
+        }
+    }
+
     fn finish(&mut self) -> Result<(), ReadError> {
         if self.done {
             return Ok(());
@@ -921,5 +989,40 @@ impl Peek<'_> {
 impl Drop for Peek<'_> {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+/// A peeked block set aside by [`Peek::detach`]: it does not borrow its
+/// consumer, and gives no access to the bytes until
+/// [`Consumer::resume`] turns it back into a [`Peek`].
+#[derive(Debug)]
+pub struct DetachedPeek {
+    consumer: u64,
+    gen: u64,
+    b: Block,
+}
+
+// SAFETY: the only non-`Send` part is the block's raw pointer, which is
+// never dereferenced through a `DetachedPeek`: only `Consumer::resume`
+// turns it back into a `Peek`, after checking that it belongs to that
+// consumer's current state, whose mappings keep the bytes alive.
+unsafe impl Send for DetachedPeek {}
+// SAFETY: as for `Send`; `&DetachedPeek` exposes only the length and tag.
+unsafe impl Sync for DetachedPeek {}
+
+impl DetachedPeek {
+    /// Length of the block in bytes.
+    pub fn len(&self) -> usize {
+        self.b.len
+    }
+
+    /// Whether the block is empty.
+    pub fn is_empty(&self) -> bool {
+        self.b.len == 0
+    }
+
+    /// Classification tag.
+    pub fn tag(&self) -> u32 {
+        self.b.tag
     }
 }

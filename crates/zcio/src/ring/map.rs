@@ -189,6 +189,13 @@ impl RingMap {
         self.file
     }
 
+    /// The open ring file (for `fstat`, `flock` and the like; it is a
+    /// regular file, so it does not signal data: use
+    /// [`Consumer::readiness`](super::Consumer::readiness) for that).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self._fd.as_fd()
+    }
+
     /// Whether this mapping may be written.
     pub fn writable(&self) -> bool {
         self.map.access() == Access::ReadWrite

@@ -64,7 +64,7 @@ mod stat;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use consumer::{Consumer, ConsumerStats, Peek, SeekTo, Start};
+pub use consumer::{Consumer, ConsumerStats, DetachedPeek, Peek, SeekTo, Start};
 pub use error::{OpenError, ReadError, SourceError, WriteError};
 pub use layout::{BadHeader, Geometry, Layout, Overflow, RichPtr, MAX_CONSUMERS, MAX_SOURCES};
 pub use map::RingMap;

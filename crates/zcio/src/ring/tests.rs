@@ -702,3 +702,44 @@ mod frp_property {
         }
     }
 }
+
+/// A detached peek keeps its block until resumed and released; reading
+/// meanwhile makes it stale; another consumer's is refused; a lapped one
+/// reports `Lapped` on release.
+#[test]
+fn detached_peek_resumes_only_while_current() {
+    let (_name, mut p, mut c) = pair("detach", eight_slots(Overflow::Frp));
+    p.write(b"one").unwrap();
+    p.write(b"two").unwrap();
+    let d = c.try_peek(1024).unwrap().unwrap().detach();
+    assert_eq!((d.len(), d.tag(), d.is_empty()), (3, 0, false));
+    let pk = c.resume(d).unwrap();
+    assert_eq!(pk.to_vec(), b"one");
+    let d = pk.detach();
+    // Another consumer of the same ring cannot take it.
+    let mut other = Consumer::attach(c.ring().clone(), Start::Oldest).unwrap();
+    let d = match other.resume(d) {
+        Ok(_) => panic!("resumed on another consumer"),
+        Err(d) => d,
+    };
+    // Still current here: release advances past "one".
+    c.resume(d).unwrap().release().unwrap();
+    let mut buf = [0u8; 1024];
+    let d = c.try_peek(1024).unwrap().unwrap().detach();
+    // A read in between makes it stale (and reads the same block: the
+    // cursor never moved past it).
+    assert_eq!(c.try_read(&mut buf).unwrap(), 3);
+    assert_eq!(&buf[..3], b"two");
+    assert!(c.resume(d).is_err());
+    // Lapped while detached: release says so.
+    p.write(b"three").unwrap();
+    let d = c.try_peek(1024).unwrap().unwrap().detach();
+    for i in 0..16u8 {
+        p.write(&[i; 8]).unwrap();
+    }
+    assert_eq!(c.resume(d).unwrap().release(), Err(ReadError::Lapped));
+    // Seeking makes a detached peek stale too.
+    let d = c.try_peek(1024).unwrap().unwrap().detach();
+    c.seek(SeekTo::Newest).unwrap();
+    assert!(c.resume(d).is_err());
+}

@@ -81,6 +81,34 @@ impl Mapping {
         self.access
     }
 
+    /// Replace this writable mapping of `fd` by a read-only one at the same
+    /// address (`MAP_FIXED`), atomically: pointers into it stay valid for
+    /// reading, writes through them now fault, and the old writable
+    /// mapping is gone (so the kernel accepts `F_SEAL_WRITE` on `fd`).
+    /// `fd` must be the object this mapping maps.
+    pub fn remap_read_only(&mut self, fd: impl AsFd) -> Result<(), Errno> {
+        // The range is exactly our own mapping (owned by `self`, never
+        // handed out as a Rust reference), so replacing it in place cannot
+        // invalidate any Rust object; MAP_FIXED swaps the pages atomically,
+        // so no other mapping can land in the range meanwhile.
+        // SAFETY: as argued just above.
+        let p = unsafe {
+            mm::mmap(
+                self.ptr.as_ptr().cast(),
+                self.len,
+                ProtFlags::READ,
+                MapFlags::SHARED | MapFlags::FIXED,
+                fd,
+                0,
+            )?
+        };
+        if p.cast::<u8>() != self.ptr.as_ptr() {
+            return Err(Errno::FAULT);
+        }
+        self.access = Access::ReadOnly;
+        Ok(())
+    }
+
     /// Try to change this mapping's protection (used by tests to prove the
     /// kernel refuses write access to foreign regions).
     pub fn try_protect(&self, access: Access) -> Result<(), Errno> {

@@ -1,0 +1,103 @@
+"""zcio: zero-copy IPC between processes on one Linux host.
+
+Send bytes and numpy arrays between processes without pickling and
+without copies through a pipe: the receiver reads the sender's
+shared-memory pages in place, through the buffer protocol
+(``memoryview(msg)``, ``numpy.frombuffer(msg, ...)``,
+``torch.frombuffer``), and the sender's buffer returns to its pool only
+when the receiver's message and every view of it are gone.
+
+    import zcio, numpy as np
+
+    # process A
+    with zcio.Listener("/tmp/demo.sock") as lst, lst.accept(timeout=10) as ch:
+        ch.send_array(np.arange(1_000_000, dtype=np.float32))
+
+    # process B
+    with zcio.Channel.connect("/tmp/demo.sock", timeout=10) as ch:
+        arr = ch.recv_array(timeout=10)   # read-only view of A's pages
+
+See ``docs/python.md`` for the whole API, the buffer lifetime rules and
+the volatile/secured distinction.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    AllocError,
+    AllocTimedOut,
+    ConnectError,
+    Disconnected,
+    Empty,
+    Full,
+    Lapped,
+    MalformedMessage,
+    PeerFault,
+    PoolExhausted,
+    RingError,
+    TimedOut,
+    ZcioError,
+)
+from ._zcio import (
+    Channel,
+    Listener,
+    Msg,
+    MsgView,
+    Peek,
+    Pool,
+    PoolBuffer,
+    RingConsumer,
+    RingProducer,
+    __version__,
+    ring_list,
+    ring_unlink,
+)
+
+__all__ = [
+    "__version__",
+    "Channel",
+    "Listener",
+    "Msg",
+    "MsgView",
+    "Pool",
+    "PoolBuffer",
+    "RingProducer",
+    "RingConsumer",
+    "Peek",
+    "ring_unlink",
+    "ring_list",
+    "is_volatile",
+    "ZcioError",
+    "Disconnected",
+    "TimedOut",
+    "Full",
+    "Empty",
+    "MalformedMessage",
+    "PeerFault",
+    "ConnectError",
+    "AllocError",
+    "PoolExhausted",
+    "AllocTimedOut",
+    "RingError",
+    "Lapped",
+]
+
+
+def is_volatile(obj: object) -> bool:
+    """Whether ``obj`` (a Msg, MsgView, Peek, or a numpy array / memoryview
+    over one of them) shows bytes another process may still write.
+
+    Follows ``.base`` (numpy) and ``.obj`` (memoryview) links to the zcio
+    object that owns the memory; objects not backed by zcio are not
+    volatile.
+    """
+    seen = 0
+    while obj is not None and seen < 256:
+        if isinstance(obj, (Msg, MsgView, Peek)):
+            return bool(obj.volatile)
+        if isinstance(obj, memoryview):
+            obj = obj.obj
+        else:
+            obj = getattr(obj, "base", None)
+        seen += 1
+    return False

@@ -1,0 +1,99 @@
+"""The exceptions of zcio, one per family of failure.
+
+Every exception zcio raises for a failed operation is a :class:`ZcioError`;
+the subclasses also derive from the built-in exception a Python programmer
+would catch for that situation (``TimeoutError``, ``ConnectionError``,
+``ValueError``), so generic code keeps working. ``errno`` carries the
+kernel's error number where one caused the failure, else ``None``.
+
+Misuse of the API (a wrong type, a negative size, releasing a buffer that
+still has views) raises the usual ``TypeError``, ``ValueError`` or
+``BufferError`` instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ZcioError",
+    "Disconnected",
+    "TimedOut",
+    "Full",
+    "Empty",
+    "MalformedMessage",
+    "PeerFault",
+    "ConnectError",
+    "AllocError",
+    "PoolExhausted",
+    "AllocTimedOut",
+    "RingError",
+    "Lapped",
+]
+
+
+class ZcioError(Exception):
+    """Base class of every zcio failure. ``errno`` is the kernel's error
+    number when a system call caused it, else ``None``."""
+
+    errno: int | None = None
+
+
+class Disconnected(ZcioError, ConnectionError):
+    """The peer is gone (or the channel was closed) and nothing is left to
+    receive; for rings, the producer died or closed the ring with an error
+    code (``code``) after everything it wrote was read."""
+
+
+class TimedOut(ZcioError, TimeoutError):
+    """A bounded wait (``timeout=`` seconds) ended before the operation
+    could complete."""
+
+
+class Full(ZcioError):
+    """No room right now and the call was not allowed to wait
+    (``timeout=0``): the channel ring, the peer's in-flight allowance, a
+    ring's data area, or a pool (see :class:`PoolExhausted`)."""
+
+
+class Empty(ZcioError):
+    """Nothing to receive or read right now (``timeout=0``)."""
+
+
+class MalformedMessage(ZcioError, ValueError):
+    """The peer sent something that failed validation: a channel message
+    the library rejected (the channel stays usable), or an array header
+    that ``recv_array`` could not accept (the message is dropped)."""
+
+
+class PeerFault(ZcioError):
+    """The peer broke the protocol: it corrupted shared state, or held a
+    lent buffer past the hold limit. The channel or ring is closed."""
+
+
+class ConnectError(ZcioError, ConnectionError):
+    """Setting up a channel failed: nobody listens at the path, the
+    listener's access policy refused us, or the handshake broke."""
+
+
+class AllocError(ZcioError):
+    """A pool could not hand out a buffer (or a region could not be
+    created)."""
+
+
+class PoolExhausted(AllocError, Full):
+    """The pool is at its chunk cap and no buffer of that size is free, and
+    the call was not allowed to wait (``timeout=0``). Receivers free
+    buffers by dropping their messages and views."""
+
+
+class AllocTimedOut(AllocError, TimedOut):
+    """The pool stayed exhausted for the whole ``timeout``."""
+
+
+class RingError(ZcioError):
+    """Creating, opening, writing or reading a ring failed."""
+
+
+class Lapped(RingError):
+    """A peeked ring block was overwritten by the producer while it was
+    being read (overwriting rings): what was read from it is not valid. The
+    consumer has skipped forward."""

@@ -1,0 +1,262 @@
+"""Type stubs of the extension module ``zcio._zcio`` (re-exported by
+``zcio``). Timeouts everywhere: ``None`` waits as long as it takes
+(interruptible with Ctrl-C), ``0`` does not wait, a number is seconds."""
+
+from __future__ import annotations
+
+import os
+from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 on
+from types import TracebackType
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class Pool:
+    """A pool of shared-memory buffers that stay mapped in every process
+    they were sent to, so reusing one costs no mapping work.
+
+    ``secured=True``: each buffer is a fresh region sealed by the kernel
+    when sent (receivers see ``msg.secured`` and can trust the bytes not to
+    change); slower, never recycled in place.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        secured: bool = False,
+        chunk_size: int = 16 << 20,
+        max_chunks: int = 16,
+        populate: bool = True,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def secured(self) -> bool: ...
+    def alloc(self, n: int, timeout: float | None = None) -> PoolBuffer:
+        """A writable buffer of ``n`` bytes. Raises ``PoolExhausted``
+        (``timeout=0``) or ``AllocTimedOut`` when the pool stays full."""
+    def empty(
+        self,
+        shape: int | Sequence[int],
+        dtype: npt.DTypeLike = None,
+        timeout: float | None = None,
+    ) -> np.ndarray[Any, Any]:
+        """An uninitialised C-ordered array (default float64) whose memory
+        is a buffer of this pool: ``Channel.send_array`` sends it without a
+        copy (and marks it read-only)."""
+    def stats(self) -> dict[str, Any]:
+        """chunks, bytes_total, bytes_free, buffers_in_use, bytes_in_use,
+        allocs, quick_hits, exhausted, buffers_retired, bytes_retired,
+        held_per_peer (list of (peer, count))."""
+    def reclaim(self) -> int:
+        """Process deallocation notices now; returns buffers freed."""
+
+class PoolBuffer(Buffer):
+    """A pool buffer: writable through the buffer protocol until sent;
+    ``Channel.send`` freezes it (read-only from then on, sendable again
+    without a copy). Its memory is never reused while this object lives."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def sent(self) -> bool: ...
+    @property
+    def secured(self) -> bool: ...
+
+class Msg(Buffer):
+    """A received message, read in place through the buffer protocol
+    (read-only; a writable request raises ``BufferError``). The sender's
+    buffer is freed only when this object and every view of it are gone.
+    A message of several slices exports one contiguous private copy, made
+    once."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def volatile(self) -> bool:
+        """True when the originator kept a writable mapping: the bytes
+        could still change while read. Use ``secure()`` before validating."""
+    @property
+    def secured(self) -> bool:
+        """True when every byte is in kernel-sealed memory."""
+    @property
+    def nslices(self) -> int: ...
+    @property
+    def released(self) -> bool: ...
+    def tobytes(self) -> bytes: ...
+    def secure(self) -> Msg:
+        """Bytes that cannot change: shared in place when already immutable
+        (sealed, or made by this process), else one private copy."""
+    def release(self) -> None:
+        """Give the buffers back now. ``BufferError`` while views exist."""
+    def __enter__(self) -> Msg: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+class MsgView(Buffer):
+    """A read-only range of a received message in place: the ``.base`` of
+    the arrays ``Channel.recv_array`` returns."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def msg(self) -> Msg: ...
+    @property
+    def volatile(self) -> bool: ...
+
+class Listener:
+    """Accepts channels on a Unix socket path (replaced if stale; the file
+    is removed on close)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    @property
+    def path(self) -> str: ...
+    def accept(self, timeout: float | None = None, pool: Pool | None = None) -> Channel: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Listener: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class Channel:
+    """One end of a channel between two processes."""
+
+    @staticmethod
+    def connect(
+        path: str | os.PathLike[str],
+        timeout: float | None = None,
+        pool: Pool | None = None,
+    ) -> Channel:
+        """Connect, retrying while nobody listens at ``path`` (bounded by
+        ``timeout``)."""
+    @staticmethod
+    def pair() -> tuple[Channel, Channel]: ...
+    @property
+    def pool(self) -> Pool:
+        """The pool copying sends write into."""
+    @property
+    def peer(self) -> dict[str, int]:
+        """pid, uid, gid of the peer (from the kernel)."""
+    @property
+    def disconnected(self) -> bool: ...
+    def send(
+        self,
+        data: Buffer | PoolBuffer | Msg,
+        timeout: float | None = None,
+        pool: Pool | None = None,
+    ) -> None:
+        """Send bytes (copied once into a pool buffer), a PoolBuffer (no
+        copy; frozen) or a received Msg (forwarded, no copy)."""
+    def send_array(
+        self,
+        arr: npt.ArrayLike,
+        timeout: float | None = None,
+        pool: Pool | None = None,
+    ) -> None:
+        """Send an array with its dtype, shape and strides: one copy into a
+        pool buffer, or none for an array from ``Pool.empty`` (then marked
+        read-only). Never pickled; object and structured dtypes are
+        refused (TypeError)."""
+    def recv(self, timeout: float | None = None) -> Msg: ...
+    def recv_array(self, timeout: float | None = None) -> np.ndarray[Any, Any]:
+        """A read-only array over the received bytes in place; its
+        ``.base`` (a MsgView) keeps the message. ``MalformedMessage`` if the
+        header does not validate."""
+    def reclaim(self) -> int: ...
+    def flush(self) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def fileno(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Channel: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class RingProducer:
+    """The producer of a named ring (a file under /dev/shm, or
+    ``$ZCIO_RING_DIR``), one per ring at a time."""
+
+    def __init__(
+        self,
+        name: str,
+        size: int = 1 << 20,
+        create: bool = True,
+        mode: int = 0o600,
+        policy: Literal["block", "srp", "frp", "mrp"] = "block",
+        layout: Literal["continuous", "slotted", "variable", "descriptors"] = "continuous",
+        slot_size: int = 2048,
+        entries: int = 4096,
+        exclusive: bool = False,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def policy(self) -> str: ...
+    def write(self, data: Buffer, timeout: float | None = None) -> int:
+        """Write one block (continuous rings: a stream chunk; a short
+        count when the timeout ends part-way)."""
+    def consumers(self) -> int: ...
+    def wait_for_consumers(self, n: int, timeout: float | None = None) -> int: ...
+    def fileno(self) -> int: ...
+    def close(self) -> None: ...
+    def close_with_error(self, code: int) -> None: ...
+    def unlink(self) -> None: ...
+    def __enter__(self) -> RingProducer: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class RingConsumer:
+    """A consumer of a named ring, with its own cursor."""
+
+    def __init__(
+        self,
+        name: str,
+        start: Literal["newest", "oldest"] = "newest",
+        timeout: float | None = 0.0,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def position(self) -> int: ...
+    def read(self, n: int, timeout: float | None = None) -> bytes:
+        """The next block (continuous rings: up to ``n`` bytes); ``b""`` at
+        the end of the stream."""
+    def readinto(self, buf: Buffer, timeout: float | None = None) -> int: ...
+    def peek(self, max: int | None = None, timeout: float | None = None) -> Peek | None:
+        """The next block in place (``None`` at the end of the stream);
+        release it before reading on."""
+    def seek(self, to: Literal["newest", "oldest"] | int) -> int: ...
+    def stats(self) -> dict[str, int]: ...
+    def fileno(self) -> int:
+        """An eventfd readable while data waits."""
+    def close(self) -> None: ...
+    def __enter__(self) -> RingConsumer: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class Peek(Buffer):
+    """A ring block read in place (read-only, always volatile)."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def tag(self) -> int: ...
+    @property
+    def volatile(self) -> bool: ...
+    @property
+    def released(self) -> bool: ...
+    def is_intact(self) -> bool: ...
+    def tobytes(self) -> bytes: ...
+    def release(self) -> None:
+        """Move past the block; ``Lapped`` if it was overwritten meanwhile,
+        ``BufferError`` while views exist."""
+    def __enter__(self) -> Peek: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+def ring_unlink(name: str) -> None: ...
+def ring_list() -> list[str]: ...

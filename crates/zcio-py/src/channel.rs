@@ -1,0 +1,711 @@
+//! `Listener` and `Channel`: connections between two processes that carry
+//! messages by reference, and numpy arrays with a small header.
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyMemoryView, PyTuple};
+use zcio::msg::Slice;
+use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
+
+use crate::array::{self, Header};
+use crate::buffer::{self, Exported};
+use crate::errors::{self, Kind};
+use crate::msg::{Msg, MsgView};
+use crate::numpy;
+use crate::pool::{Pool, PoolBuffer};
+use crate::wait::{blocking, Deadline, Timeout};
+
+/// Accepts channels on a Unix socket path.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Listener {
+    inner: Mutex<Option<zcio::Listener>>,
+    path: PathBuf,
+}
+
+#[pymethods]
+impl Listener {
+    /// Listener(path)
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let l = zcio::Listener::bind(&path, ChannelConfig::default())
+            .map_err(|e| errors::connect(py, &e))?;
+        Ok(Self {
+            inner: Mutex::new(Some(l)),
+            path,
+        })
+    }
+
+    /// The socket path.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.to_string_lossy().into_owned()
+    }
+
+    /// accept(timeout=None, pool=None) -> Channel
+    #[pyo3(signature = (timeout=None, pool=None))]
+    fn accept(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        pool: Option<Py<Pool>>,
+    ) -> PyResult<Channel> {
+        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+        let inner = &self.inner;
+        let got = blocking(py, deadline, |slice| {
+            let g = match inner.lock() {
+                Ok(g) => g,
+                Err(_) => return Some(Err(None)),
+            };
+            let Some(l) = g.as_ref() else {
+                return Some(Err(None));
+            };
+            match l.accept_timeout(slice) {
+                // Nobody yet, a handshake that stalled, or a signal: the
+                // listener stays usable, look again.
+                Err(ConnectError::TimedOut)
+                | Err(ConnectError::Os {
+                    errno: Errno::INTR, ..
+                }) => None,
+                r => Some(r.map_err(Some)),
+            }
+        })?;
+        match got {
+            Some(Ok(c)) => Channel::wrap(py, c, pool),
+            Some(Err(Some(e))) => Err(errors::connect(py, &e)),
+            Some(Err(None)) => Err(errors::closed("listener")),
+            None => Err(errors::err(
+                py,
+                Kind::TimedOut,
+                "no connection before the timeout",
+                None,
+            )),
+        }
+    }
+
+    /// close(): stop listening and remove the socket file.
+    fn close(&self) -> PyResult<()> {
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| errors::internal("listener lock poisoned"))?;
+        g.take();
+        Ok(())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close()?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("zcio.Listener({:?})", self.path)
+    }
+}
+
+/// One end of a channel.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Channel {
+    chan: zcio::Channel,
+    pool: Py<Pool>,
+}
+
+/// How a send may wait.
+#[derive(Clone, Copy)]
+struct SendWait {
+    deadline: Deadline,
+    try_: bool,
+}
+
+impl SendWait {
+    fn new(timeout: Option<f64>) -> PyResult<Self> {
+        let t = Timeout::from_py(timeout)?;
+        Ok(Self {
+            deadline: Deadline::new(t),
+            try_: t.is_try(),
+        })
+    }
+}
+
+impl Channel {
+    fn wrap(py: Python<'_>, chan: zcio::Channel, pool: Option<Py<Pool>>) -> PyResult<Self> {
+        let pool = match pool {
+            Some(p) => p,
+            None => Py::new(py, Pool::new_default("py-channel"))?,
+        };
+        Ok(Self { chan, pool })
+    }
+
+    /// Send `msg`, waiting for ring space until the deadline.
+    fn send_msg(&self, py: Python<'_>, msg: zcio::Msg, w: SendWait) -> PyResult<()> {
+        let chan = &self.chan;
+        let mut pending = Some(msg);
+        let got = blocking(py, w.deadline, |slice| {
+            let m = pending.take()?;
+            match chan.send_timeout(m, slice) {
+                Ok(()) => Some(Ok(())),
+                Err(e) => match e.kind() {
+                    SendErrorKind::TimedOut
+                    | SendErrorKind::Full
+                    | SendErrorKind::TooManyInFlight(_) => {
+                        pending = Some(e.into_inner());
+                        None
+                    }
+                    k => Some(Err(k)),
+                },
+            }
+        })?;
+        match got {
+            Some(Ok(())) => Ok(()),
+            Some(Err(k)) => Err(errors::send(py, k)),
+            None if w.try_ => Err(errors::send(py, SendErrorKind::Full)),
+            None => Err(errors::send(py, SendErrorKind::TimedOut)),
+        }
+    }
+
+    /// The pool copies go to: `pool` if given, else the channel's.
+    fn copy_pool<'py>(&self, py: Python<'py>, pool: Option<&Bound<'py, Pool>>) -> Bound<'py, Pool> {
+        match pool {
+            Some(p) => p.clone(),
+            None => self.pool.bind(py).clone(),
+        }
+    }
+
+    /// Copy `len` bytes at `src` behind `prefix` into one new buffer of
+    /// `pool` and freeze it.
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes for the whole call.
+    unsafe fn copy_into_pool(
+        py: Python<'_>,
+        pool: &Pool,
+        prefix: &[u8],
+        src: *const u8,
+        len: usize,
+        w: SendWait,
+    ) -> PyResult<zcio::Msg> {
+        let total = prefix
+            .len()
+            .checked_add(len)
+            .ok_or_else(|| PyValueError::new_err("message too large"))?;
+        let mut b = pool.alloc_raw(py, total, w.deadline, w.try_)?;
+        b.as_mut_slice()[..prefix.len()].copy_from_slice(prefix);
+        if len > 0 {
+            let dst = b.as_mut_slice()[prefix.len()..].as_mut_ptr();
+            // `dst` has room for `len` bytes of our fresh buffer (no
+            // reference to it is alive now), `src` is the caller's.
+            // SAFETY: as argued just above.
+            unsafe { buffer::copy(py, src, dst, len) };
+        }
+        let f = b.freeze().map_err(|e| errors::region(py, &e.error))?;
+        Ok(zcio::Msg::from(f))
+    }
+
+    /// Receive one message as a Python object.
+    fn recv_msg<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, Msg>> {
+        let t = Timeout::from_py(timeout)?;
+        let chan = &self.chan;
+        let m = if t.is_try() {
+            py.detach(|| chan.try_recv())
+                .map_err(|e| errors::try_recv(py, e))?
+        } else {
+            let got = blocking(py, Deadline::new(t), |slice| {
+                match chan.recv_timeout(slice) {
+                    Err(RecvTimeoutError::TimedOut) => None,
+                    r => Some(r),
+                }
+            })?;
+            match got {
+                Some(r) => r.map_err(|e| errors::recv(py, e))?,
+                None => return Err(errors::recv(py, RecvTimeoutError::TimedOut)),
+            }
+        };
+        Bound::new(py, Msg::from_msg(m))
+    }
+
+    /// Decode the array of a received message.
+    fn array_of<'py>(py: Python<'py>, msg: &Bound<'py, Msg>) -> PyResult<Bound<'py, PyAny>> {
+        let bad = |text: String| errors::err(py, Kind::Malformed, text, None);
+        let m = msg.get();
+        let total = m.byte_len();
+        let mut fixed = [0u8; array::FIXED];
+        if m.read_at(0, &mut fixed)? < array::FIXED {
+            return Err(bad(format!(
+                "message of {total} bytes is too short for an array header"
+            )));
+        }
+        let hl = Header::announced_len(&fixed).map_err(bad)?;
+        if hl > total {
+            return Err(bad("array header longer than the message".into()));
+        }
+        let mut h = vec![0u8; hl];
+        m.read_at(0, &mut h)?;
+        let hdr = Header::decode(&h, total).map_err(bad)?;
+        let np = numpy(py)?;
+        let dtype = np
+            .call_method1("dtype", (hdr.dtype.as_str(),))
+            .map_err(|e| bad(format!("dtype {:?} rejected by numpy: {e}", hdr.dtype)))?;
+        if dtype.getattr("hasobject")?.is_truthy()? || !dtype.getattr("fields")?.is_none() {
+            return Err(bad(format!(
+                "dtype {:?} is not a plain data type",
+                hdr.dtype
+            )));
+        }
+        let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
+        hdr.check_extent(itemsize).map_err(bad)?;
+        let (off, len) = (hdr.payload_off as usize, hdr.payload_len as usize);
+        let buf: Bound<'py, PyAny> = match MsgView::new(msg, off, len)? {
+            Some(v) => Bound::new(py, v)?.into_any(),
+            None => {
+                // Spread over several slices (not what zcio sends): one
+                // private copy.
+                let mut v = vec![0u8; len];
+                m.read_at(off, &mut v)?;
+                pyo3::types::PyBytes::new(py, &v).into_any()
+            }
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("shape", PyTuple::new(py, &hdr.shape)?)?;
+        kwargs.set_item("dtype", dtype)?;
+        kwargs.set_item("buffer", buf)?;
+        kwargs.set_item("offset", hdr.data_off)?;
+        kwargs.set_item("strides", PyTuple::new(py, &hdr.strides)?)?;
+        np.getattr("ndarray")?
+            .call((), Some(&kwargs))
+            .map_err(|e| bad(format!("numpy refused the array: {e}")))
+    }
+}
+
+/// The `PoolBuffer` whose memory `arr` views (through `base` links of
+/// arrays and memoryviews), if any.
+fn pool_buffer_of<'py>(arr: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PoolBuffer>>> {
+    let np = numpy(arr.py())?;
+    let ndarray = np.getattr("ndarray")?;
+    let mut obj = arr.clone();
+    for _ in 0..256 {
+        let next = if obj.is_instance(&ndarray)? {
+            obj.getattr("base")?
+        } else if let Ok(mv) = obj.cast::<PyMemoryView>() {
+            mv.getattr("obj")?
+        } else {
+            return Ok(None);
+        };
+        if next.is_none() {
+            return Ok(None);
+        }
+        if let Ok(pb) = next.cast::<PoolBuffer>() {
+            return Ok(Some(pb.clone()));
+        }
+        obj = next;
+    }
+    Ok(None)
+}
+
+/// Mark `arr` and the arrays it views read-only.
+fn make_read_only(arr: &Bound<'_, PyAny>) -> PyResult<()> {
+    let np = numpy(arr.py())?;
+    let ndarray = np.getattr("ndarray")?;
+    let mut obj = arr.clone();
+    for _ in 0..256 {
+        if !obj.is_instance(&ndarray)? {
+            break;
+        }
+        obj.getattr("flags")?.setattr("writeable", false)?;
+        let base = obj.getattr("base")?;
+        if base.is_none() {
+            break;
+        }
+        obj = base;
+    }
+    Ok(())
+}
+
+fn shared_name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= array::MAX_DTYPE
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"<>|=[]".contains(&c))
+}
+
+#[pymethods]
+impl Channel {
+    /// Channel.connect(path, timeout=None, pool=None) -> Channel
+    #[staticmethod]
+    #[pyo3(signature = (path, timeout=None, pool=None))]
+    fn connect(
+        py: Python<'_>,
+        path: PathBuf,
+        timeout: Option<f64>,
+        pool: Option<Py<Pool>>,
+    ) -> PyResult<Channel> {
+        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+        let p = &path;
+        let got = blocking(py, deadline, |slice| {
+            match zcio::Channel::connect(p, ChannelConfig::default()) {
+                // Nobody listens there yet: retry until the deadline.
+                Err(ConnectError::Os {
+                    errno: Errno::NOENT | Errno::CONNREFUSED | Errno::INTR,
+                    ..
+                }) => {
+                    std::thread::sleep(slice.min(Duration::from_millis(5)));
+                    None
+                }
+                r => Some(r),
+            }
+        })?;
+        match got {
+            Some(Ok(c)) => Channel::wrap(py, c, pool),
+            Some(Err(e)) => Err(errors::connect(py, &e)),
+            None => Err(errors::err(
+                py,
+                Kind::TimedOut,
+                format!("nobody accepted at {} before the timeout", path.display()),
+                None,
+            )),
+        }
+    }
+
+    /// Channel.pair() -> (Channel, Channel): two connected ends in this
+    /// process (threads, tests).
+    #[staticmethod]
+    fn pair(py: Python<'_>) -> PyResult<(Channel, Channel)> {
+        let (a, b) = py
+            .detach(|| zcio::Channel::pair(ChannelConfig::default()))
+            .map_err(|e| errors::connect(py, &e))?;
+        Ok((Channel::wrap(py, a, None)?, Channel::wrap(py, b, None)?))
+    }
+
+    /// The pool bytes-like sends and array copies are written into.
+    #[getter]
+    fn pool(&self, py: Python<'_>) -> Py<Pool> {
+        self.pool.clone_ref(py)
+    }
+
+    /// send(data, timeout=None, pool=None)
+    #[pyo3(signature = (data, timeout=None, pool=None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        pool: Option<&Bound<'_, Pool>>,
+    ) -> PyResult<()> {
+        let w = SendWait::new(timeout)?;
+        if let Ok(pb) = data.cast::<PoolBuffer>() {
+            let f = pb.get().freeze(py, true)?;
+            return self.send_msg(py, zcio::Msg::from(f), w);
+        }
+        if let Ok(m) = data.cast::<Msg>() {
+            if let Some(shared) = m.get().shared()? {
+                return self.send_msg(py, shared, w);
+            }
+        }
+        let src = Exported::get(data, false)?;
+        if src.len() == 0 {
+            return Err(PyValueError::new_err("cannot send an empty message"));
+        }
+        let pool = self.copy_pool(py, pool);
+        // `src` stays exported (so valid) until the end of this function.
+        // SAFETY: as argued just above.
+        let msg = unsafe { Self::copy_into_pool(py, pool.get(), &[], src.ptr(), src.len(), w)? };
+        drop(src);
+        self.send_msg(py, msg, w)
+    }
+
+    /// send_array(arr, timeout=None, pool=None)
+    #[pyo3(signature = (arr, timeout=None, pool=None))]
+    fn send_array(
+        &self,
+        py: Python<'_>,
+        arr: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        pool: Option<&Bound<'_, Pool>>,
+    ) -> PyResult<()> {
+        let w = SendWait::new(timeout)?;
+        let np = numpy(py)?;
+        let arr = if arr.is_instance(&np.getattr("ndarray")?)? {
+            arr.clone()
+        } else {
+            np.call_method1("asarray", (arr,))?
+        };
+        let dtype = arr.getattr("dtype")?;
+        if dtype.getattr("hasobject")?.is_truthy()? {
+            return Err(PyTypeError::new_err(
+                "object arrays cannot be sent (they hold pointers into this process)",
+            ));
+        }
+        if !dtype.getattr("fields")?.is_none() {
+            return Err(PyTypeError::new_err(
+                "structured dtypes are not supported; send arr.view(numpy.uint8) and the dtype separately",
+            ));
+        }
+        let dstr: String = dtype.getattr("str")?.extract()?;
+        if !shared_name_ok(&dstr) {
+            return Err(PyTypeError::new_err(format!(
+                "dtype {dstr:?} cannot be described in an array header"
+            )));
+        }
+        let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
+        let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
+        if shape.len() > array::MAX_NDIM {
+            return Err(PyValueError::new_err("too many dimensions"));
+        }
+        let size: usize = arr.getattr("size")?.extract()?;
+        let nbytes: usize = arr.getattr("nbytes")?.extract()?;
+
+        // Zero copy: the array lives in a pool buffer.
+        if size > 0 {
+            if let Some(pb) = pool_buffer_of(&arr)? {
+                let strides: Vec<isize> = arr.getattr("strides")?.extract()?;
+                let addr: usize = arr
+                    .getattr("__array_interface__")?
+                    .get_item("data")?
+                    .get_item(0)?
+                    .extract()?;
+                let base = pb.get().addr() as i128;
+                if let Some((lo, hi)) = array::extent(&shape, &strides, itemsize) {
+                    let start = addr as i128 + lo - base;
+                    let end = addr as i128 + hi - base;
+                    let fits = start >= 0
+                        && end <= pb.get().length() as i128
+                        && start < end
+                        && nbytes as i128 <= end - start;
+                    if fits {
+                        return self.send_in_place(
+                            py,
+                            &arr,
+                            &pb,
+                            dstr,
+                            shape,
+                            strides,
+                            start as usize,
+                            (end - start) as usize,
+                            (-lo) as u64,
+                            w,
+                        );
+                    }
+                }
+            }
+        }
+
+        // One copy into a pool buffer, behind the header.
+        let c: bool = arr.getattr("flags")?.getattr("c_contiguous")?.extract()?;
+        let f: bool = arr.getattr("flags")?.getattr("f_contiguous")?.extract()?;
+        let arr = if c || f {
+            arr
+        } else {
+            np.call_method1("ascontiguousarray", (&arr,))?
+        };
+        let strides: Vec<isize> = arr.getattr("strides")?.extract()?;
+        let hdr_len = array::header_len(shape.len(), dstr.len());
+        let hdr = Header {
+            flags: 0,
+            dtype: dstr,
+            shape: shape.iter().map(|&d| d as u64).collect(),
+            strides: strides.iter().map(|&s| s as i64).collect(),
+            payload_off: hdr_len as u64,
+            payload_len: nbytes as u64,
+            data_off: 0,
+        };
+        let mut head = vec![0u8; hdr_len];
+        hdr.encode_into(&mut head);
+        let pool = self.copy_pool(py, pool);
+        let msg = if nbytes > 0 {
+            let src = Exported::get_flags(&arr, ffi::PyBUF_ANY_CONTIGUOUS)?;
+            if src.len() != nbytes {
+                return Err(errors::internal("array buffer length differs from nbytes"));
+            }
+            // `src` stays exported until the end of this block.
+            // SAFETY: as argued just above.
+            unsafe { Self::copy_into_pool(py, pool.get(), &head, src.ptr(), nbytes, w)? }
+        } else {
+            // SAFETY: no bytes are read from the (dangling) source.
+            unsafe {
+                Self::copy_into_pool(
+                    py,
+                    pool.get(),
+                    &head,
+                    std::ptr::NonNull::dangling().as_ptr(),
+                    0,
+                    w,
+                )?
+            }
+        };
+        self.send_msg(py, msg, w)
+    }
+
+    /// recv(timeout=None) -> Msg
+    #[pyo3(signature = (timeout=None))]
+    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, Msg>> {
+        self.recv_msg(py, timeout)
+    }
+
+    /// recv_array(timeout=None) -> numpy.ndarray
+    #[pyo3(signature = (timeout=None))]
+    fn recv_array<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let msg = self.recv_msg(py, timeout)?;
+        Self::array_of(py, &msg)
+    }
+
+    /// Deallocation notices processed now; returns how many buffers came
+    /// back from the peer.
+    fn reclaim(&self, py: Python<'_>) -> usize {
+        let chan = &self.chan;
+        py.detach(|| chan.reclaim())
+    }
+
+    /// Wake the peer for deferred messages and publish batched notices.
+    fn flush(&self, py: Python<'_>) {
+        let chan = &self.chan;
+        py.detach(|| chan.flush());
+    }
+
+    /// stats() -> dict
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.chan.stats();
+        let d = PyDict::new(py);
+        d.set_item("msgs_sent", s.msgs_sent)?;
+        d.set_item("msgs_received", s.msgs_received)?;
+        d.set_item("held_by_peer", s.held_by_peer)?;
+        d.set_item("notices_received", s.notices_received)?;
+        d.set_item("bad_notices", s.bad_notices)?;
+        d.set_item("notices_sent", s.notices_sent)?;
+        d.set_item("notices_dropped", s.notices_dropped)?;
+        d.set_item("malformed", s.malformed)?;
+        d.set_item("wakes", s.wakes)?;
+        d.set_item("sleeps", s.sleeps)?;
+        d.set_item("regions_sent", s.regions_sent)?;
+        d.set_item("regions_received", s.regions_received)?;
+        d.set_item("reclaimed", s.reclaimed)?;
+        d.set_item("retired", s.retired)?;
+        let faults: Vec<String> = self.chan.faults().iter().map(ToString::to_string).collect();
+        d.set_item("faults", faults)?;
+        Ok(d)
+    }
+
+    /// The peer's credentials as the kernel reported them.
+    #[getter]
+    fn peer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.chan.peer();
+        let d = PyDict::new(py);
+        d.set_item("pid", p.pid)?;
+        d.set_item("uid", p.uid)?;
+        d.set_item("gid", p.gid)?;
+        Ok(d)
+    }
+
+    /// Whether the peer has gone away (or this end was closed).
+    #[getter]
+    fn disconnected(&self) -> bool {
+        self.chan.is_disconnected()
+    }
+
+    /// The set-up socket's descriptor (readable when the peer hangs up or
+    /// control records are pending; for poll loops).
+    fn fileno(&self) -> i32 {
+        self.chan.socket().as_raw_fd()
+    }
+
+    /// close(): tell the peer, stop sending and receiving. Messages and
+    /// arrays already received stay readable.
+    fn close(&self, py: Python<'_>) {
+        let chan = &self.chan;
+        py.detach(|| chan.close());
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let p = self.chan.peer();
+        format!(
+            "zcio.Channel(peer_pid={}, disconnected={})",
+            p.pid,
+            if self.chan.is_disconnected() {
+                "True"
+            } else {
+                "False"
+            }
+        )
+    }
+}
+
+impl Channel {
+    /// The zero-copy path of `send_array`: header in a small buffer of the
+    /// channel's pool, payload a slice of the array's own pool buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn send_in_place(
+        &self,
+        py: Python<'_>,
+        arr: &Bound<'_, PyAny>,
+        pb: &Bound<'_, PoolBuffer>,
+        dtype: String,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+        start: usize,
+        span: usize,
+        data_off: u64,
+        w: SendWait,
+    ) -> PyResult<()> {
+        let fbuf = pb.get().freeze(py, false)?;
+        // Frozen now, whatever happens to the send: the sender's arrays
+        // over it must not be written any more.
+        make_read_only(arr)?;
+        let hdr_len = array::header_len(shape.len(), dtype.len());
+        let hdr = Header {
+            flags: if pb.get().secured_flag() {
+                0
+            } else {
+                array::FLAG_SENDER_MAPS_WRITABLE
+            },
+            dtype,
+            shape: shape.iter().map(|&d| d as u64).collect(),
+            strides: strides.iter().map(|&s| s as i64).collect(),
+            payload_off: hdr_len as u64,
+            payload_len: span as u64,
+            data_off,
+        };
+        let mut head = vec![0u8; hdr_len];
+        hdr.encode_into(&mut head);
+        // SAFETY: no bytes are read from the (dangling) source.
+        let mut msg = unsafe {
+            Self::copy_into_pool(
+                py,
+                self.pool.get(),
+                &head,
+                std::ptr::NonNull::dangling().as_ptr(),
+                0,
+                w,
+            )?
+        };
+        let payload = Slice::new(fbuf, start, span)
+            .ok_or_else(|| errors::internal("payload slice outside its buffer"))?;
+        let payload =
+            zcio::Msg::from_slices([payload]).map_err(|e| errors::internal(&e.to_string()))?;
+        msg.join(payload)
+            .map_err(|(e, _)| errors::internal(&e.to_string()))?;
+        self.send_msg(py, msg, w)
+    }
+}

@@ -1,0 +1,52 @@
+//! `zcio._zcio`: the extension module behind the Python package `zcio`
+//! (the package lives in `python/zcio`, its documentation in
+//! `docs/python.md`).
+//!
+//! Rules kept throughout:
+//! * Received bytes are exported read-only through the buffer protocol and
+//!   live inside the exporting object, so CPython's own reference from
+//!   every view (`Py_buffer.obj`, numpy's `base`) keeps them; the Rust
+//!   message (whose drop sends the deallocation notice) goes only with the
+//!   last of them.
+//! * Every blocking call releases the GIL and waits in slices, handling
+//!   signals between them.
+//! * Rust errors become the exceptions of `zcio._errors`; nothing panics on
+//!   input from Python or from a peer.
+
+mod array;
+mod buffer;
+mod channel;
+mod errors;
+mod msg;
+mod pool;
+mod ring;
+mod wait;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// The `numpy` module (imported on first use: only the array calls need it).
+pub(crate) fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    NUMPY
+        .get_or_try_init(py, || py.import("numpy").map(Bound::unbind))
+        .map(|m| m.bind(py))
+}
+
+#[pymodule]
+fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<pool::Pool>()?;
+    m.add_class::<pool::PoolBuffer>()?;
+    m.add_class::<msg::Msg>()?;
+    m.add_class::<msg::MsgView>()?;
+    m.add_class::<channel::Listener>()?;
+    m.add_class::<channel::Channel>()?;
+    m.add_class::<ring::RingProducer>()?;
+    m.add_class::<ring::RingConsumer>()?;
+    m.add_class::<ring::Peek>()?;
+    m.add_function(wrap_pyfunction!(ring::ring_unlink, m)?)?;
+    m.add_function(wrap_pyfunction!(ring::ring_list, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,413 @@
+//! `Msg` (a received message, read in place through the buffer protocol)
+//! and `MsgView` (one byte range of it, the exporter behind the arrays of
+//! `recv_array`).
+//!
+//! Lifetime: CPython keeps the exporter object alive while any view holds
+//! a buffer of it (`Py_buffer.obj`), and numpy keeps it as the array's
+//! `base`. The Rust message — whose drop sends the deallocation notice —
+//! lives inside that object, so the notice goes back only when the `Msg`
+//! and every view of it are gone. `release()` gives the message up early
+//! but refuses while views are exported; numpy arrays built with
+//! `numpy.ndarray(buffer=msg)` hold no export, so after a release the
+//! mappings stay (the object keeps the regions) and such an array reads
+//! whatever the originator writes there later, never unmapped memory.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use zcio::Region;
+
+use crate::buffer;
+use crate::errors;
+
+/// What a `Msg` object holds.
+pub(crate) enum Body {
+    /// Received (or forwarded) slices, in place.
+    Shared(zcio::Msg),
+    /// A private copy (`secure()` of a volatile message).
+    Private(Box<[u8]>),
+}
+
+struct State {
+    /// `None` after `release()`.
+    body: Option<Body>,
+    /// The contiguous copy exported for a message of several slices, made
+    /// once and kept until the object dies.
+    joined: Option<Box<[u8]>>,
+    /// The regions of a released message: kept mapped until the object
+    /// dies (see the module docs).
+    keep: Vec<Arc<Region>>,
+}
+
+/// A received message (see the Python docstring).
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Msg {
+    state: Mutex<State>,
+    /// Buffer exports and live `MsgView`s.
+    exports: AtomicUsize,
+    len: usize,
+    volatile: bool,
+    secured: bool,
+    slices: usize,
+}
+
+impl Msg {
+    pub(crate) fn from_msg(m: zcio::Msg) -> Self {
+        Self {
+            len: m.len(),
+            volatile: !m.is_immutable(),
+            secured: m.is_secured() && m.slice_count() > 0,
+            slices: m.slice_count(),
+            state: Mutex::new(State {
+                body: Some(Body::Shared(m)),
+                joined: None,
+                keep: Vec::new(),
+            }),
+            exports: AtomicUsize::new(0),
+        }
+    }
+
+    fn from_private(bytes: Box<[u8]>) -> Self {
+        Self {
+            len: bytes.len(),
+            volatile: false,
+            secured: false,
+            slices: 1,
+            state: Mutex::new(State {
+                body: Some(Body::Private(bytes)),
+                joined: None,
+                keep: Vec::new(),
+            }),
+            exports: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> PyResult<MutexGuard<'_, State>> {
+        self.state
+            .lock()
+            .map_err(|_| errors::internal("message lock poisoned"))
+    }
+
+    /// The message for forwarding (a clone of the slices), or `None` for
+    /// a private copy.
+    pub(crate) fn shared(&self) -> PyResult<Option<zcio::Msg>> {
+        match &self.lock()?.body {
+            Some(Body::Shared(m)) => Ok(Some(m.clone())),
+            Some(Body::Private(_)) => Ok(None),
+            None => Err(errors::closed("message (released)")),
+        }
+    }
+
+    /// Copy `dst.len()` bytes at `off` out (volatile reads).
+    pub(crate) fn read_at(&self, off: usize, dst: &mut [u8]) -> PyResult<usize> {
+        match &self.lock()?.body {
+            Some(Body::Shared(m)) => Ok(m.read_at(off, dst)),
+            Some(Body::Private(b)) => {
+                let src = b.get(off..).unwrap_or_default();
+                let n = src.len().min(dst.len());
+                dst[..n].copy_from_slice(&src[..n]);
+                Ok(n)
+            }
+            None => Err(errors::closed("message (released)")),
+        }
+    }
+
+    /// Address of `[off, off + len)` if it lies inside one slice (or the
+    /// private copy), else `None`; and whether those bytes are volatile.
+    pub(crate) fn range_ptr(&self, off: usize, len: usize) -> PyResult<Option<(usize, bool)>> {
+        let st = self.lock()?;
+        let end = off.checked_add(len).filter(|&e| e <= self.len);
+        let Some(end) = end else {
+            return Ok(None);
+        };
+        match &st.body {
+            Some(Body::Private(b)) => Ok(Some((b.as_ptr() as usize + off, false))),
+            Some(Body::Shared(m)) => {
+                let mut start = 0usize;
+                for s in m.slices() {
+                    let v = s.view();
+                    let stop = start + v.len();
+                    if off >= start && end <= stop {
+                        let volatile = !s.fbuf().is_immutable();
+                        return Ok(Some((v.as_ptr() as usize + (off - start), volatile)));
+                    }
+                    start = stop;
+                }
+                Ok(None)
+            }
+            None => Err(errors::closed("message (released)")),
+        }
+    }
+
+    pub(crate) fn byte_len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn add_export(&self) {
+        self.exports.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn drop_export(&self) {
+        self.exports.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The whole message's address for the buffer protocol: the single
+    /// slice in place, or a contiguous copy made once. The lock is never
+    /// held while the GIL is released (another thread holding the GIL
+    /// could be waiting for it).
+    fn export_ptr(&self, py: Python<'_>) -> PyResult<usize> {
+        let m = {
+            let st = self.lock()?;
+            if let Some(j) = &st.joined {
+                return Ok(j.as_ptr() as usize);
+            }
+            match &st.body {
+                Some(Body::Private(b)) => return Ok(b.as_ptr() as usize),
+                Some(Body::Shared(m)) => {
+                    if let [one] = m.slices() {
+                        return Ok(one.view().as_ptr() as usize);
+                    }
+                    m.clone()
+                }
+                None => return Err(errors::closed("message (released)")),
+            }
+        };
+        let copy = copy_out(py, &m).into_boxed_slice();
+        let mut st = self.lock()?;
+        // Another thread may have made the copy meanwhile: keep the first.
+        let j = st.joined.get_or_insert(copy);
+        Ok(j.as_ptr() as usize)
+    }
+}
+
+/// A private copy of `m` (the GIL released for large ones).
+fn copy_out(py: Python<'_>, m: &zcio::Msg) -> Vec<u8> {
+    if m.len() >= buffer::RELEASE_GIL_ABOVE {
+        py.detach(|| m.to_vec())
+    } else {
+        m.to_vec()
+    }
+}
+
+#[pymethods]
+impl Msg {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// True when the originator kept a writable mapping of the bytes (a
+    /// pool buffer of another process): they could still change while
+    /// you read them. Use ``secure()`` before validating such data.
+    #[getter]
+    fn volatile(&self) -> bool {
+        self.volatile
+    }
+
+    /// True when every byte is in kernel-sealed memory.
+    #[getter]
+    fn secured(&self) -> bool {
+        self.secured
+    }
+
+    /// Number of slices (1 for everything zcio's Python API sends, except
+    /// the zero-copy path of ``send_array``).
+    #[getter]
+    fn nslices(&self) -> usize {
+        self.slices
+    }
+
+    /// Whether ``release()`` was called.
+    #[getter]
+    fn released(&self) -> PyResult<bool> {
+        Ok(self.lock()?.body.is_none())
+    }
+
+    /// tobytes() -> bytes: a private copy.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let m = match &self.lock()?.body {
+            Some(Body::Shared(m)) => m.clone(),
+            Some(Body::Private(b)) => return Ok(PyBytes::new(py, b)),
+            None => return Err(errors::closed("message (released)")),
+        };
+        Ok(PyBytes::new(py, &copy_out(py, &m)))
+    }
+
+    /// secure() -> Msg: bytes that cannot change. A message that is
+    /// already immutable (sealed, or made by this process) is shared in
+    /// place; a volatile one is copied once into private memory.
+    fn secure(&self, py: Python<'_>) -> PyResult<Msg> {
+        let m = match &self.lock()?.body {
+            Some(Body::Shared(m)) => m.clone(),
+            Some(Body::Private(b)) => return Ok(Msg::from_private(b.clone())),
+            None => return Err(errors::closed("message (released)")),
+        };
+        if self.volatile {
+            Ok(Msg::from_private(copy_out(py, &m).into_boxed_slice()))
+        } else {
+            Ok(Msg::from_msg(m))
+        }
+    }
+
+    /// release(): give the buffers back now (the deallocation notice goes
+    /// to the sender). BufferError while views are exported.
+    fn release(&self) -> PyResult<()> {
+        let mut st = self.lock()?;
+        if self.exports.load(Ordering::Acquire) > 0 {
+            return Err(errors::buffer(
+                "views of this message still exist (memoryview, numpy array …); drop them first",
+            ));
+        }
+        if let Some(Body::Shared(m)) = st.body.take() {
+            let keep: Vec<Arc<Region>> = m
+                .slices()
+                .iter()
+                .map(|s| s.fbuf().region().clone())
+                .collect();
+            st.keep.extend(keep);
+            drop(m);
+        }
+        Ok(())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        // Views that outlive the block keep the message (no error here).
+        if self.exports.load(Ordering::Acquire) == 0 {
+            self.release()?;
+        }
+        Ok(false)
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE != 0 {
+            return Err(errors::buffer(
+                "a received message is read-only (the sender owns the memory); copy it (bytearray(msg)) to modify",
+            ));
+        }
+        let me = slf.get();
+        let ptr = me.export_ptr(slf.py())?;
+        // `ptr` addresses `len` bytes owned by this object (a slice of
+        // the message, which stays until release(), refused while exports
+        // exist, or the private copy, kept until drop); `view` is
+        // CPython's, and the view holds a reference to this object.
+        // SAFETY: as argued just above.
+        unsafe { buffer::fill(view, slf.as_any(), ptr as *const u8, me.len, true, flags)? };
+        me.add_export();
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.drop_export();
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        let released = self.lock()?.body.is_none();
+        Ok(format!(
+            "zcio.Msg(len={}, slices={}, volatile={}, secured={}{})",
+            self.len,
+            self.slices,
+            py_bool(self.volatile),
+            py_bool(self.secured),
+            if released { ", released" } else { "" }
+        ))
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// A read-only range of a received message, in place.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct MsgView {
+    msg: Py<Msg>,
+    /// Address of the range: inside one slice of `msg`, which cannot be
+    /// released while this object lives (it counts as an export).
+    ptr: usize,
+    len: usize,
+    volatile: bool,
+}
+
+impl MsgView {
+    /// A view of `[off, off + len)` of `msg`, if that lies in one slice.
+    pub(crate) fn new(msg: &Bound<'_, Msg>, off: usize, len: usize) -> PyResult<Option<Self>> {
+        let Some((ptr, volatile)) = msg.get().range_ptr(off, len)? else {
+            return Ok(None);
+        };
+        msg.get().add_export();
+        Ok(Some(Self {
+            msg: msg.clone().unbind(),
+            ptr,
+            len,
+            volatile,
+        }))
+    }
+}
+
+impl Drop for MsgView {
+    fn drop(&mut self) {
+        // `get` needs no GIL for a frozen class.
+        self.msg.get().drop_export();
+    }
+}
+
+#[pymethods]
+impl MsgView {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// The message this range belongs to.
+    #[getter]
+    fn msg(&self, py: Python<'_>) -> Py<Msg> {
+        self.msg.clone_ref(py)
+    }
+
+    /// True when the originator of these bytes kept a writable mapping
+    /// (see ``Msg.volatile``; this range only).
+    #[getter]
+    fn volatile(&self) -> bool {
+        self.volatile
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE != 0 {
+            return Err(errors::buffer(
+                "received data is read-only (the sender owns the memory); copy it to modify",
+            ));
+        }
+        let me = slf.get();
+        // The range lies in a slice of `msg`, which this object keeps
+        // (and keeps from being released) for its whole life.
+        // SAFETY: as argued just above.
+        unsafe { buffer::fill(view, slf.as_any(), me.ptr as *const u8, me.len, true, flags) }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "zcio.MsgView(len={}, volatile={})",
+            self.len,
+            py_bool(self.volatile)
+        )
+    }
+}

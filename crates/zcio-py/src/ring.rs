@@ -1,0 +1,869 @@
+//! Rings: `RingProducer`, `RingConsumer` and `Peek` (a block read in
+//! place through the buffer protocol).
+//!
+//! The Rust `Peek` borrows its consumer; Python objects cannot hold such a
+//! borrow, so a Python `Peek` keeps the block detached
+//! ([`zcio::ring::Peek::detach`]) and resumes it for each use. While one
+//! is outstanding the consumer refuses to read, peek or seek (which would
+//! make it stale), and the consumer — and with it the ring mapping — lives
+//! as long as any `Peek` object does, even after `close()`.
+
+use std::ffi::c_int;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use zcio::ring::{
+    Consumer, DetachedPeek, Layout, OpenError, Options, Overflow, Producer, ReadError, Readiness,
+    RingMap, SeekTo, Start, WriteError,
+};
+
+use crate::buffer::{self, Exported, SendPtr};
+use crate::errors::{self, Kind};
+use crate::wait::{blocking, Deadline, Timeout};
+
+fn parse_layout(s: &str) -> PyResult<Layout> {
+    Ok(match s {
+        "continuous" => Layout::Continuous,
+        "slotted" => Layout::Slotted,
+        "variable" => Layout::Variable,
+        "descriptors" => Layout::Descriptors,
+        _ => {
+            return Err(PyValueError::new_err(
+                "layout must be 'continuous', 'slotted', 'variable' or 'descriptors'",
+            ))
+        }
+    })
+}
+
+fn parse_policy(s: &str) -> PyResult<Overflow> {
+    Ok(match s {
+        "block" => Overflow::Block,
+        "srp" => Overflow::Srp,
+        "frp" => Overflow::Frp,
+        "mrp" => Overflow::Mrp,
+        _ => {
+            return Err(PyValueError::new_err(
+                "policy must be 'block', 'srp' (drop new data), 'frp' (overwrite) or 'mrp'",
+            ))
+        }
+    })
+}
+
+/// Open ring `name` (for attaching), retrying while it does not exist
+/// until the deadline.
+fn open_map(py: Python<'_>, name: &str, deadline: Deadline) -> PyResult<Arc<RingMap>> {
+    let got = blocking(py, deadline, |slice| match RingMap::open(name, true) {
+        Err(OpenError::NotFound(_)) => {
+            std::thread::sleep(slice.min(Duration::from_millis(5)));
+            None
+        }
+        r => Some(r),
+    })?;
+    match got {
+        Some(r) => r.map_err(|e| errors::ring_open(py, &e)),
+        None => Err(errors::ring_open(py, &OpenError::NotFound(name.to_owned()))),
+    }
+}
+
+/// The producing end of a ring.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct RingProducer {
+    inner: Mutex<Option<Producer>>,
+    name: String,
+    layout: Layout,
+    overflow: Overflow,
+    size: u64,
+    cap: u64,
+}
+
+impl RingProducer {
+    fn lock(&self) -> PyResult<MutexGuard<'_, Option<Producer>>> {
+        self.inner
+            .lock()
+            .map_err(|_| errors::internal("ring producer lock poisoned"))
+    }
+}
+
+#[pymethods]
+impl RingProducer {
+    /// RingProducer(name, size=1 MiB, create=True, mode=0o600, policy="block", ...)
+    #[new]
+    #[pyo3(signature = (name, size=1 << 20, create=true, mode=0o600, policy="block", layout="continuous", slot_size=2048, entries=4096, exclusive=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        name: String,
+        size: u64,
+        create: bool,
+        mode: u32,
+        policy: &str,
+        layout: &str,
+        slot_size: u64,
+        entries: u64,
+        exclusive: bool,
+    ) -> PyResult<Self> {
+        let opts = Options::new()
+            .layout(parse_layout(layout)?)
+            .overflow(parse_policy(policy)?)
+            .size(size)
+            .slot_size(slot_size)
+            .entries(entries)
+            .mode(mode);
+        let n = name.as_str();
+        let p = py
+            .detach(|| {
+                let map = match (create, exclusive) {
+                    (true, true) => opts.create(n)?,
+                    (true, false) => opts.create_or_open(n)?,
+                    (false, _) => RingMap::open(n, true)?,
+                };
+                Producer::attach(map)
+            })
+            .map_err(|e| errors::ring_open(py, &e))?;
+        let g = *p.geometry();
+        Ok(Self {
+            name,
+            layout: g.layout,
+            overflow: g.overflow,
+            size: g.data_len,
+            cap: g.cap(),
+            inner: Mutex::new(Some(p)),
+        })
+    }
+
+    /// The ring's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// Data area in bytes.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Data layout ("continuous", "slotted", …).
+    #[getter]
+    fn layout(&self) -> &'static str {
+        self.layout.name()
+    }
+
+    /// Overflow policy ("block", "srp", "frp", "mrp").
+    #[getter]
+    fn policy(&self) -> &'static str {
+        self.overflow.name()
+    }
+
+    /// write(data, timeout=None) -> int
+    #[pyo3(signature = (data, timeout=None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<usize> {
+        let t = Timeout::from_py(timeout)?;
+        let deadline = Deadline::new(t);
+        let src = Exported::get(data, false)?;
+        let (base, total) = (SendPtr(src.ptr()), src.len());
+        // Continuous rings: pieces of at most half the ring, each written
+        // whole or not at all, so a short write can be counted.
+        let piece = if self.layout == Layout::Continuous {
+            (self.cap / 2).max(1) as usize
+        } else {
+            total.max(1)
+        };
+        let inner = &self.inner;
+        let mut done = 0usize;
+        loop {
+            let n = piece.min(total - done);
+            let at = done;
+            let got = blocking(py, deadline, move |slice| {
+                let base = base;
+                let Ok(mut g) = inner.lock() else {
+                    return Some(Err(None));
+                };
+                let Some(p) = g.as_mut() else {
+                    return Some(Err(None));
+                };
+                // `src` stays exported (valid, not resized) until `write`
+                // returns; the bytes are the caller's (Python code must not
+                // change them while they are being written, as with
+                // os.write).
+                // SAFETY: as argued just above.
+                let bytes = unsafe { std::slice::from_raw_parts(base.0.add(at), n) };
+                let r = if slice.is_zero() {
+                    p.try_write(bytes)
+                } else {
+                    p.write_timeout(bytes, slice)
+                };
+                match r {
+                    Err(WriteError::WouldBlock | WriteError::TimedOut) => None,
+                    r => Some(r.map_err(Some)),
+                }
+            })?;
+            match got {
+                Some(Ok(k)) => done += k,
+                Some(Err(Some(e))) => return Err(errors::ring_write(py, &e)),
+                Some(Err(None)) => return Err(errors::closed("ring producer")),
+                None if done > 0 => return Ok(done),
+                None if t.is_try() => return Err(errors::ring_write(py, &WriteError::WouldBlock)),
+                None => return Err(errors::ring_write(py, &WriteError::TimedOut)),
+            }
+            if done >= total || self.layout != Layout::Continuous {
+                drop(src);
+                return Ok(done);
+            }
+        }
+    }
+
+    /// Live consumers attached now (dead ones are evicted).
+    fn consumers(&self, py: Python<'_>) -> PyResult<usize> {
+        let inner = &self.inner;
+        py.detach(|| match inner.lock() {
+            Ok(mut g) => g.as_mut().map(Producer::live_consumers).ok_or(()),
+            Err(_) => Err(()),
+        })
+        .map_err(|()| errors::closed("ring producer"))
+    }
+
+    /// wait_for_consumers(n, timeout=None) -> int
+    #[pyo3(signature = (n, timeout=None))]
+    fn wait_for_consumers(
+        &self,
+        py: Python<'_>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<usize> {
+        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+        let inner = &self.inner;
+        let mut last = 0;
+        let got = blocking(py, deadline, |slice| {
+            let Ok(mut g) = inner.lock() else {
+                return Some(Err(()));
+            };
+            let p = g.as_mut()?;
+            last = p.wait_for_consumers(n, slice);
+            (last >= n).then_some(Ok(last))
+        })?;
+        match got {
+            Some(Ok(k)) => Ok(k),
+            Some(Err(())) => Err(errors::closed("ring producer")),
+            None => Ok(last),
+        }
+    }
+
+    /// The ring file's descriptor (for fstat/flock; not a readiness signal).
+    fn fileno(&self) -> PyResult<i32> {
+        let g = self.lock()?;
+        match g.as_ref() {
+            Some(p) => Ok(p.ring().fd().as_raw_fd()),
+            None => Err(errors::closed("ring producer")),
+        }
+    }
+
+    /// close(): end the stream; consumers read what is left, then see the
+    /// end (``b""`` / ``None``).
+    fn close(&self) -> PyResult<()> {
+        self.lock()?.take();
+        Ok(())
+    }
+
+    /// close_with_error(code): end the stream with an error code that
+    /// consumers receive (``Disconnected`` with ``.code``).
+    fn close_with_error(&self, code: u32) -> PyResult<()> {
+        if let Some(p) = self.lock()?.take() {
+            p.close_with_error(code);
+        }
+        Ok(())
+    }
+
+    /// unlink(): remove the ring's name (attached processes keep using it).
+    fn unlink(&self, py: Python<'_>) -> PyResult<()> {
+        zcio::ring::unlink(&self.name).map_err(|e| errors::ring_open(py, &e))
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close()?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "zcio.RingProducer({:?}, size={}, layout={:?}, policy={:?})",
+            self.name,
+            self.size,
+            self.layout.name(),
+            self.overflow.name()
+        )
+    }
+}
+
+/// A consumer and what hangs on it.
+struct ConsState {
+    /// `None` once closed and no `Peek` object is left.
+    cons: Option<Consumer>,
+    /// A detached peek is outstanding (reads would make it stale).
+    peek_out: bool,
+    /// `Peek` objects alive (their memory is in this consumer's mappings).
+    peeks_alive: usize,
+    closed: bool,
+    ready: Option<Readiness>,
+}
+
+impl ConsState {
+    fn drop_if_done(&mut self) {
+        if self.closed && self.peeks_alive == 0 {
+            self.ready = None;
+            self.cons = None;
+        }
+    }
+}
+
+/// Why a consumer operation could not run.
+enum Refused {
+    Closed,
+    PeekOutstanding,
+    Poisoned,
+    Read(ReadError),
+}
+
+fn refused(py: Python<'_>, r: Refused) -> PyErr {
+    match r {
+        Refused::Closed => errors::closed("ring consumer"),
+        Refused::PeekOutstanding => errors::err(
+            py,
+            Kind::Ring,
+            "a peeked block is outstanding: release() it first",
+            None,
+        ),
+        Refused::Poisoned => errors::internal("ring consumer lock poisoned"),
+        Refused::Read(e) => errors::ring_read(py, &e),
+    }
+}
+
+/// Run `f` on the consumer unless it is closed or a peek is outstanding.
+fn with_consumer<T>(
+    st: &Mutex<ConsState>,
+    f: impl FnOnce(&mut ConsState) -> T,
+) -> Result<T, Refused> {
+    let mut g = st.lock().map_err(|_| Refused::Poisoned)?;
+    if g.closed || g.cons.is_none() {
+        return Err(Refused::Closed);
+    }
+    if g.peek_out {
+        return Err(Refused::PeekOutstanding);
+    }
+    Ok(f(&mut g))
+}
+
+/// A consuming end of a ring.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct RingConsumer {
+    st: Arc<Mutex<ConsState>>,
+    name: String,
+}
+
+/// What one read attempt gave.
+type Attempt<T> = Option<Result<T, Refused>>;
+
+/// Turn a read result into an attempt (`None`: nothing yet).
+fn attempt<T>(r: Result<T, ReadError>) -> Attempt<T> {
+    match r {
+        Err(ReadError::WouldBlock | ReadError::TimedOut) => None,
+        r => Some(r.map_err(Refused::Read)),
+    }
+}
+
+impl RingConsumer {
+    /// Finish a waiting read: the value, or the error for nothing in time.
+    fn finish<T>(py: Python<'_>, got: Option<Result<T, Refused>>, t: Timeout) -> PyResult<T> {
+        match got {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(r)) => Err(refused(py, r)),
+            None if t.is_try() => Err(errors::ring_read(py, &ReadError::WouldBlock)),
+            None => Err(errors::ring_read(py, &ReadError::TimedOut)),
+        }
+    }
+}
+
+#[pymethods]
+impl RingConsumer {
+    /// RingConsumer(name, start="newest", timeout=0)
+    #[new]
+    #[pyo3(signature = (name, start="newest", timeout=0.0))]
+    fn new(py: Python<'_>, name: String, start: &str, timeout: Option<f64>) -> PyResult<Self> {
+        let start = match start {
+            "newest" => Start::Newest,
+            "oldest" => Start::Oldest,
+            _ => return Err(PyValueError::new_err("start must be 'newest' or 'oldest'")),
+        };
+        let map = open_map(py, &name, Deadline::new(Timeout::from_py(timeout)?))?;
+        let cons = py
+            .detach(|| Consumer::attach(map, start))
+            .map_err(|e| errors::ring_open(py, &e))?;
+        Ok(Self {
+            st: Arc::new(Mutex::new(ConsState {
+                cons: Some(cons),
+                peek_out: false,
+                peeks_alive: 0,
+                closed: false,
+                ready: None,
+            })),
+            name,
+        })
+    }
+
+    /// The ring's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// read(n, timeout=None) -> bytes (``b""`` at the end of the stream)
+    #[pyo3(signature = (n, timeout=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let t = Timeout::from_py(timeout)?;
+        let mut buf = vec![0u8; n];
+        let st = &*self.st;
+        let got = blocking(py, Deadline::new(t), |slice| {
+            let b = &mut buf;
+            let r = with_consumer(st, |g| {
+                let c = g.cons.as_mut().expect("checked by with_consumer");
+                if slice.is_zero() {
+                    c.try_read(b)
+                } else {
+                    c.read_timeout(b, slice)
+                }
+            });
+            match r {
+                Ok(r) => attempt(r),
+                Err(e) => Some(Err(e)),
+            }
+        })?;
+        let k = Self::finish(py, got, t)?;
+        Ok(PyBytes::new(py, &buf[..k]))
+    }
+
+    /// readinto(buf, timeout=None) -> int (0 at the end of the stream)
+    #[pyo3(signature = (buf, timeout=None))]
+    fn readinto(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<usize> {
+        let t = Timeout::from_py(timeout)?;
+        let dst = Exported::get(buf, true)?;
+        let (p, n) = (SendPtr(dst.ptr()), dst.len());
+        let st = &*self.st;
+        let got = blocking(py, Deadline::new(t), move |slice| {
+            let p = p;
+            // `dst` is exported writable (valid, not resized) until
+            // `readinto` returns, and nothing else in Rust refers to it.
+            // SAFETY: as argued just above.
+            let b = unsafe { std::slice::from_raw_parts_mut(p.0, n) };
+            let r = with_consumer(st, |g| {
+                let c = g.cons.as_mut().expect("checked by with_consumer");
+                if slice.is_zero() {
+                    c.try_read(b)
+                } else {
+                    c.read_timeout(b, slice)
+                }
+            });
+            match r {
+                Ok(r) => attempt(r),
+                Err(e) => Some(Err(e)),
+            }
+        })?;
+        let k = Self::finish(py, got, t)?;
+        drop(dst);
+        Ok(k)
+    }
+
+    /// peek(max=None, timeout=None) -> Peek | None (None at the end)
+    #[pyo3(signature = (max=None, timeout=None))]
+    fn peek(
+        &self,
+        py: Python<'_>,
+        max: Option<usize>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Peek>> {
+        let t = Timeout::from_py(timeout)?;
+        let max = max.unwrap_or(usize::MAX);
+        let st = &*self.st;
+        let got = blocking(py, Deadline::new(t), |slice| {
+            let r = with_consumer(st, |g| {
+                let c = g.cons.as_mut().expect("checked by with_consumer");
+                let r = if slice.is_zero() {
+                    c.try_peek(max)
+                } else {
+                    c.peek_timeout(max, slice)
+                };
+                match r {
+                    Ok(Some(pk)) => {
+                        let ptr = pk.view().as_ptr() as usize;
+                        let (len, tag) = (pk.len(), pk.tag());
+                        let d = pk.detach();
+                        g.peek_out = true;
+                        g.peeks_alive += 1;
+                        Ok(Some((d, ptr, len, tag)))
+                    }
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            });
+            match r {
+                Ok(r) => attempt(r),
+                Err(e) => Some(Err(e)),
+            }
+        })?;
+        Ok(Self::finish(py, got, t)?.map(|(d, ptr, len, tag)| Peek {
+            st: self.st.clone(),
+            held: Mutex::new(Some(d)),
+            ptr,
+            len,
+            tag,
+            exports: AtomicUsize::new(0),
+        }))
+    }
+
+    /// seek(to) -> int: "newest", "oldest", or a relative distance (blocks
+    /// for block rings, bytes for continuous ones; negative goes back).
+    fn seek(&self, py: Python<'_>, to: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let to = if let Ok(s) = to.extract::<String>() {
+            match s.as_str() {
+                "newest" => SeekTo::Newest,
+                "oldest" => SeekTo::Oldest,
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "seek to 'newest', 'oldest' or an int",
+                    ))
+                }
+            }
+        } else if let Ok(n) = to.extract::<i64>() {
+            if n >= 0 {
+                SeekTo::Forward(n as u64)
+            } else {
+                SeekTo::Backward(n.unsigned_abs())
+            }
+        } else {
+            return Err(PyTypeError::new_err("seek to 'newest', 'oldest' or an int"));
+        };
+        with_consumer(&self.st, |g| {
+            g.cons.as_mut().expect("checked by with_consumer").seek(to)
+        })
+        .and_then(|r| r.map_err(Refused::Read))
+        .map_err(|r| refused(py, r))
+    }
+
+    /// The cursor (bytes for continuous rings, else cursor units).
+    #[getter]
+    fn position(&self, py: Python<'_>) -> PyResult<u64> {
+        let g = self
+            .st
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        match g.cons.as_ref() {
+            Some(c) if !g.closed => Ok(c.position()),
+            _ => Err(refused(py, Refused::Closed)),
+        }
+    }
+
+    /// stats() -> dict
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = {
+            let mut g = self
+                .st
+                .lock()
+                .map_err(|_| errors::internal("lock poisoned"))?;
+            match g.cons.as_mut() {
+                Some(c) => c.stats(),
+                None => return Err(refused(py, Refused::Closed)),
+            }
+        };
+        let d = PyDict::new(py);
+        d.set_item("read_blocks", s.read_blocks)?;
+        d.set_item("read_bytes", s.read_bytes)?;
+        d.set_item("skipped_blocks", s.skipped_blocks)?;
+        d.set_item("skipped_units", s.skipped_units)?;
+        d.set_item("drops", s.drops)?;
+        d.set_item("lag", s.lag)?;
+        Ok(d)
+    }
+
+    /// An eventfd readable while data waits (poll it, then read with
+    /// ``timeout=0`` until ``zcio.Empty``, which re-arms it).
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
+        let mut g = self
+            .st
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        let g = &mut *g;
+        if g.closed {
+            return Err(refused(py, Refused::Closed));
+        }
+        if g.ready.is_none() {
+            let c = g
+                .cons
+                .as_mut()
+                .ok_or_else(|| refused(py, Refused::Closed))?;
+            let r = c.readiness().map_err(|e| {
+                errors::err(
+                    py,
+                    Kind::Ring,
+                    format!("eventfd: {e}"),
+                    Some(e.raw_os_error()),
+                )
+            })?;
+            g.ready = Some(r);
+        }
+        let r = g
+            .ready
+            .as_ref()
+            .ok_or_else(|| errors::internal("readiness"))?;
+        Ok(r.as_raw_fd())
+    }
+
+    /// close(): leave the ring (kept until the last Peek object is gone).
+    fn close(&self) -> PyResult<()> {
+        let mut g = self
+            .st
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        g.closed = true;
+        g.drop_if_done();
+        Ok(())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close()?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("zcio.RingConsumer({:?})", self.name)
+    }
+}
+
+/// A ring block read in place.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Peek {
+    st: Arc<Mutex<ConsState>>,
+    /// `None` once released.
+    held: Mutex<Option<DetachedPeek>>,
+    /// The block's bytes: inside the consumer's mappings, which live as
+    /// long as this object (see `ConsState::peeks_alive`).
+    ptr: usize,
+    len: usize,
+    tag: u32,
+    exports: AtomicUsize,
+}
+
+impl Peek {
+    /// Resume the detached block, run `f` on it, and set it aside again.
+    fn with_block<T>(&self, f: impl FnOnce(&zcio::ring::Peek<'_>) -> T) -> PyResult<T> {
+        let mut held = self
+            .held
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        let d = held
+            .take()
+            .ok_or_else(|| errors::closed("peek (released)"))?;
+        let mut g = self
+            .st
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        let c = g
+            .cons
+            .as_mut()
+            .ok_or_else(|| errors::internal("consumer gone under a peek"))?;
+        let r = match c.resume(d) {
+            Ok(pk) => {
+                let v = f(&pk);
+                *held = Some(pk.detach());
+                Ok(v)
+            }
+            Err(d) => {
+                *held = Some(d);
+                Err(errors::internal("stale peek"))
+            }
+        };
+        r
+    }
+}
+
+impl Drop for Peek {
+    fn drop(&mut self) {
+        let d = self.held.get_mut().ok().and_then(Option::take);
+        if let Ok(mut g) = self.st.lock() {
+            if let Some(d) = d {
+                if let Some(c) = g.cons.as_mut() {
+                    if let Ok(pk) = c.resume(d) {
+                        let _ = pk.release();
+                    }
+                }
+                g.peek_out = false;
+            }
+            g.peeks_alive = g.peeks_alive.saturating_sub(1);
+            g.drop_if_done();
+        }
+    }
+}
+
+#[pymethods]
+impl Peek {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// The block's classification tag.
+    #[getter]
+    fn tag(&self) -> u32 {
+        self.tag
+    }
+
+    /// Always True: any process attached to the ring can write these bytes,
+    /// and overwriting rings do. Copy out what you keep, then release().
+    #[getter]
+    fn volatile(&self) -> bool {
+        true
+    }
+
+    /// Whether release() was called.
+    #[getter]
+    fn released(&self) -> PyResult<bool> {
+        Ok(self
+            .held
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?
+            .is_none())
+    }
+
+    /// Whether the producer has not (yet) overwritten the block.
+    fn is_intact(&self) -> PyResult<bool> {
+        self.with_block(|pk| pk.is_intact())
+    }
+
+    /// tobytes() -> bytes: a copy (check release() afterwards on
+    /// overwriting rings).
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = self.with_block(|pk| pk.to_vec())?;
+        Ok(PyBytes::new(py, &v))
+    }
+
+    /// release(): done with the block; the consumer moves past it. Raises
+    /// zcio.Lapped if it was overwritten meanwhile (what was read from it
+    /// is not valid), BufferError while views of it are exported.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        if self.exports.load(Ordering::Acquire) > 0 {
+            return Err(errors::buffer(
+                "views of this peeked block still exist (memoryview, numpy array …); drop them first",
+            ));
+        }
+        let mut held = self
+            .held
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        let Some(d) = held.take() else {
+            return Ok(());
+        };
+        let mut g = self
+            .st
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))?;
+        g.peek_out = false;
+        let c = g
+            .cons
+            .as_mut()
+            .ok_or_else(|| errors::internal("consumer gone under a peek"))?;
+        let r = match c.resume(d) {
+            Ok(pk) => pk.release().map_err(|e| errors::ring_read(py, &e)),
+            Err(_) => Err(errors::internal("stale peek")),
+        };
+        r
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if self.exports.load(Ordering::Acquire) > 0 {
+            // Views escaped the block: the block is released when this
+            // object goes.
+            return Ok(false);
+        }
+        match self.release(py) {
+            // An exception already propagates: do not mask it.
+            Err(_) if !exc_type.is_none() => Ok(false),
+            r => r.map(|()| false),
+        }
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE != 0 {
+            return Err(errors::buffer("a peeked ring block is read-only"));
+        }
+        let me = slf.get();
+        // The block lies in the consumer's mappings, which stay while this
+        // object lives (`peeks_alive` keeps the consumer).
+        // SAFETY: as argued just above.
+        unsafe { buffer::fill(view, slf.as_any(), me.ptr as *const u8, me.len, true, flags)? };
+        me.exports.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.exports.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn __repr__(&self) -> String {
+        format!("zcio.Peek(len={}, tag={})", self.len, self.tag)
+    }
+}
+
+/// ring_unlink(name): remove a ring's name.
+#[pyfunction]
+pub(crate) fn ring_unlink(py: Python<'_>, name: &str) -> PyResult<()> {
+    zcio::ring::unlink(name).map_err(|e| errors::ring_open(py, &e))
+}
+
+/// ring_list() -> list[str]: names of existing rings.
+#[pyfunction]
+pub(crate) fn ring_list(py: Python<'_>) -> PyResult<Vec<String>> {
+    zcio::ring::list().map_err(|e| errors::ring_open(py, &e))
+}

@@ -1,0 +1,67 @@
+"""Pools: exhaustion with and without a timeout, stats, Pool.empty."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import zcio
+
+
+def small_pool() -> zcio.Pool:
+    return zcio.Pool("small", chunk_size=64 << 10, max_chunks=1, populate=False)
+
+
+def test_pool_exhaustion_full_then_timeout_then_recovers():
+    p = small_pool()
+    held = [p.alloc(16 << 10, timeout=0) for _ in range(4)]
+    with pytest.raises(zcio.PoolExhausted) as e:
+        p.alloc(16 << 10, timeout=0)
+    assert isinstance(e.value, zcio.Full) and isinstance(e.value, zcio.AllocError)
+    with pytest.raises(zcio.AllocTimedOut) as e:
+        p.alloc(4096, timeout=0.1)
+    assert isinstance(e.value, zcio.TimedOut) and isinstance(e.value, TimeoutError)
+    st = p.stats()
+    assert st["buffers_in_use"] == 4 and st["exhausted"] >= 1
+    held.pop()
+    gc.collect()
+    assert len(p.alloc(16 << 10, timeout=0)) == 16 << 10
+
+
+def test_send_exhausts_the_channel_pool_while_the_receiver_holds_messages():
+    a, b = zcio.Channel.pair()
+    p = small_pool()
+    for i in range(4):
+        a.send(bytes([i]) * (16 << 10), timeout=5, pool=p)
+    kept = [b.recv(timeout=5) for _ in range(4)]
+    with pytest.raises(zcio.PoolExhausted):
+        a.send(b"x" * (16 << 10), timeout=0, pool=p)
+    with pytest.raises(zcio.AllocTimedOut):
+        a.send(b"x" * (16 << 10), timeout=0.1, pool=p)
+    del kept[0]  # the receiver releases one: the sender can go on
+    gc.collect()
+    b.flush()
+    a.send(b"y" * (16 << 10), timeout=5, pool=p)
+    assert b.recv(timeout=5).tobytes()[:1] == b"y"
+
+
+def test_empty_arrays_and_stats():
+    p = zcio.Pool("arrays")
+    x = p.empty((3, 4), dtype="int16")
+    assert x.shape == (3, 4) and x.dtype == np.int16 and x.flags.writeable
+    x[:] = 5
+    assert isinstance(x.base, zcio.PoolBuffer)
+    y = p.empty(0)
+    assert y.shape == (0,) and y.dtype == np.float64
+    st = p.stats()
+    assert st["allocs"] == 2 and st["buffers_in_use"] == 2
+    with pytest.raises(TypeError):
+        p.empty(3, dtype=object)
+    del x, y
+    gc.collect()
+    assert p.stats()["buffers_in_use"] == 0
+    assert p.name == "arrays" and not p.secured
+    with pytest.raises(ValueError):
+        p.alloc(0)

@@ -1,0 +1,159 @@
+"""Rings across processes: read, readinto, peek/release in place, end of
+stream, a consumer that outlives a killed producer, lapping, full rings."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+
+import numpy as np
+import pytest
+
+import zcio
+import zcio_children as kids
+
+T = kids.TIMEOUT
+
+
+def test_blocks_across_processes_with_peek(ring_name, child):
+    c = child(kids.ring_produce, ring_name, 40, 500, "close")
+    with zcio.RingConsumer(ring_name, timeout=T) as cons:
+        for i in range(40):
+            if i % 2:
+                assert cons.read(4096, timeout=T) == kids.sized(i, 500)
+                continue
+            pk = cons.peek(timeout=T)
+            assert pk is not None and len(pk) == 500 and pk.volatile
+            view = np.frombuffer(pk, dtype=np.uint8)  # in place
+            assert view.tobytes() == kids.sized(i, 500)
+            with pytest.raises(BufferError):
+                pk.release()  # a view is still out
+            with pytest.raises(zcio.RingError):
+                cons.read(4096, timeout=0)  # the peek must be released first
+            del view
+            pk.release()
+            assert pk.released
+        assert cons.read(4096, timeout=T) == b"", "end of stream after close"
+        assert cons.peek(timeout=T) is None
+        st = cons.stats()
+        assert st["read_blocks"] == 40 and st["read_bytes"] == 40 * 500
+    c.join_ok()
+
+
+def test_continuous_stream_readinto(ring_name, child):
+    total = 200_000
+    c = child(kids.ring_stream, ring_name, total)
+    got = bytearray()
+    buf = bytearray(7000)
+    with zcio.RingConsumer(ring_name, timeout=T) as cons:
+        while True:
+            n = cons.readinto(buf, timeout=T)
+            if n == 0:
+                break
+            got += buf[:n]
+    assert bytes(got) == bytes(k & 0xFF for k in range(total))
+    c.join_ok()
+
+
+def test_consumer_outlives_a_killed_producer(ring_name, child):
+    c = child(kids.ring_produce, ring_name, 5, 100, "hang")
+    cons = zcio.RingConsumer(ring_name, timeout=T)
+    pk = None
+    for i in range(5):
+        if i == 4:
+            pk = cons.peek(timeout=T)  # held across the producer's death
+            kept = pk.tobytes()
+            pk.release()
+        else:
+            assert cons.read(4096, timeout=T) == kids.sized(i, 100)
+    os.kill(c.pid, signal.SIGKILL)
+    c.proc.join(T)
+    with pytest.raises(zcio.Disconnected) as e:
+        cons.read(4096, timeout=T)
+    assert e.value.pid == c.pid
+    assert kept == kids.sized(4, 100)
+    assert bytes(pk) == kids.sized(4, 100), "still mapped after the producer died"
+    cons.close()
+
+
+def test_peek_lapped_on_an_overwriting_ring(ring_name):
+    prod = zcio.RingProducer(ring_name, size=8192, layout="slotted", slot_size=1024, policy="frp")
+    cons = zcio.RingConsumer(ring_name)
+    prod.write(b"first", timeout=1)
+    pk = cons.peek(timeout=1)
+    assert pk.tobytes() == b"first" and pk.is_intact()
+    for i in range(16):
+        prod.write(bytes([i]) * 8, timeout=1)
+    assert not pk.is_intact()
+    with pytest.raises(zcio.Lapped):
+        pk.release()
+    assert cons.stats()["skipped_blocks"] >= 1
+    cons.close()
+    prod.close()
+
+
+def test_full_ring_and_timeouts(ring_name):
+    prod = zcio.RingProducer(ring_name, size=4096, layout="slotted", slot_size=1024)
+    cons = zcio.RingConsumer(ring_name)
+    for i in range(4):
+        prod.write(bytes([i]) * 10, timeout=0)
+    with pytest.raises(zcio.Full):
+        prod.write(b"x", timeout=0)
+    with pytest.raises(zcio.TimedOut):
+        prod.write(b"x", timeout=0.05)
+    assert cons.read(1024, timeout=0) == bytes([0]) * 10
+    prod.write(b"room again", timeout=0)
+    for _ in range(4):
+        cons.read(1024, timeout=0)
+    with pytest.raises(zcio.Empty):
+        cons.read(1024, timeout=0)
+    with pytest.raises(zcio.TimedOut):
+        cons.read(1024, timeout=0.05)
+    with pytest.raises(ValueError):
+        prod.write(b"y" * 5000, timeout=0)  # larger than a slot
+
+
+def test_fileno_polls_readable(ring_name):
+    prod = zcio.RingProducer(ring_name, size=4096, layout="variable")
+    cons = zcio.RingConsumer(ring_name)
+    fd = cons.fileno()
+    with pytest.raises(zcio.Empty):
+        cons.read(100, timeout=0)  # arms the eventfd
+    prod.write(b"ping", timeout=1)
+    r, _, _ = select.select([fd], [], [], T)
+    assert r == [fd]
+    assert cons.read(100, timeout=0) == b"ping"
+    assert isinstance(prod.fileno(), int)
+
+
+def test_seek_and_unlink(ring_name):
+    prod = zcio.RingProducer(ring_name, size=8192, layout="slotted", slot_size=1024, policy="frp")
+    for i in range(3):
+        prod.write(bytes([i]), timeout=0)
+    cons = zcio.RingConsumer(ring_name, start="oldest")
+    assert cons.read(1024, timeout=0) == b"\x00"
+    cons.seek(1)
+    assert cons.read(1024, timeout=0) == b"\x02"
+    cons.seek(-2)
+    assert cons.read(1024, timeout=0) == b"\x01"
+    cons.seek("newest")
+    with pytest.raises(zcio.Empty):
+        cons.read(1024, timeout=0)
+    assert ring_name in zcio.ring_list()
+    prod.unlink()
+    assert ring_name not in zcio.ring_list()
+    with pytest.raises(zcio.RingError) as e:
+        zcio.RingConsumer(ring_name)
+    assert e.value.errno == 2  # ENOENT
+
+
+def test_close_with_error_code(ring_name):
+    prod = zcio.RingProducer(ring_name, size=4096, layout="variable")
+    cons = zcio.RingConsumer(ring_name)
+    prod.write(b"partial", timeout=0)
+    prod.close_with_error(5)
+    assert cons.read(100, timeout=1) == b"partial"
+    with pytest.raises(zcio.Disconnected) as e:
+        cons.read(100, timeout=1)
+    assert e.value.code == 5

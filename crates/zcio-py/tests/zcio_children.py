@@ -1,0 +1,165 @@
+"""Entry points of the child processes the tests spawn (module-level so the
+spawn start method can import them). Each child raises (exit code 1) on any
+unexpected outcome; the parent asserts exit code 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import zcio
+
+TIMEOUT = 30.0
+
+
+def pattern(i: int, n: int) -> bytes:
+    """Message i of a test stream: n bytes that depend on i."""
+    return bytes((i * 7 + k) & 0xFF for k in range(min(n, 4096))) * (n // 4096 + 1)
+
+
+def sized(i: int, n: int) -> bytes:
+    return pattern(i, n)[:n]
+
+
+def test_arrays() -> list[np.ndarray]:
+    """Arrays of several dtypes and shapes, the same in every process."""
+    rng = np.random.default_rng(1234)
+    base = np.arange(2 * 3 * 4 * 5, dtype=np.int64).reshape(2, 3, 4, 5)
+    return [
+        np.arange(10, dtype=np.uint8),
+        rng.standard_normal((16, 17)).astype(np.float32),
+        rng.standard_normal(1000),
+        (rng.standard_normal((3, 5)) + 1j * rng.standard_normal((3, 5))).astype(np.complex128),
+        np.arange(12, dtype=">i2").reshape(3, 4),  # big-endian
+        np.array([True, False, True]),
+        np.array(["2020-01-01", "2024-02-29"], dtype="datetime64[ns]"),
+        np.array(["ab", "cde"], dtype="<U5"),
+        np.array(3.25),  # 0-d
+        np.zeros((0, 7), dtype=np.float64),  # empty
+        np.zeros((4, 0, 2), dtype=np.int32),
+        base[:, ::2, 1:, ::-2],  # non-contiguous, negative stride
+        np.asfortranarray(base[0]),  # Fortran order
+        base.transpose(3, 1, 0, 2),
+        np.broadcast_to(np.arange(4, dtype=np.int16), (3, 4)),  # zero strides
+    ]
+
+
+def send_bytes(path: str, sizes: list[int]) -> None:
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for i, n in enumerate(sizes):
+            ch.send(sized(i, n), timeout=TIMEOUT)
+        # Wait for the parent's "done" so our buffers are not torn down
+        # under it (they would stay readable anyway).
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def send_arrays(path: str) -> None:
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for a in test_arrays():
+            ch.send_array(a, timeout=TIMEOUT)
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def send_pool_array(path: str) -> None:
+    """Zero-copy path: the array is the pool buffer; report the pool's
+    counters to the parent on request."""
+    pool = zcio.Pool("zero-copy", chunk_size=8 << 20, max_chunks=2)
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        x = pool.empty((512, 256), dtype=np.float64)
+        x[:] = np.arange(512 * 256, dtype=np.float64).reshape(512, 256)
+        before = pool.stats()
+        ch.send_array(x, timeout=TIMEOUT)
+        assert not x.flags.writeable, "a sent pool array must be read-only"
+        after = pool.stats()
+        assert after["allocs"] == before["allocs"] == 1, (before, after)
+        # Only a header buffer came from the channel's pool (one page).
+        assert ch.pool.stats()["bytes_in_use"] <= 4096, ch.pool.stats()
+        names = {"x": x}
+        del x
+        serve_stats(ch, pool, names)
+
+
+def serve_stats(ch, pool, names) -> None:
+    """Answer the parent's commands: 'stats' (reclaim, then the pool's
+    counters as JSON), 'drop NAME' (delete a local), 'done'."""
+    held = names
+    while True:
+        cmd = ch.recv(timeout=TIMEOUT).tobytes().decode()
+        if cmd == "done":
+            return
+        if cmd.startswith("drop "):
+            held.pop(cmd[5:], None)
+            import gc
+
+            gc.collect()
+            ch.send(b"ok", timeout=TIMEOUT)
+        elif cmd == "stats":
+            ch.reclaim()
+            ch.send(json.dumps(pool.stats()).encode(), timeout=TIMEOUT)
+        else:
+            raise AssertionError(f"unknown command {cmd!r}")
+
+
+def send_and_serve(path: str, n: int) -> None:
+    """Send one n-byte message from the channel's pool, then serve stats."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        ch.send(sized(0, n), timeout=TIMEOUT)
+        serve_stats(ch, ch.pool, {})
+
+
+def send_forever(path: str) -> None:
+    """Stream until killed."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        i = 0
+        while True:
+            ch.send(sized(i, 1000), timeout=TIMEOUT)
+            i += 1
+            if i % 64 == 0:
+                time.sleep(0.001)
+
+
+def send_secured(path: str) -> None:
+    pool = zcio.Pool("sealed", secured=True)
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        b = pool.alloc(10)
+        memoryview(b)[:] = b"sealed!!!!"
+        ch.send(b, timeout=TIMEOUT)
+        x = pool.empty(8, dtype=np.uint8)
+        x[:] = 9
+        ch.send_array(x, timeout=TIMEOUT)
+        # Still readable here after sealing (same address, read-only now).
+        assert int(x.sum()) == 72
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def ring_produce(name: str, count: int, size: int, then: str) -> None:
+    """Create ring `name`, wait for one consumer, write `count` blocks
+    (block i: `size` bytes of pattern i), then 'close' or 'hang'."""
+    p = zcio.RingProducer(name, size=64 << 10, layout="variable", policy="block")
+    if p.wait_for_consumers(1, timeout=TIMEOUT) < 1:
+        raise AssertionError("no consumer attached")
+    for i in range(count):
+        assert p.write(sized(i, size), timeout=TIMEOUT) == size
+    if then == "close":
+        p.close()
+        return
+    # 'hang': stay alive until killed (the parent SIGKILLs us).
+    while True:
+        time.sleep(1)
+
+
+def ring_stream(name: str, total: int) -> None:
+    """A continuous ring: `total` bytes of a counting pattern, then close."""
+    p = zcio.RingProducer(name, size=16 << 10, layout="continuous", policy="block")
+    if p.wait_for_consumers(1, timeout=TIMEOUT) < 1:
+        raise AssertionError("no consumer attached")
+    data = bytes(k & 0xFF for k in range(total))
+    done = 0
+    while done < total:
+        done += p.write(data[done : done + 5000], timeout=TIMEOUT)
+    p.close()
