@@ -240,3 +240,17 @@ def test_limits_raise_instead_of_panicking(sock_path):
         zcio.EndpointListener("/nonexistent-dir/x/s")
     with pytest.raises(zcio.TimedOut):
         zcio.Endpoint.connect(sock_path + "-nobody", timeout=0.1)
+
+
+def test_async_ipc_example_runs():
+    """docs/async.md's runnable example exits 0 and reports the reply."""
+    import subprocess
+    import sys
+
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "async_ipc.py")
+    r = subprocess.run(
+        [sys.executable, example], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "reply (42, 5050)" in r.stdout
+    assert "notes summed to 5050" in r.stdout
