@@ -6,6 +6,8 @@
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use zcio::asyncipc::AsyncError;
+use zcio::rendezvous::IpcError;
 use zcio::ring::{OpenError, ReadError, WriteError};
 use zcio::{AllocError, ConnectError, RecvTimeoutError, RegionError, SendErrorKind, TryRecvError};
 
@@ -229,4 +231,36 @@ pub(crate) fn closed(what: &str) -> PyErr {
 /// A state the binding never expects (a lock poisoned by a panic).
 pub(crate) fn internal(what: &str) -> PyErr {
     PyRuntimeError::new_err(format!("zcio internal error: {what}"))
+}
+
+/// A failed rendezvous operation. `Protocol` is the partner's fault
+/// (`PeerFault`); `TooLarge` is the caller's (`ValueError`).
+pub(crate) fn ipc(py: Python<'_>, e: IpcError) -> PyErr {
+    let text = e.to_string();
+    match e {
+        IpcError::Full => err(py, Kind::Full, text, None),
+        IpcError::Empty => err(py, Kind::Empty, text, None),
+        IpcError::TimedOut => err(py, Kind::TimedOut, text, None),
+        IpcError::Disconnected => err(py, Kind::Disconnected, text, None),
+        IpcError::Protocol(_) => err(py, Kind::PeerFault, text, None),
+        IpcError::TooLarge => PyValueError::new_err(text),
+        IpcError::Os { errno, .. } => err(py, Kind::Base, text, errno_of(errno)),
+        _ => err(py, Kind::Base, text, None),
+    }
+}
+
+/// A failed asynchronous operation: the rendezvous error behind it as
+/// [`ipc`]; a full queue is `Full`; an endpoint closed before the message
+/// was handled is `Disconnected`.
+pub(crate) fn async_ipc(py: Python<'_>, e: AsyncError) -> PyErr {
+    let text = e.to_string();
+    match e {
+        AsyncError::Ipc(i) => ipc(py, i),
+        AsyncError::QuotaExceeded => err(py, Kind::Full, text, None),
+        AsyncError::Empty => err(py, Kind::Empty, text, None),
+        AsyncError::TimedOut => err(py, Kind::TimedOut, text, None),
+        AsyncError::Closed => err(py, Kind::Disconnected, text, None),
+        AsyncError::Taken => PyValueError::new_err(text),
+        _ => err(py, Kind::Base, text, None),
+    }
 }

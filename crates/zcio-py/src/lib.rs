@@ -14,9 +14,11 @@
 //!   input from Python or from a peer.
 
 mod array;
+mod asyncipc;
 mod buffer;
 mod channel;
 mod errors;
+mod ipc;
 mod msg;
 mod pool;
 mod ring;
@@ -48,5 +50,13 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ring::Peek>()?;
     m.add_function(wrap_pyfunction!(ring::ring_unlink, m)?)?;
     m.add_function(wrap_pyfunction!(ring::ring_list, m)?)?;
+    m.add_class::<ipc::Message>()?;
+    m.add_class::<ipc::EndpointListener>()?;
+    m.add_class::<ipc::Endpoint>()?;
+    m.add_function(wrap_pyfunction!(ipc::recv_any, m)?)?;
+    m.add_class::<asyncipc::Proxies>()?;
+    m.add_class::<asyncipc::AsyncEndpoint>()?;
+    m.add_class::<asyncipc::Ticket>()?;
+    m.add_class::<asyncipc::Reply>()?;
     Ok(())
 }

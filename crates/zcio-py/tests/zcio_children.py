@@ -163,3 +163,47 @@ def ring_stream(name: str, total: int) -> None:
     while done < total:
         done += p.write(data[done : done + 5000], timeout=TIMEOUT)
     p.close()
+
+
+# --- rendezvous (zcio.Endpoint) -------------------------------------------
+
+NOTE, CALL, REPLY, SUM = 1, 2, 3, 4
+
+
+def rdv_server(path: str) -> None:
+    """A synchronous rendezvous server, as in examples/async_ipc.rs: sums
+    NOTE words, answers CALL [x] with REPLY [2x, sum so far] (through
+    reply_and_recv), answers SUM [a, b, ...] with their sum; ends when the
+    client hangs up."""
+    with zcio.EndpointListener(path) as lst, lst.accept(timeout=TIMEOUT) as ep:
+        total = 0
+        # Open wait over our one partner (exercises recv_any).
+        idx, m = zcio.recv_any([ep], timeout=TIMEOUT)
+        assert idx == 0
+        while True:
+            if m.label == NOTE:
+                total += m.words[0]
+                nxt = ep.recv
+                args: tuple = ()
+            elif m.label == CALL:
+                nxt = ep.reply_and_recv
+                args = (REPLY, (m.words[0] * 2, total))
+            elif m.label == SUM:
+                nxt = ep.reply_and_recv
+                args = (REPLY, (sum(m.words) % (1 << 64),))
+            else:
+                raise AssertionError(f"unexpected {m!r}")
+            try:
+                m = nxt(*args, timeout=TIMEOUT)
+            except zcio.Disconnected:
+                return
+
+
+def rdv_connect_and_hang(path: str, take_one: bool) -> None:
+    """Connect; if `take_one`, receive one message (and never answer); then
+    stay alive until killed."""
+    ep = zcio.Endpoint.connect(path, timeout=TIMEOUT)
+    if take_one:
+        ep.recv(timeout=TIMEOUT)
+    while True:
+        time.sleep(1)

@@ -17,6 +17,11 @@ when the receiver's message and every view of it are gone.
     with zcio.Channel.connect("/tmp/demo.sock", timeout=10) as ch:
         arr = ch.recv_array(timeout=10)   # read-only view of A's pages
 
+Small control messages (a label and up to 8 words) go over the
+rendezvous: ``EndpointListener`` / ``Endpoint`` (synchronous send, recv,
+call) and ``AsyncEndpoint`` (send and call return at once; proxy threads
+do the synchronous work).
+
 See ``docs/python.md`` for the whole API, the buffer lifetime rules and
 the volatile/secured distinction.
 """
@@ -39,16 +44,24 @@ from ._errors import (
     ZcioError,
 )
 from ._zcio import (
+    AsyncEndpoint,
     Channel,
+    Endpoint,
+    EndpointListener,
     Listener,
+    Message,
     Msg,
     MsgView,
     Peek,
     Pool,
     PoolBuffer,
+    Proxies,
+    Reply,
     RingConsumer,
     RingProducer,
+    Ticket,
     __version__,
+    recv_any,
     ring_list,
     ring_unlink,
 )
@@ -66,6 +79,14 @@ __all__ = [
     "Peek",
     "ring_unlink",
     "ring_list",
+    "Message",
+    "EndpointListener",
+    "Endpoint",
+    "recv_any",
+    "Proxies",
+    "AsyncEndpoint",
+    "Ticket",
+    "Reply",
     "is_volatile",
     "ZcioError",
     "Disconnected",

@@ -40,7 +40,9 @@ class ZcioError(Exception):
 class Disconnected(ZcioError, ConnectionError):
     """The peer is gone (or the channel was closed) and nothing is left to
     receive; for rings, the producer died or closed the ring with an error
-    code (``code``) after everything it wrote was read."""
+    code (``code``) after everything it wrote was read. For rendezvous
+    endpoints: the partner hung up or died; for an ``AsyncEndpoint``, also
+    a message or reply the endpoint was closed before it was handled."""
 
 
 class TimedOut(ZcioError, TimeoutError):
@@ -51,7 +53,9 @@ class TimedOut(ZcioError, TimeoutError):
 class Full(ZcioError):
     """No room right now and the call was not allowed to wait
     (``timeout=0``): the channel ring, the peer's in-flight allowance, a
-    ring's data area, or a pool (see :class:`PoolExhausted`)."""
+    ring's data area, or a pool (see :class:`PoolExhausted`). Also a
+    rendezvous ``send(timeout=0)`` the partner did not take at once, and an
+    ``AsyncEndpoint.send``/``call`` whose partner queue is at its quota."""
 
 
 class Empty(ZcioError):
@@ -66,7 +70,9 @@ class MalformedMessage(ZcioError, ValueError):
 
 class PeerFault(ZcioError):
     """The peer broke the protocol: it corrupted shared state, or held a
-    lent buffer past the hold limit. The channel or ring is closed."""
+    lent buffer past the hold limit. The channel or ring is closed. For a
+    rendezvous endpoint: the partner broke the slot protocol (what it said
+    is untrustworthy)."""
 
 
 class ConnectError(ZcioError, ConnectionError):

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 on
 from types import TracebackType
-from typing import Any, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
+
+from ._errors import ZcioError
 
 import numpy as np
 import numpy.typing as npt
@@ -260,3 +262,154 @@ class Peek(Buffer):
 
 def ring_unlink(name: str) -> None: ...
 def ring_list() -> list[str]: ...
+
+# --- rendezvous and asynchronous IPC --------------------------------------
+
+class Message:
+    """A rendezvous message: a label and up to 8 words, each an unsigned
+    64-bit int. Immutable, hashable, picklable. More than 8 words raise
+    ``ValueError``; negative or too large ints raise ``OverflowError``.
+    Descriptors a partner attaches are not exposed (they are closed on
+    receipt)."""
+
+    def __init__(self, label: int, words: Iterable[int] = ()) -> None: ...
+    @property
+    def label(self) -> int: ...
+    @property
+    def words(self) -> tuple[int, ...]: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class EndpointListener:
+    """Accepts rendezvous connections on a Unix socket path (same uid only;
+    a stale socket file is replaced; removed on close)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    @property
+    def path(self) -> str: ...
+    def accept(self, timeout: float | None = None) -> Endpoint: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> EndpointListener: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class Endpoint:
+    """One end of a rendezvous connection. ``send`` returns once the
+    partner has *taken* the message (unbuffered); a send that fails
+    (``Full``, ``TimedOut``, ``Disconnected``) did not deliver it.
+    ``timeout=0`` is the ``try_`` form (``Full`` / ``Empty``), a number the
+    ``_timeout`` form (``TimedOut``), ``None`` waits as long as it takes. A
+    partner that hung up or died raises ``Disconnected``; one that broke
+    the protocol ``PeerFault``."""
+
+    @staticmethod
+    def connect(path: str | os.PathLike[str], timeout: float | None = None) -> Endpoint:
+        """Connect, retrying while nobody listens at ``path`` (bounded by
+        ``timeout``)."""
+    def send(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> None: ...
+    def recv(self, timeout: float | None = None) -> Message: ...
+    def call(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> Message:
+        """Send, then receive the partner's answer; ``timeout`` bounds both
+        together."""
+    def reply_and_recv(
+        self, label: int, words: Iterable[int] = (), timeout: float | None = None
+    ) -> Message:
+        """A server's step: reply, then receive the partner's next message
+        (with several partners, ``send`` then :func:`recv_any`)."""
+    @property
+    def peer(self) -> dict[str, int]:
+        """pid, uid, gid of the partner (from the kernel)."""
+    @property
+    def closed(self) -> bool:
+        """Closed, or handed to an :class:`AsyncEndpoint`."""
+    def close(self) -> None:
+        """Hang up: the partner's waits end with ``Disconnected``."""
+    def __enter__(self) -> Endpoint: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+def recv_any(endpoints: Sequence[Endpoint], timeout: float | None = None) -> tuple[int, Message]:
+    """The first message from any of ``endpoints``, with its index.
+    Partners that hung up are skipped; ``Disconnected`` once all have."""
+
+class Proxies:
+    """A capped pool of proxy threads shared by asynchronous endpoints
+    (``None``: the library's default for that setting; durations in
+    seconds). Endpoints made without ``proxies=`` share one default
+    pool."""
+
+    def __init__(
+        self,
+        max_proxies: int | None = None,
+        quota: int | None = None,
+        spin: float | None = None,
+        linger: float | None = None,
+        idle_exit: float | None = None,
+    ) -> None: ...
+    def stats(self) -> dict[str, int]:
+        """threads, idle, waiting_jobs, spawned, reused."""
+    def config(self) -> dict[str, float]:
+        """max_proxies, quota, spin, linger, idle_exit."""
+
+class Ticket:
+    """Where one asynchronously sent message stands."""
+
+    @property
+    def status(self) -> Literal["pending", "delivered", "failed"]: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def error(self) -> ZcioError | ValueError | None:
+        """The exception delivery failed with (``status == "failed"``)."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Return once delivered; raise why it failed (``Disconnected``,
+        ``TimedOut`` for a delivery the partner did not take within the
+        endpoint's ``delivery_timeout``), or ``TimedOut`` if still pending
+        after ``timeout``."""
+
+class Reply:
+    """A receive under way (the reply of :meth:`AsyncEndpoint.call`, or
+    :meth:`AsyncEndpoint.post`). The outcome is kept once collected."""
+
+    def ready(self) -> bool: ...
+    def try_take(self) -> Message | None:
+        """The message if it is there, else ``None``; raises if receiving
+        failed."""
+    def wait(self, timeout: float | None = None) -> Message: ...
+
+class AsyncEndpoint:
+    """A rendezvous endpoint driven asynchronously: ``send`` and ``call``
+    return at once, proxy threads do the synchronous rendezvous; the
+    partner keeps using a plain :class:`Endpoint`. Takes ``endpoint`` over
+    (it reads as closed afterwards). ``quota``: messages that may wait per
+    direction (default: the pool's, 4096); ``delivery_timeout``: how long
+    a proxy waits for the partner to take each message (default 10 s)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        proxies: Proxies | None = None,
+        *,
+        quota: int | None = None,
+        delivery_timeout: float | None = None,
+    ) -> None: ...
+    def send(self, label: int, words: Iterable[int] = ()) -> Ticket:
+        """Queue and return at once. If the message cannot be queued
+        (``Full``: quota reached; ``Disconnected``: partner gone or endpoint
+        closed; ``ValueError``: more than 8 words) it is dropped and the
+        call raises."""
+    def call(self, label: int, words: Iterable[int] = ()) -> Reply:
+        """Queue a request; the partner's next message is its reply.
+        Raises (the request dropped) as :meth:`send`."""
+    def post(self) -> Reply: ...
+    def recv(self, timeout: float | None = None) -> Message:
+        """The next message no call claimed (``Empty`` for ``timeout=0``)."""
+    def stats(self) -> dict[str, int]:
+        """send_queued, delivered, failed, received, recv_queued."""
+    @property
+    def peer(self) -> dict[str, int]: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Fail messages still queued and outstanding replies
+        (``Disconnected``), stop receiving, hang up."""
+    def __enter__(self) -> AsyncEndpoint: ...
+    def __exit__(self, *args: object) -> bool: ...

@@ -250,6 +250,18 @@ impl Endpoint {
         self.sh.peer
     }
 
+    /// Hang up now: shut the connection's socket down, so the partner's
+    /// waits — and this endpoint's own — end with
+    /// [`IpcError::Disconnected`] even while the endpoint is still owned
+    /// (e.g. shared by an [`AsyncEndpoint`](crate::asyncipc::AsyncEndpoint)
+    /// with its proxies and handles). Dropping the last owner hangs up too;
+    /// this is for owners that cannot wait for that.
+    pub fn hang_up(&self) {
+        // Fails only for a socket that is not connected any more: hung up
+        // already.
+        let _ = rustix::net::shutdown(&self.sh.sock, rustix::net::Shutdown::Both);
+    }
+
     /// The slot this endpoint receives from.
     pub(super) fn rx_slot(&self) -> &Slot {
         self.sh.slot(self.rx)
@@ -543,6 +555,24 @@ mod tests {
         assert_eq!(s.try_recv().unwrap_err(), IpcError::Disconnected);
         assert_eq!(s.send(&one), Err(IpcError::Disconnected));
         assert_eq!(s.try_send(&one), Err(IpcError::Disconnected));
+    }
+
+    #[test]
+    fn hang_up_ends_both_sides_while_the_endpoint_is_still_owned() {
+        let (_l, c, s) = pair("hup");
+        let c = Arc::new(c);
+        let also = c.clone(); // another owner keeps the endpoint alive
+        c.hang_up();
+        assert_eq!(s.recv_timeout(LONG).unwrap_err(), IpcError::Disconnected);
+        assert_eq!(
+            s.send_timeout(&Message::new(1, &[]), LONG),
+            Err(IpcError::Disconnected)
+        );
+        assert_eq!(also.recv_timeout(LONG).unwrap_err(), IpcError::Disconnected);
+        assert_eq!(
+            also.send_timeout(&Message::new(1, &[]), LONG),
+            Err(IpcError::Disconnected)
+        );
     }
 
     #[test]

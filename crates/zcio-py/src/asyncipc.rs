@@ -1,0 +1,427 @@
+//! Asynchronous IPC (`zcio::asyncipc`): `Proxies`, `AsyncEndpoint`,
+//! `Ticket` and `Reply`. Sends and calls return at once; proxy threads of a
+//! shared pool do the synchronous rendezvous. Every wait releases the GIL
+//! and runs in slices with signal checks.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use zcio::asyncipc::{self as aipc, AsyncError, ProxyConfig, RecvHandle, Status};
+use zcio::rendezvous::{self as rdv, EndpointConfig};
+
+use crate::errors;
+use crate::ipc::{peer_dict, words_of, Endpoint, Message};
+use crate::wait::{blocking, Deadline, Timeout};
+
+/// The pool endpoints share when none is given.
+static DEFAULT_PROXIES: OnceLock<aipc::Proxies> = OnceLock::new();
+
+fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.0..=3.0e9).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(_) => Err(PyValueError::new_err(format!(
+            "{name} must be a non-negative number of seconds"
+        ))),
+    }
+}
+
+/// A capped pool of proxy threads shared by asynchronous endpoints.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Proxies {
+    inner: aipc::Proxies,
+}
+
+#[pymethods]
+impl Proxies {
+    /// Proxies(max_proxies=None, quota=None, spin=None, linger=None, idle_exit=None)
+    #[new]
+    #[pyo3(signature = (max_proxies=None, quota=None, spin=None, linger=None, idle_exit=None))]
+    fn new(
+        max_proxies: Option<usize>,
+        quota: Option<usize>,
+        spin: Option<f64>,
+        linger: Option<f64>,
+        idle_exit: Option<f64>,
+    ) -> PyResult<Self> {
+        let mut cfg = ProxyConfig::default();
+        if let Some(n) = max_proxies {
+            cfg.max_proxies = n;
+        }
+        if let Some(q) = quota {
+            cfg.quota = q;
+        }
+        if let Some(d) = seconds("spin", spin)? {
+            cfg.spin = d;
+        }
+        if let Some(d) = seconds("linger", linger)? {
+            cfg.linger = d;
+        }
+        if let Some(d) = seconds("idle_exit", idle_exit)? {
+            cfg.idle_exit = d;
+        }
+        Ok(Self {
+            inner: aipc::Proxies::new(cfg),
+        })
+    }
+
+    /// stats() -> dict: threads, idle, waiting_jobs, spawned, reused.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("threads", s.threads)?;
+        d.set_item("idle", s.idle)?;
+        d.set_item("waiting_jobs", s.waiting_jobs)?;
+        d.set_item("spawned", s.spawned)?;
+        d.set_item("reused", s.reused)?;
+        Ok(d)
+    }
+
+    /// config() -> dict: max_proxies, quota, spin, linger, idle_exit
+    /// (durations in seconds).
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.inner.config();
+        let d = PyDict::new(py);
+        d.set_item("max_proxies", c.max_proxies)?;
+        d.set_item("quota", c.quota)?;
+        d.set_item("spin", c.spin.as_secs_f64())?;
+        d.set_item("linger", c.linger.as_secs_f64())?;
+        d.set_item("idle_exit", c.idle_exit.as_secs_f64())?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        let s = self.inner.stats();
+        format!(
+            "zcio.Proxies(max_proxies={}, threads={}, idle={})",
+            self.inner.config().max_proxies,
+            s.threads,
+            s.idle
+        )
+    }
+}
+
+/// Where one asynchronously sent message stands.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Ticket {
+    t: aipc::Ticket,
+}
+
+#[pymethods]
+impl Ticket {
+    /// "pending", "delivered" or "failed" (never waits).
+    #[getter]
+    fn status(&self) -> &'static str {
+        match self.t.status() {
+            Status::Pending => "pending",
+            Status::Delivered => "delivered",
+            _ => "failed",
+        }
+    }
+
+    /// Whether delivery has finished (successfully or not).
+    #[getter]
+    fn done(&self) -> bool {
+        self.t.is_done()
+    }
+
+    /// The exception delivery failed with, or None (pending or delivered).
+    #[getter]
+    fn error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        match self.t.status() {
+            Status::Failed(e) => Some(errors::async_ipc(py, e).into_value(py).into_any()),
+            _ => None,
+        }
+    }
+
+    /// wait(timeout=None): until delivered (returns) or failed (raises).
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let t = &self.t;
+        let got = blocking(
+            py,
+            Deadline::new(Timeout::from_py(timeout)?),
+            |slice| match t.wait_timeout(slice) {
+                Err(AsyncError::TimedOut) => None,
+                r => Some(r),
+            },
+        )?;
+        match got {
+            Some(r) => r.map_err(|e| errors::async_ipc(py, e)),
+            None => Err(errors::async_ipc(py, AsyncError::TimedOut)),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("zcio.Ticket(status={:?})", self.status())
+    }
+}
+
+/// A receive under way: the reply of an asynchronous call, or a posted
+/// receive. The outcome is kept once collected, so `wait()` may be called
+/// again.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct Reply {
+    h: RecvHandle,
+    got: Mutex<Option<Result<Message, AsyncError>>>,
+}
+
+impl Reply {
+    fn new(h: RecvHandle) -> Self {
+        Self {
+            h,
+            got: Mutex::new(None),
+        }
+    }
+
+    fn cached(&self) -> Option<Result<Message, AsyncError>> {
+        self.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Keep `r` (the first outcome wins) and return what is kept.
+    fn keep(&self, r: Result<rdv::Message, AsyncError>) -> Result<Message, AsyncError> {
+        let mut g = self.got.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = g.as_ref() {
+            return v.clone();
+        }
+        let v = r.map(Message::from_rust);
+        *g = Some(v.clone());
+        v
+    }
+}
+
+#[pymethods]
+impl Reply {
+    /// Whether the message (or an error) is there.
+    fn ready(&self) -> bool {
+        self.cached().is_some() || self.h.is_ready()
+    }
+
+    /// try_take() -> Message | None: the message if it is there (raises
+    /// if receiving failed); never waits.
+    fn try_take(&self, py: Python<'_>) -> PyResult<Option<Message>> {
+        if let Some(v) = self.cached() {
+            return v.map(Some).map_err(|e| errors::async_ipc(py, e));
+        }
+        match self.h.try_take() {
+            None => Ok(None),
+            Some(r) => self.keep(r).map(Some).map_err(|e| errors::async_ipc(py, e)),
+        }
+    }
+
+    /// wait(timeout=None) -> Message
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Message> {
+        if let Some(v) = self.cached() {
+            return v.map_err(|e| errors::async_ipc(py, e));
+        }
+        let h = &self.h;
+        let got = blocking(
+            py,
+            Deadline::new(Timeout::from_py(timeout)?),
+            |slice| match h.wait_timeout(slice) {
+                Err(AsyncError::TimedOut) => None,
+                r => Some(r),
+            },
+        )?;
+        match got {
+            // Another thread collected it first: its outcome is kept.
+            Some(Err(AsyncError::Taken)) => match self.cached() {
+                Some(v) => v.map_err(|e| errors::async_ipc(py, e)),
+                None => Err(errors::async_ipc(py, AsyncError::Taken)),
+            },
+            Some(r) => self.keep(r).map_err(|e| errors::async_ipc(py, e)),
+            None => Err(errors::async_ipc(py, AsyncError::TimedOut)),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "zcio.Reply(ready={})",
+            if self.ready() { "True" } else { "False" }
+        )
+    }
+}
+
+/// A rendezvous endpoint driven asynchronously.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct AsyncEndpoint {
+    inner: Mutex<Option<Arc<aipc::AsyncEndpoint>>>,
+    peer: zcio::PeerCred,
+}
+
+impl AsyncEndpoint {
+    fn current(
+        inner: &Mutex<Option<Arc<aipc::AsyncEndpoint>>>,
+    ) -> Option<Arc<aipc::AsyncEndpoint>> {
+        inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn get(&self) -> PyResult<Arc<aipc::AsyncEndpoint>> {
+        Self::current(&self.inner).ok_or_else(|| errors::closed("async endpoint"))
+    }
+}
+
+#[pymethods]
+impl AsyncEndpoint {
+    /// AsyncEndpoint(endpoint, proxies=None, *, quota=None, delivery_timeout=None)
+    #[new]
+    #[pyo3(signature = (endpoint, proxies=None, *, quota=None, delivery_timeout=None))]
+    fn new(
+        endpoint: &Bound<'_, Endpoint>,
+        proxies: Option<&Bound<'_, Proxies>>,
+        quota: Option<usize>,
+        delivery_timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let delivery = seconds("delivery_timeout", delivery_timeout)?;
+        let mut ep = endpoint.get().take()?;
+        if let Some(d) = delivery {
+            let cfg = EndpointConfig {
+                send_timeout: d,
+                ..ep.config()
+            };
+            ep = ep.with_config(cfg);
+        }
+        let peer = ep.peer();
+        let pool = match proxies {
+            Some(p) => p.get().inner.clone(),
+            None => DEFAULT_PROXIES.get_or_init(aipc::Proxies::default).clone(),
+        };
+        let a = aipc::AsyncEndpoint::new(ep, &pool);
+        if let Some(q) = quota {
+            a.set_quota(q);
+        }
+        Ok(Self {
+            inner: Mutex::new(Some(Arc::new(a))),
+            peer,
+        })
+    }
+
+    /// send(label, words=()) -> Ticket: queue and return at once.
+    #[pyo3(signature = (label, words=None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        label: u64,
+        words: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Ticket> {
+        let msg = rdv::Message::new(label, &words_of(words)?);
+        let a = self.get()?;
+        a.send(msg)
+            .map(|t| Ticket { t })
+            .map_err(|(e, _dropped)| errors::async_ipc(py, e))
+    }
+
+    /// call(label, words=()) -> Reply: queue a request; the partner's next
+    /// message is its reply.
+    #[pyo3(signature = (label, words=None))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        label: u64,
+        words: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Reply> {
+        let msg = rdv::Message::new(label, &words_of(words)?);
+        let a = self.get()?;
+        a.call(msg)
+            .map(Reply::new)
+            .map_err(|(e, _dropped)| errors::async_ipc(py, e))
+    }
+
+    /// post() -> Reply: a receive collected later (most recent served first).
+    fn post(&self) -> PyResult<Reply> {
+        Ok(Reply::new(self.get()?.post()))
+    }
+
+    /// recv(timeout=None) -> Message
+    #[pyo3(signature = (timeout=None))]
+    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Message> {
+        let t = Timeout::from_py(timeout)?;
+        if t.is_try() {
+            let a = self.get()?;
+            return py
+                .detach(|| a.try_recv())
+                .map(Message::from_rust)
+                .map_err(|e| errors::async_ipc(py, e));
+        }
+        let inner = &self.inner;
+        let got = blocking(py, Deadline::new(t), |slice| {
+            let Some(a) = Self::current(inner) else {
+                return Some(Err(None));
+            };
+            match a.recv_timeout(slice) {
+                Err(AsyncError::TimedOut) => None,
+                r => Some(r.map_err(Some)),
+            }
+        })?;
+        match got {
+            Some(Ok(m)) => Ok(Message::from_rust(m)),
+            Some(Err(Some(e))) => Err(errors::async_ipc(py, e)),
+            Some(Err(None)) => Err(errors::closed("async endpoint")),
+            None => Err(errors::async_ipc(py, AsyncError::TimedOut)),
+        }
+    }
+
+    /// stats() -> dict: send_queued, delivered, failed, received, recv_queued.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.get()?.stats();
+        let d = PyDict::new(py);
+        d.set_item("send_queued", s.send_queued)?;
+        d.set_item("delivered", s.delivered)?;
+        d.set_item("failed", s.failed)?;
+        d.set_item("received", s.received)?;
+        d.set_item("recv_queued", s.recv_queued)?;
+        Ok(d)
+    }
+
+    /// The partner's credentials (pid, uid, gid) from the kernel.
+    #[getter]
+    fn peer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        peer_dict(py, self.peer)
+    }
+
+    /// Whether this endpoint was closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        Self::current(&self.inner).is_none()
+    }
+
+    /// close(): fail messages still queued (their tickets raise
+    /// Disconnected), stop receiving (outstanding replies raise
+    /// Disconnected) and hang up.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(a) = taken {
+            py.detach(move || {
+                a.close();
+                // Handles (Reply objects) and proxies may still own the
+                // endpoint: hang up now rather than when they are gone.
+                a.endpoint().hang_up();
+                drop(a);
+            });
+        }
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "zcio.AsyncEndpoint(peer_pid={}, closed={})",
+            self.peer.pid,
+            if self.closed() { "True" } else { "False" }
+        )
+    }
+}
