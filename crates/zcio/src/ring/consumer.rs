@@ -111,7 +111,23 @@ pub struct Consumer {
     drops_at_join: u64,
     spin: SpinBudget,
     pub(crate) ready: Option<Arc<super::ready::Shared>>,
+    /// A block peeked and detached ([`Peek::detach`]), not yet released.
+    held: Option<Held>,
 }
+
+/// A detached peek's block. Its pointer addresses the mapping of `map` or
+/// of one of `targets` of the consumer that holds it; neither can go away
+/// while it is held, because only [`Consumer::next`] (which releases the
+/// held block first) attaches or drops targets.
+#[derive(Clone, Copy, Debug)]
+struct Held(Block);
+
+// SAFETY: the pointer inside is only dereferenced through the consumer
+// that holds it (`Consumer::held`), into mappings that consumer owns and
+// that move with it; it carries no thread affinity.
+unsafe impl Send for Held {}
+// SAFETY: as for `Send`; `&Held` gives no access to the bytes.
+unsafe impl Sync for Held {}
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -213,6 +229,7 @@ impl Consumer {
             spin: SpinBudget::new(SPIN),
             map,
             ready: None,
+            held: None,
         };
         me.step = me.base_step();
         if start == Start::Oldest && geo.layout != Layout::Variable {
@@ -556,6 +573,10 @@ impl Consumer {
     /// The next valid block (skipping lapped data), or `None` at end of
     /// stream.
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
+        if self.held.is_some() {
+            // As dropping a `Peek` would: the outcome is not reported.
+            let _ = self.release_held();
+        }
         let mut backoff: Option<Backoff> = None;
         let mut slept = false;
         let mut rounds = 0u32;
@@ -781,8 +802,42 @@ impl Consumer {
         }
     }
 
+    /// The block detached by [`Peek::detach`], in place (see
+    /// [`Peek::view`] for what may happen to its bytes), or `None`.
+    pub fn held(&self) -> Option<View<'_>> {
+        let Held(b) = self.held?;
+        // `b` was bounded by `locate` inside a mapping of `self.map` or
+        // `self.targets`, which stay as they are while the block is held
+        // (see `Held`) and live as long as `&self`. Other processes may
+        // write the bytes, so the view is never marked immutable.
+        // SAFETY: as argued just above — the contract of `View::new`.
+        Some(unsafe { View::new(b.ptr, b.len, false) })
+    }
+
+    /// Release the block detached by [`Peek::detach`], as
+    /// [`Peek::release`] would: `Err(Lapped)` if it was overwritten while
+    /// held. `Ok(())` if no block is held. Reading, peeking or seeking
+    /// releases a held block first (ignoring the outcome, as dropping a
+    /// `Peek` does).
+    pub fn release_held(&mut self) -> Result<(), ReadError> {
+        let Some(Held(b)) = self.held.take() else {
+            return Ok(());
+        };
+        forget_peek(None);
+        if self.intact(&b) {
+            self.advance(&b);
+            Ok(())
+        } else {
+            self.skip();
+            Err(ReadError::Lapped)
+        }
+    }
+
     /// Move the cursor.
     pub fn seek(&mut self, to: SeekTo) -> Result<u64, ReadError> {
+        if self.held.is_some() {
+            let _ = self.release_held();
+        }
         let head = self.refresh_head();
         let floor = head.saturating_sub(self.cap);
         let unit = match self.geo.layout {
@@ -900,6 +955,34 @@ impl Peek<'_> {
     /// overwritten while borrowed (the cursor then skips forward).
     pub fn release(mut self) -> Result<(), ReadError> {
         self.finish()
+    }
+
+    /// End the borrow but keep the block peeked: the consumer holds it
+    /// ([`Consumer::held`]) until [`Consumer::release_held`], or until the
+    /// next read, peek or seek releases it. For callers that cannot keep a
+    /// borrow across calls, such as the C library's `zcio_ring_peek` /
+    /// `zcio_ring_release`.
+    ///
+    /// ```
+    /// # use zcio::ring::{Consumer, Options, Producer, Start};
+    /// # let dir = std::env::temp_dir().join(format!("zcio-doc-detach-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # std::env::set_var("ZCIO_RING_DIR", &dir);
+    /// let map = Options::new().size(64 << 10).create_or_open("doc-detach")?;
+    /// let mut c = Consumer::attach(map.clone(), Start::Newest)?;
+    /// let mut p = Producer::attach(map)?;
+    /// p.write(b"block")?;
+    /// c.try_peek(1024)?.expect("a block").detach();
+    /// assert_eq!(c.held().map(|v| v.to_vec()), Some(b"block".to_vec()));
+    /// c.release_held()?;
+    /// assert!(c.held().is_none());
+    /// # zcio::ring::unlink("doc-detach")?;
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), zcio::Error>(())
+    /// ```
+    pub fn detach(mut self) {
+        self.done = true;
+        self.cons.held = Some(Held(self.b));
     }
 
     fn finish(&mut self) -> Result<(), ReadError> {

@@ -500,6 +500,35 @@ fn seek_moves_within_the_ring() {
     assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
 }
 
+/// A detached peek stays held by the consumer until `release_held` (or
+/// the next read), and reports a lap that happened while it was held.
+#[test]
+fn detached_peek_is_held_until_released() {
+    let (_name, mut p, mut c) = pair("detach", eight_slots(Overflow::Frp));
+    p.write(b"one").unwrap();
+    p.write(b"two").unwrap();
+    assert!(c.held().is_none());
+    assert_eq!(c.release_held(), Ok(()), "nothing held: a no-op");
+    c.try_peek(1024).unwrap().unwrap().detach();
+    assert_eq!(c.held().unwrap().to_vec(), b"one");
+    c.release_held().unwrap();
+    assert!(c.held().is_none());
+    // A read releases a held block first.
+    c.try_peek(1024).unwrap().unwrap().detach();
+    let mut buf = [0u8; 1024];
+    assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
+    assert!(c.held().is_none());
+    assert_eq!(c.stats().read_blocks, 2);
+    // Overwritten while held (FRP): `Lapped`, and the cursor skips ahead.
+    p.write(b"three").unwrap();
+    c.try_peek(1024).unwrap().unwrap().detach();
+    for i in 0..8u8 {
+        p.write(&[i; 4]).unwrap();
+    }
+    assert_eq!(c.release_held(), Err(ReadError::Lapped));
+    assert!(c.stats().skipped_blocks >= 1);
+}
+
 #[test]
 fn reservation_publishes_only_on_commit() {
     let (_name, mut p, mut c) = pair("resv", opts(Layout::Descriptors, Overflow::Block));
