@@ -159,7 +159,7 @@ typedef struct zcio_pool zcio_pool;
 // A consumer's or producer's end of a named ring (opaque).
 typedef struct zcio_ring zcio_ring;
 
-// Counters and geometry of a ring end (`zcio_ring_stats`).
+// Counters and geometry of a ring end (`zcio_ring_get_stats`).
 typedef struct zcio_ring_stats {
     // Data area in bytes.
     uint64_t size;
@@ -180,7 +180,7 @@ typedef struct zcio_ring_stats {
     uint64_t lag;
 } zcio_ring_stats;
 
-// Counters of a pool (`zcio_pool_stats`).
+// Counters of a pool (`zcio_pool_get_stats`).
 typedef struct zcio_pool_stats {
     // Chunk regions.
     uint64_t chunks;
@@ -204,7 +204,7 @@ typedef struct zcio_pool_stats {
     uint64_t bytes_retired;
 } zcio_pool_stats;
 
-// Counters of a channel end (`zcio_channel_stats`).
+// Counters of a channel end (`zcio_channel_get_stats`).
 typedef struct zcio_channel_stats {
     // Messages sent.
     uint64_t msgs_sent;
@@ -398,7 +398,7 @@ int zcio_ring_wait_consumers(struct zcio_ring *ring, uint32_t n, int timeout_ms)
 // # Safety
 // `ring` is NULL or a live handle used by one thread at a time; `out` is
 // NULL or valid for writing a `struct zcio_ring_stats`.
-int zcio_ring_stats(struct zcio_ring *ring, struct zcio_ring_stats *out);
+int zcio_ring_get_stats(struct zcio_ring *ring, struct zcio_ring_stats *out);
 
 // Close the handle and free it (NULL is ignored). A producer's close ends
 // the stream: its consumers read what is left, then get 0 (end of
@@ -450,7 +450,7 @@ void zcio_pool_destroy(struct zcio_pool *pool);
 // # Safety
 // `pool` is NULL or a live handle; `out` is NULL or valid for writing a
 // `struct zcio_pool_stats`.
-int zcio_pool_stats(const struct zcio_pool *pool, struct zcio_pool_stats *out);
+int zcio_pool_get_stats(const struct zcio_pool *pool, struct zcio_pool_stats *out);
 
 // Allocate a buffer of `len` bytes from `pool`, waiting up to 10 s for
 // receivers to release buffers when the pool is exhausted. Its bytes are
@@ -637,7 +637,7 @@ int zcio_channel_reclaim(struct zcio_channel *ch);
 // # Safety
 // `ch` is NULL or a live channel; `out` is NULL or valid for writing a
 // `struct zcio_channel_stats`.
-int zcio_channel_stats(struct zcio_channel *ch, struct zcio_channel_stats *out);
+int zcio_channel_get_stats(struct zcio_channel *ch, struct zcio_channel_stats *out);
 
 // Close this end and free the handle (NULL is ignored): the peer sees
 // `-EPIPE` once it has received what was sent; what the peer held of

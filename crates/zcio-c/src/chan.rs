@@ -30,7 +30,7 @@ pub struct zcio_channel {
     copies: OnceLock<Pool>,
 }
 
-/// Counters of a channel end (`zcio_channel_stats`).
+/// Counters of a channel end (`zcio_channel_get_stats`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct zcio_channel_stats {
@@ -505,7 +505,7 @@ pub unsafe extern "C" fn zcio_channel_reclaim(ch: *mut zcio_channel) -> c_int {
 /// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
 /// `struct zcio_channel_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_channel_stats(
+pub unsafe extern "C" fn zcio_channel_get_stats(
     ch: *mut zcio_channel,
     out: *mut zcio_channel_stats,
 ) -> c_int {
@@ -516,7 +516,7 @@ pub unsafe extern "C" fn zcio_channel_stats(
             Err(e) => return e,
         };
         if out.is_null() {
-            return einval("zcio_channel_stats: out is NULL");
+            return einval("zcio_channel_get_stats: out is NULL");
         }
         let s = c.ch.stats();
         let s = zcio_channel_stats {

@@ -31,7 +31,7 @@ pub(crate) enum BufState {
     Gone,
 }
 
-/// Counters of a pool (`zcio_pool_stats`).
+/// Counters of a pool (`zcio_pool_get_stats`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct zcio_pool_stats {
@@ -137,17 +137,17 @@ pub unsafe extern "C" fn zcio_pool_destroy(pool: *mut zcio_pool) {
 /// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
 /// `struct zcio_pool_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_pool_stats(
+pub unsafe extern "C" fn zcio_pool_get_stats(
     pool: *const zcio_pool,
     out: *mut zcio_pool_stats,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let Some(p) = (unsafe { pool.as_ref() }) else {
-            return einval("zcio_pool_stats: pool is NULL");
+            return einval("zcio_pool_get_stats: pool is NULL");
         };
         if out.is_null() {
-            return einval("zcio_pool_stats: out is NULL");
+            return einval("zcio_pool_get_stats: out is NULL");
         }
         let s = p.pool.stats();
         let s = zcio_pool_stats {

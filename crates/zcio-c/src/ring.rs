@@ -76,7 +76,7 @@ enum End {
     Consumer(Consumer),
 }
 
-/// Counters and geometry of a ring end (`zcio_ring_stats`).
+/// Counters and geometry of a ring end (`zcio_ring_get_stats`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct zcio_ring_stats {
@@ -641,7 +641,7 @@ pub unsafe extern "C" fn zcio_ring_wait_consumers(
 /// `ring` is NULL or a live handle used by one thread at a time; `out` is
 /// NULL or valid for writing a `struct zcio_ring_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_ring_stats(ring: *mut zcio_ring, out: *mut zcio_ring_stats) -> c_int {
+pub unsafe extern "C" fn zcio_ring_get_stats(ring: *mut zcio_ring, out: *mut zcio_ring_stats) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { handle(ring) } {
@@ -649,7 +649,7 @@ pub unsafe extern "C" fn zcio_ring_stats(ring: *mut zcio_ring, out: *mut zcio_ri
             Err(e) => return e,
         };
         if out.is_null() {
-            return einval("zcio_ring_stats: out is NULL");
+            return einval("zcio_ring_get_stats: out is NULL");
         }
         let geo = match &r.end {
             End::Producer(p) => *p.geometry(),
