@@ -107,9 +107,12 @@ pub(crate) fn guard<R: Ret>(f: impl FnOnce() -> R) -> R {
             set_last(format!(
                 "internal error in libzcio (a Rust panic, caught at the API boundary): {what}"
             ));
-            // Dropping the payload runs foreign code (its Drop), which
-            // could panic again outside the guard: leak it instead.
-            std::mem::forget(payload);
+            // Dropping the payload runs its Drop, which could panic in
+            // turn: drop it inside a guard too (and leak only what that
+            // second panic carries).
+            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+                std::mem::forget(again);
+            }
             R::panicked()
         }
     }

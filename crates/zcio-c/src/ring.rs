@@ -641,7 +641,10 @@ pub unsafe extern "C" fn zcio_ring_wait_consumers(
 /// `ring` is NULL or a live handle used by one thread at a time; `out` is
 /// NULL or valid for writing a `struct zcio_ring_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_ring_get_stats(ring: *mut zcio_ring, out: *mut zcio_ring_stats) -> c_int {
+pub unsafe extern "C" fn zcio_ring_get_stats(
+    ring: *mut zcio_ring,
+    out: *mut zcio_ring_stats,
+) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { handle(ring) } {
