@@ -51,195 +51,319 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-// Lowest zcio-specific error code (above every errno, which stop at 4095).
+/**
+ * Lowest zcio-specific error code (above every errno, which stop at 4095).
+ */
 #define ZCIO_ECODE_MIN 4096
 
-// A peeked ring block was overwritten while it was held (FRP/MRP
-// policies): whatever was read from it may be garbage. The consumer's
-// cursor has skipped ahead.
+/**
+ * A peeked ring block was overwritten while it was held (FRP/MRP
+ * policies): whatever was read from it may be garbage. The consumer's
+ * cursor has skipped ahead.
+ */
 #define ZCIO_ELAPPED 4096
 
-// Internal error: a Rust panic inside libzcio was caught at the API
-// boundary (it never unwinds into C). Close the handle involved.
+/**
+ * Internal error: a Rust panic inside libzcio was caught at the API
+ * boundary (it never unwinds into C). Close the handle involved.
+ */
 #define ZCIO_EPANIC 4097
 
-// The peer corrupted shared state, or truncated a shared file: the
-// channel is closed, or the ring cannot be read further.
+/**
+ * The peer corrupted shared state, or truncated a shared file: the
+ * channel is closed, or the ring cannot be read further.
+ */
 #define ZCIO_ECORRUPT 4098
 
-// Ring full under a tail-drop policy (SRP/MRP): this block was not
-// stored (counted in the ring's drop counter).
+/**
+ * Ring full under a tail-drop policy (SRP/MRP): this block was not
+ * stored (counted in the ring's drop counter).
+ */
 #define ZCIO_EDROPPED 4099
 
-// The file is not a ring this library can use (magic, version, geometry).
+/**
+ * The file is not a ring this library can use (magic, version, geometry).
+ */
 #define ZCIO_EBADRING 4100
 
-// The ring's producer closed it with an error (`zcio_ring_close_error`):
-// everything it wrote was read, but the stream is incomplete.
+/**
+ * The ring's producer closed it with an error (`zcio_ring_close_error`):
+ * everything it wrote was read, but the stream is incomplete.
+ */
 #define ZCIO_EPRODFAIL 4101
 
-// Highest zcio-specific error code.
+/**
+ * Highest zcio-specific error code.
+ */
 #define ZCIO_ECODE_MAX 4101
 
-// Open as a consumer (reads; any number per ring).
+/**
+ * Open as a consumer (reads; any number per ring).
+ */
 #define ZCIO_O_RDONLY 0
 
-// Open as the producer (writes; one live producer per ring).
+/**
+ * Open as the producer (writes; one live producer per ring).
+ */
 #define ZCIO_O_WRONLY 1
 
-// Mask of the access mode bits.
+/**
+ * Mask of the access mode bits.
+ */
 #define ZCIO_O_ACCMODE 3
 
-// Create the ring if it does not exist (with `mode` and `size`).
+/**
+ * Create the ring if it does not exist (with `mode` and `size`).
+ */
 #define ZCIO_O_CREAT 256
 
-// With `ZCIO_O_CREAT`: fail with `-EEXIST` if the ring exists.
+/**
+ * With `ZCIO_O_CREAT`: fail with `-EEXIST` if the ring exists.
+ */
 #define ZCIO_O_EXCL 512
 
-// Reads, writes and peeks do not wait (`-EAGAIN`); same as
-// `zcio_ring_set_timeout(ring, 0)`.
+/**
+ * Reads, writes and peeks do not wait (`-EAGAIN`); same as
+ * `zcio_ring_set_timeout(ring, 0)`.
+ */
 #define ZCIO_O_NONBLOCK 1024
 
-// Consumer: start at the oldest data the ring still holds instead of at
-// the producer's head (only data written from now on).
+/**
+ * Consumer: start at the oldest data the ring still holds instead of at
+ * the producer's head (only data written from now on).
+ */
 #define ZCIO_O_OLDEST 2048
 
-// When creating: a ring of variable-size blocks (each write is one
-// block, each read or peek returns one whole block) instead of a byte
-// stream.
+/**
+ * When creating: a ring of variable-size blocks (each write is one
+ * block, each read or peek returns one whole block) instead of a byte
+ * stream.
+ */
 #define ZCIO_O_BLOCKS 4096
 
-// When creating: overflow policy "drop new data" (SRP) instead of making
-// the producer wait for the slowest consumer (the default, lossless).
+/**
+ * When creating: overflow policy "drop new data" (SRP) instead of making
+ * the producer wait for the slowest consumer (the default, lossless).
+ */
 #define ZCIO_O_SRP 65536
 
-// When creating: "overwrite old data" (FRP): slow consumers are lapped
-// and skip ahead; the producer never waits.
+/**
+ * When creating: "overwrite old data" (FRP): slow consumers are lapped
+ * and skip ahead; the producer never waits.
+ */
 #define ZCIO_O_FRP 131072
 
-// When creating: "shared read pointer" (MRP).
+/**
+ * When creating: "shared read pointer" (MRP).
+ */
 #define ZCIO_O_MRP 196608
 
-// Mask of the overflow policy bits.
+/**
+ * Mask of the overflow policy bits.
+ */
 #define ZCIO_O_POLICY 196608
 
-// `zcio_ring_seek`: move relative to the cursor (`offset` in bytes for
-// byte-stream rings, in blocks otherwise; never past the head, never
-// more than a ring behind it).
+/**
+ * `zcio_ring_seek`: move relative to the cursor (`offset` in bytes for
+ * byte-stream rings, in blocks otherwise; never past the head, never
+ * more than a ring behind it).
+ */
 #define ZCIO_SEEK_CUR 1
 
-// `zcio_ring_seek`: move to the producer's head (`offset` must be 0).
+/**
+ * `zcio_ring_seek`: move to the producer's head (`offset` must be 0).
+ */
 #define ZCIO_SEEK_NEWEST 2
 
-// `zcio_ring_seek`: move to the oldest data still in the ring (`offset`
-// must be 0; not for block rings, `-EOPNOTSUPP`).
+/**
+ * `zcio_ring_seek`: move to the oldest data still in the ring (`offset`
+ * must be 0; not for block rings, `-EOPNOTSUPP`).
+ */
 #define ZCIO_SEEK_OLDEST 3
 
-// A buffer from a pool (opaque): writable by its owner until it is sent.
+/**
+ * A buffer from a pool (opaque): writable by its owner until it is sent.
+ */
 typedef struct zcio_buf zcio_buf;
 
-// One end of a channel (opaque). `zcio_send*` and `zcio_recv` may be
-// called from different threads at once; the rest of the calls are
-// thread-safe too.
+/**
+ * One end of a channel (opaque). `zcio_send*` and `zcio_recv` may be
+ * called from different threads at once; the rest of the calls are
+ * thread-safe too.
+ */
 typedef struct zcio_channel zcio_channel;
 
-// A listening socket that accepts channels (opaque).
+/**
+ * A listening socket that accepts channels (opaque).
+ */
 typedef struct zcio_listener zcio_listener;
 
-// A received message (opaque): an immutable list of slices of the
-// sender's buffers. Yours until `zcio_msg_release`. Reading calls may be
-// made from several threads at once.
+/**
+ * A received message (opaque): an immutable list of slices of the
+ * sender's buffers. Yours until `zcio_msg_release`. Reading calls may be
+ * made from several threads at once.
+ */
 typedef struct zcio_msg zcio_msg;
 
-// A pool of shared buffers (opaque): chunks of shared memory that stay
-// mapped in every process the buffers reach, so reusing a buffer costs no
-// mapping work. Thread-safe.
+/**
+ * A pool of shared buffers (opaque): chunks of shared memory that stay
+ * mapped in every process the buffers reach, so reusing a buffer costs no
+ * mapping work. Thread-safe.
+ */
 typedef struct zcio_pool zcio_pool;
 
-// A consumer's or producer's end of a named ring (opaque).
+/**
+ * A consumer's or producer's end of a named ring (opaque).
+ */
 typedef struct zcio_ring zcio_ring;
 
-// Counters and geometry of a ring end (`zcio_ring_get_stats`).
+/**
+ * Counters and geometry of a ring end (`zcio_ring_get_stats`).
+ */
 typedef struct zcio_ring_stats {
-    // Data area in bytes.
+    /**
+     * Data area in bytes.
+     */
     uint64_t size;
-    // Largest block one write may store (block rings; the ring size for
-    // byte-stream rings, whose writes are split as needed).
+    /**
+     * Largest block one write may store (block rings; the ring size for
+     * byte-stream rings, whose writes are split as needed).
+     */
     uint64_t max_block;
-    // Consumer: reads (blocks) consumed.
+    /**
+     * Consumer: reads (blocks) consumed.
+     */
     uint64_t read_blocks;
-    // Consumer: bytes consumed.
+    /**
+     * Consumer: bytes consumed.
+     */
     uint64_t read_bytes;
-    // Consumer: times it was lapped and skipped ahead (FRP/MRP).
+    /**
+     * Consumer: times it was lapped and skipped ahead (FRP/MRP).
+     */
     uint64_t skipped_blocks;
-    // Consumer: cursor units skipped.
+    /**
+     * Consumer: cursor units skipped.
+     */
     uint64_t skipped_units;
-    // Consumer: blocks the producer dropped since it joined (SRP/MRP).
+    /**
+     * Consumer: blocks the producer dropped since it joined (SRP/MRP).
+     */
     uint64_t drops;
-    // Consumer: cursor units between it and the producer's head.
+    /**
+     * Consumer: cursor units between it and the producer's head.
+     */
     uint64_t lag;
 } zcio_ring_stats;
 
-// Counters of a pool (`zcio_pool_get_stats`).
+/**
+ * Counters of a pool (`zcio_pool_get_stats`).
+ */
 typedef struct zcio_pool_stats {
-    // Chunk regions.
+    /**
+     * Chunk regions.
+     */
     uint64_t chunks;
-    // Bytes in all chunks.
+    /**
+     * Bytes in all chunks.
+     */
     uint64_t bytes_total;
-    // Bytes free for allocation.
+    /**
+     * Bytes free for allocation.
+     */
     uint64_t bytes_free;
-    // Buffers allocated and not yet returned (held here, or sent and not
-    // yet released by every receiver).
+    /**
+     * Buffers allocated and not yet returned (held here, or sent and not
+     * yet released by every receiver).
+     */
     uint64_t buffers_in_use;
-    // Bytes of those.
+    /**
+     * Bytes of those.
+     */
     uint64_t bytes_in_use;
-    // Allocations served, ever.
+    /**
+     * Allocations served, ever.
+     */
     uint64_t allocs;
-    // Allocations refused because the pool was exhausted.
+    /**
+     * Allocations refused because the pool was exhausted.
+     */
     uint64_t exhausted;
-    // Buffers retired: a receiver ended while holding them, so they are
-    // never reused.
+    /**
+     * Buffers retired: a receiver ended while holding them, so they are
+     * never reused.
+     */
     uint64_t buffers_retired;
-    // Bytes of those.
+    /**
+     * Bytes of those.
+     */
     uint64_t bytes_retired;
 } zcio_pool_stats;
 
-// Counters of a channel end (`zcio_channel_get_stats`).
+/**
+ * Counters of a channel end (`zcio_channel_get_stats`).
+ */
 typedef struct zcio_channel_stats {
-    // Messages sent.
+    /**
+     * Messages sent.
+     */
     uint64_t msgs_sent;
-    // Messages received.
+    /**
+     * Messages received.
+     */
     uint64_t msgs_received;
-    // Slices we sent that the peer has not released yet.
+    /**
+     * Slices we sent that the peer has not released yet.
+     */
     uint64_t held_by_peer;
-    // Deallocation notices received from the peer.
+    /**
+     * Deallocation notices received from the peer.
+     */
     uint64_t notices_received;
-    // Notices naming something the peer did not hold (ignored).
+    /**
+     * Notices naming something the peer did not hold (ignored).
+     */
     uint64_t bad_notices;
-    // Deallocation notices we sent.
+    /**
+     * Deallocation notices we sent.
+     */
     uint64_t notices_sent;
-    // Malformed messages received (each rejected; the channel stays usable).
+    /**
+     * Malformed messages received (each rejected; the channel stays usable).
+     */
     uint64_t malformed;
-    // Shared-memory regions passed to the peer.
+    /**
+     * Shared-memory regions passed to the peer.
+     */
     uint64_t regions_sent;
-    // Regions received from the peer.
+    /**
+     * Regions received from the peer.
+     */
     uint64_t regions_received;
-    // Slices retired because the peer ended while holding them.
+    /**
+     * Slices retired because the peer ended while holding them.
+     */
     uint64_t retired;
 } zcio_channel_stats;
 
-// One slice of a message, in place: `len` bytes at `data`.
-//
-// Volatile rule: if the message is volatile (`zcio_msg_is_volatile`),
-// the sender can still write these bytes. Read each byte you rely on
-// once — copy it out (`zcio_msg_read`, `memcpy`, or a `volatile` read) —
-// validate the copy and use the copy; never check a value in place and
-// then use it in place again. Never write through `data` (the pages are
-// mapped read-only: that would crash).
+/**
+ * One slice of a message, in place: `len` bytes at `data`.
+ *
+ * Volatile rule: if the message is volatile (`zcio_msg_is_volatile`),
+ * the sender can still write these bytes. Read each byte you rely on
+ * once — copy it out (`zcio_msg_read`, `memcpy`, or a `volatile` read) —
+ * validate the copy and use the copy; never check a value in place and
+ * then use it in place again. Never write through `data` (the pages are
+ * mapped read-only: that would crash).
+ */
 typedef struct zcio_slice {
-    // First byte, valid until the message is released.
+    /**
+     * First byte, valid until the message is released.
+     */
     const void *data;
-    // Length in bytes (never 0).
+    /**
+     * Length in bytes (never 0).
+     */
     size_t len;
 } zcio_slice;
 
@@ -247,457 +371,545 @@ typedef struct zcio_slice {
 extern "C" {
 #endif // __cplusplus
 
-// Version string of the library (`"0.1.0"`); static, never NULL.
+/**
+ * Version string of the library (`"0.1.0"`); static, never NULL.
+ */
 const char *zcio_version(void);
 
-// Describe a return code: `zcio_strerror(-EAGAIN)` or
-// `zcio_strerror(EAGAIN)` (either sign), `-ZCIO_E…` codes included; `0`
-// gives "success", an unknown code "unknown error code". The string is
-// static: never free it. Thread-safe.
+/**
+ * Describe a return code: `zcio_strerror(-EAGAIN)` or
+ * `zcio_strerror(EAGAIN)` (either sign), `-ZCIO_E…` codes included; `0`
+ * gives "success", an unknown code "unknown error code". The string is
+ * static: never free it. Thread-safe.
+ */
 const char *zcio_strerror(int code);
 
-// A description of the last failure of a zcio call on the calling
-// thread, with details the code cannot carry (which name, which size,
-// what to do). Never NULL (`""` before any failure). Successful calls do
-// not clear it. The string belongs to the thread and stays valid until
-// its next failing zcio call.
+/**
+ * A description of the last failure of a zcio call on the calling
+ * thread, with details the code cannot carry (which name, which size,
+ * what to do). Never NULL (`""` before any failure). Successful calls do
+ * not clear it. The string belongs to the thread and stays valid until
+ * its next failing zcio call.
+ */
 const char *zcio_last_error(void);
 
-// Open ring `name` (1–200 characters of `[A-Za-z0-9._-]`, not starting
-// with a dot; the file is `/dev/shm/zcio-ring.NAME`, `$ZCIO_RING_DIR`
-// overrides the directory).
-//
-// `flags`: `ZCIO_O_RDONLY` (a consumer) or `ZCIO_O_WRONLY` (the
-// producer), or-ed with `ZCIO_O_CREAT` (create if missing), `ZCIO_O_EXCL`,
-// `ZCIO_O_NONBLOCK`, `ZCIO_O_OLDEST` (consumers), and for creation
-// `ZCIO_O_BLOCKS` and one of `ZCIO_O_SRP` / `ZCIO_O_FRP` / `ZCIO_O_MRP`.
-// `mode`: permission bits of a new ring file, applied as given (the
-// umask does not apply). `size`: data bytes of a new ring, a power of two
-// from 4096 to 16 GiB (ignored when the ring exists).
-//
-// On success stores a new handle in `*out` (free it with
-// `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags or
-// size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY` (another live
-// producer), `-EUSERS` (no consumer slot left), `-ZCIO_EBADRING`.
-//
-// # Safety
-// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
-// writing a pointer.
+/**
+ * Open ring `name` (1–200 characters of `[A-Za-z0-9._-]`, not starting
+ * with a dot; the file is `/dev/shm/zcio-ring.NAME`, `$ZCIO_RING_DIR`
+ * overrides the directory).
+ *
+ * `flags`: `ZCIO_O_RDONLY` (a consumer) or `ZCIO_O_WRONLY` (the
+ * producer), or-ed with `ZCIO_O_CREAT` (create if missing), `ZCIO_O_EXCL`,
+ * `ZCIO_O_NONBLOCK`, `ZCIO_O_OLDEST` (consumers), and for creation
+ * `ZCIO_O_BLOCKS` and one of `ZCIO_O_SRP` / `ZCIO_O_FRP` / `ZCIO_O_MRP`.
+ * `mode`: permission bits of a new ring file, applied as given (the
+ * umask does not apply). `size`: data bytes of a new ring, a power of two
+ * from 4096 to 16 GiB (ignored when the ring exists).
+ *
+ * On success stores a new handle in `*out` (free it with
+ * `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags or
+ * size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY` (another live
+ * producer), `-EUSERS` (no consumer slot left), `-ZCIO_EBADRING`.
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing a pointer.
+ */
 int zcio_ring_open(const char *name, int flags, mode_t mode, size_t size, struct zcio_ring **out);
 
-// Set how long reads, peeks and writes wait: `timeout_ms` < 0 waits as
-// long as it takes (the default; a consumer still notices a producer
-// that died), 0 never waits (`-EAGAIN`, as `ZCIO_O_NONBLOCK`), > 0 waits
-// at most that long (`-ETIMEDOUT`). Returns 0 or `-EINVAL`.
-//
-// # Safety
-// `ring` is NULL or a live handle, used by one thread at a time.
+/**
+ * Set how long reads, peeks and writes wait: `timeout_ms` < 0 waits as
+ * long as it takes (the default; a consumer still notices a producer
+ * that died), 0 never waits (`-EAGAIN`, as `ZCIO_O_NONBLOCK`), > 0 waits
+ * at most that long (`-ETIMEDOUT`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle, used by one thread at a time.
+ */
 int zcio_ring_set_timeout(struct zcio_ring *ring, int timeout_ms);
 
-// Producer: write `len` bytes from `buf`. A byte-stream ring takes any
-// length (split into pieces of at most half the ring); a block ring
-// (`ZCIO_O_BLOCKS`) stores them as one block of at most `max_block`
-// bytes (`-EMSGSIZE` beyond). Waits for room as the timeout says.
-//
-// Returns the bytes written: all of them, or fewer if a non-blocking or
-// timed write ran out of room after writing some (as `write(2)`).
-// Errors: `-EAGAIN` (no room, non-blocking), `-ETIMEDOUT`,
-// `-ZCIO_EDROPPED` (SRP/MRP tail drop), `-EMSGSIZE`, `-EBADF` (a
-// consumer's handle), `-ZCIO_ECORRUPT`. `buf` stays the caller's.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time; `buf` is
-// valid for reading `len` bytes (or NULL with `len` 0).
+/**
+ * Producer: write `len` bytes from `buf`. A byte-stream ring takes any
+ * length (split into pieces of at most half the ring); a block ring
+ * (`ZCIO_O_BLOCKS`) stores them as one block of at most `max_block`
+ * bytes (`-EMSGSIZE` beyond). Waits for room as the timeout says.
+ *
+ * Returns the bytes written: all of them, or fewer if a non-blocking or
+ * timed write ran out of room after writing some (as `write(2)`).
+ * Errors: `-EAGAIN` (no room, non-blocking), `-ETIMEDOUT`,
+ * `-ZCIO_EDROPPED` (SRP/MRP tail drop), `-EMSGSIZE`, `-EBADF` (a
+ * consumer's handle), `-ZCIO_ECORRUPT`. `buf` stays the caller's.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `buf` is
+ * valid for reading `len` bytes (or NULL with `len` 0).
+ */
 ssize_t zcio_ring_write(struct zcio_ring *ring, const void *buf, size_t len);
 
-// Consumer: copy the next data into `buf`: up to `len` bytes of a
-// byte-stream ring, or one whole block of a block ring (`-EMSGSIZE` if it
-// does not fit; nothing is consumed then). The copy is made with single
-// reads of each byte and kept only if the block was not overwritten
-// meanwhile, so what you get is always intact.
-//
-// Returns the bytes read, or 0 at the end of the stream (the producer
-// closed the ring and everything was read). Errors: `-EAGAIN`
-// (non-blocking, nothing to read), `-ETIMEDOUT`, `-EPIPE` (the producer
-// died without closing), `-ZCIO_EPRODFAIL` (it closed with an error),
-// `-EBUSY` (a peeked block is held), `-EBADF` (the producer's handle),
-// `-ZCIO_ECORRUPT`.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time; `buf` is
-// valid for writing `len` bytes.
+/**
+ * Consumer: copy the next data into `buf`: up to `len` bytes of a
+ * byte-stream ring, or one whole block of a block ring (`-EMSGSIZE` if it
+ * does not fit; nothing is consumed then). The copy is made with single
+ * reads of each byte and kept only if the block was not overwritten
+ * meanwhile, so what you get is always intact.
+ *
+ * Returns the bytes read, or 0 at the end of the stream (the producer
+ * closed the ring and everything was read). Errors: `-EAGAIN`
+ * (non-blocking, nothing to read), `-ETIMEDOUT`, `-EPIPE` (the producer
+ * died without closing), `-ZCIO_EPRODFAIL` (it closed with an error),
+ * `-EBUSY` (a peeked block is held), `-EBADF` (the producer's handle),
+ * `-ZCIO_ECORRUPT`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `buf` is
+ * valid for writing `len` bytes.
+ */
 ssize_t zcio_ring_read(struct zcio_ring *ring, void *buf, size_t len);
 
-// Consumer: look at the next data in place, without copying: up to `max`
-// bytes of a byte-stream ring, or one whole block. Stores its address in
-// `*data` and its length in `*len`, and keeps it *peeked* until
-// `zcio_ring_release` (until then `zcio_ring_read`, `peek` and `seek`
-// return `-EBUSY`; `zcio_ring_close` releases it).
-//
-// Returns 1 with a block peeked, 0 at the end of the stream (nothing is
-// peeked), or the errors of `zcio_ring_read`.
-//
-// The bytes are volatile: any process that can attach to the ring can
-// write them, and under FRP/MRP the producer overwrites them when it laps
-// this consumer. Read each byte you rely on once (copy the block or a
-// field out, with `memcpy` or a `volatile` read), validate the copy, and
-// use the copy; then `zcio_ring_release` tells you whether the block
-// stayed intact (`-ZCIO_ELAPPED` if not: discard what you read). Never
-// check a value in place and then use it in place again.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time; `data`
-// and `len` are valid for writing.
+/**
+ * Consumer: look at the next data in place, without copying: up to `max`
+ * bytes of a byte-stream ring, or one whole block. Stores its address in
+ * `*data` and its length in `*len`, and keeps it *peeked* until
+ * `zcio_ring_release` (until then `zcio_ring_read`, `peek` and `seek`
+ * return `-EBUSY`; `zcio_ring_close` releases it).
+ *
+ * Returns 1 with a block peeked, 0 at the end of the stream (nothing is
+ * peeked), or the errors of `zcio_ring_read`.
+ *
+ * The bytes are volatile: any process that can attach to the ring can
+ * write them, and under FRP/MRP the producer overwrites them when it laps
+ * this consumer. Read each byte you rely on once (copy the block or a
+ * field out, with `memcpy` or a `volatile` read), validate the copy, and
+ * use the copy; then `zcio_ring_release` tells you whether the block
+ * stayed intact (`-ZCIO_ELAPPED` if not: discard what you read). Never
+ * check a value in place and then use it in place again.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `data`
+ * and `len` are valid for writing.
+ */
 int zcio_ring_peek(struct zcio_ring *ring, size_t max, const void **data, size_t *len);
 
-// Consumer: done with the peeked block; move past it. Returns 0 if it
-// stayed intact while peeked, `-ZCIO_ELAPPED` if the producer overwrote
-// it meanwhile (FRP/MRP: discard whatever you read from it; the cursor
-// has skipped ahead), `-EINVAL` if nothing is peeked. The pointer from
-// `zcio_ring_peek` is invalid afterwards.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time.
+/**
+ * Consumer: done with the peeked block; move past it. Returns 0 if it
+ * stayed intact while peeked, `-ZCIO_ELAPPED` if the producer overwrote
+ * it meanwhile (FRP/MRP: discard whatever you read from it; the cursor
+ * has skipped ahead), `-EINVAL` if nothing is peeked. The pointer from
+ * `zcio_ring_peek` is invalid afterwards.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
 int zcio_ring_release(struct zcio_ring *ring);
 
-// Consumer: move the cursor, like `lseek`: `whence` `ZCIO_SEEK_CUR`
-// (`offset` bytes of a byte-stream ring or blocks of a block ring,
-// forward if positive, backward if negative; clamped to the data the ring
-// still holds), `ZCIO_SEEK_NEWEST` or `ZCIO_SEEK_OLDEST` (`offset` 0).
-// Returns the new position (cursor units, ≥ 0) or `-EINVAL`, `-EBUSY`,
-// `-EBADF`, `-EOPNOTSUPP` (what a block ring cannot do).
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time.
+/**
+ * Consumer: move the cursor, like `lseek`: `whence` `ZCIO_SEEK_CUR`
+ * (`offset` bytes of a byte-stream ring or blocks of a block ring,
+ * forward if positive, backward if negative; clamped to the data the ring
+ * still holds), `ZCIO_SEEK_NEWEST` or `ZCIO_SEEK_OLDEST` (`offset` 0).
+ * Returns the new position (cursor units, ≥ 0) or `-EINVAL`, `-EBUSY`,
+ * `-EBADF`, `-EOPNOTSUPP` (what a block ring cannot do).
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
 int64_t zcio_ring_seek(struct zcio_ring *ring, int64_t offset, int whence);
 
-// Consumer: a file descriptor that polls readable (`POLLIN`, epoll) when
-// the ring has data for this consumer (or the stream ended), for event
-// loops: poll it, then read or peek with `ZCIO_O_NONBLOCK` until
-// `-EAGAIN` (which re-arms it; no reset call is needed). The fd belongs
-// to the ring handle: do not close it. The first call starts a small
-// watcher thread. Returns the fd, or `-EBADF` for a producer's handle.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time.
+/**
+ * Consumer: a file descriptor that polls readable (`POLLIN`, epoll) when
+ * the ring has data for this consumer (or the stream ended), for event
+ * loops: poll it, then read or peek with `ZCIO_O_NONBLOCK` until
+ * `-EAGAIN` (which re-arms it; no reset call is needed). The fd belongs
+ * to the ring handle: do not close it. The first call starts a small
+ * watcher thread. Returns the fd, or `-EBADF` for a producer's handle.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
 int zcio_ring_fd(struct zcio_ring *ring);
 
-// Producer: wait until at least `n` live consumers are attached, at most
-// `timeout_ms` (< 0: 10 s). Returns how many are attached (possibly fewer
-// than `n` after the timeout), or `-EBADF` for a consumer's handle.
-// Consumers start at the producer's head, so a producer that must not
-// write before its readers are there calls this first.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time.
+/**
+ * Producer: wait until at least `n` live consumers are attached, at most
+ * `timeout_ms` (< 0: 10 s). Returns how many are attached (possibly fewer
+ * than `n` after the timeout), or `-EBADF` for a consumer's handle.
+ * Consumers start at the producer's head, so a producer that must not
+ * write before its readers are there calls this first.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
 int zcio_ring_wait_consumers(struct zcio_ring *ring, uint32_t n, int timeout_ms);
 
-// Fill `*out` with the ring's size and (consumers) this consumer's
-// counters. Returns 0 or `-EINVAL`.
-//
-// # Safety
-// `ring` is NULL or a live handle used by one thread at a time; `out` is
-// NULL or valid for writing a `struct zcio_ring_stats`.
+/**
+ * Fill `*out` with the ring's size and (consumers) this consumer's
+ * counters. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `out` is
+ * NULL or valid for writing a `struct zcio_ring_stats`.
+ */
 int zcio_ring_get_stats(struct zcio_ring *ring, struct zcio_ring_stats *out);
 
-// Close the handle and free it (NULL is ignored). A producer's close ends
-// the stream: its consumers read what is left, then get 0 (end of
-// stream). A peeked block is released. The ring itself stays until
-// `zcio_ring_unlink`.
-//
-// # Safety
-// `ring` is NULL or a live handle, not used again afterwards.
+/**
+ * Close the handle and free it (NULL is ignored). A producer's close ends
+ * the stream: its consumers read what is left, then get 0 (end of
+ * stream). A peeked block is released. The ring itself stays until
+ * `zcio_ring_unlink`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle, not used again afterwards.
+ */
 void zcio_ring_close(struct zcio_ring *ring);
 
-// Producer: close the handle and free it, ending the stream *with an
-// error*: consumers read what was written, then get `-ZCIO_EPRODFAIL`
-// instead of the end of the stream (`code` is yours, e.g. an errno, and
-// shows in their `zcio_last_error`). For a consumer's handle the same as
-// `zcio_ring_close`. NULL is ignored.
-//
-// # Safety
-// `ring` is NULL or a live handle, not used again afterwards.
+/**
+ * Producer: close the handle and free it, ending the stream *with an
+ * error*: consumers read what was written, then get `-ZCIO_EPRODFAIL`
+ * instead of the end of the stream (`code` is yours, e.g. an errno, and
+ * shows in their `zcio_last_error`). For a consumer's handle the same as
+ * `zcio_ring_close`. NULL is ignored.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle, not used again afterwards.
+ */
 void zcio_ring_close_error(struct zcio_ring *ring, uint32_t code);
 
-// Remove ring `name`; processes attached to it keep using it. Returns 0,
-// `-ENOENT`, `-EACCES` or `-EINVAL` (bad name).
-//
-// # Safety
-// `name` is NULL or a NUL-terminated string.
+/**
+ * Remove ring `name`; processes attached to it keep using it. Returns 0,
+ * `-ENOENT`, `-EACCES` or `-EINVAL` (bad name).
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string.
+ */
 int zcio_ring_unlink(const char *name);
 
-// Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
-// of chunks of `chunk_size` bytes (0: 16 MiB), at most `max_chunks` of
-// them (0: 16); a buffer larger than a chunk gets a chunk of its own.
-// Memory is taken chunk by chunk as buffers are allocated, never beyond
-// the cap. Stores the handle in `*out` (free it with
-// `zcio_pool_destroy`); returns 0 or `-EINVAL`.
-//
-// # Safety
-// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
-// writing a pointer.
+/**
+ * Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
+ * of chunks of `chunk_size` bytes (0: 16 MiB), at most `max_chunks` of
+ * them (0: 16); a buffer larger than a chunk gets a chunk of its own.
+ * Memory is taken chunk by chunk as buffers are allocated, never beyond
+ * the cap. Stores the handle in `*out` (free it with
+ * `zcio_pool_destroy`); returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing a pointer.
+ */
 int zcio_pool_create(const char *name, size_t chunk_size, size_t max_chunks, struct zcio_pool **out);
 
-// Free the pool handle (NULL is ignored). Buffers and messages from it
-// stay valid; its memory goes away when the last of them is released.
-//
-// # Safety
-// `pool` is NULL or a live handle, not used again afterwards.
+/**
+ * Free the pool handle (NULL is ignored). Buffers and messages from it
+ * stay valid; its memory goes away when the last of them is released.
+ *
+ * # Safety
+ * `pool` is NULL or a live handle, not used again afterwards.
+ */
 void zcio_pool_destroy(struct zcio_pool *pool);
 
-// Fill `*out` with the pool's counters. Returns 0 or `-EINVAL`.
-//
-// # Safety
-// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
-// `struct zcio_pool_stats`.
+/**
+ * Fill `*out` with the pool's counters. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+ * `struct zcio_pool_stats`.
+ */
 int zcio_pool_get_stats(const struct zcio_pool *pool, struct zcio_pool_stats *out);
 
-// Allocate a buffer of `len` bytes from `pool`, waiting up to 10 s for
-// receivers to release buffers when the pool is exhausted. Its bytes are
-// zeros or bytes this process wrote earlier (never another process's).
-// Stores the handle in `*out`: the buffer is yours until
-// `zcio_send` succeeds (then it is the channel's) or you
-// `zcio_buf_free` it. Returns 0, `-EINVAL` (`len` 0), `-EMSGSIZE` (`len`
-// beyond what a pool can hold), `-ETIMEDOUT` (still exhausted),
-// `-ENOMEM`.
-//
-// A pool buffer is *volatile*: this process keeps its writable mapping,
-// so receivers must treat its bytes as changeable (see `zcio_recv`).
-//
-// # Safety
-// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
-// pointer.
+/**
+ * Allocate a buffer of `len` bytes from `pool`, waiting up to 10 s for
+ * receivers to release buffers when the pool is exhausted. Its bytes are
+ * zeros or bytes this process wrote earlier (never another process's).
+ * Stores the handle in `*out`: the buffer is yours until
+ * `zcio_send` succeeds (then it is the channel's) or you
+ * `zcio_buf_free` it. Returns 0, `-EINVAL` (`len` 0), `-EMSGSIZE` (`len`
+ * beyond what a pool can hold), `-ETIMEDOUT` (still exhausted),
+ * `-ENOMEM`.
+ *
+ * A pool buffer is *volatile*: this process keeps its writable mapping,
+ * so receivers must treat its bytes as changeable (see `zcio_recv`).
+ *
+ * # Safety
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+ * pointer.
+ */
 int zcio_buf_alloc(struct zcio_pool *pool, size_t len, struct zcio_buf **out);
 
-// `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
-// does not wait (`-ENOBUFS` when the pool is exhausted), < 0 waits up to
-// 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
-//
-// # Safety
-// As for `zcio_buf_alloc`.
+/**
+ * `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
+ * does not wait (`-ENOBUFS` when the pool is exhausted), < 0 waits up to
+ * 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
+ *
+ * # Safety
+ * As for `zcio_buf_alloc`.
+ */
 int zcio_buf_alloc_timeout(struct zcio_pool *pool, size_t len, int timeout_ms, struct zcio_buf **out);
 
-// Allocate a *secured* buffer of `len` bytes: fresh memory of its own
-// (not recycled), sealed by the kernel when it is sent, so no process,
-// this one included, can change it afterwards and receivers can check
-// that (`zcio_msg_is_volatile` returns 0). Costs fresh pages per buffer.
-// Otherwise as `zcio_buf_alloc`.
-//
-// # Safety
-// As for `zcio_buf_alloc`.
+/**
+ * Allocate a *secured* buffer of `len` bytes: fresh memory of its own
+ * (not recycled), sealed by the kernel when it is sent, so no process,
+ * this one included, can change it afterwards and receivers can check
+ * that (`zcio_msg_is_volatile` returns 0). Costs fresh pages per buffer.
+ * Otherwise as `zcio_buf_alloc`.
+ *
+ * # Safety
+ * As for `zcio_buf_alloc`.
+ */
 int zcio_buf_alloc_secured(struct zcio_pool *pool, size_t len, struct zcio_buf **out);
 
-// The buffer's bytes, writable by you until you send it: `zcio_buf_len`
-// bytes. NULL if `buf` is NULL or was frozen by a failed `zcio_send`
-// (its bytes can no longer change). Valid until the buffer is sent or
-// freed.
-//
-// # Safety
-// `buf` is NULL or a live handle used by one thread at a time.
+/**
+ * The buffer's bytes, writable by you until you send it: `zcio_buf_len`
+ * bytes. NULL if `buf` is NULL or was frozen by a failed `zcio_send`
+ * (its bytes can no longer change). Valid until the buffer is sent or
+ * freed.
+ *
+ * # Safety
+ * `buf` is NULL or a live handle used by one thread at a time.
+ */
 void *zcio_buf_data(struct zcio_buf *buf);
 
-// The buffer's length in bytes (0 for NULL).
-//
-// # Safety
-// `buf` is NULL or a live handle.
+/**
+ * The buffer's length in bytes (0 for NULL).
+ *
+ * # Safety
+ * `buf` is NULL or a live handle.
+ */
 size_t zcio_buf_len(const struct zcio_buf *buf);
 
-// Shorten the buffer to `len` bytes before sending it (no effect if `len`
-// is not smaller). Returns 0, or `-EINVAL` (NULL, `len` 0, or a frozen
-// buffer).
-//
-// # Safety
-// `buf` is NULL or a live handle used by one thread at a time.
+/**
+ * Shorten the buffer to `len` bytes before sending it (no effect if `len`
+ * is not smaller). Returns 0, or `-EINVAL` (NULL, `len` 0, or a frozen
+ * buffer).
+ *
+ * # Safety
+ * `buf` is NULL or a live handle used by one thread at a time.
+ */
 int zcio_buf_truncate(struct zcio_buf *buf, size_t len);
 
-// Give back a buffer you did not send (or whose send failed): it returns
-// to its pool. NULL is ignored.
-//
-// # Safety
-// `buf` is NULL or a live handle, not used again afterwards.
+/**
+ * Give back a buffer you did not send (or whose send failed): it returns
+ * to its pool. NULL is ignored.
+ *
+ * # Safety
+ * `buf` is NULL or a live handle, not used again afterwards.
+ */
 void zcio_buf_free(struct zcio_buf *buf);
 
-// Listen for channels on the Unix socket `path` (a stale socket file of
-// a dead listener is replaced; a live one is `-EADDRINUSE`). Only
-// processes of this user id may connect. Stores the handle in `*out`
-// (free it with `zcio_listener_close`, which removes the socket file).
-// Returns 0 or a negative errno.
-//
-// # Safety
-// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
-// writing a pointer.
+/**
+ * Listen for channels on the Unix socket `path` (a stale socket file of
+ * a dead listener is replaced; a live one is `-EADDRINUSE`). Only
+ * processes of this user id may connect. Stores the handle in `*out`
+ * (free it with `zcio_listener_close`, which removes the socket file).
+ * Returns 0 or a negative errno.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing a pointer.
+ */
 int zcio_listen(const char *path, struct zcio_listener **out);
 
-// Accept one channel, waiting at most `timeout_ms` (< 0: as long as it
-// takes; 0: `-EAGAIN` unless a connection is pending). Stores the new
-// channel in `*out` (free it with `zcio_channel_close`). A refused or
-// broken handshake is an error; the listener stays usable. Returns 0,
-// `-EAGAIN`, `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
-//
-// # Safety
-// `l` is NULL or a live listener; `out` is NULL or valid for writing a
-// pointer.
+/**
+ * Accept one channel, waiting at most `timeout_ms` (< 0: as long as it
+ * takes; 0: `-EAGAIN` unless a connection is pending). Stores the new
+ * channel in `*out` (free it with `zcio_channel_close`). A refused or
+ * broken handshake is an error; the listener stays usable. Returns 0,
+ * `-EAGAIN`, `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
+ *
+ * # Safety
+ * `l` is NULL or a live listener; `out` is NULL or valid for writing a
+ * pointer.
+ */
 int zcio_accept(struct zcio_listener *l, int timeout_ms, struct zcio_channel **out);
 
-// Stop listening and free the handle; the socket file is removed.
-// Channels already accepted are not affected. NULL is ignored.
-//
-// # Safety
-// `l` is NULL or a live listener, not used again afterwards.
+/**
+ * Stop listening and free the handle; the socket file is removed.
+ * Channels already accepted are not affected. NULL is ignored.
+ *
+ * # Safety
+ * `l` is NULL or a live listener, not used again afterwards.
+ */
 void zcio_listener_close(struct zcio_listener *l);
 
-// Connect to the listener at `path`; the handshake waits at most
-// `timeout_ms` (≤ 0: 5 s). Stores the channel in `*out` (free it with
-// `zcio_channel_close`). Returns 0, `-ENOENT` / `-ECONNREFUSED` (no
-// listener), `-EACCES` (refused by the listener's access policy),
-// `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
-//
-// # Safety
-// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
-// writing a pointer.
+/**
+ * Connect to the listener at `path`; the handshake waits at most
+ * `timeout_ms` (≤ 0: 5 s). Stores the channel in `*out` (free it with
+ * `zcio_channel_close`). Returns 0, `-ENOENT` / `-ECONNREFUSED` (no
+ * listener), `-EACCES` (refused by the listener's access policy),
+ * `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing a pointer.
+ */
 int zcio_connect(const char *path, int timeout_ms, struct zcio_channel **out);
 
-// Send `buf` by reference: the receiver reads these very pages. Waits
-// for room in the channel at most `timeout_ms` (0: `-EAGAIN` if full;
-// < 0: the channel's bound, 10 s).
-//
-// Ownership: on success (0) the buffer belongs to the channel and the
-// handle is freed: do not touch `buf` or its bytes again (the pages
-// return to the pool when the receiver releases the message). On failure
-// the buffer is still yours, frozen (`zcio_buf_data` returns NULL): send
-// it again or `zcio_buf_free` it. Errors: `-EAGAIN`, `-ETIMEDOUT`,
-// `-EPIPE` (the peer is gone), `-ENOBUFS` (the peer holds too many
-// buffers), `-ECONNABORTED`, `-ZCIO_ECORRUPT`, `-EINVAL`.
-//
-// # Safety
-// `ch` is NULL or a live channel; `buf` is NULL or a live buffer handle
-// used by this thread only.
+/**
+ * Send `buf` by reference: the receiver reads these very pages. Waits
+ * for room in the channel at most `timeout_ms` (0: `-EAGAIN` if full;
+ * < 0: the channel's bound, 10 s).
+ *
+ * Ownership: on success (0) the buffer belongs to the channel and the
+ * handle is freed: do not touch `buf` or its bytes again (the pages
+ * return to the pool when the receiver releases the message). On failure
+ * the buffer is still yours, frozen (`zcio_buf_data` returns NULL): send
+ * it again or `zcio_buf_free` it. Errors: `-EAGAIN`, `-ETIMEDOUT`,
+ * `-EPIPE` (the peer is gone), `-ENOBUFS` (the peer holds too many
+ * buffers), `-ECONNABORTED`, `-ZCIO_ECORRUPT`, `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `buf` is NULL or a live buffer handle
+ * used by this thread only.
+ */
 int zcio_send(struct zcio_channel *ch, struct zcio_buf *buf, int timeout_ms);
 
-// Send `n` buffers as one message of `n` slices (at most 64), e.g. a
-// header and a payload; the receiver sees them in this order
-// (`zcio_msg_slices`). Ownership as for `zcio_send`: on success every
-// handle is freed; on failure every buffer is still yours (those that
-// were frozen stay frozen). The same buffer may not appear twice
-// (`-EINVAL`).
-//
-// # Safety
-// `ch` is NULL or a live channel; `bufs` is NULL or points to `n`
-// pointers, each NULL or a live buffer handle used by this thread only.
+/**
+ * Send `n` buffers as one message of `n` slices (at most 64), e.g. a
+ * header and a payload; the receiver sees them in this order
+ * (`zcio_msg_slices`). Ownership as for `zcio_send`: on success every
+ * handle is freed; on failure every buffer is still yours (those that
+ * were frozen stay frozen). The same buffer may not appear twice
+ * (`-EINVAL`).
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `bufs` is NULL or points to `n`
+ * pointers, each NULL or a live buffer handle used by this thread only.
+ */
 int zcio_sendv(struct zcio_channel *ch, struct zcio_buf *const *bufs, size_t n, int timeout_ms);
 
-// Copy `len` bytes from `data` into a buffer of the channel's own pool
-// and send it (for small or occasional messages; large data is better
-// written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
-// both the wait for a free buffer and for room (0: `-EAGAIN` /
-// `-ENOBUFS` at once). `data` stays yours. Returns 0 or the errors of
-// `zcio_buf_alloc` and `zcio_send`.
-//
-// # Safety
-// `ch` is NULL or a live channel; `data` is valid for reading `len`
-// bytes.
+/**
+ * Copy `len` bytes from `data` into a buffer of the channel's own pool
+ * and send it (for small or occasional messages; large data is better
+ * written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
+ * both the wait for a free buffer and for room (0: `-EAGAIN` /
+ * `-ENOBUFS` at once). `data` stays yours. Returns 0 or the errors of
+ * `zcio_buf_alloc` and `zcio_send`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `data` is valid for reading `len`
+ * bytes.
+ */
 int zcio_send_bytes(struct zcio_channel *ch, const void *data, size_t len, int timeout_ms);
 
-// Forward a received message to another channel by reference (no byte
-// is copied; the pages are passed on). `msg` stays yours (release it as
-// usual); the originator gets its buffers back once both you and the
-// next receiver released them. Timeout and errors as for `zcio_send`.
-//
-// # Safety
-// `ch` is NULL or a live channel; `msg` is NULL or a live message.
+/**
+ * Forward a received message to another channel by reference (no byte
+ * is copied; the pages are passed on). `msg` stays yours (release it as
+ * usual); the originator gets its buffers back once both you and the
+ * next receiver released them. Timeout and errors as for `zcio_send`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `msg` is NULL or a live message.
+ */
 int zcio_forward(struct zcio_channel *ch, const struct zcio_msg *msg, int timeout_ms);
 
-// Receive a message, waiting at most `timeout_ms` (0: `-EAGAIN` if none
-// is ready; < 0: the channel's bound, 1 hour). Stores it in `*out`: it is
-// yours until `zcio_msg_release`. Errors: `-EAGAIN`, `-ETIMEDOUT`,
-// `-EPIPE` (the peer is gone and everything it sent was received; a
-// sender killed mid-stream shows up here, never as a hang), `-EBADMSG`
-// (a malformed message was dropped; the channel stays usable),
-// `-ZCIO_ECORRUPT` (the channel is closed).
-//
-// The message's bytes are the sender's pages, read in place. If
-// `zcio_msg_is_volatile` says 1, the sender can still write them: copy
-// out what you validate (`zcio_msg_read`), then use the copy.
-//
-// # Safety
-// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
-// pointer.
+/**
+ * Receive a message, waiting at most `timeout_ms` (0: `-EAGAIN` if none
+ * is ready; < 0: the channel's bound, 1 hour). Stores it in `*out`: it is
+ * yours until `zcio_msg_release`. Errors: `-EAGAIN`, `-ETIMEDOUT`,
+ * `-EPIPE` (the peer is gone and everything it sent was received; a
+ * sender killed mid-stream shows up here, never as a hang), `-EBADMSG`
+ * (a malformed message was dropped; the channel stays usable),
+ * `-ZCIO_ECORRUPT` (the channel is closed).
+ *
+ * The message's bytes are the sender's pages, read in place. If
+ * `zcio_msg_is_volatile` says 1, the sender can still write them: copy
+ * out what you validate (`zcio_msg_read`), then use the copy.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * pointer.
+ */
 int zcio_recv(struct zcio_channel *ch, int timeout_ms, struct zcio_msg **out);
 
-// Process the peer's deallocation notices now, so released buffers are
-// back in their pools (allocation does this by itself when it needs
-// to). Returns how many slices came back.
-//
-// # Safety
-// `ch` is NULL or a live channel.
+/**
+ * Process the peer's deallocation notices now, so released buffers are
+ * back in their pools (allocation does this by itself when it needs
+ * to). Returns how many slices came back.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
 int zcio_channel_reclaim(struct zcio_channel *ch);
 
-// Fill `*out` with the channel's counters. Returns 0 or `-EINVAL`.
-//
-// # Safety
-// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
-// `struct zcio_channel_stats`.
+/**
+ * Fill `*out` with the channel's counters. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * `struct zcio_channel_stats`.
+ */
 int zcio_channel_get_stats(struct zcio_channel *ch, struct zcio_channel_stats *out);
 
-// Close this end and free the handle (NULL is ignored): the peer sees
-// `-EPIPE` once it has received what was sent; what the peer held of
-// ours is released. Messages received earlier stay readable until
-// released.
-//
-// # Safety
-// `ch` is NULL or a live channel, not used again afterwards (by any
-// thread).
+/**
+ * Close this end and free the handle (NULL is ignored): the peer sees
+ * `-EPIPE` once it has received what was sent; what the peer held of
+ * ours is released. Messages received earlier stay readable until
+ * released.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel, not used again afterwards (by any
+ * thread).
+ */
 void zcio_channel_close(struct zcio_channel *ch);
 
-// Total length in bytes (0 for NULL).
-//
-// # Safety
-// `msg` is NULL or a live message.
+/**
+ * Total length in bytes (0 for NULL).
+ *
+ * # Safety
+ * `msg` is NULL or a live message.
+ */
 size_t zcio_msg_len(const struct zcio_msg *msg);
 
-// Store up to `n` slices, in order, into `out[0..n]` and return how many
-// the message has in all (like `snprintf`: call with `n` 0 to ask, at
-// most 64). The pointers stay valid until `zcio_msg_release`; see
-// `struct zcio_slice` for the volatile rule. Returns `-EINVAL` for a NULL
-// `msg`, or a NULL `out` with `n` > 0.
-//
-// # Safety
-// `msg` is NULL or a live message; `out` is valid for writing `n` slices.
+/**
+ * Store up to `n` slices, in order, into `out[0..n]` and return how many
+ * the message has in all (like `snprintf`: call with `n` 0 to ask, at
+ * most 64). The pointers stay valid until `zcio_msg_release`; see
+ * `struct zcio_slice` for the volatile rule. Returns `-EINVAL` for a NULL
+ * `msg`, or a NULL `out` with `n` > 0.
+ *
+ * # Safety
+ * `msg` is NULL or a live message; `out` is valid for writing `n` slices.
+ */
 ssize_t zcio_msg_slices(const struct zcio_msg *msg, struct zcio_slice *out, size_t n);
 
-// Copy up to `len` bytes starting at byte `off` of the message into
-// `buf`; returns how many were copied (0 when `off` is at or beyond the
-// end), or `-EINVAL`. Each byte is read once: the copy is yours and
-// cannot change, even if the message is volatile.
-//
-// # Safety
-// `msg` is NULL or a live message; `buf` is valid for writing `len`
-// bytes.
+/**
+ * Copy up to `len` bytes starting at byte `off` of the message into
+ * `buf`; returns how many were copied (0 when `off` is at or beyond the
+ * end), or `-EINVAL`. Each byte is read once: the copy is yours and
+ * cannot change, even if the message is volatile.
+ *
+ * # Safety
+ * `msg` is NULL or a live message; `buf` is valid for writing `len`
+ * bytes.
+ */
 ssize_t zcio_msg_read(const struct zcio_msg *msg, size_t off, void *buf, size_t len);
 
-// 1 if the sender can still write the message's bytes (a pool buffer:
-// apply the volatile rule of `struct zcio_slice`), 0 if no process can
-// (secured buffers, sealed by the kernel and checked here), `-EINVAL`
-// for NULL.
-//
-// # Safety
-// `msg` is NULL or a live message.
+/**
+ * 1 if the sender can still write the message's bytes (a pool buffer:
+ * apply the volatile rule of `struct zcio_slice`), 0 if no process can
+ * (secured buffers, sealed by the kernel and checked here), `-EINVAL`
+ * for NULL.
+ *
+ * # Safety
+ * `msg` is NULL or a live message.
+ */
 int zcio_msg_is_volatile(const struct zcio_msg *msg);
 
-// Write the message to file descriptor `fd` with one `writev(2)`
-// straight from the shared pages (no copy in this process). Returns the
-// bytes written (possibly fewer, as `writev`) or a negative errno.
-//
-// # Safety
-// `msg` is NULL or a live message; `fd` is an open descriptor.
+/**
+ * Write the message to file descriptor `fd` with one `writev(2)`
+ * straight from the shared pages (no copy in this process). Returns the
+ * bytes written (possibly fewer, as `writev`) or a negative errno.
+ *
+ * # Safety
+ * `msg` is NULL or a live message; `fd` is an open descriptor.
+ */
 ssize_t zcio_msg_write_to(const struct zcio_msg *msg, int fd);
 
-// Release the message (NULL is ignored): a deallocation notice goes back
-// to the sender, whose buffers return to its pool once every receiver
-// released them. Slice pointers are invalid afterwards.
-//
-// # Safety
-// `msg` is NULL or a live message, not used again afterwards.
+/**
+ * Release the message (NULL is ignored): a deallocation notice goes back
+ * to the sender, whose buffers return to its pool once every receiver
+ * released them. Slice pointers are invalid afterwards.
+ *
+ * # Safety
+ * `msg` is NULL or a live message, not used again afterwards.
+ */
 void zcio_msg_release(struct zcio_msg *msg);
 
 #ifdef __cplusplus

@@ -13,6 +13,7 @@
  *
  * Build: cc -O2 chan_receiver.c $(pkg-config --cflags --libs zcio) -o chan_receiver
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
  *
  * Build: cc -O2 chan_sender.c $(pkg-config --cflags --libs zcio) -o chan_sender
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

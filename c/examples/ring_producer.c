@@ -12,6 +12,7 @@
  *
  * Build: cc -O2 ring_producer.c $(pkg-config --cflags --libs zcio) -o ring_producer
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
