@@ -237,62 +237,71 @@ fn mib(bps: f64) -> String {
     format!("{:.0} MiB/s", bps / 1048576.0)
 }
 
-fn svg(shapes: &[Shape], med: &[[Run; 3]]) -> String {
-    let (w, h, left, top, bottom) = (900.0, 420.0, 60.0, 40.0, 90.0);
-    let max = med
+/// A bar chart of the paired ratios (C / Rust) per shape, with the 0.90
+/// target and parity marked.
+fn svg(shapes: &[Shape], paired: &[[f64; 3]]) -> String {
+    let (w, h, left, top, bottom) = (900.0, 380.0, 60.0, 40.0, 80.0);
+    let max = paired
         .iter()
-        .flat_map(|r| r.iter().map(|x| x.bps))
-        .fold(1.0, f64::max);
+        .flat_map(|r| r[..2].iter().copied())
+        .fold(1.2, f64::max);
+    let plot_h = h - top - bottom;
+    let y = |v: f64| top + plot_h - v / max * plot_h;
     let group = (w - left - 20.0) / shapes.len() as f64;
-    let bar = group / 4.0;
-    let colors = ["#1f77b4", "#9ecae1", "#ff7f0e"];
+    let bar = group / 3.0;
+    let colors = ["#1f77b4", "#9ecae1"];
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
-         <text x=\"{left}\" y=\"20\" font-size=\"14\">zcio ring: C library vs Rust API, consumer throughput (MiB/s, median)</text>\n"
+         <text x=\"{left}\" y=\"20\" font-size=\"14\">zcio ring: C library throughput / Rust API throughput (median of paired rounds)</text>\n"
     );
-    let plot_h = h - top - bottom;
-    for (i, (shape, r)) in shapes.iter().zip(med).enumerate() {
+    for (i, (shape, r)) in shapes.iter().zip(paired).enumerate() {
         let x0 = left + i as f64 * group;
-        for (k, run) in r.iter().enumerate() {
-            let bh = run.bps / max * plot_h;
+        for k in 0..2 {
             let x = x0 + k as f64 * bar + bar / 2.0;
             s += &format!(
-                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"{}\"><title>{} {}: {}</title></rect>\n",
-                top + plot_h - bh,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} {}: {:.2}x</title></rect>\n",
+                y(r[k]),
                 bar * 0.9,
+                top + plot_h - y(r[k]),
                 colors[k],
                 shape.label(),
                 VARIANTS[k],
-                mib(run.bps)
+                r[k]
             );
         }
         s += &format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} {}</text>\n<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} {}</text>\n",
             x0 + group / 2.0,
             h - bottom + 16.0,
             zcio_fmt::size(shape.msg),
             if shape.peek { "peek" } else { "copy" },
-            x0 + group / 2.0,
-            h - bottom + 30.0,
-            format_args!("ring {}", zcio_fmt::size(shape.ring))
         );
     }
-    for (k, v) in VARIANTS.iter().enumerate() {
+    for (v, label, dash) in [
+        (1.0, "1.00 (Rust)", ""),
+        (0.9, "0.90 (target)", " stroke-dasharray=\"4 3\""),
+    ] {
         s += &format!(
-            "<rect x=\"{:.0}\" y=\"{:.0}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{:.0}\" y=\"{:.0}\">{v}</text>\n",
-            left + k as f64 * 120.0,
+            "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.0}\" y2=\"{0:.1}\" stroke=\"#d62728\"{dash}/><text x=\"2\" y=\"{2:.1}\">{label}</text>\n",
+            y(v),
+            w - 20.0,
+            y(v) + 4.0
+        );
+    }
+    for (k, c) in colors.iter().enumerate() {
+        s += &format!(
+            "<rect x=\"{:.0}\" y=\"{:.0}\" width=\"12\" height=\"12\" fill=\"{c}\"/><text x=\"{:.0}\" y=\"{:.0}\">{} / rust</text>\n",
+            left + k as f64 * 160.0,
+            h - 40.0,
+            left + k as f64 * 160.0 + 16.0,
             h - 30.0,
-            colors[k],
-            left + k as f64 * 120.0 + 16.0,
-            h - 20.0
+            VARIANTS[k]
         );
     }
     s += &format!(
-        "<line x1=\"{left}\" y1=\"{:.0}\" x2=\"{:.0}\" y2=\"{:.0}\" stroke=\"black\"/>\n<text x=\"5\" y=\"{top}\">{}</text>\n</svg>\n",
+        "<line x1=\"{left}\" y1=\"{0:.0}\" x2=\"{1:.0}\" y2=\"{0:.0}\" stroke=\"black\"/>\n</svg>\n",
         top + plot_h,
-        w - 20.0,
-        top + plot_h,
-        mib(max)
+        w - 20.0
     );
     s
 }
@@ -427,7 +436,7 @@ fn main() -> ExitCode {
             &o.out,
             serde_json::to_string_pretty(&doc).unwrap_or_default(),
         ),
-        (&o.svg, svg(&shapes, &med)),
+        (&o.svg, svg(&shapes, &paired)),
     ] {
         if let Some(d) = path.parent() {
             let _ = std::fs::create_dir_all(d);
