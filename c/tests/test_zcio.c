@@ -273,6 +273,19 @@ static int role_chan_holder(char **a) {
     return rc == -EPIPE ? 0 : child_fail("chan-holder", "waiting for close", rc);
 }
 
+/* chan-idle SOCK: connect and receive nothing until the file SOCK.done
+ * exists (a peer that does not keep up). */
+static int role_chan_idle(char **a) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("chan-idle", "connect", rc);
+    char done[PATH_MAX];
+    snprintf(done, sizeof done, "%s.done", a[0]);
+    while (access(done, F_OK) != 0) sleep_ms(5);
+    zcio_channel_close(ch);
+    return 0;
+}
+
 /* chan-sink SOCK COUNT: listen, accept, receive COUNT messages checking
  * message i against fill_block(i), then expect the end (-EPIPE). */
 static int role_chan_sink(char **a) {
@@ -327,6 +340,7 @@ static int run_child(int argc, char **argv) {
     if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
     if (strcmp(role, "chan-holder") == 0 && n == 1) return role_chan_holder(a);
     if (strcmp(role, "chan-sink") == 0 && n == 2) return role_chan_sink(a);
+    if (strcmp(role, "chan-idle") == 0 && n == 1) return role_chan_idle(a);
     if (strcmp(role, "garbage-listener") == 0 && n == 1) return role_garbage_listener(a);
     fprintf(stderr, "unknown child role %s\n", role);
     return 2;
@@ -682,6 +696,49 @@ static int test_chan_release_returns_buffer(void) {
     return 0;
 }
 
+/* Channel waits: 0 does not wait (-EAGAIN), > 0 ends with -ETIMEDOUT; a
+ * full channel refuses a non-blocking send with -EAGAIN and the message
+ * stays ours. */
+static int test_chan_timeouts(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "to.sock");
+    zcio_listener *l;
+    zcio_channel *ch = NULL;
+    zcio_msg *m = NULL;
+    CHECK_OK(zcio_listen(sock, &l));
+    CHECK_RC(zcio_accept(l, 0, &ch), -EAGAIN);
+    CHECK_RC(zcio_accept(l, 30, &ch), -ETIMEDOUT);
+    CHECK(ch == NULL);
+    pid_t p = spawn("chan-idle", sock, NULL);
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    CHECK_RC(zcio_recv(ch, 0, &m), -EAGAIN);
+    CHECK_RC(zcio_recv(ch, 30, &m), -ETIMEDOUT);
+    CHECK(m == NULL);
+    /* The peer does not receive: the ring fills up. */
+    int rc = 0, sent = 0;
+    while (sent < 100000 && (rc = zcio_send_bytes(ch, "0123456789abcdef", 16, 0)) == 0) sent++;
+    CHECK_RC(rc, -EAGAIN);
+    CHECK(sent > 1);
+    zcio_pool *pool;
+    zcio_buf *buf;
+    CHECK_OK(zcio_pool_create("ctest-full", 1 << 20, 1, &pool));
+    CHECK_OK(zcio_buf_alloc(pool, 100, &buf));
+    CHECK_RC(zcio_send(ch, buf, 0), -EAGAIN);
+    CHECK(zcio_buf_data(buf) == NULL && zcio_buf_len(buf) == 100); /* still ours, frozen */
+    CHECK_RC(zcio_send(ch, buf, 20), -ETIMEDOUT);
+    zcio_buf_free(buf);
+    char done[PATH_MAX + 8];
+    snprintf(done, sizeof done, "%s.done", sock);
+    int fd = open(done, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_CHILD(p, 0);
+    zcio_channel_close(ch);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
 /* Three processes: a sender, this process forwarding by reference, a sink. */
 static int test_chan_forward(void) {
     char in_sock[PATH_MAX], out_sock[PATH_MAX];
@@ -972,6 +1029,7 @@ static const struct test tests[] = {
     {"chan_secured", test_chan_secured},
     {"chan_sender_killed", test_chan_sender_killed},
     {"chan_release_returns_buffer", test_chan_release_returns_buffer},
+    {"chan_timeouts", test_chan_timeouts},
     {"chan_forward", test_chan_forward},
     {"msg_write_to", test_msg_write_to},
     {"hostile_input", test_hostile_input},

@@ -85,3 +85,48 @@ pub(crate) unsafe fn str_arg<'a>(s: *const c_char, what: &str) -> Result<&'a str
     c.to_str()
         .map_err(|_| error::einval(format_args!("{what} {c:?} is not valid UTF-8")))
 }
+
+// The header promises: rings and buffers may move between threads;
+// channels, pools and messages may be used from several at once.
+const _: () = {
+    const fn send<T: Send>() {}
+    const fn send_sync<T: Send + Sync>() {}
+    send::<ring::zcio_ring>();
+    send::<pool::zcio_buf>();
+    send_sync::<pool::zcio_pool>();
+    send_sync::<chan::zcio_channel>();
+    send_sync::<chan::zcio_listener>();
+    send_sync::<msg::zcio_msg>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_panic_entry_returns_the_panic_code() {
+        assert_eq!(zcio__test_panic(0), -error::ZCIO_EPANIC);
+        assert_eq!(zcio__test_panic(7), -error::ZCIO_EPANIC);
+        // The library still works afterwards.
+        // SAFETY: zcio_strerror returns a static NUL-terminated string.
+        let t = unsafe { CStr::from_ptr(error::zcio_strerror(-libc::EPIPE)) };
+        assert_eq!(t.to_str().unwrap(), "Broken pipe");
+    }
+
+    #[test]
+    fn null_handles_are_einval_not_crashes() {
+        // SAFETY: NULL is allowed for every pointer argument.
+        unsafe {
+            assert_eq!(
+                ring::zcio_ring_read(std::ptr::null_mut(), std::ptr::null_mut(), 1),
+                -(libc::EINVAL as isize)
+            );
+            assert_eq!(
+                chan::zcio_recv(std::ptr::null_mut(), 0, std::ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert!(pool::zcio_buf_data(std::ptr::null_mut()).is_null());
+            msg::zcio_msg_release(std::ptr::null_mut());
+        }
+    }
+}
