@@ -33,10 +33,16 @@ use std::time::Duration;
 /// `ssize_t` of the C library (the header uses the system's).
 pub type ssize_t = libc::ssize_t;
 
+const VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the package version contains a NUL byte"),
+    };
+
 /// Version string of the library (`"0.1.0"`); static, never NULL.
 #[no_mangle]
 pub extern "C" fn zcio_version() -> *const c_char {
-    error::guard(|| c"0.1.0".as_ptr())
+    error::guard(|| VERSION.as_ptr())
 }
 
 /// Not part of the API (absent from the header): panics inside the
