@@ -1,0 +1,1105 @@
+/*
+ * Tests of the zcio C library across real processes.
+ *
+ *   test_zcio            run every test
+ *   test_zcio NAME...    run the named tests
+ *
+ * Each test runs in a fork of the runner (which itself never calls zcio) under a
+ * watchdog alarm; peers are separate processes (this program re-executed with
+ * --child ROLE ...), each with its own watchdog too. Rings and sockets live in a
+ * fresh directory (ZCIO_RING_DIR) removed at the end. Prints "N passed, N failed"
+ * and exits non-zero if any test failed. Never asserts on timing.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zcio.h>
+
+/* Not in zcio.h: a test-only entry point that panics inside the library. */
+extern int zcio__test_panic(int kind);
+
+#define WATCHDOG_S 60
+#define CHILD_WAIT_S 30
+
+static char self_exe[PATH_MAX];
+static char work_dir[256];
+
+/* ---------------------------------------------------------------- checks */
+
+#define FAILF(...)                                                                   \
+    do {                                                                             \
+        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                          \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fprintf(stderr, "\n");                                                       \
+        return 1;                                                                    \
+    } while (0)
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) FAILF("check failed: %s", #cond);                               \
+    } while (0)
+
+/* `expr` must return exactly `want` (a count or a code). */
+#define CHECK_RC(expr, want)                                                         \
+    do {                                                                             \
+        long long _r = (long long)(expr), _w = (long long)(want);                    \
+        if (_r != _w)                                                                \
+            FAILF("%s = %lld (%s), want %lld (%s); last error: %s", #expr, _r,       \
+                  zcio_strerror((int)_r), _w, zcio_strerror((int)_w),                \
+                  zcio_last_error());                                                \
+    } while (0)
+
+/* `expr` must not return a negative code. */
+#define CHECK_OK(expr)                                                               \
+    do {                                                                             \
+        long long _r = (long long)(expr);                                            \
+        if (_r < 0)                                                                  \
+            FAILF("%s = %lld (%s); last error: %s", #expr, _r, zcio_strerror((int)_r), \
+                  zcio_last_error());                                                \
+    } while (0)
+
+/* ------------------------------------------------------------- utilities */
+
+static void path_in_work(char *out, size_t n, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    if ((size_t)snprintf(out, n, "%s/%s", work_dir, name) >= n) abort(); /* our own names: short */
+}
+
+static void sleep_ms(long ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
+    }
+}
+
+/* Start this program as `--child role args...`; returns the pid (> 0). */
+static pid_t spawn(const char *role, ...) {
+    char *argv[16];
+    int n = 0;
+    argv[n++] = self_exe;
+    argv[n++] = "--child";
+    argv[n++] = (char *)role;
+    va_list ap;
+    va_start(ap, role);
+    char *a;
+    while (n < 15 && (a = va_arg(ap, char *)) != NULL) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(self_exe, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for `pid` at most CHILD_WAIT_S; returns its exit code, 128 + signal,
+ * or -1 if it had to be killed. */
+static int wait_child(pid_t pid) {
+    if (pid <= 0) return -1;
+    for (int i = 0; i < CHILD_WAIT_S * 1000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0 && errno != EINTR) return -1;
+        sleep_ms(1);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "    child %d did not finish within %d s: killed\n", (int)pid, CHILD_WAIT_S);
+    return -1;
+}
+
+/* A child that failed to start (exit 127) fails the test like any other. */
+#define CHECK_CHILD(pid, want)                                                        \
+    do {                                                                              \
+        int _st = wait_child(pid);                                                    \
+        if (_st != (want))                                                            \
+            FAILF("child %s exited with %d, want %d%s", #pid, _st, (want),            \
+                  _st == 127 ? " (it failed to start)" : "");                         \
+    } while (0)
+
+static unsigned char pattern(uint64_t msg, size_t k) {
+    return (unsigned char)(msg * 131u + k * 7u + 1u);
+}
+
+/* Block i of a test stream: 8..1000 bytes, its first 8 bytes carry i. */
+static size_t block_len(uint64_t i) { return 8 + (size_t)((i * 37 + 11) % 993); }
+
+static void fill_block(unsigned char *b, uint64_t i) {
+    size_t n = block_len(i);
+    for (size_t k = 0; k < n; k++) b[k] = pattern(i, k);
+    memcpy(b, &i, 8);
+}
+
+static int check_block(const unsigned char *b, size_t n, uint64_t i) {
+    uint64_t seq;
+    if (n != block_len(i)) return -1;
+    memcpy(&seq, b, 8);
+    if (seq != i) return -1;
+    for (size_t k = 8; k < n; k++)
+        if (b[k] != pattern(i, k)) return -1;
+    return 0;
+}
+
+/* Connect, retrying while the listener is not there yet (at most 10 s). */
+static int connect_retry(const char *path, zcio_channel **ch) {
+    int rc = -1;
+    for (int i = 0; i < 1000; i++) {
+        rc = zcio_connect(path, 5000, ch);
+        if (rc != -ENOENT && rc != -ECONNREFUSED) return rc;
+        sleep_ms(10);
+    }
+    return rc;
+}
+
+/* --------------------------------------------------------- child roles */
+
+static int child_fail(const char *role, const char *what, long rc) {
+    fprintf(stderr, "    child %s: %s: %s (%s)\n", role, what, zcio_strerror((int)rc),
+            zcio_last_error());
+    return 1;
+}
+
+/* ring-producer NAME MODE COUNT: attach to NAME as producer, wait for a
+ * consumer, write COUNT blocks; then by MODE: close (end of stream), "fail"
+ * (close with error 5), "die" (SIGKILL itself without closing). */
+static int role_ring_producer(char **a) {
+    const char *name = a[0], *mode = a[1];
+    uint64_t count = strtoull(a[2], NULL, 10);
+    zcio_ring *r;
+    int rc = zcio_ring_open(name, ZCIO_O_WRONLY, 0, 0, &r);
+    if (rc < 0) return child_fail("ring-producer", "open", rc);
+    if (zcio_ring_wait_consumers(r, 1, 10000) < 1) return child_fail("ring-producer", "wait", -ETIMEDOUT);
+    unsigned char b[1024];
+    for (uint64_t i = 0; i < count; i++) {
+        fill_block(b, i);
+        ssize_t n = zcio_ring_write(r, b, block_len(i));
+        if (n != (ssize_t)block_len(i)) return child_fail("ring-producer", "write", n);
+    }
+    if (strcmp(mode, "die") == 0) raise(SIGKILL);
+    if (strcmp(mode, "fail") == 0) {
+        zcio_ring_close_error(r, 5);
+        return 0;
+    }
+    zcio_ring_close(r);
+    return 0;
+}
+
+/* chan-sender SOCK MODE COUNT: connect and send COUNT messages (message i:
+ * block_len(i * 3) bytes of fill_block(i)); MODE "plain" (pool buffers),
+ * "bytes" (zcio_send_bytes), "slices" (3 buffers per message, zcio_sendv),
+ * "secured", "die" (SIGKILL after sending, without closing). */
+static int role_chan_sender(char **a) {
+    const char *sock = a[0], *mode = a[1];
+    uint64_t count = strtoull(a[2], NULL, 10);
+    zcio_channel *ch;
+    int rc = connect_retry(sock, &ch);
+    if (rc < 0) return child_fail("chan-sender", "connect", rc);
+    zcio_pool *pool;
+    rc = zcio_pool_create("ctest-sender", 1 << 20, 4, &pool);
+    if (rc < 0) return child_fail("chan-sender", "pool", rc);
+    for (uint64_t i = 0; i < count; i++) {
+        unsigned char b[1024];
+        fill_block(b, i);
+        size_t n = block_len(i);
+        if (strcmp(mode, "bytes") == 0) {
+            rc = zcio_send_bytes(ch, b, n, -1);
+        } else if (strcmp(mode, "slices") == 0) {
+            /* the same bytes in three slices: 3 | n - 5 | 2 */
+            size_t cut[4] = {0, 3, n - 2, n};
+            zcio_buf *bufs[3];
+            for (int s = 0; s < 3; s++) {
+                rc = zcio_buf_alloc(pool, cut[s + 1] - cut[s], &bufs[s]);
+                if (rc < 0) return child_fail("chan-sender", "alloc", rc);
+                memcpy(zcio_buf_data(bufs[s]), b + cut[s], cut[s + 1] - cut[s]);
+            }
+            rc = zcio_sendv(ch, bufs, 3, -1);
+        } else {
+            zcio_buf *buf;
+            rc = strcmp(mode, "secured") == 0 ? zcio_buf_alloc_secured(pool, n, &buf)
+                                               : zcio_buf_alloc(pool, n, &buf);
+            if (rc < 0) return child_fail("chan-sender", "alloc", rc);
+            memcpy(zcio_buf_data(buf), b, n);
+            rc = zcio_send(ch, buf, -1);
+        }
+        if (rc < 0) return child_fail("chan-sender", "send", rc);
+    }
+    if (strcmp(mode, "die") == 0) raise(SIGKILL);
+    /* Stay until the receiver closes, so our buffers stay mapped for it. */
+    zcio_msg *m;
+    rc = zcio_recv(ch, 20000, &m);
+    zcio_channel_close(ch);
+    zcio_pool_destroy(pool);
+    return rc == -EPIPE ? 0 : child_fail("chan-sender", "waiting for the receiver to close", rc);
+}
+
+/* chan-holder SOCK: connect; receive one message, say "got", wait for
+ * "release", release it, say "done", wait for the other side to close. */
+static int role_chan_holder(char **a) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("chan-holder", "connect", rc);
+    zcio_msg *m, *cmd;
+    if ((rc = zcio_recv(ch, 20000, &m)) < 0) return child_fail("chan-holder", "recv", rc);
+    if ((rc = zcio_send_bytes(ch, "got", 3, -1)) < 0) return child_fail("chan-holder", "send", rc);
+    if ((rc = zcio_recv(ch, 20000, &cmd)) < 0) return child_fail("chan-holder", "recv cmd", rc);
+    zcio_msg_release(cmd);
+    zcio_msg_release(m);
+    if ((rc = zcio_send_bytes(ch, "done", 4, -1)) < 0) return child_fail("chan-holder", "send", rc);
+    rc = zcio_recv(ch, 20000, &m);
+    zcio_channel_close(ch);
+    return rc == -EPIPE ? 0 : child_fail("chan-holder", "waiting for close", rc);
+}
+
+/* chan-idle SOCK: connect and receive nothing until the file SOCK.done
+ * exists (a peer that does not keep up). */
+static int role_chan_idle(char **a) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("chan-idle", "connect", rc);
+    char done[PATH_MAX];
+    snprintf(done, sizeof done, "%s.done", a[0]);
+    while (access(done, F_OK) != 0) sleep_ms(5);
+    zcio_channel_close(ch);
+    return 0;
+}
+
+/* chan-sink SOCK COUNT: listen, accept, receive COUNT messages checking
+ * message i against fill_block(i), then expect the end (-EPIPE). */
+static int role_chan_sink(char **a) {
+    uint64_t count = strtoull(a[1], NULL, 10);
+    zcio_listener *l;
+    int rc = zcio_listen(a[0], &l);
+    if (rc < 0) return child_fail("chan-sink", "listen", rc);
+    zcio_channel *ch;
+    rc = zcio_accept(l, 20000, &ch);
+    zcio_listener_close(l);
+    if (rc < 0) return child_fail("chan-sink", "accept", rc);
+    for (uint64_t i = 0; i < count; i++) {
+        zcio_msg *m;
+        unsigned char b[1024];
+        if ((rc = zcio_recv(ch, 20000, &m)) < 0) return child_fail("chan-sink", "recv", rc);
+        ssize_t n = zcio_msg_read(m, 0, b, sizeof b);
+        if (n < 0 || check_block(b, (size_t)n, i)) return child_fail("chan-sink", "content", -EBADMSG);
+        zcio_msg_release(m);
+    }
+    zcio_msg *m;
+    rc = zcio_recv(ch, 20000, &m);
+    zcio_channel_close(ch);
+    return rc == -EPIPE ? 0 : child_fail("chan-sink", "expected the end", rc);
+}
+
+/* garbage-listener SOCK: a Unix seqpacket listener that answers any
+ * connection with junk and hangs up (a hostile peer). */
+static int role_garbage_listener(char **a) {
+    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strncpy(addr.sun_path, a[0], sizeof addr.sun_path - 1);
+    if (s < 0 || bind(s, (struct sockaddr *)&addr, sizeof addr) || listen(s, 4)) return 1;
+    int c = accept(s, NULL, NULL);
+    if (c < 0) return 1;
+    char junk[512];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 37 + 5);
+    ssize_t w = write(c, junk, sizeof junk);
+    (void)w;
+    sleep_ms(100);
+    close(c);
+    close(s);
+    unlink(a[0]);
+    return 0;
+}
+
+static int run_child(int argc, char **argv) {
+    alarm(WATCHDOG_S);
+    const char *role = argv[2];
+    char **a = argv + 3;
+    int n = argc - 3;
+    if (strcmp(role, "ring-producer") == 0 && n == 3) return role_ring_producer(a);
+    if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
+    if (strcmp(role, "chan-holder") == 0 && n == 1) return role_chan_holder(a);
+    if (strcmp(role, "chan-sink") == 0 && n == 2) return role_chan_sink(a);
+    if (strcmp(role, "chan-idle") == 0 && n == 1) return role_chan_idle(a);
+    if (strcmp(role, "garbage-listener") == 0 && n == 1) return role_garbage_listener(a);
+    fprintf(stderr, "unknown child role %s\n", role);
+    return 2;
+}
+
+/* ------------------------------------------------------------- the tests */
+
+/* A block ring: what a producer process writes arrives intact and in order,
+ * then the end of the stream (0). */
+static int test_ring_round_trip(void) {
+    zcio_ring *c;
+    CHECK_OK(zcio_ring_open("rt", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS, 0600, 64 << 10, &c));
+    pid_t p = spawn("ring-producer", "rt", "close", "2000", NULL);
+    unsigned char b[1024];
+    for (uint64_t i = 0; i < 2000; i++) {
+        ssize_t n = zcio_ring_read(c, b, sizeof b);
+        CHECK_OK(n);
+        if (check_block(b, (size_t)n, i)) FAILF("block %" PRIu64 " corrupt or out of order", i);
+    }
+    CHECK_RC(zcio_ring_read(c, b, sizeof b), 0);
+    CHECK_CHILD(p, 0);
+    zcio_ring_stats s;
+    CHECK_OK(zcio_ring_get_stats(c, &s));
+    CHECK(s.read_blocks == 2000 && s.size == 64 << 10);
+    zcio_ring_close(c);
+    CHECK_OK(zcio_ring_unlink("rt"));
+    return 0;
+}
+
+/* A byte-stream ring: written in uneven pieces, read in others; the bytes
+ * come out as they went in. */
+static int test_ring_stream(void) {
+    zcio_ring *c, *p;
+    CHECK_OK(zcio_ring_open("st", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 8192, &c));
+    CHECK_OK(zcio_ring_open("st", ZCIO_O_WRONLY, 0, 0, &p));
+    CHECK_OK(zcio_ring_set_timeout(p, 0));
+    unsigned char out[3000], in[777];
+    uint64_t wrote = 0, read = 0;
+    while (read < 200000) {
+        if (wrote < 200000) {
+            size_t n = 1 + (size_t)(wrote % 2999);
+            if (n > 200000 - wrote) n = (size_t)(200000 - wrote);
+            for (size_t k = 0; k < n; k++) out[k] = (unsigned char)((wrote + k) % 251);
+            ssize_t w = zcio_ring_write(p, out, n);
+            if (w != -EAGAIN) CHECK_OK(w);
+            if (w > 0) wrote += (uint64_t)w;
+        }
+        CHECK_OK(zcio_ring_set_timeout(c, 0));
+        ssize_t r = zcio_ring_read(c, in, sizeof in);
+        if (r == -EAGAIN) continue;
+        CHECK_OK(r);
+        for (ssize_t k = 0; k < r; k++)
+            if (in[k] != (unsigned char)((read + (uint64_t)k) % 251)) FAILF("byte %" PRIu64 " differs", read + (uint64_t)k);
+        read += (uint64_t)r;
+    }
+    zcio_ring_close(p);
+    CHECK_OK(zcio_ring_set_timeout(c, -1));
+    CHECK_RC(zcio_ring_read(c, in, sizeof in), 0);
+    zcio_ring_close(c);
+    return 0;
+}
+
+/* Peek shows the block in place; release moves past it; the handle refuses
+ * other reads while a block is peeked. */
+static int test_ring_peek_release(void) {
+    zcio_ring *c, *p;
+    CHECK_OK(zcio_ring_open("pk", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS | ZCIO_O_NONBLOCK, 0600,
+                            16384, &c));
+    CHECK_OK(zcio_ring_open("pk", ZCIO_O_WRONLY, 0, 0, &p));
+    CHECK_RC(zcio_ring_write(p, "first", 5), 5);
+    CHECK_RC(zcio_ring_write(p, "second", 6), 6);
+    const void *data;
+    size_t len;
+    CHECK_RC(zcio_ring_peek(c, 4096, &data, &len), 1);
+    CHECK(len == 5 && memcmp(data, "first", 5) == 0);
+    char b[16];
+    CHECK_RC(zcio_ring_read(c, b, sizeof b), -EBUSY);
+    CHECK_RC(zcio_ring_peek(c, 4096, &data, &len), -EBUSY);
+    CHECK_RC(zcio_ring_seek(c, 0, ZCIO_SEEK_NEWEST), -EBUSY);
+    CHECK_RC(zcio_ring_release(c), 0);
+    CHECK_RC(zcio_ring_release(c), -EINVAL);
+    CHECK_RC(zcio_ring_read(c, b, sizeof b), 6);
+    CHECK(memcmp(b, "second", 6) == 0);
+    CHECK_RC(zcio_ring_peek(c, 4096, &data, &len), -EAGAIN);
+    CHECK_RC(zcio_ring_peek(p, 4096, &data, &len), -EBADF);
+    CHECK_RC(zcio_ring_release(p), -EINVAL);
+    /* close with a peeked block releases it */
+    CHECK_RC(zcio_ring_write(p, "third", 5), 5);
+    CHECK_RC(zcio_ring_peek(c, 4096, &data, &len), 1);
+    zcio_ring_close(c);
+    zcio_ring_close(p);
+    return 0;
+}
+
+/* Under FRP a block overwritten while peeked is reported by release. */
+static int test_ring_peek_lapped(void) {
+    zcio_ring *c, *p;
+    CHECK_OK(zcio_ring_open("lap", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS | ZCIO_O_FRP |
+                                       ZCIO_O_NONBLOCK,
+                            0600, 4096, &c));
+    CHECK_OK(zcio_ring_open("lap", ZCIO_O_WRONLY, 0, 0, &p));
+    unsigned char b[512];
+    memset(b, 0xab, sizeof b);
+    CHECK_RC(zcio_ring_write(p, b, 100), 100);
+    const void *data;
+    size_t len;
+    CHECK_RC(zcio_ring_peek(c, 4096, &data, &len), 1);
+    CHECK(len == 100);
+    for (int i = 0; i < 40; i++) CHECK_RC(zcio_ring_write(p, b, sizeof b), sizeof b);
+    CHECK_RC(zcio_ring_release(c), -ZCIO_ELAPPED);
+    zcio_ring_stats s;
+    CHECK_OK(zcio_ring_get_stats(c, &s));
+    CHECK(s.skipped_blocks >= 1);
+    zcio_ring_close(c);
+    zcio_ring_close(p);
+    return 0;
+}
+
+/* lseek-like cursor moves. */
+static int test_ring_seek(void) {
+    zcio_ring *c, *p;
+    CHECK_OK(zcio_ring_open("sk", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_NONBLOCK, 0600, 4096, &c));
+    CHECK_OK(zcio_ring_open("sk", ZCIO_O_WRONLY, 0, 0, &p));
+    unsigned char b[100], in[100];
+    for (int i = 0; i < 100; i++) b[i] = (unsigned char)i;
+    CHECK_RC(zcio_ring_write(p, b, 100), 100);
+    int64_t start = zcio_ring_seek(c, 0, ZCIO_SEEK_CUR);
+    CHECK_OK(start);
+    CHECK_RC(zcio_ring_seek(c, 10, ZCIO_SEEK_CUR), start + 10);
+    CHECK_RC(zcio_ring_read(c, in, 5), 5);
+    CHECK(in[0] == 10 && in[4] == 14);
+    CHECK_RC(zcio_ring_seek(c, -15, ZCIO_SEEK_CUR), start);
+    CHECK_RC(zcio_ring_read(c, in, 1), 1);
+    CHECK(in[0] == 0);
+    CHECK_RC(zcio_ring_seek(c, 0, ZCIO_SEEK_NEWEST), start + 100);
+    CHECK_RC(zcio_ring_read(c, in, 1), -EAGAIN);
+    CHECK_OK(zcio_ring_seek(c, 0, ZCIO_SEEK_OLDEST));
+    CHECK_RC(zcio_ring_seek(c, 1000000, ZCIO_SEEK_CUR), start + 100); /* clamped to the head */
+    CHECK_RC(zcio_ring_seek(c, 5, ZCIO_SEEK_NEWEST), -EINVAL);
+    CHECK_RC(zcio_ring_seek(c, 0, 42), -EINVAL);
+    CHECK_RC(zcio_ring_seek(p, 0, ZCIO_SEEK_CUR), -EBADF);
+    zcio_ring_close(c);
+    zcio_ring_close(p);
+    return 0;
+}
+
+/* Non-blocking calls return -EAGAIN; a non-blocking write into a nearly
+ * full ring reports how much went in, as write(2). */
+static int test_ring_nonblock(void) {
+    zcio_ring *c, *p;
+    CHECK_OK(zcio_ring_open("nb", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_NONBLOCK, 0600, 4096, &c));
+    CHECK_OK(zcio_ring_open("nb", ZCIO_O_WRONLY | ZCIO_O_NONBLOCK, 0, 0, &p));
+    char b[8192] = {0};
+    CHECK_RC(zcio_ring_read(c, b, 10), -EAGAIN);
+    CHECK_RC(zcio_ring_write(p, b, 8192), 4096); /* the consumer holds the rest back */
+    CHECK_RC(zcio_ring_write(p, b, 10), -EAGAIN);
+    CHECK_RC(zcio_ring_read(c, b, 8192), 4096);
+    CHECK_RC(zcio_ring_write(p, b, 10), 10);
+    zcio_ring_close(c);
+    zcio_ring_close(p);
+    return 0;
+}
+
+/* Timed calls end with -ETIMEDOUT (no assertion on how long they took). */
+static int test_ring_timeouts(void) {
+    zcio_ring *c, *p;
+    CHECK_OK(zcio_ring_open("to", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 4096, &c));
+    CHECK_OK(zcio_ring_open("to", ZCIO_O_WRONLY, 0, 0, &p));
+    CHECK_OK(zcio_ring_set_timeout(c, 50));
+    CHECK_OK(zcio_ring_set_timeout(p, 50));
+    char b[4096] = {0};
+    const void *d;
+    size_t n;
+    CHECK_RC(zcio_ring_read(c, b, 10), -ETIMEDOUT);
+    CHECK_RC(zcio_ring_peek(c, 10, &d, &n), -ETIMEDOUT);
+    CHECK_RC(zcio_ring_write(p, b, 4096), 4096);
+    CHECK_RC(zcio_ring_write(p, b, 10), -ETIMEDOUT);
+    CHECK(strstr(zcio_strerror(-ETIMEDOUT), "imed out") != NULL);
+    zcio_ring_close(c);
+    zcio_ring_close(p);
+    return 0;
+}
+
+/* The consumer's fd polls readable when a producer process writes. */
+static int test_ring_fd_poll(void) {
+    zcio_ring *c;
+    CHECK_OK(zcio_ring_open("fd", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS | ZCIO_O_NONBLOCK,
+                            0600, 64 << 10, &c));
+    int fd = zcio_ring_fd(c);
+    CHECK_OK(fd);
+    CHECK_RC(zcio_ring_fd(c), fd);
+    pid_t p = spawn("ring-producer", "fd", "close", "50", NULL);
+    unsigned char b[1024];
+    uint64_t got = 0;
+    int ended = 0;
+    while (!ended) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, 20000);
+        CHECK(pr == 1);
+        for (;;) {
+            ssize_t n = zcio_ring_read(c, b, sizeof b);
+            if (n == -EAGAIN) break;
+            CHECK_OK(n);
+            if (n == 0) {
+                ended = 1;
+                break;
+            }
+            if (check_block(b, (size_t)n, got)) FAILF("block %" PRIu64 " corrupt", got);
+            got++;
+        }
+    }
+    CHECK(got == 50);
+    CHECK_CHILD(p, 0);
+    zcio_ring *prod;
+    CHECK_OK(zcio_ring_open("fd", ZCIO_O_WRONLY, 0, 0, &prod));
+    CHECK_RC(zcio_ring_fd(prod), -EBADF);
+    zcio_ring_close(prod);
+    zcio_ring_close(c);
+    return 0;
+}
+
+/* A producer killed with SIGKILL: its readers get what it wrote, then
+ * -EPIPE, not a hang. One that closes with an error: -ZCIO_EPRODFAIL. */
+static int test_ring_producer_killed(void) {
+    const char *modes[2] = {"die", "fail"};
+    int want[2] = {-EPIPE, -ZCIO_EPRODFAIL};
+    for (int m = 0; m < 2; m++) {
+        char name[32];
+        snprintf(name, sizeof name, "kill-%s", modes[m]);
+        zcio_ring *c;
+        CHECK_OK(zcio_ring_open(name, ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS, 0600, 64 << 10, &c));
+        pid_t p = spawn("ring-producer", name, modes[m], "20", NULL);
+        CHECK_CHILD(p, m == 0 ? 128 + SIGKILL : 0);
+        unsigned char b[1024];
+        for (uint64_t i = 0; i < 20; i++) {
+            ssize_t n = zcio_ring_read(c, b, sizeof b);
+            CHECK_OK(n);
+            if (check_block(b, (size_t)n, i)) FAILF("block %" PRIu64 " corrupt", i);
+        }
+        CHECK_RC(zcio_ring_read(c, b, sizeof b), want[m]);
+        if (m == 1) CHECK(strstr(zcio_last_error(), "error code 5") != NULL);
+        zcio_ring_close(c);
+    }
+    return 0;
+}
+
+/* Messages sent by reference from another process arrive intact, volatile,
+ * with counters to match; then the end (-EPIPE) when the sender goes. */
+static int recv_blocks(const char *mode, uint64_t count, int want_volatile) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "%s.sock", mode);
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("chan-sender", sock, mode, mode[0] == 'd' ? "3" : "100", NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    for (uint64_t i = 0; i < count; i++) {
+        zcio_msg *m;
+        unsigned char b[1024];
+        CHECK_OK(zcio_recv(ch, 20000, &m));
+        size_t len = zcio_msg_len(m);
+        CHECK(len == block_len(i));
+        ssize_t n = zcio_msg_read(m, 0, b, sizeof b);
+        if (n != (ssize_t)len || check_block(b, len, i)) FAILF("message %" PRIu64 " corrupt", i);
+        CHECK_RC(zcio_msg_is_volatile(m), want_volatile);
+        if (strcmp(mode, "slices") == 0) {
+            zcio_slice s[3];
+            CHECK_RC(zcio_msg_slices(m, NULL, 0), 3);
+            CHECK_RC(zcio_msg_slices(m, s, 2), 3); /* fills 2, says 3 */
+            CHECK_RC(zcio_msg_slices(m, s, 3), 3);
+            CHECK(s[0].len == 3 && s[1].len == len - 5 && s[2].len == 2);
+            size_t off = 0;
+            for (int k = 0; k < 3; k++) {
+                unsigned char tmp[1024];
+                memcpy(tmp, s[k].data, s[k].len); /* copy out, then check */
+                CHECK(memcmp(tmp, b + off, s[k].len) == 0);
+                off += s[k].len;
+            }
+            /* a read across the slice boundaries */
+            unsigned char mid[4];
+            CHECK_RC(zcio_msg_read(m, 1, mid, 4), 4);
+            CHECK(memcmp(mid, b + 1, 4) == 0);
+        }
+        CHECK_RC(zcio_msg_read(m, len, b, 10), 0);
+        zcio_msg_release(m);
+    }
+    zcio_channel_stats s;
+    CHECK_OK(zcio_channel_get_stats(ch, &s));
+    CHECK(s.msgs_received == count);
+    if (mode[0] == 'd') {
+        /* the sender killed itself: an error, not a hang */
+        zcio_msg *m;
+        CHECK_RC(zcio_recv(ch, 20000, &m), -EPIPE);
+        CHECK_CHILD(p, 128 + SIGKILL);
+    } else {
+        zcio_channel_close(ch);
+        ch = NULL;
+        CHECK_CHILD(p, 0);
+    }
+    zcio_channel_close(ch);
+    return 0;
+}
+
+static int test_chan_send_recv(void) { return recv_blocks("plain", 100, 1); }
+static int test_chan_send_bytes(void) { return recv_blocks("bytes", 100, 1); }
+static int test_chan_slices(void) { return recv_blocks("slices", 100, 1); }
+static int test_chan_secured(void) { return recv_blocks("secured", 100, 0); }
+static int test_chan_sender_killed(void) { return recv_blocks("die", 3, 1); }
+
+/* A buffer held by the receiver counts as in use; released, it is back in
+ * the pool. */
+static int test_chan_release_returns_buffer(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "hold.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("chan-holder", sock, NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    zcio_pool *pool;
+    CHECK_OK(zcio_pool_create("ctest-hold", 1 << 20, 1, &pool));
+    zcio_buf *buf;
+    CHECK_OK(zcio_buf_alloc(pool, 10000, &buf));
+    CHECK(zcio_buf_len(buf) == 10000);
+    CHECK_OK(zcio_buf_truncate(buf, 5000));
+    CHECK(zcio_buf_len(buf) == 5000);
+    memset(zcio_buf_data(buf), 7, 5000);
+    CHECK_OK(zcio_send(ch, buf, -1));
+    zcio_msg *m;
+    CHECK_OK(zcio_recv(ch, 20000, &m)); /* "got": the holder has it */
+    zcio_msg_release(m);
+    zcio_channel_reclaim(ch);
+    zcio_pool_stats ps;
+    zcio_channel_stats cs;
+    CHECK_OK(zcio_pool_get_stats(pool, &ps));
+    CHECK_OK(zcio_channel_get_stats(ch, &cs));
+    CHECK(ps.buffers_in_use == 1 && cs.held_by_peer == 1);
+    CHECK_OK(zcio_send_bytes(ch, "release", 7, -1));
+    CHECK_OK(zcio_recv(ch, 20000, &m)); /* "done": released */
+    zcio_msg_release(m);
+    zcio_channel_reclaim(ch);
+    CHECK_OK(zcio_pool_get_stats(pool, &ps));
+    CHECK_OK(zcio_channel_get_stats(ch, &cs));
+    if (ps.buffers_in_use != 0 || cs.held_by_peer != 0)
+        FAILF("after release: %" PRIu64 " buffers in use, %" PRIu64 " held by the peer",
+              ps.buffers_in_use, cs.held_by_peer);
+    CHECK(cs.notices_received >= 1);
+    zcio_channel_close(ch);
+    CHECK_CHILD(p, 0);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
+/* Channel waits: 0 does not wait (-EAGAIN), > 0 ends with -ETIMEDOUT; a
+ * full channel refuses a non-blocking send with -EAGAIN and the message
+ * stays ours. */
+static int test_chan_timeouts(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "to.sock");
+    zcio_listener *l;
+    zcio_channel *ch = NULL;
+    zcio_msg *m = NULL;
+    CHECK_OK(zcio_listen(sock, &l));
+    CHECK_RC(zcio_accept(l, 0, &ch), -EAGAIN);
+    CHECK_RC(zcio_accept(l, 30, &ch), -ETIMEDOUT);
+    CHECK(ch == NULL);
+    pid_t p = spawn("chan-idle", sock, NULL);
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    CHECK_RC(zcio_recv(ch, 0, &m), -EAGAIN);
+    CHECK_RC(zcio_recv(ch, 30, &m), -ETIMEDOUT);
+    CHECK(m == NULL);
+    /* The peer does not receive: the ring fills up. */
+    int rc = 0, sent = 0;
+    while (sent < 100000 && (rc = zcio_send_bytes(ch, "0123456789abcdef", 16, 0)) == 0) sent++;
+    CHECK_RC(rc, -EAGAIN);
+    CHECK(sent > 1);
+    zcio_pool *pool;
+    zcio_buf *buf;
+    CHECK_OK(zcio_pool_create("ctest-full", 1 << 20, 1, &pool));
+    CHECK_OK(zcio_buf_alloc(pool, 100, &buf));
+    CHECK_RC(zcio_send(ch, buf, 0), -EAGAIN);
+    CHECK(zcio_buf_data(buf) == NULL && zcio_buf_len(buf) == 100); /* still ours, frozen */
+    CHECK_RC(zcio_send(ch, buf, 20), -ETIMEDOUT);
+    zcio_buf_free(buf);
+    char done[PATH_MAX + 8];
+    snprintf(done, sizeof done, "%s.done", sock);
+    int fd = open(done, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_CHILD(p, 0);
+    zcio_channel_close(ch);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
+/* Three processes: a sender, this process forwarding by reference, a sink. */
+static int test_chan_forward(void) {
+    char in_sock[PATH_MAX], out_sock[PATH_MAX];
+    path_in_work(in_sock, sizeof in_sock, "fwd-in.sock");
+    path_in_work(out_sock, sizeof out_sock, "fwd-out.sock");
+    pid_t sink = spawn("chan-sink", out_sock, "20", NULL);
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(in_sock, &l));
+    pid_t src = spawn("chan-sender", in_sock, "plain", "20", NULL);
+    zcio_channel *in, *out;
+    CHECK_OK(zcio_accept(l, 20000, &in));
+    zcio_listener_close(l);
+    CHECK_OK(connect_retry(out_sock, &out));
+    for (int i = 0; i < 20; i++) {
+        zcio_msg *m;
+        CHECK_OK(zcio_recv(in, 20000, &m));
+        CHECK_OK(zcio_forward(out, m, -1));
+        zcio_msg_release(m);
+    }
+    zcio_channel_close(out);
+    CHECK_CHILD(sink, 0);
+    zcio_channel_close(in);
+    CHECK_CHILD(src, 0);
+    return 0;
+}
+
+/* Message bytes written to a pipe with writev, straight from shared pages. */
+static int test_msg_write_to(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "wt.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("chan-sender", sock, "slices", "1", NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    zcio_msg *m;
+    CHECK_OK(zcio_recv(ch, 20000, &m));
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    CHECK_RC(zcio_msg_write_to(m, fds[1]), block_len(0));
+    unsigned char b[1024];
+    CHECK(read(fds[0], b, sizeof b) == (ssize_t)block_len(0));
+    CHECK(check_block(b, block_len(0), 0) == 0);
+    CHECK_RC(zcio_msg_write_to(m, -1), -EBADF);
+    close(fds[0]);
+    close(fds[1]);
+    zcio_msg_release(m);
+    zcio_channel_close(ch);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
+/* NULL pointers, bad names, zero and absurd sizes, wrong handles: error
+ * codes, never a crash. */
+static int test_hostile_input(void) {
+    zcio_ring *r = NULL;
+    char b[16];
+    const void *d;
+    size_t n;
+    /* NULL everywhere */
+    CHECK_RC(zcio_ring_open(NULL, ZCIO_O_RDONLY, 0, 0, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("x", ZCIO_O_RDONLY, 0, 0, NULL), -EINVAL);
+    CHECK_RC(zcio_ring_read(NULL, b, 1), -EINVAL);
+    CHECK_RC(zcio_ring_write(NULL, b, 1), -EINVAL);
+    CHECK_RC(zcio_ring_peek(NULL, 1, &d, &n), -EINVAL);
+    CHECK_RC(zcio_ring_release(NULL), -EINVAL);
+    CHECK_RC(zcio_ring_seek(NULL, 0, ZCIO_SEEK_CUR), -EINVAL);
+    CHECK_RC(zcio_ring_fd(NULL), -EINVAL);
+    CHECK_RC(zcio_ring_set_timeout(NULL, 0), -EINVAL);
+    CHECK_RC(zcio_ring_wait_consumers(NULL, 1, 0), -EINVAL);
+    CHECK_RC(zcio_ring_get_stats(NULL, NULL), -EINVAL);
+    CHECK_RC(zcio_ring_unlink(NULL), -EINVAL);
+    zcio_ring_close(NULL);
+    zcio_ring_close_error(NULL, 1);
+    CHECK_RC(zcio_listen(NULL, NULL), -EINVAL);
+    CHECK_RC(zcio_accept(NULL, 0, NULL), -EINVAL);
+    CHECK_RC(zcio_connect(NULL, 0, NULL), -EINVAL);
+    CHECK_RC(zcio_send(NULL, NULL, 0), -EINVAL);
+    CHECK_RC(zcio_sendv(NULL, NULL, 0, 0), -EINVAL);
+    CHECK_RC(zcio_send_bytes(NULL, "x", 1, 0), -EINVAL);
+    CHECK_RC(zcio_forward(NULL, NULL, 0), -EINVAL);
+    CHECK_RC(zcio_recv(NULL, 0, NULL), -EINVAL);
+    CHECK_RC(zcio_channel_reclaim(NULL), -EINVAL);
+    CHECK_RC(zcio_channel_get_stats(NULL, NULL), -EINVAL);
+    CHECK_RC(zcio_pool_create("p", 0, 0, NULL), -EINVAL);
+    CHECK_RC(zcio_pool_get_stats(NULL, NULL), -EINVAL);
+    CHECK_RC(zcio_buf_alloc(NULL, 1, NULL), -EINVAL);
+    CHECK(zcio_buf_data(NULL) == NULL && zcio_buf_len(NULL) == 0);
+    CHECK_RC(zcio_buf_truncate(NULL, 1), -EINVAL);
+    CHECK(zcio_msg_len(NULL) == 0);
+    CHECK_RC(zcio_msg_slices(NULL, NULL, 0), -EINVAL);
+    CHECK_RC(zcio_msg_read(NULL, 0, b, 1), -EINVAL);
+    CHECK_RC(zcio_msg_is_volatile(NULL), -EINVAL);
+    CHECK_RC(zcio_msg_write_to(NULL, 1), -EINVAL);
+    zcio_listener_close(NULL);
+    zcio_channel_close(NULL);
+    zcio_pool_destroy(NULL);
+    zcio_buf_free(NULL);
+    zcio_msg_release(NULL);
+    CHECK(strstr(zcio_last_error(), "NULL") != NULL);
+
+    /* bad names */
+    const char *names[] = {"", "a/b", ".hidden", "sp ace", "\xff\xfe", "../../etc/passwd"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        CHECK_RC(zcio_ring_open(names[i], ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 4096, &r), -EINVAL);
+    char longname[300];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    CHECK_RC(zcio_ring_open(longname, ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 4096, &r), -EINVAL);
+    CHECK_RC(zcio_ring_unlink("a/b"), -EINVAL);
+    CHECK_RC(zcio_ring_unlink("no-such-ring"), -ENOENT);
+    CHECK_RC(zcio_ring_open("no-such-ring", ZCIO_O_RDONLY, 0, 0, &r), -ENOENT);
+
+    /* sizes, flags, modes */
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 0, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 1000, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 1024, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, (size_t)1 << 62, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0100000, 4096, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", 2 /* O_RDWR */, 0, 0, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | 0x40000000, 0600, 4096, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_RDONLY | ZCIO_O_EXCL, 0600, 4096, &r), -EINVAL);
+    CHECK_RC(zcio_ring_open("sz", ZCIO_O_WRONLY | ZCIO_O_OLDEST, 0600, 4096, &r), -EINVAL);
+    CHECK(r == NULL); /* untouched by the failures */
+
+    /* wrong direction, bad arguments on a live ring */
+    zcio_ring *c, *p, *p2;
+    CHECK_OK(zcio_ring_open("hx", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_EXCL | ZCIO_O_BLOCKS, 0600,
+                            4096, &c));
+    CHECK_RC(zcio_ring_open("hx", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_EXCL, 0600, 4096, &r), -EEXIST);
+    CHECK_OK(zcio_ring_open("hx", ZCIO_O_WRONLY, 0, 0, &p));
+    CHECK_RC(zcio_ring_open("hx", ZCIO_O_WRONLY, 0, 0, &p2), -EBUSY); /* one producer */
+    CHECK_RC(zcio_ring_write(c, "x", 1), -EBADF);
+    CHECK_RC(zcio_ring_read(p, b, sizeof b), -EBADF);
+    CHECK_RC(zcio_ring_read(c, NULL, 1), -EINVAL);
+    CHECK_RC(zcio_ring_read(c, b, 0), -EINVAL);
+    CHECK_RC(zcio_ring_write(p, NULL, 5), -EINVAL);
+    CHECK_RC(zcio_ring_peek(c, 0, &d, &n), -EINVAL);
+    CHECK_RC(zcio_ring_peek(c, 1, NULL, &n), -EINVAL);
+    CHECK_RC(zcio_ring_get_stats(c, NULL), -EINVAL);
+    char big[8192] = {0};
+    CHECK_RC(zcio_ring_write(p, big, sizeof big), -EMSGSIZE); /* a block beyond max_block */
+    CHECK_RC(zcio_ring_write(p, big, 100), 100);
+    CHECK_RC(zcio_ring_read(c, b, sizeof b), -EMSGSIZE); /* block does not fit: not consumed */
+    CHECK_RC(zcio_ring_read(c, big, sizeof big), 100);
+    zcio_ring_close(p);
+    zcio_ring_close(c);
+
+    /* a file that is not a ring */
+    char junk[PATH_MAX];
+    path_in_work(junk, sizeof junk, "zcio-ring.junk");
+    int fd = open(junk, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0);
+    for (int i = 0; i < 8192; i++) CHECK(write(fd, &(char){(char)(i * 13)}, 1) == 1);
+    close(fd);
+    CHECK_RC(zcio_ring_open("junk", ZCIO_O_RDONLY, 0, 0, &r), -ZCIO_EBADRING);
+
+    /* pools and buffers */
+    zcio_pool *pool;
+    zcio_buf *buf = NULL;
+    CHECK_OK(zcio_pool_create(NULL, 1 << 16, 1, &pool));
+    CHECK_RC(zcio_pool_create("", 0, 0, &pool), -EINVAL);
+    CHECK_RC(zcio_pool_create("p", SIZE_MAX, 1, &pool), -EINVAL);
+    CHECK_RC(zcio_buf_alloc(pool, 0, &buf), -EINVAL);
+    CHECK_RC(zcio_buf_alloc(pool, SIZE_MAX, &buf), -EMSGSIZE);
+    CHECK_RC(zcio_buf_alloc(pool, (size_t)1 << 60, &buf), -EMSGSIZE);
+    CHECK(buf == NULL);
+    CHECK_OK(zcio_buf_alloc(pool, 100, &buf));
+    CHECK_RC(zcio_buf_truncate(buf, 0), -EINVAL);
+    zcio_buf_free(buf);
+
+    /* channels: nobody listening, a listener that speaks garbage, sendv misuse */
+    char sock[PATH_MAX];
+    zcio_channel *ch = NULL;
+    path_in_work(sock, sizeof sock, "nobody.sock");
+    int rc = zcio_connect(sock, 1000, &ch);
+    CHECK(rc == -ENOENT || rc == -ECONNREFUSED);
+    CHECK_RC(zcio_connect("", 1000, &ch), -EINVAL);
+    zcio_listener *l = NULL;
+    CHECK(zcio_listen("/nonexistent-dir/x.sock", &l) < 0);
+    CHECK(l == NULL);
+    path_in_work(sock, sizeof sock, "garbage.sock");
+    pid_t g = spawn("garbage-listener", sock, NULL);
+    for (int i = 0; i < 1000 && access(sock, F_OK) != 0; i++) sleep_ms(5);
+    rc = zcio_connect(sock, 2000, &ch);
+    CHECK(rc < 0);
+    CHECK(ch == NULL);
+    CHECK_CHILD(g, 0);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
+/* An exhausted pool says -ENOBUFS (no wait) or -ETIMEDOUT (timed); freeing
+ * a buffer makes room. Rings run out of consumer slots (-EUSERS). */
+static int test_exhaustion(void) {
+    zcio_pool *pool;
+    CHECK_OK(zcio_pool_create("ctest-small", 64 << 10, 1, &pool));
+    zcio_buf *bufs[16], *extra = NULL;
+    for (int i = 0; i < 16; i++) CHECK_OK(zcio_buf_alloc_timeout(pool, 4096, 0, &bufs[i]));
+    CHECK_RC(zcio_buf_alloc_timeout(pool, 4096, 0, &extra), -ENOBUFS);
+    CHECK_RC(zcio_buf_alloc_timeout(pool, 4096, 20, &extra), -ETIMEDOUT);
+    CHECK(extra == NULL);
+    zcio_pool_stats ps;
+    CHECK_OK(zcio_pool_get_stats(pool, &ps));
+    CHECK(ps.buffers_in_use == 16 && ps.exhausted >= 2 && ps.chunks == 1);
+    zcio_buf_free(bufs[3]);
+    CHECK_OK(zcio_buf_alloc_timeout(pool, 4096, 0, &bufs[3]));
+    for (int i = 0; i < 16; i++) zcio_buf_free(bufs[i]);
+    CHECK_OK(zcio_pool_get_stats(pool, &ps));
+    CHECK(ps.buffers_in_use == 0);
+    zcio_pool_destroy(pool);
+
+    zcio_ring *cons[65];
+    int opened = 0, rc = 0;
+    while (opened < 65) {
+        rc = zcio_ring_open("slots", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 4096, &cons[opened]);
+        if (rc < 0) break;
+        opened++;
+    }
+    CHECK(opened == 64);
+    CHECK_RC(rc, -EUSERS);
+    for (int i = 0; i < opened; i++) zcio_ring_close(cons[i]);
+    CHECK_OK(zcio_ring_open("slots", ZCIO_O_RDONLY, 0, 0, &cons[0]));
+    zcio_ring_close(cons[0]);
+    return 0;
+}
+
+/* A panic inside the library comes back as -ZCIO_EPANIC, and the library
+ * keeps working. */
+static int test_panic_becomes_error_code(void) {
+    fprintf(stderr, "    (a panic message from libzcio may follow: it is expected)\n");
+    CHECK_RC(zcio__test_panic(0), -ZCIO_EPANIC);
+    CHECK(strstr(zcio_last_error(), "deliberate panic") != NULL);
+    CHECK_RC(zcio__test_panic(1), -ZCIO_EPANIC);
+    CHECK(strstr(zcio_strerror(-ZCIO_EPANIC), "panic") != NULL);
+    zcio_ring *r;
+    CHECK_OK(zcio_ring_open("after-panic", ZCIO_O_RDONLY | ZCIO_O_CREAT, 0600, 4096, &r));
+    zcio_ring_close(r);
+    return 0;
+}
+
+/* Every code the library returns has a text; both signs work. */
+static int test_strerror(void) {
+    const int codes[] = {EAGAIN, ETIMEDOUT, EPIPE,      EBADMSG,    EINVAL, ENOENT,
+                         EEXIST, EACCES,    ENOSPC,     EBUSY,      EUSERS, EOPNOTSUPP,
+                         EMSGSIZE, ENOBUFS, ECONNABORTED, EPROTO,   EBADF,  ERANGE,
+                         ECONNREFUSED, EIO};
+    for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+        const char *t = zcio_strerror(-codes[i]);
+        CHECK(t != NULL && *t != 0 && strcmp(t, "unknown error code") != 0);
+        CHECK(strcmp(t, zcio_strerror(codes[i])) == 0);
+        CHECK(strcmp(t, strerror(codes[i])) == 0);
+    }
+    for (int c = ZCIO_ECODE_MIN; c <= ZCIO_ECODE_MAX; c++) {
+        const char *t = zcio_strerror(-c);
+        CHECK(t != NULL && *t != 0 && strcmp(t, "unknown error code") != 0);
+        for (int o = ZCIO_ECODE_MIN; o < c; o++) CHECK(strcmp(t, zcio_strerror(-o)) != 0);
+    }
+    CHECK(strcmp(zcio_strerror(0), "success") == 0);
+    CHECK(strcmp(zcio_strerror(-99999), "unknown error code") == 0);
+    CHECK(strcmp(zcio_strerror(INT_MIN), "unknown error code") == 0);
+    CHECK(strcmp(zcio_version(), "0.1.0") == 0);
+    CHECK(zcio_last_error() != NULL);
+    return 0;
+}
+
+/* ----------------------------------------------------------- the runner */
+
+struct test {
+    const char *name;
+    int (*fn)(void);
+};
+
+static const struct test tests[] = {
+    {"ring_round_trip", test_ring_round_trip},
+    {"ring_stream", test_ring_stream},
+    {"ring_peek_release", test_ring_peek_release},
+    {"ring_peek_lapped", test_ring_peek_lapped},
+    {"ring_seek", test_ring_seek},
+    {"ring_nonblock", test_ring_nonblock},
+    {"ring_timeouts", test_ring_timeouts},
+    {"ring_fd_poll", test_ring_fd_poll},
+    {"ring_producer_killed", test_ring_producer_killed},
+    {"chan_send_recv", test_chan_send_recv},
+    {"chan_send_bytes", test_chan_send_bytes},
+    {"chan_slices", test_chan_slices},
+    {"chan_secured", test_chan_secured},
+    {"chan_sender_killed", test_chan_sender_killed},
+    {"chan_release_returns_buffer", test_chan_release_returns_buffer},
+    {"chan_timeouts", test_chan_timeouts},
+    {"chan_forward", test_chan_forward},
+    {"msg_write_to", test_msg_write_to},
+    {"hostile_input", test_hostile_input},
+    {"exhaustion", test_exhaustion},
+    {"panic_becomes_error_code", test_panic_becomes_error_code},
+    {"strerror", test_strerror},
+};
+
+static void remove_work_dir(void) {
+    DIR *d = opendir(work_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char p[PATH_MAX * 2];
+        snprintf(p, sizeof p, "%s/%s", work_dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(work_dir);
+}
+
+int main(int argc, char **argv) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return 2;
+    }
+    self_exe[n] = 0;
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0) return run_child(argc, argv);
+
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(work_dir, sizeof work_dir, "%s/zcio-ctest-XXXXXX", base);
+    if (!mkdtemp(work_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    setenv("ZCIO_RING_DIR", work_dir, 1);
+
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+        if (argc > 1) {
+            int wanted = 0;
+            for (int a = 1; a < argc; a++) wanted |= strcmp(argv[a], tests[i].name) == 0;
+            if (!wanted) continue;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(WATCHDOG_S);
+            exit(tests[i].fn()); /* exit, not _exit: leak checkers run at exit */
+        }
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            printf("ok   %s\n", tests[i].name);
+            passed++;
+        } else {
+            if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+                printf("FAIL %s (watchdog: still running after %d s)\n", tests[i].name, WATCHDOG_S);
+            else if (WIFSIGNALED(st))
+                printf("FAIL %s (killed by signal %d)\n", tests[i].name, WTERMSIG(st));
+            else
+                printf("FAIL %s\n", tests[i].name);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    remove_work_dir();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : (passed ? 0 : 1);
+}

@@ -1,0 +1,557 @@
+//! Channels: `zcio_listen` / `zcio_accept` / `zcio_connect`, sending pool
+//! buffers by reference (`zcio_send`, `zcio_sendv`), copies
+//! (`zcio_send_bytes`) and received messages (`zcio_forward`), receiving
+//! (`zcio_recv`), counters and close.
+
+use std::collections::HashSet;
+use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
+
+use crate::error::{einval, fail, guard};
+use crate::msg::zcio_msg;
+use crate::pool::{copy_pool, zcio_buf, BufState};
+use crate::Timeout;
+
+/// A listening socket that accepts channels (opaque).
+pub struct zcio_listener {
+    l: Listener,
+}
+
+/// One end of a channel (opaque). `zcio_send*` and `zcio_recv` may be
+/// called from different threads at once; the rest of the calls are
+/// thread-safe too.
+pub struct zcio_channel {
+    ch: Channel,
+    /// The pool `zcio_send_bytes` copies into, made on first use.
+    copies: OnceLock<Pool>,
+}
+
+/// Counters of a channel end (`zcio_channel_get_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct zcio_channel_stats {
+    /// Messages sent.
+    pub msgs_sent: u64,
+    /// Messages received.
+    pub msgs_received: u64,
+    /// Slices we sent that the peer has not released yet.
+    pub held_by_peer: u64,
+    /// Deallocation notices received from the peer.
+    pub notices_received: u64,
+    /// Notices naming something the peer did not hold (ignored).
+    pub bad_notices: u64,
+    /// Deallocation notices we sent.
+    pub notices_sent: u64,
+    /// Malformed messages received (each rejected; the channel stays usable).
+    pub malformed: u64,
+    /// Shared-memory regions passed to the peer.
+    pub regions_sent: u64,
+    /// Regions received from the peer.
+    pub regions_received: u64,
+    /// Slices retired because the peer ended while holding them.
+    pub retired: u64,
+}
+
+/// A path argument (any bytes but NUL).
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path, c_int> {
+    if p.is_null() {
+        return Err(einval("socket path is NULL"));
+    }
+    // SAFETY: non-NULL and NUL-terminated (contract).
+    let b = unsafe { CStr::from_ptr(p) }.to_bytes();
+    if b.is_empty() {
+        return Err(einval("socket path is empty"));
+    }
+    Ok(Path::new(OsStr::from_bytes(b)))
+}
+
+/// Listen for channels on the Unix socket `path` (a stale socket file of
+/// a dead listener is replaced; a live one is `-EADDRINUSE`). Only
+/// processes of this user id may connect. Stores the handle in `*out`
+/// (free it with `zcio_listener_close`, which removes the socket file).
+/// Returns 0 or a negative errno.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_listen(path: *const c_char, out: *mut *mut zcio_listener) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return einval("zcio_listen: out is NULL");
+        }
+        // SAFETY: the caller's contract.
+        let path = match unsafe { path_arg(path) } {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        match Listener::bind(path, ChannelConfig::default()) {
+            Ok(l) => {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { out.write(Box::into_raw(Box::new(zcio_listener { l }))) };
+                0
+            }
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Accept one channel, waiting at most `timeout_ms` (< 0: as long as it
+/// takes; 0: `-EAGAIN` unless a connection is pending). Stores the new
+/// channel in `*out` (free it with `zcio_channel_close`). A refused or
+/// broken handshake is an error; the listener stays usable. Returns 0,
+/// `-EAGAIN`, `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
+///
+/// # Safety
+/// `l` is NULL or a live listener; `out` is NULL or valid for writing a
+/// pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_accept(
+    l: *mut zcio_listener,
+    timeout_ms: c_int,
+    out: *mut *mut zcio_channel,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let Some(l) = (unsafe { l.as_ref() }) else {
+            return einval("zcio_accept: listener is NULL");
+        };
+        if out.is_null() {
+            return einval("zcio_accept: out is NULL");
+        }
+        let t = Timeout::from_ms(timeout_ms);
+        let r = match t {
+            Timeout::Block => l.l.accept(),
+            Timeout::No => l.l.accept_timeout(std::time::Duration::ZERO),
+            Timeout::For(d) => l.l.accept_timeout(d),
+        };
+        match r {
+            // SAFETY: non-NULL and writable (contract).
+            Ok(ch) => unsafe {
+                out.write(new_channel(ch));
+                0
+            },
+            Err(zcio::ConnectError::TimedOut) if t == Timeout::No => -libc::EAGAIN,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+fn new_channel(ch: Channel) -> *mut zcio_channel {
+    Box::into_raw(Box::new(zcio_channel {
+        ch,
+        copies: OnceLock::new(),
+    }))
+}
+
+/// Stop listening and free the handle; the socket file is removed.
+/// Channels already accepted are not affected. NULL is ignored.
+///
+/// # Safety
+/// `l` is NULL or a live listener, not used again afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_listener_close(l: *mut zcio_listener) {
+    guard(|| {
+        if !l.is_null() {
+            // SAFETY: a live handle from `zcio_listen`, given up here.
+            drop(unsafe { Box::from_raw(l) });
+        }
+    })
+}
+
+/// Connect to the listener at `path`; the handshake waits at most
+/// `timeout_ms` (≤ 0: 5 s). Stores the channel in `*out` (free it with
+/// `zcio_channel_close`). Returns 0, `-ENOENT` / `-ECONNREFUSED` (no
+/// listener), `-EACCES` (refused by the listener's access policy),
+/// `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_connect(
+    path: *const c_char,
+    timeout_ms: c_int,
+    out: *mut *mut zcio_channel,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return einval("zcio_connect: out is NULL");
+        }
+        // SAFETY: the caller's contract.
+        let path = match unsafe { path_arg(path) } {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let mut cfg = ChannelConfig::default();
+        if let Timeout::For(d) = Timeout::from_ms(timeout_ms) {
+            cfg.connect_timeout = d;
+        }
+        match Channel::connect(path, cfg) {
+            // SAFETY: non-NULL and writable (contract).
+            Ok(ch) => unsafe {
+                out.write(new_channel(ch));
+                0
+            },
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// The channel behind `ch`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel handle.
+unsafe fn chan<'a>(ch: *const zcio_channel) -> Result<&'a zcio_channel, c_int> {
+    // SAFETY: the caller's contract.
+    unsafe { ch.as_ref() }.ok_or_else(|| einval("channel handle is NULL"))
+}
+
+/// Send `msg` as `t` says; on failure the code and the message back.
+fn send_msg(ch: &Channel, msg: Msg, t: Timeout) -> Result<(), (c_int, Msg)> {
+    match t {
+        Timeout::Block => ch.send(msg).map_err(|e| e.into_parts()),
+        Timeout::No => ch.try_send(msg).map_err(|e| e.into_parts()),
+        Timeout::For(d) => ch.send_timeout(msg, d).map_err(|e| e.into_parts()),
+    }
+    .map_err(|(kind, msg)| (fail(kind), msg))
+}
+
+/// Freeze `b` for sending (idempotent): its message, or the error code.
+fn freeze(b: &mut zcio_buf) -> Result<&Msg, c_int> {
+    if let BufState::Fill(_) = b.state {
+        let BufState::Fill(f) = std::mem::replace(&mut b.state, BufState::Gone) else {
+            unreachable!("matched just above");
+        };
+        match f.freeze() {
+            Ok(fb) => b.state = BufState::Frozen(Msg::from(fb)),
+            Err(e) => {
+                b.state = BufState::Frozen(Msg::from(e.buf));
+                return Err(fail(e.error));
+            }
+        }
+    }
+    match &b.state {
+        BufState::Frozen(m) => Ok(m),
+        _ => Err(einval("buffer handle was already sent")),
+    }
+}
+
+/// Send `buf` by reference: the receiver reads these very pages. Waits
+/// for room in the channel at most `timeout_ms` (0: `-EAGAIN` if full;
+/// < 0: the channel's bound, 10 s).
+///
+/// Ownership: on success (0) the buffer belongs to the channel and the
+/// handle is freed: do not touch `buf` or its bytes again (the pages
+/// return to the pool when the receiver releases the message). On failure
+/// the buffer is still yours, frozen (`zcio_buf_data` returns NULL): send
+/// it again or `zcio_buf_free` it. Errors: `-EAGAIN`, `-ETIMEDOUT`,
+/// `-EPIPE` (the peer is gone), `-ENOBUFS` (the peer holds too many
+/// buffers), `-ECONNABORTED`, `-ZCIO_ECORRUPT`, `-EINVAL`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel; `buf` is NULL or a live buffer handle
+/// used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_send(
+    ch: *mut zcio_channel,
+    buf: *mut zcio_buf,
+    timeout_ms: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // SAFETY: the caller's contract.
+        let Some(b) = (unsafe { buf.as_mut() }) else {
+            return einval("zcio_send: buf is NULL");
+        };
+        if let Err(e) = freeze(b) {
+            return e;
+        }
+        let BufState::Frozen(msg) = std::mem::replace(&mut b.state, BufState::Gone) else {
+            unreachable!("freeze leaves the buffer frozen");
+        };
+        match send_msg(&c.ch, msg, Timeout::from_ms(timeout_ms)) {
+            Ok(()) => {
+                // SAFETY: a live handle (contract); sent, so given up.
+                drop(unsafe { Box::from_raw(buf) });
+                0
+            }
+            Err((code, msg)) => {
+                b.state = BufState::Frozen(msg);
+                code
+            }
+        }
+    })
+}
+
+/// Send `n` buffers as one message of `n` slices (at most 64), e.g. a
+/// header and a payload; the receiver sees them in this order
+/// (`zcio_msg_slices`). Ownership as for `zcio_send`: on success every
+/// handle is freed; on failure every buffer is still yours (those that
+/// were frozen stay frozen). The same buffer may not appear twice
+/// (`-EINVAL`).
+///
+/// # Safety
+/// `ch` is NULL or a live channel; `bufs` is NULL or points to `n`
+/// pointers, each NULL or a live buffer handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_sendv(
+    ch: *mut zcio_channel,
+    bufs: *const *mut zcio_buf,
+    n: usize,
+    timeout_ms: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if bufs.is_null() || n == 0 || n > zcio::msg::MAX_SLICES {
+            return einval("zcio_sendv: bufs is NULL or n is not 1..=64");
+        }
+        // SAFETY: `bufs` points to `n` pointers (contract).
+        let ptrs = unsafe { std::slice::from_raw_parts(bufs, n) };
+        let distinct: HashSet<_> = ptrs.iter().collect();
+        if ptrs.iter().any(|p| p.is_null()) || distinct.len() != n {
+            return einval("zcio_sendv: a buffer is NULL or appears twice");
+        }
+        let mut slices = Vec::with_capacity(n);
+        for &p in ptrs {
+            // SAFETY: non-NULL live handles (contract), pairwise distinct
+            // (checked), so each `&mut` is unique.
+            let b = unsafe { &mut *p };
+            match freeze(b) {
+                Ok(m) => slices.extend(m.slices().iter().cloned()),
+                Err(e) => return e,
+            }
+        }
+        let msg = match Msg::from_slices(slices) {
+            Ok(m) => m,
+            Err(e) => return fail(e),
+        };
+        match send_msg(&c.ch, msg, Timeout::from_ms(timeout_ms)) {
+            Ok(()) => {
+                for &p in ptrs {
+                    // SAFETY: live, distinct handles (contract, checked);
+                    // their buffers were sent, so the handles are given up.
+                    drop(unsafe { Box::from_raw(p) });
+                }
+                0
+            }
+            Err((code, _copy)) => code,
+        }
+    })
+}
+
+/// Copy `len` bytes from `data` into a buffer of the channel's own pool
+/// and send it (for small or occasional messages; large data is better
+/// written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
+/// both the wait for a free buffer and for room (0: `-EAGAIN` /
+/// `-ENOBUFS` at once). `data` stays yours. Returns 0 or the errors of
+/// `zcio_buf_alloc` and `zcio_send`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel; `data` is valid for reading `len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_send_bytes(
+    ch: *mut zcio_channel,
+    data: *const c_void,
+    len: usize,
+    timeout_ms: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if data.is_null() || len == 0 || len > isize::MAX as usize {
+            return einval("zcio_send_bytes: data is NULL or len is 0");
+        }
+        // SAFETY: readable for `len` bytes (contract).
+        let src = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+        let pool = c.copies.get_or_init(copy_pool);
+        let t = Timeout::from_ms(timeout_ms);
+        let buf = match t {
+            Timeout::Block => pool.alloc(len),
+            Timeout::No => pool.try_alloc(len),
+            Timeout::For(d) => pool.alloc_timeout(len, d),
+        };
+        let mut buf = match buf {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
+        buf.as_mut_slice().copy_from_slice(src);
+        let msg = match buf.freeze() {
+            Ok(b) => Msg::from(b),
+            Err(e) => return fail(e.error),
+        };
+        match send_msg(&c.ch, msg, t) {
+            Ok(()) => 0,
+            Err((code, _unsent)) => code,
+        }
+    })
+}
+
+/// Forward a received message to another channel by reference (no byte
+/// is copied; the pages are passed on). `msg` stays yours (release it as
+/// usual); the originator gets its buffers back once both you and the
+/// next receiver released them. Timeout and errors as for `zcio_send`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel; `msg` is NULL or a live message.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_forward(
+    ch: *mut zcio_channel,
+    msg: *const zcio_msg,
+    timeout_ms: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // SAFETY: the caller's contract.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return einval("zcio_forward: msg is NULL");
+        };
+        match send_msg(&c.ch, m.msg.clone(), Timeout::from_ms(timeout_ms)) {
+            Ok(()) => 0,
+            Err((code, _)) => code,
+        }
+    })
+}
+
+/// Receive a message, waiting at most `timeout_ms` (0: `-EAGAIN` if none
+/// is ready; < 0: the channel's bound, 1 hour). Stores it in `*out`: it is
+/// yours until `zcio_msg_release`. Errors: `-EAGAIN`, `-ETIMEDOUT`,
+/// `-EPIPE` (the peer is gone and everything it sent was received; a
+/// sender killed mid-stream shows up here, never as a hang), `-EBADMSG`
+/// (a malformed message was dropped; the channel stays usable),
+/// `-ZCIO_ECORRUPT` (the channel is closed).
+///
+/// The message's bytes are the sender's pages, read in place. If
+/// `zcio_msg_is_volatile` says 1, the sender can still write them: copy
+/// out what you validate (`zcio_msg_read`), then use the copy.
+///
+/// # Safety
+/// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+/// pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_recv(
+    ch: *mut zcio_channel,
+    timeout_ms: c_int,
+    out: *mut *mut zcio_msg,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return einval("zcio_recv: out is NULL");
+        }
+        let r = match Timeout::from_ms(timeout_ms) {
+            Timeout::Block => c.ch.recv().map_err(fail),
+            Timeout::No => c.ch.try_recv().map_err(fail),
+            Timeout::For(d) => c.ch.recv_timeout(d).map_err(fail),
+        };
+        match r {
+            Ok(msg) => {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { out.write(Box::into_raw(Box::new(zcio_msg { msg }))) };
+                0
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+/// Process the peer's deallocation notices now, so released buffers are
+/// back in their pools (allocation does this by itself when it needs
+/// to). Returns how many slices came back.
+///
+/// # Safety
+/// `ch` is NULL or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_reclaim(ch: *mut zcio_channel) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { chan(ch) } {
+            Ok(c) => c.ch.reclaim().min(c_int::MAX as usize) as c_int,
+            Err(e) => e,
+        }
+    })
+}
+
+/// Fill `*out` with the channel's counters. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+/// `struct zcio_channel_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_get_stats(
+    ch: *mut zcio_channel,
+    out: *mut zcio_channel_stats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return einval("zcio_channel_get_stats: out is NULL");
+        }
+        let s = c.ch.stats();
+        let s = zcio_channel_stats {
+            msgs_sent: s.msgs_sent,
+            msgs_received: s.msgs_received,
+            held_by_peer: s.held_by_peer as u64,
+            notices_received: s.notices_received,
+            bad_notices: s.bad_notices,
+            notices_sent: s.notices_sent,
+            malformed: s.malformed,
+            regions_sent: s.regions_sent,
+            regions_received: s.regions_received,
+            retired: s.retired,
+        };
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(s) };
+        0
+    })
+}
+
+/// Close this end and free the handle (NULL is ignored): the peer sees
+/// `-EPIPE` once it has received what was sent; what the peer held of
+/// ours is released. Messages received earlier stay readable until
+/// released.
+///
+/// # Safety
+/// `ch` is NULL or a live channel, not used again afterwards (by any
+/// thread).
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_close(ch: *mut zcio_channel) {
+    guard(|| {
+        if !ch.is_null() {
+            // SAFETY: a live handle from `zcio_accept`/`zcio_connect`,
+            // given up here.
+            drop(unsafe { Box::from_raw(ch) });
+        }
+    })
+}

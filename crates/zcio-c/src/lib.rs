@@ -1,0 +1,138 @@
+//! The C library of zcio: POSIX-style calls over the Rust API, built as
+//! `libzcio.so` / `libzcio.a` by `scripts/build-c`, declared in
+//! `include/zcio.h` (generated from this crate by cbindgen; the doc
+//! comments here are the header's comments, written for C programmers).
+//!
+//! Rules every entry point follows:
+//! * it runs inside [`error::guard`]: a panic becomes `-ZCIO_EPANIC`, it
+//!   never unwinds into C;
+//! * pointers are checked for NULL; handles are opaque (`Box`es of the
+//!   types below), never Rust types with a layout;
+//! * it returns `0`, a count, or a negative errno-style code (see
+//!   [`error`]), and records a detailed message for `zcio_last_error`.
+//!
+//! A frontend: it only binds the public `zcio` API (rings, channels,
+//! pools, messages).
+
+#![allow(non_camel_case_types)]
+
+// In the order of the header's sections (cbindgen follows it).
+pub mod error;
+
+pub mod ring;
+
+pub mod pool;
+
+pub mod chan;
+
+pub mod msg;
+
+use std::ffi::{c_char, c_int, CStr};
+use std::time::Duration;
+
+/// `ssize_t` of the C library (the header uses the system's).
+pub type ssize_t = libc::ssize_t;
+
+const VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the package version contains a NUL byte"),
+    };
+
+/// Version string of the library (`"0.1.0"`); static, never NULL.
+#[no_mangle]
+pub extern "C" fn zcio_version() -> *const c_char {
+    error::guard(|| VERSION.as_ptr())
+}
+
+/// Not part of the API (absent from the header): panics inside the
+/// library, to prove that the panic comes back as `-ZCIO_EPANIC` and not
+/// as an unwind into C. `kind` 0 panics with a message, anything else with
+/// a non-string payload.
+#[no_mangle]
+pub extern "C" fn zcio__test_panic(kind: c_int) -> c_int {
+    error::guard(|| {
+        if kind == 0 {
+            panic!("zcio__test_panic: a deliberate panic inside libzcio");
+        }
+        std::panic::panic_any(kind)
+    })
+}
+
+/// A timeout argument: negative waits (as long as the call's bound
+/// allows), 0 does not wait, positive waits that many milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timeout {
+    Block,
+    No,
+    For(Duration),
+}
+
+impl Timeout {
+    pub(crate) fn from_ms(ms: c_int) -> Self {
+        match ms {
+            ..0 => Timeout::Block,
+            0 => Timeout::No,
+            ms => Timeout::For(Duration::from_millis(ms as u64)),
+        }
+    }
+}
+
+/// A C string argument as UTF-8 (`what` names it in the error).
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string valid for reads.
+pub(crate) unsafe fn str_arg<'a>(s: *const c_char, what: &str) -> Result<&'a str, c_int> {
+    if s.is_null() {
+        return Err(error::einval(format_args!("{what} is NULL")));
+    }
+    // SAFETY: non-NULL, and the caller promises a NUL-terminated string.
+    let c = unsafe { CStr::from_ptr(s) };
+    c.to_str()
+        .map_err(|_| error::einval(format_args!("{what} {c:?} is not valid UTF-8")))
+}
+
+// The header promises: rings and buffers may move between threads;
+// channels, pools and messages may be used from several at once.
+const _: () = {
+    const fn send<T: Send>() {}
+    const fn send_sync<T: Send + Sync>() {}
+    send::<ring::zcio_ring>();
+    send::<pool::zcio_buf>();
+    send_sync::<pool::zcio_pool>();
+    send_sync::<chan::zcio_channel>();
+    send_sync::<chan::zcio_listener>();
+    send_sync::<msg::zcio_msg>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_panic_entry_returns_the_panic_code() {
+        assert_eq!(zcio__test_panic(0), -error::ZCIO_EPANIC);
+        assert_eq!(zcio__test_panic(7), -error::ZCIO_EPANIC);
+        // The library still works afterwards.
+        // SAFETY: zcio_strerror returns a static NUL-terminated string.
+        let t = unsafe { CStr::from_ptr(error::zcio_strerror(-libc::EPIPE)) };
+        assert_eq!(t.to_str().unwrap(), "Broken pipe");
+    }
+
+    #[test]
+    fn null_handles_are_einval_not_crashes() {
+        // SAFETY: NULL is allowed for every pointer argument.
+        unsafe {
+            assert_eq!(
+                ring::zcio_ring_read(std::ptr::null_mut(), std::ptr::null_mut(), 1),
+                -(libc::EINVAL as isize)
+            );
+            assert_eq!(
+                chan::zcio_recv(std::ptr::null_mut(), 0, std::ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert!(pool::zcio_buf_data(std::ptr::null_mut()).is_null());
+            msg::zcio_msg_release(std::ptr::null_mut());
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Pools and buffers: `zcio_pool_create` → `zcio_buf_alloc` → fill through
+//! `zcio_buf_data` → `zcio_send` (in `chan`).
+
+use std::ffi::{c_char, c_int, c_void};
+use std::time::Duration;
+
+use zcio::{FbufMut, Msg, Pool, PoolConfig};
+
+use crate::error::{einval, fail, guard};
+use crate::{str_arg, Timeout};
+
+/// A pool of shared buffers (opaque): chunks of shared memory that stay
+/// mapped in every process the buffers reach, so reusing a buffer costs no
+/// mapping work. Thread-safe.
+pub struct zcio_pool {
+    pub(crate) pool: Pool,
+}
+
+/// A buffer from a pool (opaque): writable by its owner until it is sent.
+pub struct zcio_buf {
+    pub(crate) state: BufState,
+}
+
+pub(crate) enum BufState {
+    /// Being filled.
+    Fill(FbufMut),
+    /// Frozen by a send attempt that failed: the bytes can no longer be
+    /// changed; it can be sent again or freed.
+    Frozen(Msg),
+    /// Moved out during a send (never seen by the caller).
+    Gone,
+}
+
+/// Counters of a pool (`zcio_pool_get_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct zcio_pool_stats {
+    /// Chunk regions.
+    pub chunks: u64,
+    /// Bytes in all chunks.
+    pub bytes_total: u64,
+    /// Bytes free for allocation.
+    pub bytes_free: u64,
+    /// Buffers allocated and not yet returned (held here, or sent and not
+    /// yet released by every receiver).
+    pub buffers_in_use: u64,
+    /// Bytes of those.
+    pub bytes_in_use: u64,
+    /// Allocations served, ever.
+    pub allocs: u64,
+    /// Allocations refused because the pool was exhausted.
+    pub exhausted: u64,
+    /// Buffers retired: a receiver ended while holding them, so they are
+    /// never reused.
+    pub buffers_retired: u64,
+    /// Bytes of those.
+    pub bytes_retired: u64,
+}
+
+/// Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
+/// of chunks of `chunk_size` bytes (0: 16 MiB), at most `max_chunks` of
+/// them (0: 16); a buffer larger than a chunk gets a chunk of its own.
+/// Memory is taken chunk by chunk as buffers are allocated, never beyond
+/// the cap. Stores the handle in `*out` (free it with
+/// `zcio_pool_destroy`); returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_create(
+    name: *const c_char,
+    chunk_size: usize,
+    max_chunks: usize,
+    out: *mut *mut zcio_pool,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return einval("zcio_pool_create: out is NULL");
+        }
+        let name = if name.is_null() {
+            "pool"
+        } else {
+            // SAFETY: the caller's contract for `name`.
+            match unsafe { str_arg(name, "pool name") } {
+                Ok(n) => n,
+                Err(e) => return e,
+            }
+        };
+        if name.is_empty() || name.len() > 200 {
+            return einval("zcio_pool_create: name must have 1-200 bytes");
+        }
+        if chunk_size > isize::MAX as usize / 2 {
+            return einval("zcio_pool_create: chunk_size too large");
+        }
+        let d = PoolConfig::default();
+        let cfg = PoolConfig {
+            chunk_size: if chunk_size == 0 {
+                d.chunk_size
+            } else {
+                chunk_size
+            },
+            max_chunks: if max_chunks == 0 {
+                d.max_chunks
+            } else {
+                max_chunks
+            },
+            ..PoolConfig::named(name)
+        };
+        let p = Box::new(zcio_pool {
+            pool: Pool::new(cfg),
+        });
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(Box::into_raw(p)) };
+        0
+    })
+}
+
+/// Free the pool handle (NULL is ignored). Buffers and messages from it
+/// stay valid; its memory goes away when the last of them is released.
+///
+/// # Safety
+/// `pool` is NULL or a live handle, not used again afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_destroy(pool: *mut zcio_pool) {
+    guard(|| {
+        if !pool.is_null() {
+            // SAFETY: a live handle from `zcio_pool_create`, given up here.
+            drop(unsafe { Box::from_raw(pool) });
+        }
+    })
+}
+
+/// Fill `*out` with the pool's counters. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+/// `struct zcio_pool_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_get_stats(
+    pool: *const zcio_pool,
+    out: *mut zcio_pool_stats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { pool.as_ref() }) else {
+            return einval("zcio_pool_get_stats: pool is NULL");
+        };
+        if out.is_null() {
+            return einval("zcio_pool_get_stats: out is NULL");
+        }
+        let s = p.pool.stats();
+        let s = zcio_pool_stats {
+            chunks: s.chunks as u64,
+            bytes_total: s.bytes_total as u64,
+            bytes_free: s.bytes_free as u64,
+            buffers_in_use: s.buffers_in_use as u64,
+            bytes_in_use: s.bytes_in_use as u64,
+            allocs: s.allocs,
+            exhausted: s.exhausted,
+            buffers_retired: s.buffers_retired as u64,
+            bytes_retired: s.bytes_retired as u64,
+        };
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(s) };
+        0
+    })
+}
+
+/// The allocation calls' shared body.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+/// pointer.
+unsafe fn alloc(
+    pool: *const zcio_pool,
+    len: usize,
+    timeout: Timeout,
+    secured: bool,
+    out: *mut *mut zcio_buf,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(p) = (unsafe { pool.as_ref() }) else {
+        return einval("zcio_buf_alloc: pool is NULL");
+    };
+    if out.is_null() {
+        return einval("zcio_buf_alloc: out is NULL");
+    }
+    let r = if secured {
+        p.pool.alloc_secured(len)
+    } else {
+        match timeout {
+            Timeout::Block => p.pool.alloc(len),
+            Timeout::No => p.pool.try_alloc(len),
+            Timeout::For(d) => p.pool.alloc_timeout(len, d),
+        }
+    };
+    match r {
+        Ok(b) => {
+            let b = Box::new(zcio_buf {
+                state: BufState::Fill(b),
+            });
+            // SAFETY: non-NULL and writable (contract).
+            unsafe { out.write(Box::into_raw(b)) };
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Allocate a buffer of `len` bytes from `pool`, waiting up to 10 s for
+/// receivers to release buffers when the pool is exhausted. Its bytes are
+/// zeros or bytes this process wrote earlier (never another process's).
+/// Stores the handle in `*out`: the buffer is yours until
+/// `zcio_send` succeeds (then it is the channel's) or you
+/// `zcio_buf_free` it. Returns 0, `-EINVAL` (`len` 0), `-EMSGSIZE` (`len`
+/// beyond what a pool can hold), `-ETIMEDOUT` (still exhausted),
+/// `-ENOMEM`.
+///
+/// A pool buffer is *volatile*: this process keeps its writable mapping,
+/// so receivers must treat its bytes as changeable (see `zcio_recv`).
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+/// pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_alloc(
+    pool: *mut zcio_pool,
+    len: usize,
+    out: *mut *mut zcio_buf,
+) -> c_int {
+    // SAFETY: the caller's contract is `alloc`'s.
+    guard(|| unsafe { alloc(pool, len, Timeout::Block, false, out) })
+}
+
+/// `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
+/// does not wait (`-ENOBUFS` when the pool is exhausted), < 0 waits up to
+/// 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
+///
+/// # Safety
+/// As for `zcio_buf_alloc`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_alloc_timeout(
+    pool: *mut zcio_pool,
+    len: usize,
+    timeout_ms: c_int,
+    out: *mut *mut zcio_buf,
+) -> c_int {
+    // SAFETY: the caller's contract is `alloc`'s.
+    guard(|| unsafe { alloc(pool, len, Timeout::from_ms(timeout_ms), false, out) })
+}
+
+/// Allocate a *secured* buffer of `len` bytes: fresh memory of its own
+/// (not recycled), sealed by the kernel when it is sent, so no process,
+/// this one included, can change it afterwards and receivers can check
+/// that (`zcio_msg_is_volatile` returns 0). Costs fresh pages per buffer.
+/// Otherwise as `zcio_buf_alloc`.
+///
+/// # Safety
+/// As for `zcio_buf_alloc`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_alloc_secured(
+    pool: *mut zcio_pool,
+    len: usize,
+    out: *mut *mut zcio_buf,
+) -> c_int {
+    // SAFETY: the caller's contract is `alloc`'s.
+    guard(|| unsafe { alloc(pool, len, Timeout::Block, true, out) })
+}
+
+/// The buffer's bytes, writable by you until you send it: `zcio_buf_len`
+/// bytes. NULL if `buf` is NULL or was frozen by a failed `zcio_send`
+/// (its bytes can no longer change). Valid until the buffer is sent or
+/// freed.
+///
+/// # Safety
+/// `buf` is NULL or a live handle used by one thread at a time.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_data(buf: *mut zcio_buf) -> *mut c_void {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { buf.as_mut() } {
+            Some(zcio_buf {
+                state: BufState::Fill(b),
+            }) => b.as_mut_ptr().cast(),
+            _ => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// The buffer's length in bytes (0 for NULL).
+///
+/// # Safety
+/// `buf` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_len(buf: *const zcio_buf) -> usize {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { buf.as_ref() } {
+            Some(b) => match &b.state {
+                BufState::Fill(f) => f.len(),
+                BufState::Frozen(m) => m.len(),
+                BufState::Gone => 0,
+            },
+            None => 0,
+        }
+    })
+}
+
+/// Shorten the buffer to `len` bytes before sending it (no effect if `len`
+/// is not smaller). Returns 0, or `-EINVAL` (NULL, `len` 0, or a frozen
+/// buffer).
+///
+/// # Safety
+/// `buf` is NULL or a live handle used by one thread at a time.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_truncate(buf: *mut zcio_buf, len: usize) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { buf.as_mut() } {
+            Some(zcio_buf {
+                state: BufState::Fill(b),
+            }) if len > 0 => {
+                b.truncate(len);
+                0
+            }
+            _ => einval("zcio_buf_truncate: NULL or frozen buffer, or len 0"),
+        }
+    })
+}
+
+/// Give back a buffer you did not send (or whose send failed): it returns
+/// to its pool. NULL is ignored.
+///
+/// # Safety
+/// `buf` is NULL or a live handle, not used again afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_buf_free(buf: *mut zcio_buf) {
+    guard(|| {
+        if !buf.is_null() {
+            // SAFETY: a live handle from `zcio_buf_alloc*`, given up here.
+            drop(unsafe { Box::from_raw(buf) });
+        }
+    })
+}
+
+/// A default-sized pool for `zcio_send_bytes` (1 MiB chunks, up to 64).
+pub(crate) fn copy_pool() -> Pool {
+    Pool::new(PoolConfig {
+        chunk_size: 1 << 20,
+        max_chunks: 64,
+        spin: Duration::from_micros(50),
+        ..PoolConfig::named("zcio-c-send-bytes")
+    })
+}
