@@ -6,8 +6,8 @@ use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use zcio::ring::{
-    Consumer, DetachedPeek, Layout, Options, Overflow, Producer, Readiness, RingMap, SeekTo,
-    Start, Wait,
+    Consumer, DetachedPeek, Layout, Options, Overflow, Producer, Readiness, RingMap, SeekTo, Start,
+    Wait,
 };
 
 use crate::error::{einval, fail, fail_msg, guard};

@@ -17,6 +17,7 @@ use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
 use crate::array::{self, Header};
 use crate::buffer::{self, Exported};
 use crate::errors::{self, Kind};
+use crate::listen;
 use crate::msg::{Msg, MsgView};
 use crate::numpy;
 use crate::pool::{Pool, PoolBuffer};
@@ -56,47 +57,15 @@ impl Listener {
         timeout: Option<f64>,
         pool: Option<Py<Pool>>,
     ) -> PyResult<Channel> {
-        let deadline = Deadline::new(Timeout::from_py(timeout)?);
-        let inner = &self.inner;
-        let got = blocking(py, deadline, |slice| {
-            let g = match inner.lock() {
-                Ok(g) => g,
-                Err(_) => return Some(Err(None)),
-            };
-            let Some(l) = g.as_ref() else {
-                return Some(Err(None));
-            };
-            match l.accept_timeout(slice) {
-                // Nobody yet, a handshake that stalled, or a signal: the
-                // listener stays usable, look again.
-                Err(ConnectError::TimedOut)
-                | Err(ConnectError::Os {
-                    errno: Errno::INTR, ..
-                }) => None,
-                r => Some(r.map_err(Some)),
-            }
+        let c = listen::accept(py, &self.inner, timeout, "listener", |l, slice| {
+            l.accept_timeout(slice)
         })?;
-        match got {
-            Some(Ok(c)) => Channel::wrap(py, c, pool),
-            Some(Err(Some(e))) => Err(errors::connect(py, &e)),
-            Some(Err(None)) => Err(errors::closed("listener")),
-            None => Err(errors::err(
-                py,
-                Kind::TimedOut,
-                "no connection before the timeout",
-                None,
-            )),
-        }
+        Channel::wrap(py, c, pool)
     }
 
     /// close(): stop listening and remove the socket file.
     fn close(&self) -> PyResult<()> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| errors::internal("listener lock poisoned"))?;
-        g.take();
-        Ok(())
+        listen::close(&self.inner)
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

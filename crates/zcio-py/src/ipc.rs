@@ -19,6 +19,7 @@ use zcio::rendezvous::{self as rdv, IpcError, WORDS};
 use zcio::{ConnectError, Errno, PeerCred};
 
 use crate::errors::{self, Kind};
+use crate::listen;
 use crate::wait::{blocking, Deadline, Timeout};
 
 /// A rendezvous message as Python sees it: a label and up to 8 words.
@@ -142,46 +143,15 @@ impl EndpointListener {
     /// accept(timeout=None) -> Endpoint
     #[pyo3(signature = (timeout=None))]
     fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Endpoint> {
-        let deadline = Deadline::new(Timeout::from_py(timeout)?);
-        let inner = &self.inner;
-        let got = blocking(py, deadline, |slice| {
-            let g = match inner.lock() {
-                Ok(g) => g,
-                Err(_) => return Some(Err(None)),
-            };
-            let Some(l) = g.as_ref() else {
-                return Some(Err(None));
-            };
-            match l.accept_timeout(slice) {
-                // Nobody yet, a stalled handshake, or a signal: look again.
-                Err(ConnectError::TimedOut)
-                | Err(ConnectError::Os {
-                    errno: Errno::INTR, ..
-                }) => None,
-                r => Some(r.map_err(Some)),
-            }
+        let c = listen::accept(py, &self.inner, timeout, "endpoint listener", |l, slice| {
+            l.accept_timeout(slice)
         })?;
-        match got {
-            Some(Ok(ep)) => Ok(Endpoint::wrap(ep)),
-            Some(Err(Some(e))) => Err(errors::connect(py, &e)),
-            Some(Err(None)) => Err(errors::closed("endpoint listener")),
-            None => Err(errors::err(
-                py,
-                Kind::TimedOut,
-                "no connection before the timeout",
-                None,
-            )),
-        }
+        Ok(Endpoint::wrap(c))
     }
 
     /// close(): stop listening and remove the socket file.
     fn close(&self) -> PyResult<()> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| errors::internal("listener lock poisoned"))?;
-        g.take();
-        Ok(())
+        listen::close(&self.inner)
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

@@ -19,6 +19,7 @@ mod buffer;
 mod channel;
 mod errors;
 mod ipc;
+mod listen;
 mod msg;
 mod pool;
 mod ring;
