@@ -394,7 +394,7 @@ pub unsafe extern "C" fn zcio_send_bytes(
             Ok(b) => b,
             Err(e) => return fail(e),
         };
-        buf.as_mut_slice().copy_from_slice(src);
+        zcio::copy(buf.as_mut_slice(), src);
         let msg = match buf.freeze() {
             Ok(b) => Msg::from(b),
             Err(e) => return fail(e.error),

@@ -141,7 +141,7 @@ pub(crate) unsafe fn copy(py: Python<'_>, src: *const u8, dst: *mut u8, len: usi
         // of `src` (another thread, another process) give odd bytes at
         // worst, never undefined behaviour through a Rust reference.
         // SAFETY: as argued just above.
-        unsafe { std::ptr::copy_nonoverlapping(s.0, d.0, len) }
+        unsafe { zcio::copy_raw(s.0, d.0, len) }
     };
     if len >= RELEASE_GIL_ABOVE {
         py.detach(run);

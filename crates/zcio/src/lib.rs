@@ -33,6 +33,7 @@
 pub mod asyncipc;
 mod buf;
 pub mod channel;
+mod copy;
 pub mod error;
 pub mod msg;
 pub mod region;
@@ -53,6 +54,7 @@ pub use channel::{
     Notify, PeerFault, Policy, RecvError, RecvTimeoutError, SendError, SendErrorKind,
     SendTimeoutError, TryRecvError, TrySendError,
 };
+pub use copy::{copy, copy_raw};
 pub use error::Error;
 pub use msg::{Msg, MsgError, SecureMsg, Unit, UnitCursor};
 pub use region::{Region, RegionError};

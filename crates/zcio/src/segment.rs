@@ -346,7 +346,7 @@ pub(crate) fn read_head(map: &Mapping) -> ([u8; 8], u32) {
     // Every segment mapping is at least one page, so its first 12 bytes are
     // mapped; `head` is ours.
     // SAFETY: as argued just above.
-    unsafe { crate::view::copy_volatile(map.as_ptr(), head.as_mut_ptr(), head.len()) };
+    unsafe { crate::copy::copy_volatile(map.as_ptr(), head.as_mut_ptr(), head.len()) };
     let mut magic = [0u8; 8];
     magic.copy_from_slice(&head[..8]);
     let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);

@@ -1,5 +1,6 @@
 //! `View`: bytes another process may write (see the type's docs).
 
+use crate::copy::copy_volatile;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
@@ -328,130 +329,9 @@ impl Iterator for WordsLe<'_> {
 
 impl ExactSizeIterator for WordsLe<'_> {}
 
-/// Copy `n` bytes from `src` to `d`, reading the source only with
-/// volatile loads (each source byte is read exactly once, and the compiler
-/// can neither re-read nor elide a read). Wide aligned loads in the middle
-/// keep it close to `memcpy`.
-///
-/// # Safety
-/// `[src, src + n)` must be mapped readable; it may be written concurrently
-/// by another process (the copy then holds some mix of old and new bytes —
-/// callers that care validate the copy, e.g. with a seqlock). `[d, d + n)`
-/// must be writable through this raw pointer (no live Rust reference to
-/// it elsewhere) and must not overlap the source.
-pub(crate) unsafe fn copy_volatile(src: *const u8, d: *mut u8, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if n >= 256 && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above); the caller's
-        // contract is passed on unchanged.
-        unsafe { copy_volatile_avx2(src, d, n) };
-        return;
-    }
-    // SAFETY: the caller's contract, passed on.
-    unsafe { copy_volatile_sse(src, d, n) }
-}
-
-/// [`copy_volatile`] with 32-byte loads (AVX2), as fast as `memcpy` for
-/// blocks in cache.
-///
-/// # Safety
-/// As [`copy_volatile`], and the CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn copy_volatile_avx2(src: *const u8, d: *mut u8, n: usize) {
-    use std::arch::x86_64::__m256i;
-    let mut i = 0;
-    // Head: bytes until the source is 32-byte aligned.
-    let head = (src as usize).wrapping_neg() % 32;
-    while i < head.min(n) {
-        // SAFETY: i < n: inside both ranges.
-        unsafe { d.add(i).write(src.add(i).read_volatile()) };
-        i += 1;
-    }
-    while i + 128 <= n {
-        // SAFETY: src + i is 32-byte aligned (head loop) and the 128 bytes
-        // are inside both ranges; stores are unaligned.
-        unsafe {
-            let s = src.add(i).cast::<__m256i>();
-            let a = s.read_volatile();
-            let b = s.add(1).read_volatile();
-            let c = s.add(2).read_volatile();
-            let e = s.add(3).read_volatile();
-            let o = d.add(i).cast::<__m256i>();
-            o.write_unaligned(a);
-            o.add(1).write_unaligned(b);
-            o.add(2).write_unaligned(c);
-            o.add(3).write_unaligned(e);
-        }
-        i += 128;
-    }
-    // SAFETY: the rest is inside both ranges (i <= n).
-    unsafe { copy_volatile_sse(src.add(i), d.add(i), n - i) };
-}
-
-/// [`copy_volatile`] with 16-byte loads (every x86_64 and other targets).
-///
-/// # Safety
-/// As [`copy_volatile`].
-unsafe fn copy_volatile_sse(src: *const u8, d: *mut u8, n: usize) {
-    let mut i = 0;
-    // Head: bytes until the source is 16-byte aligned.
-    let head = (src as usize).wrapping_neg() % 16;
-    while i < head.min(n) {
-        // SAFETY: i < n: inside both ranges.
-        unsafe { d.add(i).write(src.add(i).read_volatile()) };
-        i += 1;
-    }
-    // Body: aligned 16-byte volatile loads, unaligned stores.
-    while i + 64 <= n {
-        // SAFETY: src + i is 16-byte aligned (head loop) and the 64 bytes
-        // are inside both ranges; u128 loads are 16-byte aligned here.
-        unsafe {
-            let s = src.add(i).cast::<u128>();
-            let a = s.read_volatile();
-            let b = s.add(1).read_volatile();
-            let c = s.add(2).read_volatile();
-            let e = s.add(3).read_volatile();
-            let o = d.add(i).cast::<u128>();
-            o.write_unaligned(a);
-            o.add(1).write_unaligned(b);
-            o.add(2).write_unaligned(c);
-            o.add(3).write_unaligned(e);
-        }
-        i += 64;
-    }
-    while i + 16 <= n {
-        // SAFETY: as above, one 16-byte word.
-        unsafe {
-            let v = src.add(i).cast::<u128>().read_volatile();
-            d.add(i).cast::<u128>().write_unaligned(v);
-        }
-        i += 16;
-    }
-    // Tail.
-    while i < n {
-        // SAFETY: i < n: inside both ranges.
-        unsafe { d.add(i).write(src.add(i).read_volatile()) };
-        i += 1;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn copy_volatile_matches_memcpy_at_every_alignment() {
-        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
-        for off in 0..20 {
-            for len in [0, 1, 15, 16, 17, 63, 64, 65, 200, 900, 4099] {
-                let mut dst = vec![0u8; len];
-                // SAFETY: off + len <= 1000.
-                unsafe { copy_volatile(src.as_ptr().add(off), dst.as_mut_ptr(), len) };
-                assert_eq!(dst, &src[off..off + len], "off {off} len {len}");
-            }
-        }
-    }
 
     #[test]
     fn view_reads_in_place_and_copies_out() {
@@ -497,33 +377,5 @@ mod tests {
         let v = View::from_slice(&data[3..]);
         let w: Vec<u64> = v.words_le().collect();
         assert_eq!(w[0], u64::from_le_bytes(data[3..11].try_into().unwrap()));
-    }
-}
-
-#[cfg(test)]
-mod speed {
-    #[test]
-    #[ignore = "manual speed check: cargo test --release -p zcio --lib speed -- --ignored --nocapture"]
-    fn copy_volatile_vs_memcpy() {
-        let src = vec![7u8; 16 << 20];
-        let mut dst = vec![0u8; 16 << 20];
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            for _ in 0..20 {
-                // SAFETY: same lengths, both ours.
-                unsafe { super::copy_volatile(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
-            }
-            let v = t.elapsed();
-            let t = std::time::Instant::now();
-            for k in 0..20u8 {
-                let s = std::hint::black_box(&src);
-                dst.copy_from_slice(s);
-                std::hint::black_box(&mut dst);
-                let _ = k;
-            }
-            let m = t.elapsed();
-            let gbs = |d: std::time::Duration| 20.0 * 16.0 * 1.048576e6 / d.as_secs_f64() / 1e9;
-            println!("volatile {:.1} GB/s, memcpy {:.1} GB/s", gbs(v), gbs(m));
-        }
     }
 }

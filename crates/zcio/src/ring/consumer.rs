@@ -711,7 +711,7 @@ impl Consumer {
             // hostile one): they are read once each with volatile loads and
             // the copy is only returned if `intact` says so (seqlock).
             // SAFETY: as argued just above.
-            unsafe { crate::view::copy_volatile(b.ptr, buf.as_mut_ptr(), b.len) };
+            unsafe { crate::copy::copy_volatile(b.ptr, buf.as_mut_ptr(), b.len) };
             if self.intact(&b) {
                 self.advance(&b);
                 return Ok(b.len);

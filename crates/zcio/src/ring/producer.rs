@@ -490,8 +490,8 @@ impl Producer {
             // SAFETY: as argued just above.
             unsafe {
                 match p.as_slice() {
-                    Some(s) => std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len()),
-                    None => crate::view::copy_volatile(p.as_ptr(), dst, p.len()),
+                    Some(s) => crate::copy::copy_raw(s.as_ptr(), dst, s.len()),
+                    None => crate::copy::copy_volatile(p.as_ptr(), dst, p.len()),
                 }
                 dst = dst.add(p.len());
             }
@@ -788,7 +788,7 @@ impl Reservation<'_> {
         // `[filled, filled + n)` lies inside the reserved room (n ≤ cap -
         // filled), which is mapped and not visible to readers yet.
         // SAFETY: as argued just above.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(self.filled), n) };
+        unsafe { crate::copy::copy_raw(bytes.as_ptr(), self.base().add(self.filled), n) };
         self.filled += n;
         n
     }
