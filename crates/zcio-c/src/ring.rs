@@ -460,34 +460,23 @@ pub unsafe extern "C" fn zcio_ring_peek(
         if data.is_null() || len.is_null() || max == 0 {
             return einval("zcio_ring_peek: data or len is NULL, or max is 0");
         }
-        let timeout = r.timeout;
+        let wait = r.wait();
         let mut again = true;
         let found = loop {
             let c = match r.consumer("zcio_ring_peek") {
                 Ok(c) => c,
                 Err(e) => return e,
             };
-            let res = match timeout {
-                Timeout::Block => c.peek(max),
-                Timeout::No => c.try_peek(max),
-                Timeout::For(d) => c.peek_timeout(max, d),
-            }
-            .map(|found| {
-                found.map(|p| {
-                    let v = p.view();
-                    let at = (v.as_ptr(), v.len());
-                    (at, p.detach())
-                })
-            });
-            match res {
+            match c.peek_detached(max, wait) {
                 Ok(found) => break found,
                 Err(zcio::ring::ReadError::WouldBlock) if again && r.rearm() => again = false,
                 Err(e) => return fail(e),
             }
         };
-        let Some(((p, n), detached)) = found else {
+        let Some(detached) = found else {
             return 0;
         };
+        let (p, n) = (detached.addr(), detached.len());
         r.peeked = Some(detached);
         // SAFETY: both non-NULL and writable (contract).
         unsafe {

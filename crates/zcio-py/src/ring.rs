@@ -12,7 +12,7 @@ use std::ffi::c_int;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use zcio::ring::{
     Consumer, DetachedPeek, Layout, OpenError, Options, Overflow, Producer, ReadError, Readiness,
-    RingMap, SeekTo, Start, WriteError,
+    RingMap, SeekTo, Start, Wait, WriteError,
 };
 
 use crate::buffer::{self, Exported, SendPtr};
@@ -512,16 +512,14 @@ impl RingConsumer {
         let got = blocking(py, Deadline::new(t), |slice| {
             let r = with_consumer(st, |g| {
                 let c = g.cons.as_mut().expect("checked by with_consumer");
-                let r = if slice.is_zero() {
-                    c.try_peek(max)
+                let wait = if slice.is_zero() {
+                    Wait::No
                 } else {
-                    c.peek_timeout(max, slice)
+                    Wait::Until(Instant::now() + slice)
                 };
-                match r {
-                    Ok(Some(pk)) => {
-                        let ptr = pk.view().as_ptr() as usize;
-                        let (len, tag) = (pk.len(), pk.tag());
-                        let d = pk.detach();
+                match c.peek_detached(max, wait) {
+                    Ok(Some(d)) => {
+                        let (ptr, len, tag) = (d.addr() as usize, d.len(), d.tag());
                         g.peek_out = true;
                         g.peeks_alive += 1;
                         Ok(Some((d, ptr, len, tag)))

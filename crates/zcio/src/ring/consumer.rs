@@ -780,6 +780,32 @@ impl Consumer {
         Ok(b.map(|b| self.make_peek(b)))
     }
 
+    /// Borrow the next block and detach it at once: what
+    /// `peek(max).map(Peek::detach)` gives, without the detour through a
+    /// [`Peek`] (for frontends that hand the block's address across an FFI
+    /// boundary and release it in a later call with [`Self::resume`]).
+    /// [`DetachedPeek::addr`] is where the bytes are; they stay mapped
+    /// while this consumer lives, and are read as [`Peek::view`] says.
+    pub fn peek_detached(
+        &mut self,
+        max: usize,
+        wait: Wait,
+    ) -> Result<Option<DetachedPeek>, ReadError> {
+        match self.next(max, wait) {
+            Ok(b) => Ok(b.map(|b| DetachedPeek {
+                consumer: self.id,
+                gen: self.peek_gen,
+                b,
+            })),
+            Err(e) => {
+                if wait == Wait::No {
+                    self.note_empty(&e);
+                }
+                Err(e)
+            }
+        }
+    }
+
     fn make_peek(&mut self, b: Block) -> Peek<'_> {
         let src = match b.target {
             Some(t) => &self.targets[t],
@@ -790,6 +816,7 @@ impl Consumer {
             cons: self,
             b,
             done: false,
+            noted: true,
         }
     }
 
@@ -832,10 +859,15 @@ impl Consumer {
         if d.consumer != self.id || d.gen != self.peek_gen {
             return Err(d);
         }
+        // Not noted again (one thread-local access less per frontend peek):
+        // a resumed peek is no fast-splice source, so writing its bytes to
+        // an index ring copies them; the thread may also differ from the
+        // one that peeked.
         Ok(Peek {
             cons: self,
             b: d.b,
             done: false,
+            noted: false,
         })
     }
 }
@@ -867,6 +899,9 @@ pub struct Peek<'a> {
     cons: &'a mut Consumer,
     b: Block,
     done: bool,
+    /// Whether this thread's `LAST_PEEK` names this block (fresh peeks;
+    /// not resumed ones, whose `detach` already cleared it).
+    noted: bool,
 }
 
 impl Peek<'_> {
@@ -962,7 +997,9 @@ impl Peek<'_> {
     /// ```
     pub fn detach(mut self) -> DetachedPeek {
         self.done = true;
-        forget_peek(None);
+        if self.noted {
+            forget_peek(None);
+        }
         DetachedPeek {
             consumer: self.cons.id,
             gen: self.cons.peek_gen,
@@ -975,7 +1012,9 @@ impl Peek<'_> {
             return Ok(());
         }
         self.done = true;
-        forget_peek(None);
+        if self.noted {
+            forget_peek(None);
+        }
         if self.cons.intact(&self.b) {
             self.cons.advance(&self.b);
             Ok(())
@@ -1011,6 +1050,13 @@ unsafe impl Send for DetachedPeek {}
 unsafe impl Sync for DetachedPeek {}
 
 impl DetachedPeek {
+    /// Address of the block's first byte: memory other processes may
+    /// write, to be read only through raw pointers or copy-out (see
+    /// [`View`]), and only until the peek is resumed and released.
+    pub fn addr(&self) -> *const u8 {
+        self.b.ptr
+    }
+
     /// Length of the block in bytes.
     pub fn len(&self) -> usize {
         self.b.len

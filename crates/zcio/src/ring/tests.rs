@@ -743,3 +743,27 @@ fn detached_peek_resumes_only_while_current() {
     c.seek(SeekTo::Newest).unwrap();
     assert!(c.resume(d).is_err());
 }
+
+/// `peek_detached` gives what `peek` + `detach` gives: the block's address
+/// and length, released through `resume`; `Wait::No` on an empty ring is
+/// `WouldBlock`, and the end of the stream is `None`.
+#[test]
+fn peek_detached_is_peek_then_detach() {
+    let (_name, mut p, mut c) = pair("pkdet", eight_slots(Overflow::Srp));
+    assert_eq!(
+        c.peek_detached(1024, Wait::No).unwrap_err(),
+        ReadError::WouldBlock
+    );
+    p.write(b"alpha").unwrap();
+    p.write(b"beta").unwrap();
+    let d = c.peek_detached(1024, Wait::No).unwrap().unwrap();
+    let at = d.addr();
+    let pk = c.resume(d).unwrap();
+    assert_eq!((pk.view().as_ptr(), pk.to_vec()), (at, b"alpha".to_vec()));
+    pk.release().unwrap();
+    let d = c.peek_detached(1024, Wait::Forever).unwrap().unwrap();
+    assert_eq!(d.len(), 4);
+    c.resume(d).unwrap().release().unwrap();
+    drop(p);
+    assert!(c.peek_detached(1024, Wait::Forever).unwrap().is_none());
+}
