@@ -35,8 +35,9 @@ impl Exported {
         Self::get_flags(obj, flags)
     }
 
-    /// Borrow `obj`'s bytes with explicit `PyBUF_*` flags (which must ask
-    /// for a contiguous buffer).
+    /// Borrow `obj`'s bytes with explicit `PyBUF_*` flags: contiguous ones
+    /// for the bytes, or `PyBUF_STRIDES` when only [`Self::ptr`] (the
+    /// address of element 0) is wanted.
     pub(crate) fn get_flags(obj: &Bound<'_, PyAny>, flags: c_int) -> PyResult<Self> {
         let mut view: Box<ffi::Py_buffer> = Box::new(ffi::Py_buffer::new());
         // `view` is a valid, exclusively owned Py_buffer; `obj` is a live

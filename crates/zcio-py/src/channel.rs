@@ -9,6 +9,7 @@ use std::time::Duration;
 use pyo3::exceptions::PyTypeError;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMemoryView, PyTuple};
 use zcio::msg::Slice;
@@ -221,17 +222,15 @@ impl Channel {
         let mut h = vec![0u8; hl];
         m.read_at(0, &mut h)?;
         let hdr = Header::decode(&h, total).map_err(bad)?;
-        let np = numpy(py)?;
-        let dtype = np
-            .call_method1("dtype", (hdr.dtype.as_str(),))
+        let dt = crate::np::dtype(py, &hdr.dtype)
             .map_err(|e| bad(format!("dtype {:?} rejected by numpy: {e}", hdr.dtype)))?;
-        if dtype.getattr("hasobject")?.is_truthy()? || !dtype.getattr("fields")?.is_none() {
+        if !dt.plain {
             return Err(bad(format!(
                 "dtype {:?} is not a plain data type",
                 hdr.dtype
             )));
         }
-        let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
+        let itemsize = dt.itemsize;
         hdr.check_extent(itemsize).map_err(bad)?;
         let (off, len) = (hdr.payload_off as usize, hdr.payload_len as usize);
         let buf: Bound<'py, PyAny> = match MsgView::new(msg, off, len)? {
@@ -245,12 +244,12 @@ impl Channel {
             }
         };
         let kwargs = PyDict::new(py);
-        kwargs.set_item("shape", PyTuple::new(py, &hdr.shape)?)?;
-        kwargs.set_item("dtype", dtype)?;
-        kwargs.set_item("buffer", buf)?;
-        kwargs.set_item("offset", hdr.data_off)?;
-        kwargs.set_item("strides", PyTuple::new(py, &hdr.strides)?)?;
-        np.getattr("ndarray")?
+        kwargs.set_item(intern!(py, "shape"), PyTuple::new(py, &hdr.shape)?)?;
+        kwargs.set_item(intern!(py, "dtype"), dt.obj)?;
+        kwargs.set_item(intern!(py, "buffer"), buf)?;
+        kwargs.set_item(intern!(py, "offset"), hdr.data_off)?;
+        kwargs.set_item(intern!(py, "strides"), PyTuple::new(py, &hdr.strides)?)?;
+        crate::np::ndarray(py)?
             .call((), Some(&kwargs))
             .map_err(|e| bad(format!("numpy refused the array: {e}")))
     }
@@ -259,14 +258,14 @@ impl Channel {
 /// The `PoolBuffer` whose memory `arr` views (through `base` links of
 /// arrays and memoryviews), if any.
 fn pool_buffer_of<'py>(arr: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PoolBuffer>>> {
-    let np = numpy(arr.py())?;
-    let ndarray = np.getattr("ndarray")?;
+    let py = arr.py();
+    let ndarray = crate::np::ndarray(py)?;
     let mut obj = arr.clone();
     for _ in 0..256 {
-        let next = if obj.is_instance(&ndarray)? {
-            obj.getattr("base")?
+        let next = if obj.is_instance(ndarray)? {
+            obj.getattr(intern!(py, "base"))?
         } else if let Ok(mv) = obj.cast::<PyMemoryView>() {
-            mv.getattr("obj")?
+            mv.getattr(intern!(py, "obj"))?
         } else {
             return Ok(None);
         };
@@ -283,15 +282,16 @@ fn pool_buffer_of<'py>(arr: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, Po
 
 /// Mark `arr` and the arrays it views read-only.
 fn make_read_only(arr: &Bound<'_, PyAny>) -> PyResult<()> {
-    let np = numpy(arr.py())?;
-    let ndarray = np.getattr("ndarray")?;
+    let py = arr.py();
+    let ndarray = crate::np::ndarray(py)?;
     let mut obj = arr.clone();
     for _ in 0..256 {
-        if !obj.is_instance(&ndarray)? {
+        if !obj.is_instance(ndarray)? {
             break;
         }
-        obj.getattr("flags")?.setattr("writeable", false)?;
-        let base = obj.getattr("base")?;
+        obj.getattr(intern!(py, "flags"))?
+            .setattr(intern!(py, "writeable"), false)?;
+        let base = obj.getattr(intern!(py, "base"))?;
         if base.is_none() {
             break;
         }
@@ -402,46 +402,41 @@ impl Channel {
         pool: Option<&Bound<'_, Pool>>,
     ) -> PyResult<()> {
         let w = SendWait::new(timeout)?;
-        let np = numpy(py)?;
-        let arr = if arr.is_instance(&np.getattr("ndarray")?)? {
+        let arr = if arr.is_instance(crate::np::ndarray(py)?)? {
             arr.clone()
         } else {
-            np.call_method1("asarray", (arr,))?
+            numpy(py)?.call_method1(intern!(py, "asarray"), (arr,))?
         };
-        let dtype = arr.getattr("dtype")?;
-        if dtype.getattr("hasobject")?.is_truthy()? {
+        let d = crate::np::describe(&arr.getattr(intern!(py, "dtype"))?)?;
+        if d.hasobject {
             return Err(PyTypeError::new_err(
                 "object arrays cannot be sent (they hold pointers into this process)",
             ));
         }
-        if !dtype.getattr("fields")?.is_none() {
+        if d.has_fields {
             return Err(PyTypeError::new_err(
                 "structured dtypes are not supported; send arr.view(numpy.uint8) and the dtype separately",
             ));
         }
-        let dstr: String = dtype.getattr("str")?.extract()?;
+        let (dstr, itemsize) = (d.name, d.itemsize);
         if !shared_name_ok(&dstr) {
             return Err(PyTypeError::new_err(format!(
                 "dtype {dstr:?} cannot be described in an array header"
             )));
         }
-        let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
-        let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
+        let shape: Vec<usize> = arr.getattr(intern!(py, "shape"))?.extract()?;
         if shape.len() > array::MAX_NDIM {
             return Err(PyValueError::new_err("too many dimensions"));
         }
-        let size: usize = arr.getattr("size")?.extract()?;
-        let nbytes: usize = arr.getattr("nbytes")?.extract()?;
+        let size: usize = arr.getattr(intern!(py, "size"))?.extract()?;
+        let nbytes: usize = arr.getattr(intern!(py, "nbytes"))?.extract()?;
 
         // Zero copy: the array lives in a pool buffer.
         if size > 0 {
             if let Some(pb) = pool_buffer_of(&arr)? {
-                let strides: Vec<isize> = arr.getattr("strides")?.extract()?;
-                let addr: usize = arr
-                    .getattr("__array_interface__")?
-                    .get_item("data")?
-                    .get_item(0)?
-                    .extract()?;
+                let strides: Vec<isize> = arr.getattr(intern!(py, "strides"))?.extract()?;
+                // The address of element 0 (numpy's `buf` for any strides).
+                let addr = Exported::get_flags(&arr, ffi::PyBUF_STRIDES)?.ptr() as usize;
                 let base = pb.get().addr() as i128;
                 if let Some((lo, hi)) = array::extent(&shape, &strides, itemsize) {
                     let start = addr as i128 + lo - base;
@@ -469,14 +464,15 @@ impl Channel {
         }
 
         // One copy into a pool buffer, behind the header.
-        let c: bool = arr.getattr("flags")?.getattr("c_contiguous")?.extract()?;
-        let f: bool = arr.getattr("flags")?.getattr("f_contiguous")?.extract()?;
+        let flags = arr.getattr(intern!(py, "flags"))?;
+        let c: bool = flags.getattr(intern!(py, "c_contiguous"))?.extract()?;
+        let f: bool = flags.getattr(intern!(py, "f_contiguous"))?.extract()?;
         let arr = if c || f {
             arr
         } else {
-            np.call_method1("ascontiguousarray", (&arr,))?
+            numpy(py)?.call_method1(intern!(py, "ascontiguousarray"), (&arr,))?
         };
-        let strides: Vec<isize> = arr.getattr("strides")?.extract()?;
+        let strides: Vec<isize> = arr.getattr(intern!(py, "strides"))?.extract()?;
         let hdr_len = array::header_len(shape.len(), dstr.len());
         let hdr = Header {
             flags: 0,

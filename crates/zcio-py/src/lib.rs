@@ -21,21 +21,14 @@ mod errors;
 mod ipc;
 mod listen;
 mod msg;
+mod np;
 mod pool;
 mod ring;
 mod wait;
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 
-static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-
-/// The `numpy` module (imported on first use: only the array calls need it).
-pub(crate) fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    NUMPY
-        .get_or_try_init(py, || py.import("numpy").map(Bound::unbind))
-        .map(|m| m.bind(py))
-}
+pub(crate) use np::numpy;
 
 #[pymodule]
 fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {

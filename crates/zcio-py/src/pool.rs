@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zcio::{AllocError, Fbuf, FbufMut, PoolConfig};
@@ -147,10 +148,10 @@ impl Pool {
     ) -> PyResult<Bound<'py, PyAny>> {
         let np = numpy(py)?;
         let dtype = match dtype {
-            Some(d) => np.call_method1("dtype", (d,))?,
-            None => np.call_method1("dtype", ("float64",))?,
+            Some(d) => np.call_method1(intern!(py, "dtype"), (d,))?,
+            None => np.call_method1(intern!(py, "dtype"), (intern!(py, "float64"),))?,
         };
-        if dtype.getattr("hasobject")?.is_truthy()? {
+        if dtype.getattr(intern!(py, "hasobject"))?.is_truthy()? {
             return Err(PyTypeError::new_err(
                 "object arrays cannot live in shared memory (they hold pointers)",
             ));
@@ -159,7 +160,7 @@ impl Pool {
             Ok(n) => vec![n],
             Err(_) => shape.extract()?,
         };
-        let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
+        let itemsize: usize = dtype.getattr(intern!(py, "itemsize"))?.extract()?;
         let nbytes = dims
             .iter()
             .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
@@ -168,10 +169,10 @@ impl Pool {
         let b = self.alloc_raw(py, nbytes.max(1), Deadline::new(t), t.is_try())?;
         let pb = Bound::new(py, PoolBuffer::new(b, self.secured))?;
         let kwargs = PyDict::new(py);
-        kwargs.set_item("shape", PyTuple::new(py, &dims)?)?;
-        kwargs.set_item("dtype", dtype)?;
-        kwargs.set_item("buffer", pb)?;
-        np.getattr("ndarray")?.call((), Some(&kwargs))
+        kwargs.set_item(intern!(py, "shape"), PyTuple::new(py, &dims)?)?;
+        kwargs.set_item(intern!(py, "dtype"), dtype)?;
+        kwargs.set_item(intern!(py, "buffer"), pb)?;
+        crate::np::ndarray(py)?.call((), Some(&kwargs))
     }
 
     /// stats() -> dict
