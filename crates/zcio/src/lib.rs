@@ -40,6 +40,7 @@ pub mod region;
 pub mod relay;
 pub mod rendezvous;
 pub mod ring;
+pub mod splice;
 mod segment;
 mod sync;
 mod sys;

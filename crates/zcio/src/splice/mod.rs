@@ -1,0 +1,13 @@
+//! Peer-to-peer I/O: standing associations between I/O objects (Fall's
+//! `splice`, see `../shared/seeds/001_07c0bbf12dbb31b7.txt`, chapters 3–6).
+//!
+//! A process names a source and a sink and zcio moves the data itself:
+//! through the kernel's fast paths (`copy_file_range`, `sendfile`, `splice`
+//! through a pipe) where no processing is needed, and through zcio buffers
+//! with no copies between processing modules where it is.
+//!
+//! * [`module`]: processing modules (`Module`), their per-association stack
+//!   and the registry that finds them by name (built-ins and shared
+//!   objects through a versioned C ABI).
+
+pub mod module;
