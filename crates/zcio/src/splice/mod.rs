@@ -10,4 +10,18 @@
 //!   and the registry that finds them by name (built-ins and shared
 //!   objects through a versioned C ABI).
 
+pub mod association;
+pub mod endpoint;
+pub mod error;
 pub mod module;
+pub mod mover;
+
+pub use association::{Association, Completion, Increment, Next, Status};
+pub use endpoint::{Attrs, Endpoint, Kind};
+pub use error::SpliceError;
+pub use mover::MoverKind;
+
+/// Associate `src` with `sink`: `splice(src, sink)` of the thesis.
+pub fn splice(src: Endpoint, sink: Endpoint) -> Result<Association, SpliceError> {
+    Association::new(src, sink)
+}

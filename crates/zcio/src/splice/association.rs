@@ -1,0 +1,487 @@
+//! `Association`: a standing connection between a source and a sink that
+//! moves data on the process's behalf (Fall's `splice` descriptor).
+//!
+//! Control follows the thesis: [`Association::run`] starts flow for an
+//! [`Increment`] and blocks until it is moved, the source ends or an error
+//! occurs (synchronous mode); [`Association::start`] returns at once and a
+//! worker thread moves the increment, then reports through the callback
+//! set with [`Association::on_complete`] (which may start the next
+//! increment) and through a pollable descriptor ([`Association::as_fd`],
+//! readable when a completion is waiting for [`Association::wait`]).
+//! [`Association::stop`] stops flow within one step (a step moves at most
+//! [`STEP`] bytes); [`Association::status`] reads the status bits, the
+//! bytes moved and the mover in use. Dropping the association stops it,
+//! joins the worker and closes both descriptors.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+
+use super::endpoint::Endpoint;
+use super::error::SpliceError;
+use super::mover::{Identity, Mover, MoverKind, Step, Transform};
+use crate::Errno;
+
+/// How much data to move before control returns (Fall's increment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Increment {
+    /// zcio chooses: [`DEFAULT_INCREMENT`] bytes.
+    Default,
+    /// Exactly this many bytes (fewer at the end of the source).
+    Bytes(u64),
+    /// Until the source ends (or an error, or `stop`).
+    Infinite,
+}
+
+/// The default increment.
+pub const DEFAULT_INCREMENT: u64 = 4 << 20;
+/// The most one step moves (the latency of `stop`).
+pub const STEP: u64 = 1 << 20;
+
+impl Increment {
+    fn limit(self) -> Option<u64> {
+        match self {
+            Self::Default => Some(DEFAULT_INCREMENT),
+            Self::Bytes(n) => Some(n),
+            Self::Infinite => None,
+        }
+    }
+}
+
+/// The end of one increment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// Bytes moved in this increment.
+    pub moved: u64,
+    /// The source reached its end.
+    pub eof: bool,
+    /// Flow was stopped with [`Association::stop`] before the increment.
+    pub stopped: bool,
+    /// The error that ended it, if any.
+    pub error: Option<SpliceError>,
+}
+
+/// What the completion callback wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Leave flow stopped.
+    Stop,
+    /// Start another increment at once.
+    Continue(Increment),
+}
+
+/// Read-only status (the thesis's status bits plus counters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Data is flowing (an increment is running).
+    pub active: bool,
+    /// Someone waits for the running increment (a synchronous caller or
+    /// [`Association::wait`]).
+    pub wanted: bool,
+    /// An error ended the last increment.
+    pub error: bool,
+    /// The source has ended.
+    pub eof: bool,
+    /// Bytes moved since the association was made.
+    pub moved: u64,
+    /// The mover in use.
+    pub mover: MoverKind,
+    /// Movers the kernel refused for this pair before the one in use.
+    pub fell_back: Vec<(MoverKind, Errno)>,
+    /// The source's and the sink's labels.
+    pub source: String,
+    /// The sink's label.
+    pub sink: String,
+}
+
+/// The moving parts: endpoints, mover, modules.
+struct Engine {
+    src: Endpoint,
+    dst: Endpoint,
+    mover: Mover,
+    xf: Box<dyn Transform>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+    /// Readable while a stop is requested (wakes a poll on the source).
+    stop_fd: OwnedFd,
+    /// Readable while an asynchronous completion waits to be collected.
+    done_fd: OwnedFd,
+}
+
+type Callback = Box<dyn FnMut(&Completion) -> Next + Send>;
+
+struct State {
+    engine: Option<Engine>,
+    active: bool,
+    wanted: u32,
+    error: bool,
+    eof: bool,
+    moved: u64,
+    mover: MoverKind,
+    fell_back: Vec<(MoverKind, Errno)>,
+    /// Queued work for the worker.
+    pending: Option<Increment>,
+    completions: Vec<Completion>,
+    callback: Option<Callback>,
+    closing: bool,
+    labels: (String, String),
+}
+
+/// A standing association between a source and a sink.
+pub struct Association {
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Association {
+    /// Associate `src` with `sink` (no data flows until an increment is
+    /// started). The mover is chosen for the pair, fastest first.
+    pub fn new(src: Endpoint, sink: Endpoint) -> Result<Self, SpliceError> {
+        let kind = MoverKind::choose(&src, &sink, false);
+        Self::with_transform(src, sink, kind, Box::new(Identity))
+    }
+
+    pub(crate) fn with_transform(
+        src: Endpoint,
+        sink: Endpoint,
+        kind: MoverKind,
+        xf: Box<dyn Transform>,
+    ) -> Result<Self, SpliceError> {
+        let efd = || {
+            eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|errno| {
+                SpliceError::Setup {
+                    op: "eventfd",
+                    errno,
+                }
+            })
+        };
+        let labels = (src.label().to_owned(), sink.label().to_owned());
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                engine: Some(Engine {
+                    src,
+                    dst: sink,
+                    mover: Mover::new(kind),
+                    xf,
+                }),
+                active: false,
+                wanted: 0,
+                error: false,
+                eof: false,
+                moved: 0,
+                mover: kind,
+                fell_back: Vec::new(),
+                pending: None,
+                completions: Vec::new(),
+                callback: None,
+                closing: false,
+                labels,
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            stop_fd: efd()?,
+            done_fd: efd()?,
+        });
+        Ok(Self {
+            shared,
+            worker: None,
+        })
+    }
+
+    /// Synchronous mode: move `inc`, blocking until it is moved, the
+    /// source ends, an error occurs or another thread calls `stop`.
+    pub fn run(&mut self, inc: Increment) -> Result<Completion, SpliceError> {
+        let mut st = self.shared.lock();
+        if st.active || st.pending.is_some() {
+            return Err(SpliceError::Busy);
+        }
+        let Some(mut engine) = st.engine.take() else {
+            return Err(SpliceError::Busy);
+        };
+        st.active = true;
+        st.wanted += 1;
+        drop(st);
+        self.shared.clear_stop();
+        let c = self.shared.move_increment(&mut engine, inc);
+        let mut st = self.shared.lock();
+        st.engine = Some(engine);
+        st.active = false;
+        st.wanted -= 1;
+        self.shared.changed.notify_all();
+        drop(st);
+        match c.error.clone() {
+            Some(e) if c.moved == 0 => Err(e),
+            _ => Ok(c),
+        }
+    }
+
+    /// Asynchronous mode: start moving `inc` on the association's worker
+    /// thread and return at once.
+    pub fn start(&mut self, inc: Increment) -> Result<(), SpliceError> {
+        self.ensure_worker()?;
+        let mut st = self.shared.lock();
+        if st.active || st.pending.is_some() {
+            return Err(SpliceError::Busy);
+        }
+        st.pending = Some(inc);
+        st.active = true;
+        self.shared.clear_stop();
+        self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// Call `f` on the worker thread when an asynchronous increment ends;
+    /// its answer may start the next one.
+    pub fn on_complete(&mut self, f: impl FnMut(&Completion) -> Next + Send + 'static) {
+        self.shared.lock().callback = Some(Box::new(f));
+    }
+
+    /// Stop flow (within one step). A synchronous `run` on another thread
+    /// returns with `stopped`.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = rustix::io::write(&self.shared.stop_fd, &1u64.to_ne_bytes());
+        let mut st = self.shared.lock();
+        st.pending = None;
+        self.shared.changed.notify_all();
+    }
+
+    /// Wait up to `timeout` for the next asynchronous completion.
+    pub fn wait(&self, timeout: Duration) -> Option<Completion> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        st.wanted += 1;
+        loop {
+            if !st.completions.is_empty() {
+                let c = st.completions.remove(0);
+                if st.completions.is_empty() {
+                    let mut b = [0u8; 8];
+                    let _ = rustix::io::read(&self.shared.done_fd, &mut b);
+                }
+                st.wanted -= 1;
+                return Some(c);
+            }
+            let now = Instant::now();
+            if now >= deadline || (!st.active && st.pending.is_none()) {
+                st.wanted -= 1;
+                return None;
+            }
+            st = match self.shared.changed.wait_timeout(st, deadline - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// The status bits and counters.
+    pub fn status(&self) -> Status {
+        let st = self.shared.lock();
+        Status {
+            active: st.active,
+            wanted: st.wanted > 0,
+            error: st.error,
+            eof: st.eof,
+            moved: st.moved,
+            mover: st.mover,
+            fell_back: st.fell_back.clone(),
+            source: st.labels.0.clone(),
+            sink: st.labels.1.clone(),
+        }
+    }
+
+    /// Stop, join the worker and give back the final status (the
+    /// descriptors are closed). Dropping does the same.
+    pub fn close(mut self) -> Status {
+        self.shutdown();
+        self.status()
+    }
+
+    fn shutdown(&mut self) {
+        self.stop();
+        self.shared.lock().closing = true;
+        self.shared.changed.notify_all();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+        // Closes both descriptors.
+        self.shared.lock().engine = None;
+    }
+
+    fn ensure_worker(&mut self) -> Result<(), SpliceError> {
+        if self.worker.as_ref().is_some_and(|w| !w.is_finished()) {
+            return Ok(());
+        }
+        if self.worker.is_some() {
+            return Err(SpliceError::WorkerGone);
+        }
+        let shared = self.shared.clone();
+        let w = std::thread::Builder::new()
+            .name("zcio-splice".into())
+            .spawn(move || shared.worker())
+            .map_err(|e| SpliceError::Setup {
+                op: "spawn worker thread",
+                errno: Errno::from_io_error(&e).unwrap_or(Errno::AGAIN),
+            })?;
+        self.worker = Some(w);
+        Ok(())
+    }
+}
+
+impl AsFd for Association {
+    /// Readable while an asynchronous completion waits for [`Association::wait`].
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.shared.done_fd.as_fd()
+    }
+}
+
+impl Drop for Association {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn clear_stop(&self) {
+        self.stop.store(false, Ordering::SeqCst);
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&self.stop_fd, &mut b);
+    }
+
+    /// The worker: take queued increments, move them, report.
+    fn worker(&self) {
+        loop {
+            let mut st = self.lock();
+            let inc = loop {
+                if st.closing {
+                    return;
+                }
+                if let Some(inc) = st.pending.take() {
+                    break inc;
+                }
+                st = match self.changed.wait(st) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            };
+            let Some(mut engine) = st.engine.take() else {
+                return;
+            };
+            drop(st);
+            let c = self.move_increment(&mut engine, inc);
+            let mut st = self.lock();
+            st.engine = Some(engine);
+            let mut cb = st.callback.take();
+            drop(st);
+            let next = cb.as_mut().map(|f| f(&c)).unwrap_or(Next::Stop);
+            let mut st = self.lock();
+            if st.callback.is_none() {
+                st.callback = cb;
+            }
+            match next {
+                Next::Continue(inc) if !c.eof && c.error.is_none() && !c.stopped && !st.closing => {
+                    st.pending = Some(inc);
+                }
+                _ => {
+                    st.active = false;
+                }
+            }
+            st.completions.push(c);
+            let _ = rustix::io::write(&self.done_fd, &1u64.to_ne_bytes());
+            self.changed.notify_all();
+        }
+    }
+
+    /// Move one increment (called without the state lock).
+    fn move_increment(&self, e: &mut Engine, inc: Increment) -> Completion {
+        let limit = inc.limit();
+        let mut c = Completion {
+            moved: 0,
+            eof: false,
+            stopped: false,
+            error: None,
+        };
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                c.stopped = true;
+                break;
+            }
+            let left = limit.map_or(STEP, |l| (l - c.moved).min(STEP));
+            if left == 0 {
+                break;
+            }
+            if e.src.may_block() {
+                match self.ready(&e.src) {
+                    Ok(true) => {}
+                    Ok(false) => continue, // a stop was requested
+                    Err(err) => {
+                        c.error = Some(err);
+                        break;
+                    }
+                }
+            }
+            let r = e.mover.step(&e.src, &e.dst, left, e.xf.as_mut());
+            let mut st = self.lock();
+            st.mover = e.mover.kind();
+            if st.fell_back.len() != e.mover.fell_back().len() {
+                st.fell_back = e.mover.fell_back().to_vec();
+            }
+            match r {
+                Ok(Step::Moved(n)) => {
+                    c.moved += n;
+                    st.moved += n;
+                }
+                Ok(Step::Eof) => {
+                    c.eof = true;
+                    st.eof = true;
+                    break;
+                }
+                Err(err) => {
+                    st.error = true;
+                    c.error = Some(err);
+                    break;
+                }
+            }
+        }
+        if c.error.is_none() {
+            self.lock().error = false;
+        }
+        c
+    }
+
+    /// Wait until `src` is readable (true) or a stop is requested (false).
+    fn ready(&self, src: &Endpoint) -> Result<bool, SpliceError> {
+        loop {
+            let mut fds = [
+                PollFd::new(src, PollFlags::IN),
+                PollFd::new(&self.stop_fd, PollFlags::IN),
+            ];
+            let t = Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            };
+            match poll(&mut fds, Some(&t)) {
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(errno) => return Err(SpliceError::Setup { op: "poll", errno }),
+            }
+            if !fds[1].revents().is_empty() || self.stop.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            if !fds[0].revents().is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Errors of associations.
+
+use thiserror::Error;
+
+use super::mover::MoverKind;
+use crate::Errno;
+
+/// What went wrong with an association.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SpliceError {
+    /// The descriptor is not something data can flow from or to (a
+    /// directory, an unconnected socket, …).
+    #[error("{what}: cannot be a splice {role} ({why})")]
+    Unsuitable {
+        /// "source" or "sink".
+        role: &'static str,
+        /// Which endpoint.
+        what: String,
+        /// Why not.
+        why: &'static str,
+    },
+    /// A system call failed while moving data.
+    #[error("{op} failed while moving data with {mover}: {errno}")]
+    Io {
+        /// The system call.
+        op: &'static str,
+        /// The mover in use.
+        mover: MoverKind,
+        /// The kernel's error.
+        errno: Errno,
+    },
+    /// A system call failed while setting up.
+    #[error("{op}: {errno}")]
+    Setup {
+        /// The system call.
+        op: &'static str,
+        /// The kernel's error.
+        errno: Errno,
+    },
+    /// The sink accepted no more bytes (wrote 0).
+    #[error("the sink accepted no more data (write returned 0)")]
+    SinkClosed,
+    /// A processing module failed.
+    #[error("module {module}: {message}")]
+    Module {
+        /// The module's name.
+        module: String,
+        /// What it said.
+        message: String,
+    },
+    /// An increment is already running (asynchronously) on this association.
+    #[error("an increment is already running on this association; stop it or wait for it")]
+    Busy,
+    /// The association's worker thread is gone (it panicked).
+    #[error("the association's worker thread ended unexpectedly")]
+    WorkerGone,
+}
+
+impl SpliceError {
+    /// The errno behind an I/O failure, if any.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Io { errno, .. } | Self::Setup { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Movers: the ways bytes get from a source to a sink, fastest first.
+//!
+//! | pair | mover |
+//! |---|---|
+//! | file → file | `copy_file_range` (in-kernel; may share extents) |
+//! | file → anything else | `sendfile` |
+//! | pipe → anything, anything → pipe | `splice` directly |
+//! | socket → file/socket | `splice` through an internal pipe |
+//! | datagram sockets, processing modules | the buffer path: read into pool buffers, run the modules, write them out |
+//!
+//! A mover that the kernel refuses for this pair before it moved anything
+//! (`EXDEV` from `copy_file_range` across filesystems on older kernels,
+//! `EINVAL`/`ENOSYS`/`EOPNOTSUPP` for unsupported descriptors) hands over
+//! to the next one, and the status says which mover runs and why.
+//! `SPLICE_F_MOVE` is passed but is a no-op on Linux: pages are not moved,
+//! the kernel copies from the pipe's pages where it must.
+
+use std::fmt;
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::pipe::{pipe_with, splice, PipeFlags, SpliceFlags};
+
+use super::endpoint::{Endpoint, Kind};
+use super::error::SpliceError;
+use crate::buf::{Pool, PoolConfig};
+use crate::msg::Msg;
+use crate::Errno;
+
+/// Which mover an association uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MoverKind {
+    /// `copy_file_range(2)`: file to file inside the kernel.
+    CopyFileRange,
+    /// `sendfile(2)`: from a file to any descriptor.
+    Sendfile,
+    /// `splice(2)`, directly or through an internal pipe.
+    Splice,
+    /// Read into zcio pool buffers, run the modules, write out.
+    Buffer,
+}
+
+impl fmt::Display for MoverKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::CopyFileRange => "copy_file_range",
+            Self::Sendfile => "sendfile",
+            Self::Splice => "splice",
+            Self::Buffer => "buffer path",
+        })
+    }
+}
+
+impl MoverKind {
+    /// The fastest mover for `src` → `dst`; `buffered` forces the buffer
+    /// path (modules are stacked).
+    pub fn choose(src: &Endpoint, dst: &Endpoint, buffered: bool) -> Self {
+        match (src.kind(), dst.kind()) {
+            _ if buffered => Self::Buffer,
+            (Kind::Datagram, _) | (_, Kind::Datagram) => Self::Buffer,
+            (Kind::File, Kind::File) => Self::CopyFileRange,
+            (Kind::File, _) => Self::Sendfile,
+            _ => Self::Splice,
+        }
+    }
+
+    /// The mover to try when the kernel refuses this one for the pair.
+    fn fallback(self, src: &Endpoint, dst: &Endpoint) -> Option<Self> {
+        match self {
+            Self::CopyFileRange => Some(Self::Sendfile),
+            Self::Sendfile if src.kind() == Kind::Pipe || dst.kind() == Kind::Pipe => {
+                Some(Self::Splice)
+            }
+            Self::Sendfile | Self::Splice => Some(Self::Buffer),
+            Self::Buffer => None,
+        }
+    }
+}
+
+/// Errors that mean "this mover does not work for this pair".
+fn unsupported(e: Errno) -> bool {
+    e == Errno::XDEV || e == Errno::INVAL || e == Errno::NOSYS || e == Errno::OPNOTSUPP
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Bytes that reached the sink.
+    Moved(u64),
+    /// The source is at its end (everything before it reached the sink).
+    Eof,
+}
+
+/// Transformation of blocks on the buffer path (the module stack).
+pub(crate) trait Transform: Send {
+    /// Run one block through; push the results to `out`.
+    fn put(&mut self, block: Msg, out: &mut Vec<Msg>) -> Result<(), SpliceError>;
+    /// End of stream: push what is buffered.
+    fn finish(&mut self, out: &mut Vec<Msg>) -> Result<(), SpliceError>;
+}
+
+/// No modules: blocks pass unchanged.
+pub(crate) struct Identity;
+
+impl Transform for Identity {
+    fn put(&mut self, block: Msg, out: &mut Vec<Msg>) -> Result<(), SpliceError> {
+        out.push(block);
+        Ok(())
+    }
+    fn finish(&mut self, _out: &mut Vec<Msg>) -> Result<(), SpliceError> {
+        Ok(())
+    }
+}
+
+/// Bytes per buffer-path read (stream sources); a datagram gets 64 KiB.
+pub(crate) const BLOCK: usize = 256 << 10;
+const DATAGRAM_MAX: usize = 64 << 10;
+/// Internal pipe size asked for (the kernel may cap it at
+/// `/proc/sys/fs/pipe-max-size`).
+const PIPE_SIZE: usize = 1 << 20;
+
+/// A mover with its state (internal pipe, buffer pool).
+pub(crate) struct Mover {
+    kind: MoverKind,
+    /// Bytes this mover moved (a refusal after progress is an error, not a
+    /// reason to fall back).
+    moved: u64,
+    /// Why the mover is not the first choice: (refused mover, its errno).
+    fell_back: Vec<(MoverKind, Errno)>,
+    pipe: Option<(OwnedFd, OwnedFd, usize)>,
+    pool: Option<Pool>,
+    out: Vec<Msg>,
+    finished: bool,
+}
+
+impl Mover {
+    pub(crate) fn new(kind: MoverKind) -> Self {
+        Self {
+            kind,
+            moved: 0,
+            fell_back: Vec::new(),
+            pipe: None,
+            pool: None,
+            out: Vec::new(),
+            finished: false,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> MoverKind {
+        self.kind
+    }
+
+    pub(crate) fn fell_back(&self) -> &[(MoverKind, Errno)] {
+        &self.fell_back
+    }
+
+    /// Move up to `max` bytes (at least 1). A refusal of the pair before
+    /// any progress switches to the next mover and retries.
+    pub(crate) fn step(
+        &mut self,
+        src: &Endpoint,
+        dst: &Endpoint,
+        max: u64,
+        xf: &mut dyn Transform,
+    ) -> Result<Step, SpliceError> {
+        loop {
+            let max = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+            let r = match self.kind {
+                MoverKind::CopyFileRange => {
+                    rustix::fs::copy_file_range(src, None, dst, None, max.min(1 << 30))
+                        .map(|n| self.done(n))
+                        .map_err(|e| ("copy_file_range", e))
+                }
+                MoverKind::Sendfile => rustix::fs::sendfile(dst, src, None, max.min(1 << 30))
+                    .map(|n| self.done(n))
+                    .map_err(|e| ("sendfile", e)),
+                MoverKind::Splice => self.splice_step(src, dst, max),
+                MoverKind::Buffer => return self.buffer_step(src, dst, max as u64, xf),
+            };
+            match r {
+                Ok(s) => return Ok(s),
+                Err((_, e)) if self.moved == 0 && unsupported(e) => {
+                    match self.kind.fallback(src, dst) {
+                        Some(next) => {
+                            self.fell_back.push((self.kind, e));
+                            self.kind = next;
+                        }
+                        None => return Err(self.io("move", e)),
+                    }
+                }
+                Err((op, e)) => return Err(self.io(op, e)),
+            }
+        }
+    }
+
+    fn done(&mut self, n: usize) -> Step {
+        if n == 0 {
+            Step::Eof
+        } else {
+            self.moved += n as u64;
+            Step::Moved(n as u64)
+        }
+    }
+
+    fn io(&self, op: &'static str, errno: Errno) -> SpliceError {
+        SpliceError::Io {
+            op,
+            mover: self.kind,
+            errno,
+        }
+    }
+
+    fn splice_step(
+        &mut self,
+        src: &Endpoint,
+        dst: &Endpoint,
+        max: usize,
+    ) -> Result<Step, (&'static str, Errno)> {
+        let flags = SpliceFlags::MOVE | SpliceFlags::MORE;
+        if src.kind() == Kind::Pipe || dst.kind() == Kind::Pipe {
+            let n =
+                splice(src, None, dst, None, max.min(1 << 30), flags).map_err(|e| ("splice", e))?;
+            return Ok(self.done(n));
+        }
+        if self.pipe.is_none() {
+            let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| ("pipe2", e))?;
+            let cap = rustix::pipe::fcntl_setpipe_size(&w, PIPE_SIZE)
+                .or_else(|_| rustix::pipe::fcntl_getpipe_size(&w))
+                .map_err(|e| ("fcntl(F_GETPIPE_SZ)", e))?;
+            self.pipe = Some((r, w, cap));
+        }
+        let Some((r, w, cap)) = &self.pipe else {
+            unreachable!("created just above")
+        };
+        let n = splice(src, None, w, None, max.min(*cap), flags).map_err(|e| ("splice", e))?;
+        if n == 0 {
+            return Ok(Step::Eof);
+        }
+        // Drain the pipe completely, so the next step starts empty.
+        let mut left = n;
+        while left > 0 {
+            let k = splice(r, None, dst, None, left, flags).map_err(|e| ("splice", e))?;
+            if k == 0 {
+                return Err(("splice", Errno::PIPE));
+            }
+            left -= k;
+        }
+        Ok(self.done(n))
+    }
+
+    fn buffer_step(
+        &mut self,
+        src: &Endpoint,
+        dst: &Endpoint,
+        max: u64,
+        xf: &mut dyn Transform,
+    ) -> Result<Step, SpliceError> {
+        let pool = self.pool.get_or_insert_with(|| {
+            Pool::new(PoolConfig {
+                chunk_size: 4 << 20,
+                max_chunks: 4,
+                populate: false,
+                ..PoolConfig::named("splice")
+            })
+        });
+        let want = if src.kind() == Kind::Datagram {
+            DATAGRAM_MAX
+        } else {
+            BLOCK.min(usize::try_from(max).unwrap_or(BLOCK)).max(1)
+        };
+        let mut b = pool.alloc(want).map_err(|e| SpliceError::Module {
+            module: "buffer path".into(),
+            message: e.to_string(),
+        })?;
+        let n =
+            rustix::io::read(src, &mut b.as_mut_slice()[..want]).map_err(|e| self.io("read", e))?;
+        self.out.clear();
+        if n == 0 {
+            if self.finished {
+                return Ok(Step::Eof);
+            }
+            self.finished = true;
+            let mut out = std::mem::take(&mut self.out);
+            xf.finish(&mut out)?;
+            self.write_all(dst, &mut out)?;
+            self.out = out;
+            return Ok(Step::Eof);
+        }
+        b.truncate(n);
+        let block = Msg::from(b.freeze().map_err(|e| SpliceError::Module {
+            module: "buffer path".into(),
+            message: e.error.to_string(),
+        })?);
+        let mut out = std::mem::take(&mut self.out);
+        xf.put(block, &mut out)?;
+        self.write_all(dst, &mut out)?;
+        self.out = out;
+        self.moved += n as u64;
+        Ok(Step::Moved(n as u64))
+    }
+
+    /// Write every block; a datagram sink gets each block as one datagram.
+    fn write_all(&self, dst: &Endpoint, out: &mut Vec<Msg>) -> Result<(), SpliceError> {
+        for mut m in out.drain(..) {
+            while !m.is_empty() {
+                let n = m.write_to(dst.as_fd()).map_err(|e| {
+                    self.io("writev", Errno::from_io_error(&e).unwrap_or(Errno::IO))
+                })?;
+                if n == 0 {
+                    return Err(SpliceError::SinkClosed);
+                }
+                if dst.kind() == Kind::Datagram {
+                    break;
+                }
+                m.clip_front(n).map_err(|_| SpliceError::SinkClosed)?;
+            }
+        }
+        Ok(())
+    }
+}

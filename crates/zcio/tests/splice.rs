@@ -1,0 +1,296 @@
+//! Associations across real processes: a file sent to a child over TCP
+//! (`sendfile`), a child's TCP stream written to a file (`splice` through
+//! a pipe), file to file (`copy_file_range`), UDP datagrams keeping their
+//! boundaries (buffer path), asynchronous increments reported through the
+//! callback and the pollable descriptor, `stop` interrupting a source that
+//! sends nothing, and a sender killed with SIGKILL mid-stream (the
+//! association ends, no hang). Children are re-executions of this binary
+//! under the watchdog of `common`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{arg, child_role, command, count_arg, report, Kid};
+use zcio::splice::{splice, Endpoint, Increment, MoverKind, Next};
+
+/// Deterministic test data.
+fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// FNV-1a, to compare streams without shipping them back.
+fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
+
+struct TempFile(PathBuf);
+impl TempFile {
+    fn new(tag: &str, data: &[u8]) -> Self {
+        let p = std::env::temp_dir().join(format!("zcio-splice-{tag}-{}", std::process::id()));
+        std::fs::write(&p, data).unwrap();
+        Self(p)
+    }
+    fn open(&self) -> OwnedFd {
+        OwnedFd::from(std::fs::File::open(&self.0).unwrap())
+    }
+    fn create(&self) -> OwnedFd {
+        OwnedFd::from(std::fs::File::create(&self.0).unwrap())
+    }
+}
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+// ------------------------------------------------------------------ children
+
+/// Connects to ADDR and reads until EOF; reports the byte count and hash.
+#[test]
+#[ignore = "child process"]
+fn child_tcp_reader() {
+    let Some(()) = child_role("tcp-reader") else {
+        return;
+    };
+    let mut s = TcpStream::connect(arg("ADDR")).unwrap();
+    let (mut n, mut h) = (0usize, FNV0);
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let k = s.read(&mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        n += k;
+        h = fnv(&buf[..k], h);
+    }
+    report(format_args!("got {n} {h:x}"));
+}
+
+/// Connects to ADDR; on "send N" writes N pattern bytes; on "hold" keeps
+/// the connection open without sending until stdin closes.
+#[test]
+#[ignore = "child process"]
+fn child_tcp_writer() {
+    let Some(()) = child_role("tcp-writer") else {
+        return;
+    };
+    let mut s = TcpStream::connect(arg("ADDR")).unwrap();
+    report("connected");
+    while let Some(cmd) = command() {
+        if cmd.starts_with("send") {
+            let n = count_arg(&cmd, "send");
+            s.write_all(&pattern(n, 7)).unwrap();
+            report(format_args!("sent {n}"));
+        } else if cmd == "close" {
+            break;
+        }
+    }
+}
+
+/// Sends datagrams of the sizes given on "send A,B,C" to ADDR.
+#[test]
+#[ignore = "child process"]
+fn child_udp_sender() {
+    let Some(()) = child_role("udp-sender") else {
+        return;
+    };
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = arg("ADDR");
+    while let Some(cmd) = command() {
+        if let Some(list) = cmd.strip_prefix("send ") {
+            for size in list.split(',').map(|v| v.parse::<usize>().unwrap()) {
+                s.send_to(&pattern(size, size as u64), &to).unwrap();
+            }
+            report("sent");
+        }
+    }
+}
+
+// --------------------------------------------------------------------- tests
+
+#[test]
+fn file_to_child_over_tcp_uses_sendfile() {
+    let data = pattern(5 << 20, 1);
+    let f = TempFile::new("sendfile", &data);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let kid = Kid::spawn("child_tcp_reader", "tcp-reader", &[("ADDR", addr)]);
+    let (sock, _) = l.accept().unwrap();
+    let src = Endpoint::new(f.open(), "file").unwrap();
+    let dst = Endpoint::new(OwnedFd::from(sock), "tcp").unwrap();
+    let mut a = splice(src, dst).unwrap();
+    // Increments: 1 MiB first, then the rest.
+    let c = a.run(Increment::Bytes(1 << 20)).unwrap();
+    assert_eq!((c.moved, c.eof), (1 << 20, false));
+    let c = a.run(Increment::Infinite).unwrap();
+    assert!(c.eof && c.error.is_none(), "{c:?}");
+    let st = a.close();
+    assert_eq!(st.moved, data.len() as u64);
+    assert_eq!(st.mover, MoverKind::Sendfile, "{st:?}");
+    let mut kid = kid;
+    let got = kid.expect("got");
+    assert_eq!(got, format!("{} {:x}", data.len(), fnv(&data, FNV0)));
+    kid.finish();
+}
+
+#[test]
+fn child_tcp_stream_to_file_uses_splice_and_survives_sigkill() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let mut kid = Kid::spawn("child_tcp_writer", "tcp-writer", &[("ADDR", addr)]);
+    let (sock, _) = l.accept().unwrap();
+    kid.expect("connected");
+    let out = TempFile::new("from-tcp", b"");
+    let src = Endpoint::new(OwnedFd::from(sock), "tcp").unwrap();
+    let dst = Endpoint::new(out.create(), "file").unwrap();
+    let mut a = splice(src, dst).unwrap();
+    assert_eq!(kid.ask("send 3000000"), "sent 3000000");
+    let c = a.run(Increment::Bytes(3_000_000)).unwrap();
+    assert_eq!(c.moved, 3_000_000);
+    assert_eq!(a.status().mover, MoverKind::Splice);
+    // Killed mid-stream: the association sees the end, never hangs.
+    kid.send("send 1000000");
+    kid.kill();
+    let c = a.run(Increment::Infinite).unwrap();
+    assert!(c.eof || c.error.is_some(), "{c:?}");
+    let total = a.close().moved;
+    assert!((3_000_000..=4_000_000).contains(&total), "{total}");
+    let got = std::fs::read(&out.0).unwrap();
+    assert_eq!(got.len() as u64, total);
+    assert_eq!(&got[..3_000_000], &pattern(3_000_000, 7)[..]);
+}
+
+#[test]
+fn file_to_file_uses_copy_file_range() {
+    let data = pattern(3 << 20, 3);
+    let src = TempFile::new("cfr-src", &data);
+    let dst = TempFile::new("cfr-dst", b"");
+    let mut a = splice(
+        Endpoint::new(src.open(), "src").unwrap(),
+        Endpoint::new(dst.create(), "dst").unwrap(),
+    )
+    .unwrap();
+    let c = a.run(Increment::Infinite).unwrap();
+    assert!(c.eof);
+    let st = a.close();
+    // copy_file_range, or sendfile where this filesystem refuses it.
+    assert!(
+        st.mover == MoverKind::CopyFileRange
+            || st
+                .fell_back
+                .iter()
+                .any(|(m, _)| *m == MoverKind::CopyFileRange),
+        "{st:?}"
+    );
+    assert_eq!(std::fs::read(&dst.0).unwrap(), data);
+}
+
+#[test]
+fn udp_datagrams_keep_their_boundaries() {
+    let src = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sink_peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink_peer
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let out = UdpSocket::bind("127.0.0.1:0").unwrap();
+    out.connect(sink_peer.local_addr().unwrap()).unwrap();
+    let addr = src.local_addr().unwrap().to_string();
+    let mut kid = Kid::spawn("child_udp_sender", "udp-sender", &[("ADDR", addr)]);
+    let mut a = splice(
+        Endpoint::new(OwnedFd::from(src), "udp-in").unwrap(),
+        Endpoint::new(OwnedFd::from(out), "udp-out").unwrap(),
+    )
+    .unwrap();
+    let sizes = [1usize, 100, 1472, 8000, 64, 30000];
+    let list: Vec<String> = sizes.iter().map(|s| s.to_string()).collect();
+    assert_eq!(kid.ask(&format!("send {}", list.join(","))), "sent");
+    let total: usize = sizes.iter().sum();
+    let c = a.run(Increment::Bytes(total as u64)).unwrap();
+    assert_eq!(c.moved, total as u64);
+    assert_eq!(a.status().mover, MoverKind::Buffer);
+    let mut buf = vec![0u8; 65536];
+    for &s in &sizes {
+        let n = sink_peer.recv(&mut buf).unwrap();
+        assert_eq!(n, s, "datagram boundaries kept");
+        assert_eq!(&buf[..n], &pattern(s, s as u64)[..]);
+    }
+    kid.finish();
+}
+
+#[test]
+fn async_increments_report_through_callback_and_fd() {
+    let data = pattern(3 << 20, 5);
+    let src = TempFile::new("async-src", &data);
+    let dst = TempFile::new("async-dst", b"");
+    let mut a = splice(
+        Endpoint::new(src.open(), "src").unwrap(),
+        Endpoint::new(dst.create(), "dst").unwrap(),
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    a.on_complete(move |c| {
+        tx.send(c.moved).unwrap();
+        Next::Continue(Increment::Bytes(1 << 20))
+    });
+    a.start(Increment::Bytes(1 << 20)).unwrap();
+    // The pollable descriptor becomes readable once a completion waits.
+    let mut fds = [rustix::event::PollFd::new(&a, rustix::event::PollFlags::IN)];
+    let t = rustix::event::Timespec {
+        tv_sec: 20,
+        tv_nsec: 0,
+    };
+    assert_eq!(rustix::event::poll(&mut fds, Some(&t)).unwrap(), 1);
+    let mut eof = false;
+    for _ in 0..10 {
+        let c = a.wait(Duration::from_secs(20)).expect("a completion");
+        if c.eof {
+            eof = true;
+            break;
+        }
+    }
+    assert!(eof);
+    let moved: Vec<u64> = rx.try_iter().collect();
+    assert_eq!(moved.iter().sum::<u64>(), data.len() as u64);
+    assert_eq!(std::fs::read(&dst.0).unwrap(), data);
+}
+
+#[test]
+fn stop_interrupts_a_source_that_sends_nothing() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let mut kid = Kid::spawn("child_tcp_writer", "tcp-writer", &[("ADDR", addr)]);
+    let (sock, _) = l.accept().unwrap();
+    kid.expect("connected");
+    let out = TempFile::new("stop", b"");
+    let mut a = splice(
+        Endpoint::new(OwnedFd::from(sock), "tcp").unwrap(),
+        Endpoint::new(out.create(), "file").unwrap(),
+    )
+    .unwrap();
+    a.start(Increment::Infinite).unwrap();
+    assert!(a.status().active);
+    assert!(a.wait(Duration::from_millis(200)).is_none());
+    a.stop();
+    let c = a.wait(Duration::from_secs(20)).expect("stopped increment");
+    assert!(c.stopped && c.moved == 0, "{c:?}");
+    assert!(!a.status().active);
+    kid.send("close");
+    kid.finish();
+}
