@@ -45,6 +45,7 @@ pub mod ratelimit;
 mod registry;
 pub mod seal;
 mod stack;
+pub mod tap;
 pub mod zstd;
 
 use std::sync::Arc;

@@ -32,7 +32,7 @@ impl Registry {
     }
 
     /// A registry with every built-in: `count`, `crc32c`, `inet`, `zstd`,
-    /// `unzstd`, `seal`, `open`, `ratelimit`.
+    /// `unzstd`, `seal`, `open`, `ratelimit`, `tap`.
     pub fn builtin() -> Self {
         let mut r = Self::empty();
         r.register("count", |a| super::count::Count::open(a).map(boxed));
@@ -45,6 +45,7 @@ impl Registry {
         r.register("ratelimit", |a| {
             super::ratelimit::RateLimit::open(a).map(boxed)
         });
+        r.register("tap", |a| super::tap::Tap::open(a).map(boxed));
         r
     }
 
