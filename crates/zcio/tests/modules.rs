@@ -191,3 +191,176 @@ proptest! {
         prop_assert!(run(&mut rx, cut(&pool, &wire[..keep], step, 1)).is_err());
     }
 }
+
+/// Build a shared object from C source with `cc`; `None` (after printing
+/// `skipped:`) when there is no C compiler.
+fn build_c(name: &str, src: &std::path::Path, defines: &[&str]) -> Option<std::path::PathBuf> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if std::process::Command::new(&cc)
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: no C compiler ({cc}) to build the example module");
+        return None;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("zcio-cmod-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join(format!("lib{name}.so"));
+    let status = std::process::Command::new(&cc)
+        .args([
+            "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+        ])
+        .arg("-I")
+        .arg(root.join("include"))
+        .args(defines)
+        .arg("-o")
+        .arg(&so)
+        .arg(src)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed for {}", src.display());
+    Some(so)
+}
+
+fn c_source(file: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("zcio-cmod-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(file);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn c_module_rot13() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../c/modules/rot13.c");
+    let Some(so) = build_c("rot13", &src, &[]) else {
+        return;
+    };
+    let mut reg = Registry::builtin();
+    // SAFETY: our own example module, built just now from c/modules/rot13.c.
+    let name = unsafe { reg.load(&so) }.unwrap();
+    assert_eq!(name, "rot13");
+    assert!(reg.names().contains(&"rot13"));
+
+    let pool = pool("mod-c");
+    let mut s = Stack::new(pool.clone());
+    s.push(reg.open("rot13").unwrap());
+    s.push(reg.open("rot13:shift=13").unwrap());
+    s.push(reg.open("count").unwrap());
+    let text: Vec<u8> = b"Hello, zcio modules! The quick brown fox. "
+        .iter()
+        .copied()
+        .cycle()
+        .take(100_000)
+        .collect();
+    let out = run(&mut s, cut(&pool, &text, 7000, 3)).unwrap();
+    assert_eq!(out, text, "rot13 twice is the identity");
+    // Input by pointer, output one copy per module: exactly 2 x the bytes.
+    assert_eq!(s.copied(), 2 * text.len() as u64);
+
+    let mut one = Stack::new(pool.clone());
+    one.push(reg.open("rot13:shift=1").unwrap());
+    let out = run(&mut one, vec![block(&pool, b"abz ABZ!", 1)]).unwrap();
+    assert_eq!(out, b"bca BCA!");
+    assert_eq!(one.control("rot13", "bytes", None).unwrap(), "8");
+    assert_eq!(one.control(0, "shift", Some("2")).unwrap(), "ok");
+    assert!(one.control(0, "shift", Some("99")).is_err());
+    assert!(one
+        .control(0, "nope", None)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown key"));
+    assert!(one
+        .control(0, "stats", None)
+        .unwrap()
+        .contains("bytes_in=8"));
+
+    let e = reg.open("rot13:shift=40").err().unwrap().to_string();
+    assert!(e.contains("rot13") && e.contains("shift=0..25"), "{e}");
+    let e = reg.open("rot13:bogus=1").err().unwrap().to_string();
+    assert!(e.contains("bogus"), "{e}");
+}
+
+const BAD_MODULE: &str = r#"
+#include <errno.h>
+#include <stdlib.h>
+#include "zcio_module.h"
+#ifndef VERSION
+#define VERSION ZCIO_MODULE_ABI_VERSION
+#endif
+#ifndef NAME
+#define NAME "bad"
+#endif
+static int st;
+static void *o(const char *a, char *e, size_t n) { (void)a; (void)e; (void)n; return &st; }
+__attribute__((unused)) static int p(void *s, const uint8_t *in, size_t len, zcio_emit_fn emit, void *ctx) {
+    (void)s;
+    if (len > 0 && in[0] == 'x') return -EBADMSG;
+    if (len > 0 && in[0] == 'n') return emit(ctx, NULL, 5);
+    if (len > 0 && in[0] == 'e') return -EIO;
+    return emit(ctx, in, len);
+}
+static void c(void *s) { (void)s; }
+static const struct zcio_module_v1 T = {
+    .abi_version = VERSION, .struct_size = sizeof(struct zcio_module_v1), .name = NAME,
+    .open = o,
+#ifndef NO_PUT
+    .put = p,
+#endif
+    .close = c,
+};
+#ifndef NO_ENTRY
+const struct zcio_module_v1 *zcio_module_v1_entry(void) { return &T; }
+#else
+const struct zcio_module_v1 *other_entry(void) { return &T; }
+#endif
+"#;
+
+#[test]
+fn c_module_abi_checks_and_errors() {
+    let src = c_source("bad.c", BAD_MODULE);
+    let Some(good) = build_c("bad", &src, &[]) else {
+        return;
+    };
+    let v2 = build_c("v2", &src, &["-DVERSION=2"]).unwrap();
+    let noput = build_c("noput", &src, &["-DNO_PUT"]).unwrap();
+    let badname = build_c("badname", &src, &["-DNAME=\"a:b\""]).unwrap();
+    let noentry = build_c("noentry", &src, &["-DNO_ENTRY"]).unwrap();
+    let mut reg = Registry::empty();
+    for (so, want) in [
+        (&v2, "ABI version 2"),
+        (&noput, "must not be NULL"),
+        (&badname, "invalid module name"),
+        (&noentry, "no zcio_module_v1_entry symbol"),
+    ] {
+        // SAFETY: test modules built just now from BAD_MODULE.
+        let e = unsafe { reg.load(so) }.unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    // SAFETY: nothing is loaded: the file does not exist.
+    let e = unsafe { reg.load("/nonexistent/libnothing.so") }.unwrap_err();
+    assert!(matches!(e, ModuleError::Load { .. }), "{e}");
+
+    // SAFETY: as above.
+    assert_eq!(unsafe { reg.load(&good) }.unwrap(), "bad");
+    let pool = pool("mod-c-bad");
+    let mut s = Stack::new(pool.clone());
+    s.push(reg.open("bad").unwrap());
+    assert_eq!(
+        run(&mut s, vec![block(&pool, b"fine", 1)]).unwrap(),
+        b"fine"
+    );
+    let e = s.put(block(&pool, b"xx", 1)).unwrap_err();
+    assert!(matches!(e, ModuleError::BadInput { .. }), "{e}");
+    let e = s.put(block(&pool, b"nn", 1)).unwrap_err().to_string();
+    assert!(e.contains("NULL"), "{e}");
+    let e = s.put(block(&pool, b"ee", 1)).unwrap_err().to_string();
+    assert!(e.contains("put returned -5"), "{e}");
+    assert!(s
+        .control(0, "anything", None)
+        .unwrap_err()
+        .to_string()
+        .contains("no controls"));
+}

@@ -14,7 +14,7 @@
 //! [`Registry`] (the thesis's `kload`), controlled with key/value requests
 //! ([`Module::control`], the thesis's control read/write), and closed by
 //! dropping them. User modules load from a shared object through a small
-//! versioned C ABI (`include/zcio_module.h`).
+//! versioned C ABI (`include/zcio_module.h`, see [`Registry::load`]).
 //!
 //! ```
 //! use zcio::splice::module::{Registry, Stack};
@@ -38,6 +38,7 @@
 //! ```
 
 mod args;
+mod cabi;
 pub mod count;
 pub mod crc32c;
 pub mod inet;
@@ -262,6 +263,11 @@ impl<'a> Context<'a> {
     /// The pool output buffers come from.
     pub fn pool(&self) -> &Pool {
         self.pool
+    }
+
+    /// The module now running (as named by [`Context::enter`]).
+    pub fn module_name(&self) -> &str {
+        &self.module
     }
 
     /// Name the module now running (for error messages; the [`Stack`]

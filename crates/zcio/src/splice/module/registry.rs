@@ -1,6 +1,7 @@
 //! The registry of modules by name (the thesis's `kload`).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::{Args, Module, ModuleError};
@@ -10,7 +11,8 @@ use super::{Args, Module, ModuleError};
 pub type Factory = Arc<dyn Fn(Args) -> Result<Box<dyn Module>, ModuleError> + Send + Sync>;
 
 /// Modules by name. [`Registry::builtin`] knows every built-in;
-/// [`Registry::register`] adds Rust modules. [`Registry::open`] takes `"name"` or
+/// [`Registry::register`] adds Rust modules and [`Registry::load`] C ones
+/// from a shared object. [`Registry::open`] takes `"name"` or
 /// `"name:key=value,…"`.
 #[derive(Clone, Default)]
 pub struct Registry {
@@ -55,6 +57,31 @@ impl Registry {
         F: Fn(Args) -> Result<Box<dyn Module>, ModuleError> + Send + Sync + 'static,
     {
         self.factories.insert(name.to_owned(), Arc::new(factory));
+    }
+
+    /// Load the user module in shared object `path` through the C ABI of
+    /// `include/zcio_module.h` (symbol `zcio_module_v1_entry`, ABI version
+    /// and table size checked, `open`/`put`/`close` required) and register
+    /// it under the name it declares, which is returned. The library stays
+    /// loaded while the registry or any module opened from it lives. A
+    /// bare file name is taken relative to the current directory.
+    ///
+    /// # Safety
+    /// Loading runs the object's initialisers, and its functions run in
+    /// this process with its privileges (the thesis loads modules into the
+    /// kernel; here there is no isolation either). `path` must be a zcio
+    /// module you trust as much as your own code, that honours the
+    /// header's contract (valid pointers, no writes to its input, output
+    /// only through `emit` during a call).
+    pub unsafe fn load(&mut self, path: impl AsRef<Path>) -> Result<String, ModuleError> {
+        // SAFETY: this function's contract, passed on.
+        let lib = unsafe { super::cabi::Library::load(path.as_ref()) }?;
+        let name = lib.name().to_owned();
+        let lib = Arc::new(lib);
+        self.register(&name, move |a| {
+            super::cabi::CModule::open(Arc::clone(&lib), a).map(boxed)
+        });
+        Ok(name)
     }
 
     /// Whether `name` is registered.
