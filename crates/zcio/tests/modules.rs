@@ -364,3 +364,113 @@ fn c_module_abi_checks_and_errors() {
         .to_string()
         .contains("no controls"));
 }
+
+/// CPU time of this process (user + system), seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct we pass; no other effect.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Not a benchmark with baselines (that is `zcio bench splice`): a quick
+/// look at what a stack costs in-process, printed, never asserted.
+/// `cargo test --release -p zcio --test modules -- --ignored --nocapture`
+#[test]
+#[ignore = "measurement; run explicitly in release mode"]
+fn stack_throughput() {
+    let pool = Pool::new(PoolConfig {
+        chunk_size: 16 << 20,
+        max_chunks: 64,
+        ..PoolConfig::named("mod-tput")
+    });
+    // 16 distinct 1 MiB blocks of text-like data: words drawn by a
+    // xorshift generator (compresses about 3x).
+    const WORDS: [&str; 16] = [
+        "the ",
+        "quick ",
+        "brown ",
+        "fox ",
+        "jumps ",
+        "over ",
+        "a ",
+        "lazy ",
+        "dog, ",
+        "zero-copy ",
+        "buffers ",
+        "move ",
+        "between ",
+        "processes. ",
+        "and ",
+        "modules ",
+    ];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let blocks: Vec<Msg> = (0..16)
+        .map(|_| {
+            let mut data = Vec::with_capacity(1 << 20);
+            while data.len() < 1 << 20 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                data.extend_from_slice(WORDS[(x % 16) as usize].as_bytes());
+            }
+            data.truncate(1 << 20);
+            block(&pool, &data, 1)
+        })
+        .collect();
+    // Warm the pool (its chunks are created on first use).
+    drop(stack(&pool, &["zstd"]).put(blocks[0].clone()).unwrap());
+    let total_mib = 512;
+    println!("stack                                  MiB/s   CPU s/GiB  copied");
+    for specs in [
+        vec!["count"],
+        vec!["crc32c"],
+        vec!["inet"],
+        vec!["crc32c", "inet", "count"],
+        vec!["zstd:level=1"],
+        vec!["crc32c", "zstd:level=3"],
+        vec!["seal:key=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"],
+    ] {
+        let mut s = stack(&pool, &specs);
+        let (t0, c0) = (std::time::Instant::now(), cpu_seconds());
+        for i in 0..total_mib {
+            drop(s.put(blocks[i % blocks.len()].clone()).unwrap());
+        }
+        drop(s.finish().unwrap());
+        let (dt, dc) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        let label = specs
+            .iter()
+            .map(|s| s.split(':').next().unwrap_or(s))
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        println!(
+            "{label:<36} {:>8.0} {:>10.3}  {}",
+            total_mib as f64 / dt,
+            dc / (total_mib as f64 / 1024.0),
+            s.copied()
+        );
+    }
+    // The same work on plain Vecs, for comparison.
+    let plain: Vec<Vec<u8>> = blocks.iter().map(Msg::to_vec).collect();
+    for (label, level) in [
+        ("baseline: zstd::stream::Encoder level 1", 1),
+        ("baseline: level 3", 3),
+    ] {
+        let (t0, c0) = (std::time::Instant::now(), cpu_seconds());
+        let mut enc = zstd::stream::Encoder::new(std::io::sink(), level).unwrap();
+        for i in 0..total_mib {
+            std::io::Write::write_all(&mut enc, &plain[i % plain.len()]).unwrap();
+        }
+        enc.finish().unwrap();
+        let (dt, dc) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        println!(
+            "{label:<36} {:>8.0} {:>10.3}  -",
+            total_mib as f64 / dt,
+            dc / (total_mib as f64 / 1024.0)
+        );
+    }
+}

@@ -233,7 +233,7 @@ impl ModuleError {
 /// nothing ([`Context::copied`]).
 pub struct Context<'a> {
     pool: &'a Pool,
-    module: Arc<str>,
+    module: Option<Arc<str>>,
     copied: u64,
     allocated: u64,
 }
@@ -254,7 +254,7 @@ impl<'a> Context<'a> {
     pub fn new(pool: &'a Pool) -> Self {
         Self {
             pool,
-            module: Arc::from(""),
+            module: None,
             copied: 0,
             allocated: 0,
         }
@@ -267,14 +267,14 @@ impl<'a> Context<'a> {
 
     /// The module now running (as named by [`Context::enter`]).
     pub fn module_name(&self) -> &str {
-        &self.module
+        self.module.as_deref().unwrap_or("")
     }
 
     /// Name the module now running (for error messages; the [`Stack`]
     /// does this before each call).
     pub fn enter(&mut self, module: &Arc<str>) {
-        if !Arc::ptr_eq(&self.module, module) {
-            self.module = Arc::clone(module);
+        if !self.module.as_ref().is_some_and(|m| Arc::ptr_eq(m, module)) {
+            self.module = Some(Arc::clone(module));
         }
     }
 
@@ -287,7 +287,7 @@ impl<'a> Context<'a> {
                 Ok(b)
             }
             Err(source) => Err(ModuleError::Alloc {
-                module: self.module.to_string(),
+                module: self.module_name().to_owned(),
                 source,
             }),
         }
