@@ -32,6 +32,12 @@ impl<'a> From<&'a str> for StackIndex<'a> {
     }
 }
 
+// A stack moves with its association (e.g. to a mover thread).
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Stack>();
+};
+
 struct Slot {
     name: Arc<str>,
     module: Box<dyn Module>,
