@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, child, limits, ring, transfer};
+use zcio_bench::{asyncb, child, limits, ring, splice, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -81,6 +81,28 @@ enum Cmd {
         zcio-bench async --parts b --intermediates 0,8 --stream 100000\n  \
         zcio-bench async --quick --format json --out async.json --svg async.svg")]
     Async(AsyncArgs),
+    /// Peer-to-peer I/O: zcio cp and zcio relay vs user loops and tools.
+    ///
+    /// Every side a separate process, all in one run: (a) copy a
+    /// page-cached 1 GiB file with a read/write loop (64 KiB), coreutils
+    /// `cp` and `zcio cp`: throughput and the copier's CPU time; (b) the
+    /// rate of a CPU-bound neighbour pinned beside each copier, as a
+    /// percentage of its rate alone; (c) 1 GiB of log text through CRC32C +
+    /// zstd level 1: `zcio cp --module crc32c --module zstd` vs a user loop
+    /// vs `tee | cksum` + `zstd -1`, total CPU; (d) UDP forwarding through
+    /// `zcio relay --plain` vs `zcio relay`, 64 B … 8 KiB: one-way latency
+    /// and the highest loss-free rate, over loopback and (as root) over a
+    /// veth pair in a network namespace. Needs the `zcio` binary
+    /// (`cargo build --release -p zcio-cli`).
+    #[command(after_help = "Examples:\n  \
+        cargo build --release -p zcio-cli -p zcio-bench\n  \
+        zcio-bench splice --quick                       # all four parts, about a minute\n  \
+        zcio-bench splice                               # full run: 1 GiB files, 64 B…8 KiB, median of 3\n  \
+        zcio-bench splice --parts a,b                   # only the copies and CPU availability\n  \
+        zcio-bench splice --parts d --packet-sizes 64,1K --no-veth\n  \
+        zcio-bench splice --quick --zcio ./target/release/zcio --dir /tmp\n  \
+        zcio-bench splice --quick --format json --out splice.json --svg splice.svg")]
+    Splice(SpliceArgs),
 }
 
 /// Output options shared by the benchmarks.
@@ -194,6 +216,46 @@ struct AsyncArgs {
     out: OutArgs,
 }
 
+#[derive(Args, Debug)]
+struct SpliceArgs {
+    /// A short run (well under 2 minutes on two cores): a 256 MiB file, a
+    /// 128 MiB stream, packets of 64 B and 1 KiB, trials of 0.25 s, one
+    /// run per point.
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: a (copy), b (avail), c (modules),
+    /// d (udp).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// Runs per point, interleaved; the median is reported (default 3;
+    /// --quick 1).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// (a), (b) size of the page-cached file (e.g. 1G).
+    #[arg(long)]
+    copy_size: Option<String>,
+    /// (c) size of the compressible stream (e.g. 1G).
+    #[arg(long)]
+    stream_size: Option<String>,
+    /// (d) UDP payload sizes, comma-separated (16 B … 16 KiB).
+    #[arg(long, value_delimiter = ',')]
+    packet_sizes: Option<Vec<String>>,
+    /// (d) trials per rate search (a bound; default 10, --quick 7).
+    #[arg(long)]
+    max_trials: Option<usize>,
+    /// (d) only loopback, no veth pair in a network namespace.
+    #[arg(long)]
+    no_veth: bool,
+    /// Directory for the files of (a)–(c) [default: under the target dir].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The zcio binary [default: `zcio` next to zcio-bench].
+    #[arg(long)]
+    zcio: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
 /// A run that could not start because of its input (exit code 2), or one
 /// that failed (exit code 1).
 enum Failure {
@@ -301,17 +363,52 @@ fn async_cmd(a: AsyncArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("async")).map_err(Failure::Run)
 }
 
+fn splice_cmd(a: SpliceArgs) -> Result<(), Failure> {
+    let zcio = a.zcio.unwrap_or_else(splice::default_zcio);
+    input(splice::check_zcio(&zcio))?;
+    let mut opts = if a.quick {
+        splice::Options::quick(zcio)
+    } else {
+        splice::Options::full(zcio)
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, splice::Part::parse)?;
+    }
+    if let Some(r) = a.reps {
+        opts.reps = r;
+    }
+    if let Some(s) = &a.copy_size {
+        opts.copy_size = input(parse_bytes_u64(s))?;
+    }
+    if let Some(s) = &a.stream_size {
+        opts.stream_size = input(parse_bytes_u64(s))?;
+    }
+    if let Some(s) = &a.packet_sizes {
+        opts.packet_sizes = list(s, parse_size)?;
+    }
+    if let Some(n) = a.max_trials {
+        opts.max_trials = n;
+    }
+    opts.veth = !a.no_veth;
+    opts.dir = a.dir;
+    input(splice::validate(&opts))?;
+    let bench = splice::SpliceBench::prepare(opts).map_err(Failure::Run)?;
+    driver::run(&bench, &a.out.output("splice")).map_err(Failure::Run)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some(child::CHILD_ARG) => std::process::exit(child::child_main(&args[2..])),
         Some(asyncb::CHILD_ARG) => std::process::exit(asyncb::child_main(&args[2..])),
+        Some(splice::CHILD_ARG) => std::process::exit(splice::child_main(&args[2..])),
         _ => {}
     }
     let res = match Cli::parse().cmd {
         Cmd::Transfer(a) => transfer_cmd(a),
         Cmd::Ring(a) => ring_cmd(a),
         Cmd::Async(a) => async_cmd(a),
+        Cmd::Splice(a) => splice_cmd(a),
     };
     match res {
         Ok(()) => {}

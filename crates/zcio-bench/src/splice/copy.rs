@@ -1,0 +1,277 @@
+//! Parts (a) and (b): copying a page-cached file, and the CPU left to a
+//! CPU-bound neighbour beside each copier.
+//!
+//! The copiers are separate processes: a read/write loop with a 64 KiB
+//! buffer (this binary as a child), coreutils `cp` and `zcio cp`. Their CPU
+//! time is what `wait4` reports for them. In (b) a repeater child pinned
+//! to one CPU runs the copier again and again (the copier inherits the
+//! pinning) while the neighbour, pinned to the same CPU, counts.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::files::{remove, spot_check, Place};
+use super::proc::Proc;
+use super::task::{Spec, Task};
+use super::{require_sub, Options, Row};
+
+/// The read/write loop's buffer.
+pub const RW_BUF: usize = 64 << 10;
+
+/// One copier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Copier {
+    /// `read`/`write` with a 64 KiB buffer (a child of this binary).
+    RwLoop,
+    /// coreutils `cp`.
+    Cp,
+    /// `zcio cp`.
+    ZcioCp,
+}
+
+impl Copier {
+    /// All copiers, in table order.
+    pub const ALL: [Copier; 3] = [Copier::RwLoop, Copier::Cp, Copier::ZcioCp];
+
+    /// For tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Copier::RwLoop => "rw-loop",
+            Copier::Cp => "cp",
+            Copier::ZcioCp => "zcio-cp",
+        }
+    }
+
+    /// Its command line copying `src` to `dst`.
+    pub fn argv(self, src: &Path, dst: &Path, opts: &Options) -> Result<Vec<String>, String> {
+        let (s, d) = (
+            src.to_string_lossy().into_owned(),
+            dst.to_string_lossy().into_owned(),
+        );
+        Ok(match self {
+            Copier::RwLoop => {
+                let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+                let spec = Spec {
+                    task: Task::RwCopy {
+                        src: s,
+                        dst: d,
+                        buf: RW_BUF,
+                    },
+                    cpu: None,
+                    timeout_ms: opts.timeout.as_millis() as u64,
+                };
+                vec![
+                    exe.to_string_lossy().into_owned(),
+                    super::CHILD_ARG.into(),
+                    serde_json::to_string(&spec).map_err(|e| e.to_string())?,
+                ]
+            }
+            Copier::Cp => vec!["cp".into(), s, d],
+            Copier::ZcioCp => {
+                require_sub(&opts.zcio, "cp")?;
+                vec![
+                    opts.zcio.to_string_lossy().into_owned(),
+                    "cp".into(),
+                    s,
+                    d,
+                    "--quiet".into(),
+                ]
+            }
+        })
+    }
+}
+
+fn command(argv: &[String]) -> Result<Command, String> {
+    let (p, rest) = argv.split_first().ok_or("empty command line")?;
+    let mut c = Command::new(p);
+    c.args(rest);
+    Ok(c)
+}
+
+/// (a) Copy `src` into `dir` once with `c`; the destination is checked and
+/// removed afterwards.
+pub fn measure_copy(
+    c: Copier,
+    place: Place,
+    src: &Path,
+    dir: &Path,
+    opts: &Options,
+) -> Result<Row, String> {
+    let dst = dir.join(format!("copy-{}.dst", c.name()));
+    remove(&dst);
+    let argv = c.argv(src, &dst, opts)?;
+    let errlog = dir.join(format!("{}.stderr", c.name()));
+    let p = Proc::spawn(&mut command(&argv)?, c.name(), Some(&errlog))?;
+    let res = p.wait(opts.timeout);
+    let check = match &res {
+        Ok(_) => spot_check(src, &dst),
+        Err(_) => Ok(()),
+    };
+    remove(&dst);
+    remove(&errlog);
+    let (u, _) = res?;
+    check?;
+    let size = std::fs::metadata(src).map_err(|e| e.to_string())?.len();
+    Ok(Row {
+        fs: Some(place.name().into()),
+        size: Some(size),
+        gb_per_sec: Some(size as f64 / u.wall.as_secs_f64().max(1e-9) / 1e9),
+        cpu_s: Some(u.cpu_s()),
+        user_s: Some(u.user_s),
+        sys_s: Some(u.sys_s),
+        wall_s: Some(u.wall.as_secs_f64()),
+        ..Row::new("a", c.name())
+    })
+}
+
+/// What the neighbour prints.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct NeighbourReport {
+    /// Iterations counted.
+    pub iters: u64,
+    /// Over this many seconds.
+    pub secs: f64,
+}
+
+/// What the repeater prints.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct RepeatReport {
+    /// Complete copies.
+    pub copies: u64,
+    /// Seconds from the first copy's start to the last one's end.
+    pub secs: f64,
+}
+
+/// (b) Measure the neighbour alone (`c` = `None`) or beside copier `c`,
+/// both pinned to the first allowed CPU.
+pub fn measure_avail(
+    c: Option<Copier>,
+    src: &Path,
+    dir: &Path,
+    opts: &Options,
+) -> Result<Row, String> {
+    let cpu = Some(crate::affinity::cpu_for(0));
+    let ms = opts.avail_time.as_millis() as u64;
+    let spec = |task| Spec {
+        task,
+        cpu,
+        timeout_ms: opts.timeout.as_millis() as u64,
+    };
+    let size = std::fs::metadata(src).map_err(|e| e.to_string())?.len();
+    let dst = dir.join("avail.dst");
+    let rep = match c {
+        None => None,
+        Some(c) => {
+            remove(&dst);
+            let task = Task::Repeat {
+                argv: c.argv(src, &dst, opts)?,
+                dst: dst.to_string_lossy().into_owned(),
+                // Copy before the neighbour starts and after it ends.
+                ms: ms + 400,
+                max: 10_000,
+            };
+            let p = Proc::spawn_task(&spec(task), &[], &format!("{} repeater", c.name()))?;
+            // Let the first copy get going.
+            std::thread::sleep(Duration::from_millis(150));
+            Some(p)
+        }
+    };
+    let n = Proc::spawn_task(&spec(Task::Neighbour { ms }), &[], "neighbour")?;
+    let nres = n.wait(opts.timeout);
+    let rres = rep.map(|r| r.wait(opts.timeout));
+    remove(&dst);
+    let (_, line) = nres?;
+    let nr: NeighbourReport =
+        serde_json::from_str(line.trim()).map_err(|e| format!("neighbour: bad report: {e}"))?;
+    let mut row = Row {
+        size: Some(size),
+        neighbour_rate: Some(nr.iters as f64 / nr.secs.max(1e-9)),
+        ..Row::new("b", c.map_or("alone", Copier::name))
+    };
+    if let Some(r) = rres {
+        let (u, line) = r?;
+        let rr: RepeatReport =
+            serde_json::from_str(line.trim()).map_err(|e| format!("repeater: bad report: {e}"))?;
+        row.copies = Some(rr.copies);
+        row.gb_per_sec = Some((rr.copies * size) as f64 / rr.secs.max(1e-9) / 1e9);
+        row.cpu_s = Some(u.cpu_s());
+        row.wall_s = Some(u.wall.as_secs_f64());
+    }
+    Ok(row)
+}
+
+/// The read/write copy loop (a child).
+pub fn rw_copy(src: &str, dst: &str, buf: usize, deadline: Instant) -> Result<(), String> {
+    let mut i = std::fs::File::open(src).map_err(|e| format!("open {src}: {e}"))?;
+    let mut o = std::fs::File::create(dst).map_err(|e| format!("create {dst}: {e}"))?;
+    let mut b = vec![0u8; buf.max(1)];
+    let mut calls = 0u64;
+    loop {
+        let n = match i.read(&mut b) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("read {src}: {e}")),
+        };
+        o.write_all(&b[..n])
+            .map_err(|e| format!("write {dst}: {e}"))?;
+        calls += 1;
+        if calls.is_multiple_of(1024) && Instant::now() > deadline {
+            return Err("deadline passed".into());
+        }
+    }
+}
+
+/// The CPU-bound neighbour (a child): count iterations of an integer loop
+/// for `ms` milliseconds.
+pub fn neighbour(ms: u64) -> Result<NeighbourReport, String> {
+    const CHUNK: u64 = 1 << 14;
+    let start = Instant::now();
+    let end = start + Duration::from_millis(ms);
+    let mut x = 1u64;
+    let mut iters = 0u64;
+    loop {
+        for _ in 0..CHUNK {
+            x = std::hint::black_box(
+                x.wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407),
+            );
+        }
+        iters += CHUNK;
+        if Instant::now() >= end {
+            break;
+        }
+    }
+    Ok(NeighbourReport {
+        iters,
+        secs: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The repeater (a child): run `argv` until `ms` passed (whole copies
+/// only) or `max` runs.
+pub fn repeat(
+    argv: &[String],
+    dst: &str,
+    ms: u64,
+    max: u64,
+    deadline: Instant,
+) -> Result<RepeatReport, String> {
+    let start = Instant::now();
+    let until = start + Duration::from_millis(ms);
+    let mut copies = 0u64;
+    while copies < max && Instant::now() < until {
+        let _ = std::fs::remove_file(dst);
+        let p = Proc::spawn(&mut command(argv)?, argv[0].clone(), None)?;
+        p.wait(deadline.saturating_duration_since(Instant::now()))?;
+        copies += 1;
+    }
+    Ok(RepeatReport {
+        copies,
+        secs: start.elapsed().as_secs_f64(),
+    })
+}
