@@ -23,7 +23,8 @@ use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 
 use super::endpoint::Endpoint;
 use super::error::SpliceError;
-use super::mover::{Identity, Mover, MoverKind, Step, Transform};
+use super::module::{Module, Stack, StackIndex};
+use super::mover::{buffer_pool, module_error, Mover, MoverKind, Step};
 use crate::Errno;
 
 /// How much data to move before control returns (Fall's increment).
@@ -92,7 +93,11 @@ pub struct Status {
     pub mover: MoverKind,
     /// Movers the kernel refused for this pair before the one in use.
     pub fell_back: Vec<(MoverKind, Errno)>,
-    /// The source's and the sink's labels.
+    /// The modules on the association's stack, in data order.
+    pub modules: Vec<String>,
+    /// Bytes the modules copied (0 for pass-through modules).
+    pub copied: u64,
+    /// The source's label.
     pub source: String,
     /// The sink's label.
     pub sink: String,
@@ -103,7 +108,7 @@ struct Engine {
     src: Endpoint,
     dst: Endpoint,
     mover: Mover,
-    xf: Box<dyn Transform>,
+    stack: Stack,
 }
 
 struct Shared {
@@ -133,6 +138,10 @@ struct State {
     callback: Option<Callback>,
     closing: bool,
     labels: (String, String),
+    modules: Vec<String>,
+    copied: u64,
+    /// The modules' counters after the last step (readable while flowing).
+    module_stats: Vec<(String, Vec<(&'static str, u64)>)>,
 }
 
 /// A standing association between a source and a sink.
@@ -146,15 +155,6 @@ impl Association {
     /// started). The mover is chosen for the pair, fastest first.
     pub fn new(src: Endpoint, sink: Endpoint) -> Result<Self, SpliceError> {
         let kind = MoverKind::choose(&src, &sink, false);
-        Self::with_transform(src, sink, kind, Box::new(Identity))
-    }
-
-    pub(crate) fn with_transform(
-        src: Endpoint,
-        sink: Endpoint,
-        kind: MoverKind,
-        xf: Box<dyn Transform>,
-    ) -> Result<Self, SpliceError> {
         let efd = || {
             eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|errno| {
                 SpliceError::Setup {
@@ -164,13 +164,14 @@ impl Association {
             })
         };
         let labels = (src.label().to_owned(), sink.label().to_owned());
+        let pool = buffer_pool();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 engine: Some(Engine {
                     src,
                     dst: sink,
-                    mover: Mover::new(kind),
-                    xf,
+                    mover: Mover::new(kind, pool.clone()),
+                    stack: Stack::new(pool),
                 }),
                 active: false,
                 wanted: 0,
@@ -184,6 +185,9 @@ impl Association {
                 callback: None,
                 closing: false,
                 labels,
+                modules: Vec::new(),
+                copied: 0,
+                module_stats: Vec::new(),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -281,6 +285,79 @@ impl Association {
         }
     }
 
+    /// Push a processing module at the sink end of the association's
+    /// stack (between increments). The first module moves the association
+    /// from its kernel fast path to the buffer path.
+    pub fn push(&mut self, m: Box<dyn Module>) -> Result<(), SpliceError> {
+        self.with_engine(|e, st| {
+            e.stack.push(m);
+            e.mover.set_kind(MoverKind::Buffer);
+            st.mover = MoverKind::Buffer;
+            sync_modules(e, st);
+            Ok(())
+        })
+    }
+
+    /// Pop the module at the sink end (between increments): its buffered
+    /// output (a compressor's frame end, …) is flushed to the sink first.
+    /// Popping the last module moves the association back to the fastest
+    /// mover for its pair. `None` when no module is stacked.
+    pub fn pop(&mut self) -> Result<Option<Box<dyn Module>>, SpliceError> {
+        self.with_engine(|e, st| {
+            // After the end of the source the stack already finished.
+            let popped = if e.mover.finished() {
+                e.stack.pop().map(|m| (m, Vec::new()))
+            } else {
+                e.stack.pop_finished().map_err(module_error)?
+            };
+            let Some((m, out)) = popped else {
+                return Ok(None);
+            };
+            let written = e.mover.write_all(&e.dst, out);
+            if e.stack.is_empty() {
+                let kind = MoverKind::choose(&e.src, &e.dst, false);
+                e.mover.set_kind(kind);
+                st.mover = kind;
+            }
+            sync_modules(e, st);
+            written.map(|()| Some(m))
+        })
+    }
+
+    /// Control read (`value == None`) or write of a stacked module, by
+    /// position or name (the thesis's control read/write; every module
+    /// answers `"stats"`). Between increments only.
+    pub fn control<'a>(
+        &mut self,
+        which: impl Into<StackIndex<'a>>,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<String, SpliceError> {
+        let which = which.into();
+        self.with_engine(|e, _| e.stack.control(which, key, value).map_err(module_error))
+    }
+
+    /// Every stacked module's counters (name, counters) as of the last
+    /// step; readable while data flows.
+    pub fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
+        self.shared.lock().module_stats.clone()
+    }
+
+    /// Run `f` on the engine while no increment runs.
+    fn with_engine<R>(
+        &mut self,
+        f: impl FnOnce(&mut Engine, &mut State) -> Result<R, SpliceError>,
+    ) -> Result<R, SpliceError> {
+        let mut st = self.shared.lock();
+        if st.active || st.pending.is_some() {
+            return Err(SpliceError::Busy);
+        }
+        let mut engine = st.engine.take().ok_or(SpliceError::Busy)?;
+        let r = f(&mut engine, &mut st);
+        st.engine = Some(engine);
+        r
+    }
+
     /// The status bits and counters.
     pub fn status(&self) -> Status {
         let st = self.shared.lock();
@@ -292,6 +369,8 @@ impl Association {
             moved: st.moved,
             mover: st.mover,
             fell_back: st.fell_back.clone(),
+            modules: st.modules.clone(),
+            copied: st.copied,
             source: st.labels.0.clone(),
             sink: st.labels.1.clone(),
         }
@@ -346,6 +425,15 @@ impl Drop for Association {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Copy the stack's names and counters into the status.
+fn sync_modules(e: &Engine, st: &mut State) {
+    if st.modules.len() != e.stack.len() {
+        st.modules = e.stack.names().into_iter().map(str::to_owned).collect();
+    }
+    st.copied = e.stack.copied();
+    st.module_stats = e.stack.stats();
 }
 
 impl Shared {
@@ -431,9 +519,12 @@ impl Shared {
                     }
                 }
             }
-            let r = e.mover.step(&e.src, &e.dst, left, e.xf.as_mut());
+            let r = e.mover.step(&e.src, &e.dst, left, &mut e.stack);
             let mut st = self.lock();
             st.mover = e.mover.kind();
+            if !e.stack.is_empty() {
+                sync_modules(e, &mut st);
+            }
             if st.fell_back.len() != e.mover.fell_back().len() {
                 st.fell_back = e.mover.fell_back().to_vec();
             }

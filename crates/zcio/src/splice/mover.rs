@@ -22,6 +22,7 @@ use rustix::pipe::{pipe_with, splice, PipeFlags, SpliceFlags};
 
 use super::endpoint::{Endpoint, Kind};
 use super::error::SpliceError;
+use super::module::{ModuleError, Stack};
 use crate::buf::{Pool, PoolConfig};
 use crate::msg::Msg;
 use crate::Errno;
@@ -90,27 +91,6 @@ pub(crate) enum Step {
     Eof,
 }
 
-/// Transformation of blocks on the buffer path (the module stack).
-pub(crate) trait Transform: Send {
-    /// Run one block through; push the results to `out`.
-    fn put(&mut self, block: Msg, out: &mut Vec<Msg>) -> Result<(), SpliceError>;
-    /// End of stream: push what is buffered.
-    fn finish(&mut self, out: &mut Vec<Msg>) -> Result<(), SpliceError>;
-}
-
-/// No modules: blocks pass unchanged.
-pub(crate) struct Identity;
-
-impl Transform for Identity {
-    fn put(&mut self, block: Msg, out: &mut Vec<Msg>) -> Result<(), SpliceError> {
-        out.push(block);
-        Ok(())
-    }
-    fn finish(&mut self, _out: &mut Vec<Msg>) -> Result<(), SpliceError> {
-        Ok(())
-    }
-}
-
 /// Bytes per buffer-path read (stream sources); a datagram gets 64 KiB.
 pub(crate) const BLOCK: usize = 256 << 10;
 const DATAGRAM_MAX: usize = 64 << 10;
@@ -127,22 +107,53 @@ pub(crate) struct Mover {
     /// Why the mover is not the first choice: (refused mover, its errno).
     fell_back: Vec<(MoverKind, Errno)>,
     pipe: Option<(OwnedFd, OwnedFd, usize)>,
-    pool: Option<Pool>,
-    out: Vec<Msg>,
+    /// Buffers of the buffer path (the modules' output comes from the
+    /// same pool).
+    pool: Pool,
     finished: bool,
 }
 
+/// The pool of an association's buffer path: 4 MiB chunks, at most 4, not
+/// populated up front (an association on a kernel fast path never touches it).
+pub(crate) fn buffer_pool() -> Pool {
+    Pool::new(PoolConfig {
+        chunk_size: 4 << 20,
+        max_chunks: 4,
+        populate: false,
+        ..PoolConfig::named("splice")
+    })
+}
+
+/// A module failure as an association error.
+pub(crate) fn module_error(e: ModuleError) -> SpliceError {
+    SpliceError::Module {
+        module: e.module().to_owned(),
+        message: e.to_string(),
+    }
+}
+
 impl Mover {
-    pub(crate) fn new(kind: MoverKind) -> Self {
+    pub(crate) fn new(kind: MoverKind, pool: Pool) -> Self {
         Self {
             kind,
             moved: 0,
             fell_back: Vec::new(),
             pipe: None,
-            pool: None,
-            out: Vec::new(),
+            pool,
             finished: false,
         }
+    }
+
+    /// Whether the buffer path saw the end of the source (and finished
+    /// the module stack).
+    pub(crate) fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Switch to `kind` between steps (a module was pushed or the last one
+    /// popped). The internal pipe is empty between steps.
+    pub(crate) fn set_kind(&mut self, kind: MoverKind) {
+        self.kind = kind;
     }
 
     pub(crate) fn kind(&self) -> MoverKind {
@@ -160,7 +171,7 @@ impl Mover {
         src: &Endpoint,
         dst: &Endpoint,
         max: u64,
-        xf: &mut dyn Transform,
+        stack: &mut Stack,
     ) -> Result<Step, SpliceError> {
         loop {
             let max = usize::try_from(max).unwrap_or(usize::MAX).max(1);
@@ -174,7 +185,7 @@ impl Mover {
                     .map(|n| self.done(n))
                     .map_err(|e| ("sendfile", e)),
                 MoverKind::Splice => self.splice_step(src, dst, max),
-                MoverKind::Buffer => return self.buffer_step(src, dst, max as u64, xf),
+                MoverKind::Buffer => return self.buffer_step(src, dst, max as u64, stack),
             };
             match r {
                 Ok(s) => return Ok(s),
@@ -252,37 +263,26 @@ impl Mover {
         src: &Endpoint,
         dst: &Endpoint,
         max: u64,
-        xf: &mut dyn Transform,
+        stack: &mut Stack,
     ) -> Result<Step, SpliceError> {
-        let pool = self.pool.get_or_insert_with(|| {
-            Pool::new(PoolConfig {
-                chunk_size: 4 << 20,
-                max_chunks: 4,
-                populate: false,
-                ..PoolConfig::named("splice")
-            })
-        });
         let want = if src.kind() == Kind::Datagram {
             DATAGRAM_MAX
         } else {
             BLOCK.min(usize::try_from(max).unwrap_or(BLOCK)).max(1)
         };
-        let mut b = pool.alloc(want).map_err(|e| SpliceError::Module {
+        let mut b = self.pool.alloc(want).map_err(|e| SpliceError::Module {
             module: "buffer path".into(),
             message: e.to_string(),
         })?;
         let n =
             rustix::io::read(src, &mut b.as_mut_slice()[..want]).map_err(|e| self.io("read", e))?;
-        self.out.clear();
         if n == 0 {
-            if self.finished {
-                return Ok(Step::Eof);
+            drop(b);
+            if !self.finished {
+                self.finished = true;
+                let out = stack.finish().map_err(module_error)?;
+                self.write_all(dst, out)?;
             }
-            self.finished = true;
-            let mut out = std::mem::take(&mut self.out);
-            xf.finish(&mut out)?;
-            self.write_all(dst, &mut out)?;
-            self.out = out;
             return Ok(Step::Eof);
         }
         b.truncate(n);
@@ -290,17 +290,15 @@ impl Mover {
             module: "buffer path".into(),
             message: e.error.to_string(),
         })?);
-        let mut out = std::mem::take(&mut self.out);
-        xf.put(block, &mut out)?;
-        self.write_all(dst, &mut out)?;
-        self.out = out;
+        let out = stack.put(block).map_err(module_error)?;
+        self.write_all(dst, out)?;
         self.moved += n as u64;
         Ok(Step::Moved(n as u64))
     }
 
     /// Write every block; a datagram sink gets each block as one datagram.
-    fn write_all(&self, dst: &Endpoint, out: &mut Vec<Msg>) -> Result<(), SpliceError> {
-        for mut m in out.drain(..) {
+    pub(crate) fn write_all(&self, dst: &Endpoint, out: Vec<Msg>) -> Result<(), SpliceError> {
+        for mut m in out {
             while !m.is_empty() {
                 let n = m.write_to(dst.as_fd()).map_err(|e| {
                     self.io("writev", Errno::from_io_error(&e).unwrap_or(Errno::IO))
