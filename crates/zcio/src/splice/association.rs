@@ -21,10 +21,12 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 
+use super::blockio::{write_blocks, Flow};
 use super::endpoint::Endpoint;
+use super::endpoint::Object;
 use super::error::SpliceError;
 use super::module::{Module, Stack, StackIndex};
-use super::mover::{buffer_pool, module_error, Mover, MoverKind, Step};
+use super::mover::{buffer_pool, module_error, Mover, MoverKind, Step, StepIo};
 use crate::Errno;
 
 /// How much data to move before control returns (Fall's increment).
@@ -97,6 +99,14 @@ pub struct Status {
     pub modules: Vec<String>,
     /// Bytes the modules copied (0 for pass-through modules).
     pub copied: u64,
+    /// Blocks dropped because the sink could not take them at once (an
+    /// active source: UDP, a ring).
+    pub dropped: u64,
+    /// Bytes of those blocks.
+    pub dropped_bytes: u64,
+    /// Blocks the source lost before the association read them (a ring
+    /// reader that was lapped).
+    pub lost: u64,
     /// The source's label.
     pub source: String,
     /// The sink's label.
@@ -109,6 +119,7 @@ struct Engine {
     dst: Endpoint,
     mover: Mover,
     stack: Stack,
+    flow: Flow,
 }
 
 struct Shared {
@@ -140,6 +151,8 @@ struct State {
     labels: (String, String),
     modules: Vec<String>,
     copied: u64,
+    /// Blocks and bytes dropped by flow control, blocks the source lost.
+    dropped: (u64, u64, u64),
     /// The modules' counters after the last step (readable while flowing).
     module_stats: Vec<(String, Vec<(&'static str, u64)>)>,
 }
@@ -165,6 +178,17 @@ impl Association {
         };
         let labels = (src.label().to_owned(), sink.label().to_owned());
         let pool = buffer_pool();
+        if let Object::Channel(ch) = &sink.obj {
+            // The receiver maps the pool's regions now, not on the first block.
+            ch.share_pool(&pool).map_err(|e| SpliceError::Zcio {
+                op: "share the association's pool with the channel's receiver",
+                message: e.to_string(),
+            })?;
+        }
+        let flow = Flow {
+            drop_when_behind: src.attrs().active,
+            ..Flow::default()
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 engine: Some(Engine {
@@ -172,6 +196,7 @@ impl Association {
                     dst: sink,
                     mover: Mover::new(kind, pool.clone()),
                     stack: Stack::new(pool),
+                    flow,
                 }),
                 active: false,
                 wanted: 0,
@@ -187,6 +212,7 @@ impl Association {
                 labels,
                 modules: Vec::new(),
                 copied: 0,
+                dropped: (0, 0, 0),
                 module_stats: Vec::new(),
             }),
             changed: Condvar::new(),
@@ -285,6 +311,29 @@ impl Association {
         }
     }
 
+    /// Flow control: whether blocks the sink cannot take at once are
+    /// dropped (and counted in [`Status::dropped`]) instead of waited for.
+    /// The default follows the source's attributes: on for active sources
+    /// (UDP sockets, rings), off for passive ones, which are paced by the
+    /// sink. Between increments only.
+    pub fn set_drop_when_behind(&mut self, on: bool) -> Result<(), SpliceError> {
+        self.with_engine(|e, _| {
+            e.flow.drop_when_behind = on;
+            Ok(())
+        })
+    }
+
+    /// The quench hook: `f(true)` when the sink stops taking data at once
+    /// (the source is being held back, or its blocks dropped), `f(false)`
+    /// when it takes data again. Runs on the thread that moves the data.
+    /// Between increments only.
+    pub fn on_quench(&mut self, f: impl FnMut(bool) + Send + 'static) -> Result<(), SpliceError> {
+        self.with_engine(|e, _| {
+            e.flow.quench = Some(Box::new(f));
+            Ok(())
+        })
+    }
+
     /// Push a processing module at the sink end of the association's
     /// stack (between increments). The first module moves the association
     /// from its kernel fast path to the buffer path.
@@ -313,7 +362,7 @@ impl Association {
             let Some((m, out)) = popped else {
                 return Ok(None);
             };
-            let written = e.mover.write_all(&e.dst, out);
+            let written = write_blocks(&mut e.dst, out, &mut e.flow, &self.shared.stop);
             if e.stack.is_empty() {
                 let kind = MoverKind::choose(&e.src, &e.dst, false);
                 e.mover.set_kind(kind);
@@ -345,7 +394,7 @@ impl Association {
 
     /// Run `f` on the engine while no increment runs.
     fn with_engine<R>(
-        &mut self,
+        &self,
         f: impl FnOnce(&mut Engine, &mut State) -> Result<R, SpliceError>,
     ) -> Result<R, SpliceError> {
         let mut st = self.shared.lock();
@@ -371,6 +420,9 @@ impl Association {
             fell_back: st.fell_back.clone(),
             modules: st.modules.clone(),
             copied: st.copied,
+            dropped: st.dropped.0,
+            dropped_bytes: st.dropped.1,
+            lost: st.dropped.2,
             source: st.labels.0.clone(),
             sink: st.labels.1.clone(),
         }
@@ -509,8 +561,8 @@ impl Shared {
             if left == 0 {
                 break;
             }
-            if e.src.may_block() {
-                match self.ready(&e.src) {
+            if let Some(fd) = e.src.poll_fd() {
+                match self.ready(fd) {
                     Ok(true) => {}
                     Ok(false) => continue, // a stop was requested
                     Err(err) => {
@@ -519,9 +571,17 @@ impl Shared {
                     }
                 }
             }
-            let r = e.mover.step(&e.src, &e.dst, left, &mut e.stack);
+            let io = StepIo {
+                src: &mut e.src,
+                dst: &mut e.dst,
+                stack: &mut e.stack,
+                flow: &mut e.flow,
+                stop: &self.stop,
+            };
+            let r = e.mover.step(io, left);
             let mut st = self.lock();
             st.mover = e.mover.kind();
+            st.dropped = (e.flow.dropped, e.flow.dropped_bytes, e.flow.lost);
             if !e.stack.is_empty() {
                 sync_modules(e, &mut st);
             }
@@ -552,10 +612,10 @@ impl Shared {
     }
 
     /// Wait until `src` is readable (true) or a stop is requested (false).
-    fn ready(&self, src: &Endpoint) -> Result<bool, SpliceError> {
+    fn ready(&self, src: BorrowedFd<'_>) -> Result<bool, SpliceError> {
         loop {
             let mut fds = [
-                PollFd::new(src, PollFlags::IN),
+                PollFd::new(&src, PollFlags::IN),
                 PollFd::new(&self.stop_fd, PollFlags::IN),
             ];
             let t = Timespec {
