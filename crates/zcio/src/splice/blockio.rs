@@ -218,8 +218,7 @@ pub(crate) fn read_into_ring(
         Err(e) => return Some(Err(io("read", e))),
     };
     if n == 0 {
-        // Dropping the reservation publishes nothing.
-        drop(r);
+        // An uncommitted reservation publishes nothing.
         return Some(Ok(if src.kind() == Kind::Datagram {
             Got::Idle
         } else {
