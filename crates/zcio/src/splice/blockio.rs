@@ -79,6 +79,7 @@ impl Flow {
     fn drop_block(&mut self, m: &Msg) {
         self.dropped += 1;
         self.dropped_bytes += m.len() as u64;
+        self.set_quenched(true);
     }
 }
 
