@@ -89,7 +89,9 @@ pub struct Status {
     pub error: bool,
     /// The source has ended.
     pub eof: bool,
-    /// Bytes moved since the association was made.
+    /// Bytes taken from the source since the association was made (on
+    /// the buffer path, blocks that flow control dropped are included
+    /// here and counted in `dropped`).
     pub moved: u64,
     /// The mover in use.
     pub mover: MoverKind,
