@@ -253,3 +253,66 @@ fn an_active_source_drops_and_counts_what_a_sink_behind_cannot_take() {
     assert_eq!(inpipe.len() as u64 + st.dropped_bytes, st.moved, "{st:?}");
     assert_eq!(inpipe.len() % 1000, 0, "whole datagrams only");
 }
+
+/// Connects a channel to PATH, receives and keeps every message (never
+/// releases a buffer) until told to quit.
+#[test]
+#[ignore = "child process"]
+fn child_channel_hoarder() {
+    let Some(()) = child_role("chan-hoard") else {
+        return;
+    };
+    let ch = Channel::connect(arg("PATH"), ChannelConfig::default()).unwrap();
+    report("connected");
+    let mut kept = Vec::new();
+    loop {
+        match ch.recv_timeout(Duration::from_millis(50)) {
+            Ok(m) => kept.push(m),
+            Err(zcio::RecvTimeoutError::TimedOut) => {
+                if kept.len() > 1 {
+                    report(format_args!("holding {}", kept.len()));
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = command();
+}
+
+#[test]
+fn a_receiver_that_hoards_buffers_ends_the_increment_with_an_error_not_a_hang() {
+    let sock = SockPath::new("spz-hoard");
+    let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
+    let mut kid = Kid::spawn(
+        "child_channel_hoarder",
+        "chan-hoard",
+        &[("PATH", sock.arg())],
+    );
+    let ch = l.accept_timeout(Duration::from_secs(20)).unwrap();
+    kid.expect("connected");
+    // Far more than the association's pool (16 MiB) can hold in flight.
+    let bytes = data(64 << 20, 3);
+    let (path, fd) = temp_with("hoard-src", &bytes);
+    let mut a = splice(
+        Endpoint::new(fd, "file").unwrap(),
+        Endpoint::channel(ch, "channel"),
+    )
+    .unwrap();
+    let r = a.run(Increment::Infinite);
+    let st = a.status();
+    let err = match r {
+        Ok(c) => c.error.expect("the increment ends with an error"),
+        Err(e) => e,
+    };
+    assert!(st.error, "{st:?}");
+    assert!(st.moved < bytes.len() as u64, "{st:?}");
+    let msg = err.to_string();
+    assert!(!msg.is_empty());
+    let holding = kid.expect("holding");
+    assert!(holding.parse::<usize>().unwrap() > 0);
+    kid.send("quit");
+    kid.finish();
+    drop(a);
+    let _ = std::fs::remove_file(path);
+}
