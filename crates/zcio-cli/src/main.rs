@@ -1,5 +1,6 @@
 //! The `zcio` command.
 
+mod cp;
 mod pipe;
 mod ring;
 
@@ -16,7 +17,8 @@ use clap::{Parser, Subcommand};
         zcio ring create demo --size 4MiB    # a named shared ring in /dev/shm\n  \
         zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
-        zcio ring stat demo                  # fill, producer and per-consumer counters\n\n\
+        zcio ring stat demo                  # fill, producer and per-consumer counters\n  \
+        zcio cp big.log big.log.zst -m zstd  # copy through modules (kernel fast path without)\n\n\
         Exit status: 0 on success; 1 when something fails at run time (a missing ring,\n\
         no space, a producer that died or failed, I/O errors); 2 when the command line\n\
         is wrong (unknown options, invalid or conflicting values, sizes beyond the\n\
@@ -37,6 +39,8 @@ enum Cmd {
     /// Named multi-reader pipes over rings: stdin → ring → stdout.
     #[command(subcommand)]
     Pipe(pipe::PipeCmd),
+    /// Copy SRC to DST through an association: kernel fast paths, or modules.
+    Cp(cp::CpArgs),
 }
 
 fn main() {
@@ -60,6 +64,7 @@ fn main() {
     let res = match cli.cmd {
         Cmd::Ring(r) => ring::run(r),
         Cmd::Pipe(p) => pipe::run(p),
+        Cmd::Cp(c) => cp::run(c),
     };
     match res {
         Ok(0) => {}

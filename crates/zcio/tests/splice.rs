@@ -294,3 +294,88 @@ fn stop_interrupts_a_source_that_sends_nothing() {
     kid.send("close");
     kid.finish();
 }
+
+#[test]
+fn push_moves_to_the_buffer_path_and_popping_the_last_moves_back() {
+    let data = pattern(6 << 20, 11);
+    let src = TempFile::new("push-src", &data);
+    let dst = TempFile::new("push-dst", b"");
+    let mut a = splice(
+        Endpoint::new(src.open(), "src").unwrap(),
+        Endpoint::new(dst.create(), "dst").unwrap(),
+    )
+    .unwrap();
+    let reg = zcio::splice::module::Registry::builtin();
+    // 1 MiB on the kernel fast path.
+    assert_eq!(a.run(Increment::Bytes(1 << 20)).unwrap().moved, 1 << 20);
+    assert_eq!(a.status().mover, MoverKind::CopyFileRange);
+    // 2 MiB through crc32c and count: the buffer path, no copies.
+    a.push(reg.open("crc32c").unwrap()).unwrap();
+    a.push(reg.open("count").unwrap()).unwrap();
+    let st = a.status();
+    assert_eq!(st.mover, MoverKind::Buffer);
+    assert_eq!(st.modules, ["crc32c", "count"]);
+    assert_eq!(a.run(Increment::Bytes(2 << 20)).unwrap().moved, 2 << 20);
+    let want = crc32c::crc32c(&data[1 << 20..3 << 20]);
+    assert_eq!(
+        a.control("crc32c", "value", None).unwrap(),
+        format!("{want:#010x}")
+    );
+    let stats = a.module_stats();
+    assert_eq!(stats[1].0, "count");
+    assert!(stats[1].1.contains(&("bytes", 2 << 20)), "{stats:?}");
+    assert_eq!(a.status().copied, 0, "pass-through modules copy nothing");
+    // Pop both: back on copy_file_range for the rest.
+    assert_eq!(a.pop().unwrap().unwrap().name(), "count");
+    assert_eq!(a.status().mover, MoverKind::Buffer);
+    assert_eq!(a.pop().unwrap().unwrap().name(), "crc32c");
+    assert!(a.pop().unwrap().is_none());
+    assert_eq!(a.status().mover, MoverKind::CopyFileRange);
+    assert!(a.run(Increment::Infinite).unwrap().eof);
+    assert!(a.control(0, "stats", None).is_err(), "stack is empty");
+    let st = a.close();
+    assert_eq!(st.moved, data.len() as u64);
+    assert_eq!(std::fs::read(&dst.0).unwrap(), data);
+}
+
+#[test]
+fn child_tcp_stream_through_zstd_to_file_decompresses_to_the_input() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let mut kid = Kid::spawn("child_tcp_writer", "tcp-writer", &[("ADDR", addr)]);
+    let (sock, _) = l.accept().unwrap();
+    kid.expect("connected");
+    let out = TempFile::new("zstd-out", b"");
+    let mut a = splice(
+        Endpoint::new(OwnedFd::from(sock), "tcp").unwrap(),
+        Endpoint::new(out.create(), "file").unwrap(),
+    )
+    .unwrap();
+    let reg = zcio::splice::module::Registry::builtin();
+    a.push(reg.open("crc32c").unwrap()).unwrap();
+    a.push(reg.open("zstd:level=1").unwrap()).unwrap();
+    // Asynchronous: the child's write blocks until the association reads.
+    a.start(Increment::Infinite).unwrap();
+    assert_eq!(kid.ask("send 5000000"), "sent 5000000");
+    kid.send("close");
+    let c = a
+        .wait(Duration::from_secs(20))
+        .expect("the increment completes");
+    assert!(c.eof, "{c:?}");
+    kid.finish();
+    let want = pattern(5_000_000, 7);
+    assert_eq!(
+        a.control("crc32c", "value", None).unwrap(),
+        format!("{:#010x}", crc32c::crc32c(&want))
+    );
+    assert_eq!(
+        a.status().copied,
+        0,
+        "crc32c and zstd copy nothing between them"
+    );
+    drop(a);
+    let packed = std::fs::read(&out.0).unwrap();
+    let got = zstd::stream::decode_all(&packed[..]).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want);
+}

@@ -467,7 +467,12 @@ impl Producer {
     }
 
     /// Write `parts` (one block, gathered) with classification `tag`.
-    fn write_block(&mut self, parts: &[View<'_>], tag: u32, wait: Wait) -> Result<(), WriteError> {
+    pub(crate) fn write_block(
+        &mut self,
+        parts: &[View<'_>],
+        tag: u32,
+        wait: Wait,
+    ) -> Result<(), WriteError> {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if self.geo.layout == Layout::Index {
             return Err(WriteError::NotIndexable);

@@ -21,9 +21,12 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 
+use super::blockio::{write_blocks, Flow};
 use super::endpoint::Endpoint;
+use super::endpoint::Object;
 use super::error::SpliceError;
-use super::mover::{Identity, Mover, MoverKind, Step, Transform};
+use super::module::{Module, Stack, StackIndex};
+use super::mover::{buffer_pool, module_error, Mover, MoverKind, Step, StepIo};
 use crate::Errno;
 
 /// How much data to move before control returns (Fall's increment).
@@ -86,13 +89,27 @@ pub struct Status {
     pub error: bool,
     /// The source has ended.
     pub eof: bool,
-    /// Bytes moved since the association was made.
+    /// Bytes taken from the source since the association was made (on
+    /// the buffer path, blocks that flow control dropped are included
+    /// here and counted in `dropped`).
     pub moved: u64,
     /// The mover in use.
     pub mover: MoverKind,
     /// Movers the kernel refused for this pair before the one in use.
     pub fell_back: Vec<(MoverKind, Errno)>,
-    /// The source's and the sink's labels.
+    /// The modules on the association's stack, in data order.
+    pub modules: Vec<String>,
+    /// Bytes the modules copied (0 for pass-through modules).
+    pub copied: u64,
+    /// Blocks dropped because the sink could not take them at once (an
+    /// active source: UDP, a ring).
+    pub dropped: u64,
+    /// Bytes of those blocks.
+    pub dropped_bytes: u64,
+    /// Blocks the source lost before the association read them (a ring
+    /// reader that was lapped).
+    pub lost: u64,
+    /// The source's label.
     pub source: String,
     /// The sink's label.
     pub sink: String,
@@ -103,7 +120,8 @@ struct Engine {
     src: Endpoint,
     dst: Endpoint,
     mover: Mover,
-    xf: Box<dyn Transform>,
+    stack: Stack,
+    flow: Flow,
 }
 
 struct Shared {
@@ -133,6 +151,12 @@ struct State {
     callback: Option<Callback>,
     closing: bool,
     labels: (String, String),
+    modules: Vec<String>,
+    copied: u64,
+    /// Blocks and bytes dropped by flow control, blocks the source lost.
+    dropped: (u64, u64, u64),
+    /// The modules' counters after the last step (readable while flowing).
+    module_stats: Vec<(String, Vec<(&'static str, u64)>)>,
 }
 
 /// A standing association between a source and a sink.
@@ -146,15 +170,6 @@ impl Association {
     /// started). The mover is chosen for the pair, fastest first.
     pub fn new(src: Endpoint, sink: Endpoint) -> Result<Self, SpliceError> {
         let kind = MoverKind::choose(&src, &sink, false);
-        Self::with_transform(src, sink, kind, Box::new(Identity))
-    }
-
-    pub(crate) fn with_transform(
-        src: Endpoint,
-        sink: Endpoint,
-        kind: MoverKind,
-        xf: Box<dyn Transform>,
-    ) -> Result<Self, SpliceError> {
         let efd = || {
             eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|errno| {
                 SpliceError::Setup {
@@ -164,13 +179,26 @@ impl Association {
             })
         };
         let labels = (src.label().to_owned(), sink.label().to_owned());
+        let pool = buffer_pool();
+        if let Object::Channel(ch) = &sink.obj {
+            // The receiver maps the pool's regions now, not on the first block.
+            ch.share_pool(&pool).map_err(|e| SpliceError::Zcio {
+                op: "share the association's pool with the channel's receiver",
+                message: e.to_string(),
+            })?;
+        }
+        let flow = Flow {
+            drop_when_behind: src.attrs().active,
+            ..Flow::default()
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 engine: Some(Engine {
                     src,
                     dst: sink,
-                    mover: Mover::new(kind),
-                    xf,
+                    mover: Mover::new(kind, pool.clone()),
+                    stack: Stack::new(pool),
+                    flow,
                 }),
                 active: false,
                 wanted: 0,
@@ -184,6 +212,10 @@ impl Association {
                 callback: None,
                 closing: false,
                 labels,
+                modules: Vec::new(),
+                copied: 0,
+                dropped: (0, 0, 0),
+                module_stats: Vec::new(),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -281,6 +313,102 @@ impl Association {
         }
     }
 
+    /// Flow control: whether blocks the sink cannot take at once are
+    /// dropped (and counted in [`Status::dropped`]) instead of waited for.
+    /// The default follows the source's attributes: on for active sources
+    /// (UDP sockets, rings), off for passive ones, which are paced by the
+    /// sink. Between increments only.
+    pub fn set_drop_when_behind(&mut self, on: bool) -> Result<(), SpliceError> {
+        self.with_engine(|e, _| {
+            e.flow.drop_when_behind = on;
+            Ok(())
+        })
+    }
+
+    /// The quench hook: `f(true)` when the sink stops taking data at once
+    /// (the source is being held back, or its blocks dropped), `f(false)`
+    /// when it takes data again. Runs on the thread that moves the data.
+    /// Between increments only.
+    pub fn on_quench(&mut self, f: impl FnMut(bool) + Send + 'static) -> Result<(), SpliceError> {
+        self.with_engine(|e, _| {
+            e.flow.quench = Some(Box::new(f));
+            Ok(())
+        })
+    }
+
+    /// Push a processing module at the sink end of the association's
+    /// stack (between increments). The first module moves the association
+    /// from its kernel fast path to the buffer path.
+    pub fn push(&mut self, m: Box<dyn Module>) -> Result<(), SpliceError> {
+        self.with_engine(|e, st| {
+            e.stack.push(m);
+            e.mover.set_kind(MoverKind::Buffer);
+            st.mover = MoverKind::Buffer;
+            sync_modules(e, st);
+            Ok(())
+        })
+    }
+
+    /// Pop the module at the sink end (between increments): its buffered
+    /// output (a compressor's frame end, …) is flushed to the sink first.
+    /// Popping the last module moves the association back to the fastest
+    /// mover for its pair. `None` when no module is stacked.
+    pub fn pop(&mut self) -> Result<Option<Box<dyn Module>>, SpliceError> {
+        self.with_engine(|e, st| {
+            // After the end of the source the stack already finished.
+            let popped = if e.mover.finished() {
+                e.stack.pop().map(|m| (m, Vec::new()))
+            } else {
+                e.stack.pop_finished().map_err(module_error)?
+            };
+            let Some((m, out)) = popped else {
+                return Ok(None);
+            };
+            let written = write_blocks(&mut e.dst, out, &mut e.flow, &self.shared.stop);
+            if e.stack.is_empty() {
+                let kind = MoverKind::choose(&e.src, &e.dst, false);
+                e.mover.set_kind(kind);
+                st.mover = kind;
+            }
+            sync_modules(e, st);
+            written.map(|()| Some(m))
+        })
+    }
+
+    /// Control read (`value == None`) or write of a stacked module, by
+    /// position or name (the thesis's control read/write; every module
+    /// answers `"stats"`). Between increments only.
+    pub fn control<'a>(
+        &mut self,
+        which: impl Into<StackIndex<'a>>,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<String, SpliceError> {
+        let which = which.into();
+        self.with_engine(|e, _| e.stack.control(which, key, value).map_err(module_error))
+    }
+
+    /// Every stacked module's counters (name, counters) as of the last
+    /// step; readable while data flows.
+    pub fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
+        self.shared.lock().module_stats.clone()
+    }
+
+    /// Run `f` on the engine while no increment runs.
+    fn with_engine<R>(
+        &self,
+        f: impl FnOnce(&mut Engine, &mut State) -> Result<R, SpliceError>,
+    ) -> Result<R, SpliceError> {
+        let mut st = self.shared.lock();
+        if st.active || st.pending.is_some() {
+            return Err(SpliceError::Busy);
+        }
+        let mut engine = st.engine.take().ok_or(SpliceError::Busy)?;
+        let r = f(&mut engine, &mut st);
+        st.engine = Some(engine);
+        r
+    }
+
     /// The status bits and counters.
     pub fn status(&self) -> Status {
         let st = self.shared.lock();
@@ -292,6 +420,11 @@ impl Association {
             moved: st.moved,
             mover: st.mover,
             fell_back: st.fell_back.clone(),
+            modules: st.modules.clone(),
+            copied: st.copied,
+            dropped: st.dropped.0,
+            dropped_bytes: st.dropped.1,
+            lost: st.dropped.2,
             source: st.labels.0.clone(),
             sink: st.labels.1.clone(),
         }
@@ -346,6 +479,15 @@ impl Drop for Association {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Copy the stack's names and counters into the status.
+fn sync_modules(e: &Engine, st: &mut State) {
+    if st.modules.len() != e.stack.len() {
+        st.modules = e.stack.names().into_iter().map(str::to_owned).collect();
+    }
+    st.copied = e.stack.copied();
+    st.module_stats = e.stack.stats();
 }
 
 impl Shared {
@@ -421,8 +563,8 @@ impl Shared {
             if left == 0 {
                 break;
             }
-            if e.src.may_block() {
-                match self.ready(&e.src) {
+            if let Some(fd) = e.src.poll_fd() {
+                match self.ready(fd) {
                     Ok(true) => {}
                     Ok(false) => continue, // a stop was requested
                     Err(err) => {
@@ -431,9 +573,20 @@ impl Shared {
                     }
                 }
             }
-            let r = e.mover.step(&e.src, &e.dst, left, e.xf.as_mut());
+            let io = StepIo {
+                src: &mut e.src,
+                dst: &mut e.dst,
+                stack: &mut e.stack,
+                flow: &mut e.flow,
+                stop: &self.stop,
+            };
+            let r = e.mover.step(io, left);
             let mut st = self.lock();
             st.mover = e.mover.kind();
+            st.dropped = (e.flow.dropped, e.flow.dropped_bytes, e.flow.lost);
+            if !e.stack.is_empty() {
+                sync_modules(e, &mut st);
+            }
             if st.fell_back.len() != e.mover.fell_back().len() {
                 st.fell_back = e.mover.fell_back().to_vec();
             }
@@ -461,10 +614,10 @@ impl Shared {
     }
 
     /// Wait until `src` is readable (true) or a stop is requested (false).
-    fn ready(&self, src: &Endpoint) -> Result<bool, SpliceError> {
+    fn ready(&self, src: BorrowedFd<'_>) -> Result<bool, SpliceError> {
         loop {
             let mut fds = [
-                PollFd::new(src, PollFlags::IN),
+                PollFd::new(&src, PollFlags::IN),
                 PollFd::new(&self.stop_fd, PollFlags::IN),
             ];
             let t = Timespec {

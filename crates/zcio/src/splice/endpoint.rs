@@ -1,6 +1,11 @@
-//! Endpoints of an association: what a descriptor is, and the attributes
-//! that decide how data may flow from or to it (Fall, ch. 4: active
-//! output, quenchable, synchronous read/write).
+//! Endpoints of an association: what a descriptor (or zcio object) is,
+//! and the attributes that decide how data may flow from or to it (Fall,
+//! ch. 4: active output, quenchable, synchronous read/write).
+//!
+//! Besides descriptors, an endpoint may be a zcio ring (a file can feed a
+//! ring's readers: the association reads straight into the ring's
+//! reserved room) or a zcio channel (a socket can feed a channel whose
+//! receiver gets zcio buffers: blocks go by reference).
 
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -9,6 +14,8 @@ use rustix::fs::{fstat, FileType};
 use rustix::net::{sockopt, SocketType};
 
 use super::error::SpliceError;
+use crate::channel::Channel;
+use crate::ring::{Consumer, Producer};
 
 /// What kind of object a descriptor refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +30,11 @@ pub enum Kind {
     Datagram,
     /// A character device (a terminal, `/dev/null`, …).
     CharDevice,
+    /// A zcio ring: as a sink the association is its producer, as a
+    /// source one of its consumers.
+    Ring,
+    /// A zcio channel: blocks are sent or received by reference.
+    Channel,
 }
 
 impl fmt::Display for Kind {
@@ -33,6 +45,8 @@ impl fmt::Display for Kind {
             Self::Stream => "stream socket",
             Self::Datagram => "datagram socket",
             Self::CharDevice => "character device",
+            Self::Ring => "zcio ring",
+            Self::Channel => "zcio channel",
         })
     }
 }
@@ -52,10 +66,24 @@ pub struct Attrs {
     pub synchronous: bool,
 }
 
-/// One end of an association: an owned descriptor and what it is.
+/// What an endpoint holds.
+#[derive(Debug)]
+pub(crate) enum Object {
+    /// A descriptor (files, pipes, sockets, devices).
+    Fd(OwnedFd),
+    /// The producer of a ring (sink).
+    RingWriter(Box<Producer>),
+    /// A consumer of a ring (source).
+    RingReader(Box<Consumer>),
+    /// One end of a channel (source or sink).
+    Channel(Box<Channel>),
+}
+
+/// One end of an association: an owned descriptor or zcio object, and
+/// what it is.
 #[derive(Debug)]
 pub struct Endpoint {
-    fd: OwnedFd,
+    pub(crate) obj: Object,
     kind: Kind,
     label: String,
     /// Bytes left in the file from the current offset (files only).
@@ -100,11 +128,47 @@ impl Endpoint {
         };
         let file_len = (kind == Kind::File).then_some(st.st_size.max(0) as u64);
         Ok(Self {
-            fd,
+            obj: Object::Fd(fd),
             kind,
             label,
             file_len,
         })
+    }
+
+    /// A ring as a sink: the association writes blocks into it (as its
+    /// producer); each block read from the source becomes one ring block.
+    pub fn ring_writer(p: Producer, label: impl Into<String>) -> Self {
+        Self::zcio(Object::RingWriter(Box::new(p)), Kind::Ring, label)
+    }
+
+    /// A ring as a source: the association reads it as one of its
+    /// consumers until the producer closes it.
+    pub fn ring_reader(c: Consumer, label: impl Into<String>) -> Self {
+        Self::zcio(Object::RingReader(Box::new(c)), Kind::Ring, label)
+    }
+
+    /// A channel end, as a source (its messages are written to the sink)
+    /// or a sink (each block is sent as one message of the association's
+    /// pool buffers, by reference).
+    pub fn channel(ch: Channel, label: impl Into<String>) -> Self {
+        Self::zcio(Object::Channel(Box::new(ch)), Kind::Channel, label)
+    }
+
+    fn zcio(obj: Object, kind: Kind, label: impl Into<String>) -> Self {
+        Self {
+            obj,
+            kind,
+            label: label.into(),
+            file_len: None,
+        }
+    }
+
+    /// The descriptor, for descriptor endpoints.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.obj {
+            Object::Fd(fd) => Some(fd.as_fd()),
+            _ => None,
+        }
     }
 
     /// What the descriptor is.
@@ -135,29 +199,38 @@ impl Endpoint {
                 quenchable: true,
                 synchronous: false,
             },
-            Kind::Datagram => Attrs {
+            // A ring's producer never waits for its readers.
+            Kind::Datagram | Kind::Ring => Attrs {
                 active: true,
                 quenchable: false,
+                synchronous: false,
+            },
+            // A channel's sender waits while the receiver is behind.
+            Kind::Channel => Attrs {
+                active: false,
+                quenchable: true,
                 synchronous: false,
             },
         }
     }
 
-    /// Whether reading or writing may have to wait for a peer (so the
-    /// mover polls it together with the stop signal first).
-    pub(crate) fn may_block(&self) -> bool {
-        self.kind != Kind::File
+    /// The descriptor to poll (with the stop signal) before reading, for
+    /// descriptors that may have to wait for a peer. zcio sources wait
+    /// with a bounded timeout of their own instead.
+    pub(crate) fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.obj {
+            Object::Fd(fd) if self.kind != Kind::File => Some(fd.as_fd()),
+            _ => None,
+        }
     }
 
-    /// Give the descriptor back.
-    pub fn into_fd(self) -> OwnedFd {
-        self.fd
-    }
-}
-
-impl AsFd for Endpoint {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    /// Give the descriptor back (`None` for a zcio endpoint, which is
+    /// closed).
+    pub fn into_fd(self) -> Option<OwnedFd> {
+        match self.obj {
+            Object::Fd(fd) => Some(fd),
+            _ => None,
+        }
     }
 }
 

@@ -19,6 +19,14 @@ pub enum SpliceError {
         /// Why not.
         why: &'static str,
     },
+    /// An endpoint spec (`tcp:HOST:PORT`, a path, …) cannot be opened.
+    #[error("{spec}: {reason}")]
+    Spec {
+        /// The spec as given.
+        spec: String,
+        /// What went wrong (and what to do).
+        reason: String,
+    },
     /// A system call failed while moving data.
     #[error("{op} failed while moving data with {mover}: {errno}")]
     Io {
@@ -48,6 +56,17 @@ pub enum SpliceError {
         /// What it said.
         message: String,
     },
+    /// A zcio object (ring, channel, pool) failed while moving data.
+    #[error("{op}: {message}")]
+    Zcio {
+        /// What was being done.
+        op: &'static str,
+        /// The object's error.
+        message: String,
+    },
+    /// A write to a full zcio sink was abandoned because flow was stopped.
+    #[error("flow stopped while the sink was full")]
+    Stopped,
     /// An increment is already running (asynchronously) on this association.
     #[error("an increment is already running on this association; stop it or wait for it")]
     Busy,

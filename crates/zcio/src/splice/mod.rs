@@ -11,15 +11,18 @@
 //!   objects through a versioned C ABI).
 
 pub mod association;
+mod blockio;
 pub mod endpoint;
 pub mod error;
 pub mod module;
 pub mod mover;
+pub mod spec;
 
 pub use association::{Association, Completion, Increment, Next, Status};
 pub use endpoint::{Attrs, Endpoint, Kind};
 pub use error::SpliceError;
 pub use mover::MoverKind;
+pub use spec::{cp, Role};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.
 pub fn splice(src: Endpoint, sink: Endpoint) -> Result<Association, SpliceError> {

@@ -16,14 +16,16 @@
 //! the kernel copies from the pipe's pages where it must.
 
 use std::fmt;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::AtomicBool;
 
 use rustix::pipe::{pipe_with, splice, PipeFlags, SpliceFlags};
 
+use super::blockio::{read_block, read_into_ring, write_blocks, Flow, Got};
 use super::endpoint::{Endpoint, Kind};
 use super::error::SpliceError;
+use super::module::{ModuleError, Stack};
 use crate::buf::{Pool, PoolConfig};
-use crate::msg::Msg;
 use crate::Errno;
 
 /// Which mover an association uses.
@@ -56,7 +58,8 @@ impl MoverKind {
     pub fn choose(src: &Endpoint, dst: &Endpoint, buffered: bool) -> Self {
         match (src.kind(), dst.kind()) {
             _ if buffered => Self::Buffer,
-            (Kind::Datagram, _) | (_, Kind::Datagram) => Self::Buffer,
+            (Kind::Datagram | Kind::Ring | Kind::Channel, _)
+            | (_, Kind::Datagram | Kind::Ring | Kind::Channel) => Self::Buffer,
             (Kind::File, Kind::File) => Self::CopyFileRange,
             (Kind::File, _) => Self::Sendfile,
             _ => Self::Splice,
@@ -90,30 +93,8 @@ pub(crate) enum Step {
     Eof,
 }
 
-/// Transformation of blocks on the buffer path (the module stack).
-pub(crate) trait Transform: Send {
-    /// Run one block through; push the results to `out`.
-    fn put(&mut self, block: Msg, out: &mut Vec<Msg>) -> Result<(), SpliceError>;
-    /// End of stream: push what is buffered.
-    fn finish(&mut self, out: &mut Vec<Msg>) -> Result<(), SpliceError>;
-}
-
-/// No modules: blocks pass unchanged.
-pub(crate) struct Identity;
-
-impl Transform for Identity {
-    fn put(&mut self, block: Msg, out: &mut Vec<Msg>) -> Result<(), SpliceError> {
-        out.push(block);
-        Ok(())
-    }
-    fn finish(&mut self, _out: &mut Vec<Msg>) -> Result<(), SpliceError> {
-        Ok(())
-    }
-}
-
 /// Bytes per buffer-path read (stream sources); a datagram gets 64 KiB.
 pub(crate) const BLOCK: usize = 256 << 10;
-const DATAGRAM_MAX: usize = 64 << 10;
 /// Internal pipe size asked for (the kernel may cap it at
 /// `/proc/sys/fs/pipe-max-size`).
 const PIPE_SIZE: usize = 1 << 20;
@@ -127,22 +108,53 @@ pub(crate) struct Mover {
     /// Why the mover is not the first choice: (refused mover, its errno).
     fell_back: Vec<(MoverKind, Errno)>,
     pipe: Option<(OwnedFd, OwnedFd, usize)>,
-    pool: Option<Pool>,
-    out: Vec<Msg>,
+    /// Buffers of the buffer path (the modules' output comes from the
+    /// same pool).
+    pool: Pool,
     finished: bool,
 }
 
+/// The pool of an association's buffer path: 4 MiB chunks, at most 4, not
+/// populated up front (an association on a kernel fast path never touches it).
+pub(crate) fn buffer_pool() -> Pool {
+    Pool::new(PoolConfig {
+        chunk_size: 4 << 20,
+        max_chunks: 4,
+        populate: false,
+        ..PoolConfig::named("splice")
+    })
+}
+
+/// A module failure as an association error.
+pub(crate) fn module_error(e: ModuleError) -> SpliceError {
+    SpliceError::Module {
+        module: e.module().to_owned(),
+        message: e.to_string(),
+    }
+}
+
 impl Mover {
-    pub(crate) fn new(kind: MoverKind) -> Self {
+    pub(crate) fn new(kind: MoverKind, pool: Pool) -> Self {
         Self {
             kind,
             moved: 0,
             fell_back: Vec::new(),
             pipe: None,
-            pool: None,
-            out: Vec::new(),
+            pool,
             finished: false,
         }
+    }
+
+    /// Whether the buffer path saw the end of the source (and finished
+    /// the module stack).
+    pub(crate) fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Switch to `kind` between steps (a module was pushed or the last one
+    /// popped). The internal pipe is empty between steps.
+    pub(crate) fn set_kind(&mut self, kind: MoverKind) {
+        self.kind = kind;
     }
 
     pub(crate) fn kind(&self) -> MoverKind {
@@ -155,31 +167,33 @@ impl Mover {
 
     /// Move up to `max` bytes (at least 1). A refusal of the pair before
     /// any progress switches to the next mover and retries.
-    pub(crate) fn step(
-        &mut self,
-        src: &Endpoint,
-        dst: &Endpoint,
-        max: u64,
-        xf: &mut dyn Transform,
-    ) -> Result<Step, SpliceError> {
+    pub(crate) fn step(&mut self, io: StepIo<'_>, max: u64) -> Result<Step, SpliceError> {
         loop {
             let max = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+            let fds = (io.src.fd(), io.dst.fd());
+            let (s, d) = match (self.kind, fds) {
+                (MoverKind::Buffer, _) | (_, (None, _)) | (_, (_, None)) => {
+                    self.kind = MoverKind::Buffer;
+                    return self.buffer_step(io, max);
+                }
+                (_, (Some(s), Some(d))) => (s, d),
+            };
             let r = match self.kind {
                 MoverKind::CopyFileRange => {
-                    rustix::fs::copy_file_range(src, None, dst, None, max.min(1 << 30))
+                    rustix::fs::copy_file_range(s, None, d, None, max.min(1 << 30))
                         .map(|n| self.done(n))
                         .map_err(|e| ("copy_file_range", e))
                 }
-                MoverKind::Sendfile => rustix::fs::sendfile(dst, src, None, max.min(1 << 30))
+                MoverKind::Sendfile => rustix::fs::sendfile(d, s, None, max.min(1 << 30))
                     .map(|n| self.done(n))
                     .map_err(|e| ("sendfile", e)),
-                MoverKind::Splice => self.splice_step(src, dst, max),
-                MoverKind::Buffer => return self.buffer_step(src, dst, max as u64, xf),
+                MoverKind::Splice => self.splice_step(s, io.src.kind(), d, io.dst.kind(), max),
+                MoverKind::Buffer => unreachable!("handled above"),
             };
             match r {
                 Ok(s) => return Ok(s),
                 Err((_, e)) if self.moved == 0 && unsupported(e) => {
-                    match self.kind.fallback(src, dst) {
+                    match self.kind.fallback(io.src, io.dst) {
                         Some(next) => {
                             self.fell_back.push((self.kind, e));
                             self.kind = next;
@@ -211,12 +225,14 @@ impl Mover {
 
     fn splice_step(
         &mut self,
-        src: &Endpoint,
-        dst: &Endpoint,
+        src: BorrowedFd<'_>,
+        src_kind: Kind,
+        dst: BorrowedFd<'_>,
+        dst_kind: Kind,
         max: usize,
     ) -> Result<Step, (&'static str, Errno)> {
         let flags = SpliceFlags::MOVE | SpliceFlags::MORE;
-        if src.kind() == Kind::Pipe || dst.kind() == Kind::Pipe {
+        if src_kind == Kind::Pipe || dst_kind == Kind::Pipe {
             let n =
                 splice(src, None, dst, None, max.min(1 << 30), flags).map_err(|e| ("splice", e))?;
             return Ok(self.done(n));
@@ -247,73 +263,49 @@ impl Mover {
         Ok(self.done(n))
     }
 
-    fn buffer_step(
-        &mut self,
-        src: &Endpoint,
-        dst: &Endpoint,
-        max: u64,
-        xf: &mut dyn Transform,
-    ) -> Result<Step, SpliceError> {
-        let pool = self.pool.get_or_insert_with(|| {
-            Pool::new(PoolConfig {
-                chunk_size: 4 << 20,
-                max_chunks: 4,
-                populate: false,
-                ..PoolConfig::named("splice")
-            })
-        });
-        let want = if src.kind() == Kind::Datagram {
-            DATAGRAM_MAX
-        } else {
-            BLOCK.min(usize::try_from(max).unwrap_or(BLOCK)).max(1)
+    fn buffer_step(&mut self, io: StepIo<'_>, max: usize) -> Result<Step, SpliceError> {
+        let StepIo {
+            src,
+            dst,
+            stack,
+            flow,
+            stop,
+        } = io;
+        let want = BLOCK.min(max).max(1);
+        let got = match stack.is_empty() {
+            true => read_into_ring(src, dst, want, flow),
+            false => None,
         };
-        let mut b = pool.alloc(want).map_err(|e| SpliceError::Module {
-            module: "buffer path".into(),
-            message: e.to_string(),
-        })?;
-        let n =
-            rustix::io::read(src, &mut b.as_mut_slice()[..want]).map_err(|e| self.io("read", e))?;
-        self.out.clear();
-        if n == 0 {
-            if self.finished {
+        let got = match got {
+            Some(g) => g?,
+            None => read_block(src, &self.pool, want, flow)?,
+        };
+        let block = match got {
+            Got::Block(m) => m,
+            Got::Written(n) => return Ok(self.done(n)),
+            Got::Idle => return Ok(Step::Moved(0)),
+            Got::Eof => {
+                if !self.finished {
+                    self.finished = true;
+                    let out = stack.finish().map_err(module_error)?;
+                    write_blocks(dst, out, flow, stop)?;
+                }
                 return Ok(Step::Eof);
             }
-            self.finished = true;
-            let mut out = std::mem::take(&mut self.out);
-            xf.finish(&mut out)?;
-            self.write_all(dst, &mut out)?;
-            self.out = out;
-            return Ok(Step::Eof);
-        }
-        b.truncate(n);
-        let block = Msg::from(b.freeze().map_err(|e| SpliceError::Module {
-            module: "buffer path".into(),
-            message: e.error.to_string(),
-        })?);
-        let mut out = std::mem::take(&mut self.out);
-        xf.put(block, &mut out)?;
-        self.write_all(dst, &mut out)?;
-        self.out = out;
+        };
+        let n = block.len();
+        let out = stack.put(block).map_err(module_error)?;
+        write_blocks(dst, out, flow, stop)?;
         self.moved += n as u64;
         Ok(Step::Moved(n as u64))
     }
+}
 
-    /// Write every block; a datagram sink gets each block as one datagram.
-    fn write_all(&self, dst: &Endpoint, out: &mut Vec<Msg>) -> Result<(), SpliceError> {
-        for mut m in out.drain(..) {
-            while !m.is_empty() {
-                let n = m.write_to(dst.as_fd()).map_err(|e| {
-                    self.io("writev", Errno::from_io_error(&e).unwrap_or(Errno::IO))
-                })?;
-                if n == 0 {
-                    return Err(SpliceError::SinkClosed);
-                }
-                if dst.kind() == Kind::Datagram {
-                    break;
-                }
-                m.clip_front(n).map_err(|_| SpliceError::SinkClosed)?;
-            }
-        }
-        Ok(())
-    }
+/// What one step works on.
+pub(crate) struct StepIo<'a> {
+    pub src: &'a mut Endpoint,
+    pub dst: &'a mut Endpoint,
+    pub stack: &'a mut Stack,
+    pub flow: &'a mut Flow,
+    pub stop: &'a AtomicBool,
 }

@@ -185,6 +185,21 @@ pub enum ModuleError {
 }
 
 impl ModuleError {
+    /// The module the error is about ("" when none is named).
+    pub fn module(&self) -> &str {
+        match self {
+            Self::Unknown { name, .. } => name,
+            Self::BadArgs { module, .. }
+            | Self::Control { module, .. }
+            | Self::Alloc { module, .. }
+            | Self::Msg { module, .. }
+            | Self::BadInput { module, .. }
+            | Self::Failed { module, .. } => module,
+            Self::Load { path, .. } => path,
+            Self::NotInStack(_) => "",
+        }
+    }
+
     /// A [`ModuleError::BadArgs`].
     pub fn bad_args(module: &str, reason: impl Into<String>) -> Self {
         Self::BadArgs {

@@ -96,6 +96,25 @@ impl Stack {
         self.slots.pop().map(|s| s.module)
     }
 
+    /// Flush the module at the sink end (its [`Module::finish`]) and remove
+    /// it: the module and what it emitted at its end (which goes straight
+    /// to the sink, no module follows it). `None` when the stack is empty.
+    /// On error the module stays on the stack.
+    #[allow(clippy::type_complexity)]
+    pub fn pop_finished(&mut self) -> Result<Option<(Box<dyn Module>, Vec<Msg>)>, ModuleError> {
+        let Some(slot) = self.slots.last_mut() else {
+            return Ok(None);
+        };
+        let mut cx = Context::new(&self.pool);
+        cx.enter(&slot.name);
+        let mut emitted = Vec::new();
+        let r = slot.module.finish(&mut cx, &mut emitted);
+        self.copied += cx.copied();
+        self.allocated += cx.allocated();
+        r?;
+        Ok(self.slots.pop().map(|s| (s.module, emitted)))
+    }
+
     /// Number of modules.
     pub fn len(&self) -> usize {
         self.slots.len()

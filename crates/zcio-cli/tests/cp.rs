@@ -1,0 +1,155 @@
+//! `zcio cp` as a user runs it: file to file on the kernel fast path,
+//! through crc32c + zstd and back through unzstd (byte-exact), stdin to
+//! stdout, into a ring that `zcio pipe get` reads in another process, the
+//! JSON summary, and the errors a mistyped command meets. Every child runs
+//! under a watchdog; nothing asserts on timing.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Instant;
+
+use common::*;
+
+fn data(n: usize) -> Vec<u8> {
+    // Compressible but not trivial: text-like runs with a counter.
+    let mut v = Vec::with_capacity(n);
+    let mut i = 0u64;
+    while v.len() < n {
+        v.extend_from_slice(
+            format!("line {i} of the zcio cp test {}\n", i * 7919 % 1013).as_bytes(),
+        );
+        i += 1;
+    }
+    v.truncate(n);
+    v
+}
+
+#[test]
+fn cp_files_fast_path_and_through_modules_round_trip() {
+    let dir = RingDir::new("cp");
+    let src = dir.0.join("src");
+    let bytes = data(12 << 20);
+    std::fs::write(&src, &bytes).unwrap();
+    let p = |n: &str| dir.0.join(n).to_string_lossy().into_owned();
+    let s = src.to_string_lossy().into_owned();
+
+    let o = dir.run(&["cp", &s, &p("copy"), "--json", &p("copy.json")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(p("copy")).unwrap() == bytes);
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p("copy.json")).unwrap()).unwrap();
+    assert_eq!(j["bytes"], bytes.len() as u64);
+    let mover = j["mover"].as_str().unwrap();
+    assert!(
+        ["copy_file_range", "sendfile", "splice"].contains(&mover),
+        "a kernel fast path without modules: {mover}"
+    );
+    assert!(stderr(&o).contains("zcio cp: 12 MiB in "), "{}", stderr(&o));
+
+    let o = dir.run(&[
+        "cp",
+        &s,
+        &p("z"),
+        "-m",
+        "crc32c",
+        "-m",
+        "zstd:level=1",
+        "-v",
+        "--json",
+        &p("z.json"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p("z.json")).unwrap()).unwrap();
+    assert_eq!(j["mover"], "buffer path");
+    assert_eq!(j["copied"], 0, "no copies between modules");
+    let zlen = std::fs::metadata(p("z")).unwrap().len();
+    assert!(zlen < bytes.len() as u64 / 3, "compressed to {zlen}");
+    assert!(stderr(&o).contains("module crc32c"), "{}", stderr(&o));
+
+    let o = dir.run(&["cp", &p("z"), &p("back"), "-m", "unzstd", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "quiet: {}", stderr(&o));
+    assert!(std::fs::read(p("back")).unwrap() == bytes);
+}
+
+#[test]
+fn cp_stdin_to_stdout_and_into_a_ring_another_process_reads() {
+    let dir = RingDir::new("cp-ring");
+    let bytes = std::sync::Arc::new(data(5 << 20));
+    // stdin → stdout.
+    let mut c = dir.cmd(&["cp", "-", "-", "-q"]);
+    c.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut p = Proc::spawn("cp - -", c);
+    let mut stdin = p.child.stdin.take().unwrap();
+    let b = bytes.clone();
+    let feeder = std::thread::spawn(move || stdin.write_all(&b));
+    let o = p.finish(Instant::now() + WATCHDOG);
+    feeder.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout == *bytes);
+
+    // A file into a ring read by `zcio pipe get` in another process.
+    let src = dir.0.join("src");
+    std::fs::write(&src, &*bytes).unwrap();
+    let o = dir.run(&["ring", "create", "cpring", "--size", "1MiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut g = dir.get("cpring", &[]);
+    g.stdout(Stdio::piped());
+    let get = Proc::spawn("pipe get cpring", g);
+    dir.wait_consumers("cpring", 1, Instant::now() + WATCHDOG);
+    let o = dir.run(&["cp", &src.to_string_lossy(), "ring:cpring"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("buffer path"), "{}", stderr(&o));
+    let out = get.finish(Instant::now() + WATCHDOG);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.stdout == *bytes,
+        "the reader got {} bytes",
+        out.stdout.len()
+    );
+}
+
+#[test]
+fn cp_errors_say_what_is_wrong() {
+    let dir = RingDir::new("cp-err");
+    let missing = dir.0.join("missing").to_string_lossy().into_owned();
+    let o = dir.run(&["cp", &missing, "x"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("zcio: error: source: "),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("No such file"), "{}", stderr(&o));
+
+    let o = dir.run(&["cp", &missing, "x", "-m", "bogus"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no module named 'bogus'"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("zstd"),
+        "lists the known modules: {}",
+        stderr(&o)
+    );
+
+    let o = dir.run(&["cp", &missing, "x", "-m", "zstd:level=99"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    let o = dir.run(&["cp", "tcp:127.0.0.1:1", "x"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("connect"), "{}", stderr(&o));
+
+    let o = dir.run(&["cp", "fd:notanumber", "x"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("fd:N"), "{}", stderr(&o));
+
+    let o = dir.run(&["cp", "--help"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"));
+}
