@@ -9,17 +9,23 @@
 //! * [`module`]: processing modules (`Module`), their per-association stack
 //!   and the registry that finds them by name (built-ins and shared
 //!   objects through a versioned C ABI).
+//! * [`relay`]: a UDP/TCP gateway (`zcio relay`) with a batched fast mode
+//!   and a plain mode for comparison.
 
 pub mod association;
 pub mod endpoint;
 pub mod error;
 pub mod module;
 pub mod mover;
+pub mod relay;
 
 pub use association::{Association, Completion, Increment, Next, Status};
 pub use endpoint::{Attrs, Endpoint, Kind};
 pub use error::SpliceError;
 pub use mover::MoverKind;
+pub use relay::{
+    RelayConfig, RelayError, RelayMode, RelayStats, SendPath, TcpRelay, TcpRelayStats, UdpRelay,
+};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.
 pub fn splice(src: Endpoint, sink: Endpoint) -> Result<Association, SpliceError> {
