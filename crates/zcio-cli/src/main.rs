@@ -1,6 +1,7 @@
 //! The `zcio` command.
 
 mod pipe;
+mod relay;
 mod ring;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,8 @@ enum Cmd {
     /// Named multi-reader pipes over rings: stdin → ring → stdout.
     #[command(subcommand)]
     Pipe(pipe::PipeCmd),
+    /// UDP/TCP gateway: forward from LISTEN to HOST:PORT (fast or --plain).
+    Relay(relay::RelayArgs),
 }
 
 fn main() {
@@ -60,6 +63,7 @@ fn main() {
     let res = match cli.cmd {
         Cmd::Ring(r) => ring::run(r),
         Cmd::Pipe(p) => pipe::run(p),
+        Cmd::Relay(r) => relay::run(r),
     };
     match res {
         Ok(0) => {}

@@ -212,10 +212,8 @@ fn connection(
         }
     };
     let ok = match mode {
-        RelayMode::Fast => match spliced(client, server, counters, mover, stop) {
-            Ok(ok) => ok,
-            Err(_) => false,
-        },
+        // A setup failure (dup, eventfd, thread) counts as failed.
+        RelayMode::Fast => spliced(client, server, counters, mover, stop).unwrap_or(false),
         RelayMode::Plain => plain(client, server, counters, stop),
     };
     add(
