@@ -21,6 +21,14 @@ pub struct SpliceBench {
     veth: Option<Veth>,
     veth_note: Option<String>,
     tools: Vec<String>,
+    load_at_start: String,
+}
+
+/// `/proc/loadavg`'s 1, 5 and 15 minute averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 impl SpliceBench {
@@ -46,6 +54,7 @@ impl SpliceBench {
             veth: None,
             veth_note: None,
             tools: Vec::new(),
+            load_at_start: loadavg(),
             opts,
         };
         let o = &b.opts;
@@ -127,8 +136,11 @@ impl SpliceBench {
         let o = &self.opts;
         let mut n = vec![format!(
             "every side is a separate process; CPU time is wait4's user + system time of the \
-             measured process and the children it waited for; zcio binary: {}",
-            o.zcio.display()
+             measured process and the children it waited for; zcio binary: {}; load average \
+             (1/5/15 min) at the start {}, now {}",
+            o.zcio.display(),
+            self.load_at_start,
+            loadavg()
         )];
         if o.has(Part::Copy) || o.has(Part::Avail) {
             n.push(format!(
@@ -182,13 +194,17 @@ impl SpliceBench {
                  CLOCK_MONOTONIC; rate: doubling from {} pkt/s then bisection to 10%, at most \
                  {} trials of {:.2} s, loss-free = the sink got every packet (each trial's \
                  loss is in the JSON); a rate marked ≥ is the generator's limit; CPU/pkt = \
-                 the forwarder's CPU (its --stats-json) ÷ packets forwarded",
+                 the forwarder's CPU (its --stats-json) ÷ packets forwarded; both forwarders \
+                 run with their default socket buffers (net.core.rmem_default {} B), the \
+                 generator and sink with 4 MiB / 32 MiB",
                 crate::affinity::allowed_cpus().len(),
                 o.latency_rate,
                 o.latency_time.as_secs_f64(),
                 o.start_rate,
                 o.max_trials,
-                o.trial_time.as_secs_f64()
+                o.trial_time.as_secs_f64(),
+                std::fs::read_to_string("/proc/sys/net/core/rmem_default")
+                    .map_or_else(|_| "?".into(), |s| s.trim().to_owned()),
             ));
             match (&self.veth, &self.veth_note) {
                 (Some(v), _) => n.push(format!(

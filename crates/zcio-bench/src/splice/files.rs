@@ -91,6 +91,7 @@ impl WorkDir {
                 .filter(|t| t.join("release").is_dir() || t.join("debug").is_dir())
                 .unwrap_or_else(std::env::temp_dir),
         };
+        remove_stale(&base);
         let path = base.join(format!("zcio-splice-bench-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
         Ok(Self { path })
@@ -99,6 +100,31 @@ impl WorkDir {
     /// A path inside it.
     pub fn join(&self, name: &str) -> PathBuf {
         self.path.join(name)
+    }
+}
+
+/// Remove working directories under `base` left by runs that were killed
+/// (their process is gone).
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("zcio-splice-bench-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            eprintln!(
+                "removing {} (left by a run that was killed)",
+                e.path().display()
+            );
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
