@@ -96,7 +96,7 @@ enum Cmd {
     /// (`cargo build --release -p zcio-cli`).
     #[command(after_help = "Examples:\n  \
         cargo build --release -p zcio-cli -p zcio-bench\n  \
-        zcio-bench splice --quick                       # all four parts, about a minute\n  \
+        zcio-bench splice --quick                       # all four parts, well under a minute\n  \
         zcio-bench splice                               # full run: 1 GiB files, 64 B…8 KiB, median of 3\n  \
         zcio-bench splice --parts a,b                   # only the copies and CPU availability\n  \
         zcio-bench splice --parts d --packet-sizes 64,1K --no-veth\n  \

@@ -22,6 +22,8 @@ pub struct SpliceBench {
     veth_note: Option<String>,
     tools: Vec<String>,
     load_at_start: String,
+    /// How cp and zcio cp copy here (probed on a small file).
+    movers: Vec<String>,
 }
 
 /// `/proc/loadavg`'s 1, 5 and 15 minute averages.
@@ -55,6 +57,7 @@ impl SpliceBench {
             veth_note: None,
             tools: Vec::new(),
             load_at_start: loadavg(),
+            movers: Vec::new(),
             opts,
         };
         let o = &b.opts;
@@ -69,6 +72,10 @@ impl SpliceBench {
             files::create_cached(&p, o.copy_size, files::random_fill(0x5EED))?;
             b.copy_src = Some(p);
             b.tools.push(chain::version("cp"));
+            if super::zcio_has(&o.zcio, "cp") {
+                b.movers
+                    .extend(copy::probe_movers(&b.work.path, &o.zcio, &[]));
+            }
             if o.has(Part::Copy) && may_share {
                 let shm = Path::new("/dev/shm");
                 if files::fs_kind(shm).0.starts_with("tmpfs")
@@ -92,6 +99,11 @@ impl SpliceBench {
             b.stream_src = Some(p);
             b.tools.push(chain::version("zstd"));
             b.tools.push(chain::version("cksum"));
+            if super::zcio_has(&o.zcio, "cp") {
+                let m = copy::probe_movers(&b.work.path, &o.zcio, &["crc32c", "zstd:level=1"]);
+                b.movers
+                    .extend(m.into_iter().filter(|n| n.starts_with("zcio")));
+            }
         }
         if o.has(Part::Udp) && o.veth {
             match netns::unavailable() {
@@ -161,6 +173,9 @@ impl SpliceBench {
                 crate::fmt::size(copy::RW_BUF),
                 self.tools.first().map_or("cp", String::as_str),
             ));
+        }
+        if !self.movers.is_empty() {
+            n.push(format!("movers: {}", self.movers.join("; ")));
         }
         if o.has(Part::Avail) {
             n.push(format!(

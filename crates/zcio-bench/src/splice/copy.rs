@@ -275,3 +275,127 @@ pub fn repeat(
         secs: start.elapsed().as_secs_f64(),
     })
 }
+
+/// How `cp` and `zcio cp` copy here, found on a small file in `dir`: the
+/// copy system calls `cp` makes (under `strace`, when installed) and the
+/// mover `zcio cp --json` reports (with `modules`, for part (c)).
+pub fn probe_movers(dir: &Path, zcio: &Path, modules: &[&str]) -> Vec<String> {
+    let src = dir.join("probe.src");
+    let dst = dir.join("probe.dst");
+    let mut notes = Vec::new();
+    let fill = super::files::random_fill(1);
+    if super::files::create_cached(&src, 4 << 20, fill).is_err() {
+        return notes;
+    }
+    let log = dir.join("probe.strace");
+    let traced = Command::new("strace")
+        .args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .args(["-e", "trace=copy_file_range,ioctl,sendfile,splice"])
+        .arg("cp")
+        .arg(&src)
+        .arg(&dst)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if traced {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        notes.push(format!(
+            "cp on this fs (strace of a 4 MiB copy): {}",
+            summarize_strace(&text)
+        ));
+    } else {
+        notes.push("cp's system calls not checked (strace not installed)".into());
+    }
+    remove(&dst);
+    let json = dir.join("probe.json");
+    let mut c = Command::new(zcio);
+    c.arg("cp")
+        .arg(&src)
+        .arg(&dst)
+        .arg("--quiet")
+        .arg("--json")
+        .arg(&json);
+    for m in modules {
+        c.args(["--module", m]);
+    }
+    let ran = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let summary = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+    match (ran, summary) {
+        (true, Some(v)) => notes.push(format!(
+            "zcio cp{} reports mover \"{}\"{}",
+            if modules.is_empty() {
+                String::new()
+            } else {
+                format!(" --module {}", modules.join(" --module "))
+            },
+            v["mover"].as_str().unwrap_or("?"),
+            match v["fell_back"].as_array() {
+                Some(a) if !a.is_empty() => format!(" (fell back from {a:?})"),
+                _ => String::new(),
+            }
+        )),
+        _ => notes.push("zcio cp's mover not known (zcio cp --json failed)".into()),
+    }
+    for p in [&src, &dst, &log, &json] {
+        remove(p);
+    }
+    notes
+}
+
+/// `name = result` of each traced call, counted: `copy_file_range = 4194304
+/// ×1, copy_file_range = 0 ×1`.
+pub fn summarize_strace(text: &str) -> String {
+    let mut seen: Vec<(String, u64)> = Vec::new();
+    for line in text.lines() {
+        // "PID name(args) = result ..."
+        let body = line.split_once(' ').map_or(line, |(_, b)| b);
+        let Some((call, rest)) = body.split_once('(') else {
+            continue;
+        };
+        let Some((_, result)) = rest.rsplit_once(" = ") else {
+            continue;
+        };
+        let result: String = result
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let key = format!("{call} = {result}");
+        match seen.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((key, 1)),
+        }
+    }
+    if seen.is_empty() {
+        return "no copy_file_range, sendfile, splice or FICLONE calls (a read/write loop)".into();
+    }
+    seen.iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strace_lines_are_summarized_by_call_and_result() {
+        let t = "10695 ioctl(4, BTRFS_IOC_CLONE or FICLONE, 3) = -1 EOPNOTSUPP (Operation not supported)\n\
+                 10695 copy_file_range(3, NULL, 4, NULL, 9223372035781033984, 0) = 4194304\n\
+                 10695 copy_file_range(3, NULL, 4, NULL, 9223372035781033984, 0) = 0\n";
+        assert_eq!(
+            summarize_strace(t),
+            "ioctl = -1 EOPNOTSUPP ×1, copy_file_range = 4194304 ×1, copy_file_range = 0 ×1"
+        );
+        assert!(summarize_strace("").contains("read/write loop"));
+    }
+}
