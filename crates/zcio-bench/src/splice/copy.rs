@@ -368,6 +368,11 @@ pub fn summarize_strace(text: &str) -> String {
             .take(2)
             .collect::<Vec<_>>()
             .join(" ");
+        let call = if call == "ioctl" && rest.contains("FICLONE") {
+            "ioctl(FICLONE)"
+        } else {
+            call
+        };
         let key = format!("{call} = {result}");
         match seen.iter_mut().find(|(k, _)| *k == key) {
             Some((_, n)) => *n += 1,
@@ -394,7 +399,7 @@ mod tests {
                  10695 copy_file_range(3, NULL, 4, NULL, 9223372035781033984, 0) = 0\n";
         assert_eq!(
             summarize_strace(t),
-            "ioctl = -1 EOPNOTSUPP ×1, copy_file_range = 4194304 ×1, copy_file_range = 0 ×1"
+            "ioctl(FICLONE) = -1 EOPNOTSUPP ×1, copy_file_range = 4194304 ×1, copy_file_range = 0 ×1"
         );
         assert!(summarize_strace("").contains("read/write loop"));
     }
