@@ -246,6 +246,10 @@ struct SpliceArgs {
     /// (d) only loopback, no veth pair in a network namespace.
     #[arg(long)]
     no_veth: bool,
+    /// (d) receive buffer given to both forwarders (`zcio relay --rcvbuf`;
+    /// 0: their default, net.core.rmem_default) [default: 4MiB].
+    #[arg(long)]
+    relay_rcvbuf: Option<String>,
     /// Directory for the files of (a)–(c) [default: under the target dir].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -390,6 +394,9 @@ fn splice_cmd(a: SpliceArgs) -> Result<(), Failure> {
         opts.max_trials = n;
     }
     opts.veth = !a.no_veth;
+    if let Some(s) = &a.relay_rcvbuf {
+        opts.relay_rcvbuf = input(parse_bytes_u64(s))?;
+    }
     opts.dir = a.dir;
     input(splice::validate(&opts))?;
     let bench = splice::SpliceBench::prepare(opts).map_err(Failure::Run)?;

@@ -26,6 +26,12 @@ pub struct SpliceBench {
     movers: Vec<String>,
 }
 
+/// A sysctl's value (`?` if unreadable).
+fn sysctl(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{name}"))
+        .map_or_else(|_| "?".into(), |s| s.trim().to_owned())
+}
+
 /// `/proc/loadavg`'s 1, 5 and 15 minute averages.
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -210,16 +216,21 @@ impl SpliceBench {
                  {} trials of {:.2} s, loss-free = the sink got every packet (each trial's \
                  loss is in the JSON); a rate marked ≥ is the generator's limit; CPU/pkt = \
                  the forwarder's CPU (its --stats-json) ÷ packets forwarded; both forwarders \
-                 run with their default socket buffers (net.core.rmem_default {} B), the \
-                 generator and sink with 4 MiB / 32 MiB",
+                 receive with {} (net.core.rmem_default {} B, rmem_max {} B), the generator \
+                 sends with 4 MiB and the sink receives with 32 MiB (SO_*BUFFORCE as root)",
                 crate::affinity::allowed_cpus().len(),
                 o.latency_rate,
                 o.latency_time.as_secs_f64(),
                 o.start_rate,
                 o.max_trials,
                 o.trial_time.as_secs_f64(),
-                std::fs::read_to_string("/proc/sys/net/core/rmem_default")
-                    .map_or_else(|_| "?".into(), |s| s.trim().to_owned()),
+                if o.relay_rcvbuf > 0 {
+                    format!("--rcvbuf {}", o.relay_rcvbuf)
+                } else {
+                    "their default receive buffer".into()
+                },
+                sysctl("net/core/rmem_default"),
+                sysctl("net/core/rmem_max"),
             ));
             match (&self.veth, &self.veth_note) {
                 (Some(v), _) => n.push(format!(

@@ -118,6 +118,9 @@ pub struct Options {
     pub max_rate: u64,
     /// (d) also over a veth pair in a network namespace, when permitted.
     pub veth: bool,
+    /// (d) `--rcvbuf` given to both forwarders (0: their default, the
+    /// kernel's `net.core.rmem_default`).
+    pub relay_rcvbuf: u64,
     /// Where the files go (default: a directory under the target dir).
     pub dir: Option<PathBuf>,
     /// The `zcio` binary.
@@ -145,6 +148,7 @@ impl Options {
             start_rate: 25_000,
             max_rate: 3_200_000,
             veth: true,
+            relay_rcvbuf: 4 << 20,
             dir: None,
             zcio,
             timeout: Duration::from_secs(120),
@@ -191,6 +195,9 @@ pub fn validate(opts: &Options) -> Result<(), String> {
         )?;
     }
     check_count("--max-trials", opts.max_trials as u64, 1, 40)?;
+    if opts.relay_rcvbuf > 0 {
+        check_size("--relay-rcvbuf", opts.relay_rcvbuf, 4096, 1 << 30)?;
+    }
     if opts.start_rate == 0 || opts.start_rate > opts.max_rate {
         return Err("--start-rate must be > 0 and ≤ the highest rate".into());
     }

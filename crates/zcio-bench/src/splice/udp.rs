@@ -259,6 +259,9 @@ fn trial(
     if f == Forwarder::Plain {
         cmd.arg("--plain");
     }
+    if opts.relay_rcvbuf > 0 {
+        cmd.arg("--rcvbuf").arg(opts.relay_rcvbuf.to_string());
+    }
     cmd.arg("--stats-json").arg(&stats).arg("--quiet");
     let errlog = dir.join("relay.stderr");
     let mut relay = Proc::spawn(&mut cmd, f.name(), Some(&errlog))?;
