@@ -426,7 +426,17 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     } {
         for size in [64u64, 1024] {
             let rate = |v: &str| d_row(rows, v, link, "rate", size).and_then(|r| r.pkts_per_sec);
+            let limited = |v: &str| {
+                d_row(rows, v, link, "rate", size).and_then(|r| r.generator_limited) == Some(true)
+            };
             let (p, z) = (rate("relay-plain"), rate("zcio-relay"));
+            let bound = if limited("zcio-relay") && !limited("relay-plain") {
+                " (a lower bound: the generator could not offer more)"
+            } else if limited("relay-plain") {
+                " (the plain forwarder's rate is the generator's limit: not comparable)"
+            } else {
+                ""
+            };
             t.push(Target {
                 name: format!(
                     "(d) {link} {}: zcio relay's highest loss-free rate ≥ 1.5× the plain \
@@ -435,7 +445,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                 ),
                 measured: match (z, p) {
                     (Some(z), Some(p)) => format!(
-                        "zcio relay {} pkt/s = {:.2}× plain {} pkt/s",
+                        "zcio relay {} pkt/s = {:.2}× plain {} pkt/s{bound}",
                         si(z),
                         z / p.max(1e-12),
                         si(p)
