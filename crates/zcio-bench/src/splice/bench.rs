@@ -217,7 +217,9 @@ impl SpliceBench {
                  loss is in the JSON); a rate marked ≥ is the generator's limit; CPU/pkt = \
                  the forwarder's CPU (its --stats-json) ÷ packets forwarded; both forwarders \
                  receive with {} (net.core.rmem_default {} B, rmem_max {} B), the generator \
-                 sends with 4 MiB and the sink receives with 32 MiB (SO_*BUFFORCE as root)",
+                 sends with 4 MiB and the sink receives with 32 MiB (SO_*BUFFORCE as root); \
+                 `direct` (loopback only) sends straight to the sink: the harness's own \
+                 latency and the generator's ceiling",
                 crate::affinity::allowed_cpus().len(),
                 o.latency_rate,
                 o.latency_time.as_secs_f64(),

@@ -313,19 +313,15 @@ pub fn plan(opts: &Options, tmpfs_too: bool, veth: bool) -> Vec<Vec<Job>> {
         }
         for &l in &links {
             let mut g = Vec::new();
+            let fwd = udp::Forwarder::for_link(l);
             for &s in &opts.packet_sizes {
-                for f in udp::Forwarder::ALL {
+                for &f in &fwd {
                     g.push(Job::Latency(f, l, s));
                 }
             }
             groups.push(g);
             for &s in &opts.packet_sizes {
-                groups.push(
-                    udp::Forwarder::ALL
-                        .into_iter()
-                        .map(|f| Job::Rate(f, l, s))
-                        .collect(),
-                );
+                groups.push(fwd.iter().map(|&f| Job::Rate(f, l, s)).collect());
             }
         }
     }

@@ -33,6 +33,9 @@ const BATCH: usize = 64;
 /// The forwarder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Forwarder {
+    /// None: the generator sends straight to the sink (the harness's own
+    /// latency floor and the generator's ceiling; loopback only).
+    Direct,
     /// `zcio relay --plain`: recvfrom/sendto, one packet per call.
     Plain,
     /// `zcio relay`: its fast mode.
@@ -40,12 +43,22 @@ pub enum Forwarder {
 }
 
 impl Forwarder {
-    /// Both, in table order.
+    /// The two forwarders compared.
     pub const ALL: [Forwarder; 2] = [Forwarder::Plain, Forwarder::Relay];
+
+    /// What runs over `link`, in table order: the direct reference only
+    /// over loopback (in the namespace it would not cross the veth).
+    pub fn for_link(link: Link) -> Vec<Forwarder> {
+        match link {
+            Link::Loopback => vec![Forwarder::Direct, Forwarder::Plain, Forwarder::Relay],
+            Link::Veth => Forwarder::ALL.to_vec(),
+        }
+    }
 
     /// For tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
+            Forwarder::Direct => "direct",
             Forwarder::Plain => "relay-plain",
             Forwarder::Relay => "zcio-relay",
         }
@@ -197,10 +210,15 @@ struct TrialOut {
     sink: SinkReport,
     relay: RelayStats,
     relay_usage: Usage,
+    /// Whether a forwarder ran (not [`Forwarder::Direct`]).
+    forwarded: bool,
 }
 
 impl TrialOut {
     fn cpu_ns_per_pkt(&self) -> Option<f64> {
+        if !self.forwarded {
+            return None;
+        }
         let cpu = if self.relay.cpu_user_s + self.relay.cpu_sys_s > 0.0 {
             self.relay.cpu_user_s + self.relay.cpu_sys_s
         } else {
@@ -249,27 +267,15 @@ fn trial(
         .and_then(|p| p.trim().parse().ok())
         .ok_or_else(|| format!("UDP sink: expected 'port N', got {line:?}"))?;
     let stats = dir.join(format!("relay-{}.json", std::process::id()));
-    super::files::remove(&stats);
-    let mut cmd = Command::new(&opts.zcio);
-    cmd.arg("relay")
-        .arg("--udp")
-        .arg(format!("{relay_ip}:0"))
-        .arg("--to")
-        .arg(format!("{side_ip}:{port}"));
-    if f == Forwarder::Plain {
-        cmd.arg("--plain");
-    }
-    if opts.relay_rcvbuf > 0 {
-        cmd.arg("--rcvbuf").arg(opts.relay_rcvbuf.to_string());
-    }
-    cmd.arg("--stats-json").arg(&stats).arg("--quiet");
     let errlog = dir.join("relay.stderr");
-    let mut relay = Proc::spawn(&mut cmd, f.name(), Some(&errlog))?;
-    let line = relay.read_line(Duration::from_secs(10))?;
-    let addr: SocketAddr = line
-        .strip_prefix("listening on ")
-        .and_then(|a| a.trim().parse().ok())
-        .ok_or_else(|| format!("{}: expected 'listening on ADDR', got {line:?}", f.name()))?;
+    let (mut relay, addr) = if f == Forwarder::Direct {
+        let addr: SocketAddr = format!("{side_ip}:{port}")
+            .parse()
+            .map_err(|e| format!("sink address: {e}"))?;
+        (None, addr)
+    } else {
+        start_relay(f, &relay_ip, &side_ip, port, &stats, &errlog, opts)?
+    };
     let gen_spec = Spec {
         task: Task::UdpGen(GenSpec {
             bind: side_ip,
@@ -285,18 +291,9 @@ fn trial(
     let gen = Proc::spawn_task(&gen_spec, &prefix, "UDP generator")?;
     let (_, gline) = gen.wait(opts.timeout)?;
     let (_, sline) = sink.wait(opts.timeout)?;
-    relay.terminate();
-    let rres = relay.wait(Duration::from_secs(10));
-    let relay_stats = std::fs::read_to_string(&stats)
-        .ok()
-        .and_then(|s| serde_json::from_str::<RelayStats>(&s).ok());
-    super::files::remove(&stats);
-    super::files::remove(&errlog);
-    let (relay_usage, relay_stats) = match (rres, relay_stats) {
-        (Ok((u, _)), s) => (u, s.unwrap_or_default()),
-        // It was stopped by the signal but left its statistics.
-        (Err(_), Some(s)) => (Usage::default(), s),
-        (Err(e), None) => return Err(e),
+    let (relay_usage, relay_stats) = match relay.take() {
+        Some(r) => stop_relay(r, &stats, &errlog)?,
+        None => (Usage::default(), RelayStats::default()),
     };
     let parse = |what: &str, l: &str| -> Result<serde_json::Value, String> {
         serde_json::from_str(l.trim()).map_err(|e| format!("{what}: bad report {l:?}: {e}"))
@@ -319,7 +316,59 @@ fn trial(
         sink,
         relay: relay_stats,
         relay_usage,
+        forwarded: f != Forwarder::Direct,
     })
+}
+
+/// Start `zcio relay` from `relay_ip` (port chosen by the kernel) to
+/// `side_ip:port`; its process and the address it listens on.
+fn start_relay(
+    f: Forwarder,
+    relay_ip: &str,
+    side_ip: &str,
+    port: u16,
+    stats: &Path,
+    errlog: &Path,
+    opts: &Options,
+) -> Result<(Option<Proc>, SocketAddr), String> {
+    super::files::remove(stats);
+    let mut cmd = Command::new(&opts.zcio);
+    cmd.arg("relay")
+        .arg("--udp")
+        .arg(format!("{relay_ip}:0"))
+        .arg("--to")
+        .arg(format!("{side_ip}:{port}"));
+    if f == Forwarder::Plain {
+        cmd.arg("--plain");
+    }
+    if opts.relay_rcvbuf > 0 {
+        cmd.arg("--rcvbuf").arg(opts.relay_rcvbuf.to_string());
+    }
+    cmd.arg("--stats-json").arg(stats).arg("--quiet");
+    let mut relay = Proc::spawn(&mut cmd, f.name(), Some(errlog))?;
+    let line = relay.read_line(Duration::from_secs(10))?;
+    let addr: SocketAddr = line
+        .strip_prefix("listening on ")
+        .and_then(|a| a.trim().parse().ok())
+        .ok_or_else(|| format!("{}: expected 'listening on ADDR', got {line:?}", f.name()))?;
+    Ok((Some(relay), addr))
+}
+
+/// SIGTERM the relay, wait for it (bounded) and read its statistics.
+fn stop_relay(relay: Proc, stats: &Path, errlog: &Path) -> Result<(Usage, RelayStats), String> {
+    relay.terminate();
+    let rres = relay.wait(Duration::from_secs(10));
+    let relay_stats = std::fs::read_to_string(stats)
+        .ok()
+        .and_then(|s| serde_json::from_str::<RelayStats>(&s).ok());
+    super::files::remove(stats);
+    super::files::remove(errlog);
+    match (rres, relay_stats) {
+        (Ok((u, _)), s) => Ok((u, s.unwrap_or_default())),
+        // It was stopped by the signal but left its statistics.
+        (Err(_), Some(s)) => Ok((Usage::default(), s)),
+        (Err(e), None) => Err(e),
+    }
 }
 
 /// (d) One-way latency at `opts.latency_rate`, one packet per send.
@@ -331,7 +380,9 @@ pub fn measure_latency(
     veth: Option<&Veth>,
     dir: &Path,
 ) -> Result<Row, String> {
-    require_sub(&opts.zcio, "relay")?;
+    if f != Forwarder::Direct {
+        require_sub(&opts.zcio, "relay")?;
+    }
     let rate = opts.latency_rate as f64;
     let count = ((rate * opts.latency_time.as_secs_f64()) as u64).max(100);
     let t = trial(f, link, size, rate, count, 1, true, opts, veth, dir)?;
@@ -345,7 +396,9 @@ pub fn measure_latency(
         pkts_per_sec: Some(t.gen.sent as f64 / t.gen.secs.max(1e-9)),
         loss: Some(loss),
         cpu_ns_per_pkt: t.cpu_ns_per_pkt(),
-        cpu_s: Some(t.relay.cpu_user_s + t.relay.cpu_sys_s),
+        cpu_s: t
+            .forwarded
+            .then_some(t.relay.cpu_user_s + t.relay.cpu_sys_s),
         metric: Some("latency".into()),
         ..Row::new("d", f.name())
     })
@@ -368,7 +421,9 @@ pub fn measure_rate(
     veth: Option<&Veth>,
     dir: &Path,
 ) -> Result<Row, String> {
-    require_sub(&opts.zcio, "relay")?;
+    if f != Forwarder::Direct {
+        require_sub(&opts.zcio, "relay")?;
+    }
     let mut s = Search::new(
         opts.start_rate as f64,
         1000.0,
