@@ -82,7 +82,7 @@ impl SpliceBench {
                 b.movers
                     .extend(copy::probe_movers(&b.work.path, &o.zcio, &[]));
             }
-            if o.has(Part::Copy) && may_share {
+            if may_share {
                 let shm = Path::new("/dev/shm");
                 if files::fs_kind(shm).0.starts_with("tmpfs")
                     && files::free_bytes(shm).is_some_and(|f| f > 2 * o.copy_size + (1 << 30))
@@ -172,7 +172,7 @@ impl SpliceBench {
                 self.fs,
                 if self.tmpfs.is_some() {
                     "; this fs may share extents (reflink), so the copy is also measured on \
-                     tmpfs (/dev/shm), where it cannot"
+                     tmpfs (/dev/shm), where it cannot, and (b) and the targets use tmpfs"
                 } else {
                     " (no reflink: copy_file_range copies the data in the kernel)"
                 },
@@ -283,7 +283,15 @@ impl Bench for SpliceBench {
             Job::Copy(c, place) => {
                 copy::measure_copy(*c, *place, self.src(*place)?, self.dir(*place), o)
             }
-            Job::Avail(c) => copy::measure_avail(*c, self.src(Place::Work)?, dir, o),
+            Job::Avail(c) => {
+                // Where a copy cannot be an extent share (see `prepare`).
+                let place = if self.tmpfs.is_some() {
+                    Place::Tmpfs
+                } else {
+                    Place::Work
+                };
+                copy::measure_avail(*c, self.src(place)?, self.dir(place), o)
+            }
             Job::Modules(v) => {
                 let src = self.stream_src.as_deref().ok_or("stream not prepared")?;
                 chain::measure(*v, src, dir, o)
