@@ -344,6 +344,9 @@ fn start_relay(
     if opts.relay_rcvbuf > 0 {
         cmd.arg("--rcvbuf").arg(opts.relay_rcvbuf.to_string());
     }
+    // A bound of its own: a relay orphaned by a killed bench stops too.
+    cmd.arg("--duration")
+        .arg(opts.timeout.as_secs().max(1).to_string());
     cmd.arg("--stats-json").arg(stats).arg("--quiet");
     let mut relay = Proc::spawn(&mut cmd, f.name(), Some(errlog))?;
     let line = relay.read_line(Duration::from_secs(10))?;
