@@ -82,6 +82,11 @@ pub struct Row {
     /// (d) the rate is the generator's limit, not the forwarder's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generator_limited: Option<bool>,
+    /// (d) no trial lost packets: the rate is a lower bound (the
+    /// generator's limit, the highest rate or the trial bound ended the
+    /// search).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<bool>,
     /// (d) every trial of the rate search, with its loss.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trials: Option<Vec<Trial>>,
@@ -311,7 +316,7 @@ pub fn text(rows: &[Row]) -> String {
                 r.link.as_deref().unwrap_or("-"),
                 size_of(r),
                 r.variant,
-                match (r.pkts_per_sec, r.generator_limited) {
+                match (r.pkts_per_sec, r.lower_bound) {
                     (Some(p), Some(true)) => format!("≥{}", si(p)),
                     (Some(p), _) => si(p),
                     (None, _) => "none".into(),
@@ -438,14 +443,19 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     } {
         for size in [64u64, 1024] {
             let rate = |v: &str| d_row(rows, v, link, "rate", size).and_then(|r| r.pkts_per_sec);
-            let limited = |v: &str| {
-                d_row(rows, v, link, "rate", size).and_then(|r| r.generator_limited) == Some(true)
+            let flag = |v: &str, f: fn(&Row) -> Option<bool>| {
+                d_row(rows, v, link, "rate", size).and_then(f) == Some(true)
             };
+            let limited = |v| flag(v, |r| r.generator_limited);
+            let lower = |v| flag(v, |r| r.lower_bound);
             let (p, z) = (rate("relay-plain"), rate("zcio-relay"));
-            let bound = if limited("zcio-relay") && !limited("relay-plain") {
-                " (a lower bound: the generator could not offer more)"
-            } else if limited("relay-plain") {
-                " (the plain forwarder's rate is the generator's limit: not comparable)"
+            let bound = if lower("relay-plain") {
+                " (no trial of the plain forwarder lost packets: its rate is a lower bound, \
+                 the ratio not conclusive)"
+            } else if limited("zcio-relay") {
+                " (zcio relay's rate is a lower bound: the generator could not offer more)"
+            } else if lower("zcio-relay") {
+                " (zcio relay's rate is a lower bound: no trial lost packets)"
             } else {
                 ""
             };
@@ -641,7 +651,7 @@ mod tests {
                 ..Row::new("c", "shell-pipeline")
             },
             Row {
-                generator_limited: Some(true),
+                lower_bound: Some(true),
                 ..rate("zcio-relay", 64, 2_000_000.0)
             },
             Row {

@@ -481,6 +481,7 @@ pub fn measure_rate(
         gb_per_sec: best.map(|r| r * size as f64 / 1e9),
         cpu_ns_per_pkt: best_cpu,
         generator_limited: Some(gen_limited && s.at_ceiling()),
+        lower_bound: Some(s.at_ceiling()),
         metric: Some("rate".into()),
         trials: Some(trials),
         ..Row::new("d", f.name())
