@@ -214,10 +214,10 @@ impl SpliceBench {
                  latency: {} pkt/s for {:.1} s, one packet per send, stamps from \
                  CLOCK_MONOTONIC; rate: doubling from {} pkt/s then bisection to 10%, at most \
                  {} trials of {:.2} s, loss-free = the sink got every packet (each trial's \
-                 loss is in the JSON); a rate marked ≥ is a lower bound (no trial lost packets: the generator's limit, the \
-                 highest rate or the trial bound ended the search; `generator_limited` in \
-                 the JSON says which); CPU/pkt = \
-                 the forwarder's CPU (its --stats-json) ÷ packets forwarded; both forwarders \
+                 loss is in the JSON); a rate marked ≥ is a lower bound (no trial lost \
+                 packets: the generator's limit, the highest rate or the trial bound ended \
+                 the search; `generator_limited` in the JSON says which); CPU/pkt = the \
+                 forwarder's CPU (its --stats-json) ÷ packets forwarded; both forwarders \
                  receive with {} (net.core.rmem_default {} B, rmem_max {} B), the generator \
                  sends with 4 MiB and the sink receives with 32 MiB (SO_*BUFFORCE as root); \
                  `direct` (loopback only) sends straight to the sink: the harness's own \
