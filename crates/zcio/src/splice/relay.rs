@@ -76,7 +76,15 @@
 //! 64 KiB buffer in plain mode. A direction that reaches end of stream
 //! half-closes its sink (`shutdown(SHUT_WR)`); an error in either
 //! direction (a client killed mid-stream) shuts both sockets down and the
-//! connection is counted as failed; the relay goes on.
+//! connection is counted as failed; the relay goes on. `splice(2)` into a
+//! socket whose peer is gone raises `SIGPIPE` like `write(2)` does: the
+//! process must ignore it (Rust programs and Python do by default).
+//!
+//! # Direction
+//!
+//! The UDP relay is one-way: datagrams from anyone to `listen` go to `to`.
+//! Answers from `to` reach the relay's sending socket and are not read
+//! (the kernel drops them once that socket's small queue is full).
 
 mod batch;
 mod tcp;
