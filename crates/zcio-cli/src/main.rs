@@ -2,6 +2,7 @@
 
 mod cp;
 mod pipe;
+mod relay;
 mod ring;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,8 @@ enum Cmd {
     Pipe(pipe::PipeCmd),
     /// Copy SRC to DST through an association: kernel fast paths, or modules.
     Cp(cp::CpArgs),
+    /// UDP/TCP gateway: forward from LISTEN to HOST:PORT (fast or --plain).
+    Relay(relay::RelayArgs),
 }
 
 fn main() {
@@ -65,6 +68,7 @@ fn main() {
         Cmd::Ring(r) => ring::run(r),
         Cmd::Pipe(p) => pipe::run(p),
         Cmd::Cp(c) => cp::run(c),
+        Cmd::Relay(r) => relay::run(r),
     };
     match res {
         Ok(0) => {}
