@@ -329,9 +329,7 @@ impl Code for SpliceError {
         match self {
             SpliceError::Io { errno: e, .. } | SpliceError::Setup { errno: e, .. } => errno(*e),
             SpliceError::Unsuitable { .. } => libc::EINVAL,
-            // The library keeps only the text of a spec's OS error; its
-            // errno is the "(os error N)" that std's io::Error prints.
-            SpliceError::Spec { reason, .. } => os_error_in(reason).unwrap_or(libc::EINVAL),
+            SpliceError::Spec { errno: e, .. } => e.map_or(libc::EINVAL, errno),
             SpliceError::SinkClosed => libc::EPIPE,
             SpliceError::Module { .. } => ZCIO_EMODULE,
             SpliceError::Zcio { .. } => libc::EIO,
@@ -340,13 +338,6 @@ impl Code for SpliceError {
             SpliceError::WorkerGone => ZCIO_EPANIC,
         }
     }
-}
-
-/// The errno in a text ending like std's `io::Error` ("… (os error 2)").
-fn os_error_in(text: &str) -> Option<c_int> {
-    let tail = text.rsplit_once("(os error ")?.1;
-    let n: c_int = tail.strip_suffix(')')?.parse().ok()?;
-    (1..4096).contains(&n).then_some(n)
 }
 
 impl Code for ModuleError {
@@ -458,10 +449,6 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.code(), libc::EINVAL, "{e}");
-        assert_eq!(os_error_in("x (os error 9)"), Some(9));
-        assert_eq!(os_error_in("(os error 99999)"), None);
-        assert_eq!(os_error_in("(os error -1)"), None);
-        assert_eq!(os_error_in("no"), None);
     }
 
     #[test]

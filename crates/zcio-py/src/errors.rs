@@ -271,16 +271,11 @@ pub(crate) fn async_ipc(py: Python<'_>, e: AsyncError) -> PyErr {
     }
 }
 
-/// The errno of an association failure, where one is known (a spec's OS
-/// error is kept by the library only as text ending in "(os error N)").
+/// The errno of an association failure, where one is known.
 fn splice_errno(e: &SpliceError) -> Option<i32> {
     match e {
         SpliceError::Io { errno, .. } | SpliceError::Setup { errno, .. } => errno_of(*errno),
-        SpliceError::Spec { reason, .. } => {
-            let tail = reason.rsplit_once("(os error ")?.1;
-            let n: i32 = tail.strip_suffix(')')?.parse().ok()?;
-            (1..4096).contains(&n).then_some(n)
-        }
+        SpliceError::Spec { errno, .. } => errno.and_then(errno_of),
         SpliceError::SinkClosed => errno_of(zcio::Errno::PIPE),
         SpliceError::Busy => errno_of(zcio::Errno::BUSY),
         _ => None,
