@@ -14,6 +14,11 @@
  *    from a pool, fills it, and sends it by reference (zcio_send); the receiver reads
  *    the very same pages (zcio_recv, zcio_msg_slices) and releases them
  *    (zcio_msg_release), which returns the buffer to the sender's pool.
+ * And associations (zcio_splice_fds / zcio_splice_specs / zcio_cp): name a source and a
+ * sink (files, pipes, sockets, rings) and zcio moves the data itself, through the
+ * kernel's fast paths (copy_file_range, sendfile, splice) or through a stack of
+ * processing modules (crc32c, zstd, ...). Ignore SIGPIPE in programs that write to
+ * sockets or pipes this way: a reader that went away is then -EPIPE, not a signal.
  *
  * Conventions:
  *  - Calls return 0, a count, or a negative code: -errno where an errno says it
@@ -93,9 +98,16 @@
 #define ZCIO_EPRODFAIL 4101
 
 /**
+ * A processing module on an association failed (bad arguments are
+ * `-EINVAL`, malformed input `-EBADMSG`; this is the rest: a codec or
+ * module library failure). `zcio_last_error` names the module.
+ */
+#define ZCIO_EMODULE 4102
+
+/**
  * Highest zcio-specific error code.
  */
-#define ZCIO_ECODE_MAX 4101
+#define ZCIO_ECODE_MAX 4102
 
 /**
  * Open as a consumer (reads; any number per ring).
@@ -180,6 +192,52 @@
  * must be 0; not for block rings, `-EOPNOTSUPP`).
  */
 #define ZCIO_SEEK_OLDEST 3
+
+/**
+ * `zcio_assoc_run` / `zcio_assoc_start`: the default increment (zcio
+ * chooses; 4 MiB).
+ */
+#define ZCIO_INCREMENT_DEFAULT 0
+
+/**
+ * `zcio_assoc_run` / `zcio_assoc_start`: until the source ends (or an
+ * error, or `zcio_assoc_stop`).
+ */
+#define ZCIO_INCREMENT_INFINITE UINT64_MAX
+
+/**
+ * Mover: `copy_file_range(2)`, file to file inside the kernel.
+ */
+#define ZCIO_MOVER_COPY_FILE_RANGE 0
+
+/**
+ * Mover: `sendfile(2)`, from a file to any descriptor.
+ */
+#define ZCIO_MOVER_SENDFILE 1
+
+/**
+ * Mover: `splice(2)`, directly or through an internal pipe.
+ */
+#define ZCIO_MOVER_SPLICE 2
+
+/**
+ * Mover: the buffer path (read into pool buffers, run the modules, write
+ * out): datagram sockets, rings, and any association with modules.
+ */
+#define ZCIO_MOVER_BUFFER 3
+
+/**
+ * An association between a source and a sink (opaque). Made by
+ * `zcio_splice_fds` or `zcio_splice_specs`, freed by `zcio_assoc_close`.
+ *
+ * Threads: `zcio_assoc_stop`, `zcio_assoc_get_status`, `zcio_assoc_wait`,
+ * `zcio_assoc_fd` and `zcio_assoc_module_stats` may be called from any
+ * thread at any time (stop a `zcio_assoc_run` blocked in another thread,
+ * say). The other calls take the association for their duration: one
+ * made while another runs (a `zcio_assoc_run` in another thread) fails
+ * with `-EBUSY` instead of waiting.
+ */
+typedef struct zcio_assoc zcio_assoc;
 
 /**
  * A buffer from a pool (opaque): writable by its owner until it is sent.
@@ -366,6 +424,104 @@ typedef struct zcio_slice {
      */
     size_t len;
 } zcio_slice;
+
+/**
+ * The end of one increment.
+ */
+typedef struct zcio_completion {
+    /**
+     * Bytes moved in this increment.
+     */
+    uint64_t moved;
+    /**
+     * 1 if the source ended.
+     */
+    int eof;
+    /**
+     * 1 if `zcio_assoc_stop` ended the increment early.
+     */
+    int stopped;
+    /**
+     * 0, or the negative code of the error that ended the increment
+     * (details: `zcio_last_error()` on the thread that received it).
+     */
+    int error;
+} zcio_completion;
+
+/**
+ * The completion callback (`zcio_assoc_on_complete`): `ctx` as given,
+ * the completion, and `*next`, preset to the increment that just ended.
+ * Return 0 to leave flow stopped, non-zero to start `*next` at once (not
+ * after the end of the source, an error or a stop).
+ */
+typedef int (*zcio_assoc_callback)(void *ctx, const struct zcio_completion *c, uint64_t *next);
+
+/**
+ * The quench hook (`zcio_assoc_on_quench`): `quenched` is 1 when the
+ * sink stops taking data at once, 0 when it takes data again.
+ */
+typedef void (*zcio_assoc_quench_callback)(void *ctx, int quenched);
+
+/**
+ * Status of an association (`zcio_assoc_get_status`): the thesis's status
+ * bits and the counters.
+ */
+typedef struct zcio_assoc_status {
+    /**
+     * 1 while an increment runs.
+     */
+    int active;
+    /**
+     * 1 while someone waits for it (`zcio_assoc_run`, `zcio_assoc_wait`).
+     */
+    int wanted;
+    /**
+     * 1 if an error ended the last increment.
+     */
+    int error;
+    /**
+     * 1 once the source has ended.
+     */
+    int eof;
+    /**
+     * Bytes moved since the association was made.
+     */
+    uint64_t moved;
+    /**
+     * The mover in use: `ZCIO_MOVER_...` (`zcio_mover_name` names it).
+     */
+    int mover;
+    /**
+     * How many faster movers the kernel refused for this pair.
+     */
+    int fell_back;
+    /**
+     * The errno of the last refusal (0 if none).
+     */
+    int fell_back_errno;
+    /**
+     * Modules on the stack.
+     */
+    int modules;
+    /**
+     * Bytes the modules copied (0 for pass-through modules).
+     */
+    uint64_t copied;
+    /**
+     * Blocks dropped because the sink could not take them at once (an
+     * active source: UDP, a ring).
+     */
+    uint64_t dropped;
+    /**
+     * Bytes of those blocks.
+     */
+    uint64_t dropped_bytes;
+    /**
+     * Blocks the source lost before the association read them (a ring
+     * reader that was lapped).
+     */
+    uint64_t lost;
+} zcio_assoc_status;
 
 #ifdef __cplusplus
 extern "C" {
@@ -911,6 +1067,263 @@ ssize_t zcio_msg_write_to(const struct zcio_msg *msg, int fd);
  * `msg` is NULL or a live message, not used again afterwards.
  */
 void zcio_msg_release(struct zcio_msg *msg);
+
+/**
+ * Associate the descriptors `src_fd` (data flows from it) and `dst_fd`
+ * (into it): regular files, pipes, TCP/UDP/Unix sockets, terminals. Both
+ * are duplicated: the caller keeps (and closes) its own; the association
+ * reads the source from its current offset. No data flows until an
+ * increment is started. The mover is chosen for the pair, fastest first
+ * (`zcio_assoc_get_status`). Stores the association in `*out`. Returns 0,
+ * `-EBADF` (not an open descriptor), `-EINVAL` (a descriptor data cannot
+ * flow from or to: a directory, an unconnected socket), or a negative errno.
+ *
+ * # Safety
+ * `out` is NULL or valid for writing a pointer.
+ */
+int zcio_splice_fds(int src_fd, int dst_fd, struct zcio_assoc **out);
+
+/**
+ * Associate the endpoints the strings `src` and `dst` name: a file path
+ * (a source is read from its start, a sink created or truncated), `-`
+ * (standard input / output), `fd:N` (a duplicate of descriptor N),
+ * `tcp:HOST:PORT` (connect), `tcp-listen:HOST:PORT` (wait for one
+ * connection: this call blocks until it comes), `udp:HOST:PORT` (a
+ * source binds there, a sink sends there), `unix:PATH` (connect to a
+ * stream socket), `ring:NAME` (a source joins ring NAME as a consumer; a
+ * sink produces into it, creating it if missing). Stores the association
+ * in `*out`. Returns 0 or a negative code (`-ENOENT`, `-ECONNREFUSED`, …
+ * from the system; `-EINVAL` for a malformed spec).
+ *
+ * # Safety
+ * `src` and `dst` are NULL or NUL-terminated strings; `out` is NULL or
+ * valid for writing a pointer.
+ */
+int zcio_splice_specs(const char *src, const char *dst, struct zcio_assoc **out);
+
+/**
+ * Synchronous mode: move `bytes` (`ZCIO_INCREMENT_DEFAULT`,
+ * `ZCIO_INCREMENT_INFINITE`: until the source ends, or a byte count),
+ * blocking until they are moved, the source ends, an error occurs or
+ * `zcio_assoc_stop` is called from another thread. Fills `*out` (may be
+ * NULL) and returns 0 — also when an error ended an increment that had
+ * moved data: then `out->error` is its code. Returns a negative code if
+ * the increment failed before moving anything, `-EBUSY` if an increment
+ * is already running.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `out` is NULL or valid for writing
+ * a `struct zcio_completion`.
+ */
+int zcio_assoc_run(struct zcio_assoc *a, uint64_t bytes, struct zcio_completion *out);
+
+/**
+ * Asynchronous mode: start moving `bytes` (as for `zcio_assoc_run`) on
+ * the association's worker thread and return at once. The end is
+ * reported to the callback (`zcio_assoc_on_complete`) and queued for
+ * `zcio_assoc_wait`; `zcio_assoc_fd` becomes readable. Returns 0,
+ * `-EBUSY` (an increment is running), or a negative errno.
+ *
+ * # Safety
+ * `a` is NULL or a live association.
+ */
+int zcio_assoc_start(struct zcio_assoc *a, uint64_t bytes);
+
+/**
+ * Wait at most `timeout_ms` (< 0: until it comes; 0: do not wait) for
+ * the next completion of an asynchronous increment and store it in
+ * `*out` (may be NULL). Returns 0, `-EAGAIN` / `-ETIMEDOUT` (none yet),
+ * or `-ECHILD` (nothing to wait for: no increment runs or is queued).
+ * Thread-safe.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `out` is NULL or valid for writing
+ * a `struct zcio_completion`.
+ */
+int zcio_assoc_wait(struct zcio_assoc *a, int timeout_ms, struct zcio_completion *out);
+
+/**
+ * A descriptor that polls readable (POLLIN) while a completion waits for
+ * `zcio_assoc_wait`. It belongs to the association: do not close it.
+ * Returns it (≥ 0) or `-EINVAL`.
+ *
+ * # Safety
+ * `a` is NULL or a live association.
+ */
+int zcio_assoc_fd(const struct zcio_assoc *a);
+
+/**
+ * Call `cb(ctx, completion, &next)` on the association's worker thread
+ * when an asynchronous increment ends (before the completion is queued
+ * for `zcio_assoc_wait`); its return value may start the next increment
+ * (see `zcio_assoc_callback`). NULL `cb` removes the callback. The
+ * callback must not call `zcio_assoc_close` on this association; other
+ * calls on it fail with `-EBUSY` while it runs (`zcio_assoc_get_status` and
+ * `zcio_last_error` work). Returns 0, `-EBUSY` (an increment is running)
+ * or `-EINVAL`.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `cb` is NULL or a function that may
+ * be called from another thread with `ctx` until the callback is replaced
+ * or the association closed.
+ */
+int zcio_assoc_on_complete(struct zcio_assoc *a, zcio_assoc_callback cb, void *ctx);
+
+/**
+ * Set the quench hook: `cb(ctx, 1)` when the sink stops taking data at
+ * once (the source is held back, or, for an active source, its blocks are
+ * dropped), `cb(ctx, 0)` when it takes data again; called on the thread
+ * that moves the data. NULL `cb` removes it. Between increments only
+ * (`-EBUSY`).
+ *
+ * # Safety
+ * As for `zcio_assoc_on_complete`.
+ */
+int zcio_assoc_on_quench(struct zcio_assoc *a, zcio_assoc_quench_callback cb, void *ctx);
+
+/**
+ * Flow control: whether blocks the sink cannot take at once are dropped
+ * (and counted in `dropped`) instead of waited for. The default follows
+ * the source: on for active sources (UDP sockets, rings), off for passive
+ * ones, which the sink paces. Between increments only (`-EBUSY`).
+ *
+ * # Safety
+ * `a` is NULL or a live association.
+ */
+int zcio_assoc_set_drop_when_behind(struct zcio_assoc *a, int on);
+
+/**
+ * Stop flow within one step (at most 1 MiB more): a `zcio_assoc_run` in
+ * another thread returns with `stopped`, an asynchronous increment
+ * completes with `stopped`. Harmless when nothing runs. Thread-safe.
+ * Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `a` is NULL or a live association.
+ */
+int zcio_assoc_stop(struct zcio_assoc *a);
+
+/**
+ * Store the status bits and counters in `*out`. Thread-safe (readable
+ * while data flows). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `out` is NULL or valid for writing
+ * a `struct zcio_assoc_status`.
+ */
+int zcio_assoc_get_status(const struct zcio_assoc *a, struct zcio_assoc_status *out);
+
+/**
+ * The name of mover `mover` (`ZCIO_MOVER_...`): `"copy_file_range"`,
+ * `"sendfile"`, `"splice"`, `"buffer"`, or `"unknown"`. Static; never NULL.
+ */
+const char *zcio_mover_name(int mover);
+
+/**
+ * Push the processing module `spec` (`"name"` or `"name:key=value,…"`:
+ * `count`, `crc32c`, `inet`, `zstd:level=3`, `unzstd`, `seal:key=…`,
+ * `open:key=…`, `ratelimit:rate=…`, `tap:ring=…`, or one loaded with
+ * `zcio_module_load`) at the sink end of the association's stack. The
+ * first module moves the association to the buffer path. Between
+ * increments only. Returns 0, `-ENOENT` (no module of that name),
+ * `-EINVAL` (bad arguments), `-EBUSY`, or a negative code.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `spec` is NULL or a NUL-terminated
+ * string.
+ */
+int zcio_assoc_push(struct zcio_assoc *a, const char *spec);
+
+/**
+ * Pop the module at the sink end of the stack (its buffered output, a
+ * compressor's frame end say, is flushed to the sink first) and close
+ * it. Popping the last module moves the association back to the fastest
+ * mover for its pair. Between increments only. Returns 1 (popped), 0 (no
+ * module was stacked), `-EBUSY`, or a negative code (the flush failed;
+ * the module is gone all the same).
+ *
+ * # Safety
+ * `a` is NULL or a live association.
+ */
+int zcio_assoc_pop(struct zcio_assoc *a);
+
+/**
+ * Control read (`value` NULL) or write of a stacked module: `which` is
+ * its position from the source side (`"0"`, `"1"`, …) or its name (the
+ * first with that name); `key` is the module's (every module answers
+ * `"stats"`; `crc32c` answers `"value"`, …). The reply text is copied to
+ * `reply` (`cap` bytes, NUL-terminated, truncated to fit; `reply` may be
+ * NULL when `cap` is 0). Between increments only. Returns the reply's
+ * full length (like `snprintf`), `-ENOENT`-style codes, `-ZCIO_EMODULE`
+ * (see `zcio_last_error`), or `-EBUSY`.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `which`, `key` and `value` are NULL
+ * or NUL-terminated strings; `reply` is NULL or valid for writing `cap`
+ * bytes.
+ */
+ssize_t zcio_assoc_control(struct zcio_assoc *a, const char *which, const char *key, const char *value, char *reply, size_t cap);
+
+/**
+ * Every stacked module's counters as text, one line per module in data
+ * order: `NAME key=value key=value…\n` (as of the last step: readable
+ * while data flows). Copied like `zcio_assoc_control`'s reply. Returns
+ * the full length or `-EINVAL`. Thread-safe.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `buf` is NULL or valid for writing
+ * `cap` bytes.
+ */
+ssize_t zcio_assoc_module_stats(const struct zcio_assoc *a, char *buf, size_t cap);
+
+/**
+ * Stop flow, wait for the worker, close both endpoints and free the
+ * association; its final status goes to `*final_status` (may be NULL).
+ * Modules are flushed when the source ends; closed earlier, what they
+ * buffered is discarded (pop them first to flush). NULL `a` is ignored.
+ * Must not be called from the association's own callback, nor while
+ * another thread uses the handle.
+ *
+ * # Safety
+ * `a` is NULL or a live association, not used again afterwards;
+ * `final_status` is NULL or valid for writing a `struct zcio_assoc_status`.
+ */
+void zcio_assoc_close(struct zcio_assoc *a, struct zcio_assoc_status *final_status);
+
+/**
+ * Copy `src` to `dst` (specs as for `zcio_splice_specs`) through the
+ * `n` modules `modules[0..n]` (specs as for `zcio_assoc_push`, in data
+ * order; `modules` may be NULL when `n` is 0) until the source ends: the
+ * C form of `zcio cp`. The final status goes to `*out` (may be NULL).
+ * The modules are flushed at the end of the source (a zstd frame is
+ * complete). Returns 0 or a negative code; a bad module spec fails before
+ * any endpoint is opened.
+ *
+ * # Safety
+ * `src`, `dst` are NULL or NUL-terminated strings; `modules` is NULL or
+ * points to `n` NULL-or-NUL-terminated strings; `out` is NULL or valid
+ * for writing a `struct zcio_assoc_status`.
+ */
+int zcio_cp(const char *src, const char *dst, const char *const *modules, size_t n, struct zcio_assoc_status *out);
+
+/**
+ * Load the user module in the shared object `path` (the C ABI of
+ * `zcio_module.h`; the example is `c/modules/rot13.c`) and register it
+ * under the name it declares, for `zcio_assoc_push` and `zcio_cp` in
+ * this process. The name is copied to `name` (`cap` bytes, like
+ * `zcio_assoc_control`'s reply; may be NULL when `cap` is 0). Returns the
+ * name's length, `-ELIBBAD` (not a loadable zcio module: missing file or
+ * symbol, wrong ABI version; see `zcio_last_error`) or `-EINVAL`.
+ *
+ * Trust: loading runs the object's initialisers, and its functions run
+ * inside this process with its privileges. Load only modules you trust
+ * as much as your own code.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string naming a zcio module you
+ * trust (see above); `name` is NULL or valid for writing `cap` bytes.
+ */
+ssize_t zcio_module_load(const char *path, char *name, size_t cap);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -381,8 +381,6 @@ pub unsafe extern "C" fn zcio_send_bytes(
         if data.is_null() || len == 0 || len > isize::MAX as usize {
             return einval("zcio_send_bytes: data is NULL or len is 0");
         }
-        // SAFETY: readable for `len` bytes (contract).
-        let src = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
         let pool = c.copies.get_or_init(copy_pool);
         let t = Timeout::from_ms(timeout_ms);
         let buf = match t {
@@ -394,7 +392,11 @@ pub unsafe extern "C" fn zcio_send_bytes(
             Ok(b) => b,
             Err(e) => return fail(e),
         };
-        zcio::copy(buf.as_mut_slice(), src);
+        // `data` may point into memory a peer can write (a received
+        // message's bytes): copied with raw pointers, never borrowed.
+        // SAFETY: `data` is readable for `len` bytes (contract); `buf` is a
+        // fresh buffer of at least `len` bytes that nothing else aliases.
+        unsafe { zcio::copy_raw(data.cast::<u8>(), buf.as_mut_slice().as_mut_ptr(), len) };
         let msg = match buf.freeze() {
             Ok(b) => Msg::from(b),
             Err(e) => return fail(e.error),

@@ -15,6 +15,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 use zcio::ring::{OpenError, ReadError, WriteError};
+use zcio::splice::module::ModuleError;
+use zcio::splice::SpliceError;
 use zcio::{
     AllocError, ConnectError, MsgError, RecvError, RecvTimeoutError, RegionError, SendErrorKind,
     TryRecvError,
@@ -40,8 +42,12 @@ pub const ZCIO_EBADRING: c_int = 4100;
 /// The ring's producer closed it with an error (`zcio_ring_close_error`):
 /// everything it wrote was read, but the stream is incomplete.
 pub const ZCIO_EPRODFAIL: c_int = 4101;
+/// A processing module on an association failed (bad arguments are
+/// `-EINVAL`, malformed input `-EBADMSG`; this is the rest: a codec or
+/// module library failure). `zcio_last_error` names the module.
+pub const ZCIO_EMODULE: c_int = 4102;
 /// Highest zcio-specific error code.
-pub const ZCIO_ECODE_MAX: c_int = 4101;
+pub const ZCIO_ECODE_MAX: c_int = 4102;
 
 /// What a failed entry point returns when it caught a panic.
 pub(crate) trait Ret {
@@ -318,6 +324,35 @@ impl Code for MsgError {
     }
 }
 
+impl Code for SpliceError {
+    fn code(&self) -> c_int {
+        match self {
+            SpliceError::Io { errno: e, .. } | SpliceError::Setup { errno: e, .. } => errno(*e),
+            SpliceError::Unsuitable { .. } => libc::EINVAL,
+            SpliceError::Spec { errno: e, .. } => e.map_or(libc::EINVAL, errno),
+            SpliceError::SinkClosed => libc::EPIPE,
+            SpliceError::Module { .. } => ZCIO_EMODULE,
+            SpliceError::Zcio { .. } => libc::EIO,
+            SpliceError::Stopped => libc::ECANCELED,
+            SpliceError::Busy => libc::EBUSY,
+            SpliceError::WorkerGone => ZCIO_EPANIC,
+        }
+    }
+}
+
+impl Code for ModuleError {
+    fn code(&self) -> c_int {
+        match self {
+            ModuleError::Unknown { .. } | ModuleError::NotInStack(_) => libc::ENOENT,
+            ModuleError::BadArgs { .. } | ModuleError::Control { .. } => libc::EINVAL,
+            ModuleError::Alloc { .. } => libc::ENOBUFS,
+            ModuleError::BadInput { .. } => libc::EBADMSG,
+            ModuleError::Load { .. } => libc::ELIBBAD,
+            _ => ZCIO_EMODULE,
+        }
+    }
+}
+
 /// Texts of the errno values 1..=133, from the C library (built once).
 fn errno_texts() -> &'static [CString] {
     static TEXTS: OnceLock<Vec<CString>> = OnceLock::new();
@@ -351,6 +386,9 @@ pub(crate) fn text(code: c_int) -> &'static CStr {
         c if c == ZCIO_EBADRING as u32 => c"not a usable zcio ring",
         c if c == ZCIO_EPRODFAIL as u32 => {
             c"ring producer closed the ring with an error: the stream is incomplete"
+        }
+        c if c == ZCIO_EMODULE as u32 => {
+            c"a processing module failed (see zcio_last_error for which and why)"
         }
         c => match errno_texts().get((c as usize).wrapping_sub(1)) {
             Some(t) => t.as_c_str(),
@@ -399,6 +437,18 @@ mod tests {
         assert_eq!(text(0).to_str().unwrap(), "success");
         assert_eq!(text(99_999).to_str().unwrap(), "unknown error code");
         assert_eq!(text(c_int::MIN).to_str().unwrap(), "unknown error code");
+    }
+
+    #[test]
+    fn spec_errors_keep_the_os_errno() {
+        let e = zcio::splice::spec::open("/nonexistent/zcio-c-test", zcio::splice::Role::Source)
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), libc::ENOENT, "{e}");
+        let e = zcio::splice::spec::open("fd:x", zcio::splice::Role::Source)
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), libc::EINVAL, "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!   [`error`]), and records a detailed message for `zcio_last_error`.
 //!
 //! A frontend: it only binds the public `zcio` API (rings, channels,
-//! pools, messages).
+//! pools, messages, associations).
 
 #![allow(non_camel_case_types)]
 
@@ -26,6 +26,8 @@ pub mod pool;
 pub mod chan;
 
 pub mod msg;
+
+pub mod splice;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::time::Duration;
@@ -103,6 +105,7 @@ const _: () = {
     send_sync::<chan::zcio_channel>();
     send_sync::<chan::zcio_listener>();
     send_sync::<msg::zcio_msg>();
+    send_sync::<splice::zcio_assoc>();
 };
 
 #[cfg(test)]

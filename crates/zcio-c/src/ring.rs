@@ -12,6 +12,7 @@ use zcio::ring::{
 
 use crate::error::{einval, fail, fail_msg, guard};
 use crate::{ssize_t, str_arg, Timeout};
+use zcio::View;
 
 /// Open as a consumer (reads; any number per ring).
 pub const ZCIO_O_RDONLY: c_int = 0;
@@ -333,12 +334,14 @@ pub unsafe extern "C" fn zcio_ring_write(
         if len > isize::MAX as usize {
             return einval("zcio_ring_write: len too large") as ssize_t;
         }
-        let bytes: &[u8] = if len == 0 {
-            &[]
+        // `buf` may point into memory a peer can write (a received
+        // message's bytes, another ring): read as a volatile view.
+        let bytes = if len == 0 {
+            View::from_slice(&[])
         } else {
-            // SAFETY: non-NULL and readable for `len` bytes (contract);
-            // the caller does not write them during the call.
-            unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
+            // SAFETY: non-NULL and readable for `len` bytes during the call
+            // (contract).
+            unsafe { View::from_raw(buf.cast::<u8>(), len) }
         };
         let wait = r.wait();
         let End::Producer(p) = &mut r.end else {
@@ -348,7 +351,7 @@ pub unsafe extern "C" fn zcio_ring_write(
             ) as ssize_t;
         };
         if p.geometry().layout != Layout::Continuous {
-            return match p.write_tagged(bytes, 0, wait) {
+            return match p.write_view(bytes, 0, wait) {
                 Ok(()) => len as ssize_t,
                 Err(e) => fail(e) as ssize_t,
             };
@@ -358,9 +361,11 @@ pub unsafe extern "C" fn zcio_ring_write(
         // a partial write reports what went in, as `write(2)` does.
         let piece = (p.geometry().cap() / 2).max(1) as usize;
         let mut done = 0usize;
-        for chunk in bytes.chunks(piece) {
-            match p.write_tagged(chunk, 0, wait) {
-                Ok(()) => done += chunk.len(),
+        while done < len {
+            let n = piece.min(len - done);
+            let chunk = bytes.slice(done, n).unwrap_or(bytes);
+            match p.write_view(chunk, 0, wait) {
+                Ok(()) => done += n,
                 Err(_) if done > 0 => break,
                 Err(e) => return fail(e) as ssize_t,
             }

@@ -9,6 +9,8 @@ use pyo3::sync::PyOnceLock;
 use zcio::asyncipc::AsyncError;
 use zcio::rendezvous::IpcError;
 use zcio::ring::{OpenError, ReadError, WriteError};
+use zcio::splice::module::ModuleError;
+use zcio::splice::SpliceError;
 use zcio::{AllocError, ConnectError, RecvTimeoutError, RegionError, SendErrorKind, TryRecvError};
 
 /// The exception classes of `zcio._errors`.
@@ -27,6 +29,8 @@ pub(crate) enum Kind {
     AllocTimedOut,
     Ring,
     Lapped,
+    Splice,
+    Module,
 }
 
 impl Kind {
@@ -45,6 +49,8 @@ impl Kind {
             Kind::AllocTimedOut => "AllocTimedOut",
             Kind::Ring => "RingError",
             Kind::Lapped => "Lapped",
+            Kind::Splice => "SpliceError",
+            Kind::Module => "ModuleError",
         }
     }
 }
@@ -263,4 +269,31 @@ pub(crate) fn async_ipc(py: Python<'_>, e: AsyncError) -> PyErr {
         AsyncError::Taken => PyValueError::new_err(text),
         _ => err(py, Kind::Base, text, None),
     }
+}
+
+/// The errno of an association failure, where one is known.
+fn splice_errno(e: &SpliceError) -> Option<i32> {
+    match e {
+        SpliceError::Io { errno, .. } | SpliceError::Setup { errno, .. } => errno_of(*errno),
+        SpliceError::Spec { errno, .. } => errno.and_then(errno_of),
+        SpliceError::SinkClosed => errno_of(zcio::Errno::PIPE),
+        SpliceError::Busy => errno_of(zcio::Errno::BUSY),
+        _ => None,
+    }
+}
+
+/// A failed association operation: `ModuleError` for a module's failure,
+/// `SpliceError` (an `OSError`, with `errno` where the system gave one)
+/// for the rest.
+pub(crate) fn splice(py: Python<'_>, e: &SpliceError) -> PyErr {
+    let kind = match e {
+        SpliceError::Module { .. } => Kind::Module,
+        _ => Kind::Splice,
+    };
+    err(py, kind, e.to_string(), splice_errno(e))
+}
+
+/// A module that cannot be found, opened, loaded or controlled.
+pub(crate) fn module(py: Python<'_>, e: &ModuleError) -> PyErr {
+    err(py, Kind::Module, e.to_string(), None)
 }

@@ -24,6 +24,7 @@ mod msg;
 mod np;
 mod pool;
 mod ring;
+mod splice;
 mod wait;
 
 use pyo3::prelude::*;
@@ -52,5 +53,13 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<asyncipc::AsyncEndpoint>()?;
     m.add_class::<asyncipc::Ticket>()?;
     m.add_class::<asyncipc::Reply>()?;
+    m.add_class::<splice::Association>()?;
+    m.add_class::<splice::Completion>()?;
+    m.add_class::<splice::SpliceStatus>()?;
+    m.add_class::<splice::DefaultIncrement>()?;
+    m.add("DEFAULT", splice::DefaultIncrement)?;
+    m.add_function(wrap_pyfunction!(splice::splice, m)?)?;
+    m.add_function(wrap_pyfunction!(splice::cp, m)?)?;
+    m.add_function(wrap_pyfunction!(splice::load_module, m)?)?;
     Ok(())
 }

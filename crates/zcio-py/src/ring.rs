@@ -26,6 +26,7 @@ use zcio::ring::{
 use crate::buffer::{self, Exported, SendPtr};
 use crate::errors::{self, Kind};
 use crate::wait::{blocking, Deadline, Timeout};
+use zcio::View;
 
 fn parse_layout(s: &str) -> PyResult<Layout> {
     Ok(match s {
@@ -194,19 +195,18 @@ impl RingProducer {
                     return Some(Err(None));
                 };
                 // `src` stays exported (valid, not resized) until `write`
-                // returns; the bytes are the caller's (Python code must not
-                // change them while they are being written, as with
-                // os.write).
+                // returns. The object may expose memory a peer can write
+                // (a received zcio buffer): read as a volatile view.
                 // SAFETY: as argued just above.
-                let bytes = unsafe { std::slice::from_raw_parts(base.0.add(at), n) };
-                let r = if slice.is_zero() {
-                    p.try_write(bytes)
+                let bytes = unsafe { View::from_raw(base.0.add(at), n) };
+                let wait = if slice.is_zero() {
+                    Wait::No
                 } else {
-                    p.write_timeout(bytes, slice)
+                    Wait::Until(std::time::Instant::now() + slice)
                 };
-                match r {
+                match p.write_view(bytes, 0, wait) {
                     Err(WriteError::WouldBlock | WriteError::TimedOut) => None,
-                    r => Some(r.map_err(Some)),
+                    r => Some(r.map(|()| n).map_err(Some)),
                 }
             })?;
             match got {

@@ -87,6 +87,20 @@ impl<'a> View<'a> {
         }
     }
 
+    /// A view of `len` bytes at `ptr` that someone else may write while
+    /// it lives (memory of unknown provenance: a buffer handed in through
+    /// the C or Python frontends may be a peer's shared mapping). It is
+    /// read like any volatile view: through copies, never as a `&[u8]`.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must stay mapped readable for all of `'a`.
+    #[inline]
+    pub unsafe fn from_raw(ptr: *const u8, len: usize) -> Self {
+        // SAFETY: the caller guarantees the mapping for 'a; `immutable`
+        // is false, so nothing relies on the bytes staying unchanged.
+        unsafe { Self::new(ptr, len, false) }
+    }
+
     /// A view of bytes this process owns; always immutable.
     #[inline]
     pub fn from_slice(bytes: &'a [u8]) -> Self {

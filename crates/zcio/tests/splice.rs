@@ -296,6 +296,57 @@ fn stop_interrupts_a_source_that_sends_nothing() {
 }
 
 #[test]
+fn remote_stops_a_synchronous_run_on_another_thread() {
+    // The frontends hold a Remote beside the association: stop and status
+    // from another thread while `run` blocks on a source that sends nothing.
+    let (quiet, peer) = std::os::unix::net::UnixStream::pair().unwrap();
+    let out = TempFile::new("remote", b"");
+    let mut a = splice(
+        Endpoint::new(OwnedFd::from(quiet), "quiet").unwrap(),
+        Endpoint::new(out.create(), "file").unwrap(),
+    )
+    .unwrap();
+    let r = a.remote();
+    let runner = std::thread::spawn(move || {
+        let c = a.run(Increment::Infinite).unwrap();
+        (c, a.close())
+    });
+    while !r.status().active {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(r.status().wanted);
+    r.stop();
+    let (c, st) = runner.join().unwrap();
+    assert!(c.stopped && c.moved == 0 && !c.eof, "{c:?}");
+    assert!(!st.active && !r.status().active);
+    // After close: harmless.
+    r.stop();
+    assert!(r.wait(Duration::from_secs(u64::MAX)).is_none());
+    drop(peer);
+}
+
+#[test]
+fn a_stop_right_after_start_still_completes_the_increment() {
+    // The worker may not have taken the increment yet: it must still end
+    // (stopped), not stay active with nothing to wait for.
+    let (quiet, peer) = std::os::unix::net::UnixStream::pair().unwrap();
+    let out = TempFile::new("stopstart", b"");
+    let mut a = splice(
+        Endpoint::new(OwnedFd::from(quiet), "quiet").unwrap(),
+        Endpoint::new(out.create(), "file").unwrap(),
+    )
+    .unwrap();
+    for _ in 0..20 {
+        a.start(Increment::Infinite).unwrap();
+        a.stop();
+        let c = a.wait(Duration::from_secs(20)).expect("a completion");
+        assert!(c.stopped && c.moved == 0, "{c:?}");
+        assert!(!a.status().active);
+    }
+    drop(peer);
+}
+
+#[test]
 fn push_moves_to_the_buffer_path_and_popping_the_last_moves_back() {
     let data = pattern(6 << 20, 11);
     let src = TempFile::new("push-src", &data);

@@ -22,6 +22,12 @@ rendezvous: ``EndpointListener`` / ``Endpoint`` (synchronous send, recv,
 call) and ``AsyncEndpoint`` (send and call return at once; proxy threads
 do the synchronous work).
 
+Associations move data between I/O objects without a Python loop:
+``zcio.splice(src, dst, modules=["crc32c", "zstd"]).run()`` or
+``zcio.cp("in.log", "out.zst", ["zstd"])`` (files, pipes, sockets, rings;
+the kernel's copy_file_range/sendfile/splice when nothing processes the
+data).
+
 See ``docs/python.md`` for the whole API, the buffer lifetime rules and
 the volatile/secured distinction.
 """
@@ -39,13 +45,18 @@ from ._errors import (
     MalformedMessage,
     PeerFault,
     PoolExhausted,
+    ModuleError,
     RingError,
+    SpliceError,
     TimedOut,
     ZcioError,
 )
 from ._zcio import (
+    DEFAULT,
+    Association,
     AsyncEndpoint,
     Channel,
+    Completion,
     Endpoint,
     EndpointListener,
     Listener,
@@ -59,11 +70,15 @@ from ._zcio import (
     Reply,
     RingConsumer,
     RingProducer,
+    SpliceStatus,
     Ticket,
     __version__,
+    cp,
+    load_module,
     recv_any,
     ring_list,
     ring_unlink,
+    splice,
 )
 
 __all__ = [
@@ -87,6 +102,13 @@ __all__ = [
     "AsyncEndpoint",
     "Ticket",
     "Reply",
+    "splice",
+    "cp",
+    "load_module",
+    "Association",
+    "Completion",
+    "SpliceStatus",
+    "DEFAULT",
     "is_volatile",
     "ZcioError",
     "Disconnected",
@@ -101,6 +123,8 @@ __all__ = [
     "AllocTimedOut",
     "RingError",
     "Lapped",
+    "SpliceError",
+    "ModuleError",
 ]
 
 

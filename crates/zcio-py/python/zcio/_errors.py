@@ -27,6 +27,8 @@ __all__ = [
     "AllocTimedOut",
     "RingError",
     "Lapped",
+    "SpliceError",
+    "ModuleError",
 ]
 
 
@@ -103,3 +105,17 @@ class Lapped(RingError):
     """A peeked ring block was overwritten by the producer while it was
     being read (overwriting rings): what was read from it is not valid. The
     consumer has skipped forward."""
+
+
+class SpliceError(ZcioError, OSError):
+    """An association failed: an endpoint that cannot be opened or used
+    (a bad spec, a refused connection, a directory), a failed move, or a
+    call that needs the association while an increment runs (``errno``
+    ``EBUSY``). ``errno`` is the kernel's error number where one caused
+    it."""
+
+
+class ModuleError(SpliceError, ValueError):
+    """A processing module failed: no module of that name, bad arguments,
+    a control request it does not understand, malformed input, or a
+    shared object that is not a loadable zcio module."""

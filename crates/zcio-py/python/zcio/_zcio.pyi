@@ -413,3 +413,115 @@ class AsyncEndpoint:
         (``Disconnected``), stop receiving, hang up."""
     def __enter__(self) -> AsyncEndpoint: ...
     def __exit__(self, *args: object) -> bool: ...
+
+# ------------------------------------------------------------ associations
+
+class _Default:
+    """The type of :data:`DEFAULT`."""
+
+DEFAULT: _Default
+"""The default increment for :meth:`Association.run` / ``start`` (4 MiB)."""
+
+#: An endpoint: a descriptor (duplicated), an object with ``fileno()``
+#: (duplicated), or a spec: a path, ``"-"``, ``"fd:N"``, ``"tcp:HOST:PORT"``,
+#: ``"tcp-listen:HOST:PORT"``, ``"udp:HOST:PORT"``, ``"unix:PATH"``,
+#: ``"ring:NAME"``.
+_EndpointArg = int | str | os.PathLike[str] | Any
+
+class Completion:
+    """The end of one increment."""
+
+    @property
+    def moved(self) -> int: ...
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def stopped(self) -> bool: ...
+    @property
+    def error(self) -> ZcioError | None:
+        """The (unraised) ``SpliceError`` that ended the increment."""
+    @property
+    def callback_error(self) -> BaseException | None:
+        """What the ``on_complete`` callback raised for this completion."""
+
+class SpliceStatus:
+    """Status bits and counters of an association."""
+
+    @property
+    def active(self) -> bool: ...
+    @property
+    def wanted(self) -> bool: ...
+    @property
+    def error(self) -> bool: ...
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def moved(self) -> int: ...
+    @property
+    def mover(self) -> Literal["copy_file_range", "sendfile", "splice", "buffer"]: ...
+    @property
+    def fell_back(self) -> list[tuple[str, int]]:
+        """Movers the kernel refused for this pair: (mover, errno)."""
+    @property
+    def modules(self) -> list[str]: ...
+    @property
+    def copied(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+    @property
+    def dropped_bytes(self) -> int: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def sink(self) -> str: ...
+
+_Increment = int | _Default | None
+
+class Association:
+    """A standing association between a source and a sink
+    (:func:`splice`). ``stop``, ``status``, ``wait``, ``fileno`` and
+    ``module_stats`` work from any thread at any time; the other calls
+    raise ``SpliceError`` (errno ``EBUSY``) while a ``run`` in another
+    thread has the association."""
+
+    def run(self, nbytes: _Increment = None) -> Completion:
+        """Move an increment (None: until the source ends) and block without
+        the GIL until it is moved, the source ends, an error or ``stop()``."""
+    def start(self, nbytes: _Increment = None) -> None:
+        """Start an increment on the worker thread and return at once."""
+    def wait(self, timeout: float | None = None) -> Completion | None:
+        """The next asynchronous completion, or None (none in time, or
+        nothing running)."""
+    def fileno(self) -> int:
+        """Readable while a completion waits for :meth:`wait`."""
+    def stop(self) -> None: ...
+    def status(self) -> SpliceStatus: ...
+    def push(self, spec: str) -> None: ...
+    def pop(self) -> str | None: ...
+    def control(self, which: int | str, key: str, value: str | None = None) -> str: ...
+    def module_stats(self) -> list[tuple[str, dict[str, int]]]: ...
+    def on_complete(self, callback: Any | None) -> None:
+        """``callback(completion)`` on the worker thread; returns None/False
+        (stop), True (repeat), ``DEFAULT`` or a byte count (start that)."""
+    def set_drop_when_behind(self, on: bool) -> None: ...
+    def close(self) -> SpliceStatus: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Association: ...
+    def __exit__(self, *args: object) -> bool: ...
+
+def splice(
+    src: _EndpointArg, dst: _EndpointArg, modules: Sequence[str] | None = None
+) -> Association:
+    """Associate ``src`` with ``dst`` and push ``modules`` (data order)."""
+
+def cp(
+    src: _EndpointArg, dst: _EndpointArg, modules: Sequence[str] | None = None
+) -> SpliceStatus:
+    """Copy ``src`` to ``dst`` through ``modules`` until the source ends."""
+
+def load_module(path: str | os.PathLike[str]) -> str:
+    """Load a user module from a shared object (it runs in this process:
+    load only code you trust); returns its name."""

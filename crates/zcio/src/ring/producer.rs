@@ -585,6 +585,18 @@ impl Producer {
         self.write_block(&[View::from_slice(bytes)], tag, wait)
     }
 
+    /// Write one block from a [`View`] — bytes that may be volatile (a
+    /// peer's buffer handed in through a frontend): they are copied into
+    /// the ring with single reads, never borrowed as a `&[u8]`.
+    pub fn write_view(&mut self, v: View<'_>, tag: u32, wait: Wait) -> Result<(), WriteError> {
+        if self.geo.layout == Layout::Index {
+            // Index rings store pointers to blocks of this process's
+            // rings: the bytes are copied out first.
+            return self.write_indexed(&v.to_vec(), wait);
+        }
+        self.write_block(&[v], tag, wait)
+    }
+
     /// Write one block gathered from several slices.
     pub fn write_vectored(
         &mut self,

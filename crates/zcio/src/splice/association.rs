@@ -238,10 +238,12 @@ impl Association {
         let Some(mut engine) = st.engine.take() else {
             return Err(SpliceError::Busy);
         };
+        // Cleared before `active` is seen: a stop from another thread
+        // (a `Remote`) that saw the increment running is never lost.
+        self.shared.clear_stop();
         st.active = true;
         st.wanted += 1;
         drop(st);
-        self.shared.clear_stop();
         let c = self.shared.move_increment(&mut engine, inc);
         let mut st = self.shared.lock();
         st.engine = Some(engine);
@@ -279,37 +281,20 @@ impl Association {
     /// Stop flow (within one step). A synchronous `run` on another thread
     /// returns with `stopped`.
     pub fn stop(&self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = rustix::io::write(&self.shared.stop_fd, &1u64.to_ne_bytes());
-        let mut st = self.shared.lock();
-        st.pending = None;
-        self.shared.changed.notify_all();
+        self.shared.request_stop();
     }
 
     /// Wait up to `timeout` for the next asynchronous completion.
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.shared.lock();
-        st.wanted += 1;
-        loop {
-            if !st.completions.is_empty() {
-                let c = st.completions.remove(0);
-                if st.completions.is_empty() {
-                    let mut b = [0u8; 8];
-                    let _ = rustix::io::read(&self.shared.done_fd, &mut b);
-                }
-                st.wanted -= 1;
-                return Some(c);
-            }
-            let now = Instant::now();
-            if now >= deadline || (!st.active && st.pending.is_none()) {
-                st.wanted -= 1;
-                return None;
-            }
-            st = match self.shared.changed.wait_timeout(st, deadline - now) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
+        self.shared.wait(timeout)
+    }
+
+    /// A [`Remote`]: stop, wait and status from other threads while the
+    /// association itself is borrowed (a synchronous [`Association::run`]
+    /// blocks in it) — what the C and Python frontends hold beside it.
+    pub fn remote(&self) -> Remote {
+        Remote {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -391,7 +376,7 @@ impl Association {
     /// Every stacked module's counters (name, counters) as of the last
     /// step; readable while data flows.
     pub fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
-        self.shared.lock().module_stats.clone()
+        self.shared.module_stats()
     }
 
     /// Run `f` on the engine while no increment runs.
@@ -411,23 +396,7 @@ impl Association {
 
     /// The status bits and counters.
     pub fn status(&self) -> Status {
-        let st = self.shared.lock();
-        Status {
-            active: st.active,
-            wanted: st.wanted > 0,
-            error: st.error,
-            eof: st.eof,
-            moved: st.moved,
-            mover: st.mover,
-            fell_back: st.fell_back.clone(),
-            modules: st.modules.clone(),
-            copied: st.copied,
-            dropped: st.dropped.0,
-            dropped_bytes: st.dropped.1,
-            lost: st.dropped.2,
-            source: st.labels.0.clone(),
-            sink: st.labels.1.clone(),
-        }
+        self.shared.status()
     }
 
     /// Stop, join the worker and give back the final status (the
@@ -468,6 +437,52 @@ impl Association {
     }
 }
 
+/// Stop, wait and status of an [`Association`] from any thread, while the
+/// association itself is borrowed elsewhere (by a synchronous
+/// [`Association::run`], say). Made by [`Association::remote`]; it keeps
+/// no descriptor of the association's endpoints open, and after the
+/// association is closed its calls are harmless (status stays the final
+/// one, wait returns `None`).
+#[derive(Clone)]
+pub struct Remote {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote").finish_non_exhaustive()
+    }
+}
+
+impl Remote {
+    /// [`Association::stop`].
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+
+    /// [`Association::wait`].
+    pub fn wait(&self, timeout: Duration) -> Option<Completion> {
+        self.shared.wait(timeout)
+    }
+
+    /// [`Association::status`].
+    pub fn status(&self) -> Status {
+        self.shared.status()
+    }
+
+    /// [`Association::module_stats`].
+    pub fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
+        self.shared.module_stats()
+    }
+}
+
+impl AsFd for Remote {
+    /// [`Association::as_fd`]: readable while a completion waits.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.shared.done_fd.as_fd()
+    }
+}
+
 impl AsFd for Association {
     /// Readable while an asynchronous completion waits for [`Association::wait`].
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -493,6 +508,73 @@ fn sync_modules(e: &Engine, st: &mut State) {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = rustix::io::write(&self.stop_fd, &1u64.to_ne_bytes());
+        // A queued increment stays queued: the worker takes it, sees the
+        // stop at once and reports it (a completion with `stopped`), so
+        // `active` ends and `wait` gets a completion for every `start`.
+        let _st = self.lock();
+        self.changed.notify_all();
+    }
+
+    fn wait(&self, timeout: Duration) -> Option<Completion> {
+        // A timeout too long to represent waits without a deadline.
+        let deadline = Instant::now().checked_add(timeout);
+        let mut st = self.lock();
+        st.wanted += 1;
+        loop {
+            if !st.completions.is_empty() {
+                let c = st.completions.remove(0);
+                if st.completions.is_empty() {
+                    let mut b = [0u8; 8];
+                    let _ = rustix::io::read(&self.done_fd, &mut b);
+                }
+                st.wanted -= 1;
+                return Some(c);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) || (!st.active && st.pending.is_none()) {
+                st.wanted -= 1;
+                return None;
+            }
+            st = match deadline {
+                Some(d) => match self.changed.wait_timeout(st, d - now) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                },
+                None => match self.changed.wait(st) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                },
+            };
+        }
+    }
+
+    fn status(&self) -> Status {
+        let st = self.lock();
+        Status {
+            active: st.active,
+            wanted: st.wanted > 0,
+            error: st.error,
+            eof: st.eof,
+            moved: st.moved,
+            mover: st.mover,
+            fell_back: st.fell_back.clone(),
+            modules: st.modules.clone(),
+            copied: st.copied,
+            dropped: st.dropped.0,
+            dropped_bytes: st.dropped.1,
+            lost: st.dropped.2,
+            source: st.labels.0.clone(),
+            sink: st.labels.1.clone(),
+        }
+    }
+
+    fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
+        self.lock().module_stats.clone()
     }
 
     fn clear_stop(&self) {

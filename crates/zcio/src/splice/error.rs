@@ -26,6 +26,8 @@ pub enum SpliceError {
         spec: String,
         /// What went wrong (and what to do).
         reason: String,
+        /// The system's error, when a system call failed.
+        errno: Option<Errno>,
     },
     /// A system call failed while moving data.
     #[error("{op} failed while moving data with {mover}: {errno}")]
@@ -80,6 +82,7 @@ impl SpliceError {
     pub fn errno(&self) -> Option<Errno> {
         match self {
             Self::Io { errno, .. } | Self::Setup { errno, .. } => Some(*errno),
+            Self::Spec { errno, .. } => *errno,
             _ => None,
         }
     }

@@ -21,7 +21,7 @@ pub mod mover;
 pub mod relay;
 pub mod spec;
 
-pub use association::{Association, Completion, Increment, Next, Status};
+pub use association::{Association, Completion, Increment, Next, Remote, Status};
 pub use endpoint::{Attrs, Endpoint, Kind};
 pub use error::SpliceError;
 pub use mover::MoverKind;

@@ -46,9 +46,11 @@
 //! (counted in `dropped_sink` and [`RelayStats::sink_errors`]); the relay
 //! goes on. Datagrams the kernel dropped because the relay's own receive
 //! queue was full are counted with `SO_RXQ_OVFL`: the kernel attaches the
-//! socket's cumulative drop count to each received datagram, so
-//! [`RelayStats::dropped_kernel`] is exact up to the last datagram
-//! received (drops after it show only if another datagram arrives).
+//! socket's cumulative drop count to each received datagram (the count
+//! as of when that datagram was queued), and when the relay is idle (a
+//! 100 ms receive timeout) and at the end of a run it reads the same
+//! counter with `SO_MEMINFO`, so [`RelayStats::dropped_kernel`] is exact
+//! when `run` returns.
 //!
 //! Over loopback the kernel does not push back on a UDP sender: a sink
 //! that does not read drops in its own receive queue (its
@@ -74,7 +76,15 @@
 //! 64 KiB buffer in plain mode. A direction that reaches end of stream
 //! half-closes its sink (`shutdown(SHUT_WR)`); an error in either
 //! direction (a client killed mid-stream) shuts both sockets down and the
-//! connection is counted as failed; the relay goes on.
+//! connection is counted as failed; the relay goes on. `splice(2)` into a
+//! socket whose peer is gone raises `SIGPIPE` like `write(2)` does: the
+//! process must ignore it (Rust programs and Python do by default).
+//!
+//! # Direction
+//!
+//! The UDP relay is one-way: datagrams from anyone to `listen` go to `to`.
+//! Answers from `to` reach the relay's sending socket and are not read
+//! (the kernel drops them once that socket's small queue is full).
 
 mod batch;
 mod tcp;
@@ -323,7 +333,8 @@ pub struct RelayStats {
     /// Datagrams dropped because the sink would block or refused them.
     pub dropped_sink: u64,
     /// Datagrams the kernel dropped from the relay's receive queue
-    /// (`SO_RXQ_OVFL`; as of the last datagram received).
+    /// (`SO_RXQ_OVFL` while datagrams arrive, `SO_MEMINFO` when idle and
+    /// at the end of the run).
     pub dropped_kernel: u64,
     /// Sends that failed with an error other than would-block.
     pub sink_errors: u64,

@@ -35,11 +35,16 @@ fn bad(spec: &str, reason: impl Into<String>) -> SpliceError {
     SpliceError::Spec {
         spec: spec.to_owned(),
         reason: reason.into(),
+        errno: None,
     }
 }
 
 fn os(spec: &str, what: &str, e: std::io::Error) -> SpliceError {
-    bad(spec, format!("{what}: {e}"))
+    SpliceError::Spec {
+        spec: spec.to_owned(),
+        reason: format!("{what}: {e}"),
+        errno: crate::Errno::from_io_error(&e),
+    }
 }
 
 /// Open the endpoint `spec` names (see the [module docs](self)).

@@ -64,6 +64,16 @@ pub(crate) struct Library {
     _lib: libloading::Library,
 }
 
+/// A libloading error with the loader's own text (`dlerror`), which
+/// libloading keeps as the error's source: "dlopen failed: …: cannot open
+/// shared object file".
+fn with_source(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(s) => format!("{e}: {s}"),
+        None => e.to_string(),
+    }
+}
+
 impl Library {
     /// Load `path` and validate its table.
     ///
@@ -87,12 +97,12 @@ impl Library {
         // SAFETY: the caller vouches for the object (this function's
         // contract), which covers running its initialisers.
         let lib = unsafe { libloading::Library::new(path.as_os_str()) }
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(with_source(&e)))?;
         // SAFETY: the symbol's type is the one the header declares for
         // `zcio_module_v1_entry` (caller's contract).
         let entry: EntryFn = unsafe { lib.get::<EntryFn>(ENTRY_SYMBOL) }
             .map(|s| *s)
-            .map_err(|e| fail(format!("no {ENTRY_SYMBOL} symbol: {e}")))?;
+            .map_err(|e| fail(format!("no {ENTRY_SYMBOL} symbol: {}", with_source(&e))))?;
         // SAFETY: calling the entry point as declared (caller's contract).
         let table = unsafe { entry() };
         if table.is_null() || !table.cast::<u64>().is_aligned() {

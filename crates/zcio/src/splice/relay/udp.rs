@@ -177,10 +177,24 @@ impl UdpRelay {
 
     fn kernel_drops(&mut self, seen: Option<u32>, t: &mut Tally) {
         if let Some(v) = seen {
-            // The kernel's counter is cumulative and wraps at 2^32.
-            t.dropped_kernel += u64::from(v.wrapping_sub(self.kernel_drops_seen));
-            self.kernel_drops_seen = v;
+            // The kernel's counter is cumulative and wraps at 2^32. A
+            // datagram queued before an `SO_MEMINFO` read carries an older
+            // (smaller) count: a "negative" step is ignored.
+            let step = v.wrapping_sub(self.kernel_drops_seen);
+            if step < 1 << 31 {
+                t.dropped_kernel += u64::from(step);
+                self.kernel_drops_seen = v;
+            }
         }
+    }
+
+    /// Bring `dropped_kernel` up to date from the socket itself (an idle
+    /// tick, the end of a run): drops after the last datagram received
+    /// show only this way.
+    fn sync_kernel_drops(&mut self, t: &mut Tally) {
+        let now = batch::socket_drops(self.rx.as_fd());
+        self.kernel_drops(now, t);
+        t.flush(&self.counters);
     }
 
     fn run_fast(&mut self, stop: &AtomicBool, deadline: Option<Instant>) -> Result<(), RelayError> {
@@ -229,7 +243,7 @@ impl UdpRelay {
                     }
                     t.flush(&self.counters);
                 }
-                Err(e) if transient(e) => t.flush(&self.counters),
+                Err(e) if transient(e) => self.sync_kernel_drops(&mut t),
                 Err(errno) => {
                     break Err(RelayError::Receive {
                         op: "recvmmsg",
@@ -238,7 +252,7 @@ impl UdpRelay {
                 }
             }
         };
-        t.flush(&self.counters);
+        self.sync_kernel_drops(&mut t);
         res
     }
 
@@ -281,7 +295,7 @@ impl UdpRelay {
                         t.flush(&self.counters);
                     }
                 }
-                Err(e) if transient(e) => t.flush(&self.counters),
+                Err(e) if transient(e) => self.sync_kernel_drops(&mut t),
                 Err(errno) => {
                     break Err(RelayError::Receive {
                         op: "recvmsg",
@@ -290,7 +304,7 @@ impl UdpRelay {
                 }
             }
         };
-        t.flush(&self.counters);
+        self.sync_kernel_drops(&mut t);
         res
     }
 }

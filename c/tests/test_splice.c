@@ -1,0 +1,927 @@
+/*
+ * Tests of associations in the zcio C library (zcio_splice_*, zcio_assoc_*, zcio_cp,
+ * zcio_module_load) across real processes.
+ *
+ *   test_splice            run every test
+ *   test_splice NAME...    run the named tests
+ *
+ * As in test_zcio.c: each test runs in a fork of the runner under a watchdog alarm;
+ * peers are this program re-executed with --child ROLE ... (their own watchdog
+ * too); files live in a fresh directory removed at the end. A child that fails to
+ * start fails the test. Never asserts on timing. Feature probes print
+ * "skipped: <reason>". ZCIO_TEST_MODULE names c/modules/rot13.c built as a shared
+ * object (scripts/test-c sets it).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zcio.h>
+
+#define WATCHDOG_S 60
+#define CHILD_WAIT_S 30
+
+static char self_exe[PATH_MAX];
+static char work_dir[256];
+
+/* ---------------------------------------------------------------- checks */
+
+#define FAILF(...)                                                                   \
+    do {                                                                             \
+        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                          \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fprintf(stderr, "\n");                                                       \
+        return 1;                                                                    \
+    } while (0)
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) FAILF("check failed: %s (last error: %s)", #cond, zcio_last_error()); \
+    } while (0)
+
+#define CHECK_RC(expr, want)                                                         \
+    do {                                                                             \
+        long long _r = (long long)(expr), _w = (long long)(want);                    \
+        if (_r != _w)                                                                \
+            FAILF("%s = %lld (%s), want %lld (%s); last error: %s", #expr, _r,       \
+                  zcio_strerror((int)_r), _w, zcio_strerror((int)_w),                \
+                  zcio_last_error());                                                \
+    } while (0)
+
+#define CHECK_OK(expr)                                                               \
+    do {                                                                             \
+        long long _r = (long long)(expr);                                            \
+        if (_r < 0)                                                                  \
+            FAILF("%s = %lld (%s); last error: %s", #expr, _r, zcio_strerror((int)_r), \
+                  zcio_last_error());                                                \
+    } while (0)
+
+/* ------------------------------------------------------------- utilities */
+
+static void path_in_work(char *out, size_t n, const char *name) {
+    if ((size_t)snprintf(out, n, "%s/%s", work_dir, name) >= n) abort(); /* our own names */
+}
+
+static void sleep_ms(long ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
+    }
+}
+
+/* Start this program as `--child role args...` with its standard output on
+ * `out_fd` (-1: inherited); returns the pid. */
+static pid_t spawn_to(int out_fd, const char *role, ...) {
+    char *argv[16];
+    int n = 0;
+    argv[n++] = self_exe;
+    argv[n++] = "--child";
+    argv[n++] = (char *)role;
+    va_list ap;
+    va_start(ap, role);
+    char *a;
+    while (n < 15 && (a = va_arg(ap, char *)) != NULL) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) _exit(127);
+        execv(self_exe, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for `pid` at most CHILD_WAIT_S; its exit code, 128 + signal, or -1. */
+static int wait_child(pid_t pid) {
+    if (pid <= 0) return -1;
+    for (int i = 0; i < CHILD_WAIT_S * 1000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0 && errno != EINTR) return -1;
+        sleep_ms(1);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "    child %d did not finish within %d s: killed\n", (int)pid, CHILD_WAIT_S);
+    return -1;
+}
+
+#define CHECK_CHILD(pid, want)                                                        \
+    do {                                                                              \
+        int _st = wait_child(pid);                                                    \
+        if (_st != (want))                                                            \
+            FAILF("child %s exited with %d, want %d%s", #pid, _st, (want),            \
+                  _st == 127 ? " (it failed to start)" : "");                         \
+    } while (0)
+
+/* Byte k of every test stream. */
+static unsigned char stream_byte(uint64_t k) {
+    return (unsigned char)((k % 251) ^ (k >> 11) ^ ((k * 2654435761u) >> 29));
+}
+
+static void fill_stream(unsigned char *b, size_t n, uint64_t at) {
+    for (size_t i = 0; i < n; i++) b[i] = stream_byte(at + i);
+}
+
+#define FNV0 UINT64_C(0xcbf29ce484222325)
+static uint64_t fnv(uint64_t h, const unsigned char *b, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+static uint64_t stream_hash(uint64_t size) {
+    unsigned char b[65536];
+    uint64_t h = FNV0;
+    for (uint64_t at = 0; at < size; at += sizeof b) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        fill_stream(b, n, at);
+        h = fnv(h, b, n);
+    }
+    return h;
+}
+
+/* CRC32C (Castagnoli), bit by bit from a table. */
+static uint32_t crc32c(uint32_t crc, const unsigned char *b, size_t n) {
+    static uint32_t table[256];
+    if (!table[1]) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+            table[i] = c;
+        }
+    }
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ b[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static uint32_t stream_crc(uint64_t size) {
+    unsigned char b[65536];
+    uint32_t c = 0;
+    for (uint64_t at = 0; at < size; at += sizeof b) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        fill_stream(b, n, at);
+        c = crc32c(c, b, n);
+    }
+    return c;
+}
+
+static int write_all(int fd, const unsigned char *b, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Write the test stream's first `size` bytes to a new file `path`. */
+static int make_stream_file(const char *path, uint64_t size) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    unsigned char b[65536];
+    for (uint64_t at = 0; at < size; at += sizeof b) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        fill_stream(b, n, at);
+        if (write_all(fd, b, n)) {
+            close(fd);
+            return -1;
+        }
+    }
+    return close(fd);
+}
+
+/* Size and FNV hash of a file (-1 if it cannot be read). */
+static int file_hash(const char *path, uint64_t *size, uint64_t *hash) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    unsigned char b[65536];
+    uint64_t h = FNV0, n = 0;
+    ssize_t r;
+    while ((r = read(fd, b, sizeof b)) > 0) {
+        h = fnv(h, b, (size_t)r);
+        n += (uint64_t)r;
+    }
+    close(fd);
+    if (r < 0) return -1;
+    *size = n;
+    *hash = h;
+    return 0;
+}
+
+/* The file holds exactly the test stream's first `size` bytes. */
+static int file_is_stream(const char *path, uint64_t size) {
+    uint64_t n, h;
+    return file_hash(path, &n, &h) == 0 && n == size && h == stream_hash(size);
+}
+
+/* A loopback TCP listener; its port in *port. */
+static int tcp_listener(int *port) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 4) ||
+        getsockname(s, (struct sockaddr *)&a, &len)) {
+        if (s >= 0) close(s);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+/* Accept one connection within 20 s (-1 if none came: a child failed). */
+static int accept_within(int l) {
+    struct pollfd p = {.fd = l, .events = POLLIN};
+    if (poll(&p, 1, 20000) != 1) return -1;
+    return accept4(l, NULL, NULL, SOCK_CLOEXEC);
+}
+
+static int tcp_connect_retry(const char *port) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                            .sin_port = htons((uint16_t)atoi(port))};
+    for (int i = 0; i < 1000; i++) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0) return s;
+        if (s >= 0) close(s);
+        sleep_ms(10);
+    }
+    return -1;
+}
+
+static int have_zstd_cli(void) { return system("command -v zstd >/dev/null 2>&1") == 0; }
+
+/* Decompress `zst` with the zstd command-line tool into `out`. */
+static int zstd_decompress(const char *zst, const char *out) {
+    char cmd[PATH_MAX * 3];
+    snprintf(cmd, sizeof cmd, "zstd -q -d -f -o '%s' '%s'", out, zst);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* --------------------------------------------------------- child roles */
+
+/* tcp-reader PORT OUT: connect, read until EOF, write "COUNT HASH" to OUT. */
+static int role_tcp_reader(char **a) {
+    int s = tcp_connect_retry(a[0]);
+    if (s < 0) return 3;
+    unsigned char b[65536];
+    uint64_t h = FNV0, n = 0;
+    ssize_t r;
+    while ((r = read(s, b, sizeof b)) > 0 || (r < 0 && errno == EINTR)) {
+        if (r <= 0) continue;
+        h = fnv(h, b, (size_t)r);
+        n += (uint64_t)r;
+    }
+    if (r < 0) return 4;
+    FILE *f = fopen(a[1], "w");
+    if (!f) return 5;
+    fprintf(f, "%" PRIu64 " %" PRIu64 "\n", n, h);
+    return fclose(f) ? 6 : 0;
+}
+
+/* tcp-writer PORT SIZE MODE: connect, write SIZE bytes of the stream; then MODE
+ * "close" exits, "die" SIGKILLs itself (no orderly shutdown), "silent" writes
+ * nothing and waits to be killed. */
+static int role_tcp_writer(char **a) {
+    int s = tcp_connect_retry(a[0]);
+    if (s < 0) return 3;
+    uint64_t size = strtoull(a[1], NULL, 10);
+    if (strcmp(a[2], "silent") == 0) {
+        for (;;) pause(); /* the watchdog ends it if nobody else does */
+    }
+    unsigned char b[65536];
+    for (uint64_t at = 0; at < size; at += sizeof b) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        fill_stream(b, n, at);
+        if (write_all(s, b, n)) return 4;
+    }
+    if (strcmp(a[2], "die") == 0) raise(SIGKILL);
+    return close(s) ? 5 : 0;
+}
+
+/* pipe-writer SIZE: write SIZE bytes of the stream to standard output. */
+static int role_pipe_writer(char **a) {
+    uint64_t size = strtoull(a[0], NULL, 10);
+    unsigned char b[65536];
+    for (uint64_t at = 0; at < size; at += sizeof b) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        fill_stream(b, n, at);
+        if (write_all(STDOUT_FILENO, b, n)) return 4;
+    }
+    return 0;
+}
+
+static int run_child(int argc, char **argv) {
+    alarm(WATCHDOG_S);
+    signal(SIGPIPE, SIG_DFL);
+    const char *role = argv[2];
+    char **a = argv + 3;
+    int n = argc - 3;
+    if (strcmp(role, "tcp-reader") == 0 && n == 2) return role_tcp_reader(a);
+    if (strcmp(role, "tcp-writer") == 0 && n == 3) return role_tcp_writer(a);
+    if (strcmp(role, "pipe-writer") == 0 && n == 1) return role_pipe_writer(a);
+    fprintf(stderr, "unknown child role %s\n", role);
+    return 2;
+}
+
+/* Accept a TCP connection from a `tcp-writer` child writing SIZE bytes in MODE. */
+static int writer_child(uint64_t size, const char *mode, pid_t *pid) {
+    int port;
+    int l = tcp_listener(&port);
+    if (l < 0) return -1;
+    char ps[16], ss[32];
+    snprintf(ps, sizeof ps, "%d", port);
+    snprintf(ss, sizeof ss, "%" PRIu64, size);
+    *pid = spawn_to(-1, "tcp-writer", ps, ss, mode, NULL);
+    int s = accept_within(l);
+    close(l);
+    return s;
+}
+
+/* ------------------------------------------------------------- the tests */
+
+/* A file sent to a child's TCP socket: sendfile, every byte arrives. */
+static int test_splice_sendfile_to_child(void) {
+    const uint64_t size = (8 << 20) + 123;
+    char src[PATH_MAX], res[PATH_MAX];
+    path_in_work(src, sizeof src, "sendfile.src");
+    path_in_work(res, sizeof res, "sendfile.result");
+    CHECK(make_stream_file(src, size) == 0);
+    int port;
+    int l = tcp_listener(&port);
+    CHECK(l >= 0);
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    pid_t kid = spawn_to(-1, "tcp-reader", ps, res, NULL);
+    int sock = accept_within(l);
+    close(l);
+    CHECK(sock >= 0);
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_fds(fd, sock, &a), 0);
+    /* The association has its own duplicates: ours may go (and must, for EOF). */
+    close(fd);
+    close(sock);
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK_RC(st.mover, ZCIO_MOVER_SENDFILE);
+    CHECK(strcmp(zcio_mover_name(st.mover), "sendfile") == 0);
+    CHECK(!st.active && !st.eof && st.moved == 0 && st.modules == 0);
+
+    struct zcio_completion c;
+    CHECK_RC(zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c), 0);
+    CHECK_RC(c.error, 0);
+    CHECK(c.eof && !c.stopped && c.moved == size);
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK(st.eof && !st.active && !st.error && st.moved == size);
+    CHECK_RC(st.mover, ZCIO_MOVER_SENDFILE);
+    CHECK_RC(st.fell_back, 0);
+    CHECK(st.copied == 0);
+    struct zcio_assoc_status fin;
+    zcio_assoc_close(a, &fin);
+    CHECK(fin.moved == size);
+
+    CHECK_CHILD(kid, 0);
+    FILE *f = fopen(res, "r");
+    CHECK(f != NULL);
+    uint64_t n = 0, h = 0;
+    int got = fscanf(f, "%" SCNu64 " %" SCNu64, &n, &h);
+    fclose(f);
+    CHECK(got == 2);
+    CHECK(n == size);
+    CHECK(h == stream_hash(size));
+    return 0;
+}
+
+/* A child's pipe through crc32c + zstd into a file: the checksum matches, the
+ * file decompresses to the stream (zstd CLI), popping moves back to splice. */
+static int test_splice_modules_from_child_pipe(void) {
+    const uint64_t size = (6 << 20) + 777;
+    char out[PATH_MAX], dec[PATH_MAX];
+    path_in_work(out, sizeof out, "modules.zst");
+    path_in_work(dec, sizeof dec, "modules.dec");
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    char ss[32];
+    snprintf(ss, sizeof ss, "%" PRIu64, size);
+    pid_t kid = spawn_to(p[1], "pipe-writer", ss, NULL);
+    close(p[1]);
+    int ofd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(ofd >= 0);
+
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_fds(p[0], ofd, &a), 0);
+    close(p[0]);
+    close(ofd);
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK_RC(st.mover, ZCIO_MOVER_SPLICE);
+    CHECK_RC(zcio_assoc_push(a, "crc32c"), 0);
+    CHECK_RC(zcio_assoc_push(a, "zstd:level=3"), 0);
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK_RC(st.mover, ZCIO_MOVER_BUFFER);
+    CHECK_RC(st.modules, 2);
+
+    struct zcio_completion c;
+    CHECK_RC(zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c), 0);
+    CHECK_RC(c.error, 0);
+    CHECK(c.eof && c.moved == size);
+    CHECK_CHILD(kid, 0);
+
+    char reply[128], want[32];
+    snprintf(want, sizeof want, "0x%08" PRIx32, stream_crc(size));
+    ssize_t n = zcio_assoc_control(a, "crc32c", "value", NULL, reply, sizeof reply);
+    CHECK(n > 0 && (size_t)n == strlen(reply));
+    if (strcmp(reply, want) != 0) FAILF("crc32c value %s, want %s", reply, want);
+    n = zcio_assoc_control(a, "0", "stats", NULL, reply, sizeof reply);
+    CHECK(n > 0);
+    char bytes[48];
+    snprintf(bytes, sizeof bytes, "bytes=%" PRIu64, size);
+    if (!strstr(reply, bytes)) FAILF("crc32c stats '%s' lack '%s'", reply, bytes);
+    char stats[1024];
+    n = zcio_assoc_module_stats(a, stats, sizeof stats);
+    CHECK(n > 0 && (size_t)n < sizeof stats);
+    CHECK(strncmp(stats, "crc32c ", 7) == 0 && strstr(stats, "\nzstd ") != NULL);
+
+    CHECK_RC(zcio_assoc_pop(a), 1);
+    CHECK_RC(zcio_assoc_pop(a), 1);
+    CHECK_RC(zcio_assoc_pop(a), 0);
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK_RC(st.mover, ZCIO_MOVER_SPLICE);
+    CHECK_RC(st.modules, 0);
+    zcio_assoc_close(a, NULL);
+
+    if (!have_zstd_cli()) {
+        printf("skipped: decompressing the output (no zstd command; checked the crc32c value and the byte count)\n");
+        return 0;
+    }
+    CHECK(zstd_decompress(out, dec) == 0);
+    CHECK(file_is_stream(dec, size));
+    return 0;
+}
+
+struct cb_ctx {
+    int calls;
+    uint64_t moved;
+    uint64_t seen_next;
+};
+
+static int count_and_continue(void *ctx, const struct zcio_completion *c, uint64_t *next) {
+    struct cb_ctx *x = ctx;
+    x->calls++;
+    x->moved += c->moved;
+    x->seen_next = *next;
+    *next = 1 << 20; /* later increments: 1 MiB */
+    return 1;
+}
+
+/* Asynchronous increments: start + poll(zcio_assoc_fd) + wait over a child's
+ * TCP stream; then a callback that chains increments until the end. */
+static int test_splice_async_poll_wait(void) {
+    const uint64_t size = (10 << 20) + 5;
+    char out[PATH_MAX], out2[PATH_MAX], src[PATH_MAX];
+    path_in_work(out, sizeof out, "async.out");
+    path_in_work(out2, sizeof out2, "async2.out");
+    path_in_work(src, sizeof src, "async.src");
+    pid_t kid;
+    int sock = writer_child(size, "close", &kid);
+    CHECK(sock >= 0);
+    int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(ofd >= 0);
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_fds(sock, ofd, &a), 0);
+    close(sock);
+    close(ofd);
+    int efd = zcio_assoc_fd(a);
+    CHECK(efd >= 0);
+    CHECK_RC(zcio_assoc_wait(a, 0, NULL), -ECHILD);
+
+    uint64_t total = 0;
+    int increments = 0, eof = 0;
+    while (!eof) {
+        CHECK(increments < 1000);
+        CHECK_RC(zcio_assoc_start(a, ZCIO_INCREMENT_DEFAULT), 0);
+        struct pollfd pf = {.fd = efd, .events = POLLIN};
+        CHECK_RC(poll(&pf, 1, 20000), 1);
+        struct zcio_completion c;
+        CHECK_RC(zcio_assoc_wait(a, 0, &c), 0);
+        CHECK_RC(c.error, 0);
+        CHECK(c.moved <= (4 << 20));
+        total += c.moved;
+        eof = c.eof;
+        increments++;
+    }
+    CHECK(total == size);
+    CHECK(increments >= 3); /* 4 MiB each */
+    CHECK_RC(zcio_assoc_wait(a, 0, NULL), -ECHILD);
+    struct pollfd pf = {.fd = efd, .events = POLLIN};
+    CHECK_RC(poll(&pf, 1, 0), 0); /* collected: no longer readable */
+    zcio_assoc_close(a, NULL);
+    CHECK_CHILD(kid, 0);
+    CHECK(file_is_stream(out, size));
+
+    /* A callback chains the increments. */
+    CHECK(make_stream_file(src, size) == 0);
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    ofd = open(out2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0 && ofd >= 0);
+    CHECK_RC(zcio_splice_fds(fd, ofd, &a), 0);
+    close(fd);
+    close(ofd);
+    struct cb_ctx x = {0};
+    CHECK_RC(zcio_assoc_on_complete(a, count_and_continue, &x), 0);
+    CHECK_RC(zcio_assoc_start(a, 3 << 20), 0);
+    total = 0;
+    increments = 0;
+    eof = 0;
+    while (!eof) {
+        struct zcio_completion c;
+        CHECK_RC(zcio_assoc_wait(a, 20000, &c), 0);
+        CHECK_RC(c.error, 0);
+        total += c.moved;
+        eof = c.eof;
+        increments++;
+        CHECK(increments < 1000);
+    }
+    CHECK(total == size);
+    CHECK_RC(x.calls, increments);
+    CHECK(x.moved == size);
+    CHECK(x.seen_next == 1 << 20);
+    CHECK(increments >= 8); /* 3 MiB, then 1 MiB each */
+    zcio_assoc_close(a, NULL);
+    CHECK(file_is_stream(out2, size));
+    return 0;
+}
+
+struct stopper {
+    zcio_assoc *a;
+    int ok;
+};
+
+static void *stop_when_active(void *arg) {
+    struct stopper *s = arg;
+    struct zcio_assoc_status st;
+    for (int i = 0; i < 20000; i++) {
+        if (zcio_assoc_get_status(s->a, &st) == 0 && st.active) {
+            s->ok = zcio_assoc_stop(s->a) == 0;
+            return NULL;
+        }
+        sleep_ms(1);
+    }
+    return NULL;
+}
+
+/* A source that sends nothing: an asynchronous increment ends on stop; a
+ * synchronous run blocked in one thread is stopped from another. */
+static int test_splice_stop_silent_source(void) {
+    char out[PATH_MAX];
+    path_in_work(out, sizeof out, "stop.out");
+    pid_t kid;
+    int sock = writer_child(0, "silent", &kid);
+    CHECK(sock >= 0);
+    int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(ofd >= 0);
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_fds(sock, ofd, &a), 0);
+    close(sock);
+    close(ofd);
+
+    CHECK_RC(zcio_assoc_start(a, ZCIO_INCREMENT_INFINITE), 0);
+    CHECK_RC(zcio_assoc_wait(a, 100, NULL), -ETIMEDOUT);
+    CHECK_RC(zcio_assoc_wait(a, 0, NULL), -EAGAIN);
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK(st.active);
+    CHECK_RC(zcio_assoc_stop(a), 0);
+    struct zcio_completion c;
+    CHECK_RC(zcio_assoc_wait(a, 20000, &c), 0);
+    CHECK(c.stopped && c.moved == 0 && !c.eof && c.error == 0);
+    CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+    CHECK(!st.active);
+
+    struct stopper s = {a, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, stop_when_active, &s) == 0);
+    CHECK_RC(zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c), 0);
+    pthread_join(t, NULL);
+    CHECK(s.ok);
+    CHECK(c.stopped && c.moved == 0 && !c.eof);
+    zcio_assoc_close(a, NULL);
+    kill(kid, SIGKILL);
+    CHECK_CHILD(kid, 128 + SIGKILL);
+    return 0;
+}
+
+/* The sender is killed with SIGKILL mid-stream: the run ends (end of stream or
+ * an error), it does not hang; with and without modules. */
+static int test_splice_sender_killed(void) {
+    const uint64_t size = 3 << 20;
+    for (int with_modules = 0; with_modules < 2; with_modules++) {
+        char out[PATH_MAX];
+        path_in_work(out, sizeof out, with_modules ? "killed-m.out" : "killed.out");
+        pid_t kid;
+        int sock = writer_child(size, "die", &kid);
+        CHECK(sock >= 0);
+        int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        CHECK(ofd >= 0);
+        zcio_assoc *a = NULL;
+        CHECK_RC(zcio_splice_fds(sock, ofd, &a), 0);
+        close(sock);
+        close(ofd);
+        if (with_modules) {
+            CHECK_RC(zcio_assoc_push(a, "crc32c"), 0);
+            CHECK_RC(zcio_assoc_push(a, "zstd"), 0);
+        }
+        struct zcio_completion c = {0};
+        int rc = zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c);
+        CHECK(rc < 0 || c.eof || c.error < 0);
+        CHECK(c.moved <= size);
+        struct zcio_assoc_status st;
+        CHECK_RC(zcio_assoc_get_status(a, &st), 0);
+        CHECK(!st.active);
+        CHECK(st.moved <= size);
+        zcio_assoc_close(a, NULL);
+        CHECK_CHILD(kid, 128 + SIGKILL);
+    }
+    return 0;
+}
+
+/* zcio_cp: file to file (copy_file_range, or its recorded fallback), and
+ * through crc32c + zstd (the buffer path). */
+static int test_splice_cp(void) {
+    const uint64_t size = (5 << 20) + 9;
+    char src[PATH_MAX], dst[PATH_MAX], zst[PATH_MAX], dec[PATH_MAX];
+    path_in_work(src, sizeof src, "cp.src");
+    path_in_work(dst, sizeof dst, "cp.dst");
+    path_in_work(zst, sizeof zst, "cp.zst");
+    path_in_work(dec, sizeof dec, "cp.dec");
+    CHECK(make_stream_file(src, size) == 0);
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_cp(src, dst, NULL, 0, &st), 0);
+    CHECK(st.moved == size && st.eof && !st.error);
+    CHECK(st.mover == ZCIO_MOVER_COPY_FILE_RANGE || (st.fell_back > 0 && st.fell_back_errno > 0));
+    CHECK(file_is_stream(dst, size));
+
+    const char *mods[] = {"crc32c", "zstd:level=1"};
+    CHECK_RC(zcio_cp(src, zst, mods, 2, &st), 0);
+    CHECK(st.moved == size);
+    CHECK_RC(st.mover, ZCIO_MOVER_BUFFER);
+    CHECK_RC(st.modules, 2);
+    CHECK(zcio_cp(src, dst, mods, 2, NULL) == 0);
+    if (!have_zstd_cli()) {
+        printf("skipped: decompressing zcio_cp's output (no zstd command)\n");
+        return 0;
+    }
+    CHECK(zstd_decompress(zst, dec) == 0);
+    CHECK(file_is_stream(dec, size));
+    return 0;
+}
+
+/* A user module from a shared object (c/modules/rot13.c). */
+static int test_splice_module_load(void) {
+    char junk[PATH_MAX], src[PATH_MAX], dst[PATH_MAX], name[8];
+    path_in_work(junk, sizeof junk, "not-a-module.so");
+    path_in_work(src, sizeof src, "rot.src");
+    path_in_work(dst, sizeof dst, "rot.dst");
+    FILE *f = fopen(junk, "w");
+    CHECK(f && fputs("not an ELF object\n", f) >= 0 && fclose(f) == 0);
+    CHECK_RC(zcio_module_load(junk, NULL, 0), -ELIBBAD);
+    CHECK(strstr(zcio_last_error(), "not-a-module.so") != NULL);
+    CHECK_RC(zcio_module_load("/nonexistent/librot13.so", name, sizeof name), -ELIBBAD);
+
+    const char *so = getenv("ZCIO_TEST_MODULE");
+    if (!so || !*so) {
+        printf("skipped: loading a module (ZCIO_TEST_MODULE does not name c/modules/rot13.c built as a shared object)\n");
+        return 0;
+    }
+    CHECK_RC(zcio_module_load(so, name, sizeof name), 5);
+    CHECK(strcmp(name, "rot13") == 0);
+    f = fopen(src, "w");
+    CHECK(f && fputs("Hello, zcio!\n", f) >= 0 && fclose(f) == 0);
+    const char *mods[] = {"rot13"};
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_cp(src, dst, mods, 1, &st), 0);
+    CHECK(st.moved == 13 && st.mover == ZCIO_MOVER_BUFFER);
+    char got[64] = {0};
+    f = fopen(dst, "r");
+    CHECK(f && fgets(got, sizeof got, f) != NULL);
+    fclose(f);
+    CHECK(strcmp(got, "Uryyb, mpvb!\n") == 0);
+    return 0;
+}
+
+/* Bad input of every kind: errors, never crashes. */
+static int test_splice_hostile_input(void) {
+    zcio_assoc *a = NULL;
+    struct zcio_completion c;
+    struct zcio_assoc_status st;
+    char reply[8];
+    /* NULL everywhere */
+    CHECK_RC(zcio_splice_fds(0, 1, NULL), -EINVAL);
+    CHECK_RC(zcio_splice_specs(NULL, "x", &a), -EINVAL);
+    CHECK_RC(zcio_splice_specs("x", NULL, &a), -EINVAL);
+    CHECK_RC(zcio_splice_specs("x", "y", NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_run(NULL, 0, &c), -EINVAL);
+    CHECK_RC(zcio_assoc_start(NULL, 0), -EINVAL);
+    CHECK_RC(zcio_assoc_wait(NULL, 0, &c), -EINVAL);
+    CHECK_RC(zcio_assoc_fd(NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_on_complete(NULL, NULL, NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_on_quench(NULL, NULL, NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_set_drop_when_behind(NULL, 1), -EINVAL);
+    CHECK_RC(zcio_assoc_stop(NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_get_status(NULL, &st), -EINVAL);
+    CHECK_RC(zcio_assoc_push(NULL, "count"), -EINVAL);
+    CHECK_RC(zcio_assoc_pop(NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_control(NULL, "0", "stats", NULL, reply, sizeof reply), -EINVAL);
+    CHECK_RC(zcio_assoc_module_stats(NULL, reply, sizeof reply), -EINVAL);
+    CHECK_RC(zcio_cp(NULL, "x", NULL, 0, NULL), -EINVAL);
+    CHECK_RC(zcio_cp("x", "y", NULL, 1, NULL), -EINVAL);
+    CHECK_RC(zcio_module_load(NULL, NULL, 0), -EINVAL);
+    zcio_assoc_close(NULL, NULL);
+    CHECK(strstr(zcio_last_error(), "NULL") != NULL);
+    CHECK(strcmp(zcio_mover_name(99), "unknown") == 0);
+    CHECK(strcmp(zcio_mover_name(-1), "unknown") == 0);
+    CHECK(strstr(zcio_strerror(-ZCIO_EMODULE), "module") != NULL);
+
+    /* bad descriptors */
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    int closed = dup(p[0]);
+    CHECK(closed >= 0);
+    close(closed);
+    CHECK_RC(zcio_splice_fds(closed, p[1], &a), -EBADF);
+    CHECK_RC(zcio_splice_fds(p[0], closed, &a), -EBADF);
+    CHECK_RC(zcio_splice_fds(-1, p[1], &a), -EBADF);
+    CHECK_RC(zcio_splice_fds(p[0], INT_MAX, &a), -EBADF);
+    int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(dir >= 0);
+    CHECK_RC(zcio_splice_fds(dir, p[1], &a), -EINVAL);
+    close(dir);
+
+    /* bad specs */
+    CHECK_RC(zcio_splice_specs("", "x", &a), -EINVAL);
+    CHECK_RC(zcio_splice_specs("fd:x", "x", &a), -EINVAL);
+    CHECK_RC(zcio_splice_specs("fd:-3", "x", &a), -EINVAL);
+    CHECK_RC(zcio_splice_specs("/nonexistent/zcio-src", "x", &a), -ENOENT);
+    CHECK_RC(zcio_splice_specs("\xff\xfe", "x", &a), -EINVAL);
+    int port;
+    int l = tcp_listener(&port);
+    CHECK(l >= 0);
+    close(l); /* nobody listens there now */
+    char spec[64];
+    snprintf(spec, sizeof spec, "tcp:127.0.0.1:%d", port);
+    CHECK_RC(zcio_splice_specs(spec, "x", &a), -ECONNREFUSED);
+    CHECK_RC(zcio_splice_specs("tcp:no-port", "x", &a), -EINVAL);
+    CHECK_RC(zcio_cp("/nonexistent/zcio-src", "/nonexistent/zcio-dst", NULL, 0, NULL), -ENOENT);
+
+    /* bad modules (before any endpoint is opened: the sink is not created) */
+    const char *unknown[] = {"crc32c", "zsdt"};
+    CHECK_RC(zcio_cp("/nonexistent/a", "/nonexistent/b", unknown, 2, NULL), -ENOENT);
+    CHECK(strstr(zcio_last_error(), "zsdt") != NULL && strstr(zcio_last_error(), "zstd") != NULL);
+    const char *badargs[] = {"zstd:level=banana"};
+    CHECK_RC(zcio_cp("/nonexistent/a", "/nonexistent/b", badargs, 1, NULL), -EINVAL);
+    const char *nullmod[] = {NULL};
+    CHECK_RC(zcio_cp("/nonexistent/a", "/nonexistent/b", nullmod, 1, NULL), -EINVAL);
+
+    /* a live association: bad module specs, controls, and calls while it runs */
+    CHECK_RC(zcio_splice_fds(p[0], p[1], &a), 0);
+    CHECK_RC(zcio_assoc_wait(a, 0, &c), -ECHILD);
+    CHECK_RC(zcio_assoc_push(a, "nosuchmodule"), -ENOENT);
+    CHECK_RC(zcio_assoc_push(a, "count:bogus=1"), -EINVAL);
+    CHECK_RC(zcio_assoc_push(a, ""), -ENOENT);
+    CHECK_RC(zcio_assoc_push(a, NULL), -EINVAL);
+    CHECK_RC(zcio_assoc_control(a, "zstd", "stats", NULL, reply, sizeof reply), -ZCIO_EMODULE);
+    CHECK_RC(zcio_assoc_push(a, "count"), 0);
+    CHECK_RC(zcio_assoc_control(a, "count", "nosuchkey", NULL, reply, sizeof reply), -ZCIO_EMODULE);
+    CHECK_RC(zcio_assoc_control(a, "count", NULL, NULL, reply, sizeof reply), -EINVAL);
+    CHECK_RC(zcio_assoc_control(a, "count", "stats", NULL, NULL, 5), -EINVAL);
+    ssize_t n = zcio_assoc_control(a, "count", "stats", NULL, reply, sizeof reply);
+    CHECK(n > (ssize_t)sizeof reply && strlen(reply) == sizeof reply - 1); /* truncated */
+    CHECK(zcio_assoc_control(a, "0", "stats", NULL, NULL, 0) == n);
+    CHECK_RC(zcio_assoc_start(a, ZCIO_INCREMENT_INFINITE), 0); /* the pipe stays silent */
+    CHECK_RC(zcio_assoc_start(a, ZCIO_INCREMENT_INFINITE), -EBUSY);
+    CHECK_RC(zcio_assoc_run(a, 1, &c), -EBUSY);
+    CHECK_RC(zcio_assoc_push(a, "count"), -EBUSY);
+    CHECK_RC(zcio_assoc_pop(a), -EBUSY);
+    CHECK_RC(zcio_assoc_control(a, "0", "stats", NULL, reply, sizeof reply), -EBUSY);
+    CHECK_RC(zcio_assoc_on_complete(a, NULL, NULL), -EBUSY);
+    CHECK_RC(zcio_assoc_set_drop_when_behind(a, 1), -EBUSY);
+    CHECK_RC(zcio_assoc_stop(a), 0);
+    CHECK_RC(zcio_assoc_wait(a, 20000, &c), 0);
+    CHECK(c.stopped);
+    CHECK_RC(zcio_assoc_pop(a), 1);
+    zcio_assoc_close(a, NULL);
+    close(p[0]);
+    close(p[1]);
+    return 0;
+}
+
+/* ----------------------------------------------------------- the runner */
+
+struct test {
+    const char *name;
+    int (*fn)(void);
+};
+
+static const struct test tests[] = {
+    {"splice_sendfile_to_child", test_splice_sendfile_to_child},
+    {"splice_modules_from_child_pipe", test_splice_modules_from_child_pipe},
+    {"splice_async_poll_wait", test_splice_async_poll_wait},
+    {"splice_stop_silent_source", test_splice_stop_silent_source},
+    {"splice_sender_killed", test_splice_sender_killed},
+    {"splice_cp", test_splice_cp},
+    {"splice_module_load", test_splice_module_load},
+    {"splice_hostile_input", test_splice_hostile_input},
+};
+
+static void remove_work_dir(void) {
+    DIR *d = opendir(work_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char p[PATH_MAX * 2];
+        snprintf(p, sizeof p, "%s/%s", work_dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(work_dir);
+}
+
+int main(int argc, char **argv) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return 2;
+    }
+    self_exe[n] = 0;
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0) return run_child(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* Files on a disk-backed directory when possible (tmpfs lacks nothing we
+     * need, but this keeps copy_file_range on a real filesystem). */
+    const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(work_dir, sizeof work_dir, "%s/zcio-splice-test-XXXXXX", base);
+    if (!mkdtemp(work_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    setenv("ZCIO_RING_DIR", work_dir, 1);
+
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+        if (argc > 1) {
+            int wanted = 0;
+            for (int a = 1; a < argc; a++) wanted |= strcmp(argv[a], tests[i].name) == 0;
+            if (!wanted) continue;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(WATCHDOG_S);
+            exit(tests[i].fn()); /* exit, not _exit: leak checkers run at exit */
+        }
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            printf("ok   %s\n", tests[i].name);
+            passed++;
+        } else {
+            if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+                printf("FAIL %s (watchdog: still running after %d s)\n", tests[i].name, WATCHDOG_S);
+            else if (WIFSIGNALED(st))
+                printf("FAIL %s (killed by signal %d)\n", tests[i].name, WTERMSIG(st));
+            else
+                printf("FAIL %s\n", tests[i].name);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    remove_work_dir();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : (passed ? 0 : 1);
+}
