@@ -12,9 +12,11 @@
 //!   user loop (a child of this binary) and a pipeline of standard tools;
 //!   the total CPU time of all processes of each variant.
 //! * (d) [`udp`]: UDP forwarding through `zcio relay --plain` and `zcio
-//!   relay`: one-way latency at a low rate and the highest loss-free rate
-//!   (a bounded doubling + bisection [`search`]), over loopback and over a
-//!   veth pair in a network namespace the bench creates ([`netns`]).
+//!   relay` (and, over loopback, straight from generator to sink as the
+//!   harness's reference): one-way latency at a low rate and the highest
+//!   loss-free rate (a bounded doubling + bisection [`search`]), over
+//!   loopback and over a veth pair in a network namespace the bench
+//!   creates ([`netns`]).
 //!
 //! Children are this binary re-executed with [`CHILD_ARG`] and a JSON
 //! [`Spec`] ([`task`]); the zcio side is the `zcio` binary next to this one

@@ -92,16 +92,6 @@ impl Proc {
         Self::spawn(&mut cmd, what, None)
     }
 
-    /// Its process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Its stdout (piped).
-    pub fn stdout(&mut self) -> Option<&mut ChildStdout> {
-        self.child.stdout.as_mut()
-    }
-
     /// Send SIGTERM (no effect once it exited).
     pub fn terminate(&self) {
         if self.reaped {
