@@ -31,6 +31,22 @@ fn sizes_and_counts_are_checked_before_anything_runs() {
             "100000 intermediates: at most 32",
         ),
         (&["async", "--volume", "1PiB"], "unknown unit"),
+        (
+            &["splice", "--zcio", "/nonexistent/zcio"],
+            "cargo build --release -p zcio-cli",
+        ),
+        (
+            &["splice", "--zcio", "/bin/true", "--packet-sizes", "8"],
+            "--packet-sizes 8 B: the smallest is 16 B",
+        ),
+        (
+            &["splice", "--zcio", "/bin/true", "--copy-size", "1T"],
+            "--copy-size",
+        ),
+        (
+            &["splice", "--zcio", "/bin/true", "--parts", "x"],
+            "unknown part 'x'",
+        ),
     ];
     for (args, want) in cases {
         let o = run(args);
@@ -48,6 +64,7 @@ fn help_names_no_tracker_or_paper_numbers() {
         &["transfer", "--help"],
         &["ring", "--help"],
         &["async", "--help"],
+        &["splice", "--help"],
     ] {
         let o = run(args);
         assert!(o.status.success(), "{args:?}");
