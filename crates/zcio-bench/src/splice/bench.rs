@@ -188,9 +188,15 @@ impl SpliceBench {
                 "(b) neighbour: an integer loop counting iterations for {:.1} s, pinned to CPU \
                  {}; each copier is run again and again by a repeater pinned to the same CPU \
                  (starting 150 ms before the neighbour, stopping after it); copier GB/s = whole \
-                 copies ÷ the repeater's time",
+                 copies ÷ the repeater's time; `→link`: the copier sends the file over loopback \
+                 TCP (rw loop: read/write 64 KiB; zcio cp: sendfile) to a sink on CPU {} that \
+                 takes {:.1} GB/s (a token bucket, like a 10 GbE link), so the copier waits for \
+                 the link as Fall's copies waited for their devices; copier CPU s is the \
+                 repeater's and its copiers'",
                 o.avail_time.as_secs_f64(),
-                crate::affinity::cpu_for(0)
+                crate::affinity::cpu_for(0),
+                crate::affinity::cpu_for(1),
+                super::copy::LINK_RATE as f64 / 1e9
             ));
         }
         if o.has(Part::Modules) {
@@ -293,6 +299,14 @@ impl Bench for SpliceBench {
                     Place::Work
                 };
                 copy::measure_avail(*c, self.src(place)?, self.dir(place), o)
+            }
+            Job::AvailLink(c) => {
+                let place = if self.tmpfs.is_some() {
+                    Place::Tmpfs
+                } else {
+                    Place::Work
+                };
+                copy::measure_avail_link(*c, self.src(place)?, self.dir(place), o)
             }
             Job::Modules(v) => {
                 let src = self.stream_src.as_deref().ok_or("stream not prepared")?;

@@ -204,10 +204,180 @@ pub fn measure_avail(
     Ok(row)
 }
 
-/// The read/write copy loop (a child).
+/// The payload rate of the link-paced sink of (b): about a 10 GbE link's.
+pub const LINK_RATE: u64 = 1_000_000_000;
+/// How much the link may take at once after an idle moment.
+const LINK_BURST: f64 = 4.0 * 1024.0 * 1024.0;
+
+/// What the link-paced sink prints at the end.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct LinkReport {
+    /// Bytes received.
+    pub bytes: u64,
+    /// Connections served (one per copy).
+    pub conns: u64,
+}
+
+/// (b) Measure the neighbour beside copier `c` sending `src` over TCP to a
+/// sink that takes [`LINK_RATE`] bytes per second (a link, on the other
+/// CPU): the copier waits for the link, so what it leaves to the
+/// neighbour is what moving the bytes costs it, as in Fall's Table 6.1
+/// where the copies ran at the devices' speed.
+pub fn measure_avail_link(
+    c: Copier,
+    src: &Path,
+    dir: &Path,
+    opts: &Options,
+) -> Result<Row, String> {
+    let ms = opts.avail_time.as_millis() as u64;
+    let size = std::fs::metadata(src).map_err(|e| e.to_string())?.len();
+    let spec = |task, cpu| Spec {
+        task,
+        cpu: Some(crate::affinity::cpu_for(cpu)),
+        timeout_ms: opts.timeout.as_millis() as u64,
+    };
+    // The sink outlives the repeater's last copy (one copy takes
+    // size / LINK_RATE seconds).
+    let copy_ms = size * 1000 / LINK_RATE + 1;
+    let sink_ms = ms + 400 + 2 * copy_ms + 1000;
+    let mut sink = Proc::spawn_task(
+        &spec(
+            Task::LinkSink {
+                rate: LINK_RATE,
+                ms: sink_ms,
+            },
+            1,
+        ),
+        &[],
+        "link sink",
+    )?;
+    let line = sink.read_line(Duration::from_secs(10))?;
+    let port: u16 = line
+        .strip_prefix("port ")
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or_else(|| format!("link sink: expected 'port N', got {line:?}"))?;
+    let dst = format!("tcp:127.0.0.1:{port}");
+    let argv = c.argv(src, Path::new(&dst), opts)?;
+    let _ = dir;
+    let task = Task::Repeat {
+        argv,
+        dst: dst.clone(),
+        ms: ms + 400,
+        max: 10_000,
+    };
+    let rep = Proc::spawn_task(&spec(task, 0), &[], &format!("{} repeater", c.name()))?;
+    std::thread::sleep(Duration::from_millis(150));
+    let n = Proc::spawn_task(&spec(Task::Neighbour { ms }, 0), &[], "neighbour")?;
+    let nres = n.wait(opts.timeout);
+    let rres = rep.wait(opts.timeout);
+    let sres = sink.wait(opts.timeout);
+    let (_, line) = nres?;
+    let nr: NeighbourReport =
+        serde_json::from_str(line.trim()).map_err(|e| format!("neighbour: bad report: {e}"))?;
+    let (u, line) = rres?;
+    let rr: RepeatReport =
+        serde_json::from_str(line.trim()).map_err(|e| format!("repeater: bad report: {e}"))?;
+    let (_, line) = sres?;
+    let lr: LinkReport = serde_json::from_str(line.trim())
+        .map_err(|e| format!("link sink: bad report {line:?}: {e}"))?;
+    if lr.bytes < rr.copies * size {
+        return Err(format!(
+            "link sink got {} bytes of {} copies of {size}",
+            lr.bytes, rr.copies
+        ));
+    }
+    Ok(Row {
+        size: Some(size),
+        neighbour_rate: Some(nr.iters as f64 / nr.secs.max(1e-9)),
+        copies: Some(rr.copies),
+        gb_per_sec: Some((rr.copies * size) as f64 / rr.secs.max(1e-9) / 1e9),
+        cpu_s: Some(u.cpu_s()),
+        wall_s: Some(u.wall.as_secs_f64()),
+        ..Row::new("b", link_variant(c))
+    })
+}
+
+/// The row name of copier `c` sending to the link.
+pub fn link_variant(c: Copier) -> &'static str {
+    match c {
+        Copier::RwLoop => "rw-loop→link",
+        Copier::Cp => "cp→link",
+        Copier::ZcioCp => "zcio-cp→link",
+    }
+}
+
+/// (b) The link-paced sink (a child): accept connections one after the
+/// other on a loopback port (printed first) and read each to its end at
+/// most `rate` bytes per second (a token bucket of [`LINK_BURST`]), for
+/// `ms` milliseconds.
+pub fn link_sink(rate: u64, ms: u64, deadline: Instant) -> Result<LinkReport, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let port = l.local_addr().map_err(|e| e.to_string())?.port();
+    println!("port {port}");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let until = (Instant::now() + Duration::from_millis(ms)).min(deadline);
+    let mut buf = vec![0u8; 256 << 10];
+    let (mut bytes, mut conns) = (0u64, 0u64);
+    let mut tokens = LINK_BURST;
+    let mut last = Instant::now();
+    let mut refill = |tokens: &mut f64| {
+        let now = Instant::now();
+        *tokens = (*tokens + rate as f64 * (now - last).as_secs_f64()).min(LINK_BURST);
+        last = now;
+    };
+    while Instant::now() < until {
+        let mut s = match l.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            Err(e) => return Err(format!("accept: {e}")),
+        };
+        conns += 1;
+        s.set_nonblocking(false).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| e.to_string())?;
+        loop {
+            if Instant::now() >= until {
+                break;
+            }
+            refill(&mut tokens);
+            if tokens < 65536.0 {
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+            let want = (tokens as usize).min(buf.len());
+            match s.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    bytes += n as u64;
+                    tokens -= n as f64;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(LinkReport { bytes, conns })
+}
+
+/// The read/write copy loop (a child); `dst` may be `tcp:HOST:PORT`.
 pub fn rw_copy(src: &str, dst: &str, buf: usize, deadline: Instant) -> Result<(), String> {
     let mut i = std::fs::File::open(src).map_err(|e| format!("open {src}: {e}"))?;
-    let mut o = std::fs::File::create(dst).map_err(|e| format!("create {dst}: {e}"))?;
+    let mut o: Box<dyn Write> = match dst.strip_prefix("tcp:") {
+        Some(addr) => Box::new(
+            std::net::TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?,
+        ),
+        None => Box::new(std::fs::File::create(dst).map_err(|e| format!("create {dst}: {e}"))?),
+    };
     let mut b = vec![0u8; buf.max(1)];
     let mut calls = 0u64;
     loop {

@@ -259,6 +259,8 @@ pub enum Job {
     Copy(copy::Copier, files::Place),
     /// (b) the neighbour alone (`None`) or beside a copier.
     Avail(Option<copy::Copier>),
+    /// (b) the neighbour beside a copier sending to a link-paced sink.
+    AvailLink(copy::Copier),
     /// (c) one variant.
     Modules(chain::Variant),
     /// (d) latency at the low rate through one forwarder.
@@ -275,6 +277,7 @@ impl Job {
             Job::Copy(c, p) => format!("(a) {} on {}", c.name(), p.name()),
             Job::Avail(None) => "(b) neighbour alone".into(),
             Job::Avail(Some(c)) => format!("(b) neighbour beside {}", c.name()),
+            Job::AvailLink(c) => format!("(b) neighbour beside {}", copy::link_variant(*c)),
             Job::Modules(v) => format!("(c) {}", v.name()),
             Job::Latency(f, l, s) => format!("(d) latency {} {} {}", f.name(), l.name(), sz(*s)),
             Job::Rate(f, l, s) => format!("(d) rate {} {} {}", f.name(), l.name(), sz(*s)),
@@ -303,6 +306,8 @@ pub fn plan(opts: &Options, tmpfs_too: bool, veth: bool) -> Vec<Vec<Job>> {
     if opts.has(Part::Avail) {
         let mut g = vec![Job::Avail(None)];
         g.extend(copy::Copier::ALL.into_iter().map(|c| Job::Avail(Some(c))));
+        // coreutils cp writes only to files.
+        g.extend([copy::Copier::RwLoop, copy::Copier::ZcioCp].map(Job::AvailLink));
         groups.push(g);
     }
     if opts.has(Part::Modules) {

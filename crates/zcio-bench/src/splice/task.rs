@@ -57,6 +57,14 @@ pub enum Task {
         /// At most this many runs.
         max: u64,
     },
+    /// (b) a TCP sink taking `rate` bytes per second for `ms`
+    /// milliseconds (prints `port N` first, then [`copy::LinkReport`]).
+    LinkSink {
+        /// Bytes per second.
+        rate: u64,
+        /// How long.
+        ms: u64,
+    },
     /// (c) read `block` bytes → CRC32C → zstd level `level` → write;
     /// prints [`chain::UserReport`].
     UserChain {
@@ -83,6 +91,9 @@ pub fn run(spec: &Spec) -> Result<Option<String>, String> {
         Task::Neighbour { ms } => copy::neighbour(*ms).map(|r| Some(json(&r))),
         Task::Repeat { argv, dst, ms, max } => {
             copy::repeat(argv, dst, *ms, *max, deadline).map(|r| Some(json(&r)))
+        }
+        Task::LinkSink { rate, ms } => {
+            copy::link_sink(*rate, *ms, deadline).map(|r| Some(json(&r)))
         }
         Task::UserChain {
             src,
