@@ -36,6 +36,8 @@
 
 #include <zcio.h>
 
+#include "harness.h"
+
 #define WATCHDOG_S 60
 #define CHILD_WAIT_S 30
 
@@ -841,10 +843,6 @@ static int test_splice_hostile_input(void) {
 
 /* ----------------------------------------------------------- the runner */
 
-struct test {
-    const char *name;
-    int (*fn)(void);
-};
 
 static const struct test tests[] = {
     {"splice_sendfile_to_child", test_splice_sendfile_to_child},
@@ -891,37 +889,7 @@ int main(int argc, char **argv) {
     }
     setenv("ZCIO_RING_DIR", work_dir, 1);
 
-    int passed = 0, failed = 0;
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
-        if (argc > 1) {
-            int wanted = 0;
-            for (int a = 1; a < argc; a++) wanted |= strcmp(argv[a], tests[i].name) == 0;
-            if (!wanted) continue;
-        }
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            alarm(WATCHDOG_S);
-            exit(tests[i].fn()); /* exit, not _exit: leak checkers run at exit */
-        }
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-            printf("ok   %s\n", tests[i].name);
-            passed++;
-        } else {
-            if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
-                printf("FAIL %s (watchdog: still running after %d s)\n", tests[i].name, WATCHDOG_S);
-            else if (WIFSIGNALED(st))
-                printf("FAIL %s (killed by signal %d)\n", tests[i].name, WTERMSIG(st));
-            else
-                printf("FAIL %s\n", tests[i].name);
-            failed++;
-        }
-        fflush(stdout);
-    }
+    int rc = run_tests(tests, sizeof tests / sizeof *tests, argc, argv, WATCHDOG_S);
     remove_work_dir();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : (passed ? 0 : 1);
+    return rc;
 }

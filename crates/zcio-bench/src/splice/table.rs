@@ -400,38 +400,28 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         met: z.zip(cp).map(|((zg, _), (cg, _))| zg >= 0.9 * cg),
     });
     let pct = |v: &str| row(rows, "b", v).and_then(|r| r.neighbour_pct);
-    let (pz, pr) = (pct("zcio-cp"), pct("rw-loop"));
-    t.push(Target {
-        name: "(b) the neighbour keeps ≥ 30% more of its rate beside zcio cp than beside the rw \
-               loop"
-            .into(),
-        measured: match (pz, pr) {
-            (Some(z), Some(r)) => format!(
-                "beside zcio cp {z:.1}% of alone, beside rw loop {r:.1}%: {:.2}× (need 1.30×), \
-                 {:+.1} percentage points",
-                z / r.max(1e-12),
-                z - r
+    for (what, zcio, rw) in [
+        ("", "zcio-cp", "rw-loop"),
+        ("copying to a 1 GB/s link: ", "zcio-cp→link", "rw-loop→link"),
+    ] {
+        let (pz, pr) = (pct(zcio), pct(rw));
+        t.push(Target {
+            name: format!(
+                "(b) {what}the neighbour keeps ≥ 30% more of its rate beside zcio cp than beside \
+                 the rw loop"
             ),
-            _ => not_measured(""),
-        },
-        met: pz.zip(pr).map(|(z, r)| z >= 1.3 * r),
-    });
-    let (pz, pr) = (pct("zcio-cp→link"), pct("rw-loop→link"));
-    t.push(Target {
-        name: "(b) copying to a 1 GB/s link: the neighbour keeps ≥ 30% more of its rate beside \
-               zcio cp than beside the rw loop"
-            .into(),
-        measured: match (pz, pr) {
-            (Some(z), Some(r)) => format!(
-                "beside zcio cp {z:.1}% of alone, beside rw loop {r:.1}%: {:.2}× (need 1.30×), \
-                 {:+.1} percentage points",
-                z / r.max(1e-12),
-                z - r
-            ),
-            _ => not_measured(""),
-        },
-        met: pz.zip(pr).map(|(z, r)| z >= 1.3 * r),
-    });
+            measured: match (pz, pr) {
+                (Some(z), Some(r)) => format!(
+                    "beside zcio cp {z:.1}% of alone, beside rw loop {r:.1}%: {:.2}× (need \
+                     1.30×), {:+.1} percentage points",
+                    z / r.max(1e-12),
+                    z - r
+                ),
+                _ => not_measured(""),
+            },
+            met: pz.zip(pr).map(|(z, r)| z >= 1.3 * r),
+        });
+    }
     let c = |v: &str| row(rows, "c", v).and_then(|r| r.cpu_s);
     let (cz, cu) = (c("zcio-cp-modules"), c("user-loop"));
     t.push(Target {
