@@ -350,9 +350,6 @@ fn d_row<'a>(
     })
 }
 
-/// "No worse" for a median latency: at most this factor of the other.
-pub const LATENCY_SLACK: f64 = 1.05;
-
 fn not_measured(why: &str) -> String {
     format!("not measured in this run{why}")
 }
@@ -503,8 +500,8 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         t.push(Target {
             name: format!(
                 "(d) {link}: zcio relay's median latency no worse than the plain forwarder's \
-                 (at most {:.0}% above it: medians differ by that much between runs)",
-                100.0 * (LATENCY_SLACK - 1.0)
+                 (≤ at every size; medians move by a few % between runs, so a quick run may \
+                 miss by noise)"
             ),
             measured: if pairs.is_empty() {
                 not_measured("")
@@ -521,7 +518,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     .collect::<Vec<_>>()
                     .join(", ")
             },
-            met: (!pairs.is_empty()).then(|| pairs.iter().all(|(_, z, p)| *z <= p * LATENCY_SLACK)),
+            met: (!pairs.is_empty()).then(|| pairs.iter().all(|(_, z, p)| z <= p)),
         });
     }
     t
@@ -619,7 +616,7 @@ mod tests {
     }
 
     #[test]
-    fn latency_is_no_worse_within_the_slack() {
+    fn latency_is_no_worse_at_every_size() {
         let lat = |v: &str, size: u64, us: f64| Row {
             link: Some("loopback".into()),
             metric: Some("latency".into()),
@@ -629,7 +626,7 @@ mod tests {
         };
         let rows = vec![
             lat("relay-plain", 64, 20.0),
-            lat("zcio-relay", 64, 20.8),
+            lat("zcio-relay", 64, 20.0),
             lat("relay-plain", 1024, 20.0),
             lat("zcio-relay", 1024, 19.0),
         ];
@@ -637,11 +634,11 @@ mod tests {
         let l = t.iter().find(|t| t.name.contains("latency")).unwrap();
         assert_eq!(l.met, Some(true), "{}", l.measured);
         assert!(
-            l.measured.contains("64 B: 20.8 vs 20.0 µs (+4%)"),
+            l.measured.contains("1 KiB: 19.0 vs 20.0 µs (-5%)"),
             "{}",
             l.measured
         );
-        let rows = vec![lat("relay-plain", 64, 20.0), lat("zcio-relay", 64, 21.2)];
+        let rows = vec![lat("relay-plain", 64, 20.0), lat("zcio-relay", 64, 20.2)];
         let t = targets(&rows);
         assert_eq!(
             t.iter().find(|t| t.name.contains("latency")).unwrap().met,
