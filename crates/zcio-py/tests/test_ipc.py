@@ -9,6 +9,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 
 import pytest
 
@@ -82,7 +83,11 @@ def test_async_send_tickets_and_call_reply(sock_path, child):
             assert t.status == "delivered" and t.done and t.error is None
         replies = [aep.call(kids.SUM, (i, i)) for i in range(50)]
         assert [r.wait(timeout=T).words for r in replies] == [(2 * i,) for i in range(50)]
-        st = aep.stats()
+        # The send proxy counts a call delivered after its synchronous send
+        # returns, which may be just after the reply arrived: wait (bounded).
+        deadline = time.monotonic() + T
+        while (st := aep.stats())["delivered"] < 151 and time.monotonic() < deadline:
+            time.sleep(0.001)
         assert st["delivered"] == 151 and st["failed"] == 0, st
         assert st["received"] == 51, st
         assert proxies.stats()["spawned"] >= 1

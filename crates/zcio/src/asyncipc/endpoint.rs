@@ -18,7 +18,8 @@ use crate::sys::peer::PeerCred;
 pub struct AsyncStats {
     /// Messages waiting in the send queue.
     pub send_queued: usize,
-    /// Messages the partner took.
+    /// Messages the partner took (counted when the send returns, which can
+    /// be just after the partner already answered a call).
     pub delivered: u64,
     /// Messages that could not be delivered.
     pub failed: u64,
