@@ -618,7 +618,8 @@ ssize_t zcio_ring_write(struct zcio_ring *ring, const void *buf, size_t len);
  *
  * # Safety
  * `ring` is NULL or a live handle used by one thread at a time; `buf` is
- * valid for writing `len` bytes.
+ * valid for writing `len` bytes and is memory of this process that no
+ * other process can write during the call.
  */
 ssize_t zcio_ring_read(struct zcio_ring *ring, void *buf, size_t len);
 
@@ -1033,7 +1034,8 @@ ssize_t zcio_msg_slices(const struct zcio_msg *msg, struct zcio_slice *out, size
  *
  * # Safety
  * `msg` is NULL or a live message; `buf` is valid for writing `len`
- * bytes.
+ * bytes and is memory of this process that no other process can write
+ * during the call (the point is a private copy).
  */
 ssize_t zcio_msg_read(const struct zcio_msg *msg, size_t off, void *buf, size_t len);
 

@@ -19,32 +19,14 @@
 
 #include <zcio.h>
 
+#include "example_util.h"
+
 /* Every message starts with this header; the payload follows. */
 struct header {
     uint64_t seq;
     uint64_t len;      /* payload bytes after the header */
     uint64_t checksum; /* sum of the payload's bytes */
 };
-
-static int parse_size(const char *s, size_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    int shift = 0;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: return -1;
-    }
-    if (*end == 'i') end++;
-    if (*end == 'B') end++;
-    if (*end != '\0' || v > (SIZE_MAX >> shift)) return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
 
 static int fail(const char *what, int code) {
     fprintf(stderr, "chan_sender: %s: %s (%s)\n", what, zcio_strerror(code), zcio_last_error());

@@ -321,14 +321,20 @@ pub unsafe extern "C" fn zcio_sendv(
         if bufs.is_null() || n == 0 || n > zcio::msg::MAX_SLICES {
             return einval("zcio_sendv: bufs is NULL or n is not 1..=64");
         }
-        // SAFETY: `bufs` points to `n` pointers (contract).
-        let ptrs = unsafe { std::slice::from_raw_parts(bufs, n) };
+        // Copied out once (at most 64 pointers), so the checks below and
+        // the use after them see the same handles whatever memory the
+        // caller's array lives in.
+        let ptrs: Vec<_> = (0..n)
+            // SAFETY: `bufs` points to `n` readable pointers (contract);
+            // `i < n`.
+            .map(|i| unsafe { bufs.add(i).read() })
+            .collect();
         let distinct: HashSet<_> = ptrs.iter().collect();
         if ptrs.iter().any(|p| p.is_null()) || distinct.len() != n {
             return einval("zcio_sendv: a buffer is NULL or appears twice");
         }
         let mut slices = Vec::with_capacity(n);
-        for &p in ptrs {
+        for &p in &ptrs {
             // SAFETY: non-NULL live handles (contract), pairwise distinct
             // (checked), so each `&mut` is unique.
             let b = unsafe { &mut *p };
@@ -343,7 +349,7 @@ pub unsafe extern "C" fn zcio_sendv(
         };
         match send_msg(&c.ch, msg, Timeout::from_ms(timeout_ms)) {
             Ok(()) => {
-                for &p in ptrs {
+                for &p in &ptrs {
                     // SAFETY: live, distinct handles (contract, checked);
                     // their buffers were sent, so the handles are given up.
                     drop(unsafe { Box::from_raw(p) });

@@ -93,7 +93,8 @@ pub unsafe extern "C" fn zcio_msg_slices(
 ///
 /// # Safety
 /// `msg` is NULL or a live message; `buf` is valid for writing `len`
-/// bytes.
+/// bytes and is memory of this process that no other process can write
+/// during the call (the point is a private copy).
 #[no_mangle]
 pub unsafe extern "C" fn zcio_msg_read(
     msg: *const zcio_msg,
@@ -112,7 +113,8 @@ pub unsafe extern "C" fn zcio_msg_read(
         if buf.is_null() || len > isize::MAX as usize {
             return einval("zcio_msg_read: buf is NULL or len too large") as ssize_t;
         }
-        // SAFETY: writable for `len` bytes (contract); only written to.
+        // SAFETY: writable for `len` bytes and private to this process
+        // during the call (contract); only written to.
         let dst = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
         m.read_at(off, dst) as ssize_t
     })

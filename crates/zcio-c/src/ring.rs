@@ -389,7 +389,8 @@ pub unsafe extern "C" fn zcio_ring_write(
 ///
 /// # Safety
 /// `ring` is NULL or a live handle used by one thread at a time; `buf` is
-/// valid for writing `len` bytes.
+/// valid for writing `len` bytes and is memory of this process that no
+/// other process can write during the call.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_ring_read(
     ring: *mut zcio_ring,
@@ -405,8 +406,9 @@ pub unsafe extern "C" fn zcio_ring_read(
         if buf.is_null() || len == 0 || len > isize::MAX as usize {
             return einval("zcio_ring_read: buf is NULL or len is 0 or too large") as ssize_t;
         }
-        // SAFETY: non-NULL and writable for `len` bytes (contract); any
-        // byte pattern is a valid u8, and we only write through it.
+        // SAFETY: non-NULL, writable for `len` bytes and private to this
+        // process during the call (contract); any byte pattern is a valid
+        // u8, and we only write through it.
         let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
         let timeout = r.timeout;
         let mut again = true;

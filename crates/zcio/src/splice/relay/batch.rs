@@ -340,8 +340,9 @@ impl Batch {
     pub(crate) fn datagram(&self, i: usize) -> &[u8] {
         assert!(i < self.cap);
         // SAFETY: slot `i` is in the arena, `lens[i] <= SLOT`, and the
-        // arena is private memory only written by our own receive calls
-        // (which need `&mut self`).
+        // arena is an anonymous private mapping (`mmap_anonymous` in this
+        // file): no other process can write it, and in this process only
+        // our own receive calls do (they need `&mut self`).
         unsafe { std::slice::from_raw_parts(self.arena.slot(i), self.lens[i]) }
     }
 
@@ -479,8 +480,8 @@ impl Batch {
             // One datagram (a low rate): `send(2)` is a shorter path
             // through the kernel than a one-message `sendmmsg`.
             // SAFETY: slot 0 is in the arena and `lens[0] <= SLOT`; the
-            // arena is private memory only written by our own receive
-            // calls, which need `&mut self`.
+            // arena is an anonymous private mapping no other process can
+            // write, only written by our own receive calls (`&mut self`).
             let d = unsafe { std::slice::from_raw_parts(self.arena.slot(0), self.lens[0]) };
             out.syscalls = 1;
             loop {
