@@ -40,7 +40,7 @@ fn stack(pool: &Pool, specs: &[&str]) -> Stack {
 }
 
 /// All blocks through the stack, then finish; the bytes that came out.
-fn run(s: &mut Stack, blocks: Vec<Msg>) -> Result<Vec<u8>, ModuleError> {
+fn run(s: &mut Stack, blocks: impl IntoIterator<Item = Msg>) -> Result<Vec<u8>, ModuleError> {
     let mut out = Vec::new();
     for b in blocks {
         for m in s.put(b)? {
@@ -53,10 +53,17 @@ fn run(s: &mut Stack, blocks: Vec<Msg>) -> Result<Vec<u8>, ModuleError> {
     Ok(out)
 }
 
-fn cut(pool: &Pool, data: &[u8], step: usize, pieces: usize) -> Vec<Msg> {
+/// `data` in blocks of `step` bytes, made one at a time as the stack takes
+/// them (all of them at once could exhaust the pool: with `step` 1, every
+/// byte would hold a buffer).
+fn cut<'a>(
+    pool: &'a Pool,
+    data: &'a [u8],
+    step: usize,
+    pieces: usize,
+) -> impl Iterator<Item = Msg> + 'a {
     data.chunks(step.max(1))
-        .map(|c| block(pool, c, pieces))
-        .collect()
+        .map(move |c| block(pool, c, pieces))
 }
 
 #[test]
