@@ -35,6 +35,16 @@ pub trait ReleaseSink: Send + Sync {
     fn spare(&self) -> Option<Arc<BufCore>>;
 }
 
+/// The owner of pages lent out by reference that are not pool pages (an
+/// arena of the semantics layer): told when the last handle of a lent
+/// range is gone, here and (through the notice) in the peer.
+pub(crate) trait LentPages: Send + Sync {
+    /// Every reference to `pages` pages starting at file page `first_page`
+    /// of the owner's region was dropped. `retired`: a peer may still read
+    /// them (see [`Fbuf::retire`]); the owner must never reuse them.
+    fn returned(&self, first_page: u32, pages: u32, retired: bool);
+}
+
 /// What happens when a buffer's last handle is dropped.
 pub(crate) enum Backing {
     /// Pages of a pool chunk: returned to the pool.
@@ -50,6 +60,13 @@ pub(crate) enum Backing {
     Foreign {
         sink: Arc<dyn ReleaseSink>,
         token: u64,
+    },
+    /// Pages of an owner that lends them in place (an arena): the owner
+    /// is told, and decides when the pages may change again.
+    Lent {
+        owner: Arc<dyn LentPages>,
+        first_page: u32,
+        pages: u32,
     },
     /// Already released: a recycled core waiting for its next slice.
     Spent,
@@ -101,6 +118,11 @@ impl BufCore {
             // The region is unmapped with the core; its memfd lives on in
             // whoever still maps it, and is never reused by us anyway.
             Backing::SingleUse | Backing::Spent => {}
+            Backing::Lent {
+                owner,
+                first_page,
+                pages,
+            } => owner.returned(first_page, pages, retired),
             Backing::Foreign { sink, token } if retired => sink.retire(token),
             Backing::Foreign { sink, token } => sink.release(token),
         }
@@ -254,6 +276,38 @@ impl Fbuf {
         Self {
             core: ManuallyDrop::new(Arc::new(core)),
         }
+    }
+
+    /// `len` bytes at byte `offset` of `region`, lent in place by `owner`
+    /// (told through [`LentPages::returned`] when the last handle, here or
+    /// in a peer, is gone). `offset` is a *file* offset: the owner may map
+    /// its pages elsewhere in its own address space, so such a buffer is
+    /// only ever sent, never read locally through [`Fbuf::view`].
+    /// `None` unless the range lies inside the region.
+    pub(crate) fn lent(
+        region: Arc<Region>,
+        offset: usize,
+        len: usize,
+        owner: Arc<dyn LentPages>,
+    ) -> Option<Self> {
+        let ps = crate::sys::page_size();
+        if offset.checked_add(len)? > region.len() || len == 0 {
+            return None;
+        }
+        let first = offset / ps;
+        let last = (offset + len).div_ceil(ps);
+        Some(Self::from_core(BufCore {
+            region,
+            offset,
+            len,
+            backing: Backing::Lent {
+                owner,
+                first_page: u32::try_from(first).ok()?,
+                pages: u32::try_from(last - first).ok()?,
+            },
+            retired: AtomicBool::new(false),
+            trusted: false,
+        }))
     }
 
     /// A slice received from a peer (the receive path's constructor). Its

@@ -1,7 +1,7 @@
 //! Buffers: path pools (cached allocators), the uncached allocator, and the
 //! fbufs they hand out.
 
-mod extent;
+pub(crate) mod extent;
 pub(crate) mod fbuf;
 pub(crate) mod pool;
 mod uncached;
