@@ -61,7 +61,9 @@ pub(crate) enum Lend {
     Protect,
     /// Make them inaccessible (region hiding: emulated move).
     Hide,
-    /// No protection change (share, weak move).
+    /// Wire (`mlock`) them until returned (share, weak move).
+    Wire,
+    /// No protection change (emulated share, emulated weak move).
     Plain,
 }
 
@@ -86,6 +88,9 @@ pub(crate) struct Core {
     pub(crate) table: Box<Table>,
     pub(crate) region: Arc<Region>,
     alloc: Mutex<Extents>,
+    /// App slot → the peer buffer whose page is swapped in there (kept so
+    /// the peer does not reuse the page while we map it).
+    held: Mutex<Vec<Option<Fbuf>>>,
 }
 
 impl Drop for Core {
@@ -175,6 +180,7 @@ impl Arena {
             table,
             region: Arc::new(region),
             alloc: Mutex::new(Extents::new(n)),
+            held: Mutex::new(vec![None; pages]),
         };
         // The table is boxed (stable address) and owned by `core`, whose
         // `Drop` unregisters before the box is freed.
@@ -222,7 +228,6 @@ impl Arena {
             pages,
             offset,
             len,
-            held: Vec::new(),
         })
     }
 
@@ -310,7 +315,7 @@ impl Core {
         let target = match mode {
             Lend::Protect => Some(Prot::ReadOnly),
             Lend::Hide => Some(Prot::None),
-            Lend::Plain => None,
+            Lend::Wire | Lend::Plain => None,
         };
         if let Some(prot) = target {
             // Nothing else in this process writes these pages while the
@@ -320,6 +325,16 @@ impl Core {
             t.counters
                 .protects
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if mode == Lend::Wire {
+            // Wiring is best effort (RLIMIT_MEMLOCK may forbid it): the
+            // pages are lent either way.
+            // SAFETY: the slots are mapped and ours.
+            if unsafe { vm::wire(t.slot_addr(first), count as usize * t.ps, true) }.is_ok() {
+                for s in first..first + count {
+                    st.wired[s as usize] = true;
+                }
+            }
         }
         st.reserved += need;
         for s in first..first + count {
@@ -441,9 +456,33 @@ impl Core {
         Ok(())
     }
 
+    /// Keep `src` (a peer buffer) alive while its pages are swapped into
+    /// app slots `[first, first + pages)`; what was held there is dropped
+    /// (its peer gets the notice).
+    pub(crate) fn hold(&self, first: u32, pages: u32, src: &Fbuf) {
+        let old: Vec<Option<Fbuf>> = {
+            let mut held = lock(&self.held);
+            (first..first + pages)
+                .map(|s| held[s as usize].replace(src.clone()))
+                .collect()
+        };
+        drop(old);
+    }
+
     /// Put the own pages back under app slots `[first, first + pages)`
     /// that hold swapped-in pages (the swapped-in contents are dropped).
     pub(crate) fn rehome(&self, first: u32, pages: u32) {
+        self.rehome_pages(first, pages);
+        let old: Vec<Option<Fbuf>> = {
+            let mut held = lock(&self.held);
+            (first..first + pages)
+                .map(|s| held[s as usize].take())
+                .collect()
+        };
+        drop(old);
+    }
+
+    fn rehome_pages(&self, first: u32, pages: u32) {
         let t = &self.table;
         let mut st = t.locked();
         for s in first..first + pages {
@@ -481,9 +520,43 @@ impl Core {
         (first..first + pages).any(|s| st.refs[st.slot_page[s as usize] as usize] > 0)
     }
 
+    /// Return app slots to the allocator: swapped-in pages go back,
+    /// hidden pages are revealed — except hidden pages still lent, which
+    /// are never reused (a new owner would write what a peer reads).
     pub(crate) fn free_slots(&self, first: u32, pages: u32) {
+        if pages == 0 {
+            return;
+        }
         self.rehome(first, pages);
-        lock(&self.alloc).free(first, pages);
+        let mut keep = Vec::new();
+        {
+            let t = &self.table;
+            let mut st = t.locked();
+            for s in first..first + pages {
+                let i = s as usize;
+                if st.prot[i] == Prot::None {
+                    if st.refs[st.slot_page[i] as usize] > 0 {
+                        continue;
+                    }
+                    if t.set_prot(&mut st, s, 1, Prot::ReadWrite).is_err() {
+                        continue;
+                    }
+                }
+                keep.push(s);
+            }
+        }
+        let mut alloc = lock(&self.alloc);
+        let mut i = 0;
+        while i < keep.len() {
+            let start = keep[i];
+            let mut end = start + 1;
+            while i + 1 < keep.len() && keep[i + 1] == end {
+                i += 1;
+                end += 1;
+            }
+            alloc.free(start, end - start);
+            i += 1;
+        }
     }
 }
 
@@ -507,6 +580,11 @@ impl LentPages for Core {
                 continue;
             }
             let s = st.page_slot[pi];
+            if s < t.n && st.wired[s as usize] {
+                st.wired[s as usize] = false;
+                // SAFETY: the slot is mapped and ours.
+                let _ = unsafe { vm::wire(t.slot_addr(s), t.ps, false) };
+            }
             if s < t.n {
                 if st.prot[s as usize] == Prot::ReadOnly {
                     st.reserved -= 1;
@@ -555,8 +633,6 @@ pub struct ArenaBuf {
     pub(crate) pages: u32,
     pub(crate) offset: usize,
     pub(crate) len: usize,
-    /// Peer buffers whose pages are swapped into this buffer.
-    pub(crate) held: Vec<Fbuf>,
 }
 
 impl std::fmt::Debug for ArenaBuf {
@@ -564,7 +640,6 @@ impl std::fmt::Debug for ArenaBuf {
         f.debug_struct("ArenaBuf")
             .field("len", &self.len)
             .field("page_offset", &self.offset)
-            .field("swapped_in", &!self.held.is_empty())
             .finish()
     }
 }
@@ -615,13 +690,19 @@ impl ArenaBuf {
         unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len) }
     }
 
-    /// Give back any peer pages swapped into this buffer, restoring the
-    /// arena's own pages (the contents become indeterminate).
-    pub(crate) fn rehome(&mut self) {
-        if !self.held.is_empty() {
-            self.arena.core.rehome(self.first, self.pages);
-            self.held.clear();
-        }
+    /// Give back any peer pages swapped into this buffer (the peer may
+    /// reuse them), restoring the arena's own pages; the contents become
+    /// indeterminate.
+    pub fn release_swapped(&mut self) {
+        self.arena.core.rehome(self.first, self.pages);
+    }
+}
+
+impl ArenaBuf {
+    /// Drop the buffer without returning its slots (pages a peer may
+    /// still read and that must never be reused).
+    pub(crate) fn abandon(mut self) {
+        self.pages = 0;
     }
 }
 
@@ -641,6 +722,5 @@ impl std::ops::DerefMut for ArenaBuf {
 impl Drop for ArenaBuf {
     fn drop(&mut self) {
         self.arena.core.free_slots(self.first, self.pages);
-        self.held.clear();
     }
 }

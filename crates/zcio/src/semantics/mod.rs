@@ -23,10 +23,19 @@
 //! the semantics.
 
 mod arena;
+mod endpoint;
+mod error;
+mod owned;
 mod pages;
+mod policy;
 mod tcow;
+mod wire;
 
 pub use arena::{Arena, ArenaBuf, ArenaError, ArenaStats};
+pub use endpoint::{Delivery, Endpoint, EndpointConfig, EndpointStats, Received};
+pub use error::{InputError, OutputError, SetupError};
+pub use owned::OwnedBuf;
+pub use policy::Policy;
 
 /// How data passes between the application's buffers and the channel.
 ///

@@ -68,6 +68,8 @@ pub(crate) struct State {
     pub park_free: Extents,
     /// Pages a peer could not vouch for (retired): never reused.
     pub retired_pages: u32,
+    /// App slot → wired (`mlock`ed) while lent under share / weak move.
+    pub wired: Box<[bool]>,
 }
 
 /// The page table and its lock.
@@ -139,6 +141,7 @@ impl Table {
                 reserved: 0,
                 park_free: Extents::new(n),
                 retired_pages: 0,
+                wired: vec![false; n as usize].into_boxed_slice(),
             }),
             n,
             ps,
@@ -271,10 +274,10 @@ impl Table {
             vm::move_pages(aa, self.ps, self.scratch).and_then(|()| {
                 vm::move_pages(sa, self.ps, aa)
                     .and_then(|()| vm::move_pages(self.scratch, self.ps, sa))
-                    .or_else(|e| {
+                    .map_err(|e| {
                         // Put the in-flight page back where it was.
                         let _ = vm::move_pages(self.scratch, self.ps, aa);
-                        Err(e)
+                        e
                     })
             })
         };

@@ -116,7 +116,7 @@ fn lend_refuses_without_spares_and_outside() {
         .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
         .unwrap();
     drop((l1, l2));
-    let v = vec![0u8; 10];
+    let v = [0u8; 10];
     assert!(!arena.contains(v.as_ptr(), v.len()));
     assert!(arena
         .core
@@ -141,12 +141,13 @@ fn swap_in_maps_peer_pages_privately_and_rehome_restores() {
         .core
         .swap_in(rbuf.first, 2, src, lent[0].region_offset())
         .unwrap();
-    rbuf.held = lent;
+    receiver.core.hold(rbuf.first, 2, &lent[0]);
+    drop(lent);
     assert!(rbuf.iter().all(|&b| b == b's'));
     // The receiver's writes stay private.
     rbuf[0] = b'x';
     assert_eq!(sbuf[0], b's');
-    rbuf.rehome();
+    rbuf.release_swapped();
     assert_eq!(receiver.stats().rehomed_pages, 2);
     // The own pages are back, with their old contents.
     assert!(rbuf.iter().all(|&b| b == b'r'));
@@ -170,4 +171,156 @@ fn hidden_pages_refuse_lending() {
         .core
         .set_prot(buf.first, 1, crate::sys::vm::Prot::ReadWrite)
         .unwrap();
+}
+
+/// Two endpoints over an in-process channel pair (each `new` waits for the
+/// other's hello, so the second is made on another thread).
+fn endpoints(tx: EndpointConfig, rx: EndpointConfig, trust: bool) -> (Endpoint, Endpoint) {
+    let (a, b) = crate::Channel::pair(crate::ChannelConfig::default()).unwrap();
+    if trust {
+        // The peer is this test's own other end, which runs zcio's TCOW.
+        // SAFETY: as argued just above.
+        unsafe { b.trust_peer() };
+    }
+    let h = std::thread::spawn(move || Endpoint::new(b, rx).unwrap());
+    let s = Endpoint::new(a, tx).unwrap();
+    (s, h.join().unwrap())
+}
+
+fn cfg(out: Semantics, inp: Semantics) -> EndpointConfig {
+    EndpointConfig {
+        output: out,
+        input: inp,
+        arena_capacity: 8 << 20,
+        ..EndpointConfig::default()
+    }
+}
+
+#[test]
+fn emulated_copy_receiver_sees_pre_write_bytes_and_swaps() {
+    let c = cfg(Semantics::EmulatedCopy, Semantics::EmulatedCopy);
+    let (s, r) = endpoints(c.clone(), c, true);
+    assert!(s.peer().1, "the receiver announced trust");
+    let mut sbuf = s.arena().alloc(64 << 10).unwrap();
+    let mut rbuf = r.arena().alloc(64 << 10).unwrap();
+    for round in 0..20u8 {
+        sbuf.fill(round);
+        assert_eq!(s.output(&sbuf).unwrap(), Delivery::Protected);
+        // Overwrite at once: the peer must still get `round`.
+        sbuf.fill(0xff);
+        let got = r.input(&mut rbuf).unwrap();
+        assert_eq!(got.len, 64 << 10);
+        assert_eq!(got.swapped_pages, 16);
+        assert!(rbuf.iter().all(|&b| b == round), "round {round}");
+    }
+    assert!(s.arena().stats().tcow_copies > 0);
+}
+
+#[test]
+fn untrusting_receiver_copies_and_short_data_converts_to_copy() {
+    let c = cfg(Semantics::EmulatedCopy, Semantics::EmulatedCopy);
+    let (s, r) = endpoints(c.clone(), c, false);
+    let mut sbuf = s.arena().alloc(40_000).unwrap();
+    sbuf.fill(7);
+    assert_eq!(s.output(&sbuf).unwrap(), Delivery::Protected);
+    let mut rbuf = r.arena().alloc(40_000).unwrap();
+    let got = r.input(&mut rbuf).unwrap();
+    assert_eq!((got.swapped_pages, got.copied), (0, 40_000));
+    assert!(rbuf.iter().all(|&b| b == 7));
+    // Short data and heap buffers are copied.
+    assert_eq!(s.output(&sbuf[..100]).unwrap(), Delivery::Copied);
+    let heap = vec![9u8; 50_000];
+    assert_eq!(s.output(&heap).unwrap(), Delivery::Copied);
+    let mut small = [0u8; 10];
+    assert!(matches!(
+        r.input(&mut small),
+        Err(InputError::TooShort { needed: 100 })
+    ));
+    let mut v = vec![0u8; 100];
+    assert_eq!(r.input(&mut v).unwrap().len, 100);
+    let mut v = vec![0u8; 50_000];
+    r.input(&mut v).unwrap();
+    assert!(v.iter().all(|&b| b == 9));
+}
+
+#[test]
+fn unaligned_input_copies_partial_pages_and_swaps_the_rest() {
+    let c = cfg(Semantics::EmulatedShare, Semantics::EmulatedShare);
+    let (s, r) = endpoints(c.clone(), c, false);
+    let mut sbuf = s.arena().alloc_at(5 * 4096 + 10, 100).unwrap();
+    for (i, b) in sbuf.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    s.output(&sbuf).unwrap();
+    let mut rbuf = r.arena().alloc_at(5 * 4096 + 10, 100).unwrap();
+    let got = r.input(&mut rbuf).unwrap();
+    assert_eq!(got.swapped_pages, 4);
+    assert_eq!(&rbuf[..], &sbuf[..]);
+    // Misaligned receiver buffer: everything copied.
+    s.output(&sbuf).unwrap();
+    let mut rbuf2 = r.arena().alloc_at(5 * 4096 + 10, 0).unwrap();
+    let got = r.input(&mut rbuf2).unwrap();
+    assert_eq!(got.swapped_pages, 0);
+    assert_eq!(&rbuf2[..], &sbuf[..]);
+}
+
+#[test]
+fn move_seals_and_the_receiver_owns_a_private_mapping() {
+    let c = cfg(Semantics::Move, Semantics::Move);
+    let (s, r) = endpoints(c.clone(), c, false);
+    let mut b = s.alloc(10_000).unwrap();
+    b.fill(3);
+    assert_eq!(s.output_owned(b).unwrap(), Delivery::Sealed);
+    let mut got = r.input_owned().unwrap();
+    assert_eq!(got.len(), 10_000);
+    assert!(got.iter().all(|&x| x == 3));
+    got[0] = 4; // private: allowed, and nobody else sees it
+    r.free(got);
+}
+
+#[test]
+fn emulated_move_hides_and_reuses_after_return() {
+    let c = cfg(Semantics::EmulatedMove, Semantics::EmulatedMove);
+    let (s, r) = endpoints(c.clone(), c, true);
+    let mut b = s.alloc(3 * 4096).unwrap();
+    b.fill(5);
+    assert_eq!(s.output_owned(b).unwrap(), Delivery::Hidden);
+    let got = r.input_owned().unwrap();
+    assert!(got.iter().all(|&x| x == 5));
+    assert_eq!(r.stats().in_swapped_pages, 3);
+    r.free(got);
+    // The notice comes back; the next alloc reuses the hidden pages.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while s.arena().stats().pages_in_flight > 0 && std::time::Instant::now() < deadline {
+        s.channel().reclaim();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut b2 = s.alloc(3 * 4096).unwrap();
+    b2.fill(6); // revealed: no fault
+    assert!(b2.iter().all(|&x| x == 6));
+}
+
+#[test]
+fn weak_moves_lend_without_protection() {
+    for sem in [
+        Semantics::WeakMove,
+        Semantics::EmulatedWeakMove,
+        Semantics::Share,
+    ] {
+        let c = cfg(sem, sem);
+        let (s, r) = endpoints(c.clone(), c, false);
+        if sem.application_allocated() {
+            let mut sbuf = s.arena().alloc(8192).unwrap();
+            sbuf.fill(1);
+            assert_eq!(s.output(&sbuf).unwrap(), Delivery::Lent);
+            let mut rbuf = r.arena().alloc(8192).unwrap();
+            assert_eq!(r.input(&mut rbuf).unwrap().swapped_pages, 2);
+        } else {
+            let mut b = s.alloc(8192).unwrap();
+            b.fill(1);
+            assert_eq!(s.output_owned(b).unwrap(), Delivery::Lent);
+            let got = r.input_owned().unwrap();
+            assert!(got.iter().all(|&x| x == 1));
+        }
+    }
 }

@@ -1,0 +1,91 @@
+//! Errors of the semantics layer, one enum per operation family.
+
+use thiserror::Error;
+
+use super::arena::ArenaError;
+use crate::{AllocError, Errno, MsgError, RecvError, SendErrorKind};
+
+/// Why [`Endpoint::new`](super::Endpoint::new) failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// The arena could not be made.
+    #[error("arena: {0}")]
+    Arena(#[from] ArenaError),
+    /// A buffer for the hello could not be allocated.
+    #[error("allocating the hello: {0}")]
+    Alloc(AllocError),
+    /// Sending the hello failed.
+    #[error("sending the hello: {0}")]
+    Send(SendErrorKind),
+    /// The peer's hello did not arrive (is the peer an `Endpoint` too?).
+    #[error("waiting for the peer's hello: {0} (both ends must create an Endpoint)")]
+    Recv(crate::RecvTimeoutError),
+    /// The peer's first message was not a valid hello.
+    #[error("the peer's first message is not a zcio semantics hello (version mismatch, or the peer is not an Endpoint)")]
+    BadHello,
+}
+
+/// Why an output failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// Empty data or a zero-length buffer.
+    #[error("nothing to output (empty data)")]
+    Empty,
+    /// A system buffer (copy, header, move region) could not be allocated.
+    #[error("allocating a buffer: {0}")]
+    Alloc(AllocError),
+    /// The arena has no room for a system-allocated buffer.
+    #[error("arena: {0}")]
+    Arena(ArenaError),
+    /// The channel refused the message.
+    #[error("sending: {0}")]
+    Send(SendErrorKind),
+    /// Building the message failed.
+    #[error("building the message: {0}")]
+    Msg(MsgError),
+    /// Sealing a move buffer failed.
+    #[error("sealing the buffer: {0}")]
+    Freeze(String),
+    /// A protection change failed.
+    #[error("changing page protection: {0}")]
+    Os(Errno),
+}
+
+/// Why an input failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// Receiving from the channel failed.
+    #[error("receiving: {0}")]
+    Recv(RecvError),
+    /// The buffer is shorter than the message, which is kept for the next
+    /// call: call again with at least `needed` bytes.
+    #[error("buffer too short: the message has {needed} bytes (it is kept for the next call)")]
+    TooShort {
+        /// The message length.
+        needed: usize,
+    },
+    /// The peer sent something that is not a valid semantics message; it
+    /// was dropped.
+    #[error("malformed message from peer: {0}")]
+    Malformed(&'static str),
+    /// No system-allocated buffer could be had.
+    #[error("allocating the input buffer: {0}")]
+    Alloc(String),
+    /// Mapping the received pages failed.
+    #[error("mapping the received pages: {0}")]
+    Os(Errno),
+}
+
+impl From<crate::TryRecvError> for RecvError {
+    fn from(e: crate::TryRecvError) -> Self {
+        match e {
+            crate::TryRecvError::Empty => RecvError::TimedOut,
+            crate::TryRecvError::Disconnected => RecvError::Disconnected,
+            crate::TryRecvError::Malformed(m) => RecvError::Malformed(m),
+            crate::TryRecvError::Corrupt => RecvError::Corrupt,
+        }
+    }
+}
