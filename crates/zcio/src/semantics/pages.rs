@@ -274,10 +274,9 @@ impl Table {
             vm::move_pages(aa, self.ps, self.scratch).and_then(|()| {
                 vm::move_pages(sa, self.ps, aa)
                     .and_then(|()| vm::move_pages(self.scratch, self.ps, sa))
-                    .map_err(|e| {
+                    .inspect_err(|_| {
                         // Put the in-flight page back where it was.
                         let _ = vm::move_pages(self.scratch, self.ps, aa);
-                        e
                     })
             })
         };
