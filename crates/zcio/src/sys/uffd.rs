@@ -372,6 +372,9 @@ impl Uffd {
     }
 
     /// Unregister `[addr, addr + len)`; clears any protection in it.
+    // The address goes to the kernel and is never dereferenced; removing
+    // this fd's protection cannot break anyone's assumptions.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn unregister(&self, addr: *mut u8, len: usize) -> Result<(), Errno> {
         // SAFETY: `self.fd` is an open userfaultfd; unregistering only
         // removes protection.
@@ -643,7 +646,10 @@ mod tests {
             // Make sure sys::sigbus has installed its handler before we
             // save the previous action (so we chain to it, and restoring
             // ours later cannot remove it). The dummy range is never touched.
-            drop(crate::sys::sigbus::Guard::protect(1 as *mut u8, 1));
+            drop(crate::sys::sigbus::Guard::protect(
+                std::ptr::dangling_mut::<u8>(),
+                1,
+            ));
             HITS.store(0, Ordering::SeqCst);
             FIX_FAILED.store(0, Ordering::SeqCst);
             LAST_ADDR.store(0, Ordering::SeqCst);
@@ -774,7 +780,7 @@ mod tests {
         HITS.load(Ordering::SeqCst) != before
     }
 
-    #[derive(Debug, PartialEq, Eq)]
+    #[derive(Debug, PartialEq, Eq, Clone, Copy)]
     struct State {
         registered: bool,
         wp_bit: bool,
@@ -878,5 +884,355 @@ mod tests {
         assert!(!pagemap_wp(m.page(1)));
         // Pages never protected did not fault.
         assert!(!write_faults(m.page(2)));
+    }
+
+    /// An anonymous PROT_NONE reservation of `pages` pages (scratch
+    /// addresses for mremap).
+    struct Reserve(*mut u8, usize);
+
+    impl Reserve {
+        fn new(pages: usize) -> Reserve {
+            // SAFETY: a fresh mapping at a kernel-chosen address.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    pages * PS,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            Reserve(p.cast(), pages * PS)
+        }
+    }
+
+    impl Drop for Reserve {
+        fn drop(&mut self) {
+            // SAFETY: we own the reservation.
+            unsafe { libc::munmap(self.0.cast(), self.1) };
+        }
+    }
+
+    #[test]
+    fn mremap_drops_the_registration_of_the_moved_page() {
+        let Some(u) = open_or_skip(Mode::Any, 0) else {
+            return;
+        };
+        let m = Shm::new(10);
+        let other = Shm::new(1);
+        let scratch = Reserve::new(1);
+        // SAFETY: the test owns the mapping.
+        unsafe {
+            u.register_wp(m.base, m.len).unwrap();
+            u.write_protect(m.page(1), PS, true).unwrap();
+            u.write_protect(m.page(3), PS, true).unwrap();
+        }
+        let _h = Handler::install(m.base, m.len, FIX_UFFD, u.raw_fd());
+        let (_, vmas0) = vma_flags(m.base);
+        // A: a protected page moved inside the registered range.
+        // SAFETY: both pages belong to the test mapping.
+        unsafe { mremap_fixed(m.page(1), m.page(5)).unwrap() };
+        // SAFETY: page 5 is mapped (page 1's contents, value 2).
+        assert_eq!(unsafe { m.page(5).read_volatile() }, 2);
+        let a = state(m.page(5));
+        println!("A  protected page moved onto a registered address: {a:?}");
+        // B: an unprotected registered page moved onto a registered address.
+        // SAFETY: as above.
+        unsafe { mremap_fixed(m.page(2), m.page(6)).unwrap() };
+        let b = state(m.page(6));
+        println!("B  unprotected registered page moved onto a registered address: {b:?}");
+        // C: a page of an unregistered mapping moved onto a registered address.
+        // SAFETY: `other` is ours; its base is now unmapped and `other`'s
+        // drop unmaps nothing of anyone else.
+        unsafe { mremap_fixed(other.base, m.page(7)).unwrap() };
+        let c = state(m.page(7));
+        println!("C  unregistered page moved onto a registered address: {c:?}");
+        // D: the TCOW swap: protected page 3 <-> spare page 8 via scratch.
+        // SAFETY: all pages are the test's.
+        unsafe {
+            mremap_fixed(m.page(3), scratch.0).unwrap();
+            mremap_fixed(m.page(8), m.page(3)).unwrap();
+            mremap_fixed(scratch.0, m.page(8)).unwrap();
+        }
+        // SAFETY: both pages mapped; 3 now holds the spare (9), 8 the original (4).
+        unsafe {
+            assert_eq!(m.page(3).read_volatile(), 9);
+            assert_eq!(m.page(8).read_volatile(), 4);
+        }
+        let d_page = (registered(m.page(3)), pagemap_wp(m.page(3)));
+        let d_spare = (registered(m.page(8)), pagemap_wp(m.page(8)));
+        println!("D  after the swap: page (registered, wp) = {d_page:?}, spare slot = {d_spare:?}");
+        let (_, vmas1) = vma_flags(m.base);
+        // Re-arm: register both again; protect the in-flight original.
+        // SAFETY: the test owns the pages.
+        let rearm = unsafe {
+            u.register_wp(m.page(3), PS)
+                .and_then(|()| u.register_wp(m.page(8), PS))
+                .and_then(|()| u.write_protect(m.page(8), PS, true))
+        };
+        println!("D  re-arm (register page, register+protect spare): {rearm:?}");
+        rearm.unwrap();
+        let d3 = state(m.page(3));
+        let d8 = state(m.page(8));
+        let (_, vmas2) = vma_flags(m.base);
+        println!("D  after re-arm: page {d3:?}, spare {d8:?}; VMAs {vmas0} -> {vmas1} -> {vmas2}");
+        // Registering a whole range that already has such holes/splits.
+        // SAFETY: the test owns the mapping; page 1 and 2 are holes now.
+        let whole = unsafe { u.register_wp(m.page(3), 6 * PS) };
+        println!("   re-register pages 3..9 in one call: {whole:?}");
+        assert_eq!(FIX_FAILED.load(Ordering::SeqCst), 0);
+        // Without EVENT_REMAP the moved page is unregistered at its
+        // destination and even its PTE protection is gone: it is writable.
+        let gone = State {
+            registered: false,
+            wp_bit: false,
+            faults: false,
+        };
+        assert_eq!((a, b, c), (gone, gone, gone));
+        assert_eq!((d_page, d_spare), ((false, false), (false, false)));
+        assert!(d3.registered && !d3.faults);
+        assert!(d8.registered && d8.wp_bit && d8.faults);
+        whole.unwrap();
+    }
+
+    #[test]
+    fn event_remap_keeps_the_registration_but_blocks_mremap_until_read() {
+        let Some(u) = open_or_skip(Mode::Any, feature::EVENT_REMAP) else {
+            return;
+        };
+        let m = Shm::new(4);
+        // SAFETY: the test owns the mapping.
+        unsafe {
+            u.register_wp(m.base, m.len).unwrap();
+            u.write_protect(m.page(1), PS, true).unwrap();
+        }
+        let _h = Handler::install(m.base, m.len, FIX_UFFD, u.raw_fd());
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (from, to) = (m.page(1) as usize, m.page(3) as usize);
+        let d = done.clone();
+        let mover = std::thread::spawn(move || {
+            // SAFETY: both pages belong to the test mapping.
+            let r = unsafe { mremap_fixed(from as *mut u8, to as *mut u8) };
+            d.store(true, Ordering::SeqCst);
+            r
+        });
+        // Give the mover time to finish if it does not block.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let finished_before_read = done.load(Ordering::SeqCst);
+        // Read the event (bounded wait).
+        let mut msg = [0u8; 32];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let got = loop {
+            match rustix::io::read(&u, &mut msg) {
+                Ok(n) => break Some(n),
+                Err(Errno::AGAIN) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(e) => {
+                    println!("read event: {e}");
+                    break None;
+                }
+            }
+        };
+        mover.join().unwrap().unwrap();
+        let event = msg[0];
+        let remap_from = u64::from_ne_bytes(msg[8..16].try_into().unwrap());
+        let remap_to = u64::from_ne_bytes(msg[16..24].try_into().unwrap());
+        println!(
+            "EVENT_REMAP: mremap finished before the event was read: {finished_before_read}; \
+             read {got:?} bytes, event {event:#x} (UFFD_EVENT_REMAP=0x14) from page1={} to page3={}",
+            remap_from == from as u64,
+            remap_to == to as u64
+        );
+        let st = state(m.page(3));
+        println!("EVENT_REMAP: moved protected page at its destination: {st:?}");
+        assert!(
+            !finished_before_read,
+            "mremap returned without the event being read"
+        );
+        assert_eq!(event, 0x14);
+        assert_eq!(
+            st,
+            State {
+                registered: true,
+                wp_bit: true,
+                faults: true
+            }
+        );
+    }
+
+    #[test]
+    fn mmap_fixed_over_a_registered_range_is_not_registered() {
+        let Some(u) = open_or_skip(Mode::Any, 0) else {
+            return;
+        };
+        let m = Shm::new(4);
+        // SAFETY: the test owns the mapping.
+        unsafe {
+            u.register_wp(m.base, m.len).unwrap();
+            u.write_protect(m.base, m.len, true).unwrap();
+        }
+        let _h = Handler::install(m.base, m.len, FIX_UFFD, u.raw_fd());
+        let map_fixed = |addr: *mut u8, flags: libc::c_int, off: i64| {
+            // SAFETY: `addr` is a page of the test mapping.
+            let p = unsafe {
+                libc::mmap(
+                    addr.cast(),
+                    PS,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags | libc::MAP_FIXED,
+                    m.fd.as_raw_fd(),
+                    off,
+                )
+            };
+            assert_eq!(p.cast::<u8>(), addr);
+        };
+        // The same file page again, shared; another file page, private (the
+        // receiver's swap in the design).
+        map_fixed(m.page(2), libc::MAP_SHARED, 2 * PS as i64);
+        map_fixed(m.page(3), libc::MAP_PRIVATE, 0);
+        let shared = state(m.page(2));
+        let private = state(m.page(3));
+        let untouched = state(m.page(1));
+        println!("MAP_FIXED|MAP_SHARED over a protected registered page: {shared:?}");
+        println!("MAP_FIXED|MAP_PRIVATE over a protected registered page: {private:?}");
+        println!("neighbouring page, still the original mapping: {untouched:?}");
+        let fresh = State {
+            registered: false,
+            wp_bit: false,
+            faults: false,
+        };
+        assert_eq!((shared, private), (fresh, fresh));
+        assert_eq!(
+            untouched,
+            State {
+                registered: true,
+                wp_bit: true,
+                faults: true
+            }
+        );
+    }
+
+    /// `read(2)` from a pipe into a protected page: the kernel's write.
+    fn kernel_write_into_protected_page(u: &Uffd, label: &str) {
+        let m = Shm::new(2);
+        // SAFETY: the test owns the mapping.
+        unsafe {
+            u.register_wp(m.base, m.len).unwrap();
+            u.write_protect(m.page(1), PS, true).unwrap();
+        }
+        let _h = Handler::install(m.base, m.len, FIX_UFFD, u.raw_fd());
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        rustix::io::write(&w, &[7u8; 200]).unwrap();
+        // Entirely inside the protected page.
+        // SAFETY: page 1 is mapped for 4096 bytes.
+        let whole = unsafe { libc::read(r.as_raw_fd(), m.page(1).cast(), 100) };
+        let whole_err = std::io::Error::last_os_error();
+        // Straddling: 96 bytes in the unprotected page 0, then page 1.
+        // SAFETY: [page0 + 4000, page0 + 4200) is inside the mapping.
+        let straddle = unsafe { libc::read(r.as_raw_fd(), m.page(0).add(4000).cast(), 200) };
+        // SAFETY: inside page 0.
+        let partial = unsafe { m.page(0).add(4000).read_volatile() } == 7;
+        let mut rest = [0u8; 300];
+        let left = rustix::io::read(&r, &mut rest).unwrap();
+        println!(
+            "{label}: read into a protected page -> {whole} ({whole_err}); straddling read -> \
+             {straddle} (unprotected part written anyway: {partial}); bytes left in the pipe \
+             {left}; signals {}; page still protected {}",
+            HITS.load(Ordering::SeqCst),
+            pagemap_wp(m.page(1))
+        );
+        assert_eq!(whole, -1);
+        assert_eq!(whole_err.raw_os_error(), Some(libc::EFAULT));
+        // A pipe read all-or-nothing: EFAULT, no short count.
+        assert_eq!(straddle, -1);
+        assert_eq!(
+            HITS.load(Ordering::SeqCst),
+            0,
+            "no signal for kernel accesses"
+        );
+        assert!(pagemap_wp(m.page(1)));
+        assert_eq!(left, 200, "the failed reads consumed nothing");
+    }
+
+    #[test]
+    fn kernel_write_into_protected_page_fails_with_efault() {
+        match Uffd::open_with(Mode::Full, 0) {
+            Ok(u) => kernel_write_into_protected_page(&u, "full userfaultfd"),
+            Err(e) => println!("skipped (full): {e}"),
+        }
+        if let Some(u) = open_or_skip(Mode::UserModeOnly, 0) {
+            kernel_write_into_protected_page(&u, "UFFD_USER_MODE_ONLY");
+        }
+    }
+
+    #[test]
+    fn without_sigbus_feature_a_kernel_write_blocks_until_unprotected() {
+        // Not how zcio uses it; shows why UFFD_FEATURE_SIGBUS matters.
+        if open_or_skip(Mode::Full, 0).is_none() {
+            return;
+        }
+        let Ok((fd, _)) = open_fd(Mode::Full) else {
+            println!("skipped: no full userfaultfd");
+            return;
+        };
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: feature::WP_HUGETLBFS_SHMEM,
+            ioctls: 0,
+        };
+        api_ioctl(fd.as_fd(), &mut api).unwrap();
+        let u = Uffd {
+            fd,
+            features: api.features & !feature::SIGBUS,
+            user_mode_only: false,
+        };
+        let m = Shm::new(1);
+        // SAFETY: the test owns the mapping.
+        unsafe {
+            u.register_wp(m.base, m.len).unwrap();
+            u.write_protect(m.base, m.len, true).unwrap();
+        }
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        rustix::io::write(&w, &[7u8; 100]).unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
+        let base = m.base as usize;
+        let reader = std::thread::spawn(move || {
+            // SAFETY: the page outlives the thread (joined below).
+            let n = unsafe { libc::read(r.as_raw_fd(), base as *mut libc::c_void, 100) };
+            d.store(true, Ordering::SeqCst);
+            n
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let blocked = !done.load(Ordering::SeqCst);
+        // Unprotect and wake (bounded: the reader finishes either way).
+        // SAFETY: the test owns the mapping.
+        unsafe { u.write_protect(m.base, m.len, false).unwrap() };
+        let n = reader.join().unwrap();
+        println!("without UFFD_FEATURE_SIGBUS: read blocked {blocked}; after unprotect+wake it returned {n}");
+        assert!(blocked);
+        assert_eq!(n, 100);
+    }
+
+    #[test]
+    fn dropping_the_uffd_unprotects_everything() {
+        let Some(u) = open_or_skip(Mode::Any, 0) else {
+            return;
+        };
+        let m = Shm::new(2);
+        // SAFETY: the test owns the mapping.
+        unsafe {
+            u.register_wp(m.base, m.len).unwrap();
+            u.write_protect(m.base, m.len, true).unwrap();
+        }
+        assert!(pagemap_wp(m.base));
+        drop(u);
+        let _h = Handler::install(m.base, m.len, FIX_NONE, -1);
+        let st = state(m.base);
+        println!("after closing the userfaultfd: {st:?}");
+        assert!(!st.registered && !st.faults);
     }
 }
