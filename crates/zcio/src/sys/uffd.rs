@@ -1439,4 +1439,17 @@ mod tests {
             "TCOW swap (3 x mremap): {swap_plain:.0} ns; with the uffd re-arm (2 x register_wp): {swap_rearm:.0} ns; VMAs now {vmas}"
         );
     }
+
+    #[test]
+    fn mprotect_protection_travels_with_mremap() {
+        // The contrast to uffd-wp: a VMA attribute moves with its pages.
+        let m = Shm::new(3);
+        mprotect(m.page(0), PS, libc::PROT_READ);
+        // SAFETY: both pages belong to the test mapping.
+        unsafe { mremap_fixed(m.page(0), m.page(2)).unwrap() };
+        let (flags, _) = vma_flags(m.page(2));
+        println!("mprotect(PROT_READ) page after mremap: VmFlags {flags}");
+        assert!(flags.split_whitespace().any(|f| f == "rd"));
+        assert!(!flags.split_whitespace().any(|f| f == "wr"));
+    }
 }
