@@ -12,6 +12,7 @@ pub mod mmap;
 pub mod peer;
 pub mod shm;
 pub mod sigbus;
+pub mod uffd;
 pub mod vm;
 
 pub use peer::set_non_dumpable;
