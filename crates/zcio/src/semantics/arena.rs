@@ -125,6 +125,37 @@ impl std::fmt::Debug for Arena {
     }
 }
 
+/// How an arena write-protects pages in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protection {
+    /// userfaultfd write protection (Linux 5.19+ for shared memory):
+    /// per-page, no VMA splits, cheaper for small buffers. Falls back to
+    /// `mprotect` where the userfaultfd cannot be opened (seccomp,
+    /// `vm.unprivileged_userfaultfd = 0` without `CAP_SYS_PTRACE` and no
+    /// user-mode-only support).
+    Userfaultfd,
+    /// `mprotect` + `SIGSEGV`: works everywhere.
+    Mprotect,
+}
+
+impl Protection {
+    /// `ZCIO_PROTECT=mprotect` or `=uffd`; the userfaultfd by default.
+    pub fn from_env() -> Protection {
+        match std::env::var("ZCIO_PROTECT").as_deref() {
+            Ok("mprotect") => Protection::Mprotect,
+            _ => Protection::Userfaultfd,
+        }
+    }
+}
+
+/// The process's userfaultfd (one for all arenas; it must outlive every
+/// registration, so it is never closed).
+fn process_uffd() -> Option<&'static crate::sys::uffd::Uffd> {
+    static UFFD: std::sync::OnceLock<Option<crate::sys::uffd::Uffd>> = std::sync::OnceLock::new();
+    UFFD.get_or_init(|| crate::sys::uffd::Uffd::open().ok())
+        .as_ref()
+}
+
 /// Counters of an arena.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -154,6 +185,12 @@ impl Arena {
     /// pages). Memory is only used for pages that are touched; the arena
     /// reserves three times `capacity` of address space.
     pub fn new(capacity: usize) -> Result<Arena, ArenaError> {
+        Self::with_protection(capacity, Protection::from_env())
+    }
+
+    /// An arena whose write protection uses `how` (the userfaultfd falls
+    /// back to `mprotect` when it cannot be opened).
+    pub fn with_protection(capacity: usize, how: Protection) -> Result<Arena, ArenaError> {
         let ps = crate::sys::page_size();
         let pages = capacity.div_ceil(ps);
         if pages == 0 || pages > 1 << 30 {
@@ -174,7 +211,34 @@ impl Arena {
                 });
             }
         };
-        let table = Box::new(Table::new(n, ps, base, park_base, scratch));
+        let mut uffd = match how {
+            Protection::Mprotect => None,
+            Protection::Userfaultfd => process_uffd(),
+        };
+        if let Some(u) = uffd {
+            // The whole app window, once; pages moved later re-register.
+            // SAFETY: the window is this arena's fresh mapping.
+            if unsafe { u.register_wp(base as *mut u8, pages * ps) }.is_err() {
+                uffd = None;
+            }
+        }
+        // TCOW moves shared pages with MREMAP_DONTUNMAP (Linux 5.13+):
+        // probe once with the last spare slot (the scratch page then maps
+        // that spare too, which is harmless).
+        let last_spare = base + (2 * pages - 1) * ps;
+        // SAFETY: both addresses are this arena's own, fresh mappings.
+        if let Err(e) = unsafe { vm::move_pages(last_spare, ps, scratch) } {
+            // SAFETY: reserved above, unused.
+            unsafe {
+                let _ = vm::release(park_base, pages * ps);
+                let _ = vm::release(scratch, ps);
+            }
+            return Err(ArenaError::Os {
+                op: "mremap(MREMAP_DONTUNMAP) of shared memory (needs Linux 5.13)",
+                errno: e,
+            });
+        }
+        let table = Box::new(Table::new(n, ps, base, park_base, scratch, uffd));
         let mut core = Core {
             registration: None,
             table,
@@ -192,6 +256,15 @@ impl Arena {
         Ok(Arena {
             core: Arc::new(core),
         })
+    }
+
+    /// The write protection in use.
+    pub fn protection(&self) -> Protection {
+        if self.core.table.uffd.is_some() {
+            Protection::Userfaultfd
+        } else {
+            Protection::Mprotect
+        }
     }
 
     /// Capacity in bytes (whole pages).
@@ -449,6 +522,7 @@ impl Core {
         }
         for s in first..first + pages {
             st.prot[s as usize] = Prot::ReadWrite;
+            st.armed[s as usize] = false;
         }
         t.counters
             .swapped_pages
@@ -500,6 +574,7 @@ impl Core {
                     st.park_free.free(k, 1);
                     st.park[s as usize] = HOME;
                     st.prot[s as usize] = Prot::ReadWrite;
+                    st.armed[s as usize] = false;
                     t.counters
                         .rehomed_pages
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

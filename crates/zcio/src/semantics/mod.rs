@@ -31,7 +31,7 @@ mod policy;
 mod tcow;
 mod wire;
 
-pub use arena::{Arena, ArenaBuf, ArenaError, ArenaStats};
+pub use arena::{Arena, ArenaBuf, ArenaError, ArenaStats, Protection};
 pub use endpoint::{Delivery, Endpoint, EndpointConfig, EndpointStats, Received};
 pub use error::{InputError, OutputError, SetupError};
 pub use owned::OwnedBuf;

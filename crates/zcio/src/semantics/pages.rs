@@ -27,7 +27,10 @@ use std::cell::UnsafeCell;
 // nothing here is shared with another process).
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use std::os::fd::BorrowedFd;
+
 use crate::buf::extent::Extents;
+use crate::sys::uffd::{self, Uffd};
 use crate::sys::vm::{self, Prot};
 
 /// "No park slot": the slot maps its own page in place.
@@ -70,6 +73,9 @@ pub(crate) struct State {
     pub retired_pages: u32,
     /// App slot → wired (`mlock`ed) while lent under share / weak move.
     pub wired: Box<[bool]>,
+    /// App slot → registered with the userfaultfd (uffd backend only). A
+    /// moved (`mremap`) or newly mapped page loses its registration.
+    pub armed: Box<[bool]>,
 }
 
 /// The page table and its lock.
@@ -84,6 +90,8 @@ pub(crate) struct Table {
     pub park_base: usize,
     /// One reserved page the TCOW swap passes a mapping through.
     pub scratch: usize,
+    /// Write protection by userfaultfd (`None`: by `mprotect`).
+    pub uffd: Option<&'static Uffd>,
     pub counters: Counters,
 }
 
@@ -124,7 +132,14 @@ impl std::ops::DerefMut for Locked<'_> {
 }
 
 impl Table {
-    pub fn new(n: u32, ps: usize, base: usize, park_base: usize, scratch: usize) -> Self {
+    pub fn new(
+        n: u32,
+        ps: usize,
+        base: usize,
+        park_base: usize,
+        scratch: usize,
+        uffd: Option<&'static Uffd>,
+    ) -> Self {
         let slots = 2 * n as usize;
         let mut free_spares = Vec::with_capacity(n as usize);
         // Pop order: lowest spare first.
@@ -142,12 +157,14 @@ impl Table {
                 park_free: Extents::new(n),
                 retired_pages: 0,
                 wired: vec![false; n as usize].into_boxed_slice(),
+                armed: vec![uffd.is_some(); n as usize].into_boxed_slice(),
             }),
             n,
             ps,
             base,
             park_base,
             scratch,
+            uffd,
             counters: Counters::default(),
         }
     }
@@ -187,6 +204,9 @@ impl Table {
 
     /// Set the protection of app slots `[first, first + count)` (one
     /// system call per run of slots that need the change) and record it.
+    /// Write protection uses the userfaultfd when the arena has one
+    /// (re-registering pages that lost their registration); no-access and
+    /// every change on the `mprotect` backend use `mprotect`.
     pub fn set_prot(
         &self,
         st: &mut State,
@@ -201,15 +221,12 @@ impl Table {
                 s += 1;
                 continue;
             }
+            let from = st.prot[s as usize];
             let run_start = s;
-            while s < end && st.prot[s as usize] != prot {
+            while s < end && st.prot[s as usize] == from {
                 s += 1;
             }
-            let len = (s - run_start) as usize * self.ps;
-            // The slots belong to this arena's mapping; the caller holds
-            // the lock and does not access these pages meanwhile.
-            // SAFETY: as argued just above.
-            unsafe { vm::protect(self.slot_addr(run_start), len, prot)? };
+            self.change(st, run_start, s - run_start, from, prot)?;
             for i in run_start..s {
                 st.prot[i as usize] = prot;
             }
@@ -217,15 +234,78 @@ impl Table {
         Ok(())
     }
 
-    /// The TCOW fault path, from the signal handler: a write hit app slot
-    /// `slot`. Returns whether the write may be retried (`false`: not a
-    /// fault of ours to fix, e.g. a hidden page).
-    pub fn on_write_fault(&self, slot: u32) -> bool {
+    /// One run of slots, all at `from`, to `to`.
+    fn change(
+        &self,
+        st: &mut State,
+        first: u32,
+        count: u32,
+        from: Prot,
+        to: Prot,
+    ) -> Result<(), crate::Errno> {
+        let addr = self.slot_addr(first);
+        let len = count as usize * self.ps;
+        let Some(u) = self.uffd else {
+            // SAFETY: the slots belong to this arena's mapping; the caller
+            // holds the lock and does not access these pages meanwhile.
+            return unsafe { vm::protect(addr, len, to) };
+        };
+        let fd = u_fd(u);
+        if from == Prot::ReadOnly {
+            // Drop the write protection first (registered: see `armed`).
+            // SAFETY: as above; only this arena's pages are named.
+            unsafe { uffd::write_protect_raw(fd, addr as *mut u8, len, false, true) }?;
+        }
+        if from == Prot::None {
+            // SAFETY: as above.
+            unsafe { vm::protect(addr, len, Prot::ReadWrite) }?;
+        }
+        match to {
+            Prot::ReadWrite => Ok(()),
+            // SAFETY: as above.
+            Prot::None => unsafe { vm::protect(addr, len, Prot::None) },
+            Prot::ReadOnly => {
+                for i in first..first + count {
+                    if !st.armed[i as usize] {
+                        // SAFETY: as above; registering adds no access.
+                        unsafe { u.register_wp(self.slot_addr(i) as *mut u8, self.ps) }?;
+                        st.armed[i as usize] = true;
+                    }
+                }
+                // SAFETY: as above.
+                unsafe { uffd::write_protect_raw(fd, addr as *mut u8, len, true, false) }
+            }
+        }
+    }
+
+    /// The TCOW fault path, from the signal handler: an access hit app
+    /// slot `slot`. Returns whether the access may be retried (`false`:
+    /// not a fault of ours to fix, e.g. a hidden page).
+    pub fn on_fault(&self, slot: u32) -> bool {
         let mut st = self.locked();
         let a = slot as usize;
         match st.prot[a] {
-            // Another thread fixed it meanwhile.
-            Prot::ReadWrite => true,
+            // Another thread fixed it meanwhile — or, with the
+            // userfaultfd, a stale write protection: clear it.
+            Prot::ReadWrite => match self.uffd {
+                Some(u) => {
+                    // SAFETY: the slot is ours; clearing protection adds
+                    // access the table already grants.
+                    let r = unsafe {
+                        uffd::write_protect_raw(
+                            u_fd(u),
+                            self.slot_addr(slot) as *mut u8,
+                            self.ps,
+                            false,
+                            true,
+                        )
+                    };
+                    // ENOENT: a TCOW swap moved a fresh, unregistered (so
+                    // unprotected) page here while we waited for the lock.
+                    r.is_ok() || r == Err(crate::Errno::NOENT)
+                }
+                None => true,
+            },
             // Hidden (moved out): touching it is the application's error.
             Prot::None => false,
             Prot::ReadOnly => {
@@ -254,6 +334,9 @@ impl Table {
         };
         let (sa, aa) = (self.slot_addr(s), self.slot_addr(a));
         if st.prot[s as usize] != Prot::ReadWrite {
+            // A spare keeps the protection of the in-flight page it parked
+            // (`mprotect` travels with `mremap`; userfaultfd protection does
+            // not, so on that backend spares are always writable).
             // SAFETY: slot `s` is ours and free (no reader of it here).
             if unsafe { vm::protect(sa, self.ps, Prot::ReadWrite) }.is_err() {
                 st.free_spares.push(s);
@@ -265,24 +348,31 @@ impl Table {
         // distinct, and no Rust reference covers the spare slot.
         // SAFETY: as argued just above.
         unsafe { std::ptr::copy_nonoverlapping(aa as *const u8, sa as *mut u8, self.ps) };
-        // Swap the mappings through the scratch page; each step moves one
-        // page-sized piece of our own mappings (split off its VMA).
+        // Swap the mappings through the scratch page. Each move replaces
+        // its target in one step and leaves its source mapped (DONTUNMAP),
+        // so no address of ours is ever a hole; the scratch page ends up
+        // mapping the in-flight page too (harmless: read-only under
+        // `mprotect`, never written under the userfaultfd, and replaced by
+        // the next swap).
         // SAFETY: slots `a` and `s` and the scratch page belong to this
-        // arena; after the three moves every address is mapped again
-        // (the scratch hole is re-filled with a placeholder).
-        let moved = unsafe {
-            vm::move_pages(aa, self.ps, self.scratch).and_then(|()| {
-                vm::move_pages(sa, self.ps, aa)
-                    .and_then(|()| vm::move_pages(self.scratch, self.ps, sa))
-                    .inspect_err(|_| {
-                        // Put the in-flight page back where it was.
-                        let _ = vm::move_pages(self.scratch, self.ps, aa);
-                    })
-            })
-        };
-        // SAFETY: the scratch page is ours; a hole must not stay a hole.
-        let _ = unsafe { vm::placeholder(self.scratch, self.ps) };
-        if moved.is_err() {
+        // arena.
+        // SAFETY (all three moves and the restore): slots `a` and `s` and
+        // the scratch page belong to this arena.
+        if unsafe { vm::move_pages(aa, self.ps, self.scratch) }.is_err()
+            // SAFETY: as above.
+            || unsafe { vm::move_pages(sa, self.ps, aa) }.is_err()
+        {
+            // Nothing changed that matters: every source is still mapped
+            // where it was (DONTUNMAP), `a` still maps the in-flight page.
+            st.free_spares.push(s);
+            return false;
+        }
+        // SAFETY: as above.
+        if unsafe { vm::move_pages(self.scratch, self.ps, sa) }.is_err() {
+            // `a` maps the spare's page (also still at `s`); put the
+            // in-flight page back at `a` from the scratch page.
+            // SAFETY: as above.
+            let _ = unsafe { vm::move_pages(self.scratch, self.ps, aa) };
             st.free_spares.push(s);
             return false;
         }
@@ -292,11 +382,24 @@ impl Table {
         st.slot_page[s as usize] = p;
         st.page_slot[q as usize] = a;
         st.page_slot[p as usize] = s;
-        // `a` now maps the spare's (writable) mapping, `s` the read-only one.
+        // `a` now maps the spare's (writable) mapping, `s` the in-flight
+        // one: read-only under `mprotect`; under the userfaultfd both moved
+        // pages lost their registration (writable, and nobody writes a
+        // spare slot but this path).
         st.prot[a as usize] = Prot::ReadWrite;
-        st.prot[s as usize] = Prot::ReadOnly;
+        st.prot[s as usize] = if self.uffd.is_some() {
+            Prot::ReadWrite
+        } else {
+            Prot::ReadOnly
+        };
+        st.armed[a as usize] = false;
         st.reserved -= 1;
         self.counters.tcow_copies.fetch_add(1, Ordering::Relaxed);
         true
     }
+}
+
+fn u_fd(u: &Uffd) -> BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    u.as_fd()
 }

@@ -1,14 +1,16 @@
 //! The write-fault handler behind transient copy-on-write (TCOW).
 //!
 //! Arenas register their app window here. A write to a write-protected
-//! page of a registered window raises `SIGSEGV` (`SEGV_ACCERR`) in the
-//! writing thread; the handler asks the arena's page table to fix it
-//! ([`Table::on_write_fault`]: re-enable writing when the page is no
-//! longer in flight, otherwise give the writer a private copy at the same
-//! address) and returns, so the write is retried and succeeds. Faults
+//! page of a registered window raises a signal in the writing thread —
+//! `SIGSEGV` (`SEGV_ACCERR`) under `mprotect`, `SIGBUS` under the
+//! userfaultfd (`UFFD_FEATURE_SIGBUS`); the handler asks the arena's page
+//! table to fix it ([`Table::on_fault`]: re-enable writing when the page
+//! is no longer in flight, otherwise give the writer a private copy at the
+//! same address) and returns, so the write is retried and succeeds. Faults
 //! anywhere else, and faults the arena does not fix (a hidden page of an
 //! emulated move), go to the previous handler — Rust's own stack-overflow
-//! handler, or the default action that ends the process.
+//! handler, zcio's ring `SIGBUS` guard, or the default action that ends
+//! the process.
 //!
 //! The handler only reads atomics, takes the arena's spin lock and makes
 //! plain system calls (`mprotect`, `mremap`, `mmap`), so it is safe at any
@@ -45,8 +47,21 @@ const SEGV_ACCERR: libc::c_int = 2;
 
 static ENTRIES: [Entry; SLOTS] = [EMPTY; SLOTS];
 static INSTALL: Once = Once::new();
-static PREV_ACTION: AtomicUsize = AtomicUsize::new(0);
-static PREV_FLAGS: AtomicUsize = AtomicUsize::new(0);
+
+/// The handler that was installed before ours, per signal.
+struct Prev {
+    action: AtomicUsize,
+    flags: AtomicUsize,
+}
+
+static PREV_SEGV: Prev = Prev {
+    action: AtomicUsize::new(0),
+    flags: AtomicUsize::new(0),
+};
+static PREV_BUS: Prev = Prev {
+    action: AtomicUsize::new(0),
+    flags: AtomicUsize::new(0),
+};
 
 /// A registered app window; unregisters (waiting for running handlers) on
 /// drop, which must happen before the table is freed.
@@ -101,21 +116,26 @@ impl Drop for Registration {
 }
 
 fn install() {
+    install_one(libc::SIGSEGV, &PREV_SEGV);
+    install_one(libc::SIGBUS, &PREV_BUS);
+}
+
+fn install_one(sig: libc::c_int, prev: &Prev) {
     // A zeroed `sigaction` is a valid value (no handler, empty mask).
     // SAFETY: as argued just above.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = on_sigsegv as *const () as usize;
+    sa.sa_sigaction = on_fault as *const () as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
     // SAFETY: `old` is an out-parameter the kernel fills.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: `sa.sa_mask` is a sigset we own.
     unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-    // `on_sigsegv` has the SA_SIGINFO signature and is async-signal-safe
+    // `on_fault` has the SA_SIGINFO signature and is async-signal-safe
     // (see the module documentation).
     // SAFETY: as argued just above; both pointers are to live locals.
-    if unsafe { libc::sigaction(libc::SIGSEGV, &sa, &mut old) } == 0 {
-        PREV_ACTION.store(old.sa_sigaction, Ordering::Relaxed);
-        PREV_FLAGS.store(old.sa_flags as usize, Ordering::Relaxed);
+    if unsafe { libc::sigaction(sig, &sa, &mut old) } == 0 {
+        prev.action.store(old.sa_sigaction, Ordering::Relaxed);
+        prev.flags.store(old.sa_flags as usize, Ordering::Relaxed);
     }
 }
 
@@ -141,7 +161,7 @@ fn handle(addr: usize) -> bool {
             // SAFETY: as argued just above.
             let table = unsafe { &*table };
             let slot = ((addr - start) / table.ps) as u32;
-            table.on_write_fault(slot)
+            table.on_fault(slot)
         } else {
             false
         };
@@ -151,33 +171,42 @@ fn handle(addr: usize) -> bool {
     false
 }
 
-extern "C" fn on_sigsegv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
     let (addr, code) = unsafe { ((*info).si_addr() as usize, (*info).si_code) };
-    if code == SEGV_ACCERR && handle(addr) {
+    // SIGSEGV: a protection fault only. SIGBUS: a userfaultfd
+    // write-protect fault (BUS_ADRERR, as for a truncated file: the
+    // address range tells them apart).
+    let ours = sig == libc::SIGBUS || code == SEGV_ACCERR;
+    if ours && handle(addr) {
         return;
     }
-    let prev = PREV_ACTION.load(Ordering::Relaxed);
-    if prev == libc::SIG_DFL || prev == libc::SIG_IGN {
+    let prev = if sig == libc::SIGSEGV {
+        &PREV_SEGV
+    } else {
+        &PREV_BUS
+    };
+    let action = prev.action.load(Ordering::Relaxed);
+    if action == libc::SIG_DFL || action == libc::SIG_IGN {
         // Not ours: restore the default action and return; the access
-        // faults again and the process dies of SIGSEGV as it would have.
+        // faults again and the process dies of the signal as it would have.
         // SAFETY: zeroed sigaction = SIG_DFL with an empty mask.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = libc::SIG_DFL;
         // SAFETY: valid pointer to a local.
-        unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+        unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
         return;
     }
-    if PREV_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO as usize != 0 {
+    if prev.flags.load(Ordering::Relaxed) & libc::SA_SIGINFO as usize != 0 {
         type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
-        // The previous handler was installed with SA_SIGINFO, so `prev` is
-        // a function of this signature.
+        // The previous handler was installed with SA_SIGINFO, so `action`
+        // is a function of this signature.
         // SAFETY: as argued just above.
-        let f: Handler = unsafe { std::mem::transmute(prev) };
+        let f: Handler = unsafe { std::mem::transmute(action) };
         f(sig, info, ctx);
     } else {
         // SAFETY: without SA_SIGINFO the stored value is a `fn(c_int)`.
-        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev) };
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(action) };
         f(sig);
     }
 }

@@ -1187,55 +1187,6 @@ mod tests {
     }
 
     #[test]
-    fn without_sigbus_feature_a_kernel_write_blocks_until_unprotected() {
-        // Not how zcio uses it; shows why UFFD_FEATURE_SIGBUS matters.
-        if open_or_skip(Mode::Full, 0).is_none() {
-            return;
-        }
-        let Ok((fd, _)) = open_fd(Mode::Full) else {
-            println!("skipped: no full userfaultfd");
-            return;
-        };
-        let mut api = UffdioApi {
-            api: UFFD_API,
-            features: feature::WP_HUGETLBFS_SHMEM,
-            ioctls: 0,
-        };
-        api_ioctl(fd.as_fd(), &mut api).unwrap();
-        let u = Uffd {
-            fd,
-            features: api.features & !feature::SIGBUS,
-            user_mode_only: false,
-        };
-        let m = Shm::new(1);
-        // SAFETY: the test owns the mapping.
-        unsafe {
-            u.register_wp(m.base, m.len).unwrap();
-            u.write_protect(m.base, m.len, true).unwrap();
-        }
-        let (r, w) = rustix::pipe::pipe().unwrap();
-        rustix::io::write(&w, &[7u8; 100]).unwrap();
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let d = done.clone();
-        let base = m.base as usize;
-        let reader = std::thread::spawn(move || {
-            // SAFETY: the page outlives the thread (joined below).
-            let n = unsafe { libc::read(r.as_raw_fd(), base as *mut libc::c_void, 100) };
-            d.store(true, Ordering::SeqCst);
-            n
-        });
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let blocked = !done.load(Ordering::SeqCst);
-        // Unprotect and wake (bounded: the reader finishes either way).
-        // SAFETY: the test owns the mapping.
-        unsafe { u.write_protect(m.base, m.len, false).unwrap() };
-        let n = reader.join().unwrap();
-        println!("without UFFD_FEATURE_SIGBUS: read blocked {blocked}; after unprotect+wake it returned {n}");
-        assert!(blocked);
-        assert_eq!(n, 100);
-    }
-
-    #[test]
     fn dropping_the_uffd_unprotects_everything() {
         let Some(u) = open_or_skip(Mode::Any, 0) else {
             return;

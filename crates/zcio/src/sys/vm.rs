@@ -58,12 +58,15 @@ pub unsafe fn protect(addr: usize, len: usize, prot: Prot) -> Result<(), Errno> 
     check(unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot.bits()) })
 }
 
-/// Move the pages mapped at `[from, from + len)` to `to` (whatever was
-/// mapped at `to` is unmapped first); `from` is left unmapped.
+/// Move the pages mapped at `[from, from + len)` to `to`, replacing
+/// whatever was mapped there in one step. With `MREMAP_DONTUNMAP` (Linux
+/// 5.13+ for shared mappings) the source range stays mapped to the same
+/// file pages, so the move never leaves a hole another thread's `mmap`
+/// could take, and an access racing the move just faults in again.
 ///
 /// # Safety
-/// Both ranges are owned by the caller, `from` is one mapping (one VMA),
-/// and the caller re-fills the hole at `from` (or owns it) afterwards.
+/// Both ranges are owned by the caller and `from` is one mapping (one
+/// VMA).
 pub unsafe fn move_pages(from: usize, len: usize, to: usize) -> Result<(), Errno> {
     // SAFETY: the caller's contract.
     let p = unsafe {
@@ -71,7 +74,7 @@ pub unsafe fn move_pages(from: usize, len: usize, to: usize) -> Result<(), Errno
             from as *mut libc::c_void,
             len,
             len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
             to as *mut libc::c_void,
         )
     };
@@ -185,4 +188,14 @@ pub unsafe fn wire(addr: usize, len: usize, on: bool) -> Result<(), Errno> {
             libc::munlock(addr as *const libc::c_void, len)
         }
     })
+}
+
+/// Whether the page at `addr` (page-aligned) is mapped (`mincore`).
+/// Async-signal-safe.
+pub fn is_mapped(addr: usize) -> bool {
+    let mut v = 0u8;
+    // `mincore` only reads the page tables and writes one byte per page
+    // into `v`; an unmapped page gives ENOMEM.
+    // SAFETY: as argued just above; `v` is a live local of one byte.
+    unsafe { libc::mincore(addr as *mut libc::c_void, 1, &mut v) == 0 }
 }
