@@ -41,6 +41,7 @@ pub mod relay;
 pub mod rendezvous;
 pub mod ring;
 mod segment;
+pub mod semantics;
 pub mod splice;
 mod sync;
 mod sys;
