@@ -459,6 +459,9 @@ pub struct Thresholds {
     pub emulated_copy_min: usize,
     /// Emulated share converts to copy below this many bytes.
     pub emulated_share_min: usize,
+    /// A page-aligned receiver swaps pages in from this size on, and
+    /// copies out below it (swapping includes the later rehome).
+    pub swap_min: usize,
     /// A partly filled last page holding fewer bytes than this is copied
     /// out; from this on it is completed from the application's own bytes
     /// (reverse copyout) and swapped. The page size means "always copy".
@@ -665,14 +668,20 @@ impl CostModel {
         self.cost(Op::Swap, bytes) + self.cost(Op::Rehome, bytes)
     }
 
-    /// The receiver's cost of landing `bytes` in an application buffer by
-    /// page swapping when `aligned` (whole pages swapped, the partial last
-    /// page copied or completed by reverse copyout, whichever is cheaper),
-    /// else by copying out.
+    /// The receiver's cost of landing `bytes` in an application buffer:
+    /// copying out, or, when `aligned` and cheaper ([`Thresholds::swap_min`]),
+    /// page swapping (whole pages swapped, the partial last page copied or
+    /// completed by reverse copyout, whichever is cheaper).
     fn land(&self, bytes: usize, aligned: bool) -> f64 {
-        if !aligned {
-            return self.cost(Op::CopyOut, bytes);
+        let copy = self.cost(Op::CopyOut, bytes);
+        if aligned {
+            copy.min(self.land_swapping(bytes))
+        } else {
+            copy
         }
+    }
+
+    fn land_swapping(&self, bytes: usize) -> f64 {
         let whole = bytes / self.page * self.page;
         let partial = bytes - whole;
         self.swap_in(whole) + self.partial_cost(whole, partial)
@@ -797,19 +806,26 @@ impl CostModel {
 
     fn derive_thresholds(&self) -> Thresholds {
         let grid = self.grid();
-        let first_win = |sem: Sem| {
-            // The smallest size from which the mechanism is cheaper than
-            // copy at every larger size on the grid.
+        // The smallest grid size from which `cheaper` holds at every larger
+        // size on the grid; 0 if it holds everywhere, usize::MAX if nowhere.
+        let from = |cheaper: &dyn Fn(usize) -> bool| {
             let mut min = usize::MAX;
             for &b in grid.iter().rev() {
-                if self.mechanism(sem, b, true) < self.mechanism(Sem::Copy, b, true) {
+                if cheaper(b) {
                     min = b;
                 } else {
                     break;
                 }
             }
-            min
+            if Some(&min) == grid.first() {
+                0
+            } else {
+                min
+            }
         };
+        let first_win =
+            |sem: Sem| from(&|b| self.mechanism(sem, b, true) < self.mechanism(Sem::Copy, b, true));
+        let swap_min = from(&|b| self.land_swapping(b) < self.cost(Op::CopyOut, b));
         let emulated_copy_min = first_win(Sem::EmulatedCopy);
         let emulated_share_min = first_win(Sem::EmulatedShare);
         // Reverse copyout: copy-out grows with the partial bytes, the
@@ -836,6 +852,7 @@ impl CostModel {
         Thresholds {
             emulated_copy_min,
             emulated_share_min,
+            swap_min,
             reverse_copyout,
             secured,
         }
@@ -1177,12 +1194,15 @@ mod tests {
     fn thresholds_from_a_synthetic_model() {
         let m = synthetic();
         let t = m.thresholds();
-        // Copy of B: 0.2·B + 1000. Emulated copy, whole pages:
-        // 1000 + 1000 + 0.01·B + 2000 = 0.01·B + 4000 → wins from
-        // B > 3000/0.19 ≈ 15.8 KB, i.e. from 4 pages (16 KiB) on the grid.
-        assert_eq!(t.emulated_copy_min, 4 * 4096);
-        // Emulated share: 0.01·B + 3000 vs 0.2·B + 1000 → B > 10.5 KB: 3 pages.
-        assert_eq!(t.emulated_share_min, 3 * 4096);
+        // Swapping (0.01·B + 2000) beats copying out (0.1·B) from
+        // B > 22.2 KB: 6 pages.
+        assert_eq!(t.swap_min, 6 * 4096);
+        // Copy of B: 0.2·B + 1000. Emulated copy: protect 500 + pass 1000
+        // + unprotect 500 + the cheaper landing (0.1·B below 6 pages) →
+        // wins from B > 10 KB: 3 pages.
+        assert_eq!(t.emulated_copy_min, 3 * 4096);
+        // Emulated share (pass + landing) is cheaper than copy at any size.
+        assert_eq!(t.emulated_share_min, 0);
         // Reverse copyout of p bytes: copy_in(4096 - p) + 0.01·4096 vs
         // 0.1·p → 409.6 − 0.1 p + 40.96 < 0.1 p → p > 2252.8.
         assert_eq!(t.reverse_copyout, 2253);
