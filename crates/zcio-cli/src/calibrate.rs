@@ -45,14 +45,14 @@ fn emit(text: &str) -> Result<i32> {
     Without one (or with one from another machine, kernel or format) the library\n\
     uses built-in costs measured on the project's machine.\n\n\
     Examples:\n  \
-    zcio calibrate                        # measure (< 2 min), write the default file\n  \
-    zcio calibrate --quick                # fewer sizes and repetitions (< 20 s)\n  \
+    zcio calibrate                        # measure (seconds; bounded to < 2 min), write the default file\n  \
+    zcio calibrate --quick                # fewer sizes and repetitions (about a second)\n  \
     zcio calibrate --output cal.json      # write elsewhere (use with ZCIO_CALIBRATION=cal.json)\n  \
     zcio calibrate --show                 # the model in effect and where it came from\n  \
     zcio calibrate --show --json          # the same, machine-readable"
 )]
 pub struct CalibrateArgs {
-    /// Fewer sizes and repetitions: under 20 s instead of under 2 minutes.
+    /// Fewer sizes (copies up to 4 MiB, page ops up to 1024 pages) and repetitions.
     #[arg(long, conflicts_with = "show")]
     pub quick: bool,
     /// Where to write the calibration file (default: where the library looks).
