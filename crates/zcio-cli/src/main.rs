@@ -1,5 +1,6 @@
 //! The `zcio` command.
 
+mod calibrate;
 mod cp;
 mod pipe;
 mod relay;
@@ -19,7 +20,8 @@ use clap::{Parser, Subcommand};
         zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
         zcio ring stat demo                  # fill, producer and per-consumer counters\n  \
-        zcio cp big.log big.log.zst -m zstd  # copy through modules (kernel fast path without)\n\n\
+        zcio cp big.log big.log.zst -m zstd  # copy through modules (kernel fast path without)\n  \
+        zcio calibrate                       # measure this machine's costs for the semantics\n\n\
         Exit status: 0 on success; 1 when something fails at run time (a missing ring,\n\
         no space, a producer that died or failed, I/O errors); 2 when the command line\n\
         is wrong (unknown options, invalid or conflicting values, sizes beyond the\n\
@@ -44,6 +46,8 @@ enum Cmd {
     Cp(cp::CpArgs),
     /// UDP/TCP gateway: forward from LISTEN to HOST:PORT (fast or --plain).
     Relay(relay::RelayArgs),
+    /// Measure this machine's data-passing costs (the semantics' cost model).
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 fn main() {
@@ -69,6 +73,7 @@ fn main() {
         Cmd::Pipe(p) => pipe::run(p),
         Cmd::Cp(c) => cp::run(c),
         Cmd::Relay(r) => relay::run(r),
+        Cmd::Calibrate(c) => calibrate::run(c),
     };
     match res {
         Ok(0) => {}

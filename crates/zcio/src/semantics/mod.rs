@@ -23,6 +23,8 @@
 //! the semantics.
 
 mod arena;
+pub mod calibrate;
+pub mod cost;
 mod endpoint;
 mod error;
 mod owned;

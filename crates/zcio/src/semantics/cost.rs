@@ -1,0 +1,1357 @@
+//! The cost model: what each primitive data-passing operation costs on
+//! this machine, fitted as `a·B + b`, and what each buffering semantics
+//! therefore costs per transfer (Genie's Tables 6–9).
+//!
+//! [`CostModel::current`] is the model the library decides with. It is
+//! loaded once per process by [`CostModel::load`]: from the file
+//! `zcio calibrate` writes ([`calibration_path`]), or the built-in
+//! defaults ([`CostModel::builtin`], measured on the project's machine)
+//! when there is none. A file that cannot be used (unreadable, garbled,
+//! another format version, another machine) is ignored with one warning
+//! on stderr that names it and says to run `zcio calibrate`.
+//!
+//! ```
+//! use zcio::semantics::cost::{CostModel, Op, Sem};
+//!
+//! let m = CostModel::builtin();
+//! let copy = m.predict(Sem::Copy, 1 << 20, true);
+//! let ec = m.predict(Sem::EmulatedCopy, 1 << 20, true);
+//! assert!(ec < copy, "page swapping beats two copies of 1 MiB");
+//! assert!(m.line(Op::CopyIn).unwrap().a_ns_per_byte > 0.0);
+//! let t = m.thresholds();
+//! assert!(t.emulated_copy_min > 64, "short data is copied");
+//! ```
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The primitive operations the model prices (the design's list). Page
+/// operations are priced by their byte count (pages × page size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// `memcpy` of B bytes from private memory into shared memory.
+    CopyIn,
+    /// Volatile copy of B bytes out of a peer's buffer into private memory.
+    CopyOut,
+    /// Send and receive one message by reference through a channel.
+    RefPass,
+    /// Write-protect the pages of an arena range (TCOW).
+    Protect,
+    /// Undo [`Op::Protect`].
+    Unprotect,
+    /// A write to a protected in-flight page: fault, page copy, remap.
+    TcowFault,
+    /// Receiver: move an arena range aside and map the peer's pages
+    /// (private, populated) in its place.
+    Swap,
+    /// Undo a swap: foreign pages unmapped, own pages back.
+    Rehome,
+    /// memfd create + size + map read-write, populated.
+    RegionCreate,
+    /// Drop the writable mapping and seal with `F_SEAL_WRITE`.
+    RegionSeal,
+    /// Receiver: attach a region and map it, populated.
+    RegionMap,
+    /// `PROT_NONE` on a range.
+    Hide,
+    /// `PROT_READ | PROT_WRITE` back on a hidden range.
+    Reveal,
+    /// `mlock` a range.
+    Wire,
+    /// `munlock` a range.
+    Unwire,
+    /// Zero-fill B bytes.
+    Zero,
+}
+
+impl Op {
+    /// Every operation, in table order.
+    pub const ALL: [Op; 16] = [
+        Op::CopyIn,
+        Op::CopyOut,
+        Op::RefPass,
+        Op::Protect,
+        Op::Unprotect,
+        Op::TcowFault,
+        Op::Swap,
+        Op::Rehome,
+        Op::RegionCreate,
+        Op::RegionSeal,
+        Op::RegionMap,
+        Op::Hide,
+        Op::Reveal,
+        Op::Wire,
+        Op::Unwire,
+        Op::Zero,
+    ];
+
+    /// The stable name (calibration file keys, tables, JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::CopyIn => "copy_in",
+            Op::CopyOut => "copy_out",
+            Op::RefPass => "ref_pass",
+            Op::Protect => "protect",
+            Op::Unprotect => "unprotect",
+            Op::TcowFault => "tcow_fault",
+            Op::Swap => "swap",
+            Op::Rehome => "rehome",
+            Op::RegionCreate => "region_create",
+            Op::RegionSeal => "region_seal",
+            Op::RegionMap => "region_map",
+            Op::Hide => "hide",
+            Op::Reveal => "reveal",
+            Op::Wire => "wire",
+            Op::Unwire => "unwire",
+            Op::Zero => "zero",
+        }
+    }
+
+    /// The operation named `s` ([`Op::name`]).
+    pub fn from_name(s: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.name() == s)
+    }
+
+    /// Whether the operation works on whole pages (measured at page counts).
+    pub fn is_page_op(self) -> bool {
+        !matches!(self, Op::CopyIn | Op::CopyOut | Op::RefPass | Op::Zero)
+    }
+
+    /// Whether a usable model may lack this operation (only
+    /// [`Op::TcowFault`]: it needs the arena's fault path to measure).
+    pub fn optional(self) -> bool {
+        self == Op::TcowFault
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The eight buffering semantics, as far as the model needs them (the
+/// semantics layer maps its own enum onto this one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sem {
+    /// Copy in at the sender, copy out at the receiver.
+    Copy,
+    /// Copy semantics by TCOW and page swapping (short data: copy).
+    EmulatedCopy,
+    /// In place, pages wired during I/O; no integrity.
+    Share,
+    /// In place, no wiring (short data: copy); no integrity.
+    EmulatedShare,
+    /// A fresh sealed region per transfer.
+    Move,
+    /// Pages hidden while moved out, cached for reuse.
+    EmulatedMove,
+    /// Pages wired, then cached; stay mapped.
+    WeakMove,
+    /// As weak move, without protection changes.
+    EmulatedWeakMove,
+}
+
+impl Sem {
+    /// All eight, in the paper's order.
+    pub const ALL: [Sem; 8] = [
+        Sem::Copy,
+        Sem::EmulatedCopy,
+        Sem::Share,
+        Sem::EmulatedShare,
+        Sem::Move,
+        Sem::EmulatedMove,
+        Sem::WeakMove,
+        Sem::EmulatedWeakMove,
+    ];
+
+    /// The kebab-case name used by the CLI, C and Python.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sem::Copy => "copy",
+            Sem::EmulatedCopy => "emulated-copy",
+            Sem::Share => "share",
+            Sem::EmulatedShare => "emulated-share",
+            Sem::Move => "move",
+            Sem::EmulatedMove => "emulated-move",
+            Sem::WeakMove => "weak-move",
+            Sem::EmulatedWeakMove => "emulated-weak-move",
+        }
+    }
+
+    /// The semantics named `s` ([`Sem::name`]).
+    pub fn from_name(s: &str) -> Option<Sem> {
+        Sem::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// `cost_ns(B) = a_ns_per_byte · B + b_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Linear {
+    /// Slope, nanoseconds per byte.
+    pub a_ns_per_byte: f64,
+    /// Intercept, nanoseconds.
+    pub b_ns: f64,
+}
+
+impl Linear {
+    /// The line through the origin with slope 0 (costs nothing).
+    pub const ZERO: Linear = Linear {
+        a_ns_per_byte: 0.0,
+        b_ns: 0.0,
+    };
+
+    /// A constant cost.
+    pub const fn constant(b_ns: f64) -> Linear {
+        Linear {
+            a_ns_per_byte: 0.0,
+            b_ns,
+        }
+    }
+
+    /// The cost of `bytes` bytes, in nanoseconds.
+    pub fn eval(&self, bytes: usize) -> f64 {
+        self.a_ns_per_byte * bytes as f64 + self.b_ns
+    }
+
+    /// [`fit`] as an associated function.
+    pub fn fit(samples: &[(usize, f64)]) -> Linear {
+        fit(samples)
+    }
+}
+
+/// Ordinary least squares of `ns` on `bytes`.
+///
+/// A cost cannot be negative, so neither can the line's parts: a negative
+/// slope (noise on a constant operation) is replaced by the constant fit
+/// (slope 0, intercept the mean); a negative intercept (a copy whose cost
+/// grows faster than linearly across cache levels, as Genie's Table 6
+/// copyin shows) by the fit through the origin (intercept 0). Fewer than
+/// two distinct sizes give the constant fit. Non-finite samples are
+/// skipped; no samples give [`Linear::ZERO`].
+pub fn fit(samples: &[(usize, f64)]) -> Linear {
+    let pts: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|(_, y)| y.is_finite())
+        .map(|&(x, y)| (x as f64, y))
+        .collect();
+    if pts.is_empty() {
+        return Linear::ZERO;
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let constant = Linear::constant(my.max(0.0));
+    if sxx <= 0.0 {
+        return constant;
+    }
+    let a = sxy / sxx;
+    let b = my - a * mx;
+    if a < 0.0 {
+        return constant;
+    }
+    if b < 0.0 {
+        let x2: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+        let xy: f64 = pts.iter().map(|p| p.0 * p.1).sum();
+        return Linear {
+            a_ns_per_byte: (xy / x2).max(0.0),
+            b_ns: 0.0,
+        };
+    }
+    Linear {
+        a_ns_per_byte: a,
+        b_ns: b,
+    }
+}
+
+/// How well a line fits its samples (the calibration reports it per
+/// operation).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FitQuality {
+    /// Coefficient of determination (1 is perfect; a constant operation
+    /// measured with noise has a low R² and that is fine).
+    pub r2: f64,
+    /// Largest `|fitted − measured| / measured` over the samples.
+    pub max_rel_residual: f64,
+    /// Number of (size, median) samples fitted.
+    pub samples: u32,
+}
+
+impl FitQuality {
+    /// Judge `line` against `samples`.
+    pub fn of(line: &Linear, samples: &[(usize, f64)]) -> FitQuality {
+        let ys: Vec<f64> = samples.iter().map(|s| s.1).collect();
+        let n = ys.len().max(1) as f64;
+        let my = ys.iter().sum::<f64>() / n;
+        let ss_tot: f64 = ys.iter().map(|y| (y - my) * (y - my)).sum();
+        let mut ss_res = 0.0;
+        let mut max_rel: f64 = 0.0;
+        for &(x, y) in samples {
+            let r = line.eval(x) - y;
+            ss_res += r * r;
+            if y > 0.0 {
+                max_rel = max_rel.max(r.abs() / y);
+            }
+        }
+        let r2 = if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else if ss_res == 0.0 {
+            1.0
+        } else {
+            0.0
+        };
+        FitQuality {
+            r2,
+            max_rel_residual: max_rel,
+            samples: u32::try_from(samples.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// What identifies the machine a calibration is valid for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// `model name` from `/proc/cpuinfo` (empty if absent).
+    pub cpu_model: String,
+    /// Online logical CPUs.
+    pub logical_cpus: u64,
+    /// `uname -r`.
+    pub kernel_release: String,
+}
+
+impl Fingerprint {
+    /// This machine's fingerprint.
+    pub fn current() -> Fingerprint {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_owned())
+            })
+            .unwrap_or_default();
+        let kernel_release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default();
+        // SAFETY: sysconf only reads a configuration value.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        Fingerprint {
+            page_size: crate::sys::page_size() as u64,
+            cpu_model,
+            logical_cpus: u64::try_from(cpus).unwrap_or(0),
+            kernel_release,
+        }
+    }
+
+    /// The first field that differs from `other`, described.
+    pub fn mismatch(&self, other: &Fingerprint) -> Option<String> {
+        if self.page_size != other.page_size {
+            return Some(format!(
+                "page size {} here, {} in the file",
+                other.page_size, self.page_size
+            ));
+        }
+        if self.cpu_model != other.cpu_model {
+            return Some(format!(
+                "CPU '{}' here, '{}' in the file",
+                other.cpu_model, self.cpu_model
+            ));
+        }
+        if self.logical_cpus != other.logical_cpus {
+            return Some(format!(
+                "{} CPUs here, {} in the file",
+                other.logical_cpus, self.logical_cpus
+            ));
+        }
+        if self.kernel_release != other.kernel_release {
+            return Some(format!(
+                "kernel {} here, {} in the file",
+                other.kernel_release, self.kernel_release
+            ));
+        }
+        None
+    }
+}
+
+/// Where a model came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Source {
+    /// The built-in defaults; `ignored` names a file that was found but
+    /// could not be used, and why.
+    Builtin {
+        /// The file passed over and the reason.
+        ignored: Option<(PathBuf, String)>,
+    },
+    /// A calibration file.
+    File(PathBuf),
+    /// Measured in this process ([`crate::semantics::calibrate::run`]).
+    Measured,
+}
+
+impl Source {
+    /// `builtin`, `file` or `measured`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Source::Builtin { .. } => "builtin",
+            Source::File(_) => "file",
+            Source::Measured => "measured",
+        }
+    }
+}
+
+/// The mechanism secured delivery ("the receiver gets bytes no one can
+/// change") uses at a given size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Secured {
+    /// Send by reference, the receiver copies out of the volatile buffer.
+    CopyOut,
+    /// A fresh region sealed with `F_SEAL_WRITE` (the move path).
+    SealedRegion,
+    /// TCOW at the sender + page swapping at the receiver; only when the
+    /// receiver trusts the peer (its integrity rests on the sender's TCOW).
+    TcowSwap,
+}
+
+impl Secured {
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Secured::CopyOut => "copy-out",
+            Secured::SealedRegion => "sealed-region",
+            Secured::TcowSwap => "tcow-swap",
+        }
+    }
+}
+
+/// From `min_bytes` on (up to the next band), secured delivery uses
+/// `trusted` when the receiver trusts the peer, else `untrusted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecuredBand {
+    /// First size of the band, bytes.
+    pub min_bytes: usize,
+    /// Cheapest mechanism with a trusted peer.
+    pub trusted: Secured,
+    /// Cheapest mechanism without trust (never [`Secured::TcowSwap`]).
+    pub untrusted: Secured,
+}
+
+/// The decisions derived from a model. A size threshold of `usize::MAX`
+/// means "never" (the cheaper mechanism never wins).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// Emulated copy converts to copy below this many bytes (page-aligned
+    /// receiver).
+    pub emulated_copy_min: usize,
+    /// Emulated share converts to copy below this many bytes.
+    pub emulated_share_min: usize,
+    /// A page-aligned receiver swaps pages in from this size on, and
+    /// copies out below it (swapping includes the later rehome).
+    pub swap_min: usize,
+    /// A partly filled last page holding fewer bytes than this is copied
+    /// out; from this on it is completed from the application's own bytes
+    /// (reverse copyout) and swapped. The page size means "always copy".
+    pub reverse_copyout: usize,
+    /// Secured delivery's choice per size (aligned receiver), ascending.
+    pub secured: Vec<SecuredBand>,
+}
+
+impl Thresholds {
+    /// The band that covers `bytes`.
+    pub fn secured_at(&self, bytes: usize) -> Option<&SecuredBand> {
+        self.secured.iter().rev().find(|b| b.min_bytes <= bytes)
+    }
+}
+
+/// Why a calibration file was not used.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Reading failed.
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    /// Larger than any calibration file.
+    #[error("it is {0} bytes, larger than a calibration file can be")]
+    TooLarge(u64),
+    /// Not JSON, or not shaped like a calibration file.
+    #[error("it is not a zcio calibration file: {0}")]
+    Garbled(String),
+    /// Another format version.
+    #[error("it has format version {found}, this zcio reads version {FORMAT_VERSION}")]
+    Version {
+        /// The version in the file.
+        found: u32,
+    },
+    /// Measured on another machine.
+    #[error("it was measured on another machine ({0})")]
+    Foreign(String),
+    /// A value out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Failure writing a calibration file.
+#[derive(Debug, Error)]
+#[error("cannot write {path}: {err}")]
+pub struct SaveError {
+    /// The file.
+    pub path: PathBuf,
+    /// The cause.
+    #[source]
+    pub err: std::io::Error,
+}
+
+/// The calibration file format version this library reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const FORMAT_TAG: &str = "zcio-calibration";
+/// No calibration file is larger (16 ops of a few numbers each).
+const MAX_FILE: u64 = 64 << 10;
+/// Upper bounds on what a file may claim: 1 ms per byte, 10 s fixed.
+const MAX_A: f64 = 1e6;
+const MAX_B: f64 = 1e10;
+const MAX_STRING: usize = 256;
+const MAX_SAMPLES: u32 = 1 << 20;
+/// Threshold search range: up to 256 MiB.
+const SEARCH_MAX: usize = 256 << 20;
+
+/// The costs of the primitive operations on one machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    lines: [Option<Linear>; Op::ALL.len()],
+    quality: [Option<FitQuality>; Op::ALL.len()],
+    fingerprint: Fingerprint,
+    page: usize,
+    source: Source,
+    quick: bool,
+    created_unix: u64,
+    /// Derived on first use; cleared by [`CostModel::set`].
+    thresholds: OnceLock<Thresholds>,
+}
+
+/// The built-in defaults: three full `zcio calibrate` runs on the
+/// project's machine (AMD EPYC in a Firecracker VM, 2 logical CPUs, Linux
+/// 6.18, 4 KiB pages, no shmem huge pages), a typical value of each,
+/// rounded. (operation, slope ns/byte, intercept ns.) A zero intercept is
+/// the fit's clamp (see [`fit`]): those operations grow faster than
+/// linearly across cache sizes. `tcow_fault` has no default.
+const BUILTIN: [(Op, f64, f64); 15] = [
+    (Op::CopyIn, 0.0750, 0.0),
+    (Op::CopyOut, 0.0780, 0.0),
+    (Op::RefPass, 0.0, 375.0),
+    (Op::Protect, 0.0176, 1300.0),
+    (Op::Unprotect, 0.0177, 1500.0),
+    (Op::Swap, 0.0850, 9500.0),
+    (Op::Rehome, 0.0222, 7700.0),
+    (Op::RegionCreate, 0.760, 0.0),
+    (Op::RegionSeal, 0.115, 0.0),
+    (Op::RegionMap, 0.0834, 3000.0),
+    (Op::Hide, 0.0176, 1150.0),
+    (Op::Reveal, 0.0166, 1400.0),
+    (Op::Wire, 0.0840, 1900.0),
+    (Op::Unwire, 0.0455, 1600.0),
+    (Op::Zero, 0.0190, 0.0),
+];
+
+static CURRENT: OnceLock<CostModel> = OnceLock::new();
+
+impl CostModel {
+    /// The built-in defaults (see the constants in this file's source:
+    /// a full `zcio calibrate` on the project's machine). Every operation
+    /// but [`Op::TcowFault`] has a line.
+    pub fn builtin() -> CostModel {
+        let mut m = CostModel::empty(Source::Builtin { ignored: None });
+        for (op, a, b) in BUILTIN {
+            m.lines[op.index()] = Some(Linear {
+                a_ns_per_byte: a,
+                b_ns: b,
+            });
+        }
+        m
+    }
+
+    /// A model with no lines, for this machine (`source` as given); fill
+    /// it with [`CostModel::set`].
+    pub fn empty(source: Source) -> CostModel {
+        let fingerprint = Fingerprint::current();
+        let page = usize::try_from(fingerprint.page_size)
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096);
+        CostModel {
+            lines: [None; Op::ALL.len()],
+            quality: [None; Op::ALL.len()],
+            fingerprint,
+            page,
+            source,
+            quick: false,
+            created_unix: now_unix(),
+            thresholds: OnceLock::new(),
+        }
+    }
+
+    /// Set (or clear) an operation's line and fit quality.
+    pub fn set(&mut self, op: Op, line: Option<Linear>, quality: Option<FitQuality>) {
+        self.lines[op.index()] = line;
+        self.quality[op.index()] = quality;
+        self.thresholds = OnceLock::new();
+    }
+
+    /// Mark the model as coming from a quick calibration.
+    pub fn set_quick(&mut self, quick: bool) {
+        self.quick = quick;
+    }
+
+    /// Whether it came from `zcio calibrate --quick`.
+    pub fn is_quick(&self) -> bool {
+        self.quick
+    }
+
+    /// When it was measured (Unix seconds; builtin: when built here).
+    pub fn created_unix(&self) -> u64 {
+        self.created_unix
+    }
+
+    /// An operation's line; `None` when it was not measured (only
+    /// [`Op::TcowFault`] can be missing from a loaded model).
+    pub fn line(&self, op: Op) -> Option<Linear> {
+        self.lines[op.index()]
+    }
+
+    /// The fit quality recorded for `op` (`None` for built-in values).
+    pub fn quality(&self, op: Op) -> Option<FitQuality> {
+        self.quality[op.index()]
+    }
+
+    /// Where this model came from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The machine it describes.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    /// The page size the model's page arithmetic uses.
+    pub fn page_size(&self) -> usize {
+        self.page
+    }
+
+    /// Cost of `op` on `bytes` bytes; nothing for 0 bytes or an
+    /// unmeasured operation.
+    pub fn cost(&self, op: Op, bytes: usize) -> f64 {
+        if bytes == 0 && op != Op::RefPass {
+            return 0.0;
+        }
+        self.line(op).map_or(0.0, |l| l.eval(bytes))
+    }
+
+    fn round_pages(&self, bytes: usize) -> usize {
+        bytes.div_ceil(self.page).saturating_mul(self.page)
+    }
+
+    /// Swap `bytes` (whole pages) in, and eventually back out: every
+    /// swapped range is rehomed once the buffer is released, so the
+    /// steady-state cost per transfer includes it.
+    fn swap_in(&self, bytes: usize) -> f64 {
+        self.cost(Op::Swap, bytes) + self.cost(Op::Rehome, bytes)
+    }
+
+    /// The receiver's cost of landing `bytes` in an application buffer:
+    /// copying out, or, when `aligned` and cheaper ([`Thresholds::swap_min`]),
+    /// page swapping (whole pages swapped, the partial last page copied or
+    /// completed by reverse copyout, whichever is cheaper).
+    fn land(&self, bytes: usize, aligned: bool) -> f64 {
+        let copy = self.cost(Op::CopyOut, bytes);
+        if aligned {
+            copy.min(self.land_swapping(bytes))
+        } else {
+            copy
+        }
+    }
+
+    fn land_swapping(&self, bytes: usize) -> f64 {
+        let whole = bytes / self.page * self.page;
+        let partial = bytes - whole;
+        self.swap_in(whole) + self.partial_cost(whole, partial)
+    }
+
+    fn partial_cost(&self, whole: usize, partial: usize) -> f64 {
+        if partial == 0 {
+            return 0.0;
+        }
+        self.copy_partial(partial)
+            .min(self.reverse_copyout(whole, partial))
+    }
+
+    fn copy_partial(&self, partial: usize) -> f64 {
+        self.cost(Op::CopyOut, partial)
+    }
+
+    /// Complete the partial page from the application's bytes and swap it
+    /// along with the `whole` pages.
+    fn reverse_copyout(&self, whole: usize, partial: usize) -> f64 {
+        self.cost(Op::CopyIn, self.page - partial) + self.swap_in(whole + self.page)
+            - self.swap_in(whole)
+    }
+
+    /// The cost of `sem`'s own mechanism for one transfer of `bytes`,
+    /// without the conversion of short data to copy.
+    pub fn mechanism(&self, sem: Sem, bytes: usize, aligned: bool) -> f64 {
+        let pages = self.round_pages(bytes);
+        let rp = self.cost(Op::RefPass, bytes);
+        match sem {
+            Sem::Copy => self.cost(Op::CopyIn, bytes) + rp + self.cost(Op::CopyOut, bytes),
+            Sem::EmulatedCopy => {
+                self.cost(Op::Protect, pages)
+                    + rp
+                    + self.land(bytes, aligned)
+                    + self.cost(Op::Unprotect, pages)
+            }
+            Sem::Share => {
+                self.cost(Op::Wire, pages)
+                    + rp
+                    + self.land(bytes, aligned)
+                    + self.cost(Op::Unwire, pages)
+            }
+            Sem::EmulatedShare => rp + self.land(bytes, aligned),
+            Sem::Move => {
+                self.cost(Op::RegionCreate, pages)
+                    + self.cost(Op::RegionSeal, pages)
+                    + rp
+                    + self.cost(Op::RegionMap, pages)
+                    + self.cost(Op::Zero, pages - bytes)
+            }
+            // System-allocated buffers are page-aligned by construction:
+            // the whole buffer's pages are swapped.
+            Sem::EmulatedMove => {
+                self.cost(Op::Hide, pages) + rp + self.swap_in(pages) + self.cost(Op::Reveal, pages)
+            }
+            Sem::WeakMove => {
+                self.cost(Op::Wire, pages) + rp + self.swap_in(pages) + self.cost(Op::Unwire, pages)
+            }
+            Sem::EmulatedWeakMove => rp + self.swap_in(pages),
+        }
+    }
+
+    /// Predicted latency (ns) of one transfer of `bytes` under `sem`, to
+    /// an application buffer with the sender's page offset (`aligned`) or
+    /// not, per the design's formulas; emulated copy and emulated share
+    /// convert short data to copy ([`CostModel::thresholds`]).
+    pub fn predict(&self, sem: Sem, bytes: usize, aligned: bool) -> f64 {
+        let t = self.thresholds_ref();
+        let min = match sem {
+            Sem::EmulatedCopy => t.emulated_copy_min,
+            Sem::EmulatedShare => t.emulated_share_min,
+            _ => 0,
+        };
+        if bytes < min {
+            self.mechanism(Sem::Copy, bytes, aligned)
+        } else {
+            self.mechanism(sem, bytes, aligned)
+        }
+    }
+
+    /// Cost of each secured-delivery mechanism for `bytes`.
+    pub fn secured_cost(&self, how: Secured, bytes: usize, aligned: bool) -> f64 {
+        let rp = self.cost(Op::RefPass, bytes);
+        match how {
+            Secured::CopyOut => rp + self.cost(Op::CopyOut, bytes),
+            Secured::SealedRegion => self.mechanism(Sem::Move, bytes, aligned),
+            Secured::TcowSwap => self.mechanism(Sem::EmulatedCopy, bytes, aligned),
+        }
+    }
+
+    /// The cheapest secured-delivery mechanism for `bytes` (ties go to the
+    /// simpler one: copy-out, then sealed region).
+    pub fn secured_choice(&self, bytes: usize, aligned: bool, trusted: bool) -> Secured {
+        let mut best = Secured::CopyOut;
+        let mut cost = self.secured_cost(best, bytes, aligned);
+        let mut consider = |how: Secured| {
+            let c = self.secured_cost(how, bytes, aligned);
+            if c < cost {
+                best = how;
+                cost = c;
+            }
+        };
+        consider(Secured::SealedRegion);
+        if trusted {
+            consider(Secured::TcowSwap);
+        }
+        best
+    }
+
+    /// The thresholds this model implies (searched over sizes up to
+    /// 256 MiB: every 64 bytes up to a page, every page up to 64 pages,
+    /// then steps of 1/16). Derived once per model.
+    pub fn thresholds(&self) -> Thresholds {
+        self.thresholds_ref().clone()
+    }
+
+    /// [`CostModel::thresholds`] without the copy.
+    pub fn thresholds_ref(&self) -> &Thresholds {
+        self.thresholds.get_or_init(|| self.derive_thresholds())
+    }
+
+    fn derive_thresholds(&self) -> Thresholds {
+        let grid = self.grid();
+        // The smallest grid size from which `cheaper` holds at every larger
+        // size on the grid; 0 if it holds everywhere, usize::MAX if nowhere.
+        let from = |cheaper: &dyn Fn(usize) -> bool| {
+            let mut min = usize::MAX;
+            for &b in grid.iter().rev() {
+                if cheaper(b) {
+                    min = b;
+                } else {
+                    break;
+                }
+            }
+            if Some(&min) == grid.first() {
+                0
+            } else {
+                min
+            }
+        };
+        let first_win =
+            |sem: Sem| from(&|b| self.mechanism(sem, b, true) < self.mechanism(Sem::Copy, b, true));
+        let swap_min = from(&|b| self.land_swapping(b) < self.cost(Op::CopyOut, b));
+        let emulated_copy_min = first_win(Sem::EmulatedCopy);
+        let emulated_share_min = first_win(Sem::EmulatedShare);
+        // Reverse copyout: copy-out grows with the partial bytes, the
+        // completion shrinks with them; the first crossing is the one.
+        let whole = self.page;
+        let reverse_copyout = (1..self.page)
+            .find(|&p| self.reverse_copyout(whole, p) < self.copy_partial(p))
+            .unwrap_or(self.page);
+        let mut secured: Vec<SecuredBand> = Vec::new();
+        for &b in &grid {
+            let band = SecuredBand {
+                min_bytes: b,
+                trusted: self.secured_choice(b, true, true),
+                untrusted: self.secured_choice(b, true, false),
+            };
+            match secured.last() {
+                Some(l) if l.trusted == band.trusted && l.untrusted == band.untrusted => {}
+                _ => secured.push(band),
+            }
+        }
+        if let Some(first) = secured.first_mut() {
+            first.min_bytes = 0;
+        }
+        Thresholds {
+            emulated_copy_min,
+            emulated_share_min,
+            swap_min,
+            reverse_copyout,
+            secured,
+        }
+    }
+
+    fn grid(&self) -> Vec<usize> {
+        let mut g: Vec<usize> = (1..=self.page / 64).map(|i| i * 64).collect();
+        g.extend((2..=64).map(|i| i * self.page));
+        let mut b = 64 * self.page;
+        while b < SEARCH_MAX {
+            b = self.round_pages(b + b / 16);
+            g.push(b);
+        }
+        g
+    }
+
+    /// The file `zcio calibrate` writes and [`CostModel::load`] reads.
+    pub fn default_path() -> Option<PathBuf> {
+        calibration_path()
+    }
+
+    /// The model to use: the calibration file ([`calibration_path`]) if
+    /// there is a usable one, else the built-in defaults. A file that
+    /// exists but cannot be used is reported with one warning on stderr.
+    pub fn load() -> CostModel {
+        let explicit = env_path("ZCIO_CALIBRATION");
+        let Some(path) = calibration_path() else {
+            return CostModel::builtin();
+        };
+        match CostModel::load_from(&path) {
+            Ok(m) => m,
+            Err(LoadError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() =>
+            {
+                CostModel::builtin()
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                eprintln!(
+                    "zcio: warning: ignoring the calibration file {}: {reason}; using the built-in \
+                     costs. Run `zcio calibrate` to measure this machine.",
+                    path.display()
+                );
+                let mut m = CostModel::builtin();
+                m.source = Source::Builtin {
+                    ignored: Some((path, reason)),
+                };
+                m
+            }
+        }
+    }
+
+    /// The process-wide model, loaded once ([`CostModel::load`]).
+    pub fn current() -> &'static CostModel {
+        CURRENT.get_or_init(CostModel::load)
+    }
+
+    /// Read and validate a calibration file (everything in it is outside
+    /// input: finite, non-negative, bounded, this format version, this
+    /// machine).
+    pub fn load_from(path: &Path) -> Result<CostModel, LoadError> {
+        let f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len();
+        if len > MAX_FILE {
+            return Err(LoadError::TooLarge(len));
+        }
+        let mut text = String::new();
+        f.take(MAX_FILE + 1).read_to_string(&mut text)?;
+        let mut m = CostModel::from_json(&text)?;
+        m.source = Source::File(path.to_owned());
+        Ok(m)
+    }
+
+    /// Parse and validate the JSON of a calibration file.
+    pub fn from_json(text: &str) -> Result<CostModel, LoadError> {
+        if text.len() as u64 > MAX_FILE {
+            return Err(LoadError::TooLarge(text.len() as u64));
+        }
+        // The version first, so a future format reports as such, not as
+        // garbage.
+        let head: Head =
+            serde_json::from_str(text).map_err(|e| LoadError::Garbled(e.to_string()))?;
+        if head.format != FORMAT_TAG {
+            return Err(LoadError::Garbled(format!(
+                "format is '{}', not '{FORMAT_TAG}'",
+                truncate(&head.format)
+            )));
+        }
+        if head.version != FORMAT_VERSION {
+            return Err(LoadError::Version {
+                found: head.version,
+            });
+        }
+        let file: FileV1 =
+            serde_json::from_str(text).map_err(|e| LoadError::Garbled(e.to_string()))?;
+        let fp = file.fingerprint;
+        if fp.cpu_model.len() > MAX_STRING || fp.kernel_release.len() > MAX_STRING {
+            return Err(LoadError::Invalid("fingerprint strings too long".into()));
+        }
+        let here = Fingerprint::current();
+        if let Some(why) = fp.mismatch(&here) {
+            return Err(LoadError::Foreign(why));
+        }
+        let mut m = CostModel::empty(Source::Measured);
+        m.quick = file.quick;
+        m.created_unix = file.created_unix;
+        for (name, entry) in file.ops {
+            let op = Op::from_name(&name).ok_or_else(|| {
+                LoadError::Invalid(format!("unknown operation '{}'", truncate(&name)))
+            })?;
+            let Some(e) = entry else {
+                continue;
+            };
+            let bad =
+                |what: &str| LoadError::Invalid(format!("{}: {what} is out of range", op.name()));
+            let ok = |v: f64, max: f64| v.is_finite() && (0.0..=max).contains(&v);
+            if !ok(e.a_ns_per_byte, MAX_A) {
+                return Err(bad("a_ns_per_byte"));
+            }
+            if !ok(e.b_ns, MAX_B) {
+                return Err(bad("b_ns"));
+            }
+            let quality = match (e.r2, e.max_rel_residual, e.samples) {
+                (Some(r2), Some(res), Some(samples)) => {
+                    if !(r2.is_finite() && (-1e9..=1.0).contains(&r2)) {
+                        return Err(bad("r2"));
+                    }
+                    if !ok(res, 1e9) {
+                        return Err(bad("max_rel_residual"));
+                    }
+                    if samples > MAX_SAMPLES {
+                        return Err(bad("samples"));
+                    }
+                    Some(FitQuality {
+                        r2,
+                        max_rel_residual: res,
+                        samples,
+                    })
+                }
+                (None, None, None) => None,
+                _ => return Err(bad("the fit quality (r2, max_rel_residual, samples)")),
+            };
+            m.set(
+                op,
+                Some(Linear {
+                    a_ns_per_byte: e.a_ns_per_byte,
+                    b_ns: e.b_ns,
+                }),
+                quality,
+            );
+        }
+        if let Some(op) = Op::ALL
+            .into_iter()
+            .find(|op| !op.optional() && m.line(*op).is_none())
+        {
+            return Err(LoadError::Invalid(format!(
+                "operation {} is missing",
+                op.name()
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The calibration file's JSON for this model.
+    pub fn to_json(&self) -> String {
+        let file = FileV1 {
+            format: FORMAT_TAG.to_owned(),
+            version: FORMAT_VERSION,
+            created_unix: self.created_unix,
+            quick: self.quick,
+            fingerprint: self.fingerprint.clone(),
+            ops: Op::ALL
+                .into_iter()
+                .map(|op| {
+                    let e = self.line(op).map(|l| {
+                        let q = self.quality(op);
+                        OpEntry {
+                            a_ns_per_byte: l.a_ns_per_byte,
+                            b_ns: l.b_ns,
+                            r2: q.map(|q| q.r2),
+                            max_rel_residual: q.map(|q| q.max_rel_residual),
+                            samples: q.map(|q| q.samples),
+                        }
+                    });
+                    (op.name().to_owned(), e)
+                })
+                .collect(),
+        };
+        // Serialising plain numbers and strings cannot fail.
+        serde_json::to_string_pretty(&file).unwrap_or_default()
+    }
+
+    /// Write the calibration file to `path` (its directory is created;
+    /// the file is replaced atomically).
+    pub fn save(&self, path: &Path) -> Result<(), SaveError> {
+        let err = |err| SaveError {
+            path: path.to_owned(),
+            err,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let mut text = self.to_json();
+        text.push('\n');
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        Ok(())
+    }
+}
+
+/// Where the calibration file is: `$ZCIO_CALIBRATION`, else
+/// `$XDG_CONFIG_HOME/zcio/calibration.json`, else
+/// `~/.config/zcio/calibration.json`; `None` without any of these.
+pub fn calibration_path() -> Option<PathBuf> {
+    if let Some(p) = env_path("ZCIO_CALIBRATION") {
+        return Some(p);
+    }
+    let base = env_path("XDG_CONFIG_HOME")
+        .filter(|p| p.is_absolute())
+        .or_else(|| env_path("HOME").map(|h| h.join(".config")))?;
+    Some(base.join("zcio").join("calibration.json"))
+}
+
+fn env_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+#[derive(Deserialize)]
+struct Head {
+    format: String,
+    version: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileV1 {
+    format: String,
+    version: u32,
+    created_unix: u64,
+    quick: bool,
+    fingerprint: Fingerprint,
+    ops: std::collections::BTreeMap<String, Option<OpEntry>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpEntry {
+    a_ns_per_byte: f64,
+    b_ns: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r2: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_rel_residual: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    samples: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_a_known_line_exactly() {
+        let pts: Vec<(usize, f64)> = [64usize, 4096, 65536, 1 << 20]
+            .iter()
+            .map(|&b| (b, 0.25 * b as f64 + 300.0))
+            .collect();
+        let l = fit(&pts);
+        assert!((l.a_ns_per_byte - 0.25).abs() < 1e-12, "{l:?}");
+        assert!((l.b_ns - 300.0).abs() < 1e-6, "{l:?}");
+        let q = FitQuality::of(&l, &pts);
+        assert!((q.r2 - 1.0).abs() < 1e-12);
+        assert!(q.max_rel_residual < 1e-9);
+        assert_eq!(q.samples, 4);
+    }
+
+    #[test]
+    fn fit_clamps_negative_parts() {
+        // Falling: constant fit at the mean.
+        let l = fit(&[(0, 10.0), (100, 5.0)]);
+        assert_eq!(l, Linear::constant(7.5));
+        // Through the origin when the intercept would be negative.
+        let l = fit(&[(100, 50.0), (200, 150.0)]);
+        assert_eq!(l.b_ns, 0.0);
+        assert!(l.a_ns_per_byte > 0.0);
+        // One size: constant.
+        assert_eq!(fit(&[(8, 3.0), (8, 5.0)]), Linear::constant(4.0));
+        assert_eq!(fit(&[]), Linear::ZERO);
+        assert_eq!(fit(&[(1, f64::NAN)]), Linear::ZERO);
+    }
+
+    fn synthetic() -> CostModel {
+        let mut m = CostModel::builtin();
+        let page = m.page_size();
+        assert_eq!(page, 4096, "the synthetic figures assume 4 KiB pages");
+        let set = |m: &mut CostModel, op, a, b| {
+            m.set(
+                op,
+                Some(Linear {
+                    a_ns_per_byte: a,
+                    b_ns: b,
+                }),
+                None,
+            )
+        };
+        // Copies 0.1 ns/B, passing 1 µs, protection 0.5 µs, swap 2 µs +
+        // 0.01 ns/B, nothing else.
+        for op in Op::ALL {
+            m.set(op, Some(Linear::ZERO), None);
+        }
+        set(&mut m, Op::CopyIn, 0.1, 0.0);
+        set(&mut m, Op::CopyOut, 0.1, 0.0);
+        set(&mut m, Op::RefPass, 0.0, 1000.0);
+        set(&mut m, Op::Protect, 0.0, 500.0);
+        set(&mut m, Op::Unprotect, 0.0, 500.0);
+        set(&mut m, Op::Swap, 0.01, 2000.0);
+        set(&mut m, Op::RegionCreate, 0.1, 1e6);
+        m
+    }
+
+    #[test]
+    fn thresholds_from_a_synthetic_model() {
+        let m = synthetic();
+        let t = m.thresholds();
+        // Swapping (0.01·B + 2000) beats copying out (0.1·B) from
+        // B > 22.2 KB: 6 pages.
+        assert_eq!(t.swap_min, 6 * 4096);
+        // Copy of B: 0.2·B + 1000. Emulated copy: protect 500 + pass 1000
+        // + unprotect 500 + the cheaper landing (0.1·B below 6 pages) →
+        // wins from B > 10 KB: 3 pages.
+        assert_eq!(t.emulated_copy_min, 3 * 4096);
+        // Emulated share (pass + landing) is cheaper than copy at any size.
+        assert_eq!(t.emulated_share_min, 0);
+        // Reverse copyout of p bytes: copy_in(4096 - p) + 0.01·4096 vs
+        // 0.1·p → 409.6 − 0.1 p + 40.96 < 0.1 p → p > 2252.8.
+        assert_eq!(t.reverse_copyout, 2253);
+        // Secured: copy-out (0.1·B + 1000) always beats a 1 ms region;
+        // TCOW+swap wins for trusted peers from 3000/0.09 ≈ 33 KB.
+        assert_eq!(t.secured[0].min_bytes, 0);
+        assert_eq!(t.secured[0].untrusted, Secured::CopyOut);
+        assert_eq!(t.secured[0].trusted, Secured::CopyOut);
+        let last = t.secured.last().unwrap();
+        assert_eq!(last.trusted, Secured::TcowSwap);
+        assert_eq!(last.untrusted, Secured::CopyOut);
+        assert_eq!(last.min_bytes, 9 * 4096);
+        assert_eq!(t.secured_at(1 << 20), Some(last));
+        // predict converts short data.
+        assert_eq!(
+            m.predict(Sem::EmulatedCopy, 4096, true),
+            m.predict(Sem::Copy, 4096, true)
+        );
+        let mb = 1 << 20;
+        let p = m.predict(Sem::EmulatedCopy, mb, true);
+        assert!((p - (4000.0 + 0.01 * mb as f64)).abs() < 1e-6, "{p}");
+        // Unaligned: copy out instead of swapping (protect 500 + pass
+        // 1000 + unprotect 500 + 0.1·B).
+        assert!(
+            (m.predict(Sem::EmulatedCopy, mb, false) - (2000.0 + 0.1 * mb as f64)).abs() < 1e-6
+        );
+    }
+
+    #[test]
+    fn builtin_is_complete_and_round_trips() {
+        let m = CostModel::builtin();
+        for op in Op::ALL {
+            assert_eq!(m.line(op).is_none(), op.optional(), "{op}");
+        }
+        let back = CostModel::from_json(&m.to_json()).unwrap();
+        for op in Op::ALL {
+            assert_eq!(back.line(op), m.line(op), "{op}");
+        }
+        assert_eq!(back.source(), &Source::Measured);
+        for s in Sem::ALL {
+            assert_eq!(Sem::from_name(s.name()), Some(s));
+            assert!(m.predict(s, 100_000, true) > 0.0);
+        }
+        for op in Op::ALL {
+            assert_eq!(Op::from_name(op.name()), Some(op));
+        }
+    }
+
+    #[test]
+    fn garbled_json_is_rejected() {
+        for text in ["", "{", "[1,2]", "{\"format\": 3}", "null", "\u{0}"] {
+            assert!(
+                matches!(CostModel::from_json(text), Err(LoadError::Garbled(_))),
+                "{text:?}"
+            );
+        }
+        let good = CostModel::builtin().to_json();
+        let other = good.replace("zcio-calibration", "something-else");
+        assert!(matches!(
+            CostModel::from_json(&other),
+            Err(LoadError::Garbled(_))
+        ));
+        let v2 = good.replace("\"version\": 1", "\"version\": 2");
+        assert!(matches!(
+            CostModel::from_json(&v2),
+            Err(LoadError::Version { found: 2 })
+        ));
+        let extra = good.replacen('{', "{\"surprise\": 1,", 1);
+        assert!(matches!(
+            CostModel::from_json(&extra),
+            Err(LoadError::Garbled(_))
+        ));
+        let missing = good.replace("\"copy_in\"", "\"copy_in_x\"");
+        assert!(matches!(
+            CostModel::from_json(&missing),
+            Err(LoadError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn nan_negative_and_huge_values_are_rejected() {
+        let good = CostModel::builtin().to_json();
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        for (field, val) in [
+            ("a_ns_per_byte", serde_json::json!(-0.5)),
+            ("b_ns", serde_json::json!(-1.0)),
+            ("b_ns", serde_json::json!(1e300)),
+            ("a_ns_per_byte", serde_json::json!(1e7)),
+        ] {
+            let mut bad = v.clone();
+            bad["ops"]["swap"][field] = val;
+            let r = CostModel::from_json(&bad.to_string());
+            assert!(matches!(r, Err(LoadError::Invalid(_))), "{field}: {r:?}");
+        }
+        // JSON has no NaN; the literal is garbage to the parser.
+        let nan = good.replacen("\"b_ns\": 1300.0", "\"b_ns\": NaN", 1);
+        assert_ne!(nan, good);
+        assert!(matches!(
+            CostModel::from_json(&nan),
+            Err(LoadError::Garbled(_))
+        ));
+        // Fit quality must be complete and sane.
+        v["ops"]["swap"]["r2"] = serde_json::json!(2.0);
+        v["ops"]["swap"]["max_rel_residual"] = serde_json::json!(0.1);
+        v["ops"]["swap"]["samples"] = serde_json::json!(5);
+        assert!(matches!(
+            CostModel::from_json(&v.to_string()),
+            Err(LoadError::Invalid(_))
+        ));
+        v["ops"]["swap"]["r2"] = serde_json::json!(0.9);
+        assert!(CostModel::from_json(&v.to_string()).is_ok());
+        v["ops"]["swap"]["samples"] = serde_json::Value::Null;
+        assert!(CostModel::from_json(&v.to_string()).is_err());
+    }
+
+    #[test]
+    fn foreign_fingerprint_is_rejected() {
+        let good = CostModel::builtin().to_json();
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["fingerprint"]["cpu_model"] = serde_json::json!("Imaginary CPU 9000");
+        assert!(matches!(
+            CostModel::from_json(&v.to_string()),
+            Err(LoadError::Foreign(_))
+        ));
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["fingerprint"]["logical_cpus"] = serde_json::json!(9999);
+        assert!(matches!(
+            CostModel::from_json(&v.to_string()),
+            Err(LoadError::Foreign(_))
+        ));
+    }
+
+    #[test]
+    fn save_and_load_a_file() {
+        let dir = std::env::temp_dir().join(format!("zcio-cost-{}", std::process::id()));
+        let path = dir.join("sub").join("calibration.json");
+        let m = CostModel::builtin();
+        m.save(&path).unwrap();
+        let back = CostModel::load_from(&path).unwrap();
+        assert_eq!(back.source(), &Source::File(path.clone()));
+        assert_eq!(back.line(Op::Swap), m.line(Op::Swap));
+        std::fs::write(&path, "garbage").unwrap();
+        assert!(matches!(
+            CostModel::load_from(&path),
+            Err(LoadError::Garbled(_))
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
