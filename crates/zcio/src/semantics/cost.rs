@@ -139,60 +139,8 @@ impl fmt::Display for Op {
     }
 }
 
-/// The eight buffering semantics, as far as the model needs them (the
-/// semantics layer maps its own enum onto this one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sem {
-    /// Copy in at the sender, copy out at the receiver.
-    Copy,
-    /// Copy semantics by TCOW and page swapping (short data: copy).
-    EmulatedCopy,
-    /// In place, pages wired during I/O; no integrity.
-    Share,
-    /// In place, no wiring (short data: copy); no integrity.
-    EmulatedShare,
-    /// A fresh sealed region per transfer.
-    Move,
-    /// Pages hidden while moved out, cached for reuse.
-    EmulatedMove,
-    /// Pages wired, then cached; stay mapped.
-    WeakMove,
-    /// As weak move, without protection changes.
-    EmulatedWeakMove,
-}
-
-impl Sem {
-    /// All eight, in the paper's order.
-    pub const ALL: [Sem; 8] = [
-        Sem::Copy,
-        Sem::EmulatedCopy,
-        Sem::Share,
-        Sem::EmulatedShare,
-        Sem::Move,
-        Sem::EmulatedMove,
-        Sem::WeakMove,
-        Sem::EmulatedWeakMove,
-    ];
-
-    /// The kebab-case name used by the CLI, C and Python.
-    pub fn name(self) -> &'static str {
-        match self {
-            Sem::Copy => "copy",
-            Sem::EmulatedCopy => "emulated-copy",
-            Sem::Share => "share",
-            Sem::EmulatedShare => "emulated-share",
-            Sem::Move => "move",
-            Sem::EmulatedMove => "emulated-move",
-            Sem::WeakMove => "weak-move",
-            Sem::EmulatedWeakMove => "emulated-weak-move",
-        }
-    }
-
-    /// The semantics named `s` ([`Sem::name`]).
-    pub fn from_name(s: &str) -> Option<Sem> {
-        Sem::ALL.into_iter().find(|m| m.name() == s)
-    }
-}
+/// The eight semantics, as the model names them (the layer's own enum).
+pub use super::Semantics as Sem;
 
 /// `cost_ns(B) = a_ns_per_byte · B + b_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -1246,7 +1194,7 @@ mod tests {
         }
         assert_eq!(back.source(), &Source::Measured);
         for s in Sem::ALL {
-            assert_eq!(Sem::from_name(s.name()), Some(s));
+            assert_eq!(Sem::parse(s.name()), Some(s));
             assert!(m.predict(s, 100_000, true) > 0.0);
         }
         for op in Op::ALL {

@@ -425,6 +425,7 @@ impl Endpoint {
         }
         let dst = buf.as_mut_ptr() as usize;
         let swap = self.may_swap(h, msg, sem)
+            && len >= self.policy.swap_min
             && self.arena.contains(buf.as_ptr(), len)
             && dst % ps == h.page_offset as usize;
         let core = &self.arena.core;

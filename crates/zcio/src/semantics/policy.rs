@@ -1,7 +1,8 @@
-//! The thresholds and mechanism choices an endpoint applies, derived from
-//! the cost model.
+//! The thresholds an endpoint applies, derived from the cost model.
 
-/// Thresholds and choices (see `zcio calibrate`).
+use super::cost::CostModel;
+
+/// Thresholds and choices (see `zcio calibrate` and [`CostModel`]).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Policy {
@@ -9,29 +10,48 @@ pub struct Policy {
     pub emulated_copy_min: usize,
     /// Emulated share converts to copy below this many bytes.
     pub emulated_share_min: usize,
+    /// A receiver swaps whole pages in from this many bytes on and copies
+    /// out below it (`usize::MAX`: never — copying out is cheaper on this
+    /// machine at every size).
+    pub swap_min: usize,
     /// Partially filled pages with fewer bytes than this are copied out
-    /// (reverse copyout); larger ones would be completed and swapped.
+    /// (reverse copyout); the page size means always.
     pub reverse_copyout: usize,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self::builtin()
+        Self::current()
     }
 }
 
 impl Policy {
-    /// Built-in thresholds (used when no calibration is available).
-    pub fn builtin() -> Policy {
+    /// The thresholds a cost model implies.
+    pub fn from_model(m: &CostModel) -> Policy {
+        let t = m.thresholds_ref();
         Policy {
-            emulated_copy_min: 16 << 10,
-            emulated_share_min: 8 << 10,
-            reverse_copyout: 4096,
+            emulated_copy_min: t.emulated_copy_min,
+            emulated_share_min: t.emulated_share_min,
+            swap_min: t.swap_min,
+            reverse_copyout: t.reverse_copyout,
         }
     }
 
-    /// The process's policy: from the calibration file when present.
+    /// The process's policy: from the calibration file (`zcio calibrate`)
+    /// when there is a usable one, else the built-in model.
     pub fn current() -> Policy {
-        Policy::builtin()
+        Policy::from_model(CostModel::current())
+    }
+
+    /// Convert nothing to copy and swap whenever aligned (what the
+    /// mechanisms do without a cost model; tests and measurements of the
+    /// mechanisms themselves).
+    pub fn always_zero_copy() -> Policy {
+        Policy {
+            emulated_copy_min: 0,
+            emulated_share_min: 0,
+            swap_min: 0,
+            reverse_copyout: crate::sys::page_size(),
+        }
     }
 }

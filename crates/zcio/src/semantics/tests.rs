@@ -220,6 +220,8 @@ fn cfg(out: Semantics, inp: Semantics) -> EndpointConfig {
         output: out,
         input: inp,
         arena_capacity: 8 << 20,
+        // The mechanisms themselves, whatever the cost model prefers here.
+        policy: Some(Policy::always_zero_copy()),
         ..EndpointConfig::default()
     }
 }
@@ -246,7 +248,11 @@ fn emulated_copy_receiver_sees_pre_write_bytes_and_swaps() {
 
 #[test]
 fn untrusting_receiver_copies_and_short_data_converts_to_copy() {
-    let c = cfg(Semantics::EmulatedCopy, Semantics::EmulatedCopy);
+    let mut c = cfg(Semantics::EmulatedCopy, Semantics::EmulatedCopy);
+    c.policy = Some(Policy {
+        emulated_copy_min: 4096,
+        ..Policy::always_zero_copy()
+    });
     let (s, r) = endpoints(c.clone(), c, false);
     let mut sbuf = s.arena().alloc(40_000).unwrap();
     sbuf.fill(7);
