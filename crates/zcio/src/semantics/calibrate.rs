@@ -7,9 +7,9 @@
 //! volatile copy, [`Region`] for region create / seal / map, a
 //! [`Channel::pair`] for reference passing, and the raw system calls
 //! (`mprotect`, `mlock`, `mremap`, `mmap`) on memfd mappings for the page
-//! operations. `tcow_fault` needs the arena's real fault path, which this
-//! module does not have: pass it in [`Opts::tcow`]; without it the model
-//! leaves the operation unmeasured.
+//! operations. `tcow_fault` goes through an arena's real fault path
+//! (lend write-protected, then write: fault, page copy, mapping swap);
+//! [`Opts::tcow`] replaces that measurement.
 //!
 //! Every loop is bounded: a fixed list of sizes, and per size at most a
 //! fixed number of repetitions within a time budget (quick: at most 21
@@ -41,10 +41,9 @@ use crate::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
 pub struct Opts {
     /// Fewer sizes and repetitions (a few seconds instead of tens).
     pub quick: bool,
-    /// Measures `tcow_fault`: given a page count, write to that many
-    /// write-protected in-flight pages and return the nanoseconds it took
-    /// (faults, page copies, remaps). `None` leaves the operation
-    /// unmeasured in the model.
+    /// Measures `tcow_fault` instead of the arena: given a page count,
+    /// write to that many write-protected in-flight pages and return the
+    /// nanoseconds it took (faults, page copies, remaps).
     #[allow(clippy::type_complexity)]
     pub tcow: Option<Box<dyn Fn(usize) -> Result<f64, String>>>,
 }
@@ -232,7 +231,6 @@ pub fn run_with_samples(
 
     let plan: Vec<(Op, Vec<usize>)> = Op::ALL
         .into_iter()
-        .filter(|&op| op != Op::TcowFault || opts.tcow.is_some())
         .map(|op| {
             let sizes = match op {
                 Op::CopyIn | Op::CopyOut => bytes.clone(),
@@ -269,10 +267,6 @@ pub fn run_with_samples(
         }
         results.push(OpSamples { op, points });
     }
-    if opts.tcow.is_none() {
-        notes.push("tcow_fault not measured (no fault path given)".into());
-    }
-
     let mut model = CostModel::empty(Source::Measured);
     model.set_quick(opts.quick);
     for s in &results {
@@ -494,12 +488,11 @@ impl Bench {
             }
             Op::RefPass => self.ref_pass(b, budget),
             Op::TcowFault => {
-                let hook = opts
-                    .tcow
-                    .as_ref()
-                    .ok_or_else(|| CalibrateError::Tcow("no hook".into()))?;
                 let pages = b / self.page;
-                median(budget, || hook(pages).map_err(CalibrateError::Tcow))
+                match opts.tcow.as_ref() {
+                    Some(hook) => median(budget, || hook(pages).map_err(CalibrateError::Tcow)),
+                    None => median(budget, || arena_tcow(pages).map_err(CalibrateError::Tcow)),
+                }
             }
         }
     }
@@ -643,4 +636,26 @@ mod tests {
         assert!((x.a_ns_per_byte - y.a_ns_per_byte).abs() <= 1e-12 * y.a_ns_per_byte);
         assert!((x.b_ns - y.b_ns).abs() <= 1e-12 * y.b_ns);
     }
+}
+
+/// `tcow_fault` through an arena's real fault path: lend `pages` pages
+/// write-protected, then write one byte to each (a fault, a page copy and
+/// a mapping swap per page); the nanoseconds the writes took.
+fn arena_tcow(pages: usize) -> Result<f64, String> {
+    use super::arena::{Arena, Lend};
+    let ps = crate::sys::page_size();
+    let arena = Arena::new(pages.max(1) * ps).map_err(|e| e.to_string())?;
+    let mut buf = arena.alloc(pages.max(1) * ps).map_err(|e| e.to_string())?;
+    buf.fill(1);
+    let lent = arena
+        .core
+        .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
+        .map_err(|e| format!("lend refused: {e:?}"))?;
+    let t0 = Instant::now();
+    for p in 0..pages.max(1) {
+        buf[p * ps] = 2;
+    }
+    let ns = t0.elapsed().as_nanos() as f64;
+    drop(lent);
+    Ok(ns)
 }
