@@ -596,6 +596,28 @@ impl Bench {
     }
 }
 
+/// `tcow_fault` through an arena's real fault path: lend `pages` pages
+/// write-protected, then write one byte to each (a fault, a page copy and
+/// a mapping swap per page); the nanoseconds the writes took.
+fn arena_tcow(pages: usize) -> Result<f64, String> {
+    use super::arena::{Arena, Lend};
+    let ps = crate::sys::page_size();
+    let arena = Arena::new(pages.max(1) * ps).map_err(|e| e.to_string())?;
+    let mut buf = arena.alloc(pages.max(1) * ps).map_err(|e| e.to_string())?;
+    buf.fill(1);
+    let lent = arena
+        .core
+        .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
+        .map_err(|e| format!("lend refused: {e:?}"))?;
+    let t0 = Instant::now();
+    for p in 0..pages.max(1) {
+        buf[p * ps] = 2;
+    }
+    let ns = t0.elapsed().as_nanos() as f64;
+    drop(lent);
+    Ok(ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,26 +658,4 @@ mod tests {
         assert!((x.a_ns_per_byte - y.a_ns_per_byte).abs() <= 1e-12 * y.a_ns_per_byte);
         assert!((x.b_ns - y.b_ns).abs() <= 1e-12 * y.b_ns);
     }
-}
-
-/// `tcow_fault` through an arena's real fault path: lend `pages` pages
-/// write-protected, then write one byte to each (a fault, a page copy and
-/// a mapping swap per page); the nanoseconds the writes took.
-fn arena_tcow(pages: usize) -> Result<f64, String> {
-    use super::arena::{Arena, Lend};
-    let ps = crate::sys::page_size();
-    let arena = Arena::new(pages.max(1) * ps).map_err(|e| e.to_string())?;
-    let mut buf = arena.alloc(pages.max(1) * ps).map_err(|e| e.to_string())?;
-    buf.fill(1);
-    let lent = arena
-        .core
-        .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
-        .map_err(|e| format!("lend refused: {e:?}"))?;
-    let t0 = Instant::now();
-    for p in 0..pages.max(1) {
-        buf[p * ps] = 2;
-    }
-    let ns = t0.elapsed().as_nanos() as f64;
-    drop(lent);
-    Ok(ns)
 }
