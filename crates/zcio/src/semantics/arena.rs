@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
-use super::pages::{Table, HOME};
+use super::pages::{Table, HOME, SCRATCH_PAGES};
 use super::tcow::{self, Registration};
 use crate::buf::extent::Extents;
 use crate::buf::fbuf::LentPages;
@@ -102,7 +102,7 @@ impl Drop for Core {
         // SAFETY: as argued just above.
         unsafe {
             let _ = vm::release(t.park_base, t.n as usize * t.ps);
-            let _ = vm::release(t.scratch, t.ps);
+            let _ = vm::release(t.scratch, SCRATCH_PAGES as usize * t.ps);
         }
         // `region` unmaps the app and spare slots (one munmap over all of
         // them, however they were permuted).
@@ -200,7 +200,8 @@ impl Arena {
         let region = Region::create("zcio-arena", 2 * pages * ps, false)?;
         let base = region.base() as usize;
         let park_base = vm::reserve(pages * ps).map_err(os("mmap (park window)"))?;
-        let scratch = match vm::reserve(ps) {
+        let scratch_len = SCRATCH_PAGES as usize * ps;
+        let scratch = match vm::reserve(scratch_len) {
             Ok(s) => s,
             Err(e) => {
                 // SAFETY: reserved just above, unused.
@@ -231,7 +232,7 @@ impl Arena {
             // SAFETY: reserved above, unused.
             unsafe {
                 let _ = vm::release(park_base, pages * ps);
-                let _ = vm::release(scratch, ps);
+                let _ = vm::release(scratch, scratch_len);
             }
             return Err(ArenaError::Os {
                 op: "mremap(MREMAP_DONTUNMAP) of shared memory (needs Linux 5.13)",
@@ -334,7 +335,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Most file runs one lend may produce (one message slice each).
-pub(crate) const MAX_RUNS: usize = 48;
+pub(crate) const MAX_RUNS: usize = 62;
 
 impl Core {
     /// App slots `[first, first + count)` covering `[addr, addr + len)`.
@@ -640,7 +641,9 @@ impl LentPages for Core {
         let t = &self.table;
         let mut st = t.locked();
         let mut unprotect: Vec<u32> = Vec::new();
-        for p in first_page..first_page + pages {
+        // Descending, so the spares freed here are popped in ascending
+        // order (consecutive TCOW copies then land on consecutive pages).
+        for p in (first_page..first_page + pages).rev() {
             let pi = p as usize;
             if pi >= st.refs.len() || st.refs[pi] == 0 {
                 continue;

@@ -24,11 +24,11 @@
 //! which is common to every semantics (Genie's "base latency").
 
 use std::ffi::c_void;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::ptr;
 use std::time::{Duration, Instant};
 
-use rustix::mm::{self, MapFlags, MprotectFlags, MremapFlags, ProtFlags};
+use rustix::mm::{self, MapFlags, MprotectFlags, ProtFlags};
 use thiserror::Error;
 
 use super::cost::{fit, CostModel, FitQuality, Op, Source};
@@ -100,6 +100,14 @@ pub enum CalibrateError {
     /// The `tcow` hook failed.
     #[error("calibrating tcow_fault: {0}")]
     Tcow(String),
+    /// An arena used to measure swapping failed.
+    #[error("calibrating {op}: {detail}")]
+    Arena {
+        /// The operation being measured.
+        op: Op,
+        /// What failed.
+        detail: String,
+    },
 }
 
 /// The samples behind one operation's line.
@@ -321,46 +329,15 @@ fn map_shared(op: Op, fd: impl AsFd, len: usize) -> Result<Span, CalibrateError>
     Ok(Span { ptr, len })
 }
 
-/// Reserve `len` bytes of address space (no access), at `at` if given
-/// and free (`MAP_FIXED_NOREPLACE`), else anywhere.
-fn reserve(op: Op, at: Option<*mut c_void>, len: usize) -> Result<Span, CalibrateError> {
-    let (hint, fixed) = match at {
-        Some(p) => (p, MapFlags::FIXED_NOREPLACE),
-        None => (ptr::null_mut(), MapFlags::empty()),
-    };
-    // SAFETY: either a null hint, or MAP_FIXED_NOREPLACE, which fails
-    // rather than replace an existing mapping: no Rust object is touched.
-    let ptr = unsafe {
-        mm::mmap_anonymous(
-            hint,
-            len,
-            ProtFlags::empty(),
-            MapFlags::PRIVATE | MapFlags::NORESERVE | fixed,
-        )
-    }
-    .map_err(os(op, "mmap reserve"))?;
-    let span = Span { ptr, len };
-    if at.is_some_and(|p| p != ptr) {
-        // A kernel before 4.17 treats the flag as a hint.
-        return Err(CalibrateError::Os {
-            op,
-            call: "mmap MAP_FIXED_NOREPLACE",
-            errno: Errno::EXIST,
-        });
-    }
-    Ok(span)
-}
-
 /// The memory the measurements work on, made once.
 struct Bench {
     page: usize,
     /// Private source / destination of copies.
     private: Vec<u8>,
     /// A shared memfd mapping: the "arena" (copy targets, page ops).
-    arena_fd: OwnedFd,
+    /// Its descriptor is closed once mapped.
     arena: Span,
-    /// The peer's pages for swapping, and the channel for ref passing.
-    peer: Option<Region>,
+    /// The channel for ref passing.
     chan: Option<(Channel, Channel, Pool)>,
 }
 
@@ -378,9 +355,7 @@ impl Bench {
         Ok(Self {
             page,
             private,
-            arena_fd: fd,
             arena,
-            peer: None,
             chan: None,
         })
     }
@@ -524,75 +499,45 @@ impl Bench {
         })
     }
 
-    /// Swap (and rehome) `b` bytes: the arena's pages at X move aside to
-    /// a reserved range Y (`mremap`), the peer's pages are mapped at X
-    /// private and populated (read-only, then made writable: populating
-    /// a writable private mapping would copy every page), and back:
-    /// `mremap` Y onto X (which unmaps the foreign pages) and a new
-    /// reservation at Y.
+    /// Swap (and rehome) `b` bytes through the arenas' own code: a
+    /// sender arena lends `b` bytes, a receiver arena swaps them over one
+    /// of its buffers (own pages moved aside, the peer's mapped private
+    /// and populated), then puts its own pages back.
     fn swap(&mut self, op: Op, b: usize, budget: Budget) -> Result<f64, CalibrateError> {
-        if self.peer.as_ref().is_none_or(|p| p.len() < b) {
-            self.peer = None;
-            self.peer = Some(Region::create("zcio-calibrate-peer", b, true).map_err(region(op))?);
-        }
-        let Some(peer) = &self.peer else {
-            return Err(CalibrateError::Channel("no peer region".into()));
+        use super::arena::{Arena, Lend};
+        let e = |what: &'static str| {
+            move |x: &dyn std::fmt::Debug| CalibrateError::Arena {
+                op,
+                detail: format!("{what}: {x:?}"),
+            }
         };
-        let peer_fd = peer.share_fd().map_err(region(op))?;
-        let mut x = map_shared(op, &self.arena_fd, b)?;
-        let mut y = reserve(op, None, b)?;
-        median(budget, || {
+        let sender = Arena::new(b).map_err(|x| e("arena")(&x))?;
+        let receiver = Arena::new(b).map_err(|x| e("arena")(&x))?;
+        let mut sbuf = sender.alloc(b).map_err(|x| e("arena alloc")(&x))?;
+        sbuf.fill(1);
+        let mut rbuf = receiver.alloc(b).map_err(|x| e("arena alloc")(&x))?;
+        rbuf.fill(2);
+        let lent = sender
+            .core
+            .lend(sbuf.as_ptr() as usize, b, Lend::Plain)
+            .map_err(|x| e("lend")(&x))?;
+        let src = lent[0].region().clone();
+        let off = lent[0].region_offset();
+        let pages = (b / self.page) as u32;
+        let r = median(budget, || {
             let t = Instant::now();
-            // SAFETY: X and Y are ranges this function mapped (the Spans
-            // own them); no Rust reference points into either. MREMAP_FIXED
-            // replaces our own reservation at Y.
-            unsafe { mm::mremap_fixed(x.ptr, b, b, MremapFlags::MAYMOVE, y.ptr) }
-                .map_err(os(op, "mremap aside"))?;
-            // The arena's pages now live at Y (owned by `y`); X is a hole
-            // that is no longer ours until the mapping below succeeds.
-            let xa = x.ptr;
-            x.len = 0;
-            // SAFETY: MAP_FIXED_NOREPLACE never replaces a mapping, so
-            // whatever may have landed in the hole meanwhile is safe.
-            let got = unsafe {
-                mm::mmap(
-                    xa,
-                    b,
-                    ProtFlags::READ,
-                    MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE | MapFlags::POPULATE,
-                    peer_fd,
-                    0,
-                )
-            }
-            .map_err(os(op, "mmap MAP_FIXED_NOREPLACE"))?;
-            x = Span { ptr: got, len: b };
-            if got != xa {
-                return Err(CalibrateError::Os {
-                    op,
-                    call: "mmap MAP_FIXED_NOREPLACE",
-                    errno: Errno::EXIST,
-                });
-            }
-            // SAFETY: X is our private mapping of the peer's pages.
-            unsafe { mm::mprotect(xa, b, MprotectFlags::READ | MprotectFlags::WRITE) }
-                .map_err(os(op, "mprotect"))?;
+            receiver
+                .core
+                .swap_in(rbuf.first, pages, &src, off)
+                .map_err(os(op, "swap_in"))?;
             let t_swap = t.elapsed().as_nanos() as f64;
-
             let t = Instant::now();
-            // SAFETY: Y holds our arena pages, X our foreign mapping; both
-            // owned by the Spans, no references. MREMAP_FIXED replaces X.
-            unsafe { mm::mremap_fixed(y.ptr, b, b, MremapFlags::MAYMOVE, xa) }
-                .map_err(os(op, "mremap back"))?;
-            // Y is a hole now: reserve it again (or anywhere, if taken).
-            let ya = y.ptr;
-            y.len = 0;
-            y = match reserve(op, Some(ya), b) {
-                Ok(s) => s,
-                Err(_) => reserve(op, None, b)?,
-            };
+            receiver.core.rehome(rbuf.first, pages);
             let t_rehome = t.elapsed().as_nanos() as f64;
             Ok(if op == Op::Swap { t_swap } else { t_rehome })
-        })
+        });
+        drop(lent);
+        r
     }
 }
 

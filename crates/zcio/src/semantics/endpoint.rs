@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::arena::{Arena, ArenaBuf, Lend};
+use super::arena::{Arena, ArenaBuf, Lend, LendRefused};
 use super::error::{InputError, OutputError, SetupError};
 use super::owned::{Kind, Mapped, OwnedBuf};
 use super::wire::{self, Header, HEADER_LEN};
@@ -270,11 +270,14 @@ impl Endpoint {
             Semantics::EmulatedShare | Semantics::EmulatedWeakMove => Some(Lend::Plain),
         };
         if let Some(mode) = mode {
-            match self
-                .arena
-                .core
-                .lend(data.as_ptr() as usize, data.len(), mode)
-            {
+            let core = &self.arena.core;
+            let mut lent = core.lend(data.as_ptr() as usize, data.len(), mode);
+            if lent.as_ref().err() == Some(&LendRefused::NoSpare) {
+                // Take the peer's pending returns (they free spares), once.
+                self.chan.reclaim();
+                lent = core.lend(data.as_ptr() as usize, data.len(), mode);
+            }
+            match lent {
                 Ok(bufs) => {
                     let flags = if mode == Lend::Protect {
                         wire::PROTECTED

@@ -36,6 +36,9 @@ use crate::sys::vm::{self, Prot};
 /// "No park slot": the slot maps its own page in place.
 pub(crate) const HOME: u32 = u32::MAX;
 
+/// Pages of the scratch range, and the most pages one TCOW fault copies.
+pub(crate) const SCRATCH_PAGES: u32 = 32;
+
 /// Counters of one arena (process-local, Relaxed).
 #[derive(Default, Debug)]
 pub(crate) struct Counters {
@@ -60,9 +63,8 @@ pub(crate) struct State {
     /// App slot → park index while a peer's pages are swapped over it, or
     /// [`HOME`].
     pub park: Box<[u32]>,
-    /// Spare slots whose pages are free (not in flight); capacity `n`, so
-    /// pushing never allocates.
-    pub free_spares: Vec<u32>,
+    /// Spare slots whose pages are free (not in flight).
+    pub free_spares: Spares,
     /// App slots that are read-only with references in flight: each may
     /// need a spare for its TCOW copy. `reserved <= free_spares.len()` is
     /// kept by [`Table::lend`], so the fault handler always finds a spare.
@@ -88,7 +90,8 @@ pub(crate) struct Table {
     pub base: usize,
     /// Address of park index 0.
     pub park_base: usize,
-    /// One reserved page the TCOW swap passes a mapping through.
+    /// [`SCRATCH_PAGES`] reserved pages the TCOW swap passes mappings
+    /// through.
     pub scratch: usize,
     /// Write protection by userfaultfd (`None`: by `mprotect`).
     pub uffd: Option<&'static Uffd>,
@@ -141,9 +144,7 @@ impl Table {
         uffd: Option<&'static Uffd>,
     ) -> Self {
         let slots = 2 * n as usize;
-        let mut free_spares = Vec::with_capacity(n as usize);
-        // Pop order: lowest spare first.
-        free_spares.extend((n..2 * n).rev());
+        let free_spares = Spares::new(n);
         Self {
             lock: AtomicBool::new(false),
             st: UnsafeCell::new(State {
@@ -326,75 +327,130 @@ impl Table {
     /// Give app slot `a` a private copy of its in-flight page: copy into
     /// a free spare and swap the two slots' mappings.
     fn tcow_copy(&self, st: &mut State, a: u32) -> bool {
-        let Some(s) = st.free_spares.pop() else {
+        // Prefer the spare holding the file page right after the previous
+        // slot's (or right before the next slot's): a buffer rewritten
+        // page by page then stays a few contiguous file runs, which a
+        // later output lends as few slices.
+        let mut want = None;
+        if a > 0 {
+            want = st.slot_page[a as usize - 1].checked_add(1);
+        }
+        if want.is_none_or(|w| w as usize >= st.page_slot.len()) && a + 1 < self.n {
+            want = st.slot_page[a as usize + 1].checked_sub(1);
+        }
+        let preferred = want
+            .and_then(|w| st.page_slot.get(w as usize).copied())
+            .filter(|&slot| st.free_spares.take(slot));
+        let Some(s) = preferred.or_else(|| st.free_spares.pop()) else {
             // `lend` keeps a spare per protected slot; reaching this means
             // the bookkeeping is broken: let the fault kill the process.
             self.counters.no_spare.fetch_add(1, Ordering::Relaxed);
             return false;
         };
+        // Copy ahead: the following slots of the same run of in-flight
+        // pages, onto the following spares, in the same few system calls
+        // (a buffer being rewritten faults once per run, not per page).
+        let mut k = 1u32;
+        while k < SCRATCH_PAGES
+            && a + k < self.n
+            && st.prot[(a + k) as usize] == Prot::ReadOnly
+            && st.park[(a + k) as usize] == HOME
+            && st.slot_page[(a + k) as usize] == st.slot_page[a as usize] + k
+            && st.refs[st.slot_page[(a + k) as usize] as usize] > 0
+            && s + k < 2 * self.n
+            && st.slot_page[(s + k) as usize] == st.slot_page[s as usize] + k
+            && st.prot[(s + k) as usize] == st.prot[s as usize]
+            && st.free_spares.take(s + k)
+        {
+            k += 1;
+        }
+        if !self.swap_run(st, a, s, k) {
+            // Not one mapping each (the kernel keeps split VMAs apart):
+            // give the extra spares back and do the faulting page alone.
+            for i in 1..k {
+                st.free_spares.push(s + i);
+            }
+            if k == 1 || !self.swap_run(st, a, s, 1) {
+                st.free_spares.push(s);
+                return false;
+            }
+            k = 1;
+        }
+        for i in 0..k {
+            let (ai, si) = ((a + i) as usize, (s + i) as usize);
+            let p = st.slot_page[ai];
+            let q = st.slot_page[si];
+            st.slot_page[ai] = q;
+            st.slot_page[si] = p;
+            st.page_slot[q as usize] = a + i;
+            st.page_slot[p as usize] = s + i;
+            // `a + i` now maps the spare's (writable) page, `s + i` the
+            // in-flight one: read-only under `mprotect`; under the
+            // userfaultfd both moved pages lost their registration
+            // (writable, and nobody writes a spare slot but this path).
+            st.prot[ai] = Prot::ReadWrite;
+            st.prot[si] = if self.uffd.is_some() {
+                Prot::ReadWrite
+            } else {
+                Prot::ReadOnly
+            };
+            st.armed[ai] = false;
+        }
+        st.reserved -= k;
+        self.counters
+            .tcow_copies
+            .fetch_add(k as u64, Ordering::Relaxed);
+        true
+    }
+
+    /// Copy app slots `[a, a + k)` onto spare slots `[s, s + k)` and swap
+    /// their mappings. `false` (nothing changed) when a range is not one
+    /// mapping or a system call fails.
+    fn swap_run(&self, st: &mut State, a: u32, s: u32, k: u32) -> bool {
         let (sa, aa) = (self.slot_addr(s), self.slot_addr(a));
+        let len = k as usize * self.ps;
         if st.prot[s as usize] != Prot::ReadWrite {
             // A spare keeps the protection of the in-flight page it parked
             // (`mprotect` travels with `mremap`; userfaultfd protection does
             // not, so on that backend spares are always writable).
-            // SAFETY: slot `s` is ours and free (no reader of it here).
-            if unsafe { vm::protect(sa, self.ps, Prot::ReadWrite) }.is_err() {
-                st.free_spares.push(s);
+            // SAFETY: the spares are ours and free (no reader of them here).
+            if unsafe { vm::protect(sa, len, Prot::ReadWrite) }.is_err() {
                 return false;
             }
-            st.prot[s as usize] = Prot::ReadWrite;
+            for i in s..s + k {
+                st.prot[i as usize] = Prot::ReadWrite;
+            }
         }
-        // Both slots are mapped (readable `a`, writable `s`), page-sized,
-        // distinct, and no Rust reference covers the spare slot.
+        // Both ranges are mapped (readable app slots, writable spares),
+        // distinct, and no Rust reference covers the spares.
         // SAFETY: as argued just above.
-        unsafe { std::ptr::copy_nonoverlapping(aa as *const u8, sa as *mut u8, self.ps) };
-        // Swap the mappings through the scratch page. Each move replaces
+        unsafe { std::ptr::copy_nonoverlapping(aa as *const u8, sa as *mut u8, len) };
+        // Swap the mappings through the scratch range. Each move replaces
         // its target in one step and leaves its source mapped (DONTUNMAP),
-        // so no address of ours is ever a hole; the scratch page ends up
-        // mapping the in-flight page too (harmless: read-only under
+        // so no address of ours is ever a hole; the scratch range ends up
+        // mapping the in-flight pages too (harmless: read-only under
         // `mprotect`, never written under the userfaultfd, and replaced by
         // the next swap).
-        // SAFETY: slots `a` and `s` and the scratch page belong to this
-        // arena.
-        // SAFETY (all three moves and the restore): slots `a` and `s` and
-        // the scratch page belong to this arena.
-        if unsafe { vm::move_pages(aa, self.ps, self.scratch) }.is_err()
+        // The app slots, the spares and the scratch range belong to this
+        // arena (the same argument holds for every move below).
+        // SAFETY: as argued just above.
+        if unsafe { vm::move_pages(aa, len, self.scratch) }.is_err()
             // SAFETY: as above.
-            || unsafe { vm::move_pages(sa, self.ps, aa) }.is_err()
+            || unsafe { vm::move_pages(sa, len, aa) }.is_err()
         {
             // Nothing changed that matters: every source is still mapped
-            // where it was (DONTUNMAP), `a` still maps the in-flight page.
-            st.free_spares.push(s);
+            // where it was (DONTUNMAP), the app slots still map the
+            // in-flight pages.
             return false;
         }
         // SAFETY: as above.
-        if unsafe { vm::move_pages(self.scratch, self.ps, sa) }.is_err() {
-            // `a` maps the spare's page (also still at `s`); put the
-            // in-flight page back at `a` from the scratch page.
+        if unsafe { vm::move_pages(self.scratch, len, sa) }.is_err() {
+            // The app slots map the spares' pages (also still at the
+            // spares); put the in-flight pages back from the scratch range.
             // SAFETY: as above.
-            let _ = unsafe { vm::move_pages(self.scratch, self.ps, aa) };
-            st.free_spares.push(s);
+            let _ = unsafe { vm::move_pages(self.scratch, len, aa) };
             return false;
         }
-        let p = st.slot_page[a as usize];
-        let q = st.slot_page[s as usize];
-        st.slot_page[a as usize] = q;
-        st.slot_page[s as usize] = p;
-        st.page_slot[q as usize] = a;
-        st.page_slot[p as usize] = s;
-        // `a` now maps the spare's (writable) mapping, `s` the in-flight
-        // one: read-only under `mprotect`; under the userfaultfd both moved
-        // pages lost their registration (writable, and nobody writes a
-        // spare slot but this path).
-        st.prot[a as usize] = Prot::ReadWrite;
-        st.prot[s as usize] = if self.uffd.is_some() {
-            Prot::ReadWrite
-        } else {
-            Prot::ReadOnly
-        };
-        st.armed[a as usize] = false;
-        st.reserved -= 1;
-        self.counters.tcow_copies.fetch_add(1, Ordering::Relaxed);
         true
     }
 }
@@ -402,4 +458,81 @@ impl Table {
 fn u_fd(u: &Uffd) -> BorrowedFd<'_> {
     use std::os::fd::AsFd;
     u.as_fd()
+}
+
+/// The free spare slots: a stack plus a flag per spare, so a particular
+/// spare can be taken (leaving a stale stack entry that `pop` skips).
+/// `pop` and `take` never allocate (the fault handler calls them).
+pub(crate) struct Spares {
+    n: u32,
+    stack: Vec<u32>,
+    free: Box<[bool]>,
+    count: u32,
+}
+
+impl Spares {
+    fn new(n: u32) -> Spares {
+        Spares {
+            n,
+            // Pop order: lowest spare first.
+            stack: (n..2 * n).rev().collect(),
+            free: vec![true; n as usize].into_boxed_slice(),
+            count: n,
+        }
+    }
+
+    /// Free spares.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Mark spare slot `s` free. May allocate (normal context), except
+    /// right after a `pop`/`take` of the same slot, which left room.
+    pub fn push(&mut self, s: u32) {
+        let Some(f) = s
+            .checked_sub(self.n)
+            .and_then(|i| self.free.get_mut(i as usize))
+        else {
+            return;
+        };
+        if !*f {
+            *f = true;
+            self.count += 1;
+            if self.stack.len() == self.stack.capacity() && self.stack.len() > 2 * self.n as usize {
+                // Drop stale entries rather than grow without bound.
+                let free = &self.free;
+                let n = self.n;
+                self.stack.retain(|&x| free[(x - n) as usize]);
+            }
+            self.stack.push(s);
+        }
+    }
+
+    /// Take any free spare.
+    pub fn pop(&mut self) -> Option<u32> {
+        while let Some(s) = self.stack.pop() {
+            let f = &mut self.free[(s - self.n) as usize];
+            if *f {
+                *f = false;
+                self.count -= 1;
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// Take slot `s` if it is a free spare.
+    pub fn take(&mut self, s: u32) -> bool {
+        match s
+            .checked_sub(self.n)
+            .and_then(|i| self.free.get_mut(i as usize))
+        {
+            Some(f) if *f => {
+                *f = false;
+                self.count -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
 }

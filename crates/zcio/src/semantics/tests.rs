@@ -387,3 +387,20 @@ fn concurrent_writers_during_tcow_swaps_never_crash() {
         drop(buf);
     }
 }
+
+#[test]
+fn rewritten_buffers_stay_lendable_in_few_runs() {
+    for arena in arenas(16 << 20) {
+        let mut buf = arena.alloc(4 << 20).unwrap();
+        let mut held = Vec::new();
+        for r in 0..3u8 {
+            buf.fill(r);
+            let lent = arena
+                .core
+                .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
+                .unwrap_or_else(|e| panic!("round {r}: {e:?} ({:?})", arena.protection()));
+            assert!(lent.len() <= 4, "round {r}: {} runs", lent.len());
+            held.push(lent);
+        }
+    }
+}

@@ -87,7 +87,9 @@ pub unsafe fn move_pages(from: usize, len: usize, to: usize) -> Result<(), Errno
 
 /// Map `len` bytes of `fd` at `offset` over `[addr, addr + len)`,
 /// `MAP_PRIVATE` (the caller's writes stay private) and readable and
-/// writable; `populate` pre-faults it for reading.
+/// writable; `populate` pre-faults it for reading. (It is mapped
+/// read-only first and made writable after populating: populating a
+/// writable private mapping would copy every page.)
 ///
 /// # Safety
 /// The range is owned by the caller; whatever was mapped there is gone.
@@ -107,17 +109,17 @@ pub unsafe fn map_private_fixed(
         libc::mmap(
             addr as *mut libc::c_void,
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            libc::PROT_READ,
             flags,
             fd.as_raw_fd(),
             offset as libc::off_t,
         )
     };
     if p == libc::MAP_FAILED {
-        Err(Errno::from_raw_os_error(last_errno()))
-    } else {
-        Ok(())
+        return Err(Errno::from_raw_os_error(last_errno()));
     }
+    // SAFETY: the range was just mapped by us.
+    unsafe { protect(addr, len, Prot::ReadWrite) }
 }
 
 /// Fill `[addr, addr + len)` with an inaccessible anonymous placeholder
