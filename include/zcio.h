@@ -1634,7 +1634,9 @@ ssize_t zcio_endpoint_input(struct zcio_endpoint *ep, void *buf, size_t cap, int
  * `*page_offset` (either may be NULL). Allocate `zcio_arena_alloc(ep,
  * len, page_offset)` and input into it to have whole pages swapped in.
  * Returns 0, `-EAGAIN` (nothing yet, `timeout_ms` 0), `-ETIMEDOUT`,
- * `-EPIPE`, `-EBADMSG`. (The wait polls with short sleeps.)
+ * `-EPIPE` (the peer died), `-EBADMSG`. The wait polls with short
+ * sleeps; it sees a peer that died but not one that closed its end
+ * while alive (`zcio_endpoint_input` sees that: `-EPIPE`).
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.

@@ -578,7 +578,9 @@ pub unsafe extern "C" fn zcio_endpoint_input(
 /// `*page_offset` (either may be NULL). Allocate `zcio_arena_alloc(ep,
 /// len, page_offset)` and input into it to have whole pages swapped in.
 /// Returns 0, `-EAGAIN` (nothing yet, `timeout_ms` 0), `-ETIMEDOUT`,
-/// `-EPIPE`, `-EBADMSG`. (The wait polls with short sleeps.)
+/// `-EPIPE` (the peer died), `-EBADMSG`. The wait polls with short
+/// sleeps; it sees a peer that died but not one that closed its end
+/// while alive (`zcio_endpoint_input` sees that: `-EPIPE`).
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.
@@ -602,6 +604,9 @@ pub unsafe extern "C" fn zcio_endpoint_next(
             };
         let mut nap = Duration::from_micros(20);
         loop {
+            // Disconnection is checked first and the queue after it: what
+            // the peer sent before leaving is still reported.
+            let gone = !e.ep.channel().check_peer();
             match e.ep.next_layout() {
                 Ok(Some((off, n))) => {
                     // SAFETY: NULL or writable (contract).
@@ -615,7 +620,7 @@ pub unsafe extern "C" fn zcio_endpoint_next(
                     }
                     return 0;
                 }
-                Ok(None) if e.ep.channel().is_disconnected() => {
+                Ok(None) if gone => {
                     return fail(InputError::Recv(zcio::RecvError::Disconnected));
                 }
                 Ok(None) => {}
