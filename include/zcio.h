@@ -227,6 +227,77 @@
 #define ZCIO_MOVER_BUFFER 3
 
 /**
+ * The eight buffering semantics (`zcio_semantics_name` gives the names
+ * `"copy"`, `"emulated-copy"`, ...). Calls take them as `int`; `-1`
+ * where a call allows it means "the endpoint's default". Who owns the
+ * buffer after a call, and what a later write can affect:
+ *
+ * * `ZCIO_SEM_COPY`: output copies, input copies. You keep your buffer;
+ *   later writes by either side change nothing the other sees.
+ * * `ZCIO_SEM_EMULATED_COPY`: the guarantees of copy. Output of an arena
+ *   buffer write-protects its pages and lends them (your write to a page
+ *   still in flight gets a private copy of that page, transparently:
+ *   TCOW); input into an arena buffer at the sender's page offset swaps
+ *   whole pages in when that keeps the guarantee. Short data, and memory
+ *   not from `zcio_arena_alloc` (malloc, the stack), is copied.
+ * * `ZCIO_SEM_SHARE`: output lends an arena buffer in place (wired while
+ *   in flight); your later write may change what the peer reads (weak).
+ * * `ZCIO_SEM_EMULATED_SHARE`: as share without wiring (weak).
+ * * `ZCIO_SEM_MOVE`: `zcio_endpoint_output_owned` hands a
+ *   `zcio_endpoint_alloc` buffer over sealed: you no longer own it and
+ *   nobody can change it; the receiver maps it privately.
+ * * `ZCIO_SEM_EMULATED_MOVE`: as move, but the pages are only hidden
+ *   (touching them faults) and reused once the peer is done (strong).
+ * * `ZCIO_SEM_WEAK_MOVE`: the buffer stays mapped (wired while in
+ *   flight) and is cached for reuse; do not touch it after output: a
+ *   write would change what the peer reads (weak).
+ * * `ZCIO_SEM_EMULATED_WEAK_MOVE`: as weak move without wiring (weak).
+ */
+typedef enum zcio_semantics {
+    ZCIO_SEM_COPY = 0,
+    ZCIO_SEM_EMULATED_COPY = 1,
+    ZCIO_SEM_SHARE = 2,
+    ZCIO_SEM_EMULATED_SHARE = 3,
+    ZCIO_SEM_MOVE = 4,
+    ZCIO_SEM_EMULATED_MOVE = 5,
+    ZCIO_SEM_WEAK_MOVE = 6,
+    ZCIO_SEM_EMULATED_WEAK_MOVE = 7,
+} zcio_semantics;
+
+/**
+ * How an output travelled (the return value of the output calls).
+ */
+typedef enum zcio_delivery {
+    /**
+     * Copied into a system buffer.
+     */
+    ZCIO_DELIVERY_COPIED = 0,
+    /**
+     * Lent in place, write-protected until the peer returned it (TCOW).
+     */
+    ZCIO_DELIVERY_PROTECTED = 1,
+    /**
+     * Lent in place, hidden (no access) until returned (emulated move).
+     */
+    ZCIO_DELIVERY_HIDDEN = 2,
+    /**
+     * Lent in place without protection (share, weak moves).
+     */
+    ZCIO_DELIVERY_LENT = 3,
+    /**
+     * A sealed single-use region (move).
+     */
+    ZCIO_DELIVERY_SEALED = 4,
+} zcio_delivery;
+
+/**
+ * A buffer in an endpoint's arena (opaque): memory zcio can lend and
+ * swap pages into. Used by one thread at a time. Stays valid after its
+ * endpoint is freed.
+ */
+typedef struct zcio_arena_buf zcio_arena_buf;
+
+/**
  * An association between a source and a sink (opaque). Made by
  * `zcio_splice_fds` or `zcio_splice_specs`, freed by `zcio_assoc_close`.
  *
@@ -252,6 +323,12 @@ typedef struct zcio_buf zcio_buf;
 typedef struct zcio_channel zcio_channel;
 
 /**
+ * One end of a channel with buffering semantics (opaque). Thread-safe:
+ * output and input may run on different threads at once.
+ */
+typedef struct zcio_endpoint zcio_endpoint;
+
+/**
  * A listening socket that accepts channels (opaque).
  */
 typedef struct zcio_listener zcio_listener;
@@ -262,6 +339,13 @@ typedef struct zcio_listener zcio_listener;
  * made from several threads at once.
  */
 typedef struct zcio_msg zcio_msg;
+
+/**
+ * A system-allocated buffer (opaque), from `zcio_endpoint_alloc` or
+ * `zcio_endpoint_input_owned`. Yours until `zcio_endpoint_output_owned`
+ * consumes it or `zcio_endpoint_free` frees it. One thread at a time.
+ */
+typedef struct zcio_owned zcio_owned;
 
 /**
  * A pool of shared buffers (opaque): chunks of shared memory that stay
@@ -522,6 +606,115 @@ typedef struct zcio_assoc_status {
      */
     uint64_t lost;
 } zcio_assoc_status;
+
+/**
+ * How an endpoint is set up (`zcio_endpoint_config_init` fills the
+ * defaults; a NULL config means the defaults).
+ */
+typedef struct zcio_endpoint_config {
+    /**
+     * Semantics of the output calls (an `enum zcio_semantics` value;
+     * default `ZCIO_SEM_EMULATED_COPY`).
+     */
+    int output;
+    /**
+     * Semantics of the input calls (default `ZCIO_SEM_EMULATED_COPY`).
+     */
+    int input;
+    /**
+     * Bytes of registered memory for `zcio_arena_alloc` buffers
+     * (0: 64 MiB). Only pages you touch use memory; the arena reserves
+     * three times this much address space.
+     */
+    size_t arena_capacity;
+    /**
+     * How long `zcio_endpoint_new` waits for the peer's hello, in
+     * milliseconds (<= 0: 10 s).
+     */
+    int hello_timeout_ms;
+    /**
+     * Non-zero: call `zcio_endpoint_trust_peer` before the hello (so the
+     * peer learns it). Read the warning there first. Default 0.
+     */
+    int trust_peer;
+} zcio_endpoint_config;
+
+/**
+ * How one input arrived (`zcio_endpoint_input`).
+ */
+typedef struct zcio_received {
+    /**
+     * Bytes delivered; after `-EMSGSIZE`, the length the buffer needs.
+     */
+    size_t len;
+    /**
+     * Whole pages swapped into your buffer (no byte copied).
+     */
+    size_t swapped_pages;
+    /**
+     * Bytes copied (partial pages, unaligned or untrusted data).
+     */
+    size_t copied;
+    /**
+     * The sender's semantics (`enum zcio_semantics`), or -1.
+     */
+    int sender;
+} zcio_received;
+
+/**
+ * Counters of an endpoint and its arena (`zcio_endpoint_get_stats`).
+ */
+typedef struct zcio_endpoint_stats {
+    /**
+     * Outputs copied.
+     */
+    uint64_t out_copied;
+    /**
+     * Outputs lent write-protected (TCOW).
+     */
+    uint64_t out_protected;
+    /**
+     * Outputs lent hidden (emulated move).
+     */
+    uint64_t out_hidden;
+    /**
+     * Outputs lent unprotected (share, weak moves).
+     */
+    uint64_t out_lent;
+    /**
+     * Outputs as sealed regions (move).
+     */
+    uint64_t out_sealed;
+    /**
+     * Outputs that wanted to lend but copied (memory not from the arena,
+     * no spare page, ...).
+     */
+    uint64_t out_fallbacks;
+    /**
+     * Pages swapped in by input.
+     */
+    uint64_t in_swapped_pages;
+    /**
+     * Bytes copied by input.
+     */
+    uint64_t in_copied_bytes;
+    /**
+     * Arena: your writes to in-flight pages that got a private copy.
+     */
+    uint64_t tcow_copies;
+    /**
+     * Arena: write-protect operations at output.
+     */
+    uint64_t protects;
+    /**
+     * Arena: unprotect operations when pages came back.
+     */
+    uint64_t unprotects;
+    /**
+     * Arena: pages lent and not yet returned by the peer.
+     */
+    uint64_t pages_in_flight;
+} zcio_endpoint_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1326,6 +1519,254 @@ int zcio_cp(const char *src, const char *dst, const char *const *modules, size_t
  * trust (see above); `name` is NULL or valid for writing `cap` bytes.
  */
 ssize_t zcio_module_load(const char *path, char *name, size_t cap);
+
+/**
+ * The semantics named `name` (`"emulated-copy"`, ...; case and `_` for
+ * `-` do not matter) as an `enum zcio_semantics` value, or `-EINVAL` for
+ * an unknown name or NULL (`zcio_last_error` lists the names).
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string.
+ */
+int zcio_semantics_parse(const char *name);
+
+/**
+ * The name of an `enum zcio_semantics` value (`"emulated-copy"`, ...):
+ * a static string, or NULL for a value out of range.
+ */
+const char *zcio_semantics_name(int sem);
+
+/**
+ * Fill `*cfg` with the defaults: emulated copy both ways, a 64 MiB
+ * arena, a 10 s hello timeout, the peer not trusted. NULL is ignored.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing a `struct zcio_endpoint_config`.
+ */
+void zcio_endpoint_config_init(struct zcio_endpoint_config *cfg);
+
+/**
+ * Make an endpoint of the connected channel `ch`. Both ends must do so:
+ * each sends a hello (its input semantics, whether it trusts the peer)
+ * and waits for the other's, at most `cfg->hello_timeout_ms`. `cfg` may
+ * be NULL (the defaults). Stores the endpoint in `*out` (free it with
+ * `zcio_endpoint_close`).
+ *
+ * Ownership of `ch`: when this returns `-EINVAL` for a bad argument the
+ * channel is still yours; otherwise — success or any other failure — the
+ * endpoint took it (the handle is freed; on failure the channel is
+ * closed). Errors: `-EINVAL`, `-ETIMEDOUT` (no hello), `-EPIPE` (the peer
+ * left), `-EPROTO` (the peer is not an endpoint), `-ENOBUFS`/`-ENOMEM`,
+ * or a negative errno.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel handle, not used again unless this
+ * returned `-EINVAL`; `cfg` is NULL or a readable config; `out` is NULL
+ * or valid for writing a pointer.
+ */
+int zcio_endpoint_new(struct zcio_channel *ch, const struct zcio_endpoint_config *cfg, struct zcio_endpoint **out);
+
+/**
+ * Declare that the peer runs zcio's TCOW and never writes pages it lent
+ * (unsafe opt-in, as `Channel::trust_peer` in Rust): emulated-copy and
+ * emulated-move input then swap the peer's write-protected pages into
+ * your arena buffers instead of copying them. Without it, strong-integrity
+ * input copies (or maps sealed regions). Returns 0 or `-EINVAL`.
+ *
+ * Warning: a peer that does write its lent pages (a bug, or a hostile
+ * process) can then change bytes you already received, under your feet.
+ * Only for peers of one application that you trust as much as your own
+ * code. Better set `trust_peer` in the config (the peer then learns it in
+ * the hello); this call affects inputs from now on.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; see the warning.
+ */
+int zcio_endpoint_trust_peer(struct zcio_endpoint *ep);
+
+/**
+ * Output `len` bytes at `data` under `sem` (-1: the endpoint's output
+ * semantics), shaped like `write`: when it returns, `data` is yours again
+ * (write it at once if you like; what the peer receives is what `data`
+ * held at the call — except under the weak semantics, see `enum
+ * zcio_semantics`). Returns the delivery (`enum zcio_delivery`) or a
+ * negative code: `-EINVAL` (NULL, `len` 0, bad `sem`), `-EPIPE` (the peer
+ * is gone), `-ENOBUFS`, `-ETIMEDOUT`, ...
+ *
+ * Only memory from `zcio_arena_alloc` of this endpoint can go without a
+ * copy; any other memory (malloc, the stack) is copied, whatever `sem`
+ * says (`out_fallbacks` in the stats counts these), and short data is
+ * copied where copying is cheaper.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `data` is readable for `len` bytes,
+ * and is this process's own memory (not bytes another process can write,
+ * such as a received message read in place: copy those first); no other
+ * thread writes it during the call.
+ */
+int zcio_endpoint_output(struct zcio_endpoint *ep, const void *data, size_t len, int sem);
+
+/**
+ * Input the next message into `buf` (`cap` bytes) under `sem` (-1: the
+ * endpoint's input semantics), shaped like `read` but message-oriented:
+ * the whole message or nothing. Waits for it as long as the channel's
+ * bound allows (a peer that goes away ends the wait with `-EPIPE`).
+ * Returns the message length; `*info` (may be NULL) says how it arrived.
+ * `-EMSGSIZE`: `buf` is too short — `info->len` is the length needed and
+ * the message is kept for the next call. Other errors: `-EINVAL`,
+ * `-EPIPE`, `-EBADMSG` (malformed; dropped), `-ETIMEDOUT`.
+ *
+ * Whole pages are swapped in (no copy) only into a `zcio_arena_alloc`
+ * buffer of this endpoint at the sender's page offset (see
+ * `zcio_endpoint_next`); everything else is copied.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `buf` is writable for `cap` bytes and
+ * nothing else reads or writes it during the call; `info` is NULL or
+ * writable.
+ */
+ssize_t zcio_endpoint_input(struct zcio_endpoint *ep, void *buf, size_t cap, int sem, struct zcio_received *info);
+
+/**
+ * Wait at most `timeout_ms` (0: do not wait; < 0: up to 1 hour) for the
+ * next message without taking it, and report its layout: its length in
+ * `*len` and the page offset the sender's data starts at in
+ * `*page_offset` (either may be NULL). Allocate `zcio_arena_alloc(ep,
+ * len, page_offset)` and input into it to have whole pages swapped in.
+ * Returns 0, `-EAGAIN` (nothing yet, `timeout_ms` 0), `-ETIMEDOUT`,
+ * `-EPIPE` (the peer died), `-EBADMSG`. The wait polls with short
+ * sleeps; it sees a peer that died but not one that closed its end
+ * while alive (`zcio_endpoint_input` sees that: `-EPIPE`).
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.
+ */
+int zcio_endpoint_next(struct zcio_endpoint *ep, int timeout_ms, size_t *len, size_t *page_offset);
+
+/**
+ * Fill `*out` with the endpoint's and its arena's counters. Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or writable.
+ */
+int zcio_endpoint_get_stats(struct zcio_endpoint *ep, struct zcio_endpoint_stats *out);
+
+/**
+ * Close the endpoint and its channel and free the handle (NULL is
+ * ignored): the peer sees `-EPIPE` once it received what was sent.
+ * Arena and owned buffers you still hold stay valid until you free them.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint, not used again (by any thread).
+ */
+void zcio_endpoint_close(struct zcio_endpoint *ep);
+
+/**
+ * A buffer of `len` bytes in the endpoint's arena, starting
+ * `page_offset` bytes into its first page (0: page-aligned; take the
+ * page offset `zcio_endpoint_next` reports to receive with page swaps).
+ * Only memory from here is zero-copy: output lends (and write-protects)
+ * its pages, input swaps pages into it; malloc memory is always copied.
+ * Stores the handle in `*out` (free it with `zcio_arena_buf_free`).
+ * Returns 0, `-EINVAL`, or `-ENOBUFS` (the arena is full).
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or writable.
+ */
+int zcio_arena_alloc(struct zcio_endpoint *ep, size_t len, size_t page_offset, struct zcio_arena_buf **out);
+
+/**
+ * The buffer's bytes (`zcio_arena_buf_len` of them), readable and
+ * writable by you at any time, also while output of them is in flight
+ * (a write then gets a private copy of the page: TCOW). NULL for NULL.
+ *
+ * # Safety
+ * `b` is NULL or a live arena buffer.
+ */
+void *zcio_arena_buf_data(struct zcio_arena_buf *b);
+
+/**
+ * The buffer's length in bytes (0 for NULL).
+ *
+ * # Safety
+ * `b` is NULL or a live arena buffer.
+ */
+size_t zcio_arena_buf_len(const struct zcio_arena_buf *b);
+
+/**
+ * Free an arena buffer (NULL is ignored). Pages the peer still reads stay
+ * with it until it returns them.
+ *
+ * # Safety
+ * `b` is NULL or a live arena buffer, not used again.
+ */
+void zcio_arena_buf_free(struct zcio_arena_buf *b);
+
+/**
+ * A system-allocated buffer of `len` bytes for the endpoint's output
+ * semantics (a fresh region under move, arena pages otherwise). Fill it
+ * through `zcio_owned_data` and hand it over with
+ * `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-ENOBUFS`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or writable.
+ */
+int zcio_endpoint_alloc(struct zcio_endpoint *ep, size_t len, struct zcio_owned **out);
+
+/**
+ * The bytes of a system-allocated buffer, writable while it is yours
+ * (your writes to a received buffer stay private). NULL for NULL.
+ *
+ * # Safety
+ * `b` is NULL or a live owned buffer used by one thread at a time.
+ */
+void *zcio_owned_data(struct zcio_owned *b);
+
+/**
+ * The length of a system-allocated buffer (0 for NULL).
+ *
+ * # Safety
+ * `b` is NULL or a live owned buffer.
+ */
+size_t zcio_owned_len(const struct zcio_owned *b);
+
+/**
+ * Hand `*buf` to the peer under `sem` (-1: the endpoint's output
+ * semantics). It is consumed: on success `*buf` becomes NULL and you no
+ * longer own the bytes (do not keep pointers into them). On failure
+ * `*buf` is still yours when the buffer could be given back, and NULL
+ * when it could not (a move buffer is sealed before sending: it is gone).
+ * Returns the delivery (`enum zcio_delivery`) or a negative code.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `buf` is NULL or points to NULL or a
+ * live owned buffer handle.
+ */
+int zcio_endpoint_output_owned(struct zcio_endpoint *ep, struct zcio_owned **buf, int sem);
+
+/**
+ * Receive the next message into a system-allocated buffer under `sem`
+ * (-1: the endpoint's input semantics): a sealed region mapped privately
+ * (move), or arena pages swapped in / copied. Waits as
+ * `zcio_endpoint_input`. Stores the handle in `*out`; give it back with
+ * `zcio_endpoint_free` (or pass it on with `zcio_endpoint_output_owned`).
+ * Returns the length or a negative code (`-EPIPE`, `-EBADMSG`, ...).
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or writable.
+ */
+ssize_t zcio_endpoint_input_owned(struct zcio_endpoint *ep, int sem, struct zcio_owned **out);
+
+/**
+ * Give a system-allocated buffer back (cached for reuse by `ep`; with a
+ * NULL `ep` it is just freed). NULL `buf` is ignored.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `buf` is NULL or a live owned buffer,
+ * not used again.
+ */
+void zcio_endpoint_free(struct zcio_endpoint *ep, struct zcio_owned *buf);
 
 #ifdef __cplusplus
 }  // extern "C"

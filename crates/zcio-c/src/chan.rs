@@ -25,7 +25,7 @@ pub struct zcio_listener {
 /// called from different threads at once; the rest of the calls are
 /// thread-safe too.
 pub struct zcio_channel {
-    ch: Channel,
+    pub(crate) ch: Channel,
     /// The pool `zcio_send_bytes` copies into, made on first use.
     copies: OnceLock<Pool>,
 }

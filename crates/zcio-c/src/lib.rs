@@ -29,6 +29,8 @@ pub mod msg;
 
 pub mod splice;
 
+pub mod semantics;
+
 use std::ffi::{c_char, c_int, CStr};
 use std::time::Duration;
 
@@ -95,7 +97,7 @@ pub(crate) unsafe fn str_arg<'a>(s: *const c_char, what: &str) -> Result<&'a str
 }
 
 // The header promises: rings and buffers may move between threads;
-// channels, pools and messages may be used from several at once.
+// channels, pools, messages and endpoints may be used from several at once.
 const _: () = {
     const fn send<T: Send>() {}
     const fn send_sync<T: Send + Sync>() {}
@@ -106,6 +108,9 @@ const _: () = {
     send_sync::<chan::zcio_listener>();
     send_sync::<msg::zcio_msg>();
     send_sync::<splice::zcio_assoc>();
+    send_sync::<semantics::zcio_endpoint>();
+    send::<semantics::zcio_arena_buf>();
+    send::<semantics::zcio_owned>();
 };
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use pyo3::exceptions::PyTypeError;
@@ -87,8 +87,24 @@ impl Listener {
 /// One end of a channel.
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Channel {
-    chan: zcio::Channel,
+    /// `None` once handed to a `SemanticEndpoint` (`Channel.endpoint`).
+    chan: RwLock<Option<zcio::Channel>>,
     pool: Py<Pool>,
+}
+
+/// The channel of a [`Channel`] not handed over (read-locked).
+struct ChanRef<'a>(RwLockReadGuard<'a, Option<zcio::Channel>>);
+
+impl std::ops::Deref for ChanRef<'_> {
+    type Target = zcio::Channel;
+    fn deref(&self) -> &zcio::Channel {
+        match self.0.as_ref() {
+            Some(c) => c,
+            // `Channel::chan` makes a `ChanRef` only over `Some`, and the
+            // read lock keeps it so.
+            None => unreachable!("ChanRef over a handed-over channel"),
+        }
+    }
 }
 
 /// How a send may wait.
@@ -114,12 +130,44 @@ impl Channel {
             Some(p) => p,
             None => Py::new(py, Pool::new_default("py-channel"))?,
         };
-        Ok(Self { chan, pool })
+        Ok(Self {
+            chan: RwLock::new(Some(chan)),
+            pool,
+        })
+    }
+
+    /// The channel, or `ValueError` once it was handed to an endpoint.
+    fn chan(&self) -> PyResult<ChanRef<'_>> {
+        let g = self.chan.read().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            return Err(PyValueError::new_err(
+                "this Channel was handed to a SemanticEndpoint (use the endpoint)",
+            ));
+        }
+        Ok(ChanRef(g))
+    }
+
+    /// Take the channel out (for `SemanticEndpoint`): refused while another
+    /// thread uses it, or when it was taken already.
+    pub(crate) fn take(&self) -> PyResult<zcio::Channel> {
+        let mut g = match self.chan.try_write() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(PyValueError::new_err(
+                    "the Channel is in use by another thread (a send or receive is waiting)",
+                ))
+            }
+        };
+        g.take().ok_or_else(|| {
+            PyValueError::new_err("this Channel was handed to a SemanticEndpoint already")
+        })
     }
 
     /// Send `msg`, waiting for ring space until the deadline.
     fn send_msg(&self, py: Python<'_>, msg: zcio::Msg, w: SendWait) -> PyResult<()> {
-        let chan = &self.chan;
+        let guard = self.chan()?;
+        let chan = &*guard;
         let mut pending = Some(msg);
         let got = blocking(py, w.deadline, |slice| {
             let m = pending.take()?;
@@ -185,7 +233,8 @@ impl Channel {
     /// Receive one message as a Python object.
     fn recv_msg<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, Msg>> {
         let t = Timeout::from_py(timeout)?;
-        let chan = &self.chan;
+        let guard = self.chan()?;
+        let chan = &*guard;
         let m = if t.is_try() {
             py.detach(|| chan.try_recv())
                 .map_err(|e| errors::try_recv(py, e))?
@@ -527,22 +576,51 @@ impl Channel {
         Self::array_of(py, &msg)
     }
 
+    /// endpoint(output="emulated-copy", input="emulated-copy",
+    /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False)
+    /// -> SemanticEndpoint: hand this channel to an endpoint with
+    /// buffering semantics (the peer must do the same with its end).
+    #[pyo3(signature = (output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false))]
+    fn endpoint(
+        &self,
+        py: Python<'_>,
+        output: &str,
+        input: &str,
+        arena_capacity: usize,
+        hello_timeout: f64,
+        trust_peer: bool,
+    ) -> PyResult<crate::semantics::SemanticEndpoint> {
+        crate::semantics::SemanticEndpoint::create(
+            py,
+            self,
+            output,
+            input,
+            arena_capacity,
+            hello_timeout,
+            trust_peer,
+        )
+    }
+
     /// Deallocation notices processed now; returns how many buffers came
     /// back from the peer.
-    fn reclaim(&self, py: Python<'_>) -> usize {
-        let chan = &self.chan;
-        py.detach(|| chan.reclaim())
+    fn reclaim(&self, py: Python<'_>) -> PyResult<usize> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        Ok(py.detach(|| chan.reclaim()))
     }
 
     /// Wake the peer for deferred messages and publish batched notices.
-    fn flush(&self, py: Python<'_>) {
-        let chan = &self.chan;
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let guard = self.chan()?;
+        let chan = &*guard;
         py.detach(|| chan.flush());
+        Ok(())
     }
 
     /// stats() -> dict
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.chan.stats();
+        let chan = self.chan()?;
+        let s = chan.stats();
         let d = PyDict::new(py);
         d.set_item("msgs_sent", s.msgs_sent)?;
         d.set_item("msgs_received", s.msgs_received)?;
@@ -558,7 +636,7 @@ impl Channel {
         d.set_item("regions_received", s.regions_received)?;
         d.set_item("reclaimed", s.reclaimed)?;
         d.set_item("retired", s.retired)?;
-        let faults: Vec<String> = self.chan.faults().iter().map(ToString::to_string).collect();
+        let faults: Vec<String> = chan.faults().iter().map(ToString::to_string).collect();
         d.set_item("faults", faults)?;
         Ok(d)
     }
@@ -566,7 +644,7 @@ impl Channel {
     /// The peer's credentials as the kernel reported them.
     #[getter]
     fn peer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.chan.peer();
+        let p = self.chan()?.peer();
         let d = PyDict::new(py);
         d.set_item("pid", p.pid)?;
         d.set_item("uid", p.uid)?;
@@ -577,20 +655,24 @@ impl Channel {
     /// Whether the peer has gone away (or this end was closed).
     #[getter]
     fn disconnected(&self) -> bool {
-        self.chan.is_disconnected()
+        let g = self.chan.read().unwrap_or_else(|p| p.into_inner());
+        g.as_ref().is_none_or(zcio::Channel::is_disconnected)
     }
 
     /// The set-up socket's descriptor (readable when the peer hangs up or
     /// control records are pending; for poll loops).
-    fn fileno(&self) -> i32 {
-        self.chan.socket().as_raw_fd()
+    fn fileno(&self) -> PyResult<i32> {
+        Ok(self.chan()?.socket().as_raw_fd())
     }
 
     /// close(): tell the peer, stop sending and receiving. Messages and
     /// arrays already received stay readable.
     fn close(&self, py: Python<'_>) {
-        let chan = &self.chan;
-        py.detach(|| chan.close());
+        // Handed to an endpoint: the endpoint closes it.
+        if let Ok(guard) = self.chan() {
+            let chan = &*guard;
+            py.detach(|| chan.close());
+        }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -604,11 +686,14 @@ impl Channel {
     }
 
     fn __repr__(&self) -> String {
-        let p = self.chan.peer();
+        let Ok(chan) = self.chan() else {
+            return "zcio.Channel(handed to a SemanticEndpoint)".into();
+        };
+        let p = chan.peer();
         format!(
             "zcio.Channel(peer_pid={}, disconnected={})",
             p.pid,
-            if self.chan.is_disconnected() {
+            if chan.is_disconnected() {
                 "True"
             } else {
                 "False"

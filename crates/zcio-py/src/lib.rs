@@ -24,6 +24,7 @@ mod msg;
 mod np;
 mod pool;
 mod ring;
+mod semantics;
 mod splice;
 mod wait;
 
@@ -61,5 +62,10 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(splice::splice, m)?)?;
     m.add_function(wrap_pyfunction!(splice::cp, m)?)?;
     m.add_function(wrap_pyfunction!(splice::load_module, m)?)?;
+    m.add_class::<semantics::SemanticEndpoint>()?;
+    m.add_class::<semantics::ArenaBuffer>()?;
+    m.add_class::<semantics::OwnedBuffer>()?;
+    m.add_class::<semantics::Received>()?;
+    m.add_function(wrap_pyfunction!(semantics::semantics_names, m)?)?;
     Ok(())
 }

@@ -22,6 +22,13 @@ rendezvous: ``EndpointListener`` / ``Endpoint`` (synchronous send, recv,
 call) and ``AsyncEndpoint`` (send and call return at once; proxy threads
 do the synchronous work).
 
+Buffering semantics (Genie's eight: copy, emulated-copy, share,
+emulated-share, move, emulated-move, weak-move, emulated-weak-move):
+``ch.endpoint(output="emulated-copy")`` hands a channel to a
+``SemanticEndpoint`` with ``output``/``input`` (shaped like write/read),
+``send_array``/``recv_array(semantics=...)``, and arena buffers
+(``arena_buffer``) — the only memory that goes without a copy.
+
 Associations move data between I/O objects without a Python loop:
 ``zcio.splice(src, dst, modules=["crc32c", "zstd"]).run()`` or
 ``zcio.cp("in.log", "out.zst", ["zstd"])`` (files, pipes, sockets, rings;
@@ -53,6 +60,7 @@ from ._errors import (
 )
 from ._zcio import (
     DEFAULT,
+    ArenaBuffer,
     Association,
     AsyncEndpoint,
     Channel,
@@ -63,13 +71,16 @@ from ._zcio import (
     Message,
     Msg,
     MsgView,
+    OwnedBuffer,
     Peek,
     Pool,
     PoolBuffer,
     Proxies,
+    Received,
     Reply,
     RingConsumer,
     RingProducer,
+    SemanticEndpoint,
     SpliceStatus,
     Ticket,
     __version__,
@@ -78,6 +89,7 @@ from ._zcio import (
     recv_any,
     ring_list,
     ring_unlink,
+    semantics_names,
     splice,
 )
 
@@ -109,6 +121,11 @@ __all__ = [
     "Completion",
     "SpliceStatus",
     "DEFAULT",
+    "SemanticEndpoint",
+    "ArenaBuffer",
+    "OwnedBuffer",
+    "Received",
+    "semantics_names",
     "is_volatile",
     "ZcioError",
     "Disconnected",

@@ -173,6 +173,17 @@ class Channel:
     def flush(self) -> None: ...
     def stats(self) -> dict[str, Any]: ...
     def fileno(self) -> int: ...
+    def endpoint(
+        self,
+        output: SemanticsName = "emulated-copy",
+        input: SemanticsName = "emulated-copy",
+        arena_capacity: int = 64 << 20,
+        hello_timeout: float = 10.0,
+        trust_peer: bool = False,
+    ) -> SemanticEndpoint:
+        """Hand this channel to a SemanticEndpoint (the same as
+        ``SemanticEndpoint(self, ...)``); the Channel object is unusable
+        afterwards (ValueError)."""
     def close(self) -> None: ...
     def __enter__(self) -> Channel: ...
     def __exit__(self, *args: object) -> bool: ...
@@ -525,3 +536,155 @@ def cp(
 def load_module(path: str | os.PathLike[str]) -> str:
     """Load a user module from a shared object (it runs in this process:
     load only code you trust); returns its name."""
+
+# --- buffering semantics --------------------------------------------------
+
+SemanticsName = Literal[
+    "copy",
+    "emulated-copy",
+    "share",
+    "emulated-share",
+    "move",
+    "emulated-move",
+    "weak-move",
+    "emulated-weak-move",
+]
+Delivery = Literal["copied", "protected", "hidden", "lent", "sealed"]
+
+def semantics_names() -> list[str]:
+    """The eight semantics names, in the paper's order."""
+
+class ArenaBuffer(Buffer):
+    """Registered memory of a SemanticEndpoint (``arena_buffer``), exported
+    writable through the buffer protocol (``memoryview``,
+    ``numpy.frombuffer``). The only memory ``output`` can lend without a
+    copy, and the only memory ``input`` can swap pages into. Write it at
+    any time, also right after ``output``: pages still in flight get a
+    private copy (TCOW). Freed when the last reference goes."""
+
+    def __len__(self) -> int: ...
+    @property
+    def page_offset(self) -> int: ...
+
+class OwnedBuffer(Buffer):
+    """A system-allocated buffer (``alloc``, ``input_owned``), writable
+    through the buffer protocol until handed over (``output_owned``) or
+    freed (``free``); both refuse (BufferError) while memoryviews or arrays
+    of it exist, since its memory goes away."""
+
+    def __len__(self) -> int: ...
+    @property
+    def released(self) -> bool: ...
+
+class Received:
+    """How one ``input`` arrived."""
+
+    len: int
+    swapped_pages: int
+    copied: int
+    sender: str | None
+
+class SemanticEndpoint:
+    """One end of a channel with buffering semantics (Genie). Both ends of
+    a channel must make one (they exchange a hello). Semantics are chosen
+    per endpoint (``output``, ``input``) and may be overridden per call;
+    the two ends may choose differently.
+
+    Guarantees (who owns the buffer after the call; what a later write can
+    affect): ``copy`` / ``emulated-copy``: the caller keeps its buffer,
+    later writes by either side change nothing the other sees.
+    ``share`` / ``emulated-share``: the caller keeps its buffer; its later
+    writes may change what the peer reads. ``move`` / ``emulated-move``:
+    the buffer goes to the peer (sealed / hidden), nobody can change it.
+    ``weak-move`` / ``emulated-weak-move``: the buffer goes to the peer but
+    stays mapped; do not write it (the peer would see it).
+
+    Only ``ArenaBuffer`` memory (and arrays over it) goes without a copy;
+    ``bytes``, ``bytearray`` and ordinary numpy arrays are copied.
+    Blocking calls release the GIL."""
+
+    def __init__(
+        self,
+        channel: Channel,
+        output: SemanticsName = "emulated-copy",
+        input: SemanticsName = "emulated-copy",
+        arena_capacity: int = 64 << 20,
+        hello_timeout: float = 10.0,
+        trust_peer: bool = False,
+    ) -> None:
+        """Take over ``channel`` (ValueError for an unknown name, before
+        the channel is taken). ``trust_peer=True`` is the unsafe opt-in of
+        ``trust_peer()``."""
+    @property
+    def semantics(self) -> tuple[str, str]:
+        """(output, input) semantics of this endpoint."""
+    @property
+    def peer(self) -> tuple[str, bool]:
+        """The peer's input semantics and whether it trusts us."""
+    @property
+    def disconnected(self) -> bool: ...
+    def output(self, buffer: Buffer, semantics: SemanticsName | None = None) -> Delivery:
+        """Output the bytes of ``buffer`` (like write): when it returns,
+        the buffer is yours again. Returns how it travelled. Do not write
+        the buffer from another thread during the call."""
+    def input(
+        self,
+        buffer: Buffer,
+        semantics: SemanticsName | None = None,
+        timeout: float | None = None,
+    ) -> Received:
+        """Input the next message into the writable ``buffer`` (like read,
+        message-oriented). A buffer shorter than the message raises
+        ValueError with ``.needed`` (the message is kept). ``Disconnected``
+        when the peer is gone; ``TimedOut`` after ``timeout``. With
+        ``timeout=None`` the wait (GIL released) is not interrupted by
+        Ctrl-C; with a timeout it polls and handles signals, and sees a
+        peer that died but not one that closed its end cleanly while
+        still running (that shows as ``TimedOut``; a receive without
+        timeout raises ``Disconnected``)."""
+    def poll(self, timeout: float | None = 0) -> tuple[int, int] | None:
+        """(length, page_offset) of the next message without taking it, or
+        None. Allocate ``arena_buffer(length, page_offset)`` and input into
+        it to have whole pages swapped in. Raises ``Disconnected`` for a
+        peer that died; a peer that closed cleanly is seen by ``input``."""
+    def arena_buffer(self, n: int, page_offset: int = 0) -> ArenaBuffer: ...
+    def alloc(self, n: int) -> OwnedBuffer:
+        """A system-allocated buffer for the endpoint's output semantics
+        (a fresh sealed-on-send region under ``move``, arena pages
+        otherwise)."""
+    def output_owned(self, buf: OwnedBuffer, semantics: SemanticsName | None = None) -> Delivery:
+        """Hand ``buf`` to the peer; it is consumed (``buf.released``). On
+        failure it stays yours when it could be given back."""
+    def input_owned(
+        self, semantics: SemanticsName | None = None, timeout: float | None = None
+    ) -> OwnedBuffer: ...
+    def free(self, buf: OwnedBuffer) -> None:
+        """Give a system-allocated buffer back for reuse."""
+    def send_array(
+        self,
+        arr: npt.ArrayLike,
+        semantics: SemanticsName | None = None,
+        timeout: float | None = None,
+    ) -> Delivery:
+        """Send an array (dtype, shape) under ``semantics``: a header
+        message, then the payload. An array whose data lives in this
+        endpoint's arena (``np.frombuffer(ep.arena_buffer(n), ...)``) goes
+        without a copy under the zero-copy semantics; others are copied
+        (the move family copies into a system-allocated buffer). Returns
+        how the payload travelled."""
+    def recv_array(
+        self, semantics: SemanticsName | None = None, timeout: float | None = None
+    ) -> np.ndarray[Any, Any]:
+        """Receive a ``send_array`` array: a writable array over an
+        ArenaBuffer (copy/share family, pages swapped in where allowed) or
+        an OwnedBuffer (move family). ``MalformedMessage`` if the header
+        does not validate."""
+    def stats(self) -> dict[str, int]: ...
+    def trust_peer(self) -> None:
+        """Unsafe opt-in: declare that the peer never writes pages it lent
+        (it runs zcio's TCOW). Emulated-copy input then swaps its pages in
+        instead of copying; a peer that does write them can change what
+        you received. Only for processes you trust like your own code."""
+    def close(self) -> None: ...
+    def __enter__(self) -> SemanticEndpoint: ...
+    def __exit__(self, *args: object) -> bool: ...

@@ -1,0 +1,656 @@
+/*
+ * Tests of buffering semantics in the zcio C library (zcio_endpoint_*, zcio_arena_*,
+ * zcio_owned_*, zcio_semantics_*) across real processes.
+ *
+ *   test_semantics            run every test
+ *   test_semantics NAME...    run the named tests
+ *
+ * As in test_zcio.c: each test runs in a fork of the runner under a watchdog alarm;
+ * peers are this program re-executed with --child ROLE ... (their own watchdog too);
+ * sockets live in a fresh directory removed at the end. A child that fails to start
+ * fails the test. Never asserts on timing.
+ *
+ * ZCIO_TEST_NO_TCOW=1 skips the tests whose sender writes to write-protected pages
+ * in flight (TCOW: a SIGSEGV handler that fixes the page and returns), printing
+ * "skipped: <reason>": for runs under tools that cannot resume a store after a
+ * SIGSEGV handler (valgrind needs --vex-iropt-register-updates=allregs-at-mem-access,
+ * which scripts/test-c passes, so it does not set this).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zcio.h>
+
+#include "harness.h"
+
+#define WATCHDOG_S 120
+#define CHILD_WAIT_S 90
+#define TIMEOUT_MS 30000
+
+static char self_exe[PATH_MAX];
+static char work_dir[256];
+
+/* ---------------------------------------------------------------- checks */
+
+#define FAILF(...)                                                                   \
+    do {                                                                             \
+        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                          \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fprintf(stderr, "\n");                                                       \
+        return 1;                                                                    \
+    } while (0)
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) FAILF("check failed: %s (last error: %s)", #cond, zcio_last_error()); \
+    } while (0)
+
+#define CHECK_RC(expr, want)                                                         \
+    do {                                                                             \
+        long long _r = (long long)(expr), _w = (long long)(want);                    \
+        if (_r != _w)                                                                \
+            FAILF("%s = %lld (%s), want %lld (%s); last error: %s", #expr, _r,       \
+                  zcio_strerror((int)_r), _w, zcio_strerror((int)_w),                \
+                  zcio_last_error());                                                \
+    } while (0)
+
+#define CHECK_OK(expr)                                                               \
+    do {                                                                             \
+        long long _r = (long long)(expr);                                            \
+        if (_r < 0)                                                                  \
+            FAILF("%s = %lld (%s); last error: %s", #expr, _r, zcio_strerror((int)_r), \
+                  zcio_last_error());                                                \
+    } while (0)
+
+/* ------------------------------------------------------------- utilities */
+
+static void path_in_work(char *out, size_t n, const char *name) {
+    if ((size_t)snprintf(out, n, "%s/%s", work_dir, name) >= n) abort(); /* our own names */
+}
+
+static void sleep_ms(long ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
+    }
+}
+
+/* Start this program as `--child role args...`; returns the pid. */
+static pid_t spawn(const char *role, ...) {
+    char *argv[16];
+    int n = 0;
+    argv[n++] = self_exe;
+    argv[n++] = "--child";
+    argv[n++] = (char *)role;
+    va_list ap;
+    va_start(ap, role);
+    char *a;
+    while (n < 15 && (a = va_arg(ap, char *)) != NULL) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(self_exe, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for `pid` at most CHILD_WAIT_S; its exit code, 128 + signal, or -1. */
+static int wait_child(pid_t pid) {
+    if (pid <= 0) return -1;
+    for (int i = 0; i < CHILD_WAIT_S * 1000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0 && errno != EINTR) return -1;
+        sleep_ms(1);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "    child %d did not finish within %d s: killed\n", (int)pid, CHILD_WAIT_S);
+    return -1;
+}
+
+#define CHECK_CHILD(pid, want)                                                        \
+    do {                                                                              \
+        int _st = wait_child(pid);                                                    \
+        if (_st != (want))                                                            \
+            FAILF("child %s exited with %d, want %d%s", #pid, _st, (want),            \
+                  _st == 127 ? " (it failed to start)" : "");                         \
+    } while (0)
+
+/* Byte k of message i. */
+static unsigned char pat(uint64_t i, uint64_t k) {
+    return (unsigned char)((k * 7) ^ (i * 131) ^ (k >> 9) ^ 0x5a);
+}
+
+static void fill(unsigned char *b, size_t n, uint64_t i) {
+    for (size_t k = 0; k < n; k++) b[k] = pat(i, k);
+}
+
+/* Index of the first byte of `b` that is not message i's, or -1. */
+static long long first_bad(const unsigned char *b, size_t n, uint64_t i) {
+    for (size_t k = 0; k < n; k++)
+        if (b[k] != pat(i, k)) return (long long)k;
+    return -1;
+}
+
+/* Listen at `name` in the work directory. */
+static int listen_at(const char *name, char *sock, size_t n, zcio_listener **l) {
+    path_in_work(sock, n, name);
+    return zcio_listen(sock, l);
+}
+
+/* An endpoint over a channel accepted on `l` (the listener is closed). */
+static int accept_endpoint(zcio_listener *l, const zcio_endpoint_config *cfg, zcio_endpoint **ep) {
+    zcio_channel *ch;
+    int rc = zcio_accept(l, TIMEOUT_MS, &ch);
+    zcio_listener_close(l);
+    if (rc < 0) return rc;
+    return zcio_endpoint_new(ch, cfg, ep);
+}
+
+static int connect_endpoint(const char *sock, const zcio_endpoint_config *cfg, zcio_endpoint **ep) {
+    zcio_channel *ch;
+    int rc = zcio_connect(sock, TIMEOUT_MS, &ch);
+    if (rc < 0) return rc;
+    return zcio_endpoint_new(ch, cfg, ep);
+}
+
+static zcio_endpoint_config config(int output, int input, int trust) {
+    zcio_endpoint_config c;
+    zcio_endpoint_config_init(&c);
+    c.output = output;
+    c.input = input;
+    c.arena_capacity = 16 << 20;
+    c.hello_timeout_ms = TIMEOUT_MS;
+    c.trust_peer = trust;
+    return c;
+}
+
+/* ---------------------------------------------------------------- children */
+
+/* ec-recv SOCK COUNT LEN TRUST: input COUNT messages of LEN bytes into arena
+ * buffers at the sender's page offset (round robin over 4), check each is
+ * message i exactly, and re-check the previous one (what was received
+ * never changes afterwards). With TRUST, pages are swapped in. */
+static int role_ec_recv(char **a) {
+    int count = atoi(a[1]), trust = atoi(a[3]);
+    size_t len = (size_t)strtoull(a[2], NULL, 10);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, trust);
+    zcio_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    size_t n, off;
+    CHECK_OK(zcio_endpoint_next(ep, TIMEOUT_MS, &n, &off));
+    CHECK(n == len);
+    zcio_arena_buf *bufs[4];
+    for (int j = 0; j < 4; j++) CHECK_OK(zcio_arena_alloc(ep, len, off, &bufs[j]));
+    size_t swapped = 0;
+    for (int i = 0; i < count; i++) {
+        unsigned char *b = zcio_arena_buf_data(bufs[i % 4]);
+        zcio_received r;
+        CHECK_RC(zcio_endpoint_input(ep, b, len, -1, &r), (long long)len);
+        CHECK(r.len == len && r.sender == ZCIO_SEM_EMULATED_COPY);
+        swapped += r.swapped_pages;
+        long long bad = first_bad(b, len, (uint64_t)i);
+        if (bad >= 0)
+            FAILF("message %d: byte %lld is %u, want %u (the sender's later write leaked)", i,
+                  bad, b[bad], pat((uint64_t)i, (uint64_t)bad));
+        if (i > 0) {
+            unsigned char *p = zcio_arena_buf_data(bufs[(i - 1) % 4]);
+            if ((bad = first_bad(p, len, (uint64_t)(i - 1))) >= 0)
+                FAILF("message %d changed after it was received (byte %lld)", i - 1, bad);
+        }
+    }
+    zcio_endpoint_stats st;
+    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    if (trust && swapped == 0) FAILF("trusted emulated-copy input swapped no page in");
+    if (!trust && swapped != 0) FAILF("untrusted input swapped %zu pages in", swapped);
+    printf("    receiver: %d messages, %zu pages swapped in, %" PRIu64 " bytes copied\n", count,
+           swapped, st.in_copied_bytes);
+    CHECK_RC(zcio_endpoint_output(ep, "done", 4, ZCIO_SEM_COPY), ZCIO_DELIVERY_COPIED);
+    /* The sender closes first: then -EPIPE. */
+    char tmp[16];
+    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
+    for (int j = 0; j < 4; j++) zcio_arena_buf_free(bufs[j]);
+    zcio_endpoint_close(ep);
+    return 0;
+}
+
+/* plain-recv SOCK SEM SIZES...: input each size under SEM into malloc memory and
+ * check it is message i. */
+static int role_plain_recv(char **a, int n) {
+    int sem = zcio_semantics_parse(a[1]);
+    CHECK_OK(sem);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_COPY, sem, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    for (int i = 0; i + 2 < n; i++) {
+        size_t len = (size_t)strtoull(a[i + 2], NULL, 10);
+        unsigned char *b = malloc(len);
+        CHECK(b != NULL);
+        zcio_received r;
+        CHECK_RC(zcio_endpoint_input(ep, b, len, -1, &r), (long long)len);
+        CHECK(r.copied == len && r.swapped_pages == 0);
+        long long bad = first_bad(b, len, (uint64_t)i);
+        if (bad >= 0) FAILF("message %d (%zu bytes): byte %lld differs", i, len, bad);
+        free(b);
+    }
+    CHECK_RC(zcio_endpoint_output(ep, "done", 4, -1), ZCIO_DELIVERY_COPIED);
+    char tmp[16];
+    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
+    zcio_endpoint_close(ep);
+    return 0;
+}
+
+/* owned-recv SOCK SEM COUNT LEN: input_owned COUNT messages, check, free. */
+static int role_owned_recv(char **a) {
+    int sem = zcio_semantics_parse(a[1]);
+    CHECK_OK(sem);
+    int count = atoi(a[2]);
+    size_t len = (size_t)strtoull(a[3], NULL, 10);
+    zcio_endpoint_config cfg = config(sem, sem, 1);
+    zcio_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    for (int i = 0; i < count; i++) {
+        zcio_owned *o;
+        CHECK_RC(zcio_endpoint_input_owned(ep, -1, &o), (long long)len);
+        CHECK(zcio_owned_len(o) == len);
+        unsigned char *b = zcio_owned_data(o);
+        long long bad = first_bad(b, len, (uint64_t)i);
+        if (bad >= 0) FAILF("message %d: byte %lld differs", i, bad);
+        b[0] ^= 0xff; /* the receiver's writes stay private */
+        zcio_endpoint_free(ep, o);
+    }
+    CHECK_RC(zcio_endpoint_output(ep, "done", 4, ZCIO_SEM_COPY), ZCIO_DELIVERY_COPIED);
+    char tmp[16];
+    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
+    zcio_endpoint_close(ep);
+    return 0;
+}
+
+/* one-msg SOCK LEN: output one message of LEN bytes (message 0), then wait for
+ * "done". */
+static int role_one_msg(char **a) {
+    size_t len = (size_t)strtoull(a[1], NULL, 10);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    zcio_arena_buf *b;
+    CHECK_OK(zcio_arena_alloc(ep, len, 100, &b));
+    fill(zcio_arena_buf_data(b), len, 0);
+    CHECK_OK(zcio_endpoint_output(ep, zcio_arena_buf_data(b), len, -1));
+    char tmp[16];
+    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), 4);
+    zcio_arena_buf_free(b);
+    zcio_endpoint_close(ep);
+    return 0;
+}
+
+/* streamer SOCK: output emulated-copy messages until an output fails (the
+ * test kills this process long before). */
+static int role_streamer(char **a) {
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    size_t len = 64 << 10;
+    zcio_arena_buf *b;
+    CHECK_OK(zcio_arena_alloc(ep, len, 0, &b));
+    unsigned char *d = zcio_arena_buf_data(b);
+    for (uint64_t i = 0;; i++) {
+        fill(d, len, i);
+        int rc = zcio_endpoint_output(ep, d, len, -1);
+        if (rc < 0) {
+            fprintf(stderr, "    streamer: output %" PRIu64 ": %s\n", i, zcio_strerror(rc));
+            return 3;
+        }
+    }
+}
+
+/* sink SOCK: input messages (and tell nothing) until killed. */
+static int role_sink(char **a) {
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    static unsigned char b[1 << 20];
+    for (int i = 0; i < 3; i++) CHECK_OK(zcio_endpoint_input(ep, b, sizeof b, -1, NULL));
+    CHECK_OK(zcio_endpoint_output(ep, "got3", 4, ZCIO_SEM_COPY));
+    for (;;) pause(); /* killed by the test */
+}
+
+static int run_child(int argc, char **argv) {
+    alarm(WATCHDOG_S);
+    const char *role = argv[2];
+    char **a = argv + 3;
+    int n = argc - 3;
+    if (strcmp(role, "ec-recv") == 0 && n == 4) return role_ec_recv(a);
+    if (strcmp(role, "plain-recv") == 0 && n >= 2) return role_plain_recv(a, n);
+    if (strcmp(role, "owned-recv") == 0 && n == 4) return role_owned_recv(a);
+    if (strcmp(role, "one-msg") == 0 && n == 2) return role_one_msg(a);
+    if (strcmp(role, "streamer") == 0 && n == 1) return role_streamer(a);
+    if (strcmp(role, "sink") == 0 && n == 1) return role_sink(a);
+    fprintf(stderr, "unknown child role %s\n", role);
+    return 2;
+}
+
+/* ------------------------------------------------------------- the tests */
+
+static int tcow_skipped(const char *test) {
+    const char *v = getenv("ZCIO_TEST_NO_TCOW");
+    if (v && *v && strcmp(v, "0") != 0) {
+        printf("    skipped: %s (ZCIO_TEST_NO_TCOW: the sender's writes to write-protected "
+               "pages in flight need the TCOW SIGSEGV handler, which this run cannot use)\n",
+               test);
+        return 1;
+    }
+    return 0;
+}
+
+/* Emulated copy: the sender writes its buffer right after every output (in a
+ * loop); the receiver always sees the bytes as they were at the output. */
+static int emulated_copy_overwrite(int trust) {
+    if (tcow_skipped(trust ? "emulated_copy_overwrite_trusted" : "emulated_copy_overwrite"))
+        return 0;
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    CHECK_OK(listen_at(trust ? "ect.sock" : "ec.sock", sock, sizeof sock, &l));
+    const int count = 200;
+    const size_t len = (64 << 10) + 1000; /* a partial page at the end */
+    char cs[16], ls[32], ts[4];
+    snprintf(cs, sizeof cs, "%d", count);
+    snprintf(ls, sizeof ls, "%zu", len);
+    snprintf(ts, sizeof ts, "%d", trust);
+    pid_t p = spawn("ec-recv", sock, cs, ls, ts, NULL);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(accept_endpoint(l, &cfg, &ep));
+    zcio_arena_buf *b;
+    CHECK_OK(zcio_arena_alloc(ep, len, 300, &b));
+    CHECK(zcio_arena_buf_len(b) == len);
+    unsigned char *d = zcio_arena_buf_data(b);
+    int protected = 0;
+    for (int i = 0; i < count; i++) {
+        fill(d, len, (uint64_t)i);
+        int rc = zcio_endpoint_output(ep, d, len, -1);
+        CHECK_OK(rc);
+        protected += rc == ZCIO_DELIVERY_PROTECTED;
+        /* Overwrite at once: every page, the first and last bytes included. */
+        memset(d, 0xee ^ i, len);
+        d[0] = (unsigned char)~pat((uint64_t)i, 0);
+        d[len - 1] = (unsigned char)~pat((uint64_t)i, len - 1);
+    }
+    char done[8];
+    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    CHECK(memcmp(done, "done", 4) == 0);
+    zcio_endpoint_stats st;
+    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    printf("    sender: %d of %d outputs lent write-protected, %" PRIu64 " copied, %" PRIu64
+           " fallbacks, %" PRIu64 " TCOW page copies\n",
+           protected, count, st.out_copied, st.out_fallbacks, st.tcow_copies);
+    if (protected == 0) FAILF("no output was lent write-protected (TCOW never exercised)");
+    CHECK(st.tcow_copies > 0);
+    zcio_arena_buf_free(b);
+    zcio_endpoint_close(ep);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
+static int test_emulated_copy_overwrite(void) { return emulated_copy_overwrite(0); }
+static int test_emulated_copy_overwrite_trusted(void) { return emulated_copy_overwrite(1); }
+
+/* Copy (and emulated copy) from malloc memory: always copied, and arrives. */
+static int test_copy_round_trip_malloc(void) {
+    static const size_t sizes[] = {1, 100, 4095, 4096, 4097, 100000, 1 << 20, (1 << 20) + 3};
+    const int n = (int)(sizeof sizes / sizeof *sizes);
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    CHECK_OK(listen_at("copy.sock", sock, sizeof sock, &l));
+    char args[8][32];
+    for (int i = 0; i < n; i++) snprintf(args[i], sizeof args[i], "%zu", sizes[i]);
+    pid_t p = spawn("plain-recv", sock, "copy", args[0], args[1], args[2], args[3], args[4],
+                    args[5], args[6], args[7], NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, TIMEOUT_MS, &ch));
+    zcio_listener_close(l);
+    /* A bad config is -EINVAL and leaves the channel ours. */
+    zcio_endpoint_config bad = config(8, ZCIO_SEM_COPY, 0);
+    zcio_endpoint *ep = NULL;
+    CHECK_RC(zcio_endpoint_new(ch, &bad, &ep), -EINVAL);
+    CHECK(ep == NULL);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_COPY, ZCIO_SEM_COPY, 0);
+    CHECK_OK(zcio_endpoint_new(ch, &cfg, &ep));
+    /* A bad per-call semantics is -EINVAL. */
+    CHECK_RC(zcio_endpoint_output(ep, "x", 1, 8), -EINVAL);
+    CHECK_RC(zcio_endpoint_output(ep, "x", 1, -2), -EINVAL);
+    CHECK_RC(zcio_endpoint_output(ep, "x", 0, -1), -EINVAL);
+    CHECK_RC(zcio_endpoint_output(ep, NULL, 1, -1), -EINVAL);
+    for (int i = 0; i < n; i++) {
+        unsigned char *b = malloc(sizes[i]);
+        CHECK(b != NULL);
+        fill(b, sizes[i], (uint64_t)i);
+        /* Half under copy, half under emulated copy: malloc memory is copied
+         * either way. */
+        int sem = i % 2 ? ZCIO_SEM_EMULATED_COPY : -1;
+        CHECK_RC(zcio_endpoint_output(ep, b, sizes[i], sem), ZCIO_DELIVERY_COPIED);
+        memset(b, 0, sizes[i]);
+        free(b);
+    }
+    char done[8];
+    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    zcio_endpoint_stats st;
+    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    CHECK(st.out_copied == (uint64_t)n && st.out_protected == 0);
+    zcio_endpoint_close(ep);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
+/* The move family: alloc, fill, output_owned (consumed), input_owned on the
+ * other side; the deliveries are what each semantics promises. */
+static int owned_round_trip(const char *name, int sem, int want_delivery) {
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    char sname[64];
+    snprintf(sname, sizeof sname, "%s.sock", name);
+    CHECK_OK(listen_at(sname, sock, sizeof sock, &l));
+    const int count = 20;
+    const size_t len = (256 << 10) + 17;
+    char cs[16], ls[32];
+    snprintf(cs, sizeof cs, "%d", count);
+    snprintf(ls, sizeof ls, "%zu", len);
+    pid_t p = spawn("owned-recv", sock, name, cs, ls, NULL);
+    zcio_endpoint_config cfg = config(sem, sem, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(accept_endpoint(l, &cfg, &ep));
+    for (int i = 0; i < count; i++) {
+        zcio_owned *o;
+        CHECK_OK(zcio_endpoint_alloc(ep, len, &o));
+        CHECK(zcio_owned_len(o) == len);
+        fill(zcio_owned_data(o), len, (uint64_t)i);
+        CHECK_RC(zcio_endpoint_output_owned(ep, &o, -1), want_delivery);
+        CHECK(o == NULL);
+    }
+    char done[8];
+    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    zcio_endpoint_close(ep);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
+static int test_move_round_trip(void) {
+    return owned_round_trip("move", ZCIO_SEM_MOVE, ZCIO_DELIVERY_SEALED);
+}
+static int test_emulated_move_round_trip(void) {
+    return owned_round_trip("emulated-move", ZCIO_SEM_EMULATED_MOVE, ZCIO_DELIVERY_HIDDEN);
+}
+static int test_weak_move_round_trip(void) {
+    return owned_round_trip("emulated-weak-move", ZCIO_SEM_EMULATED_WEAK_MOVE,
+                            ZCIO_DELIVERY_LENT);
+}
+
+/* A buffer too short: -EMSGSIZE with the length needed; the message is kept
+ * and arrives whole into a big enough buffer. */
+static int test_input_too_short(void) {
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    CHECK_OK(listen_at("short.sock", sock, sizeof sock, &l));
+    const size_t len = 50000;
+    char ls[32];
+    snprintf(ls, sizeof ls, "%zu", len);
+    pid_t p = spawn("one-msg", sock, ls, NULL);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(accept_endpoint(l, &cfg, &ep));
+    unsigned char small[100];
+    zcio_received r = {0};
+    CHECK_RC(zcio_endpoint_input(ep, small, sizeof small, -1, &r), -EMSGSIZE);
+    CHECK(r.len == len);
+    CHECK(strstr(zcio_last_error(), "50000") != NULL);
+    size_t n = 0, off = 0;
+    CHECK_OK(zcio_endpoint_next(ep, 0, &n, &off));
+    CHECK(n == len && off == 100);
+    zcio_arena_buf *b;
+    CHECK_OK(zcio_arena_alloc(ep, n, off, &b));
+    CHECK_RC(zcio_endpoint_input(ep, zcio_arena_buf_data(b), n, -1, &r), (long long)len);
+    long long bad = first_bad(zcio_arena_buf_data(b), len, 0);
+    if (bad >= 0) FAILF("byte %lld differs", bad);
+    CHECK_RC(zcio_endpoint_next(ep, 0, NULL, NULL), -EAGAIN);
+    CHECK_RC(zcio_endpoint_next(ep, 20, NULL, NULL), -ETIMEDOUT);
+    CHECK_RC(zcio_endpoint_output(ep, "done", 4, -1), ZCIO_DELIVERY_COPIED);
+    zcio_arena_buf_free(b);
+    CHECK_CHILD(p, 0);
+    zcio_endpoint_close(ep);
+    return 0;
+}
+
+/* Names: every semantics round-trips; unknown names and values are refused. */
+static int test_semantics_names(void) {
+    static const char *names[] = {"copy",      "emulated-copy", "share",     "emulated-share",
+                                  "move",      "emulated-move", "weak-move", "emulated-weak-move"};
+    for (int i = 0; i < 8; i++) {
+        CHECK_RC(zcio_semantics_parse(names[i]), i);
+        CHECK(zcio_semantics_name(i) != NULL && strcmp(zcio_semantics_name(i), names[i]) == 0);
+    }
+    CHECK_RC(zcio_semantics_parse("EMULATED_COPY"), ZCIO_SEM_EMULATED_COPY);
+    CHECK_RC(zcio_semantics_parse("nope"), -EINVAL);
+    CHECK(strstr(zcio_last_error(), "emulated-copy") != NULL); /* lists the names */
+    CHECK_RC(zcio_semantics_parse(""), -EINVAL);
+    CHECK_RC(zcio_semantics_parse(NULL), -EINVAL);
+    CHECK(zcio_semantics_name(8) == NULL && zcio_semantics_name(-1) == NULL);
+    /* NULL handles are -EINVAL, not crashes. */
+    zcio_endpoint *ep = NULL;
+    CHECK_RC(zcio_endpoint_new(NULL, NULL, &ep), -EINVAL);
+    CHECK_RC(zcio_endpoint_output(NULL, "x", 1, -1), -EINVAL);
+    CHECK_RC(zcio_endpoint_input(NULL, names, 1, -1, NULL), -EINVAL);
+    CHECK_RC(zcio_endpoint_get_stats(NULL, NULL), -EINVAL);
+    CHECK(zcio_arena_buf_data(NULL) == NULL && zcio_owned_data(NULL) == NULL);
+    zcio_endpoint_close(NULL);
+    zcio_endpoint_free(NULL, NULL);
+    zcio_arena_buf_free(NULL);
+    return 0;
+}
+
+/* A peer killed with SIGKILL mid-stream is an error (-EPIPE), never a hang:
+ * first the sender dies under the receiving test, then the receiver dies
+ * under the sending test. */
+static int test_peer_killed(void) {
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    CHECK_OK(listen_at("kill1.sock", sock, sizeof sock, &l));
+    pid_t p = spawn("streamer", sock, NULL);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint *ep;
+    CHECK_OK(accept_endpoint(l, &cfg, &ep));
+    static unsigned char b[64 << 10];
+    for (int i = 0; i < 5; i++) CHECK_RC(zcio_endpoint_input(ep, b, sizeof b, -1, NULL), sizeof b);
+    CHECK(kill(p, SIGKILL) == 0);
+    CHECK_CHILD(p, 128 + SIGKILL);
+    int rc, got = 0;
+    while ((rc = (int)zcio_endpoint_input(ep, b, sizeof b, -1, NULL)) > 0) got++;
+    CHECK_RC(rc, -EPIPE);
+    printf("    sender killed: %d more messages, then %s\n", got, zcio_strerror(rc));
+    zcio_endpoint_close(ep);
+
+    CHECK_OK(listen_at("kill2.sock", sock, sizeof sock, &l));
+    p = spawn("sink", sock, NULL);
+    CHECK_OK(accept_endpoint(l, &cfg, &ep));
+    zcio_arena_buf *ab;
+    CHECK_OK(zcio_arena_alloc(ep, 256 << 10, 0, &ab));
+    for (int i = 0; i < 3; i++) CHECK_OK(zcio_endpoint_output(ep, zcio_arena_buf_data(ab), 256 << 10, -1));
+    char got3[8];
+    CHECK_RC(zcio_endpoint_input(ep, got3, sizeof got3, -1, NULL), 4);
+    CHECK(kill(p, SIGKILL) == 0);
+    CHECK_CHILD(p, 128 + SIGKILL);
+    int sent = 0;
+    while (sent < 100000 &&
+           (rc = zcio_endpoint_output(ep, zcio_arena_buf_data(ab), 256 << 10, -1)) >= 0) {
+        memset(zcio_arena_buf_data(ab), sent, 256 << 10);
+        sent++;
+    }
+    CHECK_RC(rc, -EPIPE);
+    printf("    receiver killed: %d more outputs, then %s\n", sent, zcio_strerror(rc));
+    zcio_arena_buf_free(ab);
+    zcio_endpoint_close(ep);
+    return 0;
+}
+
+static const struct test tests[] = {
+    {"semantics_names", test_semantics_names},
+    {"emulated_copy_overwrite", test_emulated_copy_overwrite},
+    {"emulated_copy_overwrite_trusted", test_emulated_copy_overwrite_trusted},
+    {"copy_round_trip_malloc", test_copy_round_trip_malloc},
+    {"move_round_trip", test_move_round_trip},
+    {"emulated_move_round_trip", test_emulated_move_round_trip},
+    {"weak_move_round_trip", test_weak_move_round_trip},
+    {"input_too_short", test_input_too_short},
+    {"peer_killed", test_peer_killed},
+};
+
+static void remove_work_dir(void) {
+    DIR *d = opendir(work_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char p[PATH_MAX * 2];
+        snprintf(p, sizeof p, "%s/%s", work_dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(work_dir);
+}
+
+int main(int argc, char **argv) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return 2;
+    }
+    self_exe[n] = 0;
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0) return run_child(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(work_dir, sizeof work_dir, "%s/zcio-semtest-XXXXXX", base);
+    if (!mkdtemp(work_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    int rc = run_tests(tests, sizeof tests / sizeof *tests, argc, argv, WATCHDOG_S);
+    remove_work_dir();
+    return rc;
+}

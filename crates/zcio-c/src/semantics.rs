@@ -1,0 +1,956 @@
+//! Buffering semantics (`zcio::semantics`): an endpoint over a connected
+//! channel that outputs and inputs under copy, emulated copy, share,
+//! emulated share (application-allocated buffers, `zcio_endpoint_output`
+//! / `zcio_endpoint_input`) and move, emulated move, weak move, emulated
+//! weak move (system-allocated buffers, `zcio_endpoint_alloc` /
+//! `zcio_endpoint_output_owned` / `zcio_endpoint_input_owned` /
+//! `zcio_endpoint_free`); arena buffers (`zcio_arena_alloc`) for the
+//! zero-copy paths.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::time::{Duration, Instant};
+
+use zcio::semantics::{
+    ArenaBuf, ArenaError, Delivery, Endpoint, EndpointConfig, InputError, OutputError, OwnedBuf,
+    Received, Semantics, SetupError,
+};
+
+use crate::chan::zcio_channel;
+use crate::error::{einval, fail, guard, Code};
+use crate::{ssize_t, str_arg};
+
+/// The eight buffering semantics (`zcio_semantics_name` gives the names
+/// `"copy"`, `"emulated-copy"`, ...). Calls take them as `int`; `-1`
+/// where a call allows it means "the endpoint's default". Who owns the
+/// buffer after a call, and what a later write can affect:
+///
+/// * `ZCIO_SEM_COPY`: output copies, input copies. You keep your buffer;
+///   later writes by either side change nothing the other sees.
+/// * `ZCIO_SEM_EMULATED_COPY`: the guarantees of copy. Output of an arena
+///   buffer write-protects its pages and lends them (your write to a page
+///   still in flight gets a private copy of that page, transparently:
+///   TCOW); input into an arena buffer at the sender's page offset swaps
+///   whole pages in when that keeps the guarantee. Short data, and memory
+///   not from `zcio_arena_alloc` (malloc, the stack), is copied.
+/// * `ZCIO_SEM_SHARE`: output lends an arena buffer in place (wired while
+///   in flight); your later write may change what the peer reads (weak).
+/// * `ZCIO_SEM_EMULATED_SHARE`: as share without wiring (weak).
+/// * `ZCIO_SEM_MOVE`: `zcio_endpoint_output_owned` hands a
+///   `zcio_endpoint_alloc` buffer over sealed: you no longer own it and
+///   nobody can change it; the receiver maps it privately.
+/// * `ZCIO_SEM_EMULATED_MOVE`: as move, but the pages are only hidden
+///   (touching them faults) and reused once the peer is done (strong).
+/// * `ZCIO_SEM_WEAK_MOVE`: the buffer stays mapped (wired while in
+///   flight) and is cached for reuse; do not touch it after output: a
+///   write would change what the peer reads (weak).
+/// * `ZCIO_SEM_EMULATED_WEAK_MOVE`: as weak move without wiring (weak).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum zcio_semantics {
+    ZCIO_SEM_COPY = 0,
+    ZCIO_SEM_EMULATED_COPY = 1,
+    ZCIO_SEM_SHARE = 2,
+    ZCIO_SEM_EMULATED_SHARE = 3,
+    ZCIO_SEM_MOVE = 4,
+    ZCIO_SEM_EMULATED_MOVE = 5,
+    ZCIO_SEM_WEAK_MOVE = 6,
+    ZCIO_SEM_EMULATED_WEAK_MOVE = 7,
+}
+
+/// How an output travelled (the return value of the output calls).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum zcio_delivery {
+    /// Copied into a system buffer.
+    ZCIO_DELIVERY_COPIED = 0,
+    /// Lent in place, write-protected until the peer returned it (TCOW).
+    ZCIO_DELIVERY_PROTECTED = 1,
+    /// Lent in place, hidden (no access) until returned (emulated move).
+    ZCIO_DELIVERY_HIDDEN = 2,
+    /// Lent in place without protection (share, weak moves).
+    ZCIO_DELIVERY_LENT = 3,
+    /// A sealed single-use region (move).
+    ZCIO_DELIVERY_SEALED = 4,
+}
+
+/// How an endpoint is set up (`zcio_endpoint_config_init` fills the
+/// defaults; a NULL config means the defaults).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zcio_endpoint_config {
+    /// Semantics of the output calls (an `enum zcio_semantics` value;
+    /// default `ZCIO_SEM_EMULATED_COPY`).
+    pub output: c_int,
+    /// Semantics of the input calls (default `ZCIO_SEM_EMULATED_COPY`).
+    pub input: c_int,
+    /// Bytes of registered memory for `zcio_arena_alloc` buffers
+    /// (0: 64 MiB). Only pages you touch use memory; the arena reserves
+    /// three times this much address space.
+    pub arena_capacity: usize,
+    /// How long `zcio_endpoint_new` waits for the peer's hello, in
+    /// milliseconds (<= 0: 10 s).
+    pub hello_timeout_ms: c_int,
+    /// Non-zero: call `zcio_endpoint_trust_peer` before the hello (so the
+    /// peer learns it). Read the warning there first. Default 0.
+    pub trust_peer: c_int,
+}
+
+/// How one input arrived (`zcio_endpoint_input`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct zcio_received {
+    /// Bytes delivered; after `-EMSGSIZE`, the length the buffer needs.
+    pub len: usize,
+    /// Whole pages swapped into your buffer (no byte copied).
+    pub swapped_pages: usize,
+    /// Bytes copied (partial pages, unaligned or untrusted data).
+    pub copied: usize,
+    /// The sender's semantics (`enum zcio_semantics`), or -1.
+    pub sender: c_int,
+}
+
+/// Counters of an endpoint and its arena (`zcio_endpoint_get_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct zcio_endpoint_stats {
+    /// Outputs copied.
+    pub out_copied: u64,
+    /// Outputs lent write-protected (TCOW).
+    pub out_protected: u64,
+    /// Outputs lent hidden (emulated move).
+    pub out_hidden: u64,
+    /// Outputs lent unprotected (share, weak moves).
+    pub out_lent: u64,
+    /// Outputs as sealed regions (move).
+    pub out_sealed: u64,
+    /// Outputs that wanted to lend but copied (memory not from the arena,
+    /// no spare page, ...).
+    pub out_fallbacks: u64,
+    /// Pages swapped in by input.
+    pub in_swapped_pages: u64,
+    /// Bytes copied by input.
+    pub in_copied_bytes: u64,
+    /// Arena: your writes to in-flight pages that got a private copy.
+    pub tcow_copies: u64,
+    /// Arena: write-protect operations at output.
+    pub protects: u64,
+    /// Arena: unprotect operations when pages came back.
+    pub unprotects: u64,
+    /// Arena: pages lent and not yet returned by the peer.
+    pub pages_in_flight: u64,
+}
+
+/// One end of a channel with buffering semantics (opaque). Thread-safe:
+/// output and input may run on different threads at once.
+pub struct zcio_endpoint {
+    ep: Endpoint,
+    /// The configured semantics (what `-1` stands for).
+    output: Semantics,
+    input: Semantics,
+}
+
+/// A buffer in an endpoint's arena (opaque): memory zcio can lend and
+/// swap pages into. Used by one thread at a time. Stays valid after its
+/// endpoint is freed.
+pub struct zcio_arena_buf {
+    b: ArenaBuf,
+}
+
+/// A system-allocated buffer (opaque), from `zcio_endpoint_alloc` or
+/// `zcio_endpoint_input_owned`. Yours until `zcio_endpoint_output_owned`
+/// consumes it or `zcio_endpoint_free` frees it. One thread at a time.
+pub struct zcio_owned {
+    b: Option<OwnedBuf>,
+}
+
+// ---------------------------------------------------------------- errors
+
+impl Code for ArenaError {
+    fn code(&self) -> c_int {
+        match self {
+            ArenaError::BadCapacity(_) => libc::EINVAL,
+            ArenaError::Region(r) => r.code(),
+            ArenaError::Os { errno, .. } => errno.raw_os_error(),
+            ArenaError::TooMany => libc::EMFILE,
+            ArenaError::Full { .. } => libc::ENOBUFS,
+            _ => libc::EIO,
+        }
+    }
+}
+
+impl Code for SetupError {
+    fn code(&self) -> c_int {
+        match self {
+            SetupError::Arena(a) => a.code(),
+            SetupError::Alloc(a) => a.code(),
+            SetupError::Send(k) => k.code(),
+            SetupError::Recv(r) => r.code(),
+            SetupError::BadHello => libc::EPROTO,
+            _ => libc::EIO,
+        }
+    }
+}
+
+impl Code for OutputError {
+    fn code(&self) -> c_int {
+        match self {
+            OutputError::Empty => libc::EINVAL,
+            OutputError::Alloc(a) => a.code(),
+            OutputError::Arena(a) => a.code(),
+            OutputError::Send(k) => k.code(),
+            OutputError::Msg(m) => m.code(),
+            OutputError::Os(e) => e.raw_os_error(),
+            _ => libc::EIO,
+        }
+    }
+}
+
+impl Code for InputError {
+    fn code(&self) -> c_int {
+        match self {
+            InputError::Recv(r) => r.code(),
+            InputError::TooShort { .. } => libc::EMSGSIZE,
+            InputError::Malformed(_) => libc::EBADMSG,
+            InputError::Alloc(_) => libc::ENOBUFS,
+            InputError::Os(e) => e.raw_os_error(),
+            _ => libc::EIO,
+        }
+    }
+}
+
+// ------------------------------------------------------------- semantics
+
+const SEMS: [zcio_semantics; 8] = [
+    zcio_semantics::ZCIO_SEM_COPY,
+    zcio_semantics::ZCIO_SEM_EMULATED_COPY,
+    zcio_semantics::ZCIO_SEM_SHARE,
+    zcio_semantics::ZCIO_SEM_EMULATED_SHARE,
+    zcio_semantics::ZCIO_SEM_MOVE,
+    zcio_semantics::ZCIO_SEM_EMULATED_MOVE,
+    zcio_semantics::ZCIO_SEM_WEAK_MOVE,
+    zcio_semantics::ZCIO_SEM_EMULATED_WEAK_MOVE,
+];
+
+// The C constants are the positions in `Semantics::ALL` (checked here
+// once, so the conversions below are plain indexing).
+const _: () = {
+    let mut i = 0;
+    while i < 8 {
+        assert!(SEMS[i] as usize == i);
+        i += 1;
+    }
+};
+
+fn sem_of(v: c_int) -> Option<Semantics> {
+    usize::try_from(v)
+        .ok()
+        .and_then(|i| Semantics::ALL.get(i).copied())
+}
+
+fn sem_code(s: Semantics) -> c_int {
+    Semantics::ALL.iter().position(|&x| x == s).unwrap_or(0) as c_int
+}
+
+/// The semantics argument of a call: -1 is `default`.
+fn sem_arg(v: c_int, default: Semantics, call: &str) -> Result<Semantics, c_int> {
+    if v == -1 {
+        return Ok(default);
+    }
+    sem_of(v).ok_or_else(|| {
+        einval(format_args!(
+            "{call}: semantics {v} is not an enum zcio_semantics value (0..=7) or -1"
+        ))
+    })
+}
+
+/// Names as C strings, in `Semantics::ALL` order.
+const NAMES: [&std::ffi::CStr; 8] = [
+    c"copy",
+    c"emulated-copy",
+    c"share",
+    c"emulated-share",
+    c"move",
+    c"emulated-move",
+    c"weak-move",
+    c"emulated-weak-move",
+];
+
+/// The semantics named `name` (`"emulated-copy"`, ...; case and `_` for
+/// `-` do not matter) as an `enum zcio_semantics` value, or `-EINVAL` for
+/// an unknown name or NULL (`zcio_last_error` lists the names).
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_semantics_parse(name: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let s = match unsafe { str_arg(name, "zcio_semantics_parse: name") } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        match s.parse::<Semantics>() {
+            Ok(m) => sem_code(m),
+            Err(text) => einval(text),
+        }
+    })
+}
+
+/// The name of an `enum zcio_semantics` value (`"emulated-copy"`, ...):
+/// a static string, or NULL for a value out of range.
+#[no_mangle]
+pub extern "C" fn zcio_semantics_name(sem: c_int) -> *const c_char {
+    guard(|| {
+        usize::try_from(sem)
+            .ok()
+            .and_then(|i| NAMES.get(i))
+            .map_or(std::ptr::null(), |n| n.as_ptr())
+    })
+}
+
+// -------------------------------------------------------------- endpoint
+
+/// Fill `*cfg` with the defaults: emulated copy both ways, a 64 MiB
+/// arena, a 10 s hello timeout, the peer not trusted. NULL is ignored.
+///
+/// # Safety
+/// `cfg` is NULL or valid for writing a `struct zcio_endpoint_config`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_config) {
+    guard(|| {
+        if !cfg.is_null() {
+            let d = EndpointConfig::default();
+            // SAFETY: non-NULL and writable (contract).
+            unsafe {
+                cfg.write(zcio_endpoint_config {
+                    output: sem_code(d.output),
+                    input: sem_code(d.input),
+                    arena_capacity: d.arena_capacity,
+                    hello_timeout_ms: d.hello_timeout.as_millis().min(c_int::MAX as u128) as c_int,
+                    trust_peer: 0,
+                })
+            };
+        }
+    })
+}
+
+/// Make an endpoint of the connected channel `ch`. Both ends must do so:
+/// each sends a hello (its input semantics, whether it trusts the peer)
+/// and waits for the other's, at most `cfg->hello_timeout_ms`. `cfg` may
+/// be NULL (the defaults). Stores the endpoint in `*out` (free it with
+/// `zcio_endpoint_close`).
+///
+/// Ownership of `ch`: when this returns `-EINVAL` for a bad argument the
+/// channel is still yours; otherwise — success or any other failure — the
+/// endpoint took it (the handle is freed; on failure the channel is
+/// closed). Errors: `-EINVAL`, `-ETIMEDOUT` (no hello), `-EPIPE` (the peer
+/// left), `-EPROTO` (the peer is not an endpoint), `-ENOBUFS`/`-ENOMEM`,
+/// or a negative errno.
+///
+/// # Safety
+/// `ch` is NULL or a live channel handle, not used again unless this
+/// returned `-EINVAL`; `cfg` is NULL or a readable config; `out` is NULL
+/// or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_new(
+    ch: *mut zcio_channel,
+    cfg: *const zcio_endpoint_config,
+    out: *mut *mut zcio_endpoint,
+) -> c_int {
+    guard(|| {
+        if ch.is_null() || out.is_null() {
+            return einval("zcio_endpoint_new: ch or out is NULL");
+        }
+        let mut c = EndpointConfig::default();
+        let mut trust = false;
+        // SAFETY: NULL or readable (contract).
+        if let Some(cfg) = unsafe { cfg.as_ref() } {
+            let (Some(o), Some(i)) = (sem_of(cfg.output), sem_of(cfg.input)) else {
+                return einval(format_args!(
+                    "zcio_endpoint_new: output {} / input {} is not an enum zcio_semantics value",
+                    cfg.output, cfg.input
+                ));
+            };
+            c.output = o;
+            c.input = i;
+            if cfg.arena_capacity != 0 {
+                c.arena_capacity = cfg.arena_capacity;
+            }
+            if cfg.hello_timeout_ms > 0 {
+                c.hello_timeout = Duration::from_millis(cfg.hello_timeout_ms as u64);
+            }
+            trust = cfg.trust_peer != 0;
+        }
+        // SAFETY: a live channel handle (contract), given up here.
+        let chan = unsafe { Box::from_raw(ch) }.ch;
+        if trust {
+            // The caller opted in through the config (documented there
+            // and at `zcio_endpoint_trust_peer`).
+            // SAFETY: as argued just above.
+            unsafe { chan.trust_peer() };
+        }
+        let (output, input) = (c.output, c.input);
+        match Endpoint::new(chan, c) {
+            Ok(ep) => {
+                let h = zcio_endpoint { ep, output, input };
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { out.write(Box::into_raw(Box::new(h))) };
+                0
+            }
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Declare that the peer runs zcio's TCOW and never writes pages it lent
+/// (unsafe opt-in, as `Channel::trust_peer` in Rust): emulated-copy and
+/// emulated-move input then swap the peer's write-protected pages into
+/// your arena buffers instead of copying them. Without it, strong-integrity
+/// input copies (or maps sealed regions). Returns 0 or `-EINVAL`.
+///
+/// Warning: a peer that does write its lent pages (a bug, or a hostile
+/// process) can then change bytes you already received, under your feet.
+/// Only for peers of one application that you trust as much as your own
+/// code. Better set `trust_peer` in the config (the peer then learns it in
+/// the hello); this call affects inputs from now on.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; see the warning.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_trust_peer(ep: *mut zcio_endpoint) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { endpoint(ep) } {
+            Ok(e) => {
+                // The caller's opt-in (see the warning above).
+                // SAFETY: as argued just above.
+                unsafe { e.ep.channel().trust_peer() };
+                0
+            }
+            Err(c) => c,
+        }
+    })
+}
+
+/// The endpoint behind `ep`.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint.
+unsafe fn endpoint<'a>(ep: *const zcio_endpoint) -> Result<&'a zcio_endpoint, c_int> {
+    // SAFETY: the caller's contract.
+    unsafe { ep.as_ref() }.ok_or_else(|| einval("endpoint handle is NULL"))
+}
+
+fn delivery(d: Delivery) -> c_int {
+    (match d {
+        Delivery::Copied => zcio_delivery::ZCIO_DELIVERY_COPIED,
+        Delivery::Protected => zcio_delivery::ZCIO_DELIVERY_PROTECTED,
+        Delivery::Hidden => zcio_delivery::ZCIO_DELIVERY_HIDDEN,
+        Delivery::Lent => zcio_delivery::ZCIO_DELIVERY_LENT,
+        Delivery::Sealed => zcio_delivery::ZCIO_DELIVERY_SEALED,
+    }) as c_int
+}
+
+/// Output `len` bytes at `data` under `sem` (-1: the endpoint's output
+/// semantics), shaped like `write`: when it returns, `data` is yours again
+/// (write it at once if you like; what the peer receives is what `data`
+/// held at the call — except under the weak semantics, see `enum
+/// zcio_semantics`). Returns the delivery (`enum zcio_delivery`) or a
+/// negative code: `-EINVAL` (NULL, `len` 0, bad `sem`), `-EPIPE` (the peer
+/// is gone), `-ENOBUFS`, `-ETIMEDOUT`, ...
+///
+/// Only memory from `zcio_arena_alloc` of this endpoint can go without a
+/// copy; any other memory (malloc, the stack) is copied, whatever `sem`
+/// says (`out_fallbacks` in the stats counts these), and short data is
+/// copied where copying is cheaper.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `data` is readable for `len` bytes,
+/// and is this process's own memory (not bytes another process can write,
+/// such as a received message read in place: copy those first); no other
+/// thread writes it during the call.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_output(
+    ep: *mut zcio_endpoint,
+    data: *const c_void,
+    len: usize,
+    sem: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if data.is_null() || len == 0 || len > isize::MAX as usize {
+            return einval("zcio_endpoint_output: data is NULL or len is 0");
+        }
+        let s = match sem_arg(sem, e.output, "zcio_endpoint_output") {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        // Readable for `len` bytes, the process's own memory, not written
+        // during the call (contract).
+        // SAFETY: as argued just above.
+        let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+        match e.ep.output_with(bytes, s) {
+            Ok(d) => delivery(d),
+            Err(err) => fail(err),
+        }
+    })
+}
+
+fn received(r: &Received) -> zcio_received {
+    zcio_received {
+        len: r.len,
+        swapped_pages: r.swapped_pages,
+        copied: r.copied,
+        sender: r.sender.map_or(-1, sem_code),
+    }
+}
+
+/// Input the next message into `buf` (`cap` bytes) under `sem` (-1: the
+/// endpoint's input semantics), shaped like `read` but message-oriented:
+/// the whole message or nothing. Waits for it as long as the channel's
+/// bound allows (a peer that goes away ends the wait with `-EPIPE`).
+/// Returns the message length; `*info` (may be NULL) says how it arrived.
+/// `-EMSGSIZE`: `buf` is too short — `info->len` is the length needed and
+/// the message is kept for the next call. Other errors: `-EINVAL`,
+/// `-EPIPE`, `-EBADMSG` (malformed; dropped), `-ETIMEDOUT`.
+///
+/// Whole pages are swapped in (no copy) only into a `zcio_arena_alloc`
+/// buffer of this endpoint at the sender's page offset (see
+/// `zcio_endpoint_next`); everything else is copied.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `buf` is writable for `cap` bytes and
+/// nothing else reads or writes it during the call; `info` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_input(
+    ep: *mut zcio_endpoint,
+    buf: *mut c_void,
+    cap: usize,
+    sem: c_int,
+    info: *mut zcio_received,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c as ssize_t,
+        };
+        if buf.is_null() || cap == 0 || cap > isize::MAX as usize {
+            return einval("zcio_endpoint_input: buf is NULL or cap is 0") as ssize_t;
+        }
+        let s = match sem_arg(sem, e.input, "zcio_endpoint_input") {
+            Ok(s) => s,
+            Err(c) => return c as ssize_t,
+        };
+        // Writable for `cap` bytes and not accessed by anyone else during
+        // the call (contract).
+        // SAFETY: as argued just above.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), cap) };
+        let r = e.ep.input_with(dst, s);
+        let (code, rec) = match r {
+            Ok(r) => (r.len as ssize_t, received(&r)),
+            Err(InputError::TooShort { needed }) => {
+                let rec = zcio_received {
+                    len: needed,
+                    sender: -1,
+                    ..zcio_received::default()
+                };
+                (fail(InputError::TooShort { needed }) as ssize_t, rec)
+            }
+            Err(err) => (fail(err) as ssize_t, zcio_received::default()),
+        };
+        if !info.is_null() && (code >= 0 || code == -(libc::EMSGSIZE as ssize_t)) {
+            // SAFETY: non-NULL and writable (contract).
+            unsafe { info.write(rec) };
+        }
+        code
+    })
+}
+
+/// Wait at most `timeout_ms` (0: do not wait; < 0: up to 1 hour) for the
+/// next message without taking it, and report its layout: its length in
+/// `*len` and the page offset the sender's data starts at in
+/// `*page_offset` (either may be NULL). Allocate `zcio_arena_alloc(ep,
+/// len, page_offset)` and input into it to have whole pages swapped in.
+/// Returns 0, `-EAGAIN` (nothing yet, `timeout_ms` 0), `-ETIMEDOUT`,
+/// `-EPIPE` (the peer died), `-EBADMSG`. The wait polls with short
+/// sleeps; it sees a peer that died but not one that closed its end
+/// while alive (`zcio_endpoint_input` sees that: `-EPIPE`).
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_next(
+    ep: *mut zcio_endpoint,
+    timeout_ms: c_int,
+    len: *mut usize,
+    page_offset: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let end = Instant::now()
+            + match timeout_ms {
+                ..0 => Duration::from_secs(3600),
+                ms => Duration::from_millis(ms as u64),
+            };
+        let mut nap = Duration::from_micros(20);
+        loop {
+            // Disconnection is checked first and the queue after it: what
+            // the peer sent before leaving is still reported.
+            let gone = !e.ep.channel().check_peer();
+            match e.ep.next_layout() {
+                Ok(Some((off, n))) => {
+                    // SAFETY: NULL or writable (contract).
+                    unsafe {
+                        if let Some(l) = len.as_mut() {
+                            *l = n;
+                        }
+                        if let Some(p) = page_offset.as_mut() {
+                            *p = off;
+                        }
+                    }
+                    return 0;
+                }
+                Ok(None) if gone => {
+                    return fail(InputError::Recv(zcio::RecvError::Disconnected));
+                }
+                Ok(None) => {}
+                Err(err) => return fail(err),
+            }
+            if timeout_ms == 0 {
+                return -libc::EAGAIN;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return -libc::ETIMEDOUT;
+            }
+            std::thread::sleep(nap.min(end - now));
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    })
+}
+
+/// Fill `*out` with the endpoint's and its arena's counters. Returns 0 or
+/// `-EINVAL`.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_get_stats(
+    ep: *mut zcio_endpoint,
+    out: *mut zcio_endpoint_stats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return einval("zcio_endpoint_get_stats: out is NULL");
+        }
+        let s = e.ep.stats();
+        let a = e.ep.arena().stats();
+        let st = zcio_endpoint_stats {
+            out_copied: s.out_copied,
+            out_protected: s.out_protected,
+            out_hidden: s.out_hidden,
+            out_lent: s.out_lent,
+            out_sealed: s.out_sealed,
+            out_fallbacks: s.out_fallbacks,
+            in_swapped_pages: s.in_swapped_pages,
+            in_copied_bytes: s.in_copied_bytes,
+            tcow_copies: a.tcow_copies,
+            protects: a.protects,
+            unprotects: a.unprotects,
+            pages_in_flight: a.pages_in_flight,
+        };
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(st) };
+        0
+    })
+}
+
+/// Close the endpoint and its channel and free the handle (NULL is
+/// ignored): the peer sees `-EPIPE` once it received what was sent.
+/// Arena and owned buffers you still hold stay valid until you free them.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint, not used again (by any thread).
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_close(ep: *mut zcio_endpoint) {
+    guard(|| {
+        if !ep.is_null() {
+            // SAFETY: a live handle from `zcio_endpoint_new`, given up here.
+            drop(unsafe { Box::from_raw(ep) });
+        }
+    })
+}
+
+// ----------------------------------------------------------------- arena
+
+/// A buffer of `len` bytes in the endpoint's arena, starting
+/// `page_offset` bytes into its first page (0: page-aligned; take the
+/// page offset `zcio_endpoint_next` reports to receive with page swaps).
+/// Only memory from here is zero-copy: output lends (and write-protects)
+/// its pages, input swaps pages into it; malloc memory is always copied.
+/// Stores the handle in `*out` (free it with `zcio_arena_buf_free`).
+/// Returns 0, `-EINVAL`, or `-ENOBUFS` (the arena is full).
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_arena_alloc(
+    ep: *mut zcio_endpoint,
+    len: usize,
+    page_offset: usize,
+    out: *mut *mut zcio_arena_buf,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() || len == 0 {
+            return einval("zcio_arena_alloc: out is NULL or len is 0");
+        }
+        match e.ep.arena().alloc_at(len, page_offset) {
+            Ok(b) => {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { out.write(Box::into_raw(Box::new(zcio_arena_buf { b }))) };
+                0
+            }
+            Err(err) => fail(err),
+        }
+    })
+}
+
+/// The buffer's bytes (`zcio_arena_buf_len` of them), readable and
+/// writable by you at any time, also while output of them is in flight
+/// (a write then gets a private copy of the page: TCOW). NULL for NULL.
+///
+/// # Safety
+/// `b` is NULL or a live arena buffer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_arena_buf_data(b: *mut zcio_arena_buf) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { b.as_ref() }.map_or(std::ptr::null_mut(), |b| b.b.as_ptr().cast()))
+}
+
+/// The buffer's length in bytes (0 for NULL).
+///
+/// # Safety
+/// `b` is NULL or a live arena buffer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_arena_buf_len(b: *const zcio_arena_buf) -> usize {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { b.as_ref() }.map_or(0, |b| b.b.len()))
+}
+
+/// Free an arena buffer (NULL is ignored). Pages the peer still reads stay
+/// with it until it returns them.
+///
+/// # Safety
+/// `b` is NULL or a live arena buffer, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_arena_buf_free(b: *mut zcio_arena_buf) {
+    guard(|| {
+        if !b.is_null() {
+            // SAFETY: a live handle from `zcio_arena_alloc`, given up here.
+            drop(unsafe { Box::from_raw(b) });
+        }
+    })
+}
+
+// ---------------------------------------------------- system-allocated
+
+fn owned_handle(b: OwnedBuf) -> *mut zcio_owned {
+    Box::into_raw(Box::new(zcio_owned { b: Some(b) }))
+}
+
+/// A system-allocated buffer of `len` bytes for the endpoint's output
+/// semantics (a fresh region under move, arena pages otherwise). Fill it
+/// through `zcio_owned_data` and hand it over with
+/// `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-ENOBUFS`.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_alloc(
+    ep: *mut zcio_endpoint,
+    len: usize,
+    out: *mut *mut zcio_owned,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() || len == 0 {
+            return einval("zcio_endpoint_alloc: out is NULL or len is 0");
+        }
+        match e.ep.alloc(len) {
+            Ok(b) => {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { out.write(owned_handle(b)) };
+                0
+            }
+            Err(err) => fail(err),
+        }
+    })
+}
+
+/// The bytes of a system-allocated buffer, writable while it is yours
+/// (your writes to a received buffer stay private). NULL for NULL.
+///
+/// # Safety
+/// `b` is NULL or a live owned buffer used by one thread at a time.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_owned_data(b: *mut zcio_owned) -> *mut c_void {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { b.as_mut() }.and_then(|b| b.b.as_mut()) {
+            Some(o) => o.as_mut_slice().as_mut_ptr().cast(),
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// The length of a system-allocated buffer (0 for NULL).
+///
+/// # Safety
+/// `b` is NULL or a live owned buffer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_owned_len(b: *const zcio_owned) -> usize {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe { b.as_ref() }
+            .and_then(|b| b.b.as_ref())
+            .map_or(0, OwnedBuf::len)
+    })
+}
+
+/// Hand `*buf` to the peer under `sem` (-1: the endpoint's output
+/// semantics). It is consumed: on success `*buf` becomes NULL and you no
+/// longer own the bytes (do not keep pointers into them). On failure
+/// `*buf` is still yours when the buffer could be given back, and NULL
+/// when it could not (a move buffer is sealed before sending: it is gone).
+/// Returns the delivery (`enum zcio_delivery`) or a negative code.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `buf` is NULL or points to NULL or a
+/// live owned buffer handle.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_output_owned(
+    ep: *mut zcio_endpoint,
+    buf: *mut *mut zcio_owned,
+    sem: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        // SAFETY: the caller's contract.
+        let Some(slot) = (unsafe { buf.as_mut() }) else {
+            return einval("zcio_endpoint_output_owned: buf is NULL");
+        };
+        // SAFETY: NULL or a live handle (contract).
+        let Some(h) = (unsafe { slot.as_mut() }) else {
+            return einval("zcio_endpoint_output_owned: *buf is NULL");
+        };
+        let s = match sem_arg(sem, e.output, "zcio_endpoint_output_owned") {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let Some(b) = h.b.take() else {
+            return einval("zcio_endpoint_output_owned: the buffer was already handed over");
+        };
+        let (code, back) = match e.ep.output_owned_with(b, s) {
+            Ok(d) => (delivery(d), None),
+            Err((err, back)) => (fail(err), back),
+        };
+        match back {
+            Some(b) => h.b = Some(b),
+            None => {
+                // SAFETY: a live handle (contract); its buffer is gone.
+                drop(unsafe { Box::from_raw(*slot) });
+                *slot = std::ptr::null_mut();
+            }
+        }
+        code
+    })
+}
+
+/// Receive the next message into a system-allocated buffer under `sem`
+/// (-1: the endpoint's input semantics): a sealed region mapped privately
+/// (move), or arena pages swapped in / copied. Waits as
+/// `zcio_endpoint_input`. Stores the handle in `*out`; give it back with
+/// `zcio_endpoint_free` (or pass it on with `zcio_endpoint_output_owned`).
+/// Returns the length or a negative code (`-EPIPE`, `-EBADMSG`, ...).
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_input_owned(
+    ep: *mut zcio_endpoint,
+    sem: c_int,
+    out: *mut *mut zcio_owned,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c as ssize_t,
+        };
+        if out.is_null() {
+            return einval("zcio_endpoint_input_owned: out is NULL") as ssize_t;
+        }
+        let s = match sem_arg(sem, e.input, "zcio_endpoint_input_owned") {
+            Ok(s) => s,
+            Err(c) => return c as ssize_t,
+        };
+        match e.ep.input_owned_with(s) {
+            Ok(b) => {
+                let n = b.len() as ssize_t;
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { out.write(owned_handle(b)) };
+                n
+            }
+            Err(err) => fail(err) as ssize_t,
+        }
+    })
+}
+
+/// Give a system-allocated buffer back (cached for reuse by `ep`; with a
+/// NULL `ep` it is just freed). NULL `buf` is ignored.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `buf` is NULL or a live owned buffer,
+/// not used again.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_free(ep: *mut zcio_endpoint, buf: *mut zcio_owned) {
+    guard(|| {
+        if buf.is_null() {
+            return;
+        }
+        // SAFETY: a live handle (contract), given up here.
+        let h = unsafe { Box::from_raw(buf) };
+        // SAFETY: the caller's contract.
+        if let (Some(e), Some(b)) = (unsafe { ep.as_ref() }, h.b) {
+            e.ep.free(b);
+        }
+    })
+}
