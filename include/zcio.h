@@ -637,6 +637,14 @@ typedef struct zcio_endpoint_config {
      * peer learns it). Read the warning there first. Default 0.
      */
     int trust_peer;
+    /**
+     * Non-zero: use the zero-copy mechanisms at every size — no
+     * conversion of short data to copy, pages swapped in whenever the
+     * buffers are aligned — whatever the cost model says is cheaper on
+     * this machine (tests, measurements of the mechanisms). Default 0:
+     * the thresholds of the calibrated cost model (`zcio calibrate`).
+     */
+    int ignore_cost_model;
 } zcio_endpoint_config;
 
 /**

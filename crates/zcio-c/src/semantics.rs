@@ -93,6 +93,12 @@ pub struct zcio_endpoint_config {
     /// Non-zero: call `zcio_endpoint_trust_peer` before the hello (so the
     /// peer learns it). Read the warning there first. Default 0.
     pub trust_peer: c_int,
+    /// Non-zero: use the zero-copy mechanisms at every size — no
+    /// conversion of short data to copy, pages swapped in whenever the
+    /// buffers are aligned — whatever the cost model says is cheaper on
+    /// this machine (tests, measurements of the mechanisms). Default 0:
+    /// the thresholds of the calibrated cost model (`zcio calibrate`).
+    pub ignore_cost_model: c_int,
 }
 
 /// How one input arrived (`zcio_endpoint_input`).
@@ -328,6 +334,7 @@ pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_confi
                     arena_capacity: d.arena_capacity,
                     hello_timeout_ms: d.hello_timeout.as_millis().min(c_int::MAX as u128) as c_int,
                     trust_peer: 0,
+                    ignore_cost_model: 0,
                 })
             };
         }
@@ -380,6 +387,9 @@ pub unsafe extern "C" fn zcio_endpoint_new(
                 c.hello_timeout = Duration::from_millis(cfg.hello_timeout_ms as u64);
             }
             trust = cfg.trust_peer != 0;
+            if cfg.ignore_cost_model != 0 {
+                c.policy = Some(zcio::semantics::Policy::always_zero_copy());
+            }
         }
         // SAFETY: a live channel handle (contract), given up here.
         let chan = unsafe { Box::from_raw(ch) }.ch;

@@ -577,10 +577,11 @@ impl Channel {
     }
 
     /// endpoint(output="emulated-copy", input="emulated-copy",
-    /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False)
-    /// -> SemanticEndpoint: hand this channel to an endpoint with
-    /// buffering semantics (the peer must do the same with its end).
-    #[pyo3(signature = (output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false))]
+    /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False,
+    /// ignore_cost_model=False) -> SemanticEndpoint: hand this channel to
+    /// an endpoint with buffering semantics (the peer must do the same
+    /// with its end).
+    #[pyo3(signature = (output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false))]
     fn endpoint(
         &self,
         py: Python<'_>,
@@ -589,6 +590,7 @@ impl Channel {
         arena_capacity: usize,
         hello_timeout: f64,
         trust_peer: bool,
+        ignore_cost_model: bool,
     ) -> PyResult<crate::semantics::SemanticEndpoint> {
         crate::semantics::SemanticEndpoint::create(
             py,
@@ -598,6 +600,7 @@ impl Channel {
             arena_capacity,
             hello_timeout,
             trust_peer,
+            ignore_cost_model,
         )
     }
 

@@ -341,6 +341,7 @@ impl SemanticEndpoint {
         arena_capacity: usize,
         hello_timeout: f64,
         trust_peer: bool,
+        ignore_cost_model: bool,
     ) -> PyResult<Self> {
         // Everything checked before the channel is taken.
         let (output, input) = (parse_sem(output)?, parse_sem(input)?);
@@ -364,7 +365,7 @@ impl SemanticEndpoint {
             input,
             arena_capacity,
             hello_timeout: Duration::from_secs_f64(hello_timeout.min(1.0e9)),
-            ..EndpointConfig::default()
+            policy: ignore_cost_model.then(zcio::semantics::Policy::always_zero_copy),
         };
         let ep = py
             .detach(|| Endpoint::new(chan, cfg))
@@ -512,9 +513,10 @@ impl SemanticEndpoint {
 #[pymethods]
 impl SemanticEndpoint {
     /// SemanticEndpoint(channel, output="emulated-copy", input="emulated-copy",
-    /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False)
+    /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False,
+    /// ignore_cost_model=False)
     #[new]
-    #[pyo3(signature = (channel, output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false))]
+    #[pyo3(signature = (channel, output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false))]
     fn new(
         py: Python<'_>,
         channel: &Bound<'_, Channel>,
@@ -523,6 +525,7 @@ impl SemanticEndpoint {
         arena_capacity: usize,
         hello_timeout: f64,
         trust_peer: bool,
+        ignore_cost_model: bool,
     ) -> PyResult<Self> {
         Self::create(
             py,
@@ -532,6 +535,7 @@ impl SemanticEndpoint {
             arena_capacity,
             hello_timeout,
             trust_peer,
+            ignore_cost_model,
         )
     }
 

@@ -180,6 +180,7 @@ class Channel:
         arena_capacity: int = 64 << 20,
         hello_timeout: float = 10.0,
         trust_peer: bool = False,
+        ignore_cost_model: bool = False,
     ) -> SemanticEndpoint:
         """Hand this channel to a SemanticEndpoint (the same as
         ``SemanticEndpoint(self, ...)``); the Channel object is unusable
@@ -611,6 +612,7 @@ class SemanticEndpoint:
         arena_capacity: int = 64 << 20,
         hello_timeout: float = 10.0,
         trust_peer: bool = False,
+        ignore_cost_model: bool = False,
     ) -> None:
         """Take over ``channel`` (ValueError for an unknown name, before
         the channel is taken). ``trust_peer=True`` is the unsafe opt-in of
