@@ -80,6 +80,9 @@ pub(crate) enum LendRefused {
     Fragmented,
     /// `mprotect` failed.
     Os(Errno),
+    /// The kernel cannot move shared pages without unmapping them
+    /// (`MREMAP_DONTUNMAP`), which TCOW needs.
+    Unsupported,
 }
 
 pub(crate) struct Core {
@@ -223,23 +226,15 @@ impl Arena {
                 uffd = None;
             }
         }
-        // TCOW moves shared pages with MREMAP_DONTUNMAP (Linux 5.13+):
-        // probe once with the last spare slot (the scratch page then maps
-        // that spare too, which is harmless).
+        // TCOW and swapping move shared pages with MREMAP_DONTUNMAP (Linux
+        // 5.13+): probe once with the last spare slot (the scratch range
+        // then maps that spare too, which is harmless). Without it (older
+        // kernels, valgrind) the arena lends nothing and swaps nothing:
+        // every semantics copies, correctly.
         let last_spare = base + (2 * pages - 1) * ps;
         // SAFETY: both addresses are this arena's own, fresh mappings.
-        if let Err(e) = unsafe { vm::move_pages(last_spare, ps, scratch) } {
-            // SAFETY: reserved above, unused.
-            unsafe {
-                let _ = vm::release(park_base, pages * ps);
-                let _ = vm::release(scratch, scratch_len);
-            }
-            return Err(ArenaError::Os {
-                op: "mremap(MREMAP_DONTUNMAP) of shared memory (needs Linux 5.13)",
-                errno: e,
-            });
-        }
-        let table = Box::new(Table::new(n, ps, base, park_base, scratch, uffd));
+        let movable = unsafe { vm::move_pages(last_spare, ps, scratch) }.is_ok();
+        let table = Box::new(Table::new(n, ps, base, park_base, scratch, uffd, movable));
         let mut core = Core {
             registration: None,
             table,
@@ -266,6 +261,13 @@ impl Arena {
         } else {
             Protection::Mprotect
         }
+    }
+
+    /// Whether this arena can lend pages in place and swap pages in (the
+    /// kernel moves shared pages with `MREMAP_DONTUNMAP`, Linux 5.13+; not
+    /// under valgrind). When `false` every semantics copies.
+    pub fn zero_copy(&self) -> bool {
+        self.core.table.movable
     }
 
     /// Capacity in bytes (whole pages).
@@ -364,6 +366,9 @@ impl Core {
     ) -> Result<Vec<Fbuf>, LendRefused> {
         let t = &self.table;
         let (first, count) = self.slots_of(addr, len).ok_or(LendRefused::Outside)?;
+        if !t.movable {
+            return Err(LendRefused::Unsupported);
+        }
         let mut st = t.locked();
         let mut need = 0u32;
         let mut runs = 1usize;

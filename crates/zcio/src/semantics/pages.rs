@@ -95,6 +95,9 @@ pub(crate) struct Table {
     pub scratch: usize,
     /// Write protection by userfaultfd (`None`: by `mprotect`).
     pub uffd: Option<&'static Uffd>,
+    /// The kernel moves shared pages with `MREMAP_DONTUNMAP`: TCOW and
+    /// swapping are possible (otherwise the arena lends nothing).
+    pub movable: bool,
     pub counters: Counters,
 }
 
@@ -142,6 +145,7 @@ impl Table {
         park_base: usize,
         scratch: usize,
         uffd: Option<&'static Uffd>,
+        movable: bool,
     ) -> Self {
         let slots = 2 * n as usize;
         let free_spares = Spares::new(n);
@@ -166,6 +170,7 @@ impl Table {
             park_base,
             scratch,
             uffd,
+            movable,
             counters: Counters::default(),
         }
     }
