@@ -582,6 +582,7 @@ impl Channel {
     /// an endpoint with buffering semantics (the peer must do the same
     /// with its end).
     #[pyo3(signature = (output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false))]
+    #[allow(clippy::too_many_arguments)] // one per keyword argument
     fn endpoint(
         &self,
         py: Python<'_>,

@@ -333,6 +333,7 @@ fn peer_backed(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 }
 
 impl SemanticEndpoint {
+    #[allow(clippy::too_many_arguments)] // one per keyword argument
     pub(crate) fn create(
         py: Python<'_>,
         channel: &Channel,
@@ -517,6 +518,7 @@ impl SemanticEndpoint {
     /// ignore_cost_model=False)
     #[new]
     #[pyo3(signature = (channel, output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false))]
+    #[allow(clippy::too_many_arguments)] // one per keyword argument
     fn new(
         py: Python<'_>,
         channel: &Bound<'_, Channel>,
