@@ -504,8 +504,8 @@ fn open_fd(mode: Mode) -> Result<(OwnedFd, bool), UffdUnavailable> {
 #[cfg(test)]
 mod tests {
     //! Each test probes for userfaultfd and prints `skipped: <reason>`
-    //! without it. Run with `--nocapture` to see the findings (and the
-    //! cost table of `costs_versus_mprotect`).
+    //! without it. Run with `--nocapture` to see the findings. (The costs
+    //! of write protection are measured by `zcio calibrate`.)
 
     use super::*;
     use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
@@ -812,7 +812,9 @@ mod tests {
                 from.cast(),
                 PS,
                 PS,
-                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                // DONTUNMAP, as the arenas move pages: the source stays
+                // mapped, so no hole is left for a concurrent test's mmap.
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
                 to.cast::<libc::c_void>(),
             )
         };
@@ -1205,190 +1207,9 @@ mod tests {
         assert!(!st.registered && !st.faults);
     }
 
-    /// Median of `rounds` runs of `f(iters)` (which returns the nanoseconds
-    /// it timed itself), in ns per iteration.
-    fn per_iter_timed(rounds: usize, iters: usize, mut f: impl FnMut(usize) -> u128) -> f64 {
-        let mut v: Vec<f64> = (0..rounds)
-            .map(|_| f(iters) as f64 / iters as f64)
-            .collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[rounds / 2]
-    }
-
-    /// Median of `rounds` runs of `f(iters)`, in ns per iteration.
-    fn per_iter(rounds: usize, iters: usize, mut f: impl FnMut(usize)) -> f64 {
-        let mut v: Vec<f64> = (0..rounds)
-            .map(|_| {
-                let t = std::time::Instant::now();
-                f(iters);
-                t.elapsed().as_nanos() as f64 / iters as f64
-            })
-            .collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[rounds / 2]
-    }
-
     fn mprotect(addr: *mut u8, len: usize, prot: libc::c_int) {
         // SAFETY: only ever called on test mappings.
         assert_eq!(unsafe { libc::mprotect(addr.cast(), len, prot) }, 0);
-    }
-
-    /// Costs of uffd-wp against mprotect (timings printed, never asserted).
-    /// `ZCIO_UFFD_ITERS` scales the loops (default 2000).
-    #[test]
-    fn costs_versus_mprotect() {
-        let Some(u) = open_or_skip(Mode::Any, 0) else {
-            return;
-        };
-        let scale: usize = std::env::var("ZCIO_UFFD_ITERS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000);
-        const RW: libc::c_int = libc::PROT_READ | libc::PROT_WRITE;
-        let m = Shm::new(4098);
-        // SAFETY: the test owns the mapping.
-        unsafe { u.register_wp(m.base, m.len).unwrap() };
-        // Ranges start at page 1 so that mprotect splits the VMA, as for a
-        // buffer inside an arena.
-        let at = m.page(1);
-        let clock = per_iter(5, 10_000, |it| {
-            for _ in 0..it {
-                std::hint::black_box(std::time::Instant::now());
-            }
-        });
-        println!("Instant::now costs {clock:.0} ns (included once in each figure below)");
-        println!("pages | uffd wp on | uffd wp off | mprotect R | mprotect RW   (ns per call, median of 5)");
-        for n in [1usize, 16, 256, 4096] {
-            let iters = (scale * 16 / (n + 15)).max(10);
-            let len = n * PS;
-            let mut rounds = [0.0f64; 4];
-            for (k, r) in rounds.iter_mut().enumerate() {
-                *r = per_iter_timed(5, iters, |it| {
-                    let mut t = 0u128;
-                    for _ in 0..it {
-                        let t0 = std::time::Instant::now();
-                        match k {
-                            // SAFETY: the test's registered mapping.
-                            0 => unsafe { u.write_protect(at, len, true).unwrap() },
-                            // SAFETY: as above.
-                            1 => unsafe { u.write_protect(at, len, false).unwrap() },
-                            2 => mprotect(at, len, libc::PROT_READ),
-                            _ => mprotect(at, len, RW),
-                        }
-                        t += t0.elapsed().as_nanos();
-                        // The undo, untimed.
-                        match k {
-                            // SAFETY: as above.
-                            0 => unsafe { u.write_protect(at, len, false).unwrap() },
-                            // SAFETY: as above.
-                            1 => unsafe { u.write_protect(at, len, true).unwrap() },
-                            2 => mprotect(at, len, RW),
-                            _ => mprotect(at, len, libc::PROT_READ),
-                        }
-                    }
-                    t
-                });
-                if k == 1 {
-                    // SAFETY: as above (leave the range unprotected).
-                    unsafe { u.write_protect(at, len, false).unwrap() };
-                }
-                if k == 3 {
-                    mprotect(at, len, RW);
-                }
-            }
-            let [on, off, ro, rw] = rounds;
-            println!(
-                "{n:5} | {on:10.0} | {off:11.0} | {ro:10.0} | {rw:11.0}   ({iters} iterations)"
-            );
-        }
-        // Pair costs measured directly (protect + unprotect, no fault), and
-        // with a write fault whose handler unprotects.
-        let iters = scale * 5;
-        let p = m.page(1);
-        let pair_uffd = per_iter(5, iters, |it| {
-            for _ in 0..it {
-                // SAFETY: as above.
-                unsafe {
-                    u.write_protect(p, PS, true).unwrap();
-                    u.write_protect(p, PS, false).unwrap();
-                }
-            }
-        });
-        let pair_mprot = per_iter(5, iters, |it| {
-            for _ in 0..it {
-                mprotect(p, PS, libc::PROT_READ);
-                mprotect(p, PS, RW);
-            }
-        });
-        let fault_uffd = {
-            let _h = Handler::install(m.base, m.len, FIX_UFFD, u.raw_fd());
-            let r = per_iter(5, iters, |it| {
-                for _ in 0..it {
-                    // SAFETY: as above; the handler unprotects.
-                    unsafe {
-                        u.write_protect(p, PS, true).unwrap();
-                        p.write_volatile(1);
-                    }
-                }
-            });
-            assert_eq!(HITS.load(Ordering::SeqCst), 5 * iters);
-            r
-        };
-        let fault_mprot = {
-            let _h = Handler::install(m.base, m.len, FIX_MPROTECT, -1);
-            let r = per_iter(5, iters, |it| {
-                for _ in 0..it {
-                    mprotect(p, PS, libc::PROT_READ);
-                    // SAFETY: as above; the handler restores write access.
-                    unsafe { p.write_volatile(1) };
-                }
-            });
-            assert_eq!(HITS.load(Ordering::SeqCst), 5 * iters);
-            assert_eq!(LAST_SIG.load(Ordering::SeqCst), libc::SIGSEGV);
-            r
-        };
-        println!(
-            "1 page protect+unprotect:  uffd {pair_uffd:.0} ns, mprotect {pair_mprot:.0} ns\n\
-             protect + faulting write (handler unprotects): uffd/SIGBUS {fault_uffd:.0} ns, \
-             mprotect/SIGSEGV {fault_mprot:.0} ns\n\
-             => fault delivery (difference): uffd {:.0} ns, mprotect {:.0} ns",
-            fault_uffd - pair_uffd,
-            fault_mprot - pair_mprot
-        );
-        // Registering an already registered page (what an arena would do
-        // before every protect if it does not track moved pages).
-        let again = per_iter(5, scale, |it| {
-            for _ in 0..it {
-                // SAFETY: as above.
-                unsafe { u.register_wp(p, PS).unwrap() };
-            }
-        });
-        println!("register_wp of an already registered page: {again:.0} ns");
-        // The TCOW swap: three mremaps, then (uffd only) re-arm.
-        let scratch = Reserve::new(1);
-        let (a, b) = (m.page(10), m.page(20));
-        let swap = |rearm: bool| {
-            per_iter(5, scale, |it| {
-                for _ in 0..it {
-                    // SAFETY: test pages and scratch reservation.
-                    unsafe {
-                        mremap_fixed(a, scratch.0).unwrap();
-                        mremap_fixed(b, a).unwrap();
-                        mremap_fixed(scratch.0, b).unwrap();
-                        if rearm {
-                            u.register_wp(a, PS).unwrap();
-                            u.register_wp(b, PS).unwrap();
-                        }
-                    }
-                }
-            })
-        };
-        let swap_plain = swap(false);
-        let swap_rearm = swap(true);
-        let (_, vmas) = vma_flags(m.base);
-        println!(
-            "TCOW swap (3 x mremap): {swap_plain:.0} ns; with the uffd re-arm (2 x register_wp): {swap_rearm:.0} ns; VMAs now {vmas}"
-        );
     }
 
     #[test]
