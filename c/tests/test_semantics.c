@@ -17,121 +17,26 @@
  * mremap(MREMAP_DONTUNMAP); scripts/test-c sets it there).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zcio.h>
-
-#include "harness.h"
 
 #define WATCHDOG_S 120
 #define CHILD_WAIT_S 90
 #define TIMEOUT_MS 30000
 
-static char self_exe[PATH_MAX];
-static char work_dir[256];
-
-/* ---------------------------------------------------------------- checks */
-
-#define FAILF(...)                                                                   \
-    do {                                                                             \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                          \
-        fprintf(stderr, __VA_ARGS__);                                                \
-        fprintf(stderr, "\n");                                                       \
-        return 1;                                                                    \
-    } while (0)
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) FAILF("check failed: %s (last error: %s)", #cond, zcio_last_error()); \
-    } while (0)
-
-#define CHECK_RC(expr, want)                                                         \
-    do {                                                                             \
-        long long _r = (long long)(expr), _w = (long long)(want);                    \
-        if (_r != _w)                                                                \
-            FAILF("%s = %lld (%s), want %lld (%s); last error: %s", #expr, _r,       \
-                  zcio_strerror((int)_r), _w, zcio_strerror((int)_w),                \
-                  zcio_last_error());                                                \
-    } while (0)
-
-#define CHECK_OK(expr)                                                               \
-    do {                                                                             \
-        long long _r = (long long)(expr);                                            \
-        if (_r < 0)                                                                  \
-            FAILF("%s = %lld (%s); last error: %s", #expr, _r, zcio_strerror((int)_r), \
-                  zcio_last_error());                                                \
-    } while (0)
+#include "harness.h"
 
 /* ------------------------------------------------------------- utilities */
-
-static void path_in_work(char *out, size_t n, const char *name) {
-    if ((size_t)snprintf(out, n, "%s/%s", work_dir, name) >= n) abort(); /* our own names */
-}
-
-static void sleep_ms(long ms) {
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
-    }
-}
-
-/* Start this program as `--child role args...`; returns the pid. */
-static pid_t spawn(const char *role, ...) {
-    char *argv[16];
-    int n = 0;
-    argv[n++] = self_exe;
-    argv[n++] = "--child";
-    argv[n++] = (char *)role;
-    va_list ap;
-    va_start(ap, role);
-    char *a;
-    while (n < 15 && (a = va_arg(ap, char *)) != NULL) argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv(self_exe, argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Wait for `pid` at most CHILD_WAIT_S; its exit code, 128 + signal, or -1. */
-static int wait_child(pid_t pid) {
-    if (pid <= 0) return -1;
-    for (int i = 0; i < CHILD_WAIT_S * 1000; i++) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (r < 0 && errno != EINTR) return -1;
-        sleep_ms(1);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    fprintf(stderr, "    child %d did not finish within %d s: killed\n", (int)pid, CHILD_WAIT_S);
-    return -1;
-}
-
-#define CHECK_CHILD(pid, want)                                                        \
-    do {                                                                              \
-        int _st = wait_child(pid);                                                    \
-        if (_st != (want))                                                            \
-            FAILF("child %s exited with %d, want %d%s", #pid, _st, (want),            \
-                  _st == 127 ? " (it failed to start)" : "");                         \
-    } while (0)
 
 /* Byte k of message i. */
 static unsigned char pat(uint64_t i, uint64_t k) {
@@ -151,7 +56,7 @@ static long long first_bad(const unsigned char *b, size_t n, uint64_t i) {
 
 /* Listen at `name` in the work directory. */
 static int listen_at(const char *name, char *sock, size_t n, zcio_listener **l) {
-    path_in_work(sock, n, name);
+    path_in_work(sock, n, "%s", name);
     return zcio_listen(sock, l);
 }
 
@@ -334,11 +239,7 @@ static int role_sink(char **a) {
     for (;;) pause(); /* killed by the test */
 }
 
-static int run_child(int argc, char **argv) {
-    alarm(WATCHDOG_S);
-    const char *role = argv[2];
-    char **a = argv + 3;
-    int n = argc - 3;
+static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "ec-recv") == 0 && n == 4) return role_ec_recv(a);
     if (strcmp(role, "plain-recv") == 0 && n >= 2) return role_plain_recv(a, n);
     if (strcmp(role, "owned-recv") == 0 && n == 4) return role_owned_recv(a);
@@ -627,36 +528,11 @@ static const struct test tests[] = {
     {"peer_killed", test_peer_killed},
 };
 
-static void remove_work_dir(void) {
-    DIR *d = opendir(work_dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char p[PATH_MAX * 2];
-        snprintf(p, sizeof p, "%s/%s", work_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(work_dir);
-}
-
 int main(int argc, char **argv) {
-    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-    if (n <= 0) {
-        perror("readlink /proc/self/exe");
-        return 2;
-    }
-    self_exe[n] = 0;
-    if (argc >= 3 && strcmp(argv[1], "--child") == 0) return run_child(argc, argv);
+    if (child_or_runner(argc, argv, run_child)) return 2;
     signal(SIGPIPE, SIG_IGN);
 
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(work_dir, sizeof work_dir, "%s/zcio-semtest-XXXXXX", base);
-    if (!mkdtemp(work_dir)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    if (make_work_dir(shm_or_tmp(), "zcio-semtest")) return 2;
     int rc = run_tests(tests, sizeof tests / sizeof *tests, argc, argv, WATCHDOG_S);
     remove_work_dir();
     return rc;

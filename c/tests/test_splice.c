@@ -14,7 +14,6 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,118 +22,22 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zcio.h>
 
-#include "harness.h"
-
 #define WATCHDOG_S 60
 #define CHILD_WAIT_S 30
 
-static char self_exe[PATH_MAX];
-static char work_dir[256];
-
-/* ---------------------------------------------------------------- checks */
-
-#define FAILF(...)                                                                   \
-    do {                                                                             \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                          \
-        fprintf(stderr, __VA_ARGS__);                                                \
-        fprintf(stderr, "\n");                                                       \
-        return 1;                                                                    \
-    } while (0)
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) FAILF("check failed: %s (last error: %s)", #cond, zcio_last_error()); \
-    } while (0)
-
-#define CHECK_RC(expr, want)                                                         \
-    do {                                                                             \
-        long long _r = (long long)(expr), _w = (long long)(want);                    \
-        if (_r != _w)                                                                \
-            FAILF("%s = %lld (%s), want %lld (%s); last error: %s", #expr, _r,       \
-                  zcio_strerror((int)_r), _w, zcio_strerror((int)_w),                \
-                  zcio_last_error());                                                \
-    } while (0)
-
-#define CHECK_OK(expr)                                                               \
-    do {                                                                             \
-        long long _r = (long long)(expr);                                            \
-        if (_r < 0)                                                                  \
-            FAILF("%s = %lld (%s); last error: %s", #expr, _r, zcio_strerror((int)_r), \
-                  zcio_last_error());                                                \
-    } while (0)
+#include "harness.h"
 
 /* ------------------------------------------------------------- utilities */
-
-static void path_in_work(char *out, size_t n, const char *name) {
-    if ((size_t)snprintf(out, n, "%s/%s", work_dir, name) >= n) abort(); /* our own names */
-}
-
-static void sleep_ms(long ms) {
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
-    }
-}
-
-/* Start this program as `--child role args...` with its standard output on
- * `out_fd` (-1: inherited); returns the pid. */
-static pid_t spawn_to(int out_fd, const char *role, ...) {
-    char *argv[16];
-    int n = 0;
-    argv[n++] = self_exe;
-    argv[n++] = "--child";
-    argv[n++] = (char *)role;
-    va_list ap;
-    va_start(ap, role);
-    char *a;
-    while (n < 15 && (a = va_arg(ap, char *)) != NULL) argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) _exit(127);
-        execv(self_exe, argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Wait for `pid` at most CHILD_WAIT_S; its exit code, 128 + signal, or -1. */
-static int wait_child(pid_t pid) {
-    if (pid <= 0) return -1;
-    for (int i = 0; i < CHILD_WAIT_S * 1000; i++) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (r < 0 && errno != EINTR) return -1;
-        sleep_ms(1);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    fprintf(stderr, "    child %d did not finish within %d s: killed\n", (int)pid, CHILD_WAIT_S);
-    return -1;
-}
-
-#define CHECK_CHILD(pid, want)                                                        \
-    do {                                                                              \
-        int _st = wait_child(pid);                                                    \
-        if (_st != (want))                                                            \
-            FAILF("child %s exited with %d, want %d%s", #pid, _st, (want),            \
-                  _st == 127 ? " (it failed to start)" : "");                         \
-    } while (0)
 
 /* Byte k of every test stream. */
 static unsigned char stream_byte(uint64_t k) {
@@ -334,12 +237,8 @@ static int role_pipe_writer(char **a) {
     return 0;
 }
 
-static int run_child(int argc, char **argv) {
-    alarm(WATCHDOG_S);
+static int run_child(const char *role, char **a, int n) {
     signal(SIGPIPE, SIG_DFL);
-    const char *role = argv[2];
-    char **a = argv + 3;
-    int n = argc - 3;
     if (strcmp(role, "tcp-reader") == 0 && n == 2) return role_tcp_reader(a);
     if (strcmp(role, "tcp-writer") == 0 && n == 3) return role_tcp_writer(a);
     if (strcmp(role, "pipe-writer") == 0 && n == 1) return role_pipe_writer(a);
@@ -355,7 +254,7 @@ static int writer_child(uint64_t size, const char *mode, pid_t *pid) {
     char ps[16], ss[32];
     snprintf(ps, sizeof ps, "%d", port);
     snprintf(ss, sizeof ss, "%" PRIu64, size);
-    *pid = spawn_to(-1, "tcp-writer", ps, ss, mode, NULL);
+    *pid = spawn("tcp-writer", ps, ss, mode, NULL);
     int s = accept_within(l);
     close(l);
     return s;
@@ -375,7 +274,7 @@ static int test_splice_sendfile_to_child(void) {
     CHECK(l >= 0);
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    pid_t kid = spawn_to(-1, "tcp-reader", ps, res, NULL);
+    pid_t kid = spawn("tcp-reader", ps, res, NULL);
     int sock = accept_within(l);
     close(l);
     CHECK(sock >= 0);
@@ -843,7 +742,6 @@ static int test_splice_hostile_input(void) {
 
 /* ----------------------------------------------------------- the runner */
 
-
 static const struct test tests[] = {
     {"splice_sendfile_to_child", test_splice_sendfile_to_child},
     {"splice_modules_from_child_pipe", test_splice_modules_from_child_pipe},
@@ -855,38 +753,14 @@ static const struct test tests[] = {
     {"splice_hostile_input", test_splice_hostile_input},
 };
 
-static void remove_work_dir(void) {
-    DIR *d = opendir(work_dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char p[PATH_MAX * 2];
-        snprintf(p, sizeof p, "%s/%s", work_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(work_dir);
-}
-
 int main(int argc, char **argv) {
-    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-    if (n <= 0) {
-        perror("readlink /proc/self/exe");
-        return 2;
-    }
-    self_exe[n] = 0;
-    if (argc >= 3 && strcmp(argv[1], "--child") == 0) return run_child(argc, argv);
+    if (child_or_runner(argc, argv, run_child)) return 2;
     signal(SIGPIPE, SIG_IGN);
 
     /* Files on a disk-backed directory when possible (tmpfs lacks nothing we
      * need, but this keeps copy_file_range on a real filesystem). */
     const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(work_dir, sizeof work_dir, "%s/zcio-splice-test-XXXXXX", base);
-    if (!mkdtemp(work_dir)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    if (make_work_dir(base, "zcio-splice-test")) return 2;
     setenv("ZCIO_RING_DIR", work_dir, 1);
 
     int rc = run_tests(tests, sizeof tests / sizeof *tests, argc, argv, WATCHDOG_S);

@@ -11,14 +11,12 @@
  * and exits non-zero if any test failed. Never asserts on timing.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +24,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zcio.h>
-
-#include "harness.h"
 
 /* Not in zcio.h: a test-only entry point that panics inside the library. */
 extern int zcio__test_panic(int kind);
@@ -40,107 +34,9 @@ extern int zcio__test_panic(int kind);
 #define WATCHDOG_S 60
 #define CHILD_WAIT_S 30
 
-static char self_exe[PATH_MAX];
-static char work_dir[256];
-
-/* ---------------------------------------------------------------- checks */
-
-#define FAILF(...)                                                                   \
-    do {                                                                             \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                          \
-        fprintf(stderr, __VA_ARGS__);                                                \
-        fprintf(stderr, "\n");                                                       \
-        return 1;                                                                    \
-    } while (0)
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) FAILF("check failed: %s", #cond);                               \
-    } while (0)
-
-/* `expr` must return exactly `want` (a count or a code). */
-#define CHECK_RC(expr, want)                                                         \
-    do {                                                                             \
-        long long _r = (long long)(expr), _w = (long long)(want);                    \
-        if (_r != _w)                                                                \
-            FAILF("%s = %lld (%s), want %lld (%s); last error: %s", #expr, _r,       \
-                  zcio_strerror((int)_r), _w, zcio_strerror((int)_w),                \
-                  zcio_last_error());                                                \
-    } while (0)
-
-/* `expr` must not return a negative code. */
-#define CHECK_OK(expr)                                                               \
-    do {                                                                             \
-        long long _r = (long long)(expr);                                            \
-        if (_r < 0)                                                                  \
-            FAILF("%s = %lld (%s); last error: %s", #expr, _r, zcio_strerror((int)_r), \
-                  zcio_last_error());                                                \
-    } while (0)
+#include "harness.h"
 
 /* ------------------------------------------------------------- utilities */
-
-static void path_in_work(char *out, size_t n, const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    if ((size_t)snprintf(out, n, "%s/%s", work_dir, name) >= n) abort(); /* our own names: short */
-}
-
-static void sleep_ms(long ms) {
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
-    }
-}
-
-/* Start this program as `--child role args...`; returns the pid (> 0). */
-static pid_t spawn(const char *role, ...) {
-    char *argv[16];
-    int n = 0;
-    argv[n++] = self_exe;
-    argv[n++] = "--child";
-    argv[n++] = (char *)role;
-    va_list ap;
-    va_start(ap, role);
-    char *a;
-    while (n < 15 && (a = va_arg(ap, char *)) != NULL) argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv(self_exe, argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Wait for `pid` at most CHILD_WAIT_S; returns its exit code, 128 + signal,
- * or -1 if it had to be killed. */
-static int wait_child(pid_t pid) {
-    if (pid <= 0) return -1;
-    for (int i = 0; i < CHILD_WAIT_S * 1000; i++) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (r < 0 && errno != EINTR) return -1;
-        sleep_ms(1);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    fprintf(stderr, "    child %d did not finish within %d s: killed\n", (int)pid, CHILD_WAIT_S);
-    return -1;
-}
-
-/* A child that failed to start (exit 127) fails the test like any other. */
-#define CHECK_CHILD(pid, want)                                                        \
-    do {                                                                              \
-        int _st = wait_child(pid);                                                    \
-        if (_st != (want))                                                            \
-            FAILF("child %s exited with %d, want %d%s", #pid, _st, (want),            \
-                  _st == 127 ? " (it failed to start)" : "");                         \
-    } while (0)
 
 static unsigned char pattern(uint64_t msg, size_t k) {
     return (unsigned char)(msg * 131u + k * 7u + 1u);
@@ -333,11 +229,7 @@ static int role_garbage_listener(char **a) {
     return 0;
 }
 
-static int run_child(int argc, char **argv) {
-    alarm(WATCHDOG_S);
-    const char *role = argv[2];
-    char **a = argv + 3;
-    int n = argc - 3;
+static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "ring-producer") == 0 && n == 3) return role_ring_producer(a);
     if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
     if (strcmp(role, "chan-holder") == 0 && n == 1) return role_chan_holder(a);
@@ -1010,7 +902,6 @@ static int test_strerror(void) {
 
 /* ----------------------------------------------------------- the runner */
 
-
 static const struct test tests[] = {
     {"ring_round_trip", test_ring_round_trip},
     {"ring_stream", test_ring_stream},
@@ -1036,35 +927,10 @@ static const struct test tests[] = {
     {"strerror", test_strerror},
 };
 
-static void remove_work_dir(void) {
-    DIR *d = opendir(work_dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char p[PATH_MAX * 2];
-        snprintf(p, sizeof p, "%s/%s", work_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(work_dir);
-}
-
 int main(int argc, char **argv) {
-    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-    if (n <= 0) {
-        perror("readlink /proc/self/exe");
-        return 2;
-    }
-    self_exe[n] = 0;
-    if (argc >= 3 && strcmp(argv[1], "--child") == 0) return run_child(argc, argv);
+    if (child_or_runner(argc, argv, run_child)) return 2;
 
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(work_dir, sizeof work_dir, "%s/zcio-ctest-XXXXXX", base);
-    if (!mkdtemp(work_dir)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    if (make_work_dir(shm_or_tmp(), "zcio-ctest")) return 2;
     setenv("ZCIO_RING_DIR", work_dir, 1);
 
     int rc = run_tests(tests, sizeof tests / sizeof *tests, argc, argv, WATCHDOG_S);
