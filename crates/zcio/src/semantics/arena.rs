@@ -565,27 +565,47 @@ impl Core {
     fn rehome_pages(&self, first: u32, pages: u32) {
         let t = &self.table;
         let mut st = t.locked();
-        for s in first..first + pages {
+        let mut s = first;
+        while s < first + pages {
             let k = st.park[s as usize];
             if k == HOME {
+                s += 1;
                 continue;
             }
-            // Park index `k` holds slot `s`'s own page; moving it back
-            // replaces the peer's private mapping; the park hole gets a
-            // placeholder again.
-            // SAFETY: as argued just above; all addresses are ours.
-            unsafe {
-                if vm::move_pages(t.park_addr(k), t.ps, t.slot_addr(s)).is_ok() {
-                    let _ = vm::placeholder(t.park_addr(k), t.ps);
-                    st.park_free.free(k, 1);
-                    st.park[s as usize] = HOME;
-                    st.prot[s as usize] = Prot::ReadWrite;
-                    st.armed[s as usize] = false;
-                    t.counters
-                        .rehomed_pages
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+            // A run of slots parked at consecutive park indices (parked
+            // together by one `swap_in`): one move back.
+            let mut n = 1;
+            while s + n < first + pages && st.park[(s + n) as usize] == k + n {
+                n += 1;
             }
+            // Park indices `k..k+n` hold the own pages of slots `s..s+n`;
+            // moving them back replaces the peer's private mapping, and
+            // the park range gets a placeholder again. All addresses are
+            // this arena's.
+            let len = n as usize * t.ps;
+            // SAFETY: as argued just above.
+            let moved = unsafe { vm::move_pages(t.park_addr(k), len, t.slot_addr(s)) }.is_ok()
+                || (n > 1
+                    && (0..n).all(|i| {
+                        // Not one mapping: page by page.
+                        // SAFETY: as above, one page at a time.
+                        unsafe { vm::move_pages(t.park_addr(k + i), t.ps, t.slot_addr(s + i)) }
+                            .is_ok()
+                    }));
+            if moved {
+                // SAFETY: the park range is ours.
+                let _ = unsafe { vm::placeholder(t.park_addr(k), len) };
+                st.park_free.free(k, n);
+                for i in s..s + n {
+                    st.park[i as usize] = HOME;
+                    st.prot[i as usize] = Prot::ReadWrite;
+                    st.armed[i as usize] = false;
+                }
+                t.counters
+                    .rehomed_pages
+                    .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+            s += n;
         }
     }
 
