@@ -163,7 +163,10 @@ fn process_uffd() -> Option<&'static crate::sys::uffd::Uffd> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ArenaStats {
-    /// Writes to in-flight pages that got a private copy (TCOW).
+    /// Write faults on in-flight pages that made private copies (TCOW);
+    /// one fault copies a run of up to 32 in-flight pages.
+    pub tcow_faults: u64,
+    /// Pages copied by TCOW.
     pub tcow_copies: u64,
     /// Writes to returned pages that only needed writing re-enabled.
     pub lazy_unprotects: u64,
@@ -321,6 +324,7 @@ impl Arena {
             st.refs.iter().filter(|&&r| r > 0).count() as u64
         };
         ArenaStats {
+            tcow_faults: c.tcow_faults.load(Relaxed),
             tcow_copies: c.tcow_copies.load(Relaxed),
             lazy_unprotects: c.lazy_unprotects.load(Relaxed),
             protects: c.protects.load(Relaxed),

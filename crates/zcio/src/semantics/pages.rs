@@ -42,6 +42,7 @@ pub(crate) const SCRATCH_PAGES: u32 = 32;
 /// Counters of one arena (process-local, Relaxed).
 #[derive(Default, Debug)]
 pub(crate) struct Counters {
+    pub tcow_faults: AtomicU64,
     pub tcow_copies: AtomicU64,
     pub lazy_unprotects: AtomicU64,
     pub protects: AtomicU64,
@@ -369,6 +370,7 @@ impl Table {
         {
             k += 1;
         }
+        self.counters.tcow_faults.fetch_add(1, Ordering::Relaxed);
         if !self.swap_run(st, a, s, k) {
             // Not one mapping each (the kernel keeps split VMAs apart):
             // give the extra spares back and do the faulting page alone.

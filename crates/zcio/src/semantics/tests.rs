@@ -68,6 +68,12 @@ fn tcow_case(arena: Arena) {
     assert!(read_file(&peer, off, len).iter().all(|&b| b == b'a'));
     let st = arena.stats();
     assert_eq!(st.tcow_copies, 3);
+    assert_eq!(
+        st.tcow_faults,
+        1,
+        "one fault copies the run ({:?})",
+        arena.protection()
+    );
     assert_eq!(st.pages_in_flight, 3);
     drop(lent);
     assert_eq!(arena.stats().pages_in_flight, 0);
@@ -402,5 +408,29 @@ fn rewritten_buffers_stay_lendable_in_few_runs() {
             assert!(lent.len() <= 4, "round {r}: {} runs", lent.len());
             held.push(lent);
         }
+    }
+}
+
+#[test]
+fn tcow_copies_runs_of_pages_per_fault() {
+    for arena in arenas(256 * 4096) {
+        let mut buf = arena.alloc(256 * 4096).unwrap();
+        buf.fill(1);
+        let lent = arena
+            .core
+            .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
+            .unwrap();
+        for p in 0..256 {
+            buf[p * 4096] = 2;
+        }
+        let st = arena.stats();
+        assert_eq!(st.tcow_copies, 256);
+        assert!(
+            st.tcow_faults <= 16,
+            "{} faults for 256 pages ({:?})",
+            st.tcow_faults,
+            arena.protection()
+        );
+        drop(lent);
     }
 }
