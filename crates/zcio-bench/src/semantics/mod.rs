@@ -196,8 +196,8 @@ impl Options {
         Self {
             sizes: QUICK_SIZES.to_vec(),
             runs: 1,
-            stream_time: std::time::Duration::from_millis(100),
-            ping_time: std::time::Duration::from_millis(60),
+            stream_time: std::time::Duration::from_millis(150),
+            ping_time: std::time::Duration::from_millis(80),
             timeout: std::time::Duration::from_secs(30),
             quick: true,
             ..Self::full()
@@ -308,3 +308,6 @@ pub struct RxReport {
     /// Data messages received (whole run).
     pub data_msgs: u64,
 }
+
+#[cfg(test)]
+mod tests;
