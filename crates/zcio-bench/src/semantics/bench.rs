@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use zcio::semantics::Endpoint;
 use zcio::Listener;
 
-use super::side::{self, channel_config, drive, endpoint_config, Phases, Spec, TxResult, ZcioTx};
+use super::side::{channel_config, drive, endpoint_config, Phases, Spec, TxResult, ZcioTx};
 use super::table::{self, OutCounts, Row, RunStats};
 use super::{baseline, plan, plot, Job, Line, Options, RxReport, CHILD_ARG, UNALIGNED_OFFSET};
 use crate::affinity::{allowed_cpus, cpu_for};
@@ -373,8 +373,7 @@ impl Bench for SemBench {
                  input_owned → check → free; the receiver checks every stamp of every message \
                  (a mismatch fails the run); aligned = both buffers at page offset 0, unaligned \
                  = receive buffers at offset {UNALIGNED_OFFSET}; the sender lets the receiver \
-                 hold at most ~{} slices before it waits for notices",
-                2 * side::MAX_AHEAD
+                 hold at most about 32 MiB (16 … 512 slices) before it waits for notices"
             ),
             format!(
                 "throughput: a stream of up to {} messages within {} ms after a warm-up of \

@@ -338,7 +338,7 @@ pub fn endpoint_config(line: Line, size: usize, sender: bool) -> EndpointConfig 
         .semantics()
         .unwrap_or((Semantics::Copy, Semantics::Copy));
     let bufs = if !line.app_allocated() {
-        2 * MAX_AHEAD + 8
+        (max_ahead(size) + 8).min(64)
     } else if sender {
         8
     } else {
@@ -353,10 +353,14 @@ pub fn endpoint_config(line: Line, size: usize, sender: bool) -> EndpointConfig 
     }
 }
 
-/// The most messages the sender lets the receiver hold (the channel's
-/// ledger, in slices) before it waits for notices: bounds the memory in
-/// flight of the lines whose buffers are not rotated.
-pub const MAX_AHEAD: usize = 16;
+/// The most slices (the channel's ledger: about one per copied message,
+/// two or more per lent one) the sender lets the receiver hold before it
+/// waits for notices (until half of them came back): about 32 MiB, 16 …
+/// 512 slices. Bounds the memory in flight of the lines whose buffers are
+/// not rotated without starving the receiver of short messages.
+pub fn max_ahead(size: usize) -> usize {
+    ((32 << 20) / size.max(1)).clamp(16, 512)
+}
 
 /// Rotating sender buffers (application-allocated lines).
 pub const TX_BUFS: usize = 4;
@@ -380,7 +384,7 @@ fn wait_until(
         i += 1;
         if i < 200 {
             std::hint::spin_loop();
-        } else if i < 400 {
+        } else if i < 2000 {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(20));
@@ -443,7 +447,11 @@ impl ZcioTx {
                     if Instant::now() > self.deadline {
                         return Err(format!("alloc after {tries} tries: {e}"));
                     }
-                    std::thread::sleep(Duration::from_micros(20));
+                    if tries < 2000 {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
                 }
             }
         }
@@ -465,10 +473,13 @@ impl Tx for ZcioTx {
                     arena.stats().pages_in_flight <= limit
                 })?;
             }
-        } else if chan.stats().held_by_peer > MAX_AHEAD * 2 {
-            wait_until(chan, self.deadline, "messages", || {
-                chan.stats().held_by_peer <= MAX_AHEAD
-            })?;
+        } else {
+            let limit = max_ahead(self.size);
+            if chan.stats().held_by_peer > limit {
+                wait_until(chan, self.deadline, "messages", || {
+                    chan.stats().held_by_peer <= limit / 2
+                })?;
+            }
         }
         if !self.line.app_allocated() {
             let mut b = self.alloc()?;
