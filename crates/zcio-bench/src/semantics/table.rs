@@ -155,7 +155,7 @@ pub fn tables(rows: &[Row]) -> String {
         "Semantics end to end (sender = this process, receiver = a child; medians of the runs)\n",
     );
     for &s in &sizes {
-        out.push_str(&format!("\n{} ({} B)\n", sz(s), s));
+        out.push_str(&format!("\n{} ({s} B)\n", short(s)));
         out.push_str(&format!(
             "  {:<22} {:<9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<26} {}\n",
             "line", "buffers", "lat µs", "GB/s", "CPU tx", "CPU rx", "model µs", "out", "in"
