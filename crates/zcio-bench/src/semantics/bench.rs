@@ -13,7 +13,7 @@ use zcio::Listener;
 use super::side::{channel_config, drive, endpoint_config, Phases, Spec, TxResult, ZcioTx};
 use super::table::{self, OutCounts, Row, RunStats};
 use super::{baseline, plan, plot, Job, Line, Options, RxReport, CHILD_ARG, UNALIGNED_OFFSET};
-use crate::affinity::{allowed_cpus, cpu_for};
+use crate::affinity::allowed_cpus;
 use crate::child::{self, Group};
 use crate::driver::{Bench, Target};
 
@@ -25,6 +25,17 @@ pub struct SemBench {
     /// per-metric medians from these).
     raw: RefCell<Vec<Row>>,
     pipe_size: RefCell<Option<usize>>,
+    /// The CPUs this process may use (chosen before any pinning).
+    cpus: Vec<usize>,
+    /// `/proc/loadavg` at the start.
+    load_at_start: String,
+}
+
+/// `/proc/loadavg`'s 1, 5 and 15 minute averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 impl SemBench {
@@ -34,20 +45,28 @@ impl SemBench {
             opts,
             raw: RefCell::new(Vec::new()),
             pipe_size: RefCell::new(None),
+            cpus: allowed_cpus(),
+            load_at_start: loadavg(),
         }
+    }
+
+    /// The CPU of the sender (0) or the receiver (1): distinct ones when
+    /// the process may use two, from the set it had at the start (the
+    /// sender pins itself during a measurement, and a child inherits that).
+    fn cpu(&self, side: usize) -> usize {
+        self.cpus[side % self.cpus.len().max(1)]
     }
 }
 
-/// Pins the calling thread to one CPU; restores the allowed set on drop.
+/// Pins the calling thread to one CPU; restores `all` on drop.
 struct Pinned(Vec<usize>);
 
 impl Pinned {
-    fn to(cpu: usize) -> Self {
-        let all = allowed_cpus();
+    fn to(cpu: usize, all: &[usize]) -> Self {
         if let Err(e) = crate::affinity::pin(cpu) {
             eprintln!("warning: {e}");
         }
-        Pinned(all)
+        Pinned(all.to_vec())
     }
 }
 
@@ -107,7 +126,7 @@ impl SemBench {
             rfd: -1,
             wfd: -1,
             stream_warmup: p.stream_warmup,
-            cpu: Some(cpu_for(1)),
+            cpu: Some(self.cpu(1)),
             timeout_ms: self.opts.timeout.as_millis() as u64,
         }
     }
@@ -194,7 +213,7 @@ impl SemBench {
     fn measure(&self, job: &Job) -> Result<Row, String> {
         let p = Phases::new(job.size, &self.opts);
         let deadline = Instant::now() + self.opts.timeout;
-        let _pin = Pinned::to(cpu_for(0));
+        let _pin = Pinned::to(self.cpu(0), &self.cpus);
         let m = match job.line {
             Line::Memcpy => Measured {
                 tx: baseline::memcpy(job.size, &p)?,
@@ -276,8 +295,8 @@ impl Bench for SemBench {
         format!(
             "sender: this process on CPU {}; receiver: a child on CPU {}; {} lines × {} sizes, \
              {} interleaved run(s)",
-            cpu_for(0),
-            cpu_for(1),
+            self.cpu(0),
+            self.cpu(1),
             self.opts.lines.len(),
             self.opts.sizes.len(),
             self.opts.runs
@@ -355,8 +374,8 @@ impl Bench for SemBench {
                  in zcio::semantics::Endpoint (policy: built-in thresholds, emulated copy → copy \
                  below 16 KiB, emulated share below 8 KiB); the receiver declares the sender \
                  trusted on every line except `secured`",
-                cpu_for(0),
-                cpu_for(1)
+                self.cpu(0),
+                self.cpu(1)
             ),
             "lines: the eight semantics (same on both sides); secured = emulated copy on both \
              sides, receiver not trusting (the library delivers by the cheapest kernel-safe way); \
@@ -399,6 +418,12 @@ impl Bench for SemBench {
             "model µs and the per-operation table come from semantics::model (the cost model \
              is not wired into this build: shown as -)"
                 .into(),
+            format!(
+                "load average (1/5/15 min) at the start {}, at the end {} (other work on the \
+                 machine shows here)",
+                self.load_at_start,
+                loadavg()
+            ),
         ]
     }
 
