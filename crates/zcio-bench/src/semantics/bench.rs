@@ -398,7 +398,9 @@ impl Bench for SemBench {
                 "throughput: a stream of up to {} messages within {} ms after a warm-up of \
                  2…50 messages (~8 MiB), timed until the receiver's count comes back; CPU = \
                  getrusage(RUSAGE_SELF) user + system of each process over the stream ÷ \
-                 messages (each process measures itself); latency: ping-pong, each message \
+                 messages (each process measures itself; waiting counts: a zcio side spins up to the \
+                 channel's spin budget before it sleeps, so while the other side keeps up its CPU \
+                 per message is close to the wall time per message); latency: ping-pong, each message \
                  answered with 8 bytes by copy in the reverse direction, up to {} round trips \
                  within {} ms, one-way = half the median round trip (memcpy: one copy); \
                  medians per metric of {} interleaved run(s) (all points once, then again)",
