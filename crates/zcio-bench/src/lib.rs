@@ -16,6 +16,7 @@ pub mod iox;
 pub mod limits;
 pub mod report;
 pub mod ring;
+pub mod semantics;
 pub mod splice;
 pub mod touch;
 pub mod transfer;

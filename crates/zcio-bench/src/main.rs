@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, child, limits, ring, splice, transfer};
+use zcio_bench::{asyncb, child, limits, ring, semantics, splice, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,6 +25,7 @@ use zcio_bench::{asyncb, child, limits, ring, splice, transfer};
         zcio-bench transfer                  # full sweep, median of 3 interleaved runs\n  \
         zcio-bench ring --quick              # named rings vs pipes, fan-out, layouts\n  \
         zcio-bench async --quick             # rendezvous latency, forwarding chains, checksum\n  \
+        zcio-bench semantics --quick         # the eight buffering semantics vs pipe, socket, memcpy\n  \
         zcio-bench transfer --help           # the options of one benchmark"
 )]
 struct Cli {
@@ -103,6 +104,26 @@ enum Cmd {
         zcio-bench splice --quick --zcio ./target/release/zcio --dir /tmp\n  \
         zcio-bench splice --quick --format json --out splice.json --svg splice.svg")]
     Splice(SpliceArgs),
+    /// Buffering semantics (Genie): the eight semantics between processes.
+    ///
+    /// This process sends, a child receives, over a zcio channel with a
+    /// `zcio::semantics::Endpoint` on each end: copy, emulated copy, share,
+    /// emulated share, move, emulated move, weak move and emulated weak
+    /// move (the same on both sides), "secured" (emulated copy to a
+    /// receiver that does not trust the sender), a mixed pair (emulated
+    /// copy → copy) and emulated copy with the sender rewriting its buffer
+    /// at once (TCOW), with aligned and unaligned receive buffers, beside a
+    /// Linux pipe, a Unix socket and memcpy, in one run. Every page of
+    /// every message is stamped and checked. Throughput (stream), one-way
+    /// latency (ping-pong, 8-byte answer by copy), CPU per message of both
+    /// processes, and the cost model's prediction when it is wired.
+    #[command(after_help = "Examples:\n  \
+        zcio-bench semantics --quick                  # about a minute: 64 B … 4 MiB, one run\n  \
+        zcio-bench semantics                          # 64 B … 16 MiB, median of 3 interleaved runs\n  \
+        zcio-bench semantics --sizes 4K,1M --semantics copy,emulated-copy,secured,pipe\n  \
+        zcio-bench semantics --quick --runs 3\n  \
+        zcio-bench semantics --quick --format json --out sem.json --svg sem.svg")]
+    Semantics(SemanticsArgs),
 }
 
 /// Output options shared by the benchmarks.
@@ -260,6 +281,29 @@ struct SpliceArgs {
     out: OutArgs,
 }
 
+#[derive(Args, Debug)]
+struct SemanticsArgs {
+    /// A short run (about a minute on two CPUs, for CI): sizes 64, 6000,
+    /// 64K, 256K, 1M, 4M, one run, shorter phases.
+    #[arg(long)]
+    quick: bool,
+    /// Message sizes, comma-separated (64 B … 64 MiB; e.g. 64,6000,64K,1M).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
+    /// Lines to run, comma-separated (default: all): copy, emulated-copy,
+    /// share, emulated-share, move, emulated-move, weak-move,
+    /// emulated-weak-move, secured, mixed, emulated-copy-rewrite, pipe,
+    /// unix-socket, memcpy.
+    #[arg(long, value_delimiter = ',')]
+    semantics: Option<Vec<String>>,
+    /// Runs, interleaved; medians per metric are reported (default 3;
+    /// --quick 1).
+    #[arg(long)]
+    runs: Option<usize>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
 /// A run that could not start because of its input (exit code 2), or one
 /// that failed (exit code 1).
 enum Failure {
@@ -403,12 +447,33 @@ fn splice_cmd(a: SpliceArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("splice")).map_err(Failure::Run)
 }
 
+fn semantics_cmd(a: SemanticsArgs) -> Result<(), Failure> {
+    let mut opts = if a.quick {
+        semantics::Options::quick()
+    } else {
+        semantics::Options::full()
+    };
+    if let Some(s) = &a.sizes {
+        opts.sizes = list(s, parse_size)?;
+    }
+    if let Some(l) = &a.semantics {
+        opts.lines = list(l, semantics::Line::parse)?;
+    }
+    if let Some(r) = a.runs {
+        opts.runs = r;
+    }
+    input(semantics::validate(&opts))?;
+    let bench = semantics::SemBench::new(opts);
+    driver::run(&bench, &a.out.output("semantics")).map_err(Failure::Run)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some(child::CHILD_ARG) => std::process::exit(child::child_main(&args[2..])),
         Some(asyncb::CHILD_ARG) => std::process::exit(asyncb::child_main(&args[2..])),
         Some(splice::CHILD_ARG) => std::process::exit(splice::child_main(&args[2..])),
+        Some(semantics::CHILD_ARG) => std::process::exit(semantics::child_main(&args[2..])),
         _ => {}
     }
     let res = match Cli::parse().cmd {
@@ -416,6 +481,7 @@ fn main() {
         Cmd::Ring(a) => ring_cmd(a),
         Cmd::Async(a) => async_cmd(a),
         Cmd::Splice(a) => splice_cmd(a),
+        Cmd::Semantics(a) => semantics_cmd(a),
     };
     match res {
         Ok(()) => {}

@@ -797,6 +797,16 @@ impl ArenaBuf {
         unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len) }
     }
 
+    /// Whether a peer still holds pages of this buffer (lent by an output
+    /// and not yet returned): a write now would take a private copy of
+    /// each page it touches (TCOW) under emulated copy, or change what the
+    /// peer reads under share. Returned pages are noticed when the
+    /// channel processes its deallocation notices
+    /// ([`Channel::reclaim`](crate::Channel::reclaim)).
+    pub fn in_flight(&self) -> bool {
+        self.arena.core.in_flight(self.first, self.pages)
+    }
+
     /// Give back any peer pages swapped into this buffer (the peer may
     /// reuse them), restoring the arena's own pages; the contents become
     /// indeterminate.

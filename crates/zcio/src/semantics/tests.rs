@@ -75,8 +75,18 @@ fn tcow_case(arena: Arena) {
         arena.protection()
     );
     assert_eq!(st.pages_in_flight, 3);
+    // The writes moved the buffer onto fresh pages: the buffer itself is
+    // no longer in flight (the originals are, parked).
+    assert!(!buf.in_flight());
     drop(lent);
     assert_eq!(arena.stats().pages_in_flight, 0);
+    let lent = arena
+        .core
+        .lend(buf.as_ptr() as usize, buf.len(), Lend::Protect)
+        .unwrap();
+    assert!(buf.in_flight());
+    drop(lent);
+    assert!(!buf.in_flight());
     // Lend again (the new pages), return, then write: no copy needed.
     let lent = arena
         .core
