@@ -368,15 +368,31 @@ impl Bench for SemBench {
             None => "not measured".into(),
         };
         vec![
-            format!(
-                "sender = the coordinating process (pinned to CPU {}), receiver = a child of this \
-                 binary (pinned to CPU {}), connected by a zcio Listener/Channel, each end wrapped \
-                 in zcio::semantics::Endpoint (policy: built-in thresholds, emulated copy → copy \
-                 below 16 KiB, emulated share below 8 KiB); the receiver declares the sender \
-                 trusted on every line except `secured`",
-                self.cpu(0),
-                self.cpu(1)
-            ),
+            {
+                let m = zcio::semantics::cost::CostModel::current();
+                let p = zcio::semantics::Policy::from_model(m);
+                let bytes = |b: usize| {
+                    if b == usize::MAX {
+                        "never".to_string()
+                    } else {
+                        crate::fmt::size(b)
+                    }
+                };
+                format!(
+                    "sender = the coordinating process (pinned to CPU {}), receiver = a child of \
+                     this binary (pinned to CPU {}), connected by a zcio Listener/Channel, each \
+                     end wrapped in zcio::semantics::Endpoint with the library's policy from the \
+                     {} cost model (emulated copy → copy below {}, emulated share below {}, \
+                     aligned receivers swap pages from {}); the receiver declares the sender \
+                     trusted on every line except `secured`",
+                    self.cpu(0),
+                    self.cpu(1),
+                    m.source().kind(),
+                    bytes(p.emulated_copy_min),
+                    bytes(p.emulated_share_min),
+                    bytes(p.swap_min),
+                )
+            },
             "lines: the eight semantics (same on both sides); secured = emulated copy on both \
              sides, receiver not trusting (the library delivers by the cheapest kernel-safe way); \
              mixed = sender emulated copy, receiver copy; emulated-copy-rewrite = emulated copy \
@@ -417,8 +433,8 @@ impl Bench for SemBench {
                  copied); in = pages swapped in and bytes copied per message by the receiver",
                 crate::fmt::size(crate::fds::pipe_max_size())
             ),
-            "model µs and the per-operation table come from semantics::model (the cost model \
-             is not wired into this build: shown as -)"
+            "model µs and the per-operation table: the library's cost model \
+             (zcio::semantics::cost::CostModel::current(), `zcio calibrate`)"
                 .into(),
             format!(
                 "load average (1/5/15 min) at the start {}, at the end {} (other work on the \
