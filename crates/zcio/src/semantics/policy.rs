@@ -14,8 +14,12 @@ pub struct Policy {
     /// out below it (`usize::MAX`: never — copying out is cheaper on this
     /// machine at every size).
     pub swap_min: usize,
-    /// Partially filled pages with fewer bytes than this are copied out
-    /// (reverse copyout); the page size means always.
+    /// The model's reverse-copyout threshold: partially filled pages with
+    /// fewer bytes than this are cheaper to copy out than to complete and
+    /// swap (the page size: always). Reported, not applied: completing a
+    /// page would rewrite application bytes outside the caller's buffer,
+    /// which another borrow may be writing at the same time, so receivers
+    /// always copy partial pages out.
     pub reverse_copyout: usize,
 }
 
