@@ -474,11 +474,14 @@ fn delivery(d: Delivery) -> c_int {
 /// says (`out_fallbacks` in the stats counts these), and short data is
 /// copied where copying is cheaper.
 ///
+/// `data` may be any readable memory, including bytes another process
+/// can write (a received message read in place): they are read with
+/// volatile loads, never trusted to stay still; what the peer gets is
+/// what was read during the call.
+///
 /// # Safety
-/// `ep` is NULL or a live endpoint; `data` is readable for `len` bytes,
-/// and is this process's own memory (not bytes another process can write,
-/// such as a received message read in place: copy those first); no other
-/// thread writes it during the call.
+/// `ep` is NULL or a live endpoint; `data` is readable for `len` bytes
+/// during the call.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_endpoint_output(
     ep: *mut zcio_endpoint,
@@ -499,11 +502,12 @@ pub unsafe extern "C" fn zcio_endpoint_output(
             Ok(s) => s,
             Err(c) => return c,
         };
-        // Readable for `len` bytes, the process's own memory, not written
-        // during the call (contract).
+        // Readable for `len` bytes during the call (contract); it may be
+        // memory another process writes, so it is read as a volatile view,
+        // never borrowed as a slice.
         // SAFETY: as argued just above.
-        let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
-        match e.ep.output_with(bytes, s) {
+        let view = unsafe { zcio::View::from_raw(data.cast::<u8>(), len) };
+        match e.ep.output_view(view, s) {
             Ok(d) => delivery(d),
             Err(err) => fail(err),
         }

@@ -14,7 +14,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyMemoryView, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
 use zcio::semantics::{
     ArenaBuf, ArenaError, Delivery, Endpoint, EndpointConfig, InputError, OutputError, OwnedBuf,
     Semantics, SetupError,
@@ -304,34 +304,6 @@ pub struct SemanticEndpoint {
     input: Semantics,
 }
 
-/// Whether `obj`'s memory belongs to a zcio message or ring block (bytes a
-/// peer may write): followed through numpy `base` and memoryview `obj`.
-fn peer_backed(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = obj.py();
-    let mut o = obj.clone();
-    for _ in 0..256 {
-        if o.is_instance_of::<crate::msg::Msg>()
-            || o.is_instance_of::<crate::msg::MsgView>()
-            || o.is_instance_of::<crate::ring::Peek>()
-        {
-            return Ok(true);
-        }
-        let next = if let Ok(mv) = o.cast::<PyMemoryView>() {
-            mv.getattr(intern!(py, "obj"))?
-        } else {
-            match o.getattr(intern!(py, "base")) {
-                Ok(b) => b,
-                Err(_) => return Ok(false),
-            }
-        };
-        if next.is_none() {
-            return Ok(false);
-        }
-        o = next;
-    }
-    Ok(false)
-}
-
 impl SemanticEndpoint {
     #[allow(clippy::too_many_arguments)] // one per keyword argument
     pub(crate) fn create(
@@ -430,20 +402,6 @@ impl SemanticEndpoint {
         data: &Bound<'_, PyAny>,
         sem: Semantics,
     ) -> PyResult<Delivery> {
-        if peer_backed(data)? {
-            // Bytes a peer may write are never borrowed as a Rust slice:
-            // one private copy first.
-            let src = Exported::get(data, false)?;
-            let mut v = vec![0u8; src.len()];
-            // `src` is exported (valid) for the call; `v` is ours.
-            // SAFETY: as argued just above.
-            unsafe { buffer::copy(py, src.ptr(), v.as_mut_ptr(), src.len()) };
-            drop(src);
-            let ep = &self.ep;
-            return py
-                .detach(|| ep.output_with(&v, sem))
-                .map_err(|e| output_err(py, e));
-        }
         let src = Exported::get(data, false)?;
         if src.len() == 0 {
             return Err(PyValueError::new_err("cannot output an empty buffer"));
@@ -452,13 +410,12 @@ impl SemanticEndpoint {
         let ep = &self.ep;
         let r = py.detach(move || {
             let p = p;
-            // `src` keeps the exporter's memory in place for the whole call
-            // (the buffer protocol's promise) and it is this process's own
-            // memory (peer-backed objects were copied above); the API asks
-            // callers not to write it from another thread during the call.
+            // `src` keeps the exporter's memory mapped and in place for the
+            // whole call (the buffer protocol's promise); whoever else may
+            // write it, it is read as a volatile view, never as a slice.
             // SAFETY: as argued just above.
-            let bytes = unsafe { std::slice::from_raw_parts(p.0.cast_const(), n) };
-            ep.output_with(bytes, sem)
+            let view = unsafe { zcio::View::from_raw(p.0.cast_const(), n) };
+            ep.output_view(view, sem)
         });
         drop(src);
         r.map_err(|e| output_err(py, e))

@@ -414,13 +414,17 @@ impl Bench {
                 })
             }
             Op::Wire | Op::Unwire => median(budget, || {
-                // SAFETY: our own arena range (see `prot`); mlock and
-                // munlock do not change its contents or protection.
-                let t_on =
-                    time_r(|| unsafe { mm::mlock(arena.cast(), b) }).map_err(os(op, "mlock"))?;
-                // SAFETY: as above.
-                let t_off = time_r(|| unsafe { mm::munlock(arena.cast(), b) })
-                    .map_err(os(op, "munlock"))?;
+                let t_on = time_r(|| {
+                    // SAFETY: our own arena range (see `prot`); mlock does
+                    // not change its contents or protection.
+                    unsafe { mm::mlock(arena.cast(), b) }
+                })
+                .map_err(os(op, "mlock"))?;
+                let t_off = time_r(|| {
+                    // SAFETY: as for mlock just above.
+                    unsafe { mm::munlock(arena.cast(), b) }
+                })
+                .map_err(os(op, "munlock"))?;
                 Ok(if op == Op::Wire { t_on } else { t_off })
             }),
             Op::Swap | Op::Rehome => self.swap(op, b, budget),

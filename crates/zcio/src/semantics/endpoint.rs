@@ -12,7 +12,7 @@ use super::wire::{self, Header, HEADER_LEN};
 use super::{Policy, Semantics};
 use crate::msg::Slice;
 use crate::sys::vm;
-use crate::{Channel, Msg, Pool, PoolConfig, Uncached};
+use crate::{Channel, Msg, Pool, PoolConfig, Uncached, View};
 
 /// How an endpoint is set up.
 #[derive(Clone, Debug)]
@@ -153,7 +153,7 @@ impl Endpoint {
             flags |= wire::TRUSTS;
         }
         let hello = Header::new(cfg.input, flags, 0, 0, 0);
-        let msg = header_msg(&pool, hello, &[]).map_err(SetupError::Alloc)?;
+        let msg = header_msg(&pool, hello, View::from_slice(&[])).map_err(SetupError::Alloc)?;
         chan.send(msg).map_err(|e| SetupError::Send(e.kind()))?;
         let reply = chan
             .recv_timeout(cfg.hello_timeout)
@@ -256,6 +256,15 @@ impl Endpoint {
 
     /// Output `data` under `sem` (this call only).
     pub fn output_with(&self, data: &[u8], sem: Semantics) -> Result<Delivery, OutputError> {
+        self.output_view(View::from_slice(data), sem)
+    }
+
+    /// Output bytes of unknown provenance under `sem`: memory another
+    /// process might write (a buffer handed in through the C or Python
+    /// frontends) is never borrowed as a `&[u8]`; the copy path reads it
+    /// with volatile loads, and lending needs only its address (only this
+    /// process's arena pages are ever lent).
+    pub fn output_view(&self, data: View<'_>, sem: Semantics) -> Result<Delivery, OutputError> {
         if data.is_empty() {
             return Err(OutputError::Empty);
         }
@@ -301,7 +310,7 @@ impl Endpoint {
         Ok(self.count(Delivery::Copied))
     }
 
-    fn send_copy(&self, sem: Semantics, data: &[u8]) -> Result<(), OutputError> {
+    fn send_copy(&self, sem: Semantics, data: View<'_>) -> Result<(), OutputError> {
         let ps = crate::sys::page_size();
         let h = Header::new(
             sem,
@@ -323,7 +332,8 @@ impl Endpoint {
         bufs: Vec<crate::Fbuf>,
     ) -> Result<(), OutputError> {
         let h = Header::new(sem, flags, len, page_offset, bufs.len());
-        let mut msg = header_msg(&self.pool, h, &[]).map_err(OutputError::Alloc)?;
+        let mut msg =
+            header_msg(&self.pool, h, View::from_slice(&[])).map_err(OutputError::Alloc)?;
         for b in bufs {
             let n = b.len();
             let slice = Slice::new(b, 0, n).ok_or(OutputError::Empty)?;
@@ -552,7 +562,7 @@ impl Endpoint {
                     Err(e) => return Err((OutputError::Freeze(e.to_string()), None)),
                 };
                 let h = Header::new(sem, wire::SEALED | wire::PROTECTED, len, 0, 1);
-                let res = header_msg(&self.pool, h, &[])
+                let res = header_msg(&self.pool, h, View::from_slice(&[]))
                     .map_err(OutputError::Alloc)
                     .and_then(|mut msg| {
                         let s = Slice::new(frozen, 0, len).ok_or(OutputError::Empty)?;
@@ -582,7 +592,7 @@ impl Endpoint {
                         // Not lendable (e.g. pages swapped in from a peer):
                         // copy; the buffer is still consumed.
                         self.counters.out_fallbacks.fetch_add(1, Relaxed);
-                        let r = self.send_copy(sem, b.as_slice());
+                        let r = self.send_copy(sem, View::from_slice(b.as_slice()));
                         return match r {
                             Ok(()) => {
                                 self.free(OwnedBuf {
@@ -702,12 +712,19 @@ impl Endpoint {
     }
 }
 
-/// A message of one pool buffer: the header, then `inline` bytes.
-fn header_msg(pool: &Pool, h: Header, inline: &[u8]) -> Result<Msg, crate::AllocError> {
+/// A message of one pool buffer: the header, then the `inline` bytes
+/// (copied with `memcpy` when they are ours and immutable, else read with
+/// volatile loads).
+fn header_msg(pool: &Pool, h: Header, inline: View<'_>) -> Result<Msg, crate::AllocError> {
     let mut b = pool.alloc(HEADER_LEN + inline.len())?;
     let s = b.as_mut_slice();
     s[..HEADER_LEN].copy_from_slice(&h.to_bytes());
-    crate::copy(&mut s[HEADER_LEN..], inline);
+    match inline.as_slice() {
+        Some(bytes) => crate::copy(&mut s[HEADER_LEN..], bytes),
+        None => {
+            inline.read_at(0, &mut s[HEADER_LEN..]);
+        }
+    }
     // Pool buffers are volatile: freezing them cannot fail (only sealing
     // can), but map the error rather than assume it.
     b.freeze()
