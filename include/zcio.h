@@ -1606,11 +1606,14 @@ int zcio_endpoint_trust_peer(struct zcio_endpoint *ep);
  * says (`out_fallbacks` in the stats counts these), and short data is
  * copied where copying is cheaper.
  *
+ * `data` may be any readable memory, including bytes another process
+ * can write (a received message read in place): they are read with
+ * volatile loads, never trusted to stay still; what the peer gets is
+ * what was read during the call.
+ *
  * # Safety
- * `ep` is NULL or a live endpoint; `data` is readable for `len` bytes,
- * and is this process's own memory (not bytes another process can write,
- * such as a received message read in place: copy those first); no other
- * thread writes it during the call.
+ * `ep` is NULL or a live endpoint; `data` is readable for `len` bytes
+ * during the call.
  */
 int zcio_endpoint_output(struct zcio_endpoint *ep, const void *data, size_t len, int sem);
 
