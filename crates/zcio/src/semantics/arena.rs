@@ -643,32 +643,50 @@ impl Core {
         {
             let t = &self.table;
             let mut st = t.locked();
+            let mut reveal = Vec::new();
             for s in first..first + pages {
                 let i = s as usize;
                 if st.prot[i] == Prot::None {
                     if st.refs[st.slot_page[i] as usize] > 0 {
                         continue;
                     }
-                    if t.set_prot(&mut st, s, 1, Prot::ReadWrite).is_err() {
-                        continue;
-                    }
+                    reveal.push(s);
+                } else {
+                    keep.push(s);
                 }
-                keep.push(s);
+            }
+            // Reveal the returned hidden pages run by run (one mprotect
+            // each, not one per page).
+            for (start, n) in runs(&reveal) {
+                if t.set_prot(&mut st, start, n, Prot::ReadWrite).is_ok() {
+                    keep.extend(start..start + n);
+                }
             }
         }
+        keep.sort_unstable();
         let mut alloc = lock(&self.alloc);
-        let mut i = 0;
-        while i < keep.len() {
-            let start = keep[i];
-            let mut end = start + 1;
-            while i + 1 < keep.len() && keep[i + 1] == end {
-                i += 1;
-                end += 1;
-            }
-            alloc.free(start, end - start);
-            i += 1;
+        for (start, n) in runs(&keep) {
+            alloc.free(start, n);
         }
     }
+}
+
+/// The maximal runs of consecutive values in an ascending list, as
+/// `(first, count)`.
+fn runs(sorted: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let start = *sorted.get(i)?;
+        let mut n = 1;
+        while start
+            .checked_add(n)
+            .is_some_and(|v| sorted.get(i + n as usize) == Some(&v))
+        {
+            n += 1;
+        }
+        i += n as usize;
+        Some((start, n))
+    })
 }
 
 impl LentPages for Core {
@@ -676,6 +694,7 @@ impl LentPages for Core {
         let t = &self.table;
         let mut st = t.locked();
         let mut unprotect: Vec<u32> = Vec::new();
+        let mut unwire: Vec<u32> = Vec::new();
         // Descending, so the spares freed here are popped in ascending
         // order (consecutive TCOW copies then land on consecutive pages).
         for p in (first_page..first_page + pages).rev() {
@@ -695,8 +714,7 @@ impl LentPages for Core {
             let s = st.page_slot[pi];
             if s < t.n && st.wired[s as usize] {
                 st.wired[s as usize] = false;
-                // SAFETY: the slot is mapped and ours.
-                let _ = unsafe { vm::wire(t.slot_addr(s), t.ps, false) };
+                unwire.push(s);
             }
             if s < t.n {
                 if st.prot[s as usize] == Prot::ReadOnly {
@@ -709,23 +727,20 @@ impl LentPages for Core {
                 st.free_spares.push(s);
             }
         }
+        // Unwire and unprotect run by run (one system call per run, not
+        // per page: a 16 MiB buffer is 4096 pages).
+        unwire.sort_unstable();
+        for (start, n) in runs(&unwire) {
+            // SAFETY: the slots are mapped and ours.
+            let _ = unsafe { vm::wire(t.slot_addr(start), n as usize * t.ps, false) };
+        }
         unprotect.sort_unstable();
-        let mut i = 0;
-        while i < unprotect.len() {
-            let start = unprotect[i];
-            let mut end = start + 1;
-            while i + 1 < unprotect.len() && unprotect[i + 1] == end {
-                i += 1;
-                end += 1;
-            }
-            if t.set_prot(&mut st, start, end - start, Prot::ReadWrite)
-                .is_ok()
-            {
+        for (start, n) in runs(&unprotect) {
+            if t.set_prot(&mut st, start, n, Prot::ReadWrite).is_ok() {
                 t.counters
                     .unprotects
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            i += 1;
         }
     }
 }
@@ -845,5 +860,21 @@ impl std::ops::DerefMut for ArenaBuf {
 impl Drop for ArenaBuf {
     fn drop(&mut self) {
         self.arena.core.free_slots(self.first, self.pages);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn runs_split_an_ascending_list_at_gaps() {
+        let v: Vec<(u32, u32)> = runs(&[1, 2, 3, 7, 9, 10]).collect();
+        assert_eq!(v, vec![(1, 3), (7, 1), (9, 2)]);
+        assert_eq!(runs(&[]).count(), 0);
+        assert_eq!(
+            runs(&[u32::MAX - 1, u32::MAX]).collect::<Vec<_>>(),
+            vec![(u32::MAX - 1, 2)]
+        );
     }
 }
