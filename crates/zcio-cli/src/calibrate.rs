@@ -193,9 +193,10 @@ fn print_model(o: &mut String, m: &CostModel, cal: Option<&Calibration>) {
         "samples"
     );
     for op in Op::ALL {
-        match (m.line(op), m.quality(op)) {
+        match (m.curve(op), m.quality(op)) {
             (None, _) => wl!(o, "{:<14} {:>12}", op.name(), "not measured"),
-            (Some(l), q) => {
+            (Some(c), q) => {
+                let l = c.line;
                 let (r2, res, n) = match q {
                     Some(q) => (
                         format!("{:.4}", q.r2),
@@ -214,6 +215,16 @@ fn print_model(o: &mut String, m: &CostModel, cal: Option<&Calibration>) {
                     res,
                     n
                 );
+                if let Some(a) = c.above {
+                    wl!(
+                        o,
+                        "{:<14} {:>12.3} {:>10.2}   (from {} on)",
+                        "",
+                        a.line.a_ns_per_byte * 1024.0,
+                        a.line.b_ns / 1000.0,
+                        size(usize::try_from(a.from_bytes).unwrap_or(usize::MAX))
+                    );
+                }
             }
         }
     }
@@ -316,10 +327,15 @@ fn model_json(m: &CostModel) -> Value {
     let ops: serde_json::Map<String, Value> = Op::ALL
         .into_iter()
         .map(|op| {
-            let v = match m.line(op) {
+            let v = match m.curve(op) {
                 None => Value::Null,
-                Some(l) => {
+                Some(c) => {
+                    let l = c.line;
                     let mut v = json!({"a_ns_per_byte": l.a_ns_per_byte, "b_ns": l.b_ns});
+                    if let Some(a) = c.above {
+                        v["above"] = json!({"from_bytes": a.from_bytes,
+                            "a_ns_per_byte": a.line.a_ns_per_byte, "b_ns": a.line.b_ns});
+                    }
                     if let Some(q) = m.quality(op) {
                         v["r2"] = json!(q.r2);
                         v["max_rel_residual"] = json!(q.max_rel_residual);

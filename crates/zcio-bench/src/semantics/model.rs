@@ -7,11 +7,15 @@
 
 use super::Line;
 
-/// One fitted primitive operation: `cost_ns(B) = a_ns_per_byte·B + b_ns`.
+/// One line of a fitted primitive operation: `cost_ns(B) =
+/// a_ns_per_byte·B + b_ns` for sizes from `from_bytes` (up to the next
+/// line's, if the operation has a knot).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OpCost {
     /// The operation's stable name (`copy_in`, `protect`, `swap`, …).
     pub op: String,
+    /// The smallest size this line prices (0, or the knot).
+    pub from_bytes: u64,
     /// Per-byte cost, ns.
     pub a_ns_per_byte: f64,
     /// Fixed cost, ns.
@@ -43,18 +47,23 @@ pub fn model_for(line: Line, size: usize, aligned: bool) -> Option<f64> {
     }
 }
 
-/// The per-operation fits of the cost model in effect.
+/// The per-operation fits of the cost model in effect: one row per line
+/// (two for an operation with a knot).
 pub fn model_ops() -> Vec<OpCost> {
     use zcio::semantics::cost::{CostModel, Op};
     let m = CostModel::current();
+    let row = |op: Op, from_bytes, l: zcio::semantics::cost::Linear| OpCost {
+        op: op.name().to_string(),
+        from_bytes,
+        a_ns_per_byte: l.a_ns_per_byte,
+        b_ns: l.b_ns,
+    };
     Op::ALL
         .into_iter()
-        .filter_map(|op| {
-            m.line(op).map(|l| OpCost {
-                op: op.name().to_string(),
-                a_ns_per_byte: l.a_ns_per_byte,
-                b_ns: l.b_ns,
-            })
+        .filter_map(|op| m.curve(op).map(|c| (op, c)))
+        .flat_map(|(op, c)| {
+            std::iter::once(row(op, 0, c.line))
+                .chain(c.above.map(|a| row(op, a.from_bytes, a.line)))
         })
         .collect()
 }

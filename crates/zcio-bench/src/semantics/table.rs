@@ -218,18 +218,22 @@ pub fn tables(rows: &[Row]) -> String {
         out.push('\n');
     }
     let ops = model_ops();
-    out.push_str("\nPer-operation costs (cost model, cost_ns(B) = a·B + b)\n");
+    out.push_str(
+        "\nPer-operation costs (cost model, cost_ns(B) = a·B + b; from = the size a line starts at)\n",
+    );
     if ops.is_empty() {
         out.push_str("  none: the cost model has no lines\n");
     } else {
         out.push_str(&format!(
-            "  {:<16} {:>12} {:>10}\n",
-            "operation", "a ns/B", "b ns"
+            "  {:<16} {:>8} {:>12} {:>10}\n",
+            "operation", "from", "a ns/B", "b ns"
         ));
         for o in ops {
+            let from = usize::try_from(o.from_bytes).map_or_else(|_| "-".into(), short);
             out.push_str(&format!(
-                "  {:<16} {:>12} {:>10}\n",
+                "  {:<16} {:>8} {:>12} {:>10}\n",
                 o.op,
+                from,
                 sig3(o.a_ns_per_byte),
                 sig3(o.b_ns)
             ));

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rustix::mm::{self, MapFlags, MprotectFlags, ProtFlags};
 use thiserror::Error;
 
-use super::cost::{fit, CostModel, FitQuality, Op, Source};
+use super::cost::{fit_curve, CostModel, FitQuality, Op, Source};
 use crate::region::{Region, RegionError};
 use crate::sys::{memfd, Errno};
 use crate::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
@@ -278,8 +278,12 @@ pub fn run_with_samples(
     let mut model = CostModel::empty(Source::Measured);
     model.set_quick(opts.quick);
     for s in &results {
-        let line = fit(&s.points);
-        model.set(s.op, Some(line), Some(FitQuality::of(&line, &s.points)));
+        let curve = fit_curve(&s.points);
+        model.set_curve(
+            s.op,
+            Some(curve),
+            Some(FitQuality::of_curve(&curve, &s.points)),
+        );
     }
     Ok(Calibration {
         model,

@@ -27,6 +27,7 @@ pub mod calibrate;
 pub mod cost;
 mod endpoint;
 mod error;
+pub mod fit;
 mod owned;
 mod pages;
 mod policy;
