@@ -408,7 +408,7 @@ impl Bench for SemBench {
                  input_owned → check → free; the receiver checks every stamp of every message \
                  (a mismatch fails the run); aligned = both buffers at page offset 0, unaligned \
                  = receive buffers at offset {UNALIGNED_OFFSET}; the sender lets the receiver \
-                 hold at most about 32 MiB (16 … 512 slices) before it waits for notices"
+                 hold at most about 4 MiB (8 … 512 slices) before it waits for notices"
             ),
             format!(
                 "throughput: a stream of up to {} messages within {} ms after a warm-up of \
