@@ -141,13 +141,33 @@ pub fn spawn_self(arg: &str, json: &str) -> Result<Child, String> {
         .map_err(|e| format!("spawn benchmark child: {e}"))
 }
 
-/// The result line of an exited child (empty if it printed none).
-fn result_line(child: &mut Child) -> String {
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
+/// Reads a child's stdout while it runs (a result line longer than the
+/// pipe's buffer would otherwise block the child in `write` until the
+/// bound passes): its first line, once the child closes stdout.
+struct Drain(Option<std::thread::JoinHandle<String>>);
+
+impl Drain {
+    fn start(child: &mut Child) -> Self {
+        Drain(child.stdout.take().map(|out| {
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let mut r = BufReader::new(out);
+                let _ = r.read_line(&mut line);
+                // Keep draining: a child that prints more must not block.
+                let _ = std::io::copy(&mut r, &mut std::io::sink());
+                line
+            })
+        }))
     }
-    line.trim().to_string()
+
+    /// The result line of an exited child (empty if it printed none).
+    fn line(&mut self) -> String {
+        self.0
+            .take()
+            .and_then(|h| h.join().ok())
+            .map(|l| l.trim().to_string())
+            .unwrap_or_default()
+    }
 }
 
 fn failed(what: &str, status: ExitStatus) -> String {
@@ -162,10 +182,11 @@ fn failed(what: &str, status: ExitStatus) -> String {
 /// its result line, if it printed one.
 pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Measured>, String> {
     let start = Instant::now();
+    let mut drain = Drain::start(&mut child);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                let line = result_line(&mut child);
+                let line = drain.line();
                 if !status.success() {
                     return Err(failed(what, status));
                 }
@@ -192,7 +213,7 @@ pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Me
 /// the bound passed) are killed and reaped.
 #[derive(Default)]
 pub struct Group {
-    kids: Vec<(Child, String)>,
+    kids: Vec<(Child, String, Drain)>,
 }
 
 impl Group {
@@ -202,8 +223,9 @@ impl Group {
     }
 
     /// Add a spawned child, named `what` in messages.
-    pub fn push(&mut self, child: Child, what: impl Into<String>) {
-        self.kids.push((child, what.into()));
+    pub fn push(&mut self, mut child: Child, what: impl Into<String>) {
+        let drain = Drain::start(&mut child);
+        self.kids.push((child, what.into(), drain));
     }
 
     /// Wait (at most `timeout` in all) until every child has exited; their
@@ -214,12 +236,12 @@ impl Group {
         let mut lines: Vec<Option<String>> = vec![None; self.kids.len()];
         loop {
             let mut running = Vec::new();
-            for (i, (child, what)) in self.kids.iter_mut().enumerate() {
+            for (i, (child, what, drain)) in self.kids.iter_mut().enumerate() {
                 if lines[i].is_some() {
                     continue;
                 }
                 match child.try_wait() {
-                    Ok(Some(status)) if status.success() => lines[i] = Some(result_line(child)),
+                    Ok(Some(status)) if status.success() => lines[i] = Some(drain.line()),
                     Ok(Some(status)) => return Err(failed(what, status)),
                     Ok(None) => running.push(what.clone()),
                     Err(e) => return Err(format!("{what}: wait: {e}")),
@@ -242,7 +264,7 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        for (child, _) in &mut self.kids {
+        for (child, _, _) in &mut self.kids {
             if matches!(child.try_wait(), Ok(None)) {
                 let _ = child.kill();
             }

@@ -115,8 +115,9 @@ enum Cmd {
     /// at once (TCOW), with aligned and unaligned receive buffers, beside a
     /// Linux pipe, a Unix socket and memcpy, in one run. Every page of
     /// every message is stamped and checked. Throughput (stream), one-way
-    /// latency (ping-pong, 8-byte answer by copy), CPU per message of both
-    /// processes, and the cost model's prediction when it is wired.
+    /// latency (ping-pong with an 8-byte answer by copy; timed from the
+    /// sender's output to the receiver's input across the processes), CPU
+    /// per message of both processes, and the cost model's prediction.
     #[command(after_help = "Examples:\n  \
         zcio-bench semantics --quick                  # about a minute: 64 B … 4 MiB, one run\n  \
         zcio-bench semantics                          # 64 B … 16 MiB, median of 3 interleaved runs\n  \

@@ -7,7 +7,10 @@ use std::io::{Read, Write};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use super::side::{check, control_word, stamp, Got, Phases, Rx, Tx, TxResult, RX_BUFS, TX_BUFS};
+use super::side::{
+    check, check_timed, control_word, stamp, Got, Phases, Rx, Tx, TxResult, RX_BUFS, TX_BUFS,
+};
+use crate::asyncb::stats::mono_ns;
 use crate::fds::take_fd;
 
 /// The sender over a byte stream: `out` carries messages, `back` answers.
@@ -31,12 +34,14 @@ impl StreamTx {
 }
 
 impl Tx for StreamTx {
-    fn send(&mut self, seq: u64) -> Result<(), String> {
+    fn send(&mut self, seq: u64) -> Result<u64, String> {
         let b = &mut self.bufs[seq as usize % TX_BUFS];
         stamp(b, seq);
+        let t = mono_ns();
         self.out
             .write_all(b)
-            .map_err(|e| format!("write #{seq}: {e}"))
+            .map_err(|e| format!("write #{seq}: {e}"))?;
+        Ok(t)
     }
 
     fn send_ctl(&mut self, w: u64) -> Result<(), String> {
@@ -89,8 +94,7 @@ impl Rx for StreamRx {
         if let Some(w) = control_word(b) {
             return Ok(Got::Ctl(w));
         }
-        check(b, seq)?;
-        Ok(Got::Data)
+        check_timed(b, seq).map(Got::Data)
     }
 
     fn send_word(&mut self, w: u64) -> Result<(), String> {
@@ -152,5 +156,6 @@ pub fn memcpy(size: usize, p: &Phases) -> Result<TxResult, String> {
         stream_ns,
         cpu_ns,
         round_trips: rt,
+        sends: Vec::new(),
     })
 }

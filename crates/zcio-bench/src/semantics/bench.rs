@@ -228,15 +228,24 @@ impl SemBench {
 }
 
 fn row(job: &Job, m: &Measured) -> Row {
+    // One-way latency: receiver's arrival minus sender's output, where
+    // the receiver timed them; memcpy (no receiver) reports each copy's
+    // time as half a "round trip".
+    let mut one_way = match &m.rx {
+        Some(rx) => super::side::one_way(&m.tx.sends, &rx.arrivals),
+        None => m.tx.round_trips.iter().map(|t| t / 2).collect(),
+    };
+    one_way.sort_unstable();
     let mut rt = m.tx.round_trips.clone();
     rt.sort_unstable();
-    let q = |p: f64| -> f64 {
-        if rt.is_empty() {
+    let quantile = |v: &[u64], p: f64| -> f64 {
+        if v.is_empty() {
             return 0.0;
         }
-        let i = ((rt.len() as f64 * p).ceil() as usize).clamp(1, rt.len()) - 1;
-        rt[i] as f64 / 2.0 / 1e3
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i] as f64 / 1e3
     };
+    let q = |p: f64| quantile(&one_way, p);
     let msgs = m.tx.msgs.max(1);
     let sem = job.line.semantics();
     Row {
@@ -248,20 +257,24 @@ fn row(job: &Job, m: &Measured) -> Row {
         aligned: job.aligned,
         latency_us: q(0.5),
         latency_p99_us: q(0.99),
+        round_trip_us: quantile(&rt, 0.5),
         gb_per_sec: (m.tx.msgs * job.size as u64) as f64 / m.tx.stream_ns.max(1) as f64,
         cpu_tx_us: m.tx.cpu_ns as f64 / msgs as f64 / 1e3,
-        cpu_rx_us: m.rx.map(|r| r.cpu_ns as f64 / r.msgs.max(1) as f64 / 1e3),
+        cpu_rx_us: m
+            .rx
+            .as_ref()
+            .map(|r| r.cpu_ns as f64 / r.msgs.max(1) as f64 / 1e3),
         model_us: None,
         msgs: m.tx.msgs,
         round_trips: m.tx.round_trips.len() as u64,
         out: m.out,
         in_swapped_pages_per_msg: m
             .out
-            .and(m.rx)
+            .and(m.rx.as_ref())
             .map(|r| r.swapped_pages as f64 / r.data_msgs.max(1) as f64),
         in_copied_bytes_per_msg: m
             .out
-            .and(m.rx)
+            .and(m.rx.as_ref())
             .map(|r| r.copied_bytes as f64 / r.data_msgs.max(1) as f64),
         runs: RunStats::default(),
     }
@@ -336,6 +349,7 @@ impl Bench for SemBench {
             let col = |f: &dyn Fn(&Row) -> f64| median(reps.iter().map(|x| f(x)).collect());
             r.latency_us = col(&|x| x.latency_us);
             r.latency_p99_us = col(&|x| x.latency_p99_us);
+            r.round_trip_us = col(&|x| x.round_trip_us);
             r.cpu_tx_us = col(&|x| x.cpu_tx_us);
             if r.cpu_rx_us.is_some() {
                 r.cpu_rx_us = Some(col(&|x| x.cpu_rx_us.unwrap_or(0.0)));
@@ -418,7 +432,10 @@ impl Bench for SemBench {
                  channel's spin budget before it sleeps, so while the other side keeps up its CPU \
                  per message is close to the wall time per message); latency: ping-pong, each message \
                  answered with 8 bytes by copy in the reverse direction, up to {} round trips \
-                 within {} ms, one-way = half the median round trip (memcpy: one copy); \
+                 within {} ms; one-way latency = the receiver's CLOCK_MONOTONIC once input (and free, \
+                 for system-allocated buffers) returned minus the sender's when the transfer \
+                 began (before output, or before alloc), both processes' stamping and \
+                 checking subtracted (memcpy: one copy); \
                  medians per metric of {} interleaved run(s) (all points once, then again)",
                 o.stream_max,
                 o.stream_time.as_millis(),

@@ -10,11 +10,16 @@
 //! per page (sequence number and page index) and outputs; the receiver
 //! inputs and checks every stamp (a mismatch fails the run: integrity).
 //! Two phases per measurement ([`side`]): a stream (throughput, CPU per
-//! message of both processes) and a ping-pong with an 8-byte reply by copy
-//! (one-way latency = half the median round trip).
+//! message of both processes) and a ping-pong with an 8-byte reply by copy.
+//! The one-way latency is timed across the two processes
+//! (`CLOCK_MONOTONIC` is system-wide): from the sender's clock when the
+//! transfer begins (before output, or before `alloc`) to the receiver's
+//! once input (and `free`) returned, with the time both spent stamping and
+//! checking subtracted: what the cost model predicts. Half a round trip
+//! would not be: only one direction carries the data, so it halves the
+//! per-byte slope.
 //!
-//! The model column and the per-operation table come from [`model`]
-//! (empty until the cost model is wired in).
+//! The model column and the per-operation table come from [`model`].
 
 mod baseline;
 mod bench;
@@ -295,7 +300,7 @@ pub fn child_main(args: &[String]) -> i32 {
 }
 
 /// What the receiver reports.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct RxReport {
     /// CPU time (user + system) over the measured stream.
     pub cpu_ns: u64,
@@ -307,6 +312,9 @@ pub struct RxReport {
     pub copied_bytes: u64,
     /// Data messages received (whole run).
     pub data_msgs: u64,
+    /// Ping-pong data messages: sequence number and `CLOCK_MONOTONIC`
+    /// (ns) once input returned and the stamps were checked.
+    pub arrivals: Vec<(u64, u64)>,
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use zcio::semantics::{ArenaBuf, Endpoint, EndpointConfig, OwnedBuf, Semantics};
 use zcio::{Channel, ChannelConfig};
 
 use super::{Line, RxReport};
+use crate::asyncb::stats::mono_ns;
 use crate::cpu::Window;
 
 /// Stamp spacing (the page size the stamps assume).
@@ -26,6 +27,9 @@ pub const PAGE: usize = 4096;
 pub const END_STREAM: u64 = u64::MAX - 1;
 /// Control word: end of the ping-pong phase (and of the measurement).
 pub const END_PING: u64 = u64::MAX - 2;
+/// Most ping-pong arrivals the receiver reports (the sender measures at
+/// most `ping_max` round trips; this bounds the report of a confused one).
+const MAX_ARRIVALS: usize = 1 << 17;
 
 /// The stamp of page `page` of message `seq`.
 pub fn stamp_word(seq: u64, page: usize) -> u64 {
@@ -62,6 +66,21 @@ pub fn check(buf: &[u8], seq: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// [`stamp`], timed: the nanoseconds it took (the application's work,
+/// which the one-way latency leaves out).
+pub fn stamp_timed(buf: &mut [u8], seq: u64) -> u64 {
+    let t = mono_ns();
+    stamp(buf, seq);
+    mono_ns().saturating_sub(t)
+}
+
+/// [`check`], timed: the nanoseconds it took.
+pub fn check_timed(buf: &[u8], seq: u64) -> Result<u64, String> {
+    let t = mono_ns();
+    check(buf, seq)?;
+    Ok(mono_ns().saturating_sub(t))
+}
+
 /// The first word of `buf` if it is a control word.
 pub fn control_word(buf: &[u8]) -> Option<u64> {
     let w = u64::from_le_bytes(buf.get(..8)?.try_into().ok()?);
@@ -70,8 +89,12 @@ pub fn control_word(buf: &[u8]) -> Option<u64> {
 
 /// The sender's side of a transport.
 pub trait Tx {
-    /// Output data message `seq` (stamped).
-    fn send(&mut self, seq: u64) -> Result<(), String>;
+    /// Output data message `seq` (stamped). Returns when the transfer
+    /// began on `CLOCK_MONOTONIC` (ns): just before the output call, or
+    /// before the allocation for system-allocated buffers, with the time
+    /// spent stamping added (the application's work is not the
+    /// transfer's).
+    fn send(&mut self, seq: u64) -> Result<u64, String>;
     /// Output the control word `w`.
     fn send_ctl(&mut self, w: u64) -> Result<(), String>;
     /// Wait for the receiver's 8-byte answer.
@@ -80,8 +103,9 @@ pub trait Tx {
 
 /// What the receiver got.
 pub enum Got {
-    /// Data message (its stamps checked).
-    Data,
+    /// Data message (its stamps checked): the nanoseconds the check took
+    /// (the application's work, not the transfer's).
+    Data(u64),
     /// A control word.
     Ctl(u64),
 }
@@ -138,6 +162,9 @@ pub struct TxResult {
     pub cpu_ns: u64,
     /// Measured round-trip times.
     pub round_trips: Vec<u64>,
+    /// Each measured round trip's data message: its sequence number and
+    /// `CLOCK_MONOTONIC` (ns) just before its output call.
+    pub sends: Vec<(u64, u64)>,
 }
 
 fn past(deadline: Instant, what: &str) -> Result<(), String> {
@@ -179,6 +206,7 @@ pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult,
     }
     let bound = Duration::from_millis(p.ping_ms);
     let mut rt = Vec::with_capacity(p.ping_max.min(1 << 16) as usize);
+    let mut sends = Vec::with_capacity(rt.capacity());
     let mut start = Instant::now();
     for i in 0..p.ping_warmup + p.ping_max {
         if i == p.ping_warmup {
@@ -187,7 +215,7 @@ pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult,
             break;
         }
         let t0 = Instant::now();
-        tx.send(seq)?;
+        let sent_at = tx.send(seq)?;
         let w = tx.recv_word()?;
         let t = t0.elapsed().as_nanos() as u64;
         if w != seq {
@@ -195,6 +223,7 @@ pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult,
         }
         if i >= p.ping_warmup {
             rt.push(t);
+            sends.push((seq, sent_at));
         }
         seq += 1;
         if i % 64 == 0 {
@@ -207,7 +236,28 @@ pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult,
         stream_ns,
         cpu_ns,
         round_trips: rt,
+        sends,
     })
+}
+
+/// The one-way latencies (ns) of the round trips both sides timed: from
+/// the sender's clock when the transfer began ([`Tx::send`]) to the
+/// receiver's once input (and, for system-allocated buffers, `free`)
+/// returned, less its stamp check (`CLOCK_MONOTONIC` is system-wide, so
+/// the two processes' readings compare). The 8-byte answer is not part
+/// of it.
+pub fn one_way(sends: &[(u64, u64)], arrivals: &[(u64, u64)]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(sends.len());
+    let mut a = arrivals.iter().peekable();
+    for &(seq, t0) in sends {
+        while a.next_if(|x| x.0 < seq).is_some() {}
+        if let Some(&&(s, t1)) = a.peek() {
+            if s == seq {
+                out.push(t1.saturating_sub(t0));
+            }
+        }
+    }
+    out
 }
 
 /// The receiver's two phases.
@@ -221,8 +271,11 @@ pub fn serve(rx: &mut dyn Rx, stream_warmup: u64, deadline: Instant) -> Result<R
             cpu.start();
         }
         match rx.recv(seq)? {
-            Got::Data => {
+            Got::Data(check_ns) => {
                 if !streaming {
+                    if rep.arrivals.len() < MAX_ARRIVALS {
+                        rep.arrivals.push((seq, mono_ns().saturating_sub(check_ns)));
+                    }
                     rx.send_word(seq)?;
                 }
                 seq += 1;
@@ -463,7 +516,7 @@ impl ZcioTx {
 }
 
 impl Tx for ZcioTx {
-    fn send(&mut self, seq: u64) -> Result<(), String> {
+    fn send(&mut self, seq: u64) -> Result<u64, String> {
         let chan = self.ep.channel();
         if self.line == Line::Rewrite {
             // The rewritten buffer's pages move (TCOW) and spread over the
@@ -486,22 +539,24 @@ impl Tx for ZcioTx {
             }
         }
         if !self.line.app_allocated() {
+            let t = mono_ns();
             let mut b = self.alloc()?;
-            stamp(&mut b, seq);
+            let stamping = stamp_timed(&mut b, seq);
             self.ep
                 .output_owned(b)
                 .map_err(|(e, _)| format!("output_owned #{seq}: {e}"))?;
-            return Ok(());
+            return Ok(t + stamping);
         }
         if self.line == Line::Rewrite {
             // Stamped for `seq` already (at set-up or right after the
             // previous output): output, then rewrite at once.
             let b = &mut self.bufs[0];
+            let t = mono_ns();
             self.ep
                 .output(b)
                 .map_err(|e| format!("output #{seq}: {e}"))?;
             stamp(b, seq + 1);
-            return Ok(());
+            return Ok(t);
         }
         let b = &mut self.bufs[seq as usize % TX_BUFS];
         if b.in_flight() {
@@ -511,10 +566,11 @@ impl Tx for ZcioTx {
             })?;
         }
         stamp(b, seq);
+        let t = mono_ns();
         self.ep
             .output(b)
             .map_err(|e| format!("output #{seq}: {e}"))?;
-        Ok(())
+        Ok(t)
     }
 
     fn send_ctl(&mut self, w: u64) -> Result<(), String> {
@@ -582,7 +638,7 @@ impl Rx for ZcioRx {
             } else if b.len() != self.size {
                 Err(format!("message {seq}: {} bytes", b.len()))
             } else {
-                check(&b, seq).map(|()| Got::Data)
+                check_timed(&b, seq).map(Got::Data)
             };
             self.ep.free(b);
             return r;
@@ -597,8 +653,7 @@ impl Rx for ZcioRx {
         if got.len != self.size {
             return Err(format!("message {seq}: {} bytes", got.len));
         }
-        check(b, seq)?;
-        Ok(Got::Data)
+        check_timed(b, seq).map(Got::Data)
     }
 
     fn send_word(&mut self, w: u64) -> Result<(), String> {

@@ -58,11 +58,16 @@ pub struct Row {
     pub size: usize,
     /// Receive buffer at the sender's page offset (0); else 100 bytes off.
     pub aligned: bool,
-    /// Median one-way latency (half the median round trip with an 8-byte
-    /// answer by copy), µs; memcpy: one copy.
+    /// Median one-way latency, µs: from the sender's clock before its
+    /// output call to the receiver's once input returned and the stamps
+    /// were checked, one message in flight; memcpy: one copy.
     pub latency_us: f64,
     /// 99th percentile of the one-way latency, µs.
     pub latency_p99_us: f64,
+    /// Median round trip (the data message and an 8-byte answer by copy),
+    /// µs; memcpy: two copies.
+    #[serde(default)]
+    pub round_trip_us: f64,
     /// Streamed throughput, GB/s (10^9 bytes per second).
     pub gb_per_sec: f64,
     /// Sender CPU (user + system) per streamed message, µs.

@@ -2,7 +2,7 @@
 
 use zcio::semantics::Semantics;
 
-use super::side::{check, control_word, stamp, END_PING, END_STREAM};
+use super::side::{check, control_word, one_way, stamp, END_PING, END_STREAM};
 use super::table::{find, targets, Row, RunStats};
 use super::{plan, Line, Options};
 
@@ -95,6 +95,7 @@ fn row(line: Line, size: usize, aligned: bool, gbps: f64) -> Row {
         aligned,
         latency_us: 1.0,
         latency_p99_us: 1.0,
+        round_trip_us: 2.0,
         gb_per_sec: gbps,
         cpu_tx_us: 1.0,
         cpu_rx_us: None,
@@ -156,4 +157,16 @@ fn targets_pass_and_miss_on_the_figures() {
         .unwrap();
     assert_eq!(a.met, Some(false));
     assert!(a.measured.contains("64: 0.50× ✗"), "{}", a.measured);
+}
+
+#[test]
+fn one_way_pairs_sends_with_arrivals_by_sequence_number() {
+    // Warm-up arrivals the sender did not measure, a lost arrival (7) and
+    // an arrival without a measured send (9) are skipped.
+    let sends = [(5, 100), (6, 200), (7, 300), (8, 400)];
+    let arrivals = [(3, 10), (4, 20), (5, 150), (6, 260), (8, 470), (9, 600)];
+    assert_eq!(one_way(&sends, &arrivals), vec![50, 60, 70]);
+    assert!(one_way(&sends, &[]).is_empty());
+    // A clock reading before the send (impossible, but foreign) is 0.
+    assert_eq!(one_way(&[(1, 500)], &[(1, 400)]), vec![0]);
 }
