@@ -8,9 +8,8 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use super::side::{
-    check, check_timed, control_word, stamp, Got, Phases, Rx, Tx, TxResult, RX_BUFS, TX_BUFS,
+    check, check_timed, clock, control_word, stamp, Got, Phases, Rx, Tx, TxResult, RX_BUFS, TX_BUFS,
 };
-use crate::asyncb::stats::mono_ns;
 use crate::fds::take_fd;
 
 /// The sender over a byte stream: `out` carries messages, `back` answers.
@@ -34,10 +33,10 @@ impl StreamTx {
 }
 
 impl Tx for StreamTx {
-    fn send(&mut self, seq: u64) -> Result<u64, String> {
+    fn send(&mut self, seq: u64, timed: bool) -> Result<u64, String> {
         let b = &mut self.bufs[seq as usize % TX_BUFS];
         stamp(b, seq);
-        let t = mono_ns();
+        let t = clock(timed);
         self.out
             .write_all(b)
             .map_err(|e| format!("write #{seq}: {e}"))?;
@@ -86,7 +85,7 @@ impl StreamRx {
 }
 
 impl Rx for StreamRx {
-    fn recv(&mut self, seq: u64) -> Result<Got, String> {
+    fn recv(&mut self, seq: u64, timed: bool) -> Result<Got, String> {
         let b = &mut self.bufs[seq as usize % RX_BUFS];
         self.input
             .read_exact(b)
@@ -94,7 +93,7 @@ impl Rx for StreamRx {
         if let Some(w) = control_word(b) {
             return Ok(Got::Ctl(w));
         }
-        check_timed(b, seq).map(Got::Data)
+        check_timed(b, seq, timed).map(Got::Data)
     }
 
     fn send_word(&mut self, w: u64) -> Result<(), String> {

@@ -66,19 +66,29 @@ pub fn check(buf: &[u8], seq: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// [`stamp`], timed: the nanoseconds it took (the application's work,
-/// which the one-way latency leaves out).
-pub fn stamp_timed(buf: &mut [u8], seq: u64) -> u64 {
-    let t = mono_ns();
-    stamp(buf, seq);
-    mono_ns().saturating_sub(t)
+/// `CLOCK_MONOTONIC` (ns) when `timed` (the ping-pong), else 0: the
+/// stream reads no clock per message.
+pub fn clock(timed: bool) -> u64 {
+    if timed {
+        mono_ns()
+    } else {
+        0
+    }
 }
 
-/// [`check`], timed: the nanoseconds it took.
-pub fn check_timed(buf: &[u8], seq: u64) -> Result<u64, String> {
-    let t = mono_ns();
+/// [`stamp`], and the nanoseconds it took when `timed` (the
+/// application's work, which the one-way latency leaves out).
+pub fn stamp_timed(buf: &mut [u8], seq: u64, timed: bool) -> u64 {
+    let t = clock(timed);
+    stamp(buf, seq);
+    clock(timed).saturating_sub(t)
+}
+
+/// [`check`], and the nanoseconds it took when `timed`.
+pub fn check_timed(buf: &[u8], seq: u64, timed: bool) -> Result<u64, String> {
+    let t = clock(timed);
     check(buf, seq)?;
-    Ok(mono_ns().saturating_sub(t))
+    Ok(clock(timed).saturating_sub(t))
 }
 
 /// The first word of `buf` if it is a control word.
@@ -89,12 +99,12 @@ pub fn control_word(buf: &[u8]) -> Option<u64> {
 
 /// The sender's side of a transport.
 pub trait Tx {
-    /// Output data message `seq` (stamped). Returns when the transfer
-    /// began on `CLOCK_MONOTONIC` (ns): just before the output call, or
-    /// before the allocation for system-allocated buffers, with the time
-    /// spent stamping added (the application's work is not the
-    /// transfer's).
-    fn send(&mut self, seq: u64) -> Result<u64, String>;
+    /// Output data message `seq` (stamped). When `timed`, returns when
+    /// the transfer began on `CLOCK_MONOTONIC` (ns): just before the
+    /// output call, or before the allocation for system-allocated
+    /// buffers, with the time spent stamping added (the application's
+    /// work is not the transfer's); else 0.
+    fn send(&mut self, seq: u64, timed: bool) -> Result<u64, String>;
     /// Output the control word `w`.
     fn send_ctl(&mut self, w: u64) -> Result<(), String>;
     /// Wait for the receiver's 8-byte answer.
@@ -104,7 +114,7 @@ pub trait Tx {
 /// What the receiver got.
 pub enum Got {
     /// Data message (its stamps checked): the nanoseconds the check took
-    /// (the application's work, not the transfer's).
+    /// if timed (the application's work, not the transfer's), else 0.
     Data(u64),
     /// A control word.
     Ctl(u64),
@@ -113,8 +123,8 @@ pub enum Got {
 /// The receiver's side of a transport.
 pub trait Rx {
     /// Input the next message, expected to be data message `seq`; checks
-    /// its stamps.
-    fn recv(&mut self, seq: u64) -> Result<Got, String>;
+    /// its stamps (timing the check when `timed`).
+    fn recv(&mut self, seq: u64, timed: bool) -> Result<Got, String>;
     /// Answer with 8 bytes.
     fn send_word(&mut self, w: u64) -> Result<(), String>;
 }
@@ -163,7 +173,7 @@ pub struct TxResult {
     /// Measured round-trip times.
     pub round_trips: Vec<u64>,
     /// Each measured round trip's data message: its sequence number and
-    /// `CLOCK_MONOTONIC` (ns) just before its output call.
+    /// when its transfer began ([`Tx::send`]).
     pub sends: Vec<(u64, u64)>,
 }
 
@@ -179,7 +189,7 @@ fn past(deadline: Instant, what: &str) -> Result<(), String> {
 pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult, String> {
     let mut seq = 0u64;
     for _ in 0..p.stream_warmup {
-        tx.send(seq)?;
+        tx.send(seq, false)?;
         seq += 1;
     }
     let bound = Duration::from_millis(p.stream_ms);
@@ -188,7 +198,7 @@ pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult,
     cpu.start();
     let mut msgs = 0u64;
     while msgs < p.stream_max && (msgs == 0 || start.elapsed() < bound) {
-        tx.send(seq)?;
+        tx.send(seq, false)?;
         seq += 1;
         msgs += 1;
         if msgs.is_multiple_of(64) {
@@ -215,7 +225,7 @@ pub fn drive(tx: &mut dyn Tx, p: &Phases, deadline: Instant) -> Result<TxResult,
             break;
         }
         let t0 = Instant::now();
-        let sent_at = tx.send(seq)?;
+        let sent_at = tx.send(seq, true)?;
         let w = tx.recv_word()?;
         let t = t0.elapsed().as_nanos() as u64;
         if w != seq {
@@ -270,7 +280,7 @@ pub fn serve(rx: &mut dyn Rx, stream_warmup: u64, deadline: Instant) -> Result<R
         if streaming && seq == stream_warmup {
             cpu.start();
         }
-        match rx.recv(seq)? {
+        match rx.recv(seq, !streaming)? {
             Got::Data(check_ns) => {
                 if !streaming {
                     if rep.arrivals.len() < MAX_ARRIVALS {
@@ -516,7 +526,7 @@ impl ZcioTx {
 }
 
 impl Tx for ZcioTx {
-    fn send(&mut self, seq: u64) -> Result<u64, String> {
+    fn send(&mut self, seq: u64, timed: bool) -> Result<u64, String> {
         let chan = self.ep.channel();
         if self.line == Line::Rewrite {
             // The rewritten buffer's pages move (TCOW) and spread over the
@@ -539,9 +549,9 @@ impl Tx for ZcioTx {
             }
         }
         if !self.line.app_allocated() {
-            let t = mono_ns();
+            let t = clock(timed);
             let mut b = self.alloc()?;
-            let stamping = stamp_timed(&mut b, seq);
+            let stamping = stamp_timed(&mut b, seq, timed);
             self.ep
                 .output_owned(b)
                 .map_err(|(e, _)| format!("output_owned #{seq}: {e}"))?;
@@ -551,7 +561,7 @@ impl Tx for ZcioTx {
             // Stamped for `seq` already (at set-up or right after the
             // previous output): output, then rewrite at once.
             let b = &mut self.bufs[0];
-            let t = mono_ns();
+            let t = clock(timed);
             self.ep
                 .output(b)
                 .map_err(|e| format!("output #{seq}: {e}"))?;
@@ -566,7 +576,7 @@ impl Tx for ZcioTx {
             })?;
         }
         stamp(b, seq);
-        let t = mono_ns();
+        let t = clock(timed);
         self.ep
             .output(b)
             .map_err(|e| format!("output #{seq}: {e}"))?;
@@ -625,7 +635,7 @@ impl ZcioRx {
 }
 
 impl Rx for ZcioRx {
-    fn recv(&mut self, seq: u64) -> Result<Got, String> {
+    fn recv(&mut self, seq: u64, timed: bool) -> Result<Got, String> {
         if self.owned {
             let b = self
                 .ep
@@ -638,7 +648,7 @@ impl Rx for ZcioRx {
             } else if b.len() != self.size {
                 Err(format!("message {seq}: {} bytes", b.len()))
             } else {
-                check_timed(&b, seq).map(Got::Data)
+                check_timed(&b, seq, timed).map(Got::Data)
             };
             self.ep.free(b);
             return r;
@@ -653,7 +663,7 @@ impl Rx for ZcioRx {
         if got.len != self.size {
             return Err(format!("message {seq}: {} bytes", got.len));
         }
-        check_timed(b, seq).map(Got::Data)
+        check_timed(b, seq, timed).map(Got::Data)
     }
 
     fn send_word(&mut self, w: u64) -> Result<(), String> {
