@@ -645,6 +645,16 @@ typedef struct zcio_endpoint_config {
      * the thresholds of the calibrated cost model (`zcio calibrate`).
      */
     int ignore_cost_model;
+    /**
+     * Emulated copy and buffers you rewrite while their previous output
+     * is still in flight (each rewritten page costs a fault and a page
+     * copy): the fraction of a buffer's pages that may have been
+     * rewritten for the next output to lend it again rather than copy
+     * it. 0.0 – 1.0; negative (the default, -1): what the cost model
+     * says per size (1.0 with `ignore_cost_model`). See
+     * `zcio_endpoint_rewrite_tolerance`.
+     */
+    double rewrite_tolerance;
 } zcio_endpoint_config;
 
 /**
@@ -698,6 +708,13 @@ typedef struct zcio_endpoint_stats {
      * no spare page, ...).
      */
     uint64_t out_fallbacks;
+    /**
+     * Emulated-copy outputs copied because you rewrote the buffer while
+     * its previous output was in flight, more than the cost model
+     * tolerates (probed again after 2, 4, … up to 1024 copies); also
+     * counted in `out_copied`.
+     */
+    uint64_t out_rewrite_copies;
     /**
      * Pages swapped in by input.
      */
@@ -1653,6 +1670,18 @@ ssize_t zcio_endpoint_input(struct zcio_endpoint *ep, void *buf, size_t cap, int
  * `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.
  */
 int zcio_endpoint_next(struct zcio_endpoint *ep, int timeout_ms, size_t *len, size_t *page_offset);
+
+/**
+ * Store in `*out` the fraction of a `bytes`-long buffer's pages that may
+ * have been rewritten during its previous emulated-copy output for the
+ * next output to lend it again (else it is copied, counted in
+ * `out_rewrite_copies`): the cost model's figure for that size, or the
+ * config's `rewrite_tolerance`. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or writable.
+ */
+int zcio_endpoint_rewrite_tolerance(struct zcio_endpoint *ep, size_t bytes, double *out);
 
 /**
  * Fill `*out` with the endpoint's and its arena's counters. Returns 0 or

@@ -312,6 +312,65 @@ static int emulated_copy_overwrite(int trust) {
     return 0;
 }
 
+/* Emulated copy with no rewriting tolerated: a sender that rewrites its
+ * buffer at once gets its outputs copied after the first lend, with probes
+ * (lends) after 1, 2, 4, 8, 16 copies; the receiver still sees every
+ * message as it was at its output. */
+static int test_emulated_copy_rewrite_adapts(void) {
+    if (tcow_skipped("emulated_copy_rewrite_adapts")) return 0;
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    CHECK_OK(listen_at("ecr.sock", sock, sizeof sock, &l));
+    const int count = 40;
+    const size_t len = (64 << 10) + 1000;
+    char cs[16], ls[32];
+    snprintf(cs, sizeof cs, "%d", count);
+    snprintf(ls, sizeof ls, "%zu", len);
+    pid_t p = spawn("ec-recv", sock, cs, ls, "1", NULL);
+    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_endpoint_config def;
+    zcio_endpoint_config_init(&def);
+    CHECK(def.rewrite_tolerance < 0); /* the cost model's */
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, TIMEOUT_MS, &ch));
+    zcio_listener_close(l);
+    /* Not a fraction: refused, and the channel is still ours. */
+    cfg.rewrite_tolerance = 1.5;
+    zcio_endpoint *ep = NULL;
+    CHECK_RC(zcio_endpoint_new(ch, &cfg, &ep), -EINVAL);
+    CHECK(ep == NULL);
+    cfg.rewrite_tolerance = 0.0;
+    CHECK_OK(zcio_endpoint_new(ch, &cfg, &ep));
+    double tol = -1;
+    CHECK_OK(zcio_endpoint_rewrite_tolerance(ep, len, &tol));
+    CHECK(tol == 0.0);
+    CHECK_RC(zcio_endpoint_rewrite_tolerance(ep, len, NULL), -EINVAL);
+    zcio_arena_buf *b;
+    CHECK_OK(zcio_arena_alloc(ep, len, 300, &b));
+    unsigned char *d = zcio_arena_buf_data(b);
+    char lent[64] = "";
+    for (int i = 0; i < count; i++) {
+        fill(d, len, (uint64_t)i);
+        int rc = zcio_endpoint_output(ep, d, len, -1);
+        CHECK_OK(rc);
+        if (rc == ZCIO_DELIVERY_PROTECTED)
+            snprintf(lent + strlen(lent), sizeof lent - strlen(lent), "%d,", i);
+        memset(d, 0xee ^ i, len);
+    }
+    char done[8];
+    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    zcio_endpoint_stats st;
+    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    printf("    sender: lent at %s %" PRIu64 " copied for rewriting\n", lent,
+           st.out_rewrite_copies);
+    if (strcmp(lent, "0,1,4,9,18,35,") != 0) FAILF("lent at %s, want 0,1,4,9,18,35,", lent);
+    CHECK(st.out_rewrite_copies == (uint64_t)count - 6);
+    zcio_arena_buf_free(b);
+    zcio_endpoint_close(ep);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
 static int test_emulated_copy_overwrite(void) { return emulated_copy_overwrite(0); }
 static int test_emulated_copy_overwrite_trusted(void) { return emulated_copy_overwrite(1); }
 
@@ -520,6 +579,7 @@ static const struct test tests[] = {
     {"semantics_names", test_semantics_names},
     {"emulated_copy_overwrite", test_emulated_copy_overwrite},
     {"emulated_copy_overwrite_trusted", test_emulated_copy_overwrite_trusted},
+    {"emulated_copy_rewrite_adapts", test_emulated_copy_rewrite_adapts},
     {"copy_round_trip_malloc", test_copy_round_trip_malloc},
     {"move_round_trip", test_move_round_trip},
     {"emulated_move_round_trip", test_emulated_move_round_trip},

@@ -88,6 +88,11 @@ pub trait Bench {
     fn targets(&self, rows: &[Self::Row]) -> Vec<Target>;
     /// How the numbers were taken (printed and stored in the JSON).
     fn notes(&self) -> Vec<String>;
+    /// Further top-level fields of the JSON document (what else the run
+    /// depended on); none by default.
+    fn json_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        Vec::new()
+    }
     /// The readable tables.
     fn tables(&self, rows: &[Self::Row]) -> String;
     /// Write the plot.
@@ -191,7 +196,7 @@ pub fn run<B: Bench>(bench: &B, out: &Output) -> Result<(), String> {
     bench.derive(&mut rows);
     let targets = bench.targets(&rows);
     let notes = bench.notes();
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "benchmark": bench.name(),
         "quick": bench.quick(),
         "machine": machine,
@@ -199,6 +204,9 @@ pub fn run<B: Bench>(bench: &B, out: &Output) -> Result<(), String> {
         "rows": rows,
         "targets": targets,
     });
+    for (k, v) in bench.json_fields() {
+        doc[k] = v;
+    }
     let json = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
     create_parent(&out.json)?;
     std::fs::write(&out.json, &json).map_err(|e| format!("write {}: {e}", out.json.display()))?;

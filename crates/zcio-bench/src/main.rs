@@ -117,12 +117,16 @@ enum Cmd {
     /// every message is stamped and checked. Throughput (stream), one-way
     /// latency (ping-pong with an 8-byte answer by copy; timed from the
     /// sender's output to the receiver's input across the processes), CPU
-    /// per message of both processes, and the cost model's prediction.
+    /// per message of both processes, and the cost model's prediction
+    /// (by default from a calibration of this machine at the start of the
+    /// run: see --model).
     #[command(after_help = "Examples:\n  \
         zcio-bench semantics --quick                  # about a minute: 64 B … 4 MiB, one run\n  \
         zcio-bench semantics                          # 64 B … 16 MiB, median of 3 interleaved runs\n  \
         zcio-bench semantics --sizes 4K,1M --semantics copy,emulated-copy,secured,pipe\n  \
         zcio-bench semantics --quick --runs 3\n  \
+        zcio-bench semantics --quick --model builtin  # decide and predict with the built-in cost model\n  \
+        zcio-bench semantics --model current          # with the calibration file (zcio calibrate), if any\n  \
         zcio-bench semantics --quick --format json --out sem.json --svg sem.svg")]
     Semantics(SemanticsArgs),
 }
@@ -301,6 +305,17 @@ struct SemanticsArgs {
     /// --quick 1).
     #[arg(long)]
     runs: Option<usize>,
+    /// The cost model both processes' endpoints decide with and the
+    /// "model µs" column predicts: fresh (default) calibrates this machine
+    /// before measuring (as `zcio calibrate`; quick under --quick) and
+    /// saves it beside the JSON as <name>-calibration.json; current uses
+    /// what the library finds ($ZCIO_CALIBRATION, else
+    /// $XDG_CONFIG_HOME/zcio/calibration.json or
+    /// ~/.config/zcio/calibration.json, else built-in); builtin forces the
+    /// built-in defaults (measured on another machine). fresh and builtin
+    /// set ZCIO_CALIBRATION for the run.
+    #[arg(long, value_name = "fresh|current|builtin")]
+    model: Option<String>,
     #[command(flatten)]
     out: OutArgs,
 }
@@ -463,9 +478,16 @@ fn semantics_cmd(a: SemanticsArgs) -> Result<(), Failure> {
     if let Some(r) = a.runs {
         opts.runs = r;
     }
+    let choice = match &a.model {
+        Some(m) => input(semantics::model::Choice::parse(m))?,
+        None => semantics::model::Choice::default(),
+    };
     input(semantics::validate(&opts))?;
-    let bench = semantics::SemBench::new(opts);
-    driver::run(&bench, &a.out.output("semantics")).map_err(Failure::Run)
+    let out = a.out.output("semantics");
+    // Before anything reads the library's cost model (the first endpoint).
+    let model = semantics::model::prepare(choice, opts.quick, &out.json).map_err(Failure::Run)?;
+    let bench = semantics::SemBench::new(opts, model);
+    driver::run(&bench, &out).map_err(Failure::Run)
 }
 
 fn main() {

@@ -1,8 +1,8 @@
 //! `zcio-bench semantics` end to end, as CI runs it: a short run across
 //! real processes (the sender and a re-executed receiver per point) under
-//! a watchdog, its JSON document, and its input checks. No timing is
-//! asserted; the receiver checks every stamp of every message itself (a
-//! mismatch fails the run and this test).
+//! a watchdog, its JSON document, the cost model it used (`--model`), and
+//! its input checks. No timing is asserted; the receiver checks every stamp
+//! of every message itself (a mismatch fails the run and this test).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -73,11 +73,31 @@ fn a_short_run_checks_integrity_and_writes_the_json() {
             .find(|r| r["semantics"] == sem && r["size"] == size && r["aligned"] == aligned)
             .unwrap_or_else(|| panic!("no row {sem} {size} {aligned}"))
     };
+    // The run calibrated this machine first (--model fresh, the default;
+    // quick under --quick), saved the model beside the JSON and said so.
+    let model = &doc["model"];
+    assert_eq!(model["choice"], "fresh", "{model}");
+    assert_eq!(model["source"], "calibrated", "{model}");
+    assert_eq!(model["quick"], true, "{model}");
+    let cal = std::path::PathBuf::from(model["path"].as_str().unwrap());
+    assert_eq!(cal, dir.join("sem-calibration.json"));
+    let m = zcio::semantics::cost::CostModel::load_from(&cal).expect("the saved model loads");
+    assert!(m.is_quick());
+    assert_eq!(
+        serde_json::to_value(m.thresholds()).unwrap(),
+        model["thresholds"]
+    );
+    let note = doc["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains("calibrated at the start of this run (quick, ")
+            && note.contains(&format!("saved to {}", cal.display())),
+        "{note}"
+    );
     // A trusted, aligned receiver swaps the protected pages in where the
-    // cost model says swapping beats copying out (and the data is long
-    // enough to be lent at all); one that does not trust its sender
+    // run's cost model says swapping beats copying out (and the data is
+    // long enough to be lent at all); one that does not trust its sender
     // copies them out; short data is copied.
-    let policy = zcio::semantics::Policy::current();
+    let policy = zcio::semantics::Policy::from_model(&m);
     let swaps = 65536 >= policy.swap_min && 65536 >= policy.emulated_copy_min;
     assert_eq!(
         get("emulated-copy", 65536, true)["in_swapped_pages_per_msg"],
@@ -104,6 +124,10 @@ fn bad_input_is_refused_before_anything_runs() {
         (&["semantics", "--sizes", "1G"], "--sizes"),
         (&["semantics", "--semantics", "nope"], "unknown line 'nope'"),
         (&["semantics", "--runs", "0"], "--runs"),
+        (
+            &["semantics", "--model", "calibrated"],
+            "--model 'calibrated': unknown cost model; use fresh",
+        ),
     ] {
         let o = bin().args(args).output().expect("zcio-bench did not start");
         let e = String::from_utf8_lossy(&o.stderr);
@@ -115,7 +139,78 @@ fn bad_input_is_refused_before_anything_runs() {
     assert!(o.status.success());
     let h = String::from_utf8_lossy(&o.stdout);
     assert!(h.contains("--quick") && h.contains("emulated-copy"));
+    assert!(h.contains("--model <fresh|current|builtin>") && h.contains("--model builtin"));
     for bad in ["issue #", "Table 9", "(issue"] {
         assert!(!h.contains(bad), "{bad:?} in help");
     }
+}
+
+/// `--model builtin` and `--model current` (on the memcpy line alone: no
+/// receiver, only the model's bookkeeping): the model named in the JSON
+/// and the notes, no warning, and the built-in model saved for the run.
+#[test]
+fn model_builtin_and_current_say_where_the_model_came_from() {
+    use zcio::semantics::cost::CostModel;
+    let dir = std::env::temp_dir().join(format!("zcio-bench-sem-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |model: &str, env: Option<&std::path::Path>| {
+        let json = dir.join(format!("{model}.json"));
+        let mut c = bin();
+        c.args([
+            "semantics",
+            "--quick",
+            "--sizes",
+            "64K",
+            "--semantics",
+            "memcpy",
+        ])
+        .args(["--model", model, "--format", "json", "--out"])
+        .arg(&json)
+        .arg("--svg")
+        .arg(dir.join(format!("{model}.svg")))
+        .env_remove("ZCIO_CALIBRATION");
+        if let Some(p) = env {
+            c.env("ZCIO_CALIBRATION", p);
+        }
+        let o = c.output().expect("zcio-bench did not start");
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "--model {model}: {e}");
+        assert!(!e.contains("warning"), "--model {model}: {e}");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (doc, e)
+    };
+    let (doc, err) = run("builtin", None);
+    let model = &doc["model"];
+    assert_eq!(
+        (&model["choice"], &model["source"]),
+        (&"builtin".into(), &"builtin".into())
+    );
+    let cal = dir.join("builtin-calibration.json");
+    assert_eq!(model["path"], cal.display().to_string());
+    let builtin = CostModel::builtin();
+    assert_eq!(
+        CostModel::load_from(&cal).unwrap().thresholds(),
+        builtin.thresholds()
+    );
+    assert_eq!(
+        model["thresholds"],
+        serde_json::to_value(builtin.thresholds()).unwrap()
+    );
+    let note = doc["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains("here the built-in defaults (--model builtin"),
+        "{note}"
+    );
+    assert!(err.contains("cost model: the built-in defaults"), "{err}");
+    // --model current reads what ZCIO_CALIBRATION names: here that file.
+    let (doc, _) = run("current", Some(&cal));
+    assert_eq!(doc["model"]["source"], "file", "{}", doc["model"]);
+    assert_eq!(doc["model"]["path"], cal.display().to_string());
+    let note = doc["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains(&format!("here the calibration file {}", cal.display())),
+        "{note}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

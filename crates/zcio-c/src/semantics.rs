@@ -99,6 +99,14 @@ pub struct zcio_endpoint_config {
     /// this machine (tests, measurements of the mechanisms). Default 0:
     /// the thresholds of the calibrated cost model (`zcio calibrate`).
     pub ignore_cost_model: c_int,
+    /// Emulated copy and buffers you rewrite while their previous output
+    /// is still in flight (each rewritten page costs a fault and a page
+    /// copy): the fraction of a buffer's pages that may have been
+    /// rewritten for the next output to lend it again rather than copy
+    /// it. 0.0 – 1.0; negative (the default, -1): what the cost model
+    /// says per size (1.0 with `ignore_cost_model`). See
+    /// `zcio_endpoint_rewrite_tolerance`.
+    pub rewrite_tolerance: f64,
 }
 
 /// How one input arrived (`zcio_endpoint_input`).
@@ -132,6 +140,11 @@ pub struct zcio_endpoint_stats {
     /// Outputs that wanted to lend but copied (memory not from the arena,
     /// no spare page, ...).
     pub out_fallbacks: u64,
+    /// Emulated-copy outputs copied because you rewrote the buffer while
+    /// its previous output was in flight, more than the cost model
+    /// tolerates (probed again after 2, 4, … up to 1024 copies); also
+    /// counted in `out_copied`.
+    pub out_rewrite_copies: u64,
     /// Pages swapped in by input.
     pub in_swapped_pages: u64,
     /// Bytes copied by input.
@@ -335,6 +348,7 @@ pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_confi
                     hello_timeout_ms: d.hello_timeout.as_millis().min(c_int::MAX as u128) as c_int,
                     trust_peer: 0,
                     ignore_cost_model: 0,
+                    rewrite_tolerance: -1.0,
                 })
             };
         }
@@ -389,6 +403,17 @@ pub unsafe extern "C" fn zcio_endpoint_new(
             trust = cfg.trust_peer != 0;
             if cfg.ignore_cost_model != 0 {
                 c.policy = Some(zcio::semantics::Policy::always_zero_copy());
+            }
+            if cfg.rewrite_tolerance.is_nan() || cfg.rewrite_tolerance > 1.0 {
+                return einval(format_args!(
+                    "zcio_endpoint_new: rewrite_tolerance {} is not a fraction (0.0 - 1.0, or \
+                     negative for the cost model's)",
+                    cfg.rewrite_tolerance
+                ));
+            }
+            if cfg.rewrite_tolerance >= 0.0 {
+                let p = c.policy.take().unwrap_or_default();
+                c.policy = Some(p.with_rewrite_tolerance(cfg.rewrite_tolerance));
             }
         }
         // SAFETY: a live channel handle (contract), given up here.
@@ -653,6 +678,35 @@ pub unsafe extern "C" fn zcio_endpoint_next(
     })
 }
 
+/// Store in `*out` the fraction of a `bytes`-long buffer's pages that may
+/// have been rewritten during its previous emulated-copy output for the
+/// next output to lend it again (else it is copied, counted in
+/// `out_rewrite_copies`): the cost model's figure for that size, or the
+/// config's `rewrite_tolerance`. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_endpoint_rewrite_tolerance(
+    ep: *mut zcio_endpoint,
+    bytes: usize,
+    out: *mut f64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return einval("zcio_endpoint_rewrite_tolerance: out is NULL");
+        }
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(e.ep.policy().rewrite_tolerance(bytes)) };
+        0
+    })
+}
+
 /// Fill `*out` with the endpoint's and its arena's counters. Returns 0 or
 /// `-EINVAL`.
 ///
@@ -681,6 +735,7 @@ pub unsafe extern "C" fn zcio_endpoint_get_stats(
             out_lent: s.out_lent,
             out_sealed: s.out_sealed,
             out_fallbacks: s.out_fallbacks,
+            out_rewrite_copies: s.out_rewrite_copies,
             in_swapped_pages: s.in_swapped_pages,
             in_copied_bytes: s.in_copied_bytes,
             tcow_copies: a.tcow_copies,

@@ -299,6 +299,23 @@ fn print_thresholds(o: &mut String, t: &Thresholds, page: usize) {
             size(t.reverse_copyout)
         );
     }
+    let tolerated: Vec<String> = [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
+        .into_iter()
+        .filter(|&b| b >= t.emulated_copy_min)
+        .map(|b| format!("{:.0}% ({})", t.rewrite_tolerance(b) * 100.0, size(b)))
+        .collect();
+    wl!(
+        o,
+        "  buffers rewritten in flight     {}",
+        if tolerated.is_empty() {
+            "copied (emulated copy converts to copy at these sizes)".to_owned()
+        } else {
+            format!(
+                "lent again while at most {} of their pages were, else copied",
+                tolerated.join(", ")
+            )
+        }
+    );
     wl!(o, "  secured delivery:");
     for (i, b) in t.secured.iter().enumerate() {
         let to = t

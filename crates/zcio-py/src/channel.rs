@@ -578,10 +578,11 @@ impl Channel {
 
     /// endpoint(output="emulated-copy", input="emulated-copy",
     /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False,
-    /// ignore_cost_model=False) -> SemanticEndpoint: hand this channel to
+    /// ignore_cost_model=False, rewrite_tolerance=None) -> SemanticEndpoint:
+    /// hand this channel to
     /// an endpoint with buffering semantics (the peer must do the same
     /// with its end).
-    #[pyo3(signature = (output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false))]
+    #[pyo3(signature = (output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false, rewrite_tolerance=None))]
     #[allow(clippy::too_many_arguments)] // one per keyword argument
     fn endpoint(
         &self,
@@ -592,6 +593,7 @@ impl Channel {
         hello_timeout: f64,
         trust_peer: bool,
         ignore_cost_model: bool,
+        rewrite_tolerance: Option<f64>,
     ) -> PyResult<crate::semantics::SemanticEndpoint> {
         crate::semantics::SemanticEndpoint::create(
             py,
@@ -602,6 +604,7 @@ impl Channel {
             hello_timeout,
             trust_peer,
             ignore_cost_model,
+            rewrite_tolerance,
         )
     }
 

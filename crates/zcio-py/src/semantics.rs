@@ -315,9 +315,15 @@ impl SemanticEndpoint {
         hello_timeout: f64,
         trust_peer: bool,
         ignore_cost_model: bool,
+        rewrite_tolerance: Option<f64>,
     ) -> PyResult<Self> {
         // Everything checked before the channel is taken.
         let (output, input) = (parse_sem(output)?, parse_sem(input)?);
+        if rewrite_tolerance.is_some_and(|t| !(0.0..=1.0).contains(&t)) {
+            return Err(PyValueError::new_err(
+                "rewrite_tolerance must be a fraction from 0.0 to 1.0 (or None: the cost model's)",
+            ));
+        }
         if !(hello_timeout.is_finite() && hello_timeout > 0.0) {
             return Err(PyValueError::new_err(
                 "hello_timeout must be a positive number of seconds",
@@ -338,7 +344,18 @@ impl SemanticEndpoint {
             input,
             arena_capacity,
             hello_timeout: Duration::from_secs_f64(hello_timeout.min(1.0e9)),
-            policy: ignore_cost_model.then(zcio::semantics::Policy::always_zero_copy),
+            policy: match (ignore_cost_model, rewrite_tolerance) {
+                (false, None) => None,
+                (true, None) => Some(zcio::semantics::Policy::always_zero_copy()),
+                (ignore, Some(t)) => Some(
+                    if ignore {
+                        zcio::semantics::Policy::always_zero_copy()
+                    } else {
+                        zcio::semantics::Policy::current()
+                    }
+                    .with_rewrite_tolerance(t),
+                ),
+            },
         };
         let ep = py
             .detach(|| Endpoint::new(chan, cfg))
@@ -472,9 +489,9 @@ impl SemanticEndpoint {
 impl SemanticEndpoint {
     /// SemanticEndpoint(channel, output="emulated-copy", input="emulated-copy",
     /// arena_capacity=64 MiB, hello_timeout=10.0, trust_peer=False,
-    /// ignore_cost_model=False)
+    /// ignore_cost_model=False, rewrite_tolerance=None)
     #[new]
-    #[pyo3(signature = (channel, output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false))]
+    #[pyo3(signature = (channel, output="emulated-copy", input="emulated-copy", arena_capacity=64 << 20, hello_timeout=10.0, trust_peer=false, ignore_cost_model=false, rewrite_tolerance=None))]
     #[allow(clippy::too_many_arguments)] // one per keyword argument
     fn new(
         py: Python<'_>,
@@ -485,6 +502,7 @@ impl SemanticEndpoint {
         hello_timeout: f64,
         trust_peer: bool,
         ignore_cost_model: bool,
+        rewrite_tolerance: Option<f64>,
     ) -> PyResult<Self> {
         Self::create(
             py,
@@ -495,7 +513,16 @@ impl SemanticEndpoint {
             hello_timeout,
             trust_peer,
             ignore_cost_model,
+            rewrite_tolerance,
         )
+    }
+
+    /// rewrite_tolerance(n) -> float: the fraction of an n-byte buffer's
+    /// pages that may have been rewritten during its previous
+    /// emulated-copy output for the next output to lend it again (else it
+    /// is copied; ``stats()["out_rewrite_copies"]``).
+    fn rewrite_tolerance(&self, n: usize) -> f64 {
+        self.ep.policy().rewrite_tolerance(n)
     }
 
     /// The endpoint's output and input semantics.
@@ -785,6 +812,7 @@ impl SemanticEndpoint {
         d.set_item("out_lent", s.out_lent)?;
         d.set_item("out_sealed", s.out_sealed)?;
         d.set_item("out_fallbacks", s.out_fallbacks)?;
+        d.set_item("out_rewrite_copies", s.out_rewrite_copies)?;
         d.set_item("in_swapped_pages", s.in_swapped_pages)?;
         d.set_item("in_copied_bytes", s.in_copied_bytes)?;
         d.set_item("tcow_copies", a.tcow_copies)?;

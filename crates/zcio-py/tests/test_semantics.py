@@ -115,6 +115,54 @@ def test_emulated_copy_overwrite_loop(sock_path, child, trust):
     c.join_ok()
 
 
+def test_rewritten_buffers_are_copied_then_probed(sock_path, child):
+    # A sender that rewrites its buffer at once, with no rewriting
+    # tolerated: after the first lend, outputs copy, lending again as a
+    # probe after 1, 2, 4, 8, 16 copies; the receiver still always sees
+    # the bytes as they were at each output.
+    count, n = 40, (64 << 10) + 1000
+    c = child(kids.ec_receiver, sock_path, count, n, True)
+    with pytest.raises(ValueError, match="rewrite_tolerance"):
+        zcio.SemanticEndpoint(zcio.Channel.pair()[0], rewrite_tolerance=1.5)
+    ep = accept(sock_path, rewrite_tolerance=0.0)
+    assert ep.rewrite_tolerance(n) == 0.0
+    buf = ep.arena_buffer(n, page_offset=300)
+    v = np.frombuffer(buf, dtype=np.uint8)
+    lent = []
+    for i in range(count):
+        v[:] = kids.message(i, n)
+        if ep.output(buf) == "protected":
+            lent.append(i)
+        v[:] = 0xEE ^ (i & 0xFF)
+    assert lent == [0, 1, 4, 9, 18, 35], lent
+    st = ep.stats()
+    assert st["out_rewrite_copies"] == count - 6 and st["out_copied"] == count - 6, st
+    done = bytearray(256)
+    ep.input(done, timeout=T)
+    ep.close()
+    c.join_ok()
+
+
+def test_rewrite_tolerance_defaults():
+    a, b = zcio.Channel.pair()
+    eps = {}
+
+    def make(key, ch, **kw):
+        eps[key] = ch.endpoint(hello_timeout=T, **kw)
+
+    t = threading.Thread(target=make, args=("b", b), kwargs={"ignore_cost_model": True})
+    t.start()
+    make("a", a)
+    t.join(T)
+    # The cost model's figure is a fraction; the mechanisms' policy
+    # always lends again.
+    assert 0.0 <= eps["a"].rewrite_tolerance(16 << 20) <= 1.0
+    assert eps["a"].rewrite_tolerance(100) == 0.0
+    assert eps["b"].rewrite_tolerance(100) == 1.0
+    eps["a"].close()
+    eps["b"].close()
+
+
 @pytest.mark.parametrize("sem", NAMES)
 def test_send_recv_array_each_semantics(sock_path, child, sem):
     c = child(kids.send_arrays, sock_path, sem)

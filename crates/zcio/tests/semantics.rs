@@ -56,7 +56,14 @@ fn child_sem_sender() {
     let n: usize = arg("N").parse().unwrap();
     let size: usize = arg("SIZE").parse().unwrap();
     let ch = Channel::connect(arg("PATH"), ChannelConfig::default()).unwrap();
-    let ep = Endpoint::new(ch, config(sem)).unwrap();
+    let mut cfg = config(sem);
+    // TOL: a fixed rewrite tolerance (else the mechanisms' policy, which
+    // always lends again).
+    let tol = std::env::var("ZCIO_ARG_TOL").ok();
+    if let Some(tol) = &tol {
+        cfg.policy = Some(Policy::always_zero_copy().with_rewrite_tolerance(tol.parse().unwrap()));
+    }
+    let ep = Endpoint::new(ch, cfg).unwrap();
     report("ready");
     let mut buf = ep.arena().alloc(size).unwrap();
     let mut deliveries = Vec::new();
@@ -84,6 +91,15 @@ fn child_sem_sender() {
         .iter()
         .filter(|&&d| d != Delivery::Copied)
         .count();
+    if tol.is_some() {
+        let lent: Vec<usize> = (0..n)
+            .filter(|&i| deliveries[i] != Delivery::Copied)
+            .collect();
+        report(format_args!(
+            "lent at {lent:?} rewrite_copies={}",
+            ep.stats().out_rewrite_copies
+        ));
+    }
     report(format_args!(
         "sent {:?} by_ref={by_ref} tcow={}",
         deliveries[n - 1],
@@ -222,6 +238,46 @@ fn emulated_copy_receiver_always_sees_pre_write_bytes() {
         assert!(swapped > 0, "pages were swapped in");
         kid.finish();
     }
+}
+
+/// A sender that rewrites its buffer right after every output, with no
+/// rewriting tolerated: its outputs are copied after the first lend, with
+/// probes backing off (1, 2, 4, 8, 16 copies between lends), and the
+/// receiver still gets every message as it was at its output.
+#[test]
+fn a_sender_that_keeps_rewriting_gets_copies_with_probes() {
+    let size = 256 << 10;
+    let sock = SockPath::new("sem-rewrite");
+    let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
+    let n = 40;
+    let mut kid = Kid::spawn(
+        "child_sem_sender",
+        "sem-tx",
+        &[
+            ("PATH", sock.arg()),
+            ("SEM", "emulated-copy".into()),
+            ("N", n.to_string()),
+            ("SIZE", size.to_string()),
+            ("TOL", "0".into()),
+        ],
+    );
+    let ep = accept(&l, Semantics::EmulatedCopy, true);
+    kid.expect("ready");
+    let mut buf = ep.arena().alloc(size).unwrap();
+    for r in 0..n {
+        let got = ep.input(&mut buf).unwrap();
+        assert_eq!(got.len, size);
+        if let Some(i) = buf.iter().position(|&b| b != r as u8) {
+            panic!("round {r}: byte {i} is {:#x}", buf[i]);
+        }
+    }
+    let lent = kid.expect("lent at");
+    assert!(
+        lent.contains("[0, 1, 4, 9, 18, 35] rewrite_copies=34"),
+        "{lent}"
+    );
+    kid.expect("sent");
+    kid.finish();
 }
 
 #[test]

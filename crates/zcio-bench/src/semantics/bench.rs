@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use zcio::semantics::Endpoint;
 use zcio::Listener;
 
+use super::model::ModelInfo;
 use super::side::{channel_config, drive, endpoint_config, Phases, Spec, TxResult, ZcioTx};
 use super::table::{self, OutCounts, Row, RunStats};
 use super::{baseline, plan, plot, Job, Line, Options, RxReport, CHILD_ARG, UNALIGNED_OFFSET};
@@ -29,6 +30,8 @@ pub struct SemBench {
     cpus: Vec<usize>,
     /// `/proc/loadavg` at the start.
     load_at_start: String,
+    /// The cost model both processes decide with (`--model`).
+    model: ModelInfo,
 }
 
 /// `/proc/loadavg`'s 1, 5 and 15 minute averages.
@@ -39,14 +42,16 @@ fn loadavg() -> String {
 }
 
 impl SemBench {
-    /// A run of `opts`.
-    pub fn new(opts: Options) -> Self {
+    /// A run of `opts` with the cost model `model` (made the library's by
+    /// [`super::model::prepare`]).
+    pub fn new(opts: Options, model: ModelInfo) -> Self {
         Self {
             opts,
             raw: RefCell::new(Vec::new()),
             pipe_size: RefCell::new(None),
             cpus: allowed_cpus(),
             load_at_start: loadavg(),
+            model,
         }
     }
 
@@ -164,6 +169,7 @@ impl SemBench {
                 sealed: st.out_sealed,
                 fallbacks: st.out_fallbacks,
                 tcow_copies: ast.tcow_copies,
+                rewrite_copies: st.out_rewrite_copies,
             }),
         })
     }
@@ -381,32 +387,24 @@ impl Bench for SemBench {
             Some(s) => crate::fmt::size(s),
             None => "not measured".into(),
         };
+        let model = &self.model;
+        let cal_notes = if model.calibration_notes.is_empty() {
+            String::new()
+        } else {
+            format!("; the calibration: {}", model.calibration_notes.join("; "))
+        };
         vec![
-            {
-                let m = zcio::semantics::cost::CostModel::current();
-                let p = zcio::semantics::Policy::from_model(m);
-                let bytes = |b: usize| {
-                    if b == usize::MAX {
-                        "never".to_string()
-                    } else {
-                        crate::fmt::size(b)
-                    }
-                };
-                format!(
-                    "sender = the coordinating process (pinned to CPU {}), receiver = a child of \
-                     this binary (pinned to CPU {}), connected by a zcio Listener/Channel, each \
-                     end wrapped in zcio::semantics::Endpoint with the library's policy from the \
-                     {} cost model (emulated copy → copy below {}, emulated share below {}, \
-                     aligned receivers swap pages from {}); the receiver declares the sender \
-                     trusted on every line except `secured`",
-                    self.cpu(0),
-                    self.cpu(1),
-                    m.source().kind(),
-                    bytes(p.emulated_copy_min),
-                    bytes(p.emulated_share_min),
-                    bytes(p.swap_min),
-                )
-            },
+            format!(
+                "sender = the coordinating process (pinned to CPU {}), receiver = a child of \
+                 this binary (pinned to CPU {}), connected by a zcio Listener/Channel, each \
+                 end wrapped in zcio::semantics::Endpoint with the library's policy ({}) from \
+                 its cost model, here {}; the receiver declares the sender trusted on every \
+                 line except `secured`",
+                self.cpu(0),
+                self.cpu(1),
+                model.thresholds_text(),
+                model.description,
+            ),
             "lines: the eight semantics (same on both sides); secured = emulated copy on both \
              sides, receiver not trusting (the library delivers by the cheapest kernel-safe way); \
              mixed = sender emulated copy, receiver copy; emulated-copy-rewrite = emulated copy \
@@ -446,13 +444,15 @@ impl Bench for SemBench {
             format!(
                 "pipe buffer {pipe} (F_SETPIPE_SZ 1 MiB where allowed, pipe-max-size {}); Unix \
                  socket: a stream socketpair with default buffers; out = how the sender's \
-                 outputs travelled (fb = fallbacks to copy, tcow = pages the sender's writes \
-                 copied); in = pages swapped in and bytes copied per message by the receiver",
+                 outputs travelled (fb = fallbacks to copy, rw = copied because the buffer was \
+                 rewritten during its previous lend, tcow = pages the sender's writes copied); in = pages swapped in and bytes copied per message by the receiver",
                 crate::fmt::size(crate::fds::pipe_max_size())
             ),
-            "model µs and the per-operation table: the library's cost model \
-             (zcio::semantics::cost::CostModel::current(), `zcio calibrate`)"
-                .into(),
+            format!(
+                "model µs and the per-operation table: the same cost model \
+                 (zcio::semantics::cost::CostModel::current(); --model {}: {}){cal_notes}",
+                model.choice, model.source
+            ),
             format!(
                 "load average (1/5/15 min) at the start {}, at the end {} (other work on the \
                  machine shows here)",
@@ -460,6 +460,13 @@ impl Bench for SemBench {
                 loadavg()
             ),
         ]
+    }
+
+    fn json_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![(
+            "model",
+            serde_json::to_value(&self.model).unwrap_or_default(),
+        )]
     }
 
     fn tables(&self, rows: &[Row]) -> String {

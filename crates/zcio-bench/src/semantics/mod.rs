@@ -19,7 +19,10 @@
 //! would not be: only one direction carries the data, so it halves the
 //! per-byte slope.
 //!
-//! The model column and the per-operation table come from [`model`].
+//! The model column and the per-operation table come from [`model`], as
+//! does the choice of the cost model both processes decide with
+//! (`--model`: calibrated at the start of the run by default;
+//! [`model::prepare`]).
 
 mod baseline;
 mod bench;

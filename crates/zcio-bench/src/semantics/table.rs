@@ -25,6 +25,9 @@ pub struct OutCounts {
     pub fallbacks: u64,
     /// TCOW copies the sender's writes took (pages).
     pub tcow_copies: u64,
+    /// Emulated-copy outputs copied because the buffer was rewritten
+    /// during its previous lend (the cost model's rewrite tolerance).
+    pub rewrite_copies: u64,
 }
 
 /// Spread of the repetitions of one point.
@@ -120,6 +123,9 @@ impl Row {
         let mut s = used.join("+");
         if o.fallbacks > 0 {
             s.push_str(&format!(" ({} fb)", o.fallbacks));
+        }
+        if o.rewrite_copies > 0 {
+            s.push_str(&format!(" ({} rw)", o.rewrite_copies));
         }
         if o.tcow_copies > 0 {
             s.push_str(&format!(" tcow {}", o.tcow_copies));

@@ -1,4 +1,5 @@
-//! Unit tests: stamps, names, the plan and the target checks.
+//! Unit tests: stamps, names, the plan, the target checks and the cost
+//! model a run uses (`--model`).
 
 use zcio::semantics::Semantics;
 
@@ -169,4 +170,133 @@ fn one_way_pairs_sends_with_arrivals_by_sequence_number() {
     assert!(one_way(&sends, &[]).is_empty());
     // A clock reading before the send (impossible, but foreign) is 0.
     assert_eq!(one_way(&[(1, 500)], &[(1, 400)]), vec![0]);
+}
+
+#[test]
+fn model_choices_parse_and_bad_ones_say_what_to_use() {
+    use super::model::Choice;
+    assert_eq!(Choice::default(), Choice::Fresh);
+    for c in Choice::ALL {
+        assert_eq!(Choice::parse(c.name()).unwrap(), c);
+    }
+    assert_eq!(Choice::parse(" BuiltIn ").unwrap(), Choice::Builtin);
+    let e = Choice::parse("calibrated").unwrap_err();
+    assert!(
+        e.contains("--model 'calibrated'")
+            && e.contains("fresh")
+            && e.contains("current")
+            && e.contains("builtin"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_calibration_file_sits_beside_the_json_as_an_absolute_path() {
+    use super::model::calibration_file;
+    use std::path::Path;
+    assert_eq!(
+        calibration_file(Path::new("/tmp/x/sem.json")).unwrap(),
+        Path::new("/tmp/x/sem-calibration.json")
+    );
+    let rel = calibration_file(Path::new("bench-out/semantics.json")).unwrap();
+    assert!(rel.is_absolute(), "{}", rel.display());
+    assert!(rel.ends_with("bench-out/semantics-calibration.json"));
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let d =
+            std::env::temp_dir().join(format!("zcio-bench-sem-unit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Scratch(d)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn saved_models_load_back_as_the_library_loads_them() {
+    use super::model::{describe, install, Choice};
+    use zcio::semantics::calibrate::{self, Opts};
+    use zcio::semantics::cost::{CostModel, Op, Source};
+    let dir = Scratch::new("install");
+    // The built-in defaults: exactly the same model (their decimals
+    // survive JSON), so `--model builtin` decides as the library would
+    // without a file.
+    let path = dir.0.join("sub").join("builtin-calibration.json");
+    let b = CostModel::builtin();
+    let back = install(&b, &path).unwrap();
+    assert_eq!(back.source(), &Source::File(path.clone()));
+    for op in Op::ALL {
+        assert_eq!(back.curve(op), b.curve(op), "{op}");
+    }
+    assert_eq!(back.thresholds(), b.thresholds());
+    let info = describe(Choice::Builtin, &back, None, Vec::new());
+    assert_eq!((info.source, info.choice), ("builtin", "builtin"));
+    assert_eq!(info.path.as_deref(), Some(path.as_path()));
+    assert!(info.description.contains("built-in defaults"), "{info:?}");
+    assert!(info.created_unix.is_none());
+    // A real (quick) calibration of this machine, as `--model fresh --quick`
+    // runs it (the TCOW fault priced by a stand-in, to keep this test
+    // free of fault handlers): the file passes the library's checks
+    // (format, bounds, this machine's fingerprint) and keeps every line.
+    let opts = Opts {
+        quick: true,
+        tcow: Some(Box::new(|pages| Ok(pages as f64 * 1000.0))),
+    };
+    let m = calibrate::run(&opts, &mut |_| {}).unwrap();
+    let path = dir.0.join("fresh-calibration.json");
+    let back = install(&m, &path).unwrap();
+    assert!(back.is_quick());
+    for op in Op::ALL {
+        let (x, y) = (back.line(op).unwrap(), m.line(op).unwrap());
+        assert!(
+            (x.a_ns_per_byte - y.a_ns_per_byte).abs() <= 1e-12 * y.a_ns_per_byte.abs(),
+            "{op}"
+        );
+        assert!((x.b_ns - y.b_ns).abs() <= 1e-12 * y.b_ns.abs(), "{op}");
+        assert_eq!(back.quality(op).is_some(), m.quality(op).is_some(), "{op}");
+    }
+    let took = std::time::Duration::from_millis(420);
+    let info = describe(Choice::Fresh, &back, Some(took), vec!["a note".into()]);
+    assert_eq!(info.source, "calibrated");
+    assert!(
+        info.description
+            .starts_with("calibrated at the start of this run (quick, 0.4 s), saved to ")
+            && info.description.contains(&path.display().to_string()),
+        "{}",
+        info.description
+    );
+    let v = serde_json::to_value(&info).unwrap();
+    assert_eq!(v["source"], "calibrated");
+    assert_eq!(v["path"], path.display().to_string());
+    assert_eq!(v["quick"], true);
+    assert!(v["thresholds"]["emulated_copy_min"].is_u64());
+    // Unwritable: a clear error, no panic.
+    let e = install(&m, std::path::Path::new("/proc/zcio-nope/cal.json")).unwrap_err();
+    assert!(e.starts_with("saving the cost model: cannot write"), "{e}");
+}
+
+#[test]
+fn the_current_model_is_described_by_where_it_came_from() {
+    use super::model::{describe, Choice};
+    use zcio::semantics::cost::CostModel;
+    let info = describe(Choice::Current, &CostModel::builtin(), None, Vec::new());
+    assert_eq!((info.source, info.choice), ("builtin", "current"));
+    assert!(info.path.is_none());
+    assert!(
+        info.description.contains("no calibration file"),
+        "{}",
+        info.description
+    );
+    assert!(info
+        .thresholds_text()
+        .contains("emulated copy → copy below "));
 }

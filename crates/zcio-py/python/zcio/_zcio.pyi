@@ -181,6 +181,7 @@ class Channel:
         hello_timeout: float = 10.0,
         trust_peer: bool = False,
         ignore_cost_model: bool = False,
+        rewrite_tolerance: float | None = None,
     ) -> SemanticEndpoint:
         """Hand this channel to a SemanticEndpoint (the same as
         ``SemanticEndpoint(self, ...)``); the Channel object is unusable
@@ -613,10 +614,18 @@ class SemanticEndpoint:
         hello_timeout: float = 10.0,
         trust_peer: bool = False,
         ignore_cost_model: bool = False,
+        rewrite_tolerance: float | None = None,
     ) -> None:
         """Take over ``channel`` (ValueError for an unknown name, before
         the channel is taken). ``trust_peer=True`` is the unsafe opt-in of
-        ``trust_peer()``."""
+        ``trust_peer()``. ``rewrite_tolerance`` (0.0 - 1.0, None: the cost
+        model's per size) is how much of a buffer you rewrote while its
+        previous emulated-copy output was in flight before the next output
+        copies it instead of lending it again."""
+    def rewrite_tolerance(self, n: int) -> float:
+        """The fraction of an ``n``-byte buffer's pages that may have been
+        rewritten during its previous emulated-copy output for the next to
+        lend it again (else copied: ``stats()["out_rewrite_copies"]``)."""
     @property
     def semantics(self) -> tuple[str, str]:
         """(output, input) semantics of this endpoint."""

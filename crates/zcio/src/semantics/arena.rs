@@ -350,6 +350,45 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) const MAX_RUNS: usize = 62;
 
 impl Core {
+    /// Whether to lend `[addr, addr + len)` under emulated copy again, from
+    /// how much of it the application rewrote while it was last in flight
+    /// (TCOW copies, each costing a fault and a page copy): lend when at
+    /// most `tolerance` of its pages were, else copy — except every 2nd,
+    /// 4th, … up to `max_hold`th output, which lends as a probe (the
+    /// application may have stopped rewriting). Ranges outside the arena
+    /// are `true` (lending refuses them, and the caller copies anyway).
+    pub(crate) fn lend_again(
+        &self,
+        addr: usize,
+        len: usize,
+        tolerance: f64,
+        max_hold: u16,
+    ) -> bool {
+        let Some((first, count)) = self.slots_of(addr, len) else {
+            return true;
+        };
+        let mut st = self.table.locked();
+        let range = first as usize..(first + count) as usize;
+        let rewritten = st.rewritten[range].iter().filter(|&&r| r).count();
+        let f = first as usize;
+        if rewritten as f64 <= tolerance * count as f64 {
+            st.streak[f] = 0;
+            st.hold[f] = 0;
+            return true;
+        }
+        if st.hold[f] > 0 {
+            st.hold[f] -= 1;
+            return false;
+        }
+        // Probe; if it confirms the rewriting, wait twice as long.
+        st.streak[f] = st.streak[f].saturating_add(1).min(15);
+        st.hold[f] = 1u16
+            .checked_shl(u32::from(st.streak[f]))
+            .unwrap_or(u16::MAX)
+            .min(max_hold);
+        true
+    }
+
     /// App slots `[first, first + count)` covering `[addr, addr + len)`.
     pub(crate) fn slots_of(&self, addr: usize, len: usize) -> Option<(u32, u32)> {
         let t = &self.table;
@@ -429,6 +468,10 @@ impl Core {
         for s in first..first + count {
             let p = st.slot_page[s as usize] as usize;
             st.refs[p] += 1;
+            if mode == Lend::Protect {
+                // A new flight: what it rewrites is counted afresh.
+                st.rewritten[s as usize] = false;
+            }
         }
         // Build the runs: byte ranges of the file, contiguous pages merged.
         let mut out = Vec::with_capacity(runs);
@@ -646,6 +689,10 @@ impl Core {
             let mut reveal = Vec::new();
             for s in first..first + pages {
                 let i = s as usize;
+                // The next owner's rewriting history starts afresh.
+                st.rewritten[i] = false;
+                st.streak[i] = 0;
+                st.hold[i] = 0;
                 if st.prot[i] == Prot::None {
                     if st.refs[st.slot_page[i] as usize] > 0 {
                         continue;

@@ -294,6 +294,9 @@ pub struct Thresholds {
     pub reverse_copyout: usize,
     /// Secured delivery's choice per size (aligned receiver), ascending.
     pub secured: Vec<SecuredBand>,
+    /// How much rewriting emulated copy tolerates per size, ascending
+    /// (see [`RewriteBand`]).
+    pub rewrite: Vec<RewriteBand>,
 }
 
 impl Thresholds {
@@ -301,6 +304,35 @@ impl Thresholds {
     pub fn secured_at(&self, bytes: usize) -> Option<&SecuredBand> {
         self.secured.iter().rev().find(|b| b.min_bytes <= bytes)
     }
+
+    /// The fraction of a buffer's pages that may have been rewritten while
+    /// in flight (TCOW copies) for lending it again under emulated copy
+    /// to stay cheaper than copying it (0 where emulated copy never wins).
+    pub fn rewrite_tolerance(&self, bytes: usize) -> f64 {
+        rewrite_tolerance(&self.rewrite, bytes)
+    }
+}
+
+/// The tolerance of the band that covers `bytes` (0 below the first).
+pub(crate) fn rewrite_tolerance(bands: &[RewriteBand], bytes: usize) -> f64 {
+    let i = bands.partition_point(|b| b.min_bytes <= bytes);
+    match i.checked_sub(1) {
+        Some(i) => f64::from(bands[i].max_rewritten_ppm) / 1e6,
+        None => 0.0,
+    }
+}
+
+/// From `min_bytes` on (up to the next band), lending a buffer under
+/// emulated copy is expected to stay cheaper than copying it while at
+/// most `max_rewritten_ppm` millionths of its pages were rewritten in
+/// flight the last time it was lent (each such page costs a TCOW fault
+/// and a page copy): `(copy − emulated copy) / tcow_fault` at that size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewriteBand {
+    /// First size of the band, bytes.
+    pub min_bytes: usize,
+    /// Tolerated fraction of rewritten pages, in millionths (0..=1e6).
+    pub max_rewritten_ppm: u32,
 }
 
 /// Why a calibration file was not used.
@@ -584,9 +616,16 @@ impl CostModel {
     }
 
     /// Complete the partial page from the application's bytes and swap it
-    /// along with the `whole` pages.
+    /// along with the `whole` pages. In zcio the system page is the
+    /// sender's, which the receiver can only map privately: writing the
+    /// application's bytes into it copies the whole page first (copy on
+    /// write), so completion costs a page copy on top of Genie's — more
+    /// than copying the partial bytes out, at every fill, on any machine
+    /// whose copies cost more for more bytes.
     fn reverse_copyout(&self, whole: usize, partial: usize) -> f64 {
-        self.cost(Op::CopyIn, self.page - partial) + self.swap_in(whole + self.page)
+        self.cost(Op::CopyIn, self.page)
+            + self.cost(Op::CopyIn, self.page - partial)
+            + self.swap_in(whole + self.page)
             - self.swap_in(whole)
     }
 
@@ -725,6 +764,20 @@ impl CostModel {
         let reverse_copyout = (1..self.page)
             .find(|&p| self.reverse_copyout(whole, p) < self.copy_partial(p))
             .unwrap_or(self.page);
+        let mut rewrite: Vec<RewriteBand> = Vec::new();
+        for &b in &grid {
+            let band = RewriteBand {
+                min_bytes: b,
+                max_rewritten_ppm: self.rewrite_ppm(b),
+            };
+            match rewrite.last() {
+                Some(l) if l.max_rewritten_ppm == band.max_rewritten_ppm => {}
+                _ => rewrite.push(band),
+            }
+        }
+        if let Some(first) = rewrite.first_mut() {
+            first.min_bytes = 0;
+        }
         let mut secured: Vec<SecuredBand> = Vec::new();
         for &b in &grid {
             let band = SecuredBand {
@@ -746,7 +799,26 @@ impl CostModel {
             swap_min,
             reverse_copyout,
             secured,
+            rewrite,
         }
+    }
+
+    /// [`RewriteBand::max_rewritten_ppm`] at `bytes`: what emulated copy
+    /// saves over copy, in TCOW faults of the whole buffer (page-aligned
+    /// receiver; rounded to 1% steps so neighbouring sizes share a band).
+    fn rewrite_ppm(&self, bytes: usize) -> u32 {
+        let saved =
+            self.mechanism(Sem::Copy, bytes, true) - self.mechanism(Sem::EmulatedCopy, bytes, true);
+        let fault = self.cost(Op::TcowFault, self.round_pages(bytes));
+        if saved.is_nan() || saved <= 0.0 {
+            return 0;
+        }
+        if fault.is_nan() || fault <= 0.0 {
+            // Not measured (or free): rewriting costs nothing extra.
+            return 1_000_000;
+        }
+        let pct = (saved / fault * 100.0).floor().clamp(0.0, 100.0);
+        pct as u32 * 10_000
     }
 
     fn grid(&self) -> Vec<usize> {
@@ -1108,9 +1180,15 @@ mod tests {
         assert_eq!(t.emulated_copy_min, 3 * 4096);
         // Emulated share (pass + landing) is cheaper than copy at any size.
         assert_eq!(t.emulated_share_min, 0);
-        // Reverse copyout of p bytes: copy_in(4096 - p) + 0.01·4096 vs
-        // 0.1·p → 409.6 − 0.1 p + 40.96 < 0.1 p → p > 2252.8.
-        assert_eq!(t.reverse_copyout, 2253);
+        // Reverse copyout of p bytes: the private copy of the sender's
+        // page 0.1·4096 + copy_in(4096 - p) + 0.01·4096 vs 0.1·p →
+        // 409.6 + 409.6 − 0.1 p + 40.96 < 0.1 p → p > 4300: never within
+        // a page, so always copy out.
+        assert_eq!(t.reverse_copyout, 4096);
+        // Rewriting (synthetic() has no TCOW cost): tolerated entirely
+        // where emulated copy wins, not at all where it loses.
+        assert_eq!(t.rewrite_tolerance(1 << 20), 1.0);
+        assert_eq!(t.rewrite_tolerance(4096), 0.0);
         // Secured: copy-out (0.1·B + 1000) always beats a 1 ms region;
         // TCOW+swap wins for trusted peers from 3000/0.09 ≈ 33 KB.
         assert_eq!(t.secured[0].min_bytes, 0);
@@ -1134,6 +1212,40 @@ mod tests {
         assert!(
             (m.predict(Sem::EmulatedCopy, mb, false) - (2000.0 + 0.1 * mb as f64)).abs() < 1e-6
         );
+    }
+
+    #[test]
+    fn rewrite_tolerance_is_what_emulated_copy_saves_in_tcow_faults() {
+        let mut m = synthetic();
+        m.set(
+            Op::TcowFault,
+            Some(Linear {
+                a_ns_per_byte: 0.5,
+                b_ns: 10_000.0,
+            }),
+            None,
+        );
+        let t = m.thresholds();
+        // 1 MiB: copy 0.2·B + 1000 = 210715; emulated copy (swapping)
+        // 4000 + 0.01·B = 14486; saved 196229 over a fault of the whole
+        // buffer 0.5·B + 10000 = 534288: 36.7% → 36%.
+        assert_eq!(t.rewrite_tolerance(1 << 20), 0.36);
+        // Below emulated copy's threshold nothing is tolerated, and the
+        // tolerance grows with the size (the fault's fixed cost shrinks).
+        assert_eq!(t.rewrite_tolerance(2 * 4096), 0.0);
+        assert!(t.rewrite_tolerance(64 << 10) < t.rewrite_tolerance(1 << 20));
+        // Bands ascend, start at 0, and neighbours differ.
+        assert_eq!(t.rewrite[0].min_bytes, 0);
+        for w in t.rewrite.windows(2) {
+            assert!(w[0].min_bytes < w[1].min_bytes);
+            assert_ne!(w[0].max_rewritten_ppm, w[1].max_rewritten_ppm);
+        }
+        // The built-in model tolerates some rewriting of large buffers
+        // and none below emulated copy's threshold.
+        let b = CostModel::builtin().thresholds();
+        assert_eq!(b.rewrite_tolerance(4096), 0.0);
+        assert!(b.rewrite_tolerance(16 << 20) > 0.0);
+        assert!(b.rewrite_tolerance(16 << 20) < 1.0);
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub struct EndpointStats {
     pub out_sealed: u64,
     /// Outputs that wanted to lend but copied (heap buffer, no spare, ...).
     pub out_fallbacks: u64,
+    /// Emulated-copy outputs copied because the application rewrote the
+    /// buffer while its previous lend was in flight, more than the cost
+    /// model tolerates ([`Policy::rewrite`]); also counted as copied.
+    pub out_rewrite_copies: u64,
     /// Pages swapped in by input.
     pub in_swapped_pages: u64,
     /// Bytes copied by input.
@@ -98,6 +102,7 @@ pub struct EndpointStats {
 struct Counters {
     out: [AtomicU64; 5],
     out_fallbacks: AtomicU64,
+    out_rewrite_copies: AtomicU64,
     in_swapped_pages: AtomicU64,
     in_copied_bytes: AtomicU64,
 }
@@ -228,6 +233,7 @@ impl Endpoint {
             out_lent: c.out[3].load(Relaxed),
             out_sealed: c.out[4].load(Relaxed),
             out_fallbacks: c.out_fallbacks.load(Relaxed),
+            out_rewrite_copies: c.out_rewrite_copies.load(Relaxed),
             in_swapped_pages: c.in_swapped_pages.load(Relaxed),
             in_copied_bytes: c.in_copied_bytes.load(Relaxed),
         }
@@ -278,6 +284,20 @@ impl Endpoint {
             Semantics::Share | Semantics::WeakMove => Some(Lend::Wire),
             Semantics::EmulatedShare | Semantics::EmulatedWeakMove => Some(Lend::Plain),
         };
+        let mode = mode.filter(|_| {
+            sem != Semantics::EmulatedCopy || {
+                let again = self.arena.core.lend_again(
+                    data.as_ptr() as usize,
+                    data.len(),
+                    self.policy.rewrite_tolerance(data.len()),
+                    Policy::MAX_HOLD,
+                );
+                if !again {
+                    self.counters.out_rewrite_copies.fetch_add(1, Relaxed);
+                }
+                again
+            }
+        });
         if let Some(mode) = mode {
             let core = &self.arena.core;
             let mut lent = core.lend(data.as_ptr() as usize, data.len(), mode);

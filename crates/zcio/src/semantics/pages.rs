@@ -79,6 +79,15 @@ pub(crate) struct State {
     /// App slot → registered with the userfaultfd (uffd backend only). A
     /// moved (`mremap`) or newly mapped page loses its registration.
     pub armed: Box<[bool]>,
+    /// App slot → its page took a TCOW copy since the slot was last lent
+    /// (the application rewrote it, or a neighbour, in flight).
+    pub rewritten: Box<[bool]>,
+    /// App slot (the first of a buffer's range) → consecutive outputs
+    /// that found the range rewritten since its previous lend.
+    pub streak: Box<[u8]>,
+    /// App slot (as `streak`) → outputs still to copy before the next
+    /// probe lends the range again.
+    pub hold: Box<[u16]>,
 }
 
 /// The page table and its lock.
@@ -164,6 +173,9 @@ impl Table {
                 retired_pages: 0,
                 wired: vec![false; n as usize].into_boxed_slice(),
                 armed: vec![uffd.is_some(); n as usize].into_boxed_slice(),
+                rewritten: vec![false; n as usize].into_boxed_slice(),
+                streak: vec![0; n as usize].into_boxed_slice(),
+                hold: vec![0; n as usize].into_boxed_slice(),
             }),
             n,
             ps,
@@ -402,6 +414,7 @@ impl Table {
                 Prot::ReadOnly
             };
             st.armed[ai] = false;
+            st.rewritten[ai] = true;
         }
         st.reserved -= k;
         self.counters

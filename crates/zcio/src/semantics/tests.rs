@@ -444,3 +444,73 @@ fn tcow_copies_runs_of_pages_per_fault() {
         drop(lent);
     }
 }
+
+/// An emulated-copy endpoint whose cost model tolerates no rewriting.
+fn no_rewrite_cfg(inp: Semantics) -> EndpointConfig {
+    EndpointConfig {
+        policy: Some(Policy::always_zero_copy().with_rewrite_tolerance(0.0)),
+        ..cfg(Semantics::EmulatedCopy, inp)
+    }
+}
+
+#[test]
+fn buffers_rewritten_in_flight_are_copied_with_probes_backing_off() {
+    let (s, r) = endpoints(
+        no_rewrite_cfg(Semantics::EmulatedCopy),
+        no_rewrite_cfg(Semantics::EmulatedCopy),
+        true,
+    );
+    let mut sbuf = s.arena().alloc(64 << 10).unwrap();
+    let mut rbuf = r.arena().alloc(64 << 10).unwrap();
+    let mut lent = Vec::new();
+    for round in 0..40u8 {
+        sbuf.fill(round);
+        if s.output(&sbuf).unwrap() == Delivery::Protected {
+            lent.push(round);
+        }
+        // Rewritten at once, while a lend is still in flight.
+        sbuf.fill(0xff);
+        r.input(&mut rbuf).unwrap();
+        assert!(rbuf.iter().all(|&b| b == round), "round {round}");
+    }
+    // The first output lends; each later lend (a probe) finds the buffer
+    // rewritten again and doubles the copies before the next: 2, 4, 8, 16.
+    assert_eq!(lent, [0, 1, 4, 9, 18, 35]);
+    let st = s.stats();
+    assert_eq!(st.out_rewrite_copies, 40 - 6);
+    assert_eq!(st.out_copied, 40 - 6);
+    assert_eq!(st.out_protected, 6);
+}
+
+#[test]
+fn buffers_rewritten_after_their_return_keep_being_lent() {
+    let (s, r) = endpoints(
+        no_rewrite_cfg(Semantics::Copy),
+        no_rewrite_cfg(Semantics::Copy),
+        true,
+    );
+    let mut sbuf = s.arena().alloc(64 << 10).unwrap();
+    let mut rbuf = r.arena().alloc(64 << 10).unwrap();
+    for round in 0..20u8 {
+        // Wait until the receiver's copy-out returned the pages.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while sbuf.in_flight() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "pages never came back"
+            );
+            s.channel().reclaim();
+            std::thread::yield_now();
+        }
+        sbuf.fill(round);
+        assert_eq!(
+            s.output(&sbuf).unwrap(),
+            Delivery::Protected,
+            "round {round}"
+        );
+        r.input(&mut rbuf).unwrap();
+        assert!(rbuf.iter().all(|&b| b == round), "round {round}");
+    }
+    assert_eq!(s.stats().out_rewrite_copies, 0);
+    assert_eq!(s.arena().stats().tcow_copies, 0);
+}
