@@ -328,10 +328,20 @@ mod tests {
 
     #[test]
     fn cpu_time_moves() {
+        // The kernel may account CPU time in scheduler ticks (4 ms at
+        // HZ=250): spin until the clocks move, for at most 2 s of wall
+        // time (a clock that never moves fails).
         let a = Cpu::now(Who::Process);
+        let start = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..5_000_000u64 {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        let mut i = 0u64;
+        while Cpu::now(Who::Process).since(a).0 == 0
+            && start.elapsed() < std::time::Duration::from_secs(2)
+        {
+            for _ in 0..1_000_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+                i += 1;
+            }
         }
         let (u, s) = Cpu::now(Who::Thread).since(Cpu::default());
         assert!(u + s > 0);
