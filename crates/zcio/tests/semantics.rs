@@ -195,37 +195,50 @@ fn child_sem_hostile() {
 
 // --------------------------------------------------------------------- tests
 
+/// A child `child_sem_sender` outputting `n` emulated-copy messages of
+/// `size` bytes (with `extra` arguments), its endpoint's other end, and the
+/// socket path (kept alive with them).
+fn ec_sender(size: usize, n: usize, extra: &[(&str, String)]) -> (Kid, Endpoint, SockPath) {
+    let sock = SockPath::new("sem-ec");
+    let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
+    let mut args = vec![
+        ("PATH", sock.arg()),
+        ("SEM", "emulated-copy".into()),
+        ("N", n.to_string()),
+        ("SIZE", size.to_string()),
+    ];
+    args.extend(extra.iter().cloned());
+    let mut kid = Kid::spawn("child_sem_sender", "sem-tx", &args);
+    let ep = accept(&l, Semantics::EmulatedCopy, true);
+    kid.expect("ready");
+    (kid, ep, sock)
+}
+
+/// Input `n` messages into one arena buffer, each byte of message `r`
+/// equal to `r` (the sender's later writes never show); the pages swapped.
+fn receive_rounds(ep: &Endpoint, size: usize, n: usize) -> usize {
+    let mut buf = ep.arena().alloc(size).unwrap();
+    let mut swapped = 0;
+    for r in 0..n {
+        let got = ep.input(&mut buf).unwrap();
+        assert_eq!(got.len, size);
+        swapped += got.swapped_pages;
+        if let Some(i) = buf.iter().position(|&b| b != r as u8) {
+            panic!("size {size} round {r}: byte {i} is {:#x}", buf[i]);
+        }
+    }
+    swapped
+}
+
 /// The test: the sender writes into the buffer immediately after
 /// `output` returns, in a loop, and the receiver always sees the pre-write
 /// bytes — with zero-copy delivery (TCOW at the sender, pages swapped in).
 #[test]
 fn emulated_copy_receiver_always_sees_pre_write_bytes() {
     for size in [64 << 10, 1 << 20, 300_001] {
-        let sock = SockPath::new("sem-tcow");
-        let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
         let n = 40;
-        let mut kid = Kid::spawn(
-            "child_sem_sender",
-            "sem-tx",
-            &[
-                ("PATH", sock.arg()),
-                ("SEM", "emulated-copy".into()),
-                ("N", n.to_string()),
-                ("SIZE", size.to_string()),
-            ],
-        );
-        let ep = accept(&l, Semantics::EmulatedCopy, true);
-        kid.expect("ready");
-        let mut buf = ep.arena().alloc(size).unwrap();
-        let mut swapped = 0;
-        for r in 0..n {
-            let got = ep.input(&mut buf).unwrap();
-            assert_eq!(got.len, size);
-            swapped += got.swapped_pages;
-            if let Some(i) = buf.iter().position(|&b| b != r as u8) {
-                panic!("size {size} round {r}: byte {i} is {:#x}", buf[i]);
-            }
-        }
+        let (mut kid, ep, _sock) = ec_sender(size, n, &[]);
+        let swapped = receive_rounds(&ep, size, n);
         // All 40 are in flight at once at the start, more than the spares
         // cover at 1 MiB: later ones may be copied (no spare), which is
         // the designed fallback; many must have gone by reference.
@@ -246,31 +259,9 @@ fn emulated_copy_receiver_always_sees_pre_write_bytes() {
 /// receiver still gets every message as it was at its output.
 #[test]
 fn a_sender_that_keeps_rewriting_gets_copies_with_probes() {
-    let size = 256 << 10;
-    let sock = SockPath::new("sem-rewrite");
-    let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
-    let n = 40;
-    let mut kid = Kid::spawn(
-        "child_sem_sender",
-        "sem-tx",
-        &[
-            ("PATH", sock.arg()),
-            ("SEM", "emulated-copy".into()),
-            ("N", n.to_string()),
-            ("SIZE", size.to_string()),
-            ("TOL", "0".into()),
-        ],
-    );
-    let ep = accept(&l, Semantics::EmulatedCopy, true);
-    kid.expect("ready");
-    let mut buf = ep.arena().alloc(size).unwrap();
-    for r in 0..n {
-        let got = ep.input(&mut buf).unwrap();
-        assert_eq!(got.len, size);
-        if let Some(i) = buf.iter().position(|&b| b != r as u8) {
-            panic!("round {r}: byte {i} is {:#x}", buf[i]);
-        }
-    }
+    let (size, n) = (256 << 10, 40);
+    let (mut kid, ep, _sock) = ec_sender(size, n, &[("TOL", "0".into())]);
+    receive_rounds(&ep, size, n);
     let lent = kid.expect("lent at");
     assert!(
         lent.contains("[0, 1, 4, 9, 18, 35] rewrite_copies=34"),
