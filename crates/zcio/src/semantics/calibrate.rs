@@ -211,7 +211,12 @@ pub fn run_with_samples(
             4 << 20,
         ]
     } else {
-        (0..10).map(|i| 64usize << (2 * i)).collect() // 64 B … 16 MiB
+        // 64 B … 16 MiB by fours, and the doublings in between from
+        // 256 KiB on, where copies leave the caches (the knot).
+        let mut v: Vec<usize> = (0..10).map(|i| 64usize << (2 * i)).collect();
+        v.extend([512 << 10, 2 << 20, 8 << 20]);
+        v.sort_unstable();
+        v
     };
     let pages: Vec<usize> = if opts.quick {
         vec![1, 4, 16, 64, 256, 1024]
@@ -250,9 +255,13 @@ pub fn run_with_samples(
             (op, sizes)
         })
         .collect();
-    let total: usize = plan.iter().map(|p| p.1.len()).sum();
+    // Whole passes over the plan, each (operation, size) the median of its
+    // passes: a shared host's caches and neighbours change over seconds,
+    // and one pass put the same machine's emulated-copy threshold
+    // anywhere from 250 KiB to 2 MiB.
+    let passes = if opts.quick { 1 } else { PASSES };
+    let total: usize = plan.iter().map(|p| p.1.len()).sum::<usize>() * passes;
     let mut done = 0;
-    let mut results: Vec<OpSamples> = Vec::new();
     let largest = bytes
         .iter()
         .copied()
@@ -260,21 +269,39 @@ pub fn run_with_samples(
         .max()
         .unwrap_or(page);
     let mut bench = Bench::new(page, largest)?;
-    for (op, sizes) in plan {
-        let mut points = Vec::with_capacity(sizes.len());
-        for b in sizes {
-            progress(Progress {
-                op,
-                bytes: b,
-                done,
-                total,
-            });
-            let ns = bench.measure(op, b, budget, opts)?;
-            points.push((b, ns));
-            done += 1;
+    let mut taken: Vec<Vec<Vec<f64>>> = plan
+        .iter()
+        .map(|(_, sizes)| vec![Vec::with_capacity(passes); sizes.len()])
+        .collect();
+    for _ in 0..passes {
+        for ((op, sizes), got) in plan.iter().zip(taken.iter_mut()) {
+            for (&b, per_size) in sizes.iter().zip(got.iter_mut()) {
+                progress(Progress {
+                    op: *op,
+                    bytes: b,
+                    done,
+                    total,
+                });
+                per_size.push(bench.measure(*op, b, budget, opts)?);
+                done += 1;
+            }
         }
-        results.push(OpSamples { op, points });
     }
+    let results: Vec<OpSamples> = plan
+        .iter()
+        .zip(taken)
+        .map(|((op, sizes), got)| OpSamples {
+            op: *op,
+            points: sizes
+                .iter()
+                .zip(got)
+                .map(|(&b, mut v)| {
+                    v.sort_by(f64::total_cmp);
+                    (b, v[v.len() / 2])
+                })
+                .collect(),
+        })
+        .collect();
     let mut model = CostModel::empty(Source::Measured);
     model.set_quick(opts.quick);
     for s in &results {
@@ -341,6 +368,10 @@ fn map_shared(op: Op, fd: impl AsFd, len: usize) -> Result<Span, CalibrateError>
 /// a quarter of its size and prices a 4 MiB stream's copies at a fifth of
 /// what they cost.
 const COPY_SLOTS: usize = 4;
+
+/// Passes over every (operation, size) of a full calibration; each point
+/// is the median of its passes.
+const PASSES: usize = 3;
 
 /// The memory the measurements work on, made once.
 struct Bench {
