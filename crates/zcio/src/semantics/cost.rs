@@ -14,9 +14,9 @@
 //! use zcio::semantics::cost::{CostModel, Op, Sem};
 //!
 //! let m = CostModel::builtin();
-//! let copy = m.predict(Sem::Copy, 1 << 20, true);
-//! let ec = m.predict(Sem::EmulatedCopy, 1 << 20, true);
-//! assert!(ec < copy, "page swapping beats two copies of 1 MiB");
+//! let copy = m.predict(Sem::Copy, 16 << 20, true);
+//! let ec = m.predict(Sem::EmulatedCopy, 16 << 20, true);
+//! assert!(ec < copy, "write protection beats the sender's copy of 16 MiB");
 //! assert!(m.line(Op::CopyIn).unwrap().a_ns_per_byte > 0.0);
 //! let t = m.thresholds();
 //! assert!(t.emulated_copy_min > 64, "short data is copied");
