@@ -692,6 +692,25 @@ pub unsafe extern "C" fn zcio_endpoint_rewrite_tolerance(
     bytes: usize,
     out: *mut f64,
 ) -> c_int {
+    // SAFETY: the caller's contract, as `query` needs it.
+    unsafe {
+        query(ep, out, "zcio_endpoint_rewrite_tolerance", |e| {
+            e.ep.policy().rewrite_tolerance(bytes)
+        })
+    }
+}
+
+/// Write `what(endpoint)` to `*out`: 0, or `-EINVAL` for a NULL handle or
+/// `out` (named by `call` in the error).
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+unsafe fn query<T>(
+    ep: *mut zcio_endpoint,
+    out: *mut T,
+    call: &str,
+    what: impl FnOnce(&zcio_endpoint) -> T,
+) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let e = match unsafe { endpoint(ep) } {
@@ -699,10 +718,11 @@ pub unsafe extern "C" fn zcio_endpoint_rewrite_tolerance(
             Err(c) => return c,
         };
         if out.is_null() {
-            return einval("zcio_endpoint_rewrite_tolerance: out is NULL");
+            return einval(format_args!("{call}: out is NULL"));
         }
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(e.ep.policy().rewrite_tolerance(bytes)) };
+        let v = what(e);
+        // SAFETY: non-NULL and writable (the caller's contract).
+        unsafe { out.write(v) };
         0
     })
 }
@@ -717,36 +737,28 @@ pub unsafe extern "C" fn zcio_endpoint_get_stats(
     ep: *mut zcio_endpoint,
     out: *mut zcio_endpoint_stats,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = match unsafe { endpoint(ep) } {
-            Ok(e) => e,
-            Err(c) => return c,
-        };
-        if out.is_null() {
-            return einval("zcio_endpoint_get_stats: out is NULL");
-        }
-        let s = e.ep.stats();
-        let a = e.ep.arena().stats();
-        let st = zcio_endpoint_stats {
-            out_copied: s.out_copied,
-            out_protected: s.out_protected,
-            out_hidden: s.out_hidden,
-            out_lent: s.out_lent,
-            out_sealed: s.out_sealed,
-            out_fallbacks: s.out_fallbacks,
-            out_rewrite_copies: s.out_rewrite_copies,
-            in_swapped_pages: s.in_swapped_pages,
-            in_copied_bytes: s.in_copied_bytes,
-            tcow_copies: a.tcow_copies,
-            protects: a.protects,
-            unprotects: a.unprotects,
-            pages_in_flight: a.pages_in_flight,
-        };
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(st) };
-        0
-    })
+    // SAFETY: the caller's contract, as `query` needs it.
+    unsafe {
+        query(ep, out, "zcio_endpoint_get_stats", |e| {
+            let s = e.ep.stats();
+            let a = e.ep.arena().stats();
+            zcio_endpoint_stats {
+                out_copied: s.out_copied,
+                out_protected: s.out_protected,
+                out_hidden: s.out_hidden,
+                out_lent: s.out_lent,
+                out_sealed: s.out_sealed,
+                out_fallbacks: s.out_fallbacks,
+                out_rewrite_copies: s.out_rewrite_copies,
+                in_swapped_pages: s.in_swapped_pages,
+                in_copied_bytes: s.in_copied_bytes,
+                tcow_copies: a.tcow_copies,
+                protects: a.protects,
+                unprotects: a.unprotects,
+                pages_in_flight: a.pages_in_flight,
+            }
+        })
+    }
 }
 
 /// Close the endpoint and its channel and free the handle (NULL is
