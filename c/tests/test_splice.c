@@ -601,6 +601,38 @@ static int test_splice_cp(void) {
     return 0;
 }
 
+/* zcio_cp never destroys its source: the same file by its own path or a
+ * symlink is refused with -EINVAL ("are the same file") and keeps every
+ * byte; a destination directory gets the source's name. */
+static int test_splice_cp_same_file(void) {
+    const uint64_t size = (1 << 20) + 7;
+    char src[PATH_MAX], link[PATH_MAX], sub[PATH_MAX], into[PATH_MAX];
+    path_in_work(src, sizeof src, "same.src");
+    path_in_work(link, sizeof link, "same.link");
+    path_in_work(sub, sizeof sub, "into");
+    path_in_work(into, sizeof into, "into/same.src");
+    CHECK(make_stream_file(src, size) == 0);
+    CHECK(symlink(src, link) == 0);
+    const char *mods[] = {"crc32c"};
+    const char *dsts[] = {src, link};
+    for (int i = 0; i < 2; i++) {
+        for (size_t n = 0; n < 2; n++) {
+            CHECK_RC(zcio_cp(src, dsts[i], mods, n, NULL), -EINVAL);
+            CHECK(strstr(zcio_last_error(), "are the same file") != NULL);
+            CHECK(file_is_stream(src, size));
+        }
+        zcio_assoc *a = NULL;
+        CHECK_RC(zcio_splice_specs(src, dsts[i], &a), -EINVAL);
+        CHECK(file_is_stream(src, size));
+    }
+    CHECK(mkdir(sub, 0700) == 0);
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_cp(src, sub, NULL, 0, &st), 0);
+    CHECK(st.moved == size && !st.error);
+    CHECK(file_is_stream(into, size));
+    return 0;
+}
+
 /* A user module from a shared object (c/modules/rot13.c). */
 static int test_splice_module_load(void) {
     char junk[PATH_MAX], src[PATH_MAX], dst[PATH_MAX], name[8];
@@ -749,6 +781,7 @@ static const struct test tests[] = {
     {"splice_stop_silent_source", test_splice_stop_silent_source},
     {"splice_sender_killed", test_splice_sender_killed},
     {"splice_cp", test_splice_cp},
+    {"splice_cp_same_file", test_splice_cp_same_file},
     {"splice_module_load", test_splice_module_load},
     {"splice_hostile_input", test_splice_hostile_input},
 };

@@ -328,7 +328,8 @@ impl Code for SpliceError {
     fn code(&self) -> c_int {
         match self {
             SpliceError::Io { errno: e, .. } | SpliceError::Setup { errno: e, .. } => errno(*e),
-            SpliceError::Unsuitable { .. } => libc::EINVAL,
+            SpliceError::Unsuitable { .. } | SpliceError::SameFile { .. } => libc::EINVAL,
+            SpliceError::Short { .. } => libc::EIO,
             SpliceError::Spec { errno: e, .. } => e.map_or(libc::EINVAL, errno),
             SpliceError::SinkClosed => libc::EPIPE,
             SpliceError::Module { .. } => ZCIO_EMODULE,

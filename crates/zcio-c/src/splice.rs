@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError};
 use std::time::Duration;
 
 use zcio::splice::module::Registry;
-use zcio::splice::spec::{open as open_spec, Role};
+use zcio::splice::spec::open_pair;
 use zcio::splice::{
     Association, Completion, Endpoint, Increment, MoverKind, Next, Remote, SpliceError, Status,
 };
@@ -342,9 +342,7 @@ pub unsafe extern "C" fn zcio_splice_specs(
             (Ok(s), Ok(d)) => (s, d),
             (Err(e), _) | (_, Err(e)) => return e,
         };
-        let r = open_spec(src, Role::Source)
-            .and_then(|s| Ok((s, open_spec(dst, Role::Sink)?)))
-            .and_then(|(s, d)| Association::new(s, d));
+        let r = open_pair(src, dst).and_then(|(s, d)| Association::new(s, d));
         match r {
             // SAFETY: non-NULL and writable (contract).
             Ok(a) => unsafe { hand_out(a, out) },
@@ -929,8 +927,8 @@ pub unsafe extern "C" fn zcio_cp(
             }
         }
         let r = (|| {
-            let mut a =
-                Association::new(open_spec(src, Role::Source)?, open_spec(dst, Role::Sink)?)?;
+            let (source, sink) = open_pair(src, dst)?;
+            let mut a = Association::new(source, sink)?;
             for m in stack {
                 a.push(m)?;
             }

@@ -18,7 +18,8 @@ use crate::usage;
 /// Copy from SRC to DST through an association.
 #[derive(Args, Debug)]
 #[command(after_help = "Endpoints (SRC and DST):\n  \
-    PATH                   a file (DST is created or truncated)\n  \
+    PATH                   a file (DST is created or truncated; never the source itself)\n  \
+    DIR                    DST only: the source file's name in that directory\n  \
     -                      standard input / standard output\n  \
     fd:N                   an inherited descriptor\n  \
     tcp:HOST:PORT          connect; tcp-listen:HOST:PORT accepts one connection\n  \
@@ -95,7 +96,9 @@ pub fn run(a: CpArgs) -> Result<i32> {
     }
     let src = spec::open(&a.src, Role::Source).context("source")?;
     let total = src.size();
-    let dst = spec::open(&a.dst, Role::Sink).context("destination")?;
+    // Into a directory under the source's name; a path is truncated only
+    // once the association has checked it is not the source.
+    let dst = spec::open(&spec::sink_for(&a.src, &a.dst), Role::Sink).context("destination")?;
     let mut assoc = Association::new(src, dst)?;
     for m in modules {
         assoc.push(m)?;

@@ -153,3 +153,46 @@ fn cp_errors_say_what_is_wrong() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"));
 }
+
+/// `zcio cp` never destroys its source: a destination that is the source
+/// by any path (itself, a symlink, a hard link, `DIR` holding it) is
+/// refused with "are the same file", the file keeps every byte and the
+/// exit status is not 0. A destination directory gets the source's name.
+#[test]
+fn cp_refuses_the_source_as_destination_and_copies_into_directories() {
+    let dir = RingDir::new("cp-same");
+    let p = |n: &str| dir.0.join(n).to_string_lossy().into_owned();
+    let bytes = data(300_000);
+    std::fs::write(p("a.bin"), &bytes).unwrap();
+    std::os::unix::fs::symlink(p("a.bin"), p("link.bin")).unwrap();
+    std::fs::hard_link(p("a.bin"), p("hard.bin")).unwrap();
+    let base = dir.0.to_string_lossy().into_owned();
+    let a = p("a.bin");
+    for dst in [p("a.bin"), p("link.bin"), p("hard.bin"), base.clone()] {
+        for modules in [&[][..], &["-m", "crc32c"][..]] {
+            let mut args = vec!["cp", "-q", &a, &dst];
+            args.extend_from_slice(modules);
+            let o = dir.run(&args);
+            assert_eq!(o.status.code(), Some(1), "cp a.bin {dst}: {}", stderr(&o));
+            assert!(stderr(&o).contains("are the same file"), "{}", stderr(&o));
+            assert!(
+                std::fs::read(p("a.bin")).unwrap() == bytes,
+                "cp a.bin {dst} {modules:?} changed the source"
+            );
+        }
+    }
+
+    std::fs::create_dir(p("into")).unwrap();
+    let o = dir.run(&["cp", "-q", &p("a.bin"), &p("into")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(p("into/a.bin")).unwrap() == bytes);
+    // Again, over the copy now there (an ordinary overwrite).
+    let o = dir.run(&["cp", "-q", &p("a.bin"), &format!("{}/", p("into"))]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(p("into/a.bin")).unwrap() == bytes);
+
+    // A destination directory with no source file name to give it.
+    let o = dir.run(&["cp", "-q", "-", &p("into")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("directory"), "{}", stderr(&o));
+}

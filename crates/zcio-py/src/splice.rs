@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use zcio::splice::module::Registry;
-use zcio::splice::spec::{open as open_spec, Role};
+use zcio::splice::spec::{open as open_spec, sink_for, Role};
 use zcio::splice::{
     Association as RsAssociation, Completion as RsCompletion, Endpoint, Increment, MoverKind, Next,
     Remote, SpliceError as RsSpliceError, Status as RsStatus,
@@ -244,6 +244,7 @@ fn endpoint(
     obj: &Bound<'_, PyAny>,
     role: Role,
     other: Option<i32>,
+    source_spec: Option<&str>,
 ) -> PyResult<Endpoint> {
     let what = match role {
         Role::Source => "source",
@@ -277,6 +278,11 @@ fn endpoint(
              (a path, '-', 'fd:N', 'tcp:HOST:PORT', 'tcp-listen:HOST:PORT', 'udp:HOST:PORT', \
              'unix:PATH', 'ring:NAME')"
         )));
+    };
+    // A sink directory takes the source file's name (as `cp FILE DIR`).
+    let spec = match source_spec {
+        Some(src) if role == Role::Sink => sink_for(src, &spec).into_owned(),
+        _ => spec,
     };
     // Connecting or accepting may take a while: without the GIL.
     py.detach(|| open_spec(&spec, role))
@@ -699,8 +705,15 @@ pub(crate) fn splice(
         .iter()
         .map(|s| open_module(py, s))
         .collect::<PyResult<Vec<_>>>()?;
-    let s = endpoint(py, src, Role::Source, fd_of(py, dst)?)?;
-    let d = endpoint(py, dst, Role::Sink, None)?;
+    let s = endpoint(py, src, Role::Source, fd_of(py, dst)?, None)?;
+    let src_spec = match fd_of(py, src)? {
+        Some(_) => None,
+        None => src
+            .extract::<std::path::PathBuf>()
+            .ok()
+            .and_then(|p| p.to_str().map(str::to_owned)),
+    };
+    let d = endpoint(py, dst, Role::Sink, None, src_spec.as_deref())?;
     let mut a = RsAssociation::new(s, d).map_err(|e| errors::splice(py, &e))?;
     for m in stack {
         a.push(m).map_err(|e| errors::splice(py, &e))?;

@@ -335,6 +335,27 @@ def test_cp(tmp_path):
     assert (tmp_path / "back").read_bytes() == data
 
 
+def test_cp_refuses_the_source_as_destination(tmp_path):
+    """zcio.cp never destroys its source: the same file by its own path, a
+    symlink or a hard link is refused ("are the same file") and keeps every
+    byte; a destination directory gets the source's name."""
+    data = stream((1 << 20) + 3)
+    src = tmp_path / "a.bin"
+    src.write_bytes(data)
+    (tmp_path / "link.bin").symlink_to(src)
+    os.link(src, tmp_path / "hard.bin")
+    for dst in (src, str(src), tmp_path / "link.bin", tmp_path / "hard.bin", tmp_path):
+        for modules in ((), ("crc32c",)):
+            with pytest.raises(zcio.SpliceError, match="are the same file"):
+                zcio.cp(src, dst, modules)
+            assert src.read_bytes() == data, (dst, modules)
+    into = tmp_path / "into"
+    into.mkdir()
+    st = zcio.cp(src, into)
+    assert st.moved == len(data)
+    assert (into / "a.bin").read_bytes() == data
+
+
 def test_load_module(tmp_path):
     junk = tmp_path / "junk.so"
     junk.write_text("not an ELF object")

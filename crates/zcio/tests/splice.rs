@@ -178,6 +178,111 @@ fn child_tcp_stream_to_file_uses_splice_and_survives_sigkill() {
 }
 
 #[test]
+fn the_same_file_as_source_and_sink_is_refused_untouched() {
+    let data = pattern(200_000, 11);
+    let src = TempFile::new("same-src", &data);
+    let link = src.0.with_extension("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&src.0, &link).unwrap();
+    let s = src.0.to_str().unwrap();
+    for dst in [s, link.to_str().unwrap()] {
+        for modules in [&[][..], &["crc32c"][..]] {
+            let e = zcio::splice::cp(s, dst, modules).unwrap_err();
+            assert!(
+                matches!(e, zcio::splice::SpliceError::SameFile { .. }),
+                "{e}"
+            );
+            assert!(e.to_string().contains("are the same file"), "{e}");
+            assert_eq!(std::fs::read(&src.0).unwrap(), data, "cp {s} {dst}");
+        }
+    }
+    // Descriptors of the same file, opened separately (no path involved).
+    let e = splice(
+        Endpoint::new(src.open(), "src").unwrap(),
+        Endpoint::new(
+            OwnedFd::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&src.0)
+                    .unwrap(),
+            ),
+            "fd",
+        )
+        .unwrap(),
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        matches!(e, zcio::splice::SpliceError::SameFile { .. }),
+        "{e}"
+    );
+    let _ = std::fs::remove_file(&link);
+    assert_eq!(std::fs::read(&src.0).unwrap(), data);
+}
+
+#[test]
+fn cp_into_a_directory_takes_the_source_name() {
+    let data = pattern(100_000, 12);
+    let src = TempFile::new("into-src", &data);
+    let dir = std::env::temp_dir().join(format!("zcio-splice-into-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let st = zcio::splice::cp(src.0.to_str().unwrap(), dir.to_str().unwrap(), &[]).unwrap();
+    assert_eq!(st.moved, data.len() as u64);
+    let got = std::fs::read(dir.join(src.0.file_name().unwrap())).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(got, data);
+}
+
+#[test]
+fn a_file_source_that_shrinks_is_an_error_not_a_success() {
+    let data = pattern(1 << 20, 13);
+    let src = TempFile::new("shrink-src", &data);
+    let dst = TempFile::new("shrink-dst", b"");
+    for buffer_path in [false, true] {
+        let source = Endpoint::new(src.open(), "src").unwrap();
+        assert_eq!(source.size(), Some(1 << 20));
+        // Someone truncates the file after it was classified.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&src.0)
+            .unwrap()
+            .set_len(100_000)
+            .unwrap();
+        let mut a = splice(source, Endpoint::new(dst.create(), "dst").unwrap()).unwrap();
+        if buffer_path {
+            a.push(
+                zcio::splice::module::Registry::builtin()
+                    .open("count")
+                    .unwrap(),
+            )
+            .unwrap();
+        }
+        let c = a.run(Increment::Infinite).unwrap();
+        assert!(c.eof);
+        match c.error {
+            Some(zcio::splice::SpliceError::Short {
+                expected, moved, ..
+            }) => assert_eq!((expected, moved), (1 << 20, 100_000)),
+            other => panic!("a short copy must be an error: {other:?}"),
+        }
+        let st = a.close();
+        assert!(st.error, "{st:?}");
+        std::fs::write(&src.0, &data).unwrap();
+    }
+    // An inherited descriptor that was read from counts from its offset.
+    let mut f = std::fs::File::open(&src.0).unwrap();
+    let mut head = [0u8; 1000];
+    f.read_exact(&mut head).unwrap();
+    let source = Endpoint::new(OwnedFd::from(f), "src").unwrap();
+    assert_eq!(source.size(), Some((1 << 20) - 1000));
+    let mut a = splice(source, Endpoint::new(dst.create(), "dst").unwrap()).unwrap();
+    let c = a.run(Increment::Infinite).unwrap();
+    assert!(c.eof && c.error.is_none(), "{c:?}");
+    assert_eq!(std::fs::read(&dst.0).unwrap(), &data[1000..]);
+}
+
+#[test]
 fn file_to_file_uses_copy_file_range() {
     let data = pattern(3 << 20, 3);
     let src = TempFile::new("cfr-src", &data);

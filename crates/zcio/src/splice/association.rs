@@ -122,6 +122,9 @@ struct Engine {
     mover: Mover,
     stack: Stack,
     flow: Flow,
+    /// A file source's bytes when the association was made: its end before
+    /// that many were taken is an error, never a success.
+    expected: Option<u64>,
 }
 
 struct Shared {
@@ -168,7 +171,18 @@ pub struct Association {
 impl Association {
     /// Associate `src` with `sink` (no data flows until an increment is
     /// started). The mover is chosen for the pair, fastest first.
-    pub fn new(src: Endpoint, sink: Endpoint) -> Result<Self, SpliceError> {
+    ///
+    /// A source and sink that are the same file (by any path) are refused
+    /// with [`SpliceError::SameFile`] before anything is written; a sink
+    /// made with [`Endpoint::truncate_on_start`] is truncated only after
+    /// that check and every other set-up step succeeded.
+    pub fn new(src: Endpoint, mut sink: Endpoint) -> Result<Self, SpliceError> {
+        if src.file_id().is_some() && src.file_id() == sink.file_id() {
+            return Err(SpliceError::SameFile {
+                source_label: src.label().to_owned(),
+                sink: sink.label().to_owned(),
+            });
+        }
         let kind = MoverKind::choose(&src, &sink, false);
         let efd = || {
             eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|errno| {
@@ -179,6 +193,8 @@ impl Association {
             })
         };
         let labels = (src.label().to_owned(), sink.label().to_owned());
+        let expected = src.size();
+        let (stop_fd, done_fd) = (efd()?, efd()?);
         let pool = buffer_pool();
         if let Object::Channel(ch) = &sink.obj {
             // The receiver maps the pool's regions now, not on the first block.
@@ -191,6 +207,8 @@ impl Association {
             drop_when_behind: src.attrs().active,
             ..Flow::default()
         };
+        // The last fallible step: nothing is destroyed before the checks.
+        sink.apply_truncate()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 engine: Some(Engine {
@@ -199,6 +217,7 @@ impl Association {
                     mover: Mover::new(kind, pool.clone()),
                     stack: Stack::new(pool),
                     flow,
+                    expected,
                 }),
                 active: false,
                 wanted: 0,
@@ -219,8 +238,8 @@ impl Association {
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
-            stop_fd: efd()?,
-            done_fd: efd()?,
+            stop_fd,
+            done_fd,
         });
         Ok(Self {
             shared,
@@ -680,6 +699,14 @@ impl Shared {
                 Ok(Step::Eof) => {
                     c.eof = true;
                     st.eof = true;
+                    if let Some(expected) = e.expected.filter(|&x| st.moved < x) {
+                        st.error = true;
+                        c.error = Some(SpliceError::Short {
+                            source_label: st.labels.0.clone(),
+                            expected,
+                            moved: st.moved,
+                        });
+                    }
                     break;
                 }
                 Err(err) => {

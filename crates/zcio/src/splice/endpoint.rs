@@ -88,6 +88,12 @@ pub struct Endpoint {
     label: String,
     /// Bytes left in the file from the current offset (files only).
     file_len: Option<u64>,
+    /// The file's identity (device, inode), files only: an association
+    /// refuses a source and sink that are the same file.
+    file_id: Option<(u64, u64)>,
+    /// A sink opened by path: truncated only once the association has
+    /// checked it is not the source ([`Endpoint::truncate_on_start`]).
+    truncate: bool,
 }
 
 impl Endpoint {
@@ -115,7 +121,7 @@ impl Endpoint {
                 return Err(SpliceError::Unsuitable {
                     role: "endpoint",
                     what: label,
-                    why: "a directory",
+                    why: "a directory: name a file (a destination directory works with a source file, which is copied into it under its own name)",
                 })
             }
             _ => {
@@ -126,12 +132,25 @@ impl Endpoint {
                 })
             }
         };
-        let file_len = (kind == Kind::File).then_some(st.st_size.max(0) as u64);
+        let (file_len, file_id) = if kind == Kind::File {
+            // What is left from the descriptor's offset (an inherited
+            // descriptor may have been read from already).
+            let at = rustix::fs::seek(&fd, rustix::fs::SeekFrom::Current(0)).unwrap_or(0);
+            let size = st.st_size.max(0) as u64;
+            (
+                Some(size.saturating_sub(at)),
+                Some((st.st_dev as u64, st.st_ino as u64)),
+            )
+        } else {
+            (None, None)
+        };
         Ok(Self {
             obj: Object::Fd(fd),
             kind,
             label,
             file_len,
+            file_id,
+            truncate: false,
         })
     }
 
@@ -160,7 +179,37 @@ impl Endpoint {
             kind,
             label: label.into(),
             file_len: None,
+            file_id: None,
+            truncate: false,
         }
+    }
+
+    /// As a sink, truncate the file to zero length when an association is
+    /// made with it, after the association has checked that the source is
+    /// not the same file (how `zcio cp` opens a destination path: nothing
+    /// is destroyed before the checks). Files only; a no-op otherwise.
+    pub fn truncate_on_start(mut self) -> Self {
+        self.truncate = self.kind == Kind::File;
+        self
+    }
+
+    /// The file's identity, (device, inode), for files.
+    pub fn file_id(&self) -> Option<(u64, u64)> {
+        self.file_id
+    }
+
+    /// Truncate a sink made with [`Endpoint::truncate_on_start`] (once).
+    pub(crate) fn apply_truncate(&mut self) -> Result<(), SpliceError> {
+        if !std::mem::take(&mut self.truncate) {
+            return Ok(());
+        }
+        if let Object::Fd(fd) = &self.obj {
+            rustix::fs::ftruncate(fd, 0).map_err(|errno| SpliceError::Setup {
+                op: "truncate the destination",
+                errno,
+            })?;
+        }
+        Ok(())
     }
 
     /// The descriptor, for descriptor endpoints.

@@ -47,6 +47,26 @@ pub enum SpliceError {
         /// The kernel's error.
         errno: Errno,
     },
+    /// The source and the sink are the same file (by any path: a hard
+    /// link, a symlink, an inherited descriptor). Nothing was changed.
+    #[error("{source_label} and {sink} are the same file: nothing was copied and {sink} is unchanged; name another destination")]
+    SameFile {
+        /// The source's label.
+        source_label: String,
+        /// The sink's label.
+        sink: String,
+    },
+    /// A file source ended before the bytes it had when the association
+    /// was made were all moved (it shrank while being copied).
+    #[error("{source_label} ended after {moved} of its {expected} bytes (did it shrink while being copied?); the destination is incomplete: copy again")]
+    Short {
+        /// The source's label.
+        source_label: String,
+        /// Bytes the file had from its offset when the association was made.
+        expected: u64,
+        /// Bytes moved before it ended.
+        moved: u64,
+    },
     /// The sink accepted no more bytes (wrote 0).
     #[error("the sink accepted no more data (write returned 0)")]
     SinkClosed,

@@ -3,7 +3,7 @@
 //!
 //! | spec | as a source | as a sink |
 //! |---|---|---|
-//! | `PATH` | the file, read from its start | the file, created or truncated |
+//! | `PATH` | the file, read from its start | the file, created or truncated (once the association has checked it is not the source); an existing directory: the source file's name in it |
 //! | `-` | standard input | standard output |
 //! | `fd:N` | a duplicate of inherited descriptor N | same |
 //! | `tcp:HOST:PORT` | connect, read until the peer closes | connect, write |
@@ -105,11 +105,49 @@ pub fn open(spec: &str, role: Role) -> Result<Endpoint, SpliceError> {
         }
         let f = match role {
             Role::Source => std::fs::File::open(spec),
-            Role::Sink => std::fs::File::create(spec),
+            // Not truncated here: the association truncates it once it
+            // knows the destination is not the source.
+            Role::Sink => std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .open(spec),
         };
-        f.map_err(|e| os(spec, "open", e))?.into()
+        let ep = Endpoint::new(f.map_err(|e| os(spec, "open", e))?.into(), spec)?;
+        return Ok(match role {
+            Role::Source => ep,
+            Role::Sink => ep.truncate_on_start(),
+        });
     };
     Endpoint::new(fd, spec)
+}
+
+/// Whether `spec` names a file system path (no `-`, `fd:`, `tcp:`, … prefix).
+pub fn is_path(spec: &str) -> bool {
+    const PREFIXES: [&str; 6] = ["fd:", "tcp:", "tcp-listen:", "udp:", "unix:", "ring:"];
+    !spec.is_empty() && spec != "-" && !PREFIXES.iter().any(|p| spec.starts_with(p))
+}
+
+/// The sink spec `cp` uses for `dst`: when `dst` is an existing directory
+/// and `src` a path, the source's file name inside it (as `cp FILE DIR`
+/// does); otherwise `dst` unchanged.
+pub fn sink_for(src: &str, dst: &str) -> std::borrow::Cow<'static, str> {
+    let into_dir = is_path(src) && is_path(dst) && std::path::Path::new(dst).is_dir();
+    match std::path::Path::new(src).file_name() {
+        Some(name) if into_dir => std::path::Path::new(dst)
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+            .into(),
+        _ => dst.to_owned().into(),
+    }
+}
+
+/// Open the source `src`, then the sink for it (see [`sink_for`]): the
+/// pair `cp` and the frontends associate.
+pub fn open_pair(src: &str, dst: &str) -> Result<(Endpoint, Endpoint), SpliceError> {
+    let source = open(src, Role::Source)?;
+    let sink = open(&sink_for(src, dst), Role::Sink)?;
+    Ok((source, sink))
 }
 
 fn open_ring(spec: &str, name: &str, role: Role) -> Result<Endpoint, SpliceError> {
@@ -127,11 +165,22 @@ fn open_ring(spec: &str, name: &str, role: Role) -> Result<Endpoint, SpliceError
 /// built-in modules `modules` (`"zstd:level=3"`, …), until the source
 /// ends; the final status (bytes, mover). The CLI's `zcio cp` adds a
 /// progress bar on top of the same steps.
+///
+/// Refuses a destination that is the source by any path
+/// ([`SpliceError::SameFile`], the file untouched); copies into a
+/// destination directory under the source's name; fails with
+/// [`SpliceError::Short`] if a file source ends before all its bytes moved.
 pub fn cp(src: &str, dst: &str, modules: &[&str]) -> Result<Status, SpliceError> {
-    let mut a = Association::new(open(src, Role::Source)?, open(dst, Role::Sink)?)?;
+    // Modules first: a bad name fails before any endpoint is opened.
     let reg = Registry::builtin();
-    for m in modules {
-        a.push(reg.open(m).map_err(module_error)?)?;
+    let stack = modules
+        .iter()
+        .map(|m| reg.open(m).map_err(module_error))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (source, sink) = open_pair(src, dst)?;
+    let mut a = Association::new(source, sink)?;
+    for m in stack {
+        a.push(m)?;
     }
     let c = a.run(Increment::Infinite)?;
     if let Some(e) = c.error {
