@@ -35,6 +35,8 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
         notice_entries: layout.notice_entries,
         desc_size: 32,
         total_len: layout.total_len as u64,
+        closed: [0; 2],
+        reserved: [0; 2],
     };
     // The mapping is at least one page long, page-aligned (so
     // aligned for the 64-byte header), and not yet shared with anyone.

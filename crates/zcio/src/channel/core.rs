@@ -21,6 +21,7 @@ use crate::channel::spsc::{Reader, RingHeader, SleepHandle, WakeResult, Writer};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
 use crate::channel::ChannelStats;
 use crate::region::Region;
+use crate::sync::{AtomicU64 as SharedU64, Ordering};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
 use crate::wait::SpinBudget;
@@ -176,6 +177,9 @@ pub(crate) struct Core {
     notice_sleep: SleepHandle,
     /// Sleep handle on the message ring we consume.
     msg_sleep: SleepHandle,
+    /// Offsets in the segment of our *closed* word and the peer's
+    /// (`wire::CONNECTOR_CLOSED` / `wire::LISTENER_CLOSED`).
+    closed_words: (usize, usize),
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -246,6 +250,10 @@ impl Core {
             )
         };
         let spin = SpinBudget::new(cfg.policy.spin);
+        let closed_words = match role {
+            Role::Connector => (wire::CONNECTOR_CLOSED, wire::LISTENER_CLOSED),
+            Role::Listener => (wire::LISTENER_CLOSED, wire::CONNECTOR_CLOSED),
+        };
         let core = Arc::new_cyclic(|me| Core {
             sock,
             _seg: seg,
@@ -294,6 +302,7 @@ impl Core {
             me: me.clone(),
             notice_sleep,
             msg_sleep,
+            closed_words,
         });
         crate::channel::waitset::register(&core);
         core
@@ -319,6 +328,36 @@ impl Core {
 
     pub fn is_gone(&self) -> bool {
         self.gone.load(LocalOrdering::Acquire)
+    }
+
+    /// A *closed* word in the segment's header line.
+    fn closed_word(&self, offset: usize) -> &SharedU64 {
+        // The header line is inside the mapping (it is at least one page),
+        // 64-byte aligned, so `offset` (8-aligned, < 64, checked at compile
+        // time in `wire`) names an aligned u64 that lives as long as `self`
+        // holds the mapping. Another process may write it at any time:
+        // it is only ever accessed atomically.
+        // SAFETY: as argued just above.
+        unsafe { &*self._seg.as_ptr().add(offset).cast::<SharedU64>() }
+    }
+
+    /// The peer closed its end (it said so in the segment): nothing sent
+    /// now would be received.
+    pub fn peer_closed(&self) -> bool {
+        // SYNC: Acquire pairs with the Release store in the peer's `close`
+        // (`publish_closed`); everything the peer published before closing
+        // (messages, notices) is visible once this reads 1.
+        self.closed_word(self.closed_words.1)
+            .load(Ordering::Acquire)
+            != 0
+    }
+
+    /// Tell the peer, through the segment, that this end is closed.
+    fn publish_closed(&self) {
+        // SYNC: Release pairs with the Acquire load in the peer's
+        // `peer_closed`.
+        self.closed_word(self.closed_words.0)
+            .store(1, Ordering::Release);
     }
 
     /// Whether the peer hung up or exited (two non-blocking polls).
@@ -394,12 +433,22 @@ impl Core {
             return;
         }
         self.flush_notices();
+        // The peer's next send sees this at once (no system call), even
+        // while another thread of this process still holds this core (the
+        // waitset does while it sleeps): closing does not wait for the
+        // last `Arc` to go.
+        self.publish_closed();
         let _ = crate::sys::fdpass::send(&self.sock, &Ctl::Bye.encode(), &[], true);
         // Wake a peer sleeping on our rings so it notices promptly.
         lock(&self.tx).ring.wake_consumer();
-        if let Some(me) = self.me.upgrade() {
-            if !lock(&self.tx).ledger.is_empty() && !self.is_gone() {
-                linger(me);
+        let lingering = !lock(&self.tx).ledger.is_empty() && !self.is_gone();
+        match self.me.upgrade() {
+            Some(me) if lingering => linger(me),
+            // Nothing of ours is held: hang up now, as dropping the last
+            // reference would (the peer's polls see it, its socket writes
+            // fail with EPIPE).
+            _ => {
+                let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
             }
         }
     }

@@ -332,6 +332,39 @@ mod tests {
         ));
     }
 
+    /// Dropping an end closes it for its peer at once, even while another
+    /// reference to its core is alive (the waitset holds one while another
+    /// thread of the process sleeps): the peer's next send is
+    /// `Disconnected` with the message handed back, for a region the peer
+    /// already announced and for a new one. (The relay test
+    /// `downstream_close_closes_upstream` failed this way under load.)
+    #[test]
+    fn dropping_an_end_closes_it_for_the_peer_while_its_core_is_still_referenced() {
+        for announced in [true, false] {
+            let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+            let p = pool();
+            if announced {
+                a.send(filled(&p, b"first")).unwrap();
+                assert_eq!(b.recv().unwrap().to_vec(), b"first");
+            }
+            let sleeping_waiter = Arc::clone(&b.core);
+            drop(b);
+            assert!(a.core.peer_closed());
+            let fresh = pool();
+            let src = if announced { &p } else { &fresh };
+            let e = a
+                .send_timeout(filled(src, b"x"), Duration::from_secs(5))
+                .unwrap_err();
+            assert!(e.is_disconnected(), "{e:?}");
+            assert_eq!(e.into_inner().to_vec(), b"x");
+            assert!(matches!(
+                a.recv_timeout(Duration::from_secs(5)),
+                Err(RecvTimeoutError::Disconnected)
+            ));
+            drop(sleeping_waiter);
+        }
+    }
+
     #[test]
     fn send_recv_release_returns_to_pool() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();

@@ -47,7 +47,7 @@ impl Core {
                     return Err(RecvFail::Corrupt);
                 }
             }
-            if self.is_gone() || self.bye.load(LocalOrdering::Acquire) {
+            if self.is_gone() || self.bye.load(LocalOrdering::Acquire) || self.peer_closed() {
                 // Re-check: messages published before the hang-up still count.
                 if rx.ring.available().unwrap_or(0) == 0 {
                     return Err(RecvFail::Disconnected);
@@ -88,7 +88,11 @@ impl Core {
     /// Non-blocking receive (the ring was just found empty once).
     fn recv_ready(&self, rx: &mut RxState) -> Result<Msg, RecvFail> {
         match rx.ring.available() {
-            Ok(0) if self.is_gone() || self.bye.load(LocalOrdering::Acquire) => {
+            Ok(0)
+                if self.is_gone()
+                    || self.bye.load(LocalOrdering::Acquire)
+                    || self.peer_closed() =>
+            {
                 Err(RecvFail::Disconnected)
             }
             Ok(0) => Err(RecvFail::NotReady),

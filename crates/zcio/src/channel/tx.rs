@@ -24,7 +24,7 @@ impl Core {
         if self.is_aborted() {
             return Err((SendErrorKind::HoldExpired, msg));
         }
-        if self.closed.load(LocalOrdering::Acquire) || self.is_gone() {
+        if self.closed.load(LocalOrdering::Acquire) || self.is_gone() || self.peer_closed() {
             return Err((SendErrorKind::Disconnected, msg));
         }
         let n = msg.slice_count();
@@ -189,7 +189,7 @@ impl Core {
             if tx.ledger.len() + n <= cap {
                 return Ok(());
             }
-            if self.is_gone() {
+            if self.is_gone() || self.peer_closed() {
                 return Err(SendErrorKind::Disconnected);
             }
             let now = Instant::now();
@@ -243,7 +243,7 @@ impl Core {
             if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
                 return Err(SendErrorKind::Full);
             }
-            if self.is_gone() {
+            if self.is_gone() || self.peer_closed() {
                 return Err(SendErrorKind::Disconnected);
             }
             let (now, remaining) = match backoff.step() {

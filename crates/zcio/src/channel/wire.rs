@@ -10,7 +10,16 @@ use crate::channel::spsc::{ring_bytes, Pod, RingHeader};
 /// Magic number at the start of a channel control segment ("ZCIOCHAN").
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");
 /// Layout version of the control segment and of the socket protocol.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
+/// Offset in the segment of the connector's *closed* word
+/// ([`SegmentHeader::closed`]`[0]`, accessed only atomically once the
+/// segment is shared): 0 while its end is open, 1 once it closed. Each
+/// side writes only its own word and reads the peer's before every send,
+/// so a closed peer is seen at once, without a system call (layout
+/// version 3).
+pub const CONNECTOR_CLOSED: usize = std::mem::offset_of!(SegmentHeader, closed);
+/// Offset of the listener's *closed* word (see [`CONNECTOR_CLOSED`]).
+pub const LISTENER_CLOSED: usize = CONNECTOR_CLOSED + 8;
 /// Region slot meaning "the next single-use region announced on the socket".
 pub const SINGLE_USE_SLOT: u32 = u32::MAX;
 /// Region slot meaning "the same single-use region as the previous
@@ -97,6 +106,12 @@ pub struct SegmentHeader {
     pub desc_size: u32,
     /// Total segment length in bytes.
     pub total_len: u64,
+    /// The *closed* words of the connector and the listener
+    /// ([`CONNECTOR_CLOSED`]); 0 when the segment is created.
+    pub closed: [u64; 2],
+    /// Zero (the rest of the cache line: the header has no padding, so
+    /// writing it writes no undefined bytes).
+    pub reserved: [u64; 2],
 }
 
 // SAFETY: repr(C) integers only.
@@ -106,6 +121,8 @@ const _: () = {
     assert!(std::mem::size_of::<SegmentHeader>() == 64);
     assert!(std::mem::offset_of!(SegmentHeader, msg_entries) == 12);
     assert!(std::mem::offset_of!(SegmentHeader, total_len) == 24);
+    assert!(CONNECTOR_CLOSED == 32 && LISTENER_CLOSED == 40);
+    assert!(std::mem::offset_of!(SegmentHeader, reserved) == 48);
 };
 
 /// Where the four rings live in a segment.
@@ -260,6 +277,8 @@ mod tests {
             notice_entries: 64,
             desc_size: 32,
             total_len: l.total_len as u64,
+            closed: [0; 2],
+            reserved: [0; 2],
         };
         assert_eq!(SegmentLayout::from_header(&h, l.total_len as u64), Some(l));
         assert_eq!(SegmentLayout::from_header(&h, l.total_len as u64 - 1), None);

@@ -50,6 +50,8 @@ pub fn header(layout: &SegmentLayout) -> SegmentHeader {
         notice_entries: layout.notice_entries,
         desc_size: 32,
         total_len: layout.total_len as u64,
+        closed: [0; 2],
+        reserved: [0; 2],
     }
 }
 
