@@ -440,6 +440,16 @@ typedef struct zcio_pool_stats {
      * Bytes of those.
      */
     uint64_t bytes_retired;
+    /**
+     * Chunks replaced by fresh memory because they held retired buffers
+     * and nothing else fit, ever (within the pool's retire budget:
+     * `max_chunks × chunk_size`).
+     */
+    uint64_t chunks_replaced;
+    /**
+     * Bytes written off by those replacements, ever.
+     */
+    uint64_t bytes_written_off;
 } zcio_pool_stats;
 
 /**
@@ -486,6 +496,11 @@ typedef struct zcio_channel_stats {
      * Slices retired because the peer ended while holding them.
      */
     uint64_t retired;
+    /**
+     * Slices still on the ring, unread, when the peer ended: freed, not
+     * retired (it never received them).
+     */
+    uint64_t never_received;
 } zcio_channel_stats;
 
 /**

@@ -54,6 +54,9 @@ pub struct zcio_channel_stats {
     pub regions_received: u64,
     /// Slices retired because the peer ended while holding them.
     pub retired: u64,
+    /// Slices still on the ring, unread, when the peer ended: freed, not
+    /// retired (it never received them).
+    pub never_received: u64,
 }
 
 /// A path argument (any bytes but NUL).
@@ -538,6 +541,7 @@ pub unsafe extern "C" fn zcio_channel_get_stats(
             regions_sent: s.regions_sent,
             regions_received: s.regions_received,
             retired: s.retired,
+            never_received: s.never_received,
         };
         // SAFETY: non-NULL and writable (contract).
         unsafe { out.write(s) };

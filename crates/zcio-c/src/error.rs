@@ -261,6 +261,7 @@ impl Code for AllocError {
             AllocError::TimedOut(_) => libc::ETIMEDOUT,
             AllocError::BadSize(0, _) => libc::EINVAL,
             AllocError::BadSize(..) => libc::EMSGSIZE,
+            AllocError::Unsatisfiable { .. } => libc::ENOSPC,
             AllocError::Region(r) => r.code(),
             _ => libc::EIO,
         }

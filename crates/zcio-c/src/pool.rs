@@ -55,6 +55,12 @@ pub struct zcio_pool_stats {
     pub buffers_retired: u64,
     /// Bytes of those.
     pub bytes_retired: u64,
+    /// Chunks replaced by fresh memory because they held retired buffers
+    /// and nothing else fit, ever (within the pool's retire budget:
+    /// `max_chunks × chunk_size`).
+    pub chunks_replaced: u64,
+    /// Bytes written off by those replacements, ever.
+    pub bytes_written_off: u64,
 }
 
 /// Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
@@ -160,6 +166,8 @@ pub unsafe extern "C" fn zcio_pool_get_stats(
             exhausted: s.exhausted,
             buffers_retired: s.buffers_retired as u64,
             bytes_retired: s.bytes_retired as u64,
+            chunks_replaced: s.chunks_replaced as u64,
+            bytes_written_off: s.bytes_written_off as u64,
         };
         // SAFETY: non-NULL and writable (contract).
         unsafe { out.write(s) };

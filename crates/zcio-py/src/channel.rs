@@ -643,6 +643,7 @@ impl Channel {
         d.set_item("regions_received", s.regions_received)?;
         d.set_item("reclaimed", s.reclaimed)?;
         d.set_item("retired", s.retired)?;
+        d.set_item("never_received", s.never_received)?;
         let faults: Vec<String> = chan.faults().iter().map(ToString::to_string).collect();
         d.set_item("faults", faults)?;
         Ok(d)

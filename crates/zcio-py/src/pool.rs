@@ -189,6 +189,8 @@ impl Pool {
         d.set_item("exhausted", s.exhausted)?;
         d.set_item("buffers_retired", s.buffers_retired)?;
         d.set_item("bytes_retired", s.bytes_retired)?;
+        d.set_item("chunks_replaced", s.chunks_replaced)?;
+        d.set_item("bytes_written_off", s.bytes_written_off)?;
         d.set_item("held_per_peer", s.held_per_peer)?;
         Ok(d)
     }

@@ -27,6 +27,21 @@ pub enum AllocError {
     /// The pool is at its chunk cap and no buffer of that size is free.
     #[error("pool '{0}' is exhausted (all chunks in use); retry after receivers release buffers, or raise max_chunks")]
     WouldBlock(String),
+    /// Nothing the pool lent is still in use, yet no room fits the request
+    /// and none can be made: waiting could never help, so this is
+    /// reported at once. Usually the pool's memory is retired (lent to
+    /// peers that ended without releasing it) and the budget for replacing
+    /// retired chunks is spent, or the request is larger than any chunk
+    /// the pool may still create.
+    #[error("pool '{pool}' cannot supply {len} bytes and never will: nothing it lent is in use, {retired} bytes are retired (lent to peers that ended holding them) and no chunk can be added or replaced; raise PoolConfig::retire_budget or max_chunks, or use a new pool")]
+    Unsatisfiable {
+        /// The pool's name.
+        pool: String,
+        /// Bytes requested.
+        len: usize,
+        /// Bytes retired in the pool's chunks.
+        retired: usize,
+    },
     /// Waited for the timeout without a buffer becoming free.
     #[error("timed out after {0:?} waiting for a free buffer")]
     TimedOut(Duration),
@@ -57,6 +72,14 @@ pub struct PoolConfig {
     /// sleeps (0: sleep at once — right when more processes than cores
     /// share the path, so polling would only delay the releasing peer).
     pub spin: Duration,
+    /// Bytes of chunks the pool may write off over its life to replace
+    /// chunks holding retired buffers. A chunk is replaced when nothing
+    /// else fits, no live buffer lies in it and it holds retired pages:
+    /// the pool drops its mapping and maps a fresh chunk, and the old
+    /// memory goes back to the system when the last process mapping it
+    /// (the peer's peers) lets go. So a peer's death costs at most this
+    /// much memory, not the pool. Default: `max_chunks × chunk_size`.
+    pub retire_budget: usize,
 }
 
 impl Default for PoolConfig {
@@ -68,6 +91,7 @@ impl Default for PoolConfig {
             populate: true,
             quick_list_cap: 64,
             spin: Duration::from_micros(500),
+            retire_budget: 16 * (16 << 20),
         }
     }
 }
@@ -116,12 +140,18 @@ pub struct PoolStats {
     pub exhausted: u64,
     /// Buffers of this pool held by each peer (label, count).
     pub held_per_peer: Vec<(String, usize)>,
-    /// Buffers retired: a peer they were lent to ended without releasing
-    /// them, so a process it forwarded them to may still read them. Their
-    /// pages are never reused and stay counted against `max_chunks`.
+    /// Buffers retired in the pool's chunks: a peer they were lent to
+    /// ended without releasing them, so a process it forwarded them to may
+    /// still read them. Their pages are never reused; they leave the pool
+    /// when their chunk is replaced (see `PoolConfig::retire_budget`).
     pub buffers_retired: usize,
     /// Bytes in retired buffers.
     pub bytes_retired: usize,
+    /// Chunks replaced because they held retired buffers, ever.
+    pub chunks_replaced: usize,
+    /// Bytes written off by those replacements, ever (at most
+    /// `PoolConfig::retire_budget`).
+    pub bytes_written_off: usize,
 }
 
 /// Identity-like hasher for page counts (small integers, chosen by us).
@@ -145,6 +175,23 @@ impl std::hash::Hasher for PageHasher {
 struct Chunk {
     region: Arc<Region>,
     extents: Extents,
+    /// Buffers handed out from this chunk whose last handle is alive.
+    live: u32,
+    /// Retired buffers and their pages in this chunk.
+    retired: u32,
+    retired_pages: u32,
+}
+
+impl Chunk {
+    fn new(region: Region, pages: u32) -> Self {
+        Self {
+            region: Arc::new(region),
+            extents: Extents::new(pages),
+            live: 0,
+            retired: 0,
+            retired_pages: 0,
+        }
+    }
 }
 
 struct State {
@@ -159,6 +206,8 @@ struct State {
     allocs: u64,
     quick_hits: u64,
     exhausted: u64,
+    replaced: usize,
+    written_off: usize,
 }
 
 pub(crate) struct PoolInner {
@@ -212,6 +261,8 @@ impl Pool {
                 allocs: 0,
                 quick_hits: 0,
                 exhausted: 0,
+                replaced: 0,
+                written_off: 0,
             }),
             reclaimers: Mutex::new(Vec::new()),
         };
@@ -353,6 +404,8 @@ impl Pool {
             held_per_peer,
             buffers_retired: s.retired,
             bytes_retired: s.retired_pages * page,
+            chunks_replaced: s.replaced,
+            bytes_written_off: s.written_off,
         }
     }
 
@@ -394,6 +447,15 @@ impl PoolInner {
         let mut s = lock(&self.state);
         let (chunk, first) = match self.take(&mut s, pages)? {
             Some(x) => x,
+            None if s.in_use == 0 => {
+                // Nothing can come back: waiting would never help.
+                s.exhausted += 1;
+                return Err(AllocError::Unsatisfiable {
+                    pool: self.cfg.name.clone(),
+                    len,
+                    retired: s.retired_pages * self.page,
+                });
+            }
             None => {
                 s.exhausted += 1;
                 return Err(AllocError::WouldBlock(self.cfg.name.clone()));
@@ -414,6 +476,7 @@ impl PoolInner {
         s.allocs += 1;
         s.in_use += 1;
         s.in_use_pages += pages as usize;
+        s.chunks[chunk as usize].live += 1;
         let region = s.chunks[chunk as usize].region.clone();
         drop(s);
         let core = BufCore {
@@ -448,23 +511,54 @@ impl PoolInner {
             let name = format!("zcio-{}", self.cfg.name);
             let region =
                 Region::create(&name, chunk_pages as usize * self.page, self.cfg.populate)?;
-            s.chunks.push(Chunk {
-                region: Arc::new(region),
-                extents: Extents::new(chunk_pages),
-            });
+            s.chunks.push(Chunk::new(region, chunk_pages));
             return Ok(Self::from_extents(s, pages));
         }
         if s.quick_pages > 0 {
-            let quick = std::mem::take(&mut s.quick);
-            for (n, list) in quick {
-                for (c, p) in list {
-                    s.chunks[c as usize].extents.free(p, n);
-                }
+            Self::flush_quick(s);
+            if let Some(x) = Self::from_extents(s, pages) {
+                return Ok(Some(x));
             }
-            s.quick_pages = 0;
-            return Ok(Self::from_extents(s, pages));
         }
-        Ok(None)
+        self.replace_retired(s, pages)
+    }
+
+    /// Return every quick-list buffer to its chunk's extents.
+    fn flush_quick(s: &mut State) {
+        let quick = std::mem::take(&mut s.quick);
+        for (n, list) in quick {
+            for (c, p) in list {
+                s.chunks[c as usize].extents.free(p, n);
+            }
+        }
+        s.quick_pages = 0;
+    }
+
+    /// Nothing fits: replace a chunk that holds retired pages and no live
+    /// buffer with fresh memory, within `retire_budget`. The old region is
+    /// dropped here (its memory goes back to the system when the last
+    /// process mapping it lets go); its index is reused, so no live
+    /// buffer can name it (it has none) and its free pages are in no
+    /// quick list (flushed first).
+    fn replace_retired(&self, s: &mut State, pages: u32) -> Result<Option<(u32, u32)>, AllocError> {
+        let want = (self.cfg.chunk_size.div_ceil(self.page) as u32).max(pages);
+        let bytes = want as usize * self.page;
+        let Some(i) = s.chunks.iter().position(|c| c.retired > 0 && c.live == 0) else {
+            return Ok(None);
+        };
+        let old = s.chunks[i].extents.pages() as usize * self.page;
+        if s.written_off + old > self.cfg.retire_budget {
+            return Ok(None);
+        }
+        Self::flush_quick(s);
+        let name = format!("zcio-{}", self.cfg.name);
+        let region = Region::create(&name, bytes, self.cfg.populate)?;
+        let gone = std::mem::replace(&mut s.chunks[i], Chunk::new(region, want));
+        s.retired -= gone.retired as usize;
+        s.retired_pages -= gone.retired_pages as usize;
+        s.replaced += 1;
+        s.written_off += old;
+        Ok(Self::from_extents(s, pages))
     }
 
     fn from_extents(s: &mut State, pages: u32) -> Option<(u32, u32)> {
@@ -477,20 +571,29 @@ impl PoolInner {
     /// The last handle of a retired buffer is gone: its pages leave the
     /// in-use count but never return to a free list (a peer's peer may
     /// still read them). They stay in their chunk, so they keep counting
-    /// against `max_chunks`; the kernel frees them when the pool and every
-    /// other mapping of the chunk are gone.
-    pub(crate) fn retire(&self, _chunk: u32, _first: u32, pages: u32) {
+    /// against `max_chunks` until the chunk is replaced
+    /// (`replace_retired`); the kernel frees them when every mapping of the
+    /// chunk is gone.
+    pub(crate) fn retire(&self, chunk: u32, _first: u32, pages: u32) {
         let mut s = lock(&self.state);
         s.in_use = s.in_use.saturating_sub(1);
         s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
         s.retired += 1;
         s.retired_pages += pages as usize;
+        if let Some(c) = s.chunks.get_mut(chunk as usize) {
+            c.live = c.live.saturating_sub(1);
+            c.retired += 1;
+            c.retired_pages += pages;
+        }
     }
 
     pub(crate) fn free(&self, chunk: u32, first: u32, pages: u32) {
         let mut s = lock(&self.state);
         s.in_use = s.in_use.saturating_sub(1);
         s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
+        if let Some(c) = s.chunks.get_mut(chunk as usize) {
+            c.live = c.live.saturating_sub(1);
+        }
         let cap = self.cfg.quick_list_cap;
         let list = s.quick.entry(pages).or_default();
         if list.len() < cap {
@@ -555,6 +658,52 @@ mod tests {
         ));
         held.pop();
         assert!(p.try_alloc(16 << 10).is_ok());
+    }
+
+    #[test]
+    fn what_nothing_can_satisfy_fails_at_once_and_retired_chunks_are_replaced() {
+        let p = Pool::new(PoolConfig {
+            retire_budget: 64 << 10,
+            ..small().config().clone()
+        });
+        let a = p.try_alloc(64 << 10).unwrap();
+        let b = p.try_alloc(64 << 10).unwrap();
+        drop((a, b));
+        // At the chunk cap, nothing in use: a larger request can never fit.
+        let e = p
+            .alloc_timeout(1 << 20, Duration::from_secs(60))
+            .unwrap_err();
+        assert!(
+            matches!(e, AllocError::Unsatisfiable { len, .. } if len == 1 << 20),
+            "{e}"
+        );
+        assert!(e.to_string().contains("never will"), "{e}");
+        // Retire every buffer of both chunks (as a dead peer's would be).
+        for _ in 0..2 {
+            let f = p.try_alloc(64 << 10).unwrap().freeze().unwrap();
+            f.retire();
+        }
+        let s = p.stats();
+        assert_eq!(
+            (s.buffers_retired, s.bytes_free, s.buffers_in_use),
+            (2, 0, 0)
+        );
+        // One chunk is replaced (the budget holds one), then none.
+        let fresh = p.try_alloc(64 << 10).expect("a replaced chunk");
+        let s = p.stats();
+        assert_eq!(
+            (s.chunks_replaced, s.bytes_written_off, s.buffers_retired),
+            (1, 64 << 10, 1)
+        );
+        drop(fresh);
+        let f = p.try_alloc(64 << 10).unwrap().freeze().unwrap();
+        f.retire();
+        drop(f);
+        assert!(matches!(
+            p.try_alloc(4096),
+            Err(AllocError::Unsatisfiable { .. })
+        ));
+        assert_eq!(p.stats().chunks, 2);
     }
 
     #[test]

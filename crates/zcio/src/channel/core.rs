@@ -71,6 +71,7 @@ pub(crate) struct Counters {
     pub reclaimed: AtomicU64,
     pub retired: AtomicU64,
     pub retire_notices_sent: AtomicU64,
+    pub never_received: AtomicU64,
     pub futile_wakes: AtomicU64,
     pub wakes_suppressed: AtomicU64,
 }
@@ -106,6 +107,11 @@ pub(crate) struct TxState {
     /// entries whose token was released are skipped when they reach the
     /// front (and compacted away when they pile up).
     pub holds: VecDeque<(u64, Instant)>,
+    /// Tokens of the last descriptors written to the message ring (at most
+    /// its capacity), oldest first: when the peer dies, those past its
+    /// final read position were provably never received, and are
+    /// released instead of retired.
+    pub recent: VecDeque<u64>,
     pub scratch: Vec<Desc>,
     /// How long a send waiting for room spins before it sleeps (adaptive,
     /// at most `Policy::spin`; see `crate::wait`).
@@ -273,6 +279,7 @@ impl Core {
                 deferred_since: None,
                 gate: WakeGate::default(),
                 holds: VecDeque::new(),
+                recent: VecDeque::with_capacity(me_cap as usize),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
                 spin,
             }),
@@ -406,6 +413,26 @@ impl Core {
             return;
         }
         let _ = self.drain_locked(tx);
+        // Descriptors still on the ring past the peer's final read
+        // position never reached it (a receiver frees ring slots before it
+        // hands a message out): their buffers are free, whatever region
+        // they lie in. A head that breaks the ring protocol proves nothing.
+        let unread = match tx.ring.free_slots() {
+            Ok(free) => tx.ring.capacity().saturating_sub(free),
+            Err(_) => 0,
+        };
+        let skip = tx.recent.len().saturating_sub(unread);
+        let mut never_received = Vec::with_capacity(unread.min(tx.recent.len()));
+        for &token in tx.recent.iter().skip(skip) {
+            if let Ok(Some(b)) = tx.ledger.release(token) {
+                never_received.push(b);
+            }
+        }
+        tx.recent.clear();
+        self.counters
+            .never_received
+            .fetch_add(never_received.len() as u64, LocalOrdering::Relaxed);
+        drop(never_received);
         // The peer is gone for good: what it held and never passed on is
         // free; what lies in a region it passed on may still be read by a
         // process we cannot see, and is retired.
@@ -472,6 +499,7 @@ impl Core {
             reclaimed: g(&c.reclaimed),
             retired: g(&c.retired),
             retire_notices_sent: g(&c.retire_notices_sent),
+            never_received: g(&c.never_received),
             futile_wakes: g(&c.futile_wakes),
             wakes_suppressed: g(&c.wakes_suppressed),
         }
@@ -622,6 +650,12 @@ impl Core {
                 }
             }
             tx.notices.release(n);
+        }
+        // A peer that closed its end returns what it holds until it ends;
+        // once it has ended, what it still holds is released or retired
+        // here (one atomic load while it is open; a poll once it closed).
+        if !tx.ledger.is_empty() && !self.is_gone() && self.peer_closed() {
+            self.check_peer_locked(tx);
         }
         if released > 0 {
             self.counters

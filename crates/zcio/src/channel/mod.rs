@@ -80,6 +80,9 @@ pub struct ChannelStats {
     /// Retire notices we sent: slices we forwarded to a peer that ended
     /// without releasing them, reported to their originator.
     pub retire_notices_sent: u64,
+    /// Slices still on the ring, past the peer's final read position, when
+    /// it ended: it never received them, so they were released, not retired.
+    pub never_received: u64,
     /// Wakes that found the peer's sleep flag set but nobody asleep.
     pub futile_wakes: u64,
     /// Wakes not issued because the peer's sleep flag is distrusted and it

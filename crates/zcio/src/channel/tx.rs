@@ -126,6 +126,13 @@ impl Core {
                 token,
             });
         }
+        let cap = tx.ring.capacity();
+        for d in &descs {
+            if tx.recent.len() == cap {
+                tx.recent.pop_front();
+            }
+            tx.recent.push_back(d.token);
+        }
         let mut pending = 0;
         tx.ring.write(&descs, &mut pending);
         tx.scratch = descs;

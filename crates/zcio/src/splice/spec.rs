@@ -110,6 +110,7 @@ pub fn open(spec: &str, role: Role) -> Result<Endpoint, SpliceError> {
             Role::Sink => std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)
+                .truncate(false)
                 .open(spec),
         };
         let ep = Endpoint::new(f.map_err(|e| os(spec, "open", e))?.into(), spec)?;
