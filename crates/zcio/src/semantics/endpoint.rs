@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::arena::{Arena, ArenaBuf, Lend, LendRefused};
+use super::arena::{Arena, ArenaBuf, ArenaError, Lend, LendRefused};
 use super::error::{InputError, OutputError, SetupError};
 use super::owned::{Kind, Mapped, OwnedBuf};
 use super::wire::{self, Header, HEADER_LEN};
@@ -13,6 +13,9 @@ use super::{Policy, Semantics};
 use crate::msg::Slice;
 use crate::sys::vm;
 use crate::{Channel, Msg, Pool, PoolConfig, Uncached, View};
+
+/// Most buffers the move family keeps for reuse (see `Endpoint::cache_push`).
+const CACHE_MAX: usize = 256;
 
 /// How an endpoint is set up.
 #[derive(Clone, Debug)]
@@ -549,13 +552,71 @@ impl Endpoint {
                 });
             }
         }
-        let b = self
-            .arena
-            .alloc_at(len, page_offset)
-            .map_err(OutputError::Arena)?;
+        let b = match self.arena.alloc_at(len, page_offset) {
+            Ok(b) => b,
+            // Room may sit in cached buffers of other sizes: take in the
+            // peer's returns, give every cached buffer it no longer holds
+            // back to the arena (where free runs coalesce), and try again.
+            Err(ArenaError::Full { .. }) => {
+                self.chan.reclaim();
+                self.evict_cached(0);
+                self.arena
+                    .alloc_at(len, page_offset)
+                    .map_err(OutputError::Arena)?
+            }
+            Err(e) => return Err(OutputError::Arena(e)),
+        };
         Ok(OwnedBuf {
             kind: Kind::Arena(b),
         })
+    }
+
+    /// Keep `b` for reuse by a later allocation of its size. The cache
+    /// holds at most [`CACHE_MAX`] buffers and a quarter of the arena's
+    /// pages; past that the oldest buffers the peer no longer holds go
+    /// back to the arena.
+    fn cache_push(&self, b: ArenaBuf) {
+        let pages = {
+            let mut cache = lock(&self.cache);
+            cache.push(b);
+            cache.iter().map(|b| b.pages as usize).sum::<usize>()
+        };
+        let bound = self.arena.capacity() / crate::sys::page_size() / 4;
+        if pages > bound || lock(&self.cache).len() > CACHE_MAX {
+            self.evict_cached(bound);
+        }
+    }
+
+    /// Give cached buffers the peer no longer holds back to the arena,
+    /// oldest first, until the cache holds at most `keep_pages` pages (0:
+    /// all of them); buffers still lent stay (their pages must come back
+    /// first). Returns how many were given back.
+    fn evict_cached(&self, keep_pages: usize) -> usize {
+        let core = &self.arena.core;
+        let evicted: Vec<ArenaBuf> = {
+            let mut cache = lock(&self.cache);
+            let mut pages: usize = cache.iter().map(|b| b.pages as usize).sum();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < cache.len() && (pages > keep_pages || cache.len() > CACHE_MAX) {
+                if core.in_flight(cache[i].first, cache[i].pages) {
+                    i += 1;
+                    continue;
+                }
+                let b = cache.remove(i);
+                pages -= b.pages as usize;
+                out.push(b);
+            }
+            out
+        };
+        let n = evicted.len();
+        for b in evicted {
+            // Hidden pages (emulated move) are visible again before they
+            // return; the drop hands the slots back to the arena.
+            let _ = core.set_prot(b.first, b.pages, vm::Prot::ReadWrite);
+            drop(b);
+        }
+        n
     }
 
     /// Hand `buf` to the peer under the endpoint's output semantics; the
@@ -636,7 +697,7 @@ impl Endpoint {
                 };
                 match self.send_lent(sem, flags, b.len(), b.page_offset(), bufs) {
                     Ok(()) => {
-                        lock(&self.cache).push(b);
+                        self.cache_push(b);
                         Ok(self.count(if mode == Lend::Hide {
                             Delivery::Hidden
                         } else {
@@ -724,10 +785,7 @@ impl Endpoint {
     pub fn free(&self, buf: OwnedBuf) {
         if let Kind::Arena(mut b) = buf.kind {
             b.release_swapped();
-            let mut cache = lock(&self.cache);
-            if cache.len() < 256 {
-                cache.push(b);
-            }
+            self.cache_push(b);
         }
     }
 }
