@@ -189,7 +189,7 @@ fn wait_for_ring(
             Err(OpenError::NotFound(_)) => {}
             Err(e) => return Err(open_error(name, e)),
         }
-        let dir = zcio::internals::sys::shm::ring_dir();
+        let dir = zcio::ring::ring_dir();
         if !dir.is_dir() {
             return Err(OpenError::NoDirectory(dir.display().to_string()).into());
         }

@@ -1,4 +1,4 @@
-//! `zcio relay`: a UDP or TCP gateway (`zcio::splice::relay`).
+//! `zcio relay`: a UDP or TCP gateway (`zcio_gateway`).
 //!
 //! Contract (scripts and `zcio-bench splice` depend on it): once bound,
 //! exactly one line `listening on <ADDR>` on stdout (flushed); run until
@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{ArgGroup, Args};
 use serde_json::{json, Value};
-use zcio::splice::relay::{
-    RelayConfig, RelayMode, RelayStats, TcpRelay, TcpRelayStats, UdpRelay, MAX_BATCH,
+use zcio_gateway::{
+    GatewayConfig, GatewayMode, TcpGateway, TcpGatewayStats, UdpGateway, UdpGatewayStats, MAX_BATCH,
 };
 
 use crate::usage;
@@ -60,7 +60,7 @@ pub struct RelayArgs {
     #[arg(long)]
     plain: bool,
     /// UDP fast mode: datagrams per receive call (1..=1024).
-    #[arg(long, value_name = "N", default_value_t = zcio::splice::relay::DEFAULT_BATCH)]
+    #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_BATCH)]
     batch: usize,
     /// UDP fast mode: do not send runs of equal-size datagrams as GSO units.
     #[arg(long)]
@@ -72,7 +72,7 @@ pub struct RelayArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     sndbuf: Option<usize>,
     /// TCP: most connections relayed at once (more wait in the backlog).
-    #[arg(long, value_name = "N", default_value_t = zcio::splice::relay::DEFAULT_MAX_CONNS)]
+    #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_MAX_CONNS)]
     max_conns: usize,
     /// Stop after SECS seconds [default: run until SIGINT/SIGTERM].
     #[arg(long, value_name = "SECS")]
@@ -172,23 +172,23 @@ pub fn run(a: RelayArgs) -> Result<i32> {
         (None, Some(t)) => (true, resolve("--tcp", t)?),
         _ => return Err(usage("give exactly one of --udp LISTEN and --tcp LISTEN")),
     };
-    let cfg = RelayConfig {
+    let cfg = GatewayConfig {
         mode: if a.plain {
-            RelayMode::Plain
+            GatewayMode::Plain
         } else {
-            RelayMode::Fast
+            GatewayMode::Fast
         },
         batch: a.batch,
         rcvbuf: a.rcvbuf,
         sndbuf: a.sndbuf,
         gso: !a.no_gso,
         max_conns: a.max_conns,
-        ..RelayConfig::new(listen, to)
+        ..GatewayConfig::new(listen, to)
     };
     install_handlers()?;
     let (cpu0, t0) = (cpu_times(), Instant::now());
     let (stats, local) = if tcp {
-        let mut r = TcpRelay::bind(cfg).context("zcio relay --tcp")?;
+        let mut r = TcpGateway::bind(cfg).context("zcio relay --tcp")?;
         let local = r.local_addr();
         announce(local)?;
         let s = r
@@ -196,7 +196,7 @@ pub fn run(a: RelayArgs) -> Result<i32> {
             .context("relaying TCP")?;
         (Stats::Tcp(s), local)
     } else {
-        let mut r = UdpRelay::bind(cfg).context("zcio relay --udp")?;
+        let mut r = UdpGateway::bind(cfg).context("zcio relay --udp")?;
         let local = r.local_addr();
         announce(local)?;
         let s = r
@@ -232,8 +232,8 @@ fn announce(local: SocketAddr) -> Result<()> {
 }
 
 enum Stats {
-    Udp(RelayStats),
-    Tcp(TcpRelayStats),
+    Udp(UdpGatewayStats),
+    Tcp(TcpGatewayStats),
 }
 
 impl Stats {

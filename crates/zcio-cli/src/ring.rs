@@ -3,8 +3,10 @@
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
-use zcio::internals::ring_layout::{BLOCK_HDR, MAX_DATA, MAX_DESC};
 use zcio::ring::{self, Geometry, Layout, Options, Overflow, RingMap, RingStat};
+use zcio::ring::{
+    BLOCK_HEADER_LEN as BLOCK_HDR, MAX_DATA_LEN as MAX_DATA, MAX_DESCRIPTORS as MAX_DESC,
+};
 use zcio_fmt::limits::exact;
 
 use crate::usage;
@@ -319,7 +321,7 @@ fn create(c: CreateCmd) -> Result<()> {
     eprintln!(
         "created ring {} at {}: {}",
         c.name,
-        zcio::internals::sys::shm::path_of(&c.name).display(),
+        ring_file(&c.name),
         describe(g)
     );
     Ok(())
@@ -402,7 +404,7 @@ fn stat_json(st: &RingStat) -> Value {
         .collect();
     json!({
         "name": st.name,
-        "path": zcio::internals::sys::shm::path_of(&st.name).display().to_string(),
+        "path": ring_file(&st.name),
         "layout": g.layout.name(),
         "policy": g.overflow.name(),
         "size": (g.layout != Layout::Index).then_some(g.data_len),
@@ -435,14 +437,7 @@ fn stat_table(st: &RingStat) -> String {
     let mut line = |k: &str, v: String| {
         let _ = writeln!(o, "{k:<11} {v}");
     };
-    line(
-        "ring",
-        format!(
-            "{} ({})",
-            st.name,
-            zcio::internals::sys::shm::path_of(&st.name).display()
-        ),
-    );
+    line("ring", format!("{} ({})", st.name, ring_file(&st.name)));
     line("layout", g.layout.name().to_owned());
     line("policy", g.overflow.name().to_owned());
     if g.layout != Layout::Index {
@@ -576,7 +571,7 @@ fn ls(l: LsCmd) -> Result<()> {
     let names = ring::list().with_context(|| {
         format!(
             "cannot list {} (set ZCIO_RING_DIR to an existing directory)",
-            zcio::internals::sys::shm::ring_dir().display()
+            zcio::ring::ring_dir().display()
         )
     })?;
     let stats: Vec<(String, Result<RingStat, ring::OpenError>)> = names
@@ -609,7 +604,7 @@ fn ls(l: LsCmd) -> Result<()> {
             if stats.is_empty() {
                 eprintln!(
                     "no rings in {} (create one with `zcio ring create NAME`)",
-                    zcio::internals::sys::shm::ring_dir().display()
+                    zcio::ring::ring_dir().display()
                 );
                 return Ok(());
             }
@@ -708,7 +703,7 @@ fn pow2_in(n: u64, min: u64, max: u64, bytes: bool) -> Result<u64, String> {
 
 /// `--size`: the data area, a power of two from the page size to 16 GiB.
 fn parse_ring_size(s: &str) -> Result<u64, String> {
-    let page = zcio::internals::sys::page_size() as u64;
+    let page = zcio::page_size() as u64;
     pow2_in(parse_size(s)?, page, MAX_DATA, true)
 }
 
@@ -737,6 +732,12 @@ fn parse_mode(s: &str) -> Result<u32, String> {
         ));
     }
     Ok(m)
+}
+
+/// Where ring `name` lives, for messages (the name itself if it is not a
+/// valid ring name).
+fn ring_file(name: &str) -> String {
+    zcio::ring::ring_path(name).map_or_else(|| name.to_owned(), |p| p.display().to_string())
 }
 
 #[cfg(test)]

@@ -42,9 +42,9 @@ use crate::channel::{
     ConnectError, RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError,
     TryRecvError, TrySendError,
 };
+use crate::forward::ForwardFailure;
 use crate::msg::{Msg, MsgError};
 use crate::region::RegionError;
-use crate::relay::RelayFailure;
 use crate::rendezvous::IpcError;
 use crate::ring::{OpenError, ReadError, WriteError};
 
@@ -92,7 +92,7 @@ pub enum Error {
     RingRead(#[from] ReadError),
     /// A forwarding chain's relay failed.
     #[error(transparent)]
-    Relay(#[from] RelayFailure),
+    Forward(#[from] ForwardFailure),
     /// The rendezvous.
     #[error(transparent)]
     Rendezvous(#[from] IpcError),

@@ -3,7 +3,7 @@
 //! Layers, bottom up (each only calls the ones below it): system calls →
 //! the substrate ([`Region`]s, shared segments, waiting) → buffers
 //! ([`Pool`], [`Fbuf`], [`Msg`]) → transports ([`Channel`], [`ring`],
-//! [`rendezvous`] and [`asyncipc`] on it) → forwarding ([`relay`]).
+//! [`rendezvous`] and [`asyncipc`] on it) → forwarding ([`forward`]).
 //! See `docs/ARCHITECTURE.md` for the picture.
 //!
 //! A message by reference, between two ends of a channel (here in one
@@ -35,13 +35,15 @@ mod buf;
 pub mod channel;
 mod copy;
 pub mod error;
+pub mod forward;
 pub mod msg;
 pub mod region;
-pub mod relay;
 pub mod rendezvous;
 pub mod ring;
 mod segment;
+#[cfg(feature = "semantics")]
 pub mod semantics;
+#[cfg(feature = "splice")]
 pub mod splice;
 mod sync;
 mod sys;
@@ -65,9 +67,16 @@ pub use segment::{AccessPolicy, ConnectError};
 pub use sys::peer::{set_non_dumpable, PeerCred};
 pub use view::{View, WordsLe};
 
+/// The system page size in bytes: the granularity of buffers, arenas and
+/// ring data areas.
+pub fn page_size() -> usize {
+    sys::page_size()
+}
+
 /// Not part of the API: the wire formats and system-call wrappers that
 /// zcio's own hostile-peer tests and benchmarks drive by hand. Anything
 /// here may change in any release.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
     /// Channel wire format.

@@ -1,5 +1,5 @@
 //! Forwarding chains of real processes: source (this test) → three relay
-//! processes running `zcio::relay` → sink, by reference and copying per
+//! processes running `zcio::forward` → sink, by reference and copying per
 //! hop. The sink checks every byte; at the end every buffer is back in the
 //! source's pool through deallocation notices that travelled back hop by
 //! hop (the source's ledger empty while its peer is still alive). A relay
@@ -14,7 +14,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Kid, SockPath, STEP};
-use zcio::relay::{self, Mode, RelayConfig};
+use zcio::forward::{self, ForwardConfig, ForwardMode};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, SendErrorKind};
 
 const RELAYS: usize = 3;
@@ -260,11 +260,11 @@ fn child_relay() {
     common::report("linked");
     let pool = common::small_pool(&name, 512 << 10, 16);
     let mode = if common::arg("MODE") == "copy" {
-        Mode::Copy(&pool)
+        ForwardMode::Copy(&pool)
     } else {
-        Mode::ByRef
+        ForwardMode::ByRef
     };
-    let r = relay::run(&up, &down, mode, &RelayConfig::default());
+    let r = forward::run(&up, &down, mode, &ForwardConfig::default());
     // Hang up at once: a neighbour that only sends learns of the close
     // from the socket.
     drop((up, down));

@@ -1,7 +1,7 @@
 //! Parts (b) and (e): forwarding chains (the thesis's Table 6.2) and futex
 //! calls per message under sustained load.
 //!
-//! A source process, `k` relay processes running [`zcio::relay::run`] and
+//! A source process, `k` relay processes running [`zcio::forward::run`] and
 //! a sink process, connected by channels (one per adjacent pair). The
 //! source first sends messages one at a time (the sink acknowledges each
 //! over a pipe, outside the measurement) carrying a `CLOCK_MONOTONIC` and a
@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use zcio::relay::{self, Mode, RelayConfig, RelayEnd};
+use zcio::forward::{self, ForwardConfig, ForwardEnd, ForwardMode};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
 use super::stats::{cycles, mono_ns, Welford};
@@ -28,7 +28,7 @@ pub const HEADER: usize = 24;
 /// How (b) was measured.
 pub fn note(opts: &Options) -> String {
     format!(
-        "(b) source → k relay processes (zcio::relay, by reference or copying into a per-hop \
+        "(b) source → k relay processes (zcio::forward, by reference or copying into a per-hop \
          pool) → sink, a channel per adjacent pair, {} B messages; latency: one message in \
          flight ({} after {} warm-up; the sink acknowledges each over a pipe, unmeasured), \
          one-way from the source's CLOCK_MONOTONIC stamp to the sink; throughput: a stream \
@@ -255,15 +255,19 @@ pub fn relay_side(up: &str, down: &str, copy: bool, deadline: Instant) -> Result
         .accept_timeout(left(deadline))
         .map_err(|e| format!("accept: {e}"))?;
     let p = pool("chain-hop");
-    let mode = if copy { Mode::Copy(&p) } else { Mode::ByRef };
-    let rc = RelayConfig {
-        max_idle: Some(left(deadline)),
-        ..RelayConfig::default()
+    let mode = if copy {
+        ForwardMode::Copy(&p)
+    } else {
+        ForwardMode::ByRef
     };
-    let r = relay::run(&upc, &downc, mode, &rc);
+    let rc = ForwardConfig {
+        max_idle: Some(left(deadline)),
+        ..ForwardConfig::default()
+    };
+    let r = forward::run(&upc, &downc, mode, &rc);
     drop((upc, downc));
     match r.end {
-        RelayEnd::UpstreamClosed => Ok(Sample {
+        ForwardEnd::UpstreamClosed => Ok(Sample {
             msgs: r.stats.msgs,
             check: r.stats.errors,
             ..Sample::default()

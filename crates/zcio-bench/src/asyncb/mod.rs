@@ -6,7 +6,7 @@
 //!   of an asynchronous send returning, a round trip received through the
 //!   asynchronous receive proxy, a pipe ping-pong and a futex ping-pong.
 //! * (b) [`chain`]: forwarding chains of 0, 1, 2, 4, 8 intermediate
-//!   processes running `zcio::relay` (Table 6.2): one-way latency with one
+//!   processes running `zcio::forward` (Table 6.2): one-way latency with one
 //!   message in flight and stream throughput, by reference and copying
 //!   per hop, throughput as a fraction of the direct path.
 //! * (c) [`burst`]: 16 messages of 4 B … 4 KiB by synchronous copy through

@@ -63,6 +63,7 @@ pub(crate) enum Backing {
     },
     /// Pages of an owner that lends them in place (an arena): the owner
     /// is told, and decides when the pages may change again.
+    #[cfg_attr(not(feature = "semantics"), allow(dead_code))]
     Lent {
         owner: Arc<dyn LentPages>,
         first_page: u32,
@@ -284,6 +285,7 @@ impl Fbuf {
     /// its pages elsewhere in its own address space, so such a buffer is
     /// only ever sent, never read locally through [`Fbuf::view`].
     /// `None` unless the range lies inside the region.
+    #[cfg_attr(not(feature = "semantics"), allow(dead_code))]
     pub(crate) fn lent(
         region: Arc<Region>,
         offset: usize,

@@ -298,6 +298,7 @@ impl<T: Pod> Writer<T> {
     }
 
     /// Whether the consumer has said it sleeps (a hint).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn consumer_waiting(&self) -> bool {
         self.ring.hdr().prod.tail.load(Ordering::Relaxed) & 1 != 0
     }

@@ -57,6 +57,12 @@ impl Core {
         if let Err(e) = self.wait_for_space(&mut tx, n, timeout) {
             return Err((e, msg));
         }
+        // Under the lock that `mark_gone` takes: a peer found gone (or
+        // closed) by a drain or a wait above must not get entries in a
+        // ledger that was already ended (they would never be released).
+        if self.is_gone() || self.peer_closed() {
+            return Err((SendErrorKind::Disconnected, msg));
+        }
         // Pass any region the peer does not have yet. Nothing is committed
         // until every region is across, so a failure leaves no trace.
         let mut last_single: Option<u64> = None;

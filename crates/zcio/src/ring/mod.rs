@@ -68,6 +68,27 @@ pub use consumer::{Consumer, ConsumerStats, DetachedPeek, Peek, SeekTo, Start};
 pub use error::{OpenError, ReadError, SourceError, WriteError};
 pub use layout::{BadHeader, Geometry, Layout, Overflow, RichPtr, MAX_CONSUMERS, MAX_SOURCES};
 pub use map::RingMap;
+
+/// Bytes of the in-band header each block carries in the `Slotted` and
+/// `Variable` layouts (what a block of `n` bytes occupies is `n` plus this,
+/// rounded up to the layout's alignment).
+pub const BLOCK_HEADER_LEN: u64 = layout::BLOCK_HDR;
+/// The largest data area a ring may have (16 GiB).
+pub const MAX_DATA_LEN: u64 = layout::MAX_DATA;
+/// The most entries a ring's descriptor ring may have (`Index` layout).
+pub const MAX_DESCRIPTORS: u64 = layout::MAX_DESC;
+
+/// The directory named rings live in: `$ZCIO_RING_DIR`, or `/dev/shm`
+/// (where the kernel's uid/gid/mode checks decide who may attach).
+pub fn ring_dir() -> std::path::PathBuf {
+    crate::sys::shm::ring_dir()
+}
+
+/// The file of ring `name` in [`ring_dir`]; `None` for a name that is not
+/// a valid ring name (1..=200 of `[A-Za-z0-9._-]`, not starting with a dot).
+pub fn ring_path(name: &str) -> Option<std::path::PathBuf> {
+    crate::sys::shm::valid_name(name).then(|| crate::sys::shm::path_of(name))
+}
 pub use producer::{Producer, Reservation};
 pub use ready::Readiness;
 pub use stat::{stat, ConsumerInfo, ProducerInfo, RingStat};

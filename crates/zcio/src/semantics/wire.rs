@@ -131,7 +131,7 @@ impl Header {
         }
         if h.page_offset as usize >= page_size
             || (h.flags & INLINE != 0 && h.data_slices != 0)
-            || h.data_slices as usize >= crate::internals::wire::MAX_SLICES
+            || h.data_slices as usize >= crate::channel::wire::MAX_SLICES
         {
             return Err(Bad::Layout);
         }

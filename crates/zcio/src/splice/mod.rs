@@ -9,8 +9,9 @@
 //! * [`module`]: processing modules (`Module`), their per-association stack
 //!   and the registry that finds them by name (built-ins and shared
 //!   objects through a versioned C ABI).
-//! * [`relay`]: a UDP/TCP gateway (`zcio relay`) with a batched fast mode
-//!   and a plain mode for comparison.
+//!
+//! The UDP/TCP gateway built on associations (`zcio relay`) is the
+//! `zcio-gateway` crate.
 
 pub mod association;
 mod blockio;
@@ -18,16 +19,12 @@ pub mod endpoint;
 pub mod error;
 pub mod module;
 pub mod mover;
-pub mod relay;
 pub mod spec;
 
 pub use association::{Association, Completion, Increment, Next, Remote, Status};
 pub use endpoint::{Attrs, Endpoint, Kind};
 pub use error::SpliceError;
 pub use mover::MoverKind;
-pub use relay::{
-    RelayConfig, RelayError, RelayMode, RelayStats, SendPath, TcpRelay, TcpRelayStats, UdpRelay,
-};
 pub use spec::{cp, Role};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.

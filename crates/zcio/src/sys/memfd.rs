@@ -56,6 +56,7 @@ pub fn reopen_readonly(fd: impl AsFd) -> Result<OwnedFd, Errno> {
 }
 
 /// Whether `fd` was opened for writing.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn is_writable_description(fd: impl AsFd) -> Result<bool, Errno> {
     let fl = fs::fcntl_getfl(fd)?;
     Ok(fl.contains(OFlags::RDWR) || fl.contains(OFlags::WRONLY))

@@ -67,11 +67,13 @@ impl Mapping {
     }
 
     /// Length in bytes.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Always false: zero-length mappings cannot be created.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -111,6 +113,7 @@ impl Mapping {
 
     /// Try to change this mapping's protection (used by tests to prove the
     /// kernel refuses write access to foreign regions).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn try_protect(&self, access: Access) -> Result<(), Errno> {
         let prot = match access {
             Access::ReadOnly => mm::MprotectFlags::READ,
@@ -247,6 +250,7 @@ impl RingMapping {
     }
 
     /// Data area length in bytes (mapped twice).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn data_len(&self) -> usize {
         self.data_len
     }

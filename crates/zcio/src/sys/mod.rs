@@ -12,10 +12,11 @@ pub mod mmap;
 pub mod peer;
 pub mod shm;
 pub mod sigbus;
+#[cfg(feature = "semantics")]
 pub mod uffd;
+#[cfg(feature = "semantics")]
 pub mod vm;
 
-pub use peer::set_non_dumpable;
 pub use rustix::io::Errno;
 
 /// The system page size in bytes (4096 on the machines we target).

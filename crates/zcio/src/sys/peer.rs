@@ -50,6 +50,7 @@ pub fn start_time(pid: i32) -> Option<u64> {
 
 /// Whether the process `pid` that started at `start` is still alive (a
 /// recycled pid with another start time counts as dead).
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn is_alive(pid: i32, start: u64) -> bool {
     pid > 0 && start_time(pid) == Some(start)
 }
@@ -65,6 +66,7 @@ pub fn set_non_dumpable() -> Result<(), Errno> {
 }
 
 /// Whether this process is non-dumpable.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn is_non_dumpable() -> bool {
     matches!(
         rustix::process::dumpable_behavior(),

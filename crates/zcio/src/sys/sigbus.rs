@@ -80,6 +80,7 @@ impl Guard {
     }
 
     /// Whether the range is registered (false when all slots were taken).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_protected(&self) -> bool {
         self.slot.is_some()
     }

@@ -29,6 +29,9 @@
 //!
 //! Constants and layouts follow `include/uapi/linux/userfaultfd.h`.
 
+// Parts of this toolbox serve only zcio's own tests (the `internals` feature).
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
+
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;

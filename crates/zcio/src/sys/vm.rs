@@ -8,6 +8,9 @@
 //! mappings at caller-chosen addresses: the caller must own the range
 //! (no Rust object of someone else lives there).
 
+// Parts of this toolbox serve only zcio's own tests (the `internals` feature).
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
+
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use rustix::io::Errno;

@@ -38,15 +38,18 @@
 //! ```
 
 mod args;
+#[cfg(feature = "dynamic-modules")]
 mod cabi;
 pub mod count;
 pub mod crc32c;
 pub mod inet;
 pub mod ratelimit;
 mod registry;
+#[cfg(feature = "seal")]
 pub mod seal;
 mod stack;
 pub mod tap;
+#[cfg(feature = "zstd")]
 pub mod zstd;
 
 use std::sync::Arc;

@@ -33,17 +33,24 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry with every built-in: `count`, `crc32c`, `inet`, `zstd`,
-    /// `unzstd`, `seal`, `open`, `ratelimit`, `tap`.
+    /// A registry with every built-in: `count`, `crc32c`, `inet`,
+    /// `ratelimit`, `tap`, and with their features `zstd`, `unzstd` (feature
+    /// `zstd`), `seal`, `open` (feature `seal`).
     pub fn builtin() -> Self {
         let mut r = Self::empty();
         r.register("count", |a| super::count::Count::open(a).map(boxed));
         r.register("crc32c", |a| super::crc32c::Crc32c::open(a).map(boxed));
         r.register("inet", |a| super::inet::Inet::open(a).map(boxed));
-        r.register("zstd", |a| super::zstd::Compress::open(a).map(boxed));
-        r.register("unzstd", |a| super::zstd::Decompress::open(a).map(boxed));
-        r.register("seal", |a| super::seal::Seal::open(a).map(boxed));
-        r.register("open", |a| super::seal::Unseal::open(a).map(boxed));
+        #[cfg(feature = "zstd")]
+        {
+            r.register("zstd", |a| super::zstd::Compress::open(a).map(boxed));
+            r.register("unzstd", |a| super::zstd::Decompress::open(a).map(boxed));
+        }
+        #[cfg(feature = "seal")]
+        {
+            r.register("seal", |a| super::seal::Seal::open(a).map(boxed));
+            r.register("open", |a| super::seal::Unseal::open(a).map(boxed));
+        }
         r.register("ratelimit", |a| {
             super::ratelimit::RateLimit::open(a).map(boxed)
         });
@@ -73,6 +80,7 @@ impl Registry {
     /// module you trust as much as your own code, that honours the
     /// header's contract (valid pointers, no writes to its input, output
     /// only through `emit` during a call).
+    #[cfg(feature = "dynamic-modules")]
     pub unsafe fn load(&mut self, path: impl AsRef<Path>) -> Result<String, ModuleError> {
         // SAFETY: this function's contract, passed on.
         let lib = unsafe { super::cabi::Library::load(path.as_ref()) }?;

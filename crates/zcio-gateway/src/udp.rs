@@ -1,4 +1,4 @@
-//! [`UdpRelay`]: the UDP gateway (see the module docs of `relay`).
+//! [`UdpGateway`]: the UDP gateway (see the module docs of `relay`).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use rustix::net::{sockopt, SendFlags};
 
 use super::batch::{self, Batch, Ctrl, SLOT};
-use super::{RelayConfig, RelayCounters, RelayError, RelayMode, RelayStats, SendPath};
-use crate::Errno;
+use super::{GatewayConfig, GatewayCounters, GatewayError, GatewayMode, SendPath, UdpGatewayStats};
+use zcio::Errno;
 
 /// How long a receive waits before the relay looks at its stop flag and
 /// deadline again.
@@ -33,26 +33,26 @@ struct Tally {
 const FLUSH_EVERY: u64 = 64;
 
 impl Tally {
-    fn flush(&mut self, c: &RelayCounters) {
-        RelayCounters::add(&c.received, self.received);
-        RelayCounters::add(&c.forwarded, self.forwarded);
-        RelayCounters::add(&c.bytes, self.bytes);
-        RelayCounters::add(&c.dropped_sink, self.dropped_sink);
-        RelayCounters::add(&c.dropped_kernel, self.dropped_kernel);
-        RelayCounters::add(&c.sink_errors, self.sink_errors);
-        RelayCounters::add(&c.batches, self.batches);
-        RelayCounters::add(&c.syscalls, self.syscalls);
+    fn flush(&mut self, c: &GatewayCounters) {
+        GatewayCounters::add(&c.received, self.received);
+        GatewayCounters::add(&c.forwarded, self.forwarded);
+        GatewayCounters::add(&c.bytes, self.bytes);
+        GatewayCounters::add(&c.dropped_sink, self.dropped_sink);
+        GatewayCounters::add(&c.dropped_kernel, self.dropped_kernel);
+        GatewayCounters::add(&c.sink_errors, self.sink_errors);
+        GatewayCounters::add(&c.batches, self.batches);
+        GatewayCounters::add(&c.syscalls, self.syscalls);
         *self = Self::default();
     }
 }
 
-/// A bound UDP relay; [`UdpRelay::run`] forwards until told to stop.
-pub struct UdpRelay {
-    cfg: RelayConfig,
+/// A bound UDP relay; [`UdpGateway::run`] forwards until told to stop.
+pub struct UdpGateway {
+    cfg: GatewayConfig,
     rx: UdpSocket,
     tx: UdpSocket,
     local: SocketAddr,
-    counters: Arc<RelayCounters>,
+    counters: Arc<GatewayCounters>,
     batch: Option<Batch>,
     send_path: SendPath,
     gso_refused: Option<Errno>,
@@ -66,17 +66,17 @@ fn errno_of(e: &std::io::Error) -> Errno {
     Errno::from_io_error(e).unwrap_or(Errno::IO)
 }
 
-impl UdpRelay {
+impl UdpGateway {
     /// Bind the listening socket and set up the sink socket (connected to
     /// `cfg.to` in fast mode). Nothing is received until `run`.
-    pub fn bind(cfg: RelayConfig) -> Result<Self, RelayError> {
+    pub fn bind(cfg: GatewayConfig) -> Result<Self, GatewayError> {
         cfg.check()?;
-        let setup = |op| move |errno| RelayError::Setup { op, errno };
-        let rx = UdpSocket::bind(cfg.listen).map_err(|e| RelayError::Bind {
+        let setup = |op| move |errno| GatewayError::Setup { op, errno };
+        let rx = UdpSocket::bind(cfg.listen).map_err(|e| GatewayError::Bind {
             addr: cfg.listen,
             errno: errno_of(&e),
         })?;
-        let local = rx.local_addr().map_err(|e| RelayError::Setup {
+        let local = rx.local_addr().map_err(|e| GatewayError::Setup {
             op: "getsockname",
             errno: errno_of(&e),
         })?;
@@ -91,7 +91,7 @@ impl UdpRelay {
         } else {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let tx = UdpSocket::bind(any).map_err(|e| RelayError::Setup {
+        let tx = UdpSocket::bind(any).map_err(|e| GatewayError::Setup {
             op: "bind the sending socket",
             errno: errno_of(&e),
         })?;
@@ -99,9 +99,9 @@ impl UdpRelay {
             sockopt::set_socket_send_buffer_size(&tx, n).map_err(setup("setsockopt(SO_SNDBUF)"))?;
         }
         let (batch, send_path, gso_refused) = match cfg.mode {
-            RelayMode::Plain => (None, SendPath::Sendto, None),
-            RelayMode::Fast => {
-                tx.connect(cfg.to).map_err(|e| RelayError::Connect {
+            GatewayMode::Plain => (None, SendPath::Sendto, None),
+            GatewayMode::Fast => {
+                tx.connect(cfg.to).map_err(|e| GatewayError::Connect {
                     addr: cfg.to,
                     errno: errno_of(&e),
                 })?;
@@ -125,7 +125,7 @@ impl UdpRelay {
             rx,
             tx,
             local,
-            counters: Arc::new(RelayCounters::default()),
+            counters: Arc::new(GatewayCounters::default()),
             batch,
             send_path,
             gso_refused,
@@ -142,18 +142,18 @@ impl UdpRelay {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &RelayConfig {
+    pub fn config(&self) -> &GatewayConfig {
         &self.cfg
     }
 
-    /// Counters readable while [`UdpRelay::run`] runs on another thread.
-    pub fn counters(&self) -> Arc<RelayCounters> {
+    /// Counters readable while [`UdpGateway::run`] runs on another thread.
+    pub fn counters(&self) -> Arc<GatewayCounters> {
         self.counters.clone()
     }
 
     /// The statistics so far.
-    pub fn stats(&self) -> RelayStats {
-        let mut s = RelayStats::from_counters(&self.counters, self.cfg.mode, self.send_path);
+    pub fn stats(&self) -> UdpGatewayStats {
+        let mut s = UdpGatewayStats::from_counters(&self.counters, self.cfg.mode, self.send_path);
         s.last_sink_error = self.last_sink_error;
         s.gso_refused = self.gso_refused;
         s.gso_units = self.gso_units;
@@ -167,10 +167,10 @@ impl UdpRelay {
         &mut self,
         stop: &AtomicBool,
         deadline: Option<Instant>,
-    ) -> Result<RelayStats, RelayError> {
+    ) -> Result<UdpGatewayStats, GatewayError> {
         let r = match self.cfg.mode {
-            RelayMode::Fast => self.run_fast(stop, deadline),
-            RelayMode::Plain => self.run_plain(stop, deadline),
+            GatewayMode::Fast => self.run_fast(stop, deadline),
+            GatewayMode::Plain => self.run_plain(stop, deadline),
         };
         r.map(|()| self.stats())
     }
@@ -197,7 +197,11 @@ impl UdpRelay {
         t.flush(&self.counters);
     }
 
-    fn run_fast(&mut self, stop: &AtomicBool, deadline: Option<Instant>) -> Result<(), RelayError> {
+    fn run_fast(
+        &mut self,
+        stop: &AtomicBool,
+        deadline: Option<Instant>,
+    ) -> Result<(), GatewayError> {
         let Some(mut b) = self.batch.take() else {
             return Ok(());
         };
@@ -211,7 +215,7 @@ impl UdpRelay {
         b: &mut Batch,
         stop: &AtomicBool,
         deadline: Option<Instant>,
-    ) -> Result<(), RelayError> {
+    ) -> Result<(), GatewayError> {
         let mut t = Tally::default();
         let res = loop {
             // Relaxed: the flag carries no data, only "stop now".
@@ -245,7 +249,7 @@ impl UdpRelay {
                 }
                 Err(e) if transient(e) => self.sync_kernel_drops(&mut t),
                 Err(errno) => {
-                    break Err(RelayError::Receive {
+                    break Err(GatewayError::Receive {
                         op: "recvmmsg",
                         errno,
                     })
@@ -260,7 +264,7 @@ impl UdpRelay {
         &mut self,
         stop: &AtomicBool,
         deadline: Option<Instant>,
-    ) -> Result<(), RelayError> {
+    ) -> Result<(), GatewayError> {
         let mut buf = vec![0u8; SLOT];
         let mut ctrl = Ctrl([0; 64]);
         let mut t = Tally::default();
@@ -297,7 +301,7 @@ impl UdpRelay {
                 }
                 Err(e) if transient(e) => self.sync_kernel_drops(&mut t),
                 Err(errno) => {
-                    break Err(RelayError::Receive {
+                    break Err(GatewayError::Receive {
                         op: "recvmsg",
                         errno,
                     })
@@ -331,27 +335,30 @@ mod tests {
     #[test]
     fn bind_errors_say_what_to_do() {
         let a = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let cfg = RelayConfig::new(a.local_addr().unwrap(), "127.0.0.1:9".parse().unwrap());
-        let e = UdpRelay::bind(cfg).err().expect("port in use");
+        let cfg = GatewayConfig::new(a.local_addr().unwrap(), "127.0.0.1:9".parse().unwrap());
+        let e = UdpGateway::bind(cfg).err().expect("port in use");
         assert_eq!(e.errno(), Some(Errno::ADDRINUSE));
         assert!(e.to_string().contains("pick another port"), "{e}");
-        let mut cfg = RelayConfig::new(
+        let mut cfg = GatewayConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             "127.0.0.1:9".parse().unwrap(),
         );
         cfg.batch = 0;
-        assert!(matches!(UdpRelay::bind(cfg), Err(RelayError::Config(_))));
+        assert!(matches!(
+            UdpGateway::bind(cfg),
+            Err(GatewayError::Config(_))
+        ));
     }
 
     #[test]
     fn stops_within_a_tick_without_traffic() {
-        for mode in [RelayMode::Fast, RelayMode::Plain] {
-            let mut cfg = RelayConfig::new(
+        for mode in [GatewayMode::Fast, GatewayMode::Plain] {
+            let mut cfg = GatewayConfig::new(
                 "127.0.0.1:0".parse().unwrap(),
                 "127.0.0.1:9".parse().unwrap(),
             );
             cfg.mode = mode;
-            let mut r = UdpRelay::bind(cfg).unwrap();
+            let mut r = UdpGateway::bind(cfg).unwrap();
             let stop = AtomicBool::new(false);
             let s = r
                 .run(&stop, Some(Instant::now() + Duration::from_millis(150)))

@@ -3,13 +3,13 @@
 //!
 //! Two modes:
 //!
-//! * [`Mode::ByRef`]: the received [`Msg`] is sent on unchanged, so one data
+//! * [`ForwardMode::ByRef`]: the received [`Msg`] is sent on unchanged, so one data
 //!   buffer travels the whole chain (each adjacent pair of processes has its
 //!   own channel, i.e. its own control ring). The downstream channel's
 //!   ledger keeps the received buffers; when the next process releases one,
 //!   its notice is taken in here and dropping our reference sends our own
 //!   notice upstream — deallocation notices travel back hop by hop.
-//! * [`Mode::Copy`]: each hop copies the bytes into a fresh buffer from its
+//! * [`ForwardMode::Copy`]: each hop copies the bytes into a fresh buffer from its
 //!   own [`Pool`] and sends that, dropping the received one at once (the
 //!   copy-per-hop alternative the benchmark compares against).
 //!
@@ -30,9 +30,9 @@ use crate::buf::Pool;
 use crate::channel::{Channel, RecvTimeoutError, SendErrorKind, TryRecvError};
 use crate::msg::Msg;
 
-/// How a relay forwards.
+/// How a forwarding hop passes messages on.
 #[derive(Debug, Clone, Copy)]
-pub enum Mode<'a> {
+pub enum ForwardMode<'a> {
     /// Send the received message on unchanged (zero copy).
     ByRef,
     /// Copy each message into a buffer from this pool and send the copy.
@@ -41,7 +41,7 @@ pub enum Mode<'a> {
 
 /// Tuning of a relay loop.
 #[derive(Debug, Clone)]
-pub struct RelayConfig {
+pub struct ForwardConfig {
     /// Messages taken with `try_recv` before wakes and notices are flushed.
     pub batch: usize,
     /// Longest single wait for the next message; after it the relay
@@ -56,7 +56,7 @@ pub struct RelayConfig {
     pub liveness_interval: Duration,
 }
 
-impl Default for RelayConfig {
+impl Default for ForwardConfig {
     fn default() -> Self {
         Self {
             batch: 64,
@@ -71,7 +71,7 @@ impl Default for RelayConfig {
 /// Why a relay stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum RelayEnd {
+pub enum ForwardEnd {
     /// The upstream closed (or died) and everything it sent was forwarded.
     UpstreamClosed,
     /// The downstream closed or died; the upstream was closed in turn.
@@ -80,14 +80,14 @@ pub enum RelayEnd {
     Idle,
     /// A channel reported a broken protocol (corrupt ring) or a failure
     /// the relay cannot continue after; both channels were closed.
-    Failed(RelayFailure),
+    Failed(ForwardFailure),
 }
 
-/// The failure that stopped a relay ([`RelayEnd::Failed`]): the error of
+/// The failure that stopped a relay ([`ForwardEnd::Failed`]): the error of
 /// the channel that reported it, typed.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum RelayFailure {
+pub enum ForwardFailure {
     /// Receiving from the upstream failed (it corrupted the shared ring).
     #[error("upstream: {0}")]
     Upstream(RecvTimeoutError),
@@ -96,13 +96,13 @@ pub enum RelayFailure {
     Downstream(SendErrorKind),
 }
 
-impl std::fmt::Display for RelayEnd {
+impl std::fmt::Display for ForwardEnd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RelayEnd::UpstreamClosed => f.write_str("upstream-closed"),
-            RelayEnd::DownstreamClosed => f.write_str("downstream-closed"),
-            RelayEnd::Idle => f.write_str("idle"),
-            RelayEnd::Failed(e) => write!(f, "failed: {e}"),
+            ForwardEnd::UpstreamClosed => f.write_str("upstream-closed"),
+            ForwardEnd::DownstreamClosed => f.write_str("downstream-closed"),
+            ForwardEnd::Idle => f.write_str("idle"),
+            ForwardEnd::Failed(e) => write!(f, "failed: {e}"),
         }
     }
 }
@@ -110,7 +110,7 @@ impl std::fmt::Display for RelayEnd {
 /// Counters of a relay. Built only by [`run`]; more counters may be added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct RelayStats {
+pub struct ForwardStats {
     /// Messages forwarded.
     pub msgs: u64,
     /// Payload bytes forwarded.
@@ -125,17 +125,17 @@ pub struct RelayStats {
 /// The result of [`run`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct RelayReport {
+pub struct ForwardReport {
     /// Counters.
-    pub stats: RelayStats,
+    pub stats: ForwardStats,
     /// Why the relay stopped.
-    pub end: RelayEnd,
+    pub end: ForwardEnd,
 }
 
 enum Step {
     Sent,
     Dropped,
-    Stop(RelayEnd),
+    Stop(ForwardEnd),
 }
 
 /// Forward from `up` to `down` until one of them closes (see the module
@@ -143,8 +143,13 @@ enum Step {
 /// upstream ended, and the upstream if the downstream ended. Drop both
 /// channels soon after: a neighbour that only sends (a source) learns of
 /// the close when the socket hangs up.
-pub fn run(up: &Channel, down: &Channel, mode: Mode<'_>, cfg: &RelayConfig) -> RelayReport {
-    let mut stats = RelayStats::default();
+pub fn run(
+    up: &Channel,
+    down: &Channel,
+    mode: ForwardMode<'_>,
+    cfg: &ForwardConfig,
+) -> ForwardReport {
+    let mut stats = ForwardStats::default();
     let batch = cfg.batch.max(1);
     let mut last_msg = Instant::now();
     let mut last_check = Instant::now();
@@ -166,7 +171,7 @@ pub fn run(up: &Channel, down: &Channel, mode: Mode<'_>, cfg: &RelayConfig) -> R
                 }
                 Err(TryRecvError::Malformed(_)) => stats.errors += 1,
                 Err(TryRecvError::Corrupt) => {
-                    break 'outer RelayEnd::Failed(RelayFailure::Upstream(
+                    break 'outer ForwardEnd::Failed(ForwardFailure::Upstream(
                         RecvTimeoutError::Corrupt,
                     ))
                 }
@@ -182,14 +187,14 @@ pub fn run(up: &Channel, down: &Channel, mode: Mode<'_>, cfg: &RelayConfig) -> R
             up.flush();
         }
         if upstream_done {
-            break RelayEnd::UpstreamClosed;
+            break ForwardEnd::UpstreamClosed;
         }
         if n > 0 && last_check.elapsed() < cfg.liveness_interval {
             continue;
         }
         last_check = Instant::now();
         if !down.check_peer() {
-            break RelayEnd::DownstreamClosed;
+            break ForwardEnd::DownstreamClosed;
         }
         if n > 0 {
             continue;
@@ -208,43 +213,43 @@ pub fn run(up: &Channel, down: &Channel, mode: Mode<'_>, cfg: &RelayConfig) -> R
                 down.reclaim();
                 up.flush();
                 if cfg.max_idle.is_some_and(|m| last_msg.elapsed() >= m) {
-                    break RelayEnd::Idle;
+                    break ForwardEnd::Idle;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => break RelayEnd::UpstreamClosed,
+            Err(RecvTimeoutError::Disconnected) => break ForwardEnd::UpstreamClosed,
             Err(RecvTimeoutError::Malformed(_)) => stats.errors += 1,
             Err(e @ RecvTimeoutError::Corrupt) => {
-                break RelayEnd::Failed(RelayFailure::Upstream(e))
+                break ForwardEnd::Failed(ForwardFailure::Upstream(e))
             }
         }
     };
     match end {
-        RelayEnd::DownstreamClosed => up.close(),
+        ForwardEnd::DownstreamClosed => up.close(),
         _ => {
             // Wake the next hop for anything deferred, then tell it we are
             // done: it receives what is in its ring, then `Disconnected`.
             down.flush();
             up.flush();
             down.close();
-            if matches!(end, RelayEnd::Failed(_)) {
+            if matches!(end, ForwardEnd::Failed(_)) {
                 up.close();
             }
         }
     }
-    RelayReport { stats, end }
+    ForwardReport { stats, end }
 }
 
 fn forward(
     down: &Channel,
     m: Msg,
-    mode: Mode<'_>,
-    cfg: &RelayConfig,
-    stats: &mut RelayStats,
+    mode: ForwardMode<'_>,
+    cfg: &ForwardConfig,
+    stats: &mut ForwardStats,
 ) -> Step {
     let len = m.len() as u64;
     let out = match mode {
-        Mode::ByRef => m,
-        Mode::Copy(pool) => match copy_into(pool, &m, cfg.alloc_timeout) {
+        ForwardMode::ByRef => m,
+        ForwardMode::Copy(pool) => match copy_into(pool, &m, cfg.alloc_timeout) {
             Some(c) => {
                 drop(m); // our notice for the received buffer goes upstream
                 c
@@ -263,9 +268,9 @@ fn forward(
             stats.bytes += len;
             Step::Sent
         }
-        Err(SendErrorKind::Disconnected) => Step::Stop(RelayEnd::DownstreamClosed),
+        Err(SendErrorKind::Disconnected) => Step::Stop(ForwardEnd::DownstreamClosed),
         Err(e @ SendErrorKind::Corrupt) => {
-            Step::Stop(RelayEnd::Failed(RelayFailure::Downstream(e)))
+            Step::Stop(ForwardEnd::Failed(ForwardFailure::Downstream(e)))
         }
         // Anything else (ring full past the send timeout, too many slices
         // held by the peer, a hold-time expiry, ...): a downstream that
@@ -275,7 +280,7 @@ fn forward(
             if down.check_peer() {
                 Step::Dropped
             } else {
-                Step::Stop(RelayEnd::DownstreamClosed)
+                Step::Stop(ForwardEnd::DownstreamClosed)
             }
         }
     }
@@ -324,8 +329,12 @@ mod tests {
         let src = pool("relay-src");
         let t = std::thread::spawn(move || {
             let hop = pool("relay-hop");
-            let mode = if copy { Mode::Copy(&hop) } else { Mode::ByRef };
-            let r = run(&r_up, &r_down, mode, &RelayConfig::default());
+            let mode = if copy {
+                ForwardMode::Copy(&hop)
+            } else {
+                ForwardMode::ByRef
+            };
+            let r = run(&r_up, &r_down, mode, &ForwardConfig::default());
             drop((r_up, r_down));
             r
         });
@@ -346,7 +355,7 @@ mod tests {
         assert!(a.check_peer(), "released by notices, not by a close");
         a.close();
         let r = t.join().unwrap();
-        assert_eq!(r.end, RelayEnd::UpstreamClosed);
+        assert_eq!(r.end, ForwardEnd::UpstreamClosed);
         assert_eq!(r.stats.msgs, 200);
         assert_eq!(r.stats.errors, 0);
         assert!(matches!(
@@ -369,11 +378,17 @@ mod tests {
     fn downstream_close_closes_upstream() {
         let (a, r_up) = Channel::pair(ChannelConfig::default()).unwrap();
         let (r_down, c) = Channel::pair(ChannelConfig::default()).unwrap();
-        let t =
-            std::thread::spawn(move || run(&r_up, &r_down, Mode::ByRef, &RelayConfig::default()));
+        let t = std::thread::spawn(move || {
+            run(
+                &r_up,
+                &r_down,
+                ForwardMode::ByRef,
+                &ForwardConfig::default(),
+            )
+        });
         drop(c);
         let r = t.join().unwrap();
-        assert_eq!(r.end, RelayEnd::DownstreamClosed);
+        assert_eq!(r.end, ForwardEnd::DownstreamClosed);
         let src = pool("relay-dc");
         let e = a
             .send_timeout(msg(&src, b"x"), Duration::from_secs(5))

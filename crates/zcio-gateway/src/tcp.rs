@@ -1,4 +1,4 @@
-//! [`TcpRelay`]: accept connections, connect each to the destination and
+//! [`TcpGateway`]: accept connections, connect each to the destination and
 //! move both directions (two splice associations, or two read/write
 //! threads in plain mode).
 
@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use super::udp::TICK;
-use super::{RelayConfig, RelayError, RelayMode};
-use crate::splice::{Association, Completion, Endpoint, Increment, MoverKind};
-use crate::Errno;
+use super::{GatewayConfig, GatewayError, GatewayMode};
+use zcio::splice::{Association, Completion, Endpoint, Increment, MoverKind};
+use zcio::Errno;
 
 /// How long connecting to the destination may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,7 +39,7 @@ fn add(c: &AtomicU64, n: u64) {
 
 /// What a TCP relay did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TcpRelayStats {
+pub struct TcpGatewayStats {
     /// Connections accepted.
     pub accepted: u64,
     /// Connections that ended with both directions at end of stream.
@@ -54,14 +54,14 @@ pub struct TcpRelayStats {
     /// Bytes destination → client.
     pub bytes_down: u64,
     /// The mode.
-    pub mode: RelayMode,
+    pub mode: GatewayMode,
     /// The mover the last fast-mode connection used.
     pub mover: Option<MoverKind>,
 }
 
 /// A bound TCP relay.
-pub struct TcpRelay {
-    cfg: RelayConfig,
+pub struct TcpGateway {
+    cfg: GatewayConfig,
     listener: TcpListener,
     local: SocketAddr,
     counters: Arc<Counters>,
@@ -72,21 +72,21 @@ fn errno_of(e: &std::io::Error) -> Errno {
     Errno::from_io_error(e).unwrap_or(Errno::IO)
 }
 
-impl TcpRelay {
+impl TcpGateway {
     /// Listen on `cfg.listen`. Nothing is accepted until `run`.
-    pub fn bind(cfg: RelayConfig) -> Result<Self, RelayError> {
+    pub fn bind(cfg: GatewayConfig) -> Result<Self, GatewayError> {
         cfg.check()?;
-        let listener = TcpListener::bind(cfg.listen).map_err(|e| RelayError::Bind {
+        let listener = TcpListener::bind(cfg.listen).map_err(|e| GatewayError::Bind {
             addr: cfg.listen,
             errno: errno_of(&e),
         })?;
-        let local = listener.local_addr().map_err(|e| RelayError::Setup {
+        let local = listener.local_addr().map_err(|e| GatewayError::Setup {
             op: "getsockname",
             errno: errno_of(&e),
         })?;
         listener
             .set_nonblocking(true)
-            .map_err(|e| RelayError::Setup {
+            .map_err(|e| GatewayError::Setup {
                 op: "fcntl(O_NONBLOCK)",
                 errno: errno_of(&e),
             })?;
@@ -106,10 +106,10 @@ impl TcpRelay {
 
     /// The statistics so far (connections still running count their bytes
     /// when they end).
-    pub fn stats(&self) -> TcpRelayStats {
+    pub fn stats(&self) -> TcpGatewayStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let c = &self.counters;
-        TcpRelayStats {
+        TcpGatewayStats {
             accepted: l(&c.accepted),
             completed: l(&c.completed),
             failed: l(&c.failed),
@@ -127,7 +127,7 @@ impl TcpRelay {
         &mut self,
         stop: &AtomicBool,
         deadline: Option<Instant>,
-    ) -> Result<TcpRelayStats, RelayError> {
+    ) -> Result<TcpGatewayStats, GatewayError> {
         let inner_stop = Arc::new(AtomicBool::new(false));
         let mut conns: Vec<JoinHandle<()>> = Vec::new();
         let res = loop {
@@ -147,7 +147,7 @@ impl TcpRelay {
             };
             match poll(&mut fds, Some(&t)) {
                 Ok(_) | Err(Errno::INTR) => {}
-                Err(errno) => break Err(RelayError::Receive { op: "poll", errno }),
+                Err(errno) => break Err(GatewayError::Receive { op: "poll", errno }),
             }
             match self.listener.accept() {
                 Ok((client, _peer)) => {
@@ -178,7 +178,7 @@ impl TcpRelay {
                     | Errno::NOMEM
                     | Errno::PROTO => std::thread::sleep(TICK / 10),
                     errno => {
-                        break Err(RelayError::Receive {
+                        break Err(GatewayError::Receive {
                             op: "accept",
                             errno,
                         })
@@ -199,7 +199,7 @@ impl TcpRelay {
 fn connection(
     client: TcpStream,
     to: SocketAddr,
-    mode: RelayMode,
+    mode: GatewayMode,
     counters: &Counters,
     mover: &Mutex<Option<MoverKind>>,
     stop: &AtomicBool,
@@ -213,8 +213,8 @@ fn connection(
     };
     let ok = match mode {
         // A setup failure (dup, eventfd, thread) counts as failed.
-        RelayMode::Fast => spliced(client, server, counters, mover, stop).unwrap_or(false),
-        RelayMode::Plain => plain(client, server, counters, stop),
+        GatewayMode::Fast => spliced(client, server, counters, mover, stop).unwrap_or(false),
+        GatewayMode::Plain => plain(client, server, counters, stop),
     };
     add(
         if ok {
@@ -353,12 +353,12 @@ mod tests {
 
     #[test]
     fn relays_a_small_exchange_in_both_modes() {
-        for mode in [RelayMode::Fast, RelayMode::Plain] {
+        for mode in [GatewayMode::Fast, GatewayMode::Plain] {
             let server = TcpListener::bind("127.0.0.1:0").unwrap();
             let mut cfg =
-                RelayConfig::new("127.0.0.1:0".parse().unwrap(), server.local_addr().unwrap());
+                GatewayConfig::new("127.0.0.1:0".parse().unwrap(), server.local_addr().unwrap());
             cfg.mode = mode;
-            let mut relay = TcpRelay::bind(cfg).unwrap();
+            let mut relay = TcpGateway::bind(cfg).unwrap();
             let addr = relay.local_addr();
             let stop = Arc::new(AtomicBool::new(false));
             let st = stop.clone();
@@ -381,7 +381,7 @@ mod tests {
                 (stats.accepted, stats.bytes_up, stats.bytes_down),
                 (1, 4, 4)
             );
-            if mode == RelayMode::Fast {
+            if mode == GatewayMode::Fast {
                 assert_eq!(stats.mover, Some(MoverKind::Splice));
             }
         }

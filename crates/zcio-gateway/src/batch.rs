@@ -12,7 +12,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::{null_mut, NonNull};
 
-use crate::Errno;
+use zcio::Errno;
 
 /// Bytes per arena slot: any UDP payload fits (65507 over IPv4, 65527
 /// over IPv6 without jumbograms).

@@ -1,15 +1,16 @@
-//! `zcio relay`: a UDP (and TCP) gateway that receives on one address and
-//! forwards to another, in a fast batched mode and in a plain mode kept
-//! for comparison.
+//! A UDP (and TCP) gateway on zcio's peer-to-peer I/O — the `zcio relay`
+//! command: it receives on one address and forwards to another, in a fast
+//! batched mode and in a plain mode kept for comparison. A crate of its
+//! own: zcio's core has no network gateway in it.
 //!
 //! # Modes (UDP)
 //!
-//! * **Plain** ([`RelayMode::Plain`]): the forwarder everyone writes first.
+//! * **Plain** ([`GatewayMode::Plain`]): the forwarder everyone writes first.
 //!   One `recvmsg` into a 64 KiB `Vec` and one `sendto` per datagram, on an
 //!   unconnected sink socket (`recvmsg` rather than `recvfrom` only to read
 //!   the kernel's drop counter; still one receive and one send per
 //!   datagram).
-//! * **Fast** ([`RelayMode::Fast`]): `recvmmsg` of up to `batch` datagrams
+//! * **Fast** ([`GatewayMode::Fast`]): `recvmmsg` of up to `batch` datagrams
 //!   (default 64) into one preallocated, page-aligned arena of 64 KiB
 //!   slots, then the same slots go out with one `sendmmsg` on a socket
 //!   connected to the destination (no route lookup per datagram). Nothing
@@ -31,7 +32,7 @@
 //! MTU (the relay then stops using GSO for that segment size and larger),
 //! `EIO` when the device cannot checksum (GSO is switched off). The unit is
 //! then resent without GSO at once, nothing is lost, and
-//! [`RelayStats::gso_refused`] records the errno. [`RelayConfig::gso`]
+//! [`UdpGatewayStats::gso_refused`] records the errno. [`GatewayConfig::gso`]
 //! turns GSO off by choice.
 //!
 //! # Flow control (an active source)
@@ -40,16 +41,16 @@
 //! sink does. The relay therefore never waits for the sink: sends are
 //! `MSG_DONTWAIT`, and when the kernel would block (`EAGAIN`, `ENOBUFS`)
 //! the rest of the batch is dropped and counted in
-//! [`RelayStats::dropped_sink`], and the relay goes back to receiving. A
+//! [`UdpGatewayStats::dropped_sink`], and the relay goes back to receiving. A
 //! sink that refuses a datagram (`ECONNREFUSED` after an ICMP port
 //! unreachable on the connected socket, `EMSGSIZE`) costs that datagram
-//! (counted in `dropped_sink` and [`RelayStats::sink_errors`]); the relay
+//! (counted in `dropped_sink` and [`UdpGatewayStats::sink_errors`]); the relay
 //! goes on. Datagrams the kernel dropped because the relay's own receive
 //! queue was full are counted with `SO_RXQ_OVFL`: the kernel attaches the
 //! socket's cumulative drop count to each received datagram (the count
 //! as of when that datagram was queued), and when the relay is idle (a
 //! 100 ms receive timeout) and at the end of a run it reads the same
-//! counter with `SO_MEMINFO`, so [`RelayStats::dropped_kernel`] is exact
+//! counter with `SO_MEMINFO`, so [`UdpGatewayStats::dropped_kernel`] is exact
 //! when `run` returns.
 //!
 //! Over loopback the kernel does not push back on a UDP sender: a sink
@@ -64,14 +65,14 @@
 //! destination's port, the length, and the checksum (computed or offloaded
 //! to the device; with GSO, per segment). The payload is passed through
 //! byte for byte. (An application-level field rewrite with the RFC 1624
-//! incremental checksum update is in [`super::module::inet`].)
+//! incremental checksum update is in [`zcio::splice::module::inet`].)
 //!
 //! # TCP
 //!
-//! [`TcpRelay`] accepts connections (at most [`RelayConfig::max_conns`] at
+//! [`TcpGateway`] accepts connections (at most [`GatewayConfig::max_conns`] at
 //! once; more wait in the listen backlog), connects each to the
 //! destination and moves both directions with two splice
-//! [`Association`](super::Association)s (`splice(2)` through a pipe,
+//! [`Association`](zcio::splice::Association)s (`splice(2)` through a pipe,
 //! no user-space copy) in fast mode, or two read/write threads with a
 //! 64 KiB buffer in plain mode. A direction that reaches end of stream
 //! half-closes its sink (`shutdown(SHUT_WR)`); an error in either
@@ -86,6 +87,8 @@
 //! Answers from `to` reach the relay's sending socket and are not read
 //! (the kernel drops them once that socket's small queue is full).
 
+#![warn(missing_docs)]
+
 mod batch;
 mod tcp;
 mod udp;
@@ -96,15 +99,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use thiserror::Error;
 
-use crate::Errno;
+use zcio::Errno;
 
-pub use tcp::{TcpRelay, TcpRelayStats};
-pub use udp::UdpRelay;
+pub use tcp::{TcpGateway, TcpGatewayStats};
+pub use udp::UdpGateway;
 
 /// Fast (batched, GSO, splice) or plain (one syscall each way per
 /// datagram; a read/write loop for TCP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RelayMode {
+pub enum GatewayMode {
     /// `recvmmsg` + `sendmmsg` with GSO units (UDP), `splice` (TCP).
     #[default]
     Fast,
@@ -112,7 +115,7 @@ pub enum RelayMode {
     Plain,
 }
 
-impl fmt::Display for RelayMode {
+impl fmt::Display for GatewayMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Fast => "fast",
@@ -151,13 +154,13 @@ pub const DEFAULT_MAX_CONNS: usize = 64;
 
 /// What to relay and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelayConfig {
+pub struct GatewayConfig {
     /// Where to receive (port 0: the kernel picks; see `local_addr`).
     pub listen: SocketAddr,
     /// Where to forward.
     pub to: SocketAddr,
     /// Fast or plain.
-    pub mode: RelayMode,
+    pub mode: GatewayMode,
     /// Datagrams per receive in fast mode (1..=[`MAX_BATCH`]).
     pub batch: usize,
     /// `SO_RCVBUF` for the receiving socket (the kernel doubles it and
@@ -171,13 +174,13 @@ pub struct RelayConfig {
     pub max_conns: usize,
 }
 
-impl RelayConfig {
+impl GatewayConfig {
     /// Fast mode with the defaults.
     pub fn new(listen: SocketAddr, to: SocketAddr) -> Self {
         Self {
             listen,
             to,
-            mode: RelayMode::Fast,
+            mode: GatewayMode::Fast,
             batch: DEFAULT_BATCH,
             rcvbuf: None,
             sndbuf: None,
@@ -186,20 +189,20 @@ impl RelayConfig {
         }
     }
 
-    fn check(&self) -> Result<(), RelayError> {
+    fn check(&self) -> Result<(), GatewayError> {
         if self.batch == 0 || self.batch > MAX_BATCH {
-            return Err(RelayError::Config(format!(
+            return Err(GatewayError::Config(format!(
                 "batch {} is out of range: give 1..={MAX_BATCH}",
                 self.batch
             )));
         }
         if self.max_conns == 0 {
-            return Err(RelayError::Config(
+            return Err(GatewayError::Config(
                 "max_conns 0 would never relay a connection: give at least 1".into(),
             ));
         }
         if self.to.port() == 0 {
-            return Err(RelayError::Config(format!(
+            return Err(GatewayError::Config(format!(
                 "destination {} has port 0: give the port to forward to",
                 self.to
             )));
@@ -210,7 +213,7 @@ impl RelayConfig {
 
 /// What went wrong setting up or running a relay.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum RelayError {
+pub enum GatewayError {
     /// The configuration cannot work.
     #[error("{0}")]
     Config(String),
@@ -266,7 +269,7 @@ fn connect_hint(e: Errno) -> &'static str {
     }
 }
 
-impl RelayError {
+impl GatewayError {
     /// The errno behind the error, if any.
     pub fn errno(&self) -> Option<Errno> {
         match self {
@@ -282,7 +285,7 @@ impl RelayError {
 /// Counters of a UDP relay, readable while it runs (statistics only:
 /// Relaxed, they order no other memory).
 #[derive(Debug, Default)]
-pub struct RelayCounters {
+pub struct GatewayCounters {
     received: AtomicU64,
     forwarded: AtomicU64,
     bytes: AtomicU64,
@@ -293,7 +296,7 @@ pub struct RelayCounters {
     syscalls: AtomicU64,
 }
 
-impl RelayCounters {
+impl GatewayCounters {
     fn add(c: &AtomicU64, n: u64) {
         if n != 0 {
             c.fetch_add(n, Ordering::Relaxed);
@@ -323,7 +326,7 @@ impl RelayCounters {
 
 /// What a UDP relay did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelayStats {
+pub struct UdpGatewayStats {
     /// Datagrams received.
     pub received: u64,
     /// Datagrams the kernel accepted for the destination.
@@ -345,7 +348,7 @@ pub struct RelayStats {
     /// System calls made on the data path (receives, sends, timeouts).
     pub syscalls: u64,
     /// The mode.
-    pub mode: RelayMode,
+    pub mode: GatewayMode,
     /// How datagrams left.
     pub send_path: SendPath,
     /// Why GSO was limited or switched off, if it was.
@@ -354,8 +357,8 @@ pub struct RelayStats {
     pub gso_units: u64,
 }
 
-impl RelayStats {
-    fn from_counters(c: &RelayCounters, mode: RelayMode, send_path: SendPath) -> Self {
+impl UdpGatewayStats {
+    fn from_counters(c: &GatewayCounters, mode: GatewayMode, send_path: SendPath) -> Self {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Self {
             received: l(&c.received),

@@ -1,6 +1,7 @@
 //! The raw hostile peer (the wire protocol written by hand from
 //! `zcio::channel::{wire, ring}` and `zcio::internals::sys::{fdpass, memfd, mmap}`) and
-//! the victim child it attacks; used by `hostile.rs` and `hostile_connect.rs`.
+//! the victim child it attacks; used by zcio's `hostile.rs`,
+//! `hostile_connect.rs` and `untrusted.rs` tests.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -16,7 +17,7 @@ use zcio::internals::wire::{
 };
 use zcio::{Channel, ChannelConfig, Listener, Msg};
 
-use super::{Kid, SockPath, STEP};
+use crate::{Kid, SockPath, STEP};
 
 pub const ENTRIES: u32 = 64;
 
@@ -231,9 +232,9 @@ pub fn rss_shmem_kib(pid: u32) -> u64 {
 /// The victim child: a `Listener` driven by commands on stdin, reporting
 /// every outcome on stdout. It must never panic or crash.
 pub fn victim() {
-    let listener = Listener::bind(super::arg("SOCK"), victim_cfg()).expect("bind");
-    super::report("ready");
-    let pool = super::small_pool("victim", 64 << 10, 8);
+    let listener = Listener::bind(crate::arg("SOCK"), victim_cfg()).expect("bind");
+    crate::report("ready");
+    let pool = crate::small_pool("victim", 64 << 10, 8);
     let mut ch: Option<Channel> = None;
     fn show<E: std::fmt::Debug>(r: Result<Msg, E>) -> String {
         match r {
@@ -241,7 +242,7 @@ pub fn victim() {
             Err(e) => format!("Err({e:?})"),
         }
     }
-    while let Some(cmd) = super::command() {
+    while let Some(cmd) = crate::command() {
         let (verb, rest) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
         let c = || ch.as_ref().expect("no channel");
         let in_use = || pool.stats().buffers_in_use;
@@ -249,14 +250,14 @@ pub fn victim() {
             "accept" => match listener.accept_timeout(STEP) {
                 Ok(x) => {
                     ch = Some(x);
-                    super::report("accept ok");
+                    crate::report("accept ok");
                 }
-                Err(e) => super::report(format_args!("accept err {e:?}")),
+                Err(e) => crate::report(format_args!("accept err {e:?}")),
             },
             "recv" => {
                 let r = show(c().recv_timeout(STEP));
                 c().flush(); // publish notices for what we dropped or rejected
-                super::report(format_args!("recv {r}"));
+                crate::report(format_args!("recv {r}"));
             }
             "drain" => {
                 let mut out = Vec::new();
@@ -269,24 +270,24 @@ pub fn victim() {
                     }
                 }
                 c().flush();
-                super::report(format_args!("drained {}", out.join("; ")));
+                crate::report(format_args!("drained {}", out.join("; ")));
             }
             "stats" => {
                 let s = c().stats();
-                super::report(format_args!(
+                crate::report(format_args!(
                     "stats malformed={} regions_received={} bad_notices={}",
                     s.malformed, s.regions_received, s.bad_notices
                 ));
             }
-            "send" => match c().send(super::msg_of(&pool, rest.as_bytes())) {
-                Ok(()) => super::report(format_args!(
+            "send" => match c().send(crate::msg_of(&pool, rest.as_bytes())) {
+                Ok(()) => crate::report(format_args!(
                     "sent ok in_use={} held={}",
                     in_use(),
                     c().stats().held_by_peer
                 )),
                 Err(e) => {
                     let e = e.kind(); // the message is dropped here
-                    super::report(format_args!(
+                    crate::report(format_args!(
                         "sent err {e:?} in_use={} held={}",
                         in_use(),
                         c().stats().held_by_peer
@@ -297,7 +298,7 @@ pub fn victim() {
                 let mut sent = 0;
                 let mut err = String::from("none");
                 for _ in 0..rest.parse::<usize>().expect("count") {
-                    match c().send(super::msg_of(&pool, b"flood")) {
+                    match c().send(crate::msg_of(&pool, b"flood")) {
                         Ok(()) => sent += 1,
                         Err(e) => {
                             err = format!("{:?}", e.kind());
@@ -306,7 +307,7 @@ pub fn victim() {
                     }
                 }
                 let held = c().stats().held_by_peer;
-                super::report(format_args!(
+                crate::report(format_args!(
                     "flood sent={sent} err={err} in_use={} held={held}",
                     in_use()
                 ));
@@ -314,7 +315,7 @@ pub fn victim() {
             "reclaim" => {
                 let n = c().reclaim();
                 let s = c().stats();
-                super::report(format_args!(
+                crate::report(format_args!(
                     "reclaim released={n} held={} in_use={} bad_notices={}",
                     s.held_by_peer,
                     in_use(),
@@ -323,8 +324,8 @@ pub fn victim() {
             }
             "check" => {
                 let alive =
-                    super::try_settle(c(), std::time::Duration::from_secs(5), || !c().check_peer());
-                super::report(format_args!(
+                    crate::try_settle(c(), std::time::Duration::from_secs(5), || !c().check_peer());
+                crate::report(format_args!(
                     "check alive={} held={} in_use={}",
                     !alive,
                     c().stats().held_by_peer,
@@ -332,7 +333,7 @@ pub fn victim() {
                 ));
             }
             "exit" => {
-                super::report("bye");
+                crate::report("bye");
                 return;
             }
             other => panic!("unknown command {other:?}"),

@@ -1,4 +1,4 @@
-//! The UDP/TCP relay (`zcio::splice::relay`) across real processes: a
+//! The UDP/TCP gateway (`zcio_gateway`, the `zcio relay` command) across real processes: a
 //! sender child → the relay (in this process, so its counters can be read
 //! while it runs) → a receiver child. Every datagram arrives intact and in
 //! order at a low rate (sizes 1 B … 60 KiB, both modes); zero-length and
@@ -10,8 +10,6 @@
 //! killed with SIGKILL mid-stream. No timing assertions: every wait is
 //! bounded by the children's watchdog or `STEP`.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,8 +17,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{arg, child_role, command, report, Kid, STEP};
-use zcio::splice::relay::{RelayConfig, RelayMode, RelayStats, TcpRelay, TcpRelayStats, UdpRelay};
+use zcio_gateway::{
+    GatewayConfig, GatewayMode, TcpGateway, TcpGatewayStats, UdpGateway, UdpGatewayStats,
+};
+use zcio_testkit::{arg, child_role, command, report, Kid, STEP};
 
 /// Deterministic datagram contents for sequence number `seq`.
 fn pattern(n: usize, seq: u64) -> Vec<u8> {
@@ -253,14 +253,14 @@ impl<S> Drop for Running<S> {
     }
 }
 
-fn udp_cfg(to: SocketAddr, mode: RelayMode) -> RelayConfig {
-    RelayConfig {
+fn udp_cfg(to: SocketAddr, mode: GatewayMode) -> GatewayConfig {
+    GatewayConfig {
         mode,
-        ..RelayConfig::new("127.0.0.1:0".parse().unwrap(), to)
+        ..GatewayConfig::new("127.0.0.1:0".parse().unwrap(), to)
     }
 }
 
-fn run_udp(mut r: UdpRelay) -> Running<RelayStats> {
+fn run_udp(mut r: UdpGateway) -> Running<UdpGatewayStats> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let handle = std::thread::spawn(move || r.run(&s, None).expect("the relay runs"));
@@ -305,9 +305,9 @@ fn check_window(tx: &mut Kid, rx: &mut Kid, seq: u64, sizes: &[usize]) {
 
 #[test]
 fn udp_datagrams_arrive_intact_and_in_order_in_both_modes() {
-    for mode in [RelayMode::Fast, RelayMode::Plain] {
+    for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         let (mut rx, sink) = receiver("127.0.0.1:0");
-        let relay = UdpRelay::bind(udp_cfg(sink, mode)).unwrap();
+        let relay = UdpGateway::bind(udp_cfg(sink, mode)).unwrap();
         let mut tx = sender(relay.local_addr());
         let run = run_udp(relay);
         let mut seq = 0u64;
@@ -333,9 +333,9 @@ fn udp_datagrams_arrive_intact_and_in_order_in_both_modes() {
 #[test]
 fn udp_zero_length_and_maximum_size_datagrams_pass() {
     const MAX: usize = 65507; // the largest UDP payload over IPv4
-    for mode in [RelayMode::Fast, RelayMode::Plain] {
+    for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         let (mut rx, sink) = receiver("127.0.0.1:0");
-        let relay = UdpRelay::bind(udp_cfg(sink, mode)).unwrap();
+        let relay = UdpGateway::bind(udp_cfg(sink, mode)).unwrap();
         let mut tx = sender(relay.local_addr());
         let run = run_udp(relay);
         check_window(&mut tx, &mut rx, 0, &[0, 0, 0, 5, 5, 0, 3, 3, 1, 0]);
@@ -361,14 +361,14 @@ fn until(what: &str, mut f: impl FnMut() -> bool, mut prod: impl FnMut()) {
 
 #[test]
 fn udp_burst_beyond_the_buffers_is_counted_not_blocking() {
-    for mode in [RelayMode::Fast, RelayMode::Plain] {
+    for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         // The sink never reads.
         let (rx, sink) = receiver("127.0.0.1:0");
-        let cfg = RelayConfig {
+        let cfg = GatewayConfig {
             rcvbuf: Some(64 << 10),
             ..udp_cfg(sink, mode)
         };
-        let relay = UdpRelay::bind(cfg).unwrap();
+        let relay = UdpGateway::bind(cfg).unwrap();
         let counters = relay.counters();
         let mut tx = sender(relay.local_addr());
         // A burst of 8 MiB while the relay is bound but not yet running:
@@ -411,12 +411,12 @@ fn udp_burst_beyond_the_buffers_is_counted_not_blocking() {
 
 #[test]
 fn udp_unreachable_destination_is_counted_and_survived() {
-    for mode in [RelayMode::Fast, RelayMode::Plain] {
+    for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         // A port nobody listens on (until later).
         let free = UdpSocket::bind("127.0.0.1:0").unwrap();
         let port_addr = free.local_addr().unwrap();
         drop(free);
-        let relay = UdpRelay::bind(udp_cfg(port_addr, mode)).unwrap();
+        let relay = UdpGateway::bind(udp_cfg(port_addr, mode)).unwrap();
         let counters = relay.counters();
         let mut tx = sender(relay.local_addr());
         let run = run_udp(relay);
@@ -425,7 +425,7 @@ fn udp_unreachable_destination_is_counted_and_survived() {
             tx.expect("sent");
             until("the relay receives", || counters.received() > i, || {});
         }
-        if mode == RelayMode::Fast {
+        if mode == GatewayMode::Fast {
             // Each send draws an ICMP port unreachable; the connected
             // socket reports it as ECONNREFUSED on the next send.
             assert!(counters.sink_errors() > 0, "no refusal seen");
@@ -440,7 +440,7 @@ fn udp_unreachable_destination_is_counted_and_survived() {
         let got = rx.expect("got");
         assert!(got.starts_with("64 "), "{got}");
         let s = run.finish();
-        if mode == RelayMode::Fast {
+        if mode == GatewayMode::Fast {
             assert!(s.last_sink_error.is_some(), "{s:?}");
         }
         println!("{mode}: {s:?}");
@@ -451,7 +451,7 @@ fn udp_unreachable_destination_is_counted_and_survived() {
 
 // ---------------------------------------------------------------------- TCP
 
-fn run_tcp(mut r: TcpRelay) -> Running<TcpRelayStats> {
+fn run_tcp(mut r: TcpGateway) -> Running<TcpGatewayStats> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let handle = std::thread::spawn(move || r.run(&s, None).expect("the relay runs"));
@@ -464,10 +464,10 @@ fn run_tcp(mut r: TcpRelay) -> Running<TcpRelayStats> {
 #[test]
 fn tcp_moves_64_mib_both_ways_and_survives_a_killed_client() {
     const N: u64 = 64 << 20;
-    for mode in [RelayMode::Fast, RelayMode::Plain] {
+    for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         let mut server = Kid::spawn("child_tcp_server", "tcp-server", &[]);
         let to: SocketAddr = server.expect("addr").parse().unwrap();
-        let relay = TcpRelay::bind(udp_cfg(to, mode)).unwrap();
+        let relay = TcpGateway::bind(udp_cfg(to, mode)).unwrap();
         let addr = relay.local_addr().to_string();
         let run = run_tcp(relay);
         let mut client = Kid::spawn("child_tcp_client", "tcp-client", &[("ADDR", addr.clone())]);
