@@ -412,7 +412,13 @@ pub unsafe extern "C" fn zcio_endpoint_new(
                 ));
             }
             if cfg.rewrite_tolerance >= 0.0 {
-                let p = c.policy.take().unwrap_or_default();
+                // Without `ignore_cost_model`: this machine's calibrated
+                // policy, as `Endpoint::new` would take (not the built-in
+                // model's `Policy::default()`).
+                let p = c
+                    .policy
+                    .take()
+                    .unwrap_or_else(zcio::semantics::Policy::calibrated);
                 c.policy = Some(p.with_rewrite_tolerance(cfg.rewrite_tolerance));
             }
         }

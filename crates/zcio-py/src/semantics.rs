@@ -351,7 +351,7 @@ impl SemanticEndpoint {
                     if ignore {
                         zcio::semantics::Policy::always_zero_copy()
                     } else {
-                        zcio::semantics::Policy::current()
+                        zcio::semantics::Policy::calibrated()
                     }
                     .with_rewrite_tolerance(t),
                 ),

@@ -30,8 +30,9 @@ pub struct EndpointConfig {
     pub arena_capacity: usize,
     /// How long [`Endpoint::new`] waits for the peer's hello.
     pub hello_timeout: Duration,
-    /// Thresholds and mechanism choices; `None`: from the calibrated cost
-    /// model (`zcio calibrate`), or its built-in defaults.
+    /// Thresholds and mechanism choices; `None`: [`Policy::calibrated`]
+    /// (this machine's calibrated cost model, `zcio calibrate`, or the
+    /// built-in defaults), taken when the endpoint is created.
     pub policy: Option<Policy>,
 }
 
@@ -155,7 +156,7 @@ impl Endpoint {
             max_chunks: 64,
             ..PoolConfig::named("zcio-semantics")
         });
-        let policy = cfg.policy.clone().unwrap_or_else(Policy::current);
+        let policy = cfg.policy.clone().unwrap_or_else(Policy::calibrated);
         let mut flags = wire::HELLO;
         if chan.is_peer_trusted() {
             flags |= wire::TRUSTS;

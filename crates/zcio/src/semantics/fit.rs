@@ -4,10 +4,9 @@
 //! they stream from memory; one line through both regimes misprices
 //! both). The cost model ([`super::cost`]) is built from these.
 
-use serde::{Deserialize, Serialize};
-
 /// `cost_ns(B) = a_ns_per_byte · B + b_ns`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "calibration", derive(serde::Serialize, serde::Deserialize))]
 pub struct Linear {
     /// Slope, nanoseconds per byte.
     pub a_ns_per_byte: f64,
@@ -107,7 +106,8 @@ fn clamped(pts: &[(f64, f64)]) -> Linear {
 
 /// How well a line fits its samples (the calibration reports it per
 /// operation).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "calibration", derive(serde::Serialize, serde::Deserialize))]
 pub struct FitQuality {
     /// Coefficient of determination (1 is perfect; a constant operation
     /// measured with noise has a low R² and that is fine).
@@ -157,7 +157,8 @@ impl FitQuality {
 /// The second line of a [`Curve`]: from `from_bytes` on, costs follow
 /// `line` instead. Its intercept may be negative (a steeper line that
 /// starts at the knot); its cost from the knot on never is.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "calibration", derive(serde::Serialize, serde::Deserialize))]
 pub struct Above {
     /// The knot: the first size (bytes) priced by `line`.
     pub from_bytes: u64,
@@ -167,7 +168,8 @@ pub struct Above {
 
 /// What one operation costs as a function of its size: a line, or two
 /// lines joined at a knot ([`fit_curve`] decides).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "calibration", derive(serde::Serialize, serde::Deserialize))]
 pub struct Curve {
     /// The line (below the knot, when there is one).
     pub line: Linear,

@@ -1,4 +1,11 @@
 //! The thresholds an endpoint applies, derived from the cost model.
+//!
+//! [`Policy::default`] is the built-in model's (no I/O: it depends on no
+//! file, only on the page size); [`Policy::calibrated`] is this machine's
+//! calibrated model's
+//! (`zcio calibrate`), which is what an [`Endpoint`](super::Endpoint)
+//! whose [`EndpointConfig::policy`](super::EndpointConfig::policy) is
+//! `None` uses.
 
 use super::cost::{CostModel, RewriteBand};
 
@@ -30,8 +37,12 @@ pub struct Policy {
 }
 
 impl Default for Policy {
+    /// The built-in cost model's thresholds ([`CostModel::builtin`],
+    /// measured on the project's machine): reads no file and does no
+    /// other I/O (it depends only on the page size; derived once per
+    /// process). For this machine's calibration use [`Policy::calibrated`].
     fn default() -> Self {
-        Self::current()
+        Policy::from_model(CostModel::builtin_shared())
     }
 }
 
@@ -76,10 +87,23 @@ impl Policy {
         self
     }
 
-    /// The process's policy: from the calibration file (`zcio calibrate`)
-    /// when there is a usable one, else the built-in model.
-    pub fn current() -> Policy {
+    /// This machine's policy: the thresholds of [`CostModel::current`].
+    /// With the `calibration` feature (a default one) that is the model in
+    /// the calibration file `zcio calibrate` writes, read once per process
+    /// (the first call may read the file and warn on stderr about one it
+    /// cannot use), else the built-in model; without the feature it is the
+    /// built-in model, as [`Policy::default`]. What an
+    /// [`Endpoint`](super::Endpoint) uses when its config names no policy.
+    pub fn calibrated() -> Policy {
         Policy::from_model(CostModel::current())
+    }
+
+    /// The former name of [`Policy::calibrated`].
+    #[deprecated(
+        note = "renamed to `Policy::calibrated` (`Policy::default` is the built-in model's)"
+    )]
+    pub fn current() -> Policy {
+        Policy::calibrated()
     }
 
     /// Convert nothing to copy, swap whenever aligned and lend rewritten
@@ -94,5 +118,21 @@ impl Policy {
             rewrite: Vec::new(),
         }
         .with_rewrite_tolerance(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_the_builtin_models_and_calibrated_the_current_models() {
+        assert_eq!(Policy::default(), Policy::from_model(&CostModel::builtin()));
+        assert_eq!(
+            Policy::calibrated(),
+            Policy::from_model(CostModel::current())
+        );
+        #[cfg(not(feature = "calibration"))]
+        assert_eq!(Policy::calibrated(), Policy::default());
     }
 }

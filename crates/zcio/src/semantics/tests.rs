@@ -576,3 +576,15 @@ fn move_family_arenas_never_exhaust_with_nothing_in_flight() {
         drop(s.alloc(PAGES * 4096).expect("the sender's whole arena"));
     }
 }
+
+#[test]
+fn an_endpoint_without_a_policy_uses_the_calibrated_one() {
+    let c = EndpointConfig {
+        arena_capacity: 1 << 20,
+        ..EndpointConfig::default()
+    };
+    assert!(c.policy.is_none());
+    let (s, r) = endpoints(c.clone(), c, false);
+    assert_eq!(s.policy(), &Policy::calibrated());
+    assert_eq!(r.policy(), &Policy::calibrated());
+}
