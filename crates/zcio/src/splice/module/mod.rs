@@ -469,6 +469,7 @@ pub(crate) mod testutil {
     }
 
     /// Run `blocks` through `m` and its finish; the concatenated output.
+    #[cfg(any(feature = "zstd", feature = "seal"))]
     pub fn run(
         m: &mut dyn Module,
         pool: &Pool,

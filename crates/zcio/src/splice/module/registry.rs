@@ -1,7 +1,7 @@
 //! The registry of modules by name (the thesis's `kload`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+
 use std::sync::Arc;
 
 use super::{Args, Module, ModuleError};
@@ -81,7 +81,10 @@ impl Registry {
     /// header's contract (valid pointers, no writes to its input, output
     /// only through `emit` during a call).
     #[cfg(feature = "dynamic-modules")]
-    pub unsafe fn load(&mut self, path: impl AsRef<Path>) -> Result<String, ModuleError> {
+    pub unsafe fn load(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<String, ModuleError> {
         // SAFETY: this function's contract, passed on.
         let lib = unsafe { super::cabi::Library::load(path.as_ref()) }?;
         let name = lib.name().to_owned();
