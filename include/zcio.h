@@ -1483,6 +1483,19 @@ int zcio_assoc_push(struct zcio_assoc *a, const char *spec);
 int zcio_assoc_pop(struct zcio_assoc *a);
 
 /**
+ * End the stream here, before the source's end (a copy limited to a byte
+ * count): every stacked module flushes what it holds through the modules
+ * after it to the sink, as at the end of the source (a zstd frame or a
+ * sealed stream is complete); later increments report the end at once.
+ * Between increments only. Returns 0, `-EBUSY`, or a negative code (the
+ * flush failed).
+ *
+ * # Safety
+ * `a` is NULL or a live association.
+ */
+int zcio_assoc_finish(struct zcio_assoc *a);
+
+/**
  * Control read (`value` NULL) or write of a stacked module: `which` is
  * its position from the source side (`"0"`, `"1"`, …) or its name (the
  * first with that name); `key` is the module's (every module answers

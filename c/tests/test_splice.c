@@ -633,6 +633,34 @@ static int test_splice_cp_same_file(void) {
     return 0;
 }
 
+/* zcio_assoc_finish: a stream ended before the source's end still has its
+ * modules flushed (the zstd frame decodes to exactly what was moved). */
+static int test_splice_finish(void) {
+    const uint64_t size = (3 << 20) + 5, part = 1000000;
+    char src[PATH_MAX], zst[PATH_MAX], dec[PATH_MAX];
+    path_in_work(src, sizeof src, "fin.src");
+    path_in_work(zst, sizeof zst, "fin.zst");
+    path_in_work(dec, sizeof dec, "fin.dec");
+    CHECK(make_stream_file(src, size) == 0);
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_specs(src, zst, &a), 0);
+    CHECK_RC(zcio_assoc_push(a, "zstd:level=1"), 0);
+    struct zcio_completion c;
+    CHECK_RC(zcio_assoc_run(a, part, &c), 0);
+    CHECK(c.moved == part && !c.eof);
+    CHECK_RC(zcio_assoc_finish(a), 0);
+    CHECK_RC(zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c), 0);
+    CHECK(c.eof && c.moved == 0);
+    zcio_assoc_close(a, NULL);
+    CHECK_RC(zcio_assoc_finish(NULL), -EINVAL);
+    const char *mods[] = {"unzstd"};
+    struct zcio_assoc_status st;
+    CHECK_RC(zcio_cp(zst, dec, mods, 1, &st), 0);
+    CHECK(st.moved > 0);
+    CHECK(file_is_stream(dec, part));
+    return 0;
+}
+
 /* A user module from a shared object (c/modules/rot13.c). */
 static int test_splice_module_load(void) {
     char junk[PATH_MAX], src[PATH_MAX], dst[PATH_MAX], name[8];
@@ -782,6 +810,7 @@ static const struct test tests[] = {
     {"splice_sender_killed", test_splice_sender_killed},
     {"splice_cp", test_splice_cp},
     {"splice_cp_same_file", test_splice_cp_same_file},
+    {"splice_finish", test_splice_finish},
     {"splice_module_load", test_splice_module_load},
     {"splice_hostile_input", test_splice_hostile_input},
 };

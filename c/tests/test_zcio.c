@@ -721,6 +721,16 @@ static int test_hostile_input(void) {
     CHECK_RC(zcio_pool_create("p", 0, 0, NULL), -EINVAL);
     CHECK_RC(zcio_pool_get_stats(NULL, NULL), -EINVAL);
     CHECK_RC(zcio_buf_alloc(NULL, 1, NULL), -EINVAL);
+    {
+        /* More than the machine has: refused, not populated into an OOM. */
+        zcio_pool *big = NULL;
+        zcio_buf *huge = NULL;
+        CHECK_OK(zcio_pool_create("huge", 4096, 2, &big));
+        CHECK_RC(zcio_buf_alloc(big, (size_t)1 << 40, &huge), -ENOMEM);
+        CHECK(strstr(zcio_last_error(), "MemAvailable") != NULL);
+        CHECK(huge == NULL);
+        zcio_pool_destroy(big);
+    }
     CHECK(zcio_buf_data(NULL) == NULL && zcio_buf_len(NULL) == 0);
     CHECK_RC(zcio_buf_truncate(NULL, 1), -EINVAL);
     CHECK(zcio_msg_len(NULL) == 0);

@@ -186,6 +186,7 @@ impl Code for RegionError {
         match self {
             RegionError::Os { errno: e, .. } => errno(*e),
             RegionError::BadLength(_) => libc::EINVAL,
+            RegionError::NoMemory { .. } => libc::ENOMEM,
             _ => libc::EPROTO,
         }
     }

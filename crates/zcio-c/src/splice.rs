@@ -752,6 +752,34 @@ pub unsafe extern "C" fn zcio_assoc_pop(a: *mut zcio_assoc) -> c_int {
     })
 }
 
+/// End the stream here, before the source's end (a copy limited to a byte
+/// count): every stacked module flushes what it holds through the modules
+/// after it to the sink, as at the end of the source (a zstd frame or a
+/// sealed stream is complete); later increments report the end at once.
+/// Between increments only. Returns 0, `-EBUSY`, or a negative code (the
+/// flush failed).
+///
+/// # Safety
+/// `a` is NULL or a live association.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_assoc_finish(a: *mut zcio_assoc) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let h = match unsafe { handle(a, "zcio_assoc_finish") } {
+            Ok(h) => h,
+            Err(e) => return e,
+        };
+        let mut g = match take(h, "zcio_assoc_finish") {
+            Ok(g) => g,
+            Err(e) => return e,
+        };
+        match g.finish() {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
+}
+
 /// Control read (`value` NULL) or write of a stacked module: `which` is
 /// its position from the source side (`"0"`, `"1"`, …) or its name (the
 /// first with that name); `key` is the module's (every module answers

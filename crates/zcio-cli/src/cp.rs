@@ -94,11 +94,29 @@ pub fn run(a: CpArgs) -> Result<i32> {
     for m in &a.modules {
         modules.push(reg.open(m).map_err(usage)?);
     }
+    if let Some(j) = &a.json {
+        summary_dir_exists(j)?;
+    }
     let src = spec::open(&a.src, Role::Source).context("source")?;
     let total = src.size();
     // Into a directory under the source's name; a path is truncated only
     // once the association has checked it is not the source.
     let dst = spec::open(&spec::sink_for(&a.src, &a.dst), Role::Sink).context("destination")?;
+    if let Some(j) = &a.json {
+        summary_is_not(j, &[&src, &dst])?;
+    }
+    if let Some(name) = a.dst.strip_prefix("ring:") {
+        let readers = zcio::ring::stat(name)
+            .map(|st| st.consumers.iter().filter(|c| c.alive).count())
+            .unwrap_or(0);
+        if readers == 0 && !a.quiet {
+            eprintln!(
+                "zcio cp: warning: ring {name} has no reader yet: a ring never waits for readers, \
+                 so blocks no reader takes in time are dropped or overwritten \
+                 (start `zcio pipe get {name}` first)"
+            );
+        }
+    }
     let mut assoc = Association::new(src, dst)?;
     for m in modules {
         assoc.push(m)?;
@@ -111,6 +129,11 @@ pub fn run(a: CpArgs) -> Result<i32> {
     loop {
         let left = a.max.map(|m| m - moved);
         if left == Some(0) {
+            // The limit ends the stream: the modules flush what they hold
+            // (a zstd frame, the sealed stream's last frame) to the sink.
+            if let Err(e) = assoc.finish() {
+                err = Some(e);
+            }
             break;
         }
         let step = left.map_or(a.increment, |l| l.min(a.increment));
@@ -142,7 +165,9 @@ pub fn run(a: CpArgs) -> Result<i32> {
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    if !a.quiet {
+    // A failed copy says how far it got in its error, not in a summary
+    // that reads like success.
+    if !a.quiet && err.is_none() {
         summary(&st, secs, cpu, a.verbose.then_some(&stats));
     }
     if let Some(path) = &a.json {
@@ -166,6 +191,42 @@ pub fn run(a: CpArgs) -> Result<i32> {
         ))),
         None => Ok(0),
     }
+}
+
+/// `--json PATH` must be writable at the end: its directory exists now
+/// (checked before anything is copied).
+fn summary_dir_exists(path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "--json {}: the directory {} does not exist; nothing was copied",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `--json PATH` must not name the source or the destination (writing the
+/// summary would replace the data).
+fn summary_is_not(path: &std::path::Path, ends: &[&zcio::splice::Endpoint]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    for e in ends {
+        if e.file_id() == Some((m.dev(), m.ino())) {
+            return Err(usage(format!(
+                "--json {} is the same file as {}: the summary would replace the data; nothing was copied, give the summary another path",
+                path.display(),
+                e.label()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn progress(on: bool, total: Option<u64>) -> Option<ProgressBar> {

@@ -196,3 +196,64 @@ fn cp_refuses_the_source_as_destination_and_copies_into_directories() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("directory"), "{}", stderr(&o));
 }
+
+/// `--json PATH` never replaces the data: the source or the destination as
+/// the summary's path is refused before anything is copied, and so is a
+/// summary in a missing directory (instead of failing after the copy).
+#[test]
+fn cp_summary_path_is_checked_before_the_copy() {
+    let dir = RingDir::new("cp-json");
+    let p = |n: &str| dir.0.join(n).to_string_lossy().into_owned();
+    let bytes = data(100_000);
+    std::fs::write(p("keep.bin"), &bytes).unwrap();
+    std::fs::write(p("out.bin"), b"old").unwrap();
+    for json in [p("keep.bin"), p("out.bin")] {
+        let o = dir.run(&["cp", "-q", &p("keep.bin"), &p("out.bin"), "--json", &json]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("same file"), "{}", stderr(&o));
+        assert!(std::fs::read(p("keep.bin")).unwrap() == bytes);
+        assert_eq!(std::fs::read(p("out.bin")).unwrap(), b"old");
+    }
+    let o = dir.run(&[
+        "cp",
+        "-q",
+        &p("keep.bin"),
+        &p("new.bin"),
+        "--json",
+        &p("no/such/dir/s.json"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    assert!(!dir.0.join("new.bin").exists(), "nothing was copied");
+}
+
+/// `--max` ends the stream where it stops: the modules are flushed, so a
+/// limited copy through zstd (or seal) is a complete stream that decodes
+/// to exactly the first `--max` bytes.
+#[test]
+fn cp_max_through_modules_writes_a_complete_stream() {
+    let dir = RingDir::new("cp-max");
+    let p = |n: &str| dir.0.join(n).to_string_lossy().into_owned();
+    let bytes = data(3 << 20);
+    std::fs::write(p("src"), &bytes).unwrap();
+    let key = format!("key={}", "07".repeat(32));
+    for (limit, enc, dec) in [
+        ("1K", "zstd:level=1".to_owned(), "unzstd".to_owned()),
+        ("2000000", "zstd:level=1".to_owned(), "unzstd".to_owned()),
+        ("100000", format!("seal:{key}"), format!("open:{key}")),
+    ] {
+        let o = dir.run(&["cp", "-q", &p("src"), &p("enc"), "--max", limit, "-m", &enc]);
+        assert!(o.status.success(), "{enc} --max {limit}: {}", stderr(&o));
+        let o = dir.run(&["cp", "-q", &p("enc"), &p("dec"), "-m", &dec]);
+        assert!(
+            o.status.success(),
+            "{dec} after --max {limit}: {}",
+            stderr(&o)
+        );
+        let n = zcio_fmt::parse_bytes_u64(limit).unwrap() as usize;
+        assert!(
+            std::fs::read(p("dec")).unwrap() == bytes[..n],
+            "{enc} --max {limit}"
+        );
+    }
+}

@@ -151,6 +151,7 @@ pub(crate) fn connect(py: Python<'_>, e: &ConnectError) -> PyErr {
 pub(crate) fn region(py: Python<'_>, e: &RegionError) -> PyErr {
     let errno = match e {
         RegionError::Os { errno, .. } => errno_of(*errno),
+        RegionError::NoMemory { .. } => errno_of(zcio::Errno::NOMEM),
         _ => None,
     };
     err(py, Kind::Alloc, e.to_string(), errno)

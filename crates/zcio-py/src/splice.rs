@@ -521,6 +521,17 @@ impl Association {
         })
     }
 
+    /// finish(): end the stream here, before the source's end (a copy
+    /// limited to a byte count): every stacked module flushes what it holds
+    /// through the modules after it to the sink, as at the end of the source
+    /// (a zstd frame or a sealed stream is complete); later increments
+    /// report the end at once. Between increments only.
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |a| {
+            py.detach(|| a.finish()).map_err(|e| errors::splice(py, &e))
+        })
+    }
+
     /// control(which, key, value=None): control read (value None) or write
     /// of a stacked module, ``which`` its position from the source side
     /// (int) or its name; returns the reply text. Every module answers

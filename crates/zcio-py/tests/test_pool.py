@@ -30,6 +30,28 @@ def test_pool_exhaustion_full_then_timeout_then_recovers():
     assert len(p.alloc(16 << 10, timeout=0)) == 16 << 10
 
 
+def test_an_allocation_beyond_the_memory_available_is_refused_not_oom_killed():
+    """More than the machine has (here 1 TiB, populated) is an AllocError
+    with ENOMEM before anything is allocated; the pool stays usable; and a
+    pool whose buffers all came back that still cannot fit a request says
+    so at once instead of waiting out its timeout."""
+    import errno
+
+    p = zcio.Pool("huge", chunk_size=4096, max_chunks=2, populate=True)
+    with pytest.raises(zcio.AllocError) as e:
+        p.alloc(1 << 40, timeout=0)
+    assert e.value.errno == errno.ENOMEM and "MemAvailable" in str(e.value)
+    assert p.stats()["chunks"] == 0
+    assert len(p.alloc(4096, timeout=0)) == 4096
+    gc.collect()
+    q = small_pool()
+    held = q.alloc(64 << 10, timeout=0)
+    del held
+    gc.collect()
+    with pytest.raises(zcio.AllocError, match="never will"):
+        q.alloc(128 << 10, timeout=30)
+
+
 def test_send_exhausts_the_channel_pool_while_the_receiver_holds_messages():
     a, b = zcio.Channel.pair()
     p = small_pool()

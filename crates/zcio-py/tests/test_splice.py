@@ -356,6 +356,21 @@ def test_cp_refuses_the_source_as_destination(tmp_path):
     assert (into / "a.bin").read_bytes() == data
 
 
+def test_finish_ends_a_limited_stream_with_its_modules_flushed(tmp_path):
+    """Association.finish() ends the stream before the source's end: the
+    zstd frame is complete and decodes to exactly what was moved."""
+    data = stream(3 << 20)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    with zcio.splice(str(src), str(tmp_path / "z"), modules=["zstd:level=1"]) as a:
+        c = a.run(1000000)
+        assert c.moved == 1000000 and not c.eof
+        a.finish()
+        assert a.run().eof
+    zcio.cp(tmp_path / "z", tmp_path / "back", ["unzstd"])
+    assert (tmp_path / "back").read_bytes() == data[:1000000]
+
+
 def test_load_module(tmp_path):
     junk = tmp_path / "junk.so"
     junk.write_text("not an ELF object")

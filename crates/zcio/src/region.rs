@@ -51,6 +51,16 @@ pub enum RegionError {
     /// Zero or not page-aligned length.
     #[error("region length {0} is not a non-zero multiple of the page size")]
     BadLength(u64),
+    /// More memory than the machine has available now (`MemAvailable`):
+    /// refused before anything is allocated, instead of the kernel's OOM
+    /// killer ending some process when the pages are touched.
+    #[error("cannot create a region of {len} bytes: only {available} bytes of memory are available (MemAvailable in /proc/meminfo); ask for less")]
+    NoMemory {
+        /// Bytes asked for.
+        len: u64,
+        /// Bytes available.
+        available: u64,
+    },
 }
 
 fn os(op: &'static str) -> impl FnOnce(Errno) -> RegionError {
@@ -92,6 +102,14 @@ impl Region {
         let ps = crate::sys::page_size();
         if len == 0 || !len.is_multiple_of(ps) {
             return Err(RegionError::BadLength(len as u64));
+        }
+        if let Some(available) = crate::sys::memory_available() {
+            if len as u64 > available {
+                return Err(RegionError::NoMemory {
+                    len: len as u64,
+                    available,
+                });
+            }
         }
         let fd = memfd::create_sized(name, len as u64).map_err(os("memfd_create"))?;
         if populate {

@@ -707,6 +707,24 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_larger_than_the_memory_available_is_refused_not_populated() {
+        // 1 TiB, populated: the kernel would kill some process instead.
+        let p = Pool::new(PoolConfig {
+            populate: true,
+            ..small().config().clone()
+        });
+        match p.try_alloc(1 << 40) {
+            Err(AllocError::Region(RegionError::NoMemory { len, available })) => {
+                assert_eq!(len, 1 << 40);
+                assert!(available < len);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.stats().chunks, 0, "nothing was allocated");
+        assert!(p.try_alloc(4096).is_ok(), "the pool is still usable");
+    }
+
+    #[test]
     fn quick_lists_flush_for_other_sizes() {
         let p = small();
         let bufs: Vec<_> = (0..8).map(|_| p.try_alloc(16 << 10).unwrap()).collect();

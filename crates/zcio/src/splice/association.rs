@@ -353,6 +353,31 @@ impl Association {
         })
     }
 
+    /// End the stream at this point, before the source's end (a copy
+    /// limited to a byte count): every stacked module flushes what it
+    /// holds through the modules after it to the sink, as at the end of
+    /// the source (a zstd frame or a sealed stream is complete). Later
+    /// increments report the end at once. Between increments only;
+    /// nothing happens when the source already ended.
+    pub fn finish(&mut self) -> Result<(), SpliceError> {
+        let stop = &self.shared.stop;
+        self.with_engine(|e, st| {
+            let io = StepIo {
+                src: &mut e.src,
+                dst: &mut e.dst,
+                stack: &mut e.stack,
+                flow: &mut e.flow,
+                stop,
+            };
+            let r = e.mover.finish_early(io);
+            // Ended on purpose: not a source that fell short.
+            e.expected = None;
+            st.eof = true;
+            sync_modules(e, st);
+            r
+        })
+    }
+
     /// Pop the module at the sink end (between increments): its buffered
     /// output (a compressor's frame end, …) is flushed to the sink first.
     /// Popping the last module moves the association back to the fastest

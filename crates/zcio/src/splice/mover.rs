@@ -151,6 +151,17 @@ impl Mover {
         self.finished
     }
 
+    /// End the stream here, before the source's end: the stack flushes
+    /// what it holds (through the modules after each) to the sink, and no
+    /// step moves data afterwards.
+    pub(crate) fn finish_early(&mut self, io: StepIo<'_>) -> Result<(), SpliceError> {
+        if std::mem::replace(&mut self.finished, true) {
+            return Ok(());
+        }
+        let out = io.stack.finish().map_err(module_error)?;
+        write_blocks(io.dst, out, io.flow, io.stop)
+    }
+
     /// Switch to `kind` between steps (a module was pushed or the last one
     /// popped). The internal pipe is empty between steps.
     pub(crate) fn set_kind(&mut self, kind: MoverKind) {
@@ -168,6 +179,10 @@ impl Mover {
     /// Move up to `max` bytes (at least 1). A refusal of the pair before
     /// any progress switches to the next mover and retries.
     pub(crate) fn step(&mut self, io: StepIo<'_>, max: u64) -> Result<Step, SpliceError> {
+        if self.finished {
+            // The stream was ended early (`Association::finish`).
+            return Ok(Step::Eof);
+        }
         loop {
             let max = usize::try_from(max).unwrap_or(usize::MAX).max(1);
             let fds = (io.src.fd(), io.dst.fd());

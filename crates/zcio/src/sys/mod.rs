@@ -24,6 +24,21 @@ pub fn page_size() -> usize {
     rustix::param::page_size()
 }
 
+/// Bytes of memory available without swapping (`MemAvailable` in
+/// `/proc/meminfo`), if the kernel says.
+pub fn memory_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Round `len` up to a whole number of pages; `None` on overflow.
 pub fn round_to_pages(len: usize) -> Option<usize> {
     let ps = page_size();
@@ -46,6 +61,12 @@ pub(crate) fn seqpacket_pair() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_available_is_known_and_below_the_address_space() {
+        let m = memory_available().expect("MemAvailable in /proc/meminfo");
+        assert!(m > 0 && m < 1 << 50, "{m}");
+    }
 
     #[test]
     fn rounds_to_pages() {
