@@ -107,7 +107,7 @@ enum Cmd {
     /// Buffering semantics (Genie): the eight semantics between processes.
     ///
     /// This process sends, a child receives, over a zcio channel with a
-    /// `zcio::semantics::Endpoint` on each end: copy, emulated copy, share,
+    /// `zcio::semantics::SemanticEndpoint` on each end: copy, emulated copy, share,
     /// emulated share, move, emulated move, weak move and emulated weak
     /// move (the same on both sides), "secured" (emulated copy to a
     /// receiver that does not trust the sender), a mixed pair (emulated

@@ -444,11 +444,11 @@ mod tests {
 
     #[test]
     fn spec_errors_keep_the_os_errno() {
-        let e = zcio::splice::spec::open("/nonexistent/zcio-c-test", zcio::splice::Role::Source)
+        let e = zcio::splice::open_spec("/nonexistent/zcio-c-test", zcio::splice::Role::Source)
             .err()
             .unwrap();
         assert_eq!(e.code(), libc::ENOENT, "{e}");
-        let e = zcio::splice::spec::open("fd:x", zcio::splice::Role::Source)
+        let e = zcio::splice::open_spec("fd:x", zcio::splice::Role::Source)
             .err()
             .unwrap();
         assert_eq!(e.code(), libc::EINVAL, "{e}");

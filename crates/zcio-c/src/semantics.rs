@@ -11,8 +11,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::time::{Duration, Instant};
 
 use zcio::semantics::{
-    ArenaBuf, ArenaError, Delivery, Endpoint, EndpointConfig, InputError, OutputError, OwnedBuf,
-    Received, Semantics, SetupError,
+    ArenaBuf, ArenaError, Delivery, InputError, OutputError, OwnedBuf, Received, SemanticConfig,
+    SemanticEndpoint, Semantics, SetupError,
 };
 
 use crate::chan::zcio_channel;
@@ -162,7 +162,7 @@ pub struct zcio_endpoint_stats {
 /// One end of a channel with buffering semantics (opaque). Thread-safe:
 /// output and input may run on different threads at once.
 pub struct zcio_endpoint {
-    ep: Endpoint,
+    ep: SemanticEndpoint,
     /// The configured semantics (what `-1` stands for).
     output: Semantics,
     input: Semantics,
@@ -338,7 +338,7 @@ pub extern "C" fn zcio_semantics_name(sem: c_int) -> *const c_char {
 pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_config) {
     guard(|| {
         if !cfg.is_null() {
-            let d = EndpointConfig::default();
+            let d = SemanticConfig::default();
             // SAFETY: non-NULL and writable (contract).
             unsafe {
                 cfg.write(zcio_endpoint_config {
@@ -382,7 +382,7 @@ pub unsafe extern "C" fn zcio_endpoint_new(
         if ch.is_null() || out.is_null() {
             return einval("zcio_endpoint_new: ch or out is NULL");
         }
-        let mut c = EndpointConfig::default();
+        let mut c = SemanticConfig::default();
         let mut trust = false;
         // SAFETY: NULL or readable (contract).
         if let Some(cfg) = unsafe { cfg.as_ref() } {
@@ -413,7 +413,7 @@ pub unsafe extern "C" fn zcio_endpoint_new(
             }
             if cfg.rewrite_tolerance >= 0.0 {
                 // Without `ignore_cost_model`: this machine's calibrated
-                // policy, as `Endpoint::new` would take (not the built-in
+                // policy, as `SemanticEndpoint::new` would take (not the built-in
                 // model's `Policy::default()`).
                 let p = c
                     .policy
@@ -431,7 +431,7 @@ pub unsafe extern "C" fn zcio_endpoint_new(
             unsafe { chan.trust_peer() };
         }
         let (output, input) = (c.output, c.input);
-        match Endpoint::new(chan, c) {
+        match SemanticEndpoint::new(chan, c) {
             Ok(ep) => {
                 let h = zcio_endpoint { ep, output, input };
                 // SAFETY: non-NULL and writable (contract).

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError};
 use std::time::Duration;
 
 use zcio::splice::module::Registry;
-use zcio::splice::spec::open_pair;
+use zcio::splice::open_pair;
 use zcio::splice::{
-    Association, Completion, Endpoint, Increment, MoverKind, Next, Remote, SpliceError, Status,
+    Association, Completion, Increment, IoObject, MoverKind, Next, Remote, SpliceError, Status,
 };
 
 use crate::error::{einval, fail, fail_msg, guard, set_last, Code};
@@ -271,9 +271,9 @@ fn check_open(fd: c_int, what: &str) -> Result<(), c_int> {
     ))
 }
 
-fn endpoint(fd: c_int, what: &str) -> Result<Endpoint, c_int> {
+fn endpoint(fd: c_int, what: &str) -> Result<IoObject, c_int> {
     let owned = dup_fd(fd, what)?;
-    Endpoint::new(owned, format!("fd:{fd}")).map_err(fail)
+    IoObject::new(owned, format!("fd:{fd}")).map_err(fail)
 }
 
 /// Associate the descriptors `src_fd` (data flows from it) and `dst_fd`

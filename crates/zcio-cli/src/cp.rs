@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use zcio::splice::module::Registry;
-use zcio::splice::{spec, Association, Increment, Role, Status};
+use zcio::splice::{self, Association, Increment, Role, Status};
 use zcio_fmt::bytes_u64;
 
 use crate::usage;
@@ -97,11 +97,12 @@ pub fn run(a: CpArgs) -> Result<i32> {
     if let Some(j) = &a.json {
         summary_dir_exists(j)?;
     }
-    let src = spec::open(&a.src, Role::Source).context("source")?;
+    let src = splice::open_spec(&a.src, Role::Source).context("source")?;
     let total = src.size();
     // Into a directory under the source's name; a path is truncated only
     // once the association has checked it is not the source.
-    let dst = spec::open(&spec::sink_for(&a.src, &a.dst), Role::Sink).context("destination")?;
+    let dst =
+        splice::open_spec(&splice::sink_for(&a.src, &a.dst), Role::Sink).context("destination")?;
     if let Some(j) = &a.json {
         summary_is_not(j, &[&src, &dst])?;
     }
@@ -212,7 +213,7 @@ fn summary_dir_exists(path: &std::path::Path) -> Result<()> {
 
 /// `--json PATH` must not name the source or the destination (writing the
 /// summary would replace the data).
-fn summary_is_not(path: &std::path::Path, ends: &[&zcio::splice::Endpoint]) -> Result<()> {
+fn summary_is_not(path: &std::path::Path, ends: &[&zcio::splice::IoObject]) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let Ok(m) = std::fs::metadata(path) else {
         return Ok(());

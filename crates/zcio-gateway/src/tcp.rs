@@ -14,7 +14,7 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use super::udp::TICK;
 use super::{GatewayConfig, GatewayError, GatewayMode};
-use zcio::splice::{Association, Completion, Endpoint, Increment, MoverKind};
+use zcio::splice::{Association, Completion, Increment, IoObject, MoverKind};
 use zcio::Errno;
 
 /// How long connecting to the destination may take.
@@ -238,7 +238,7 @@ fn spliced(
     let client_ctl = client.try_clone()?;
     let server_ctl = server.try_clone()?;
     let ep = |s: TcpStream, label: &str| {
-        Endpoint::new(OwnedFd::from(s), label).map_err(std::io::Error::other)
+        IoObject::new(OwnedFd::from(s), label).map_err(std::io::Error::other)
     };
     let up_src = ep(client.try_clone()?, "client")?;
     let down_src = ep(server.try_clone()?, "destination")?;

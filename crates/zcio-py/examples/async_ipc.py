@@ -21,7 +21,7 @@ NOTE, CALL, REPLY = 1, 2, 3
 
 def serve(path: str) -> None:
     """Sums the notes, answers CALL [x] with REPLY [2x, sum so far]."""
-    with zcio.EndpointListener(path) as listener:
+    with zcio.RendezvousListener(path) as listener:
         print(f"server: listening on {path}", flush=True)
         with listener.accept(timeout=10) as ep:
             total = 0
@@ -44,7 +44,7 @@ def main() -> None:
     server = mp.get_context("spawn").Process(target=serve, args=(path,))
     server.start()
     try:
-        ep = zcio.Endpoint.connect(path, timeout=10)  # retries until the server listens
+        ep = zcio.Rendezvous.connect(path, timeout=10)  # retries until the server listens
         with zcio.AsyncEndpoint(ep, zcio.Proxies(max_proxies=4)) as peer:
             start = time.perf_counter()
             # 100 one-way notes: each send queues the message and returns at once.

@@ -9,11 +9,11 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use zcio::asyncipc::{self as aipc, AsyncError, ProxyConfig, RecvHandle, Status};
-use zcio::rendezvous::{self as rdv, EndpointConfig};
+use zcio::asyncipc::{self as aipc, AsyncError, ProxyConfig, RecvHandle, TicketStatus};
+use zcio::rendezvous::{self as rdv, RendezvousConfig};
 
 use crate::errors;
-use crate::ipc::{peer_dict, words_of, Endpoint, Message};
+use crate::ipc::{peer_dict, words_of, Message, Rendezvous};
 use crate::wait::{blocking, Deadline, Timeout};
 
 /// The pool endpoints share when none is given.
@@ -118,8 +118,8 @@ impl Ticket {
     #[getter]
     fn status(&self) -> &'static str {
         match self.t.status() {
-            Status::Pending => "pending",
-            Status::Delivered => "delivered",
+            TicketStatus::Pending => "pending",
+            TicketStatus::Delivered => "delivered",
             _ => "failed",
         }
     }
@@ -134,7 +134,7 @@ impl Ticket {
     #[getter]
     fn error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         match self.t.status() {
-            Status::Failed(e) => Some(errors::async_ipc(py, e).into_value(py).into_any()),
+            TicketStatus::Failed(e) => Some(errors::async_ipc(py, e).into_value(py).into_any()),
             _ => None,
         }
     }
@@ -273,7 +273,7 @@ impl AsyncEndpoint {
     #[new]
     #[pyo3(signature = (endpoint, proxies=None, *, quota=None, delivery_timeout=None))]
     fn new(
-        endpoint: &Bound<'_, Endpoint>,
+        endpoint: &Bound<'_, Rendezvous>,
         proxies: Option<&Bound<'_, Proxies>>,
         quota: Option<usize>,
         delivery_timeout: Option<f64>,
@@ -281,7 +281,7 @@ impl AsyncEndpoint {
         let delivery = seconds("delivery_timeout", delivery_timeout)?;
         let mut ep = endpoint.get().take()?;
         if let Some(d) = delivery {
-            let cfg = EndpointConfig {
+            let cfg = RendezvousConfig {
                 send_timeout: d,
                 ..ep.config()
             };

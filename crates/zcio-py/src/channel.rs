@@ -12,7 +12,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyMemoryView, PyTuple};
-use zcio::msg::Slice;
+use zcio::Slice;
 use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
 
 use crate::array::{self, Header};

@@ -1,5 +1,5 @@
-//! The rendezvous (`zcio::rendezvous`): `Message`, `EndpointListener`,
-//! `Endpoint` and `recv_any` — small messages (a label and up to 8 words)
+//! The rendezvous (`zcio::rendezvous`): `Message`, `RendezvousListener`,
+//! `Rendezvous` and `recv_any` — small messages (a label and up to 8 words)
 //! handed over synchronously between two processes.
 //!
 //! Every wait runs in slices of at most 100 ms with the GIL released (see
@@ -117,17 +117,17 @@ pub(crate) fn peer_dict<'py>(py: Python<'py>, p: PeerCred) -> PyResult<Bound<'py
 
 /// Accepts rendezvous connections on a Unix socket path.
 #[pyclass(module = "zcio._zcio", frozen)]
-pub struct EndpointListener {
-    inner: Mutex<Option<rdv::EndpointListener>>,
+pub struct RendezvousListener {
+    inner: Mutex<Option<rdv::RendezvousListener>>,
     path: PathBuf,
 }
 
 #[pymethods]
-impl EndpointListener {
-    /// EndpointListener(path)
+impl RendezvousListener {
+    /// RendezvousListener(path)
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let l = rdv::EndpointListener::bind(&path).map_err(|e| errors::connect(py, &e))?;
+        let l = rdv::RendezvousListener::bind(&path).map_err(|e| errors::connect(py, &e))?;
         Ok(Self {
             inner: Mutex::new(Some(l)),
             path,
@@ -140,13 +140,13 @@ impl EndpointListener {
         self.path.to_string_lossy().into_owned()
     }
 
-    /// accept(timeout=None) -> Endpoint
+    /// accept(timeout=None) -> Rendezvous
     #[pyo3(signature = (timeout=None))]
-    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Endpoint> {
+    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Rendezvous> {
         let c = listen::accept(py, &self.inner, timeout, "endpoint listener", |l, slice| {
             l.accept_timeout(slice)
         })?;
-        Ok(Endpoint::wrap(c))
+        Ok(Rendezvous::wrap(c))
     }
 
     /// close(): stop listening and remove the socket file.
@@ -165,17 +165,17 @@ impl EndpointListener {
     }
 
     fn __repr__(&self) -> String {
-        format!("zcio.EndpointListener({:?})", self.path)
+        format!("zcio.RendezvousListener({:?})", self.path)
     }
 }
 
 /// One end of a rendezvous connection.
 #[pyclass(module = "zcio._zcio", frozen)]
-pub struct Endpoint {
+pub struct Rendezvous {
     /// `None` once closed or handed to an `AsyncEndpoint`. Operations clone
     /// the `Arc` for one slice at a time, so `close()` takes effect within
     /// a slice and the connection closes when the last slice ends.
-    inner: Mutex<Option<Arc<rdv::Endpoint>>>,
+    inner: Mutex<Option<Arc<rdv::Rendezvous>>>,
     peer: PeerCred,
 }
 
@@ -185,25 +185,25 @@ enum Stop {
     Closed,
 }
 
-impl Endpoint {
-    fn wrap(ep: rdv::Endpoint) -> Self {
+impl Rendezvous {
+    fn wrap(ep: rdv::Rendezvous) -> Self {
         Self {
             peer: ep.peer(),
             inner: Mutex::new(Some(Arc::new(ep))),
         }
     }
 
-    fn current(inner: &Mutex<Option<Arc<rdv::Endpoint>>>) -> Option<Arc<rdv::Endpoint>> {
+    fn current(inner: &Mutex<Option<Arc<rdv::Rendezvous>>>) -> Option<Arc<rdv::Rendezvous>> {
         inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    pub(crate) fn get(&self) -> PyResult<Arc<rdv::Endpoint>> {
+    pub(crate) fn get(&self) -> PyResult<Arc<rdv::Rendezvous>> {
         Self::current(&self.inner).ok_or_else(|| errors::closed("endpoint"))
     }
 
     /// Take the endpoint out (for an `AsyncEndpoint`); this object is closed
     /// afterwards. Refused while another thread is in an operation on it.
-    pub(crate) fn take(&self) -> PyResult<rdv::Endpoint> {
+    pub(crate) fn take(&self) -> PyResult<rdv::Rendezvous> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let arc = g.take().ok_or_else(|| errors::closed("endpoint"))?;
         match Arc::try_unwrap(arc) {
@@ -225,7 +225,7 @@ impl Endpoint {
         py: Python<'_>,
         deadline: Deadline,
         try_: bool,
-        op: impl Fn(&rdv::Endpoint, Option<Duration>) -> Result<T, IpcError> + Send + Sync,
+        op: impl Fn(&rdv::Rendezvous, Option<Duration>) -> Result<T, IpcError> + Send + Sync,
     ) -> PyResult<T> {
         if try_ {
             let ep = self.get()?;
@@ -286,14 +286,14 @@ impl Endpoint {
 }
 
 #[pymethods]
-impl Endpoint {
-    /// Endpoint.connect(path, timeout=None) -> Endpoint
+impl Rendezvous {
+    /// Rendezvous.connect(path, timeout=None) -> Rendezvous
     #[staticmethod]
     #[pyo3(signature = (path, timeout=None))]
-    fn connect(py: Python<'_>, path: PathBuf, timeout: Option<f64>) -> PyResult<Endpoint> {
+    fn connect(py: Python<'_>, path: PathBuf, timeout: Option<f64>) -> PyResult<Rendezvous> {
         let deadline = Deadline::new(Timeout::from_py(timeout)?);
         let p = &path;
-        let got = blocking(py, deadline, |slice| match rdv::Endpoint::connect(p) {
+        let got = blocking(py, deadline, |slice| match rdv::Rendezvous::connect(p) {
             // Nobody listens there yet: retry until the deadline.
             Err(ConnectError::Os {
                 errno: Errno::NOENT | Errno::CONNREFUSED | Errno::INTR,
@@ -305,7 +305,7 @@ impl Endpoint {
             r => Some(r),
         })?;
         match got {
-            Some(Ok(ep)) => Ok(Endpoint::wrap(ep)),
+            Some(Ok(ep)) => Ok(Rendezvous::wrap(ep)),
             Some(Err(e)) => Err(errors::connect(py, &e)),
             None => Err(errors::err(
                 py,
@@ -394,7 +394,7 @@ impl Endpoint {
 
     fn __repr__(&self) -> String {
         format!(
-            "zcio.Endpoint(peer_pid={}, closed={})",
+            "zcio.Rendezvous(peer_pid={}, closed={})",
             self.peer.pid,
             if self.closed() { "True" } else { "False" }
         )
@@ -406,15 +406,15 @@ impl Endpoint {
 #[pyo3(signature = (endpoints, timeout=None))]
 pub fn recv_any(
     py: Python<'_>,
-    endpoints: Vec<Py<Endpoint>>,
+    endpoints: Vec<Py<Rendezvous>>,
     timeout: Option<f64>,
 ) -> PyResult<(usize, Message)> {
     let t = Timeout::from_py(timeout)?;
-    let eps: Vec<Arc<rdv::Endpoint>> = endpoints
+    let eps: Vec<Arc<rdv::Rendezvous>> = endpoints
         .iter()
         .map(|e| e.get().get())
         .collect::<PyResult<_>>()?;
-    let refs: Vec<&rdv::Endpoint> = eps.iter().map(|e| &**e).collect();
+    let refs: Vec<&rdv::Rendezvous> = eps.iter().map(|e| &**e).collect();
     let got = if t.is_try() {
         py.detach(|| rdv::try_recv_any(&refs)).map(Some)
     } else {

@@ -47,8 +47,8 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ring::ring_unlink, m)?)?;
     m.add_function(wrap_pyfunction!(ring::ring_list, m)?)?;
     m.add_class::<ipc::Message>()?;
-    m.add_class::<ipc::EndpointListener>()?;
-    m.add_class::<ipc::Endpoint>()?;
+    m.add_class::<ipc::RendezvousListener>()?;
+    m.add_class::<ipc::Rendezvous>()?;
     m.add_function(wrap_pyfunction!(ipc::recv_any, m)?)?;
     m.add_class::<asyncipc::Proxies>()?;
     m.add_class::<asyncipc::AsyncEndpoint>()?;

@@ -1,5 +1,5 @@
 //! The accept loop and `close` shared by `Listener` (channels) and
-//! `EndpointListener` (rendezvous): both keep their socket listener in a
+//! `RendezvousListener` (rendezvous): both keep their socket listener in a
 //! `Mutex<Option<_>>` (`None` once closed) and accept in GIL-free slices.
 
 use std::sync::Mutex;

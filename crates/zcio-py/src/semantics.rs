@@ -16,8 +16,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zcio::semantics::{
-    ArenaBuf, ArenaError, Delivery, Endpoint, EndpointConfig, InputError, OutputError, OwnedBuf,
-    Semantics, SetupError,
+    ArenaBuf, ArenaError, Delivery, InputError, OutputError, OwnedBuf, SemanticConfig,
+    SemanticEndpoint as RsSemanticEndpoint, Semantics, SetupError,
 };
 use zcio::{RecvError, RecvTimeoutError};
 
@@ -299,7 +299,7 @@ impl Received {
 /// One end of a channel with buffering semantics (see the docstring).
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct SemanticEndpoint {
-    ep: Endpoint,
+    ep: RsSemanticEndpoint,
     output: Semantics,
     input: Semantics,
 }
@@ -339,7 +339,7 @@ impl SemanticEndpoint {
             // SAFETY: as argued just above.
             unsafe { chan.trust_peer() };
         }
-        let cfg = EndpointConfig {
+        let cfg = SemanticConfig {
             output,
             input,
             arena_capacity,
@@ -358,7 +358,7 @@ impl SemanticEndpoint {
             },
         };
         let ep = py
-            .detach(|| Endpoint::new(chan, cfg))
+            .detach(|| RsSemanticEndpoint::new(chan, cfg))
             .map_err(|e| setup_err(py, e))?;
         Ok(Self { ep, output, input })
     }

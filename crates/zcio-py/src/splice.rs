@@ -22,9 +22,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use zcio::splice::module::Registry;
-use zcio::splice::spec::{open as open_spec, sink_for, Role};
+use zcio::splice::{open_spec, sink_for, Role};
 use zcio::splice::{
-    Association as RsAssociation, Completion as RsCompletion, Endpoint, Increment, MoverKind, Next,
+    Association as RsAssociation, Completion as RsCompletion, Increment, IoObject, MoverKind, Next,
     Remote, SpliceError as RsSpliceError, Status as RsStatus,
 };
 
@@ -245,7 +245,7 @@ fn endpoint(
     role: Role,
     other: Option<i32>,
     source_spec: Option<&str>,
-) -> PyResult<Endpoint> {
+) -> PyResult<IoObject> {
     let what = match role {
         Role::Source => "source",
         Role::Sink => "sink",
@@ -264,7 +264,7 @@ fn endpoint(
         if other == Some(owned.as_raw_fd()) {
             return Err(bad(zcio::Errno::BADF));
         }
-        return Endpoint::new(owned, format!("fd:{fd}")).map_err(|e| errors::splice(py, &e));
+        return IoObject::new(owned, format!("fd:{fd}")).map_err(|e| errors::splice(py, &e));
     }
     let spec: String = if let Ok(s) = obj.extract::<String>() {
         s

@@ -21,9 +21,9 @@ T = kids.TIMEOUT
 
 def in_process_pair(path):
     """(listener, accepted, connected) endpoints in this process."""
-    lst = zcio.EndpointListener(path)
+    lst = zcio.RendezvousListener(path)
     box: list = []
-    t = threading.Thread(target=lambda: box.append(zcio.Endpoint.connect(path, timeout=T)))
+    t = threading.Thread(target=lambda: box.append(zcio.Rendezvous.connect(path, timeout=T)))
     t.start()
     srv = lst.accept(timeout=T)
     t.join(T)
@@ -45,7 +45,7 @@ def test_message_value_semantics():
 
 def test_sync_round_trip_across_processes(sock_path, child):
     c = child(kids.rdv_server, sock_path)
-    with zcio.Endpoint.connect(sock_path, timeout=T) as ep:
+    with zcio.Rendezvous.connect(sock_path, timeout=T) as ep:
         assert ep.peer["pid"] == c.pid
         assert ep.peer["uid"] == os.geteuid()
         big = (1 << 64) - 1
@@ -67,7 +67,7 @@ def test_sync_round_trip_across_processes(sock_path, child):
 
 def test_async_send_tickets_and_call_reply(sock_path, child):
     c = child(kids.rdv_server, sock_path)
-    ep = zcio.Endpoint.connect(sock_path, timeout=T)
+    ep = zcio.Rendezvous.connect(sock_path, timeout=T)
     proxies = zcio.Proxies(max_proxies=4)
     with zcio.AsyncEndpoint(ep, proxies) as aep:
         assert ep.closed, "the endpoint moved into the AsyncEndpoint"
@@ -161,7 +161,7 @@ def test_undelivered_async_send_fails_its_ticket(sock_path):
 
 
 def test_sync_recv_when_partner_is_killed(sock_path, child):
-    with zcio.EndpointListener(sock_path) as lst:
+    with zcio.RendezvousListener(sock_path) as lst:
         c = child(kids.rdv_connect_and_hang, sock_path, False)
         ep = lst.accept(timeout=T)
         assert ep.peer["pid"] == c.pid
@@ -180,7 +180,7 @@ def test_sync_recv_when_partner_is_killed(sock_path, child):
 
 
 def test_async_call_when_partner_is_killed(sock_path, child):
-    with zcio.EndpointListener(sock_path) as lst:
+    with zcio.RendezvousListener(sock_path) as lst:
         c = child(kids.rdv_connect_and_hang, sock_path, True)
         aep = zcio.AsyncEndpoint(lst.accept(timeout=T))
         reply = aep.call(kids.CALL, (1,))
@@ -242,9 +242,9 @@ def test_limits_raise_instead_of_panicking(sock_path):
         aep.close()
         aep.close()  # idempotent
     with pytest.raises(zcio.ConnectError):
-        zcio.EndpointListener("/nonexistent-dir/x/s")
+        zcio.RendezvousListener("/nonexistent-dir/x/s")
     with pytest.raises(zcio.TimedOut):
-        zcio.Endpoint.connect(sock_path + "-nobody", timeout=0.1)
+        zcio.Rendezvous.connect(sock_path + "-nobody", timeout=0.1)
 
 
 def test_async_ipc_example_runs():

@@ -165,7 +165,7 @@ def ring_stream(name: str, total: int) -> None:
     p.close()
 
 
-# --- rendezvous (zcio.Endpoint) -------------------------------------------
+# --- rendezvous (zcio.Rendezvous) -------------------------------------------
 
 NOTE, CALL, REPLY, SUM = 1, 2, 3, 4
 
@@ -175,7 +175,7 @@ def rdv_server(path: str) -> None:
     NOTE words, answers CALL [x] with REPLY [2x, sum so far] (through
     reply_and_recv), answers SUM [a, b, ...] with their sum; ends when the
     client hangs up."""
-    with zcio.EndpointListener(path) as lst, lst.accept(timeout=TIMEOUT) as ep:
+    with zcio.RendezvousListener(path) as lst, lst.accept(timeout=TIMEOUT) as ep:
         total = 0
         # Open wait over our one partner (exercises recv_any).
         idx, m = zcio.recv_any([ep], timeout=TIMEOUT)
@@ -202,7 +202,7 @@ def rdv_server(path: str) -> None:
 def rdv_connect_and_hang(path: str, take_one: bool) -> None:
     """Connect; if `take_one`, receive one message (and never answer); then
     stay alive until killed."""
-    ep = zcio.Endpoint.connect(path, timeout=TIMEOUT)
+    ep = zcio.Rendezvous.connect(path, timeout=TIMEOUT)
     if take_one:
         ep.recv(timeout=TIMEOUT)
     while True:

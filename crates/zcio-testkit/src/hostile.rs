@@ -1,5 +1,5 @@
 //! The raw hostile peer (the wire protocol written by hand from
-//! `zcio::channel::{wire, ring}` and `zcio::internals::sys::{fdpass, memfd, mmap}`) and
+//! `zcio::{wire, ring}` and `zcio::internals::sys::{fdpass, memfd, mmap}`) and
 //! the victim child it attacks; used by zcio's `hostile.rs`,
 //! `hostile_connect.rs` and `untrusted.rs` tests.
 
@@ -263,7 +263,7 @@ pub fn victim() {
                 let mut out = Vec::new();
                 for _ in 0..1000 {
                     let r = c().try_recv();
-                    let more = matches!(r, Ok(_) | Err(zcio::channel::TryRecvError::Malformed(_)));
+                    let more = matches!(r, Ok(_) | Err(zcio::TryRecvError::Malformed(_)));
                     out.push(show(r));
                     if !more {
                         break;

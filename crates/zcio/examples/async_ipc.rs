@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use zcio::asyncipc::{AsyncEndpoint, Proxies};
-use zcio::rendezvous::{Endpoint, EndpointListener, IpcError, Message};
+use zcio::rendezvous::{IpcError, Message, Rendezvous, RendezvousListener};
 
 const NOTE: u64 = 1;
 const CALL: u64 = 2;
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
 
 /// A synchronous server: sums the notes, doubles the argument of a call.
 fn serve(path: &str) -> Result<()> {
-    let listener = EndpointListener::bind(path)?;
+    let listener = RendezvousListener::bind(path)?;
     println!("server: listening on {path}");
     let ep = listener.accept_timeout(Duration::from_secs(10))?;
     let mut sum = 0u64;
@@ -105,10 +105,10 @@ fn client() -> Result<()> {
     Ok(())
 }
 
-fn connect_retry(path: &std::path::Path) -> Result<Endpoint> {
+fn connect_retry(path: &std::path::Path) -> Result<Rendezvous> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match Endpoint::connect(path) {
+        match Rendezvous::connect(path) {
             Ok(ep) => return Ok(ep),
             // The server may not have bound the socket yet.
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),

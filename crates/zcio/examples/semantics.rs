@@ -15,7 +15,7 @@
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use zcio::semantics::{Endpoint, EndpointConfig, Semantics};
+use zcio::semantics::{SemanticConfig, SemanticEndpoint, Semantics};
 use zcio::{Channel, ChannelConfig, Listener};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -42,12 +42,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn config(sem: Semantics) -> EndpointConfig {
-    EndpointConfig {
+fn config(sem: Semantics) -> SemanticConfig {
+    SemanticConfig {
         output: sem,
         input: sem,
         arena_capacity: 64 << 20,
-        ..EndpointConfig::default()
+        ..SemanticConfig::default()
     }
 }
 
@@ -61,7 +61,7 @@ fn send() -> Result<()> {
             .args(["receive", &path.to_string_lossy(), sem.name()])
             .stdout(Stdio::inherit())
             .spawn()?;
-        let ep = Endpoint::new(listener.accept()?, config(sem))?;
+        let ep = SemanticEndpoint::new(listener.accept()?, config(sem))?;
         // The application's buffer lives in the endpoint's arena.
         let mut buf = ep.arena().alloc(SIZE)?;
         let t0 = Instant::now();
@@ -98,7 +98,7 @@ fn receive(path: &str, sem: &str) -> Result<()> {
     // pages do not change while we hold them.
     // SAFETY: as argued just above.
     unsafe { ch.trust_peer() };
-    let ep = Endpoint::new(ch, config(sem))?;
+    let ep = SemanticEndpoint::new(ch, config(sem))?;
     let mut buf = ep.arena().alloc(SIZE)?;
     for r in 0..ROUNDS {
         ep.input(&mut buf)?;

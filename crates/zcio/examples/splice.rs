@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, ExitCode, Stdio};
 
 use zcio::splice::module::Registry;
-use zcio::splice::{splice, Endpoint, Increment};
+use zcio::splice::{splice, Increment, IoObject};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -64,8 +64,8 @@ fn send() -> Result<()> {
     let (sock, _) = listener.accept()?;
 
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(file), "example file")?,
-        Endpoint::new(OwnedFd::from(sock), format!("tcp:{addr}"))?,
+        IoObject::new(OwnedFd::from(file), "example file")?,
+        IoObject::new(OwnedFd::from(sock), format!("tcp:{addr}"))?,
     )?;
     let c = a.run(Increment::Bytes(16 * MIB))?;
     println!("sender: {} MiB with {}", c.moved / MIB, a.status().mover);

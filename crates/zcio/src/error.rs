@@ -39,14 +39,15 @@ use thiserror::Error;
 use crate::asyncipc::AsyncError;
 use crate::buf::{AllocError, FreezeError};
 use crate::channel::{
-    ConnectError, RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError,
-    TryRecvError, TrySendError,
+    RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError, TryRecvError,
+    TrySendError,
 };
 use crate::forward::ForwardFailure;
 use crate::msg::{Msg, MsgError};
 use crate::region::RegionError;
 use crate::rendezvous::IpcError;
 use crate::ring::{OpenError, ReadError, WriteError};
+use crate::segment::ConnectError;
 
 /// Any zcio error. See the [module documentation](self).
 #[derive(Debug, Error)]

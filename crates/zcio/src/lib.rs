@@ -32,12 +32,12 @@
 
 pub mod asyncipc;
 mod buf;
-pub mod channel;
+mod channel;
 mod copy;
-pub mod error;
+mod error;
 pub mod forward;
-pub mod msg;
-pub mod region;
+mod msg;
+mod region;
 pub mod rendezvous;
 pub mod ring;
 mod segment;
@@ -54,14 +54,14 @@ pub use buf::{
     AllocError, Fbuf, FbufMut, FreezeError, Pool, PoolConfig, PoolStats, SecureView, Uncached,
 };
 pub use channel::{
-    Channel, ChannelConfig, ChannelStats, FullPolicy, HoldExpiry, HoldLimit, Listener, Malformed,
-    Notify, PeerFault, Policy, RecvError, RecvTimeoutError, SendError, SendErrorKind,
+    Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,
+    Listener, Malformed, Notify, PeerFault, RecvError, RecvTimeoutError, SendError, SendErrorKind,
     SendTimeoutError, TryRecvError, TrySendError,
 };
 pub use copy::{copy, copy_raw};
 pub use error::Error;
-pub use msg::{Msg, MsgError, SecureMsg, Unit, UnitCursor};
-pub use region::{Region, RegionError};
+pub use msg::{Msg, MsgError, SecureMsg, Slice, Unit, UnitCursor, MAX_SLICES};
+pub use region::{Ownership, Region, RegionError};
 pub use rustix::io::Errno;
 pub use segment::{AccessPolicy, ConnectError};
 pub use sys::peer::{set_non_dumpable, PeerCred};

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
-use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, Status};
+use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, TicketStatus};
 use zcio::rendezvous::{
-    recv_any_timeout, Endpoint, EndpointConfig, EndpointListener, IpcError, Message, WORDS,
+    recv_any_timeout, IpcError, Message, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
 };
 
 /// Labels of the server's protocol.
@@ -29,7 +29,7 @@ fn child_sync_server() {
     if common::child_role("async-server").is_none() {
         return;
     }
-    let l = EndpointListener::bind(common::arg("SOCK")).expect("bind");
+    let l = RendezvousListener::bind(common::arg("SOCK")).expect("bind");
     common::report("listening");
     let s = l.accept().expect("accept");
     let (mut notes, mut in_order, mut calls) = (0u64, true, 0u64);
@@ -65,14 +65,14 @@ fn child_sync_server() {
     ));
 }
 
-fn server(tag: &str) -> (SockPath, Kid, Endpoint) {
+fn server(tag: &str) -> (SockPath, Kid, Rendezvous) {
     let sock = SockPath::new(tag);
     let mut kid = Kid::spawn("child_sync_server", "async-server", &[("SOCK", sock.arg())]);
     assert_eq!(kid.next_report(), "listening");
     // Every blocking wait of the client is bounded by the watchdog step.
-    let ep = Endpoint::connect(sock.path())
+    let ep = Rendezvous::connect(sock.path())
         .expect("connect")
-        .with_config(EndpointConfig {
+        .with_config(RendezvousConfig {
             send_timeout: STEP,
             recv_timeout: STEP,
         });
@@ -93,7 +93,7 @@ fn async_client_against_unmodified_sync_server() {
         .collect();
     for t in &tickets {
         t.wait().expect("delivered");
-        assert_eq!(t.status(), Status::Delivered);
+        assert_eq!(t.status(), TicketStatus::Delivered);
     }
 
     // Asynchronous RPC: ten calls outstanding at once, replies in order.
@@ -245,7 +245,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         tickets[0].wait_timeout(Duration::from_millis(10)),
         Err(AsyncError::TimedOut)
     );
-    assert_eq!(tickets[0].status(), Status::Pending);
+    assert_eq!(tickets[0].status(), TicketStatus::Pending);
     let too_big = Message::new(NOTE, &[0; WORDS + 1]);
     assert_eq!(
         a.send(too_big).unwrap_err().0,

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 
 use common::{Kid, SockPath, STEP};
-use zcio::channel::{AccessPolicy, ConnectError, RecvTimeoutError, SendErrorKind};
+use zcio::{AccessPolicy, ConnectError, RecvTimeoutError, SendErrorKind};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, Uncached};
 
 const BUF: usize = 8192;

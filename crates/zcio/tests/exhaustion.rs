@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Kid, SockPath, STEP};
-use zcio::channel::SendErrorKind;
+use zcio::SendErrorKind;
 use zcio::{AllocError, Channel, ChannelConfig, Listener, Msg, Uncached};
 
 const BUF: usize = 8192;

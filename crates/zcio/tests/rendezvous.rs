@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Endpoint, EndpointConfig, EndpointListener, IpcError,
-    Message,
+    recv_any_timeout, reply_and_recv_timeout, IpcError, Message, Rendezvous, RendezvousConfig,
+    RendezvousListener,
 };
 
 const CALLS: u64 = 1000;
@@ -22,9 +22,9 @@ fn child_caller() {
     if common::child_role("rdv-caller").is_none() {
         return;
     }
-    let c = Endpoint::connect(common::arg("SOCK"))
+    let c = Rendezvous::connect(common::arg("SOCK"))
         .expect("connect")
-        .with_config(EndpointConfig {
+        .with_config(RendezvousConfig {
             send_timeout: STEP,
             recv_timeout: STEP,
         });
@@ -48,7 +48,7 @@ fn child_silent_server() {
     if common::child_role("rdv-silent").is_none() {
         return;
     }
-    let l = EndpointListener::bind(common::arg("SOCK")).expect("bind");
+    let l = RendezvousListener::bind(common::arg("SOCK")).expect("bind");
     common::report("listening");
     let s = l.accept().expect("accept");
     let m = s.recv_timeout(STEP).expect("receive");
@@ -64,7 +64,7 @@ fn child_scribbler() {
     if common::child_role("rdv-scribbler").is_none() {
         return;
     }
-    let _c = Endpoint::connect(common::arg("SOCK")).expect("connect");
+    let _c = Rendezvous::connect(common::arg("SOCK")).expect("connect");
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
     let line = maps
         .lines()
@@ -94,7 +94,7 @@ fn child_scribbler() {
 #[test]
 fn calls_across_processes_with_kernel_identity() {
     let sock = SockPath::new("rdv-call");
-    let l = EndpointListener::bind(sock.path()).expect("bind");
+    let l = RendezvousListener::bind(sock.path()).expect("bind");
     let mut kid = Kid::spawn("child_caller", "rdv-caller", &[("SOCK", sock.arg())]);
     let s = l.accept().expect("accept");
     assert_eq!(
@@ -132,7 +132,7 @@ fn killed_server_ends_a_blocked_call() {
     let sock = SockPath::new("rdv-silent");
     let mut kid = Kid::spawn("child_silent_server", "rdv-silent", &[("SOCK", sock.arg())]);
     assert_eq!(kid.next_report(), "listening");
-    let c = Endpoint::connect(sock.path()).expect("connect");
+    let c = Rendezvous::connect(sock.path()).expect("connect");
     assert_eq!(c.peer().pid, kid.pid() as i32);
     let killer = std::thread::spawn(move || {
         assert_eq!(kid.next_report(), "took label=7");
@@ -148,7 +148,7 @@ fn killed_server_ends_a_blocked_call() {
 #[test]
 fn scribbling_partner_gets_typed_errors_not_hangs() {
     let sock = SockPath::new("rdv-scribble");
-    let l = EndpointListener::bind(sock.path()).expect("bind");
+    let l = RendezvousListener::bind(sock.path()).expect("bind");
     let mut kid = Kid::spawn("child_scribbler", "rdv-scribbler", &[("SOCK", sock.arg())]);
     let s = l.accept().expect("accept");
     assert_eq!(kid.next_report(), "scribbling");

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use common::{arg, child_role, command, report, Kid, SockPath};
 use zcio::semantics::{
-    Delivery, Endpoint, EndpointConfig, InputError, Policy, Semantics, SetupError,
+    Delivery, InputError, Policy, SemanticConfig, SemanticEndpoint, Semantics, SetupError,
 };
 use zcio::{Channel, ChannelConfig, Listener, Msg};
 
-fn config(sem: Semantics) -> EndpointConfig {
-    EndpointConfig {
+fn config(sem: Semantics) -> SemanticConfig {
+    SemanticConfig {
         output: sem,
         input: sem,
         arena_capacity: 16 << 20,
@@ -27,7 +27,7 @@ fn config(sem: Semantics) -> EndpointConfig {
 
 /// Accept the child's channel and wrap it; `trust`: the child is this
 /// test binary running zcio's TCOW.
-fn accept(l: &Listener, sem: Semantics, trust: bool) -> Endpoint {
+fn accept(l: &Listener, sem: Semantics, trust: bool) -> SemanticEndpoint {
     let ch = l.accept().unwrap();
     if trust {
         // The peer is this test's own child process, which runs zcio's
@@ -35,7 +35,7 @@ fn accept(l: &Listener, sem: Semantics, trust: bool) -> Endpoint {
         // SAFETY: as argued just above.
         unsafe { ch.trust_peer() };
     }
-    Endpoint::new(ch, config(sem)).unwrap()
+    SemanticEndpoint::new(ch, config(sem)).unwrap()
 }
 
 // ---------------------------------------------------------------- children
@@ -63,7 +63,7 @@ fn child_sem_sender() {
     if let Some(tol) = &tol {
         cfg.policy = Some(Policy::always_zero_copy().with_rewrite_tolerance(tol.parse().unwrap()));
     }
-    let ep = Endpoint::new(ch, cfg).unwrap();
+    let ep = SemanticEndpoint::new(ch, cfg).unwrap();
     report("ready");
     let mut buf = ep.arena().alloc(size).unwrap();
     let mut deliveries = Vec::new();
@@ -118,7 +118,7 @@ fn child_sem_hoarder() {
     };
     let ch = Channel::connect(arg("PATH"), ChannelConfig::default()).unwrap();
     report("connected");
-    // Answer the hello by hand (a raw channel, not an Endpoint), then
+    // Answer the hello by hand (a raw channel, not an SemanticEndpoint), then
     // keep every message.
     let pool = zcio::Pool::new(zcio::PoolConfig::named("hoarder"));
     let hello = ch.recv().unwrap();
@@ -198,7 +198,7 @@ fn child_sem_hostile() {
 /// A child `child_sem_sender` outputting `n` emulated-copy messages of
 /// `size` bytes (with `extra` arguments), its endpoint's other end, and the
 /// socket path (kept alive with them).
-fn ec_sender(size: usize, n: usize, extra: &[(&str, String)]) -> (Kid, Endpoint, SockPath) {
+fn ec_sender(size: usize, n: usize, extra: &[(&str, String)]) -> (Kid, SemanticEndpoint, SockPath) {
     let sock = SockPath::new("sem-ec");
     let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
     let mut args = vec![
@@ -216,7 +216,7 @@ fn ec_sender(size: usize, n: usize, extra: &[(&str, String)]) -> (Kid, Endpoint,
 
 /// Input `n` messages into one arena buffer, each byte of message `r`
 /// equal to `r` (the sender's later writes never show); the pages swapped.
-fn receive_rounds(ep: &Endpoint, size: usize, n: usize) -> usize {
+fn receive_rounds(ep: &SemanticEndpoint, size: usize, n: usize) -> usize {
     let mut buf = ep.arena().alloc(size).unwrap();
     let mut swapped = 0;
     for r in 0..n {
@@ -323,7 +323,7 @@ fn a_hoarding_receiver_makes_the_sender_copy_not_fail() {
     kid.expect("connected");
     let mut cfg = config(Semantics::EmulatedCopy);
     cfg.arena_capacity = 64 * 4096;
-    let ep = Endpoint::new(ch, cfg).unwrap();
+    let ep = SemanticEndpoint::new(ch, cfg).unwrap();
     let mut bufs: Vec<_> = (0..4)
         .map(|_| ep.arena().alloc(16 * 4096).unwrap())
         .collect();
@@ -348,7 +348,7 @@ fn a_killed_receiver_gives_errors_and_the_sender_keeps_its_buffer() {
     let mut kid = Kid::spawn("child_sem_hoarder", "sem-hoard", &[("PATH", sock.arg())]);
     let ch = l.accept().unwrap();
     kid.expect("connected");
-    let ep = Endpoint::new(ch, config(Semantics::EmulatedCopy)).unwrap();
+    let ep = SemanticEndpoint::new(ch, config(Semantics::EmulatedCopy)).unwrap();
     let mut buf = ep.arena().alloc(1 << 20).unwrap();
     buf.fill(1);
     ep.output(&buf).unwrap();
@@ -381,7 +381,7 @@ fn malformed_records_from_a_hostile_peer_are_refused() {
         "sem-hostile",
         &[("PATH", sock.arg()), ("BAD_HELLO", "0".into())],
     );
-    let ep = Endpoint::new(l.accept().unwrap(), config(Semantics::EmulatedCopy)).unwrap();
+    let ep = SemanticEndpoint::new(l.accept().unwrap(), config(Semantics::EmulatedCopy)).unwrap();
     kid.expect("ready");
     let mut buf = vec![0u8; 64];
     for bad in ["magic", "too-long", "semantics", "slices"] {
@@ -398,7 +398,7 @@ fn malformed_records_from_a_hostile_peer_are_refused() {
     assert_eq!(&buf[..got.len], b"hello");
     kid.finish();
 
-    // A peer that is not an Endpoint: the hello is refused.
+    // A peer that is not an SemanticEndpoint: the hello is refused.
     let sock = SockPath::new("sem-badhello");
     let l = Listener::bind(sock.path(), ChannelConfig::default()).unwrap();
     let mut kid = Kid::spawn(
@@ -406,7 +406,7 @@ fn malformed_records_from_a_hostile_peer_are_refused() {
         "sem-hostile",
         &[("PATH", sock.arg()), ("BAD_HELLO", "1".into())],
     );
-    let r = Endpoint::new(l.accept().unwrap(), config(Semantics::Copy));
+    let r = SemanticEndpoint::new(l.accept().unwrap(), config(Semantics::Copy));
     assert!(matches!(r, Err(SetupError::BadHello)), "{r:?}");
     kid.expect("sent");
     kid.finish();

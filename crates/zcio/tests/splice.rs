@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{arg, child_role, command, count_arg, report, Kid};
-use zcio::splice::{splice, Endpoint, Increment, MoverKind, Next};
+use zcio::splice::{splice, Increment, IoObject, MoverKind, Next};
 
 /// Deterministic test data.
 fn pattern(n: usize, seed: u64) -> Vec<u8> {
@@ -133,8 +133,8 @@ fn file_to_child_over_tcp_uses_sendfile() {
     let addr = l.local_addr().unwrap().to_string();
     let kid = Kid::spawn("child_tcp_reader", "tcp-reader", &[("ADDR", addr)]);
     let (sock, _) = l.accept().unwrap();
-    let src = Endpoint::new(f.open(), "file").unwrap();
-    let dst = Endpoint::new(OwnedFd::from(sock), "tcp").unwrap();
+    let src = IoObject::new(f.open(), "file").unwrap();
+    let dst = IoObject::new(OwnedFd::from(sock), "tcp").unwrap();
     let mut a = splice(src, dst).unwrap();
     // Increments: 1 MiB first, then the rest.
     let c = a.run(Increment::Bytes(1 << 20)).unwrap();
@@ -158,8 +158,8 @@ fn child_tcp_stream_to_file_uses_splice_and_survives_sigkill() {
     let (sock, _) = l.accept().unwrap();
     kid.expect("connected");
     let out = TempFile::new("from-tcp", b"");
-    let src = Endpoint::new(OwnedFd::from(sock), "tcp").unwrap();
-    let dst = Endpoint::new(out.create(), "file").unwrap();
+    let src = IoObject::new(OwnedFd::from(sock), "tcp").unwrap();
+    let dst = IoObject::new(out.create(), "file").unwrap();
     let mut a = splice(src, dst).unwrap();
     assert_eq!(kid.ask("send 3000000"), "sent 3000000");
     let c = a.run(Increment::Bytes(3_000_000)).unwrap();
@@ -198,8 +198,8 @@ fn the_same_file_as_source_and_sink_is_refused_untouched() {
     }
     // Descriptors of the same file, opened separately (no path involved).
     let e = splice(
-        Endpoint::new(src.open(), "src").unwrap(),
-        Endpoint::new(
+        IoObject::new(src.open(), "src").unwrap(),
+        IoObject::new(
             OwnedFd::from(
                 std::fs::OpenOptions::new()
                     .write(true)
@@ -240,7 +240,7 @@ fn a_file_source_that_shrinks_is_an_error_not_a_success() {
     let src = TempFile::new("shrink-src", &data);
     let dst = TempFile::new("shrink-dst", b"");
     for buffer_path in [false, true] {
-        let source = Endpoint::new(src.open(), "src").unwrap();
+        let source = IoObject::new(src.open(), "src").unwrap();
         assert_eq!(source.size(), Some(1 << 20));
         // Someone truncates the file after it was classified.
         std::fs::OpenOptions::new()
@@ -249,7 +249,7 @@ fn a_file_source_that_shrinks_is_an_error_not_a_success() {
             .unwrap()
             .set_len(100_000)
             .unwrap();
-        let mut a = splice(source, Endpoint::new(dst.create(), "dst").unwrap()).unwrap();
+        let mut a = splice(source, IoObject::new(dst.create(), "dst").unwrap()).unwrap();
         if buffer_path {
             a.push(
                 zcio::splice::module::Registry::builtin()
@@ -274,9 +274,9 @@ fn a_file_source_that_shrinks_is_an_error_not_a_success() {
     let mut f = std::fs::File::open(&src.0).unwrap();
     let mut head = [0u8; 1000];
     f.read_exact(&mut head).unwrap();
-    let source = Endpoint::new(OwnedFd::from(f), "src").unwrap();
+    let source = IoObject::new(OwnedFd::from(f), "src").unwrap();
     assert_eq!(source.size(), Some((1 << 20) - 1000));
-    let mut a = splice(source, Endpoint::new(dst.create(), "dst").unwrap()).unwrap();
+    let mut a = splice(source, IoObject::new(dst.create(), "dst").unwrap()).unwrap();
     let c = a.run(Increment::Infinite).unwrap();
     assert!(c.eof && c.error.is_none(), "{c:?}");
     assert_eq!(std::fs::read(&dst.0).unwrap(), &data[1000..]);
@@ -288,8 +288,8 @@ fn file_to_file_uses_copy_file_range() {
     let src = TempFile::new("cfr-src", &data);
     let dst = TempFile::new("cfr-dst", b"");
     let mut a = splice(
-        Endpoint::new(src.open(), "src").unwrap(),
-        Endpoint::new(dst.create(), "dst").unwrap(),
+        IoObject::new(src.open(), "src").unwrap(),
+        IoObject::new(dst.create(), "dst").unwrap(),
     )
     .unwrap();
     let c = a.run(Increment::Infinite).unwrap();
@@ -319,8 +319,8 @@ fn udp_datagrams_keep_their_boundaries() {
     let addr = src.local_addr().unwrap().to_string();
     let mut kid = Kid::spawn("child_udp_sender", "udp-sender", &[("ADDR", addr)]);
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(src), "udp-in").unwrap(),
-        Endpoint::new(OwnedFd::from(out), "udp-out").unwrap(),
+        IoObject::new(OwnedFd::from(src), "udp-in").unwrap(),
+        IoObject::new(OwnedFd::from(out), "udp-out").unwrap(),
     )
     .unwrap();
     let sizes = [1usize, 100, 1472, 8000, 64, 30000];
@@ -345,8 +345,8 @@ fn async_increments_report_through_callback_and_fd() {
     let src = TempFile::new("async-src", &data);
     let dst = TempFile::new("async-dst", b"");
     let mut a = splice(
-        Endpoint::new(src.open(), "src").unwrap(),
-        Endpoint::new(dst.create(), "dst").unwrap(),
+        IoObject::new(src.open(), "src").unwrap(),
+        IoObject::new(dst.create(), "dst").unwrap(),
     )
     .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -385,8 +385,8 @@ fn stop_interrupts_a_source_that_sends_nothing() {
     kid.expect("connected");
     let out = TempFile::new("stop", b"");
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(sock), "tcp").unwrap(),
-        Endpoint::new(out.create(), "file").unwrap(),
+        IoObject::new(OwnedFd::from(sock), "tcp").unwrap(),
+        IoObject::new(out.create(), "file").unwrap(),
     )
     .unwrap();
     a.start(Increment::Infinite).unwrap();
@@ -407,8 +407,8 @@ fn remote_stops_a_synchronous_run_on_another_thread() {
     let (quiet, peer) = std::os::unix::net::UnixStream::pair().unwrap();
     let out = TempFile::new("remote", b"");
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(quiet), "quiet").unwrap(),
-        Endpoint::new(out.create(), "file").unwrap(),
+        IoObject::new(OwnedFd::from(quiet), "quiet").unwrap(),
+        IoObject::new(out.create(), "file").unwrap(),
     )
     .unwrap();
     let r = a.remote();
@@ -437,8 +437,8 @@ fn a_stop_right_after_start_still_completes_the_increment() {
     let (quiet, peer) = std::os::unix::net::UnixStream::pair().unwrap();
     let out = TempFile::new("stopstart", b"");
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(quiet), "quiet").unwrap(),
-        Endpoint::new(out.create(), "file").unwrap(),
+        IoObject::new(OwnedFd::from(quiet), "quiet").unwrap(),
+        IoObject::new(out.create(), "file").unwrap(),
     )
     .unwrap();
     for _ in 0..20 {
@@ -457,8 +457,8 @@ fn push_moves_to_the_buffer_path_and_popping_the_last_moves_back() {
     let src = TempFile::new("push-src", &data);
     let dst = TempFile::new("push-dst", b"");
     let mut a = splice(
-        Endpoint::new(src.open(), "src").unwrap(),
-        Endpoint::new(dst.create(), "dst").unwrap(),
+        IoObject::new(src.open(), "src").unwrap(),
+        IoObject::new(dst.create(), "dst").unwrap(),
     )
     .unwrap();
     let reg = zcio::splice::module::Registry::builtin();
@@ -503,8 +503,8 @@ fn child_tcp_stream_through_zstd_to_file_decompresses_to_the_input() {
     kid.expect("connected");
     let out = TempFile::new("zstd-out", b"");
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(sock), "tcp").unwrap(),
-        Endpoint::new(out.create(), "file").unwrap(),
+        IoObject::new(OwnedFd::from(sock), "tcp").unwrap(),
+        IoObject::new(out.create(), "file").unwrap(),
     )
     .unwrap();
     let reg = zcio::splice::module::Registry::builtin();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::{arg, child_role, command, fill, fnv, report, Kid, SockPath};
 use zcio::ring::{self, Consumer, Producer};
-use zcio::splice::{splice, Endpoint, Increment, MoverKind};
+use zcio::splice::{splice, Increment, IoObject, MoverKind};
 use zcio::{Channel, ChannelConfig, Listener};
 
 fn data(n: usize, i: u64) -> Vec<u8> {
@@ -124,8 +124,8 @@ fn a_file_feeds_a_ring_that_a_child_reads() {
     let bytes = data(9 << 20, 1);
     let (path, fd) = temp_with("ring-src", &bytes);
     let mut a = splice(
-        Endpoint::new(fd, "file").unwrap(),
-        Endpoint::ring_writer(Producer::attach(map).unwrap(), format!("ring:{name}")),
+        IoObject::new(fd, "file").unwrap(),
+        IoObject::ring_writer(Producer::attach(map).unwrap(), format!("ring:{name}")),
     )
     .unwrap();
     let c = a.run(Increment::Infinite).unwrap();
@@ -155,8 +155,8 @@ fn a_socket_feeds_a_channel_whose_receiver_is_a_child() {
         std::thread::spawn(move || w.write_all(&bytes))
     };
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(r), "unix").unwrap(),
-        Endpoint::channel(ch, "channel"),
+        IoObject::new(OwnedFd::from(r), "unix").unwrap(),
+        IoObject::channel(ch, "channel"),
     )
     .unwrap();
     let c = a.run(Increment::Infinite).unwrap();
@@ -188,8 +188,8 @@ fn a_childs_channel_messages_land_in_a_file() {
     let out = std::env::temp_dir().join(format!("zcio-spz-chan-out-{}", std::process::id()));
     let f = std::fs::File::create(&out).unwrap();
     let mut a = splice(
-        Endpoint::channel(ch, "channel"),
-        Endpoint::new(OwnedFd::from(f), "file").unwrap(),
+        IoObject::channel(ch, "channel"),
+        IoObject::new(OwnedFd::from(f), "file").unwrap(),
     )
     .unwrap();
     let c = a.run(Increment::Bytes(n * size as u64)).unwrap();
@@ -213,8 +213,8 @@ fn an_active_source_drops_and_counts_what_a_sink_behind_cannot_take() {
         .map(|(r, w)| (std::fs::File::from(r), w))
         .unwrap();
     let mut a = splice(
-        Endpoint::new(OwnedFd::from(rx), "udp").unwrap(),
-        Endpoint::new(pw, "pipe").unwrap(),
+        IoObject::new(OwnedFd::from(rx), "udp").unwrap(),
+        IoObject::new(pw, "pipe").unwrap(),
     )
     .unwrap();
     let quenched = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -295,8 +295,8 @@ fn a_receiver_that_hoards_buffers_ends_the_increment_with_an_error_not_a_hang() 
     let bytes = data(64 << 20, 3);
     let (path, fd) = temp_with("hoard-src", &bytes);
     let mut a = splice(
-        Endpoint::new(fd, "file").unwrap(),
-        Endpoint::channel(ch, "channel"),
+        IoObject::new(fd, "file").unwrap(),
+        IoObject::channel(ch, "channel"),
     )
     .unwrap();
     let r = a.run(Increment::Infinite);

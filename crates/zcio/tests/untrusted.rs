@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use common::hostile::{desc, sealed_region, victim_cfg, Hostile};
 use common::{Kid, SockPath, STEP};
-use zcio::channel::{Area, HoldExpiry, HoldLimit, PeerFault, SendErrorKind, TryRecvError};
 use zcio::internals::wire;
-use zcio::{Channel, ChannelConfig, Listener, Msg, Policy};
+use zcio::{Area, HoldExpiry, HoldLimit, PeerFault, SendErrorKind, TryRecvError};
+use zcio::{Channel, ChannelConfig, ChannelPolicy, Listener, Msg};
 
 /// Aborts the whole test process if the victim is still inside the test
 /// after `LIMIT` (a victim wait that is not bounded would hang the test).
@@ -82,10 +82,10 @@ fn partner_that_sets_wake_me_and_never_sleeps() {
     let max_age = Duration::from_millis(50);
     let sock = SockPath::new("liar");
     let cfg = ChannelConfig {
-        policy: Policy {
+        policy: ChannelPolicy {
             futile_wake_limit: LIMIT_IN_A_ROW,
             max_age,
-            ..Policy::default()
+            ..ChannelPolicy::default()
         },
         liveness_interval: Duration::from_millis(5),
         ..victim_cfg()
@@ -174,9 +174,9 @@ fn partner_that_never_consumes() {
 fn hold_cfg(limit: Duration, on_expiry: HoldExpiry, max_in_flight: usize) -> ChannelConfig {
     ChannelConfig {
         max_in_flight,
-        policy: Policy {
+        policy: ChannelPolicy {
             hold: Some(HoldLimit { limit, on_expiry }),
-            ..Policy::default()
+            ..ChannelPolicy::default()
         },
         ..ChannelConfig::default()
     }

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use zcio::asyncipc::{AsyncEndpoint, Proxies, ProxyConfig};
-use zcio::rendezvous::{Endpoint, Message};
+use zcio::rendezvous::{Message, Rendezvous};
 
 use super::latency::{Timer, PING, PONG, STOP};
 use super::{left, Sample};
@@ -15,7 +15,7 @@ pub const BUILT: bool = true;
 
 /// Time `send` returning; wait for each ticket outside the measurement.
 pub fn send_client(
-    ep: Endpoint,
+    ep: Rendezvous,
     warmup: u64,
     iters: u64,
     deadline: Instant,
@@ -42,7 +42,7 @@ pub fn send_client(
 
 /// Receive each request through the receive proxy, answer with the
 /// synchronous send of the same endpoint.
-pub fn receive_server(ep: Endpoint, deadline: Instant) -> Result<(), String> {
+pub fn receive_server(ep: Rendezvous, deadline: Instant) -> Result<(), String> {
     let proxies = Proxies::new(ProxyConfig::default());
     let aep = AsyncEndpoint::new(ep, &proxies);
     loop {

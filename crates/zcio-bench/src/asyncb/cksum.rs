@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use zcio::msg::Slice;
+use zcio::Slice;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
 use super::stats::{fold_checksum, internet_checksum, mono_ns};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Endpoint, EndpointListener, Message,
+    recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous, RendezvousListener,
 };
 
 use super::stats::{cycles, mono_ns, Welford};
@@ -26,7 +26,7 @@ pub const STOP: u64 = 3;
 /// A latency variant.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
-    /// Round trip of `Endpoint::call` against `reply_and_recv`.
+    /// Round trip of `Rendezvous::call` against `reply_and_recv`.
     Sync,
     /// The cost of an asynchronous send returning to the caller.
     AsyncSend,
@@ -192,9 +192,9 @@ impl Timer {
 }
 
 /// Connect to a rendezvous listener, retrying until it exists.
-pub fn rdv_connect(path: &str, deadline: Instant) -> Result<Endpoint, String> {
+pub fn rdv_connect(path: &str, deadline: Instant) -> Result<Rendezvous, String> {
     loop {
-        match Endpoint::connect(path) {
+        match Rendezvous::connect(path) {
             Ok(e) => return Ok(e),
             Err(e) if Instant::now() >= deadline => return Err(format!("connect {path}: {e}")),
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -234,7 +234,7 @@ pub fn rdv_client(
 /// `reply_and_recv`, `async-send` only receives (a plain synchronous
 /// receiver), `async-receive` receives through the receive proxy.
 pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), String> {
-    let l = EndpointListener::bind(path).map_err(|e| format!("bind {path}: {e}"))?;
+    let l = RendezvousListener::bind(path).map_err(|e| format!("bind {path}: {e}"))?;
     let ep = l.accept().map_err(|e| format!("accept: {e}"))?;
     match v {
         Variant::AsyncReceive => return super::asyncside::receive_server(ep, deadline),

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use zcio::semantics::Endpoint;
+use zcio::semantics::SemanticEndpoint;
 use zcio::Listener;
 
 use super::model::ModelInfo;
@@ -150,7 +150,7 @@ impl SemBench {
         let chan = listener
             .accept_timeout(Duration::from_secs(10))
             .map_err(|e| format!("accept the receiver: {e}"))?;
-        let ep = Endpoint::new(chan, endpoint_config(job.line, job.size, true))
+        let ep = SemanticEndpoint::new(chan, endpoint_config(job.line, job.size, true))
             .map_err(|e| format!("sender endpoint: {e}"))?;
         let mut tx = ZcioTx::new(ep, job.line, job.size, deadline)?;
         let r = drive(&mut tx, p, deadline)?;
@@ -397,7 +397,7 @@ impl Bench for SemBench {
             format!(
                 "sender = the coordinating process (pinned to CPU {}), receiver = a child of \
                  this binary (pinned to CPU {}), connected by a zcio Listener/Channel, each \
-                 end wrapped in zcio::semantics::Endpoint with the library's policy ({}) from \
+                 end wrapped in zcio::semantics::SemanticEndpoint with the library's policy ({}) from \
                  its cost model, here {}; the receiver declares the sender trusted on every \
                  line except `secured`",
                 self.cpu(0),

@@ -6,7 +6,7 @@
 //! The coordinating process is the sender: for every measurement it binds
 //! a zcio listener, re-executes this binary with [`CHILD_ARG`] as the
 //! receiver, and both wrap their channel end in a
-//! [`zcio::semantics::Endpoint`]. Per message the sender stamps one `u64`
+//! [`zcio::semantics::SemanticEndpoint`]. Per message the sender stamps one `u64`
 //! per page (sequence number and page index) and outputs; the receiver
 //! inputs and checks every stamp (a mismatch fails the run: integrity).
 //! Two phases per measurement ([`side`]): a stream (throughput, CPU per

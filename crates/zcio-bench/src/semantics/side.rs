@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use zcio::semantics::{ArenaBuf, Endpoint, EndpointConfig, OwnedBuf, Semantics};
+use zcio::semantics::{ArenaBuf, OwnedBuf, SemanticConfig, SemanticEndpoint, Semantics};
 use zcio::{Channel, ChannelConfig};
 
 use super::{Line, RxReport};
@@ -355,7 +355,7 @@ pub fn receive(spec: &Spec) -> Result<RxReport, String> {
                 unsafe { chan.trust_peer() };
             }
             let (_, input) = line.semantics().ok_or("not a zcio line")?;
-            let ep = Endpoint::new(chan, endpoint_config(line, spec.size, false))
+            let ep = SemanticEndpoint::new(chan, endpoint_config(line, spec.size, false))
                 .map_err(|e| format!("receiver endpoint: {e}"))?;
             let mut rx = ZcioRx::new(ep, input, spec.size, spec.rx_offset)?;
             let mut rep = serve(&mut rx, spec.stream_warmup, deadline)?;
@@ -396,7 +396,7 @@ fn pages(size: usize) -> usize {
 /// The endpoint configuration of a side of `line` (arena room for the
 /// rotating buffers, the TCOW spares and what the system-allocated lines
 /// keep in flight).
-pub fn endpoint_config(line: Line, size: usize, sender: bool) -> EndpointConfig {
+pub fn endpoint_config(line: Line, size: usize, sender: bool) -> SemanticConfig {
     let (output, input) = line
         .semantics()
         .unwrap_or((Semantics::Copy, Semantics::Copy));
@@ -407,12 +407,12 @@ pub fn endpoint_config(line: Line, size: usize, sender: bool) -> EndpointConfig 
     } else {
         4
     };
-    EndpointConfig {
+    SemanticConfig {
         output,
         input,
         arena_capacity: (bufs * pages(size) * PAGE).max(1 << 20),
         hello_timeout: Duration::from_secs(10),
-        ..EndpointConfig::default()
+        ..SemanticConfig::default()
     }
 }
 
@@ -467,7 +467,7 @@ fn wait_until(
 /// The zcio sender.
 pub struct ZcioTx {
     /// The endpoint (output semantics = the line's sender semantics).
-    pub ep: Endpoint,
+    pub ep: SemanticEndpoint,
     line: Line,
     size: usize,
     bufs: Vec<ArenaBuf>,
@@ -476,7 +476,12 @@ pub struct ZcioTx {
 
 impl ZcioTx {
     /// Buffers at page offset 0 in the endpoint's arena.
-    pub fn new(ep: Endpoint, line: Line, size: usize, deadline: Instant) -> Result<Self, String> {
+    pub fn new(
+        ep: SemanticEndpoint,
+        line: Line,
+        size: usize,
+        deadline: Instant,
+    ) -> Result<Self, String> {
         let n = match line {
             Line::Rewrite => 1,
             l if l.app_allocated() => TX_BUFS,
@@ -605,14 +610,19 @@ impl Tx for ZcioTx {
 
 /// The zcio receiver.
 pub struct ZcioRx {
-    ep: Endpoint,
+    ep: SemanticEndpoint,
     owned: bool,
     size: usize,
     bufs: Vec<ArenaBuf>,
 }
 
 impl ZcioRx {
-    fn new(ep: Endpoint, input: Semantics, size: usize, offset: usize) -> Result<Self, String> {
+    fn new(
+        ep: SemanticEndpoint,
+        input: Semantics,
+        size: usize,
+        offset: usize,
+    ) -> Result<Self, String> {
         let owned = !input.application_allocated();
         let mut bufs = Vec::new();
         if !owned {

@@ -220,7 +220,7 @@ impl Bench for Transfer {
             ));
             n.push(format!(
                 "latency transports: zcio-channel = request and reply on one channel, buffers \
-                 from each side's cached pool (volatile); zcio-rendezvous = Endpoint::call / \
+                 from each side's cached pool (volatile); zcio-rendezvous = Rendezvous::call / \
                  reply_and_recv with the payload in the message's words, so only sizes ≤ {} B \
                  (larger sizes are left out); iceoryx2 = two publish-subscribe services, busy \
                  polling; pipe = two pipes; unix-socket = one stream socket pair",

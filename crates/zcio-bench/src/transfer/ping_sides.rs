@@ -8,7 +8,8 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Endpoint, EndpointListener as RdvListener, Message,
+    recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous,
+    RendezvousListener as RdvListener,
 };
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
 
@@ -170,7 +171,7 @@ const RDV_STOP: u64 = 3;
 
 /// A rendezvous client: the message's words are the payload (64 B at most).
 struct RdvClient {
-    ep: Endpoint,
+    ep: Rendezvous,
     words: usize,
     t: Duration,
 }
@@ -202,7 +203,7 @@ fn touch_words(w: &[u64]) -> u64 {
 
 /// The rendezvous server: `reply_and_recv` answers and takes the next
 /// request in one call.
-fn rdv_server(ep: &Endpoint, warmup: u64, t: Duration) -> Result<Measured, String> {
+fn rdv_server(ep: &Rendezvous, warmup: u64, t: Duration) -> Result<Measured, String> {
     let mut cpu = crate::cpu::Window::default();
     let (_, mut m) = recv_any_timeout(&[ep], t).map_err(|e| format!("receive: {e}"))?;
     let mut n = 0u64;

@@ -18,7 +18,7 @@ pub enum Kind {
     /// A zcio channel, request and reply on the same channel, buffers from
     /// each side's path pool (cached, volatile).
     ZcioChannel,
-    /// The zcio rendezvous (`Endpoint::call` / `reply_and_recv`): at most
+    /// The zcio rendezvous (`Rendezvous::call` / `reply_and_recv`): at most
     /// 64 bytes, carried in the message's words.
     ZcioRendezvous,
     /// iceoryx2: two publish-subscribe services (request, reply).

@@ -18,7 +18,7 @@ when the receiver's message and every view of it are gone.
         arr = ch.recv_array(timeout=10)   # read-only view of A's pages
 
 Small control messages (a label and up to 8 words) go over the
-rendezvous: ``EndpointListener`` / ``Endpoint`` (synchronous send, recv,
+rendezvous: ``RendezvousListener`` / ``Rendezvous`` (synchronous send, recv,
 call) and ``AsyncEndpoint`` (send and call return at once; proxy threads
 do the synchronous work).
 
@@ -65,8 +65,8 @@ from ._zcio import (
     AsyncEndpoint,
     Channel,
     Completion,
-    Endpoint,
-    EndpointListener,
+    Rendezvous,
+    RendezvousListener,
     Listener,
     Message,
     Msg,
@@ -107,8 +107,8 @@ __all__ = [
     "ring_unlink",
     "ring_list",
     "Message",
-    "EndpointListener",
-    "Endpoint",
+    "RendezvousListener",
+    "Rendezvous",
     "recv_any",
     "Proxies",
     "AsyncEndpoint",

@@ -293,19 +293,19 @@ class Message:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
-class EndpointListener:
+class RendezvousListener:
     """Accepts rendezvous connections on a Unix socket path (same uid only;
     a stale socket file is replaced; removed on close)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None: ...
     @property
     def path(self) -> str: ...
-    def accept(self, timeout: float | None = None) -> Endpoint: ...
+    def accept(self, timeout: float | None = None) -> Rendezvous: ...
     def close(self) -> None: ...
-    def __enter__(self) -> EndpointListener: ...
+    def __enter__(self) -> RendezvousListener: ...
     def __exit__(self, *args: object) -> bool: ...
 
-class Endpoint:
+class Rendezvous:
     """One end of a rendezvous connection. ``send`` returns once the
     partner has *taken* the message (unbuffered); a send that fails
     (``Full``, ``TimedOut``, ``Disconnected``) did not deliver it.
@@ -315,7 +315,7 @@ class Endpoint:
     the protocol ``PeerFault``."""
 
     @staticmethod
-    def connect(path: str | os.PathLike[str], timeout: float | None = None) -> Endpoint:
+    def connect(path: str | os.PathLike[str], timeout: float | None = None) -> Rendezvous:
         """Connect, retrying while nobody listens at ``path`` (bounded by
         ``timeout``)."""
     def send(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> None: ...
@@ -336,10 +336,10 @@ class Endpoint:
         """Closed, or handed to an :class:`AsyncEndpoint`."""
     def close(self) -> None:
         """Hang up: the partner's waits end with ``Disconnected``."""
-    def __enter__(self) -> Endpoint: ...
+    def __enter__(self) -> Rendezvous: ...
     def __exit__(self, *args: object) -> bool: ...
 
-def recv_any(endpoints: Sequence[Endpoint], timeout: float | None = None) -> tuple[int, Message]:
+def recv_any(endpoints: Sequence[Rendezvous], timeout: float | None = None) -> tuple[int, Message]:
     """The first message from any of ``endpoints``, with its index.
     Partners that hung up are skipped; ``Disconnected`` once all have."""
 
@@ -391,14 +391,14 @@ class Reply:
 class AsyncEndpoint:
     """A rendezvous endpoint driven asynchronously: ``send`` and ``call``
     return at once, proxy threads do the synchronous rendezvous; the
-    partner keeps using a plain :class:`Endpoint`. Takes ``endpoint`` over
+    partner keeps using a plain :class:`Rendezvous`. Takes ``endpoint`` over
     (it reads as closed afterwards). ``quota``: messages that may wait per
     direction (default: the pool's, 4096); ``delivery_timeout``: how long
     a proxy waits for the partner to take each message (default 10 s)."""
 
     def __init__(
         self,
-        endpoint: Endpoint,
+        endpoint: Rendezvous,
         proxies: Proxies | None = None,
         *,
         quota: int | None = None,

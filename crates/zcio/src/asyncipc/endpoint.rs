@@ -1,4 +1,4 @@
-//! The asynchronous endpoint: a rendezvous [`Endpoint`] with a send queue
+//! The asynchronous endpoint: a rendezvous [`Rendezvous`] with a send queue
 //! and a receive side, both served by proxies from a [`Proxies`] pool.
 
 use std::sync::atomic::Ordering as Counter;
@@ -9,7 +9,7 @@ use super::pool::{Inner as Pool, Proxies};
 use super::recv::{Alloc, RecvHandle, RecvSide};
 use super::send::{SendQueue, Ticket};
 use super::AsyncError;
-use crate::rendezvous::{Endpoint, Message, Wait};
+use crate::rendezvous::{Message, Rendezvous, Wait};
 use crate::sys::peer::PeerCred;
 
 /// Counters of one asynchronous endpoint ([`AsyncEndpoint::stats`]).
@@ -33,17 +33,17 @@ pub struct AsyncStats {
 /// docs](super)).
 ///
 /// Its blocking forms are bounded by the wrapped endpoint's
-/// [`EndpointConfig`](crate::rendezvous::EndpointConfig): deliveries by its
+/// [`RendezvousConfig`](crate::rendezvous::RendezvousConfig): deliveries by its
 /// `send_timeout`, [`AsyncEndpoint::recv`] and [`RecvHandle::wait`] by its
 /// `recv_timeout` (set it with
-/// [`Endpoint::with_config`](crate::rendezvous::Endpoint::with_config)
+/// [`Rendezvous::with_config`](crate::rendezvous::Rendezvous::with_config)
 /// before wrapping).
 ///
 /// Dropping it stops the receive proxy (waiting receives fail with
 /// `Closed`); messages already queued for sending are still delivered
 /// unless [`AsyncEndpoint::close`] was called.
 pub struct AsyncEndpoint {
-    ep: Arc<Endpoint>,
+    ep: Arc<Rendezvous>,
     pool: Arc<Pool>,
     tx: Arc<SendQueue>,
     rx: Arc<RecvSide>,
@@ -60,7 +60,7 @@ impl std::fmt::Debug for AsyncEndpoint {
 
 impl AsyncEndpoint {
     /// Drive `ep` through proxies from `proxies`, with its quota.
-    pub fn new(ep: Endpoint, proxies: &Proxies) -> Self {
+    pub fn new(ep: Rendezvous, proxies: &Proxies) -> Self {
         let ep = Arc::new(ep);
         let quota = proxies.config().quota.max(1);
         Self {
@@ -85,7 +85,7 @@ impl AsyncEndpoint {
     }
 
     /// The underlying synchronous endpoint.
-    pub fn endpoint(&self) -> &Endpoint {
+    pub fn endpoint(&self) -> &Rendezvous {
         &self.ep
     }
 

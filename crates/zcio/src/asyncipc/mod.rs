@@ -20,7 +20,7 @@
 //!
 //! Waits come in the forms of the rest of zcio: `recv` / `RecvHandle::wait`
 //! bounded by the endpoint's
-//! [`EndpointConfig`](crate::rendezvous::EndpointConfig), `try_recv` /
+//! [`RendezvousConfig`](crate::rendezvous::RendezvousConfig), `try_recv` /
 //! `RecvHandle::try_take` / `Ticket::status` never waiting, and `_timeout`
 //! forms taking the bound.
 //!
@@ -31,10 +31,10 @@
 //!
 //! ```
 //! use zcio::asyncipc::{AsyncEndpoint, Proxies};
-//! use zcio::rendezvous::{Endpoint, EndpointListener, IpcError, Message};
+//! use zcio::rendezvous::{Rendezvous, RendezvousListener, IpcError, Message};
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-async-doc-{}", std::process::id()));
-//! let listener = EndpointListener::bind(&path)?;
+//! let listener = RendezvousListener::bind(&path)?;
 //! let server = std::thread::spawn(move || -> Result<u64, IpcError> {
 //!     let ep = listener.accept().expect("accept");
 //!     let mut notes = 0;
@@ -52,7 +52,7 @@
 //! });
 //!
 //! let proxies = Proxies::default();
-//! let peer = AsyncEndpoint::new(Endpoint::connect(&path)?, &proxies);
+//! let peer = AsyncEndpoint::new(Rendezvous::connect(&path)?, &proxies);
 //! let tickets: Vec<_> = (1..=3)
 //!     .map(|i| peer.send(Message::new(1, &[i])).map_err(|(e, _msg)| e))
 //!     .collect::<Result<_, _>>()?;                 // returns at once
@@ -78,7 +78,7 @@ use thiserror::Error;
 pub use endpoint::{AsyncEndpoint, AsyncStats};
 pub use pool::{Proxies, ProxyConfig, ProxyStats};
 pub use recv::{Alloc, RecvHandle};
-pub use send::{Status, Ticket};
+pub use send::{Ticket, TicketStatus};
 
 use crate::rendezvous::IpcError;
 

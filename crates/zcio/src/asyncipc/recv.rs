@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{Endpoint, IpcError, Message, Wait, WORDS};
+use crate::rendezvous::{IpcError, Message, Rendezvous, Wait, WORDS};
 
 /// Supplies the buffer the proxy receives the next message into (called
 /// before the message arrives, with the most words a message can carry);
@@ -65,7 +65,7 @@ impl RecvHandle {
     }
 
     /// Wait for the message, at most the endpoint's
-    /// [`recv_timeout`](crate::rendezvous::EndpointConfig::recv_timeout).
+    /// [`recv_timeout`](crate::rendezvous::RendezvousConfig::recv_timeout).
     ///
     /// # Errors
     ///
@@ -113,7 +113,7 @@ struct State {
 
 /// The receive side of one asynchronous endpoint.
 pub(crate) struct RecvSide {
-    ep: Arc<Endpoint>,
+    ep: Arc<Rendezvous>,
     st: Mutex<State>,
     alloc: Mutex<Option<Arc<Alloc>>>,
     quota: AtomicUsize,
@@ -123,7 +123,7 @@ pub(crate) struct RecvSide {
 }
 
 impl RecvSide {
-    pub(crate) fn new(ep: Arc<Endpoint>, quota: usize) -> Self {
+    pub(crate) fn new(ep: Arc<Rendezvous>, quota: usize) -> Self {
         Self {
             ep,
             st: Mutex::new(State {

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{Endpoint, IpcError, Message};
+use crate::rendezvous::{IpcError, Message, Rendezvous};
 
 /// Where a message handed to an asynchronous send stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub enum TicketStatus {
     /// Queued or being delivered.
     Pending,
     /// The receiver took it.
@@ -44,14 +44,14 @@ impl std::fmt::Debug for Ticket {
 
 impl Ticket {
     /// Where the message stands now (never waits).
-    pub fn status(&self) -> Status {
+    pub fn status(&self) -> TicketStatus {
         if !self.cell.is_done() {
-            return Status::Pending;
+            return TicketStatus::Pending;
         }
         self.cell.peek(|v| match v {
-            Some(Ok(())) => Status::Delivered,
-            Some(Err(e)) => Status::Failed(*e),
-            None => Status::Pending,
+            Some(Ok(())) => TicketStatus::Delivered,
+            Some(Err(e)) => TicketStatus::Failed(*e),
+            None => TicketStatus::Pending,
         })
     }
 
@@ -62,12 +62,12 @@ impl Ticket {
 
     /// Wait until the message was delivered (`Ok`) or failed. Not bounded
     /// here: each delivery attempt is bounded by the endpoint's
-    /// [`send_timeout`](crate::rendezvous::EndpointConfig::send_timeout), and
+    /// [`send_timeout`](crate::rendezvous::RendezvousConfig::send_timeout), and
     /// a partner that disconnects fails every queued message.
     ///
     /// # Errors
     ///
-    /// Why delivery failed (see [`Status::Failed`]).
+    /// Why delivery failed (see [`TicketStatus::Failed`]).
     pub fn wait(&self) -> Result<(), AsyncError> {
         self.wait_with(None)
     }
@@ -87,9 +87,9 @@ impl Ticket {
             return Err(AsyncError::TimedOut);
         }
         match self.status() {
-            Status::Delivered => Ok(()),
-            Status::Failed(e) => Err(e),
-            Status::Pending => Err(AsyncError::TimedOut),
+            TicketStatus::Delivered => Ok(()),
+            TicketStatus::Failed(e) => Err(e),
+            TicketStatus::Pending => Err(AsyncError::TimedOut),
         }
     }
 }
@@ -113,7 +113,7 @@ struct State {
 
 /// The send side of one asynchronous endpoint.
 pub(crate) struct SendQueue {
-    ep: Arc<Endpoint>,
+    ep: Arc<Rendezvous>,
     st: Mutex<State>,
     /// Messages queued (a lock-free view for the proxy's spin).
     queued: AtomicUsize,
@@ -123,7 +123,7 @@ pub(crate) struct SendQueue {
 }
 
 impl SendQueue {
-    pub(crate) fn new(ep: Arc<Endpoint>, quota: usize) -> Self {
+    pub(crate) fn new(ep: Arc<Rendezvous>, quota: usize) -> Self {
         Self {
             ep,
             st: Mutex::new(State {

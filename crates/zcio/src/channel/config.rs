@@ -61,7 +61,7 @@ pub struct HoldLimit {
 /// latency bound, full-ring behaviour, spinning, hold limits and how far
 /// the peer's sleep flag is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
+pub struct ChannelPolicy {
     /// Notify a sleeping receiver now or defer it ([`Notify`]). Default
     /// `Now`: lazy notification — only a sleeping receiver is woken.
     pub notify: Notify,
@@ -95,7 +95,7 @@ pub struct Policy {
     pub futile_wake_limit: u32,
 }
 
-impl Default for Policy {
+impl Default for ChannelPolicy {
     fn default() -> Self {
         Self {
             notify: Notify::Now,
@@ -117,7 +117,7 @@ pub struct ChannelConfig {
     /// Entries per notice ring (power of two).
     pub notice_entries: u32,
     /// Notification policy.
-    pub policy: Policy,
+    pub policy: ChannelPolicy,
     /// Bound on a blocking `send`.
     pub send_timeout: Duration,
     /// Bound on a blocking `recv`.
@@ -141,7 +141,7 @@ impl Default for ChannelConfig {
         Self {
             ring_entries: 1024,
             notice_entries: 2048,
-            policy: Policy::default(),
+            policy: ChannelPolicy::default(),
             send_timeout: Duration::from_secs(10),
             recv_timeout: Duration::from_secs(3600),
             connect_timeout: Duration::from_secs(5),

@@ -114,7 +114,7 @@ pub(crate) struct TxState {
     pub recent: VecDeque<u64>,
     pub scratch: Vec<Desc>,
     /// How long a send waiting for room spins before it sleeps (adaptive,
-    /// at most `Policy::spin`; see `crate::wait`).
+    /// at most `ChannelPolicy::spin`; see `crate::wait`).
     pub spin: SpinBudget,
 }
 
@@ -129,7 +129,7 @@ pub(crate) struct RxState {
     pub gate: WakeGate,
     pub scratch: Vec<Desc>,
     /// How long a receive spins before it sleeps (adaptive, at most
-    /// `Policy::spin`; see `crate::wait`).
+    /// `ChannelPolicy::spin`; see `crate::wait`).
     pub spin: SpinBudget,
 }
 

@@ -33,8 +33,6 @@ use thiserror::Error;
 
 use crate::sys::Errno;
 
-pub use crate::segment::ConnectError;
-
 /// What was wrong with a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -111,7 +109,7 @@ impl std::fmt::Display for Area {
 pub enum PeerFault {
     /// The peer keeps its "wake me" flag set without sleeping: this many
     /// wakes in a row woke nobody. It is now woken at most once per
-    /// `Policy::max_age` (until a wake finds it asleep again).
+    /// `ChannelPolicy::max_age` (until a wake finds it asleep again).
     #[error("peer sets its sleep flag but does not sleep ({0} futile wakes in a row); waking it at most once per max_age")]
     FutileWakes(u32),
     /// A blocking send waited its whole timeout for ring space.
@@ -181,7 +179,7 @@ pub enum SendErrorKind {
     /// The peer broke the ring protocol; the channel is closed.
     #[error("peer corrupted the shared ring; channel closed")]
     Corrupt,
-    /// The peer held a lent buffer past `Policy::hold` with
+    /// The peer held a lent buffer past `ChannelPolicy::hold` with
     /// `HoldExpiry::Abort`: the channel was aborted and all it held released.
     #[error("peer held a lent buffer past the hold limit; channel aborted")]
     HoldExpired,

@@ -1,4 +1,4 @@
-//! The hold limit (`Policy::hold`): how long a peer may keep a slice we
+//! The hold limit (`ChannelPolicy::hold`): how long a peer may keep a slice we
 //! lent it, and what happens when it keeps it longer (abort the channel or
 //! reclaim the slice).
 
@@ -26,7 +26,7 @@ impl Core {
     }
 
     /// Enforce the hold limit: expire (abort or reclaim) every lent slice
-    /// held longer than `Policy::hold`. Checks the FIFO from the front and
+    /// held longer than `ChannelPolicy::hold`. Checks the FIFO from the front and
     /// stops at the first live entry that is young enough. Returns how many
     /// slices were reclaimed, or `HoldExpired` when the channel was aborted.
     pub fn expire_locked(&self, tx: &mut TxState) -> Result<usize, SendErrorKind> {

@@ -28,15 +28,16 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{AccessPolicy, ChannelConfig, FullPolicy, HoldExpiry, HoldLimit, Notify, Policy};
+pub use config::{ChannelConfig, ChannelPolicy, FullPolicy, HoldExpiry, HoldLimit, Notify};
 pub use connect::Listener;
 pub use error::{
-    Area, ConnectError, Malformed, PeerFault, RecvError, RecvTimeoutError, SendError,
-    SendErrorKind, SendTimeoutError, TryRecvError, TrySendError,
+    Area, Malformed, PeerFault, RecvError, RecvTimeoutError, SendError, SendErrorKind,
+    SendTimeoutError, TryRecvError, TrySendError,
 };
 
 use self::core::Core;
 use crate::msg::Msg;
+use crate::segment::ConnectError;
 use crate::sys::peer::PeerCred;
 
 /// Counters of one channel end ([`Channel::stats`]). Built only by the
@@ -169,7 +170,7 @@ impl Channel {
         self.core.flush_notices();
     }
 
-    /// Enforce `Policy::hold` now: returns how many lent slices were
+    /// Enforce `ChannelPolicy::hold` now: returns how many lent slices were
     /// reclaimed (`HoldExpiry::Reclaim`), or `SendErrorKind::HoldExpired`
     /// once the channel was aborted (`HoldExpiry::Abort`). Also done on
     /// every send, reclaim and flush; call it from a timer if the channel
@@ -501,11 +502,11 @@ mod tests {
 
     #[test]
     fn coalesced_wake_still_delivers_within_the_delay_bound() {
-        let policy = Policy {
+        let policy = ChannelPolicy {
             notify: Notify::Defer,
             wake_batch: 1000,
             max_age: Duration::from_millis(2),
-            ..Policy::default()
+            ..ChannelPolicy::default()
         };
         let cfg = ChannelConfig {
             policy,

@@ -5,8 +5,8 @@
 //! system call per message. The kernel tells us how many sleepers a wake
 //! found: a wake that found none is *futile*. An honest peer produces one
 //! now and then (it set the flag, then found data and did not sleep), never
-//! long runs of them. After `Policy::futile_wake_limit` in a row the flag is
-//! distrusted: the peer is woken at most once per `Policy::max_age` (so an
+//! long runs of them. After `ChannelPolicy::futile_wake_limit` in a row the flag is
+//! distrusted: the peer is woken at most once per `ChannelPolicy::max_age` (so an
 //! honest peer misjudged still sees its messages within that bound, and
 //! its own bounded sleep is the backstop), and a wake that does find a
 //! sleeper restores trust. One gate per ring end we wake a peer on.

@@ -1,4 +1,4 @@
-//! Unit tests of the policy knobs (`Policy`) and of the untrusted-flag
+//! Unit tests of the policy knobs (`ChannelPolicy`) and of the untrusted-flag
 //! handling, on in-process channel pairs. Wakes are counted by arming the
 //! receiver's sleep flag by hand (no thread needs to be asleep), so the
 //! counts are exact.
@@ -23,7 +23,7 @@ fn msg(pool: &Pool, bytes: &[u8]) -> Msg {
     Msg::from(b.freeze().unwrap())
 }
 
-fn pair(policy: Policy) -> (Channel, Channel) {
+fn pair(policy: ChannelPolicy) -> (Channel, Channel) {
     Channel::pair(ChannelConfig {
         policy,
         ..ChannelConfig::default()
@@ -47,7 +47,7 @@ fn drain(rx: &Channel) -> usize {
 
 #[test]
 fn notify_now_wakes_on_every_send_that_finds_the_receiver_asleep() {
-    let (a, b) = pair(Policy::default());
+    let (a, b) = pair(ChannelPolicy::default());
     let p = pool("pol-now");
     a.send(msg(&p, b"awake")).unwrap();
     assert_eq!(a.stats().wakes, 0, "an awake receiver is never woken");
@@ -61,11 +61,11 @@ fn notify_now_wakes_on_every_send_that_finds_the_receiver_asleep() {
 
 #[test]
 fn defer_wakes_once_per_batch_and_flush_wakes_the_rest() {
-    let (a, b) = pair(Policy {
+    let (a, b) = pair(ChannelPolicy {
         notify: Notify::Defer,
         wake_batch: 4,
         max_age: Duration::from_secs(3600),
-        ..Policy::default()
+        ..ChannelPolicy::default()
     });
     let p = pool("pol-batch");
     for i in 0..10u8 {
@@ -89,11 +89,11 @@ fn defer_wakes_once_per_batch_and_flush_wakes_the_rest() {
 
 #[test]
 fn defer_sender_wakes_once_the_oldest_message_reaches_max_age() {
-    let (a, b) = pair(Policy {
+    let (a, b) = pair(ChannelPolicy {
         notify: Notify::Defer,
         wake_batch: 1000,
         max_age: Duration::from_millis(20),
-        ..Policy::default()
+        ..ChannelPolicy::default()
     });
     let p = pool("pol-age");
     flag_asleep(&b);
@@ -112,12 +112,12 @@ fn deferred_message_reaches_a_sleeping_receiver_by_the_max_age_backstop() {
     // the receiver's liveness slice is 30 s: only the max_age bound on its
     // sleep can deliver the message before that.
     let cfg = ChannelConfig {
-        policy: Policy {
+        policy: ChannelPolicy {
             notify: Notify::Defer,
             wake_batch: 1000,
             max_age: Duration::from_millis(5),
             spin: Duration::ZERO,
-            ..Policy::default()
+            ..ChannelPolicy::default()
         },
         liveness_interval: Duration::from_secs(30),
         ..ChannelConfig::default()
@@ -146,9 +146,9 @@ fn fail_policy_fails_at_once_block_waits_for_room() {
     let small = |full| ChannelConfig {
         ring_entries: 8,
         max_in_flight: 64,
-        policy: Policy {
+        policy: ChannelPolicy {
             full,
-            ..Policy::default()
+            ..ChannelPolicy::default()
         },
         ..ChannelConfig::default()
     };
@@ -218,13 +218,13 @@ fn blocking_send_that_times_out_reports_the_peer_not_consuming() {
     assert_eq!(a.health(), Err(PeerFault::NotConsuming));
 }
 
-fn hold(limit_ms: u64, on_expiry: HoldExpiry) -> Policy {
-    Policy {
+fn hold(limit_ms: u64, on_expiry: HoldExpiry) -> ChannelPolicy {
+    ChannelPolicy {
         hold: Some(HoldLimit {
             limit: Duration::from_millis(limit_ms),
             on_expiry,
         }),
-        ..Policy::default()
+        ..ChannelPolicy::default()
     }
 }
 
@@ -327,10 +327,10 @@ fn hold_fifo_stays_small_while_the_peer_keeps_releasing() {
 
 #[test]
 fn a_sleep_flag_that_lies_is_distrusted_and_wakes_are_rate_limited() {
-    let (a, b) = pair(Policy {
+    let (a, b) = pair(ChannelPolicy {
         futile_wake_limit: 8,
         max_age: Duration::from_secs(3600),
-        ..Policy::default()
+        ..ChannelPolicy::default()
     });
     let p = pool("pol-futile");
     for i in 0..100u32 {

@@ -1,24 +1,24 @@
 //! Synchronous rendezvous IPC between processes (L4-style; the base of
 //! [`asyncipc`](crate::asyncipc)).
 //!
-//! An [`Endpoint`] is one end of a connection made over a Unix
+//! An [`Rendezvous`] is one end of a connection made over a Unix
 //! `SOCK_SEQPACKET` socket (which also carries descriptors and tells each
 //! side the other's kernel credentials). Messages — a label, up to
 //! [`WORDS`] words and up to [`MAX_FDS`] descriptors — travel through a
 //! shared slot per direction in a sealed memfd page, handed over with
 //! futex waits:
 //!
-//! * [`Endpoint::send`] returns only once the receiver has *taken* the
+//! * [`Rendezvous::send`] returns only once the receiver has *taken* the
 //!   message (unbuffered rendezvous); a send that fails — timed out, partner
 //!   gone — did not happen (a timed-out send is retracted from the slot).
-//! * [`Endpoint::recv`] waits on one partner (closed wait), [`recv_any`] on
+//! * [`Rendezvous::recv`] waits on one partner (closed wait), [`recv_any`] on
 //!   several (open wait, with `futex_waitv`).
-//! * [`Endpoint::call`] is send + receive from the same partner,
+//! * [`Rendezvous::call`] is send + receive from the same partner,
 //!   [`reply_and_recv`] a server's reply to one partner + receive from all.
 //!
 //! Every operation comes in the three forms of [`Channel`](crate::Channel)
 //! and crossbeam-channel: the plain one waits at most the endpoint's
-//! [`EndpointConfig`] timeout, `try_` never waits (`IpcError::Full` /
+//! [`RendezvousConfig`] timeout, `try_` never waits (`IpcError::Full` /
 //! `IpcError::Empty`), `_timeout` takes the bound. A partner that hung up or
 //! died gives [`IpcError::Disconnected`], never a hang.
 //!
@@ -28,10 +28,10 @@
 //! process):
 //!
 //! ```
-//! use zcio::rendezvous::{recv_any, reply_and_recv, Endpoint, EndpointListener, Message};
+//! use zcio::rendezvous::{recv_any, reply_and_recv, Rendezvous, RendezvousListener, Message};
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-rdv-doc-{}", std::process::id()));
-//! let listener = EndpointListener::bind(&path)?;
+//! let listener = RendezvousListener::bind(&path)?;
 //! let server = std::thread::spawn(move || -> Result<(), zcio::rendezvous::IpcError> {
 //!     let ep = listener.accept().expect("accept");
 //!     // Answer each request [a, b] with [a + b] until the caller hangs up.
@@ -46,7 +46,7 @@
 //!     }
 //! });
 //!
-//! let client = Endpoint::connect(&path)?;
+//! let client = Rendezvous::connect(&path)?;
 //! assert_eq!(client.peer().pid, std::process::id() as i32); // from the kernel
 //! for i in 0..3 {
 //!     let answer = client.call(&Message::new(1, &[i, 10]))?;
@@ -57,21 +57,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod endpoint;
 mod error;
 #[cfg(all(test, loom))]
 mod loom_slot;
 mod open_wait;
+mod point;
 mod setup;
 pub(crate) mod slot;
 
-pub use crate::segment::{AccessPolicy, ConnectError};
 pub use crate::sys::fdpass::MAX_FDS;
-pub(crate) use endpoint::Wait;
-pub use endpoint::{Endpoint, EndpointConfig, Message};
 pub use error::IpcError;
 pub use open_wait::{
     recv_any, recv_any_timeout, reply_and_recv, reply_and_recv_timeout, try_recv_any,
 };
-pub use setup::EndpointListener;
+pub(crate) use point::Wait;
+pub use point::{Message, Rendezvous, RendezvousConfig};
+pub use setup::RendezvousListener;
 pub use slot::WORDS;

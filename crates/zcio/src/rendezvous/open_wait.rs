@@ -3,20 +3,20 @@
 
 use std::time::{Duration, Instant};
 
-use super::endpoint::{spin_until, Endpoint, Message, Wait, SLICE};
 use super::error::IpcError;
+use super::point::{spin_until, Message, Rendezvous, Wait, SLICE};
 use super::slot::{self, Raw};
 use crate::sys::peer;
 
 /// Open wait: the first message from any of `eps`, as `(index, message)`,
-/// at most the shortest [`recv_timeout`](super::EndpointConfig::recv_timeout)
+/// at most the shortest [`recv_timeout`](super::RendezvousConfig::recv_timeout)
 /// among them. Partners that hung up are skipped.
 ///
 /// # Errors
 ///
 /// `Disconnected` once every partner has hung up (or `eps` is empty),
 /// `TimedOut`, `Protocol`.
-pub fn recv_any(eps: &[&Endpoint]) -> Result<(usize, Message), IpcError> {
+pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), IpcError> {
     recv_any_with(eps, Wait::For(default_recv_timeout(eps)))
 }
 
@@ -27,7 +27,7 @@ pub fn recv_any(eps: &[&Endpoint]) -> Result<(usize, Message), IpcError> {
 ///
 /// `Empty` when none has; `Disconnected` when every partner has hung up;
 /// `Protocol`.
-pub fn try_recv_any(eps: &[&Endpoint]) -> Result<(usize, Message), IpcError> {
+pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), IpcError> {
     recv_any_with(eps, Wait::Try)
 }
 
@@ -37,19 +37,19 @@ pub fn try_recv_any(eps: &[&Endpoint]) -> Result<(usize, Message), IpcError> {
 ///
 /// As [`recv_any`].
 pub fn recv_any_timeout(
-    eps: &[&Endpoint],
+    eps: &[&Rendezvous],
     timeout: Duration,
 ) -> Result<(usize, Message), IpcError> {
     recv_any_with(eps, Wait::For(timeout))
 }
 
-fn recv_any_with(eps: &[&Endpoint], wait: Wait) -> Result<(usize, Message), IpcError> {
+fn recv_any_with(eps: &[&Rendezvous], wait: Wait) -> Result<(usize, Message), IpcError> {
     let mut m = Message::default();
     let i = wait_any(eps, wait, |e, raw| e.finish(raw, &mut m))?;
     Ok((i, m))
 }
 
-fn default_recv_timeout(eps: &[&Endpoint]) -> Duration {
+fn default_recv_timeout(eps: &[&Rendezvous]) -> Duration {
     eps.iter()
         .map(|e| e.config().recv_timeout)
         .min()
@@ -57,16 +57,16 @@ fn default_recv_timeout(eps: &[&Endpoint]) -> Duration {
 }
 
 /// A server's step: reply to `to` (bounded by its
-/// [`send_timeout`](super::EndpointConfig::send_timeout)), then wait for
+/// [`send_timeout`](super::RendezvousConfig::send_timeout)), then wait for
 /// the next message from any of `eps` (as [`recv_any`]).
 ///
 /// # Errors
 ///
-/// As [`Endpoint::send`] (the reply was not delivered) or [`recv_any`].
+/// As [`Rendezvous::send`] (the reply was not delivered) or [`recv_any`].
 pub fn reply_and_recv(
-    to: &Endpoint,
+    to: &Rendezvous,
     reply: &Message,
-    eps: &[&Endpoint],
+    eps: &[&Rendezvous],
 ) -> Result<(usize, Message), IpcError> {
     to.send(reply)?;
     recv_any(eps)
@@ -79,9 +79,9 @@ pub fn reply_and_recv(
 ///
 /// As [`reply_and_recv`].
 pub fn reply_and_recv_timeout(
-    to: &Endpoint,
+    to: &Rendezvous,
     reply: &Message,
-    eps: &[&Endpoint],
+    eps: &[&Rendezvous],
     timeout: Duration,
 ) -> Result<(usize, Message), IpcError> {
     let deadline = Instant::now().checked_add(timeout);
@@ -94,9 +94,9 @@ pub fn reply_and_recv_timeout(
 /// of `eps` and hands it to `finish` while the receive locks are still held
 /// (descriptor records are read in order under them).
 pub(super) fn wait_any(
-    eps: &[&Endpoint],
+    eps: &[&Rendezvous],
     wait: Wait,
-    finish: impl FnOnce(&Endpoint, Raw) -> Result<(), IpcError>,
+    finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcError>,
 ) -> Result<usize, IpcError> {
     let mut guards: Vec<_> = eps
         .iter()

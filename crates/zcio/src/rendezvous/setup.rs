@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
-use super::endpoint::{Endpoint, EndpointConfig, Shared};
+use super::point::{Rendezvous, RendezvousConfig, Shared};
 use crate::segment::{self, AccessPolicy, ConnectError, Protocol, SocketListener};
 use crate::sys::page_size;
 
@@ -24,12 +24,12 @@ const PROTOCOL: Protocol = Protocol {
     version: VERSION,
 };
 
-impl Endpoint {
+impl Rendezvous {
     /// Connect to the listener at `path`: offer a fresh one-page segment
     /// (sealed memfd, magic + layout version) through the shared handshake;
     /// the listener's [`AccessPolicy`] decides on our kernel credentials.
-    /// The endpoint has the default [`EndpointConfig`] (see
-    /// [`Endpoint::with_config`]).
+    /// The endpoint has the default [`RendezvousConfig`] (see
+    /// [`Rendezvous::with_config`]).
     ///
     /// # Errors
     ///
@@ -51,7 +51,7 @@ impl Endpoint {
             Shared { map, sock, peer },
             C2S,
             S2C,
-            EndpointConfig::default(),
+            RendezvousConfig::default(),
         ))
     }
 }
@@ -59,15 +59,15 @@ impl Endpoint {
 /// Accepts rendezvous connections on a Unix socket path; removes the path
 /// on drop.
 #[derive(Debug)]
-pub struct EndpointListener {
+pub struct RendezvousListener {
     sock: SocketListener,
     access: AccessPolicy,
-    cfg: EndpointConfig,
+    cfg: RendezvousConfig,
 }
 
-impl EndpointListener {
+impl RendezvousListener {
     /// Listen at `path`, admitting only our own uid (see
-    /// [`EndpointListener::bind_with`]). A stale socket file left by a dead
+    /// [`RendezvousListener::bind_with`]). A stale socket file left by a dead
     /// listener is replaced; a live one is an error.
     ///
     /// # Errors
@@ -83,23 +83,23 @@ impl EndpointListener {
     ///
     /// # Errors
     ///
-    /// As [`EndpointListener::bind`].
+    /// As [`RendezvousListener::bind`].
     pub fn bind_with(path: impl AsRef<Path>, access: AccessPolicy) -> Result<Self, ConnectError> {
         Ok(Self {
             sock: SocketListener::bind(path.as_ref())?,
             access,
-            cfg: EndpointConfig::default(),
+            cfg: RendezvousConfig::default(),
         })
     }
 
     /// This listener, giving every endpoint it accepts `cfg`.
-    pub fn with_config(mut self, cfg: EndpointConfig) -> Self {
+    pub fn with_config(mut self, cfg: RendezvousConfig) -> Self {
         self.cfg = cfg;
         self
     }
 
     /// The configuration accepted endpoints get.
-    pub fn config(&self) -> EndpointConfig {
+    pub fn config(&self) -> RendezvousConfig {
         self.cfg
     }
 
@@ -109,7 +109,7 @@ impl EndpointListener {
     ///
     /// `ConnectError` for a refused or broken handshake (the listener stays
     /// usable) or a failed system call.
-    pub fn accept(&self) -> Result<Endpoint, ConnectError> {
+    pub fn accept(&self) -> Result<Rendezvous, ConnectError> {
         self.admit(self.sock.accept()?)
     }
 
@@ -117,9 +117,9 @@ impl EndpointListener {
     ///
     /// # Errors
     ///
-    /// As [`EndpointListener::accept`]; `ConnectError::TimedOut` when
+    /// As [`RendezvousListener::accept`]; `ConnectError::TimedOut` when
     /// nobody connected in time.
-    pub fn accept_timeout(&self, timeout: Duration) -> Result<Endpoint, ConnectError> {
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Rendezvous, ConnectError> {
         self.admit(self.sock.accept_timeout(timeout)?)
     }
 
@@ -128,7 +128,7 @@ impl EndpointListener {
         self.sock.path()
     }
 
-    fn admit(&self, sock: OwnedFd) -> Result<Endpoint, ConnectError> {
+    fn admit(&self, sock: OwnedFd) -> Result<Rendezvous, ConnectError> {
         segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
         let len = page_size() as u64;
         let seg = segment::admit(&sock, PROTOCOL, &self.access, len, len)?;
@@ -136,7 +136,7 @@ impl EndpointListener {
             return Err(ConnectError::Protocol("bad segment header"));
         }
         segment::welcome(&sock, PROTOCOL)?;
-        Ok(Endpoint::new(
+        Ok(Rendezvous::new(
             Shared {
                 map: seg.map,
                 sock,

@@ -14,21 +14,21 @@ use crate::msg::Slice;
 use crate::sys::vm;
 use crate::{Channel, Msg, Pool, PoolConfig, Uncached, View};
 
-/// Most buffers the move family keeps for reuse (see `Endpoint::cache_push`).
+/// Most buffers the move family keeps for reuse (see `SemanticEndpoint::cache_push`).
 const CACHE_MAX: usize = 256;
 
 /// How an endpoint is set up.
 #[derive(Clone, Debug)]
-pub struct EndpointConfig {
-    /// Semantics of [`Endpoint::output`] / [`Endpoint::output_owned`]
+pub struct SemanticConfig {
+    /// Semantics of [`SemanticEndpoint::output`] / [`SemanticEndpoint::output_owned`]
     /// (default: emulated copy).
     pub output: Semantics,
-    /// Semantics of [`Endpoint::input`] / [`Endpoint::input_owned`]
+    /// Semantics of [`SemanticEndpoint::input`] / [`SemanticEndpoint::input_owned`]
     /// (default: emulated copy).
     pub input: Semantics,
     /// Bytes of registered memory for the application's buffers.
     pub arena_capacity: usize,
-    /// How long [`Endpoint::new`] waits for the peer's hello.
+    /// How long [`SemanticEndpoint::new`] waits for the peer's hello.
     pub hello_timeout: Duration,
     /// Thresholds and mechanism choices; `None`: [`Policy::calibrated`]
     /// (this machine's calibrated cost model, `zcio calibrate`, or the
@@ -36,7 +36,7 @@ pub struct EndpointConfig {
     pub policy: Option<Policy>,
 }
 
-impl Default for EndpointConfig {
+impl Default for SemanticConfig {
     fn default() -> Self {
         Self {
             output: Semantics::EmulatedCopy,
@@ -79,7 +79,7 @@ pub struct Received {
 /// Counters of an endpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct EndpointStats {
+pub struct SemanticStats {
     /// Outputs by delivery: copied, protected, hidden, lent, sealed.
     pub out_copied: u64,
     /// See `out_copied`.
@@ -112,12 +112,12 @@ struct Counters {
 }
 
 /// One end of a channel with buffering semantics (see the module docs).
-pub struct Endpoint {
+pub struct SemanticEndpoint {
     chan: Channel,
     arena: Arena,
     pool: Pool,
     uncached: Uncached,
-    cfg: EndpointConfig,
+    cfg: SemanticConfig,
     policy: Policy,
     /// The peer's hello: its input semantics and whether it swaps
     /// protected pages in (trusts us).
@@ -131,9 +131,9 @@ pub struct Endpoint {
     counters: Counters,
 }
 
-impl std::fmt::Debug for Endpoint {
+impl std::fmt::Debug for SemanticEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
+        f.debug_struct("SemanticEndpoint")
             .field("output", &self.cfg.output)
             .field("input", &self.cfg.input)
             .field("peer_input", &self.peer_input)
@@ -146,11 +146,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Endpoint {
+impl SemanticEndpoint {
     /// Wrap a connected channel. Both ends must wrap theirs: each sends a
     /// hello (its input semantics, and whether it trusts the peer — see
     /// [`Channel::trust_peer`]) and waits for the other's.
-    pub fn new(chan: Channel, cfg: EndpointConfig) -> Result<Endpoint, SetupError> {
+    pub fn new(chan: Channel, cfg: SemanticConfig) -> Result<SemanticEndpoint, SetupError> {
         let arena = Arena::new(cfg.arena_capacity)?;
         let pool = Pool::new(PoolConfig {
             max_chunks: 64,
@@ -172,7 +172,7 @@ impl Endpoint {
         if h.flags & wire::HELLO == 0 {
             return Err(SetupError::BadHello);
         }
-        Ok(Endpoint {
+        Ok(SemanticEndpoint {
             peer_input: h.sem(),
             peer_trusts: h.flags & wire::TRUSTS != 0,
             chan,
@@ -228,9 +228,9 @@ impl Endpoint {
     }
 
     /// The endpoint's counters.
-    pub fn stats(&self) -> EndpointStats {
+    pub fn stats(&self) -> SemanticStats {
         let c = &self.counters;
-        EndpointStats {
+        SemanticStats {
             out_copied: c.out[0].load(Relaxed),
             out_protected: c.out[1].load(Relaxed),
             out_hidden: c.out[2].load(Relaxed),
@@ -626,7 +626,7 @@ impl Endpoint {
         self.output_owned_with(buf, self.cfg.output)
     }
 
-    /// As [`Endpoint::output_owned`] under `sem`.
+    /// As [`SemanticEndpoint::output_owned`] under `sem`.
     pub fn output_owned_with(
         &self,
         buf: OwnedBuf,
@@ -743,7 +743,7 @@ impl Endpoint {
         self.input_owned_with(self.cfg.input)
     }
 
-    /// As [`Endpoint::input_owned`] under `sem`.
+    /// As [`SemanticEndpoint::input_owned`] under `sem`.
     pub fn input_owned_with(&self, sem: Semantics) -> Result<OwnedBuf, InputError> {
         let (h, msg) = self.take(usize::MAX)?;
         let len = h.len as usize;
@@ -820,7 +820,7 @@ fn read_header(m: &Msg, ps: usize) -> Option<Header> {
     Header::parse(&b, ps).ok()
 }
 
-impl Drop for Endpoint {
+impl Drop for SemanticEndpoint {
     fn drop(&mut self) {
         self.chan.close();
         // Cached buffers: hidden pages still lent stay hidden (never

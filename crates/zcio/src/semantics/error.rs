@@ -5,7 +5,7 @@ use thiserror::Error;
 use super::arena::ArenaError;
 use crate::{AllocError, Errno, MsgError, RecvError, SendErrorKind};
 
-/// Why [`Endpoint::new`](super::Endpoint::new) failed.
+/// Why [`SemanticEndpoint::new`](super::SemanticEndpoint::new) failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum SetupError {
@@ -18,11 +18,11 @@ pub enum SetupError {
     /// Sending the hello failed.
     #[error("sending the hello: {0}")]
     Send(SendErrorKind),
-    /// The peer's hello did not arrive (is the peer an `Endpoint` too?).
-    #[error("waiting for the peer's hello: {0} (both ends must create an Endpoint)")]
+    /// The peer's hello did not arrive (is the peer an `SemanticEndpoint` too?).
+    #[error("waiting for the peer's hello: {0} (both ends must create an SemanticEndpoint)")]
     Recv(crate::RecvTimeoutError),
     /// The peer's first message was not a valid hello.
-    #[error("the peer's first message is not a zcio semantics hello (version mismatch, or the peer is not an Endpoint)")]
+    #[error("the peer's first message is not a zcio semantics hello (version mismatch, or the peer is not an SemanticEndpoint)")]
     BadHello,
 }
 

@@ -15,9 +15,9 @@
 //! | system-allocated | [`Semantics::Move`], [`Semantics::EmulatedMove`] | [`Semantics::WeakMove`], [`Semantics::EmulatedWeakMove`] |
 //!
 //! Application-allocated semantics use the calls shaped like `write` and
-//! `read` ([`Endpoint::output`], [`Endpoint::input`]); system-allocated ones
-//! use [`Endpoint::alloc`], [`Endpoint::output_owned`],
-//! [`Endpoint::input_owned`] and [`Endpoint::free`]. The zero-copy
+//! `read` ([`SemanticEndpoint::output`], [`SemanticEndpoint::input`]); system-allocated ones
+//! use [`SemanticEndpoint::alloc`], [`SemanticEndpoint::output_owned`],
+//! [`SemanticEndpoint::input_owned`] and [`SemanticEndpoint::free`]. The zero-copy
 //! mechanisms need the application's buffers in an [`Arena`] (registered
 //! memory); a buffer elsewhere (the heap, the stack) is copied, whatever
 //! the semantics.
@@ -27,7 +27,7 @@ pub mod calibrate;
 pub mod cost;
 mod endpoint;
 mod error;
-pub mod fit;
+mod fit;
 mod owned;
 mod pages;
 mod policy;
@@ -35,7 +35,7 @@ mod tcow;
 mod wire;
 
 pub use arena::{Arena, ArenaBuf, ArenaError, ArenaStats, Protection};
-pub use endpoint::{Delivery, Endpoint, EndpointConfig, EndpointStats, Received};
+pub use endpoint::{Delivery, Received, SemanticConfig, SemanticEndpoint, SemanticStats};
 pub use error::{InputError, OutputError, SetupError};
 pub use owned::OwnedBuf;
 pub use policy::Policy;

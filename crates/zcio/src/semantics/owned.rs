@@ -34,8 +34,8 @@ pub(crate) enum Kind {
 }
 
 /// A system-allocated I/O buffer: the application owns it until it hands
-/// it to [`Endpoint::output_owned`](super::Endpoint::output_owned) or
-/// [`Endpoint::free`](super::Endpoint::free).
+/// it to [`SemanticEndpoint::output_owned`](super::SemanticEndpoint::output_owned) or
+/// [`SemanticEndpoint::free`](super::SemanticEndpoint::free).
 pub struct OwnedBuf {
     pub(crate) kind: Kind,
 }

@@ -3,8 +3,8 @@
 //! [`Policy::default`] is the built-in model's (no I/O: it depends on no
 //! file, only on the page size); [`Policy::calibrated`] is this machine's
 //! calibrated model's
-//! (`zcio calibrate`), which is what an [`Endpoint`](super::Endpoint)
-//! whose [`EndpointConfig::policy`](super::EndpointConfig::policy) is
+//! (`zcio calibrate`), which is what an [`SemanticEndpoint`](super::SemanticEndpoint)
+//! whose [`SemanticConfig::policy`](super::SemanticConfig::policy) is
 //! `None` uses.
 
 use super::cost::{CostModel, RewriteBand};
@@ -93,7 +93,7 @@ impl Policy {
     /// (the first call may read the file and warn on stderr about one it
     /// cannot use), else the built-in model; without the feature it is the
     /// built-in model, as [`Policy::default`]. What an
-    /// [`Endpoint`](super::Endpoint) uses when its config names no policy.
+    /// [`SemanticEndpoint`](super::SemanticEndpoint) uses when its config names no policy.
     pub fn calibrated() -> Policy {
         Policy::from_model(CostModel::current())
     }

@@ -219,26 +219,30 @@ fn hidden_pages_refuse_lending() {
 
 /// Two endpoints over an in-process channel pair (each `new` waits for the
 /// other's hello, so the second is made on another thread).
-fn endpoints(tx: EndpointConfig, rx: EndpointConfig, trust: bool) -> (Endpoint, Endpoint) {
+fn endpoints(
+    tx: SemanticConfig,
+    rx: SemanticConfig,
+    trust: bool,
+) -> (SemanticEndpoint, SemanticEndpoint) {
     let (a, b) = crate::Channel::pair(crate::ChannelConfig::default()).unwrap();
     if trust {
         // The peer is this test's own other end, which runs zcio's TCOW.
         // SAFETY: as argued just above.
         unsafe { b.trust_peer() };
     }
-    let h = std::thread::spawn(move || Endpoint::new(b, rx).unwrap());
-    let s = Endpoint::new(a, tx).unwrap();
+    let h = std::thread::spawn(move || SemanticEndpoint::new(b, rx).unwrap());
+    let s = SemanticEndpoint::new(a, tx).unwrap();
     (s, h.join().unwrap())
 }
 
-fn cfg(out: Semantics, inp: Semantics) -> EndpointConfig {
-    EndpointConfig {
+fn cfg(out: Semantics, inp: Semantics) -> SemanticConfig {
+    SemanticConfig {
         output: out,
         input: inp,
         arena_capacity: 8 << 20,
         // The mechanisms themselves, whatever the cost model prefers here.
         policy: Some(Policy::always_zero_copy()),
-        ..EndpointConfig::default()
+        ..SemanticConfig::default()
     }
 }
 
@@ -446,8 +450,8 @@ fn tcow_copies_runs_of_pages_per_fault() {
 }
 
 /// An emulated-copy endpoint whose cost model tolerates no rewriting.
-fn no_rewrite_cfg(inp: Semantics) -> EndpointConfig {
-    EndpointConfig {
+fn no_rewrite_cfg(inp: Semantics) -> SemanticConfig {
+    SemanticConfig {
         policy: Some(Policy::always_zero_copy().with_rewrite_tolerance(0.0)),
         ..cfg(Semantics::EmulatedCopy, inp)
     }
@@ -527,7 +531,7 @@ fn buffers_rewritten_after_their_return_keep_being_lent() {
 fn move_family_arenas_never_exhaust_with_nothing_in_flight() {
     const PAGES: usize = 256;
     for sem in [Semantics::EmulatedMove, Semantics::EmulatedWeakMove] {
-        let c = EndpointConfig {
+        let c = SemanticConfig {
             arena_capacity: PAGES * 4096,
             ..cfg(sem, sem)
         };
@@ -579,9 +583,9 @@ fn move_family_arenas_never_exhaust_with_nothing_in_flight() {
 
 #[test]
 fn an_endpoint_without_a_policy_uses_the_calibrated_one() {
-    let c = EndpointConfig {
+    let c = SemanticConfig {
         arena_capacity: 1 << 20,
-        ..EndpointConfig::default()
+        ..SemanticConfig::default()
     };
     assert!(c.policy.is_none());
     let (s, r) = endpoints(c.clone(), c, false);

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 
 use super::blockio::{write_blocks, Flow};
-use super::endpoint::Endpoint;
-use super::endpoint::Object;
 use super::error::SpliceError;
+use super::io_object::IoObject;
+use super::io_object::Object;
 use super::module::{Module, Stack, StackIndex};
 use super::mover::{buffer_pool, module_error, Mover, MoverKind, Step, StepIo};
 use crate::Errno;
@@ -117,8 +117,8 @@ pub struct Status {
 
 /// The moving parts: endpoints, mover, modules.
 struct Engine {
-    src: Endpoint,
-    dst: Endpoint,
+    src: IoObject,
+    dst: IoObject,
     mover: Mover,
     stack: Stack,
     flow: Flow,
@@ -174,9 +174,9 @@ impl Association {
     ///
     /// A source and sink that are the same file (by any path) are refused
     /// with [`SpliceError::SameFile`] before anything is written; a sink
-    /// made with [`Endpoint::truncate_on_start`] is truncated only after
+    /// made with [`IoObject::truncate_on_start`] is truncated only after
     /// that check and every other set-up step succeeded.
-    pub fn new(src: Endpoint, mut sink: Endpoint) -> Result<Self, SpliceError> {
+    pub fn new(src: IoObject, mut sink: IoObject) -> Result<Self, SpliceError> {
         if src.file_id().is_some() && src.file_id() == sink.file_id() {
             return Err(SpliceError::SameFile {
                 source_label: src.label().to_owned(),

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-use super::endpoint::{Endpoint, Kind, Object};
 use super::error::SpliceError;
+use super::io_object::{IoObject, Kind, Object};
 use super::mover::MoverKind;
 use crate::buf::Pool;
 use crate::channel::{RecvTimeoutError, SendErrorKind};
@@ -100,7 +100,7 @@ fn zcio_err(op: &'static str, e: impl std::fmt::Display) -> SpliceError {
 
 /// Read one block of at most `want` bytes from `src` into `pool` buffers.
 pub(crate) fn read_block(
-    src: &mut Endpoint,
+    src: &mut IoObject,
     pool: &Pool,
     want: usize,
     flow: &mut Flow,
@@ -176,8 +176,8 @@ fn freeze(b: crate::buf::FbufMut) -> Result<Got, SpliceError> {
 /// the kernel, into the ring). `None` when `dst` is not a ring or `src`
 /// not a descriptor.
 pub(crate) fn read_into_ring(
-    src: &Endpoint,
-    dst: &mut Endpoint,
+    src: &IoObject,
+    dst: &mut IoObject,
     want: usize,
     flow: &mut Flow,
 ) -> Option<Result<Got, SpliceError>> {
@@ -238,7 +238,7 @@ pub(crate) fn read_into_ring(
 /// Write every block of `out` to `dst` (a datagram sink gets each block as
 /// one datagram; a ring sink one ring block; a channel sink one message).
 pub(crate) fn write_blocks(
-    dst: &mut Endpoint,
+    dst: &mut IoObject,
     out: Vec<Msg>,
     flow: &mut Flow,
     stop: &AtomicBool,

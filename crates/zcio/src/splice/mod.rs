@@ -13,21 +13,23 @@
 //! The UDP/TCP gateway built on associations (`zcio relay`) is the
 //! `zcio-gateway` crate.
 
-pub mod association;
+mod association;
 mod blockio;
-pub mod endpoint;
-pub mod error;
+mod error;
+mod io_object;
 pub mod module;
-pub mod mover;
-pub mod spec;
+mod mover;
+mod spec;
 
-pub use association::{Association, Completion, Increment, Next, Remote, Status};
-pub use endpoint::{Attrs, Endpoint, Kind};
+pub use association::{
+    Association, Completion, Increment, Next, Remote, Status, DEFAULT_INCREMENT, STEP,
+};
 pub use error::SpliceError;
+pub use io_object::{Attrs, IoObject, Kind};
 pub use mover::MoverKind;
-pub use spec::{cp, Role};
+pub use spec::{cp, is_path, open_pair, open_spec, sink_for, Role};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.
-pub fn splice(src: Endpoint, sink: Endpoint) -> Result<Association, SpliceError> {
+pub fn splice(src: IoObject, sink: IoObject) -> Result<Association, SpliceError> {
     Association::new(src, sink)
 }

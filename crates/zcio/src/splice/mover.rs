@@ -22,8 +22,8 @@ use std::sync::atomic::AtomicBool;
 use rustix::pipe::{pipe_with, splice, PipeFlags, SpliceFlags};
 
 use super::blockio::{read_block, read_into_ring, write_blocks, Flow, Got};
-use super::endpoint::{Endpoint, Kind};
 use super::error::SpliceError;
+use super::io_object::{IoObject, Kind};
 use super::module::{ModuleError, Stack};
 use crate::buf::{Pool, PoolConfig};
 use crate::Errno;
@@ -55,7 +55,7 @@ impl fmt::Display for MoverKind {
 impl MoverKind {
     /// The fastest mover for `src` → `dst`; `buffered` forces the buffer
     /// path (modules are stacked).
-    pub fn choose(src: &Endpoint, dst: &Endpoint, buffered: bool) -> Self {
+    pub fn choose(src: &IoObject, dst: &IoObject, buffered: bool) -> Self {
         match (src.kind(), dst.kind()) {
             _ if buffered => Self::Buffer,
             (Kind::Datagram | Kind::Ring | Kind::Channel, _)
@@ -67,7 +67,7 @@ impl MoverKind {
     }
 
     /// The mover to try when the kernel refuses this one for the pair.
-    fn fallback(self, src: &Endpoint, dst: &Endpoint) -> Option<Self> {
+    fn fallback(self, src: &IoObject, dst: &IoObject) -> Option<Self> {
         match self {
             Self::CopyFileRange => Some(Self::Sendfile),
             Self::Sendfile if src.kind() == Kind::Pipe || dst.kind() == Kind::Pipe => {
@@ -318,8 +318,8 @@ impl Mover {
 
 /// What one step works on.
 pub(crate) struct StepIo<'a> {
-    pub src: &'a mut Endpoint,
-    pub dst: &'a mut Endpoint,
+    pub src: &'a mut IoObject,
+    pub dst: &'a mut IoObject,
     pub stack: &'a mut Stack,
     pub flow: &'a mut Flow,
     pub stop: &'a AtomicBool,

@@ -16,8 +16,8 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
 
 use super::association::{Association, Increment, Status};
-use super::endpoint::Endpoint;
 use super::error::SpliceError;
+use super::io_object::IoObject;
 use super::module::Registry;
 use super::mover::module_error;
 use crate::ring::{self, Consumer, Producer};
@@ -48,7 +48,7 @@ fn os(spec: &str, what: &str, e: std::io::Error) -> SpliceError {
 }
 
 /// Open the endpoint `spec` names (see the [module docs](self)).
-pub fn open(spec: &str, role: Role) -> Result<Endpoint, SpliceError> {
+pub fn open_spec(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
     let fd: OwnedFd = if spec == "-" {
         let std = match role {
             Role::Source => std::io::stdin().as_fd().try_clone_to_owned(),
@@ -113,13 +113,13 @@ pub fn open(spec: &str, role: Role) -> Result<Endpoint, SpliceError> {
                 .truncate(false)
                 .open(spec),
         };
-        let ep = Endpoint::new(f.map_err(|e| os(spec, "open", e))?.into(), spec)?;
+        let ep = IoObject::new(f.map_err(|e| os(spec, "open", e))?.into(), spec)?;
         return Ok(match role {
             Role::Source => ep,
             Role::Sink => ep.truncate_on_start(),
         });
     };
-    Endpoint::new(fd, spec)
+    IoObject::new(fd, spec)
 }
 
 /// Whether `spec` names a file system path (no `-`, `fd:`, `tcp:`, … prefix).
@@ -145,19 +145,19 @@ pub fn sink_for(src: &str, dst: &str) -> std::borrow::Cow<'static, str> {
 
 /// Open the source `src`, then the sink for it (see [`sink_for`]): the
 /// pair `cp` and the frontends associate.
-pub fn open_pair(src: &str, dst: &str) -> Result<(Endpoint, Endpoint), SpliceError> {
-    let source = open(src, Role::Source)?;
-    let sink = open(&sink_for(src, dst), Role::Sink)?;
+pub fn open_pair(src: &str, dst: &str) -> Result<(IoObject, IoObject), SpliceError> {
+    let source = open_spec(src, Role::Source)?;
+    let sink = open_spec(&sink_for(src, dst), Role::Sink)?;
     Ok((source, sink))
 }
 
-fn open_ring(spec: &str, name: &str, role: Role) -> Result<Endpoint, SpliceError> {
+fn open_ring(spec: &str, name: &str, role: Role) -> Result<IoObject, SpliceError> {
     let err = |e: ring::OpenError| bad(spec, e.to_string());
     Ok(match role {
-        Role::Source => Endpoint::ring_reader(Consumer::open(name).map_err(err)?, spec),
+        Role::Source => IoObject::ring_reader(Consumer::open(name).map_err(err)?, spec),
         Role::Sink => {
             let map = ring::Options::new().create_or_open(name).map_err(err)?;
-            Endpoint::ring_writer(Producer::attach(map).map_err(err)?, spec)
+            IoObject::ring_writer(Producer::attach(map).map_err(err)?, spec)
         }
     })
 }

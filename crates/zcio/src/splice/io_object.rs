@@ -82,7 +82,7 @@ pub(crate) enum Object {
 /// One end of an association: an owned descriptor or zcio object, and
 /// what it is.
 #[derive(Debug)]
-pub struct Endpoint {
+pub struct IoObject {
     pub(crate) obj: Object,
     kind: Kind,
     label: String,
@@ -92,11 +92,11 @@ pub struct Endpoint {
     /// refuses a source and sink that are the same file.
     file_id: Option<(u64, u64)>,
     /// A sink opened by path: truncated only once the association has
-    /// checked it is not the source ([`Endpoint::truncate_on_start`]).
+    /// checked it is not the source ([`IoObject::truncate_on_start`]).
     truncate: bool,
 }
 
-impl Endpoint {
+impl IoObject {
     /// Classify `fd` (taken over; closed when the association is). `label`
     /// names it in errors and status (a path, `tcp:host:port`, `-`).
     pub fn new(fd: OwnedFd, label: impl Into<String>) -> Result<Self, SpliceError> {
@@ -198,7 +198,7 @@ impl Endpoint {
         self.file_id
     }
 
-    /// Truncate a sink made with [`Endpoint::truncate_on_start`] (once).
+    /// Truncate a sink made with [`IoObject::truncate_on_start`] (once).
     pub(crate) fn apply_truncate(&mut self) -> Result<(), SpliceError> {
         if !std::mem::take(&mut self.truncate) {
             return Ok(());
@@ -291,19 +291,19 @@ mod tests {
     #[test]
     fn classifies_files_pipes_sockets_and_refuses_directories() {
         let f: OwnedFd = tempfile_fd();
-        assert_eq!(Endpoint::new(f, "f").unwrap().kind(), Kind::File);
+        assert_eq!(IoObject::new(f, "f").unwrap().kind(), Kind::File);
         let (r, _w) = rustix::pipe::pipe().unwrap();
-        assert_eq!(Endpoint::new(r, "p").unwrap().kind(), Kind::Pipe);
+        assert_eq!(IoObject::new(r, "p").unwrap().kind(), Kind::Pipe);
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let e = Endpoint::new(OwnedFd::from(a), "s").unwrap();
+        let e = IoObject::new(OwnedFd::from(a), "s").unwrap();
         assert_eq!(e.kind(), Kind::Stream);
         assert!(!e.attrs().active);
         let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let e = Endpoint::new(OwnedFd::from(u), "u").unwrap();
+        let e = IoObject::new(OwnedFd::from(u), "u").unwrap();
         assert_eq!(e.kind(), Kind::Datagram);
         assert!(e.attrs().active && !e.attrs().quenchable);
         let d = std::fs::File::open(std::env::temp_dir()).unwrap();
-        let err = Endpoint::new(OwnedFd::from(d), "tmp").unwrap_err();
+        let err = IoObject::new(OwnedFd::from(d), "tmp").unwrap_err();
         assert!(err.to_string().contains("directory"), "{err}");
     }
 

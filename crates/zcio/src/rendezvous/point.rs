@@ -51,34 +51,34 @@ impl Message {
     }
 }
 
-/// Default bounds on the blocking operations of an [`Endpoint`] (like
+/// Default bounds on the blocking operations of an [`Rendezvous`] (like
 /// [`ChannelConfig`](crate::ChannelConfig)'s `send_timeout` and
-/// `recv_timeout`). Set with [`Endpoint::with_config`] or, for every
+/// `recv_timeout`). Set with [`Rendezvous::with_config`] or, for every
 /// endpoint a listener accepts,
-/// [`EndpointListener::with_config`](super::EndpointListener::with_config).
+/// [`RendezvousListener::with_config`](super::RendezvousListener::with_config).
 ///
 /// ```
 /// use std::time::Duration;
-/// use zcio::rendezvous::EndpointConfig;
+/// use zcio::rendezvous::RendezvousConfig;
 ///
-/// let cfg = EndpointConfig {
+/// let cfg = RendezvousConfig {
 ///     recv_timeout: Duration::from_secs(30),
-///     ..EndpointConfig::default()
+///     ..RendezvousConfig::default()
 /// };
 /// assert_eq!(cfg.send_timeout, Duration::from_secs(10));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndpointConfig {
-    /// Bound on [`Endpoint::send`] (and the send half of
-    /// [`Endpoint::call`]): how long to wait for the partner to take the
+pub struct RendezvousConfig {
+    /// Bound on [`Rendezvous::send`] (and the send half of
+    /// [`Rendezvous::call`]): how long to wait for the partner to take the
     /// message. Default 10 s.
     pub send_timeout: Duration,
-    /// Bound on [`Endpoint::recv`] (and the receive half of
-    /// [`Endpoint::call`]). Default one hour.
+    /// Bound on [`Rendezvous::recv`] (and the receive half of
+    /// [`Rendezvous::call`]). Default one hour.
     pub recv_timeout: Duration,
 }
 
-impl Default for EndpointConfig {
+impl Default for RendezvousConfig {
     fn default() -> Self {
         Self {
             send_timeout: Duration::from_secs(10),
@@ -125,25 +125,25 @@ impl Shared {
 
 /// One end of a rendezvous connection (see the [module docs](super)).
 ///
-/// Made by [`Endpoint::connect`] or [`EndpointListener::accept`]. Every
+/// Made by [`Rendezvous::connect`] or [`RendezvousListener::accept`]. Every
 /// operation takes `&self`: one thread may send while another receives;
 /// concurrent sends (or receives) on one endpoint take turns.
 ///
-/// [`EndpointListener::accept`]: super::EndpointListener::accept
-pub struct Endpoint {
+/// [`RendezvousListener::accept`]: super::RendezvousListener::accept
+pub struct Rendezvous {
     pub(super) sh: Arc<Shared>,
     tx: usize,
     pub(super) rx: usize,
-    cfg: EndpointConfig,
+    cfg: RendezvousConfig,
     /// Held while sending; the adaptive spin of the send side.
     send_lock: Mutex<SpinBudget>,
     /// Held while receiving; the adaptive spin of the receive side.
     pub(super) recv_lock: Mutex<SpinBudget>,
 }
 
-impl std::fmt::Debug for Endpoint {
+impl std::fmt::Debug for Rendezvous {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
+        f.debug_struct("Rendezvous")
             .field("peer", &self.sh.peer)
             .field("config", &self.cfg)
             .finish()
@@ -221,8 +221,8 @@ impl PeerWait<'_> {
     }
 }
 
-impl Endpoint {
-    pub(super) fn new(sh: Shared, tx: usize, rx: usize, cfg: EndpointConfig) -> Self {
+impl Rendezvous {
+    pub(super) fn new(sh: Shared, tx: usize, rx: usize, cfg: RendezvousConfig) -> Self {
         Self {
             sh: Arc::new(sh),
             tx,
@@ -234,13 +234,13 @@ impl Endpoint {
     }
 
     /// This endpoint with `cfg` as the bounds of its blocking operations.
-    pub fn with_config(mut self, cfg: EndpointConfig) -> Self {
+    pub fn with_config(mut self, cfg: RendezvousConfig) -> Self {
         self.cfg = cfg;
         self
     }
 
     /// The bounds of the blocking operations.
-    pub fn config(&self) -> EndpointConfig {
+    pub fn config(&self) -> RendezvousConfig {
         self.cfg
     }
 
@@ -268,7 +268,7 @@ impl Endpoint {
     }
 
     /// Send `msg` and wait until the partner has taken it (unbuffered
-    /// rendezvous), at most [`EndpointConfig::send_timeout`].
+    /// rendezvous), at most [`RendezvousConfig::send_timeout`].
     ///
     /// # Errors
     ///
@@ -284,7 +284,7 @@ impl Endpoint {
     /// # Errors
     ///
     /// `Full` when the partner did not take it (the message was retracted,
-    /// not delivered); otherwise as [`Endpoint::send`].
+    /// not delivered); otherwise as [`Rendezvous::send`].
     pub fn try_send(&self, msg: &Message) -> Result<(), IpcError> {
         self.send_with(msg, Wait::Try)
     }
@@ -293,7 +293,7 @@ impl Endpoint {
     ///
     /// # Errors
     ///
-    /// As [`Endpoint::send`]; on `TimedOut` the message was retracted.
+    /// As [`Rendezvous::send`]; on `TimedOut` the message was retracted.
     pub fn send_timeout(&self, msg: &Message, timeout: Duration) -> Result<(), IpcError> {
         self.send_with(msg, Wait::For(timeout))
     }
@@ -376,7 +376,7 @@ impl Endpoint {
     }
 
     /// Wait for a message from this partner (closed wait), at most
-    /// [`EndpointConfig::recv_timeout`].
+    /// [`RendezvousConfig::recv_timeout`].
     ///
     /// # Errors
     ///
@@ -390,7 +390,7 @@ impl Endpoint {
     ///
     /// # Errors
     ///
-    /// `Empty` when nothing is waiting; otherwise as [`Endpoint::recv`].
+    /// `Empty` when nothing is waiting; otherwise as [`Rendezvous::recv`].
     pub fn try_recv(&self) -> Result<Message, IpcError> {
         self.recv_with(Wait::Try)
     }
@@ -399,7 +399,7 @@ impl Endpoint {
     ///
     /// # Errors
     ///
-    /// As [`Endpoint::recv`].
+    /// As [`Rendezvous::recv`].
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, IpcError> {
         self.recv_with(Wait::For(timeout))
     }
@@ -410,22 +410,22 @@ impl Endpoint {
         Ok(m)
     }
 
-    /// Like [`Endpoint::recv`], but into `buf`, whose word vector is reused
+    /// Like [`Rendezvous::recv`], but into `buf`, whose word vector is reused
     /// (no allocation when it has room for [`WORDS`] words).
     ///
     /// # Errors
     ///
-    /// As [`Endpoint::recv`]; on error `buf` is unspecified but valid.
+    /// As [`Rendezvous::recv`]; on error `buf` is unspecified but valid.
     pub fn recv_into(&self, buf: &mut Message) -> Result<(), IpcError> {
         self.recv_into_with(buf, Wait::For(self.cfg.recv_timeout))
     }
 
-    /// Like [`Endpoint::recv_timeout`], but into `buf` (see
-    /// [`Endpoint::recv_into`]).
+    /// Like [`Rendezvous::recv_timeout`], but into `buf` (see
+    /// [`Rendezvous::recv_into`]).
     ///
     /// # Errors
     ///
-    /// As [`Endpoint::recv`]; on error `buf` is unspecified but valid.
+    /// As [`Rendezvous::recv`]; on error `buf` is unspecified but valid.
     pub fn recv_into_timeout(&self, buf: &mut Message, timeout: Duration) -> Result<(), IpcError> {
         self.recv_into_with(buf, Wait::For(timeout))
     }
@@ -435,13 +435,13 @@ impl Endpoint {
     }
 
     /// Send `msg`, then wait for this partner's answer (its next message):
-    /// the send bounded by [`EndpointConfig::send_timeout`], the wait for
-    /// the answer by [`EndpointConfig::recv_timeout`].
+    /// the send bounded by [`RendezvousConfig::send_timeout`], the wait for
+    /// the answer by [`RendezvousConfig::recv_timeout`].
     ///
     /// # Errors
     ///
-    /// As [`Endpoint::send`] (the request was not delivered) or
-    /// [`Endpoint::recv`] (it was, but no answer came).
+    /// As [`Rendezvous::send`] (the request was not delivered) or
+    /// [`Rendezvous::recv`] (it was, but no answer came).
     pub fn call(&self, msg: &Message) -> Result<Message, IpcError> {
         self.send(msg)?;
         self.recv()
@@ -451,7 +451,7 @@ impl Endpoint {
     ///
     /// # Errors
     ///
-    /// As [`Endpoint::call`].
+    /// As [`Rendezvous::call`].
     pub fn call_timeout(&self, msg: &Message, timeout: Duration) -> Result<Message, IpcError> {
         let deadline = Instant::now().checked_add(timeout);
         self.send_timeout(msg, timeout)?;
@@ -465,7 +465,7 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::super::{
-        recv_any, recv_any_timeout, reply_and_recv_timeout, try_recv_any, EndpointListener,
+        recv_any, recv_any_timeout, reply_and_recv_timeout, try_recv_any, RendezvousListener,
     };
     use super::*;
     use crate::segment::{AccessPolicy, ConnectError};
@@ -481,10 +481,10 @@ mod tests {
     #[test]
     fn call_and_reply_between_threads() {
         let p = path("call");
-        let l = EndpointListener::bind(&p).unwrap();
+        let l = RendezvousListener::bind(&p).unwrap();
         let p2 = p.clone();
         let t = std::thread::spawn(move || {
-            let c = Endpoint::connect(&p2).unwrap();
+            let c = Rendezvous::connect(&p2).unwrap();
             for i in 0..200u64 {
                 let m = Message::new(1, &[i, 2 * i]);
                 let r = if i % 2 == 0 {
@@ -508,10 +508,10 @@ mod tests {
     }
 
     /// A listener and a connected (client, server) pair.
-    fn pair(tag: &str) -> (EndpointListener, Endpoint, Endpoint) {
+    fn pair(tag: &str) -> (RendezvousListener, Rendezvous, Rendezvous) {
         let p = path(tag);
-        let l = EndpointListener::bind(&p).unwrap();
-        let t = std::thread::spawn(move || Endpoint::connect(&p).unwrap());
+        let l = RendezvousListener::bind(&p).unwrap();
+        let t = std::thread::spawn(move || Rendezvous::connect(&p).unwrap());
         let s = l.accept().unwrap();
         (l, t.join().unwrap(), s)
     }
@@ -541,7 +541,7 @@ mod tests {
             Err(IpcError::TooLarge)
         );
         // The configured bound applies to the plain forms.
-        let quick = EndpointConfig {
+        let quick = RendezvousConfig {
             send_timeout: Duration::from_millis(5),
             recv_timeout: Duration::from_millis(5),
         };
@@ -612,20 +612,20 @@ mod tests {
         let p = path("acl");
         let me = rustix::process::geteuid().as_raw();
         let l =
-            EndpointListener::bind_with(&p, AccessPolicy::uids([me.wrapping_add(4242)])).unwrap();
+            RendezvousListener::bind_with(&p, AccessPolicy::uids([me.wrapping_add(4242)])).unwrap();
         let p2 = p.clone();
-        let t = std::thread::spawn(move || Endpoint::connect(&p2).map(|_| ()));
+        let t = std::thread::spawn(move || Rendezvous::connect(&p2).map(|_| ()));
         assert!(matches!(l.accept(), Err(ConnectError::Refused)));
         assert!(matches!(t.join().unwrap(), Err(ConnectError::Refused)));
         drop(l);
-        let cfg = EndpointConfig {
+        let cfg = RendezvousConfig {
             recv_timeout: Duration::from_secs(7),
-            ..EndpointConfig::default()
+            ..RendezvousConfig::default()
         };
-        let l = EndpointListener::bind(&p).unwrap().with_config(cfg);
-        let t = std::thread::spawn(move || Endpoint::connect(&p).unwrap());
+        let l = RendezvousListener::bind(&p).unwrap().with_config(cfg);
+        let t = std::thread::spawn(move || Rendezvous::connect(&p).unwrap());
         assert_eq!(l.accept().unwrap().config(), cfg);
-        assert_eq!(t.join().unwrap().config(), EndpointConfig::default());
+        assert_eq!(t.join().unwrap().config(), RendezvousConfig::default());
     }
 
     #[test]
