@@ -94,7 +94,7 @@ pub enum Step {
     Sleep {
         /// When this step was taken.
         now: Instant,
-        /// Time left until the deadline.
+        /// Time left until the deadline (`Duration::MAX` without one).
         remaining: Duration,
     },
     /// The deadline has passed.
@@ -111,20 +111,27 @@ pub struct Backoff {
     slept: bool,
     spins: u32,
     spin_until: Instant,
-    deadline: Instant,
+    /// `None`: no deadline (the waiter still checks its peer every slice).
+    deadline: Option<Instant>,
     /// Yield the CPU on every retry (for checks that are themselves costly).
     eager_yield: bool,
 }
 
 impl Backoff {
-    /// Spin for `spin`, give up after `timeout` (both from now).
+    /// Spin for `spin`, give up after `timeout` (both from now; a timeout
+    /// too long to represent, `Duration::MAX` say, is no deadline).
     pub fn new(spin: Duration, timeout: Duration) -> Self {
+        Self::until(spin, Instant::now().checked_add(timeout))
+    }
+
+    /// Spin for `spin` (from now), give up at `deadline` (`None`: never).
+    pub fn until(spin: Duration, deadline: Option<Instant>) -> Self {
         let now = Instant::now();
         Self {
             slept: false,
             spins: 0,
-            spin_until: now + spin,
-            deadline: now + timeout,
+            spin_until: now.checked_add(spin).unwrap_or(now),
+            deadline,
             eager_yield: false,
         }
     }
@@ -139,41 +146,53 @@ impl Backoff {
         }
     }
 
+    /// [`Backoff::yielding`] with a deadline (`None`: never).
+    pub fn yielding_until(spin: Duration, deadline: Option<Instant>) -> Self {
+        Self {
+            eager_yield: true,
+            ..Self::until(spin, deadline)
+        }
+    }
+
+    /// Time left at `now` (`Duration::MAX` without a deadline), or `None`
+    /// once the deadline has passed.
+    fn left(&self, now: Instant) -> Option<Duration> {
+        match self.deadline {
+            None => Some(Duration::MAX),
+            Some(d) if now >= d => None,
+            Some(d) => Some(d - now),
+        }
+    }
+
     /// Call after each failed check of the awaited condition.
     pub fn step(&mut self) -> Step {
         self.spins = self.spins.wrapping_add(1);
         if self.eager_yield {
             let now = Instant::now();
-            if now >= self.deadline {
+            let Some(remaining) = self.left(now) else {
                 return Step::TimedOut;
-            }
+            };
             if now < self.spin_until {
                 std::thread::yield_now();
                 return Step::Retry;
             }
             self.slept = true;
-            return Step::Sleep {
-                now,
-                remaining: self.deadline - now,
-            };
+            return Step::Sleep { now, remaining };
         }
         if !self.spins.is_multiple_of(64) {
             std::hint::spin_loop();
             return Step::Retry;
         }
         let now = Instant::now();
-        if now >= self.deadline {
+        let Some(remaining) = self.left(now) else {
             return Step::TimedOut;
-        }
+        };
         if now < self.spin_until {
             spin_pause(self.spins);
             return Step::Retry;
         }
         self.slept = true;
-        Step::Sleep {
-            now,
-            remaining: self.deadline - now,
-        }
+        Step::Sleep { now, remaining }
     }
 
     /// Whether this wait had to sleep (the spin did not pay).

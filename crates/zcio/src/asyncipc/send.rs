@@ -5,12 +5,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as Counter};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
 use crate::rendezvous::{IpcError, Message, Rendezvous};
+use crate::wait::{Backoff, Step};
 
 /// Where a message handed to an asynchronous send stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,31 +235,20 @@ impl SendQueue {
     /// Wait for more work: spin (yielding) for `spin`, then park for up to
     /// `linger`. Returns whether work arrived.
     fn idle_wait(&self, spin: Duration, linger: Duration) -> bool {
-        let start = Instant::now();
-        let mut i = 0u32;
-        while start.elapsed() < spin {
-            if self.queued() > 0 {
-                return true;
-            }
-            i = i.wrapping_add(1);
-            if i.is_multiple_of(16) {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-        let until = start + spin + linger;
+        // The queue is this process's memory, not a shared word: the sleep
+        // is a thread park (`push` unparks us after queueing; a token left
+        // from an earlier unpark just makes the park return at once), the
+        // spin and the bound are `wait::Backoff`'s.
+        let mut backoff = Backoff::new(spin, spin.saturating_add(linger));
         loop {
             if self.queued() > 0 {
                 return true;
             }
-            let now = Instant::now();
-            if now >= until {
-                return false;
+            match backoff.step() {
+                Step::Retry => {}
+                Step::TimedOut => return false,
+                Step::Sleep { remaining, .. } => std::thread::park_timeout(remaining),
             }
-            // `push` unparks us after queueing; a token left from an earlier
-            // unpark just makes this return at once.
-            std::thread::park_timeout(until - now);
         }
     }
 

@@ -24,7 +24,7 @@ use crate::region::Region;
 use crate::sync::{AtomicU64 as SharedU64, Ordering};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
-use crate::wait::SpinBudget;
+use crate::wait::{Backoff, SpinBudget, Step};
 
 /// Hasher for process-local ids (small, unique, not attacker-chosen).
 pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
@@ -780,6 +780,13 @@ impl Core {
             token: u64::from(slot),
             kind: wire::NOTICE_ESCAPED,
         });
+        // The originator drains its notice ring on every send and
+        // allocation. Room is waited for without holding `ntx` (other
+        // threads publish notices under it), so not on the ring's futex
+        // word (sleeping there needs the ring writer, which `ntx` guards):
+        // `wait::Backoff` spins briefly, then this polls every 50 µs. It is
+        // a rare path: a region escaping while the notice ring is full.
+        let mut backoff = Backoff::until(Duration::from_micros(20), Some(deadline));
         loop {
             self.flush_notices_locked(&mut n);
             // Published (our notice and everything queued before it), or
@@ -787,13 +794,14 @@ impl Core {
             if n.overflow.is_empty() || self.is_gone() {
                 return true;
             }
-            if Instant::now() >= deadline {
-                return false;
-            }
             drop(n);
-            // The originator drains its notice ring on every send and
-            // allocation; wait for room without holding the lock.
-            std::thread::sleep(Duration::from_micros(50));
+            match backoff.step() {
+                Step::Retry => {}
+                Step::TimedOut => return false,
+                Step::Sleep { remaining, .. } => {
+                    std::thread::sleep(remaining.min(Duration::from_micros(50)))
+                }
+            }
             n = lock(&self.ntx);
         }
     }

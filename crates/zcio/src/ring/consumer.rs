@@ -592,10 +592,7 @@ impl Consumer {
             let avail = self.head_cache.wrapping_sub(self.cursor);
             if avail == 0 {
                 let b = backoff.get_or_insert_with(|| {
-                    let t = wait.deadline().map_or(super::FOREVER, |d| {
-                        d.saturating_duration_since(Instant::now())
-                    });
-                    Backoff::yielding(self.spin.get(), t)
+                    Backoff::yielding_until(self.spin.get(), wait.deadline())
                 });
                 if let Some(eof) = self.idle(wait, b, &mut slept)? {
                     if eof {

@@ -104,10 +104,6 @@ pub enum Wait {
     Forever,
 }
 
-/// "No deadline" for waits built on [`crate::wait::Backoff`] (which adds it
-/// to `Instant::now()`, so `Duration::MAX` would overflow).
-const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
-
 impl Wait {
     fn deadline(self) -> Option<Instant> {
         match self {

@@ -219,13 +219,23 @@ impl Producer {
     /// Wait (at most `timeout`) until at least `n` live consumers are
     /// attached; returns how many there are.
     pub fn wait_for_consumers(&mut self, n: usize, timeout: Duration) -> usize {
-        let deadline = Instant::now() + timeout;
+        // Consumers attach by claiming a slot in the control block; nothing
+        // wakes a producer when one does (the data path's futex words are
+        // for published blocks), so this set-up wait polls: a short spin,
+        // then every millisecond.
+        let mut backoff = Backoff::new(Duration::from_micros(50), timeout);
         loop {
             let c = self.live_consumers();
-            if c >= n || Instant::now() >= deadline {
+            if c >= n {
                 return c;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            match backoff.step() {
+                Step::Retry => {}
+                Step::TimedOut => return c,
+                Step::Sleep { remaining, .. } => {
+                    std::thread::sleep(remaining.min(Duration::from_millis(1)))
+                }
+            }
         }
     }
 
@@ -326,12 +336,7 @@ impl Producer {
                     return Ok(());
                 }
                 let deadline = wait.deadline();
-                let mut backoff = Backoff::yielding(
-                    self.spin.get(),
-                    deadline.map_or(super::FOREVER, |d| {
-                        d.saturating_duration_since(Instant::now())
-                    }),
-                );
+                let mut backoff = Backoff::yielding_until(self.spin.get(), deadline);
                 let (mut waited, mut slept) = (false, false);
                 loop {
                     let (min, slowest) = self.scan();
