@@ -386,7 +386,7 @@ fn cpu_seconds() -> f64 {
 
 /// Not a benchmark with baselines (that is `zcio bench splice`): a quick
 /// look at what a stack costs in-process, printed, never asserted.
-/// `cargo test --release -p zcio --test modules -- --ignored --nocapture`
+/// `cargo test --release -p zcio --test splice_modules -- --ignored --nocapture`
 #[test]
 #[ignore = "measurement; run explicitly in release mode"]
 fn stack_throughput() {

@@ -1,5 +1,5 @@
 //! A hostile peer speaking the wire protocol by hand (see
-//! `common/hostile.rs`) against a victim `Listener` in a child process. The
+//! `zcio_testkit::hostile`) against a victim `Listener` in a child process. The
 //! victim must answer every kind of garbage with a typed error — never
 //! panic, hang or die of SIGBUS/SIGSEGV (it must exit 0 at the end) — and
 //! stay usable after malformed-but-framed input. Forged notices must
