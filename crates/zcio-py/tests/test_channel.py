@@ -194,6 +194,28 @@ def test_send_errors_and_empty():
         b.recv(timeout=5)
 
 
+def test_own_close_says_this_end_was_closed():
+    """After this end's own close(), sends and receives raise Disconnected
+    with a text that says this end may be the one closed (it used to blame
+    the peer alone)."""
+    a, b = zcio.Channel.pair()
+    a.close()
+    calls = [
+        lambda: a.send(b"x", timeout=0),
+        lambda: a.send(b"x", timeout=1),
+        lambda: a.send(b"x"),
+        lambda: a.recv(timeout=0),
+        lambda: a.recv(timeout=1),
+        lambda: a.recv(),
+    ]
+    for call in calls:
+        with pytest.raises(zcio.Disconnected) as e:
+            call()
+        assert "this end was closed" in str(e.value), str(e.value)
+        assert "peer disconnected" not in str(e.value)
+    b.close()
+
+
 def test_listener_path_errors_name_the_path():
     """A path in a missing directory fails with the bind error (ENOENT)
     naming the path, not a later listen() failure (EINVAL); an empty path
