@@ -3,6 +3,7 @@ stream, a consumer that outlives a killed producer, lapping, full rings."""
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
@@ -146,6 +147,17 @@ def test_seek_and_unlink(ring_name):
     with pytest.raises(zcio.RingError) as e:
         zcio.RingConsumer(ring_name)
     assert e.value.errno == 2  # ENOENT
+
+
+def test_mode_beyond_permission_bits_is_refused(ring_name):
+    for mode in (0o7777, 0o4600, 0o2600, 0o1600):
+        with pytest.raises(zcio.RingError) as e:
+            zcio.RingProducer(ring_name, size=4096, mode=mode)
+        assert e.value.errno == errno.EINVAL
+        assert "beyond 0777" in str(e.value)
+    assert ring_name not in zcio.ring_list(), "nothing was created"
+    with zcio.RingProducer(ring_name, size=4096, mode=0o640) as prod:
+        assert os.fstat(prod.fileno()).st_mode & 0o7777 == 0o640
 
 
 def test_close_with_error_code(ring_name):
