@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use zcio::ring::{
@@ -556,11 +557,21 @@ impl RingConsumer {
                     ))
                 }
             }
-        } else if let Ok(n) = to.extract::<i64>() {
-            if n >= 0 {
-                SeekTo::Forward(n as u64)
+        } else if let Ok(n) = py
+            .import(intern!(py, "operator"))?
+            .call_method1(intern!(py, "index"), (to,))
+        {
+            // An int (or anything with `__index__`) of magnitude below
+            // 2**64; the ring clamps the distance to what it holds.
+            if let Ok(k) = n.extract::<u64>() {
+                SeekTo::Forward(k)
+            } else if let Ok(k) = n.neg()?.extract::<u64>() {
+                SeekTo::Backward(k)
             } else {
-                SeekTo::Backward(n.unsigned_abs())
+                return Err(PyOverflowError::new_err(format!(
+                    "seek distance {n} is out of range: give at most 2**64 - 1 either way \
+                     (the cursor stops at the newest or oldest data), or 'newest' / 'oldest'"
+                )));
             }
         } else {
             return Err(PyTypeError::new_err("seek to 'newest', 'oldest' or an int"));

@@ -149,6 +149,33 @@ def test_seek_and_unlink(ring_name):
     assert e.value.errno == 2  # ENOENT
 
 
+def test_seek_out_of_range_int(ring_name):
+    """An int too large for a distance is OverflowError (it used to be a
+    TypeError asking for an int); distances up to 2**64 - 1 clamp to the
+    data the ring holds."""
+    prod = zcio.RingProducer(ring_name, size=8192, layout="slotted", slot_size=1024, policy="frp")
+    for i in range(3):
+        prod.write(bytes([i]), timeout=0)
+    cons = zcio.RingConsumer(ring_name, start="oldest")
+    for bad in (2**70, -(2**70), 2**64, -(2**64)):
+        with pytest.raises(OverflowError, match="out of range"):
+            cons.seek(bad)
+    assert cons.read(1024, timeout=0) == b"\x00", "failed seeks leave the cursor"
+    cons.seek(2**64 - 1)  # clamped to the newest
+    with pytest.raises(zcio.Empty):
+        cons.read(1024, timeout=0)
+    cons.seek(-(2**64 - 1))  # clamped to the oldest
+    assert cons.read(1024, timeout=0) == b"\x00"
+    cons.seek(np.int64(1))  # anything with __index__
+    assert cons.read(1024, timeout=0) == b"\x02"
+    with pytest.raises(TypeError):
+        cons.seek(1.5)
+    with pytest.raises(ValueError):
+        cons.seek("middle")
+    cons.close()
+    prod.close()
+
+
 def test_mode_beyond_permission_bits_is_refused(ring_name):
     for mode in (0o7777, 0o4600, 0o2600, 0o1600):
         with pytest.raises(zcio.RingError) as e:

@@ -246,7 +246,11 @@ class RingConsumer:
     def peek(self, max: int | None = None, timeout: float | None = None) -> Peek | None:
         """The next block in place (``None`` at the end of the stream);
         release it before reading on."""
-    def seek(self, to: Literal["newest", "oldest"] | int) -> int: ...
+    def seek(self, to: Literal["newest", "oldest"] | int) -> int:
+        """Move the cursor: to an end, or by a relative distance (blocks,
+        or bytes for continuous rings; negative goes back), clamped to the
+        data the ring holds. ``OverflowError`` beyond 2**64 - 1 either
+        way."""
     def stats(self) -> dict[str, int]: ...
     def fileno(self) -> int:
         """An eventfd readable while data waits."""
