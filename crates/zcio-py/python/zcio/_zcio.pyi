@@ -259,7 +259,11 @@ class RingConsumer:
     def __exit__(self, *args: object) -> bool: ...
 
 class Peek(Buffer):
-    """A ring block read in place (read-only, always volatile)."""
+    """A ring block read in place (read-only, always volatile). After
+    ``release()`` the block is no longer yours: ``len()``, the buffer
+    protocol (``bytes(pk)``, ``memoryview(pk)``), ``tobytes()`` and
+    ``is_intact()`` raise ``ValueError``. ``release()`` raises
+    ``BufferError`` while views taken before it are alive."""
 
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
