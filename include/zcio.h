@@ -791,14 +791,16 @@ const char *zcio_last_error(void);
  * producer), or-ed with `ZCIO_O_CREAT` (create if missing), `ZCIO_O_EXCL`,
  * `ZCIO_O_NONBLOCK`, `ZCIO_O_OLDEST` (consumers), and for creation
  * `ZCIO_O_BLOCKS` and one of `ZCIO_O_SRP` / `ZCIO_O_FRP` / `ZCIO_O_MRP`.
- * `mode`: permission bits of a new ring file, applied as given (the
- * umask does not apply). `size`: data bytes of a new ring, a power of two
+ * `mode`: permission bits of a new ring file (at most 0777; setuid,
+ * setgid and sticky bits are `-EINVAL`), applied as given (the umask
+ * does not apply). `size`: data bytes of a new ring, a power of two
  * from 4096 to 16 GiB (ignored when the ring exists).
  *
  * On success stores a new handle in `*out` (free it with
- * `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags or
- * size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY` (another live
- * producer), `-EUSERS` (no consumer slot left), `-ZCIO_EBADRING`.
+ * `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags,
+ * mode or size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY`
+ * (another live producer), `-EUSERS` (no consumer slot left),
+ * `-ZCIO_EBADRING`.
  *
  * # Safety
  * `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
@@ -1088,7 +1090,9 @@ void zcio_buf_free(struct zcio_buf *buf);
  * a dead listener is replaced; a live one is `-EADDRINUSE`). Only
  * processes of this user id may connect. Stores the handle in `*out`
  * (free it with `zcio_listener_close`, which removes the socket file).
- * Returns 0 or a negative errno.
+ * Returns 0 or a negative errno: `-EINVAL` (NULL or empty path),
+ * `-ENOENT` (the directory does not exist), `-EACCES`, `-ENAMETOOLONG`,
+ * `-EADDRINUSE` …; `zcio_last_error` names the path.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `out` is NULL or valid for

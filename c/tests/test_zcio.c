@@ -836,6 +836,50 @@ static int test_hostile_input(void) {
     return 0;
 }
 
+/* A listener path that cannot be taken fails with the bind error and names
+ * the path (a missing directory is -ENOENT, not the -EINVAL of the listen()
+ * that used to follow a failed bind); an empty path is -EINVAL; a live
+ * listener's path is -EADDRINUSE. */
+static int test_listen_path_errors(void) {
+    zcio_listener *l = NULL;
+    CHECK_RC(zcio_listen("/nonexistent-zcio-dir/sub/x.sock", &l), -ENOENT);
+    CHECK(strstr(zcio_last_error(), "/nonexistent-zcio-dir/sub/x.sock") != NULL);
+    CHECK(strstr(zcio_last_error(), "does not exist") != NULL);
+    CHECK_RC(zcio_listen("", &l), -EINVAL);
+    CHECK(strstr(zcio_last_error(), "empty") != NULL);
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "busy.sock");
+    zcio_listener *first;
+    CHECK_OK(zcio_listen(sock, &first));
+    CHECK_RC(zcio_listen(sock, &l), -EADDRINUSE);
+    CHECK(strstr(zcio_last_error(), sock) != NULL);
+    zcio_listener_close(first);
+    CHECK(l == NULL);
+    return 0;
+}
+
+/* Ring modes beyond 0777 (setuid, setgid, sticky) are -EINVAL, not silently
+ * reduced to the permission bits; nothing is created. */
+static int test_ring_mode_errors(void) {
+    zcio_ring *r = NULL;
+    const mode_t modes[] = {07777, 04600, 02600, 01600};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        CHECK_RC(zcio_ring_open("mode", ZCIO_O_WRONLY | ZCIO_O_CREAT, modes[i], 4096, &r), -EINVAL);
+        CHECK(strstr(zcio_last_error(), "beyond 0777") != NULL);
+    }
+    CHECK(r == NULL);
+    char file[PATH_MAX];
+    path_in_work(file, sizeof file, "zcio-ring.mode");
+    CHECK(access(file, F_OK) != 0); /* nothing was created */
+    CHECK_OK(zcio_ring_open("mode", ZCIO_O_WRONLY | ZCIO_O_CREAT, 0640, 4096, &r));
+    struct stat st;
+    CHECK(stat(file, &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
+    zcio_ring_close(r);
+    CHECK_OK(zcio_ring_unlink("mode"));
+    return 0;
+}
+
 /* An exhausted pool says -ENOBUFS (no wait) or -ETIMEDOUT (timed); freeing
  * a buffer makes room. Rings run out of consumer slots (-EUSERS). */
 static int test_exhaustion(void) {
@@ -933,6 +977,8 @@ static const struct test tests[] = {
     {"msg_write_to", test_msg_write_to},
     {"hostile_input", test_hostile_input},
     {"exhaustion", test_exhaustion},
+    {"listen_path_errors", test_listen_path_errors},
+    {"ring_mode_errors", test_ring_mode_errors},
     {"panic_becomes_error_code", test_panic_becomes_error_code},
     {"strerror", test_strerror},
 };

@@ -79,7 +79,9 @@ unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path, c_int> {
 /// a dead listener is replaced; a live one is `-EADDRINUSE`). Only
 /// processes of this user id may connect. Stores the handle in `*out`
 /// (free it with `zcio_listener_close`, which removes the socket file).
-/// Returns 0 or a negative errno.
+/// Returns 0 or a negative errno: `-EINVAL` (NULL or empty path),
+/// `-ENOENT` (the directory does not exist), `-EACCES`, `-ENAMETOOLONG`,
+/// `-EADDRINUSE` …; `zcio_last_error` names the path.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for

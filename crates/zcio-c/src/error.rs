@@ -245,7 +245,7 @@ impl Code for ReadError {
 impl Code for ConnectError {
     fn code(&self) -> c_int {
         match self {
-            ConnectError::Os { errno: e, .. } => errno(*e),
+            ConnectError::Os { errno: e, .. } | ConnectError::Listen { errno: e, .. } => errno(*e),
             ConnectError::Refused => libc::EACCES,
             ConnectError::Protocol(_) => libc::EPROTO,
             ConnectError::TimedOut => libc::ETIMEDOUT,

@@ -111,14 +111,16 @@ pub struct zcio_ring_stats {
 /// producer), or-ed with `ZCIO_O_CREAT` (create if missing), `ZCIO_O_EXCL`,
 /// `ZCIO_O_NONBLOCK`, `ZCIO_O_OLDEST` (consumers), and for creation
 /// `ZCIO_O_BLOCKS` and one of `ZCIO_O_SRP` / `ZCIO_O_FRP` / `ZCIO_O_MRP`.
-/// `mode`: permission bits of a new ring file, applied as given (the
-/// umask does not apply). `size`: data bytes of a new ring, a power of two
+/// `mode`: permission bits of a new ring file (at most 0777; setuid,
+/// setgid and sticky bits are `-EINVAL`), applied as given (the umask
+/// does not apply). `size`: data bytes of a new ring, a power of two
 /// from 4096 to 16 GiB (ignored when the ring exists).
 ///
 /// On success stores a new handle in `*out` (free it with
-/// `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags or
-/// size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY` (another live
-/// producer), `-EUSERS` (no consumer slot left), `-ZCIO_EBADRING`.
+/// `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags,
+/// mode or size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY`
+/// (another live producer), `-EUSERS` (no consumer slot left),
+/// `-ZCIO_EBADRING`.
 ///
 /// # Safety
 /// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
@@ -179,9 +181,9 @@ fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zci
                 "zcio_ring_open: size 0; a new ring needs a power of two from 4096 bytes",
             ));
         }
-        if mode & !0o7777 != 0 {
+        if mode & !0o777 != 0 {
             return Err(einval(format_args!(
-                "zcio_ring_open: mode {mode:#o} has bits beyond 07777"
+                "zcio_ring_open: mode 0{mode:o} has bits beyond 0777 (only the permission bits apply: use e.g. 0600 or 0660)"
             )));
         }
         let overflow = match flags & ZCIO_O_POLICY {

@@ -134,7 +134,9 @@ pub(crate) fn try_recv(py: Python<'_>, e: TryRecvError) -> PyErr {
 pub(crate) fn connect(py: Python<'_>, e: &ConnectError) -> PyErr {
     let text = e.to_string();
     match e {
-        ConnectError::Os { errno, .. } => err(py, Kind::Connect, text, errno_of(*errno)),
+        ConnectError::Os { errno, .. } | ConnectError::Listen { errno, .. } => {
+            err(py, Kind::Connect, text, errno_of(*errno))
+        }
         ConnectError::TimedOut => err(py, Kind::TimedOut, text, None),
         ConnectError::Refused => err(
             py,

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use zcio::ring::{
@@ -556,11 +557,21 @@ impl RingConsumer {
                     ))
                 }
             }
-        } else if let Ok(n) = to.extract::<i64>() {
-            if n >= 0 {
-                SeekTo::Forward(n as u64)
+        } else if let Ok(n) = py
+            .import(intern!(py, "operator"))?
+            .call_method1(intern!(py, "index"), (to,))
+        {
+            // An int (or anything with `__index__`) of magnitude below
+            // 2**64; the ring clamps the distance to what it holds.
+            if let Ok(k) = n.extract::<u64>() {
+                SeekTo::Forward(k)
+            } else if let Ok(k) = n.neg()?.extract::<u64>() {
+                SeekTo::Backward(k)
             } else {
-                SeekTo::Backward(n.unsigned_abs())
+                return Err(PyOverflowError::new_err(format!(
+                    "seek distance {n} is out of range: give at most 2**64 - 1 either way \
+                     (the cursor stops at the newest or oldest data), or 'newest' / 'oldest'"
+                )));
             }
         } else {
             return Err(PyTypeError::new_err("seek to 'newest', 'oldest' or an int"));
@@ -667,6 +678,15 @@ impl RingConsumer {
 }
 
 /// A ring block read in place.
+///
+/// Once released the block is no longer this object's: the consumer has
+/// moved past it and, on overwriting rings, the producer writes newer
+/// blocks there. So every way to reach the bytes — the buffer protocol,
+/// `len()`, `tobytes()`, `is_intact()` — raises `ValueError` after
+/// `release()`, and `release()` itself is refused (`BufferError`) while a
+/// view exported before it (memoryview, numpy array …) is alive: views
+/// never outlive the peek. `exports` changes only under the `held` lock, so
+/// the check in `release()` and a new export cannot cross.
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Peek {
     st: Arc<Mutex<ConsState>>,
@@ -677,19 +697,30 @@ pub struct Peek {
     ptr: usize,
     len: usize,
     tag: u32,
+    /// Buffer-protocol views alive (incremented under `held`).
     exports: AtomicUsize,
 }
 
+/// The error for using a peek after `release()`.
+fn peek_released() -> PyErr {
+    PyValueError::new_err(
+        "the peeked block was released: its bytes may belong to newer data now \
+         (copy what you need, e.g. with tobytes(), before release())",
+    )
+}
+
 impl Peek {
+    /// The detached block (`None` once released), locked.
+    fn lock_held(&self) -> PyResult<MutexGuard<'_, Option<DetachedPeek>>> {
+        self.held
+            .lock()
+            .map_err(|_| errors::internal("lock poisoned"))
+    }
+
     /// Resume the detached block, run `f` on it, and set it aside again.
     fn with_block<T>(&self, f: impl FnOnce(&zcio::ring::Peek<'_>) -> T) -> PyResult<T> {
-        let mut held = self
-            .held
-            .lock()
-            .map_err(|_| errors::internal("lock poisoned"))?;
-        let d = held
-            .take()
-            .ok_or_else(|| errors::closed("peek (released)"))?;
+        let mut held = self.lock_held()?;
+        let d = held.take().ok_or_else(peek_released)?;
         let mut g = self
             .st
             .lock()
@@ -733,8 +764,10 @@ impl Drop for Peek {
 
 #[pymethods]
 impl Peek {
-    fn __len__(&self) -> usize {
-        self.len
+    /// The block's length (`ValueError` once released).
+    fn __len__(&self) -> PyResult<usize> {
+        self.lock_held()?.as_ref().ok_or_else(peek_released)?;
+        Ok(self.len)
     }
 
     /// The block's classification tag.
@@ -753,11 +786,7 @@ impl Peek {
     /// Whether release() was called.
     #[getter]
     fn released(&self) -> PyResult<bool> {
-        Ok(self
-            .held
-            .lock()
-            .map_err(|_| errors::internal("lock poisoned"))?
-            .is_none())
+        Ok(self.lock_held()?.is_none())
     }
 
     /// Whether the producer has not (yet) overwritten the block.
@@ -776,15 +805,14 @@ impl Peek {
     /// zcio.Lapped if it was overwritten meanwhile (what was read from it
     /// is not valid), BufferError while views of it are exported.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let mut held = self.lock_held()?;
+        // Under `held`: no view can be exported between this check and
+        // the release.
         if self.exports.load(Ordering::Acquire) > 0 {
             return Err(errors::buffer(
                 "views of this peeked block still exist (memoryview, numpy array …); drop them first",
             ));
         }
-        let mut held = self
-            .held
-            .lock()
-            .map_err(|_| errors::internal("lock poisoned"))?;
         let Some(d) = held.take() else {
             return Ok(());
         };
@@ -833,15 +861,23 @@ impl Peek {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
+        let me = slf.get();
+        // Held across the export: `release()` checks `exports` under it.
+        let held = me.lock_held()?;
+        if held.is_none() {
+            return Err(peek_released());
+        }
         if flags & ffi::PyBUF_WRITABLE != 0 {
             return Err(errors::buffer("a peeked ring block is read-only"));
         }
-        let me = slf.get();
         // The block lies in the consumer's mappings, which stay while this
-        // object lives (`peeks_alive` keeps the consumer).
+        // object lives (`peeks_alive` keeps the consumer), and it stays
+        // this peek's until `release()`, which is refused while the view
+        // counted below is alive.
         // SAFETY: as argued just above.
         unsafe { buffer::fill(view, slf.as_any(), me.ptr as *const u8, me.len, true, flags)? };
         me.exports.fetch_add(1, Ordering::AcqRel);
+        drop(held);
         Ok(())
     }
 

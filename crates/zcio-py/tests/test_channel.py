@@ -3,6 +3,7 @@ a sender killed mid-stream, forwarding, secured buffers."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import signal
@@ -191,6 +192,55 @@ def test_send_errors_and_empty():
         a.send(b"x", timeout=1)
     with pytest.raises(zcio.Disconnected):
         b.recv(timeout=5)
+
+
+def test_own_close_says_this_end_was_closed():
+    """After this end's own close(), sends and receives raise Disconnected
+    with a text that says this end may be the one closed (it used to blame
+    the peer alone)."""
+    a, b = zcio.Channel.pair()
+    a.close()
+    calls = [
+        lambda: a.send(b"x", timeout=0),
+        lambda: a.send(b"x", timeout=1),
+        lambda: a.send(b"x"),
+        lambda: a.recv(timeout=0),
+        lambda: a.recv(timeout=1),
+        lambda: a.recv(),
+    ]
+    for call in calls:
+        with pytest.raises(zcio.Disconnected) as e:
+            call()
+        assert "this end was closed" in str(e.value), str(e.value)
+        assert "peer disconnected" not in str(e.value)
+    b.close()
+
+
+def test_listener_path_errors_name_the_path():
+    """A path in a missing directory fails with the bind error (ENOENT)
+    naming the path, not a later listen() failure (EINVAL); an empty path
+    is refused, for channel and rendezvous listeners alike."""
+    missing = "/nonexistent-zcio-dir/sub/s.sock"
+    for make in (zcio.Listener, zcio.EndpointListener):
+        with pytest.raises(zcio.ConnectError) as e:
+            make(missing)
+        assert e.value.errno == errno.ENOENT, str(e.value)
+        assert missing in str(e.value)
+        assert "does not exist" in str(e.value)
+        with pytest.raises(zcio.ConnectError) as e:
+            make("")
+        assert e.value.errno == errno.EINVAL
+        assert "the socket path is empty" in str(e.value)
+
+
+def test_listener_on_a_live_path_is_addrinuse(sock_path):
+    with zcio.Listener(sock_path):
+        with pytest.raises(zcio.ConnectError) as e:
+            zcio.Listener(sock_path)
+        assert e.value.errno == errno.EADDRINUSE
+        assert sock_path in str(e.value)
+    with zcio.Listener(sock_path) as again:  # the path was removed on close
+        assert again.path == sock_path
 
 
 def test_context_managers_close():

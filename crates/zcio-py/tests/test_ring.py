@@ -3,6 +3,7 @@ stream, a consumer that outlives a killed producer, lapping, full rings."""
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
@@ -59,22 +60,78 @@ def test_continuous_stream_readinto(ring_name, child):
 def test_consumer_outlives_a_killed_producer(ring_name, child):
     c = child(kids.ring_produce, ring_name, 5, 100, "hang")
     cons = zcio.RingConsumer(ring_name, timeout=T)
-    pk = None
-    for i in range(5):
-        if i == 4:
-            pk = cons.peek(timeout=T)  # held across the producer's death
-            kept = pk.tobytes()
-            pk.release()
-        else:
-            assert cons.read(4096, timeout=T) == kids.sized(i, 100)
+    for i in range(4):
+        assert cons.read(4096, timeout=T) == kids.sized(i, 100)
+    pk = cons.peek(timeout=T)  # held across the producer's death
     os.kill(c.pid, signal.SIGKILL)
     c.proc.join(T)
+    assert bytes(pk) == kids.sized(4, 100), "still mapped after the producer died"
+    pk.release()
     with pytest.raises(zcio.Disconnected) as e:
         cons.read(4096, timeout=T)
     assert e.value.pid == c.pid
-    assert kept == kids.sized(4, 100)
-    assert bytes(pk) == kids.sized(4, 100), "still mapped after the producer died"
     cons.close()
+
+
+def test_released_peek_gives_no_bytes(ring_name):
+    """After release() the block is the ring's again (here an overwriting
+    producer writes newer blocks over it): every way to its bytes raises
+    ValueError instead of handing out someone else's data."""
+    prod = zcio.RingProducer(ring_name, size=4096, layout="variable", policy="frp")
+    cons = zcio.RingConsumer(ring_name)
+    prod.write(b"A" * 600, timeout=1)
+    pk = cons.peek(timeout=0)
+    assert len(pk) == 600 and bytes(pk) == b"A" * 600
+    pk.release()
+    for i in range(8):  # 8 * 600 bytes: around the 4 KiB ring, over block A
+        prod.write(bytes([0x30 + i]) * 600, timeout=1)
+    uses = {
+        "bytes": bytes,
+        "memoryview": memoryview,
+        "len": len,
+        "numpy": lambda p: np.frombuffer(p, dtype=np.uint8),
+        "tobytes": lambda p: p.tobytes(),
+        "is_intact": lambda p: p.is_intact(),
+    }
+    for what, use in uses.items():
+        with pytest.raises(ValueError, match="released"):
+            use(pk)
+            pytest.fail(f"{what} worked on a released peek")
+    assert pk.released
+    pk.release()  # releasing again is a no-op
+    cons.close()
+    prod.close()
+
+
+def test_view_taken_before_release_blocks_release(ring_name):
+    """A view exported before release() keeps the block: release() raises
+    BufferError while it lives (the view's bytes stay the block's), and a
+    `with` block leaves the peek unreleased when a view escaped it."""
+    prod = zcio.RingProducer(ring_name, size=4096, layout="variable", policy="frp")
+    cons = zcio.RingConsumer(ring_name)
+    prod.write(b"B" * 100, timeout=1)
+    pk = cons.peek(timeout=0)
+    mv = memoryview(pk)
+    with pytest.raises(BufferError):
+        pk.release()
+    assert not pk.released and len(pk) == 100 and bytes(mv) == b"B" * 100
+    with pytest.raises(zcio.RingError):
+        cons.read(4096, timeout=0)  # still outstanding
+    mv.release()
+    pk.release()
+    with pytest.raises(ValueError):
+        memoryview(pk)
+
+    prod.write(b"C" * 100, timeout=1)
+    with cons.peek(timeout=0) as pk2:
+        arr = np.frombuffer(pk2, dtype=np.uint8)
+    assert not pk2.released, "a view escaped the with block: not released"
+    assert arr.tobytes() == b"C" * 100
+    del arr
+    pk2.release()
+    assert pk2.released
+    cons.close()
+    prod.close()
 
 
 def test_peek_lapped_on_an_overwriting_ring(ring_name):
@@ -146,6 +203,44 @@ def test_seek_and_unlink(ring_name):
     with pytest.raises(zcio.RingError) as e:
         zcio.RingConsumer(ring_name)
     assert e.value.errno == 2  # ENOENT
+
+
+def test_seek_out_of_range_int(ring_name):
+    """An int too large for a distance is OverflowError (it used to be a
+    TypeError asking for an int); distances up to 2**64 - 1 clamp to the
+    data the ring holds."""
+    prod = zcio.RingProducer(ring_name, size=8192, layout="slotted", slot_size=1024, policy="frp")
+    for i in range(3):
+        prod.write(bytes([i]), timeout=0)
+    cons = zcio.RingConsumer(ring_name, start="oldest")
+    for bad in (2**70, -(2**70), 2**64, -(2**64)):
+        with pytest.raises(OverflowError, match="out of range"):
+            cons.seek(bad)
+    assert cons.read(1024, timeout=0) == b"\x00", "failed seeks leave the cursor"
+    cons.seek(2**64 - 1)  # clamped to the newest
+    with pytest.raises(zcio.Empty):
+        cons.read(1024, timeout=0)
+    cons.seek(-(2**64 - 1))  # clamped to the oldest
+    assert cons.read(1024, timeout=0) == b"\x00"
+    cons.seek(np.int64(1))  # anything with __index__
+    assert cons.read(1024, timeout=0) == b"\x02"
+    with pytest.raises(TypeError):
+        cons.seek(1.5)
+    with pytest.raises(ValueError):
+        cons.seek("middle")
+    cons.close()
+    prod.close()
+
+
+def test_mode_beyond_permission_bits_is_refused(ring_name):
+    for mode in (0o7777, 0o4600, 0o2600, 0o1600):
+        with pytest.raises(zcio.RingError) as e:
+            zcio.RingProducer(ring_name, size=4096, mode=mode)
+        assert e.value.errno == errno.EINVAL
+        assert "beyond 0777" in str(e.value)
+    assert ring_name not in zcio.ring_list(), "nothing was created"
+    with zcio.RingProducer(ring_name, size=4096, mode=0o640) as prod:
+        assert os.fstat(prod.fileno()).st_mode & 0o7777 == 0o640
 
 
 def test_close_with_error_code(ring_name):

@@ -30,7 +30,10 @@
 //! a.close();
 //! let err = send_hello(&a, &pool).unwrap_err();
 //! assert!(matches!(err, zcio::Error::Send(zcio::SendErrorKind::Disconnected)));
-//! assert_eq!(err.to_string(), "peer disconnected");
+//! assert_eq!(
+//!     err.to_string(),
+//!     "disconnected: this end was closed, or the peer closed its end or died"
+//! );
 //! # Ok::<(), zcio::Error>(())
 //! ```
 

@@ -60,6 +60,41 @@ pub enum ConnectError {
     /// The control segment could not be created or attached.
     #[error(transparent)]
     Region(#[from] RegionError),
+    /// A listener could not be set up at `path`: the path is empty or too
+    /// long, its directory is missing or not writable, or a live listener
+    /// is already there (`EADDRINUSE`). The kernel's error says which.
+    #[error("cannot listen at {path:?}: {errno}{}", listen_hint(path, *errno))]
+    Listen {
+        /// The socket path asked for.
+        path: PathBuf,
+        /// The kernel's error (`EINVAL` for an empty path).
+        errno: Errno,
+    },
+}
+
+/// What to do about a [`ConnectError::Listen`].
+fn listen_hint(path: &Path, errno: Errno) -> String {
+    if path.as_os_str().is_empty() {
+        return " (the socket path is empty: give a file path such as /tmp/app.sock)".into();
+    }
+    match errno {
+        Errno::NOENT => match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) => format!(
+                " (directory {dir:?} does not exist: create it, or choose a path in an existing directory)"
+            ),
+            None => " (create the directory first, or choose a path in an existing directory)".into(),
+        },
+        Errno::NOTDIR => " (a component of the path is not a directory)".into(),
+        Errno::ACCESS | Errno::PERM => {
+            " (no permission to create a file there: choose a directory you may write to)".into()
+        }
+        Errno::ROFS => " (read-only file system: choose a writable directory)".into(),
+        Errno::ADDRINUSE => " (a listener is running there: stop it, or choose another path)".into(),
+        Errno::NAMETOOLONG => {
+            " (Unix socket paths are limited to 107 bytes: choose a shorter path)".into()
+        }
+        _ => String::new(),
+    }
 }
 
 pub(crate) fn os(op: &'static str) -> impl FnOnce(Errno) -> ConnectError {
@@ -362,20 +397,32 @@ pub(crate) struct SocketListener {
 
 impl SocketListener {
     /// Listen at `path`. A stale socket file left by a dead listener is
-    /// replaced; a live one is an error (`EADDRINUSE`).
+    /// replaced; a live one is an error (`EADDRINUSE`). Every failure to
+    /// take the path (empty, too long, missing directory, no permission …)
+    /// is a [`ConnectError::Listen`] naming it.
     pub fn bind(path: &Path) -> Result<Self, ConnectError> {
-        let addr = SocketAddrUnix::new(path).map_err(os("socket path"))?;
+        let at = |errno| ConnectError::Listen {
+            path: path.to_path_buf(),
+            errno,
+        };
+        // An empty path would bind an autobound abstract address that no
+        // one can connect to by name.
+        if path.as_os_str().is_empty() {
+            return Err(at(Errno::INVAL));
+        }
+        let addr = SocketAddrUnix::new(path).map_err(at)?;
         let sock = seqpacket()?;
-        if let Err(Errno::ADDRINUSE) = net::bind(&sock, &addr) {
-            let probe = seqpacket()?;
-            if net::connect(&probe, &addr).is_ok() {
-                return Err(ConnectError::Os {
-                    op: "bind (a listener is running there)",
-                    errno: Errno::ADDRINUSE,
-                });
+        match net::bind(&sock, &addr) {
+            Ok(()) => {}
+            Err(Errno::ADDRINUSE) => {
+                let probe = seqpacket()?;
+                if net::connect(&probe, &addr).is_ok() {
+                    return Err(at(Errno::ADDRINUSE));
+                }
+                let _ = std::fs::remove_file(path);
+                net::bind(&sock, &addr).map_err(at)?;
             }
-            let _ = std::fs::remove_file(path);
-            net::bind(&sock, &addr).map_err(os("bind"))?;
+            Err(e) => return Err(at(e)),
         }
         net::listen(&sock, 64).map_err(os("listen"))?;
         Ok(Self {
@@ -430,6 +477,78 @@ pub(crate) fn connect(path: &Path) -> Result<OwnedFd, ConnectError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path in a missing directory: the bind error (`ENOENT`) naming the
+    /// path, not the `listen` that used to follow it (`EINVAL`) — for
+    /// channel and rendezvous listeners alike.
+    #[test]
+    fn listen_reports_the_bind_error_with_the_path() {
+        let path = Path::new("/nonexistent-zcio-test-dir/sub/s.sock");
+        let check = |e: ConnectError| {
+            let text = e.to_string();
+            match e {
+                ConnectError::Listen { path: p, errno } => {
+                    assert_eq!(p, path);
+                    assert_eq!(errno, Errno::NOENT, "{text}");
+                }
+                other => panic!("expected ConnectError::Listen, got {other:?}"),
+            }
+            assert!(
+                text.contains("\"/nonexistent-zcio-test-dir/sub/s.sock\""),
+                "{text}"
+            );
+            assert!(
+                text.contains("directory \"/nonexistent-zcio-test-dir/sub\" does not exist"),
+                "{text}"
+            );
+        };
+        check(SocketListener::bind(path).unwrap_err());
+        check(crate::Listener::bind(path, crate::ChannelConfig::default()).unwrap_err());
+        check(crate::rendezvous::EndpointListener::bind(path).unwrap_err());
+    }
+
+    /// An empty path is refused (it used to autobind an abstract address
+    /// nobody could connect to by name).
+    #[test]
+    fn listen_refuses_an_empty_path() {
+        let check = |e: ConnectError| {
+            let text = e.to_string();
+            assert!(
+                matches!(e, ConnectError::Listen { ref path, errno: Errno::INVAL } if path.as_os_str().is_empty()),
+                "{e:?}"
+            );
+            assert!(text.contains("the socket path is empty"), "{text}");
+        };
+        check(SocketListener::bind(Path::new("")).unwrap_err());
+        check(crate::Listener::bind("", crate::ChannelConfig::default()).unwrap_err());
+        check(crate::rendezvous::EndpointListener::bind("").unwrap_err());
+    }
+
+    /// A live listener's path is `EADDRINUSE` with the path; a stale socket
+    /// file (its listener gone) is replaced.
+    #[test]
+    fn listen_on_a_live_path_is_addrinuse_and_a_stale_one_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("zcio-seg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let first = SocketListener::bind(&path).unwrap();
+        match SocketListener::bind(&path).unwrap_err() {
+            ConnectError::Listen { path: p, errno } => {
+                assert_eq!((p.as_path(), errno), (path.as_path(), Errno::ADDRINUSE));
+            }
+            other => panic!("expected ConnectError::Listen, got {other:?}"),
+        }
+        drop(first);
+        // A stale file: a socket bound there and closed, its path left.
+        let stale = seqpacket().unwrap();
+        net::bind(&stale, &SocketAddrUnix::new(path.as_path()).unwrap()).unwrap();
+        drop(stale);
+        assert!(path.exists());
+        let again = SocketListener::bind(&path).expect("a stale socket file is replaced");
+        drop(again);
+        assert!(!path.exists(), "the path is removed on drop");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn handshake_roundtrip_and_rejects() {

@@ -79,7 +79,10 @@ class PeerFault(ZcioError):
 
 class ConnectError(ZcioError, ConnectionError):
     """Setting up a channel failed: nobody listens at the path, the
-    listener's access policy refused us, or the handshake broke."""
+    listener's access policy refused us, or the handshake broke. Also a
+    listener that cannot take its path: ``errno`` says why (``ENOENT``:
+    the directory does not exist, ``EADDRINUSE``: a live listener is there,
+    ``EINVAL``: the path is empty)."""
 
 
 class AllocError(ZcioError):

@@ -246,7 +246,11 @@ class RingConsumer:
     def peek(self, max: int | None = None, timeout: float | None = None) -> Peek | None:
         """The next block in place (``None`` at the end of the stream);
         release it before reading on."""
-    def seek(self, to: Literal["newest", "oldest"] | int) -> int: ...
+    def seek(self, to: Literal["newest", "oldest"] | int) -> int:
+        """Move the cursor: to an end, or by a relative distance (blocks,
+        or bytes for continuous rings; negative goes back), clamped to the
+        data the ring holds. ``OverflowError`` beyond 2**64 - 1 either
+        way."""
     def stats(self) -> dict[str, int]: ...
     def fileno(self) -> int:
         """An eventfd readable while data waits."""
@@ -255,7 +259,11 @@ class RingConsumer:
     def __exit__(self, *args: object) -> bool: ...
 
 class Peek(Buffer):
-    """A ring block read in place (read-only, always volatile)."""
+    """A ring block read in place (read-only, always volatile). After
+    ``release()`` the block is no longer yours: ``len()``, the buffer
+    protocol (``bytes(pk)``, ``memoryview(pk)``), ``tobytes()`` and
+    ``is_intact()`` raise ``ValueError``. ``release()`` raises
+    ``BufferError`` while views taken before it are alive."""
 
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...

@@ -158,8 +158,9 @@ pub enum SendErrorKind {
     /// forwarded region's originator to be warned) until the timeout.
     #[error("timed out waiting for ring space; the receiver is not consuming")]
     TimedOut,
-    /// The peer is gone or the channel was closed.
-    #[error("peer disconnected")]
+    /// The peer is gone or this end was closed (`Channel::close`). The
+    /// error does not tell which, so its text names both.
+    #[error("disconnected: this end was closed, or the peer closed its end or died")]
     Disconnected,
     /// The peer holds as many slices as it may (`max_in_flight`, at most
     /// its notice ring size) and released none in time.
@@ -289,7 +290,10 @@ send_error! {
     ///
     /// let err = a.send(msg).unwrap_err();
     /// assert_eq!(err.kind(), SendErrorKind::Disconnected);
-    /// assert_eq!(err.to_string(), "peer disconnected"); // the reason, not the message
+    /// assert_eq!( // the reason, not the message
+    ///     err.to_string(),
+    ///     "disconnected: this end was closed, or the peer closed its end or died"
+    /// );
     /// let msg = err.into_inner(); // the unsent message comes back
     /// assert_eq!(msg.to_vec(), b"hello");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -379,8 +383,9 @@ pub enum RecvError {
     /// Nothing arrived within `ChannelConfig::recv_timeout`.
     #[error("timed out waiting for a message")]
     TimedOut,
-    /// The peer is gone and everything it sent has been received.
-    #[error("peer disconnected")]
+    /// The peer is gone and everything it sent has been received, or this
+    /// end was closed (`Channel::close`); the text names both.
+    #[error("disconnected: this end was closed, or the peer closed its end or died")]
     Disconnected,
     /// The peer sent a malformed message; it was dropped (its slices
     /// released) and the channel is still usable.
@@ -406,8 +411,9 @@ pub enum TryRecvError {
     /// Nothing to receive right now.
     #[error("no message ready")]
     Empty,
-    /// The peer is gone and everything it sent has been received.
-    #[error("peer disconnected")]
+    /// The peer is gone and everything it sent has been received, or this
+    /// end was closed (`Channel::close`); the text names both.
+    #[error("disconnected: this end was closed, or the peer closed its end or died")]
     Disconnected,
     /// The peer sent a malformed message; it was dropped (its slices
     /// released) and the channel is still usable.
@@ -436,8 +442,9 @@ pub enum RecvTimeoutError {
     /// Nothing arrived before the timeout.
     #[error("timed out waiting for a message")]
     TimedOut,
-    /// The peer is gone and everything it sent has been received.
-    #[error("peer disconnected")]
+    /// The peer is gone and everything it sent has been received, or this
+    /// end was closed (`Channel::close`); the text names both.
+    #[error("disconnected: this end was closed, or the peer closed its end or died")]
     Disconnected,
     /// The peer sent a malformed message; it was dropped (its slices
     /// released) and the channel is still usable.
@@ -449,7 +456,8 @@ pub enum RecvTimeoutError {
 }
 
 impl RecvError {
-    /// Whether the peer is gone (and nothing is left to receive).
+    /// Whether the peer is gone (and nothing is left to receive) or this
+    /// end was closed.
     pub fn is_disconnected(&self) -> bool {
         *self == Self::Disconnected
     }
@@ -466,7 +474,8 @@ impl TryRecvError {
         *self == Self::Empty
     }
 
-    /// Whether the peer is gone (and nothing is left to receive).
+    /// Whether the peer is gone (and nothing is left to receive) or this
+    /// end was closed.
     pub fn is_disconnected(&self) -> bool {
         *self == Self::Disconnected
     }
@@ -478,7 +487,8 @@ impl RecvTimeoutError {
         *self == Self::TimedOut
     }
 
-    /// Whether the peer is gone (and nothing is left to receive).
+    /// Whether the peer is gone (and nothing is left to receive) or this
+    /// end was closed.
     pub fn is_disconnected(&self) -> bool {
         *self == Self::Disconnected
     }

@@ -458,6 +458,28 @@ mod tests {
         assert_eq!(p.stats().buffers_in_use, 0);
     }
 
+    /// After this end's own `close()`, sends and receives fail
+    /// `Disconnected` with a text that does not blame the peer alone.
+    #[test]
+    fn own_close_is_not_reported_as_the_peer_disconnecting() {
+        let (a, _b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        a.close();
+        let send = a.try_send(filled(&p, b"x")).unwrap_err();
+        assert!(send.is_disconnected(), "{send:?}");
+        let recv = a.recv_timeout(std::time::Duration::ZERO).unwrap_err();
+        assert!(recv.is_disconnected(), "{recv:?}");
+        let texts = [
+            send.to_string(),
+            recv.to_string(),
+            a.try_recv().unwrap_err().to_string(),
+            a.recv().unwrap_err().to_string(),
+        ];
+        for text in texts {
+            assert!(text.contains("this end was closed"), "{text}");
+        }
+    }
+
     #[test]
     fn peer_drop_releases_holdings() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();

@@ -180,13 +180,20 @@ impl Options {
         self
     }
 
-    /// Set the permission bits.
+    /// Set the permission bits (`0o600`, `0o660` …). Bits beyond `0o777`
+    /// (setuid, setgid, sticky, file type) make creating fail with
+    /// [`OpenError::InvalidConfig`] rather than being dropped silently.
     pub fn mode(mut self, m: u32) -> Self {
         self.mode = m;
         self
     }
 
     fn geometry(&self) -> Result<Geometry, OpenError> {
+        if self.mode & !0o777 != 0 {
+            return Err(OpenError::InvalidConfig(
+                "mode: it has bits beyond 0777 (only the permission bits apply: use e.g. 0600 or 0660)",
+            ));
+        }
         let id = std::hash::BuildHasher::hash_one(
             &std::collections::hash_map::RandomState::new(),
             (std::process::id(), Instant::now()),

@@ -591,6 +591,39 @@ fn bad_files_are_refused_on_open() {
     ));
 }
 
+/// Mode bits beyond 0777 (setuid, setgid, sticky, a file type) are refused,
+/// not silently dropped; plain permission bits are applied as given.
+#[test]
+fn mode_beyond_permission_bits_is_refused() {
+    let name = Name::new("mode");
+    for mode in [0o7777, 0o4600, 0o1600, 0o100600] {
+        for r in [
+            opts(Layout::Continuous, Overflow::Block)
+                .mode(mode)
+                .create(&name.0),
+            opts(Layout::Continuous, Overflow::Block)
+                .mode(mode)
+                .create_or_open(&name.0),
+        ] {
+            match r {
+                Err(e @ OpenError::InvalidConfig(_)) => {
+                    assert!(e.to_string().contains("beyond 0777"), "{e}");
+                }
+                other => panic!("mode {mode:#o}: expected InvalidConfig, got {other:?}"),
+            }
+        }
+        assert!(
+            !ring_path(&name.0).unwrap().exists(),
+            "mode {mode:#o}: nothing created"
+        );
+    }
+    let map = opts(Layout::Continuous, Overflow::Block)
+        .mode(0o640)
+        .create(&name.0)
+        .unwrap();
+    assert_eq!(map.file_info().mode, 0o640);
+}
+
 #[test]
 fn consumer_slots_are_freed_and_counted() {
     let name = Name::new("slots");
