@@ -221,7 +221,7 @@ def test_listener_path_errors_name_the_path():
     naming the path, not a later listen() failure (EINVAL); an empty path
     is refused, for channel and rendezvous listeners alike."""
     missing = "/nonexistent-zcio-dir/sub/s.sock"
-    for make in (zcio.Listener, zcio.EndpointListener):
+    for make in (zcio.Listener, zcio.RendezvousListener):
         with pytest.raises(zcio.ConnectError) as e:
             make(missing)
         assert e.value.errno == errno.ENOENT, str(e.value)

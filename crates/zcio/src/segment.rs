@@ -90,6 +90,7 @@ fn listen_hint(path: &Path, errno: Errno) -> String {
         }
         Errno::ROFS => " (read-only file system: choose a writable directory)".into(),
         Errno::ADDRINUSE => " (a listener is running there: stop it, or choose another path)".into(),
+        Errno::EXIST => " (a file that is not a socket is there; it is left alone: choose another path)".into(),
         Errno::NAMETOOLONG => {
             " (Unix socket paths are limited to 107 bytes: choose a shorter path)".into()
         }
@@ -419,7 +420,17 @@ impl SocketListener {
                 if net::connect(&probe, &addr).is_ok() {
                     return Err(at(Errno::ADDRINUSE));
                 }
-                let _ = std::fs::remove_file(path);
+                // Only a stale *socket* (its listener died) is replaced:
+                // anything else at the path (a file the user named by
+                // mistake, a directory) is never removed.
+                use std::os::unix::fs::FileTypeExt;
+                match std::fs::symlink_metadata(path) {
+                    Ok(m) if m.file_type().is_socket() => {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    Ok(_) => return Err(at(Errno::EXIST)),
+                    Err(_) => return Err(at(Errno::ADDRINUSE)),
+                }
                 net::bind(&sock, &addr).map_err(at)?;
             }
             Err(e) => return Err(at(e)),
@@ -504,7 +515,7 @@ mod tests {
         };
         check(SocketListener::bind(path).unwrap_err());
         check(crate::Listener::bind(path, crate::ChannelConfig::default()).unwrap_err());
-        check(crate::rendezvous::EndpointListener::bind(path).unwrap_err());
+        check(crate::rendezvous::RendezvousListener::bind(path).unwrap_err());
     }
 
     /// An empty path is refused (it used to autobind an abstract address
@@ -521,7 +532,7 @@ mod tests {
         };
         check(SocketListener::bind(Path::new("")).unwrap_err());
         check(crate::Listener::bind("", crate::ChannelConfig::default()).unwrap_err());
-        check(crate::rendezvous::EndpointListener::bind("").unwrap_err());
+        check(crate::rendezvous::RendezvousListener::bind("").unwrap_err());
     }
 
     /// A live listener's path is `EADDRINUSE` with the path; a stale socket
@@ -547,6 +558,15 @@ mod tests {
         let again = SocketListener::bind(&path).expect("a stale socket file is replaced");
         drop(again);
         assert!(!path.exists(), "the path is removed on drop");
+        // Anything but a socket at the path is never removed: a user's
+        // file named by mistake stays (EEXIST, saying so).
+        let file = dir.join("notes.txt");
+        std::fs::write(&file, b"keep me").unwrap();
+        match SocketListener::bind(&file).unwrap_err() {
+            ConnectError::Listen { errno, .. } => assert_eq!(errno, Errno::EXIST),
+            other => panic!("expected ConnectError::Listen, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -113,3 +113,50 @@ fn spsc_with_wraparound_and_lazy_wakeups() {
 fn full_ring_blocks_producer_until_consumer_frees() {
     check(4, false);
 }
+
+/// The *closed* word of the segment header (`Core::publish_closed` /
+/// `Core::peer_closed`): an end publishes its last message, then stores 1
+/// with Release; a receiver that loads 1 with Acquire and then finds the
+/// ring empty may report `Disconnected`, so every message published before
+/// the close must be visible to it by then: none is lost to the close.
+#[test]
+fn loom_messages_published_before_close_are_seen_after_it() {
+    use crate::sync::{AtomicU64, Ordering};
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let s = Arc::new(Shared {
+            hdr: RingHeader::new(),
+            entries: std::cell::UnsafeCell::new([E(0); 2]),
+        });
+        let closed = Arc::new(AtomicU64::new(0));
+        let (mut p, mut c) = ends(&s);
+        let (s2, closed2) = (s.clone(), closed.clone());
+        let t = thread::spawn(move || {
+            let _keep = s2;
+            let mut pend = 0;
+            p.write(&[E(7)], &mut pend);
+            p.publish(pend);
+            // SYNC: Release pairs with the Acquire load below (as
+            // `publish_closed` with `peer_closed`).
+            closed2.store(1, Ordering::Release);
+        });
+        let mut got = 0;
+        loop {
+            // SYNC: Acquire pairs with the closer's Release store.
+            let is_closed = closed.load(Ordering::Acquire) != 0;
+            if c.available().unwrap() > 0 {
+                got += 1;
+                assert_eq!(c.peek(0), E(7));
+                c.release(1);
+                continue;
+            }
+            if is_closed {
+                break;
+            }
+            thread::yield_now();
+        }
+        assert_eq!(got, 1, "the message published before the close was lost");
+        t.join().unwrap();
+    });
+}
