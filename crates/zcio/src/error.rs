@@ -103,6 +103,76 @@ pub enum Error {
     /// Asynchronous IPC.
     #[error(transparent)]
     Async(#[from] AsyncError),
+    /// Peer-to-peer I/O: associations and endpoints named by strings.
+    #[cfg(feature = "splice")]
+    #[error(transparent)]
+    Splice(#[from] crate::splice::SpliceError),
+    /// A processing module (opening, loading, running it).
+    #[cfg(feature = "splice")]
+    #[error(transparent)]
+    Module(#[from] crate::splice::module::ModuleError),
+    /// Setting up a buffering-semantics endpoint.
+    #[cfg(feature = "semantics")]
+    #[error(transparent)]
+    SemanticSetup(#[from] crate::semantics::SetupError),
+    /// An output under a buffering semantics (the buffer, if any, was
+    /// dropped: handle `OutputError` directly to keep it).
+    #[cfg(feature = "semantics")]
+    #[error(transparent)]
+    SemanticOutput(#[from] crate::semantics::OutputError),
+    /// An input under a buffering semantics.
+    #[cfg(feature = "semantics")]
+    #[error(transparent)]
+    SemanticInput(#[from] crate::semantics::InputError),
+    /// An arena of application buffers.
+    #[cfg(feature = "semantics")]
+    #[error(transparent)]
+    Arena(#[from] crate::semantics::ArenaError),
+}
+
+impl Error {
+    /// The system's error number behind this error, if there is one (for
+    /// `std::io::Error::from_raw_os_error`, C's negative codes, Python's
+    /// `OSError.errno`).
+    pub fn errno(&self) -> Option<crate::Errno> {
+        match self {
+            Self::Region(e) | Self::Freeze(e) => e.errno(),
+            Self::Alloc(e) => e.errno(),
+            Self::Connect(e) => e.errno(),
+            Self::Send(e) => e.errno(),
+            Self::RingOpen(e) => e.errno(),
+            Self::Rendezvous(e) | Self::Async(AsyncError::Ipc(e)) => e.errno(),
+            #[cfg(feature = "splice")]
+            Self::Splice(e) => e.errno(),
+            #[cfg(feature = "semantics")]
+            Self::SemanticSetup(e) => e.errno(),
+            #[cfg(feature = "semantics")]
+            Self::SemanticOutput(e) => e.errno(),
+            #[cfg(feature = "semantics")]
+            Self::SemanticInput(e) => e.errno(),
+            #[cfg(feature = "semantics")]
+            Self::Arena(e) => e.errno(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(feature = "semantics")]
+impl
+    From<(
+        crate::semantics::OutputError,
+        Option<crate::semantics::OwnedBuf>,
+    )> for Error
+{
+    /// An owned output that gave its buffer back: drops it, keeps the reason.
+    fn from(
+        (e, _): (
+            crate::semantics::OutputError,
+            Option<crate::semantics::OwnedBuf>,
+        ),
+    ) -> Self {
+        Error::SemanticOutput(e)
+    }
 }
 
 impl From<(AsyncError, crate::rendezvous::Message)> for Error {
@@ -214,6 +284,53 @@ mod tests {
         ];
         for (e, text) in cases {
             assert_eq!(e.to_string(), text, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn the_errno_is_exposed_where_there_is_one() {
+        let errno = crate::Errno::NOSPC;
+        let with: Vec<Error> = vec![
+            RegionError::Os { op: "x", errno }.into(),
+            AllocError::Region(RegionError::Os { op: "x", errno }).into(),
+            ConnectError::Os { op: "x", errno }.into(),
+            SendErrorKind::Os(errno).into(),
+            OpenError::Os(errno).into(),
+            IpcError::Os { op: "x", errno }.into(),
+            AsyncError::Ipc(IpcError::Os { op: "x", errno }).into(),
+        ];
+        for e in with {
+            assert_eq!(e.errno(), Some(errno), "{e:?}");
+        }
+        assert_eq!(
+            Error::from(RegionError::NoMemory {
+                len: 2,
+                available: 1
+            })
+            .errno(),
+            Some(crate::Errno::NOMEM)
+        );
+        assert_eq!(Error::from(TryRecvError::Empty).errno(), None);
+        #[cfg(feature = "splice")]
+        {
+            let e = crate::splice::SpliceError::Setup { op: "x", errno };
+            assert_eq!(Error::from(e.clone()).errno(), Some(errno));
+            assert_eq!(Error::from(e.clone()).to_string(), e.to_string());
+            let m = crate::splice::module::Registry::builtin()
+                .open("no-such-module")
+                .err()
+                .expect("unknown");
+            let text = m.to_string();
+            assert_eq!(Error::from(m).to_string(), text);
+        }
+        #[cfg(feature = "semantics")]
+        {
+            let e = crate::semantics::OutputError::Os(errno);
+            assert_eq!(Error::from(e).errno(), Some(errno));
+            let e = crate::semantics::ArenaError::Os { op: "x", errno };
+            assert_eq!(Error::from(e).errno(), Some(errno));
+            let e = crate::semantics::InputError::TooShort { needed: 3 };
+            assert_eq!(Error::from(e).errno(), None);
         }
     }
 

@@ -279,6 +279,17 @@ impl Region {
     }
 }
 
+impl RegionError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os { errno, .. } => Some(*errno),
+            Self::NoMemory { .. } => Some(Errno::NOMEM),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -485,6 +485,17 @@ pub(crate) fn connect(path: &Path) -> Result<OwnedFd, ConnectError> {
     Ok(sock)
 }
 
+impl ConnectError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os { errno, .. } | Self::Listen { errno, .. } => Some(*errno),
+            Self::Region(r) => r.errno(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

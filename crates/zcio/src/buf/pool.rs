@@ -606,6 +606,16 @@ impl PoolInner {
     }
 }
 
+impl AllocError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<crate::Errno> {
+        match self {
+            Self::Region(r) => r.errno(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -354,6 +354,16 @@ send_error! {
     SendTimeoutError
 }
 
+impl SendErrorKind {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
+
 impl<T> From<SendError<T>> for TrySendError<T> {
     fn from(e: SendError<T>) -> Self {
         Self::new(e.kind, e.msg)

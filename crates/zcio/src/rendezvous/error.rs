@@ -56,3 +56,13 @@ pub enum IpcError {
 pub(super) fn os(op: &'static str) -> impl FnOnce(Errno) -> IpcError {
     move |errno| IpcError::Os { op, errno }
 }
+
+impl IpcError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}

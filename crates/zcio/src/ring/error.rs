@@ -179,3 +179,13 @@ fn human(n: u64) -> String {
         .unwrap_or(("B", 0));
     format!("{:.1} {u}", n as f64 / (1u64 << shift) as f64)
 }
+
+impl OpenError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os(e) => Some(*e),
+            _ => None,
+        }
+    }
+}

@@ -910,6 +910,17 @@ impl Drop for ArenaBuf {
     }
 }
 
+impl ArenaError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os { errno, .. } => Some(*errno),
+            Self::Region(r) => r.errno(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::runs;

@@ -89,3 +89,38 @@ impl From<crate::TryRecvError> for RecvError {
         }
     }
 }
+
+impl SetupError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Arena(e) => e.errno(),
+            Self::Alloc(e) => e.errno(),
+            Self::Send(e) => e.errno(),
+            _ => None,
+        }
+    }
+}
+
+impl OutputError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Alloc(e) => e.errno(),
+            Self::Arena(e) => e.errno(),
+            Self::Send(e) => e.errno(),
+            Self::Os(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
+
+impl InputError {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Self::Os(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
