@@ -965,7 +965,7 @@ pub unsafe extern "C" fn zcio_endpoint_output_owned(
         let Some(b) = h.b.take() else {
             return einval("zcio_endpoint_output_owned: the buffer was already handed over");
         };
-        let (code, back) = match e.ep.output_owned_with(b, s) {
+        let (code, back) = match e.ep.output_owned_with(b, s).map_err(|e| e.into_parts()) {
             Ok(d) => (delivery(d), None),
             Err((err, back)) => (fail(err), back),
         };

@@ -314,7 +314,7 @@ impl AsyncEndpoint {
         let a = self.get()?;
         a.send(msg)
             .map(|t| Ticket { t })
-            .map_err(|(e, _dropped)| errors::async_ipc(py, e))
+            .map_err(|e| errors::async_ipc(py, e.into_parts().0))
     }
 
     /// call(label, words=()) -> Reply: queue a request; the partner's next
@@ -330,7 +330,7 @@ impl AsyncEndpoint {
         let a = self.get()?;
         a.call(msg)
             .map(Reply::new)
-            .map_err(|(e, _dropped)| errors::async_ipc(py, e))
+            .map_err(|e| errors::async_ipc(py, e.into_parts().0))
     }
 
     /// post() -> Reply: a receive collected later (most recent served first).

@@ -763,7 +763,7 @@ impl Channel {
         let payload =
             zcio::Msg::from_slices([payload]).map_err(|e| errors::internal(&e.to_string()))?;
         msg.join(payload)
-            .map_err(|(e, _)| errors::internal(&e.to_string()))?;
+            .map_err(|e| errors::internal(&e.to_string()))?;
         self.send_msg(py, msg, w)
     }
 }

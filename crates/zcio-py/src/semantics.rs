@@ -601,7 +601,10 @@ impl SemanticEndpoint {
         let ob = buf.get();
         let b = ob.take("handing it over")?;
         let ep = &self.ep;
-        match py.detach(|| ep.output_owned_with(b, sem)) {
+        match py
+            .detach(|| ep.output_owned_with(b, sem))
+            .map_err(|e| e.into_parts())
+        {
             Ok(d) => Ok(delivery_name(d)),
             Err((e, back)) => {
                 if let Some(b) = back {
@@ -711,7 +714,7 @@ impl SemanticEndpoint {
             unsafe { buffer::copy(py, src.ptr(), dst, nbytes) };
             drop(src);
             py.detach(|| ep.output_owned_with(b, sem))
-                .map_err(|(e, _)| output_err(py, e))?
+                .map_err(|e| output_err(py, e.into_parts().0))?
         };
         Ok(delivery_name(d))
     }

@@ -78,12 +78,15 @@ fn client() -> Result<()> {
     let start = Instant::now();
     // 100 one-way notes: each `send` queues the message and returns at once.
     let tickets = (1..=100)
-        .map(|i| peer.send(Message::new(NOTE, &[i])).map_err(|(e, _msg)| e))
+        .map(|i| {
+            peer.send(Message::new(NOTE, &[i]))
+                .map_err(|e| e.into_parts().0)
+        })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     // An RPC, also queued behind the notes (FIFO per partner).
     let reply = peer
         .call(Message::new(CALL, &[21]))
-        .map_err(|(e, _msg)| e)?;
+        .map_err(|e| e.into_parts().0)?;
     let queued = start.elapsed();
     // Meanwhile the client could do other work; now wait for the answers.
     let answer = reply.wait_timeout(Duration::from_secs(10))?;

@@ -39,6 +39,61 @@
 
 use thiserror::Error;
 
+/// Defines an error type of an operation that gives its input back, shaped
+/// like crossbeam-channel's `SendError<T>`: the reason ([`error`]) and the
+/// value ([`into_inner`]); `Display` is the reason's.
+macro_rules! value_back_error {
+    ($(#[$doc:meta])* $name:ident { $error:ty, $value:ty }) => {
+        $(#[$doc])*
+        pub struct $name {
+            error: $error,
+            value: $value,
+        }
+
+        impl $name {
+            pub(crate) fn new(error: $error, value: $value) -> Self {
+                Self { error, value }
+            }
+
+            /// Why the operation was refused.
+            pub fn error(&self) -> &$error {
+                &self.error
+            }
+
+            /// The value the operation was given, back.
+            pub fn into_inner(self) -> $value {
+                self.value
+            }
+
+            /// The reason and the value.
+            pub fn into_parts(self) -> ($error, $value) {
+                (self.error, self.value)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("error", &self.error)
+                    .finish_non_exhaustive()
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(&self.error, f)
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                std::error::Error::source(&self.error)
+            }
+        }
+    };
+}
+pub(crate) use value_back_error;
+
 use crate::asyncipc::AsyncError;
 use crate::buf::{AllocError, FreezeError};
 use crate::channel::{
@@ -46,7 +101,7 @@ use crate::channel::{
     TrySendError,
 };
 use crate::forward::ForwardFailure;
-use crate::msg::{Msg, MsgError};
+use crate::msg::MsgError;
 use crate::region::RegionError;
 use crate::rendezvous::IpcError;
 use crate::ring::{OpenError, ReadError, WriteError};
@@ -175,11 +230,11 @@ impl
     }
 }
 
-impl From<(AsyncError, crate::rendezvous::Message)> for Error {
-    /// An asynchronous send that gave its message back: drops it, keeps
-    /// the reason.
-    fn from((e, _): (AsyncError, crate::rendezvous::Message)) -> Self {
-        Error::Async(e)
+impl From<crate::asyncipc::AsyncSendError> for Error {
+    /// An asynchronous send or call that gave its message back: drops it,
+    /// keeps the reason.
+    fn from(e: crate::asyncipc::AsyncSendError) -> Self {
+        Error::Async(e.into_parts().0)
     }
 }
 
@@ -211,17 +266,25 @@ impl<T> From<SendTimeoutError<T>> for Error {
     }
 }
 
-impl From<(MsgError, Msg)> for Error {
-    /// For the aggregate operations that give their input back
-    /// ([`Msg::join`], [`Msg::split_at`], …): drops it, keeps the reason.
-    fn from((e, _): (MsgError, Msg)) -> Self {
-        Error::Msg(e)
+impl From<crate::msg::JoinError> for Error {
+    /// [`Msg::join`], [`Msg::prepend`], [`Msg::append`]: drops the message
+    /// given back, keeps the reason.
+    fn from(e: crate::msg::JoinError) -> Self {
+        Error::Msg(e.into_parts().0)
+    }
+}
+
+impl From<crate::msg::SplitError> for Error {
+    /// [`Msg::split_at`]: drops the message given back, keeps the reason.
+    fn from(e: crate::msg::SplitError) -> Self {
+        Error::Msg(e.into_parts().0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::Msg;
     use std::error::Error as _;
 
     #[test]
@@ -278,7 +341,7 @@ mod tests {
             ),
             (AsyncError::Closed.into(), AsyncError::Closed.to_string()),
             (
-                (MsgError::TooManySlices(70), Msg::default()).into(),
+                crate::msg::JoinError::new(MsgError::TooManySlices(70), Msg::default()).into(),
                 MsgError::TooManySlices(70).to_string(),
             ),
         ];

@@ -60,7 +60,9 @@ pub use channel::{
 };
 pub use copy::{copy, copy_raw};
 pub use error::Error;
-pub use msg::{Msg, MsgError, SecureMsg, Slice, Unit, UnitCursor, MAX_SLICES};
+pub use msg::{
+    JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
+};
 pub use region::{Ownership, Region, RegionError};
 pub use rustix::io::Errno;
 pub use segment::{AccessPolicy, ConnectError};

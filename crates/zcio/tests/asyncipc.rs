@@ -235,9 +235,9 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         }
         assert!(tickets.len() <= 9, "quota not enforced");
     };
-    assert_eq!(refused.0, AsyncError::QuotaExceeded);
+    assert_eq!(*refused.error(), AsyncError::QuotaExceeded);
     assert_eq!(
-        refused.1.words,
+        refused.into_inner().words,
         [tickets.len() as u64, 42],
         "message given back"
     );
@@ -248,7 +248,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
     assert_eq!(tickets[0].status(), TicketStatus::Pending);
     let too_big = Message::new(NOTE, &[0; WORDS + 1]);
     assert_eq!(
-        a.send(too_big).unwrap_err().0,
+        *a.send(too_big).unwrap_err().error(),
         AsyncError::Ipc(IpcError::TooLarge)
     );
     let waiting = a.post();
@@ -264,7 +264,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         waiting.wait().unwrap_err(),
         AsyncError::Ipc(IpcError::Disconnected)
     );
-    let (e, _) = a.send(Message::new(NOTE, &[0])).unwrap_err();
+    let e = *a.send(Message::new(NOTE, &[0])).unwrap_err().error();
     assert_eq!(e, AsyncError::Ipc(IpcError::Disconnected));
     assert_eq!(
         a.recv().unwrap_err(),

@@ -271,7 +271,7 @@ fn child_originator() {
                 1 if len > 1 => {
                     let (mut a, b) = filled(&pool, i, len)
                         .split_at(len / 3)
-                        .map_err(|e| e.0)
+                        .map_err(|e| e.into_parts().0)
                         .expect("split");
                     a.join(b).expect("join");
                     a

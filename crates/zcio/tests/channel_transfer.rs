@@ -104,7 +104,10 @@ fn build(pool: &Pool, unc: &Uncached, i: u64, kind: Kind, len: usize) -> Msg {
                     .expect("join");
             }
             let cut = len / 2 + 1;
-            let (mut a, b) = m.split_at(cut.min(len)).map_err(|e| e.0).expect("split");
+            let (mut a, b) = m
+                .split_at(cut.min(len))
+                .map_err(|e| e.into_parts().0)
+                .expect("split");
             a.join(b).expect("rejoin");
             (a, 0)
         }
@@ -403,7 +406,7 @@ fn single_use_region_travels_once_per_message() {
     common::fill(b.as_mut_slice(), 5, 0);
     let (x, y) = Msg::from(b.freeze().expect("freeze"))
         .split_at(4000)
-        .map_err(|e| e.0)
+        .map_err(|e| e.into_parts().0)
         .expect("split");
     let mut m = x;
     m.join(y).expect("join");

@@ -50,7 +50,10 @@ fn build(pool: &Pool, unc: &Uncached, i: u64, len: usize, parts: usize, secured:
         // Split inside a slice and join back: two slices share one buffer.
         // (Not for single-use regions: those travel once per slice; see
         // transfer.rs `single_use_region_travels_once_per_message`.)
-        let (mut a, b) = m.split_at(len / 2 + 1).map_err(|e| e.0).expect("split");
+        let (mut a, b) = m
+            .split_at(len / 2 + 1)
+            .map_err(|e| e.into_parts().0)
+            .expect("split");
         a.join(b).expect("join");
         m = a;
     }

@@ -83,7 +83,7 @@ fn child_sem_sender() {
         } else {
             let mut b = ep.alloc(size).unwrap();
             b.fill(r as u8);
-            deliveries.push(ep.output_owned(b).map_err(|(e, _)| e).unwrap());
+            deliveries.push(ep.output_owned(b).map_err(|e| e.into_parts().0).unwrap());
         }
     }
     ep.channel().flush();

@@ -27,14 +27,14 @@ pub fn send_client(
         let msg = Message::new(PING, &[i]);
         let ticket = t
             .time(i >= warmup, || aep.send(msg))
-            .map_err(|(e, _)| format!("async send {i}: {e}"))?;
+            .map_err(|e| format!("async send {i}: {e}"))?;
         ticket
             .wait_timeout(left(deadline))
             .map_err(|e| format!("ticket {i}: {e}"))?;
     }
     let stop = aep
         .send(Message::new(STOP, &[]))
-        .map_err(|(e, _)| format!("stop: {e}"))?;
+        .map_err(|e| format!("stop: {e}"))?;
     stop.wait_timeout(left(deadline))
         .map_err(|e| format!("stop: {e}"))?;
     Ok(t.sample())

@@ -559,7 +559,7 @@ impl Tx for ZcioTx {
             let stamping = stamp_timed(&mut b, seq, timed);
             self.ep
                 .output_owned(b)
-                .map_err(|(e, _)| format!("output_owned #{seq}: {e}"))?;
+                .map_err(|e| format!("output_owned #{seq}: {e}"))?;
             return Ok(t + stamping);
         }
         if self.line == Line::Rewrite {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::pool::{Inner as Pool, Proxies};
 use super::recv::{Alloc, RecvHandle, RecvSide};
 use super::send::{SendQueue, Ticket};
-use super::AsyncError;
+use super::{AsyncError, AsyncSendError};
 use crate::rendezvous::{Message, Rendezvous, Wait};
 use crate::sys::peer::PeerCred;
 
@@ -103,8 +103,10 @@ impl AsyncEndpoint {
     /// The message comes back with the reason: `QuotaExceeded`,
     /// `Ipc(TooLarge)`, `Closed`, or the error that ended the connection
     /// (`Ipc(Disconnected)`, `Ipc(Protocol(_))`).
-    pub fn send(&self, msg: Message) -> Result<Ticket, (AsyncError, Message)> {
-        self.tx.push(&self.pool, msg)
+    pub fn send(&self, msg: Message) -> Result<Ticket, AsyncSendError> {
+        self.tx
+            .push(&self.pool, msg)
+            .map_err(|(e, msg)| AsyncSendError::new(e, msg))
     }
 
     /// Post a receive; collect the message from the handle. Handles are
@@ -153,10 +155,10 @@ impl AsyncEndpoint {
     /// # Errors
     ///
     /// As [`AsyncEndpoint::send`]; the message comes back.
-    pub fn call(&self, msg: Message) -> Result<RecvHandle, (AsyncError, Message)> {
+    pub fn call(&self, msg: Message) -> Result<RecvHandle, AsyncSendError> {
         let h = match self.rx.expect_reply(&self.pool) {
             Ok(h) => h,
-            Err(e) => return Err((e, msg)),
+            Err(e) => return Err(AsyncSendError::new(e, msg)),
         };
         // The handle is registered before the request can go out; if the
         // request is refused, dropping the handle withdraws nothing the
@@ -165,7 +167,7 @@ impl AsyncEndpoint {
             Ok(_) => Ok(h),
             Err((e, msg)) => {
                 self.rx.cancel_reply(&h);
-                Err((e, msg))
+                Err(AsyncSendError::new(e, msg))
             }
         }
     }

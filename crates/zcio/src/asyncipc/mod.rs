@@ -54,9 +54,9 @@
 //! let proxies = Proxies::default();
 //! let peer = AsyncEndpoint::new(Rendezvous::connect(&path)?, &proxies);
 //! let tickets: Vec<_> = (1..=3)
-//!     .map(|i| peer.send(Message::new(1, &[i])).map_err(|(e, _msg)| e))
+//!     .map(|i| peer.send(Message::new(1, &[i])))
 //!     .collect::<Result<_, _>>()?;                 // returns at once
-//! let reply = peer.call(Message::new(2, &[21])).map_err(|(e, _msg)| e)?;
+//! let reply = peer.call(Message::new(2, &[21]))?; // the message comes back in the error
 //! assert_eq!(reply.wait()?.words, [42]);          // delivered in order
 //! for t in &tickets {
 //!     t.wait()?;                                  // each was taken
@@ -80,7 +80,7 @@ pub use pool::{Proxies, ProxyConfig, ProxyStats};
 pub use recv::{Alloc, RecvHandle};
 pub use send::{Ticket, TicketStatus};
 
-use crate::rendezvous::IpcError;
+use crate::rendezvous::{IpcError, Message};
 
 /// Errors of the asynchronous layer.
 ///
@@ -114,4 +114,10 @@ pub enum AsyncError {
     /// The handle's message was already taken.
     #[error("message already taken from this handle")]
     Taken,
+}
+
+crate::error::value_back_error! {
+    /// [`AsyncEndpoint::send`] or [`AsyncEndpoint::call`] refused: the
+    /// reason, and the message, back.
+    AsyncSendError { AsyncError, Message }
 }

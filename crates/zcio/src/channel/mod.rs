@@ -400,7 +400,7 @@ mod tests {
         let mut s = u.alloc_secured(5).unwrap();
         s.as_mut_slice().copy_from_slice(b"body!");
         m.join(Msg::from(s.freeze().unwrap())).unwrap();
-        let (x, _y) = m.split_at(7).map_err(|e| e.0).unwrap();
+        let (x, _y) = m.split_at(7).map_err(|e| e.into_parts().0).unwrap();
         a.send(x).unwrap();
         let got = b.recv().unwrap();
         assert_eq!(got.to_vec(), b"head:bo");

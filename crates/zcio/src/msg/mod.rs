@@ -37,6 +37,18 @@ pub enum MsgError {
     },
 }
 
+crate::error::value_back_error! {
+    /// [`Msg::join`], [`Msg::prepend`] or [`Msg::append`] refused: the
+    /// reason, and the message that was to be added, back (the receiver
+    /// is unchanged).
+    JoinError { MsgError, Msg }
+}
+
+crate::error::value_back_error! {
+    /// [`Msg::split_at`] refused: the reason, and the message, back whole.
+    SplitError { MsgError, Msg }
+}
+
 /// One slice of a message: `len` bytes at `offset` in `buf`.
 #[derive(Clone, Debug)]
 pub struct Slice {
@@ -142,10 +154,10 @@ impl Msg {
 
     /// Append `other` after `self` (join). On error `self` is unchanged and
     /// `other` is returned.
-    pub fn join(&mut self, other: Msg) -> Result<(), (MsgError, Msg)> {
+    pub fn join(&mut self, other: Msg) -> Result<(), JoinError> {
         let n = self.slices.len() + other.slices.len();
         if n > MAX_SLICES {
-            return Err((MsgError::TooManySlices(n), other));
+            return Err(JoinError::new(MsgError::TooManySlices(n), other));
         }
         self.len += other.len;
         self.slices.extend(other.slices);
@@ -153,10 +165,10 @@ impl Msg {
     }
 
     /// Prepend a header message (e.g. a small fbuf with a protocol header).
-    pub fn prepend(&mut self, header: Msg) -> Result<(), (MsgError, Msg)> {
+    pub fn prepend(&mut self, header: Msg) -> Result<(), JoinError> {
         let n = self.slices.len() + header.slices.len();
         if n > MAX_SLICES {
-            return Err((MsgError::TooManySlices(n), header));
+            return Err(JoinError::new(MsgError::TooManySlices(n), header));
         }
         self.len += header.len;
         let tail = std::mem::replace(&mut self.slices, header.slices);
@@ -165,7 +177,7 @@ impl Msg {
     }
 
     /// Append a trailer message.
-    pub fn append(&mut self, trailer: Msg) -> Result<(), (MsgError, Msg)> {
+    pub fn append(&mut self, trailer: Msg) -> Result<(), JoinError> {
         self.join(trailer)
     }
 
@@ -197,10 +209,10 @@ impl Msg {
     }
 
     /// Split into `([0, at), [at, len))`.
-    pub fn split_at(mut self, at: usize) -> Result<(Msg, Msg), (MsgError, Msg)> {
+    pub fn split_at(mut self, at: usize) -> Result<(Msg, Msg), SplitError> {
         match self.split_off(at) {
             Ok(tail) => Ok((self, tail)),
-            Err(e) => Err((e, self)),
+            Err(e) => Err(SplitError::new(e, self)),
         }
     }
 
@@ -350,7 +362,7 @@ mod tests {
         let b_ptr = b.slices()[0].view().as_ptr();
         a.join(b).unwrap();
         assert_eq!(a.to_vec(), b"hello world");
-        let (x, y) = a.split_at(3).map_err(|e| e.0).unwrap();
+        let (x, y) = a.split_at(3).map_err(|e| e.into_parts().0).unwrap();
         assert_eq!(
             (x.to_vec(), y.to_vec()),
             (b"hel".to_vec(), b"lo world".to_vec())
@@ -385,7 +397,7 @@ mod tests {
         for _ in 0..MAX_SLICES {
             m.join(one.clone()).unwrap();
         }
-        let (e, back) = m.join(one).unwrap_err();
+        let (e, back) = m.join(one).unwrap_err().into_parts();
         assert_eq!(e, MsgError::TooManySlices(MAX_SLICES + 1));
         assert_eq!(back.len(), 1);
     }
@@ -406,7 +418,7 @@ mod tests {
             }
             proptest::prop_assert_eq!(m.to_vec(), data.clone());
             let at = at % (data.len() + 1);
-            let (a, b) = m.split_at(at).map_err(|e| e.0).unwrap();
+            let (a, b) = m.split_at(at).map_err(|e| e.into_parts().0).unwrap();
             proptest::prop_assert_eq!(a.len() + b.len(), data.len());
             let mut j = a; j.join(b).unwrap();
             proptest::prop_assert_eq!(j.to_vec(), data);

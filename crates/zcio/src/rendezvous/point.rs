@@ -661,7 +661,7 @@ mod tests {
         assert_eq!(e.to_string(), IpcError::Disconnected.to_string());
         let lost = crate::asyncipc::AsyncError::Ipc(IpcError::Disconnected);
         is_error(&lost);
-        let e: crate::Error = (lost, Message::default()).into();
+        let e: crate::Error = crate::asyncipc::AsyncSendError::new(lost, Message::default()).into();
         assert!(matches!(e, crate::Error::Async(a) if a == lost));
     }
 }

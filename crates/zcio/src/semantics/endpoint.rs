@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::arena::{Arena, ArenaBuf, ArenaError, Lend, LendRefused};
-use super::error::{InputError, OutputError, SetupError};
+use super::error::{InputError, OutputError, OutputOwnedError, SetupError};
 use super::owned::{Kind, Mapped, OwnedBuf};
 use super::wire::{self, Header, HEADER_LEN};
 use super::{Policy, Semantics};
@@ -362,7 +362,7 @@ impl SemanticEndpoint {
             let n = b.len();
             let slice = Slice::new(b, 0, n).ok_or(OutputError::Empty)?;
             msg.append(Msg::from_slices([slice]).map_err(|_| OutputError::Empty)?)
-                .map_err(|(e, _)| OutputError::Msg(e))?;
+                .map_err(|e| OutputError::Msg(e.into_parts().0))?;
         }
         self.chan.send(msg).map_err(|e| OutputError::Send(e.kind()))
     }
@@ -622,12 +622,21 @@ impl SemanticEndpoint {
 
     /// Hand `buf` to the peer under the endpoint's output semantics; the
     /// application no longer owns it. On failure the buffer comes back.
-    pub fn output_owned(&self, buf: OwnedBuf) -> Result<Delivery, (OutputError, Option<OwnedBuf>)> {
+    pub fn output_owned(&self, buf: OwnedBuf) -> Result<Delivery, OutputOwnedError> {
         self.output_owned_with(buf, self.cfg.output)
     }
 
     /// As [`SemanticEndpoint::output_owned`] under `sem`.
     pub fn output_owned_with(
+        &self,
+        buf: OwnedBuf,
+        sem: Semantics,
+    ) -> Result<Delivery, OutputOwnedError> {
+        self.hand_over(buf, sem)
+            .map_err(|(e, b)| OutputOwnedError::new(e, b))
+    }
+
+    fn hand_over(
         &self,
         buf: OwnedBuf,
         sem: Semantics,
@@ -649,7 +658,7 @@ impl SemanticEndpoint {
                     .and_then(|mut msg| {
                         let s = Slice::new(frozen, 0, len).ok_or(OutputError::Empty)?;
                         msg.append(Msg::from_slices([s]).map_err(|_| OutputError::Empty)?)
-                            .map_err(|(e, _)| OutputError::Msg(e))?;
+                            .map_err(|e| OutputError::Msg(e.into_parts().0))?;
                         self.chan.send(msg).map_err(|e| OutputError::Send(e.kind()))
                     });
                 match res {
@@ -729,7 +738,7 @@ impl SemanticEndpoint {
                 match self.alloc_for(src.len(), 0, Semantics::Move) {
                     Ok(mut fresh) => {
                         crate::copy(fresh.as_mut_slice(), src.as_slice());
-                        self.output_owned_with(fresh, Semantics::Move)
+                        self.hand_over(fresh, Semantics::Move)
                     }
                     Err(e) => Err((e, Some(src))),
                 }

@@ -53,6 +53,13 @@ pub enum OutputError {
     Os(Errno),
 }
 
+crate::error::value_back_error! {
+    /// [`SemanticEndpoint::output_owned`](super::SemanticEndpoint::output_owned)
+    /// refused: the reason, and the buffer back when it is still the
+    /// application's (`None` once it was sealed for a move or lent).
+    OutputOwnedError { OutputError, Option<super::OwnedBuf> }
+}
+
 /// Why an input failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]

@@ -36,7 +36,7 @@ mod wire;
 
 pub use arena::{Arena, ArenaBuf, ArenaError, ArenaStats, Protection};
 pub use endpoint::{Delivery, Received, SemanticConfig, SemanticEndpoint, SemanticStats};
-pub use error::{InputError, OutputError, SetupError};
+pub use error::{InputError, OutputError, OutputOwnedError, SetupError};
 pub use owned::OwnedBuf;
 pub use policy::Policy;
 

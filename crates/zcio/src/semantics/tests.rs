@@ -553,7 +553,7 @@ fn move_family_arenas_never_exhaust_with_nothing_in_flight() {
                 .alloc(len)
                 .unwrap_or_else(|e| panic!("{sem:?}: sender alloc of {pages} pages: {e}"));
             b.fill(fill);
-            s.output_owned(b).map_err(|(e, _)| e).unwrap();
+            s.output_owned(b).map_err(|e| e.into_parts().0).unwrap();
             let got = r
                 .input_owned()
                 .unwrap_or_else(|e| panic!("{sem:?}: input_owned of {pages} pages: {e}"));

@@ -34,7 +34,7 @@ use chacha20poly1305::aead::inout::InOutBuf;
 use chacha20poly1305::{AeadInOut, ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
 
 use super::{Args, Context, Flow, Module, ModuleError};
-use crate::msg::{Msg, MsgError};
+use crate::msg::{JoinError, Msg, MsgError};
 
 /// Header bytes before the ciphertext.
 pub const HEADER: usize = 12;
@@ -283,7 +283,7 @@ impl Unseal {
     /// Add `block` to the pending bytes, gathering them into one buffer
     /// if the slice list would grow too long.
     fn stash(&mut self, block: Msg, cx: &mut Context<'_>) -> Result<(), ModuleError> {
-        match self.pending.join(block) {
+        match self.pending.join(block).map_err(JoinError::into_parts) {
             Ok(()) => Ok(()),
             Err((MsgError::TooManySlices(_), block)) => {
                 let mut b = cx.alloc(self.pending.len())?;
@@ -292,7 +292,7 @@ impl Unseal {
                 self.pending = cx.freeze(b)?;
                 self.pending
                     .join(block)
-                    .map_err(|(e, _)| ModuleError::msg("open", e))
+                    .map_err(|e| ModuleError::msg("open", e.into_parts().0))
             }
             Err((e, _)) => Err(ModuleError::msg("open", e)),
         }
