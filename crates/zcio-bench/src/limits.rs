@@ -4,7 +4,7 @@
 //! (`MemAvailable` in `/proc/meminfo`). Messages name the option, the
 //! value (sizes formatted exactly) and the limit.
 
-pub use zcio_fmt::limits::{check_count, check_memory, check_size, exact, mem_available};
+pub use zcio_fmt::limits::{check_count, check_memory, check_size, exact};
 
 use crate::{asyncb, ring, transfer};
 

@@ -4,20 +4,6 @@
 //! allocated. Messages name the option, the value (sizes formatted exactly)
 //! and the limit.
 
-/// Bytes of memory available without swapping (`MemAvailable`), if known.
-pub fn mem_available() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib.saturating_mul(1024))
-}
-
 /// A size exactly: `4 KiB`, `16 MiB`, `1 TiB` for whole units, else in
 /// bytes (`4095 B`, `1536 B`), never rounded.
 pub fn exact(n: u64) -> String {
@@ -58,7 +44,7 @@ pub fn check_count(what: &str, n: u64, min: u64, max: u64) -> Result<(), String>
 
 /// `need` bytes of memory (for `what`) must be available now.
 pub fn check_memory(what: &str, need: u64) -> Result<(), String> {
-    match mem_available() {
+    match zcio::memory_available() {
         Some(avail) if need > avail => Err(format!(
             "{what} needs about {} of memory, but only {} is available (MemAvailable in /proc/meminfo): choose smaller sizes",
             crate::bytes_u64(need),
@@ -83,7 +69,7 @@ mod tests {
         let e = check_size("--sizes", 4095, 4096, 256 << 20).unwrap_err();
         assert_eq!(e, "--sizes 4095 B: the smallest is 4 KiB");
         assert!(check_count("--consumers", 65, 1, 64).is_err());
-        assert!(mem_available().is_some_and(|m| m > 0));
+        assert!(zcio::memory_available().is_some_and(|m| m > 0));
         assert!(check_memory("x", u64::MAX).is_err());
     }
 }

@@ -69,6 +69,13 @@ pub use segment::{AccessPolicy, ConnectError};
 pub use sys::peer::{set_non_dumpable, PeerCred};
 pub use view::{View, WordsLe};
 
+/// Bytes of memory available now without swapping (`MemAvailable` in
+/// `/proc/meminfo`), if the kernel says: what a region may take at most
+/// (see `RegionError::NoMemory`).
+pub fn memory_available() -> Option<u64> {
+    sys::memory_available()
+}
+
 /// The system page size in bytes: the granularity of buffers, arenas and
 /// ring data areas.
 pub fn page_size() -> usize {
