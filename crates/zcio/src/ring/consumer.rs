@@ -603,6 +603,11 @@ impl Consumer {
             }
             if avail > self.cap {
                 if self.head_cache < self.cursor {
+                    // A file truncated since the check above reads as zero
+                    // pages: report the cause, not its symptom.
+                    if self.map.truncated() {
+                        return Err(ReadError::Corrupt("ring file truncated"));
+                    }
                     return Err(ReadError::Corrupt("producer head behind our cursor"));
                 }
                 self.skip();
