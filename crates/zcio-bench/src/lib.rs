@@ -8,7 +8,9 @@
 
 pub mod affinity;
 pub mod asyncb;
+pub mod checksum;
 pub mod child;
+pub mod clock;
 pub mod cpu;
 pub mod driver;
 pub mod fds;

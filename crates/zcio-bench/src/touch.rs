@@ -47,7 +47,7 @@ pub fn msg_first_byte(msg: &Msg) -> Option<u8> {
 /// one's complement sums add up across slices when every slice but the
 /// last has an even length; otherwise the message is copied once.
 pub fn msg_checksum(msg: &Msg) -> u16 {
-    use crate::asyncb::stats::{internet_checksum, ones_complement_sum_view};
+    use crate::checksum::{internet_checksum, ones_complement_sum_view};
     let n = msg.slice_count();
     if msg
         .slices()

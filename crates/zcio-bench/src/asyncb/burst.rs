@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
-use super::stats::{cycles, mono_ns, Welford};
+use super::stats::Welford;
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
 use crate::affinity::cpu_for;
 use crate::child::Group;
+use crate::clock::{cycles, mono_ns};
 
 /// Messages per round.
 pub const BURST: usize = 16;

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use zcio::forward::{self, ForwardConfig, ForwardEnd, ForwardMode};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
-use super::stats::{cycles, mono_ns, Welford};
+use super::stats::Welford;
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
 use crate::affinity::cpu_for;
 use crate::child::Group;
+use crate::clock::{cycles, mono_ns};
 
 /// Bytes of the header every chain message starts with: stamp (ns),
 /// sequence number, stamp (cycles).

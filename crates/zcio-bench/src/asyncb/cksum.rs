@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 use zcio::Slice;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
-use super::stats::{fold_checksum, internet_checksum, mono_ns};
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
 use crate::affinity::cpu_for;
+use crate::checksum::{fold_checksum, internet_checksum};
 use crate::child::Group;
+use crate::clock::mono_ns;
 
 /// Messages per data buffer.
 pub const PER_BUFFER: usize = 256;

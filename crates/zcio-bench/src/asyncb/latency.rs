@@ -11,10 +11,11 @@ use zcio::rendezvous::{
     recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous, RendezvousListener,
 };
 
-use super::stats::{cycles, mono_ns, Welford};
+use super::stats::Welford;
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
 use crate::affinity::cpu_for;
 use crate::child::Group;
+use crate::clock::{cycles, mono_ns};
 
 /// Label of a measured message.
 pub const PING: u64 = 1;

@@ -437,7 +437,7 @@ pub fn notes(opts: &Options) -> Vec<String> {
          relays float over all CPUs; cycles from {}",
         cpu_for(0),
         cpu_for(1),
-        stats::cycles_source()
+        crate::clock::cycles_source()
     )];
     if opts.has(Part::Latency) {
         n.push(latency::note(opts));

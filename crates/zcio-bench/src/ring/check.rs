@@ -102,12 +102,6 @@ impl Report {
     }
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds.
-pub fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 pub use crate::cpu::{Cpu, Who};
 
 /// A buffer of `len` bytes of a fixed non-zero pattern (the producer's

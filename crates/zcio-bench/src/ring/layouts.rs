@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use zcio::ring::{Consumer, Layout, Producer};
 
-use super::check::{end_of_stream, mono_ns, pattern, stamp, word, Cpu, Imix, Report, Side, Who};
+use super::check::{end_of_stream, pattern, stamp, word, Cpu, Imix, Report, Side, Who};
 use super::{collect, spec, Options, Part, RingGuard, Row, Task};
 use crate::affinity::{cpu_for, pin};
 use crate::child::Group;
+use crate::clock::mono_ns;
 
 /// Consumers compare the sequence word of every this-many-th packet (and
 /// the length of every packet).

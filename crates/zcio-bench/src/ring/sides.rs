@@ -14,7 +14,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use zcio::ring::{Consumer, Producer};
 
-use super::check::{end_of_stream, mono_ns, pattern, stamp, Cpu, Report, Side, Verifier, Who};
+use super::check::{end_of_stream, pattern, stamp, Cpu, Report, Side, Verifier, Who};
+use crate::clock::mono_ns;
 use crate::fds::take_fd;
 
 /// How a ring consumer takes the data.

@@ -18,7 +18,7 @@ use zcio::semantics::{ArenaBuf, OwnedBuf, SemanticConfig, SemanticEndpoint, Sema
 use zcio::{Channel, ChannelConfig};
 
 use super::{Line, RxReport};
-use crate::asyncb::stats::mono_ns;
+use crate::clock::mono_ns;
 use crate::cpu::Window;
 
 /// Stamp spacing (the page size the stamps assume).

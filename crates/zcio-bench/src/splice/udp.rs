@@ -9,6 +9,7 @@
 //! sink run in a network namespace the bench creates ([`super::netns`]) and
 //! the relay in the root namespace: generator → veth → relay → veth → sink.
 
+use crate::clock::mono_ns;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
@@ -185,11 +186,6 @@ pub struct Trial {
     pub cpu_ns_per_pkt: Option<f64>,
     /// What the relay says the kernel dropped.
     pub dropped_kernel: u64,
-}
-
-/// The current time on `CLOCK_MONOTONIC` in nanoseconds.
-fn mono_ns() -> u64 {
-    crate::asyncb::stats::mono_ns()
 }
 
 /// Addresses of a link: (generator/sink IP, relay IP, command prefix that
