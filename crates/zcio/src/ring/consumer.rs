@@ -683,13 +683,14 @@ impl Consumer {
                 // (readers may start before a restarted writer), so keep
                 // waiting for one (bounded by `wait`). One that wrote and
                 // died left our stream incomplete.
-                if h == self.cursor
-                    && h != self.head_at_join
-                    && t0.elapsed() >= t
-                    && state == OWNER_ACTIVE
-                    && !self.producer_alive(pid)
-                {
-                    return Err(ReadError::ProducerDied(pid));
+                // The owner word is read again: `state` is from before the
+                // sleep, and a producer that closed (and exited) while we
+                // fell asleep has ended the stream, not died in it.
+                if h == self.cursor && h != self.head_at_join && t0.elapsed() >= t {
+                    let (now, pid_now, _) = self.producer_state();
+                    if now == OWNER_ACTIVE && !self.producer_alive(pid_now) {
+                        return Err(ReadError::ProducerDied(pid_now));
+                    }
                 }
                 Ok(None)
             }
