@@ -669,9 +669,9 @@ static int test_splice_module_load(void) {
     path_in_work(dst, sizeof dst, "rot.dst");
     FILE *f = fopen(junk, "w");
     CHECK(f && fputs("not an ELF object\n", f) >= 0 && fclose(f) == 0);
-    CHECK_RC(zcio_module_load(junk, NULL, 0), -ELIBBAD);
+    CHECK_RC(zcio_module_load(junk, NULL, 0), -ZCIO_EMODULE);
     CHECK(strstr(zcio_last_error(), "not-a-module.so") != NULL);
-    CHECK_RC(zcio_module_load("/nonexistent/librot13.so", name, sizeof name), -ELIBBAD);
+    CHECK_RC(zcio_module_load("/nonexistent/librot13.so", name, sizeof name), -ZCIO_EMODULE);
 
     const char *so = getenv("ZCIO_TEST_MODULE");
     if (!so || !*so) {

@@ -880,14 +880,15 @@ static int test_ring_mode_errors(void) {
     return 0;
 }
 
-/* An exhausted pool says -ENOBUFS (no wait) or -ETIMEDOUT (timed); freeing
- * a buffer makes room. Rings run out of consumer slots (-EUSERS). */
+/* An exhausted pool says -EAGAIN (no wait: nothing available now, as for
+ * every transport) or -ETIMEDOUT (timed); freeing a buffer makes room.
+ * Rings run out of consumer slots (-ENOSPC). */
 static int test_exhaustion(void) {
     zcio_pool *pool;
     CHECK_OK(zcio_pool_create("ctest-small", 64 << 10, 1, &pool));
     zcio_buf *bufs[16], *extra = NULL;
     for (int i = 0; i < 16; i++) CHECK_OK(zcio_buf_alloc_timeout(pool, 4096, 0, &bufs[i]));
-    CHECK_RC(zcio_buf_alloc_timeout(pool, 4096, 0, &extra), -ENOBUFS);
+    CHECK_RC(zcio_buf_alloc_timeout(pool, 4096, 0, &extra), -EAGAIN);
     CHECK_RC(zcio_buf_alloc_timeout(pool, 4096, 20, &extra), -ETIMEDOUT);
     CHECK(extra == NULL);
     zcio_pool_stats ps;
@@ -908,7 +909,7 @@ static int test_exhaustion(void) {
         opened++;
     }
     CHECK(opened == 64);
-    CHECK_RC(rc, -EUSERS);
+    CHECK_RC(rc, -ENOSPC);
     for (int i = 0; i < opened; i++) zcio_ring_close(cons[i]);
     CHECK_OK(zcio_ring_open("slots", ZCIO_O_RDONLY, 0, 0, &cons[0]));
     zcio_ring_close(cons[0]);

@@ -257,9 +257,10 @@ fn freeze(b: &mut zcio_buf) -> Result<&Msg, c_int> {
 /// handle is freed: do not touch `buf` or its bytes again (the pages
 /// return to the pool when the receiver releases the message). On failure
 /// the buffer is still yours, frozen (`zcio_buf_data` returns NULL): send
-/// it again or `zcio_buf_free` it. Errors: `-EAGAIN`, `-ETIMEDOUT`,
-/// `-EPIPE` (the peer is gone), `-ENOBUFS` (the peer holds too many
-/// buffers), `-ECONNABORTED`, `-ZCIO_ECORRUPT`, `-EINVAL`.
+/// it again or `zcio_buf_free` it. Errors: `-EAGAIN` (nothing available
+/// now: the ring is full, or the peer holds too many buffers),
+/// `-ETIMEDOUT`, `-EPIPE` (the peer is gone), `-ECONNABORTED`,
+/// `-ZCIO_ECORRUPT`, `-EINVAL`.
 ///
 /// # Safety
 /// `ch` is NULL or a live channel; `buf` is NULL or a live buffer handle
@@ -369,8 +370,7 @@ pub unsafe extern "C" fn zcio_sendv(
 /// Copy `len` bytes from `data` into a buffer of the channel's own pool
 /// and send it (for small or occasional messages; large data is better
 /// written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
-/// both the wait for a free buffer and for room (0: `-EAGAIN` /
-/// `-ENOBUFS` at once). `data` stays yours. Returns 0 or the errors of
+/// both the wait for a free buffer and for room (0: `-EAGAIN` at once). `data` stays yours. Returns 0 or the errors of
 /// `zcio_buf_alloc` and `zcio_send`.
 ///
 /// # Safety

@@ -14,13 +14,7 @@ use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use zcio::ring::{OpenError, ReadError, WriteError};
-use zcio::splice::module::ModuleError;
-use zcio::splice::SpliceError;
-use zcio::{
-    AllocError, ConnectError, MsgError, RecvError, RecvTimeoutError, RegionError, SendErrorKind,
-    TryRecvError,
-};
+use zcio::ErrorKind;
 
 /// Lowest zcio-specific error code (above every errno, which stop at 4095).
 pub const ZCIO_ECODE_MIN: c_int = 4096;
@@ -159,201 +153,40 @@ pub(crate) fn einval(msg: impl Display) -> c_int {
     fail_msg(libc::EINVAL, msg)
 }
 
-/// A Rust error that maps onto a (positive) code.
-pub(crate) trait Code: Display {
-    /// The positive errno or `ZCIO_E…` code.
-    fn code(&self) -> c_int;
+/// The (positive) code of a zcio error: its errno where a system call
+/// gave one, else the code of its [`ErrorKind`]. The one place Rust errors
+/// become C codes; the kinds' table is in `zcio::ErrorKind`'s docs.
+pub(crate) fn code_of(e: &zcio::Error) -> c_int {
+    if let Some(errno) = e.errno() {
+        return errno.raw_os_error();
+    }
+    let kind = e.kind();
+    if let Some(errno) = kind.errno() {
+        return errno.raw_os_error();
+    }
+    match kind {
+        ErrorKind::PeerFault => ZCIO_ECORRUPT,
+        ErrorKind::Lapped => ZCIO_ELAPPED,
+        ErrorKind::Dropped => ZCIO_EDROPPED,
+        ErrorKind::ProducerFailed => ZCIO_EPRODFAIL,
+        ErrorKind::NotARing => ZCIO_EBADRING,
+        ErrorKind::Module => ZCIO_EMODULE,
+        ErrorKind::Internal => ZCIO_EPANIC,
+        _ => libc::EIO,
+    }
 }
 
 /// Fail with `e`'s code; its text becomes the thread's last error (only
 /// the code for "try again" outcomes, so polling loops allocate nothing).
-pub(crate) fn fail<E: Code>(e: E) -> c_int {
-    let c = e.code();
+pub(crate) fn fail(e: impl Into<zcio::Error>) -> c_int {
+    let e = e.into();
+    let c = code_of(&e);
     if matches!(c, libc::EAGAIN | libc::ETIMEDOUT) {
         set_last_code(c);
     } else {
         set_last(&e);
     }
     -c
-}
-
-fn errno(e: zcio::Errno) -> c_int {
-    e.raw_os_error()
-}
-
-impl Code for RegionError {
-    fn code(&self) -> c_int {
-        match self {
-            RegionError::Os { errno: e, .. } => errno(*e),
-            RegionError::BadLength(_) => libc::EINVAL,
-            RegionError::NoMemory { .. } => libc::ENOMEM,
-            _ => libc::EPROTO,
-        }
-    }
-}
-
-impl Code for OpenError {
-    fn code(&self) -> c_int {
-        match self {
-            OpenError::NotFound(_) | OpenError::NoDirectory(_) => libc::ENOENT,
-            OpenError::Exists(_) => libc::EEXIST,
-            OpenError::PermissionDenied(_) => libc::EACCES,
-            OpenError::InvalidName(_) | OpenError::InvalidConfig(_) => libc::EINVAL,
-            OpenError::BadHeader(_) => ZCIO_EBADRING,
-            OpenError::NoSpace { .. } => libc::ENOSPC,
-            OpenError::ProducerBusy(_) => libc::EBUSY,
-            OpenError::NoSlot(_) => libc::EUSERS,
-            OpenError::WrongLayout(_) => libc::EOPNOTSUPP,
-            OpenError::Os(e) => errno(*e),
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for WriteError {
-    fn code(&self) -> c_int {
-        match self {
-            WriteError::WouldBlock => libc::EAGAIN,
-            WriteError::TimedOut => libc::ETIMEDOUT,
-            WriteError::Dropped => ZCIO_EDROPPED,
-            WriteError::TooLarge { .. } => libc::EMSGSIZE,
-            WriteError::NotIndexable => libc::EOPNOTSUPP,
-            WriteError::TooManySources(_) => libc::ENOSPC,
-            WriteError::Corrupt(_) => ZCIO_ECORRUPT,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for ReadError {
-    fn code(&self) -> c_int {
-        match self {
-            ReadError::WouldBlock => libc::EAGAIN,
-            ReadError::TimedOut => libc::ETIMEDOUT,
-            ReadError::ProducerDied(_) => libc::EPIPE,
-            ReadError::ProducerFailed { .. } => ZCIO_EPRODFAIL,
-            ReadError::Lapped => ZCIO_ELAPPED,
-            ReadError::BufferTooSmall { .. } => libc::EMSGSIZE,
-            ReadError::Unsupported(_) => libc::EOPNOTSUPP,
-            ReadError::Source(_) => libc::ENOENT,
-            ReadError::Corrupt(_) => ZCIO_ECORRUPT,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for ConnectError {
-    fn code(&self) -> c_int {
-        match self {
-            ConnectError::Os { errno: e, .. } | ConnectError::Listen { errno: e, .. } => errno(*e),
-            ConnectError::Refused => libc::EACCES,
-            ConnectError::Protocol(_) => libc::EPROTO,
-            ConnectError::TimedOut => libc::ETIMEDOUT,
-            ConnectError::Region(r) => r.code(),
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for AllocError {
-    fn code(&self) -> c_int {
-        match self {
-            AllocError::WouldBlock(_) => libc::ENOBUFS,
-            AllocError::TimedOut(_) => libc::ETIMEDOUT,
-            AllocError::BadSize(0, _) => libc::EINVAL,
-            AllocError::BadSize(..) => libc::EMSGSIZE,
-            AllocError::Unsatisfiable { .. } => libc::ENOSPC,
-            AllocError::Region(r) => r.code(),
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for SendErrorKind {
-    fn code(&self) -> c_int {
-        match self {
-            SendErrorKind::Full => libc::EAGAIN,
-            SendErrorKind::TimedOut => libc::ETIMEDOUT,
-            SendErrorKind::Disconnected => libc::EPIPE,
-            SendErrorKind::TooManyInFlight(_) => libc::ENOBUFS,
-            SendErrorKind::Empty => libc::EINVAL,
-            SendErrorKind::TooLarge(_) => libc::EMSGSIZE,
-            SendErrorKind::Os(e) => errno(*e),
-            SendErrorKind::Corrupt => ZCIO_ECORRUPT,
-            SendErrorKind::HoldExpired => libc::ECONNABORTED,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for RecvTimeoutError {
-    fn code(&self) -> c_int {
-        match self {
-            RecvTimeoutError::TimedOut => libc::ETIMEDOUT,
-            RecvTimeoutError::Disconnected => libc::EPIPE,
-            RecvTimeoutError::Malformed(_) => libc::EBADMSG,
-            RecvTimeoutError::Corrupt => ZCIO_ECORRUPT,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for RecvError {
-    fn code(&self) -> c_int {
-        RecvTimeoutError::from(*self).code()
-    }
-}
-
-impl Code for TryRecvError {
-    fn code(&self) -> c_int {
-        match self {
-            TryRecvError::Empty => libc::EAGAIN,
-            TryRecvError::Disconnected => libc::EPIPE,
-            TryRecvError::Malformed(_) => libc::EBADMSG,
-            TryRecvError::Corrupt => ZCIO_ECORRUPT,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for MsgError {
-    fn code(&self) -> c_int {
-        match self {
-            MsgError::TooManySlices(_) => libc::EMSGSIZE,
-            MsgError::OutOfRange { .. } => libc::ERANGE,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for SpliceError {
-    fn code(&self) -> c_int {
-        match self {
-            SpliceError::Io { errno: e, .. } | SpliceError::Setup { errno: e, .. } => errno(*e),
-            SpliceError::Unsuitable { .. } | SpliceError::SameFile { .. } => libc::EINVAL,
-            SpliceError::Short { .. } => libc::EIO,
-            SpliceError::Spec { errno: e, .. } => e.map_or(libc::EINVAL, errno),
-            SpliceError::SinkClosed => libc::EPIPE,
-            SpliceError::Module { .. } => ZCIO_EMODULE,
-            SpliceError::Zcio { .. } => libc::EIO,
-            SpliceError::Stopped => libc::ECANCELED,
-            SpliceError::Busy => libc::EBUSY,
-            SpliceError::WorkerGone => ZCIO_EPANIC,
-        }
-    }
-}
-
-impl Code for ModuleError {
-    fn code(&self) -> c_int {
-        match self {
-            ModuleError::Unknown { .. } | ModuleError::NotInStack(_) => libc::ENOENT,
-            ModuleError::BadArgs { .. } | ModuleError::Control { .. } => libc::EINVAL,
-            ModuleError::Alloc { .. } => libc::ENOBUFS,
-            ModuleError::BadInput { .. } => libc::EBADMSG,
-            ModuleError::Load { .. } => libc::ELIBBAD,
-            _ => ZCIO_EMODULE,
-        }
-    }
 }
 
 /// Texts of the errno values 1..=133, from the C library (built once).
@@ -447,11 +280,50 @@ mod tests {
         let e = zcio::splice::open_spec("/nonexistent/zcio-c-test", zcio::splice::Role::Source)
             .err()
             .unwrap();
-        assert_eq!(e.code(), libc::ENOENT, "{e}");
+        assert_eq!(code_of(&e.clone().into()), libc::ENOENT, "{e}");
         let e = zcio::splice::open_spec("fd:x", zcio::splice::Role::Source)
             .err()
             .unwrap();
-        assert_eq!(e.code(), libc::EINVAL, "{e}");
+        assert_eq!(code_of(&e.clone().into()), libc::EINVAL, "{e}");
+    }
+
+    #[test]
+    fn one_situation_has_one_code_on_every_transport() {
+        use zcio::ring::{ReadError, WriteError};
+        let would_block: Vec<zcio::Error> = vec![
+            zcio::SendErrorKind::WouldBlock.into(),
+            zcio::TryRecvError::WouldBlock.into(),
+            ReadError::WouldBlock.into(),
+            WriteError::WouldBlock.into(),
+            zcio::AllocError::WouldBlock("p".into()).into(),
+            zcio::rendezvous::RendezvousRecvError::WouldBlock.into(),
+            zcio::asyncipc::AsyncError::WouldBlock.into(),
+            zcio::semantics::ArenaError::WouldBlock {
+                pages: 1,
+                capacity: 1,
+            }
+            .into(),
+        ];
+        for e in &would_block {
+            assert_eq!(code_of(e), libc::EAGAIN, "{e}");
+        }
+        let gone: Vec<zcio::Error> = vec![
+            zcio::SendErrorKind::Disconnected.into(),
+            zcio::RecvError::Disconnected.into(),
+            ReadError::Disconnected { pid: 7 }.into(),
+            zcio::rendezvous::RendezvousSendError::Disconnected.into(),
+            zcio::asyncipc::AsyncError::Disconnected.into(),
+        ];
+        for e in &gone {
+            assert_eq!(code_of(e), libc::EPIPE, "{e}");
+        }
+        let e: zcio::Error = zcio::RegionError::Os {
+            op: "x",
+            errno: zcio::Errno::NOSPC,
+        }
+        .into();
+        assert_eq!(code_of(&e), libc::ENOSPC);
+        assert_eq!(code_of(&ReadError::Lapped.into()), ZCIO_ELAPPED);
     }
 
     #[test]

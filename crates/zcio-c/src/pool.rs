@@ -242,7 +242,7 @@ pub unsafe extern "C" fn zcio_buf_alloc(
 }
 
 /// `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
-/// does not wait (`-ENOBUFS` when the pool is exhausted), < 0 waits up to
+/// does not wait (`-EAGAIN` when the pool is exhausted), < 0 waits up to
 /// 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
 ///
 /// # Safety

@@ -118,8 +118,8 @@ pub struct zcio_ring_stats {
 ///
 /// On success stores a new handle in `*out` (free it with
 /// `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags,
-/// mode or size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY`
-/// (another live producer), `-EUSERS` (no consumer slot left),
+/// mode or size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC` (no room for
+/// the ring, or no consumer slot left), `-EBUSY` (another live producer),
 /// `-ZCIO_EBADRING`.
 ///
 /// # Safety

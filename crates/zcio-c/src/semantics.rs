@@ -11,12 +11,11 @@ use std::ffi::{c_char, c_int, c_void};
 use std::time::{Duration, Instant};
 
 use zcio::semantics::{
-    ArenaBuf, ArenaError, Delivery, InputError, OutputError, OwnedBuf, Received, SemanticConfig,
-    SemanticEndpoint, Semantics, SetupError,
+    ArenaBuf, Delivery, InputError, OwnedBuf, Received, SemanticConfig, SemanticEndpoint, Semantics,
 };
 
 use crate::chan::zcio_channel;
-use crate::error::{einval, fail, guard, Code};
+use crate::error::{einval, fail, guard};
 use crate::{ssize_t, str_arg};
 
 /// The eight buffering semantics (`zcio_semantics_name` gives the names
@@ -182,61 +181,6 @@ pub struct zcio_owned {
     b: Option<OwnedBuf>,
 }
 
-// ---------------------------------------------------------------- errors
-
-impl Code for ArenaError {
-    fn code(&self) -> c_int {
-        match self {
-            ArenaError::BadCapacity(_) => libc::EINVAL,
-            ArenaError::Region(r) => r.code(),
-            ArenaError::Os { errno, .. } => errno.raw_os_error(),
-            ArenaError::TooMany => libc::EMFILE,
-            ArenaError::Full { .. } => libc::ENOBUFS,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for SetupError {
-    fn code(&self) -> c_int {
-        match self {
-            SetupError::Arena(a) => a.code(),
-            SetupError::Alloc(a) => a.code(),
-            SetupError::Send(k) => k.code(),
-            SetupError::Recv(r) => r.code(),
-            SetupError::BadHello => libc::EPROTO,
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for OutputError {
-    fn code(&self) -> c_int {
-        match self {
-            OutputError::Empty => libc::EINVAL,
-            OutputError::Alloc(a) => a.code(),
-            OutputError::Arena(a) => a.code(),
-            OutputError::Send(k) => k.code(),
-            OutputError::Msg(m) => m.code(),
-            OutputError::Os(e) => e.raw_os_error(),
-            _ => libc::EIO,
-        }
-    }
-}
-
-impl Code for InputError {
-    fn code(&self) -> c_int {
-        match self {
-            InputError::Recv(r) => r.code(),
-            InputError::TooShort { .. } => libc::EMSGSIZE,
-            InputError::Malformed(_) => libc::EBADMSG,
-            InputError::Alloc(_) => libc::ENOBUFS,
-            InputError::Os(e) => e.raw_os_error(),
-            _ => libc::EIO,
-        }
-    }
-}
-
 // ------------------------------------------------------------- semantics
 
 const SEMS: [zcio_semantics; 8] = [
@@ -365,7 +309,7 @@ pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_confi
 /// channel is still yours; otherwise — success or any other failure — the
 /// endpoint took it (the handle is freed; on failure the channel is
 /// closed). Errors: `-EINVAL`, `-ETIMEDOUT` (no hello), `-EPIPE` (the peer
-/// left), `-EPROTO` (the peer is not an endpoint), `-ENOBUFS`/`-ENOMEM`,
+/// left), `-EPROTO` (the peer is not an endpoint), `-EAGAIN`/`-ENOMEM`,
 /// or a negative errno.
 ///
 /// # Safety
@@ -498,7 +442,7 @@ fn delivery(d: Delivery) -> c_int {
 /// held at the call — except under the weak semantics, see `enum
 /// zcio_semantics`). Returns the delivery (`enum zcio_delivery`) or a
 /// negative code: `-EINVAL` (NULL, `len` 0, bad `sem`), `-EPIPE` (the peer
-/// is gone), `-ENOBUFS`, `-ETIMEDOUT`, ...
+/// is gone), `-EAGAIN` (no room now), `-ETIMEDOUT`, ...
 ///
 /// Only memory from `zcio_arena_alloc` of this endpoint can go without a
 /// copy; any other memory (malloc, the stack) is copied, whatever `sem`
@@ -791,7 +735,7 @@ pub unsafe extern "C" fn zcio_endpoint_close(ep: *mut zcio_endpoint) {
 /// Only memory from here is zero-copy: output lends (and write-protects)
 /// its pages, input swaps pages into it; malloc memory is always copied.
 /// Stores the handle in `*out` (free it with `zcio_arena_buf_free`).
-/// Returns 0, `-EINVAL`, or `-ENOBUFS` (the arena is full).
+/// Returns 0, `-EINVAL`, or `-EAGAIN` (the arena is full now).
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
@@ -868,7 +812,7 @@ fn owned_handle(b: OwnedBuf) -> *mut zcio_owned {
 /// A system-allocated buffer of `len` bytes for the endpoint's output
 /// semantics (a fresh region under move, arena pages otherwise). Fill it
 /// through `zcio_owned_data` and hand it over with
-/// `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-ENOBUFS`.
+/// `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-EAGAIN`.
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.

@@ -20,7 +20,7 @@ use zcio::splice::{
     Association, Completion, Increment, IoObject, MoverKind, Next, Remote, SpliceError, Status,
 };
 
-use crate::error::{einval, fail, fail_msg, guard, set_last, Code};
+use crate::error::{code_of, einval, fail, fail_msg, guard, set_last};
 use crate::{ssize_t, str_arg, Timeout};
 
 /// `zcio_assoc_run` / `zcio_assoc_start`: the default increment (zcio
@@ -143,7 +143,7 @@ fn completion(c: &Completion) -> zcio_completion {
         error: match &c.error {
             Some(e) => {
                 set_last(e);
-                -e.code()
+                -code_of(&e.clone().into())
             }
             None => 0,
         },
@@ -984,7 +984,7 @@ pub unsafe extern "C" fn zcio_cp(
 /// under the name it declares, for `zcio_assoc_push` and `zcio_cp` in
 /// this process. The name is copied to `name` (`cap` bytes, like
 /// `zcio_assoc_control`'s reply; may be NULL when `cap` is 0). Returns the
-/// name's length, `-ELIBBAD` (not a loadable zcio module: missing file or
+/// name's length, `-ZCIO_EMODULE` (not a loadable zcio module: missing file or
 /// symbol, wrong ABI version; see `zcio_last_error`) or `-EINVAL`.
 ///
 /// Trust: loading runs the object's initialisers, and its functions run

@@ -550,7 +550,7 @@ fn copy_out(
                     }
                 }
             }
-            Err(ReadError::ProducerDied(pid)) => bail!(
+            Err(ReadError::Disconnected { pid }) => bail!(
                 "producer died (pid {pid}) without closing ring {}: the output is incomplete",
                 cons.ring().name()
             ),

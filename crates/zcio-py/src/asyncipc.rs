@@ -134,7 +134,7 @@ impl Ticket {
     #[getter]
     fn error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         match self.t.status() {
-            TicketStatus::Failed(e) => Some(errors::async_ipc(py, e).into_value(py).into_any()),
+            TicketStatus::Failed(e) => Some(errors::raise(py, e).into_value(py).into_any()),
             _ => None,
         }
     }
@@ -152,8 +152,8 @@ impl Ticket {
             },
         )?;
         match got {
-            Some(r) => r.map_err(|e| errors::async_ipc(py, e)),
-            None => Err(errors::async_ipc(py, AsyncError::TimedOut)),
+            Some(r) => r.map_err(|e| errors::raise(py, e)),
+            None => Err(errors::raise(py, AsyncError::TimedOut)),
         }
     }
 
@@ -206,11 +206,11 @@ impl Reply {
     /// if receiving failed); never waits.
     fn try_take(&self, py: Python<'_>) -> PyResult<Option<Message>> {
         if let Some(v) = self.cached() {
-            return v.map(Some).map_err(|e| errors::async_ipc(py, e));
+            return v.map(Some).map_err(|e| errors::raise(py, e));
         }
         match self.h.try_take() {
             None => Ok(None),
-            Some(r) => self.keep(r).map(Some).map_err(|e| errors::async_ipc(py, e)),
+            Some(r) => self.keep(r).map(Some).map_err(|e| errors::raise(py, e)),
         }
     }
 
@@ -218,7 +218,7 @@ impl Reply {
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Message> {
         if let Some(v) = self.cached() {
-            return v.map_err(|e| errors::async_ipc(py, e));
+            return v.map_err(|e| errors::raise(py, e));
         }
         let h = &self.h;
         let got = blocking(
@@ -232,11 +232,11 @@ impl Reply {
         match got {
             // Another thread collected it first: its outcome is kept.
             Some(Err(AsyncError::Taken)) => match self.cached() {
-                Some(v) => v.map_err(|e| errors::async_ipc(py, e)),
-                None => Err(errors::async_ipc(py, AsyncError::Taken)),
+                Some(v) => v.map_err(|e| errors::raise(py, e)),
+                None => Err(errors::raise(py, AsyncError::Taken)),
             },
-            Some(r) => self.keep(r).map_err(|e| errors::async_ipc(py, e)),
-            None => Err(errors::async_ipc(py, AsyncError::TimedOut)),
+            Some(r) => self.keep(r).map_err(|e| errors::raise(py, e)),
+            None => Err(errors::raise(py, AsyncError::TimedOut)),
         }
     }
 
@@ -314,7 +314,7 @@ impl AsyncEndpoint {
         let a = self.get()?;
         a.send(msg)
             .map(|t| Ticket { t })
-            .map_err(|e| errors::async_ipc(py, e.into_parts().0))
+            .map_err(|e| errors::raise(py, e.into_parts().0))
     }
 
     /// call(label, words=()) -> Reply: queue a request; the partner's next
@@ -330,7 +330,7 @@ impl AsyncEndpoint {
         let a = self.get()?;
         a.call(msg)
             .map(Reply::new)
-            .map_err(|e| errors::async_ipc(py, e.into_parts().0))
+            .map_err(|e| errors::raise(py, e.into_parts().0))
     }
 
     /// post() -> Reply: a receive collected later (most recent served first).
@@ -347,7 +347,7 @@ impl AsyncEndpoint {
             return py
                 .detach(|| a.try_recv())
                 .map(Message::from_rust)
-                .map_err(|e| errors::async_ipc(py, e));
+                .map_err(|e| errors::raise(py, e));
         }
         let inner = &self.inner;
         let got = blocking(py, Deadline::new(t), |slice| {
@@ -361,9 +361,9 @@ impl AsyncEndpoint {
         })?;
         match got {
             Some(Ok(m)) => Ok(Message::from_rust(m)),
-            Some(Err(Some(e))) => Err(errors::async_ipc(py, e)),
+            Some(Err(Some(e))) => Err(errors::raise(py, e)),
             Some(Err(None)) => Err(errors::closed("async endpoint")),
-            None => Err(errors::async_ipc(py, AsyncError::TimedOut)),
+            None => Err(errors::raise(py, AsyncError::TimedOut)),
         }
     }
 

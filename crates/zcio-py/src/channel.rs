@@ -17,7 +17,7 @@ use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
 
 use crate::array::{self, Header};
 use crate::buffer::{self, Exported};
-use crate::errors::{self, Kind};
+use crate::errors::{self, Class};
 use crate::listen;
 use crate::msg::{Msg, MsgView};
 use crate::numpy;
@@ -37,7 +37,7 @@ impl Listener {
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let l = zcio::Listener::bind(&path, ChannelConfig::default())
-            .map_err(|e| errors::connect(py, &e))?;
+            .map_err(|e| errors::raise(py, e))?;
         Ok(Self {
             inner: Mutex::new(Some(l)),
             path,
@@ -175,7 +175,7 @@ impl Channel {
                 Ok(()) => Some(Ok(())),
                 Err(e) => match e.kind() {
                     SendErrorKind::TimedOut
-                    | SendErrorKind::Full
+                    | SendErrorKind::WouldBlock
                     | SendErrorKind::TooManyInFlight(_) => {
                         pending = Some(e.into_inner());
                         None
@@ -186,9 +186,9 @@ impl Channel {
         })?;
         match got {
             Some(Ok(())) => Ok(()),
-            Some(Err(k)) => Err(errors::send(py, k)),
-            None if w.try_ => Err(errors::send(py, SendErrorKind::Full)),
-            None => Err(errors::send(py, SendErrorKind::TimedOut)),
+            Some(Err(k)) => Err(errors::raise(py, k)),
+            None if w.try_ => Err(errors::raise(py, SendErrorKind::WouldBlock)),
+            None => Err(errors::raise(py, SendErrorKind::TimedOut)),
         }
     }
 
@@ -226,7 +226,7 @@ impl Channel {
             // SAFETY: as argued just above.
             unsafe { buffer::copy(py, src, dst, len) };
         }
-        let f = b.freeze().map_err(|e| errors::region(py, &e.error))?;
+        let f = b.freeze().map_err(|e| errors::raise(py, e.error))?;
         Ok(zcio::Msg::from(f))
     }
 
@@ -237,7 +237,7 @@ impl Channel {
         let chan = &*guard;
         let m = if t.is_try() {
             py.detach(|| chan.try_recv())
-                .map_err(|e| errors::try_recv(py, e))?
+                .map_err(|e| errors::raise(py, e))?
         } else {
             let got = blocking(py, Deadline::new(t), |slice| {
                 match chan.recv_timeout(slice) {
@@ -246,8 +246,8 @@ impl Channel {
                 }
             })?;
             match got {
-                Some(r) => r.map_err(|e| errors::recv(py, e))?,
-                None => return Err(errors::recv(py, RecvTimeoutError::TimedOut)),
+                Some(r) => r.map_err(|e| errors::raise(py, e))?,
+                None => return Err(errors::raise(py, RecvTimeoutError::TimedOut)),
             }
         };
         Bound::new(py, Msg::from_msg(m))
@@ -255,7 +255,7 @@ impl Channel {
 
     /// Decode the array of a received message.
     fn array_of<'py>(py: Python<'py>, msg: &Bound<'py, Msg>) -> PyResult<Bound<'py, PyAny>> {
-        let bad = |text: String| errors::err(py, Kind::Malformed, text, None);
+        let bad = |text: String| errors::err(py, Class::Malformed, text, None);
         let m = msg.get();
         let total = m.byte_len();
         let mut fixed = [0u8; array::FIXED];
@@ -384,10 +384,10 @@ impl Channel {
         })?;
         match got {
             Some(Ok(c)) => Channel::wrap(py, c, pool),
-            Some(Err(e)) => Err(errors::connect(py, &e)),
+            Some(Err(e)) => Err(errors::raise(py, e)),
             None => Err(errors::err(
                 py,
-                Kind::TimedOut,
+                Class::TimedOut,
                 format!("nobody accepted at {} before the timeout", path.display()),
                 None,
             )),
@@ -400,7 +400,7 @@ impl Channel {
     fn pair(py: Python<'_>) -> PyResult<(Channel, Channel)> {
         let (a, b) = py
             .detach(|| zcio::Channel::pair(ChannelConfig::default()))
-            .map_err(|e| errors::connect(py, &e))?;
+            .map_err(|e| errors::raise(py, e))?;
         Ok((Channel::wrap(py, a, None)?, Channel::wrap(py, b, None)?))
     }
 

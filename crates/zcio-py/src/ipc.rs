@@ -15,10 +15,11 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use zcio::rendezvous::{self as rdv, IpcError, WORDS};
+use zcio::rendezvous::{self as rdv, WORDS};
+use zcio::ErrorKind;
 use zcio::{ConnectError, Errno, PeerCred};
 
-use crate::errors::{self, Kind};
+use crate::errors::{self, Class};
 use crate::listen;
 use crate::wait::{blocking, Deadline, Timeout};
 
@@ -127,7 +128,7 @@ impl RendezvousListener {
     /// RendezvousListener(path)
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let l = rdv::RendezvousListener::bind(&path).map_err(|e| errors::connect(py, &e))?;
+        let l = rdv::RendezvousListener::bind(&path).map_err(|e| errors::raise(py, e))?;
         Ok(Self {
             inner: Mutex::new(Some(l)),
             path,
@@ -181,7 +182,7 @@ pub struct Rendezvous {
 
 /// Why a sliced operation ended without a result.
 enum Stop {
-    Ipc(IpcError),
+    Ipc(zcio::Error),
     Closed,
 }
 
@@ -225,11 +226,13 @@ impl Rendezvous {
         py: Python<'_>,
         deadline: Deadline,
         try_: bool,
-        op: impl Fn(&rdv::Rendezvous, Option<Duration>) -> Result<T, IpcError> + Send + Sync,
+        op: impl Fn(&rdv::Rendezvous, Option<Duration>) -> Result<T, zcio::Error> + Send + Sync,
     ) -> PyResult<T> {
         if try_ {
             let ep = self.get()?;
-            return py.detach(|| op(&ep, None)).map_err(|e| errors::ipc(py, e));
+            return py
+                .detach(|| op(&ep, None))
+                .map_err(|e| errors::raise(py, e));
         }
         let inner = &self.inner;
         let got = blocking(py, deadline, |slice| {
@@ -237,15 +240,15 @@ impl Rendezvous {
                 return Some(Err(Stop::Closed));
             };
             match op(&ep, Some(slice)) {
-                Err(IpcError::TimedOut) => None,
+                Err(e) if e.kind() == ErrorKind::TimedOut => None,
                 r => Some(r.map_err(Stop::Ipc)),
             }
         })?;
         match got {
             Some(Ok(v)) => Ok(v),
-            Some(Err(Stop::Ipc(e))) => Err(errors::ipc(py, e)),
+            Some(Err(Stop::Ipc(e))) => Err(errors::raise(py, e)),
             Some(Err(Stop::Closed)) => Err(errors::closed("endpoint")),
-            None => Err(errors::ipc(py, IpcError::TimedOut)),
+            None => Err(errors::raise(py, rdv::RendezvousRecvError::TimedOut)),
         }
     }
 
@@ -257,15 +260,15 @@ impl Rendezvous {
         try_: bool,
     ) -> PyResult<()> {
         self.run(py, deadline, try_, |ep, slice| match slice {
-            None => ep.try_send(msg),
-            Some(s) => ep.send_timeout(msg, s),
+            None => ep.try_send(msg).map_err(zcio::Error::from),
+            Some(s) => ep.send_timeout(msg, s).map_err(zcio::Error::from),
         })
     }
 
     fn recv_with(&self, py: Python<'_>, deadline: Deadline, try_: bool) -> PyResult<Message> {
         self.run(py, deadline, try_, |ep, slice| match slice {
-            None => ep.try_recv(),
-            Some(s) => ep.recv_timeout(s),
+            None => ep.try_recv().map_err(zcio::Error::from),
+            Some(s) => ep.recv_timeout(s).map_err(zcio::Error::from),
         })
         .map(Message::from_rust)
     }
@@ -306,10 +309,10 @@ impl Rendezvous {
         })?;
         match got {
             Some(Ok(ep)) => Ok(Rendezvous::wrap(ep)),
-            Some(Err(e)) => Err(errors::connect(py, &e)),
+            Some(Err(e)) => Err(errors::raise(py, e)),
             None => Err(errors::err(
                 py,
-                Kind::TimedOut,
+                Class::TimedOut,
                 format!("nobody accepted at {} before the timeout", path.display()),
                 None,
             )),
@@ -421,7 +424,7 @@ pub fn recv_any(
         let r = &refs;
         match blocking(py, Deadline::new(t), |slice| {
             match rdv::recv_any_timeout(r, slice) {
-                Err(IpcError::TimedOut) => None,
+                Err(rdv::RendezvousRecvError::TimedOut) => None,
                 x => Some(x),
             }
         })? {
@@ -431,7 +434,7 @@ pub fn recv_any(
     };
     match got {
         Ok(Some((i, m))) => Ok((i, Message::from_rust(m))),
-        Ok(None) => Err(errors::ipc(py, IpcError::TimedOut)),
-        Err(e) => Err(errors::ipc(py, e)),
+        Ok(None) => Err(errors::raise(py, rdv::RendezvousRecvError::TimedOut)),
+        Err(e) => Err(errors::raise(py, e)),
     }
 }

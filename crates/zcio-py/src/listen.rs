@@ -8,7 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use zcio::{ConnectError, Errno};
 
-use crate::errors::{self, Kind};
+use crate::errors::{self, Class};
 use crate::wait::{blocking, Deadline, Timeout};
 
 /// Accept one connection on the listener in `slot`, waiting as `timeout`
@@ -44,11 +44,11 @@ where
     })?;
     match got {
         Some(Ok(c)) => Ok(c),
-        Some(Err(Some(e))) => Err(errors::connect(py, &e)),
+        Some(Err(Some(e))) => Err(errors::raise(py, e)),
         Some(Err(None)) => Err(errors::closed(what)),
         None => Err(errors::err(
             py,
-            Kind::TimedOut,
+            Class::TimedOut,
             "no connection before the timeout",
             None,
         )),

@@ -49,7 +49,7 @@ impl Pool {
             // A fresh sealed region per buffer: never exhausted, never waits.
             return py
                 .detach(|| pool.alloc_secured(len))
-                .map_err(|e| errors::alloc(py, &e));
+                .map_err(|e| errors::raise(py, e));
         }
         let got = blocking(py, deadline, |slice| {
             let r = if slice.is_zero() {
@@ -63,14 +63,14 @@ impl Pool {
             }
         })?;
         match got {
-            Some(r) => r.map_err(|e| errors::alloc(py, &e)),
-            None if try_ => Err(errors::alloc(
+            Some(r) => r.map_err(|e| errors::raise(py, e)),
+            None if try_ => Err(errors::raise(
                 py,
-                &AllocError::WouldBlock(pool.config().name.clone()),
+                AllocError::WouldBlock(pool.config().name.clone()),
             )),
             None => Err(errors::err(
                 py,
-                errors::Kind::AllocTimedOut,
+                errors::Class::AllocTimedOut,
                 format!(
                     "pool '{}' stayed exhausted for the whole timeout; receivers release buffers by dropping messages and their views",
                     pool.config().name
@@ -291,7 +291,7 @@ impl PoolBuffer {
             }
             Err(e) => {
                 *st = BufState::Frozen(e.buf);
-                Err(errors::region(py, &e.error))
+                Err(errors::raise(py, e.error))
             }
         }
     }

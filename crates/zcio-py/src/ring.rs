@@ -25,7 +25,7 @@ use zcio::ring::{
 };
 
 use crate::buffer::{self, Exported, SendPtr};
-use crate::errors::{self, Kind};
+use crate::errors::{self, Class};
 use crate::wait::{blocking, Deadline, Timeout};
 use zcio::View;
 
@@ -68,8 +68,8 @@ fn open_map(py: Python<'_>, name: &str, deadline: Deadline) -> PyResult<Arc<Ring
         r => Some(r),
     })?;
     match got {
-        Some(r) => r.map_err(|e| errors::ring_open(py, &e)),
-        None => Err(errors::ring_open(py, &OpenError::NotFound(name.to_owned()))),
+        Some(r) => r.map_err(|e| errors::raise(py, e)),
+        None => Err(errors::raise(py, OpenError::NotFound(name.to_owned()))),
     }
 }
 
@@ -127,7 +127,7 @@ impl RingProducer {
                 };
                 Producer::attach(map)
             })
-            .map_err(|e| errors::ring_open(py, &e))?;
+            .map_err(|e| errors::raise(py, e))?;
         let g = *p.geometry();
         Ok(Self {
             name,
@@ -212,11 +212,11 @@ impl RingProducer {
             })?;
             match got {
                 Some(Ok(k)) => done += k,
-                Some(Err(Some(e))) => return Err(errors::ring_write(py, &e)),
+                Some(Err(Some(e))) => return Err(errors::raise(py, e)),
                 Some(Err(None)) => return Err(errors::closed("ring producer")),
                 None if done > 0 => return Ok(done),
-                None if t.is_try() => return Err(errors::ring_write(py, &WriteError::WouldBlock)),
-                None => return Err(errors::ring_write(py, &WriteError::TimedOut)),
+                None if t.is_try() => return Err(errors::raise(py, WriteError::WouldBlock)),
+                None => return Err(errors::raise(py, WriteError::TimedOut)),
             }
             if done >= total || self.layout != Layout::Continuous {
                 drop(src);
@@ -288,7 +288,7 @@ impl RingProducer {
 
     /// unlink(): remove the ring's name (attached processes keep using it).
     fn unlink(&self, py: Python<'_>) -> PyResult<()> {
-        zcio::ring::unlink(&self.name).map_err(|e| errors::ring_open(py, &e))
+        zcio::ring::unlink(&self.name).map_err(|e| errors::raise(py, e))
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -346,12 +346,12 @@ fn refused(py: Python<'_>, r: Refused) -> PyErr {
         Refused::Closed => errors::closed("ring consumer"),
         Refused::PeekOutstanding => errors::err(
             py,
-            Kind::Ring,
+            Class::Ring,
             "a peeked block is outstanding: release() it first",
             None,
         ),
         Refused::Poisoned => errors::internal("ring consumer lock poisoned"),
-        Refused::Read(e) => errors::ring_read(py, &e),
+        Refused::Read(e) => errors::raise(py, e),
     }
 }
 
@@ -394,8 +394,8 @@ impl RingConsumer {
         match got {
             Some(Ok(v)) => Ok(v),
             Some(Err(r)) => Err(refused(py, r)),
-            None if t.is_try() => Err(errors::ring_read(py, &ReadError::WouldBlock)),
-            None => Err(errors::ring_read(py, &ReadError::TimedOut)),
+            None if t.is_try() => Err(errors::raise(py, ReadError::WouldBlock)),
+            None => Err(errors::raise(py, ReadError::TimedOut)),
         }
     }
 }
@@ -414,7 +414,7 @@ impl RingConsumer {
         let map = open_map(py, &name, Deadline::new(Timeout::from_py(timeout)?))?;
         let cons = py
             .detach(|| Consumer::attach(map, start))
-            .map_err(|e| errors::ring_open(py, &e))?;
+            .map_err(|e| errors::raise(py, e))?;
         Ok(Self {
             st: Arc::new(Mutex::new(ConsState {
                 cons: Some(cons),
@@ -637,7 +637,7 @@ impl RingConsumer {
             let r = c.readiness().map_err(|e| {
                 errors::err(
                     py,
-                    Kind::Ring,
+                    Class::Ring,
                     format!("eventfd: {e}"),
                     Some(e.raw_os_error()),
                 )
@@ -826,7 +826,7 @@ impl Peek {
             .as_mut()
             .ok_or_else(|| errors::internal("consumer gone under a peek"))?;
         let r = match c.resume(d) {
-            Ok(pk) => pk.release().map_err(|e| errors::ring_read(py, &e)),
+            Ok(pk) => pk.release().map_err(|e| errors::raise(py, e)),
             Err(_) => Err(errors::internal("stale peek")),
         };
         r
@@ -893,11 +893,11 @@ impl Peek {
 /// ring_unlink(name): remove a ring's name.
 #[pyfunction]
 pub(crate) fn ring_unlink(py: Python<'_>, name: &str) -> PyResult<()> {
-    zcio::ring::unlink(name).map_err(|e| errors::ring_open(py, &e))
+    zcio::ring::unlink(name).map_err(|e| errors::raise(py, e))
 }
 
 /// ring_list() -> list[str]: names of existing rings.
 #[pyfunction]
 pub(crate) fn ring_list(py: Python<'_>) -> PyResult<Vec<String>> {
-    zcio::ring::list().map_err(|e| errors::ring_open(py, &e))
+    zcio::ring::list().map_err(|e| errors::raise(py, e))
 }

@@ -16,83 +16,16 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zcio::semantics::{
-    ArenaBuf, ArenaError, Delivery, InputError, OutputError, OwnedBuf, SemanticConfig,
-    SemanticEndpoint as RsSemanticEndpoint, Semantics, SetupError,
+    ArenaBuf, Delivery, InputError, OwnedBuf, SemanticConfig,
+    SemanticEndpoint as RsSemanticEndpoint, Semantics,
 };
-use zcio::{RecvError, RecvTimeoutError};
+use zcio::RecvError;
 
 use crate::array::{self, Header};
 use crate::buffer::{self, Exported, SendPtr};
 use crate::channel::Channel;
-use crate::errors::{self, Kind};
+use crate::errors::{self, Class};
 use crate::wait::{blocking, Deadline, Timeout};
-
-// ---------------------------------------------------------------- errors
-
-fn arena_err(py: Python<'_>, e: &ArenaError) -> PyErr {
-    let text = e.to_string();
-    match e {
-        ArenaError::BadCapacity(_) => PyValueError::new_err(text),
-        ArenaError::Full { .. } => errors::err(py, Kind::PoolExhausted, text, None),
-        ArenaError::Os { errno, .. } => {
-            errors::err(py, Kind::Alloc, text, Some(errno.raw_os_error()))
-        }
-        _ => errors::err(py, Kind::Alloc, text, None),
-    }
-}
-
-fn setup_err(py: Python<'_>, e: SetupError) -> PyErr {
-    match e {
-        SetupError::Arena(a) => arena_err(py, &a),
-        SetupError::Alloc(a) => errors::alloc(py, &a),
-        SetupError::Send(k) => errors::send(py, k),
-        SetupError::Recv(r) => {
-            let text = format!("{}", SetupError::Recv(r));
-            match r {
-                RecvTimeoutError::TimedOut => errors::err(py, Kind::TimedOut, text, None),
-                RecvTimeoutError::Disconnected => errors::err(py, Kind::Disconnected, text, None),
-                _ => errors::recv(py, r),
-            }
-        }
-        e @ SetupError::BadHello => errors::err(py, Kind::Connect, e.to_string(), None),
-        e => errors::err(py, Kind::Base, e.to_string(), None),
-    }
-}
-
-fn output_err(py: Python<'_>, e: OutputError) -> PyErr {
-    match e {
-        OutputError::Empty => PyValueError::new_err(e.to_string()),
-        OutputError::Alloc(a) => errors::alloc(py, &a),
-        OutputError::Arena(a) => arena_err(py, &a),
-        OutputError::Send(k) => errors::send(py, k),
-        OutputError::Os(errno) => errors::err(
-            py,
-            Kind::Base,
-            OutputError::Os(errno).to_string(),
-            Some(errno.raw_os_error()),
-        ),
-        e => errors::err(py, Kind::Base, e.to_string(), None),
-    }
-}
-
-fn input_err(py: Python<'_>, e: InputError) -> PyErr {
-    let text = e.to_string();
-    match e {
-        InputError::Recv(r) => match r {
-            RecvError::Disconnected => errors::err(py, Kind::Disconnected, text, None),
-            r => errors::recv(py, RecvTimeoutError::from(r)),
-        },
-        InputError::TooShort { needed } => {
-            let err = PyValueError::new_err(text);
-            let _ = err.value(py).setattr("needed", needed);
-            err
-        }
-        InputError::Malformed(_) => errors::err(py, Kind::Malformed, text, None),
-        InputError::Alloc(_) => errors::err(py, Kind::Alloc, text, None),
-        InputError::Os(errno) => errors::err(py, Kind::Base, text, Some(errno.raw_os_error())),
-        _ => errors::err(py, Kind::Base, text, None),
-    }
-}
 
 /// A semantics name as Python passes it (`ValueError` listing the names).
 fn parse_sem(name: &str) -> PyResult<Semantics> {
@@ -359,7 +292,7 @@ impl SemanticEndpoint {
         };
         let ep = py
             .detach(|| RsSemanticEndpoint::new(chan, cfg))
-            .map_err(|e| setup_err(py, e))?;
+            .map_err(|e| errors::raise(py, e))?;
         Ok(Self { ep, output, input })
     }
 
@@ -396,7 +329,7 @@ impl SemanticEndpoint {
         })?;
         match got {
             Some(Ok(l)) => Ok(Some(l)),
-            Some(Err(e)) => Err(input_err(py, e)),
+            Some(Err(e)) => Err(errors::raise(py, e)),
             None => Ok(None),
         }
     }
@@ -405,7 +338,7 @@ impl SemanticEndpoint {
         self.wait_next(py, timeout)?.ok_or_else(|| {
             errors::err(
                 py,
-                Kind::TimedOut,
+                Class::TimedOut,
                 "no message arrived before the timeout",
                 None,
             )
@@ -435,7 +368,7 @@ impl SemanticEndpoint {
             ep.output_view(view, sem)
         });
         drop(src);
-        r.map_err(|e| output_err(py, e))
+        r.map_err(|e| errors::raise(py, e))
     }
 
     /// Input the next message into `dst` (exported writable) under `sem`.
@@ -453,7 +386,7 @@ impl SemanticEndpoint {
             let bytes = unsafe { std::slice::from_raw_parts_mut(p.0, n) };
             ep.input_with(bytes, sem)
         });
-        let r = r.map_err(|e| input_err(py, e))?;
+        let r = r.map_err(|e| errors::raise(py, e))?;
         Ok(Received {
             len: r.len,
             swapped_pages: r.swapped_pages,
@@ -477,7 +410,7 @@ impl SemanticEndpoint {
             .ep
             .arena()
             .alloc_at(n, page_offset)
-            .map_err(|e| arena_err(py, &e))?;
+            .map_err(|e| errors::raise(py, e))?;
         Ok(ArenaBuffer {
             buf,
             exports: AtomicUsize::new(0),
@@ -585,7 +518,9 @@ impl SemanticEndpoint {
             return Err(PyValueError::new_err("cannot allocate an empty buffer"));
         }
         let ep = &self.ep;
-        let b = py.detach(|| ep.alloc(n)).map_err(|e| output_err(py, e))?;
+        let b = py
+            .detach(|| ep.alloc(n))
+            .map_err(|e| errors::raise(py, e))?;
         Ok(OwnedBuffer::new(b))
     }
 
@@ -610,7 +545,7 @@ impl SemanticEndpoint {
                 if let Some(b) = back {
                     *ob.lock() = Some(b);
                 }
-                Err(output_err(py, e))
+                Err(errors::raise(py, e))
             }
         }
     }
@@ -630,7 +565,7 @@ impl SemanticEndpoint {
         let ep = &self.ep;
         let b = py
             .detach(|| ep.input_owned_with(sem))
-            .map_err(|e| input_err(py, e))?;
+            .map_err(|e| errors::raise(py, e))?;
         Ok(OwnedBuffer::new(b))
     }
 
@@ -689,7 +624,7 @@ impl SemanticEndpoint {
         hdr.encode_into(&mut head);
         let ep = &self.ep;
         py.detach(|| ep.output_with(&head, Semantics::Copy))
-            .map_err(|e| output_err(py, e))?;
+            .map_err(|e| errors::raise(py, e))?;
         if nbytes == 0 {
             return Ok("copied");
         }
@@ -702,7 +637,7 @@ impl SemanticEndpoint {
             // copy of the array into it.
             let mut b = py
                 .detach(|| ep.alloc(nbytes))
-                .map_err(|e| output_err(py, e))?;
+                .map_err(|e| errors::raise(py, e))?;
             let src = Exported::get(&arr, false)?;
             if src.len() != nbytes {
                 return Err(errors::internal("array buffer length differs from nbytes"));
@@ -714,7 +649,7 @@ impl SemanticEndpoint {
             unsafe { buffer::copy(py, src.ptr(), dst, nbytes) };
             drop(src);
             py.detach(|| ep.output_owned_with(b, sem))
-                .map_err(|e| output_err(py, e.into_parts().0))?
+                .map_err(|e| errors::raise(py, e.into_parts().0))?
         };
         Ok(delivery_name(d))
     }
@@ -728,7 +663,7 @@ impl SemanticEndpoint {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let sem = sem_or(semantics, self.input)?;
-        let bad = |text: String| errors::err(py, Kind::Malformed, text, None);
+        let bad = |text: String| errors::err(py, Class::Malformed, text, None);
         if timeout.is_some() {
             self.wait_or_timeout(py, timeout)?;
         }
@@ -741,7 +676,7 @@ impl SemanticEndpoint {
                     "a message of {needed} bytes is not an array header (expected send_array's)"
                 )))
             }
-            Err(e) => return Err(input_err(py, e)),
+            Err(e) => return Err(errors::raise(py, e)),
         };
         if hlen < array::FIXED {
             return Err(bad(format!(
@@ -786,7 +721,7 @@ impl SemanticEndpoint {
             } else {
                 let b = py
                     .detach(|| ep.input_owned_with(sem))
-                    .map_err(|e| input_err(py, e))?;
+                    .map_err(|e| errors::raise(py, e))?;
                 if b.len() != plen {
                     return Err(bad("array payload length changed".into()));
                 }

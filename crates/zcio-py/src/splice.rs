@@ -43,7 +43,7 @@ fn open_module(py: Python<'_>, spec: &str) -> PyResult<Box<dyn zcio::splice::mod
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .open(spec)
-        .map_err(|e| errors::module(py, &e))
+        .map_err(|e| errors::raise(py, e))
 }
 
 /// `zcio.DEFAULT`: the default increment (zcio chooses: 4 MiB).
@@ -112,7 +112,7 @@ impl Completion {
             error: c
                 .error
                 .as_ref()
-                .map(|e| errors::splice(py, e).into_value(py).into_any()),
+                .map(|e| errors::raise(py, e.clone()).into_value(py).into_any()),
             callback_error: callback_error.map(|e| e.into_value(py).into_any()),
         }
     }
@@ -220,9 +220,9 @@ fn fd_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
     }
     if let Ok(n) = obj.extract::<i64>() {
         return i32::try_from(n).map(Some).map_err(|_| {
-            errors::splice(
+            errors::raise(
                 py,
-                &RsSpliceError::Setup {
+                RsSpliceError::Setup {
                     op: "duplicate the descriptor",
                     errno: zcio::Errno::BADF,
                 },
@@ -252,9 +252,9 @@ fn endpoint(
     };
     if let Some(fd) = fd_of(py, obj)? {
         let bad = |errno| {
-            errors::splice(
+            errors::raise(
                 py,
-                &RsSpliceError::Setup {
+                RsSpliceError::Setup {
                     op: "duplicate the descriptor",
                     errno,
                 },
@@ -264,7 +264,7 @@ fn endpoint(
         if other == Some(owned.as_raw_fd()) {
             return Err(bad(zcio::Errno::BADF));
         }
-        return IoObject::new(owned, format!("fd:{fd}")).map_err(|e| errors::splice(py, &e));
+        return IoObject::new(owned, format!("fd:{fd}")).map_err(|e| errors::raise(py, e));
     }
     let spec: String = if let Ok(s) = obj.extract::<String>() {
         s
@@ -286,7 +286,7 @@ fn endpoint(
     };
     // Connecting or accepting may take a while: without the GIL.
     py.detach(|| open_spec(&spec, role))
-        .map_err(|e| errors::splice(py, &e))
+        .map_err(|e| errors::raise(py, e))
 }
 
 /// Duplicate a descriptor (close-on-exec); the caller keeps its own.
@@ -330,7 +330,7 @@ impl Association {
         let mut g = match self.a.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Err(errors::splice(py, &RsSpliceError::Busy)),
+            Err(TryLockError::WouldBlock) => return Err(errors::raise(py, RsSpliceError::Busy)),
         };
         match g.as_mut() {
             Some(a) => f(a),
@@ -415,9 +415,9 @@ impl Association {
                         let _ = tx.send(a.run(inc));
                     })
                     .map_err(|e| {
-                        errors::splice(
+                        errors::raise(
                             py,
-                            &RsSpliceError::Setup {
+                            RsSpliceError::Setup {
                                 op: "spawn a thread for run",
                                 errno: zcio::Errno::from_io_error(&e).unwrap_or(zcio::Errno::AGAIN),
                             },
@@ -450,7 +450,7 @@ impl Association {
         })?;
         match r {
             Ok(c) => Ok(Completion::new(py, &c, None)),
-            Err(e) => Err(errors::splice(py, &e)),
+            Err(e) => Err(errors::raise(py, e)),
         }
     }
 
@@ -461,7 +461,7 @@ impl Association {
     #[pyo3(signature = (nbytes=None))]
     fn start(&self, py: Python<'_>, nbytes: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let inc = increment(nbytes)?;
-        self.with(py, |a| a.start(inc).map_err(|e| errors::splice(py, &e)))
+        self.with(py, |a| a.start(inc).map_err(|e| errors::raise(py, e)))
     }
 
     /// wait(timeout=None): the next completion of an asynchronous
@@ -507,7 +507,7 @@ impl Association {
     /// path. Between increments only.
     fn push(&self, py: Python<'_>, spec: &str) -> PyResult<()> {
         let m = open_module(py, spec)?;
-        self.with(py, |a| a.push(m).map_err(|e| errors::splice(py, &e)))
+        self.with(py, |a| a.push(m).map_err(|e| errors::raise(py, e)))
     }
 
     /// pop(): pop the module at the sink end (its buffered output is
@@ -517,7 +517,7 @@ impl Association {
     fn pop(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.with(py, |a| match py.detach(|| a.pop()) {
             Ok(m) => Ok(m.map(|m| m.name().to_owned())),
-            Err(e) => Err(errors::splice(py, &e)),
+            Err(e) => Err(errors::raise(py, e)),
         })
     }
 
@@ -528,7 +528,7 @@ impl Association {
     /// report the end at once. Between increments only.
     fn finish(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |a| {
-            py.detach(|| a.finish()).map_err(|e| errors::splice(py, &e))
+            py.detach(|| a.finish()).map_err(|e| errors::raise(py, e))
         })
     }
 
@@ -555,7 +555,7 @@ impl Association {
         };
         self.with(py, |a| {
             a.control(which.as_str(), key, value)
-                .map_err(|e| errors::splice(py, &e))
+                .map_err(|e| errors::raise(py, e))
         })
     }
 
@@ -585,7 +585,7 @@ impl Association {
     fn on_complete(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
         self.with(py, |a| {
             if a.status().active {
-                return Err(errors::splice(py, &RsSpliceError::Busy));
+                return Err(errors::raise(py, RsSpliceError::Busy));
             }
             install_callback(
                 a,
@@ -603,8 +603,7 @@ impl Association {
     /// Between increments only.
     fn set_drop_when_behind(&self, py: Python<'_>, on: bool) -> PyResult<()> {
         self.with(py, |a| {
-            a.set_drop_when_behind(on)
-                .map_err(|e| errors::splice(py, &e))
+            a.set_drop_when_behind(on).map_err(|e| errors::raise(py, e))
         })
     }
 
@@ -725,9 +724,9 @@ pub(crate) fn splice(
             .and_then(|p| p.to_str().map(str::to_owned)),
     };
     let d = endpoint(py, dst, Role::Sink, None, src_spec.as_deref())?;
-    let mut a = RsAssociation::new(s, d).map_err(|e| errors::splice(py, &e))?;
+    let mut a = RsAssociation::new(s, d).map_err(|e| errors::raise(py, e))?;
     for m in stack {
-        a.push(m).map_err(|e| errors::splice(py, &e))?;
+        a.push(m).map_err(|e| errors::raise(py, e))?;
     }
     let queued = Arc::new(AtomicU64::new(0));
     let callback_errors: CallbackErrors = Arc::new(Mutex::new(Vec::new()));
@@ -780,7 +779,7 @@ pub(crate) fn load_module(py: Python<'_>, path: std::path::PathBuf) -> PyResult<
         // same contract as Registry::load).
         unsafe { reg.load(&path) }
     });
-    r.map_err(|e| errors::module(py, &e))
+    r.map_err(|e| errors::raise(py, e))
 }
 
 // The pyclass is frozen (shared between threads): Association and Remote

@@ -13,6 +13,7 @@ import pytest
 
 import zcio
 import zcio_children as kids
+from test_ipc import in_process_pair
 
 T = kids.TIMEOUT
 
@@ -28,6 +29,40 @@ def test_version_and_exceptions():
     assert issubclass(zcio.MalformedMessage, ValueError)
     for e in (zcio.Disconnected, zcio.Full, zcio.Lapped, zcio.ConnectError):
         assert issubclass(e, zcio.ZcioError)
+    for e in (zcio.Full, zcio.Empty, zcio.PoolExhausted):
+        assert issubclass(e, zcio.WouldBlock)
+    assert issubclass(zcio.WouldBlock, BlockingIOError)
+
+
+def test_nothing_available_now_is_one_exception_on_every_transport(ring_name, sock_path):
+    """Channel, ring, rendezvous, async endpoint and pool all say
+    WouldBlock (errno EAGAIN, as C's -EAGAIN) when a call may not wait."""
+
+    raised = []
+
+    def catch(f):
+        with pytest.raises(zcio.WouldBlock) as e:
+            f()
+        raised.append(e.value)
+
+    a, b = zcio.Channel.pair()
+    with a, b:
+        catch(lambda: b.recv(timeout=0))
+    prod = zcio.RingProducer(ring_name, size=4096, layout="variable")
+    cons = zcio.RingConsumer(ring_name)
+    catch(lambda: cons.read(64, timeout=0))
+    pool = zcio.Pool("wb", chunk_size=64 << 10, max_chunks=1, populate=False)
+    held = [pool.alloc(64 << 10, timeout=0)]
+    catch(lambda: pool.alloc(4096, timeout=0))
+    lst, srv, cli = in_process_pair(sock_path)
+    with lst, srv, cli:
+        catch(lambda: cli.recv(timeout=0))
+        catch(lambda: cli.send(1, (2,), timeout=0))
+        aep = zcio.AsyncEndpoint(srv)
+        catch(lambda: aep.recv(timeout=0))
+    assert len(raised) == 6 and held and prod
+    for e in raised:
+        assert isinstance(e, zcio.ZcioError) and e.errno == errno.EAGAIN, repr(e)
 
 
 def test_bytes_round_trip_across_processes(sock_path, child):

@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use zcio::asyncipc::{AsyncEndpoint, Proxies};
-use zcio::rendezvous::{IpcError, Message, Rendezvous, RendezvousListener};
+use zcio::rendezvous::{Message, Rendezvous, RendezvousListener, RendezvousRecvError};
 
 const NOTE: u64 = 1;
 const CALL: u64 = 2;
@@ -49,7 +49,7 @@ fn serve(path: &str) -> Result<()> {
     loop {
         let m = match ep.recv() {
             Ok(m) => m,
-            Err(IpcError::Disconnected) => break, // the client is gone: done
+            Err(RendezvousRecvError::Disconnected) => break, // the client is gone: done
             Err(e) => return Err(e.into()),
         };
         match m.label {

@@ -96,6 +96,16 @@ pub enum ForwardFailure {
     Downstream(SendErrorKind),
 }
 
+impl ForwardFailure {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Upstream(e) => e.kind(),
+            Self::Downstream(e) => e.kind(),
+        }
+    }
+}
+
 impl std::fmt::Display for ForwardEnd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -164,7 +174,7 @@ pub fn run(
                     Step::Dropped => {}
                     Step::Stop(e) => break 'outer e,
                 },
-                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::WouldBlock) => break,
                 Err(TryRecvError::Disconnected) => {
                     upstream_done = true;
                     break;

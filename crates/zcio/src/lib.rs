@@ -59,7 +59,7 @@ pub use channel::{
     SendTimeoutError, TryRecvError, TrySendError,
 };
 pub use copy::{copy, copy_raw};
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use msg::{
     JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
 };

@@ -280,6 +280,18 @@ impl Region {
 }
 
 impl RegionError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::Os { .. } => K::Os,
+            Self::NoMemory { .. } => K::OutOfMemory,
+            Self::BadLength(_) => K::InvalidInput,
+            // A peer's region that breaks the sealing/size contract.
+            Self::NotSizeSealed(_) | Self::SizeMismatch { .. } => K::Protocol,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {

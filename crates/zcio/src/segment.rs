@@ -486,6 +486,18 @@ pub(crate) fn connect(path: &Path) -> Result<OwnedFd, ConnectError> {
 }
 
 impl ConnectError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::Os { .. } | Self::Listen { .. } => K::Os,
+            Self::Refused => K::PermissionDenied,
+            Self::Protocol(_) => K::Protocol,
+            Self::TimedOut => K::TimedOut,
+            Self::Region(r) => r.kind(),
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Kid, SockPath, STEP};
 use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, TicketStatus};
 use zcio::rendezvous::{
-    recv_any_timeout, IpcError, Message, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
+    recv_any_timeout, Message, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
 };
 
 /// Labels of the server's protocol.
@@ -141,10 +141,10 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
             ..Message::default()
         }
     }));
-    assert_eq!(a.try_recv().unwrap_err(), AsyncError::Empty);
+    assert_eq!(a.try_recv().unwrap_err(), AsyncError::WouldBlock);
     let older = a.post();
     let newer = a.post();
-    assert_eq!(a.try_recv().unwrap_err(), AsyncError::Empty);
+    assert_eq!(a.try_recv().unwrap_err(), AsyncError::WouldBlock);
     assert!(older.try_take().is_none());
     a.send(Message::new(STREAM, &[3])).expect("queue");
     assert_eq!(newer.wait().expect("first").words, [0]);
@@ -189,7 +189,7 @@ fn a_blocked_receive_receives_on_its_own_thread() {
             // The server's send waits in the slot (or soon will).
             loop {
                 match a.try_recv() {
-                    Err(AsyncError::Empty) => std::thread::yield_now(),
+                    Err(AsyncError::WouldBlock) => std::thread::yield_now(),
                     r => break r.expect("direct try"),
                 }
             }
@@ -247,29 +247,17 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
     );
     assert_eq!(tickets[0].status(), TicketStatus::Pending);
     let too_big = Message::new(NOTE, &[0; WORDS + 1]);
-    assert_eq!(
-        *a.send(too_big).unwrap_err().error(),
-        AsyncError::Ipc(IpcError::TooLarge)
-    );
+    assert_eq!(*a.send(too_big).unwrap_err().error(), AsyncError::TooLarge);
     let waiting = a.post();
 
     kid.kill();
     for t in &tickets {
-        assert_eq!(
-            t.wait_timeout(STEP),
-            Err(AsyncError::Ipc(IpcError::Disconnected))
-        );
+        assert_eq!(t.wait_timeout(STEP), Err(AsyncError::Disconnected));
     }
-    assert_eq!(
-        waiting.wait().unwrap_err(),
-        AsyncError::Ipc(IpcError::Disconnected)
-    );
+    assert_eq!(waiting.wait().unwrap_err(), AsyncError::Disconnected);
     let e = *a.send(Message::new(NOTE, &[0])).unwrap_err().error();
-    assert_eq!(e, AsyncError::Ipc(IpcError::Disconnected));
-    assert_eq!(
-        a.recv().unwrap_err(),
-        AsyncError::Ipc(IpcError::Disconnected)
-    );
+    assert_eq!(e, AsyncError::Disconnected);
+    assert_eq!(a.recv().unwrap_err(), AsyncError::Disconnected);
 }
 
 #[test]

@@ -50,7 +50,7 @@ fn caps_report_typed_errors_and_recover_after_release() {
         ch.try_send(next(&pool)).expect("ring has room");
     }
     let (e, back) = ch.try_send(next(&pool)).unwrap_err().into_parts();
-    assert_eq!(e, SendErrorKind::Full);
+    assert_eq!(e, SendErrorKind::WouldBlock);
     assert_eq!(
         back.to_vec(),
         vec![9u8; BUF],

@@ -199,7 +199,7 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
             Ok(()) => sent += 1,
             Err(e) => match e.kind() {
                 SendErrorKind::TimedOut
-                | SendErrorKind::Full
+                | SendErrorKind::WouldBlock
                 | SendErrorKind::TooManyInFlight(_) => {}
                 kind => break kind,
             },

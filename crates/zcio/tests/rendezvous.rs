@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, IpcError, Message, Rendezvous, RendezvousConfig,
-    RendezvousListener,
+    recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous, RendezvousCallError,
+    RendezvousConfig, RendezvousListener, RendezvousRecvError, RendezvousSendError,
 };
 
 const CALLS: u64 = 1000;
@@ -121,10 +121,13 @@ fn calls_across_processes_with_kernel_identity() {
     let forever = Duration::MAX;
     assert_eq!(
         s.send_timeout(&Message::new(0, &[1]), forever),
-        Err(IpcError::Disconnected)
+        Err(RendezvousSendError::Disconnected)
     );
-    assert_eq!(s.recv_timeout(forever).unwrap_err(), IpcError::Disconnected);
-    assert_eq!(s.try_recv().unwrap_err(), IpcError::Disconnected);
+    assert_eq!(
+        s.recv_timeout(forever).unwrap_err(),
+        RendezvousRecvError::Disconnected
+    );
+    assert_eq!(s.try_recv().unwrap_err(), RendezvousRecvError::Disconnected);
 }
 
 #[test]
@@ -141,7 +144,13 @@ fn killed_server_ends_a_blocked_call() {
     // The server takes the call and dies without answering: the call's
     // receive (an unbounded wait) ends with Disconnected.
     let r = c.call_timeout(&Message::new(7, &[1]), Duration::MAX);
-    assert!(matches!(r, Err(IpcError::Disconnected)), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(RendezvousCallError::Recv(RendezvousRecvError::Disconnected))
+        ),
+        "{r:?}"
+    );
     killer.join().unwrap();
 }
 
@@ -156,14 +165,15 @@ fn scribbling_partner_gets_typed_errors_not_hangs() {
     let (mut ok, mut timed_out, mut protocol) = (0, 0, 0);
     for i in 0..400u64 {
         let r = if i % 2 == 0 {
-            s.recv_timeout(short).map(|_| ())
+            s.recv_timeout(short).map(|_| ()).map_err(zcio::Error::from)
         } else {
             s.send_timeout(&Message::new(i, &[i]), short)
+                .map_err(zcio::Error::from)
         };
         match r {
             Ok(()) => ok += 1,
-            Err(IpcError::TimedOut) => timed_out += 1,
-            Err(IpcError::Protocol(_)) => protocol += 1,
+            Err(e) if e.kind() == zcio::ErrorKind::TimedOut => timed_out += 1,
+            Err(e) if e.kind() == zcio::ErrorKind::Protocol => protocol += 1,
             Err(e) => panic!("unexpected error from a scribbled slot: {e}"),
         }
     }

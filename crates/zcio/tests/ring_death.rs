@@ -2,7 +2,7 @@
 //! (a) a consumer killed mid-stream under `Block`: the producer evicts it
 //!     and keeps going, the other consumer gets every block in order;
 //! (b) the producer killed (mid-stream or idle): blocked consumers drain
-//!     what was published, then get `ProducerDied(pid)`; a new producer
+//!     what was published, then get `Disconnected { pid }`; a new producer
 //!     takes the ring over and a new consumer reads its data;
 //! (c) a consumer killed while the producer sleeps waiting for it: the
 //!     producer's write returns `Ok` (eviction), not `TimedOut`;
@@ -12,7 +12,7 @@
 //!     `ProducerFailed` (not the end of stream);
 //! (g) a consumer that joins after its producer died (having written
 //!     nothing since) waits for the next producer instead of reporting
-//!     `ProducerDied`.
+//!     `Disconnected`.
 //!
 //! Every test has its own ring directory (`common::ring::RingDir`); children
 //! are re-executions of this binary under a watchdog.
@@ -127,7 +127,7 @@ fn killed_producer_mid_stream_consumers_drain_then_new_producer_takes_over() {
     assert!(w.kill().code().is_none(), "writer died of a signal");
     // Both readers (in a blocking `read`) drain what was published, then
     // learn that the producer died.
-    let died = format!("err ProducerDied({w_pid})");
+    let died = format!("err Disconnected {{ pid: {w_pid} }}");
     let (o1, n1) = parse_end(&r1.next_report());
     let (o2, n2) = parse_end(&r2.next_report());
     assert_eq!((o1.as_str(), o2.as_str()), (died.as_str(), died.as_str()));
@@ -163,7 +163,7 @@ fn killed_idle_producer_wakes_blocked_readers() {
     // Both readers now sleep in a blocking `read` on an idle producer.
     let w_pid = w.pid();
     assert!(w.kill().code().is_none());
-    let died = format!("err ProducerDied({w_pid})");
+    let died = format!("err Disconnected {{ pid: {w_pid} }}");
     assert_eq!(parse_end(&r1.next_report()), (died.clone(), 200));
     assert_eq!(parse_end(&r2.next_report()), (died, 200));
     r1.finish();
@@ -230,7 +230,7 @@ fn stat_reports_dead_consumer_and_dead_producer() {
     assert!(w.kill().code().is_none());
     assert_eq!(
         parse_end(&c2.next_report()),
-        (format!("err ProducerDied({wp})"), 20)
+        (format!("err Disconnected {{ pid: {wp} }}"), 20)
     );
     c2.finish();
     let st = ring::stat(&name).expect("stat");

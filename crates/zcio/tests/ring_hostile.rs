@@ -154,7 +154,7 @@ impl Seen {
         let k = match e {
             ReadError::Corrupt(m) => format!("Corrupt({m})"),
             ReadError::BufferTooSmall { .. } => "BufferTooSmall".into(),
-            ReadError::ProducerDied(_) => "ProducerDied".into(),
+            ReadError::Disconnected { .. } => "Disconnected".into(),
             ReadError::Source(_) => "Source".into(),
             e => format!("{e:?}"),
         };

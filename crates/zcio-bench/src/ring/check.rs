@@ -78,7 +78,7 @@ fn yes() -> bool {
 /// After a ring consumer has received every expected byte: the stream must
 /// end, with nothing more in the ring. `Ok(true)`: end of stream (the
 /// producer closed the ring); `Ok(false)`: the producer process exited
-/// without the ring being marked closed (`ReadError::ProducerDied`, which
+/// without the ring being marked closed (`ReadError::Disconnected`, which
 /// the library reports only once everything published has been read).
 pub fn end_of_stream(
     c: &mut zcio::ring::Consumer,
@@ -90,7 +90,7 @@ pub fn end_of_stream(
             "{} unexpected bytes after the expected end of the stream",
             p.len()
         )),
-        Err(zcio::ring::ReadError::ProducerDied(_)) => Ok(false),
+        Err(zcio::ring::ReadError::Disconnected { .. }) => Ok(false),
         Err(e) => Err(format!("waiting for the end of the stream: {e}")),
     }
 }

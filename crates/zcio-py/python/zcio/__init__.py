@@ -56,6 +56,7 @@ from ._errors import (
     RingError,
     SpliceError,
     TimedOut,
+    WouldBlock,
     ZcioError,
 )
 from ._zcio import (
@@ -130,6 +131,7 @@ __all__ = [
     "ZcioError",
     "Disconnected",
     "TimedOut",
+    "WouldBlock",
     "Full",
     "Empty",
     "MalformedMessage",

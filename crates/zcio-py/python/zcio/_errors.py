@@ -3,8 +3,15 @@
 Every exception zcio raises for a failed operation is a :class:`ZcioError`;
 the subclasses also derive from the built-in exception a Python programmer
 would catch for that situation (``TimeoutError``, ``ConnectionError``,
-``ValueError``), so generic code keeps working. ``errno`` carries the
-kernel's error number where one caused the failure, else ``None``.
+``ValueError``, ``BlockingIOError``), so generic code keeps working.
+``errno`` carries the kernel's error number where one caused the failure
+(or the one C returns for the situation, ``EAGAIN`` for
+:class:`WouldBlock`), else ``None``.
+
+The words are the ones of every zcio transport and of the Rust and C
+APIs (``zcio::ErrorKind``): :class:`WouldBlock` is "nothing available
+now" (Rust ``WouldBlock``, C ``-EAGAIN``), :class:`Disconnected` "the peer
+is gone" (Rust ``Disconnected``, C ``-EPIPE``).
 
 Misuse of the API (a wrong type, a negative size, releasing a buffer that
 still has views) raises the usual ``TypeError``, ``ValueError`` or
@@ -17,6 +24,7 @@ __all__ = [
     "ZcioError",
     "Disconnected",
     "TimedOut",
+    "WouldBlock",
     "Full",
     "Empty",
     "MalformedMessage",
@@ -52,15 +60,24 @@ class TimedOut(ZcioError, TimeoutError):
     could complete."""
 
 
-class Full(ZcioError):
-    """No room right now and the call was not allowed to wait
-    (``timeout=0``): the channel ring, the peer's in-flight allowance, a
-    ring's data area, or a pool (see :class:`PoolExhausted`). Also a
-    rendezvous ``send(timeout=0)`` the partner did not take at once, and an
+class WouldBlock(ZcioError, BlockingIOError):
+    """Nothing available now and the call was not allowed to wait
+    (``timeout=0``); trying again later can succeed. ``errno`` is
+    ``EAGAIN``. Raised as one of its subclasses, which say which way:
+    :class:`Full` (no room to send or write), :class:`Empty` (nothing to
+    receive or read), :class:`PoolExhausted` (no free buffer; also a
+    ``Full``). Catch
+    ``WouldBlock`` for all three."""
+
+
+class Full(WouldBlock):
+    """No room right now: the channel ring, the peer's in-flight allowance,
+    a ring's data area (also a block dropped under a tail-drop policy). Also
+    a rendezvous ``send(timeout=0)`` the partner did not take at once, and an
     ``AsyncEndpoint.send``/``call`` whose partner queue is at its quota."""
 
 
-class Empty(ZcioError):
+class Empty(WouldBlock):
     """Nothing to receive or read right now (``timeout=0``)."""
 
 
@@ -91,9 +108,10 @@ class AllocError(ZcioError):
 
 
 class PoolExhausted(AllocError, Full):
-    """The pool is at its chunk cap and no buffer of that size is free, and
-    the call was not allowed to wait (``timeout=0``). Receivers free
-    buffers by dropping their messages and views."""
+    """The pool (or a semantic endpoint's arena) has no free buffer of that
+    size now, and the call was not allowed to wait (``timeout=0``).
+    Receivers free buffers by dropping their messages and views. (A
+    :class:`Full`, as it always was, and so a :class:`WouldBlock`.)"""
 
 
 class AllocTimedOut(AllocError, TimedOut):

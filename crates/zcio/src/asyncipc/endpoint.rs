@@ -40,7 +40,7 @@ pub struct AsyncStats {
 /// before wrapping).
 ///
 /// Dropping it stops the receive proxy (waiting receives fail with
-/// `Closed`); messages already queued for sending are still delivered
+/// `Disconnected`); messages already queued for sending are still delivered
 /// unless [`AsyncEndpoint::close`] was called.
 pub struct AsyncEndpoint {
     ep: Arc<Rendezvous>,
@@ -101,8 +101,8 @@ impl AsyncEndpoint {
     /// # Errors
     ///
     /// The message comes back with the reason: `QuotaExceeded`,
-    /// `Ipc(TooLarge)`, `Closed`, or the error that ended the connection
-    /// (`Ipc(Disconnected)`, `Ipc(Protocol(_))`).
+    /// `TooLarge`, `Disconnected`, or the error that ended the connection
+    /// (`Disconnected`, `Protocol(_)`).
     pub fn send(&self, msg: Message) -> Result<Ticket, AsyncSendError> {
         self.tx
             .push(&self.pool, msg)
@@ -123,8 +123,8 @@ impl AsyncEndpoint {
     ///
     /// # Errors
     ///
-    /// `TimedOut`, `Closed`, or the rendezvous error that ended receiving
-    /// (`Ipc(Disconnected)` when the partner is gone).
+    /// `TimedOut`, `Disconnected`, or the rendezvous error that ended receiving
+    /// (`Disconnected` when the partner is gone).
     pub fn recv(&self) -> Result<Message, AsyncError> {
         self.recv_timeout(self.ep.config().recv_timeout)
     }
@@ -172,11 +172,11 @@ impl AsyncEndpoint {
         }
     }
 
-    /// Fail every message still queued for sending with `Closed`, refuse
+    /// Fail every message still queued for sending with `Disconnected`, refuse
     /// new ones, and stop receiving.
     pub fn close(&self) {
-        self.tx.close(AsyncError::Closed);
-        self.rx.shut(AsyncError::Closed);
+        self.tx.close(AsyncError::Disconnected);
+        self.rx.shut(AsyncError::Disconnected);
     }
 
     /// Counters.
@@ -193,6 +193,6 @@ impl AsyncEndpoint {
 
 impl Drop for AsyncEndpoint {
     fn drop(&mut self) {
-        self.rx.shut(AsyncError::Closed);
+        self.rx.shut(AsyncError::Disconnected);
     }
 }

@@ -31,18 +31,18 @@
 //!
 //! ```
 //! use zcio::asyncipc::{AsyncEndpoint, Proxies};
-//! use zcio::rendezvous::{Rendezvous, RendezvousListener, IpcError, Message};
+//! use zcio::rendezvous::{Rendezvous, RendezvousListener, RendezvousRecvError, Message};
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-async-doc-{}", std::process::id()));
 //! let listener = RendezvousListener::bind(&path)?;
-//! let server = std::thread::spawn(move || -> Result<u64, IpcError> {
+//! let server = std::thread::spawn(move || -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
 //!     let ep = listener.accept().expect("accept");
 //!     let mut notes = 0;
 //!     loop {
 //!         let m = match ep.recv() {
 //!             Ok(m) => m,
-//!             Err(IpcError::Disconnected) => return Ok(notes),
-//!             Err(e) => return Err(e),
+//!             Err(RendezvousRecvError::Disconnected) => return Ok(notes),
+//!             Err(e) => return Err(e.into()),
 //!         };
 //!         match m.label {
 //!             1 => notes += m.words[0],                               // a note
@@ -80,40 +80,104 @@ pub use pool::{Proxies, ProxyConfig, ProxyStats};
 pub use recv::{Alloc, RecvHandle};
 pub use send::{Ticket, TicketStatus};
 
-use crate::rendezvous::{IpcError, Message};
+use crate::error::ErrorKind;
+use crate::rendezvous::{IpcFail, Message, RendezvousRecvError, RendezvousSendError};
 
-/// Errors of the asynchronous layer.
+/// Errors of the asynchronous layer, in the words of every zcio transport
+/// ([`ErrorKind`]).
 ///
-/// A partner that hung up or died shows as
-/// `AsyncError::Ipc(IpcError::Disconnected)`: the synchronous operation a
-/// proxy (or the receiving thread) performed failed with it.
+/// A partner that hung up or died, and this endpoint closed before a
+/// message was handled, are both `Disconnected`, as for a
+/// [`Channel`](crate::Channel).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum AsyncError {
-    /// The synchronous rendezvous operation behind this one failed (the
-    /// partner disconnected, timed out, or broke the protocol; the message
-    /// was too large).
-    #[error(transparent)]
-    Ipc(#[from] IpcError),
-    /// The partner's queue already holds its quota of messages; retry
-    /// after some are delivered (or raise the quota with
-    /// [`AsyncEndpoint::set_quota`]).
+    /// `try_recv` / `RecvHandle::try_take`: nothing available now.
+    #[error("would block: no message ready")]
+    WouldBlock,
+    /// The partner's queue already holds its quota of messages: nothing
+    /// can be queued now; retry after some are delivered (or raise the
+    /// quota with [`AsyncEndpoint::set_quota`]).
     #[error("send queue for this partner is full (quota reached); wait for deliveries or raise the quota")]
     QuotaExceeded,
-    /// `try_recv`: no message is ready.
-    #[error("no message ready")]
-    Empty,
-    /// A wait (receive, ticket or handle) timed out; the ticket or handle is
+    /// A wait (receive, ticket or handle) timed out, or the synchronous
+    /// send or receive behind it did. A ticket or handle waited on is
     /// still pending and may be waited on again.
     #[error("timed out waiting")]
     TimedOut,
-    /// This endpoint was closed (or dropped) before the message was
-    /// handled.
-    #[error("endpoint closed")]
-    Closed,
+    /// The partner hung up or died, or this endpoint was closed (or
+    /// dropped) before the message was handled.
+    #[error("disconnected: the partner hung up or died, or this endpoint was closed")]
+    Disconnected,
     /// The handle's message was already taken.
     #[error("message already taken from this handle")]
     Taken,
+    /// More than [`WORDS`](crate::rendezvous::WORDS) words or
+    /// [`MAX_FDS`](crate::rendezvous::MAX_FDS) descriptors.
+    #[error(
+        "message too large: at most {} words and {} descriptors",
+        crate::rendezvous::WORDS,
+        crate::rendezvous::MAX_FDS
+    )]
+    TooLarge,
+    /// The partner broke the rendezvous protocol.
+    #[error("partner broke the rendezvous protocol: {0}")]
+    Protocol(&'static str),
+    /// A system call failed.
+    #[error("{op} failed: {errno}")]
+    Os {
+        /// The call.
+        op: &'static str,
+        /// Its errno.
+        errno: crate::Errno,
+    },
+}
+
+impl AsyncError {
+    /// The synchronous operation's failure, in this layer's words.
+    pub(crate) fn from_fail(f: IpcFail) -> Self {
+        match f {
+            IpcFail::WouldBlock => Self::WouldBlock,
+            IpcFail::TimedOut => Self::TimedOut,
+            IpcFail::Disconnected => Self::Disconnected,
+            IpcFail::Protocol(p) => Self::Protocol(p),
+            IpcFail::TooLarge => Self::TooLarge,
+            IpcFail::Os { op, errno } => Self::Os { op, errno },
+        }
+    }
+
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::WouldBlock | Self::QuotaExceeded => ErrorKind::WouldBlock,
+            Self::TimedOut => ErrorKind::TimedOut,
+            Self::Disconnected => ErrorKind::Disconnected,
+            Self::Taken => ErrorKind::InvalidInput,
+            Self::TooLarge => ErrorKind::TooLarge,
+            Self::Protocol(_) => ErrorKind::Protocol,
+            Self::Os { .. } => ErrorKind::Os,
+        }
+    }
+
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<crate::Errno> {
+        match self {
+            Self::Os { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+impl From<RendezvousSendError> for AsyncError {
+    fn from(e: RendezvousSendError) -> Self {
+        Self::from_fail(e.into())
+    }
+}
+
+impl From<RendezvousRecvError> for AsyncError {
+    fn from(e: RendezvousRecvError) -> Self {
+        Self::from_fail(e.into())
+    }
 }
 
 crate::error::value_back_error! {

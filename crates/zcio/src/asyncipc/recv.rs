@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{IpcError, Message, Rendezvous, Wait, WORDS};
+use crate::rendezvous::{IpcFail, Message, Rendezvous, Wait, WORDS};
 
 /// Supplies the buffer the proxy receives the next message into (called
 /// before the message arrives, with the most words a message can carry);
@@ -70,8 +70,8 @@ impl RecvHandle {
     /// # Errors
     ///
     /// `TimedOut` (the handle stays posted and may be waited on again),
-    /// `Taken` (already collected), `Closed`, or the rendezvous error that
-    /// ended receiving (`Ipc(Disconnected)` when the partner is gone).
+    /// `Taken` (already collected), `Disconnected`, or the rendezvous error that
+    /// ended receiving (`Disconnected` when the partner is gone).
     pub fn wait(&self) -> Result<Message, AsyncError> {
         self.wait_timeout(self.side.ep.config().recv_timeout)
     }
@@ -200,7 +200,7 @@ impl RecvSide {
                 drop(st);
                 return match wait {
                     // Someone else receives; what it gets is not ours yet.
-                    Wait::Try => Err(AsyncError::Empty),
+                    Wait::Try => Err(AsyncError::WouldBlock),
                     Wait::For(t) => self.post(pool).wait_timeout(t),
                 };
             }
@@ -229,11 +229,12 @@ impl RecvSide {
                         st.msgs.push_back(m);
                     }
                 }
-                Err(IpcError::TimedOut) => break Err(AsyncError::TimedOut),
-                Err(IpcError::Empty) => break Err(AsyncError::Empty),
+                Err(IpcFail::TimedOut) => break Err(AsyncError::TimedOut),
+                Err(IpcFail::WouldBlock) => break Err(AsyncError::WouldBlock),
                 Err(e) => {
-                    self.fail(AsyncError::Ipc(e));
-                    break Err(AsyncError::Ipc(e));
+                    let e = AsyncError::from_fail(e);
+                    self.fail(e);
+                    break Err(e);
                 }
             }
         };
@@ -342,14 +343,14 @@ impl RecvSide {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
-            match self.ep.recv_into_timeout(&mut buf, SLICE) {
+            match self.ep.recv_into_with(&mut buf, Wait::For(SLICE)) {
                 Ok(()) => {
                     self.received.fetch_add(1, Counter::Relaxed);
                     let next = self.fresh_buffer();
                     self.hand_on(std::mem::replace(&mut buf, next));
                     quiet_since = Instant::now();
                 }
-                Err(IpcError::TimedOut) => {
+                Err(IpcFail::TimedOut) => {
                     let st = self.lock();
                     if st.waiters.is_empty() && st.calls.is_empty() && quiet_since.elapsed() >= idle
                     {
@@ -359,7 +360,7 @@ impl RecvSide {
                     }
                 }
                 Err(e) => {
-                    self.fail(AsyncError::Ipc(e));
+                    self.fail(AsyncError::from_fail(e));
                     break;
                 }
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{IpcError, Message, Rendezvous};
+use crate::rendezvous::{Message, Rendezvous};
 use crate::wait::{Backoff, Step};
 
 /// Where a message handed to an asynchronous send stands.
@@ -21,8 +21,8 @@ pub enum TicketStatus {
     /// The receiver took it.
     Delivered,
     /// It was not delivered: the partner disconnected, did not take it
-    /// within the endpoint's send timeout (`Ipc(TimedOut)`), broke the
-    /// protocol, or the endpoint was closed first (`Closed`).
+    /// within the endpoint's send timeout (`TimedOut`), broke the
+    /// protocol, or the endpoint was closed first (`Disconnected`).
     Failed(AsyncError),
 }
 
@@ -161,7 +161,7 @@ impl SendQueue {
     ) -> Result<Ticket, (AsyncError, Message)> {
         if msg.words.len() > crate::rendezvous::WORDS || msg.fds.len() > crate::sys::fdpass::MAX_FDS
         {
-            return Err((AsyncError::Ipc(IpcError::TooLarge), msg));
+            return Err((AsyncError::TooLarge, msg));
         }
         let cell = Arc::new(Completion::new());
         let mut st = self.lock();
@@ -219,14 +219,20 @@ impl SendQueue {
     /// Deliver one message with the endpoint's blocking send (bounded by
     /// its configured send timeout).
     fn deliver(&self, msg: &Message, cell: &Outcome) {
-        let r = self.ep.send(msg).map_err(AsyncError::Ipc);
+        let r = self
+            .ep
+            .send_with(
+                msg,
+                crate::rendezvous::Wait::For(self.ep.config().send_timeout),
+            )
+            .map_err(AsyncError::from_fail);
         match r {
             Ok(()) => self.delivered.fetch_add(1, Counter::Relaxed),
             Err(_) => self.failed.fetch_add(1, Counter::Relaxed),
         };
-        if let Err(AsyncError::Ipc(e @ (IpcError::Disconnected | IpcError::Protocol(_)))) = r {
+        if let Err(e @ (AsyncError::Disconnected | AsyncError::Protocol(_))) = r {
             // The connection is unusable: fail everything still queued.
-            self.close(AsyncError::Ipc(e));
+            self.close(e);
         }
         // A ticket is completed exactly once, here.
         let _ = cell.complete(r);

@@ -24,8 +24,9 @@ use crate::wait::{Backoff, Step};
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AllocError {
-    /// The pool is at its chunk cap and no buffer of that size is free.
-    #[error("pool '{0}' is exhausted (all chunks in use); retry after receivers release buffers, or raise max_chunks")]
+    /// Nothing available now: the pool is at its chunk cap and no buffer
+    /// of that size is free.
+    #[error("would block: pool '{0}' is exhausted (all chunks in use); retry after receivers release buffers, or raise max_chunks")]
     WouldBlock(String),
     /// Nothing the pool lent is still in use, yet no room fits the request
     /// and none can be made: waiting could never help, so this is
@@ -607,6 +608,19 @@ impl PoolInner {
 }
 
 impl AllocError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::WouldBlock(_) => K::WouldBlock,
+            Self::Unsatisfiable { .. } => K::NoSpace,
+            Self::TimedOut(_) => K::TimedOut,
+            Self::BadSize(0, _) => K::InvalidInput,
+            Self::BadSize(..) => K::TooLarge,
+            Self::Region(r) => r.kind(),
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<crate::Errno> {
         match self {

@@ -11,7 +11,7 @@ pub enum FullPolicy {
     /// Wait for space (bounded by the send timeout; `SendErrorKind::TimedOut`
     /// or `TooManyInFlight` when it runs out).
     Block,
-    /// Fail at once with `SendErrorKind::Full` (or `TooManyInFlight`), whatever
+    /// Fail at once with `SendErrorKind::WouldBlock` (or `TooManyInFlight`), whatever
     /// the timeout; the message comes back.
     Fail,
 }

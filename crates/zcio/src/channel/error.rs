@@ -11,7 +11,7 @@
 //! why, and the `is_…` helpers answer the common questions. One reason enum
 //! serves all three because a zcio send is never unbounded: the blocking
 //! `send` waits at most `ChannelConfig::send_timeout` and fails at once
-//! under `FullPolicy::Fail`, so it can end `Full` or `TimedOut` too. The
+//! under `FullPolicy::Fail`, so it can end `WouldBlock` or `TimedOut` too. The
 //! type says which call failed; the kind says why. `Display` states the
 //! reason only, never the message.
 //!
@@ -19,7 +19,7 @@
 //!
 //! Nothing comes back from a failed receive, so the receive errors are
 //! plain enums, one per call: [`RecvError`] (`recv`, bounded by
-//! `ChannelConfig::recv_timeout`), [`TryRecvError`] (`try_recv`: `Empty`)
+//! `ChannelConfig::recv_timeout`), [`TryRecvError`] (`try_recv`: `WouldBlock`)
 //! and [`RecvTimeoutError`] (`recv_timeout`: `TimedOut`). All three
 //! distinguish a malformed message (dropped, channel still usable) from a
 //! corrupted ring (channel closed).
@@ -31,6 +31,7 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::error::ErrorKind;
 use crate::sys::Errno;
 
 /// What was wrong with a received message.
@@ -143,17 +144,17 @@ pub enum PeerFault {
 ///
 /// | kind | `send` | `try_send` | `send_timeout` |
 /// |---|---|---|---|
-/// | `Full` | with `FullPolicy::Fail` | ring full | with `FullPolicy::Fail`, or a zero timeout |
+/// | `WouldBlock` | with `FullPolicy::Fail` | ring full | with `FullPolicy::Fail`, or a zero timeout |
 /// | `TimedOut` | after `ChannelConfig::send_timeout` | warning the originator of a forwarded region would wait | after the timeout |
 /// | `TooManyInFlight` | after waiting | at once | after waiting |
 /// | the others | always possible | always possible | always possible |
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SendErrorKind {
-    /// The ring is full and the call was not allowed to wait (`try_send`,
-    /// a zero timeout, or `FullPolicy::Fail`).
-    #[error("ring full: the receiver is not keeping up")]
-    Full,
+    /// Nothing available now: the ring is full and the call was not
+    /// allowed to wait (`try_send`, a zero timeout, or `FullPolicy::Fail`).
+    #[error("would block: the ring is full (the receiver is not keeping up); retry later or use a send that waits")]
+    WouldBlock,
     /// Waited for ring space (or for the peer to release buffers, or for a
     /// forwarded region's originator to be warned) until the timeout.
     #[error("timed out waiting for ring space; the receiver is not consuming")]
@@ -167,8 +168,8 @@ pub enum SendErrorKind {
     #[error("peer holds {0} slices already (max_in_flight or its notice ring size); it must release some first")]
     TooManyInFlight(usize),
     /// Empty messages are not sent.
-    #[error("message is empty")]
-    Empty,
+    #[error("message is empty: nothing to send")]
+    EmptyMessage,
     /// The message has more slices than the ring (or the in-flight cap) can
     /// ever hold.
     #[error("message of {0} slices does not fit the ring")]
@@ -230,9 +231,10 @@ macro_rules! send_error {
                 self.kind == SendErrorKind::Disconnected
             }
 
-            /// Whether the ring was full and the call could not wait.
-            pub fn is_full(&self) -> bool {
-                self.kind == SendErrorKind::Full
+            /// Whether nothing was available now (the ring was full) and the
+            /// call could not wait.
+            pub fn is_would_block(&self) -> bool {
+                self.kind == SendErrorKind::WouldBlock
             }
 
             /// Whether the call waited until its timeout.
@@ -303,7 +305,7 @@ send_error! {
 
 send_error! {
     /// [`Channel::try_send`](super::Channel::try_send) failed; the message is
-    /// inside. `Full` (see [`is_full`](Self::is_full)) means "try again
+    /// inside. `WouldBlock` (see [`is_would_block`](Self::is_would_block)) means "try again
     /// later".
     ///
     /// ```
@@ -321,7 +323,7 @@ send_error! {
     ///     a.try_send(msg(i)?)?; // `?` converts into zcio::Error (dropping the message)
     /// }
     /// match a.try_send(msg(8)?) {
-    ///     Err(e) if e.is_full() => assert_eq!(e.into_inner().to_vec(), [8]), // keep it for later
+    ///     Err(e) if e.is_would_block() => assert_eq!(e.into_inner().to_vec(), [8]), // keep it for later
     ///     other => panic!("expected a full ring, got {other:?}"),
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -355,6 +357,20 @@ send_error! {
 }
 
 impl SendErrorKind {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::WouldBlock | Self::TooManyInFlight(_) => ErrorKind::WouldBlock,
+            Self::TimedOut => ErrorKind::TimedOut,
+            Self::Disconnected => ErrorKind::Disconnected,
+            Self::EmptyMessage => ErrorKind::InvalidInput,
+            Self::TooLarge(_) => ErrorKind::TooLarge,
+            Self::Os(_) => ErrorKind::Os,
+            Self::Corrupt => ErrorKind::PeerFault,
+            Self::HoldExpired => ErrorKind::Aborted,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {
@@ -412,15 +428,15 @@ pub enum RecvError {
 /// use zcio::{Channel, ChannelConfig, TryRecvError};
 ///
 /// let (_a, b) = Channel::pair(ChannelConfig::default())?;
-/// assert_eq!(b.try_recv().unwrap_err(), TryRecvError::Empty);
+/// assert_eq!(b.try_recv().unwrap_err(), TryRecvError::WouldBlock);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TryRecvError {
-    /// Nothing to receive right now.
-    #[error("no message ready")]
-    Empty,
+    /// Nothing available now: no message to receive.
+    #[error("would block: no message ready")]
+    WouldBlock,
     /// The peer is gone and everything it sent has been received, or this
     /// end was closed (`Channel::close`); the text names both.
     #[error("disconnected: this end was closed, or the peer closed its end or died")]
@@ -480,8 +496,8 @@ impl RecvError {
 
 impl TryRecvError {
     /// Whether nothing was ready.
-    pub fn is_empty(&self) -> bool {
-        *self == Self::Empty
+    pub fn is_would_block(&self) -> bool {
+        *self == Self::WouldBlock
     }
 
     /// Whether the peer is gone (and nothing is left to receive) or this
@@ -501,6 +517,58 @@ impl RecvTimeoutError {
     /// end was closed.
     pub fn is_disconnected(&self) -> bool {
         *self == Self::Disconnected
+    }
+}
+
+/// The kind of a receive failure (the three receive errors share it).
+fn recv_kind(fail: RecvFail) -> ErrorKind {
+    match fail {
+        RecvFail::NotReady => ErrorKind::WouldBlock,
+        RecvFail::Disconnected => ErrorKind::Disconnected,
+        RecvFail::Malformed(_) => ErrorKind::Malformed,
+        RecvFail::Corrupt => ErrorKind::PeerFault,
+    }
+}
+
+impl RecvError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::TimedOut => ErrorKind::TimedOut,
+            Self::Disconnected => recv_kind(RecvFail::Disconnected),
+            Self::Malformed(m) => recv_kind(RecvFail::Malformed(*m)),
+            Self::Corrupt => recv_kind(RecvFail::Corrupt),
+        }
+    }
+}
+
+impl TryRecvError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::WouldBlock => recv_kind(RecvFail::NotReady),
+            Self::Disconnected => recv_kind(RecvFail::Disconnected),
+            Self::Malformed(m) => recv_kind(RecvFail::Malformed(*m)),
+            Self::Corrupt => recv_kind(RecvFail::Corrupt),
+        }
+    }
+}
+
+impl RecvTimeoutError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        RecvError::from(*self).kind()
+    }
+}
+
+impl From<RecvTimeoutError> for RecvError {
+    fn from(e: RecvTimeoutError) -> Self {
+        match e {
+            RecvTimeoutError::TimedOut => Self::TimedOut,
+            RecvTimeoutError::Disconnected => Self::Disconnected,
+            RecvTimeoutError::Malformed(m) => Self::Malformed(m),
+            RecvTimeoutError::Corrupt => Self::Corrupt,
+        }
     }
 }
 
@@ -543,7 +611,7 @@ impl From<RecvFail> for RecvError {
 impl From<RecvFail> for TryRecvError {
     fn from(e: RecvFail) -> Self {
         match e {
-            RecvFail::NotReady => Self::Empty,
+            RecvFail::NotReady => Self::WouldBlock,
             RecvFail::Disconnected => Self::Disconnected,
             RecvFail::Malformed(m) => Self::Malformed(m),
             RecvFail::Corrupt => Self::Corrupt,

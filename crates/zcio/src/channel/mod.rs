@@ -388,7 +388,7 @@ mod tests {
         a.send(filled(&p, b"again")).unwrap();
         drop(b.recv().unwrap());
         assert_eq!(a.stats().regions_sent, 1);
-        assert!(matches!(b.try_recv(), Err(TryRecvError::Empty)));
+        assert!(matches!(b.try_recv(), Err(TryRecvError::WouldBlock)));
     }
 
     #[test]
@@ -421,8 +421,8 @@ mod tests {
             a.try_send(filled(&p, b"x")).unwrap();
         }
         let e = a.try_send(filled(&p, b"y")).unwrap_err();
-        assert!(e.is_full());
-        assert_eq!(e.kind(), SendErrorKind::Full);
+        assert!(e.is_would_block());
+        assert_eq!(e.kind(), SendErrorKind::WouldBlock);
         let back = e.into_inner();
         assert_eq!(back.to_vec(), b"y");
         let e = a.send_timeout(back, Duration::from_millis(20)).unwrap_err();

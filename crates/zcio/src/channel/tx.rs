@@ -29,7 +29,7 @@ impl Core {
         }
         let n = msg.slice_count();
         if n == 0 {
-            return Err((SendErrorKind::Empty, msg));
+            return Err((SendErrorKind::EmptyMessage, msg));
         }
         let mut tx = lock(&self.tx);
         if self.poisoned.load(LocalOrdering::Relaxed) {
@@ -254,7 +254,7 @@ impl Core {
                 }
             }
             if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
-                return Err(SendErrorKind::Full);
+                return Err(SendErrorKind::WouldBlock);
             }
             if self.is_gone() || self.peer_closed() {
                 return Err(SendErrorKind::Disconnected);

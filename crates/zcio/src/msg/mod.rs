@@ -37,6 +37,16 @@ pub enum MsgError {
     },
 }
 
+impl MsgError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::TooManySlices(_) => crate::ErrorKind::TooLarge,
+            Self::OutOfRange { .. } => crate::ErrorKind::OutOfRange,
+        }
+    }
+}
+
 crate::error::value_back_error! {
     /// [`Msg::join`], [`Msg::prepend`] or [`Msg::append`] refused: the
     /// reason, and the message that was to be added, back (the receiver

@@ -18,9 +18,11 @@
 //!
 //! Every operation comes in the three forms of [`Channel`](crate::Channel)
 //! and crossbeam-channel: the plain one waits at most the endpoint's
-//! [`RendezvousConfig`] timeout, `try_` never waits (`IpcError::Full` /
-//! `IpcError::Empty`), `_timeout` takes the bound. A partner that hung up or
-//! died gives [`IpcError::Disconnected`], never a hang.
+//! [`RendezvousConfig`] timeout, `try_` never waits (`WouldBlock`), `_timeout`
+//! takes the bound. A partner that hung up or died gives `Disconnected`,
+//! never a hang. Each family of calls has its error type:
+//! [`RendezvousSendError`], [`RendezvousRecvError`] and, for the calls that
+//! send and then receive, [`RendezvousCallError`].
 //!
 //! # Example
 //!
@@ -32,7 +34,7 @@
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-rdv-doc-{}", std::process::id()));
 //! let listener = RendezvousListener::bind(&path)?;
-//! let server = std::thread::spawn(move || -> Result<(), zcio::rendezvous::IpcError> {
+//! let server = std::thread::spawn(move || -> Result<(), zcio::rendezvous::RendezvousCallError> {
 //!     let ep = listener.accept().expect("accept");
 //!     // Answer each request [a, b] with [a + b] until the caller hangs up.
 //!     let (_, mut req) = recv_any(&[&ep])?;
@@ -40,7 +42,7 @@
 //!         let reply = Message::new(req.label, &[req.words[0] + req.words[1]]);
 //!         match reply_and_recv(&ep, &reply, &[&ep]) {
 //!             Ok((_, next)) => req = next,
-//!             Err(zcio::rendezvous::IpcError::Disconnected) => return Ok(()),
+//!             Err(e) if e.is_disconnected() => return Ok(()),
 //!             Err(e) => return Err(e),
 //!         }
 //!     }
@@ -66,7 +68,8 @@ mod setup;
 pub(crate) mod slot;
 
 pub use crate::sys::fdpass::MAX_FDS;
-pub use error::IpcError;
+pub(crate) use error::IpcFail;
+pub use error::{RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 pub use open_wait::{
     recv_any, recv_any_timeout, reply_and_recv, reply_and_recv_timeout, try_recv_any,
 };

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::error::IpcError;
+use super::error::{IpcFail, RendezvousCallError, RendezvousRecvError};
 use super::point::{spin_until, Message, Rendezvous, Wait, SLICE};
 use super::slot::{self, Raw};
 use crate::sys::peer;
@@ -16,7 +16,7 @@ use crate::sys::peer;
 ///
 /// `Disconnected` once every partner has hung up (or `eps` is empty),
 /// `TimedOut`, `Protocol`.
-pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), IpcError> {
+pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), RendezvousRecvError> {
     recv_any_with(eps, Wait::For(default_recv_timeout(eps)))
 }
 
@@ -25,9 +25,9 @@ pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), IpcError> {
 ///
 /// # Errors
 ///
-/// `Empty` when none has; `Disconnected` when every partner has hung up;
+/// `WouldBlock` when none has; `Disconnected` when every partner has hung up;
 /// `Protocol`.
-pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), IpcError> {
+pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), RendezvousRecvError> {
     recv_any_with(eps, Wait::Try)
 }
 
@@ -39,11 +39,11 @@ pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), IpcError> {
 pub fn recv_any_timeout(
     eps: &[&Rendezvous],
     timeout: Duration,
-) -> Result<(usize, Message), IpcError> {
+) -> Result<(usize, Message), RendezvousRecvError> {
     recv_any_with(eps, Wait::For(timeout))
 }
 
-fn recv_any_with(eps: &[&Rendezvous], wait: Wait) -> Result<(usize, Message), IpcError> {
+fn recv_any_with(eps: &[&Rendezvous], wait: Wait) -> Result<(usize, Message), RendezvousRecvError> {
     let mut m = Message::default();
     let i = wait_any(eps, wait, |e, raw| e.finish(raw, &mut m))?;
     Ok((i, m))
@@ -67,9 +67,9 @@ pub fn reply_and_recv(
     to: &Rendezvous,
     reply: &Message,
     eps: &[&Rendezvous],
-) -> Result<(usize, Message), IpcError> {
+) -> Result<(usize, Message), RendezvousCallError> {
     to.send(reply)?;
-    recv_any(eps)
+    Ok(recv_any(eps)?)
 }
 
 /// Reply to `to`, then wait for the next message from any of `eps`, both
@@ -83,11 +83,11 @@ pub fn reply_and_recv_timeout(
     reply: &Message,
     eps: &[&Rendezvous],
     timeout: Duration,
-) -> Result<(usize, Message), IpcError> {
+) -> Result<(usize, Message), RendezvousCallError> {
     let deadline = Instant::now().checked_add(timeout);
     to.send_timeout(reply, timeout)?;
     let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
-    recv_any_timeout(eps, left)
+    Ok(recv_any_timeout(eps, left)?)
 }
 
 /// The open wait behind every receive: takes the first message from any
@@ -96,8 +96,8 @@ pub fn reply_and_recv_timeout(
 pub(super) fn wait_any(
     eps: &[&Rendezvous],
     wait: Wait,
-    finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcError>,
-) -> Result<usize, IpcError> {
+    finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcFail>,
+) -> Result<usize, IpcFail> {
     let mut guards: Vec<_> = eps
         .iter()
         .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
@@ -113,9 +113,9 @@ pub(super) fn wait_any(
         if let Wait::Try = wait {
             // No flag, no sleep: a `try_` receive leaves no trace.
             return if eps.iter().all(|e| peer::socket_hung_up(&e.sh.sock)) {
-                Err(IpcError::Disconnected)
+                Err(IpcFail::Disconnected)
             } else {
-                Err(IpcError::Empty)
+                Err(IpcFail::WouldBlock)
             };
         }
         if !spun {
@@ -143,7 +143,7 @@ pub(super) fn wait_any(
             }
         }
         if live == 0 {
-            return Err(IpcError::Disconnected);
+            return Err(IpcFail::Disconnected);
         }
         if words.len() < live {
             continue; // a message arrived while we flagged
@@ -153,7 +153,7 @@ pub(super) fn wait_any(
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
-                    return Err(IpcError::TimedOut);
+                    return Err(IpcFail::TimedOut);
                 }
                 (d - now).min(SLICE)
             }

@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::error::{os, IpcError};
+use super::error::{os, IpcFail, RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 use super::open_wait::wait_any;
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
@@ -212,11 +212,11 @@ impl Waiter for PeerWait<'_> {
 }
 
 impl PeerWait<'_> {
-    fn error(&self) -> IpcError {
+    fn error(&self) -> IpcFail {
         if self.gone {
-            IpcError::Disconnected
+            IpcFail::Disconnected
         } else {
-            IpcError::TimedOut
+            IpcFail::TimedOut
         }
     }
 }
@@ -252,7 +252,7 @@ impl Rendezvous {
 
     /// Hang up now: shut the connection's socket down, so the partner's
     /// waits — and this endpoint's own — end with
-    /// [`IpcError::Disconnected`] even while the endpoint is still owned
+    /// `Disconnected` even while the endpoint is still owned
     /// (e.g. shared by an [`AsyncEndpoint`](crate::asyncipc::AsyncEndpoint)
     /// with its proxies and handles). Dropping the last owner hangs up too;
     /// this is for owners that cannot wait for that.
@@ -274,8 +274,8 @@ impl Rendezvous {
     ///
     /// On any error the message was not delivered: `TimedOut` (retracted),
     /// `Disconnected`, `TooLarge`, `Protocol`, `Os`.
-    pub fn send(&self, msg: &Message) -> Result<(), IpcError> {
-        self.send_with(msg, Wait::For(self.cfg.send_timeout))
+    pub fn send(&self, msg: &Message) -> Result<(), RendezvousSendError> {
+        Ok(self.send_with(msg, Wait::For(self.cfg.send_timeout))?)
     }
 
     /// Send `msg` only if the partner takes it at once — in practice, if it
@@ -283,10 +283,10 @@ impl Rendezvous {
     ///
     /// # Errors
     ///
-    /// `Full` when the partner did not take it (the message was retracted,
+    /// `WouldBlock` when the partner did not take it (the message was retracted,
     /// not delivered); otherwise as [`Rendezvous::send`].
-    pub fn try_send(&self, msg: &Message) -> Result<(), IpcError> {
-        self.send_with(msg, Wait::Try)
+    pub fn try_send(&self, msg: &Message) -> Result<(), RendezvousSendError> {
+        Ok(self.send_with(msg, Wait::Try)?)
     }
 
     /// Send `msg`, waiting at most `timeout` for the partner to take it.
@@ -294,13 +294,17 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::send`]; on `TimedOut` the message was retracted.
-    pub fn send_timeout(&self, msg: &Message, timeout: Duration) -> Result<(), IpcError> {
-        self.send_with(msg, Wait::For(timeout))
+    pub fn send_timeout(
+        &self,
+        msg: &Message,
+        timeout: Duration,
+    ) -> Result<(), RendezvousSendError> {
+        Ok(self.send_with(msg, Wait::For(timeout))?)
     }
 
-    pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcError> {
+    pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcFail> {
         if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
-            return Err(IpcError::TooLarge);
+            return Err(IpcFail::TooLarge);
         }
         let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         let s = self.sh.slot(self.tx);
@@ -326,22 +330,22 @@ impl Rendezvous {
         match slot::send(s, &raw, &mut w) {
             Ok(_) => Ok(()),
             Err(SlotError::TimedOut) => match (w.error(), wait) {
-                (IpcError::TimedOut, Wait::Try) => Err(IpcError::Full),
+                (IpcFail::TimedOut, Wait::Try) => Err(IpcFail::WouldBlock),
                 (e, _) => Err(e),
             },
-            Err(SlotError::Corrupt) => Err(IpcError::Protocol("corrupt slot state")),
+            Err(SlotError::Corrupt) => Err(IpcFail::Protocol("corrupt slot state")),
         }
     }
 
     /// Take a message if one is waiting (no wait); the caller holds
     /// `recv_lock` and finishes it with [`Self::finish`].
-    pub(super) fn try_take(&self) -> Result<Option<Raw>, IpcError> {
-        slot::take(self.rx_slot()).map_err(|_| IpcError::Protocol("corrupt slot state"))
+    pub(super) fn try_take(&self) -> Result<Option<Raw>, IpcFail> {
+        slot::take(self.rx_slot()).map_err(|_| IpcFail::Protocol("corrupt slot state"))
     }
 
     /// Turn a taken slot message into `into` (its word buffer is reused),
     /// fetching its descriptors. The caller holds `recv_lock`.
-    pub(super) fn finish(&self, raw: Raw, into: &mut Message) -> Result<(), IpcError> {
+    pub(super) fn finish(&self, raw: Raw, into: &mut Message) -> Result<(), IpcFail> {
         into.fds.clear();
         if raw.nfds > 0 {
             // The descriptors were sent before the hand-over; stale records
@@ -353,19 +357,19 @@ impl Rendezvous {
                         let t = u64::from_le_bytes(tag);
                         if t == raw.seq {
                             if r.fds.len() != raw.nfds {
-                                return Err(IpcError::Protocol("descriptor count mismatch"));
+                                return Err(IpcFail::Protocol("descriptor count mismatch"));
                             }
                             into.fds = r.fds;
                             break;
                         }
                         if t > raw.seq {
-                            return Err(IpcError::Protocol("descriptors out of order"));
+                            return Err(IpcFail::Protocol("descriptors out of order"));
                         }
                     }
                     Ok(RecvOutcome::Record(_)) => {
-                        return Err(IpcError::Protocol("bad descriptor record"))
+                        return Err(IpcFail::Protocol("bad descriptor record"))
                     }
-                    _ => return Err(IpcError::Protocol("descriptors missing")),
+                    _ => return Err(IpcFail::Protocol("descriptors missing")),
                 }
             }
         }
@@ -382,7 +386,7 @@ impl Rendezvous {
     ///
     /// `TimedOut`, `Disconnected` (the partner is gone and sent nothing
     /// more), `Protocol`.
-    pub fn recv(&self) -> Result<Message, IpcError> {
+    pub fn recv(&self) -> Result<Message, RendezvousRecvError> {
         self.recv_with(Wait::For(self.cfg.recv_timeout))
     }
 
@@ -390,8 +394,8 @@ impl Rendezvous {
     ///
     /// # Errors
     ///
-    /// `Empty` when nothing is waiting; otherwise as [`Rendezvous::recv`].
-    pub fn try_recv(&self) -> Result<Message, IpcError> {
+    /// `WouldBlock` when nothing is waiting; otherwise as [`Rendezvous::recv`].
+    pub fn try_recv(&self) -> Result<Message, RendezvousRecvError> {
         self.recv_with(Wait::Try)
     }
 
@@ -400,11 +404,11 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::recv`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, IpcError> {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, RendezvousRecvError> {
         self.recv_with(Wait::For(timeout))
     }
 
-    fn recv_with(&self, wait: Wait) -> Result<Message, IpcError> {
+    fn recv_with(&self, wait: Wait) -> Result<Message, RendezvousRecvError> {
         let mut m = Message::default();
         self.recv_into_with(&mut m, wait)?;
         Ok(m)
@@ -416,8 +420,8 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::recv`]; on error `buf` is unspecified but valid.
-    pub fn recv_into(&self, buf: &mut Message) -> Result<(), IpcError> {
-        self.recv_into_with(buf, Wait::For(self.cfg.recv_timeout))
+    pub fn recv_into(&self, buf: &mut Message) -> Result<(), RendezvousRecvError> {
+        Ok(self.recv_into_with(buf, Wait::For(self.cfg.recv_timeout))?)
     }
 
     /// Like [`Rendezvous::recv_timeout`], but into `buf` (see
@@ -426,11 +430,15 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::recv`]; on error `buf` is unspecified but valid.
-    pub fn recv_into_timeout(&self, buf: &mut Message, timeout: Duration) -> Result<(), IpcError> {
-        self.recv_into_with(buf, Wait::For(timeout))
+    pub fn recv_into_timeout(
+        &self,
+        buf: &mut Message,
+        timeout: Duration,
+    ) -> Result<(), RendezvousRecvError> {
+        Ok(self.recv_into_with(buf, Wait::For(timeout))?)
     }
 
-    pub(crate) fn recv_into_with(&self, buf: &mut Message, wait: Wait) -> Result<(), IpcError> {
+    pub(crate) fn recv_into_with(&self, buf: &mut Message, wait: Wait) -> Result<(), IpcFail> {
         wait_any(&[self], wait, |e, raw| e.finish(raw, buf)).map(|_| ())
     }
 
@@ -442,9 +450,9 @@ impl Rendezvous {
     ///
     /// As [`Rendezvous::send`] (the request was not delivered) or
     /// [`Rendezvous::recv`] (it was, but no answer came).
-    pub fn call(&self, msg: &Message) -> Result<Message, IpcError> {
+    pub fn call(&self, msg: &Message) -> Result<Message, RendezvousCallError> {
         self.send(msg)?;
-        self.recv()
+        Ok(self.recv()?)
     }
 
     /// Send `msg` and wait for the answer, both within `timeout` in all.
@@ -452,13 +460,15 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::call`].
-    pub fn call_timeout(&self, msg: &Message, timeout: Duration) -> Result<Message, IpcError> {
+    pub fn call_timeout(
+        &self,
+        msg: &Message,
+        timeout: Duration,
+    ) -> Result<Message, RendezvousCallError> {
         let deadline = Instant::now().checked_add(timeout);
         self.send_timeout(msg, timeout)?;
-        match deadline {
-            Some(d) => self.recv_timeout(d.saturating_duration_since(Instant::now())),
-            None => self.recv_timeout(timeout),
-        }
+        let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+        Ok(self.recv_timeout(left)?)
     }
 }
 
@@ -523,22 +533,25 @@ mod tests {
         let one = Message::new(0, &[1]);
         assert_eq!(
             c.send_timeout(&one, Duration::from_millis(20)),
-            Err(IpcError::TimedOut)
+            Err(RendezvousSendError::TimedOut)
         );
-        assert_eq!(c.try_send(&one), Err(IpcError::Full));
-        assert_eq!(s.try_recv().unwrap_err(), IpcError::Empty);
-        assert_eq!(try_recv_any(&[&s]).unwrap_err(), IpcError::Empty);
+        assert_eq!(c.try_send(&one), Err(RendezvousSendError::WouldBlock));
+        assert_eq!(s.try_recv().unwrap_err(), RendezvousRecvError::WouldBlock);
+        assert_eq!(
+            try_recv_any(&[&s]).unwrap_err(),
+            RendezvousRecvError::WouldBlock
+        );
         assert_eq!(
             s.recv_timeout(Duration::ZERO).unwrap_err(),
-            IpcError::TimedOut
+            RendezvousRecvError::TimedOut
         );
         assert_eq!(
             recv_any_timeout(&[&s], Duration::from_millis(5)).unwrap_err(),
-            IpcError::TimedOut
+            RendezvousRecvError::TimedOut
         );
         assert_eq!(
             c.send(&Message::new(0, &[0; WORDS + 1])),
-            Err(IpcError::TooLarge)
+            Err(RendezvousSendError::TooLarge)
         );
         // The configured bound applies to the plain forms.
         let quick = RendezvousConfig {
@@ -547,14 +560,17 @@ mod tests {
         };
         let (c, s) = (c.with_config(quick), s.with_config(quick));
         assert_eq!(c.config(), quick);
-        assert_eq!(c.send(&one), Err(IpcError::TimedOut));
-        assert_eq!(s.recv().unwrap_err(), IpcError::TimedOut);
-        assert_eq!(c.call(&one).unwrap_err(), IpcError::TimedOut);
+        assert_eq!(c.send(&one), Err(RendezvousSendError::TimedOut));
+        assert_eq!(s.recv().unwrap_err(), RendezvousRecvError::TimedOut);
+        assert_eq!(
+            c.call(&one).unwrap_err(),
+            RendezvousCallError::Send(RendezvousSendError::TimedOut)
+        );
         drop(c);
-        assert_eq!(s.recv().unwrap_err(), IpcError::Disconnected);
-        assert_eq!(s.try_recv().unwrap_err(), IpcError::Disconnected);
-        assert_eq!(s.send(&one), Err(IpcError::Disconnected));
-        assert_eq!(s.try_send(&one), Err(IpcError::Disconnected));
+        assert_eq!(s.recv().unwrap_err(), RendezvousRecvError::Disconnected);
+        assert_eq!(s.try_recv().unwrap_err(), RendezvousRecvError::Disconnected);
+        assert_eq!(s.send(&one), Err(RendezvousSendError::Disconnected));
+        assert_eq!(s.try_send(&one), Err(RendezvousSendError::Disconnected));
     }
 
     #[test]
@@ -563,15 +579,21 @@ mod tests {
         let c = Arc::new(c);
         let also = c.clone(); // another owner keeps the endpoint alive
         c.hang_up();
-        assert_eq!(s.recv_timeout(LONG).unwrap_err(), IpcError::Disconnected);
+        assert_eq!(
+            s.recv_timeout(LONG).unwrap_err(),
+            RendezvousRecvError::Disconnected
+        );
         assert_eq!(
             s.send_timeout(&Message::new(1, &[]), LONG),
-            Err(IpcError::Disconnected)
+            Err(RendezvousSendError::Disconnected)
         );
-        assert_eq!(also.recv_timeout(LONG).unwrap_err(), IpcError::Disconnected);
+        assert_eq!(
+            also.recv_timeout(LONG).unwrap_err(),
+            RendezvousRecvError::Disconnected
+        );
         assert_eq!(
             also.send_timeout(&Message::new(1, &[]), LONG),
-            Err(IpcError::Disconnected)
+            Err(RendezvousSendError::Disconnected)
         );
     }
 
@@ -585,7 +607,7 @@ mod tests {
         let m = loop {
             match s.try_recv() {
                 Ok(m) => break m,
-                Err(IpcError::Empty) => std::thread::yield_now(),
+                Err(RendezvousRecvError::WouldBlock) => std::thread::yield_now(),
                 Err(e) => panic!("{e}"),
             }
         };
@@ -597,7 +619,7 @@ mod tests {
         loop {
             match c.try_send(&Message::new(8, &[])) {
                 Ok(()) => break,
-                Err(IpcError::Full) => tries += 1,
+                Err(RendezvousSendError::WouldBlock) => tries += 1,
                 Err(e) => panic!("{e}"),
             }
             if tries.is_multiple_of(64) {
@@ -650,16 +672,32 @@ mod tests {
     #[test]
     fn errors_display_and_are_std_errors() {
         fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
-        is_error(&IpcError::Disconnected);
+        is_error(&RendezvousSendError::Disconnected);
+        is_error(&RendezvousRecvError::Disconnected);
+        is_error(&RendezvousCallError::Recv(
+            RendezvousRecvError::Disconnected,
+        ));
         assert_eq!(
-            IpcError::Disconnected.to_string(),
-            "partner disconnected (it hung up or died)"
+            RendezvousRecvError::Disconnected.to_string(),
+            "disconnected: the partner hung up or died"
         );
-        assert!(IpcError::TooLarge.to_string().contains("at most 8 words"));
-        // Both families convert into zcio::Error, keeping their text.
-        let e: crate::Error = IpcError::Disconnected.into();
-        assert_eq!(e.to_string(), IpcError::Disconnected.to_string());
-        let lost = crate::asyncipc::AsyncError::Ipc(IpcError::Disconnected);
+        assert!(RendezvousSendError::TooLarge
+            .to_string()
+            .contains("at most 8 words"));
+        // A call's error is its half's, word for word.
+        let call = RendezvousCallError::Send(RendezvousSendError::WouldBlock);
+        assert_eq!(
+            call.to_string(),
+            RendezvousSendError::WouldBlock.to_string()
+        );
+        assert_eq!(call.kind(), crate::ErrorKind::WouldBlock);
+        // Every family converts into zcio::Error, keeping its text.
+        let e: crate::Error = RendezvousRecvError::Disconnected.into();
+        assert_eq!(e.to_string(), RendezvousRecvError::Disconnected.to_string());
+        assert_eq!(e.kind(), crate::ErrorKind::Disconnected);
+        let e: crate::Error = call.into();
+        assert_eq!(e.kind(), crate::ErrorKind::WouldBlock);
+        let lost = crate::asyncipc::AsyncError::Disconnected;
         is_error(&lost);
         let e: crate::Error = crate::asyncipc::AsyncSendError::new(lost, Message::default()).into();
         assert!(matches!(e, crate::Error::Async(a) if a == lost));

@@ -689,7 +689,7 @@ impl Consumer {
                 if h == self.cursor && h != self.head_at_join && t0.elapsed() >= t {
                     let (now, pid_now, _) = self.producer_state();
                     if now == OWNER_ACTIVE && !self.producer_alive(pid_now) {
-                        return Err(ReadError::ProducerDied(pid_now));
+                        return Err(ReadError::Disconnected { pid: pid_now });
                     }
                 }
                 Ok(None)

@@ -4,6 +4,7 @@ use rustix::io::Errno;
 use thiserror::Error;
 
 use super::layout::BadHeader;
+use crate::error::ErrorKind;
 
 /// Creating, opening or attaching to a ring.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -66,7 +67,7 @@ pub enum OpenError {
 #[non_exhaustive]
 pub enum WriteError {
     /// Non-blocking write and no room (`Block` policy).
-    #[error("ring full")]
+    #[error("would block: the ring is full (consumers have not read far enough)")]
     WouldBlock,
     /// Timed write and no room before the deadline.
     #[error("timed out waiting for room")]
@@ -98,17 +99,21 @@ pub enum WriteError {
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadError {
-    /// Non-blocking read and nothing to read.
-    #[error("ring empty")]
+    /// Nothing available now: a non-blocking read found nothing to read.
+    #[error("would block: nothing to read in the ring yet")]
     WouldBlock,
     /// Timed read and nothing arrived before the deadline.
     #[error("timed out waiting for data")]
     TimedOut,
     /// The producer died without closing the ring (everything it published
-    /// has been read). Reported only if it wrote something since this
-    /// consumer joined; otherwise the consumer waits for the next producer.
-    #[error("producer died (pid {0})")]
-    ProducerDied(u32),
+    /// has been read): the peer is gone, as `Disconnected` means for every
+    /// transport. Reported only if it wrote something since this consumer
+    /// joined; otherwise the consumer waits for the next producer.
+    #[error("disconnected: the producer (pid {pid}) died without closing the ring")]
+    Disconnected {
+        /// The dead producer's pid.
+        pid: u32,
+    },
     /// The producer closed the ring with an error (everything it published
     /// has been read): the stream is incomplete, unlike an end of stream.
     /// `code` is the producer's (`zcio pipe put` uses an errno).
@@ -181,11 +186,59 @@ fn human(n: u64) -> String {
 }
 
 impl OpenError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::NotFound(_) | Self::NoDirectory(_) => ErrorKind::NotFound,
+            Self::Exists(_) => ErrorKind::AlreadyExists,
+            Self::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            Self::InvalidName(_) | Self::InvalidConfig(_) => ErrorKind::InvalidInput,
+            Self::BadHeader(_) => ErrorKind::NotARing,
+            Self::NoSpace { .. } => ErrorKind::NoSpace,
+            Self::ProducerBusy(_) => ErrorKind::Busy,
+            Self::NoSlot(_) => ErrorKind::NoSpace,
+            Self::WrongLayout(_) => ErrorKind::Unsupported,
+            Self::Os(_) => ErrorKind::Os,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {
             Self::Os(e) => Some(*e),
             _ => None,
+        }
+    }
+}
+
+impl WriteError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::WouldBlock => ErrorKind::WouldBlock,
+            Self::TimedOut => ErrorKind::TimedOut,
+            Self::Dropped => ErrorKind::Dropped,
+            Self::TooLarge { .. } => ErrorKind::TooLarge,
+            Self::NotIndexable => ErrorKind::Unsupported,
+            Self::TooManySources(_) => ErrorKind::NoSpace,
+            Self::Corrupt(_) => ErrorKind::PeerFault,
+        }
+    }
+}
+
+impl ReadError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::WouldBlock => ErrorKind::WouldBlock,
+            Self::TimedOut => ErrorKind::TimedOut,
+            Self::Disconnected { .. } => ErrorKind::Disconnected,
+            Self::ProducerFailed { .. } => ErrorKind::ProducerFailed,
+            Self::Lapped => ErrorKind::Lapped,
+            Self::BufferTooSmall { .. } => ErrorKind::TooLarge,
+            Self::Unsupported(_) => ErrorKind::Unsupported,
+            Self::Source(_) => ErrorKind::NotFound,
+            Self::Corrupt(_) => ErrorKind::PeerFault,
         }
     }
 }

@@ -18,7 +18,7 @@
 //!   and skips are counted per ring and per consumer ([`stat`]).
 //! * Liveness: producers and consumers record pid and start time; a blocked
 //!   producer evicts a consumer whose process died (pidfd), a blocked
-//!   consumer reports [`ReadError::ProducerDied`] — if that producer wrote
+//!   consumer reports [`ReadError::Disconnected`] — if that producer wrote
 //!   anything since the consumer joined; otherwise the consumer waits for
 //!   a new producer. A producer can also end the stream with an error
 //!   ([`Producer::close_with_error`], read as [`ReadError::ProducerFailed`]).

@@ -44,9 +44,10 @@ pub enum ArenaError {
     /// The process already has the maximum number of arenas (64).
     #[error("too many arenas in this process (the limit is 64); drop unused ones")]
     TooMany,
-    /// No free range of that many pages is left.
-    #[error("arena full: no free run of {pages} pages (capacity {capacity} pages)")]
-    Full {
+    /// Nothing available now: no free run of that many pages is left
+    /// (buffers given back make room).
+    #[error("would block: the arena has no free run of {pages} pages (capacity {capacity} pages); give buffers back first")]
+    WouldBlock {
         /// Pages asked for.
         pages: u32,
         /// The arena's capacity in pages.
@@ -297,13 +298,13 @@ impl Arena {
         let t = &self.core.table;
         let offset = page_offset % t.ps;
         let pages = (offset + len.max(1)).div_ceil(t.ps);
-        let pages = u32::try_from(pages).map_err(|_| ArenaError::Full {
+        let pages = u32::try_from(pages).map_err(|_| ArenaError::WouldBlock {
             pages: u32::MAX,
             capacity: t.n,
         })?;
         let first = lock(&self.core.alloc)
             .alloc(pages)
-            .ok_or(ArenaError::Full {
+            .ok_or(ArenaError::WouldBlock {
                 pages,
                 capacity: t.n,
             })?;
@@ -911,6 +912,18 @@ impl Drop for ArenaBuf {
 }
 
 impl ArenaError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::BadCapacity(_) => K::InvalidInput,
+            Self::Region(r) => r.kind(),
+            Self::Os { .. } => K::Os,
+            Self::TooMany => K::NoSpace,
+            Self::WouldBlock { .. } => K::WouldBlock,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {

@@ -218,7 +218,7 @@ impl SemanticEndpoint {
         if pending.is_none() {
             match self.chan.try_recv() {
                 Ok(m) => *pending = Some(self.parse(m)?),
-                Err(crate::TryRecvError::Empty) => return Ok(None),
+                Err(crate::TryRecvError::WouldBlock) => return Ok(None),
                 Err(e) => return Err(InputError::Recv(e.into())),
             }
         }
@@ -276,7 +276,7 @@ impl SemanticEndpoint {
     /// process's arena pages are ever lent).
     pub fn output_view(&self, data: View<'_>, sem: Semantics) -> Result<Delivery, OutputError> {
         if data.is_empty() {
-            return Err(OutputError::Empty);
+            return Err(OutputError::EmptyMessage);
         }
         let mode = match sem {
             Semantics::Copy => None,
@@ -360,8 +360,8 @@ impl SemanticEndpoint {
             header_msg(&self.pool, h, View::from_slice(&[])).map_err(OutputError::Alloc)?;
         for b in bufs {
             let n = b.len();
-            let slice = Slice::new(b, 0, n).ok_or(OutputError::Empty)?;
-            msg.append(Msg::from_slices([slice]).map_err(|_| OutputError::Empty)?)
+            let slice = Slice::new(b, 0, n).ok_or(OutputError::EmptyMessage)?;
+            msg.append(Msg::from_slices([slice]).map_err(|_| OutputError::EmptyMessage)?)
                 .map_err(|e| OutputError::Msg(e.into_parts().0))?;
         }
         self.chan.send(msg).map_err(|e| OutputError::Send(e.kind()))
@@ -522,7 +522,7 @@ impl SemanticEndpoint {
         sem: Semantics,
     ) -> Result<OwnedBuf, OutputError> {
         if len == 0 {
-            return Err(OutputError::Empty);
+            return Err(OutputError::EmptyMessage);
         }
         if sem == Semantics::Move {
             let b = self
@@ -558,7 +558,7 @@ impl SemanticEndpoint {
             // Room may sit in cached buffers of other sizes: take in the
             // peer's returns, give every cached buffer it no longer holds
             // back to the arena (where free runs coalesce), and try again.
-            Err(ArenaError::Full { .. }) => {
+            Err(ArenaError::WouldBlock { .. }) => {
                 self.chan.reclaim();
                 self.evict_cached(0);
                 self.arena
@@ -656,8 +656,8 @@ impl SemanticEndpoint {
                 let res = header_msg(&self.pool, h, View::from_slice(&[]))
                     .map_err(OutputError::Alloc)
                     .and_then(|mut msg| {
-                        let s = Slice::new(frozen, 0, len).ok_or(OutputError::Empty)?;
-                        msg.append(Msg::from_slices([s]).map_err(|_| OutputError::Empty)?)
+                        let s = Slice::new(frozen, 0, len).ok_or(OutputError::EmptyMessage)?;
+                        msg.append(Msg::from_slices([s]).map_err(|_| OutputError::EmptyMessage)?)
                             .map_err(|e| OutputError::Msg(e.into_parts().0))?;
                         self.chan.send(msg).map_err(|e| OutputError::Send(e.kind()))
                     });

@@ -31,8 +31,8 @@ pub enum SetupError {
 #[non_exhaustive]
 pub enum OutputError {
     /// Empty data or a zero-length buffer.
-    #[error("nothing to output (empty data)")]
-    Empty,
+    #[error("message is empty: nothing to output")]
+    EmptyMessage,
     /// A system buffer (copy, header, move region) could not be allocated.
     #[error("allocating a buffer: {0}")]
     Alloc(AllocError),
@@ -89,7 +89,7 @@ pub enum InputError {
 impl From<crate::TryRecvError> for RecvError {
     fn from(e: crate::TryRecvError) -> Self {
         match e {
-            crate::TryRecvError::Empty => RecvError::TimedOut,
+            crate::TryRecvError::WouldBlock => RecvError::TimedOut,
             crate::TryRecvError::Disconnected => RecvError::Disconnected,
             crate::TryRecvError::Malformed(m) => RecvError::Malformed(m),
             crate::TryRecvError::Corrupt => RecvError::Corrupt,
@@ -98,6 +98,17 @@ impl From<crate::TryRecvError> for RecvError {
 }
 
 impl SetupError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Arena(e) => e.kind(),
+            Self::Alloc(e) => e.kind(),
+            Self::Send(e) => e.kind(),
+            Self::Recv(e) => e.kind(),
+            Self::BadHello => crate::ErrorKind::Protocol,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {
@@ -110,6 +121,19 @@ impl SetupError {
 }
 
 impl OutputError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::EmptyMessage => crate::ErrorKind::InvalidInput,
+            Self::Alloc(e) => e.kind(),
+            Self::Arena(e) => e.kind(),
+            Self::Send(e) => e.kind(),
+            Self::Msg(e) => e.kind(),
+            Self::Freeze(_) => crate::ErrorKind::Other,
+            Self::Os(_) => crate::ErrorKind::Os,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {
@@ -123,6 +147,18 @@ impl OutputError {
 }
 
 impl InputError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Recv(e) => e.kind(),
+            Self::TooShort { .. } => crate::ErrorKind::TooLarge,
+            Self::Malformed(_) => crate::ErrorKind::Malformed,
+            // The arena had no room for the input: give buffers back.
+            Self::Alloc(_) => crate::ErrorKind::WouldBlock,
+            Self::Os(_) => crate::ErrorKind::Os,
+        }
+    }
+
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {

@@ -286,9 +286,10 @@ pub(crate) fn write_blocks(
                             flow.set_quenched(false);
                             break;
                         }
-                        Err((SendErrorKind::Full | SendErrorKind::TooManyInFlight(_), back))
-                            if flow.drop_when_behind =>
-                        {
+                        Err((
+                            SendErrorKind::WouldBlock | SendErrorKind::TooManyInFlight(_),
+                            back,
+                        )) if flow.drop_when_behind => {
                             flow.drop_block(&back);
                             break;
                         }

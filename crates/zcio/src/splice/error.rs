@@ -98,6 +98,23 @@ pub enum SpliceError {
 }
 
 impl SpliceError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::Io { .. } | Self::Setup { .. } => K::Os,
+            Self::Spec { errno: Some(_), .. } => K::Os,
+            Self::Spec { errno: None, .. } => K::InvalidInput,
+            Self::Unsuitable { .. } | Self::SameFile { .. } => K::InvalidInput,
+            Self::Short { .. } | Self::Zcio { .. } => K::Other,
+            Self::SinkClosed => K::Disconnected,
+            Self::Module { .. } => K::Module,
+            Self::Stopped => K::Cancelled,
+            Self::Busy => K::Busy,
+            Self::WorkerGone => K::Internal,
+        }
+    }
+
     /// The errno behind an I/O failure, if any.
     pub fn errno(&self) -> Option<Errno> {
         match self {

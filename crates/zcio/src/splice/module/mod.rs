@@ -188,6 +188,19 @@ pub enum ModuleError {
 }
 
 impl ModuleError {
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            Self::Unknown { .. } | Self::NotInStack(_) => K::NotFound,
+            Self::BadArgs { .. } | Self::Control { .. } => K::InvalidInput,
+            Self::Alloc { source, .. } => source.kind(),
+            Self::Msg { source, .. } => source.kind(),
+            Self::BadInput { .. } => K::Malformed,
+            Self::Failed { .. } | Self::Load { .. } => K::Module,
+        }
+    }
+
     /// The module the error is about ("" when none is named).
     pub fn module(&self) -> &str {
         match self {

@@ -39,6 +39,9 @@
 
 use thiserror::Error;
 
+mod kind;
+pub use kind::ErrorKind;
+
 /// Defines an error type of an operation that gives its input back, shaped
 /// like crossbeam-channel's `SendError<T>`: the reason ([`error`]) and the
 /// value ([`into_inner`]); `Display` is the reason's.
@@ -103,7 +106,7 @@ use crate::channel::{
 use crate::forward::ForwardFailure;
 use crate::msg::MsgError;
 use crate::region::RegionError;
-use crate::rendezvous::IpcError;
+use crate::rendezvous::{RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 use crate::ring::{OpenError, ReadError, WriteError};
 use crate::segment::ConnectError;
 
@@ -152,9 +155,15 @@ pub enum Error {
     /// A forwarding chain's relay failed.
     #[error(transparent)]
     Forward(#[from] ForwardFailure),
-    /// The rendezvous.
+    /// A rendezvous send.
     #[error(transparent)]
-    Rendezvous(#[from] IpcError),
+    RendezvousSend(#[from] RendezvousSendError),
+    /// A rendezvous receive.
+    #[error(transparent)]
+    RendezvousRecv(#[from] RendezvousRecvError),
+    /// A rendezvous call (send, then receive).
+    #[error(transparent)]
+    RendezvousCall(#[from] RendezvousCallError),
     /// Asynchronous IPC.
     #[error(transparent)]
     Async(#[from] AsyncError),
@@ -186,6 +195,51 @@ pub enum Error {
 }
 
 impl Error {
+    /// Where this error sits in the common vocabulary: the same word for
+    /// the same situation on every transport (and the C code and Python
+    /// exception it becomes; see [`ErrorKind`]).
+    ///
+    /// ```
+    /// use zcio::{Channel, ChannelConfig, ErrorKind};
+    ///
+    /// let (_a, b) = Channel::pair(ChannelConfig::default())?;
+    /// let e = zcio::Error::from(b.try_recv().unwrap_err());
+    /// assert_eq!(e.kind(), ErrorKind::WouldBlock); // as for a ring or a pool
+    /// # Ok::<(), zcio::Error>(())
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Region(e) | Self::Freeze(e) => e.kind(),
+            Self::Alloc(e) => e.kind(),
+            Self::Msg(e) => e.kind(),
+            Self::Connect(e) => e.kind(),
+            Self::Send(e) => e.kind(),
+            Self::Recv(e) => e.kind(),
+            Self::TryRecv(e) => e.kind(),
+            Self::RecvTimeout(e) => e.kind(),
+            Self::RingOpen(e) => e.kind(),
+            Self::RingWrite(e) => e.kind(),
+            Self::RingRead(e) => e.kind(),
+            Self::Forward(e) => e.kind(),
+            Self::RendezvousSend(e) => e.kind(),
+            Self::RendezvousRecv(e) => e.kind(),
+            Self::RendezvousCall(e) => e.kind(),
+            Self::Async(e) => e.kind(),
+            #[cfg(feature = "splice")]
+            Self::Splice(e) => e.kind(),
+            #[cfg(feature = "splice")]
+            Self::Module(e) => e.kind(),
+            #[cfg(feature = "semantics")]
+            Self::SemanticSetup(e) => e.kind(),
+            #[cfg(feature = "semantics")]
+            Self::SemanticOutput(e) => e.kind(),
+            #[cfg(feature = "semantics")]
+            Self::SemanticInput(e) => e.kind(),
+            #[cfg(feature = "semantics")]
+            Self::Arena(e) => e.kind(),
+        }
+    }
+
     /// The system's error number behind this error, if there is one (for
     /// `std::io::Error::from_raw_os_error`, C's negative codes, Python's
     /// `OSError.errno`).
@@ -196,7 +250,10 @@ impl Error {
             Self::Connect(e) => e.errno(),
             Self::Send(e) => e.errno(),
             Self::RingOpen(e) => e.errno(),
-            Self::Rendezvous(e) | Self::Async(AsyncError::Ipc(e)) => e.errno(),
+            Self::RendezvousSend(e) => e.errno(),
+            Self::RendezvousRecv(e) => e.errno(),
+            Self::RendezvousCall(e) => e.errno(),
+            Self::Async(e) => e.errno(),
             #[cfg(feature = "splice")]
             Self::Splice(e) => e.errno(),
             #[cfg(feature = "semantics")]
@@ -207,7 +264,15 @@ impl Error {
             Self::SemanticInput(e) => e.errno(),
             #[cfg(feature = "semantics")]
             Self::Arena(e) => e.errno(),
-            _ => None,
+            Self::Msg(_)
+            | Self::Recv(_)
+            | Self::TryRecv(_)
+            | Self::RecvTimeout(_)
+            | Self::RingWrite(_)
+            | Self::RingRead(_)
+            | Self::Forward(_) => None,
+            #[cfg(feature = "splice")]
+            Self::Module(_) => None,
         }
     }
 }
@@ -313,15 +378,18 @@ mod tests {
                 SendErrorKind::Os(errno).to_string(),
             ),
             (
-                TrySendError::new(SendErrorKind::Full, 7u8).into(),
-                SendErrorKind::Full.to_string(),
+                TrySendError::new(SendErrorKind::WouldBlock, 7u8).into(),
+                SendErrorKind::WouldBlock.to_string(),
             ),
             (
                 SendTimeoutError::new(SendErrorKind::TimedOut, "m").into(),
                 SendErrorKind::TimedOut.to_string(),
             ),
             (RecvError::Corrupt.into(), RecvError::Corrupt.to_string()),
-            (TryRecvError::Empty.into(), TryRecvError::Empty.to_string()),
+            (
+                TryRecvError::WouldBlock.into(),
+                TryRecvError::WouldBlock.to_string(),
+            ),
             (
                 RecvTimeoutError::TimedOut.into(),
                 RecvTimeoutError::TimedOut.to_string(),
@@ -336,10 +404,21 @@ mod tests {
             ),
             (ReadError::Lapped.into(), ReadError::Lapped.to_string()),
             (
-                IpcError::Disconnected.into(),
-                IpcError::Disconnected.to_string(),
+                RendezvousSendError::Disconnected.into(),
+                RendezvousSendError::Disconnected.to_string(),
             ),
-            (AsyncError::Closed.into(), AsyncError::Closed.to_string()),
+            (
+                RendezvousRecvError::WouldBlock.into(),
+                RendezvousRecvError::WouldBlock.to_string(),
+            ),
+            (
+                RendezvousCallError::Recv(RendezvousRecvError::TimedOut).into(),
+                RendezvousRecvError::TimedOut.to_string(),
+            ),
+            (
+                AsyncError::Disconnected.into(),
+                AsyncError::Disconnected.to_string(),
+            ),
             (
                 crate::msg::JoinError::new(MsgError::TooManySlices(70), Msg::default()).into(),
                 MsgError::TooManySlices(70).to_string(),
@@ -359,8 +438,9 @@ mod tests {
             ConnectError::Os { op: "x", errno }.into(),
             SendErrorKind::Os(errno).into(),
             OpenError::Os(errno).into(),
-            IpcError::Os { op: "x", errno }.into(),
-            AsyncError::Ipc(IpcError::Os { op: "x", errno }).into(),
+            RendezvousSendError::Os { op: "x", errno }.into(),
+            RendezvousRecvError::Os { op: "x", errno }.into(),
+            AsyncError::Os { op: "x", errno }.into(),
         ];
         for e in with {
             assert_eq!(e.errno(), Some(errno), "{e:?}");
@@ -373,7 +453,7 @@ mod tests {
             .errno(),
             Some(crate::Errno::NOMEM)
         );
-        assert_eq!(Error::from(TryRecvError::Empty).errno(), None);
+        assert_eq!(Error::from(TryRecvError::WouldBlock).errno(), None);
         #[cfg(feature = "splice")]
         {
             let e = crate::splice::SpliceError::Setup { op: "x", errno };
@@ -398,6 +478,55 @@ mod tests {
     }
 
     #[test]
+    fn one_word_for_each_situation_on_every_transport() {
+        use crate::rendezvous::RendezvousCallError;
+        use crate::ErrorKind as K;
+        // Nothing available now.
+        let would_block: Vec<Error> = vec![
+            TrySendError::new(SendErrorKind::WouldBlock, ()).into(),
+            TryRecvError::WouldBlock.into(),
+            WriteError::WouldBlock.into(),
+            ReadError::WouldBlock.into(),
+            AllocError::WouldBlock("p".into()).into(),
+            RendezvousSendError::WouldBlock.into(),
+            RendezvousRecvError::WouldBlock.into(),
+            AsyncError::WouldBlock.into(),
+            AsyncError::QuotaExceeded.into(),
+        ];
+        for e in &would_block {
+            assert_eq!(e.kind(), K::WouldBlock, "{e:?}");
+        }
+        // The peer is gone.
+        let gone: Vec<Error> = vec![
+            SendErrorKind::Disconnected.into(),
+            RecvError::Disconnected.into(),
+            TryRecvError::Disconnected.into(),
+            RecvTimeoutError::Disconnected.into(),
+            ReadError::Disconnected { pid: 7 }.into(),
+            RendezvousSendError::Disconnected.into(),
+            RendezvousRecvError::Disconnected.into(),
+            RendezvousCallError::Recv(RendezvousRecvError::Disconnected).into(),
+            AsyncError::Disconnected.into(),
+        ];
+        for e in &gone {
+            assert_eq!(e.kind(), K::Disconnected, "{e:?}");
+            assert!(e.to_string().starts_with("disconnected"), "{e}");
+        }
+        // The variant names say the same: no `Full`, `Empty` or `Closed`
+        // for these situations anywhere.
+        for e in would_block.iter().chain(&gone) {
+            let dbg = format!("{e:?}");
+            for old in ["Full", "Empty", "Closed", "ProducerDied"] {
+                assert!(!dbg.contains(old), "{dbg}");
+            }
+        }
+        // Every kind C reports without a zcio code has an errno.
+        assert_eq!(K::WouldBlock.errno(), Some(crate::Errno::AGAIN));
+        assert_eq!(K::Disconnected.errno(), Some(crate::Errno::PIPE));
+        assert_eq!(K::PeerFault.errno(), None);
+    }
+
+    #[test]
     fn errors_cross_threads() {
         fn send_sync<T: Send + Sync + 'static>() {}
         send_sync::<Error>();
@@ -406,8 +535,8 @@ mod tests {
         send_sync::<SendTimeoutError<Msg>>();
         // So `?` into `Box<dyn Error + Send + Sync>` (and anyhow) works.
         let e: Box<dyn std::error::Error + Send + Sync> =
-            Box::new(SendError::new(SendErrorKind::Full, Msg::default()));
-        assert_eq!(e.to_string(), SendErrorKind::Full.to_string());
+            Box::new(SendError::new(SendErrorKind::WouldBlock, Msg::default()));
+        assert_eq!(e.to_string(), SendErrorKind::WouldBlock.to_string());
     }
 
     #[test]
