@@ -798,8 +798,8 @@ const char *zcio_last_error(void);
  *
  * On success stores a new handle in `*out` (free it with
  * `zcio_ring_close`) and returns 0. Errors: `-EINVAL` (bad name, flags,
- * mode or size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC`, `-EBUSY`
- * (another live producer), `-EUSERS` (no consumer slot left),
+ * mode or size), `-ENOENT`, `-EEXIST`, `-EACCES`, `-ENOSPC` (no room for
+ * the ring, or no consumer slot left), `-EBUSY` (another live producer),
  * `-ZCIO_EBADRING`.
  *
  * # Safety
@@ -1027,7 +1027,7 @@ int zcio_buf_alloc(struct zcio_pool *pool, size_t len, struct zcio_buf **out);
 
 /**
  * `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
- * does not wait (`-ENOBUFS` when the pool is exhausted), < 0 waits up to
+ * does not wait (`-EAGAIN` when the pool is exhausted), < 0 waits up to
  * 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
  *
  * # Safety
@@ -1144,9 +1144,10 @@ int zcio_connect(const char *path, int timeout_ms, struct zcio_channel **out);
  * handle is freed: do not touch `buf` or its bytes again (the pages
  * return to the pool when the receiver releases the message). On failure
  * the buffer is still yours, frozen (`zcio_buf_data` returns NULL): send
- * it again or `zcio_buf_free` it. Errors: `-EAGAIN`, `-ETIMEDOUT`,
- * `-EPIPE` (the peer is gone), `-ENOBUFS` (the peer holds too many
- * buffers), `-ECONNABORTED`, `-ZCIO_ECORRUPT`, `-EINVAL`.
+ * it again or `zcio_buf_free` it. Errors: `-EAGAIN` (nothing available
+ * now: the ring is full, or the peer holds too many buffers),
+ * `-ETIMEDOUT`, `-EPIPE` (the peer is gone), `-ECONNABORTED`,
+ * `-ZCIO_ECORRUPT`, `-EINVAL`.
  *
  * # Safety
  * `ch` is NULL or a live channel; `buf` is NULL or a live buffer handle
@@ -1172,8 +1173,7 @@ int zcio_sendv(struct zcio_channel *ch, struct zcio_buf *const *bufs, size_t n, 
  * Copy `len` bytes from `data` into a buffer of the channel's own pool
  * and send it (for small or occasional messages; large data is better
  * written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
- * both the wait for a free buffer and for room (0: `-EAGAIN` /
- * `-ENOBUFS` at once). `data` stays yours. Returns 0 or the errors of
+ * both the wait for a free buffer and for room (0: `-EAGAIN` at once). `data` stays yours. Returns 0 or the errors of
  * `zcio_buf_alloc` and `zcio_send`.
  *
  * # Safety
@@ -1564,7 +1564,7 @@ int zcio_cp(const char *src, const char *dst, const char *const *modules, size_t
  * under the name it declares, for `zcio_assoc_push` and `zcio_cp` in
  * this process. The name is copied to `name` (`cap` bytes, like
  * `zcio_assoc_control`'s reply; may be NULL when `cap` is 0). Returns the
- * name's length, `-ELIBBAD` (not a loadable zcio module: missing file or
+ * name's length, `-ZCIO_EMODULE` (not a loadable zcio module: missing file or
  * symbol, wrong ABI version; see `zcio_last_error`) or `-EINVAL`.
  *
  * Trust: loading runs the object's initialisers, and its functions run
@@ -1613,7 +1613,7 @@ void zcio_endpoint_config_init(struct zcio_endpoint_config *cfg);
  * channel is still yours; otherwise — success or any other failure — the
  * endpoint took it (the handle is freed; on failure the channel is
  * closed). Errors: `-EINVAL`, `-ETIMEDOUT` (no hello), `-EPIPE` (the peer
- * left), `-EPROTO` (the peer is not an endpoint), `-ENOBUFS`/`-ENOMEM`,
+ * left), `-EPROTO` (the peer is not an endpoint), `-EAGAIN`/`-ENOMEM`,
  * or a negative errno.
  *
  * # Safety
@@ -1648,7 +1648,7 @@ int zcio_endpoint_trust_peer(struct zcio_endpoint *ep);
  * held at the call — except under the weak semantics, see `enum
  * zcio_semantics`). Returns the delivery (`enum zcio_delivery`) or a
  * negative code: `-EINVAL` (NULL, `len` 0, bad `sem`), `-EPIPE` (the peer
- * is gone), `-ENOBUFS`, `-ETIMEDOUT`, ...
+ * is gone), `-EAGAIN` (no room now), `-ETIMEDOUT`, ...
  *
  * Only memory from `zcio_arena_alloc` of this endpoint can go without a
  * copy; any other memory (malloc, the stack) is copied, whatever `sem`
@@ -1741,7 +1741,7 @@ void zcio_endpoint_close(struct zcio_endpoint *ep);
  * Only memory from here is zero-copy: output lends (and write-protects)
  * its pages, input swaps pages into it; malloc memory is always copied.
  * Stores the handle in `*out` (free it with `zcio_arena_buf_free`).
- * Returns 0, `-EINVAL`, or `-ENOBUFS` (the arena is full).
+ * Returns 0, `-EINVAL`, or `-EAGAIN` (the arena is full now).
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
@@ -1779,7 +1779,7 @@ void zcio_arena_buf_free(struct zcio_arena_buf *b);
  * A system-allocated buffer of `len` bytes for the endpoint's output
  * semantics (a fresh region under move, arena pages otherwise). Fill it
  * through `zcio_owned_data` and hand it over with
- * `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-ENOBUFS`.
+ * `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-EAGAIN`.
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
