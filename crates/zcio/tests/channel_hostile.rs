@@ -59,7 +59,7 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
     ];
     assert_eq!(
         kid.ask("drain"),
-        format!("drained {}; Ok(\"valid-1\"); Err(Empty)", want.join("; "))
+        format!("drained {}; Ok(\"valid-1\"); Err(WouldBlock)", want.join("; "))
     );
     assert_eq!(h.notices(), (3001..=3006).collect::<Vec<_>>());
 
@@ -75,7 +75,7 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
     assert_eq!(
         kid.ask("drain"),
         "drained Err(Malformed(BadCount(0))); Err(Malformed(BadCount(1000))); Err(Malformed(BadCount(65))); \
-         Err(Malformed(BadCount(5))); Err(Malformed(UnknownRegion(9))); Ok(\"valid-1\"); Err(Empty)"
+         Err(Malformed(BadCount(5))); Err(Malformed(UnknownRegion(9))); Ok(\"valid-1\"); Err(WouldBlock)"
     );
     let mut n = h.notices();
     n.sort_unstable();
@@ -83,7 +83,7 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
     h.push(&[desc(0, 3, 0, 7, 4010)]); // claims 3 slices, only 1 published
     assert_eq!(
         kid.ask("drain"),
-        "drained Err(Malformed(BadCount(3))); Err(Empty)"
+        "drained Err(Malformed(BadCount(3))); Err(WouldBlock)"
     );
     h.push(&[desc(0, 1, 0, 7, 4011)]);
     assert_eq!(kid.ask("recv"), ok1);
@@ -103,7 +103,7 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
     h.push(&junk);
     let got = kid.ask("drain");
     let parts: Vec<&str> = got.trim_start_matches("drained ").split("; ").collect();
-    assert_eq!(parts.last(), Some(&"Err(Empty)"), "{got}");
+    assert_eq!(parts.last(), Some(&"Err(WouldBlock)"), "{got}");
     assert!(
         parts[..parts.len() - 1]
             .iter()

@@ -35,7 +35,7 @@
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-async-doc-{}", std::process::id()));
 //! let listener = RendezvousListener::bind(&path)?;
-//! let server = std::thread::spawn(move || -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+//! let server = std::thread::spawn(move || -> Result<u64, zcio::Error> {
 //!     let ep = listener.accept().expect("accept");
 //!     let mut notes = 0;
 //!     loop {

@@ -278,20 +278,11 @@ impl Error {
 }
 
 #[cfg(feature = "semantics")]
-impl
-    From<(
-        crate::semantics::OutputError,
-        Option<crate::semantics::OwnedBuf>,
-    )> for Error
-{
-    /// An owned output that gave its buffer back: drops it, keeps the reason.
-    fn from(
-        (e, _): (
-            crate::semantics::OutputError,
-            Option<crate::semantics::OwnedBuf>,
-        ),
-    ) -> Self {
-        Error::SemanticOutput(e)
+impl From<crate::semantics::OutputOwnedError> for Error {
+    /// An owned output that gave its buffer back: drops it, keeps the
+    /// reason.
+    fn from(e: crate::semantics::OutputOwnedError) -> Self {
+        Error::SemanticOutput(e.into_parts().0)
     }
 }
 
