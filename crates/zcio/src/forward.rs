@@ -72,10 +72,12 @@ impl Default for ForwardConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ForwardEnd {
-    /// The upstream closed (or died) and everything it sent was forwarded.
-    UpstreamClosed,
-    /// The downstream closed or died; the upstream was closed in turn.
-    DownstreamClosed,
+    /// The upstream disconnected (closed its end or died) and everything it
+    /// sent was forwarded.
+    UpstreamDisconnected,
+    /// The downstream disconnected (closed its end or died); the upstream
+    /// was closed in turn.
+    DownstreamDisconnected,
     /// No message for `max_idle`.
     Idle,
     /// A channel reported a broken protocol (corrupt ring) or a failure
@@ -109,8 +111,8 @@ impl ForwardFailure {
 impl std::fmt::Display for ForwardEnd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ForwardEnd::UpstreamClosed => f.write_str("upstream-closed"),
-            ForwardEnd::DownstreamClosed => f.write_str("downstream-closed"),
+            ForwardEnd::UpstreamDisconnected => f.write_str("upstream-disconnected"),
+            ForwardEnd::DownstreamDisconnected => f.write_str("downstream-disconnected"),
             ForwardEnd::Idle => f.write_str("idle"),
             ForwardEnd::Failed(e) => write!(f, "failed: {e}"),
         }
@@ -197,14 +199,14 @@ pub fn run(
             up.flush();
         }
         if upstream_done {
-            break ForwardEnd::UpstreamClosed;
+            break ForwardEnd::UpstreamDisconnected;
         }
         if n > 0 && last_check.elapsed() < cfg.liveness_interval {
             continue;
         }
         last_check = Instant::now();
         if !down.check_peer() {
-            break ForwardEnd::DownstreamClosed;
+            break ForwardEnd::DownstreamDisconnected;
         }
         if n > 0 {
             continue;
@@ -226,7 +228,7 @@ pub fn run(
                     break ForwardEnd::Idle;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => break ForwardEnd::UpstreamClosed,
+            Err(RecvTimeoutError::Disconnected) => break ForwardEnd::UpstreamDisconnected,
             Err(RecvTimeoutError::Malformed(_)) => stats.errors += 1,
             Err(e @ RecvTimeoutError::Corrupt) => {
                 break ForwardEnd::Failed(ForwardFailure::Upstream(e))
@@ -234,7 +236,7 @@ pub fn run(
         }
     };
     match end {
-        ForwardEnd::DownstreamClosed => up.close(),
+        ForwardEnd::DownstreamDisconnected => up.close(),
         _ => {
             // Wake the next hop for anything deferred, then tell it we are
             // done: it receives what is in its ring, then `Disconnected`.
@@ -278,7 +280,7 @@ fn forward(
             stats.bytes += len;
             Step::Sent
         }
-        Err(SendErrorKind::Disconnected) => Step::Stop(ForwardEnd::DownstreamClosed),
+        Err(SendErrorKind::Disconnected) => Step::Stop(ForwardEnd::DownstreamDisconnected),
         Err(e @ SendErrorKind::Corrupt) => {
             Step::Stop(ForwardEnd::Failed(ForwardFailure::Downstream(e)))
         }
@@ -290,7 +292,7 @@ fn forward(
             if down.check_peer() {
                 Step::Dropped
             } else {
-                Step::Stop(ForwardEnd::DownstreamClosed)
+                Step::Stop(ForwardEnd::DownstreamDisconnected)
             }
         }
     }
@@ -365,7 +367,7 @@ mod tests {
         assert!(a.check_peer(), "released by notices, not by a close");
         a.close();
         let r = t.join().unwrap();
-        assert_eq!(r.end, ForwardEnd::UpstreamClosed);
+        assert_eq!(r.end, ForwardEnd::UpstreamDisconnected);
         assert_eq!(r.stats.msgs, 200);
         assert_eq!(r.stats.errors, 0);
         assert!(matches!(
@@ -398,7 +400,7 @@ mod tests {
         });
         drop(c);
         let r = t.join().unwrap();
-        assert_eq!(r.end, ForwardEnd::DownstreamClosed);
+        assert_eq!(r.end, ForwardEnd::DownstreamDisconnected);
         let src = pool("relay-dc");
         let e = a
             .send_timeout(msg(&src, b"x"), Duration::from_secs(5))

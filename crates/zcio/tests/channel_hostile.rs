@@ -59,7 +59,10 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
     ];
     assert_eq!(
         kid.ask("drain"),
-        format!("drained {}; Ok(\"valid-1\"); Err(WouldBlock)", want.join("; "))
+        format!(
+            "drained {}; Ok(\"valid-1\"); Err(WouldBlock)",
+            want.join("; ")
+        )
     );
     assert_eq!(h.notices(), (3001..=3006).collect::<Vec<_>>());
 

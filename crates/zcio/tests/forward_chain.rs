@@ -141,7 +141,7 @@ fn through_the_chain(mode: &str) {
     for r in &mut relays {
         assert_eq!(
             r.expect("ended"),
-            format!("upstream-closed msgs={N} bytes={bytes} errors=0")
+            format!("upstream-disconnected msgs={N} bytes={bytes} errors=0")
         );
     }
     assert_eq!(sink.ask("drain 0"), "drained Disconnected after 0");
@@ -208,9 +208,9 @@ fn relay_killed_mid_stream_disconnects_both_ends() {
     assert_eq!(outcome, SendErrorKind::Disconnected, "source's typed error");
     assert!(sent >= 300);
     let up = relays[0].expect("ended");
-    assert!(up.starts_with("downstream-closed"), "relay 0: {up}");
+    assert!(up.starts_with("downstream-disconnected"), "relay 0: {up}");
     let down = relays[2].expect("ended");
-    assert!(down.starts_with("upstream-closed"), "relay 2: {down}");
+    assert!(down.starts_with("upstream-disconnected"), "relay 2: {down}");
     let got = sink.expect("drained");
     let n: u64 = got
         .strip_prefix("Disconnected after ")

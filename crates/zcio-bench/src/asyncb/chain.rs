@@ -268,7 +268,7 @@ pub fn relay_side(up: &str, down: &str, copy: bool, deadline: Instant) -> Result
     let r = forward::run(&upc, &downc, mode, &rc);
     drop((upc, downc));
     match r.end {
-        ForwardEnd::UpstreamClosed => Ok(Sample {
+        ForwardEnd::UpstreamDisconnected => Ok(Sample {
             msgs: r.stats.msgs,
             check: r.stats.errors,
             ..Sample::default()
