@@ -243,8 +243,8 @@
  * * `ZCIO_SEM_SHARE`: output lends an arena buffer in place (wired while
  *   in flight); your later write may change what the peer reads (weak).
  * * `ZCIO_SEM_EMULATED_SHARE`: as share without wiring (weak).
- * * `ZCIO_SEM_MOVE`: `zcio_endpoint_output_owned` hands a
- *   `zcio_endpoint_alloc` buffer over sealed: you no longer own it and
+ * * `ZCIO_SEM_MOVE`: `zcio_semantic_endpoint_output_owned` hands a
+ *   `zcio_semantic_endpoint_alloc` buffer over sealed: you no longer own it and
  *   nobody can change it; the receiver maps it privately.
  * * `ZCIO_SEM_EMULATED_MOVE`: as move, but the pages are only hidden
  *   (touching them faults) and reused once the peer is done (strong).
@@ -323,12 +323,6 @@ typedef struct zcio_buf zcio_buf;
 typedef struct zcio_channel zcio_channel;
 
 /**
- * One end of a channel with buffering semantics (opaque). Thread-safe:
- * output and input may run on different threads at once.
- */
-typedef struct zcio_endpoint zcio_endpoint;
-
-/**
  * A listening socket that accepts channels (opaque).
  */
 typedef struct zcio_listener zcio_listener;
@@ -341,9 +335,9 @@ typedef struct zcio_listener zcio_listener;
 typedef struct zcio_msg zcio_msg;
 
 /**
- * A system-allocated buffer (opaque), from `zcio_endpoint_alloc` or
- * `zcio_endpoint_input_owned`. Yours until `zcio_endpoint_output_owned`
- * consumes it or `zcio_endpoint_free` frees it. One thread at a time.
+ * A system-allocated buffer (opaque), from `zcio_semantic_endpoint_alloc` or
+ * `zcio_semantic_endpoint_input_owned`. Yours until `zcio_semantic_endpoint_output_owned`
+ * consumes it or `zcio_semantic_endpoint_free` frees it. One thread at a time.
  */
 typedef struct zcio_owned zcio_owned;
 
@@ -358,6 +352,12 @@ typedef struct zcio_pool zcio_pool;
  * A consumer's or producer's end of a named ring (opaque).
  */
 typedef struct zcio_ring zcio_ring;
+
+/**
+ * One end of a channel with buffering semantics (opaque). Thread-safe:
+ * output and input may run on different threads at once.
+ */
+typedef struct zcio_semantic_endpoint zcio_semantic_endpoint;
 
 /**
  * Counters and geometry of a ring end (`zcio_ring_get_stats`).
@@ -623,10 +623,10 @@ typedef struct zcio_assoc_status {
 } zcio_assoc_status;
 
 /**
- * How an endpoint is set up (`zcio_endpoint_config_init` fills the
+ * How an endpoint is set up (`zcio_semantic_config_init` fills the
  * defaults; a NULL config means the defaults).
  */
-typedef struct zcio_endpoint_config {
+typedef struct zcio_semantic_config {
     /**
      * Semantics of the output calls (an `enum zcio_semantics` value;
      * default `ZCIO_SEM_EMULATED_COPY`).
@@ -643,12 +643,12 @@ typedef struct zcio_endpoint_config {
      */
     size_t arena_capacity;
     /**
-     * How long `zcio_endpoint_new` waits for the peer's hello, in
+     * How long `zcio_semantic_endpoint_new` waits for the peer's hello, in
      * milliseconds (<= 0: 10 s).
      */
     int hello_timeout_ms;
     /**
-     * Non-zero: call `zcio_endpoint_trust_peer` before the hello (so the
+     * Non-zero: call `zcio_semantic_endpoint_trust_peer` before the hello (so the
      * peer learns it). Read the warning there first. Default 0.
      */
     int trust_peer;
@@ -667,13 +667,13 @@ typedef struct zcio_endpoint_config {
      * rewritten for the next output to lend it again rather than copy
      * it. 0.0 – 1.0; negative (the default, -1): what the cost model
      * says per size (1.0 with `ignore_cost_model`). See
-     * `zcio_endpoint_rewrite_tolerance`.
+     * `zcio_semantic_endpoint_rewrite_tolerance`.
      */
     double rewrite_tolerance;
-} zcio_endpoint_config;
+} zcio_semantic_config;
 
 /**
- * How one input arrived (`zcio_endpoint_input`).
+ * How one input arrived (`zcio_semantic_endpoint_input`).
  */
 typedef struct zcio_received {
     /**
@@ -695,9 +695,9 @@ typedef struct zcio_received {
 } zcio_received;
 
 /**
- * Counters of an endpoint and its arena (`zcio_endpoint_get_stats`).
+ * Counters of an endpoint and its arena (`zcio_semantic_endpoint_get_stats`).
  */
-typedef struct zcio_endpoint_stats {
+typedef struct zcio_semantic_stats {
     /**
      * Outputs copied.
      */
@@ -754,7 +754,7 @@ typedef struct zcio_endpoint_stats {
      * Arena: pages lent and not yet returned by the peer.
      */
     uint64_t pages_in_flight;
-} zcio_endpoint_stats;
+} zcio_semantic_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1598,16 +1598,16 @@ const char *zcio_semantics_name(int sem);
  * arena, a 10 s hello timeout, the peer not trusted. NULL is ignored.
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_endpoint_config`.
+ * `cfg` is NULL or valid for writing a `struct zcio_semantic_config`.
  */
-void zcio_endpoint_config_init(struct zcio_endpoint_config *cfg);
+void zcio_semantic_config_init(struct zcio_semantic_config *cfg);
 
 /**
  * Make an endpoint of the connected channel `ch`. Both ends must do so:
  * each sends a hello (its input semantics, whether it trusts the peer)
  * and waits for the other's, at most `cfg->hello_timeout_ms`. `cfg` may
  * be NULL (the defaults). Stores the endpoint in `*out` (free it with
- * `zcio_endpoint_close`).
+ * `zcio_semantic_endpoint_close`).
  *
  * Ownership of `ch`: when this returns `-EINVAL` for a bad argument the
  * channel is still yours; otherwise — success or any other failure — the
@@ -1621,7 +1621,7 @@ void zcio_endpoint_config_init(struct zcio_endpoint_config *cfg);
  * returned `-EINVAL`; `cfg` is NULL or a readable config; `out` is NULL
  * or valid for writing a pointer.
  */
-int zcio_endpoint_new(struct zcio_channel *ch, const struct zcio_endpoint_config *cfg, struct zcio_endpoint **out);
+int zcio_semantic_endpoint_new(struct zcio_channel *ch, const struct zcio_semantic_config *cfg, struct zcio_semantic_endpoint **out);
 
 /**
  * Declare that the peer runs zcio's TCOW and never writes pages it lent
@@ -1639,7 +1639,7 @@ int zcio_endpoint_new(struct zcio_channel *ch, const struct zcio_endpoint_config
  * # Safety
  * `ep` is NULL or a live endpoint; see the warning.
  */
-int zcio_endpoint_trust_peer(struct zcio_endpoint *ep);
+int zcio_semantic_endpoint_trust_peer(struct zcio_semantic_endpoint *ep);
 
 /**
  * Output `len` bytes at `data` under `sem` (-1: the endpoint's output
@@ -1664,7 +1664,7 @@ int zcio_endpoint_trust_peer(struct zcio_endpoint *ep);
  * `ep` is NULL or a live endpoint; `data` is readable for `len` bytes
  * during the call.
  */
-int zcio_endpoint_output(struct zcio_endpoint *ep, const void *data, size_t len, int sem);
+int zcio_semantic_endpoint_output(struct zcio_semantic_endpoint *ep, const void *data, size_t len, int sem);
 
 /**
  * Input the next message into `buf` (`cap` bytes) under `sem` (-1: the
@@ -1678,14 +1678,14 @@ int zcio_endpoint_output(struct zcio_endpoint *ep, const void *data, size_t len,
  *
  * Whole pages are swapped in (no copy) only into a `zcio_arena_alloc`
  * buffer of this endpoint at the sender's page offset (see
- * `zcio_endpoint_next`); everything else is copied.
+ * `zcio_semantic_endpoint_next`); everything else is copied.
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `buf` is writable for `cap` bytes and
  * nothing else reads or writes it during the call; `info` is NULL or
  * writable.
  */
-ssize_t zcio_endpoint_input(struct zcio_endpoint *ep, void *buf, size_t cap, int sem, struct zcio_received *info);
+ssize_t zcio_semantic_endpoint_input(struct zcio_semantic_endpoint *ep, void *buf, size_t cap, int sem, struct zcio_received *info);
 
 /**
  * Wait at most `timeout_ms` (0: do not wait; < 0: up to 1 hour) for the
@@ -1696,12 +1696,12 @@ ssize_t zcio_endpoint_input(struct zcio_endpoint *ep, void *buf, size_t cap, int
  * Returns 0, `-EAGAIN` (nothing yet, `timeout_ms` 0), `-ETIMEDOUT`,
  * `-EPIPE` (the peer died), `-EBADMSG`. The wait polls with short
  * sleeps; it sees a peer that died but not one that closed its end
- * while alive (`zcio_endpoint_input` sees that: `-EPIPE`).
+ * while alive (`zcio_semantic_endpoint_input` sees that: `-EPIPE`).
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.
  */
-int zcio_endpoint_next(struct zcio_endpoint *ep, int timeout_ms, size_t *len, size_t *page_offset);
+int zcio_semantic_endpoint_next(struct zcio_semantic_endpoint *ep, int timeout_ms, size_t *len, size_t *page_offset);
 
 /**
  * Store in `*out` the fraction of a `bytes`-long buffer's pages that may
@@ -1713,7 +1713,7 @@ int zcio_endpoint_next(struct zcio_endpoint *ep, int timeout_ms, size_t *len, si
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
  */
-int zcio_endpoint_rewrite_tolerance(struct zcio_endpoint *ep, size_t bytes, double *out);
+int zcio_semantic_endpoint_rewrite_tolerance(struct zcio_semantic_endpoint *ep, size_t bytes, double *out);
 
 /**
  * Fill `*out` with the endpoint's and its arena's counters. Returns 0 or
@@ -1722,7 +1722,7 @@ int zcio_endpoint_rewrite_tolerance(struct zcio_endpoint *ep, size_t bytes, doub
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
  */
-int zcio_endpoint_get_stats(struct zcio_endpoint *ep, struct zcio_endpoint_stats *out);
+int zcio_semantic_endpoint_get_stats(struct zcio_semantic_endpoint *ep, struct zcio_semantic_stats *out);
 
 /**
  * Close the endpoint and its channel and free the handle (NULL is
@@ -1732,12 +1732,12 @@ int zcio_endpoint_get_stats(struct zcio_endpoint *ep, struct zcio_endpoint_stats
  * # Safety
  * `ep` is NULL or a live endpoint, not used again (by any thread).
  */
-void zcio_endpoint_close(struct zcio_endpoint *ep);
+void zcio_semantic_endpoint_close(struct zcio_semantic_endpoint *ep);
 
 /**
  * A buffer of `len` bytes in the endpoint's arena, starting
  * `page_offset` bytes into its first page (0: page-aligned; take the
- * page offset `zcio_endpoint_next` reports to receive with page swaps).
+ * page offset `zcio_semantic_endpoint_next` reports to receive with page swaps).
  * Only memory from here is zero-copy: output lends (and write-protects)
  * its pages, input swaps pages into it; malloc memory is always copied.
  * Stores the handle in `*out` (free it with `zcio_arena_buf_free`).
@@ -1746,7 +1746,7 @@ void zcio_endpoint_close(struct zcio_endpoint *ep);
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
  */
-int zcio_arena_alloc(struct zcio_endpoint *ep, size_t len, size_t page_offset, struct zcio_arena_buf **out);
+int zcio_arena_alloc(struct zcio_semantic_endpoint *ep, size_t len, size_t page_offset, struct zcio_arena_buf **out);
 
 /**
  * The buffer's bytes (`zcio_arena_buf_len` of them), readable and
@@ -1779,12 +1779,12 @@ void zcio_arena_buf_free(struct zcio_arena_buf *b);
  * A system-allocated buffer of `len` bytes for the endpoint's output
  * semantics (a fresh region under move, arena pages otherwise). Fill it
  * through `zcio_owned_data` and hand it over with
- * `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-EAGAIN`.
+ * `zcio_semantic_endpoint_output_owned`. Returns 0, `-EINVAL`, `-EAGAIN`.
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
  */
-int zcio_endpoint_alloc(struct zcio_endpoint *ep, size_t len, struct zcio_owned **out);
+int zcio_semantic_endpoint_alloc(struct zcio_semantic_endpoint *ep, size_t len, struct zcio_owned **out);
 
 /**
  * The bytes of a system-allocated buffer, writable while it is yours
@@ -1815,20 +1815,20 @@ size_t zcio_owned_len(const struct zcio_owned *b);
  * `ep` is NULL or a live endpoint; `buf` is NULL or points to NULL or a
  * live owned buffer handle.
  */
-int zcio_endpoint_output_owned(struct zcio_endpoint *ep, struct zcio_owned **buf, int sem);
+int zcio_semantic_endpoint_output_owned(struct zcio_semantic_endpoint *ep, struct zcio_owned **buf, int sem);
 
 /**
  * Receive the next message into a system-allocated buffer under `sem`
  * (-1: the endpoint's input semantics): a sealed region mapped privately
  * (move), or arena pages swapped in / copied. Waits as
- * `zcio_endpoint_input`. Stores the handle in `*out`; give it back with
- * `zcio_endpoint_free` (or pass it on with `zcio_endpoint_output_owned`).
+ * `zcio_semantic_endpoint_input`. Stores the handle in `*out`; give it back with
+ * `zcio_semantic_endpoint_free` (or pass it on with `zcio_semantic_endpoint_output_owned`).
  * Returns the length or a negative code (`-EPIPE`, `-EBADMSG`, ...).
  *
  * # Safety
  * `ep` is NULL or a live endpoint; `out` is NULL or writable.
  */
-ssize_t zcio_endpoint_input_owned(struct zcio_endpoint *ep, int sem, struct zcio_owned **out);
+ssize_t zcio_semantic_endpoint_input_owned(struct zcio_semantic_endpoint *ep, int sem, struct zcio_owned **out);
 
 /**
  * Give a system-allocated buffer back (cached for reuse by `ep`; with a
@@ -1838,7 +1838,7 @@ ssize_t zcio_endpoint_input_owned(struct zcio_endpoint *ep, int sem, struct zcio
  * `ep` is NULL or a live endpoint; `buf` is NULL or a live owned buffer,
  * not used again.
  */
-void zcio_endpoint_free(struct zcio_endpoint *ep, struct zcio_owned *buf);
+void zcio_semantic_endpoint_free(struct zcio_semantic_endpoint *ep, struct zcio_owned *buf);
 
 #ifdef __cplusplus
 }  // extern "C"

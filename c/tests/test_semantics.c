@@ -1,5 +1,5 @@
 /*
- * Tests of buffering semantics in the zcio C library (zcio_endpoint_*, zcio_arena_*,
+ * Tests of buffering semantics in the zcio C library (zcio_semantic_endpoint_*, zcio_arena_*,
  * zcio_owned_*, zcio_semantics_*) across real processes.
  *
  *   test_semantics            run every test
@@ -61,24 +61,24 @@ static int listen_at(const char *name, char *sock, size_t n, zcio_listener **l) 
 }
 
 /* An endpoint over a channel accepted on `l` (the listener is closed). */
-static int accept_endpoint(zcio_listener *l, const zcio_endpoint_config *cfg, zcio_endpoint **ep) {
+static int accept_endpoint(zcio_listener *l, const zcio_semantic_config *cfg, zcio_semantic_endpoint **ep) {
     zcio_channel *ch;
     int rc = zcio_accept(l, TIMEOUT_MS, &ch);
     zcio_listener_close(l);
     if (rc < 0) return rc;
-    return zcio_endpoint_new(ch, cfg, ep);
+    return zcio_semantic_endpoint_new(ch, cfg, ep);
 }
 
-static int connect_endpoint(const char *sock, const zcio_endpoint_config *cfg, zcio_endpoint **ep) {
+static int connect_endpoint(const char *sock, const zcio_semantic_config *cfg, zcio_semantic_endpoint **ep) {
     zcio_channel *ch;
     int rc = zcio_connect(sock, TIMEOUT_MS, &ch);
     if (rc < 0) return rc;
-    return zcio_endpoint_new(ch, cfg, ep);
+    return zcio_semantic_endpoint_new(ch, cfg, ep);
 }
 
-static zcio_endpoint_config config(int output, int input, int trust) {
-    zcio_endpoint_config c;
-    zcio_endpoint_config_init(&c);
+static zcio_semantic_config config(int output, int input, int trust) {
+    zcio_semantic_config c;
+    zcio_semantic_config_init(&c);
     c.output = output;
     c.input = input;
     c.arena_capacity = 16 << 20;
@@ -98,11 +98,11 @@ static zcio_endpoint_config config(int output, int input, int trust) {
 static int role_ec_recv(char **a) {
     int count = atoi(a[1]), trust = atoi(a[3]);
     size_t len = (size_t)strtoull(a[2], NULL, 10);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, trust);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, trust);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
     size_t n, off;
-    CHECK_OK(zcio_endpoint_next(ep, TIMEOUT_MS, &n, &off));
+    CHECK_OK(zcio_semantic_endpoint_next(ep, TIMEOUT_MS, &n, &off));
     CHECK(n == len);
     zcio_arena_buf *bufs[4];
     for (int j = 0; j < 4; j++) CHECK_OK(zcio_arena_alloc(ep, len, off, &bufs[j]));
@@ -110,7 +110,7 @@ static int role_ec_recv(char **a) {
     for (int i = 0; i < count; i++) {
         unsigned char *b = zcio_arena_buf_data(bufs[i % 4]);
         zcio_received r;
-        CHECK_RC(zcio_endpoint_input(ep, b, len, -1, &r), (long long)len);
+        CHECK_RC(zcio_semantic_endpoint_input(ep, b, len, -1, &r), (long long)len);
         CHECK(r.len == len && r.sender == ZCIO_SEM_EMULATED_COPY);
         swapped += r.swapped_pages;
         long long bad = first_bad(b, len, (uint64_t)i);
@@ -123,18 +123,18 @@ static int role_ec_recv(char **a) {
                 FAILF("message %d changed after it was received (byte %lld)", i - 1, bad);
         }
     }
-    zcio_endpoint_stats st;
-    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    zcio_semantic_stats st;
+    CHECK_OK(zcio_semantic_endpoint_get_stats(ep, &st));
     if (trust && swapped == 0) FAILF("trusted emulated-copy input swapped no page in");
     if (!trust && swapped != 0) FAILF("untrusted input swapped %zu pages in", swapped);
     printf("    receiver: %d messages, %zu pages swapped in, %" PRIu64 " bytes copied\n", count,
            swapped, st.in_copied_bytes);
-    CHECK_RC(zcio_endpoint_output(ep, "done", 4, ZCIO_SEM_COPY), ZCIO_DELIVERY_COPIED);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "done", 4, ZCIO_SEM_COPY), ZCIO_DELIVERY_COPIED);
     /* The sender closes first: then -EPIPE. */
     char tmp[16];
-    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
     for (int j = 0; j < 4; j++) zcio_arena_buf_free(bufs[j]);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     return 0;
 }
 
@@ -143,24 +143,24 @@ static int role_ec_recv(char **a) {
 static int role_plain_recv(char **a, int n) {
     int sem = zcio_semantics_parse(a[1]);
     CHECK_OK(sem);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_COPY, sem, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_COPY, sem, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
     for (int i = 0; i + 2 < n; i++) {
         size_t len = (size_t)strtoull(a[i + 2], NULL, 10);
         unsigned char *b = malloc(len);
         CHECK(b != NULL);
         zcio_received r;
-        CHECK_RC(zcio_endpoint_input(ep, b, len, -1, &r), (long long)len);
+        CHECK_RC(zcio_semantic_endpoint_input(ep, b, len, -1, &r), (long long)len);
         CHECK(r.copied == len && r.swapped_pages == 0);
         long long bad = first_bad(b, len, (uint64_t)i);
         if (bad >= 0) FAILF("message %d (%zu bytes): byte %lld differs", i, len, bad);
         free(b);
     }
-    CHECK_RC(zcio_endpoint_output(ep, "done", 4, -1), ZCIO_DELIVERY_COPIED);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "done", 4, -1), ZCIO_DELIVERY_COPIED);
     char tmp[16];
-    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
-    zcio_endpoint_close(ep);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
+    zcio_semantic_endpoint_close(ep);
     return 0;
 }
 
@@ -170,23 +170,23 @@ static int role_owned_recv(char **a) {
     CHECK_OK(sem);
     int count = atoi(a[2]);
     size_t len = (size_t)strtoull(a[3], NULL, 10);
-    zcio_endpoint_config cfg = config(sem, sem, 1);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(sem, sem, 1);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
     for (int i = 0; i < count; i++) {
         zcio_owned *o;
-        CHECK_RC(zcio_endpoint_input_owned(ep, -1, &o), (long long)len);
+        CHECK_RC(zcio_semantic_endpoint_input_owned(ep, -1, &o), (long long)len);
         CHECK(zcio_owned_len(o) == len);
         unsigned char *b = zcio_owned_data(o);
         long long bad = first_bad(b, len, (uint64_t)i);
         if (bad >= 0) FAILF("message %d: byte %lld differs", i, bad);
         b[0] ^= 0xff; /* the receiver's writes stay private */
-        zcio_endpoint_free(ep, o);
+        zcio_semantic_endpoint_free(ep, o);
     }
-    CHECK_RC(zcio_endpoint_output(ep, "done", 4, ZCIO_SEM_COPY), ZCIO_DELIVERY_COPIED);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "done", 4, ZCIO_SEM_COPY), ZCIO_DELIVERY_COPIED);
     char tmp[16];
-    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
-    zcio_endpoint_close(ep);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), -EPIPE);
+    zcio_semantic_endpoint_close(ep);
     return 0;
 }
 
@@ -194,25 +194,25 @@ static int role_owned_recv(char **a) {
  * "done". */
 static int role_one_msg(char **a) {
     size_t len = (size_t)strtoull(a[1], NULL, 10);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
     zcio_arena_buf *b;
     CHECK_OK(zcio_arena_alloc(ep, len, 100, &b));
     fill(zcio_arena_buf_data(b), len, 0);
-    CHECK_OK(zcio_endpoint_output(ep, zcio_arena_buf_data(b), len, -1));
+    CHECK_OK(zcio_semantic_endpoint_output(ep, zcio_arena_buf_data(b), len, -1));
     char tmp[16];
-    CHECK_RC(zcio_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), 4);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, tmp, sizeof tmp, -1, NULL), 4);
     zcio_arena_buf_free(b);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     return 0;
 }
 
 /* streamer SOCK: output emulated-copy messages until an output fails (the
  * test kills this process long before). */
 static int role_streamer(char **a) {
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
     size_t len = 64 << 10;
     zcio_arena_buf *b;
@@ -220,7 +220,7 @@ static int role_streamer(char **a) {
     unsigned char *d = zcio_arena_buf_data(b);
     for (uint64_t i = 0;; i++) {
         fill(d, len, i);
-        int rc = zcio_endpoint_output(ep, d, len, -1);
+        int rc = zcio_semantic_endpoint_output(ep, d, len, -1);
         if (rc < 0) {
             fprintf(stderr, "    streamer: output %" PRIu64 ": %s\n", i, zcio_strerror(rc));
             return 3;
@@ -230,12 +230,12 @@ static int role_streamer(char **a) {
 
 /* sink SOCK: input messages (and tell nothing) until killed. */
 static int role_sink(char **a) {
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
     static unsigned char b[1 << 20];
-    for (int i = 0; i < 3; i++) CHECK_OK(zcio_endpoint_input(ep, b, sizeof b, -1, NULL));
-    CHECK_OK(zcio_endpoint_output(ep, "got3", 4, ZCIO_SEM_COPY));
+    for (int i = 0; i < 3; i++) CHECK_OK(zcio_semantic_endpoint_input(ep, b, sizeof b, -1, NULL));
+    CHECK_OK(zcio_semantic_endpoint_output(ep, "got3", 4, ZCIO_SEM_COPY));
     for (;;) pause(); /* killed by the test */
 }
 
@@ -278,8 +278,8 @@ static int emulated_copy_overwrite(int trust) {
     snprintf(ls, sizeof ls, "%zu", len);
     snprintf(ts, sizeof ts, "%d", trust);
     pid_t p = spawn("ec-recv", sock, cs, ls, ts, NULL);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(accept_endpoint(l, &cfg, &ep));
     zcio_arena_buf *b;
     CHECK_OK(zcio_arena_alloc(ep, len, 300, &b));
@@ -288,7 +288,7 @@ static int emulated_copy_overwrite(int trust) {
     int protected = 0;
     for (int i = 0; i < count; i++) {
         fill(d, len, (uint64_t)i);
-        int rc = zcio_endpoint_output(ep, d, len, -1);
+        int rc = zcio_semantic_endpoint_output(ep, d, len, -1);
         CHECK_OK(rc);
         protected += rc == ZCIO_DELIVERY_PROTECTED;
         /* Overwrite at once: every page, the first and last bytes included. */
@@ -297,17 +297,17 @@ static int emulated_copy_overwrite(int trust) {
         d[len - 1] = (unsigned char)~pat((uint64_t)i, len - 1);
     }
     char done[8];
-    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
     CHECK(memcmp(done, "done", 4) == 0);
-    zcio_endpoint_stats st;
-    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    zcio_semantic_stats st;
+    CHECK_OK(zcio_semantic_endpoint_get_stats(ep, &st));
     printf("    sender: %d of %d outputs lent write-protected, %" PRIu64 " copied, %" PRIu64
            " fallbacks, %" PRIu64 " TCOW page copies\n",
            protected, count, st.out_copied, st.out_fallbacks, st.tcow_copies);
     if (protected == 0) FAILF("no output was lent write-protected (TCOW never exercised)");
     CHECK(st.tcow_copies > 0);
     zcio_arena_buf_free(b);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     CHECK_CHILD(p, 0);
     return 0;
 }
@@ -327,46 +327,46 @@ static int test_emulated_copy_rewrite_adapts(void) {
     snprintf(cs, sizeof cs, "%d", count);
     snprintf(ls, sizeof ls, "%zu", len);
     pid_t p = spawn("ec-recv", sock, cs, ls, "1", NULL);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint_config def;
-    zcio_endpoint_config_init(&def);
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_config def;
+    zcio_semantic_config_init(&def);
     CHECK(def.rewrite_tolerance < 0); /* the cost model's */
     zcio_channel *ch;
     CHECK_OK(zcio_accept(l, TIMEOUT_MS, &ch));
     zcio_listener_close(l);
     /* Not a fraction: refused, and the channel is still ours. */
     cfg.rewrite_tolerance = 1.5;
-    zcio_endpoint *ep = NULL;
-    CHECK_RC(zcio_endpoint_new(ch, &cfg, &ep), -EINVAL);
+    zcio_semantic_endpoint *ep = NULL;
+    CHECK_RC(zcio_semantic_endpoint_new(ch, &cfg, &ep), -EINVAL);
     CHECK(ep == NULL);
     cfg.rewrite_tolerance = 0.0;
-    CHECK_OK(zcio_endpoint_new(ch, &cfg, &ep));
+    CHECK_OK(zcio_semantic_endpoint_new(ch, &cfg, &ep));
     double tol = -1;
-    CHECK_OK(zcio_endpoint_rewrite_tolerance(ep, len, &tol));
+    CHECK_OK(zcio_semantic_endpoint_rewrite_tolerance(ep, len, &tol));
     CHECK(tol == 0.0);
-    CHECK_RC(zcio_endpoint_rewrite_tolerance(ep, len, NULL), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_rewrite_tolerance(ep, len, NULL), -EINVAL);
     zcio_arena_buf *b;
     CHECK_OK(zcio_arena_alloc(ep, len, 300, &b));
     unsigned char *d = zcio_arena_buf_data(b);
     char lent[64] = "";
     for (int i = 0; i < count; i++) {
         fill(d, len, (uint64_t)i);
-        int rc = zcio_endpoint_output(ep, d, len, -1);
+        int rc = zcio_semantic_endpoint_output(ep, d, len, -1);
         CHECK_OK(rc);
         if (rc == ZCIO_DELIVERY_PROTECTED)
             snprintf(lent + strlen(lent), sizeof lent - strlen(lent), "%d,", i);
         memset(d, 0xee ^ i, len);
     }
     char done[8];
-    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
-    zcio_endpoint_stats st;
-    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    CHECK_RC(zcio_semantic_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    zcio_semantic_stats st;
+    CHECK_OK(zcio_semantic_endpoint_get_stats(ep, &st));
     printf("    sender: lent at %s %" PRIu64 " copied for rewriting\n", lent,
            st.out_rewrite_copies);
     if (strcmp(lent, "0,1,4,9,18,35,") != 0) FAILF("lent at %s, want 0,1,4,9,18,35,", lent);
     CHECK(st.out_rewrite_copies == (uint64_t)count - 6);
     zcio_arena_buf_free(b);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     CHECK_CHILD(p, 0);
     return 0;
 }
@@ -389,17 +389,17 @@ static int test_copy_round_trip_malloc(void) {
     CHECK_OK(zcio_accept(l, TIMEOUT_MS, &ch));
     zcio_listener_close(l);
     /* A bad config is -EINVAL and leaves the channel ours. */
-    zcio_endpoint_config bad = config(8, ZCIO_SEM_COPY, 0);
-    zcio_endpoint *ep = NULL;
-    CHECK_RC(zcio_endpoint_new(ch, &bad, &ep), -EINVAL);
+    zcio_semantic_config bad = config(8, ZCIO_SEM_COPY, 0);
+    zcio_semantic_endpoint *ep = NULL;
+    CHECK_RC(zcio_semantic_endpoint_new(ch, &bad, &ep), -EINVAL);
     CHECK(ep == NULL);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_COPY, ZCIO_SEM_COPY, 0);
-    CHECK_OK(zcio_endpoint_new(ch, &cfg, &ep));
+    zcio_semantic_config cfg = config(ZCIO_SEM_COPY, ZCIO_SEM_COPY, 0);
+    CHECK_OK(zcio_semantic_endpoint_new(ch, &cfg, &ep));
     /* A bad per-call semantics is -EINVAL. */
-    CHECK_RC(zcio_endpoint_output(ep, "x", 1, 8), -EINVAL);
-    CHECK_RC(zcio_endpoint_output(ep, "x", 1, -2), -EINVAL);
-    CHECK_RC(zcio_endpoint_output(ep, "x", 0, -1), -EINVAL);
-    CHECK_RC(zcio_endpoint_output(ep, NULL, 1, -1), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "x", 1, 8), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "x", 1, -2), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "x", 0, -1), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, NULL, 1, -1), -EINVAL);
     for (int i = 0; i < n; i++) {
         unsigned char *b = malloc(sizes[i]);
         CHECK(b != NULL);
@@ -407,16 +407,16 @@ static int test_copy_round_trip_malloc(void) {
         /* Half under copy, half under emulated copy: malloc memory is copied
          * either way. */
         int sem = i % 2 ? ZCIO_SEM_EMULATED_COPY : -1;
-        CHECK_RC(zcio_endpoint_output(ep, b, sizes[i], sem), ZCIO_DELIVERY_COPIED);
+        CHECK_RC(zcio_semantic_endpoint_output(ep, b, sizes[i], sem), ZCIO_DELIVERY_COPIED);
         memset(b, 0, sizes[i]);
         free(b);
     }
     char done[8];
-    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
-    zcio_endpoint_stats st;
-    CHECK_OK(zcio_endpoint_get_stats(ep, &st));
+    CHECK_RC(zcio_semantic_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    zcio_semantic_stats st;
+    CHECK_OK(zcio_semantic_endpoint_get_stats(ep, &st));
     CHECK(st.out_copied == (uint64_t)n && st.out_protected == 0);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     CHECK_CHILD(p, 0);
     return 0;
 }
@@ -435,8 +435,8 @@ static int owned_round_trip(const char *name, int sem, int want_delivery) {
     snprintf(cs, sizeof cs, "%d", count);
     snprintf(ls, sizeof ls, "%zu", len);
     pid_t p = spawn("owned-recv", sock, name, cs, ls, NULL);
-    zcio_endpoint_config cfg = config(sem, sem, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(sem, sem, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(accept_endpoint(l, &cfg, &ep));
     /* Where arenas cannot lend (ZCIO_TEST_NO_TCOW: valgrind lacks the
      * page moves they need), the arena-backed move family copies. */
@@ -445,15 +445,15 @@ static int owned_round_trip(const char *name, int sem, int want_delivery) {
         want_delivery = ZCIO_DELIVERY_COPIED;
     for (int i = 0; i < count; i++) {
         zcio_owned *o;
-        CHECK_OK(zcio_endpoint_alloc(ep, len, &o));
+        CHECK_OK(zcio_semantic_endpoint_alloc(ep, len, &o));
         CHECK(zcio_owned_len(o) == len);
         fill(zcio_owned_data(o), len, (uint64_t)i);
-        CHECK_RC(zcio_endpoint_output_owned(ep, &o, -1), want_delivery);
+        CHECK_RC(zcio_semantic_endpoint_output_owned(ep, &o, -1), want_delivery);
         CHECK(o == NULL);
     }
     char done[8];
-    CHECK_RC(zcio_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
-    zcio_endpoint_close(ep);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, done, sizeof done, -1, NULL), 4);
+    zcio_semantic_endpoint_close(ep);
     CHECK_CHILD(p, 0);
     return 0;
 }
@@ -479,28 +479,28 @@ static int test_input_too_short(void) {
     char ls[32];
     snprintf(ls, sizeof ls, "%zu", len);
     pid_t p = spawn("one-msg", sock, ls, NULL);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(accept_endpoint(l, &cfg, &ep));
     unsigned char small[100];
     zcio_received r = {0};
-    CHECK_RC(zcio_endpoint_input(ep, small, sizeof small, -1, &r), -EMSGSIZE);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, small, sizeof small, -1, &r), -EMSGSIZE);
     CHECK(r.len == len);
     CHECK(strstr(zcio_last_error(), "50000") != NULL);
     size_t n = 0, off = 0;
-    CHECK_OK(zcio_endpoint_next(ep, 0, &n, &off));
+    CHECK_OK(zcio_semantic_endpoint_next(ep, 0, &n, &off));
     CHECK(n == len && off == 100);
     zcio_arena_buf *b;
     CHECK_OK(zcio_arena_alloc(ep, n, off, &b));
-    CHECK_RC(zcio_endpoint_input(ep, zcio_arena_buf_data(b), n, -1, &r), (long long)len);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, zcio_arena_buf_data(b), n, -1, &r), (long long)len);
     long long bad = first_bad(zcio_arena_buf_data(b), len, 0);
     if (bad >= 0) FAILF("byte %lld differs", bad);
-    CHECK_RC(zcio_endpoint_next(ep, 0, NULL, NULL), -EAGAIN);
-    CHECK_RC(zcio_endpoint_next(ep, 20, NULL, NULL), -ETIMEDOUT);
-    CHECK_RC(zcio_endpoint_output(ep, "done", 4, -1), ZCIO_DELIVERY_COPIED);
+    CHECK_RC(zcio_semantic_endpoint_next(ep, 0, NULL, NULL), -EAGAIN);
+    CHECK_RC(zcio_semantic_endpoint_next(ep, 20, NULL, NULL), -ETIMEDOUT);
+    CHECK_RC(zcio_semantic_endpoint_output(ep, "done", 4, -1), ZCIO_DELIVERY_COPIED);
     zcio_arena_buf_free(b);
     CHECK_CHILD(p, 0);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     return 0;
 }
 
@@ -519,14 +519,14 @@ static int test_semantics_names(void) {
     CHECK_RC(zcio_semantics_parse(NULL), -EINVAL);
     CHECK(zcio_semantics_name(8) == NULL && zcio_semantics_name(-1) == NULL);
     /* NULL handles are -EINVAL, not crashes. */
-    zcio_endpoint *ep = NULL;
-    CHECK_RC(zcio_endpoint_new(NULL, NULL, &ep), -EINVAL);
-    CHECK_RC(zcio_endpoint_output(NULL, "x", 1, -1), -EINVAL);
-    CHECK_RC(zcio_endpoint_input(NULL, names, 1, -1, NULL), -EINVAL);
-    CHECK_RC(zcio_endpoint_get_stats(NULL, NULL), -EINVAL);
+    zcio_semantic_endpoint *ep = NULL;
+    CHECK_RC(zcio_semantic_endpoint_new(NULL, NULL, &ep), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_output(NULL, "x", 1, -1), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_input(NULL, names, 1, -1, NULL), -EINVAL);
+    CHECK_RC(zcio_semantic_endpoint_get_stats(NULL, NULL), -EINVAL);
     CHECK(zcio_arena_buf_data(NULL) == NULL && zcio_owned_data(NULL) == NULL);
-    zcio_endpoint_close(NULL);
-    zcio_endpoint_free(NULL, NULL);
+    zcio_semantic_endpoint_close(NULL);
+    zcio_semantic_endpoint_free(NULL, NULL);
     zcio_arena_buf_free(NULL);
     return 0;
 }
@@ -539,39 +539,39 @@ static int test_peer_killed(void) {
     zcio_listener *l;
     CHECK_OK(listen_at("kill1.sock", sock, sizeof sock, &l));
     pid_t p = spawn("streamer", sock, NULL);
-    zcio_endpoint_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
-    zcio_endpoint *ep;
+    zcio_semantic_config cfg = config(ZCIO_SEM_EMULATED_COPY, ZCIO_SEM_EMULATED_COPY, 0);
+    zcio_semantic_endpoint *ep;
     CHECK_OK(accept_endpoint(l, &cfg, &ep));
     static unsigned char b[64 << 10];
-    for (int i = 0; i < 5; i++) CHECK_RC(zcio_endpoint_input(ep, b, sizeof b, -1, NULL), sizeof b);
+    for (int i = 0; i < 5; i++) CHECK_RC(zcio_semantic_endpoint_input(ep, b, sizeof b, -1, NULL), sizeof b);
     CHECK(kill(p, SIGKILL) == 0);
     CHECK_CHILD(p, 128 + SIGKILL);
     int rc, got = 0;
-    while ((rc = (int)zcio_endpoint_input(ep, b, sizeof b, -1, NULL)) > 0) got++;
+    while ((rc = (int)zcio_semantic_endpoint_input(ep, b, sizeof b, -1, NULL)) > 0) got++;
     CHECK_RC(rc, -EPIPE);
     printf("    sender killed: %d more messages, then %s\n", got, zcio_strerror(rc));
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
 
     CHECK_OK(listen_at("kill2.sock", sock, sizeof sock, &l));
     p = spawn("sink", sock, NULL);
     CHECK_OK(accept_endpoint(l, &cfg, &ep));
     zcio_arena_buf *ab;
     CHECK_OK(zcio_arena_alloc(ep, 256 << 10, 0, &ab));
-    for (int i = 0; i < 3; i++) CHECK_OK(zcio_endpoint_output(ep, zcio_arena_buf_data(ab), 256 << 10, -1));
+    for (int i = 0; i < 3; i++) CHECK_OK(zcio_semantic_endpoint_output(ep, zcio_arena_buf_data(ab), 256 << 10, -1));
     char got3[8];
-    CHECK_RC(zcio_endpoint_input(ep, got3, sizeof got3, -1, NULL), 4);
+    CHECK_RC(zcio_semantic_endpoint_input(ep, got3, sizeof got3, -1, NULL), 4);
     CHECK(kill(p, SIGKILL) == 0);
     CHECK_CHILD(p, 128 + SIGKILL);
     int sent = 0;
     while (sent < 100000 &&
-           (rc = zcio_endpoint_output(ep, zcio_arena_buf_data(ab), 256 << 10, -1)) >= 0) {
+           (rc = zcio_semantic_endpoint_output(ep, zcio_arena_buf_data(ab), 256 << 10, -1)) >= 0) {
         memset(zcio_arena_buf_data(ab), sent, 256 << 10);
         sent++;
     }
     CHECK_RC(rc, -EPIPE);
     printf("    receiver killed: %d more outputs, then %s\n", sent, zcio_strerror(rc));
     zcio_arena_buf_free(ab);
-    zcio_endpoint_close(ep);
+    zcio_semantic_endpoint_close(ep);
     return 0;
 }
 

@@ -108,7 +108,7 @@ const _: () = {
     send_sync::<chan::zcio_listener>();
     send_sync::<msg::zcio_msg>();
     send_sync::<splice::zcio_assoc>();
-    send_sync::<semantics::zcio_endpoint>();
+    send_sync::<semantics::zcio_semantic_endpoint>();
     send::<semantics::zcio_arena_buf>();
     send::<semantics::zcio_owned>();
 };

@@ -1,10 +1,10 @@
 //! Buffering semantics (`zcio::semantics`): an endpoint over a connected
 //! channel that outputs and inputs under copy, emulated copy, share,
-//! emulated share (application-allocated buffers, `zcio_endpoint_output`
-//! / `zcio_endpoint_input`) and move, emulated move, weak move, emulated
-//! weak move (system-allocated buffers, `zcio_endpoint_alloc` /
-//! `zcio_endpoint_output_owned` / `zcio_endpoint_input_owned` /
-//! `zcio_endpoint_free`); arena buffers (`zcio_arena_alloc`) for the
+//! emulated share (application-allocated buffers, `zcio_semantic_endpoint_output`
+//! / `zcio_semantic_endpoint_input`) and move, emulated move, weak move, emulated
+//! weak move (system-allocated buffers, `zcio_semantic_endpoint_alloc` /
+//! `zcio_semantic_endpoint_output_owned` / `zcio_semantic_endpoint_input_owned` /
+//! `zcio_semantic_endpoint_free`); arena buffers (`zcio_arena_alloc`) for the
 //! zero-copy paths.
 
 use std::ffi::{c_char, c_int, c_void};
@@ -34,8 +34,8 @@ use crate::{ssize_t, str_arg};
 /// * `ZCIO_SEM_SHARE`: output lends an arena buffer in place (wired while
 ///   in flight); your later write may change what the peer reads (weak).
 /// * `ZCIO_SEM_EMULATED_SHARE`: as share without wiring (weak).
-/// * `ZCIO_SEM_MOVE`: `zcio_endpoint_output_owned` hands a
-///   `zcio_endpoint_alloc` buffer over sealed: you no longer own it and
+/// * `ZCIO_SEM_MOVE`: `zcio_semantic_endpoint_output_owned` hands a
+///   `zcio_semantic_endpoint_alloc` buffer over sealed: you no longer own it and
 ///   nobody can change it; the receiver maps it privately.
 /// * `ZCIO_SEM_EMULATED_MOVE`: as move, but the pages are only hidden
 ///   (touching them faults) and reused once the peer is done (strong).
@@ -72,11 +72,11 @@ pub enum zcio_delivery {
     ZCIO_DELIVERY_SEALED = 4,
 }
 
-/// How an endpoint is set up (`zcio_endpoint_config_init` fills the
+/// How an endpoint is set up (`zcio_semantic_config_init` fills the
 /// defaults; a NULL config means the defaults).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct zcio_endpoint_config {
+pub struct zcio_semantic_config {
     /// Semantics of the output calls (an `enum zcio_semantics` value;
     /// default `ZCIO_SEM_EMULATED_COPY`).
     pub output: c_int,
@@ -86,10 +86,10 @@ pub struct zcio_endpoint_config {
     /// (0: 64 MiB). Only pages you touch use memory; the arena reserves
     /// three times this much address space.
     pub arena_capacity: usize,
-    /// How long `zcio_endpoint_new` waits for the peer's hello, in
+    /// How long `zcio_semantic_endpoint_new` waits for the peer's hello, in
     /// milliseconds (<= 0: 10 s).
     pub hello_timeout_ms: c_int,
-    /// Non-zero: call `zcio_endpoint_trust_peer` before the hello (so the
+    /// Non-zero: call `zcio_semantic_endpoint_trust_peer` before the hello (so the
     /// peer learns it). Read the warning there first. Default 0.
     pub trust_peer: c_int,
     /// Non-zero: use the zero-copy mechanisms at every size — no
@@ -104,11 +104,11 @@ pub struct zcio_endpoint_config {
     /// rewritten for the next output to lend it again rather than copy
     /// it. 0.0 – 1.0; negative (the default, -1): what the cost model
     /// says per size (1.0 with `ignore_cost_model`). See
-    /// `zcio_endpoint_rewrite_tolerance`.
+    /// `zcio_semantic_endpoint_rewrite_tolerance`.
     pub rewrite_tolerance: f64,
 }
 
-/// How one input arrived (`zcio_endpoint_input`).
+/// How one input arrived (`zcio_semantic_endpoint_input`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct zcio_received {
@@ -122,10 +122,10 @@ pub struct zcio_received {
     pub sender: c_int,
 }
 
-/// Counters of an endpoint and its arena (`zcio_endpoint_get_stats`).
+/// Counters of an endpoint and its arena (`zcio_semantic_endpoint_get_stats`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct zcio_endpoint_stats {
+pub struct zcio_semantic_stats {
     /// Outputs copied.
     pub out_copied: u64,
     /// Outputs lent write-protected (TCOW).
@@ -160,7 +160,7 @@ pub struct zcio_endpoint_stats {
 
 /// One end of a channel with buffering semantics (opaque). Thread-safe:
 /// output and input may run on different threads at once.
-pub struct zcio_endpoint {
+pub struct zcio_semantic_endpoint {
     ep: SemanticEndpoint,
     /// The configured semantics (what `-1` stands for).
     output: Semantics,
@@ -174,9 +174,9 @@ pub struct zcio_arena_buf {
     b: ArenaBuf,
 }
 
-/// A system-allocated buffer (opaque), from `zcio_endpoint_alloc` or
-/// `zcio_endpoint_input_owned`. Yours until `zcio_endpoint_output_owned`
-/// consumes it or `zcio_endpoint_free` frees it. One thread at a time.
+/// A system-allocated buffer (opaque), from `zcio_semantic_endpoint_alloc` or
+/// `zcio_semantic_endpoint_input_owned`. Yours until `zcio_semantic_endpoint_output_owned`
+/// consumes it or `zcio_semantic_endpoint_free` frees it. One thread at a time.
 pub struct zcio_owned {
     b: Option<OwnedBuf>,
 }
@@ -277,15 +277,15 @@ pub extern "C" fn zcio_semantics_name(sem: c_int) -> *const c_char {
 /// arena, a 10 s hello timeout, the peer not trusted. NULL is ignored.
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_endpoint_config`.
+/// `cfg` is NULL or valid for writing a `struct zcio_semantic_config`.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_config) {
+pub unsafe extern "C" fn zcio_semantic_config_init(cfg: *mut zcio_semantic_config) {
     guard(|| {
         if !cfg.is_null() {
             let d = SemanticConfig::default();
             // SAFETY: non-NULL and writable (contract).
             unsafe {
-                cfg.write(zcio_endpoint_config {
+                cfg.write(zcio_semantic_config {
                     output: sem_code(d.output),
                     input: sem_code(d.input),
                     arena_capacity: d.arena_capacity,
@@ -303,7 +303,7 @@ pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_confi
 /// each sends a hello (its input semantics, whether it trusts the peer)
 /// and waits for the other's, at most `cfg->hello_timeout_ms`. `cfg` may
 /// be NULL (the defaults). Stores the endpoint in `*out` (free it with
-/// `zcio_endpoint_close`).
+/// `zcio_semantic_endpoint_close`).
 ///
 /// Ownership of `ch`: when this returns `-EINVAL` for a bad argument the
 /// channel is still yours; otherwise — success or any other failure — the
@@ -317,14 +317,14 @@ pub unsafe extern "C" fn zcio_endpoint_config_init(cfg: *mut zcio_endpoint_confi
 /// returned `-EINVAL`; `cfg` is NULL or a readable config; `out` is NULL
 /// or valid for writing a pointer.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_new(
+pub unsafe extern "C" fn zcio_semantic_endpoint_new(
     ch: *mut zcio_channel,
-    cfg: *const zcio_endpoint_config,
-    out: *mut *mut zcio_endpoint,
+    cfg: *const zcio_semantic_config,
+    out: *mut *mut zcio_semantic_endpoint,
 ) -> c_int {
     guard(|| {
         if ch.is_null() || out.is_null() {
-            return einval("zcio_endpoint_new: ch or out is NULL");
+            return einval("zcio_semantic_endpoint_new: ch or out is NULL");
         }
         let mut c = SemanticConfig::default();
         let mut trust = false;
@@ -332,7 +332,7 @@ pub unsafe extern "C" fn zcio_endpoint_new(
         if let Some(cfg) = unsafe { cfg.as_ref() } {
             let (Some(o), Some(i)) = (sem_of(cfg.output), sem_of(cfg.input)) else {
                 return einval(format_args!(
-                    "zcio_endpoint_new: output {} / input {} is not an enum zcio_semantics value",
+                    "zcio_semantic_endpoint_new: output {} / input {} is not an enum zcio_semantics value",
                     cfg.output, cfg.input
                 ));
             };
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn zcio_endpoint_new(
             }
             if cfg.rewrite_tolerance.is_nan() || cfg.rewrite_tolerance > 1.0 {
                 return einval(format_args!(
-                    "zcio_endpoint_new: rewrite_tolerance {} is not a fraction (0.0 - 1.0, or \
+                    "zcio_semantic_endpoint_new: rewrite_tolerance {} is not a fraction (0.0 - 1.0, or \
                      negative for the cost model's)",
                     cfg.rewrite_tolerance
                 ));
@@ -370,14 +370,14 @@ pub unsafe extern "C" fn zcio_endpoint_new(
         let chan = unsafe { Box::from_raw(ch) }.ch;
         if trust {
             // The caller opted in through the config (documented there
-            // and at `zcio_endpoint_trust_peer`).
+            // and at `zcio_semantic_endpoint_trust_peer`).
             // SAFETY: as argued just above.
             unsafe { chan.trust_peer() };
         }
         let (output, input) = (c.output, c.input);
         match SemanticEndpoint::new(chan, c) {
             Ok(ep) => {
-                let h = zcio_endpoint { ep, output, input };
+                let h = zcio_semantic_endpoint { ep, output, input };
                 // SAFETY: non-NULL and writable (contract).
                 unsafe { out.write(Box::into_raw(Box::new(h))) };
                 0
@@ -402,7 +402,7 @@ pub unsafe extern "C" fn zcio_endpoint_new(
 /// # Safety
 /// `ep` is NULL or a live endpoint; see the warning.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_trust_peer(ep: *mut zcio_endpoint) -> c_int {
+pub unsafe extern "C" fn zcio_semantic_endpoint_trust_peer(ep: *mut zcio_semantic_endpoint) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         match unsafe { endpoint(ep) } {
@@ -421,7 +421,7 @@ pub unsafe extern "C" fn zcio_endpoint_trust_peer(ep: *mut zcio_endpoint) -> c_i
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint.
-unsafe fn endpoint<'a>(ep: *const zcio_endpoint) -> Result<&'a zcio_endpoint, c_int> {
+unsafe fn endpoint<'a>(ep: *const zcio_semantic_endpoint) -> Result<&'a zcio_semantic_endpoint, c_int> {
     // SAFETY: the caller's contract.
     unsafe { ep.as_ref() }.ok_or_else(|| einval("endpoint handle is NULL"))
 }
@@ -458,8 +458,8 @@ fn delivery(d: Delivery) -> c_int {
 /// `ep` is NULL or a live endpoint; `data` is readable for `len` bytes
 /// during the call.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_output(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_output(
+    ep: *mut zcio_semantic_endpoint,
     data: *const c_void,
     len: usize,
     sem: c_int,
@@ -471,9 +471,9 @@ pub unsafe extern "C" fn zcio_endpoint_output(
             Err(c) => return c,
         };
         if data.is_null() || len == 0 || len > isize::MAX as usize {
-            return einval("zcio_endpoint_output: data is NULL or len is 0");
+            return einval("zcio_semantic_endpoint_output: data is NULL or len is 0");
         }
-        let s = match sem_arg(sem, e.output, "zcio_endpoint_output") {
+        let s = match sem_arg(sem, e.output, "zcio_semantic_endpoint_output") {
             Ok(s) => s,
             Err(c) => return c,
         };
@@ -509,15 +509,15 @@ fn received(r: &Received) -> zcio_received {
 ///
 /// Whole pages are swapped in (no copy) only into a `zcio_arena_alloc`
 /// buffer of this endpoint at the sender's page offset (see
-/// `zcio_endpoint_next`); everything else is copied.
+/// `zcio_semantic_endpoint_next`); everything else is copied.
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `buf` is writable for `cap` bytes and
 /// nothing else reads or writes it during the call; `info` is NULL or
 /// writable.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_input(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_input(
+    ep: *mut zcio_semantic_endpoint,
     buf: *mut c_void,
     cap: usize,
     sem: c_int,
@@ -530,9 +530,9 @@ pub unsafe extern "C" fn zcio_endpoint_input(
             Err(c) => return c as ssize_t,
         };
         if buf.is_null() || cap == 0 || cap > isize::MAX as usize {
-            return einval("zcio_endpoint_input: buf is NULL or cap is 0") as ssize_t;
+            return einval("zcio_semantic_endpoint_input: buf is NULL or cap is 0") as ssize_t;
         }
-        let s = match sem_arg(sem, e.input, "zcio_endpoint_input") {
+        let s = match sem_arg(sem, e.input, "zcio_semantic_endpoint_input") {
             Ok(s) => s,
             Err(c) => return c as ssize_t,
         };
@@ -569,13 +569,13 @@ pub unsafe extern "C" fn zcio_endpoint_input(
 /// Returns 0, `-EAGAIN` (nothing yet, `timeout_ms` 0), `-ETIMEDOUT`,
 /// `-EPIPE` (the peer died), `-EBADMSG`. The wait polls with short
 /// sleeps; it sees a peer that died but not one that closed its end
-/// while alive (`zcio_endpoint_input` sees that: `-EPIPE`).
+/// while alive (`zcio_semantic_endpoint_input` sees that: `-EPIPE`).
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `len`, `page_offset` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_next(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_next(
+    ep: *mut zcio_semantic_endpoint,
     timeout_ms: c_int,
     len: *mut usize,
     page_offset: *mut usize,
@@ -637,14 +637,14 @@ pub unsafe extern "C" fn zcio_endpoint_next(
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_rewrite_tolerance(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_rewrite_tolerance(
+    ep: *mut zcio_semantic_endpoint,
     bytes: usize,
     out: *mut f64,
 ) -> c_int {
     // SAFETY: the caller's contract, as `query` needs it.
     unsafe {
-        query(ep, out, "zcio_endpoint_rewrite_tolerance", |e| {
+        query(ep, out, "zcio_semantic_endpoint_rewrite_tolerance", |e| {
             e.ep.policy().rewrite_tolerance(bytes)
         })
     }
@@ -656,10 +656,10 @@ pub unsafe extern "C" fn zcio_endpoint_rewrite_tolerance(
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
 unsafe fn query<T>(
-    ep: *mut zcio_endpoint,
+    ep: *mut zcio_semantic_endpoint,
     out: *mut T,
     call: &str,
-    what: impl FnOnce(&zcio_endpoint) -> T,
+    what: impl FnOnce(&zcio_semantic_endpoint) -> T,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
@@ -683,16 +683,16 @@ unsafe fn query<T>(
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_get_stats(
-    ep: *mut zcio_endpoint,
-    out: *mut zcio_endpoint_stats,
+pub unsafe extern "C" fn zcio_semantic_endpoint_get_stats(
+    ep: *mut zcio_semantic_endpoint,
+    out: *mut zcio_semantic_stats,
 ) -> c_int {
     // SAFETY: the caller's contract, as `query` needs it.
     unsafe {
-        query(ep, out, "zcio_endpoint_get_stats", |e| {
+        query(ep, out, "zcio_semantic_endpoint_get_stats", |e| {
             let s = e.ep.stats();
             let a = e.ep.arena().stats();
-            zcio_endpoint_stats {
+            zcio_semantic_stats {
                 out_copied: s.out_copied,
                 out_protected: s.out_protected,
                 out_hidden: s.out_hidden,
@@ -718,10 +718,10 @@ pub unsafe extern "C" fn zcio_endpoint_get_stats(
 /// # Safety
 /// `ep` is NULL or a live endpoint, not used again (by any thread).
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_close(ep: *mut zcio_endpoint) {
+pub unsafe extern "C" fn zcio_semantic_endpoint_close(ep: *mut zcio_semantic_endpoint) {
     guard(|| {
         if !ep.is_null() {
-            // SAFETY: a live handle from `zcio_endpoint_new`, given up here.
+            // SAFETY: a live handle from `zcio_semantic_endpoint_new`, given up here.
             drop(unsafe { Box::from_raw(ep) });
         }
     })
@@ -731,7 +731,7 @@ pub unsafe extern "C" fn zcio_endpoint_close(ep: *mut zcio_endpoint) {
 
 /// A buffer of `len` bytes in the endpoint's arena, starting
 /// `page_offset` bytes into its first page (0: page-aligned; take the
-/// page offset `zcio_endpoint_next` reports to receive with page swaps).
+/// page offset `zcio_semantic_endpoint_next` reports to receive with page swaps).
 /// Only memory from here is zero-copy: output lends (and write-protects)
 /// its pages, input swaps pages into it; malloc memory is always copied.
 /// Stores the handle in `*out` (free it with `zcio_arena_buf_free`).
@@ -741,7 +741,7 @@ pub unsafe extern "C" fn zcio_endpoint_close(ep: *mut zcio_endpoint) {
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_arena_alloc(
-    ep: *mut zcio_endpoint,
+    ep: *mut zcio_semantic_endpoint,
     len: usize,
     page_offset: usize,
     out: *mut *mut zcio_arena_buf,
@@ -812,13 +812,13 @@ fn owned_handle(b: OwnedBuf) -> *mut zcio_owned {
 /// A system-allocated buffer of `len` bytes for the endpoint's output
 /// semantics (a fresh region under move, arena pages otherwise). Fill it
 /// through `zcio_owned_data` and hand it over with
-/// `zcio_endpoint_output_owned`. Returns 0, `-EINVAL`, `-EAGAIN`.
+/// `zcio_semantic_endpoint_output_owned`. Returns 0, `-EINVAL`, `-EAGAIN`.
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_alloc(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_alloc(
+    ep: *mut zcio_semantic_endpoint,
     len: usize,
     out: *mut *mut zcio_owned,
 ) -> c_int {
@@ -829,7 +829,7 @@ pub unsafe extern "C" fn zcio_endpoint_alloc(
             Err(c) => return c,
         };
         if out.is_null() || len == 0 {
-            return einval("zcio_endpoint_alloc: out is NULL or len is 0");
+            return einval("zcio_semantic_endpoint_alloc: out is NULL or len is 0");
         }
         match e.ep.alloc(len) {
             Ok(b) => {
@@ -883,8 +883,8 @@ pub unsafe extern "C" fn zcio_owned_len(b: *const zcio_owned) -> usize {
 /// `ep` is NULL or a live endpoint; `buf` is NULL or points to NULL or a
 /// live owned buffer handle.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_output_owned(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_output_owned(
+    ep: *mut zcio_semantic_endpoint,
     buf: *mut *mut zcio_owned,
     sem: c_int,
 ) -> c_int {
@@ -896,18 +896,18 @@ pub unsafe extern "C" fn zcio_endpoint_output_owned(
         };
         // SAFETY: the caller's contract.
         let Some(slot) = (unsafe { buf.as_mut() }) else {
-            return einval("zcio_endpoint_output_owned: buf is NULL");
+            return einval("zcio_semantic_endpoint_output_owned: buf is NULL");
         };
         // SAFETY: NULL or a live handle (contract).
         let Some(h) = (unsafe { slot.as_mut() }) else {
-            return einval("zcio_endpoint_output_owned: *buf is NULL");
+            return einval("zcio_semantic_endpoint_output_owned: *buf is NULL");
         };
-        let s = match sem_arg(sem, e.output, "zcio_endpoint_output_owned") {
+        let s = match sem_arg(sem, e.output, "zcio_semantic_endpoint_output_owned") {
             Ok(s) => s,
             Err(c) => return c,
         };
         let Some(b) = h.b.take() else {
-            return einval("zcio_endpoint_output_owned: the buffer was already handed over");
+            return einval("zcio_semantic_endpoint_output_owned: the buffer was already handed over");
         };
         let (code, back) = match e.ep.output_owned_with(b, s).map_err(|e| e.into_parts()) {
             Ok(d) => (delivery(d), None),
@@ -928,15 +928,15 @@ pub unsafe extern "C" fn zcio_endpoint_output_owned(
 /// Receive the next message into a system-allocated buffer under `sem`
 /// (-1: the endpoint's input semantics): a sealed region mapped privately
 /// (move), or arena pages swapped in / copied. Waits as
-/// `zcio_endpoint_input`. Stores the handle in `*out`; give it back with
-/// `zcio_endpoint_free` (or pass it on with `zcio_endpoint_output_owned`).
+/// `zcio_semantic_endpoint_input`. Stores the handle in `*out`; give it back with
+/// `zcio_semantic_endpoint_free` (or pass it on with `zcio_semantic_endpoint_output_owned`).
 /// Returns the length or a negative code (`-EPIPE`, `-EBADMSG`, ...).
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_input_owned(
-    ep: *mut zcio_endpoint,
+pub unsafe extern "C" fn zcio_semantic_endpoint_input_owned(
+    ep: *mut zcio_semantic_endpoint,
     sem: c_int,
     out: *mut *mut zcio_owned,
 ) -> ssize_t {
@@ -947,9 +947,9 @@ pub unsafe extern "C" fn zcio_endpoint_input_owned(
             Err(c) => return c as ssize_t,
         };
         if out.is_null() {
-            return einval("zcio_endpoint_input_owned: out is NULL") as ssize_t;
+            return einval("zcio_semantic_endpoint_input_owned: out is NULL") as ssize_t;
         }
-        let s = match sem_arg(sem, e.input, "zcio_endpoint_input_owned") {
+        let s = match sem_arg(sem, e.input, "zcio_semantic_endpoint_input_owned") {
             Ok(s) => s,
             Err(c) => return c as ssize_t,
         };
@@ -972,7 +972,7 @@ pub unsafe extern "C" fn zcio_endpoint_input_owned(
 /// `ep` is NULL or a live endpoint; `buf` is NULL or a live owned buffer,
 /// not used again.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_endpoint_free(ep: *mut zcio_endpoint, buf: *mut zcio_owned) {
+pub unsafe extern "C" fn zcio_semantic_endpoint_free(ep: *mut zcio_semantic_endpoint, buf: *mut zcio_owned) {
     guard(|| {
         if buf.is_null() {
             return;
