@@ -16,14 +16,14 @@
 //! 1. **Helpers** — [`affinity`], [`clock`], [`cpu`], [`checksum`],
 //!    [`pages`], [`touch`] (the reads of received bytes), [`child`] (the
 //!    generic spawn / bounded wait / serve of child processes), [`fds`],
-//!    [`limits`], [`report`], [`driver`] (the one [`driver::Bench`] loop)
-//!    and [`iox`] (the iceoryx2 baseline transport). They know no
-//!    benchmark.
+//!    [`limits`], [`report`], [`plot`] (the one SVG plot helper),
+//!    [`driver`] (the one [`driver::Bench`] loop) and [`iox`] (the iceoryx2
+//!    baseline transport). They know no benchmark.
 //! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`asyncb`],
 //!    [`semantics`], [`splice`]. Each owns its options, jobs, child
-//!    argument, spec and child entry point, rows, tables and plot. A family
-//!    uses another only in one direction: [`transfer`] uses the rendezvous
-//!    connect of [`asyncb`].
+//!    argument, spec and child entry point, rows, tables and plot (its
+//!    data, drawn by [`plot`]). A family uses another only in one
+//!    direction: [`transfer`] uses the rendezvous connect of [`asyncb`].
 //! 3. **Dispatch** — [`roles`]: which family's child a hidden argument runs
 //!    (and `main.rs`, the command line).
 
@@ -38,6 +38,7 @@ pub mod fds;
 pub mod iox;
 pub mod limits;
 pub mod pages;
+pub mod plot;
 pub mod report;
 pub mod ring;
 pub mod roles;
