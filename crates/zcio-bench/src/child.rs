@@ -1,130 +1,44 @@
-//! Benchmark child processes: this binary re-executed as
-//! `<exe> __bench-child '<json spec>'`. A child runs one side of one
-//! measurement and, if it is the measuring side, prints one JSON line with
-//! its result on stdout.
+//! Benchmark child processes, the generic mechanics: this binary
+//! re-executed as `<exe> <hidden argument> '<json spec>'`, spawned with its
+//! stdout piped, waited for with a bound (and killed when it passes), and,
+//! in the child, its spec read and served. A child runs one side of one
+//! measurement and, if it is a measuring side, prints one JSON line with its
+//! result on stdout.
+//!
+//! Which family a hidden argument belongs to (transfer's `__bench-child`,
+//! ring's `__bench-ring-child`, …) is not known here: each family defines
+//! its argument, spec and child entry point, and [`crate::roles`] (the top
+//! of the crate) picks the family by the argument.
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::RawFd;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// The hidden first argument that makes the binary a benchmark child.
-pub const CHILD_ARG: &str = "__bench-child";
-
-/// How the zcio originator gets its buffers.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocKind {
-    /// Path pool, volatile.
-    CachedVolatile,
-    /// Path pool, volatile, sized for a two-hop path (originator →
-    /// forwarder → receiver): twice the buffers in flight.
-    CachedVolatilePath2,
-    /// Path pool, secured (sealed single-use regions).
-    CachedSecured,
-    /// Fresh region per buffer, volatile.
-    UncachedVolatile,
-    /// Fresh region per buffer, sealed.
-    UncachedSecured,
-}
-
-/// One side of one measurement.
+/// The spec of a child that runs one task of a family (`T`, that family's
+/// task enum): the task, the CPU to pin to and a bound on its work.
 #[derive(Serialize, Deserialize, Debug, Clone)]
-pub enum Role {
-    /// zcio originator: connect to `path`, send.
-    ZcioSend { path: String, alloc: AllocKind },
-    /// zcio receiver: listen at `path`, receive, measure.
-    ZcioRecv { path: String, expect_secured: bool },
-    /// zcio forwarder: listen at `listen`, forward to `connect`.
-    ZcioFwd { listen: String, connect: String },
-    /// Copy originator: write messages to inherited fd.
-    CopySend { fd: RawFd },
-    /// Copy receiver: read messages from inherited fd, measure.
-    CopyRecv { fd: RawFd },
-    /// Copy forwarder: read from `input`, write to `output`.
-    CopyFwd { input: RawFd, output: RawFd },
-    /// iceoryx2 publisher.
-    IoxPub { service: String },
-    /// iceoryx2 subscriber, measures.
-    IoxSub { service: String },
-    /// In-process memcpy reference, measures.
-    Memcpy,
-    /// A side of the transfer benchmark's ping-pong (latency) part.
-    Ping {
-        /// Transport.
-        kind: crate::transfer::pingpong::Kind,
-        /// Client (measures) or server.
-        client: bool,
-        /// Socket path / service name base.
-        path: String,
-        /// Inherited read fd (pipe, socket; else -1).
-        rfd: RawFd,
-        /// Inherited write fd (pipe, socket; else -1).
-        wfd: RawFd,
-        /// Bound on the measured round trips' time, ms.
-        budget_ms: u64,
-    },
-    /// A side of `zcio-bench ring` (all its parameters are in the task;
-    /// the spec's size/warmup/count are unused). Prints a JSON array of
-    /// [`crate::ring::Report`]s.
-    Ring(crate::ring::Task),
-}
-
-/// Everything a child needs.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct ChildSpec {
+pub struct Spec<T> {
     /// What to do.
-    pub role: Role,
-    /// Message size in bytes.
-    pub size: usize,
-    /// Unmeasured messages first.
-    pub warmup: u64,
-    /// Measured messages.
-    pub count: u64,
-    /// CPU to pin to.
+    pub task: T,
+    /// CPU to pin to (inherited by what it executes).
     pub cpu: Option<usize>,
-    /// Overall bound for the child's work.
+    /// Bound on the child's work.
     pub timeout_ms: u64,
 }
 
-/// What a measuring child reports.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
-pub struct Measured {
-    /// Nanoseconds for `msgs` messages.
-    pub elapsed_ns: u64,
-    /// Messages in the measured interval.
-    pub msgs: u64,
-    /// Futex wake calls made by the measuring side (zcio only; else 0).
-    pub wakes: u64,
-    /// CPU time (user + system, `getrusage(RUSAGE_SELF)`) of this side's
-    /// process over its `msgs` measured messages.
-    #[serde(default)]
-    pub cpu_ns: u64,
-    /// One-way latency percentiles (a ping-pong client only).
-    #[serde(default)]
-    pub latency: Option<crate::transfer::pingpong::Latency>,
-}
-
-impl Measured {
-    /// What a side that only sends or forwards reports: its CPU time over
-    /// `msgs` messages.
-    pub fn cpu_only(msgs: u64, cpu_ns: u64) -> Self {
-        Self {
-            elapsed_ns: 0,
-            msgs,
-            wakes: 0,
-            cpu_ns,
-            latency: None,
-        }
+impl<T> Spec<T> {
+    /// The child's bound.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
     }
-}
 
-/// Spawn a child for `spec`. Its stdout is piped (result line); stderr is
-/// inherited so errors show up.
-pub fn spawn(spec: &ChildSpec) -> Result<Child, String> {
-    let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
-    spawn_self(CHILD_ARG, &json)
+    /// The child's deadline, from its start.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout()
+    }
 }
 
 /// Re-execute this binary as `arg json` (a benchmark child): stdout piped
@@ -139,6 +53,16 @@ pub fn spawn_self(arg: &str, json: &str) -> Result<Child, String> {
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("spawn benchmark child: {e}"))
+}
+
+/// [`spawn_self`] with `spec` as the JSON argument.
+pub fn spawn<S: Serialize>(arg: &str, spec: &S) -> Result<Child, String> {
+    spawn_self(arg, &json(spec)?)
+}
+
+/// `spec` as one line of JSON.
+pub fn json<S: Serialize>(spec: &S) -> Result<String, String> {
+    serde_json::to_string(spec).map_err(|e| e.to_string())
 }
 
 /// Reads a child's stdout while it runs (a result line longer than the
@@ -175,36 +99,6 @@ fn failed(what: &str, status: ExitStatus) -> String {
         format!("{what} exited with {status} (its error is printed above)")
     } else {
         format!("{what} was terminated ({status})")
-    }
-}
-
-/// Wait for a child with a bound; kill it when the bound passes. Returns
-/// its result line, if it printed one.
-pub fn wait(mut child: Child, timeout: Duration, what: &str) -> Result<Option<Measured>, String> {
-    let start = Instant::now();
-    let mut drain = Drain::start(&mut child);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let line = drain.line();
-                if !status.success() {
-                    return Err(failed(what, status));
-                }
-                if line.is_empty() {
-                    return Ok(None);
-                }
-                return serde_json::from_str(&line)
-                    .map(Some)
-                    .map_err(|e| format!("{what}: bad result line: {e}"));
-            }
-            Ok(None) if start.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what} did not finish within {timeout:?}; killed"));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(format!("{what}: wait: {e}")),
-        }
     }
 }
 
@@ -276,7 +170,7 @@ impl Drop for Group {
 /// The JSON spec a benchmark child got as its first argument (after
 /// `arg`), with the child pinned to the CPU `cpu` picks from it; the exit
 /// code on a missing or bad spec.
-pub fn read_spec<T: serde::de::DeserializeOwned>(
+pub fn read_spec<T: DeserializeOwned>(
     arg: &str,
     args: &[String],
     cpu: impl FnOnce(&T) -> Option<usize>,
@@ -297,35 +191,36 @@ pub fn read_spec<T: serde::de::DeserializeOwned>(
     Ok(spec)
 }
 
-/// Entry point of a child (`args` are the arguments after `CHILD_ARG`).
-/// Returns the process exit code.
-pub fn child_main(args: &[String]) -> i32 {
-    let spec: ChildSpec = match read_spec(CHILD_ARG, args, |s: &ChildSpec| s.cpu) {
+/// A child's entry point for a family (`args` are the arguments after its
+/// hidden argument `arg`): read the spec (pinned to the CPU `cpu` picks),
+/// `run` it and print its result line, if it has one, on stdout. On an
+/// error, `what` names the child in the message on stderr. Returns the
+/// process exit code (2: missing or bad spec, 1: the run failed).
+pub fn serve<S: DeserializeOwned>(
+    arg: &str,
+    args: &[String],
+    cpu: impl FnOnce(&S) -> Option<usize>,
+    run: impl FnOnce(&S) -> Result<Option<String>, String>,
+    what: impl FnOnce(&S) -> String,
+) -> i32 {
+    let spec: S = match read_spec(arg, args, cpu) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    if let Role::Ring(task) = &spec.role {
-        let timeout = Duration::from_millis(spec.timeout_ms);
-        return match crate::ring::run_task(task, timeout) {
-            Ok(reports) => {
-                println!("{}", serde_json::to_string(&reports).unwrap_or_default());
-                0
-            }
-            Err(e) => {
-                eprintln!("benchmark child {task:?} failed: {e}");
-                1
-            }
-        };
-    }
-    match crate::transfer::run_role(&spec) {
-        Ok(Some(m)) => {
-            println!("{}", serde_json::to_string(&m).unwrap_or_default());
+    match run(&spec) {
+        Ok(Some(line)) => {
+            println!("{line}");
             0
         }
         Ok(None) => 0,
         Err(e) => {
-            eprintln!("benchmark child {:?} failed: {e}", spec.role);
+            eprintln!("{}: {e}", what(&spec));
             1
         }
     }
+}
+
+/// A result as its line: compact JSON (empty if it cannot be serialized).
+pub fn line<R: Serialize>(r: &R) -> String {
+    serde_json::to_string(r).unwrap_or_default()
 }

@@ -6,8 +6,9 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
+use serde::Serialize;
 
-use crate::child::{self, ChildSpec};
+use crate::child;
 
 /// Set or clear `FD_CLOEXEC` on `fd`.
 pub fn set_cloexec(fd: &OwnedFd, on: bool) -> Result<(), String> {
@@ -16,30 +17,20 @@ pub fn set_cloexec(fd: &OwnedFd, on: bool) -> Result<(), String> {
     fcntl_setfd(fd, f).map_err(|e| e.to_string())
 }
 
-/// Spawn `spec` so that of `all` it inherits exactly `give` (the others are
-/// `CLOEXEC`; afterwards all of them are `CLOEXEC` again).
-pub fn spawn_with(
-    spec: &ChildSpec,
-    give: &[&OwnedFd],
-    all: &[&OwnedFd],
-) -> Result<std::process::Child, String> {
-    let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
-    spawn_self_with(child::CHILD_ARG, &json, give, all)
-}
-
-/// [`child::spawn_self`]`(arg, json)` so that of `all` the child inherits
+/// [`child::spawn`]`(arg, spec)` so that of `all` the child inherits
 /// exactly `give` (the others are `CLOEXEC`; afterwards all of them are
 /// `CLOEXEC` again). The one place benchmark children get their fds.
-pub fn spawn_self_with(
+pub fn spawn_with<S: Serialize>(
     arg: &str,
-    json: &str,
+    spec: &S,
     give: &[&OwnedFd],
     all: &[&OwnedFd],
 ) -> Result<std::process::Child, String> {
+    let json = child::json(spec)?;
     for fd in all {
         set_cloexec(fd, !give.iter().any(|g| g.as_raw_fd() == fd.as_raw_fd()))?;
     }
-    let c = child::spawn_self(arg, json);
+    let c = child::spawn_self(arg, &json);
     for fd in all {
         set_cloexec(fd, true)?;
     }

@@ -1,7 +1,8 @@
 //! iceoryx2 baseline for the cross-process transfer benchmark.
 //!
 //! [`publisher`] and [`subscriber`] each run in their own process and talk over an iceoryx2
-//! `ipc` publish-subscribe service with `[u8]` slice payloads. Per message the publisher writes
+//! `ipc` publish-subscribe service with `[u8]` slice payloads; a [`PingPort`] is one side of a
+//! ping-pong over two such services (the transfer benchmark drives it). Per message the publisher writes
 //! one `u64` (the sequence number) at the start of every 4096-byte page and the subscriber reads
 //! one `u64` per page, so both sides touch every page of every message.
 //!
@@ -24,8 +25,6 @@ use std::collections::HashSet;
 use std::hint::black_box;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
-
-use crate::child::Measured;
 
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, LoanError};
@@ -311,86 +310,83 @@ fn receive_seq(
     Ok(first)
 }
 
-/// One side of the ping-pong over two services, `<name>-req` (client → server) and
-/// `<name>-rep` (server → client), `<name>` from the socket path the coordinator picked. Each
-/// side creates its subscriber first, then its publisher (which waits for the peer's
-/// subscriber).
-pub fn ping(a: &crate::transfer::ping_sides::Args<'_>, client: bool) -> Result<Measured, String> {
-    use crate::transfer::pingpong::{client_loop, server_loop, Client, Server, STOP};
-    let deadline = Instant::now() + a.timeout;
-    let base = std::path::Path::new(a.path)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "zcio-bench-ping".into());
-    let (req, rep) = (format!("{base}-req"), format!("{base}-rep"));
-    let (incoming, outgoing) = if client { (rep, req) } else { (req, rep) };
-    let size = a.size.max(WORD);
-    let node = create_node()?;
-    let in_factory = open_service(&node, &incoming, deadline)?;
-    let subscriber = in_factory
-        .subscriber_builder()
-        .buffer_size(SUB_BUFFER)
-        .create()
-        .map_err(|e| format!("iox: subscriber creation failed: {e:?}"))?;
-    let out_factory = open_service(&node, &outgoing, deadline)?;
-    let publisher = publisher_port(&out_factory, size, deadline)?;
-    struct Side<'a> {
-        publisher: &'a Pub,
-        subscriber: &'a Sub,
-        initialised: HashSet<usize>,
-        size: usize,
-        deadline: Instant,
+/// One side of a ping-pong over two services, `<name>-req` (client → server) and `<name>-rep`
+/// (server → client), `<name>` from the socket path the coordinator picked: messages of `size`
+/// bytes (at least a word) carrying a sequence number in every page. The ping-pong loops (who
+/// sends first, what is measured) are the caller's.
+pub struct PingPort {
+    // Dropped in this order: the publisher, the subscriber, the services, the node.
+    publisher: Pub,
+    subscriber: Option<Sub>,
+    out_factory: Factory,
+    _in_factory: Factory,
+    _node: Node<ipc::Service>,
+    initialised: HashSet<usize>,
+    size: usize,
+    deadline: Instant,
+}
+
+impl PingPort {
+    /// Open the client's (`client`) or the server's side. It creates its subscriber first, then
+    /// its publisher (which waits for the peer's subscriber). Everything is bounded by
+    /// `timeout` from now.
+    pub fn open(path: &str, size: usize, client: bool, timeout: Duration) -> Result<Self, String> {
+        let deadline = Instant::now() + timeout;
+        let base = std::path::Path::new(path)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "zcio-bench-ping".into());
+        let (req, rep) = (format!("{base}-req"), format!("{base}-rep"));
+        let (incoming, outgoing) = if client { (rep, req) } else { (req, rep) };
+        let size = size.max(WORD);
+        let node = create_node()?;
+        let in_factory = open_service(&node, &incoming, deadline)?;
+        let subscriber = in_factory
+            .subscriber_builder()
+            .buffer_size(SUB_BUFFER)
+            .create()
+            .map_err(|e| format!("iox: subscriber creation failed: {e:?}"))?;
+        let out_factory = open_service(&node, &outgoing, deadline)?;
+        let publisher = publisher_port(&out_factory, size, deadline)?;
+        Ok(Self {
+            publisher,
+            subscriber: Some(subscriber),
+            out_factory,
+            _in_factory: in_factory,
+            _node: node,
+            initialised: HashSet::new(),
+            size,
+            deadline,
+        })
     }
-    impl Side<'_> {
-        fn send(&mut self, seq: u64) -> Result<(), String> {
-            send_seq(
-                self.publisher,
-                &mut self.initialised,
-                self.size,
-                seq,
-                self.deadline,
-            )
-        }
-        fn recv(&mut self) -> Result<u64, String> {
-            receive_seq(self.subscriber, self.size, self.deadline, || {})
-        }
+
+    /// Send a message carrying `seq`.
+    pub fn send(&mut self, seq: u64) -> Result<(), String> {
+        send_seq(
+            &self.publisher,
+            &mut self.initialised,
+            self.size,
+            seq,
+            self.deadline,
+        )
     }
-    impl Client for Side<'_> {
-        fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
-            self.send(seq)?;
-            self.recv()
-        }
-        fn stop(&mut self) {
-            let _ = self.send(STOP);
-        }
+
+    /// Wait for the next message; its sequence number.
+    pub fn recv(&mut self) -> Result<u64, String> {
+        let sub = self.subscriber.as_ref().ok_or("iox: ping port finished")?;
+        receive_seq(sub, self.size, self.deadline, || {})
     }
-    impl Server for Side<'_> {
-        fn next(&mut self) -> Result<Option<u64>, String> {
-            Ok(Some(self.recv()?).filter(|&s| s != STOP))
+
+    /// Leave: drop the subscriber, then keep our data segment alive until the peer has released
+    /// everything and left (bounded by the deadline).
+    pub fn finish(mut self) -> Result<(), String> {
+        drop(self.subscriber.take());
+        while self.out_factory.dynamic_config().number_of_subscribers() != 0 {
+            check_deadline(self.deadline, "waiting for the peer to finish")?;
+            std::thread::sleep(Duration::from_micros(200));
         }
-        fn reply(&mut self, seq: u64) -> Result<(), String> {
-            self.send(seq)
-        }
+        Ok(())
     }
-    let mut side = Side {
-        publisher: &publisher,
-        subscriber: &subscriber,
-        initialised: HashSet::new(),
-        size,
-        deadline,
-    };
-    let m = if client {
-        client_loop(&mut side, a.warmup, a.iters, a.budget)?
-    } else {
-        server_loop(&mut side, a.warmup)?
-    };
-    // Keep our data segment alive until the peer has released everything and left.
-    drop(subscriber);
-    while out_factory.dynamic_config().number_of_subscribers() != 0 {
-        check_deadline(deadline, "waiting for the peer to finish")?;
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    Ok(m)
 }
 
 /// Subscriber side. Opens the same service, busy-polls for `warmup + count` messages, reads one

@@ -3,8 +3,29 @@
 //!
 //! Every measured side runs in its own process, pinned to its own core
 //! where the machine has them; the coordinator only spawns, waits and
-//! collects. Child processes are this same binary re-executed with the
-//! hidden `__bench-child` argument (see [`child`]).
+//! collects. Child processes are this same binary re-executed with a
+//! hidden argument of their family (see [`child`] and [`roles`]).
+//!
+//! # Layers
+//!
+//! The top-level modules form layers; a module imports (`crate::…`) only
+//! from its own layer or from layers below it, never from above, and the
+//! imports between top-level modules form no cycle (the test
+//! `layers::top_level_modules_form_layers` checks both):
+//!
+//! 1. **Helpers** — [`affinity`], [`clock`], [`cpu`], [`checksum`],
+//!    [`pages`], [`touch`] (the reads of received bytes), [`child`] (the
+//!    generic spawn / bounded wait / serve of child processes), [`fds`],
+//!    [`limits`], [`report`], [`plot`] (the one SVG plot helper),
+//!    [`driver`] (the one [`driver::Bench`] loop) and [`iox`] (the iceoryx2
+//!    baseline transport). They know no benchmark.
+//! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`asyncb`],
+//!    [`semantics`], [`splice`]. Each owns its options, jobs, child
+//!    argument, spec and child entry point, rows, tables and plot (its
+//!    data, drawn by [`plot`]). A family uses another only in one
+//!    direction: [`transfer`] uses the rendezvous connect of [`asyncb`].
+//! 3. **Dispatch** — [`roles`]: which family's child a hidden argument runs
+//!    (and `main.rs`, the command line).
 
 pub mod affinity;
 pub mod asyncb;
@@ -16,11 +37,17 @@ pub mod driver;
 pub mod fds;
 pub mod iox;
 pub mod limits;
+pub mod pages;
+pub mod plot;
 pub mod report;
 pub mod ring;
+pub mod roles;
 pub mod semantics;
 pub mod splice;
 pub mod touch;
 pub mod transfer;
 
 pub use zcio_fmt as fmt;
+
+#[cfg(test)]
+mod layers;

@@ -2,15 +2,15 @@
 //!
 //! Kept out of the `zcio` tool so that it carries neither iceoryx2 nor the
 //! plotting crates. Every measured side is this binary re-executed with a
-//! hidden child argument ([`zcio_bench::child::CHILD_ARG`],
-//! [`zcio_bench::asyncb::CHILD_ARG`]).
+//! hidden child argument, one per benchmark family
+//! ([`zcio_bench::roles::ROLES`]).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, child, limits, ring, semantics, splice, transfer};
+use zcio_bench::{asyncb, ring, roles, semantics, splice, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -358,7 +358,7 @@ fn transfer_cmd(a: TransferArgs) -> Result<(), Failure> {
         opts.ping.sizes = list(s, parse_size)?;
     }
     input(opts.validate())?;
-    input(limits::check_transfer(&opts))?;
+    input(transfer::check_limits(&opts))?;
     let bench = transfer::Transfer {
         opts,
         quick: a.quick,
@@ -388,7 +388,7 @@ fn ring_cmd(a: RingArgs) -> Result<(), Failure> {
         opts.reps = r.max(1);
     }
     input(ring::validate(&opts))?;
-    input(limits::check_ring(&opts))?;
+    input(ring::check_limits(&opts))?;
     let stale = ring::remove_stale_rings();
     if stale > 0 {
         eprintln!("removed {stale} rings left behind by interrupted runs");
@@ -422,7 +422,7 @@ fn async_cmd(a: AsyncArgs) -> Result<(), Failure> {
         opts.cksum_volume = input(parse_bytes_u64(v))?;
     }
     input(asyncb::validate(&opts))?;
-    input(limits::check_async(&opts))?;
+    input(asyncb::check_limits(&opts))?;
     let bench = asyncb::AsyncBench { opts };
     driver::run(&bench, &a.out.output("async")).map_err(Failure::Run)
 }
@@ -492,12 +492,8 @@ fn semantics_cmd(a: SemanticsArgs) -> Result<(), Failure> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some(child::CHILD_ARG) => std::process::exit(child::child_main(&args[2..])),
-        Some(asyncb::CHILD_ARG) => std::process::exit(asyncb::child_main(&args[2..])),
-        Some(splice::CHILD_ARG) => std::process::exit(splice::child_main(&args[2..])),
-        Some(semantics::CHILD_ARG) => std::process::exit(semantics::child_main(&args[2..])),
-        _ => {}
+    if let Some(code) = roles::dispatch(&args) {
+        std::process::exit(code);
     }
     let res = match Cli::parse().cmd {
         Cmd::Transfer(a) => transfer_cmd(a),

@@ -7,12 +7,12 @@
 //! Every read of them goes through this module so that a change of the
 //! library's read API (a view type with copy-out / raw-pointer reads instead
 //! of `&[u8]`) changes this file only. Bytes in the process's own memory
-//! (copy baselines, pipes, sockets) are read with [`crate::transfer::pages`].
+//! (copy baselines, pipes, sockets) are read with [`crate::pages`].
 
 use zcio::ring::Peek;
 use zcio::{Msg, View};
 
-use crate::transfer::pages::read_pages_view;
+use crate::pages::read_pages_view;
 
 /// Read one word (`u64`, little endian) at the start of every 4 KiB page of
 /// every slice of `msg`: the receiver's per-page touch, in place (one
@@ -70,12 +70,25 @@ pub fn msg_checksum(msg: &Msg) -> u16 {
 /// Read one `u64` per 64-byte line of a peeked ring block (the "touch" of
 /// the peek-touch consumer); returns their sum so the loads stay.
 pub fn peek_lines(p: &Peek<'_>) -> u64 {
-    crate::ring::check::touch_lines(p.view())
+    let data = p.view();
+    let mut sum = 0u64;
+    let mut off = 0;
+    while let Some(w) = data.read_u64_le(off) {
+        sum = sum.wrapping_add(w);
+        off += 64;
+    }
+    std::hint::black_box(sum)
 }
 
 /// The sequence word at the start of a peeked block (which has ≥ 8 bytes).
 pub fn peek_word(p: &Peek<'_>) -> u64 {
-    crate::ring::check::word(p.view())
+    word(p.view())
+}
+
+/// The sequence word at the start of `data` (which has ≥ 8 bytes;
+/// `u64::MAX` if it has fewer).
+pub fn word(data: View<'_>) -> u64 {
+    data.read_u64_le(0).unwrap_or(u64::MAX)
 }
 
 /// Run `f` over the bytes of a peeked ring block, in place (the stream

@@ -208,6 +208,20 @@ pub fn validate(opts: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// `bench async --iters/--intermediates/--stream/--volume` against their
+/// ranges (see [`crate::limits`]).
+pub fn check_limits(o: &Options) -> Result<(), String> {
+    use crate::limits::{check_count, check_size};
+    check_count("--iters", o.iters, 1, 1_000_000_000)?;
+    for &k in &o.intermediates {
+        check_count("--intermediates", u64::from(k), 0, 32)?;
+    }
+    check_count("--stream", o.chain_stream_msgs, 2, 1_000_000_000)?;
+    // Checksummed as slices of one buffer of the message size: the volume
+    // is a count of bytes streamed, not memory.
+    check_size("--volume", o.cksum_volume, 1 << 20, 1 << 40)
+}
+
 /// One measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
@@ -300,15 +314,7 @@ pub fn plan(opts: &Options) -> Vec<Job> {
 }
 
 /// Everything a child needs.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct Spec {
-    /// What to do.
-    pub task: Task,
-    /// CPU to pin to.
-    pub cpu: Option<usize>,
-    /// Bound on the child's work.
-    pub timeout_ms: u64,
-}
+pub type Spec = crate::child::Spec<Task>;
 
 /// What a measuring child reports (fields that do not apply stay 0).
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
@@ -371,8 +377,7 @@ pub fn spawn(
         cpu,
         timeout_ms: opts.timeout.as_millis() as u64,
     };
-    let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
-    crate::fds::spawn_self_with(CHILD_ARG, &json, give, all)
+    crate::fds::spawn_with(CHILD_ARG, &spec, give, all)
 }
 
 /// Wait for the children of one measurement (bounded) and parse the
@@ -404,22 +409,13 @@ pub fn sample(samples: &[Option<Sample>], i: usize, what: &str) -> Result<Sample
 
 /// Entry point of a child (`args` are the arguments after [`CHILD_ARG`]).
 pub fn child_main(args: &[String]) -> i32 {
-    let spec: Spec = match crate::child::read_spec(CHILD_ARG, args, |s: &Spec| s.cpu) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
-    match task::run(&spec.task, deadline) {
-        Ok(Some(s)) => {
-            println!("{}", serde_json::to_string(&s).unwrap_or_default());
-            0
-        }
-        Ok(None) => 0,
-        Err(e) => {
-            eprintln!("benchmark child {:?} failed: {e}", spec.task);
-            1
-        }
-    }
+    crate::child::serve(
+        CHILD_ARG,
+        args,
+        |s: &Spec| s.cpu,
+        |s| Ok(task::run(&s.task, s.deadline())?.map(|r| crate::child::line(&r))),
+        |s| format!("benchmark child {:?} failed", s.task),
+    )
 }
 
 /// Time left before `deadline` (at least 1 ms, so a bound is never zero).

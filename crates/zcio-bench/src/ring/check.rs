@@ -116,22 +116,7 @@ pub fn stamp(buf: &mut [u8], seq: u64) {
     buf[..8].copy_from_slice(&seq.to_le_bytes());
 }
 
-/// The sequence word at the start of `data` (which has ≥ 8 bytes).
-pub fn word(data: zcio::View<'_>) -> u64 {
-    data.read_u64_le(0).unwrap_or(u64::MAX)
-}
-
-/// Read one u64 per 64-byte line of `data` (the "touch" of the
-/// peek-touch consumer); returns their sum so the loads stay.
-pub fn touch_lines(data: zcio::View<'_>) -> u64 {
-    let mut sum = 0u64;
-    let mut off = 0;
-    while let Some(w) = data.read_u64_le(off) {
-        sum = sum.wrapping_add(w);
-        off += 64;
-    }
-    std::hint::black_box(sum)
-}
+pub use crate::touch::word;
 
 /// Checks a byte stream of `call`-byte items whose first 8 bytes hold the
 /// item's sequence number, for every `every`-th item, however the stream

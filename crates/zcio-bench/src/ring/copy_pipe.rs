@@ -7,10 +7,13 @@ use std::os::fd::AsRawFd;
 
 use zcio::ring::Layout;
 
-use super::{collect, run_ring_writer, spec, Options, Part, ReadMode, RingGuard, Row, Task};
+use super::{
+    collect, run_ring_writer, spawn, spawn_with, spec, Options, Part, ReadMode, RingGuard, Row,
+    Task,
+};
 use crate::affinity::cpu_for;
 use crate::child::Group;
-use crate::fds::{pipe_pair, spawn_with};
+use crate::fds::pipe_pair;
 
 /// A way of moving the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,10 +108,7 @@ pub fn measure(v: Variant, ring: usize, call: usize, opts: &Options) -> Result<R
                 volume,
                 mode,
             };
-            group.push(
-                crate::child::spawn(&spec(reader, Some(cpu_for(1)), opts))?,
-                "ring reader",
-            );
+            group.push(spawn(&spec(reader, Some(cpu_for(1)), opts))?, "ring reader");
             (run_ring_writer(group, guard, call, volume, 1, opts)?, None)
         }
     };

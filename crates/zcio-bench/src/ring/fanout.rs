@@ -8,10 +8,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use zcio::ring::Layout;
 
-use super::{collect, run_ring_writer, spec, Options, Part, ReadMode, RingGuard, Row, Task};
+use super::{
+    collect, run_ring_writer, spawn, spawn_with, spec, Options, Part, ReadMode, RingGuard, Row,
+    Task,
+};
 use crate::affinity::{allowed_cpus, cpu_for};
 use crate::child::Group;
-use crate::fds::{pipe_pair, spawn_with};
+use crate::fds::pipe_pair;
 
 /// A way of fanning out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,7 +100,7 @@ pub fn measure(v: Variant, n: usize, opts: &Options) -> Result<Row, String> {
                     mode: ReadMode::Peek,
                 };
                 group.push(
-                    crate::child::spawn(&spec(reader, consumer_cpu(i, n), opts))?,
+                    spawn(&spec(reader, consumer_cpu(i, n), opts))?,
                     format!("ring reader {}", i + 1),
                 );
             }

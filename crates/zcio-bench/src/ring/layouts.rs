@@ -10,7 +10,7 @@ use std::time::Duration;
 use zcio::ring::{Consumer, Layout, Producer};
 
 use super::check::{end_of_stream, pattern, stamp, word, Cpu, Imix, Report, Side, Who};
-use super::{collect, spec, Options, Part, RingGuard, Row, Task};
+use super::{collect, spawn, spec, Options, Part, RingGuard, Row, Task};
 use crate::affinity::{cpu_for, pin};
 use crate::child::Group;
 use crate::clock::mono_ns;
@@ -99,10 +99,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
                 bound: vec_bound(opts),
                 cpus: [Some(cpu_for(0)), Some(cpu_for(1))],
             };
-            group.push(
-                crate::child::spawn(&spec(task, None, opts))?,
-                "vec baseline",
-            );
+            group.push(spawn(&spec(task, None, opts))?, "vec baseline");
             collect(group, opts)?
         }
         Variant::Ring(layout) => {
@@ -120,7 +117,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
                 seed,
             };
             group.push(
-                crate::child::spawn(&spec(reader, Some(cpu_for(1)), opts))?,
+                spawn(&spec(reader, Some(cpu_for(1)), opts))?,
                 "packet reader",
             );
             let writer = Task::PacketWriter {
@@ -129,7 +126,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
                 seed,
             };
             group.push(
-                crate::child::spawn(&spec(writer, Some(cpu_for(0)), opts))?,
+                spawn(&spec(writer, Some(cpu_for(0)), opts))?,
                 "packet writer",
             );
             let reports = collect(group, opts)?;

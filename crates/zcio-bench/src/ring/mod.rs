@@ -11,7 +11,7 @@
 //!   `Vec` allocated and freed per packet (Figure 5).
 //!
 //! The coordinator creates each ring under a unique name, spawns the sides
-//! as children (`__bench-child`, see [`crate::child`]) with a bound on the
+//! as children ([`CHILD_ARG`], see [`crate::child`]) with a bound on the
 //! whole measurement, collects their [`Report`]s and unlinks the ring (also
 //! on error). Rings use [`Overflow::Block`]: lossless, and the producer
 //! waits until every consumer has attached before its first byte.
@@ -28,7 +28,9 @@ pub mod table;
 pub mod targets;
 pub mod task;
 
+use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -40,7 +42,14 @@ pub use row::{median_rows, Row};
 pub use sides::ReadMode;
 pub use task::{run_task, Task};
 
-use crate::child::{ChildSpec, Group, Role};
+use crate::child::{self, Group};
+
+/// The hidden first argument that makes the binary a ring child.
+pub const CHILD_ARG: &str = "__bench-ring-child";
+
+/// Everything a ring child needs (all the parameters of a side are in its
+/// [`Task`]).
+pub type Spec = child::Spec<Task>;
 
 /// One part of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -339,6 +348,36 @@ impl Drop for RingGuard {
     }
 }
 
+/// Largest call of `bench ring` (a call larger than half a ring is skipped).
+pub const MAX_CALL: u64 = 1 << 30;
+
+/// `bench ring --ring-sizes/--call-sizes/--consumers/--reps` against their
+/// ranges and the memory available (see [`crate::limits`]).
+pub fn check_limits(o: &Options) -> Result<(), String> {
+    use crate::limits::{check_count, check_memory, check_size, exact};
+    let max_ring = zcio::internals::ring_layout::MAX_DATA;
+    for &r in &o.ring_sizes {
+        check_size("--ring-sizes", r as u64, 4096, max_ring)?;
+        if !r.is_power_of_two() {
+            return Err(format!(
+                "--ring-sizes {}: ring sizes are powers of two",
+                exact(r as u64)
+            ));
+        }
+    }
+    for &c in &o.call_sizes {
+        check_size("--call-sizes", c as u64, 8, MAX_CALL)?;
+    }
+    for &n in &o.consumers {
+        check_count("--consumers", n as u64, 1, zcio::ring::MAX_CONSUMERS as u64)?;
+    }
+    check_count("--reps", o.reps as u64, 1, 1000)?;
+    // One ring at a time, plus a call buffer in each of a few processes.
+    let ring = o.ring_sizes.iter().max().copied().unwrap_or(0) as u64;
+    let call = o.call_sizes.iter().max().copied().unwrap_or(0) as u64;
+    check_memory("--ring-sizes/--call-sizes", ring + 4 * call)
+}
+
 /// Remove rings left behind by earlier runs whose coordinator is gone (e.g.
 /// interrupted with Ctrl-C); returns how many were removed.
 pub fn remove_stale_rings() -> usize {
@@ -360,15 +399,36 @@ pub fn remove_stale_rings() -> usize {
 }
 
 /// The spec of a child running `task`, pinned to `cpu`.
-pub fn spec(task: Task, cpu: Option<usize>, opts: &Options) -> ChildSpec {
-    ChildSpec {
-        role: Role::Ring(task),
-        size: 0,
-        warmup: 0,
-        count: 0,
+pub fn spec(task: Task, cpu: Option<usize>, opts: &Options) -> Spec {
+    Spec {
+        task,
         cpu,
         timeout_ms: opts.timeout.as_millis() as u64,
     }
+}
+
+/// Spawn a ring child for `spec`. Its stdout is piped (its reports);
+/// stderr is inherited so errors show up.
+pub fn spawn(spec: &Spec) -> Result<Child, String> {
+    child::spawn(CHILD_ARG, spec)
+}
+
+/// [`spawn`] so that of `all` the child inherits exactly `give`.
+pub fn spawn_with(spec: &Spec, give: &[&OwnedFd], all: &[&OwnedFd]) -> Result<Child, String> {
+    crate::fds::spawn_with(CHILD_ARG, spec, give, all)
+}
+
+/// Entry point of a ring child (`args` are the arguments after
+/// [`CHILD_ARG`]): runs its task and prints a JSON array of [`Report`]s.
+/// Returns the process exit code.
+pub fn child_main(args: &[String]) -> i32 {
+    child::serve(
+        CHILD_ARG,
+        args,
+        |s: &Spec| s.cpu,
+        |s| Ok(Some(child::line(&run_task(&s.task, s.timeout())?))),
+        |s| format!("benchmark child {:?} failed", s.task),
+    )
 }
 
 /// Start the ring writer of one measurement (pinned to the producer CPU),
@@ -388,7 +448,7 @@ pub fn run_ring_writer(
         consumers,
     };
     group.push(
-        crate::child::spawn(&spec(writer, Some(crate::affinity::cpu_for(0)), opts))?,
+        spawn(&spec(writer, Some(crate::affinity::cpu_for(0)), opts))?,
         "ring writer",
     );
     let reports = collect(group, opts)?;

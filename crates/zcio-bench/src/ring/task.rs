@@ -1,5 +1,5 @@
-//! The sides of a measurement as child tasks (`__bench-child` with
-//! [`crate::child::Role::Ring`]) and their dispatch in the child.
+//! The sides of a measurement as child tasks (a [`super::Spec`] given to
+//! [`super::CHILD_ARG`]) and their dispatch in the child.
 
 use std::os::fd::RawFd;
 use std::time::Duration;

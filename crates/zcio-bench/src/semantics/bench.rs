@@ -144,9 +144,8 @@ impl SemBench {
         let _unlink = Unlink(path.clone());
         let mut spec = self.spec(job, p);
         spec.path = Some(path.to_string_lossy().into_owned());
-        let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
         let mut group = Group::new();
-        group.push(child::spawn_self(CHILD_ARG, &json)?, "receiver");
+        group.push(child::spawn(CHILD_ARG, &spec)?, "receiver");
         let chan = listener
             .accept_timeout(Duration::from_secs(10))
             .map_err(|e| format!("accept the receiver: {e}"))?;
@@ -197,11 +196,10 @@ impl SemBench {
         let mut spec = spec;
         spec.rfd = give[0].as_raw_fd();
         spec.wfd = give.last().map_or(-1, |f| f.as_raw_fd());
-        let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
         let refs: Vec<&OwnedFd> = give.iter().collect();
         let mut group = Group::new();
         group.push(
-            crate::fds::spawn_self_with(CHILD_ARG, &json, &refs, &refs)?,
+            crate::fds::spawn_with(CHILD_ARG, &spec, &refs, &refs)?,
             "receiver",
         );
         drop(give);

@@ -286,20 +286,13 @@ pub fn plan(o: &Options) -> Vec<Vec<Job>> {
 
 /// Entry point of a receiver (`args` are the arguments after [`CHILD_ARG`]).
 pub fn child_main(args: &[String]) -> i32 {
-    let spec: side::Spec = match crate::child::read_spec(CHILD_ARG, args, |s: &side::Spec| s.cpu) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    match side::receive(&spec) {
-        Ok(r) => {
-            println!("{}", serde_json::to_string(&r).unwrap_or_default());
-            0
-        }
-        Err(e) => {
-            eprintln!("semantics receiver ({} {}): {e}", spec.line, spec.size);
-            1
-        }
-    }
+    crate::child::serve(
+        CHILD_ARG,
+        args,
+        |s: &side::Spec| s.cpu,
+        |s| Ok(Some(crate::child::line(&side::receive(s)?))),
+        |s| format!("semantics receiver ({} {})", s.line, s.size),
+    )
 }
 
 /// What the receiver reports.

@@ -1,38 +1,24 @@
 //! The SVG of a semantics run: throughput against size per line (log-log),
 //! aligned and unaligned receive buffers, and the one-way latency.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-
-use plotters::prelude::*;
 
 use super::{Line, Row};
 use crate::fmt::size;
-use crate::report::{line_panel, log2_tick, sig3, Axes, Series};
+use crate::plot::{self, Axis, Figure, Lines, Panel, Scale, Series};
+use crate::report::sig3;
 
-fn io<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
-}
-
-/// Series per line of the rows `keep` selects, y = log10(`y`).
+/// Series per line of the rows `keep` selects, (size, `y`), in the order of
+/// [`Line::all`].
 fn series(rows: &[Row], keep: impl Fn(&Row) -> bool, y: impl Fn(&Row) -> f64) -> Vec<Series> {
-    let mut by: BTreeMap<(usize, String), Vec<(f64, f64)>> = BTreeMap::new();
-    let order = Line::all();
-    for r in rows.iter().filter(|r| keep(r)) {
-        let v = y(r);
-        if v > 0.0 && v.is_finite() {
-            let i = order
-                .iter()
-                .position(|l| l.name() == r.semantics)
-                .unwrap_or(usize::MAX);
-            by.entry((i, r.semantics.clone()))
-                .or_default()
-                .push(((r.size as f64).log2(), v.log10()));
-        }
-    }
-    by.into_iter()
-        .map(|((_, name), points)| Series { name, points })
-        .collect()
+    let mut s = plot::series(
+        rows.iter()
+            .filter(|r| keep(r))
+            .map(|r| (r.semantics.as_str(), r.size as f64, y(r))),
+    );
+    let order: Vec<&str> = Line::all().iter().map(|l| l.name()).collect();
+    plot::order(&mut s, &order);
+    s
 }
 
 fn baseline(r: &Row) -> bool {
@@ -41,52 +27,43 @@ fn baseline(r: &Row) -> bool {
 
 /// Write the plot of `rows` to `path`.
 pub fn svg(rows: &[Row], path: &Path) -> Result<(), String> {
-    let panels = [
-        (
-            "throughput, aligned receive buffers (log-log)",
-            "GB/s",
-            series(rows, |r| r.aligned, |r| r.gb_per_sec),
-        ),
-        (
-            "throughput, unaligned receive buffers (offset 100)",
-            "GB/s",
-            series(
-                rows,
-                |r| !r.aligned || baseline(r) || r.line().is_some_and(|l| !l.app_allocated()),
-                |r| r.gb_per_sec,
-            ),
-        ),
-        (
-            "one-way latency, aligned (median, log-log)",
-            "µs",
-            series(rows, |r| r.aligned, |r| r.latency_us),
-        ),
-    ];
-    let panels: Vec<_> = panels.into_iter().filter(|p| !p.2.is_empty()).collect();
-    if panels.is_empty() {
-        return Err("no rows to plot".into());
-    }
-    let root = SVGBackend::new(path, (1200, 60 + 560 * panels.len() as u32)).into_drawing_area();
-    root.fill(&WHITE).map_err(io)?;
-    let root = root
-        .titled(
-            "zcio-bench semantics: the eight buffering semantics between two processes",
-            ("sans-serif", 24),
+    let panel = |title: &str, y_desc: &'static str, s: Vec<Series>| -> Panel {
+        Lines::new(
+            title,
+            Axis::new("message size", Scale::Log2, |v| size(v as usize)).labels(14),
+            Axis::new(y_desc, Scale::Log10, sig3),
+            s,
         )
-        .map_err(io)?;
-    let cells = root.split_evenly((panels.len(), 1));
-    for ((title, yd, s), cell) in panels.iter().zip(cells.iter()) {
-        let (lo, hi) = crate::report::extent(s, |p| p.1).unwrap_or((0.0, 1.0));
-        let axes = Axes {
-            x_desc: "message size",
-            y_desc: yd,
-            x_fmt: &|x| log2_tick(*x, |v| size(v as usize)),
-            y_fmt: &|y| sig3(10f64.powf(*y)),
-            y_range: Some((lo.floor(), hi.ceil().max(lo.floor() + 1.0))),
-            legend: SeriesLabelPosition::UpperLeft,
-            x_labels: 14,
-        };
-        line_panel(cell, title, &axes, s)?;
-    }
-    root.present().map_err(io)
+        .into()
+    };
+    Figure::new(
+        Some("zcio-bench semantics: the eight buffering semantics between two processes"),
+        1200,
+    )
+    .grid(
+        560,
+        1,
+        vec![
+            panel(
+                "throughput, aligned receive buffers (log-log)",
+                "GB/s",
+                series(rows, |r| r.aligned, |r| r.gb_per_sec),
+            ),
+            panel(
+                "throughput, unaligned receive buffers (offset 100)",
+                "GB/s",
+                series(
+                    rows,
+                    |r| !r.aligned || baseline(r) || r.line().is_some_and(|l| !l.app_allocated()),
+                    |r| r.gb_per_sec,
+                ),
+            ),
+            panel(
+                "one-way latency, aligned (median, log-log)",
+                "µs",
+                series(rows, |r| r.aligned, |r| r.latency_us),
+            ),
+        ],
+    )
+    .write(path)
 }

@@ -67,7 +67,7 @@ impl Copier {
                 vec![
                     exe.to_string_lossy().into_owned(),
                     super::CHILD_ARG.into(),
-                    serde_json::to_string(&spec).map_err(|e| e.to_string())?,
+                    crate::child::json(&spec)?,
                 ]
             }
             Copier::Cp => vec!["cp".into(), s, d],

@@ -19,7 +19,7 @@
 //!   creates ([`netns`]).
 //!
 //! Children are this binary re-executed with [`CHILD_ARG`] and a JSON
-//! [`Spec`] ([`task`]); the zcio side is the `zcio` binary next to this one
+//! [`task::Spec`]; the zcio side is the `zcio` binary next to this one
 //! (or `--zcio PATH`).
 
 mod bench;
@@ -337,19 +337,11 @@ pub fn plan(opts: &Options, tmpfs_too: bool, veth: bool) -> Vec<Vec<Job>> {
 
 /// Entry point of a child (`args` are the arguments after [`CHILD_ARG`]).
 pub fn child_main(args: &[String]) -> i32 {
-    let spec: task::Spec = match crate::child::read_spec(CHILD_ARG, args, |s: &task::Spec| s.cpu) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    match task::run(&spec) {
-        Ok(Some(line)) => {
-            println!("{line}");
-            0
-        }
-        Ok(None) => 0,
-        Err(e) => {
-            eprintln!("benchmark child {:?} failed: {e}", spec.task);
-            1
-        }
-    }
+    crate::child::serve(
+        CHILD_ARG,
+        args,
+        |s: &task::Spec| s.cpu,
+        task::run,
+        |s| format!("benchmark child {:?} failed", s.task),
+    )
 }

@@ -79,7 +79,7 @@ impl Proc {
     /// (`prefix`: a command that runs it, e.g. `ip netns exec NS`).
     pub fn spawn_task(spec: &Spec, prefix: &[String], what: &str) -> Result<Self, String> {
         let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-        let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+        let json = crate::child::json(spec)?;
         let mut cmd = match prefix.split_first() {
             Some((p, rest)) => {
                 let mut c = Command::new(p);

@@ -2,29 +2,13 @@
 //! [`Spec`], printing at most one JSON line on stdout (the UDP sink first
 //! prints the port it bound).
 
-use std::time::{Duration, Instant};
-
 use serde::{Deserialize, Serialize};
 
 use super::{chain, copy, udp};
+use crate::child::line;
 
-/// Everything a child needs.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct Spec {
-    /// What to do.
-    pub task: Task,
-    /// CPU to pin to (inherited by what it executes).
-    pub cpu: Option<usize>,
-    /// Bound on the child's work.
-    pub timeout_ms: u64,
-}
-
-impl Spec {
-    /// The child's deadline, from its start.
-    pub fn deadline(&self) -> Instant {
-        Instant::now() + Duration::from_millis(self.timeout_ms)
-    }
-}
+/// Everything a child needs (its CPU is inherited by what it executes).
+pub type Spec = crate::child::Spec<Task>;
 
 /// One child's job.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -88,25 +72,20 @@ pub fn run(spec: &Spec) -> Result<Option<String>, String> {
     let deadline = spec.deadline();
     match &spec.task {
         Task::RwCopy { src, dst, buf } => copy::rw_copy(src, dst, *buf, deadline).map(|()| None),
-        Task::Neighbour { ms } => copy::neighbour(*ms).map(|r| Some(json(&r))),
+        Task::Neighbour { ms } => copy::neighbour(*ms).map(|r| Some(line(&r))),
         Task::Repeat { argv, dst, ms, max } => {
-            copy::repeat(argv, dst, *ms, *max, deadline).map(|r| Some(json(&r)))
+            copy::repeat(argv, dst, *ms, *max, deadline).map(|r| Some(line(&r)))
         }
         Task::LinkSink { rate, ms } => {
-            copy::link_sink(*rate, *ms, deadline).map(|r| Some(json(&r)))
+            copy::link_sink(*rate, *ms, deadline).map(|r| Some(line(&r)))
         }
         Task::UserChain {
             src,
             dst,
             block,
             level,
-        } => chain::user_chain(src, dst, *block, *level, deadline).map(|r| Some(json(&r))),
-        Task::UdpGen(g) => udp::generate(g, deadline).map(|r| Some(json(&r))),
-        Task::UdpSink(s) => udp::sink(s, deadline).map(|r| Some(json(&r))),
+        } => chain::user_chain(src, dst, *block, *level, deadline).map(|r| Some(line(&r))),
+        Task::UdpGen(g) => udp::generate(g, deadline).map(|r| Some(line(&r))),
+        Task::UdpSink(s) => udp::sink(s, deadline).map(|r| Some(line(&r))),
     }
-}
-
-/// One JSON line.
-fn json<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_default()
 }

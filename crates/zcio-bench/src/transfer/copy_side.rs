@@ -5,10 +5,10 @@ use std::io::{Read, Write};
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use crate::child::Measured;
+use super::Measured;
 use crate::cpu::Window;
 use crate::fds::take_fd;
-use crate::transfer::pages::{read_pages, write_pages};
+use crate::pages::{read_pages, write_pages};
 
 /// Originator: a private message buffer, a word per page, one write; its
 /// CPU time over the messages after `warmup`.

@@ -5,13 +5,14 @@
 
 mod bench;
 mod copy_side;
-pub mod pages;
 pub mod ping_sides;
 pub mod pingpong;
+pub mod spec;
 pub mod table;
 mod zcio_side;
 
 pub use bench::{Job, Transfer};
+pub use spec::{child_main, AllocKind, ChildSpec, Measured, Role, CHILD_ARG};
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +20,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::child::{self, AllocKind, ChildSpec, Group, Measured, Role};
-use crate::fds::spawn_with;
+use crate::child::Group;
+use crate::pages;
 
 /// One way of moving the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -199,6 +200,28 @@ impl Options {
     }
 }
 
+/// Memory one message size of `bench transfer` takes, in messages: the
+/// originator's pool (two chunks of half of the 12 messages in flight on a
+/// three-domain path, `zcio_side::bench_pool_config`) plus the copying
+/// baselines' buffers.
+const TRANSFER_COPIES: u64 = 12 + 4;
+
+/// `bench transfer --sizes` against [`MAX_SIZE`] and the memory available
+/// (see [`crate::limits`]).
+pub fn check_limits(o: &Options) -> Result<(), String> {
+    use crate::limits::{check_memory, check_size, exact};
+    for &s in &o.sizes {
+        check_size("--sizes", s as u64, 4096, MAX_SIZE as u64)?;
+    }
+    if let Some(&max) = o.sizes.iter().max() {
+        check_memory(
+            &format!("--sizes {}", exact(max as u64)),
+            max as u64 * TRANSFER_COPIES,
+        )?;
+    }
+    Ok(())
+}
+
 /// One measured point.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -344,11 +367,7 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
     let mut paths = Vec::new();
     match v {
         Variant::Memcpy => {
-            sides.push(
-                Side::Receiver,
-                child::spawn(&spec(Role::Memcpy, 0))?,
-                "memcpy",
-            );
+            sides.push(Side::Receiver, spec(Role::Memcpy, 0).spawn()?, "memcpy");
         }
         Variant::ZcioCachedVolatile
         | Variant::ZcioCachedSecured
@@ -367,17 +386,9 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
                 path: path.clone(),
                 expect_secured: secured,
             };
-            sides.push(
-                Side::Receiver,
-                child::spawn(&spec(recv, 1))?,
-                "zcio receiver",
-            );
+            sides.push(Side::Receiver, spec(recv, 1).spawn()?, "zcio receiver");
             let send = Role::ZcioSend { path, alloc };
-            sides.push(
-                Side::Originator,
-                child::spawn(&spec(send, 0))?,
-                "zcio originator",
-            );
+            sides.push(Side::Originator, spec(send, 0).spawn()?, "zcio originator");
         }
         Variant::Zcio3Dom => {
             let (p0, p1) = (sock_path(), sock_path());
@@ -386,31 +397,19 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
                 path: p1.clone(),
                 expect_secured: false,
             };
-            sides.push(
-                Side::Receiver,
-                child::spawn(&spec(recv, 1))?,
-                "zcio receiver",
-            );
+            sides.push(Side::Receiver, spec(recv, 1).spawn()?, "zcio receiver");
             // Two cores, three processes: the forwarder shares the
             // originator's core (the receiver does the per-page reading).
             let fwd = Role::ZcioFwd {
                 listen: p0.clone(),
                 connect: p1,
             };
-            sides.push(
-                Side::Forwarder,
-                child::spawn(&spec(fwd, 0))?,
-                "zcio forwarder",
-            );
+            sides.push(Side::Forwarder, spec(fwd, 0).spawn()?, "zcio forwarder");
             let send = Role::ZcioSend {
                 path: p0,
                 alloc: AllocKind::CachedVolatilePath2,
             };
-            sides.push(
-                Side::Originator,
-                child::spawn(&spec(send, 0))?,
-                "zcio originator",
-            );
+            sides.push(Side::Originator, spec(send, 0).spawn()?, "zcio originator");
         }
         Variant::Pipe | Variant::UnixSocket => {
             let (r, w) = if v == Variant::Pipe {
@@ -422,13 +421,13 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
             let recv = spec(Role::CopyRecv { fd: r.as_raw_fd() }, 1);
             sides.push(
                 Side::Receiver,
-                spawn_with(&recv, &[&r], &all)?,
+                recv.spawn_with(&[&r], &all)?,
                 "copy receiver",
             );
             let send = spec(Role::CopySend { fd: w.as_raw_fd() }, 0);
             sides.push(
                 Side::Originator,
-                spawn_with(&send, &[&w], &all)?,
+                send.spawn_with(&[&w], &all)?,
                 "copy originator",
             );
         }
@@ -439,19 +438,19 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
             let recv = spec(Role::CopyRecv { fd: r2.as_raw_fd() }, 1);
             sides.push(
                 Side::Receiver,
-                spawn_with(&recv, &[&r2], &all)?,
+                recv.spawn_with(&[&r2], &all)?,
                 "copy receiver",
             );
             let fwd = Role::CopyFwd {
                 input: r1.as_raw_fd(),
                 output: w2.as_raw_fd(),
             };
-            let fwd = spawn_with(&spec(fwd, 1), &[&r1, &w2], &all)?;
+            let fwd = spec(fwd, 1).spawn_with(&[&r1, &w2], &all)?;
             sides.push(Side::Forwarder, fwd, "copy forwarder");
             let send = spec(Role::CopySend { fd: w1.as_raw_fd() }, 0);
             sides.push(
                 Side::Originator,
-                spawn_with(&send, &[&w1], &all)?,
+                send.spawn_with(&[&w1], &all)?,
                 "copy originator",
             );
         }
@@ -460,15 +459,11 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
             let sub = Role::IoxSub {
                 service: service.clone(),
             };
-            sides.push(
-                Side::Receiver,
-                child::spawn(&spec(sub, 1))?,
-                "iceoryx2 subscriber",
-            );
+            sides.push(Side::Receiver, spec(sub, 1).spawn()?, "iceoryx2 subscriber");
             let publ = Role::IoxPub { service };
             sides.push(
                 Side::Originator,
-                child::spawn(&spec(publ, 0))?,
+                spec(publ, 0).spawn()?,
                 "iceoryx2 publisher",
             );
         }
@@ -486,7 +481,6 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
     let (size, warmup, count) = (spec.size, spec.warmup, spec.count);
     let m = match &spec.role {
         Role::Memcpy => copy_side::memcpy(size, warmup, count),
-        Role::Ring(_) => return Err("ring tasks are run by ring::run_task".into()),
         Role::ZcioSend { path, alloc } => zcio_side::send(path, *alloc, size, warmup, count, t)?,
         Role::ZcioRecv {
             path,
@@ -611,5 +605,20 @@ impl Part {
                 "unknown part '{s}'; known: throughput, latency (ping-pong)"
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_sizes_beyond_the_limit_are_refused() {
+        let mut o = Options::quick();
+        o.sizes = vec![1 << 40];
+        assert_eq!(
+            check_limits(&o).unwrap_err(),
+            "--sizes 1 TiB: the largest is 256 MiB"
+        );
     }
 }

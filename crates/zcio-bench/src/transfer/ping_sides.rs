@@ -13,11 +13,12 @@ use zcio::rendezvous::{
 };
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
 
-use super::pages::{read_pages, write_pages};
 use super::pingpong::{client_loop, server_loop, Client, Kind, Server, STOP};
 use super::zcio_side::{bench_pool_config, connect_retry};
-use crate::child::Measured;
+use super::Measured;
 use crate::fds::take_fd;
+use crate::iox::PingPort;
+use crate::pages::{read_pages, write_pages};
 
 /// Everything a ping-pong side needs (from the child spec).
 pub struct Args<'a> {
@@ -73,7 +74,7 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
             let ep = l.accept().map_err(|e| format!("accept: {e}"))?;
             rdv_server(&ep, a.warmup, t)
         }
-        (Kind::Iceoryx2, client) => crate::iox::ping(a, client),
+        (Kind::Iceoryx2, client) => iceoryx2(a, client),
         (Kind::Pipe | Kind::UnixSocket, client) => {
             let r = take_fd(a.rfd)?;
             // A socket is one fd for both directions.
@@ -93,6 +94,40 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
                 server_loop(&mut side, a.warmup)
             }
         }
+    }
+}
+
+/// The iceoryx2 side: a [`PingPort`] (two publish-subscribe services)
+/// driven by the ping-pong loops.
+fn iceoryx2(a: &Args<'_>, client: bool) -> Result<Measured, String> {
+    let mut port = PingPort::open(a.path, a.size, client, a.timeout)?;
+    let m = if client {
+        client_loop(&mut port, a.warmup, a.iters, a.budget)?
+    } else {
+        server_loop(&mut port, a.warmup)?
+    };
+    port.finish()?;
+    Ok(m)
+}
+
+impl Client for PingPort {
+    fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
+        self.send(seq)?;
+        self.recv()
+    }
+
+    fn stop(&mut self) {
+        let _ = self.send(STOP);
+    }
+}
+
+impl Server for PingPort {
+    fn next(&mut self) -> Result<Option<u64>, String> {
+        Ok(Some(self.recv()?).filter(|&s| s != STOP))
+    }
+
+    fn reply(&mut self, seq: u64) -> Result<(), String> {
+        self.send(seq)
     }
 }
 

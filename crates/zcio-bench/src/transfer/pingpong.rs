@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::child::{self, ChildSpec, Group, Measured, Role};
+use super::{ChildSpec, Measured, Role};
+use crate::child::Group;
 use crate::cpu::Window;
 
 /// A transport of the ping-pong.
@@ -268,27 +269,27 @@ pub fn measure(
     let mut group = Group::new();
     match kind {
         Kind::ZcioChannel | Kind::ZcioRendezvous | Kind::Iceoryx2 => {
-            group.push(child::spawn(&spec(false, &path, (-1, -1)))?, "ping server");
-            group.push(child::spawn(&spec(true, &path, (-1, -1)))?, "ping client");
+            group.push(spec(false, &path, (-1, -1)).spawn()?, "ping server");
+            group.push(spec(true, &path, (-1, -1)).spawn()?, "ping client");
         }
         Kind::Pipe => {
             let (r1, w1) = super::pipe_pair()?;
             let (r2, w2) = super::pipe_pair()?;
             let all = [&r1, &w1, &r2, &w2];
             let srv = spec(false, &path, (r1.as_raw_fd(), w2.as_raw_fd()));
-            let srv = crate::fds::spawn_with(&srv, &[&r1, &w2], &all)?;
+            let srv = srv.spawn_with(&[&r1, &w2], &all)?;
             group.push(srv, "ping server");
             let cli = spec(true, &path, (r2.as_raw_fd(), w1.as_raw_fd()));
-            let cli = crate::fds::spawn_with(&cli, &[&r2, &w1], &all)?;
+            let cli = cli.spawn_with(&[&r2, &w1], &all)?;
             group.push(cli, "ping client");
         }
         Kind::UnixSocket => {
             let (a, b) = super::socket_pair()?;
             let all = [&a, &b];
             let srv = spec(false, &path, (a.as_raw_fd(), a.as_raw_fd()));
-            group.push(crate::fds::spawn_with(&srv, &[&a], &all)?, "ping server");
+            group.push(srv.spawn_with(&[&a], &all)?, "ping server");
             let cli = spec(true, &path, (b.as_raw_fd(), b.as_raw_fd()));
-            group.push(crate::fds::spawn_with(&cli, &[&b], &all)?, "ping client");
+            group.push(cli.spawn_with(&[&b], &all)?, "ping client");
         }
     }
     let lines = group.wait_all(timeout + Duration::from_secs(5));

@@ -3,13 +3,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use plotters::prelude::*;
-
 use super::pingpong::LatencyRow;
 use super::{Entry, Row, Variant};
 use crate::driver::Target;
 use crate::fmt::{si, size};
-use crate::report::{line_panel, sig3, Axes, Series};
+use crate::plot::{self, Axis, Figure, Legend, Lines, Scale};
+use crate::report::sig3;
 
 /// CPU µs per message with three significant digits, `-` if not measured.
 fn cpu(v: Option<f64>) -> String {
@@ -173,71 +172,46 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     t
 }
 
-/// One series per variant of `(log2 size, log10 y)` points.
-fn series<'a>(points: impl Iterator<Item = (&'a str, usize, f64)>) -> Vec<Series> {
-    let mut by_variant: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-    for (v, s, y) in points {
-        by_variant
-            .entry(v)
-            .or_default()
-            .push(((s as f64).log2(), y.max(1e-3).log10()));
-    }
-    by_variant
-        .into_iter()
-        .map(|(name, points)| Series {
-            name: name.to_string(),
-            points,
-        })
-        .collect()
-}
-
 /// The plot: msgs/s against size, one line per variant (log-log), and,
 /// if the latency part ran, the one-way p50 latency against size beside it.
 pub fn svg(rows: &[Row], lat: &[LatencyRow], path: &Path) -> Result<(), String> {
-    let tp = series(
+    let tp = plot::series(
         rows.iter()
-            .map(|r| (r.variant.as_str(), r.size, r.msgs_per_sec)),
+            .map(|r| (r.variant.as_str(), r.size as f64, r.msgs_per_sec.max(1e-3))),
     );
-    let lt = series(
-        lat.iter()
-            .map(|r| (r.variant.as_str(), r.size, r.p50_ns / 1e3)),
-    );
-    let panels = usize::from(!tp.is_empty()) + usize::from(!lt.is_empty());
-    if panels == 0 {
-        return Err("no rows to plot".into());
-    }
-    let root = SVGBackend::new(path, (960 * panels as u32, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let cells = root.split_evenly((1, panels));
-    let mut cell = cells.iter();
-    let x_fmt = |x: &f64| size(2f64.powf(*x).round() as usize);
-    if !tp.is_empty() {
-        let axes = Axes {
-            x_desc: "message size",
-            y_desc: "messages per second",
-            x_fmt: &x_fmt,
-            y_fmt: &|y| si(10f64.powf(*y)),
-            y_range: None,
-            legend: SeriesLabelPosition::LowerLeft,
-            x_labels: 10,
-        };
-        let area = cell.next().ok_or("no panel")?;
-        line_panel(area, "zcio-bench transfer: messages/s by size", &axes, &tp)?;
-    }
-    if !lt.is_empty() {
-        let axes = Axes {
-            x_desc: "message size",
-            y_desc: "one-way latency p50 (µs)",
-            x_fmt: &x_fmt,
-            y_fmt: &|y| sig3(10f64.powf(*y)),
-            y_range: None,
-            legend: SeriesLabelPosition::UpperLeft,
-            x_labels: 10,
-        };
-        let area = cell.next().ok_or("no panel")?;
-        line_panel(area, "ping-pong: one-way latency (p50) by size", &axes, &lt)?;
-    }
-    root.present().map_err(|e| e.to_string())
+    let lt = plot::series(lat.iter().map(|r| {
+        (
+            r.variant.as_str(),
+            r.size as f64,
+            (r.p50_ns / 1e3).max(1e-3),
+        )
+    }));
+    let sizes = Axis::new("message size", Scale::Log2, |v| size(v as usize));
+    // One panel 960 pixels wide per part that ran.
+    let width = 960 * (u32::from(!tp.is_empty()) + u32::from(!lt.is_empty())).max(1);
+    Figure::new(None, width)
+        .grid(
+            600,
+            2,
+            vec![
+                Lines::new(
+                    "zcio-bench transfer: messages/s by size",
+                    sizes,
+                    Axis::new("messages per second", Scale::Log10, si),
+                    tp,
+                )
+                .legend(Legend::LowerLeft)
+                .into(),
+                Lines::new(
+                    "ping-pong: one-way latency (p50) by size",
+                    sizes,
+                    Axis::new("one-way latency p50 (µs)", Scale::Log10, sig3),
+                    lt,
+                )
+                .into(),
+            ],
+        )
+        .write(path)
 }
 
 /// The rows of each part.

@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 use zcio::Uncached;
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
 
-use crate::child::{AllocKind, Measured};
+use super::{AllocKind, Measured};
 use crate::cpu::Window;
-use crate::transfer::pages::write_pages;
+use crate::pages::write_pages;
 
 pub(crate) fn connect_retry(
     path: &str,

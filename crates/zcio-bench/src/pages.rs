@@ -1,6 +1,7 @@
-//! The per-page work of the transfer benchmark (fbufs Table 1): the
-//! originator writes one word in each page, the receiver reads one word in
-//! each page.
+//! The per-page work of a message (fbufs Table 1): the originator writes
+//! one word in each page, the receiver reads one word in each page. Used by
+//! the transfer benchmark's sides and by [`crate::touch`] (bytes received
+//! through zcio).
 
 /// Page size used for the per-page touch.
 pub const PAGE: usize = 4096;
