@@ -402,7 +402,9 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_new(
 /// # Safety
 /// `ep` is NULL or a live endpoint; see the warning.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_semantic_endpoint_trust_peer(ep: *mut zcio_semantic_endpoint) -> c_int {
+pub unsafe extern "C" fn zcio_semantic_endpoint_trust_peer(
+    ep: *mut zcio_semantic_endpoint,
+) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         match unsafe { endpoint(ep) } {
@@ -421,7 +423,9 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_trust_peer(ep: *mut zcio_semanti
 ///
 /// # Safety
 /// `ep` is NULL or a live endpoint.
-unsafe fn endpoint<'a>(ep: *const zcio_semantic_endpoint) -> Result<&'a zcio_semantic_endpoint, c_int> {
+unsafe fn endpoint<'a>(
+    ep: *const zcio_semantic_endpoint,
+) -> Result<&'a zcio_semantic_endpoint, c_int> {
     // SAFETY: the caller's contract.
     unsafe { ep.as_ref() }.ok_or_else(|| einval("endpoint handle is NULL"))
 }
@@ -907,7 +911,9 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_output_owned(
             Err(c) => return c,
         };
         let Some(b) = h.b.take() else {
-            return einval("zcio_semantic_endpoint_output_owned: the buffer was already handed over");
+            return einval(
+                "zcio_semantic_endpoint_output_owned: the buffer was already handed over",
+            );
         };
         let (code, back) = match e.ep.output_owned_with(b, s).map_err(|e| e.into_parts()) {
             Ok(d) => (delivery(d), None),
@@ -972,7 +978,10 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_input_owned(
 /// `ep` is NULL or a live endpoint; `buf` is NULL or a live owned buffer,
 /// not used again.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_semantic_endpoint_free(ep: *mut zcio_semantic_endpoint, buf: *mut zcio_owned) {
+pub unsafe extern "C" fn zcio_semantic_endpoint_free(
+    ep: *mut zcio_semantic_endpoint,
+    buf: *mut zcio_owned,
+) {
     guard(|| {
         if buf.is_null() {
             return;
