@@ -4,8 +4,10 @@
 //! Every call returns `0`, a count, or a negative code: `-errno` where an
 //! errno says it (`-EAGAIN`, `-ETIMEDOUT`, `-EPIPE` …) and `-ZCIO_E…` in
 //! `ZCIO_ECODE_MIN..=ZCIO_ECODE_MAX` (above the kernel's 4095) for what no
-//! errno says. Each Rust error type maps onto these codes here, in one
-//! place per type.
+//! errno says. Every Rust error becomes a `zcio::Error`, and its code
+//! comes from its errno, else from its `zcio::ErrorKind`, in one place
+//! ([`code_of`]): the same situation has the same code on every transport
+//! (`-EAGAIN`: nothing available now; `-EPIPE`: the peer is gone).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -36,9 +38,10 @@ pub const ZCIO_EBADRING: c_int = 4100;
 /// The ring's producer closed it with an error (`zcio_ring_close_error`):
 /// everything it wrote was read, but the stream is incomplete.
 pub const ZCIO_EPRODFAIL: c_int = 4101;
-/// A processing module on an association failed (bad arguments are
-/// `-EINVAL`, malformed input `-EBADMSG`; this is the rest: a codec or
-/// module library failure). `zcio_last_error` names the module.
+/// A processing module failed (bad arguments are `-EINVAL`, malformed
+/// input `-EBADMSG`; this is the rest: a codec or module library failure),
+/// or a shared object is not a loadable zcio module. `zcio_last_error`
+/// names the module.
 pub const ZCIO_EMODULE: c_int = 4102;
 /// Highest zcio-specific error code.
 pub const ZCIO_ECODE_MAX: c_int = 4102;
@@ -176,12 +179,31 @@ pub(crate) fn code_of(e: &zcio::Error) -> c_int {
     }
 }
 
+/// Whether `e`'s text says no more than its code's: the frequent "try
+/// again" outcomes of polling loops (an empty or full channel or ring, a
+/// timeout), recorded without allocating. An exhausted pool or arena, or a
+/// peer holding too many buffers, is also `-EAGAIN` but its text says
+/// which and what to do, so that is kept.
+fn code_says_all(e: &zcio::Error) -> bool {
+    use zcio::{Error as E, SendErrorKind as S};
+    matches!(
+        e,
+        E::TryRecv(_)
+            | E::Recv(_)
+            | E::RecvTimeout(_)
+            | E::RingRead(_)
+            | E::RingWrite(_)
+            | E::Send(S::WouldBlock | S::TimedOut)
+    )
+}
+
 /// Fail with `e`'s code; its text becomes the thread's last error (only
-/// the code for "try again" outcomes, so polling loops allocate nothing).
+/// the code for the "try again" outcomes of polling loops, so they
+/// allocate nothing).
 pub(crate) fn fail(e: impl Into<zcio::Error>) -> c_int {
     let e = e.into();
     let c = code_of(&e);
-    if matches!(c, libc::EAGAIN | libc::ETIMEDOUT) {
+    if matches!(c, libc::EAGAIN | libc::ETIMEDOUT) && code_says_all(&e) {
         set_last_code(c);
     } else {
         set_last(&e);
@@ -324,6 +346,22 @@ mod tests {
         .into();
         assert_eq!(code_of(&e), libc::ENOSPC);
         assert_eq!(code_of(&ReadError::Lapped.into()), ZCIO_ELAPPED);
+    }
+
+    #[test]
+    fn an_exhausted_pool_keeps_its_text_a_polling_miss_only_its_code() {
+        assert_eq!(
+            fail(zcio::AllocError::WouldBlock("pname".into())),
+            -libc::EAGAIN
+        );
+        // SAFETY: zcio_last_error returns a NUL-terminated string that
+        // stays valid until the next failing call on this thread.
+        let msg = unsafe { CStr::from_ptr(zcio_last_error()) };
+        assert!(msg.to_str().unwrap().contains("pname"), "{msg:?}");
+        assert_eq!(fail(zcio::TryRecvError::WouldBlock), -libc::EAGAIN);
+        // SAFETY: as above.
+        let msg = unsafe { CStr::from_ptr(zcio_last_error()) };
+        assert_eq!(msg, text(libc::EAGAIN));
     }
 
     #[test]

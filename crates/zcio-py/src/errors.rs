@@ -105,7 +105,7 @@ fn side(e: &Error) -> Side {
         | Error::Alloc(_)
         | Error::Freeze(_)
         | Error::Arena(_)
-        | Error::SemanticInput(_)
+        | Error::SemanticInput(zcio::semantics::InputError::Alloc(_))
         | Error::SemanticSetup(Setup::Arena(_) | Setup::Alloc(_))
         | Error::SemanticOutput(Out::Alloc(_) | Out::Arena(_))
         | Error::Module(_) => Side::Alloc,
@@ -124,8 +124,10 @@ fn side(e: &Error) -> Side {
 /// become exceptions. The class follows the error's
 /// [`ErrorKind`](zcio::ErrorKind) (the table is in its docs), except that
 /// set-up and naming failures keep their family's class (`ConnectError`,
-/// `RingError`, `SpliceError`, `ModuleError`); `errno` is the error's
-/// errno, else the kind's.
+/// `RingError`, `SpliceError`, `ModuleError`). `errno` is the error's own
+/// errno; the family classes and `WouldBlock` fall back to the kind's
+/// (`EAGAIN`, `EINVAL` …), the other situation classes (`TimedOut`,
+/// `Disconnected`, `PeerFault` …) carry none.
 pub(crate) fn raise(py: Python<'_>, e: impl Into<Error>) -> PyErr {
     use zcio::ring::ReadError;
     use zcio::ErrorKind as K;

@@ -226,6 +226,7 @@ impl Rendezvous {
         py: Python<'_>,
         deadline: Deadline,
         try_: bool,
+        timed_out: impl Into<zcio::Error>,
         op: impl Fn(&rdv::Rendezvous, Option<Duration>) -> Result<T, zcio::Error> + Send + Sync,
     ) -> PyResult<T> {
         if try_ {
@@ -248,7 +249,7 @@ impl Rendezvous {
             Some(Ok(v)) => Ok(v),
             Some(Err(Stop::Ipc(e))) => Err(errors::raise(py, e)),
             Some(Err(Stop::Closed)) => Err(errors::closed("endpoint")),
-            None => Err(errors::raise(py, rdv::RendezvousRecvError::TimedOut)),
+            None => Err(errors::raise(py, timed_out)),
         }
     }
 
@@ -259,14 +260,16 @@ impl Rendezvous {
         deadline: Deadline,
         try_: bool,
     ) -> PyResult<()> {
-        self.run(py, deadline, try_, |ep, slice| match slice {
+        let timed_out = rdv::RendezvousSendError::TimedOut;
+        self.run(py, deadline, try_, timed_out, |ep, slice| match slice {
             None => ep.try_send(msg).map_err(zcio::Error::from),
             Some(s) => ep.send_timeout(msg, s).map_err(zcio::Error::from),
         })
     }
 
     fn recv_with(&self, py: Python<'_>, deadline: Deadline, try_: bool) -> PyResult<Message> {
-        self.run(py, deadline, try_, |ep, slice| match slice {
+        let timed_out = rdv::RendezvousRecvError::TimedOut;
+        self.run(py, deadline, try_, timed_out, |ep, slice| match slice {
             None => ep.try_recv().map_err(zcio::Error::from),
             Some(s) => ep.recv_timeout(s).map_err(zcio::Error::from),
         })

@@ -78,8 +78,9 @@ def test_names_and_bad_names():
     buf = bytearray(5)
     r = eb.input(buf, timeout=T)
     assert bytes(buf) == b"hello" and r.len == 5 and r.sender == "copy"
-    with pytest.raises(zcio.TimedOut):
+    with pytest.raises(zcio.TimedOut) as e:
         eb.input(buf, timeout=0.05)
+    assert not isinstance(e.value, zcio.AllocError), repr(e.value)  # a receive, not a pool
     assert eb.poll() is None
     ea.close()
     with pytest.raises(zcio.Disconnected):

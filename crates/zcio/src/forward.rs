@@ -99,6 +99,14 @@ pub enum ForwardFailure {
 }
 
 impl ForwardFailure {
+    /// The system's error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<crate::Errno> {
+        match self {
+            Self::Upstream(_) => None,
+            Self::Downstream(e) => e.errno(),
+        }
+    }
+
     /// Where this error sits in the common vocabulary.
     pub fn kind(&self) -> crate::ErrorKind {
         match self {

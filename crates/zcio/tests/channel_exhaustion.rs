@@ -1,5 +1,5 @@
 //! Back-pressure with a receiver that stops consuming and never releases:
-//! a full ring hands the message back (`Full` / `TimedOut`), the pool cap
+//! a full ring hands the message back (`WouldBlock` / `TimedOut`), the pool cap
 //! gives `WouldBlock` and a bounded `alloc_timeout` gives `TimedOut`, the
 //! `max_in_flight` cap gives `TooManyInFlight` — and once the receiver
 //! releases, allocation and sending work again with nothing leaked.

@@ -6,7 +6,7 @@
 //! process if one does not, and `Kid`'s watchdog kills a hung child), never
 //! panic, and recover where that makes sense.
 //!
-//! Already covered elsewhere and not repeated here: `Full`/`TimedOut`/
+//! Already covered elsewhere and not repeated here: `WouldBlock`/`TimedOut`/
 //! `TooManyInFlight` and pool exhaustion with recovery (`exhaustion.rs`),
 //! corrupt message-ring tail and notice-ring counters, forged and replayed
 //! notices, garbage descriptors and control records (`hostile.rs`), dead

@@ -4,9 +4,10 @@ Every exception zcio raises for a failed operation is a :class:`ZcioError`;
 the subclasses also derive from the built-in exception a Python programmer
 would catch for that situation (``TimeoutError``, ``ConnectionError``,
 ``ValueError``, ``BlockingIOError``), so generic code keeps working.
-``errno`` carries the kernel's error number where one caused the failure
-(or the one C returns for the situation, ``EAGAIN`` for
-:class:`WouldBlock`), else ``None``.
+``errno`` carries the kernel's error number where one caused the failure;
+:class:`WouldBlock` and the family classes (:class:`RingError`,
+:class:`ConnectError`, :class:`SpliceError` …) otherwise carry the one C
+returns for the situation (``EAGAIN``, ``EINVAL`` …); else ``None``.
 
 The words are the ones of every zcio transport and of the Rust and C
 APIs (``zcio::ErrorKind``): :class:`WouldBlock` is "nothing available
@@ -42,7 +43,9 @@ __all__ = [
 
 class ZcioError(Exception):
     """Base class of every zcio failure. ``errno`` is the kernel's error
-    number when a system call caused it, else ``None``."""
+    number when a system call caused it, the code C returns for the
+    situation where the class says it (``EAGAIN`` for :class:`WouldBlock`),
+    else ``None``."""
 
     errno: int | None = None
 
@@ -63,7 +66,8 @@ class TimedOut(ZcioError, TimeoutError):
 class WouldBlock(ZcioError, BlockingIOError):
     """Nothing available now and the call was not allowed to wait
     (``timeout=0``); trying again later can succeed. ``errno`` is
-    ``EAGAIN``. Raised as one of its subclasses, which say which way:
+    ``EAGAIN`` (``None`` for a block a ring dropped under a tail-drop
+    policy, raised as :class:`Full`). Raised as one of its subclasses, which say which way:
     :class:`Full` (no room to send or write), :class:`Empty` (nothing to
     receive or read), :class:`PoolExhausted` (no free buffer; also a
     ``Full``). Catch

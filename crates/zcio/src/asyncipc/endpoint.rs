@@ -135,7 +135,7 @@ impl AsyncEndpoint {
     ///
     /// # Errors
     ///
-    /// `Empty` when none is ready; otherwise as [`AsyncEndpoint::recv`].
+    /// `WouldBlock` when none is ready; otherwise as [`AsyncEndpoint::recv`].
     pub fn try_recv(&self) -> Result<Message, AsyncError> {
         self.rx.receive(&self.pool, Wait::Try)
     }

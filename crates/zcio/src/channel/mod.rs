@@ -146,7 +146,7 @@ impl Channel {
             .map_err(|(kind, msg)| SendError::new(kind, msg))
     }
 
-    /// Send without waiting for ring space (`Full` if there is none). On
+    /// Send without waiting for ring space (`WouldBlock` if there is none). On
     /// failure the message comes back inside the error.
     pub fn try_send(&self, msg: Msg) -> Result<(), TrySendError<Msg>> {
         self.core
@@ -203,7 +203,7 @@ impl Channel {
             .map_err(RecvError::from)
     }
 
-    /// Receive if a message is ready (`Empty` if none is).
+    /// Receive if a message is ready (`WouldBlock` if none is).
     pub fn try_recv(&self) -> Result<Msg, TryRecvError> {
         self.core.recv(None).map_err(TryRecvError::from)
     }

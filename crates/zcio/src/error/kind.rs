@@ -14,12 +14,12 @@
 /// | kind | C | Python |
 /// |---|---|---|
 /// | `WouldBlock` | `-EAGAIN` | `WouldBlock` (as `Full`, `Empty` or `PoolExhausted`) |
-/// | `TimedOut` | `-ETIMEDOUT` | `TimedOut` |
-/// | `Disconnected` | `-EPIPE` | `Disconnected` |
+/// | `TimedOut` | `-ETIMEDOUT` | `TimedOut` (`AllocTimedOut` for a pool) |
+/// | `Disconnected` | `-EPIPE` | `Disconnected` (a splice sink: `SpliceError`) |
 /// | `PeerFault` | `-ZCIO_ECORRUPT` | `PeerFault` |
 /// | `Aborted` | `-ECONNABORTED` | `PeerFault` |
 /// | `Malformed` | `-EBADMSG` | `MalformedMessage` |
-/// | `InvalidInput` | `-EINVAL` | `ValueError` |
+/// | `InvalidInput` | `-EINVAL` | `ValueError` (rings, connections, splice: the family's exception) |
 /// | `TooLarge` | `-EMSGSIZE` | `ValueError` |
 /// | `OutOfRange` | `-ERANGE` | `ValueError` |
 /// | `NotFound` | `-ENOENT` | the family's exception |
@@ -29,25 +29,28 @@
 /// | `NoSpace` | `-ENOSPC` | the family's exception |
 /// | `OutOfMemory` | `-ENOMEM` | the family's exception |
 /// | `Unsupported` | `-EOPNOTSUPP` | the family's exception |
-/// | `Protocol` | `-EPROTO` | the family's exception (`PeerFault` for a rendezvous) |
+/// | `Protocol` | `-EPROTO` | `PeerFault` (`ConnectError` while connecting) |
 /// | `Lapped` | `-ZCIO_ELAPPED` | `Lapped` |
-/// | `Dropped` | `-ZCIO_EDROPPED` | `Full` |
+/// | `Dropped` | `-ZCIO_EDROPPED` | `Full` (`errno` `None`) |
 /// | `ProducerFailed` | `-ZCIO_EPRODFAIL` | `Disconnected` (with `code`) |
 /// | `NotARing` | `-ZCIO_EBADRING` | `RingError` |
 /// | `Module` | `-ZCIO_EMODULE` | `ModuleError` |
 /// | `Cancelled` | `-ECANCELED` | `SpliceError` |
-/// | `Internal` | `-ZCIO_EPANIC` | `RuntimeError` |
+/// | `Internal` | `-ZCIO_EPANIC` | `SpliceError` (the only source: an association's worker that panicked) |
 /// | `Os` | the errno | the family's exception, with `errno` |
 /// | `Other` | `-EIO` | the family's exception |
 ///
 /// Where an error has an errno ([`Error::errno`](crate::Error::errno)), C
-/// returns it whatever the kind.
+/// returns it whatever the kind; Python sets it as `.errno` (and, for the
+/// family exceptions, the kind's errno where the error has none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// Nothing available now: no message to receive, no room to send, no
-    /// free buffer, a partner that is not waiting. The call was not
-    /// allowed to wait; trying again later can succeed.
+    /// free buffer, a partner that is not waiting, a peer that holds as
+    /// many buffers as it may. The call was not allowed to wait (or, for a
+    /// peer that releases nothing, waiting did not help); trying again
+    /// later can succeed.
     WouldBlock,
     /// A bounded wait ended before the operation could complete.
     TimedOut,
@@ -64,7 +67,8 @@ pub enum ErrorKind {
     /// The caller passed something invalid (an empty message, a bad spec,
     /// a zero size).
     InvalidInput,
-    /// Larger than the transport can ever carry.
+    /// Larger than the transport can ever carry, or than the buffer the
+    /// caller gave.
     TooLarge,
     /// An offset or range beyond the data.
     OutOfRange,

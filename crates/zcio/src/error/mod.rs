@@ -264,15 +264,15 @@ impl Error {
             Self::SemanticInput(e) => e.errno(),
             #[cfg(feature = "semantics")]
             Self::Arena(e) => e.errno(),
+            Self::Forward(e) => e.errno(),
+            #[cfg(feature = "splice")]
+            Self::Module(e) => e.errno(),
             Self::Msg(_)
             | Self::Recv(_)
             | Self::TryRecv(_)
             | Self::RecvTimeout(_)
             | Self::RingWrite(_)
-            | Self::RingRead(_)
-            | Self::Forward(_) => None,
-            #[cfg(feature = "splice")]
-            Self::Module(_) => None,
+            | Self::RingRead(_) => None,
         }
     }
 }

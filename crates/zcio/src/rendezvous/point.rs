@@ -90,7 +90,7 @@ impl Default for RendezvousConfig {
 /// How long an operation may wait.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Wait {
-    /// Not at all (`try_` operations: `Full` / `Empty` instead of `TimedOut`).
+    /// Not at all (`try_` operations: `WouldBlock` instead of `TimedOut`).
     Try,
     /// At most this long.
     For(Duration),

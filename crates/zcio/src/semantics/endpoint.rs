@@ -786,7 +786,7 @@ impl SemanticEndpoint {
         }
         let mut b = self
             .alloc_for(len, h.page_offset as usize, Semantics::EmulatedWeakMove)
-            .map_err(|e| InputError::Alloc(e.to_string()))?;
+            .map_err(|e| InputError::Alloc(Box::new(e)))?;
         self.deliver(&h, &msg, b.as_mut_slice(), sem)?;
         Ok(b)
     }

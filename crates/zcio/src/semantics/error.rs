@@ -78,9 +78,10 @@ pub enum InputError {
     /// was dropped.
     #[error("malformed message from peer: {0}")]
     Malformed(&'static str),
-    /// No system-allocated buffer could be had.
+    /// No system-allocated buffer could be had (the arena is full now, or
+    /// protecting its pages failed): the allocation's error.
     #[error("allocating the input buffer: {0}")]
-    Alloc(String),
+    Alloc(Box<OutputError>),
     /// Mapping the received pages failed.
     #[error("mapping the received pages: {0}")]
     Os(Errno),
@@ -153,8 +154,7 @@ impl InputError {
             Self::Recv(e) => e.kind(),
             Self::TooShort { .. } => crate::ErrorKind::TooLarge,
             Self::Malformed(_) => crate::ErrorKind::Malformed,
-            // The arena had no room for the input: give buffers back.
-            Self::Alloc(_) => crate::ErrorKind::WouldBlock,
+            Self::Alloc(e) => e.kind(),
             Self::Os(_) => crate::ErrorKind::Os,
         }
     }
@@ -162,6 +162,7 @@ impl InputError {
     /// The system's error number behind this error, if there is one.
     pub fn errno(&self) -> Option<Errno> {
         match self {
+            Self::Alloc(e) => e.errno(),
             Self::Os(e) => Some(*e),
             _ => None,
         }

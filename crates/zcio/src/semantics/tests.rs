@@ -524,7 +524,7 @@ fn buffers_rewritten_after_their_return_keep_being_lent() {
 /// sender's cache of them, the receiver's after `free`), any allocation
 /// that fits the arena succeeds, round after round with random sizes.
 /// (Once, with a 256-page arena, 22 buffers of 1–22 pages sent and
-/// returned made a 23-page allocation fail with `Full`, and the receiver's
+/// returned made a 23-page allocation fail with `Full` (now `WouldBlock`), and the receiver's
 /// `input_owned` failed after 21 buffers: the cache matched exact page
 /// counts only, grew without a bound and was never evicted.)
 #[test]

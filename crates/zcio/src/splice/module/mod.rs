@@ -188,6 +188,15 @@ pub enum ModuleError {
 }
 
 impl ModuleError {
+    /// The system's error number behind this error, if there is one (an
+    /// allocation that failed in a system call).
+    pub fn errno(&self) -> Option<crate::Errno> {
+        match self {
+            Self::Alloc { source, .. } => source.errno(),
+            _ => None,
+        }
+    }
+
     /// Where this error sits in the common vocabulary.
     pub fn kind(&self) -> crate::ErrorKind {
         use crate::ErrorKind as K;
