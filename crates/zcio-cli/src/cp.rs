@@ -25,7 +25,8 @@ use crate::usage;
     tcp:HOST:PORT          connect; tcp-listen:HOST:PORT accepts one connection\n  \
     udp:HOST:PORT          SRC: bind there and take datagrams; DST: send datagrams there\n  \
     unix:PATH              a Unix stream socket\n  \
-    ring:NAME              a zcio ring (SRC: join as a reader; DST: produce, created if missing)\n\n\
+    ring:NAME              a zcio ring (SRC: join as a reader and wait for a producer, as a\n                         \
+    FIFO does; DST: produce, created if missing)\n\n\
     Movers, fastest first: copy_file_range (file to file), sendfile (file to anything),\n\
     splice (pipes, sockets), the buffer path (modules, datagrams, rings, channels).\n\
     Modules (in data order): crc32c, inet, count, zstd[:level=N], unzstd[:limit=SIZE],\n\
