@@ -98,9 +98,10 @@
 #define ZCIO_EPRODFAIL 4101
 
 /**
- * A processing module on an association failed (bad arguments are
- * `-EINVAL`, malformed input `-EBADMSG`; this is the rest: a codec or
- * module library failure). `zcio_last_error` names the module.
+ * A processing module failed (bad arguments are `-EINVAL`, malformed
+ * input `-EBADMSG`; this is the rest: a codec or module library failure),
+ * or a shared object is not a loadable zcio module. `zcio_last_error`
+ * names the module.
  */
 #define ZCIO_EMODULE 4102
 
