@@ -43,7 +43,9 @@ enum Cmd {
     /// the CPU time per message of each process. Latency: ping-pong with one
     /// message in flight (64 B … 1 MiB) over a zcio channel, the zcio
     /// rendezvous, iceoryx2, a pipe pair and a Unix socket pair: one-way
-    /// latency percentiles. All in one run.
+    /// latency percentiles, each beside the hardware floor of its mode (one
+    /// cache line each way between the two pinned processes, spinning or
+    /// with futex waits). All in one run.
     #[command(after_help = "Examples:\n  \
         zcio-bench transfer --quick\n  \
         zcio-bench transfer --sizes 4K,1M --variants zcio-cached-volatile,iceoryx2,pipe\n  \

@@ -160,6 +160,14 @@ impl Bench for Transfer {
             Entry::Throughput(r) => Some(r),
             Entry::Latency(_) => None,
         }));
+        let mut lat: Vec<_> = rows
+            .iter_mut()
+            .filter_map(|e| match e {
+                Entry::Latency(r) => Some(r),
+                Entry::Throughput(_) => None,
+            })
+            .collect();
+        pingpong::set_floor_ratios(&mut lat);
     }
 
     fn targets(&self, rows: &[Entry]) -> Vec<Target> {
@@ -225,6 +233,14 @@ impl Bench for Transfer {
                  (larger sizes are left out); iceoryx2 = two publish-subscribe services, busy \
                  polling; pipe = two pipes; unix-socket = one stream socket pair",
                 pingpong::RDV_MAX
+            ));
+            n.push(format!(
+                "latency floor: cache-line = one cache line each way through a shared page, \
+                 both sides spinning; cache-line-futex = the same, both sides sleeping in \
+                 futex_wait until the other's futex_wake; measured at ≤ {} B in the same run; \
+                 vs floor = p50 ÷ the floor of the transport's mode (busy: zcio-channel, \
+                 zcio-rendezvous, iceoryx2; blocking: pipe, unix-socket)",
+                pingpong::LINE_MAX
             ));
         }
         n

@@ -5,6 +5,7 @@
 
 mod bench;
 mod copy_side;
+pub mod line_side;
 pub mod ping_sides;
 pub mod pingpong;
 pub mod spec;
@@ -276,6 +277,16 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd), String> {
     // Be generous to the baseline: the largest pipe an unprivileged user
     // may ask for (fewer context switches per message).
     crate::fds::pipe_pair(None).map(|(r, w, _)| (r, w))
+}
+
+/// The zeroed shared page of the cache-line floor: a `CLOEXEC` memfd of
+/// [`line_side::PAGE`] bytes.
+fn line_page() -> Result<OwnedFd, String> {
+    use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+    let fd = memfd_create("zcio-bench-line", MemfdFlags::CLOEXEC)
+        .map_err(|e| format!("memfd_create: {e}"))?;
+    ftruncate(&fd, line_side::PAGE as u64).map_err(|e| format!("ftruncate: {e}"))?;
+    Ok(fd)
 }
 
 fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {

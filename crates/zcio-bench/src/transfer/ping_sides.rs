@@ -13,6 +13,7 @@ use zcio::rendezvous::{
 };
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
 
+use super::line_side::LineSide;
 use super::pingpong::{client_loop, server_loop, Client, Kind, Server, STOP};
 use super::zcio_side::{bench_pool_config, connect_retry};
 use super::Measured;
@@ -75,6 +76,15 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
             rdv_server(&ep, a.warmup, t)
         }
         (Kind::Iceoryx2, client) => iceoryx2(a, client),
+        (Kind::CacheLine | Kind::CacheLineFutex, client) => {
+            let page = take_fd(a.rfd)?;
+            let mut side = LineSide::new(&page, a.kind == Kind::CacheLineFutex, t)?;
+            if client {
+                client_loop(&mut side, a.warmup, a.iters, a.budget)
+            } else {
+                server_loop(&mut side, a.warmup)
+            }
+        }
         (Kind::Pipe | Kind::UnixSocket, client) => {
             let r = take_fd(a.rfd)?;
             // A socket is one fd for both directions.

@@ -28,11 +28,28 @@ pub enum Kind {
     Pipe,
     /// A Unix stream socket pair.
     UnixSocket,
+    /// The hardware floor, busy-polling: one cache line each way through
+    /// a shared page, each side spinning (see [`super::line_side`]).
+    CacheLine,
+    /// The hardware floor, blocking: the same lines, each side sleeping
+    /// in `futex_wait` until the other's `futex_wake`.
+    CacheLineFutex,
+}
+
+/// How a transport waits for the other side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// It spins (or spins first, long enough for a ping-pong).
+    Busy,
+    /// It sleeps in the kernel and is woken.
+    Blocking,
 }
 
 impl Kind {
     /// All transports in table order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 7] = [
+        Kind::CacheLine,
+        Kind::CacheLineFutex,
         Kind::ZcioChannel,
         Kind::ZcioRendezvous,
         Kind::Iceoryx2,
@@ -48,17 +65,48 @@ impl Kind {
             Kind::Iceoryx2 => "iceoryx2",
             Kind::Pipe => "pipe",
             Kind::UnixSocket => "unix-socket",
+            Kind::CacheLine => "cache-line",
+            Kind::CacheLineFutex => "cache-line-futex",
+        }
+    }
+
+    /// How it waits, and so which floor it is compared with: zcio's
+    /// channel and rendezvous spin before they sleep (a ping-pong's peer
+    /// answers within the spin), iceoryx2 here busy-polls; pipes and
+    /// sockets sleep in the kernel.
+    pub fn mode(self) -> Mode {
+        match self {
+            Kind::ZcioChannel | Kind::ZcioRendezvous | Kind::Iceoryx2 | Kind::CacheLine => {
+                Mode::Busy
+            }
+            Kind::Pipe | Kind::UnixSocket | Kind::CacheLineFutex => Mode::Blocking,
+        }
+    }
+
+    /// The floor of `mode`.
+    pub fn floor(mode: Mode) -> Kind {
+        match mode {
+            Mode::Busy => Kind::CacheLine,
+            Mode::Blocking => Kind::CacheLineFutex,
         }
     }
 
     /// Whether it carries messages of `size` bytes.
     pub fn carries(self, size: usize) -> bool {
-        self != Kind::ZcioRendezvous || size <= RDV_MAX
+        match self {
+            Kind::ZcioRendezvous => size <= RDV_MAX,
+            // The floor is measured once, at the smallest size.
+            Kind::CacheLine | Kind::CacheLineFutex => size <= LINE_MAX,
+            _ => true,
+        }
     }
 }
 
 /// The largest message the rendezvous carries (8 words).
 pub const RDV_MAX: usize = 64;
+
+/// The sizes the cache-line floor is measured at (one line).
+pub const LINE_MAX: usize = 64;
 
 /// The client's sequence number that ends a server.
 pub const STOP: u64 = u64::MAX;
@@ -239,6 +287,29 @@ pub struct LatencyRow {
     pub client_cpu_us: f64,
     /// The same for the server process.
     pub server_cpu_us: f64,
+    /// p50 ÷ the p50 of the floor of this transport's [`Mode`] in the
+    /// same run (`cache-line` for busy-polling transports,
+    /// `cache-line-futex` for blocking ones); `None` when the floor was
+    /// not measured.
+    pub vs_floor: Option<f64>,
+}
+
+/// Fill every row's [`LatencyRow::vs_floor`] from the floors among them.
+pub fn set_floor_ratios(rows: &mut [&mut LatencyRow]) {
+    let floor_of = |rows: &[&mut LatencyRow], mode: Mode| {
+        let name = Kind::floor(mode).name();
+        rows.iter().find(|r| r.variant == name).map(|r| r.p50_ns)
+    };
+    let busy = floor_of(rows, Mode::Busy);
+    let blocking = floor_of(rows, Mode::Blocking);
+    for r in rows.iter_mut() {
+        let mode = Kind::ALL
+            .iter()
+            .find(|k| k.name() == r.variant)
+            .map_or(Mode::Busy, |k| k.mode());
+        let floor = if mode == Mode::Busy { busy } else { blocking };
+        r.vs_floor = floor.map(|f| r.p50_ns / f.max(1e-9));
+    }
 }
 
 /// Measure one (transport, size) once: a server pinned to the receiver's
@@ -283,6 +354,14 @@ pub fn measure(
             let cli = cli.spawn_with(&[&r2, &w1], &all)?;
             group.push(cli, "ping client");
         }
+        Kind::CacheLine | Kind::CacheLineFutex => {
+            let page = super::line_page()?;
+            let all = [&page];
+            let srv = spec(false, &path, (page.as_raw_fd(), page.as_raw_fd()));
+            group.push(srv.spawn_with(&[&page], &all)?, "ping server");
+            let cli = spec(true, &path, (page.as_raw_fd(), page.as_raw_fd()));
+            group.push(cli.spawn_with(&[&page], &all)?, "ping client");
+        }
         Kind::UnixSocket => {
             let (a, b) = super::socket_pair()?;
             let all = [&a, &b];
@@ -311,6 +390,7 @@ pub fn measure(
         mean_ns: lat.mean_ns,
         client_cpu_us: per_rt(&cli),
         server_cpu_us: per_rt(&srv),
+        vs_floor: None,
     })
 }
 
@@ -326,5 +406,44 @@ mod tests {
         assert_eq!(l.p999_ns, 999.0);
         assert_eq!(Latency::from_round_trips(vec![]), Latency::default());
         assert!(!Kind::ZcioRendezvous.carries(4096) && Kind::ZcioRendezvous.carries(64));
+    }
+}
+
+#[cfg(test)]
+mod floor_tests {
+    use super::*;
+
+    fn row(variant: &str, p50_ns: f64) -> LatencyRow {
+        LatencyRow {
+            variant: variant.into(),
+            size: 64,
+            round_trips: 1,
+            p50_ns,
+            p99_ns: p50_ns,
+            p999_ns: p50_ns,
+            mean_ns: p50_ns,
+            client_cpu_us: 0.0,
+            server_cpu_us: 0.0,
+            vs_floor: None,
+        }
+    }
+
+    #[test]
+    fn each_row_is_compared_with_the_floor_of_its_mode() {
+        let mut rows = [
+            row("cache-line", 100.0),
+            row("cache-line-futex", 10_000.0),
+            row("zcio-channel", 400.0),
+            row("pipe", 20_000.0),
+        ];
+        let mut refs: Vec<&mut LatencyRow> = rows.iter_mut().collect();
+        set_floor_ratios(&mut refs);
+        let got: Vec<_> = rows.iter().map(|r| r.vs_floor).collect();
+        assert_eq!(got, [Some(1.0), Some(1.0), Some(4.0), Some(2.0)]);
+        // Without a floor in the run, no ratio.
+        let mut alone = [row("zcio-channel", 400.0)];
+        let mut refs: Vec<&mut LatencyRow> = alone.iter_mut().collect();
+        set_floor_ratios(&mut refs);
+        assert_eq!(alone[0].vs_floor, None);
     }
 }

@@ -234,13 +234,14 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
     let mut out =
         String::from("ping-pong, one message in flight: one-way latency (round trip / 2)\n");
     out.push_str(&format!(
-        "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>14} {:>14}\n",
+        "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>14} {:>14}\n",
         "transport",
         "size",
         "p50",
         "p99",
         "p99.9",
         "mean",
+        "vs floor",
         "vs pipe",
         "client CPU/rt",
         "server CPU/rt"
@@ -253,13 +254,14 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
         let pipe = rs.iter().find(|r| r.variant == "pipe").map(|r| r.p50_ns);
         for r in rs {
             out.push_str(&format!(
-                "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11.2} µs {:>11.2} µs\n",
+                "{:<17} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>11.2} µs {:>11.2} µs\n",
                 r.variant,
                 size(s),
                 ns(r.p50_ns),
                 ns(r.p99_ns),
                 ns(r.p999_ns),
                 ns(r.mean_ns),
+                r.vs_floor.map_or("-".into(), |f| format!("{f:.1}×")),
                 pipe.map_or("-".into(), |p| format!("{:.2}×", r.p50_ns / p.max(1e-9))),
                 r.client_cpu_us,
                 r.server_cpu_us,
@@ -268,7 +270,8 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
         out.push('\n');
     }
     out.push_str(
-        "  vs pipe: p50 ÷ the pipe's p50 (lower is faster); CPU/rt: CPU time per round trip\n\n",
+        "  vs floor: p50 ÷ the cache-line floor of the same mode (busy or blocking) in this run; \
+         vs pipe: p50 ÷ the pipe's p50 (lower is faster); CPU/rt: CPU time per round trip\n\n",
     );
     out
 }
