@@ -208,74 +208,89 @@ impl Error {
     /// # Ok::<(), zcio::Error>(())
     /// ```
     pub fn kind(&self) -> ErrorKind {
-        match self {
-            Self::Region(e) | Self::Freeze(e) => e.kind(),
-            Self::Alloc(e) => e.kind(),
-            Self::Msg(e) => e.kind(),
-            Self::Connect(e) => e.kind(),
-            Self::Send(e) => e.kind(),
-            Self::Recv(e) => e.kind(),
-            Self::TryRecv(e) => e.kind(),
-            Self::RecvTimeout(e) => e.kind(),
-            Self::RingOpen(e) => e.kind(),
-            Self::RingWrite(e) => e.kind(),
-            Self::RingRead(e) => e.kind(),
-            Self::Forward(e) => e.kind(),
-            Self::RendezvousSend(e) => e.kind(),
-            Self::RendezvousRecv(e) => e.kind(),
-            Self::RendezvousCall(e) => e.kind(),
-            Self::Async(e) => e.kind(),
-            #[cfg(feature = "splice")]
-            Self::Splice(e) => e.kind(),
-            #[cfg(feature = "splice")]
-            Self::Module(e) => e.kind(),
-            #[cfg(feature = "semantics")]
-            Self::SemanticSetup(e) => e.kind(),
-            #[cfg(feature = "semantics")]
-            Self::SemanticOutput(e) => e.kind(),
-            #[cfg(feature = "semantics")]
-            Self::SemanticInput(e) => e.kind(),
-            #[cfg(feature = "semantics")]
-            Self::Arena(e) => e.kind(),
-        }
+        self.family().kind()
     }
 
     /// The system's error number behind this error, if there is one (for
     /// `std::io::Error::from_raw_os_error`, C's negative codes, Python's
     /// `OSError.errno`).
     pub fn errno(&self) -> Option<crate::Errno> {
+        self.family().errno()
+    }
+
+    /// The wrapped family error.
+    fn family(&self) -> &dyn Family {
         match self {
-            Self::Region(e) | Self::Freeze(e) => e.errno(),
-            Self::Alloc(e) => e.errno(),
-            Self::Connect(e) => e.errno(),
-            Self::Send(e) => e.errno(),
-            Self::RingOpen(e) => e.errno(),
-            Self::RendezvousSend(e) => e.errno(),
-            Self::RendezvousRecv(e) => e.errno(),
-            Self::RendezvousCall(e) => e.errno(),
-            Self::Async(e) => e.errno(),
+            Self::Region(e) | Self::Freeze(e) => e,
+            Self::Alloc(e) => e,
+            Self::Msg(e) => e,
+            Self::Connect(e) => e,
+            Self::Send(e) => e,
+            Self::Recv(e) => e,
+            Self::TryRecv(e) => e,
+            Self::RecvTimeout(e) => e,
+            Self::RingOpen(e) => e,
+            Self::RingWrite(e) => e,
+            Self::RingRead(e) => e,
+            Self::Forward(e) => e,
+            Self::RendezvousSend(e) => e,
+            Self::RendezvousRecv(e) => e,
+            Self::RendezvousCall(e) => e,
+            Self::Async(e) => e,
             #[cfg(feature = "splice")]
-            Self::Splice(e) => e.errno(),
-            #[cfg(feature = "semantics")]
-            Self::SemanticSetup(e) => e.errno(),
-            #[cfg(feature = "semantics")]
-            Self::SemanticOutput(e) => e.errno(),
-            #[cfg(feature = "semantics")]
-            Self::SemanticInput(e) => e.errno(),
-            #[cfg(feature = "semantics")]
-            Self::Arena(e) => e.errno(),
-            Self::Forward(e) => e.errno(),
+            Self::Splice(e) => e,
             #[cfg(feature = "splice")]
-            Self::Module(e) => e.errno(),
-            Self::Msg(_)
-            | Self::Recv(_)
-            | Self::TryRecv(_)
-            | Self::RecvTimeout(_)
-            | Self::RingWrite(_)
-            | Self::RingRead(_) => None,
+            Self::Module(e) => e,
+            #[cfg(feature = "semantics")]
+            Self::SemanticSetup(e) => e,
+            #[cfg(feature = "semantics")]
+            Self::SemanticOutput(e) => e,
+            #[cfg(feature = "semantics")]
+            Self::SemanticInput(e) => e,
+            #[cfg(feature = "semantics")]
+            Self::Arena(e) => e,
         }
     }
 }
+
+/// What `zcio::Error` asks of each family's error: its kind and, where a
+/// system call failed, its errno (both the families' own methods).
+trait Family {
+    fn kind(&self) -> ErrorKind;
+    fn errno(&self) -> Option<crate::Errno> {
+        None
+    }
+}
+
+/// `Family` for types with `kind()` (and, with `errno`, `errno()`).
+macro_rules! family {
+    ($($t:ty),* $(,)?; errno: $($e:ty),* $(,)?) => {
+        $(impl Family for $t {
+            fn kind(&self) -> ErrorKind {
+                <$t>::kind(self)
+            }
+        })*
+        $(impl Family for $e {
+            fn kind(&self) -> ErrorKind {
+                <$e>::kind(self)
+            }
+            fn errno(&self) -> Option<crate::Errno> {
+                <$e>::errno(self)
+            }
+        })*
+    };
+}
+
+family!(
+    MsgError, RecvError, TryRecvError, RecvTimeoutError, WriteError, ReadError;
+    errno: RegionError, AllocError, ConnectError, SendErrorKind, OpenError, ForwardFailure,
+    RendezvousSendError, RendezvousRecvError, RendezvousCallError, AsyncError,
+);
+#[cfg(feature = "splice")]
+family!(; errno: crate::splice::SpliceError, crate::splice::module::ModuleError);
+#[cfg(feature = "semantics")]
+family!(; errno: crate::semantics::SetupError, crate::semantics::OutputError,
+    crate::semantics::InputError, crate::semantics::ArenaError);
 
 #[cfg(feature = "semantics")]
 impl From<crate::semantics::OutputOwnedError> for Error {
