@@ -282,14 +282,26 @@ fn frp_concurrent_overwrite_never_yields_torn_blocks() {
                 .entries(16),
         );
         let max = 2000;
+        // The writer starts racing only once the reader has read its first
+        // block: a writer that ran all its blocks and closed the ring
+        // before the reader was scheduled left nothing to read (a Variable
+        // ring reports end of stream to a reader lapped past a closed
+        // producer), which failed this test under load.
+        let reading = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let go = reading.clone();
         let w = std::thread::spawn(move || {
-            for i in 0..100_000 {
+            p.write_tagged(&block(0, max), 0, Wait::No).unwrap();
+            go.wait();
+            for i in 1..100_000 {
                 p.write_tagged(&block(i, max), 0, Wait::No).unwrap();
             }
         });
         let (mut got, mut lapped) = (0u64, 0u64);
+        let mut first = Some(reading);
         loop {
-            match c.peek_timeout(usize::MAX, Duration::from_millis(200)) {
+            // Bounded: the first block is written before the barrier, the
+            // rest end with the writer closing the ring.
+            match c.peek_timeout(usize::MAX, Duration::from_secs(60)) {
                 Ok(Some(pk)) => {
                     let copy = pk.to_vec();
                     // Slow reader: give the producer time to lap us.
@@ -302,9 +314,13 @@ fn frp_concurrent_overwrite_never_yields_torn_blocks() {
                         Err(ReadError::Lapped) => lapped += 1,
                         Err(e) => panic!("{e}"),
                     }
+                    // The first block was read with the writer held back;
+                    // from here on it races.
+                    if let Some(b) = first.take() {
+                        b.wait();
+                    }
                 }
                 Ok(None) => break,
-                Err(ReadError::TimedOut) => break,
                 Err(e) => panic!("{layout:?}: {e}"),
             }
         }
