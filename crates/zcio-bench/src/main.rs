@@ -51,6 +51,7 @@ enum Cmd {
         zcio-bench transfer --sizes 4K,1M --variants zcio-cached-volatile,iceoryx2,pipe\n  \
         zcio-bench transfer --quick --ping-pong                # only the latency part\n  \
         zcio-bench transfer --parts latency --ping-sizes 64,4K\n  \
+        zcio-bench transfer --ping-pong --ping-transports cache-line,zcio-channel --round-trips 200000\n  \
         zcio-bench transfer --quick --format json --out transfer.json --svg transfer.svg")]
     Transfer(TransferArgs),
     /// Named rings vs Linux pipes: copy, peek, fan-out, layouts.
@@ -184,6 +185,15 @@ struct TransferArgs {
     /// 64,4K,64K,1M; --quick 64,4K,64K).
     #[arg(long, value_delimiter = ',')]
     ping_sizes: Option<Vec<String>>,
+    /// Ping-pong transports, comma-separated (default: all of cache-line,
+    /// cache-line-futex, zcio-channel, zcio-rendezvous, iceoryx2, pipe,
+    /// unix-socket). A row's "vs floor" needs its mode's floor in the run.
+    #[arg(long, value_delimiter = ',')]
+    ping_transports: Option<Vec<String>>,
+    /// Measured round trips per ping-pong point, at most (default 20000;
+    /// --quick 2000); each point also stops after 5 s (--quick 1 s).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(100..=10_000_000))]
+    round_trips: Option<u64>,
     #[command(flatten)]
     out: OutArgs,
 }
@@ -358,6 +368,12 @@ fn transfer_cmd(a: TransferArgs) -> Result<(), Failure> {
     }
     if let Some(s) = &a.ping_sizes {
         opts.ping.sizes = list(s, parse_size)?;
+    }
+    if let Some(t) = &a.ping_transports {
+        opts.ping.kinds = list(t, transfer::pingpong::Kind::parse)?;
+    }
+    if let Some(n) = a.round_trips {
+        opts.ping.iters = n;
     }
     input(opts.validate())?;
     input(transfer::check_limits(&opts))?;

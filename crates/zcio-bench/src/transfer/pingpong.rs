@@ -70,6 +70,20 @@ impl Kind {
         }
     }
 
+    /// The transport named `s` (as in [`Kind::name`]).
+    pub fn parse(s: &str) -> Result<Kind, String> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "unknown ping-pong transport '{s}'; known: {}",
+                    known.join(", ")
+                )
+            })
+    }
+
     /// How it waits, and so which floor it is compared with: zcio's
     /// channel and rendezvous spin before they sleep (a ping-pong's peer
     /// answers within the spin), iceoryx2 here busy-polls; pipes and
