@@ -49,7 +49,7 @@ pub fn header(layout: &SegmentLayout) -> SegmentHeader {
         version: LAYOUT_VERSION,
         msg_entries: layout.msg_entries,
         notice_entries: layout.notice_entries,
-        desc_size: 32,
+        desc_size: wire::DESC_SIZE,
         total_len: layout.total_len as u64,
         closed: [0; 2],
         reserved: [0; 2],
@@ -96,6 +96,7 @@ pub fn desc(region: u32, count: u32, offset: u64, len: u64, token: u64) -> Desc 
         offset,
         len,
         token,
+        reserved: [0; 3],
     }
 }
 
@@ -188,6 +189,7 @@ impl Hostile {
             .map(|&token| Notice {
                 token,
                 kind: wire::NOTICE_RELEASED,
+                reserved: 0,
             })
             .collect();
         self.forge_notices(&items);

@@ -278,10 +278,15 @@ fn forged_notices_release_nothing() {
     // Unknown kinds and escapes of slots never announced are bad notices
     // too, and release nothing.
     h.forge_notices(&[
-        Notice { token: t, kind: 7 },
+        Notice {
+            token: t,
+            kind: 7,
+            reserved: 0,
+        },
         Notice {
             token: 99,
             kind: wire::NOTICE_ESCAPED,
+            reserved: 0,
         },
     ]);
     assert_eq!(

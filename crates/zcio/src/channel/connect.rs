@@ -11,7 +11,9 @@ use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
 
 use crate::channel::config::ChannelConfig;
 use crate::channel::core::{Core, Role};
-use crate::channel::wire::{SegmentHeader, SegmentLayout, LAYOUT_VERSION, SEGMENT_MAGIC};
+use crate::channel::wire::{
+    SegmentHeader, SegmentLayout, DESC_SIZE, LAYOUT_VERSION, SEGMENT_MAGIC,
+};
 use crate::channel::Channel;
 use crate::segment::{self, os, ConnectError, Protocol, SocketListener};
 
@@ -33,7 +35,7 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
         version: LAYOUT_VERSION,
         msg_entries: layout.msg_entries,
         notice_entries: layout.notice_entries,
-        desc_size: 32,
+        desc_size: DESC_SIZE,
         total_len: layout.total_len as u64,
         closed: [0; 2],
         reserved: [0; 2],

@@ -80,6 +80,13 @@ impl Counters {
     pub fn bump(c: &AtomicU64) {
         c.fetch_add(1, LocalOrdering::Relaxed);
     }
+
+    /// Add `n` to a counter whose every writer holds one lock (the caller
+    /// holds it): a plain load and store, no read-modify-write on the hot
+    /// path; readers still see a whole value.
+    pub fn add_locked(c: &AtomicU64, n: u64) {
+        c.store(c.load(LocalOrdering::Relaxed) + n, LocalOrdering::Relaxed);
+    }
 }
 
 pub(crate) struct TxState {
@@ -248,11 +255,12 @@ impl Core {
             )
         };
         let pidfd = peer::open_pidfd(peer.pid).ok();
-        // SAFETY: both headers are inside the segment, which the Core owns.
+        // SAFETY: both headers are inside the segment, which the Core owns,
+        // and head rings of these capacities.
         let (notice_sleep, msg_sleep) = unsafe {
             (
-                SleepHandle::new(hdr(rx_notices)),
-                SleepHandle::new(hdr(rx_msgs)),
+                SleepHandle::new(hdr(rx_notices), nc),
+                SleepHandle::new(hdr(rx_msgs), me_cap),
             )
         };
         let spin = SpinBudget::new(cfg.policy.spin);
@@ -604,7 +612,13 @@ impl Core {
         }
         let mut released = 0;
         loop {
-            let n = match tx.notices.available() {
+            // None found: check the tail word too (usually a cache hit: it
+            // changes only when notices come).
+            let found = match tx.notices.available() {
+                Ok(0) => tx.notices.check_tail().map(|_| 0),
+                other => other,
+            };
+            let n = match found {
                 Ok(0) => break,
                 Ok(n) => n,
                 // A corrupt notice ring: the peer broke the protocol. It
@@ -658,9 +672,8 @@ impl Core {
             self.check_peer_locked(tx);
         }
         if released > 0 {
-            self.counters
-                .notices_received
-                .fetch_add(released as u64, LocalOrdering::Relaxed);
+            // Written only here, under the tx lock.
+            Counters::add_locked(&self.counters.notices_received, released as u64);
         }
         released
     }
@@ -697,14 +710,20 @@ impl Core {
             Counters::bump(&self.counters.notices_dropped);
             return;
         }
-        n.overflow.push(Notice { token, kind });
+        n.overflow.push(Notice {
+            token,
+            kind,
+            reserved: 0,
+        });
         // Inside a batch (this thread is taking in notices of another
         // channel, and every buffer they free may owe a notice here): defer
         // the publish to the end of the batch, so a forwarder passes a
         // round of notices upstream with one publish instead of one each.
-        if let Some(me) = self.me.upgrade() {
-            if NoticeBatch::defer(&me) {
-                return;
+        if NoticeBatch::active() {
+            if let Some(me) = self.me.upgrade() {
+                if NoticeBatch::defer(&me) {
+                    return;
+                }
             }
         }
         self.flush_notices_locked(&mut n);
@@ -750,9 +769,8 @@ impl Core {
             let NoticeTx { ring, gate, .. } = n;
             self.gated_wake(gate, || ring.wake_consumer());
         }
-        self.counters
-            .notices_sent
-            .fetch_add(k as u64, LocalOrdering::Relaxed);
+        // Written only here, under the ntx lock.
+        Counters::add_locked(&self.counters.notices_sent, k as u64);
     }
 
     pub fn liveness_slice(&self) -> Duration {
@@ -779,6 +797,7 @@ impl Core {
         n.overflow.push(Notice {
             token: u64::from(slot),
             kind: wire::NOTICE_ESCAPED,
+            reserved: 0,
         });
         // The originator drains its notice ring on every send and
         // allocation. Room is waited for without holding `ntx` (other
@@ -822,6 +841,12 @@ impl NoticeBatch {
     fn enter() -> NoticeBatch {
         BATCH.with(|b| b.borrow_mut().0 += 1);
         NoticeBatch
+    }
+
+    /// Whether this thread is inside a batch (no atomic operation: checked
+    /// before upgrading a channel's weak self-reference).
+    fn active() -> bool {
+        BATCH.with(|b| b.borrow().0 > 0)
     }
 
     /// Inside a batch: remember `core` for the flush at its end and say

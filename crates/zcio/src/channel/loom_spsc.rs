@@ -1,25 +1,27 @@
 //! Model checks of the descriptor ring protocol with loom: ordering of
-//! entries across wrap-around, back-pressure when full, and lazy futex
-//! notification without lost wakeups (the futex model has no timeouts, so
+//! entries across wrap-around (consumers finding entries by the slots'
+//! sequence words, and a message's batch of entries seen whole),
+//! back-pressure when full, and lazy futex notification without lost
+//! wakeups (the futex model has no timeouts, so
 //! a missed wake is reported by loom as a deadlock).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p zcio --lib --release loom_`
 
 use std::time::Duration;
 
-use crate::channel::spsc::{Pod, Reader, RingHeader, Writer};
+use crate::channel::spsc::{Pod, Reader, RingHeader, Slot, Writer};
 use loom::sync::Arc;
 use loom::thread;
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct E(u64);
 // SAFETY: repr(C) integer.
 unsafe impl Pod for E {}
 
 struct Shared {
     hdr: RingHeader,
-    entries: std::cell::UnsafeCell<[E; 2]>,
+    entries: std::cell::UnsafeCell<[Slot<E>; 2]>,
 }
 // SAFETY: entries are only accessed through the ring protocol under test;
 // loom runs threads one at a time, and the assertions check the protocol.
@@ -29,9 +31,9 @@ unsafe impl Send for Shared {}
 
 fn ends(s: &Arc<Shared>) -> (Writer<E>, Reader<E>) {
     let hdr: *const RingHeader = &s.hdr;
-    let ent = s.entries.get().cast::<E>();
+    let ent = s.entries.get().cast::<Slot<E>>();
     // `s` (kept alive by the Arcs the threads hold) contains the
-    // header and 2 entries; capacity 2 is a power of two.
+    // header and 2 slots; capacity 2 is a power of two.
     // SAFETY: as argued just above.
     unsafe { (Writer::new(hdr, ent, 2), Reader::new(hdr, ent, 2)) }
 }
@@ -82,7 +84,7 @@ fn check(items: u64, producer_spawned: bool) {
     b.check(move || {
         let s = Arc::new(Shared {
             hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([E(0); 2]),
+            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
         });
         let (p, c) = ends(&s);
         let s2 = s.clone();
@@ -127,7 +129,7 @@ fn loom_messages_published_before_close_are_seen_after_it() {
     b.check(|| {
         let s = Arc::new(Shared {
             hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([E(0); 2]),
+            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
         });
         let closed = Arc::new(AtomicU64::new(0));
         let (mut p, mut c) = ends(&s);
@@ -157,6 +159,39 @@ fn loom_messages_published_before_close_are_seen_after_it() {
             thread::yield_now();
         }
         assert_eq!(got, 1, "the message published before the close was lost");
+        t.join().unwrap();
+    });
+}
+
+/// A publish of several entries (one message's descriptors) is seen
+/// whole: the seqs are stored last slot first, so a consumer that finds
+/// the first entry by its seq finds the rest too.
+#[test]
+fn loom_a_published_batch_is_seen_whole() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let s = Arc::new(Shared {
+            hdr: RingHeader::new(),
+            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
+        });
+        let (mut p, mut c) = ends(&s);
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            let _keep = s2;
+            let mut pend = 0;
+            p.write(&[E(1), E(2)], &mut pend);
+            p.publish(pend);
+        });
+        loop {
+            let n = c.available().unwrap();
+            if n > 0 {
+                assert_eq!(n, 2, "part of a batch was seen");
+                assert_eq!((c.peek(0), c.peek(1)), (E(1), E(2)));
+                break;
+            }
+            thread::yield_now();
+        }
         t.join().unwrap();
     });
 }

@@ -134,7 +134,8 @@ impl Core {
         rx.scratch = descs;
         match res {
             Ok(msg) => {
-                Counters::bump(&self.counters.msgs_received);
+                // Written only here, under the rx lock.
+                Counters::add_locked(&self.counters.msgs_received, 1);
                 Ok(msg)
             }
             Err(e) => {
@@ -158,6 +159,9 @@ impl Core {
             Some(me) => me,
             None => return Err(Malformed::BadControl),
         };
+        // The last slice takes the upgraded reference itself: one atomic
+        // increment per message of one slice, not three.
+        let mut sink = Some(sink);
         // Inline for the usual one or two slices: no allocation per message.
         let mut slices: smallvec::SmallVec<[Slice; 2]> = smallvec::SmallVec::new();
         let mut last_single: Option<Arc<Region>> = None;
@@ -169,11 +173,22 @@ impl Core {
             };
             match checked {
                 Ok(region) => {
+                    let own = if i + 1 == descs.len() {
+                        sink.take()
+                    } else {
+                        sink.clone()
+                    };
+                    let Some(own) = own else {
+                        // Unreachable: the last slice is the only taker.
+                        drop(slices);
+                        self.notice_tokens(&descs[i..]);
+                        return Err(Malformed::BadControl);
+                    };
                     let buf = Fbuf::received(
                         region,
                         d.offset as usize,
                         d.len as usize,
-                        sink.clone(),
+                        own,
                         d.token,
                         self.trusted.load(LocalOrdering::Relaxed),
                     );

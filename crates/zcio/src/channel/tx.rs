@@ -130,6 +130,7 @@ impl Core {
                 offset: (s.fbuf().region_offset() + s.offset()) as u64,
                 len: s.len() as u64,
                 token,
+                reserved: [0; 3],
             });
         }
         let cap = tx.ring.capacity();
@@ -143,7 +144,8 @@ impl Core {
         tx.ring.write(&descs, &mut pending);
         tx.scratch = descs;
         let sleeping = tx.ring.publish(pending);
-        Counters::bump(&self.counters.msgs_sent);
+        // Written only here, under the tx lock.
+        Counters::add_locked(&self.counters.msgs_sent, 1);
         self.notify_locked(&mut tx, sleeping);
         drop(tx);
         // The Msg's own references go now; the ledger keeps the buffers.

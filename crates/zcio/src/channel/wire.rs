@@ -5,12 +5,12 @@
 //! Everything here is decoded from bytes a peer wrote, so decoding never
 //! trusts a field: every function returns `None`/an error on nonsense.
 
-use crate::channel::spsc::{ring_bytes, Pod, RingHeader};
+use crate::channel::spsc::{ring_bytes, Pod, RingHeader, Slot};
 
 /// Magic number at the start of a channel control segment ("ZCIOCHAN").
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");
 /// Layout version of the control segment and of the socket protocol.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 /// Offset in the segment of the connector's *closed* word
 /// ([`SegmentHeader::closed`]`[0]`, accessed only atomically once the
 /// segment is shared): 0 while its end is open, 1 once it closed. Each
@@ -25,12 +25,16 @@ pub const SINGLE_USE_SLOT: u32 = u32::MAX;
 /// Region slot meaning "the same single-use region as the previous
 /// single-use slice of this message" (one pass per region per message).
 pub const SINGLE_USE_SAME: u32 = u32::MAX - 1;
+/// `size_of::<Desc>()`, recorded in the segment header and checked on
+/// attach.
+pub const DESC_SIZE: u32 = std::mem::size_of::<Desc>() as u32;
 /// Cap on slices in one message.
 pub const MAX_SLICES: usize = 64;
 /// Cap on region slots per channel direction.
 pub const MAX_REGION_SLOTS: u32 = 1 << 16;
 
-/// One slice of a message on a message ring (32 bytes).
+/// One slice of a message on a message ring (56 bytes: with its sequence
+/// word a slot is one cache line).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Desc {
@@ -46,9 +50,12 @@ pub struct Desc {
     pub len: u64,
     /// The sender's ledger token for this slice; returned in a notice.
     pub token: u64,
+    /// Zero when written; ignored when read (pads the slot to a line).
+    pub reserved: [u64; 3],
 }
 
-/// One deallocation notice on a reverse ring (16 bytes).
+/// One deallocation notice on a reverse ring (24 bytes: with its sequence
+/// word a slot is half a cache line).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Notice {
@@ -60,6 +67,8 @@ pub struct Notice {
     /// it — so the originator must never reuse the memory) or
     /// [`NOTICE_ESCAPED`]. Anything else is a bad notice.
     pub kind: u64,
+    /// Zero when written; ignored when read (pads the slot).
+    pub reserved: u64,
 }
 
 /// [`Notice::kind`]: the slice was released everywhere it went.
@@ -80,11 +89,14 @@ unsafe impl Pod for Desc {}
 unsafe impl Pod for Notice {}
 
 const _: () = {
-    assert!(std::mem::size_of::<Desc>() == 32);
+    assert!(std::mem::size_of::<Desc>() == 56);
     assert!(std::mem::align_of::<Desc>() == 8);
     assert!(std::mem::offset_of!(Desc, offset) == 8);
     assert!(std::mem::offset_of!(Desc, token) == 24);
-    assert!(std::mem::size_of::<Notice>() == 16);
+    assert!(std::mem::size_of::<Notice>() == 24);
+    assert!(std::mem::size_of::<Slot<Desc>>() == 64);
+    assert!(std::mem::offset_of!(Slot<Desc>, val) == 8);
+    assert!(std::mem::size_of::<Slot<Notice>>() == 32);
 };
 
 /// Header of the shared control segment (one cache line), followed by four
@@ -102,7 +114,7 @@ pub struct SegmentHeader {
     pub msg_entries: u32,
     /// Entries in each notice ring (power of two).
     pub notice_entries: u32,
-    /// Size of `Desc` the creator was built with (32).
+    /// Size of `Desc` the creator was built with ([`DESC_SIZE`]).
     pub desc_size: u32,
     /// Total segment length in bytes.
     pub total_len: u64,
@@ -179,7 +191,7 @@ impl SegmentLayout {
     /// The layout a (copied-out) header describes, if it is valid and
     /// consistent with a segment of `actual_len` bytes.
     pub fn from_header(h: &SegmentHeader, actual_len: u64) -> Option<Self> {
-        if h.magic != SEGMENT_MAGIC || h.version != LAYOUT_VERSION || h.desc_size != 32 {
+        if h.magic != SEGMENT_MAGIC || h.version != LAYOUT_VERSION || h.desc_size != DESC_SIZE {
             return None;
         }
         let l = Self::new(h.msg_entries, h.notice_entries)?;
@@ -262,7 +274,7 @@ mod tests {
         let l = SegmentLayout::new(1024, 1024).unwrap();
         assert!(l.rings.iter().all(|o| o % 64 == 0));
         assert_eq!(l.total_len % crate::sys::page_size(), 0);
-        assert!(l.entries(C2L_NOTICES) + 1024 * 16 <= l.total_len);
+        assert!(l.entries(C2L_NOTICES) + 1024 * 32 <= l.total_len);
         assert!(SegmentLayout::new(1000, 1024).is_none());
         assert!(SegmentLayout::new(4, 1024).is_none());
     }
@@ -275,7 +287,7 @@ mod tests {
             version: LAYOUT_VERSION,
             msg_entries: 64,
             notice_entries: 64,
-            desc_size: 32,
+            desc_size: DESC_SIZE,
             total_len: l.total_len as u64,
             closed: [0; 2],
             reserved: [0; 2],
