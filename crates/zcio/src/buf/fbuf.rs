@@ -371,6 +371,23 @@ impl Drop for Fbuf {
         // goes out exactly as it would from `BufCore::drop`) and keep the
         // allocation for this thread's next received slice.
         if let Some(core) = Arc::get_mut(&mut arc) {
+            // The last handle of a pool buffer: its pages and this
+            // allocation go back to the pool together (no free here, no
+            // allocation at the next `alloc`).
+            if matches!(core.backing, Backing::Pooled { .. })
+                && !core.retired.load(LocalOrdering::Relaxed)
+            {
+                if let Backing::Pooled {
+                    pool,
+                    chunk,
+                    first_page,
+                    pages,
+                } = std::mem::replace(&mut core.backing, Backing::Spent)
+                {
+                    pool.free_recycle(chunk, first_page, pages, arc);
+                    return;
+                }
+            }
             if matches!(core.backing, Backing::Foreign { .. }) && !core.region.is_single_use() {
                 if let (Some(spent), Backing::Foreign { sink, .. }) =
                     (spent_region(), &core.backing)
@@ -452,7 +469,11 @@ impl std::ops::Deref for SecureView {
 
 /// A buffer being filled by its originator: writable, not yet shareable.
 pub struct FbufMut {
-    core: BufCore,
+    /// Never shared while an `FbufMut` exists (every constructor makes a
+    /// fresh or recycled core only this handle points to); an `Arc` so
+    /// that `freeze` hands the same allocation to the `Fbuf`, and a pool
+    /// can recycle it when the last handle is gone.
+    core: Arc<BufCore>,
     secure_on_freeze: bool,
 }
 
@@ -480,6 +501,13 @@ impl FbufMut {
     /// `core.region` is owned and writable by this process, the range is
     /// exclusively ours, and `offset + len <= region.len()`.
     pub(crate) fn from_core(core: BufCore, secure_on_freeze: bool) -> Self {
+        Self::from_arc(Arc::new(core), secure_on_freeze)
+    }
+
+    /// As [`FbufMut::from_core`], for a core in an allocation nothing else
+    /// points to (a recycled one).
+    pub(crate) fn from_arc(core: Arc<BufCore>, secure_on_freeze: bool) -> Self {
+        debug_assert!(Arc::strong_count(&core) == 1 && Arc::weak_count(&core) == 0);
         debug_assert!(core.region.is_writable());
         debug_assert!(core.offset + core.len <= core.region.len());
         Self {
@@ -527,7 +555,10 @@ impl FbufMut {
     /// Shorten the buffer to `len` bytes (no effect if `len >= self.len()`).
     /// The pages stay reserved until the buffer is freed.
     pub fn truncate(&mut self, len: usize) {
-        self.core.len = self.core.len.min(len);
+        // Always unique (see the field); a shared core is left whole.
+        if let Some(c) = Arc::get_mut(&mut self.core) {
+            c.len = c.len.min(len);
+        }
     }
 
     /// Whether `freeze` will seal the buffer (`F_SEAL_WRITE`).
@@ -543,16 +574,20 @@ impl FbufMut {
             secure_on_freeze,
         } = self;
         if !secure_on_freeze {
-            return Ok(Fbuf::from_core(core));
+            return Ok(Fbuf {
+                core: ManuallyDrop::new(core),
+            });
         }
-        let res = match Arc::get_mut(&mut core.region) {
+        let res = match Arc::get_mut(&mut core).and_then(|c| Arc::get_mut(&mut c.region)) {
             Some(region) => region.secure(),
             None => Err(RegionError::Os {
                 op: "secure (region shared)",
                 errno: rustix::io::Errno::BUSY,
             }),
         };
-        let buf = Fbuf::from_core(core);
+        let buf = Fbuf {
+            core: ManuallyDrop::new(core),
+        };
         match res {
             Ok(()) => Ok(buf),
             Err(error) => Err(FreezeError { error, buf }),

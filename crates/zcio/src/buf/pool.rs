@@ -209,7 +209,14 @@ struct State {
     exhausted: u64,
     replaced: usize,
     written_off: usize,
+    /// Allocations of buffers whose last handle is gone (backing `Spent`,
+    /// region still their chunk's), reused by `hand_out`: no allocation
+    /// or free per buffer in the steady state. At most [`SPARE_CORES`].
+    spare: Vec<Arc<BufCore>>,
 }
+
+/// Most spare buffer allocations a pool keeps.
+const SPARE_CORES: usize = 64;
 
 pub(crate) struct PoolInner {
     id: u64,
@@ -264,6 +271,7 @@ impl Pool {
                 exhausted: 0,
                 replaced: 0,
                 written_off: 0,
+                spare: Vec::new(),
             }),
             reclaimers: Mutex::new(Vec::new()),
         };
@@ -317,7 +325,10 @@ impl Pool {
         if list.is_empty() {
             return 0;
         }
-        let live: Vec<Arc<dyn Reclaim>> = list.iter().filter_map(Weak::upgrade).collect();
+        // Inline for the usual few channels: no allocation on this path,
+        // which a pool short of buffers takes on every allocation.
+        let live: smallvec::SmallVec<[Arc<dyn Reclaim>; 4]> =
+            list.iter().filter_map(Weak::upgrade).collect();
         drop(list);
         live.iter().map(|r| r.reclaim()).sum()
     }
@@ -376,7 +387,7 @@ impl Pool {
         }
     }
 
-    fn live_reclaimers(&self) -> Vec<Arc<dyn Reclaim>> {
+    fn live_reclaimers(&self) -> smallvec::SmallVec<[Arc<dyn Reclaim>; 4]> {
         lock(&self.inner.reclaimers)
             .iter()
             .filter_map(Weak::upgrade)
@@ -478,6 +489,26 @@ impl PoolInner {
         s.in_use += 1;
         s.in_use_pages += pages as usize;
         s.chunks[chunk as usize].live += 1;
+        if let Some(mut arc) = s.spare.pop() {
+            if let Some(core) = Arc::get_mut(&mut arc) {
+                let region = &s.chunks[chunk as usize].region;
+                if !Arc::ptr_eq(&core.region, region) {
+                    core.region = region.clone();
+                }
+                drop(s);
+                core.offset = first as usize * self.page;
+                core.len = len;
+                core.backing = Backing::Pooled {
+                    pool: me.clone(),
+                    chunk,
+                    first_page: first,
+                    pages,
+                };
+                core.retired = Default::default();
+                core.trusted = false;
+                return FbufMut::from_arc(arc, false);
+            }
+        }
         let region = s.chunks[chunk as usize].region.clone();
         drop(s);
         let core = BufCore {
@@ -555,6 +586,8 @@ impl PoolInner {
         let name = format!("zcio-{}", self.cfg.name);
         let region = Region::create(&name, bytes, self.cfg.populate)?;
         let gone = std::mem::replace(&mut s.chunks[i], Chunk::new(region, want));
+        // Spare allocations must not keep the old region mapped.
+        s.spare.retain(|c| !Arc::ptr_eq(&c.region, &gone.region));
         s.retired -= gone.retired as usize;
         s.retired_pages -= gone.retired_pages as usize;
         s.replaced += 1;
@@ -590,12 +623,30 @@ impl PoolInner {
 
     pub(crate) fn free(&self, chunk: u32, first: u32, pages: u32) {
         let mut s = lock(&self.state);
+        Self::free_locked(&mut s, self.cfg.quick_list_cap, chunk, first, pages);
+    }
+
+    /// [`PoolInner::free`], keeping the buffer's allocation `core` (its
+    /// backing already `Spent`, nothing else pointing to it) for the next
+    /// `hand_out`.
+    pub(crate) fn free_recycle(&self, chunk: u32, first: u32, pages: u32, core: Arc<BufCore>) {
+        let mut s = lock(&self.state);
+        Self::free_locked(&mut s, self.cfg.quick_list_cap, chunk, first, pages);
+        if s.spare.len() < SPARE_CORES {
+            s.spare.push(core);
+            return;
+        }
+        drop(s);
+        // Dropped outside the lock (its backing is `Spent`: nothing runs).
+        drop(core);
+    }
+
+    fn free_locked(s: &mut State, cap: usize, chunk: u32, first: u32, pages: u32) {
         s.in_use = s.in_use.saturating_sub(1);
         s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
         if let Some(c) = s.chunks.get_mut(chunk as usize) {
             c.live = c.live.saturating_sub(1);
         }
-        let cap = self.cfg.quick_list_cap;
         let list = s.quick.entry(pages).or_default();
         if list.len() < cap {
             list.push((chunk, first));

@@ -607,7 +607,10 @@ impl Core {
     /// Process pending notices under the tx lock. Returns buffers released.
     pub fn drain_locked(&self, tx: &mut TxState) -> usize {
         let _batch = NoticeBatch::enter();
-        if self.poisoned.swap(false, LocalOrdering::Relaxed) {
+        // Load first: the swap (a read-modify-write) only when set.
+        if self.poisoned.load(LocalOrdering::Relaxed)
+            && self.poisoned.swap(false, LocalOrdering::Relaxed)
+        {
             self.mark_gone_locked(tx);
         }
         let mut released = 0;

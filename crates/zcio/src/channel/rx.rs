@@ -206,7 +206,9 @@ impl Core {
                 }
             }
         }
-        Msg::from_slices(slices).map_err(|_| Malformed::BadCount(descs.len() as u32))
+        // Every slice is non-empty (`check_desc` refuses empty ones) and
+        // there are at most MAX_SLICES (`take` checked the count).
+        Ok(Msg::from_checked(slices))
     }
 
     /// The region a descriptor points into, if the descriptor is in bounds.

@@ -132,6 +132,14 @@ impl Msg {
         Self::default()
     }
 
+    /// Build from slices already known to be non-empty and at most
+    /// `MAX_SLICES` (a receive path that checked both).
+    pub(crate) fn from_checked(slices: SmallVec<[Slice; 2]>) -> Self {
+        debug_assert!(slices.len() <= MAX_SLICES && slices.iter().all(|s| s.len > 0));
+        let len = slices.iter().map(|s| s.len).sum();
+        Self { slices, len }
+    }
+
     /// Build from slices (empty ones are dropped).
     pub fn from_slices(slices: impl IntoIterator<Item = Slice>) -> Result<Self, MsgError> {
         let slices: SmallVec<[Slice; 2]> = slices.into_iter().filter(|s| s.len > 0).collect();

@@ -1,0 +1,88 @@
+//! The software cost of one channel message, with no cache line crossing
+//! between CPUs: both ends of one channel live on this one thread, which
+//! plays ping-pong with itself (allocate → fill → freeze → send → receive →
+//! read → drop, each way). What a cross-process ping-pong measures beyond
+//! this is the cost of the cache lines that cross (see "Where the time
+//! goes" in docs/transfer.md).
+//!
+//! Run: `cargo run --release -p zcio --example hot_path [ROUNDS]`, pinned
+//! to one CPU for steadier figures (`taskset -c 0 …`). It prints the best
+//! and the median round: the VMs we measure on swing by tens of percent
+//! from run to run, so compare builds by interleaving runs of each.
+
+use std::time::{Duration, Instant};
+
+use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
+
+/// Round trips per round.
+const PER_ROUND: u64 = 200_000;
+
+fn pool(name: &str) -> Pool {
+    // As the cross-process ping-pong of `zcio-bench transfer` does: a small
+    // pool, so buffers come back through the channel's notices.
+    Pool::new(PoolConfig {
+        chunk_size: 3 * 4096,
+        max_chunks: 2,
+        quick_list_cap: 6,
+        ..PoolConfig::named(name)
+    })
+}
+
+fn send(ch: &Channel, pool: &Pool, v: u64, t: Duration) -> Result<(), Box<dyn std::error::Error>> {
+    let mut b = pool.alloc_timeout(64, t)?;
+    b.as_mut_slice()[..8].copy_from_slice(&v.to_le_bytes());
+    ch.send_timeout(Msg::from(b.freeze()?), t)?;
+    Ok(())
+}
+
+fn recv(ch: &Channel, want: u64, t: Duration) -> Result<(), Box<dyn std::error::Error>> {
+    let m = ch.recv_timeout(t)?;
+    let mut word = [0u8; 8];
+    if m.read_at(0, &mut word) != 8 || u64::from_le_bytes(word) != want {
+        return Err(format!("expected {want}, got {}", u64::from_le_bytes(word)).into());
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let rounds: usize = match std::env::args().nth(1) {
+        Some(a) => a
+            .parse()
+            .map_err(|_| format!("ROUNDS: a number, not {a:?}"))?,
+        None => 15,
+    };
+    let dir = std::env::temp_dir().join(format!("zcio-hot-path-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("sock");
+    let listener = Listener::bind(&path, ChannelConfig::default())?;
+    let p2 = path.clone();
+    let connector = std::thread::spawn(move || Channel::connect(&p2, ChannelConfig::default()));
+    let server = listener.accept()?;
+    let client = connector
+        .join()
+        .map_err(|_| "connector thread panicked")??;
+    let (pc, ps) = (pool("hot-path-c"), pool("hot-path-s"));
+    let t = Duration::from_secs(10);
+    let mut per_msg = Vec::with_capacity(rounds);
+    for _ in 0..rounds.max(1) {
+        let t0 = Instant::now();
+        for i in 0..PER_ROUND {
+            send(&client, &pc, i, t)?;
+            recv(&server, i, t)?;
+            send(&server, &ps, !i, t)?;
+            recv(&client, !i, t)?;
+        }
+        per_msg.push(t0.elapsed().as_nanos() as f64 / (2 * PER_ROUND) as f64);
+    }
+    per_msg.sort_by(f64::total_cmp);
+    println!(
+        "one channel message, software only (one thread): best {:.0} ns, median {:.0} ns ({} rounds of {} messages)",
+        per_msg[0],
+        per_msg[per_msg.len() / 2],
+        per_msg.len(),
+        2 * PER_ROUND
+    );
+    drop((client, server, listener));
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
