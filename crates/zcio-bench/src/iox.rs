@@ -266,27 +266,81 @@ pub fn publisher(
 
 type Sub = iceoryx2::port::subscriber::Subscriber<ipc::Service, [u8], ()>;
 
+type EventFactory = iceoryx2::service::port_factory::event::PortFactory<ipc::Service>;
+
+/// The longest single listener wait of a blocking receive (then the deadline is checked).
+const EVENT_SLICE: Duration = Duration::from_millis(50);
+
+/// The event half of a blocking [`PingPort`]: a listener on the incoming direction's event
+/// service, a notifier on the outgoing one's.
+struct Events {
+    listener: iceoryx2::port::listener::Listener<ipc::Service>,
+    notifier: iceoryx2::port::notifier::Notifier<ipc::Service>,
+    _in: EventFactory,
+    _out: EventFactory,
+}
+
+/// Open or create the event service `service` (both sides race to create it; retried until
+/// `deadline`).
+fn open_event(
+    node: &Node<ipc::Service>,
+    service: &str,
+    deadline: Instant,
+) -> Result<EventFactory, String> {
+    let name = ServiceName::new(service)
+        .map_err(|e| format!("iox: bad service name {service:?}: {e:?}"))?;
+    loop {
+        match node
+            .service_builder(&name)
+            .event()
+            .max_notifiers(1)
+            .max_listeners(1)
+            .max_nodes(4)
+            .open_or_create()
+        {
+            Ok(factory) => return Ok(factory),
+            Err(e) => {
+                if Instant::now() >= deadline {
+                    return Err(format!("iox: event service {service}: {e:?}"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
 /// Busy-poll (bounded by `deadline`) for the next message; call `on_receipt` as soon as it is
 /// there, then read one `u64` per 4096-byte page of it, release it and return the first word.
 fn receive_seq(
     subscriber: &Sub,
     size: usize,
     deadline: Instant,
+    events: Option<&Events>,
     on_receipt: impl FnOnce(),
 ) -> Result<u64, String> {
     let mut idle: u32 = 0;
     let sample = loop {
         match subscriber.receive() {
             Ok(Some(sample)) => break sample,
-            Ok(None) => {
-                idle = idle.wrapping_add(1);
-                if idle.is_multiple_of(1024) {
+            Ok(None) => match events {
+                // Blocking mode: sleep until the peer's notifier fires (in
+                // slices, to check the deadline).
+                Some(ev) => {
                     check_deadline(deadline, "waiting for a message")?;
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
+                    ev.listener
+                        .timed_wait(|_| {}, EVENT_SLICE)
+                        .map_err(|e| format!("iox: listener wait failed: {e:?}"))?;
                 }
-            }
+                None => {
+                    idle = idle.wrapping_add(1);
+                    if idle.is_multiple_of(1024) {
+                        check_deadline(deadline, "waiting for a message")?;
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+            },
             Err(e) => return Err(format!("iox: receive failed: {e:?}")),
         }
     };
@@ -315,7 +369,8 @@ fn receive_seq(
 /// bytes (at least a word) carrying a sequence number in every page. The ping-pong loops (who
 /// sends first, what is measured) are the caller's.
 pub struct PingPort {
-    // Dropped in this order: the publisher, the subscriber, the services, the node.
+    // Dropped in this order: the events, the publisher, the subscriber, the services, the node.
+    events: Option<Events>,
     publisher: Pub,
     subscriber: Option<Sub>,
     out_factory: Factory,
@@ -330,7 +385,17 @@ impl PingPort {
     /// Open the client's (`client`) or the server's side. It creates its subscriber first, then
     /// its publisher (which waits for the peer's subscriber). Everything is bounded by
     /// `timeout` from now.
-    pub fn open(path: &str, size: usize, client: bool, timeout: Duration) -> Result<Self, String> {
+    ///
+    /// `blocking`: each side also opens an event service per direction (`<name>-req-ev`,
+    /// `<name>-rep-ev`), notifies after every send and sleeps in its listener (iceoryx2's
+    /// blocking wait) when nothing has arrived, instead of busy-polling.
+    pub fn open(
+        path: &str,
+        size: usize,
+        client: bool,
+        blocking: bool,
+        timeout: Duration,
+    ) -> Result<Self, String> {
         let deadline = Instant::now() + timeout;
         let base = std::path::Path::new(path)
             .file_stem()
@@ -340,6 +405,24 @@ impl PingPort {
         let (incoming, outgoing) = if client { (rep, req) } else { (req, rep) };
         let size = size.max(WORD);
         let node = create_node()?;
+        let events = if blocking {
+            let in_ev = open_event(&node, &format!("{incoming}-ev"), deadline)?;
+            let out_ev = open_event(&node, &format!("{outgoing}-ev"), deadline)?;
+            Some(Events {
+                listener: in_ev
+                    .listener_builder()
+                    .create()
+                    .map_err(|e| format!("iox: listener creation failed: {e:?}"))?,
+                notifier: out_ev
+                    .notifier_builder()
+                    .create()
+                    .map_err(|e| format!("iox: notifier creation failed: {e:?}"))?,
+                _in: in_ev,
+                _out: out_ev,
+            })
+        } else {
+            None
+        };
         let in_factory = open_service(&node, &incoming, deadline)?;
         let subscriber = in_factory
             .subscriber_builder()
@@ -349,6 +432,7 @@ impl PingPort {
         let out_factory = open_service(&node, &outgoing, deadline)?;
         let publisher = publisher_port(&out_factory, size, deadline)?;
         Ok(Self {
+            events,
             publisher,
             subscriber: Some(subscriber),
             out_factory,
@@ -368,18 +452,27 @@ impl PingPort {
             self.size,
             seq,
             self.deadline,
-        )
+        )?;
+        if let Some(ev) = &self.events {
+            // A listener not yet there misses nothing: the receiver polls
+            // its subscriber before every wait.
+            ev.notifier
+                .notify()
+                .map_err(|e| format!("iox: notify failed: {e:?}"))?;
+        }
+        Ok(())
     }
 
     /// Wait for the next message; its sequence number.
     pub fn recv(&mut self) -> Result<u64, String> {
         let sub = self.subscriber.as_ref().ok_or("iox: ping port finished")?;
-        receive_seq(sub, self.size, self.deadline, || {})
+        receive_seq(sub, self.size, self.deadline, self.events.as_ref(), || {})
     }
 
     /// Leave: drop the subscriber, then keep our data segment alive until the peer has released
     /// everything and left (bounded by the deadline).
     pub fn finish(mut self) -> Result<(), String> {
+        drop(self.events.take());
         drop(self.subscriber.take());
         while self.out_factory.dynamic_config().number_of_subscribers() != 0 {
             check_deadline(self.deadline, "waiting for the peer to finish")?;
@@ -415,7 +508,7 @@ pub fn subscriber(
 
     let (mut start, mut end) = (None, None);
     for expected in 0..total {
-        let first = receive_seq(&subscriber, size, deadline, || {
+        let first = receive_seq(&subscriber, size, deadline, None, || {
             if expected == warmup as u64 {
                 start = Some(Instant::now());
                 cpu.start();

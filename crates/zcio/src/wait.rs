@@ -70,6 +70,16 @@ impl SpinBudget {
         self.cur
     }
 
+    /// A bounded wait with this budget, ending at `timeout` from now. A
+    /// budget whose maximum is zero never spins: its first step sleeps (a
+    /// budget that only *halved* to zero still polls briefly, so that it
+    /// can learn again that spinning pays).
+    pub fn backoff(&self, timeout: Duration) -> Backoff {
+        let mut b = Backoff::new(self.cur, timeout);
+        b.never_spin = self.max.is_zero();
+        b
+    }
+
     /// Record how the last wait ended.
     pub fn record(&mut self, slept: bool) {
         self.cur = if slept {
@@ -115,6 +125,8 @@ pub struct Backoff {
     deadline: Option<Instant>,
     /// Yield the CPU on every retry (for checks that are themselves costly).
     eager_yield: bool,
+    /// Sleep at the first step (see [`SpinBudget::backoff`]).
+    never_spin: bool,
 }
 
 impl Backoff {
@@ -133,6 +145,7 @@ impl Backoff {
             spin_until: now.checked_add(spin).unwrap_or(now),
             deadline,
             eager_yield: false,
+            never_spin: false,
         }
     }
 
@@ -179,7 +192,7 @@ impl Backoff {
             self.slept = true;
             return Step::Sleep { now, remaining };
         }
-        if !self.spins.is_multiple_of(64) {
+        if !self.spins.is_multiple_of(64) && !self.never_spin {
             std::hint::spin_loop();
             return Step::Retry;
         }
@@ -198,5 +211,30 @@ impl Backoff {
     /// Whether this wait had to sleep (the spin did not pay).
     pub fn slept(&self) -> bool {
         self.slept
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_of_zero_never_spins_one_that_halved_to_zero_still_polls() {
+        let never = SpinBudget::new(Duration::ZERO);
+        let mut b = never.backoff(Duration::from_secs(1));
+        assert!(matches!(b.step(), Step::Sleep { .. }), "first step sleeps");
+        assert!(b.slept());
+        let mut learned = SpinBudget::new(Duration::from_micros(500));
+        for _ in 0..20 {
+            learned.record(true);
+        }
+        assert_eq!(learned.get(), Duration::ZERO);
+        let mut b = learned.backoff(Duration::from_secs(1));
+        assert_eq!(b.step(), Step::Retry, "polls before its first clock read");
+        learned.record(false);
+        assert!(
+            learned.get() > Duration::ZERO,
+            "spinning paid: it grows back"
+        );
     }
 }

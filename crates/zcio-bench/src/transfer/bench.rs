@@ -231,7 +231,11 @@ impl Bench for Transfer {
                  from each side's cached pool (volatile); zcio-rendezvous = Rendezvous::call / \
                  reply_and_recv with the payload in the message's words, so only sizes ≤ {} B \
                  (larger sizes are left out); iceoryx2 = two publish-subscribe services, busy \
-                 polling; pipe = two pipes; unix-socket = one stream socket pair",
+                 polling; zcio-channel-blocking = zcio-channel with no spin budget (a receiver \
+                 with nothing to read sleeps on the ring's futex, the sender wakes it); \
+                 iceoryx2-blocking = iceoryx2 with an event service per direction (notify after \
+                 every send, the receiver sleeps in its listener); pipe = two pipes; \
+                 unix-socket = one stream socket pair",
                 pingpong::RDV_MAX
             ));
             n.push(format!(
@@ -239,7 +243,8 @@ impl Bench for Transfer {
                  both sides spinning; cache-line-futex = the same, both sides sleeping in \
                  futex_wait until the other's futex_wake; measured at ≤ {} B in the same run; \
                  vs floor = p50 ÷ the floor of the transport's mode (busy: zcio-channel, \
-                 zcio-rendezvous, iceoryx2; blocking: pipe, unix-socket)",
+                 zcio-rendezvous, iceoryx2; blocking: zcio-channel-blocking, \
+                 iceoryx2-blocking, pipe, unix-socket)",
                 pingpong::LINE_MAX
             ));
         }

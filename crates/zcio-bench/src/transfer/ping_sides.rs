@@ -11,7 +11,7 @@ use zcio::rendezvous::{
     recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous,
     RendezvousListener as RdvListener,
 };
-use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
+use zcio::{Channel, ChannelConfig, ChannelPolicy, Listener, Msg, Pool};
 
 use super::line_side::LineSide;
 use super::pingpong::{client_loop, server_loop, Client, Kind, Server, STOP};
@@ -48,15 +48,26 @@ pub struct Args<'a> {
 /// Run one side.
 pub fn run(a: &Args<'_>) -> Result<Measured, String> {
     let t = a.timeout;
+    // Blocking mode: no spin budget, a receiver sleeps on the futex at once.
+    let cfg = ChannelConfig {
+        policy: ChannelPolicy {
+            spin: if a.kind == Kind::ZcioChannelBlocking {
+                Duration::ZERO
+            } else {
+                ChannelPolicy::default().spin
+            },
+            ..ChannelPolicy::default()
+        },
+        ..ChannelConfig::default()
+    };
     match (a.kind, a.client) {
-        (Kind::ZcioChannel, true) => {
-            let chan = connect_retry(a.path, &ChannelConfig::default(), t)?;
+        (Kind::ZcioChannel | Kind::ZcioChannelBlocking, true) => {
+            let chan = connect_retry(a.path, &cfg, t)?;
             let mut c = ZcioSide::new(chan, a.size, t);
             client_loop(&mut c, a.warmup, a.iters, a.budget)
         }
-        (Kind::ZcioChannel, false) => {
-            let l = Listener::bind(a.path, ChannelConfig::default())
-                .map_err(|e| format!("bind {}: {e}", a.path))?;
+        (Kind::ZcioChannel | Kind::ZcioChannelBlocking, false) => {
+            let l = Listener::bind(a.path, cfg).map_err(|e| format!("bind {}: {e}", a.path))?;
             let chan = l.accept_timeout(t).map_err(|e| format!("accept: {e}"))?;
             server_loop(&mut ZcioSide::new(chan, a.size, t), a.warmup)
         }
@@ -75,7 +86,7 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
             let ep = l.accept().map_err(|e| format!("accept: {e}"))?;
             rdv_server(&ep, a.warmup, t)
         }
-        (Kind::Iceoryx2, client) => iceoryx2(a, client),
+        (Kind::Iceoryx2 | Kind::Iceoryx2Blocking, client) => iceoryx2(a, client),
         (Kind::CacheLine | Kind::CacheLineFutex, client) => {
             let page = take_fd(a.rfd)?;
             let mut side = LineSide::new(&page, a.kind == Kind::CacheLineFutex, t)?;
@@ -110,7 +121,8 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
 /// The iceoryx2 side: a [`PingPort`] (two publish-subscribe services)
 /// driven by the ping-pong loops.
 fn iceoryx2(a: &Args<'_>, client: bool) -> Result<Measured, String> {
-    let mut port = PingPort::open(a.path, a.size, client, a.timeout)?;
+    let blocking = a.kind == Kind::Iceoryx2Blocking;
+    let mut port = PingPort::open(a.path, a.size, client, blocking, a.timeout)?;
     let m = if client {
         client_loop(&mut port, a.warmup, a.iters, a.budget)?
     } else {

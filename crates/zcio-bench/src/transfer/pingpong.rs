@@ -19,11 +19,19 @@ pub enum Kind {
     /// A zcio channel, request and reply on the same channel, buffers from
     /// each side's path pool (cached, volatile).
     ZcioChannel,
+    /// The same channel with no spin budget (`ChannelPolicy::spin` zero):
+    /// a receiver with nothing to read sleeps on the ring's futex at once
+    /// and the sender wakes it.
+    ZcioChannelBlocking,
     /// The zcio rendezvous (`Rendezvous::call` / `reply_and_recv`): at most
     /// 64 bytes, carried in the message's words.
     ZcioRendezvous,
     /// iceoryx2: two publish-subscribe services (request, reply).
     Iceoryx2,
+    /// The same services, each paired with an event service: the sender
+    /// notifies after every send, the receiver sleeps in its listener
+    /// (iceoryx2's blocking wait) when nothing has arrived.
+    Iceoryx2Blocking,
     /// Two Linux pipes.
     Pipe,
     /// A Unix stream socket pair.
@@ -47,12 +55,14 @@ pub enum Mode {
 
 impl Kind {
     /// All transports in table order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 9] = [
         Kind::CacheLine,
         Kind::CacheLineFutex,
         Kind::ZcioChannel,
         Kind::ZcioRendezvous,
         Kind::Iceoryx2,
+        Kind::ZcioChannelBlocking,
+        Kind::Iceoryx2Blocking,
         Kind::Pipe,
         Kind::UnixSocket,
     ];
@@ -61,6 +71,8 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::ZcioChannel => "zcio-channel",
+            Kind::ZcioChannelBlocking => "zcio-channel-blocking",
+            Kind::Iceoryx2Blocking => "iceoryx2-blocking",
             Kind::ZcioRendezvous => "zcio-rendezvous",
             Kind::Iceoryx2 => "iceoryx2",
             Kind::Pipe => "pipe",
@@ -93,7 +105,11 @@ impl Kind {
             Kind::ZcioChannel | Kind::ZcioRendezvous | Kind::Iceoryx2 | Kind::CacheLine => {
                 Mode::Busy
             }
-            Kind::Pipe | Kind::UnixSocket | Kind::CacheLineFutex => Mode::Blocking,
+            Kind::ZcioChannelBlocking
+            | Kind::Iceoryx2Blocking
+            | Kind::Pipe
+            | Kind::UnixSocket
+            | Kind::CacheLineFutex => Mode::Blocking,
         }
     }
 
@@ -353,7 +369,11 @@ pub fn measure(
     let path = super::sock_path();
     let mut group = Group::new();
     match kind {
-        Kind::ZcioChannel | Kind::ZcioRendezvous | Kind::Iceoryx2 => {
+        Kind::ZcioChannel
+        | Kind::ZcioChannelBlocking
+        | Kind::ZcioRendezvous
+        | Kind::Iceoryx2
+        | Kind::Iceoryx2Blocking => {
             group.push(spec(false, &path, (-1, -1)).spawn()?, "ping server");
             group.push(spec(true, &path, (-1, -1)).spawn()?, "ping client");
         }
@@ -443,17 +463,46 @@ mod floor_tests {
     }
 
     #[test]
+    fn every_transport_parses_from_its_name_and_has_a_floor_of_its_mode() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.name()), Ok(k));
+            assert!(Kind::ALL.contains(&Kind::floor(k.mode())));
+        }
+        let e = Kind::parse("zcio").unwrap_err();
+        assert!(e.contains("zcio-channel-blocking"), "{e}");
+        // Each of zcio's and iceoryx2's waiting styles is there in both modes.
+        for (busy, blocking) in [
+            (Kind::ZcioChannel, Kind::ZcioChannelBlocking),
+            (Kind::Iceoryx2, Kind::Iceoryx2Blocking),
+        ] {
+            assert_eq!((busy.mode(), blocking.mode()), (Mode::Busy, Mode::Blocking));
+        }
+    }
+
+    #[test]
     fn each_row_is_compared_with_the_floor_of_its_mode() {
         let mut rows = [
             row("cache-line", 100.0),
             row("cache-line-futex", 10_000.0),
             row("zcio-channel", 400.0),
             row("pipe", 20_000.0),
+            row("zcio-channel-blocking", 15_000.0),
+            row("iceoryx2-blocking", 30_000.0),
         ];
         let mut refs: Vec<&mut LatencyRow> = rows.iter_mut().collect();
         set_floor_ratios(&mut refs);
         let got: Vec<_> = rows.iter().map(|r| r.vs_floor).collect();
-        assert_eq!(got, [Some(1.0), Some(1.0), Some(4.0), Some(2.0)]);
+        assert_eq!(
+            got,
+            [
+                Some(1.0),
+                Some(1.0),
+                Some(4.0),
+                Some(2.0),
+                Some(1.5),
+                Some(3.0)
+            ]
+        );
         // Without a floor in the run, no ratio.
         let mut alone = [row("zcio-channel", 400.0)];
         let mut refs: Vec<&mut LatencyRow> = alone.iter_mut().collect();

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::wait::{Backoff, Step};
+use crate::wait::Step;
 
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState};
@@ -34,7 +34,7 @@ impl Core {
         let Some(timeout) = timeout else {
             return self.recv_ready(&mut rx);
         };
-        let mut backoff = Backoff::new(rx.spin.get(), timeout);
+        let mut backoff = rx.spin.backoff(timeout);
         loop {
             match rx.ring.available() {
                 Ok(0) => {}

@@ -14,7 +14,7 @@ use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_
 use crate::msg::Msg;
 use crate::region::Region;
 use crate::sys::fdpass;
-use crate::wait::{Backoff, Step};
+use crate::wait::Step;
 
 /// Ledger size at which `send` takes in deallocation notices itself.
 const DRAIN_THRESHOLD: usize = 64;
@@ -242,7 +242,7 @@ impl Core {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
-        let mut backoff = Backoff::new(tx.spin.get(), timeout);
+        let mut backoff = tx.spin.backoff(timeout);
         loop {
             match tx.ring.free_slots() {
                 Ok(f) if f >= need => {
