@@ -614,13 +614,16 @@ impl Core {
             self.mark_gone_locked(tx);
         }
         let mut released = 0;
+        let mut first = true;
         loop {
-            // None found: check the tail word too (usually a cache hit: it
-            // changes only when notices come).
+            // None at all: check the tail word too (a corrupt one is
+            // reported at once; not read after a round of notices, whose
+            // publish just changed it).
             let found = match tx.notices.available() {
-                Ok(0) => tx.notices.check_tail().map(|_| 0),
+                Ok(0) if first => tx.notices.check_tail().map(|_| 0),
                 other => other,
             };
+            first = false;
             let n = match found {
                 Ok(0) => break,
                 Ok(n) => n,

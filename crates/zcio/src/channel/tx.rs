@@ -147,6 +147,14 @@ impl Core {
         // Written only here, under the tx lock.
         Counters::add_locked(&self.counters.msgs_sent, 1);
         self.notify_locked(&mut tx, sleeping);
+        // Take in the notices already there, now that the message is on
+        // its way (off the path the receiver waits on): the buffers they
+        // free are back in their pool, hottest first, before the next
+        // allocation needs one, so a pool rarely runs short and reclaims.
+        // Finding none costs one load of the next notice slot's seq.
+        if tx.notices.available().unwrap_or(1) > 0 {
+            self.drain_locked(&mut tx);
+        }
         drop(tx);
         // The Msg's own references go now; the ledger keeps the buffers.
         drop(msg);
