@@ -52,7 +52,7 @@ pub fn header(layout: &SegmentLayout) -> SegmentHeader {
         desc_size: wire::DESC_SIZE,
         total_len: layout.total_len as u64,
         closed: [0; 2],
-        reserved: [0; 2],
+        cpus: [0; 2],
     }
 }
 

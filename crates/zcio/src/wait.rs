@@ -80,6 +80,17 @@ impl SpinBudget {
         b
     }
 
+    /// [`SpinBudget::backoff`], yielding the CPU on every poll when
+    /// `peer_on_this_cpu` (the awaited peer last ran on this CPU: it cannot
+    /// make progress while we spin). Sleeping at once instead was measured
+    /// worse: the peer then pays a futex wake, and a context switch, per
+    /// message; yielding lets it run a batch while we are off the CPU.
+    pub fn backoff_for(&self, timeout: Duration, peer_on_this_cpu: bool) -> Backoff {
+        let mut b = self.backoff(timeout);
+        b.eager_yield |= peer_on_this_cpu;
+        b
+    }
+
     /// Record how the last wait ended.
     pub fn record(&mut self, slept: bool) {
         self.cur = if slept {

@@ -38,7 +38,7 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
         desc_size: DESC_SIZE,
         total_len: layout.total_len as u64,
         closed: [0; 2],
-        reserved: [0; 2],
+        cpus: [0; 2],
     };
     // The mapping is at least one page long, page-aligned (so
     // aligned for the 64-byte header), and not yet shared with anyone.

@@ -193,6 +193,12 @@ pub(crate) struct Core {
     /// Offsets in the segment of our *closed* word and the peer's
     /// (`wire::CONNECTOR_CLOSED` / `wire::LISTENER_CLOSED`).
     closed_words: (usize, usize),
+    /// Offsets of our *CPU* word and the peer's (`wire::CONNECTOR_CPU` /
+    /// `wire::LISTENER_CPU`).
+    pub(crate) cpu_words: (usize, usize),
+    /// What we last wrote to our CPU word (process-local: it is written
+    /// only when the CPU changed).
+    cpu_published: AtomicU64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -268,6 +274,10 @@ impl Core {
             Role::Connector => (wire::CONNECTOR_CLOSED, wire::LISTENER_CLOSED),
             Role::Listener => (wire::LISTENER_CLOSED, wire::CONNECTOR_CLOSED),
         };
+        let cpu_words = match role {
+            Role::Connector => (wire::CONNECTOR_CPU, wire::LISTENER_CPU),
+            Role::Listener => (wire::LISTENER_CPU, wire::CONNECTOR_CPU),
+        };
         let core = Arc::new_cyclic(|me| Core {
             sock,
             _seg: seg,
@@ -318,6 +328,8 @@ impl Core {
             notice_sleep,
             msg_sleep,
             closed_words,
+            cpu_words,
+            cpu_published: AtomicU64::new(0),
         });
         crate::channel::waitset::register(&core);
         core
@@ -345,8 +357,38 @@ impl Core {
         self.gone.load(LocalOrdering::Acquire)
     }
 
-    /// A *closed* word in the segment's header line.
-    fn closed_word(&self, offset: usize) -> &SharedU64 {
+    /// Say in the segment which CPU this end runs on now (a store only
+    /// when it changed, so the header line stays shared), and whether the
+    /// peer last said the same CPU: then pure spinning for it is useless
+    /// (it cannot run while we do), and a waiter yields the CPU on every
+    /// poll instead (see `SpinBudget::backoff_for`). Called as a send or a
+    /// wait begins; a hostile peer's word only decides how we poll for it.
+    pub fn shares_cpu_with_peer(&self) -> bool {
+        let mine = self.publish_cpu();
+        // SYNC: Relaxed: the peer's hint, paired with its store in
+        // `publish_cpu`; nothing is published through it.
+        mine != 0 && self.header_word(self.cpu_words.1).load(Ordering::Relaxed) == mine
+    }
+
+    /// Write this end's CPU (plus one) to its CPU word if it changed;
+    /// returns it (0: unknown).
+    pub fn publish_cpu(&self) -> u64 {
+        let Some(cpu) = crate::sys::cpu::current() else {
+            return 0;
+        };
+        let mine = u64::from(cpu) + 1;
+        if self.cpu_published.load(LocalOrdering::Relaxed) != mine {
+            self.cpu_published.store(mine, LocalOrdering::Relaxed);
+            // SYNC: Relaxed: a hint for the peer's waits, paired with its
+            // load in `shares_cpu_with_peer`.
+            self.header_word(self.cpu_words.0)
+                .store(mine, Ordering::Relaxed);
+        }
+        mine
+    }
+
+    /// A word in the segment's header line (a *closed* or a *CPU* word).
+    pub(crate) fn header_word(&self, offset: usize) -> &SharedU64 {
         // The header line is inside the mapping (it is at least one page),
         // 64-byte aligned, so `offset` (8-aligned, < 64, checked at compile
         // time in `wire`) names an aligned u64 that lives as long as `self`
@@ -362,7 +404,7 @@ impl Core {
         // SYNC: Acquire pairs with the Release store in the peer's `close`
         // (`publish_closed`); everything the peer published before closing
         // (messages, notices) is visible once this reads 1.
-        self.closed_word(self.closed_words.1)
+        self.header_word(self.closed_words.1)
             .load(Ordering::Acquire)
             != 0
     }
@@ -371,7 +413,7 @@ impl Core {
     fn publish_closed(&self) {
         // SYNC: Release pairs with the Acquire load in the peer's
         // `peer_closed`.
-        self.closed_word(self.closed_words.0)
+        self.header_word(self.closed_words.0)
             .store(1, Ordering::Release);
     }
 

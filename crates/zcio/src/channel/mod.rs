@@ -313,6 +313,37 @@ mod tests {
     }
 
     #[test]
+    fn ends_on_one_cpu_see_it_through_the_segment_and_a_move_is_seen() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let Some(cpu) = crate::sys::cpu::current() else {
+            println!("skipped: sched_getcpu is not available here");
+            return;
+        };
+        let Ok(all) = rustix::thread::sched_getaffinity(None) else {
+            println!("skipped: cannot read this thread's CPUs");
+            return;
+        };
+        let mut one = rustix::thread::CpuSet::new();
+        one.set(cpu as usize);
+        if rustix::thread::sched_setaffinity(None, &one).is_err() {
+            println!("skipped: cannot pin this thread");
+            return;
+        }
+        // Nothing published by the peer yet: not known to share.
+        assert!(!a.core.shares_cpu_with_peer());
+        // Both ends have said where they run: the same CPU.
+        assert!(b.core.shares_cpu_with_peer());
+        assert!(a.core.shares_cpu_with_peer());
+        // A peer that says another CPU (or lies) only changes the answer.
+        b.core
+            .header_word(b.core.cpu_words.0)
+            .store(u64::from(cpu) + 2, crate::sync::Ordering::Relaxed);
+        assert!(!a.core.shares_cpu_with_peer());
+        // This test thread runs other tests next: let it move again.
+        let _ = rustix::thread::sched_setaffinity(None, &all);
+    }
+
+    #[test]
     fn received_volatile_bytes_are_views_until_the_peer_is_trusted() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();

@@ -34,7 +34,7 @@ impl Core {
         let Some(timeout) = timeout else {
             return self.recv_ready(&mut rx);
         };
-        let mut backoff = rx.spin.backoff(timeout);
+        let mut backoff = rx.spin.backoff_for(timeout, self.shares_cpu_with_peer());
         loop {
             match rx.ring.available() {
                 Ok(0) => {}

@@ -31,6 +31,9 @@ impl Core {
         if n == 0 {
             return Err((SendErrorKind::EmptyMessage, msg));
         }
+        // Tell the receiver where we run (a load and a compare unless we
+        // moved): its waits do not spin for a sender on their own CPU.
+        self.publish_cpu();
         let mut tx = lock(&self.tx);
         if self.poisoned.load(LocalOrdering::Relaxed) {
             self.drain_locked(&mut tx);
@@ -250,7 +253,7 @@ impl Core {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
-        let mut backoff = tx.spin.backoff(timeout);
+        let mut backoff = tx.spin.backoff_for(timeout, self.shares_cpu_with_peer());
         loop {
             match tx.ring.free_slots() {
                 Ok(f) if f >= need => {

@@ -20,6 +20,15 @@ pub const LAYOUT_VERSION: u32 = 4;
 pub const CONNECTOR_CLOSED: usize = std::mem::offset_of!(SegmentHeader, closed);
 /// Offset of the listener's *closed* word (see [`CONNECTOR_CLOSED`]).
 pub const LISTENER_CLOSED: usize = CONNECTOR_CLOSED + 8;
+/// Offset in the segment of the connector's *CPU* word
+/// ([`SegmentHeader::cpus`]`[0]`, accessed only atomically once the
+/// segment is shared): the CPU its end last sent or waited on, plus one. A
+/// waiter whose peer last ran on its own CPU does not spin (the peer cannot
+/// run while it does): it yields the CPU on every poll. A peer that lies
+/// about it only changes how we poll for it.
+pub const CONNECTOR_CPU: usize = std::mem::offset_of!(SegmentHeader, cpus);
+/// Offset of the listener's *CPU* word (see [`CONNECTOR_CPU`]).
+pub const LISTENER_CPU: usize = CONNECTOR_CPU + 8;
 /// Region slot meaning "the next single-use region announced on the socket".
 pub const SINGLE_USE_SLOT: u32 = u32::MAX;
 /// Region slot meaning "the same single-use region as the previous
@@ -121,9 +130,10 @@ pub struct SegmentHeader {
     /// The *closed* words of the connector and the listener
     /// ([`CONNECTOR_CLOSED`]); 0 when the segment is created.
     pub closed: [u64; 2],
-    /// Zero (the rest of the cache line: the header has no padding, so
-    /// writing it writes no undefined bytes).
-    pub reserved: [u64; 2],
+    /// The CPU each end (connector, listener) last ran a send or a wait
+    /// on, plus one (0: not known yet; see [`CONNECTOR_CPU`]); 0 when the
+    /// segment is created. Written only when it changes.
+    pub cpus: [u64; 2],
 }
 
 // SAFETY: repr(C) integers only.
@@ -134,7 +144,7 @@ const _: () = {
     assert!(std::mem::offset_of!(SegmentHeader, msg_entries) == 12);
     assert!(std::mem::offset_of!(SegmentHeader, total_len) == 24);
     assert!(CONNECTOR_CLOSED == 32 && LISTENER_CLOSED == 40);
-    assert!(std::mem::offset_of!(SegmentHeader, reserved) == 48);
+    assert!(CONNECTOR_CPU == 48 && LISTENER_CPU == 56);
 };
 
 /// Where the four rings live in a segment.
@@ -290,7 +300,7 @@ mod tests {
             desc_size: DESC_SIZE,
             total_len: l.total_len as u64,
             closed: [0; 2],
-            reserved: [0; 2],
+            cpus: [0; 2],
         };
         assert_eq!(SegmentLayout::from_header(&h, l.total_len as u64), Some(l));
         assert_eq!(SegmentLayout::from_header(&h, l.total_len as u64 - 1), None);

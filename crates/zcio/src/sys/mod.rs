@@ -4,6 +4,7 @@
 //! functions. Each wrapper keeps the OS error (`rustix::io::Errno`) so callers
 //! can report the errno; nothing here panics on a failed call.
 
+pub mod cpu;
 pub mod fdpass;
 pub mod futex;
 pub mod io;
