@@ -454,6 +454,28 @@ typedef struct zcio_pool_stats {
 } zcio_pool_stats;
 
 /**
+ * Whether a pool's chunks are mapped with transparent huge pages
+ * (`zcio_pool_get_huge_pages`).
+ */
+typedef struct zcio_huge_pages {
+    /**
+     * The system's setting for shared memory
+     * (`/sys/kernel/mm/transparent_hugepage/shmem_enabled`): 0 never
+     * (normal pages only), 1 advise, 2 always. Chunks of 2 MiB and more
+     * are aligned and advised for huge pages unless it is 0.
+     */
+    uint32_t setting;
+    /**
+     * Bytes in the pool's chunks.
+     */
+    uint64_t chunk_bytes;
+    /**
+     * Of those, bytes this process maps with huge pages now.
+     */
+    uint64_t huge_bytes;
+} zcio_huge_pages;
+
+/**
  * Counters of a channel end (`zcio_channel_get_stats`).
  */
 typedef struct zcio_channel_stats {
@@ -1006,6 +1028,17 @@ void zcio_pool_destroy(struct zcio_pool *pool);
  * `struct zcio_pool_stats`.
  */
 int zcio_pool_get_stats(const struct zcio_pool *pool, struct zcio_pool_stats *out);
+
+/**
+ * Fill `*out` with whether the pool's chunks use huge pages (reads
+ * `/proc/self/smaps`: call it to report, not per message). Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+ * `struct zcio_huge_pages`.
+ */
+int zcio_pool_get_huge_pages(const struct zcio_pool *pool, struct zcio_huge_pages *out);
 
 /**
  * Allocate a buffer of `len` bytes from `pool`, waiting up to 10 s for

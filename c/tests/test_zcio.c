@@ -590,6 +590,28 @@ static int test_chan_release_returns_buffer(void) {
     return 0;
 }
 
+/* Huge pages: a pool reports the system's setting and how many of its chunk
+ * bytes are mapped with huge pages; NULL arguments are refused. */
+static int test_pool_huge_pages(void) {
+    zcio_pool *pool = NULL;
+    zcio_buf *b = NULL;
+    CHECK_OK(zcio_pool_create("thp", 4u << 20, 1, &pool));
+    CHECK_OK(zcio_buf_alloc(pool, 4u << 20, &b));
+    memset(zcio_buf_data(b), 1, zcio_buf_len(b));
+    zcio_huge_pages h;
+    CHECK_OK(zcio_pool_get_huge_pages(pool, &h));
+    CHECK(h.setting <= 2);
+    CHECK(h.chunk_bytes == (4u << 20));
+    CHECK(h.huge_bytes <= h.chunk_bytes);
+    if (h.setting == 0)
+        CHECK(h.huge_bytes == 0);
+    CHECK_RC(zcio_pool_get_huge_pages(NULL, &h), -EINVAL);
+    CHECK_RC(zcio_pool_get_huge_pages(pool, NULL), -EINVAL);
+    zcio_buf_free(b);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
 /* Channel waits: 0 does not wait (-EAGAIN), > 0 ends with -ETIMEDOUT; a
  * full channel refuses a non-blocking send with -EAGAIN and the message
  * stays ours. */
@@ -974,6 +996,7 @@ static const struct test tests[] = {
     {"chan_sender_killed", test_chan_sender_killed},
     {"chan_release_returns_buffer", test_chan_release_returns_buffer},
     {"chan_timeouts", test_chan_timeouts},
+    {"pool_huge_pages", test_pool_huge_pages},
     {"chan_forward", test_chan_forward},
     {"msg_write_to", test_msg_write_to},
     {"hostile_input", test_hostile_input},

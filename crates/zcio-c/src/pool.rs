@@ -175,6 +175,58 @@ pub unsafe extern "C" fn zcio_pool_get_stats(
     })
 }
 
+/// Whether a pool's chunks are mapped with transparent huge pages
+/// (`zcio_pool_get_huge_pages`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct zcio_huge_pages {
+    /// The system's setting for shared memory
+    /// (`/sys/kernel/mm/transparent_hugepage/shmem_enabled`): 0 never
+    /// (normal pages only), 1 advise, 2 always. Chunks of 2 MiB and more
+    /// are aligned and advised for huge pages unless it is 0.
+    pub setting: u32,
+    /// Bytes in the pool's chunks.
+    pub chunk_bytes: u64,
+    /// Of those, bytes this process maps with huge pages now.
+    pub huge_bytes: u64,
+}
+
+/// Fill `*out` with whether the pool's chunks use huge pages (reads
+/// `/proc/self/smaps`: call it to report, not per message). Returns 0 or
+/// `-EINVAL`.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+/// `struct zcio_huge_pages`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_get_huge_pages(
+    pool: *const zcio_pool,
+    out: *mut zcio_huge_pages,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { pool.as_ref() }) else {
+            return einval("zcio_pool_get_huge_pages: pool is NULL");
+        };
+        if out.is_null() {
+            return einval("zcio_pool_get_huge_pages: out is NULL");
+        }
+        let h = p.pool.huge_pages();
+        let h = zcio_huge_pages {
+            setting: match h.setting {
+                "advise" => 1,
+                "always" => 2,
+                _ => 0,
+            },
+            chunk_bytes: h.chunk_bytes,
+            huge_bytes: h.huge_bytes,
+        };
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(h) };
+        0
+    })
+}
+
 /// The allocation calls' shared body.
 ///
 /// # Safety

@@ -195,6 +195,19 @@ impl Pool {
         Ok(d)
     }
 
+    /// huge_pages() -> dict: whether the chunks are mapped with transparent
+    /// huge pages: the system's setting for shared memory ("never",
+    /// "advise" or "always"), the chunks' bytes, and of those the bytes
+    /// this process maps with huge pages now (reads /proc/self/smaps).
+    fn huge_pages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let h = self.pool.huge_pages();
+        let d = PyDict::new(py);
+        d.set_item("setting", h.setting)?;
+        d.set_item("chunk_bytes", h.chunk_bytes)?;
+        d.set_item("huge_bytes", h.huge_bytes)?;
+        Ok(d)
+    }
+
     /// reclaim() -> int: process deallocation notices now.
     fn reclaim(&self, py: Python<'_>) -> usize {
         let pool = &self.pool;

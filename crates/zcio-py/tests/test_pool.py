@@ -87,3 +87,16 @@ def test_empty_arrays_and_stats():
     assert p.name == "arrays" and not p.secured
     with pytest.raises(ValueError):
         p.alloc(0)
+
+
+def test_huge_pages_report_the_setting_and_what_the_kernel_mapped():
+    p = zcio.Pool("thp", chunk_size=4 << 20, max_chunks=1)
+    x = p.empty(4 << 20, dtype="uint8")
+    x[:] = 1
+    h = p.huge_pages()
+    assert h["setting"] in ("never", "advise", "always")
+    assert h["chunk_bytes"] == 4 << 20
+    assert 0 <= h["huge_bytes"] <= h["chunk_bytes"]
+    if h["setting"] == "never":
+        assert h["huge_bytes"] == 0
+        print("skipped: the kernel offers no huge pages for shared memory here")

@@ -10,9 +10,39 @@
 //! and the median round: the VMs we measure on swing by tens of percent
 //! from run to run, so compare builds by interleaving runs of each.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
+
+/// Heap allocations made by this process (the steady state should make
+/// none per message).
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+struct Counting;
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counter is a side effect only.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 /// Round trips per round.
 const PER_ROUND: u64 = 200_000;
@@ -64,6 +94,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (pc, ps) = (pool("hot-path-c"), pool("hot-path-s"));
     let t = Duration::from_secs(10);
     let mut per_msg = Vec::with_capacity(rounds);
+    // Warm up (pools, spare allocations, scratch vectors), then count.
+    for i in 0..1000 {
+        send(&client, &pc, i, t)?;
+        recv(&server, i, t)?;
+        send(&server, &ps, !i, t)?;
+        recv(&client, !i, t)?;
+    }
+    let allocs_before = ALLOCS.load(Ordering::Relaxed);
     for _ in 0..rounds.max(1) {
         let t0 = Instant::now();
         for i in 0..PER_ROUND {
@@ -74,13 +112,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         per_msg.push(t0.elapsed().as_nanos() as f64 / (2 * PER_ROUND) as f64);
     }
+    let allocs = ALLOCS.load(Ordering::Relaxed) - allocs_before;
     per_msg.sort_by(f64::total_cmp);
+    let msgs = 2 * PER_ROUND * per_msg.len() as u64;
     println!(
-        "one channel message, software only (one thread): best {:.0} ns, median {:.0} ns ({} rounds of {} messages)",
+        "one channel message, software only (one thread): best {:.0} ns, median {:.0} ns ({} rounds of {} messages); {:.3} heap allocations per message",
         per_msg[0],
         per_msg[per_msg.len() / 2],
         per_msg.len(),
-        2 * PER_ROUND
+        2 * PER_ROUND,
+        allocs as f64 / msgs as f64
     );
     drop((client, server, listener));
     std::fs::remove_dir_all(&dir)?;

@@ -51,7 +51,8 @@ mod view;
 mod wait;
 
 pub use buf::{
-    AllocError, Fbuf, FbufMut, FreezeError, Pool, PoolConfig, PoolStats, SecureView, Uncached,
+    AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
+    Uncached,
 };
 pub use channel::{
     Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,

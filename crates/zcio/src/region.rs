@@ -112,7 +112,11 @@ impl Region {
             }
         }
         let fd = memfd::create_sized(name, len as u64).map_err(os("memfd_create"))?;
-        if populate {
+        // Under `advise`, pages allocated without a mapping (fallocate) are
+        // never huge: a mapping that may get huge pages populates itself.
+        let huge_advised = len >= crate::sys::thp::HUGE
+            && crate::sys::thp::shmem_huge() == crate::sys::thp::ShmemHuge::Advise;
+        if populate && !huge_advised {
             // Allocating the pages in one call is much cheaper than one
             // page fault each; the populated mapping then only maps them.
             memfd::allocate(&fd, len as u64).map_err(os("fallocate"))?;
@@ -220,6 +224,13 @@ impl Region {
     /// Process-local identity (never reused within a process).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Bytes of this process's mapping of the region that the kernel maps
+    /// with huge pages now (0 when it uses normal pages; see
+    /// `Pool::huge_pages`). Reads `/proc/self/smaps`: not for hot paths.
+    pub fn huge_bytes(&self) -> u64 {
+        self.map.huge_bytes().unwrap_or(0)
     }
 
     /// Length in bytes.

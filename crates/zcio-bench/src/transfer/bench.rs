@@ -185,6 +185,20 @@ impl Bench for Transfer {
     fn notes(&self) -> Vec<String> {
         let mut n = Vec::new();
         if self.has(Part::Throughput) {
+            let huge = zcio::internals::sys::thp::shmem_huge();
+            n.push(format!(
+                "huge pages: this system's shmem_enabled is `{}`: {}",
+                huge.name(),
+                if huge.offered() {
+                    "zcio's pool chunks and their mappings of 2 MiB and more are 2 MiB-aligned \
+                     and advised for transparent huge pages (the kernel decides; iceoryx2's \
+                     files in /dev/shm follow that mount's own huge= option instead)"
+                } else {
+                    "every process maps shared memory with 4 KiB pages (as root, \
+                     `echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled` lets \
+                     zcio's pool chunks use 2 MiB pages)"
+                }
+            ));
             n.push(format!(
                 "throughput: every side is a separate process; originator pinned to CPU {}, \
                  receiver to CPU {}; the forwarder of zcio's 3-domain path shares the \

@@ -9,7 +9,7 @@ mod uncached;
 pub(crate) use fbuf::ReleaseSink;
 pub use fbuf::{Fbuf, FbufMut, FreezeError, SecureView};
 pub(crate) use pool::Reclaim;
-pub use pool::{AllocError, Pool, PoolConfig, PoolStats};
+pub use pool::{AllocError, HugePages, Pool, PoolConfig, PoolStats};
 pub use uncached::Uncached;
 
 impl Pool {

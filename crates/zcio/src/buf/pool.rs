@@ -118,6 +118,24 @@ pub trait Reclaim: Send + Sync {
     fn held_from_pool(&self, pool_id: u64) -> (String, usize);
 }
 
+/// Whether a pool's chunks are mapped with transparent huge pages
+/// ([`Pool::huge_pages`]). Chunks of at least 2 MiB are placed and advised
+/// for them whenever the system offers huge pages for shared memory; the
+/// kernel decides, page by page, and this says what it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HugePages {
+    /// The system's setting for shared memory
+    /// (`/sys/kernel/mm/transparent_hugepage/shmem_enabled`): `"never"`
+    /// (normal pages only), `"advise"` or `"always"`.
+    pub setting: &'static str,
+    /// Bytes in the pool's chunks.
+    pub chunk_bytes: u64,
+    /// Of those, bytes this process maps with huge pages now (pages not
+    /// yet touched are not counted).
+    pub huge_bytes: u64,
+}
+
 /// Counters of a pool, for observability and leak checks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -418,6 +436,17 @@ impl Pool {
             bytes_retired: s.retired_pages * page,
             chunks_replaced: s.replaced,
             bytes_written_off: s.written_off,
+        }
+    }
+
+    /// Whether this pool's chunks are mapped with huge pages (reads
+    /// `/proc/self/smaps`: call it to report, not per message).
+    pub fn huge_pages(&self) -> HugePages {
+        let regions = self.regions();
+        HugePages {
+            setting: crate::sys::thp::shmem_huge().name(),
+            chunk_bytes: regions.iter().map(|r| r.len() as u64).sum(),
+            huge_bytes: regions.iter().map(|r| r.huge_bytes()).sum(),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod mmap;
 pub mod peer;
 pub mod shm;
 pub mod sigbus;
+pub mod thp;
 #[cfg(feature = "semantics")]
 pub mod uffd;
 #[cfg(feature = "semantics")]
