@@ -122,6 +122,10 @@ impl Region {
             memfd::allocate(&fd, len as u64).map_err(os("fallocate"))?;
         }
         let map = Mapping::map(&fd, len, Access::ReadWrite, populate).map_err(os("mmap"))?;
+        if populate && huge_advised && !map.is_huge_placed() {
+            // Mapped the usual way after all: allocate as above.
+            memfd::allocate(&fd, len as u64).map_err(os("fallocate"))?;
+        }
         // The owner's mapping exists; from now on nobody can add a writable one.
         memfd::add_seals(&fd, SealFlags::FUTURE_WRITE).map_err(os("F_SEAL_FUTURE_WRITE"))?;
         Ok(Self {

@@ -86,9 +86,13 @@ impl SpinBudget {
     /// worse: the peer then pays a futex wake, and a context switch, per
     /// message; yielding lets it run a batch while we are off the CPU.
     pub fn backoff_for(&self, timeout: Duration, peer_on_this_cpu: bool) -> Backoff {
-        let mut b = self.backoff(timeout);
-        b.eager_yield |= peer_on_this_cpu;
-        b
+        if !peer_on_this_cpu || self.max.is_zero() {
+            return self.backoff(timeout);
+        }
+        // At least a few yields, even when the budget halved to nothing:
+        // sleeping at once is what a peer on this CPU must not be made to
+        // pay for (and the budget could never learn to grow back).
+        Backoff::yielding(self.cur.max(SHARED_CPU_YIELDS), timeout)
     }
 
     /// Record how the last wait ended.
@@ -105,6 +109,10 @@ impl SpinBudget {
         };
     }
 }
+
+/// The least time a waiter whose peer shares its CPU yields before it
+/// sleeps (see [`SpinBudget::backoff_for`]).
+const SHARED_CPU_YIELDS: Duration = Duration::from_micros(50);
 
 /// What a bounded wait should do next (see [`Backoff`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

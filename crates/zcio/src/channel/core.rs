@@ -662,7 +662,7 @@ impl Core {
             // reported at once; not read after a round of notices, whose
             // publish just changed it).
             let found = match tx.notices.available() {
-                Ok(0) if first => tx.notices.check_tail().map(|_| 0),
+                Ok(0) if first => tx.notices.check_tail().map(|()| 0),
                 other => other,
             };
             first = false;

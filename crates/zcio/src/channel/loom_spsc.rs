@@ -40,6 +40,21 @@ fn ends(s: &Arc<Shared>) -> (Writer<E>, Reader<E>) {
 
 const T: Duration = Duration::from_secs(1);
 
+/// A fresh header and two never-published slots.
+fn shared() -> Arc<Shared> {
+    Arc::new(Shared {
+        hdr: RingHeader::new(),
+        entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
+    })
+}
+
+/// Check `f` under loom with the bound every model here uses.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
 fn produce(mut p: Writer<E>, items: u64) {
     for i in 1..=items {
         loop {
@@ -79,13 +94,8 @@ fn consume(mut c: Reader<E>, items: u64) {
 /// Model-check `items` entries through a 2-slot ring; the producer runs on
 /// a spawned thread (`producer_spawned`) or on the model's main thread.
 fn check(items: u64, producer_spawned: bool) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(move || {
-        let s = Arc::new(Shared {
-            hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
-        });
+    model(move || {
+        let s = shared();
         let (p, c) = ends(&s);
         let s2 = s.clone();
         if producer_spawned {
@@ -124,13 +134,8 @@ fn full_ring_blocks_producer_until_consumer_frees() {
 #[test]
 fn loom_messages_published_before_close_are_seen_after_it() {
     use crate::sync::{AtomicU64, Ordering};
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
-        let s = Arc::new(Shared {
-            hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
-        });
+    model(|| {
+        let s = shared();
         let closed = Arc::new(AtomicU64::new(0));
         let (mut p, mut c) = ends(&s);
         let (s2, closed2) = (s.clone(), closed.clone());
@@ -168,13 +173,8 @@ fn loom_messages_published_before_close_are_seen_after_it() {
 /// the first entry by its seq finds the rest too.
 #[test]
 fn loom_a_published_batch_is_seen_whole() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(|| {
-        let s = Arc::new(Shared {
-            hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
-        });
+    model(|| {
+        let s = shared();
         let (mut p, mut c) = ends(&s);
         let s2 = s.clone();
         let t = thread::spawn(move || {

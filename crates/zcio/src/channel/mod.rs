@@ -315,20 +315,9 @@ mod tests {
     #[test]
     fn ends_on_one_cpu_see_it_through_the_segment_and_a_move_is_seen() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
-        let Some(cpu) = crate::sys::cpu::current() else {
-            println!("skipped: sched_getcpu is not available here");
+        let Some((cpu, all)) = crate::sys::cpu::pin_here() else {
             return;
         };
-        let Ok(all) = rustix::thread::sched_getaffinity(None) else {
-            println!("skipped: cannot read this thread's CPUs");
-            return;
-        };
-        let mut one = rustix::thread::CpuSet::new();
-        one.set(cpu as usize);
-        if rustix::thread::sched_setaffinity(None, &one).is_err() {
-            println!("skipped: cannot pin this thread");
-            return;
-        }
         // Nothing published by the peer yet: not known to share.
         assert!(!a.core.shares_cpu_with_peer());
         // Both ends have said where they run: the same CPU.

@@ -69,6 +69,13 @@ impl Core {
             // buffers has something (a forwarder must keep releasing
             // upstream while it waits for input).
             let others = crate::channel::waitset::settle(self);
+            // The sleep below goes through the tail word: refuse a corrupt
+            // one now (a sleep handle would take it for pending data and
+            // never sleep).
+            if rx.ring.check_tail().is_err() {
+                self.corrupt(Area::MessageRing);
+                return Err(RecvFail::Corrupt);
+            }
             if others.is_empty() {
                 if rx.ring.wait_for_data(slice).is_err() {
                     self.corrupt(Area::MessageRing);

@@ -453,19 +453,21 @@ impl<T: Pod> Reader<T> {
     }
 
     /// Validate the producer's tail word now (a consumer that polls rarely,
-    /// such as a drain of deallocation notices that found none, calls this
-    /// so that a peer that wrote an impossible tail is reported at once).
-    pub fn check_tail(&mut self) -> Result<usize, Corrupt> {
-        // SYNC: Relaxed: only validated, nothing is read through it.
-        let word = self.ring.hdr().prod.tail.load(Ordering::Relaxed);
-        self.accept_tail(counter(word))
+    /// such as a drain of deallocation notices that found none, or one
+    /// about to sleep through another handle, calls this so that a peer
+    /// that wrote an impossible tail is reported at once). Only validates:
+    /// entries are still found by their seqs, never through this load.
+    pub fn check_tail(&self) -> Result<(), Corrupt> {
+        // SYNC: Relaxed: only validated (see above); the cache of what is
+        // available is not touched, so nothing is read through it.
+        let tail = counter(self.ring.hdr().prod.tail.load(Ordering::Relaxed));
+        self.validate_tail(tail)
     }
 
-    /// Validate a tail value read from shared memory and cache it. On a
-    /// corrupt value the cache is left as it was. An honest tail may lag
-    /// behind entries already found by their seq (a publish stores the
-    /// seqs before it advances the tail), by at most `cap`.
-    fn accept_tail(&mut self, tail: u64) -> Result<usize, Corrupt> {
+    /// Whether `tail` is possible: at most `cap` ahead of `head`, or
+    /// behind it by at most `cap` (an honest tail lags the seqs a consumer
+    /// already followed by at most one publish).
+    fn validate_tail(&self, tail: u64) -> Result<(), Corrupt> {
         let ahead = tail.wrapping_sub(self.head);
         let behind = self.head.wrapping_sub(tail);
         if ahead > self.ring.cap && behind > self.ring.cap {
@@ -474,6 +476,16 @@ impl<T: Pod> Reader<T> {
                 theirs: tail,
             });
         }
+        Ok(())
+    }
+
+    /// Validate a tail value read from shared memory and cache it. On a
+    /// corrupt value the cache is left as it was. An honest tail may lag
+    /// behind entries already found by their seq (a publish stores the
+    /// seqs before it advances the tail), by at most `cap`.
+    fn accept_tail(&mut self, tail: u64) -> Result<usize, Corrupt> {
+        self.validate_tail(tail)?;
+        let ahead = tail.wrapping_sub(self.head);
         // Keep what a scan already found: the slots it covers stay
         // unreleased until read.
         if ahead <= self.ring.cap && ahead > self.tail_cache.wrapping_sub(self.head) {

@@ -11,20 +11,36 @@ pub fn current() -> Option<u32> {
     u32::try_from(c).ok()
 }
 
+/// For tests: pin the calling thread to the CPU it runs on; returns that
+/// CPU and the set to restore afterwards (`None`, after printing why, when
+/// this machine cannot).
+#[cfg(test)]
+pub(crate) fn pin_here() -> Option<(u32, rustix::thread::CpuSet)> {
+    let Some(cpu) = current() else {
+        println!("skipped: sched_getcpu is not available here");
+        return None;
+    };
+    let Ok(all) = rustix::thread::sched_getaffinity(None) else {
+        println!("skipped: cannot read this thread's CPUs");
+        return None;
+    };
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu as usize);
+    if rustix::thread::sched_setaffinity(None, &one).is_err() {
+        println!("skipped: cannot pin this thread");
+        return None;
+    }
+    Some((cpu, all))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_thread_pinned_to_a_cpu_reports_it() {
-        let Some(cpu) = super::current() else {
-            println!("skipped: sched_getcpu is not available here");
+        let Some((cpu, all)) = super::pin_here() else {
             return;
         };
-        let mut set = rustix::thread::CpuSet::new();
-        set.set(cpu as usize);
-        if rustix::thread::sched_setaffinity(None, &set).is_err() {
-            println!("skipped: cannot pin this thread");
-            return;
-        }
         assert_eq!(super::current(), Some(cpu));
+        let _ = rustix::thread::sched_setaffinity(None, &all);
     }
 }

@@ -27,6 +27,8 @@ pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     access: Access,
+    /// Placed 2 MiB-aligned and advised for huge pages (`map_huge`).
+    huge: bool,
 }
 
 // SAFETY: a Mapping is an address range owned by this value; the kernel
@@ -71,7 +73,12 @@ impl Mapping {
         // SAFETY: as argued just above.
         let ptr = unsafe { mm::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0)? };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(Errno::NOMEM)?;
-        Ok(Self { ptr, len, access })
+        Ok(Self {
+            ptr,
+            len,
+            access,
+            huge: false,
+        })
     }
 
     /// [`Mapping::map`] at a 2 MiB-aligned address, advised for huge
@@ -87,10 +94,14 @@ impl Mapping {
             Access::ReadOnly => ProtFlags::READ,
             Access::ReadWrite => ProtFlags::READ | ProtFlags::WRITE,
         };
-        let reserve = len.checked_add(thp::HUGE).ok_or(Errno::NOMEM)?;
-        // Reserve an inaccessible range with room to align inside it.
-        // SAFETY: null hint: a fresh range no Rust object uses, owned here
-        // until it is trimmed below.
+        let span = len.next_multiple_of(crate::sys::page_size());
+        let reserve = span.checked_add(thp::HUGE).ok_or(Errno::NOMEM)?;
+        // Find a free range with room to align inside it and give it back
+        // at once: the file is then mapped at the aligned address only if
+        // that is still free (MAP_FIXED_NOREPLACE), so no mapping of anyone
+        // else is ever replaced; if another thread took it meanwhile, the
+        // caller maps the usual way.
+        // SAFETY: null hint: a fresh range nothing uses, unmapped just below.
         let base = unsafe {
             mm::mmap_anonymous(
                 std::ptr::null_mut(),
@@ -99,39 +110,35 @@ impl Mapping {
                 MapFlags::PRIVATE | MapFlags::NORESERVE,
             )?
         } as usize;
+        // SAFETY: exactly the range mapped just above, which nothing uses.
+        let _ = unsafe { mm::munmap(base as *mut std::ffi::c_void, reserve) };
         let aligned = base.next_multiple_of(thp::HUGE);
-        let end = aligned + len;
-        // The file mapping replaces the aligned part of our reservation.
-        // SAFETY: [aligned, end) lies inside the range reserved just above,
-        // which nothing else uses; MAP_FIXED only replaces that range.
-        let mapped = unsafe {
+        // SAFETY: MAP_FIXED_NOREPLACE fails (EEXIST) rather than replace
+        // anything; the new range belongs to the `Mapping` built below.
+        let got = unsafe {
             mm::mmap(
                 aligned as *mut std::ffi::c_void,
                 len,
                 prot,
-                MapFlags::SHARED | MapFlags::FIXED,
+                MapFlags::SHARED | MapFlags::FIXED_NOREPLACE,
                 fd,
                 0,
-            )
+            )?
         };
-        // Give back the slack on both sides (and everything on failure).
-        // SAFETY: each range is a part of our reservation that no mapping
-        // of ours covers any more (or, on failure, the whole of it).
-        unsafe {
-            if mapped.is_err() {
-                let _ = mm::munmap(base as *mut std::ffi::c_void, reserve);
-            } else {
-                if aligned > base {
-                    let _ = mm::munmap(base as *mut std::ffi::c_void, aligned - base);
-                }
-                if base + reserve > end {
-                    let _ = mm::munmap(end as *mut std::ffi::c_void, base + reserve - end);
-                }
-            }
+        if got as usize != aligned {
+            // A kernel without MAP_FIXED_NOREPLACE (before 4.17) took the
+            // address as a hint and mapped elsewhere.
+            // SAFETY: the range the kernel just returned is ours alone.
+            let _ = unsafe { mm::munmap(got, len) };
+            return Err(Errno::EXIST);
         }
-        mapped?;
         let ptr = NonNull::new(aligned as *mut u8).ok_or(Errno::NOMEM)?;
-        let map = Self { ptr, len, access };
+        let map = Self {
+            ptr,
+            len,
+            access,
+            huge: true,
+        };
         // Advice only: a kernel that refuses it maps normal pages.
         // SAFETY: the range is exactly our mapping.
         let _ = unsafe { mm::madvise(map.ptr.as_ptr().cast(), len, Advice::LinuxHugepage) };
@@ -141,9 +148,21 @@ impl Mapping {
                 Access::ReadWrite => Advice::LinuxPopulateWrite,
             };
             // SAFETY: as above; populating only faults pages in.
-            let _ = unsafe { mm::madvise(map.ptr.as_ptr().cast(), len, how) };
+            let done = unsafe { mm::madvise(map.ptr.as_ptr().cast(), len, how) };
+            if done.is_err() && access == Access::ReadWrite {
+                // No MADV_POPULATE_WRITE (before 5.14), or no memory:
+                // allocate through the file, which says ENOMEM/ENOSPC
+                // cleanly (the mapping is dropped with the error).
+                crate::sys::memfd::allocate(fd, len as u64)?;
+            }
         }
         Ok(map)
+    }
+
+    /// Whether this mapping was placed and advised for huge pages (the
+    /// kernel still decides page by page; see [`Mapping::huge_bytes`]).
+    pub fn is_huge_placed(&self) -> bool {
+        self.huge
     }
 
     /// Bytes of this mapping the kernel maps with huge pages now (`None`:
