@@ -29,6 +29,10 @@ use std::time::{Duration, Instant};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, LoanError};
 use iceoryx2::prelude::*;
+use iceoryx2::service::builder::event::{
+    EventCreateError as EvCreateErr, EventOpenError as EvOpenErr,
+    EventOpenOrCreateError as EvOocErr,
+};
 use iceoryx2::service::builder::publish_subscribe::{
     PublishSubscribeCreateError as CreateErr, PublishSubscribeOpenError as OpenErr,
     PublishSubscribeOpenOrCreateError as OocErr,
@@ -299,11 +303,29 @@ fn open_event(
             .open_or_create()
         {
             Ok(factory) => return Ok(factory),
-            Err(e) => {
-                if Instant::now() >= deadline {
-                    return Err(format!("iox: event service {service}: {e:?}"));
-                }
+            // The other side is creating it at this moment: retry (as
+            // `open_service` does); anything else is final.
+            Err(
+                e @ (EvOocErr::SystemInFlux
+                | EvOocErr::EventOpenError(
+                    EvOpenErr::DoesNotExist
+                    | EvOpenErr::HangsInCreation
+                    | EvOpenErr::InternalFailure,
+                )
+                | EvOocErr::EventCreateError(
+                    EvCreateErr::AlreadyExists | EvCreateErr::IsBeingCreatedByAnotherInstance,
+                )),
+            ) => {
+                check_deadline(
+                    deadline,
+                    &format!("opening event service {service:?} ({e:?})"),
+                )?;
                 std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "iox: cannot open/create event service {service:?}: {e:?}"
+                ))
             }
         }
     }
