@@ -142,6 +142,48 @@ fn caps_report_typed_errors_and_recover_after_release() {
     kid.finish();
 }
 
+/// The byte cap: a receiver in another process that holds 4 buffers of
+/// 8 KiB holds all it may under a 32 KiB cap; a send waits for it (bounded),
+/// hands the message back, reports the peer as not releasing, and goes
+/// through once the peer released.
+#[test]
+fn the_byte_cap_holds_sends_back_until_the_peer_releases() {
+    let sock = SockPath::new("exb");
+    let capped = ChannelConfig {
+        max_bytes_in_flight: 4 * BUF as u64,
+        ..cfg()
+    };
+    let listener = Listener::bind(sock.path(), capped).expect("bind");
+    let mut kid = Kid::spawn("child_receiver", "exh-receiver", &[("SOCK", sock.arg())]);
+    let ch = listener.accept_timeout(STEP).expect("accept");
+    let pool = common::small_pool("exb", 64 << 10, 2);
+    for tag in 1..=4u8 {
+        ch.try_send(tagged(pool.try_alloc(BUF).expect("alloc"), tag))
+            .expect("under the byte cap");
+    }
+    assert_eq!(kid.ask("recv 4"), "received 4 held=4");
+    let (e, back) = ch
+        .send_timeout(
+            tagged(pool.try_alloc(1).expect("alloc"), 5),
+            Duration::from_millis(200),
+        )
+        .unwrap_err()
+        .into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(4));
+    assert_eq!(back.to_vec(), [5]);
+    assert_eq!(ch.health(), Err(zcio::PeerFault::NotReleasing(4)));
+    assert_eq!(kid.ask("release"), "released 4 ok=true");
+    ch.send_timeout(back, STEP)
+        .expect("the byte cap lifts once the peer released");
+    assert_eq!(kid.ask("recv 1"), "received 1 held=1");
+    assert_eq!(kid.ask("release"), "released 1 ok=true");
+    common::settle(&ch, "everything returned", || {
+        ch.stats().held_by_peer == 0 && pool.stats().buffers_in_use == 0
+    });
+    kid.send("exit");
+    kid.finish();
+}
+
 #[test]
 #[ignore = "child process entry point"]
 fn child_receiver() {

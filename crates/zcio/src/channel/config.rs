@@ -109,6 +109,9 @@ impl Default for ChannelPolicy {
     }
 }
 
+/// Default [`ChannelConfig::max_bytes_in_flight`].
+const DEFAULT_MAX_BYTES_IN_FLIGHT: u64 = 256 << 20;
+
 /// Configuration of a channel end.
 #[derive(Debug, Clone)]
 pub struct ChannelConfig {
@@ -128,6 +131,12 @@ pub struct ChannelConfig {
     pub access: AccessPolicy,
     /// Cap on slices the peer may hold from us at once.
     pub max_in_flight: usize,
+    /// Cap on the bytes of the slices the peer may hold from us at once: a
+    /// send waits (like at `max_in_flight`) until the peer released enough.
+    /// Keeps the buffers in flight few and warm in the caches and the TLB,
+    /// and bounds what a slow peer pins. A message larger than the cap is
+    /// still sent, once the peer holds nothing else. Default 256 MiB.
+    pub max_bytes_in_flight: u64,
     /// Pre-fault received regions when mapping them.
     pub populate: bool,
     /// How often a sleeping side checks whether the peer is still alive.
@@ -147,6 +156,7 @@ impl Default for ChannelConfig {
             connect_timeout: Duration::from_secs(5),
             access: AccessPolicy::default(),
             max_in_flight: 1 << 16,
+            max_bytes_in_flight: DEFAULT_MAX_BYTES_IN_FLIGHT,
             populate: true,
             liveness_interval: crate::wait::LIVENESS,
             max_region_len: 4 << 30,

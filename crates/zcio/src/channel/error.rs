@@ -163,9 +163,10 @@ pub enum SendErrorKind {
     /// error does not tell which, so its text names both.
     #[error("disconnected: this end was closed, or the peer closed its end or died")]
     Disconnected,
-    /// The peer holds as many slices as it may (`max_in_flight`, at most
-    /// its notice ring size) and released none in time.
-    #[error("peer holds {0} slices already (max_in_flight or its notice ring size); it must release some first")]
+    /// The peer holds as many slices (`max_in_flight`, at most its notice
+    /// ring size) or bytes (`max_bytes_in_flight`) as it may, and released
+    /// too few in time.
+    #[error("peer holds {0} slices already (at max_in_flight, max_bytes_in_flight or its notice ring size); it must release some first, or raise the cap")]
     TooManyInFlight(usize),
     /// Empty messages are not sent.
     #[error("message is empty: nothing to send")]

@@ -19,11 +19,15 @@ pub struct Ledger {
     entries: Vec<Entry>,
     free: Vec<u32>,
     live: usize,
+    /// Bytes of the slices the peer holds (the sum of `Entry::len`).
+    bytes: u64,
 }
 
 #[derive(Default)]
 struct Entry {
     gen: u32,
+    /// Bytes of the slice lent under this entry.
+    len: u64,
     held: Held,
 }
 
@@ -44,25 +48,29 @@ enum Held {
 pub struct UnknownToken(pub u64);
 
 impl Ledger {
-    /// Record that the peer now holds (a reference to) `buf`.
-    pub fn insert(&mut self, buf: Fbuf) -> u64 {
-        self.put(Held::Buf(buf))
+    /// Record that the peer now holds (a reference to) `buf`: a slice of
+    /// `len` bytes of it.
+    pub fn insert(&mut self, buf: Fbuf, len: u64) -> u64 {
+        self.put(Held::Buf(buf), len)
     }
 
-    /// Record that the peer holds a slice we keep nothing alive for.
-    pub fn insert_detached(&mut self) -> u64 {
-        self.put(Held::Detached)
+    /// Record that the peer holds a slice of `len` bytes we keep nothing
+    /// alive for.
+    pub fn insert_detached(&mut self, len: u64) -> u64 {
+        self.put(Held::Detached, len)
     }
 
-    fn put(&mut self, held: Held) -> u64 {
+    fn put(&mut self, held: Held, len: u64) -> u64 {
         self.live += 1;
+        self.bytes += len;
         if let Some(i) = self.free.pop() {
             let e = &mut self.entries[i as usize];
             e.held = held;
+            e.len = len;
             return (u64::from(e.gen) << 32) | u64::from(i);
         }
         let i = self.entries.len() as u32;
-        self.entries.push(Entry { gen: 0, held });
+        self.entries.push(Entry { gen: 0, len, held });
         u64::from(i)
     }
 
@@ -81,6 +89,7 @@ impl Ledger {
         e.gen = e.gen.wrapping_add(1);
         self.free.push(idx);
         self.live -= 1;
+        self.bytes -= std::mem::take(&mut e.len);
         Ok(match held {
             Held::Buf(b) => Some(b),
             _ => None,
@@ -98,6 +107,11 @@ impl Ledger {
     /// Entries the peer holds.
     pub fn len(&self) -> usize {
         self.live
+    }
+
+    /// Bytes of the slices the peer holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Whether the peer holds nothing.
@@ -131,9 +145,11 @@ impl Ledger {
                 Held::Detached => {}
             }
             e.gen = e.gen.wrapping_add(1);
+            e.len = 0;
             self.free.push(i as u32);
         }
         self.live = 0;
+        self.bytes = 0;
         (out, retired)
     }
 
@@ -168,18 +184,21 @@ mod tests {
         });
         let b = p.try_alloc(1).unwrap().freeze().unwrap();
         let mut l = Ledger::default();
-        let t1 = l.insert(b.clone());
-        let t2 = l.insert(b.clone());
+        let t1 = l.insert(b.clone(), 1);
+        assert_eq!(l.bytes(), 1);
+        let t2 = l.insert(b.clone(), 4096);
+        assert_eq!(l.bytes(), 4097);
         assert_eq!(l.len(), 2);
         assert!(l.holds(t1));
         assert!(l.release(t1).is_ok());
         assert!(!l.holds(t1));
+        assert_eq!(l.bytes(), 4096, "a release gives the slice's bytes back");
         assert_eq!(
             l.release(t1).unwrap_err(),
             UnknownToken(t1),
             "double release refused"
         );
-        let t3 = l.insert(b.clone());
+        let t3 = l.insert(b.clone(), 7);
         assert_eq!(t3 as u32, t1 as u32, "slot reused");
         assert_ne!(t3, t1, "with a new generation");
         assert!(l.release(t1).is_err());
@@ -189,6 +208,7 @@ mod tests {
         assert_eq!(p.stats().buffers_in_use, 1, "ledger keeps the buffer alive");
         let _ = t2;
         drop(l.retire_all());
+        assert_eq!(l.bytes(), 0);
         let st = p.stats();
         assert_eq!(st.buffers_in_use, 0);
         assert_eq!((st.buffers_retired, st.bytes_retired), (1, 4096));
@@ -204,11 +224,11 @@ mod tests {
             ..PoolConfig::named("l2")
         });
         let mut l = Ledger::default();
-        let t = l.insert(p.try_alloc(1).unwrap().freeze().unwrap());
+        let t = l.insert(p.try_alloc(1).unwrap().freeze().unwrap(), 1);
         drop(l.release(t).unwrap());
         assert_eq!(p.stats().buffers_retired, 0);
         assert_eq!(p.try_alloc(1).unwrap().region_offset(), 0, "reused");
-        l.insert(p.try_alloc(1).unwrap().freeze().unwrap());
+        l.insert(p.try_alloc(1).unwrap().freeze().unwrap(), 1);
         drop(l);
         assert_eq!(p.stats().buffers_retired, 1);
     }

@@ -200,6 +200,64 @@ fn fail_policy_fails_at_once_block_waits_for_room() {
 }
 
 #[test]
+fn the_byte_cap_bounds_what_the_peer_holds_and_lets_a_big_message_go_alone() {
+    let p = pool("pol-bytes");
+    let (a, b) = Channel::pair(ChannelConfig {
+        max_bytes_in_flight: 8192,
+        policy: ChannelPolicy {
+            full: FullPolicy::Fail,
+            ..ChannelPolicy::default()
+        },
+        ..ChannelConfig::default()
+    })
+    .unwrap();
+    a.send(msg(&p, &[1; 4096])).unwrap();
+    a.send(msg(&p, &[2; 4096])).unwrap();
+    // 8 KiB held: one more byte is over the cap.
+    let (e, back) = a.try_send(msg(&p, &[3])).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(2));
+    assert_eq!(
+        a.stats().held_by_peer,
+        2,
+        "nothing of the refused send is lent"
+    );
+    // The receiver releases one: room for the message that came back.
+    drop(b.try_recv().unwrap());
+    a.send(back).unwrap();
+    assert_eq!(b.try_recv().unwrap().to_vec(), [2; 4096]);
+    assert_eq!(b.try_recv().unwrap().to_vec(), [3]);
+    // Larger than the cap: refused while anything is held, sent alone.
+    let big = vec![7u8; 12288];
+    let held = {
+        a.send(msg(&p, &[4])).unwrap();
+        b.try_recv().unwrap()
+    };
+    let (e, back) = a.try_send(msg(&p, &big)).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(1));
+    drop(held);
+    a.send(back).unwrap();
+    assert_eq!(b.try_recv().unwrap().to_vec(), big);
+
+    // A blocking send waits for the release instead.
+    let (a, b) = Channel::pair(ChannelConfig {
+        max_bytes_in_flight: 4096,
+        ..ChannelConfig::default()
+    })
+    .unwrap();
+    a.send(msg(&p, &[5; 4096])).unwrap();
+    let t = std::thread::spawn(move || {
+        let first = b.recv().unwrap();
+        drop(first);
+        (b.recv().unwrap().to_vec(), b)
+    });
+    a.send_timeout(msg(&p, &[6; 4096]), Duration::from_secs(30))
+        .map_err(|e| e.kind())
+        .expect("waits for the receiver to release");
+    let (v, _b) = t.join().unwrap();
+    assert_eq!(v, [6; 4096]);
+}
+
+#[test]
 fn blocking_send_that_times_out_reports_the_peer_not_consuming() {
     let (a, _b) = Channel::pair(ChannelConfig {
         ring_entries: 8,

@@ -54,7 +54,8 @@ impl Core {
         if forwarding || tx.ledger.len() >= DRAIN_THRESHOLD {
             self.drain_locked(&mut tx);
         }
-        if let Err(e) = self.wait_for_ledger_room(&mut tx, n, timeout) {
+        let bytes = msg.len() as u64;
+        if let Err(e) = self.wait_for_ledger_room(&mut tx, n, bytes, timeout) {
             return Err((e, msg));
         }
         if let Err(e) = self.wait_for_space(&mut tx, n, timeout) {
@@ -120,9 +121,9 @@ impl Core {
             let token = if region.is_single_use()
                 && region.ownership() == crate::region::Ownership::Owned
             {
-                tx.ledger.insert_detached()
+                tx.ledger.insert_detached(s.len() as u64)
             } else {
-                tx.ledger.insert(s.fbuf().clone())
+                tx.ledger.insert(s.fbuf().clone(), s.len() as u64)
             };
             if let Some(at) = lent_at {
                 tx.holds.push_back((token, at));
@@ -194,16 +195,23 @@ impl Core {
 
     /// The peer may hold at most `min(max_in_flight, notice ring size)`
     /// slices: then every notice it owes us always fits its notice ring, so
-    /// none can be stranded on its side. Wait (bounded) for notices when at
-    /// the cap.
+    /// none can be stranded on its side. It may also hold at most
+    /// `max_bytes_in_flight` bytes, unless it holds nothing else. Wait
+    /// (bounded) for notices when at either cap.
     fn wait_for_ledger_room(
         &self,
         tx: &mut TxState,
         n: usize,
+        bytes: u64,
         timeout: Duration,
     ) -> Result<(), SendErrorKind> {
         let cap = self.cfg.max_in_flight.min(tx.notices.capacity());
-        if tx.ledger.len() + n <= cap {
+        let max_bytes = self.cfg.max_bytes_in_flight;
+        let fits = |tx: &TxState| {
+            tx.ledger.len() + n <= cap
+                && (tx.ledger.is_empty() || tx.ledger.bytes().saturating_add(bytes) <= max_bytes)
+        };
+        if fits(tx) {
             return Ok(());
         }
         if n > cap {
@@ -212,7 +220,7 @@ impl Core {
         let deadline = Instant::now() + timeout;
         loop {
             self.drain_locked(tx);
-            if tx.ledger.len() + n <= cap {
+            if fits(tx) {
                 return Ok(());
             }
             if self.is_gone() || self.peer_closed() {
