@@ -28,10 +28,12 @@ pub trait ReleaseSink: Send + Sync {
     /// waiting at most `timeout`. `false`: the warning could not be
     /// delivered in time and the region must not be passed on.
     fn escaped(&self, region_id: u64, timeout: std::time::Duration) -> bool;
-    /// Keep the allocation of a spent core of a slice received through
-    /// this sink for the next one (or drop it if enough are kept).
-    fn recycle(&self, core: Arc<BufCore>);
-    /// A spent core kept by [`ReleaseSink::recycle`], if any.
+    /// [`ReleaseSink::release`], and keep the allocation `core` of the
+    /// released slice (spent: its backing and region already let go) for
+    /// the next slice received through this sink (or drop it if enough are
+    /// kept) — the last handle's drop of a received slice, in one step.
+    fn release_recycle(&self, token: u64, core: Arc<BufCore>);
+    /// A spent core kept by [`ReleaseSink::release_recycle`], if any.
     fn spare(&self) -> Option<Arc<BufCore>>;
 }
 
@@ -314,7 +316,7 @@ impl Fbuf {
 
     /// A slice received from a peer (the receive path's constructor). Its
     /// core reuses the allocation of a slice received on the same channel
-    /// and dropped earlier when there is one (`ReleaseSink::recycle`), so a
+    /// and dropped earlier when there is one (`ReleaseSink::release_recycle`), so a
     /// steady stream of receives (and a forwarder's receive → send → notice
     /// loop) allocates nothing per message.
     pub(crate) fn received(
@@ -388,16 +390,19 @@ impl Drop for Fbuf {
                     return;
                 }
             }
-            if matches!(core.backing, Backing::Foreign { .. }) && !core.region.is_single_use() {
-                if let (Some(spent), Backing::Foreign { sink, .. }) =
-                    (spent_region(), &core.backing)
-                {
-                    let sink = sink.clone();
-                    core.release_backing();
-                    // Do not keep the real region mapped while spare.
-                    core.region = spent;
-                    sink.recycle(arc);
-                    return;
+            if matches!(core.backing, Backing::Foreign { .. })
+                && !core.region.is_single_use()
+                && !core.retired.load(LocalOrdering::Relaxed)
+            {
+                if let Some(spent) = spent_region() {
+                    if let Backing::Foreign { sink, token } =
+                        std::mem::replace(&mut core.backing, Backing::Spent)
+                    {
+                        // Do not keep the real region mapped while spare.
+                        core.region = spent;
+                        sink.release_recycle(token, arc);
+                        return;
+                    }
                 }
             }
         }

@@ -146,6 +146,10 @@ pub(crate) struct NoticeTx {
     pub overflow: Vec<Notice>,
     /// Trust in the originator's sleep flag on our notice ring.
     pub gate: WakeGate,
+    /// Allocations of spent cores of slices received here, reused for the
+    /// next ones (see `Fbuf::received`): kept under this lock, which the
+    /// last drop of a received slice takes anyway for its notice.
+    pub spare: Vec<Arc<BufCore>>,
 }
 
 /// Most notices buffered locally when the peer stops draining its ring.
@@ -165,9 +169,6 @@ pub(crate) struct Core {
     /// whether we told the peer it escaped). Kept apart from `RxState` so
     /// a forwarder can report an escape while another thread receives.
     pub origin_slots: Mutex<HashMap<u64, (u32, bool), IdHash>>,
-    /// Allocations of spent cores of slices received here, reused for the
-    /// next ones (see `Fbuf::received`).
-    pub spare: Mutex<Vec<Arc<BufCore>>>,
     /// The peer hung up or died; its holdings were released.
     gone: AtomicBool,
     /// The peer said Bye: no more messages will come.
@@ -309,12 +310,12 @@ impl Core {
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
                 spin,
             }),
-            spare: Mutex::new(Vec::new()),
             origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {
                 ring: ntx,
                 overflow: Vec::new(),
                 gate: WakeGate::default(),
+                spare: Vec::new(),
             }),
             gone: AtomicBool::new(false),
             bye: AtomicBool::new(false),
@@ -749,11 +750,22 @@ impl Core {
     /// `notice_entries` slices be in flight — queue here and go out with the
     /// next release, receive or flush.
     fn send_notice(&self, token: u64, kind: u64) {
+        self.send_notice_recycle(token, kind, None);
+    }
+
+    /// [`Core::send_notice`], keeping `spare` (a spent core) under the same
+    /// lock for the next received slice.
+    fn send_notice_recycle(&self, token: u64, kind: u64, spare: Option<Arc<BufCore>>) {
+        let mut n = lock(&self.ntx);
+        if let Some(core) = spare {
+            if n.spare.len() < SPARE_MAX {
+                n.spare.push(core);
+            }
+        }
         if self.is_gone() {
             Counters::bump(&self.counters.notices_dropped);
             return;
         }
-        let mut n = lock(&self.ntx);
         if n.overflow.len() >= MAX_NOTICE_OVERFLOW {
             Counters::bump(&self.counters.notices_dropped);
             return;
@@ -936,15 +948,12 @@ impl Drop for NoticeBatch {
 const SPARE_MAX: usize = 1024;
 
 impl ReleaseSink for Core {
-    fn recycle(&self, core: Arc<BufCore>) {
-        let mut s = lock(&self.spare);
-        if s.len() < SPARE_MAX {
-            s.push(core);
-        }
+    fn release_recycle(&self, token: u64, core: Arc<BufCore>) {
+        self.send_notice_recycle(token, wire::NOTICE_RELEASED, Some(core));
     }
 
     fn spare(&self) -> Option<Arc<BufCore>> {
-        lock(&self.spare).pop()
+        lock(&self.ntx).spare.pop()
     }
 
     fn escaped(&self, region_id: u64, timeout: Duration) -> bool {
