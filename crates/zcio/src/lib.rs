@@ -54,6 +54,9 @@ pub use buf::{
     AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
     Uncached,
 };
+pub use channel::lane::{
+    LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSendError, LaneSender, LaneStats, Loan,
+};
 pub use channel::{
     Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,
     Listener, Malformed, Notify, PeerFault, RecvError, RecvTimeoutError, SendError, SendErrorKind,

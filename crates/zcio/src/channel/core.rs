@@ -138,7 +138,14 @@ pub(crate) struct RxState {
     /// How long a receive spins before it sleeps (adaptive, at most
     /// `ChannelPolicy::spin`; see `crate::wait`).
     pub spin: SpinBudget,
+    /// Lanes the peer offered, validated and mapped, not yet accepted (at
+    /// most `MAX_OFFERED_LANES`).
+    pub lanes: VecDeque<crate::channel::lane::Offered>,
 }
+
+/// Most lanes a peer may have offered and we not yet accepted; more are
+/// refused (closed unmapped) and counted as malformed.
+pub(crate) const MAX_OFFERED_LANES: usize = 16;
 
 pub(crate) struct NoticeTx {
     pub ring: Writer<Notice>,
@@ -309,6 +316,7 @@ impl Core {
                 gate: WakeGate::default(),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
                 spin,
+                lanes: VecDeque::new(),
             }),
             origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {

@@ -12,6 +12,7 @@ mod connect;
 mod core;
 mod error;
 mod hold;
+pub mod lane;
 mod ledger;
 #[cfg(all(test, loom))]
 mod loom_spsc;
@@ -36,6 +37,7 @@ pub use error::{
 };
 
 use self::core::Core;
+use self::lane::{LaneConfig, LaneError, LaneReceiver, LaneSender};
 use crate::msg::Msg;
 use crate::segment::ConnectError;
 use crate::sys::peer::PeerCred;
@@ -278,6 +280,31 @@ impl Channel {
     /// pending; for integration with a poll loop).
     pub fn socket(&self) -> BorrowedFd<'_> {
         self.core.sock.as_fd()
+    }
+
+    /// Open a [lane](lane) to the peer: `cfg.slots` slots of
+    /// `cfg.slot_size` bytes in a region only this end can write, for
+    /// small messages at the latency of a few cache-line transfers. The
+    /// peer takes it with [`Channel::accept_lane`]. The lane lives on this
+    /// channel: closing it, or the peer dying, ends the lane.
+    pub fn open_lane(&self, cfg: &LaneConfig) -> Result<LaneSender, LaneError> {
+        LaneSender::open(&self.core, cfg)
+    }
+
+    /// Take the next lane the peer opened, waiting up to the channel's
+    /// `recv_timeout`.
+    pub fn accept_lane(&self) -> Result<LaneReceiver, LaneError> {
+        self.accept_lane_timeout(self.core.cfg.recv_timeout)
+    }
+
+    /// Take the next lane the peer opened, or `WouldBlock` at once.
+    pub fn try_accept_lane(&self) -> Result<LaneReceiver, LaneError> {
+        self.accept_lane_timeout(Duration::ZERO)
+    }
+
+    /// Take the next lane the peer opened, waiting up to `timeout`.
+    pub fn accept_lane_timeout(&self, timeout: Duration) -> Result<LaneReceiver, LaneError> {
+        self.core.accept_lane(timeout)
     }
 
     /// Close this end: tell the peer, stop accepting messages, release what

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crate::wait::Step;
 
 use crate::buf::{Fbuf, ReleaseSink};
-use crate::channel::core::{lock, Core, Counters, RxState};
+use crate::channel::core::{lock, Core, Counters, RxState, MAX_OFFERED_LANES};
+use crate::channel::lane::{LaneError, LaneReceiver, Offered};
 use crate::channel::error::{Area, Malformed, RecvFail};
 use crate::channel::wire::{
     Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT,
@@ -269,6 +270,49 @@ impl Core {
         }
     }
 
+    /// The next lane the peer offered, waiting up to `timeout` for its
+    /// control record (polling the socket, never holding the receive lock
+    /// while asleep).
+    pub(crate) fn accept_lane(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<LaneReceiver, LaneError> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if self.closed.load(LocalOrdering::Acquire) {
+                return Err(LaneError::Disconnected);
+            }
+            {
+                let mut rx = lock(&self.rx);
+                self.poll_control(&mut rx);
+                if let Some(o) = rx.lanes.pop_front() {
+                    return Ok(LaneReceiver::new(self, o));
+                }
+            }
+            if self.is_gone() || self.bye.load(LocalOrdering::Acquire) || self.peer_closed() {
+                return Err(LaneError::Disconnected);
+            }
+            let now = Instant::now();
+            let left = match deadline {
+                Some(d) if now >= d => {
+                    return Err(if timeout.is_zero() {
+                        LaneError::WouldBlock
+                    } else {
+                        LaneError::TimedOut
+                    })
+                }
+                Some(d) => d - now,
+                None => Duration::MAX,
+            };
+            // Short slices: another thread's receive may take the offer
+            // off the socket into the queue while this one sleeps.
+            let slice = left.min(Duration::from_millis(20));
+            if !crate::sys::peer::wait_readable(&self.sock, slice) {
+                self.check_peer();
+            }
+        }
+    }
+
     /// Read every queued control record (non-blocking): regions, Bye.
     pub(crate) fn poll_control(&self, rx: &mut RxState) {
         let mut buf = [0u8; CTL_LEN + 1];
@@ -342,6 +386,32 @@ impl Core {
                             rx.single.push_back(None);
                             Counters::bump(&self.counters.malformed);
                         }
+                    }
+                }
+                (
+                    Some(Ctl::Lane {
+                        slots,
+                        slot_size,
+                        seg_len,
+                    }),
+                    Some(seg_fd),
+                    Some(data_fd),
+                ) => {
+                    let offered = (rx.lanes.len() < MAX_OFFERED_LANES)
+                        .then(|| {
+                            Offered::attach(
+                                slots,
+                                slot_size,
+                                seg_len,
+                                seg_fd,
+                                data_fd,
+                                self.cfg.max_region_len,
+                            )
+                        })
+                        .flatten();
+                    match offered {
+                        Some(o) => rx.lanes.push_back(o),
+                        None => Counters::bump(&self.counters.malformed),
                     }
                 }
                 (Some(Ctl::Bye), None, None) => self.bye.store(true, LocalOrdering::Release),

@@ -236,6 +236,16 @@ pub enum Ctl {
     },
     /// Orderly shutdown.
     Bye,
+    /// A lane (`channel::lane`), with two fds: its control segment
+    /// (read-write) and its slots (read-only).
+    Lane {
+        /// Slots.
+        slots: u32,
+        /// Bytes per slot.
+        slot_size: u64,
+        /// Length of the control segment.
+        seg_len: u64,
+    },
 }
 
 /// Encoded size of a [`Ctl`].
@@ -248,6 +258,11 @@ impl Ctl {
             Ctl::Region { slot, len } => (4, slot, len, 0),
             Ctl::SingleUse { len } => (5, 0, len, 0),
             Ctl::Bye => (6, 0, 0, 0),
+            Ctl::Lane {
+                slots,
+                slot_size,
+                seg_len,
+            } => (7, slots, slot_size, seg_len),
         };
         let mut out = [0u8; CTL_LEN];
         out[0..4].copy_from_slice(&kind.to_le_bytes());
@@ -264,11 +279,16 @@ impl Ctl {
         }
         let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or_default());
-        let (kind, a, b) = (u32_at(0), u32_at(4), u64_at(8));
+        let (kind, a, b, c) = (u32_at(0), u32_at(4), u64_at(8), u64_at(16));
         Some(match kind {
             4 => Ctl::Region { slot: a, len: b },
             5 => Ctl::SingleUse { len: b },
             6 => Ctl::Bye,
+            7 => Ctl::Lane {
+                slots: a,
+                slot_size: b,
+                seg_len: c,
+            },
             _ => return None,
         })
     }
@@ -327,6 +347,11 @@ mod tests {
             },
             Ctl::SingleUse { len: 8192 },
             Ctl::Bye,
+            Ctl::Lane {
+                slots: 64,
+                slot_size: 4096,
+                seg_len: 8192,
+            },
         ] {
             assert_eq!(Ctl::decode(&c.encode()), Some(c));
         }

@@ -143,6 +143,10 @@ pub enum Error {
     /// [`Channel::recv_timeout`](crate::Channel::recv_timeout).
     #[error(transparent)]
     RecvTimeout(#[from] RecvTimeoutError),
+    /// A lane of a channel (the loan, if any, was dropped: handle
+    /// [`LaneSendError`](crate::LaneSendError) directly to keep it).
+    #[error(transparent)]
+    Lane(#[from] crate::channel::lane::LaneError),
     /// Creating or attaching to a ring.
     #[error(transparent)]
     RingOpen(#[from] OpenError),
@@ -229,6 +233,7 @@ impl Error {
             Self::Recv(e) => e,
             Self::TryRecv(e) => e,
             Self::RecvTimeout(e) => e,
+            Self::Lane(e) => e,
             Self::RingOpen(e) => e,
             Self::RingWrite(e) => e,
             Self::RingRead(e) => e,
@@ -285,6 +290,7 @@ family!(
     MsgError, RecvError, TryRecvError, RecvTimeoutError, WriteError, ReadError;
     errno: RegionError, AllocError, ConnectError, SendErrorKind, OpenError, ForwardFailure,
     RendezvousSendError, RendezvousRecvError, RendezvousCallError, AsyncError,
+    crate::channel::lane::LaneError,
 );
 #[cfg(feature = "splice")]
 family!(; errno: crate::splice::SpliceError, crate::splice::module::ModuleError);
@@ -306,6 +312,13 @@ impl From<crate::asyncipc::AsyncSendError> for Error {
     /// keeps the reason.
     fn from(e: crate::asyncipc::AsyncSendError) -> Self {
         Error::Async(e.into_parts().0)
+    }
+}
+
+impl From<crate::channel::lane::LaneSendError<'_>> for Error {
+    /// Drops the loan (its slot goes back), keeps the reason.
+    fn from(e: crate::channel::lane::LaneSendError<'_>) -> Self {
+        Error::Lane(*e.error())
     }
 }
 

@@ -89,6 +89,17 @@ fn poll_now(fd: impl AsFd, interest: PollFlags) -> PollFlags {
     }
 }
 
+/// Wait up to `timeout` for `fd` to become readable (or hung up); whether
+/// it did. An interrupted or failed poll counts as not readable.
+pub fn wait_readable(fd: impl AsFd, timeout: std::time::Duration) -> bool {
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let ts = rustix::time::Timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    matches!(poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
+}
+
 /// Whether the process behind `pidfd` has exited (non-blocking).
 pub fn has_exited(pidfd: impl AsFd) -> bool {
     !poll_now(pidfd, PollFlags::IN).is_empty()

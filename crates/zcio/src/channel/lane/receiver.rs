@@ -1,0 +1,392 @@
+//! The receiving end of a lane: messages are read in place from the
+//! sender's slots (through [`View`]: the sender keeps its writable mapping)
+//! and given back with a notice when the [`LaneMsg`] is dropped.
+//!
+//! Owned by one thread (`&mut self`): no lock, no reference count and no
+//! allocation per message. Every descriptor is copied out of the ring and
+//! checked against the slot count and slot size before it is used.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::fs::SealFlags;
+
+use crate::channel::core::Core;
+use crate::channel::lane::error::LaneError;
+use crate::channel::lane::wire::{
+    LaneDesc, LaneHeader, LaneLayout, LaneNotice, MAX_SEGMENT_LEN, RECEIVER_CLOSED, SENDER_CLOSED,
+};
+use crate::channel::lane::LaneStats;
+use crate::channel::notify::WakeGate;
+use crate::channel::spsc::{Reader, Writer};
+use crate::region::Region;
+use crate::sync::{AtomicU64 as SharedU64, Ordering};
+use crate::sys::memfd;
+use crate::sys::mmap::{Access, Mapping};
+use crate::view::View;
+use crate::wait::{SpinBudget, Step};
+
+/// A lane the peer offered, validated and mapped, not yet accepted.
+pub(crate) struct Offered {
+    seg: Mapping,
+    data: Region,
+    layout: LaneLayout,
+}
+
+impl Offered {
+    /// Validate and map a lane the peer passed: `seg_fd` its control
+    /// segment (read-write), `data_fd` its slots (read-only). `None` for
+    /// anything that does not check out (the fds are closed).
+    pub(crate) fn attach(
+        slots: u32,
+        slot_size: u64,
+        seg_len: u64,
+        seg_fd: OwnedFd,
+        data_fd: OwnedFd,
+        max_region_len: u64,
+    ) -> Option<Self> {
+        let want = LaneLayout::new(slots, slot_size)?;
+        if want.total_len as u64 != seg_len
+            || seg_len > MAX_SEGMENT_LEN
+            || want.data_len as u64 > max_region_len
+        {
+            return None;
+        }
+        // Sealed against resizing: no holder of any fd can truncate the
+        // segment under our mapping.
+        let seals = memfd::seals(&seg_fd).ok()?;
+        if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
+            return None;
+        }
+        let actual = memfd::size(&seg_fd).ok()?;
+        if actual < seg_len {
+            return None;
+        }
+        let seg = Mapping::map(&seg_fd, seg_len as usize, Access::ReadWrite, true).ok()?;
+        // The mapping is page-aligned and at least one page; `LaneHeader`
+        // is Pod, so any bytes are a valid value. Copied out once, the copy
+        // is validated.
+        // SAFETY: as argued just above.
+        let header = unsafe { seg.as_ptr().cast::<LaneHeader>().read_volatile() };
+        let layout = LaneLayout::from_header(&header, actual).filter(|l| *l == want)?;
+        // Region::attach checks the real size against the claim and maps
+        // the slots read-only (a foreign region); a region that can shrink
+        // is refused there too.
+        let data = Region::attach(data_fd, layout.data_len as u64, true).ok()?;
+        (data.len() >= layout.data_len).then_some(Self { seg, data, layout })
+    }
+}
+
+/// The receiving end of a lane (see
+/// [`Channel::accept_lane`](crate::Channel::accept_lane)).
+pub struct LaneReceiver {
+    core: Arc<Core>,
+    seg: Mapping,
+    data: Region,
+    layout: LaneLayout,
+    ring: Reader<LaneDesc>,
+    notices: Writer<LaneNotice>,
+    gate: WakeGate,
+    spin: SpinBudget,
+    broken: bool,
+    stats: LaneStats,
+}
+
+impl std::fmt::Debug for LaneReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneReceiver")
+            .field("slots", &self.layout.slots)
+            .field("slot_size", &self.layout.slot_size)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LaneReceiver {
+    pub(crate) fn new(core: &Arc<Core>, o: Offered) -> Self {
+        let Offered { seg, data, layout } = o;
+        let base = seg.as_ptr();
+        let (msgs, notices) = (layout.msg_ring, layout.notice_ring);
+        // Both rings lie inside the validated segment at 64-byte aligned
+        // offsets with `ring_entries` slots each (LaneLayout::new, checked
+        // against the header by `Offered::attach`); `self` holds the
+        // mapping as long as the ring ends.
+        // SAFETY: as argued just above.
+        let (ring, notices) = unsafe {
+            (
+                Reader::new(
+                    base.add(msgs).cast(),
+                    base.add(LaneLayout::entries(msgs)).cast(),
+                    layout.ring_entries,
+                ),
+                Writer::new(
+                    base.add(notices).cast(),
+                    base.add(LaneLayout::entries(notices)).cast(),
+                    layout.ring_entries,
+                ),
+            )
+        };
+        Self {
+            core: core.clone(),
+            seg,
+            data,
+            layout,
+            ring,
+            notices,
+            gate: WakeGate::default(),
+            spin: SpinBudget::new(core.cfg.policy.spin),
+            broken: false,
+            stats: LaneStats::default(),
+        }
+    }
+
+    /// Bytes a slot holds: the longest message this lane carries.
+    pub fn slot_size(&self) -> usize {
+        self.layout.slot_size as usize
+    }
+
+    /// Slots of the lane.
+    pub fn slots(&self) -> u32 {
+        self.layout.slots
+    }
+
+    /// Counters of this end.
+    pub fn stats(&self) -> LaneStats {
+        self.stats
+    }
+
+    /// The next message, waiting up to the channel's `recv_timeout`.
+    pub fn recv(&mut self) -> Result<LaneMsg<'_>, LaneError> {
+        let t = self.core.cfg.recv_timeout;
+        self.recv_timeout(t)
+    }
+
+    /// The next message, or `WouldBlock` at once.
+    pub fn try_recv(&mut self) -> Result<LaneMsg<'_>, LaneError> {
+        self.recv_timeout(Duration::ZERO)
+    }
+
+    /// The next message, waiting up to `timeout` (spinning briefly, then
+    /// sleeping on the ring).
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<LaneMsg<'_>, LaneError> {
+        let (slot, len) = self.next(timeout)?;
+        Ok(LaneMsg {
+            rx: self,
+            slot,
+            len,
+        })
+    }
+
+    /// Not an API: publish a notice for `slot` as a hostile receiver would
+    /// (zcio's own hostile-peer tests).
+    #[cfg(any(test, feature = "internals"))]
+    #[doc(hidden)]
+    pub fn forge_notice(&mut self, slot: u32) {
+        self.give_back(slot);
+    }
+
+    /// Not an API: the control segment's address and length (zcio's own
+    /// hostile-peer tests scribble on it).
+    #[cfg(any(test, feature = "internals"))]
+    #[doc(hidden)]
+    pub fn segment_for_tests(&self) -> (*mut u8, usize) {
+        (self.seg.as_ptr(), self.seg.len())
+    }
+
+    /// The sender dropped its end, or the channel is closed or gone.
+    fn ended(&self) -> bool {
+        // SYNC: Acquire pairs with the Release store in the sender's drop:
+        // every message it published is visible once this reads 1.
+        self.word(SENDER_CLOSED).load(Ordering::Acquire) != 0
+            || self.core.closed.load(std::sync::atomic::Ordering::Acquire)
+            || self.core.is_gone()
+            || self.core.peer_closed()
+    }
+
+    fn word(&self, offset: usize) -> &SharedU64 {
+        // `offset` is one of the header's closed words (8-aligned, inside
+        // the 64-byte header at the start of the page-aligned segment),
+        // accessed only atomically by both ends; the segment lives as long
+        // as `self`.
+        // SAFETY: as argued just above.
+        unsafe { &*self.seg.as_ptr().add(offset).cast::<SharedU64>() }
+    }
+
+    /// Take the next descriptor off the ring, if there is one, and check it.
+    fn take(&mut self) -> Result<Option<(u32, u32)>, LaneError> {
+        match self.ring.available() {
+            Ok(0) => Ok(None),
+            Ok(_) => {
+                // Copied out of the shared ring; only the copy is checked
+                // and used.
+                let d = self.ring.peek(0);
+                self.ring.release(1);
+                if d.slot >= self.layout.slots || u64::from(d.len) > self.layout.slot_size {
+                    self.stats.malformed += 1;
+                    return Err(LaneError::Malformed {
+                        slot: d.slot,
+                        len: d.len,
+                    });
+                }
+                self.stats.messages += 1;
+                Ok(Some((d.slot, d.len)))
+            }
+            Err(_) => {
+                self.broken = true;
+                Err(LaneError::Corrupt)
+            }
+        }
+    }
+
+    fn next(&mut self, timeout: Duration) -> Result<(u32, u32), LaneError> {
+        if self.broken {
+            return Err(LaneError::Corrupt);
+        }
+        if let Some(m) = self.take()? {
+            return Ok(m);
+        }
+        if timeout.is_zero() {
+            return match self.ended() {
+                // Re-check: messages published before the end still count.
+                true => self.take()?.ok_or(LaneError::Disconnected),
+                false => Err(LaneError::WouldBlock),
+            };
+        }
+        let mut backoff = self
+            .spin
+            .backoff_for(timeout, self.core.shares_cpu_with_peer());
+        loop {
+            if let Some(m) = self.take()? {
+                self.spin.record(backoff.slept());
+                return Ok(m);
+            }
+            if self.ended() {
+                return self.take()?.ok_or(LaneError::Disconnected);
+            }
+            let (now, remaining) = match backoff.step() {
+                Step::Retry => continue,
+                Step::TimedOut => {
+                    self.spin.record(true);
+                    return Err(LaneError::TimedOut);
+                }
+                Step::Sleep { now, remaining } => (now, remaining),
+            };
+            let slice = remaining.min(self.core.liveness_slice());
+            // The sleep goes through the tail word: refuse a corrupt one now
+            // (it would look like pending data and never sleep).
+            if self.ring.check_tail().is_err() || self.ring.wait_for_data(slice).is_err() {
+                self.broken = true;
+                return Err(LaneError::Corrupt);
+            }
+            if Instant::now() >= now + slice {
+                self.core.check_peer();
+            }
+        }
+    }
+
+    /// Tell the sender `slot` is free again.
+    fn give_back(&mut self, slot: u32) {
+        if self.broken {
+            return;
+        }
+        // An honest sender never has more messages in flight than the
+        // ring has entries, so there is room; a sender that keeps naming
+        // slots it never got back fills it, and its notices are dropped.
+        if self.notices.cached_free() == 0 {
+            match self.notices.free_slots() {
+                Ok(0) => {
+                    self.stats.notices_dropped += 1;
+                    return;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    self.broken = true;
+                    return;
+                }
+            }
+        }
+        let mut pending = 0;
+        self.notices.write(&[LaneNotice { slot, reserved: 0 }], &mut pending);
+        self.stats.notices += 1;
+        if self.notices.publish(pending) {
+            let LaneReceiver {
+                core,
+                gate,
+                notices,
+                ..
+            } = self;
+            core.gated_wake(gate, || notices.wake_consumer());
+        }
+    }
+}
+
+impl Drop for LaneReceiver {
+    fn drop(&mut self) {
+        // SYNC: Release pairs with the Acquire load in the sender's `ended`:
+        // every notice published before is visible with it.
+        self.word(RECEIVER_CLOSED).store(1, Ordering::Release);
+        // A sender asleep waiting for a slot sees the end at once.
+        let _ = self.notices.wake_consumer();
+    }
+}
+
+/// A message read in place from the sender's slot. Dropping it gives the
+/// slot back (one notice, no system call unless the sender sleeps).
+pub struct LaneMsg<'a> {
+    rx: &'a mut LaneReceiver,
+    slot: u32,
+    len: u32,
+}
+
+impl std::fmt::Debug for LaneMsg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneMsg")
+            .field("slot", &self.slot)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl LaneMsg<'_> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes, in the sender's slot. The sender keeps its writable
+    /// mapping, so they are read through [`View`] (copy out what must not
+    /// change under you).
+    pub fn view(&self) -> View<'_> {
+        let off = self.rx.layout.slot_offset(self.slot);
+        // [off, off + len) lies inside the mapped data region: slot < slots
+        // and len <= slot_size were checked on the private copy of the
+        // descriptor, stride >= slot_size, data.len() >= slots × stride
+        // (`Offered::attach`). The region stays mapped while `self` borrows
+        // the receiver. The sender may write the bytes: not immutable.
+        // SAFETY: as argued just above.
+        unsafe { View::new(self.rx.data.base().add(off), self.len as usize, false) }
+    }
+
+    /// Copy `dst.len()` bytes (or fewer, at the end) from offset `off`;
+    /// returns how many were copied.
+    pub fn read_at(&self, off: usize, dst: &mut [u8]) -> usize {
+        self.view().read_at(off, dst)
+    }
+
+    /// A private copy of the bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.view().to_vec()
+    }
+}
+
+impl Drop for LaneMsg<'_> {
+    fn drop(&mut self) {
+        self.rx.give_back(self.slot);
+    }
+}

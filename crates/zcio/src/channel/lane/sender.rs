@@ -1,0 +1,439 @@
+//! The sending end of a lane: fixed-size slots in a region only this end
+//! can write, lent one at a time (`loan` → fill → `send`), and taken back
+//! when the receiver's notice says it dropped the message.
+//!
+//! Everything here is owned by one thread (`&mut self`): no lock, no
+//! reference count and no allocation per message. A slot's state is
+//! process-local; the receiver can only move a slot from *in flight* back
+//! to *free* (a notice for any other slot is counted and ignored).
+
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::channel::core::Core;
+use crate::channel::lane::error::{LaneError, LaneSendError};
+use crate::channel::lane::wire::{LaneDesc, LaneLayout, LaneNotice, RECEIVER_CLOSED, SENDER_CLOSED};
+use crate::channel::lane::{LaneConfig, LaneStats};
+use crate::channel::notify::WakeGate;
+use crate::channel::spsc::{Reader, Writer};
+use crate::channel::wire::Ctl;
+use crate::region::Region;
+use crate::sync::{AtomicU64 as SharedU64, Ordering};
+use crate::sys::fdpass;
+use crate::sys::mmap::Mapping;
+use crate::wait::{SpinBudget, Step};
+
+/// Where a slot is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// On the free list.
+    Free,
+    /// Lent to a [`Loan`] of this process.
+    Loaned,
+    /// Sent; the receiver holds it until its notice comes back.
+    InFlight,
+}
+
+/// The sending end of a lane (see [`Channel::open_lane`](crate::Channel::open_lane)).
+pub struct LaneSender {
+    core: Arc<Core>,
+    /// The control segment: header and both rings (the ring ends point
+    /// into it).
+    seg: Mapping,
+    /// The slots, writable here only (the peer got a read-only fd).
+    data: Region,
+    layout: LaneLayout,
+    ring: Writer<LaneDesc>,
+    notices: Reader<LaneNotice>,
+    state: Vec<SlotState>,
+    /// Free slots, most recently returned last (handed out first: warm).
+    free: Vec<u32>,
+    gate: WakeGate,
+    spin: SpinBudget,
+    broken: bool,
+    stats: LaneStats,
+}
+
+impl std::fmt::Debug for LaneSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneSender")
+            .field("slots", &self.layout.slots)
+            .field("slot_size", &self.layout.slot_size)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LaneSender {
+    /// Create the lane's segment and slots and offer them to the peer.
+    pub(crate) fn open(core: &Arc<Core>, cfg: &LaneConfig) -> Result<Self, LaneError> {
+        let layout = LaneLayout::new(cfg.slots, cfg.slot_size as u64)
+            .filter(|l| l.data_len as u64 <= core.cfg.max_region_len)
+            .ok_or(LaneError::InvalidConfig)?;
+        if core.closed.load(std::sync::atomic::Ordering::Acquire)
+            || core.is_gone()
+            || core.peer_closed()
+        {
+            return Err(LaneError::Disconnected);
+        }
+        let os = |op| move |errno| LaneError::Os { op, errno };
+        let seg_fd = crate::sys::memfd::create_sized("zcio-lane", layout.total_len as u64)
+            .map_err(os("memfd_create"))?;
+        let seg = Mapping::map(
+            &seg_fd,
+            layout.total_len,
+            crate::sys::mmap::Access::ReadWrite,
+            true,
+        )
+        .map_err(os("mmap lane segment"))?;
+        // The mapping is page-aligned, at least one page long (so it holds
+        // the 64-byte header) and not shared with anyone yet.
+        // SAFETY: as argued just above.
+        unsafe { seg.as_ptr().cast::<super::wire::LaneHeader>().write(layout.header()) };
+        let data = Region::create("zcio-lane-data", layout.data_len, true).map_err(|e| {
+            LaneError::Os {
+                op: "create lane slots",
+                errno: e.errno().unwrap_or(rustix::io::Errno::NOMEM),
+            }
+        })?;
+        let data_fd = data.share_fd().map_err(|e| LaneError::Os {
+            op: "reopen lane slots read-only",
+            errno: e.errno().unwrap_or(rustix::io::Errno::INVAL),
+        })?;
+        let ctl = Ctl::Lane {
+            slots: layout.slots,
+            slot_size: layout.slot_size,
+            seg_len: layout.total_len as u64,
+        };
+        // The socket has SO_SNDTIMEO set (connect.rs), so this is bounded.
+        fdpass::send(&core.sock, &ctl.encode(), &[seg_fd.as_fd(), data_fd], false).map_err(
+            |e| match e {
+                rustix::io::Errno::PIPE | rustix::io::Errno::CONNRESET => LaneError::Disconnected,
+                errno => LaneError::Os {
+                    op: "pass the lane",
+                    errno,
+                },
+            },
+        )?;
+        let base = seg.as_ptr();
+        let (msgs, notices) = (layout.msg_ring, layout.notice_ring);
+        // Both rings lie inside the segment at 64-byte aligned offsets
+        // (LaneLayout::new), with `ring_entries` slots each; the segment is
+        // mapped for as long as `self` holds `seg`, which outlives the ends.
+        // SAFETY: as argued just above.
+        let (ring, notices) = unsafe {
+            (
+                Writer::new(
+                    base.add(msgs).cast(),
+                    base.add(LaneLayout::entries(msgs)).cast(),
+                    layout.ring_entries,
+                ),
+                Reader::new(
+                    base.add(notices).cast(),
+                    base.add(LaneLayout::entries(notices)).cast(),
+                    layout.ring_entries,
+                ),
+            )
+        };
+        Ok(Self {
+            core: core.clone(),
+            seg,
+            data,
+            layout,
+            ring,
+            notices,
+            state: vec![SlotState::Free; layout.slots as usize],
+            // Slot 0 handed out first.
+            free: (0..layout.slots).rev().collect(),
+            gate: WakeGate::default(),
+            spin: SpinBudget::new(core.cfg.policy.spin),
+            broken: false,
+            stats: LaneStats::default(),
+        })
+    }
+
+    /// Bytes a slot holds: the longest message this lane carries.
+    pub fn slot_size(&self) -> usize {
+        self.layout.slot_size as usize
+    }
+
+    /// Slots of the lane: how many messages may be lent or in flight.
+    pub fn slots(&self) -> u32 {
+        self.layout.slots
+    }
+
+    /// Counters of this end.
+    pub fn stats(&self) -> LaneStats {
+        let mut s = self.stats;
+        s.in_flight = self.state.iter().filter(|&&x| x == SlotState::InFlight).count() as u32;
+        s
+    }
+
+    /// A free slot to fill, waiting up to the channel's `send_timeout` for
+    /// the receiver to release one.
+    pub fn loan(&mut self) -> Result<Loan<'_>, LaneError> {
+        let t = self.core.cfg.send_timeout;
+        self.loan_timeout(t)
+    }
+
+    /// A free slot to fill, or `WouldBlock` at once.
+    pub fn try_loan(&mut self) -> Result<Loan<'_>, LaneError> {
+        self.loan_timeout(Duration::ZERO)
+    }
+
+    /// A free slot to fill, waiting up to `timeout` for the receiver to
+    /// release one (spinning briefly, then sleeping on the notice ring).
+    pub fn loan_timeout(&mut self, timeout: Duration) -> Result<Loan<'_>, LaneError> {
+        let slot = self.take_slot(timeout)?;
+        Ok(Loan { tx: self, slot })
+    }
+
+    /// Copy `bytes` into a slot and send it (waiting for a slot as
+    /// [`LaneSender::loan`] does).
+    pub fn send_copy(&mut self, bytes: &[u8]) -> Result<(), LaneError> {
+        if bytes.len() > self.slot_size() {
+            return Err(LaneError::TooLarge {
+                len: bytes.len(),
+                max: self.slot_size(),
+            });
+        }
+        let mut loan = self.loan()?;
+        loan.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+        loan.send(bytes.len()).map_err(|e| *e.error())
+    }
+
+    /// Not an API: publish a descriptor as a hostile sender would (zcio's
+    /// own hostile-peer tests).
+    #[cfg(any(test, feature = "internals"))]
+    #[doc(hidden)]
+    pub fn forge_desc(&mut self, slot: u32, len: u32) {
+        let mut pending = 0;
+        self.ring.write(&[LaneDesc { slot, len }], &mut pending);
+        if self.ring.publish(pending) {
+            let _ = self.ring.wake_consumer();
+        }
+    }
+
+    /// Not an API: the control segment's address and length (zcio's own
+    /// hostile-peer tests scribble on it).
+    #[cfg(any(test, feature = "internals"))]
+    #[doc(hidden)]
+    pub fn segment_for_tests(&self) -> (*mut u8, usize) {
+        (self.seg.as_ptr(), self.seg.len())
+    }
+
+    /// The receiver dropped its end, or the channel is closed or gone.
+    fn ended(&self) -> bool {
+        // SYNC: Acquire pairs with the Release store in the receiver's drop:
+        // its last notices are visible once this reads 1.
+        self.word(RECEIVER_CLOSED).load(Ordering::Acquire) != 0
+            || self.core.closed.load(std::sync::atomic::Ordering::Acquire)
+            || self.core.is_gone()
+            || self.core.peer_closed()
+    }
+
+    /// A word in the segment's header line.
+    fn word(&self, offset: usize) -> &SharedU64 {
+        // `offset` is one of the header's closed words (8-aligned, inside
+        // the 64-byte header at the start of the page-aligned segment),
+        // accessed only atomically by both ends; the segment lives as long
+        // as `self`.
+        // SAFETY: as argued just above.
+        unsafe { &*self.seg.as_ptr().add(offset).cast::<SharedU64>() }
+    }
+
+    /// Take in the receiver's notices: every valid one frees its slot.
+    fn drain(&mut self) -> Result<(), LaneError> {
+        loop {
+            let n = match self.notices.available() {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(_) => {
+                    self.broken = true;
+                    return Err(LaneError::Corrupt);
+                }
+            };
+            for i in 0..n {
+                // Copied out of the shared ring by `peek`; validated here.
+                let slot = self.notices.peek(i).slot;
+                match self.state.get_mut(slot as usize) {
+                    Some(s @ SlotState::InFlight) => {
+                        *s = SlotState::Free;
+                        self.free.push(slot);
+                        self.stats.notices += 1;
+                    }
+                    _ => self.stats.bad_notices += 1,
+                }
+            }
+            self.notices.release(n);
+        }
+    }
+
+    fn take_slot(&mut self, timeout: Duration) -> Result<u32, LaneError> {
+        if self.broken {
+            return Err(LaneError::Corrupt);
+        }
+        // Take in what came back first (one load of the next notice slot
+        // when nothing did), so the slot freed last is lent again: the
+        // slots in use stay few and warm in the caches.
+        self.drain()?;
+        if let Some(slot) = self.free.pop() {
+            self.state[slot as usize] = SlotState::Loaned;
+            return Ok(slot);
+        }
+        if self.ended() {
+            return Err(LaneError::Disconnected);
+        }
+        if timeout.is_zero() {
+            return Err(LaneError::WouldBlock);
+        }
+        let mut backoff = self
+            .spin
+            .backoff_for(timeout, self.core.shares_cpu_with_peer());
+        loop {
+            self.drain()?;
+            if let Some(slot) = self.free.pop() {
+                self.spin.record(backoff.slept());
+                self.state[slot as usize] = SlotState::Loaned;
+                return Ok(slot);
+            }
+            if self.ended() {
+                return Err(LaneError::Disconnected);
+            }
+            let (now, remaining) = match backoff.step() {
+                Step::Retry => continue,
+                Step::TimedOut => {
+                    self.spin.record(true);
+                    return Err(LaneError::TimedOut);
+                }
+                Step::Sleep { now, remaining } => (now, remaining),
+            };
+            let slice = remaining.min(self.core.liveness_slice());
+            if self.notices.wait_for_data(slice).is_err() {
+                self.broken = true;
+                return Err(LaneError::Corrupt);
+            }
+            if std::time::Instant::now() >= now + slice {
+                self.core.check_peer();
+            }
+        }
+    }
+
+    /// Publish `slot` (filled with `len` bytes) to the receiver.
+    fn publish(&mut self, slot: u32, len: usize) -> Result<(), LaneError> {
+        if len > self.slot_size() {
+            return Err(LaneError::TooLarge {
+                len,
+                max: self.slot_size(),
+            });
+        }
+        if self.broken {
+            return Err(LaneError::Corrupt);
+        }
+        if self.ended() {
+            return Err(LaneError::Disconnected);
+        }
+        // Never more messages on the ring than slots in flight, and the
+        // ring has at least as many entries as there are slots: an honest
+        // receiver always left room. One that frees slots by notice without
+        // taking their messages off the ring has none.
+        if self.ring.cached_free() == 0 {
+            match self.ring.free_slots() {
+                Ok(0) => return Err(LaneError::WouldBlock),
+                Ok(_) => {}
+                Err(_) => {
+                    self.broken = true;
+                    return Err(LaneError::Corrupt);
+                }
+            }
+        }
+        self.core.publish_cpu();
+        let mut pending = 0;
+        // len <= slot_size <= MAX_SLOT_SIZE < 2^32.
+        let desc = LaneDesc {
+            slot,
+            len: len as u32,
+        };
+        self.ring.write(&[desc], &mut pending);
+        let sleeping = self.ring.publish(pending);
+        self.state[slot as usize] = SlotState::InFlight;
+        self.stats.messages += 1;
+        if sleeping {
+            let LaneSender {
+                core, gate, ring, ..
+            } = self;
+            core.gated_wake(gate, || ring.wake_consumer());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LaneSender {
+    fn drop(&mut self) {
+        // SYNC: Release pairs with the Acquire load in the receiver's
+        // `ended`: everything published before is visible with it.
+        self.word(SENDER_CLOSED).store(1, Ordering::Release);
+        // A receiver asleep on the message ring sees the end at once.
+        let _ = self.ring.wake_consumer();
+    }
+}
+
+/// A slot lent for filling (reserve → fill → [`Loan::send`]). Dropping it
+/// unsent gives the slot back.
+pub struct Loan<'a> {
+    tx: &'a mut LaneSender,
+    slot: u32,
+}
+
+impl std::fmt::Debug for Loan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan").field("slot", &self.slot).finish()
+    }
+}
+
+impl<'a> Loan<'a> {
+    /// The whole slot, to fill: [`LaneSender::slot_size`] bytes. It holds
+    /// what this slot carried last (never uninitialised memory); only the
+    /// first `len` bytes given to [`Loan::send`] reach the receiver.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let off = self.tx.layout.slot_offset(self.slot);
+        let len = self.tx.slot_size();
+        // The slot [off, off + len) lies inside the data region
+        // (slot < slots, stride >= slot_size, data_len >= slots × stride),
+        // which this process created and maps read-write; the peer holds
+        // only a read-only fd, so no one else writes it. The slot is
+        // `Loaned` to this loan alone (the state machine hands a slot to one
+        // loan and takes it back only when the loan is sent or dropped), and
+        // the borrow of `self` keeps the region mapped.
+        // SAFETY: as argued just above.
+        unsafe { std::slice::from_raw_parts_mut(self.tx.data.base().add(off), len) }
+    }
+
+    /// Bytes the slot holds.
+    pub fn capacity(&self) -> usize {
+        self.tx.slot_size()
+    }
+
+    /// Send the first `len` bytes of the slot. The receiver sees them when
+    /// this returns; the slot comes back when it drops the message.
+    pub fn send(self, len: usize) -> Result<(), LaneSendError<'a>> {
+        let this = std::mem::ManuallyDrop::new(self);
+        let slot = this.slot;
+        // SAFETY: `this` is never used or dropped after this read (it is
+        // a `ManuallyDrop`), so the `&mut` is moved out exactly once.
+        let tx: &'a mut LaneSender = unsafe { std::ptr::read(&this.tx) };
+        match tx.publish(slot, len) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(LaneSendError::new(e, Loan { tx, slot })),
+        }
+    }
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        let slot = self.slot;
+        self.tx.state[slot as usize] = SlotState::Free;
+        self.tx.free.push(slot);
+    }
+}
