@@ -11,7 +11,10 @@ use zcio::rendezvous::{
     recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous,
     RendezvousListener as RdvListener,
 };
-use zcio::{Channel, ChannelConfig, ChannelPolicy, Listener, Msg, Pool};
+use zcio::{
+    Channel, ChannelConfig, ChannelPolicy, LaneConfig, LaneError, LaneReceiver, LaneSender,
+    Listener, Msg, Pool,
+};
 
 use super::line_side::LineSide;
 use super::pingpong::{client_loop, server_loop, Client, Kind, Server, STOP};
@@ -70,6 +73,16 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
             let l = Listener::bind(a.path, cfg).map_err(|e| format!("bind {}: {e}", a.path))?;
             let chan = l.accept_timeout(t).map_err(|e| format!("accept: {e}"))?;
             server_loop(&mut ZcioSide::new(chan, a.size, t), a.warmup)
+        }
+        (Kind::ZcioLane, true) => {
+            let chan = connect_retry(a.path, &cfg, t)?;
+            let mut side = LaneSide::open(chan, a.size, true, t)?;
+            client_loop(&mut side, a.warmup, a.iters, a.budget)
+        }
+        (Kind::ZcioLane, false) => {
+            let l = Listener::bind(a.path, cfg).map_err(|e| format!("bind {}: {e}", a.path))?;
+            let chan = l.accept_timeout(t).map_err(|e| format!("accept: {e}"))?;
+            server_loop(&mut LaneSide::open(chan, a.size, false, t)?, a.warmup)
         }
         (Kind::ZcioRendezvous, true) => {
             let deadline = Instant::now() + t;
@@ -218,6 +231,88 @@ impl Server for ZcioSide {
 
     fn reply(&mut self, seq: u64) -> Result<(), String> {
         zcio_send(&self.chan, &self.pool, self.size, seq, self.t)
+    }
+}
+
+/// A lane each way over one zcio channel (the client's carries requests,
+/// the server's replies), slots of the message's size.
+struct LaneSide {
+    tx: LaneSender,
+    rx: LaneReceiver,
+    size: usize,
+    t: Duration,
+    /// Kept open for the lanes' life.
+    _chan: Channel,
+}
+
+/// Slots per lane: the working set the channel's pool and iceoryx2 get.
+const LANE_SLOTS: u32 = 6;
+
+impl LaneSide {
+    fn open(chan: Channel, size: usize, client: bool, t: Duration) -> Result<Self, String> {
+        let size = size.max(8);
+        let cfg = LaneConfig {
+            slots: LANE_SLOTS,
+            slot_size: size,
+        };
+        let open = |c: &Channel| c.open_lane(&cfg).map_err(|e| format!("open lane: {e}"));
+        let accept = |c: &Channel| {
+            c.accept_lane_timeout(t)
+                .map_err(|e| format!("accept lane: {e}"))
+        };
+        // The client offers first, so neither side waits for the other.
+        let (tx, rx) = if client {
+            let tx = open(&chan)?;
+            (tx, accept(&chan)?)
+        } else {
+            let rx = accept(&chan)?;
+            (open(&chan)?, rx)
+        };
+        Ok(Self {
+            tx,
+            rx,
+            size,
+            t,
+            _chan: chan,
+        })
+    }
+
+    fn send(&mut self, seq: u64) -> Result<(), String> {
+        let mut loan = self
+            .tx
+            .loan_timeout(self.t)
+            .map_err(|e| format!("loan: {e}"))?;
+        write_pages(&mut loan.as_mut_slice()[..self.size], seq);
+        loan.send(self.size).map_err(|e| format!("send: {e}"))
+    }
+
+    fn recv(&mut self) -> Result<Option<u64>, String> {
+        match self.rx.recv_timeout(self.t) {
+            Ok(m) => Ok(Some(crate::pages::read_pages_view(m.view()).0)),
+            Err(LaneError::Disconnected) => Ok(None),
+            Err(e) => Err(format!("recv: {e}")),
+        }
+    }
+}
+
+impl Client for LaneSide {
+    fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
+        self.send(seq)?;
+        self.recv()?.ok_or_else(|| "server hung up".into())
+    }
+
+    fn stop(&mut self) {
+        let _ = self.send(STOP);
+    }
+}
+
+impl Server for LaneSide {
+    fn next(&mut self) -> Result<Option<u64>, String> {
+        Ok(self.recv()?.filter(|&s| s != STOP))
+    }
+
+    fn reply(&mut self, seq: u64) -> Result<(), String> {
+        self.send(seq)
     }
 }
 

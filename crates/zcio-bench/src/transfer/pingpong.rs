@@ -19,6 +19,9 @@ pub enum Kind {
     /// A zcio channel, request and reply on the same channel, buffers from
     /// each side's path pool (cached, volatile).
     ZcioChannel,
+    /// A lane of a zcio channel (`Channel::open_lane`): fixed-size slots
+    /// of the message's size, one lane each way, one owner thread per end.
+    ZcioLane,
     /// The same channel with no spin budget (`ChannelPolicy::spin` zero):
     /// a receiver with nothing to read sleeps on the ring's futex at once
     /// and the sender wakes it.
@@ -55,10 +58,11 @@ pub enum Mode {
 
 impl Kind {
     /// All transports in table order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::CacheLine,
         Kind::CacheLineFutex,
         Kind::ZcioChannel,
+        Kind::ZcioLane,
         Kind::ZcioRendezvous,
         Kind::Iceoryx2,
         Kind::ZcioChannelBlocking,
@@ -71,6 +75,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::ZcioChannel => "zcio-channel",
+            Kind::ZcioLane => "zcio-lane",
             Kind::ZcioChannelBlocking => "zcio-channel-blocking",
             Kind::Iceoryx2Blocking => "iceoryx2-blocking",
             Kind::ZcioRendezvous => "zcio-rendezvous",
@@ -102,9 +107,11 @@ impl Kind {
     /// sockets sleep in the kernel.
     pub fn mode(self) -> Mode {
         match self {
-            Kind::ZcioChannel | Kind::ZcioRendezvous | Kind::Iceoryx2 | Kind::CacheLine => {
-                Mode::Busy
-            }
+            Kind::ZcioChannel
+            | Kind::ZcioLane
+            | Kind::ZcioRendezvous
+            | Kind::Iceoryx2
+            | Kind::CacheLine => Mode::Busy,
             Kind::ZcioChannelBlocking
             | Kind::Iceoryx2Blocking
             | Kind::Pipe
@@ -371,6 +378,7 @@ pub fn measure(
     match kind {
         Kind::ZcioChannel
         | Kind::ZcioChannelBlocking
+        | Kind::ZcioLane
         | Kind::ZcioRendezvous
         | Kind::Iceoryx2
         | Kind::Iceoryx2Blocking => {

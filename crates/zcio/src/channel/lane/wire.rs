@@ -19,6 +19,11 @@ pub const MAX_SLOT_SIZE: u64 = 1 << 30;
 /// Largest control segment a receiver maps (two rings of [`MAX_SLOTS`]
 /// 16-byte slots and the header fit easily).
 pub const MAX_SEGMENT_LEN: u64 = 4 << 20;
+/// Slots start at multiples of this many bytes: two cache lines, so the
+/// slot the sender fills and the one the receiver reads never share a line
+/// nor an adjacent-line prefetch pair (x86 CPUs fetch lines in aligned
+/// pairs).
+pub const SLOT_ALIGN: u64 = 128;
 /// Offset of the sender's *closed* word in the segment
 /// ([`LaneHeader::closed`]`[0]`, accessed only atomically once shared).
 pub const SENDER_CLOSED: usize = std::mem::offset_of!(LaneHeader, closed);
@@ -100,8 +105,8 @@ pub struct LaneLayout {
     pub slots: u32,
     /// Bytes a slot holds at most.
     pub slot_size: u64,
-    /// Distance between slots in the data region (`slot_size` rounded up to
-    /// a cache line, so neighbouring slots never share one).
+    /// Distance between slots in the data region: `slot_size` rounded up to
+    /// [`SLOT_ALIGN`].
     pub stride: u64,
     /// Entries per ring.
     pub ring_entries: u32,
@@ -122,7 +127,7 @@ impl LaneLayout {
         if !(1..=MAX_SLOTS).contains(&slots) || !(1..=MAX_SLOT_SIZE).contains(&slot_size) {
             return None;
         }
-        let stride = slot_size.checked_add(63)? & !63;
+        let stride = slot_size.checked_add(SLOT_ALIGN - 1)? & !(SLOT_ALIGN - 1);
         let data = usize::try_from(stride.checked_mul(u64::from(slots))?).ok()?;
         let ring_entries = slots.next_power_of_two().max(8);
         let align = |v: usize| (v + 63) & !63;
@@ -189,6 +194,7 @@ mod tests {
     fn layouts_are_aligned_bounded_and_round_trip_through_the_header() {
         let l = LaneLayout::new(6, 100).unwrap();
         assert_eq!((l.ring_entries, l.stride), (8, 128));
+        assert_eq!(LaneLayout::new(2, 129).unwrap().stride, 256);
         assert_eq!(l.msg_ring % 64, 0);
         assert_eq!(l.notice_ring % 64, 0);
         assert!(LaneLayout::entries(l.notice_ring) + 8 * 16 <= l.total_len);
