@@ -49,7 +49,7 @@ fn shared() -> Arc<Shared> {
 }
 
 /// Check `f` under loom with the bound every model here uses.
-fn model(f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(f);

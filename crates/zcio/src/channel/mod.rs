@@ -15,7 +15,7 @@ mod hold;
 pub mod lane;
 mod ledger;
 #[cfg(all(test, loom))]
-mod loom_spsc;
+pub(crate) mod loom_spsc;
 mod notify;
 #[cfg(test)]
 mod policy_tests;

@@ -41,6 +41,8 @@
 //! the channel, or the peer dying, ends it.
 
 mod error;
+#[cfg(all(test, loom))]
+mod loom_lane;
 mod receiver;
 mod sender;
 #[cfg(all(test, not(loom)))]
