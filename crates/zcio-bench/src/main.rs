@@ -186,8 +186,9 @@ struct TransferArgs {
     #[arg(long, value_delimiter = ',')]
     ping_sizes: Option<Vec<String>>,
     /// Ping-pong transports, comma-separated (default: all of cache-line,
-    /// cache-line-futex, zcio-channel, zcio-rendezvous, iceoryx2, pipe,
-    /// unix-socket). A row's "vs floor" needs its mode's floor in the run.
+    /// cache-line-futex, zcio-channel, zcio-lane, zcio-rendezvous, iceoryx2,
+    /// zcio-channel-blocking, iceoryx2-blocking, pipe, unix-socket). A row's
+    /// "vs floor" needs its mode's floor in the run.
     #[arg(long, value_delimiter = ',')]
     ping_transports: Option<Vec<String>>,
     /// Measured round trips per ping-pong point, at most (default 20000;

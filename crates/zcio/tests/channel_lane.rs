@@ -134,7 +134,11 @@ fn a_hostile_receiver_frees_only_what_it_was_sent() {
     assert_eq!(tx.stats().bad_notices, 4);
     tx.send_copy(b"b").expect("send");
     tx.send_copy(b"c").expect("send");
-    assert_eq!(tx.try_loan().unwrap_err(), LaneError::WouldBlock, "two slots, no more");
+    assert_eq!(
+        tx.try_loan().unwrap_err(),
+        LaneError::WouldBlock,
+        "two slots, no more"
+    );
     kid.send("exit");
     kid.finish();
 }
@@ -155,7 +159,10 @@ fn a_hostile_sender_gets_its_bad_descriptors_dropped_and_a_corrupt_ring_reported
         LaneError::Malformed { .. }
     ));
     assert_eq!(kid.ask("send 1"), "sent 1");
-    assert_eq!(rx.recv_timeout(STEP).expect("still usable").to_vec(), pattern(0));
+    assert_eq!(
+        rx.recv_timeout(STEP).expect("still usable").to_vec(),
+        pattern(0)
+    );
     assert_eq!(kid.ask("corrupt"), "corrupted");
     // Nothing to read and an impossible tail: reported, not slept on.
     assert_eq!(rx.recv_timeout(STEP).unwrap_err(), LaneError::Corrupt);

@@ -242,7 +242,9 @@ impl Bench for Transfer {
             ));
             n.push(format!(
                 "latency transports: zcio-channel = request and reply on one channel, buffers \
-                 from each side's cached pool (volatile); zcio-rendezvous = Rendezvous::call / \
+                 from each side's cached pool (volatile); zcio-lane = a lane each way on one \
+                 channel (Channel::open_lane: 6 slots of the message's size, one owner thread \
+                 per end); zcio-rendezvous = Rendezvous::call / \
                  reply_and_recv with the payload in the message's words, so only sizes ≤ {} B \
                  (larger sizes are left out); iceoryx2 = two publish-subscribe services, busy \
                  polling; zcio-channel-blocking = zcio-channel with no spin budget (a receiver \
@@ -257,7 +259,7 @@ impl Bench for Transfer {
                  both sides spinning; cache-line-futex = the same, both sides sleeping in \
                  futex_wait until the other's futex_wake; measured at ≤ {} B in the same run; \
                  vs floor = p50 ÷ the floor of the transport's mode (busy: zcio-channel, \
-                 zcio-rendezvous, iceoryx2; blocking: zcio-channel-blocking, \
+                 zcio-lane, zcio-rendezvous, iceoryx2; blocking: zcio-channel-blocking, \
                  iceoryx2-blocking, pipe, unix-socket)",
                 pingpong::LINE_MAX
             ));

@@ -278,8 +278,9 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
 
 /// The latency targets of issue 23, each from one run's rows: the channel's
 /// one-way p50 at most 0.6× iceoryx2's (busy-polling both) and at most 4×
-/// the cache-line floor, at 64 B and 4 KiB; in blocking mode, the channel's
-/// p50 at most iceoryx2's blocking mode.
+/// the cache-line floor, at 64 B and 4 KiB, for its `Msg` path and for its
+/// lanes; in blocking mode, the channel's p50 at most iceoryx2's blocking
+/// mode.
 pub fn latency_targets(rows: &[LatencyRow]) -> Vec<Target> {
     let get = |v: &str, at: usize| rows.iter().find(|r| r.variant == v && r.size == at);
     let ratio = |name: String, a: Option<&LatencyRow>, b: Option<&LatencyRow>, max: f64| {
@@ -298,26 +299,33 @@ pub fn latency_targets(rows: &[LatencyRow]) -> Vec<Target> {
         }
     };
     let mut t = Vec::new();
-    for at in [64usize, 4096] {
-        t.push(ratio(
-            format!(
-                "zcio channel one-way p50 ≤ 0.6× iceoryx2's at {} (busy-polling both)",
-                size(at)
-            ),
-            get("zcio-channel", at),
-            get("iceoryx2", at),
-            0.6,
-        ));
-        t.push(ratio(
-            format!(
-                "zcio channel one-way p50 ≤ 4× the cache-line floor at {}",
-                size(at)
-            ),
-            get("zcio-channel", at),
-            // The floor is measured once, at 64 B.
-            get("cache-line", 64),
-            4.0,
-        ));
+    // The channel's two paths, each checked: `Msg`s of pool buffers, and
+    // its lanes (`Channel::open_lane`).
+    for (variant, what) in [
+        ("zcio-channel", "zcio channel (Msg)"),
+        ("zcio-lane", "zcio channel lane"),
+    ] {
+        for at in [64usize, 4096] {
+            t.push(ratio(
+                format!(
+                    "{what} one-way p50 ≤ 0.6× iceoryx2's at {} (busy-polling both)",
+                    size(at)
+                ),
+                get(variant, at),
+                get("iceoryx2", at),
+                0.6,
+            ));
+            t.push(ratio(
+                format!(
+                    "{what} one-way p50 ≤ 4× the cache-line floor at {}",
+                    size(at)
+                ),
+                get(variant, at),
+                // The floor is measured once, at 64 B.
+                get("cache-line", 64),
+                4.0,
+            ));
+        }
     }
     t.push(ratio(
         "blocking mode: zcio channel one-way p50 ≤ iceoryx2's at 64 B".into(),

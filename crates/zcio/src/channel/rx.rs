@@ -10,8 +10,8 @@ use crate::wait::Step;
 
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState, MAX_OFFERED_LANES};
-use crate::channel::lane::{LaneError, LaneReceiver, Offered};
 use crate::channel::error::{Area, Malformed, RecvFail};
+use crate::channel::lane::{LaneError, LaneReceiver, Offered};
 use crate::channel::wire::{
     Ctl, Desc, CTL_LEN, MAX_REGION_SLOTS, MAX_SLICES, SINGLE_USE_SAME, SINGLE_USE_SLOT,
 };

@@ -25,14 +25,18 @@ pub enum LaneError {
     InvalidConfig,
     /// Nothing available now (a `try_` call, or a receiver that broke the
     /// ring's flow so that no room came back).
-    #[error("would block: nothing available on the lane now; retry later or use a call that waits")]
+    #[error(
+        "would block: nothing available on the lane now; retry later or use a call that waits"
+    )]
     WouldBlock,
     /// A bounded wait ended.
     #[error("timed out waiting on the lane; the peer is not keeping up (or offered no lane)")]
     TimedOut,
     /// The lane's other end was dropped, or its channel was closed, or the
     /// peer died.
-    #[error("disconnected: the lane's other end was dropped, or its channel closed, or the peer died")]
+    #[error(
+        "disconnected: the lane's other end was dropped, or its channel closed, or the peer died"
+    )]
     Disconnected,
     /// The message is longer than a slot.
     #[error("message of {len} bytes does not fit a lane slot of {max} bytes; use a larger slot_size or the channel's send")]

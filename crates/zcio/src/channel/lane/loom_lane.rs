@@ -108,7 +108,13 @@ fn receiver(s: &Shared, mut ring: Reader<LaneDesc>, mut notices: Writer<LaneNoti
         next += 1;
         assert!(notices.free_slots().unwrap() >= 1);
         let mut pending = 0;
-        notices.write(&[LaneNotice { slot: d.slot, reserved: 0 }], &mut pending);
+        notices.write(
+            &[LaneNotice {
+                slot: d.slot,
+                reserved: 0,
+            }],
+            &mut pending,
+        );
         if notices.publish(pending) {
             notices.wake_consumer();
         }

@@ -307,7 +307,8 @@ impl LaneReceiver {
             }
         }
         let mut pending = 0;
-        self.notices.write(&[LaneNotice { slot, reserved: 0 }], &mut pending);
+        self.notices
+            .write(&[LaneNotice { slot, reserved: 0 }], &mut pending);
         self.stats.notices += 1;
         if self.notices.publish(pending) {
             let LaneReceiver {

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use crate::channel::core::Core;
 use crate::channel::lane::error::{LaneError, LaneSendError};
-use crate::channel::lane::wire::{LaneDesc, LaneLayout, LaneNotice, RECEIVER_CLOSED, SENDER_CLOSED};
+use crate::channel::lane::wire::{
+    LaneDesc, LaneLayout, LaneNotice, RECEIVER_CLOSED, SENDER_CLOSED,
+};
 use crate::channel::lane::{LaneConfig, LaneStats};
 use crate::channel::notify::WakeGate;
 use crate::channel::spsc::{Reader, Writer};
@@ -90,13 +92,16 @@ impl LaneSender {
         // The mapping is page-aligned, at least one page long (so it holds
         // the 64-byte header) and not shared with anyone yet.
         // SAFETY: as argued just above.
-        unsafe { seg.as_ptr().cast::<super::wire::LaneHeader>().write(layout.header()) };
-        let data = Region::create("zcio-lane-data", layout.data_len, true).map_err(|e| {
-            LaneError::Os {
+        unsafe {
+            seg.as_ptr()
+                .cast::<super::wire::LaneHeader>()
+                .write(layout.header())
+        };
+        let data =
+            Region::create("zcio-lane-data", layout.data_len, true).map_err(|e| LaneError::Os {
                 op: "create lane slots",
                 errno: e.errno().unwrap_or(rustix::io::Errno::NOMEM),
-            }
-        })?;
+            })?;
         let data_fd = data.share_fd().map_err(|e| LaneError::Os {
             op: "reopen lane slots read-only",
             errno: e.errno().unwrap_or(rustix::io::Errno::INVAL),
@@ -166,7 +171,11 @@ impl LaneSender {
     /// Counters of this end.
     pub fn stats(&self) -> LaneStats {
         let mut s = self.stats;
-        s.in_flight = self.state.iter().filter(|&&x| x == SlotState::InFlight).count() as u32;
+        s.in_flight = self
+            .state
+            .iter()
+            .filter(|&&x| x == SlotState::InFlight)
+            .count() as u32;
         s
     }
 

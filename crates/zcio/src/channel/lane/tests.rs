@@ -160,8 +160,18 @@ fn accepting_waits_for_an_offer_and_bad_configs_are_refused() {
         assert_eq!(a.open_lane(&bad).unwrap_err(), LaneError::InvalidConfig);
     }
     // Two lanes, taken in the order offered; either end may open one.
-    let mut t1 = a.open_lane(&LaneConfig { slots: 1, slot_size: 16 }).unwrap();
-    let mut t2 = a.open_lane(&LaneConfig { slots: 2, slot_size: 32 }).unwrap();
+    let mut t1 = a
+        .open_lane(&LaneConfig {
+            slots: 1,
+            slot_size: 16,
+        })
+        .unwrap();
+    let mut t2 = a
+        .open_lane(&LaneConfig {
+            slots: 2,
+            slot_size: 32,
+        })
+        .unwrap();
     let mut back = b.open_lane(&LaneConfig::default()).unwrap();
     let mut r1 = b.accept_lane_timeout(T).unwrap();
     let mut r2 = b.accept_lane_timeout(T).unwrap();
@@ -229,8 +239,10 @@ fn a_corrupt_ring_is_reported_not_waited_on() {
     // SAFETY: an aligned u64 inside the live mapping; the test plays the
     // hostile sender that owns this word.
     unsafe {
-        (*seg.add(layout.msg_ring).cast::<std::sync::atomic::AtomicU64>())
-            .store(1 << 40, std::sync::atomic::Ordering::Release)
+        (*seg
+            .add(layout.msg_ring)
+            .cast::<std::sync::atomic::AtomicU64>())
+        .store(1 << 40, std::sync::atomic::Ordering::Release)
     };
     assert_eq!(rx.recv_timeout(T).unwrap_err(), LaneError::Corrupt);
     assert_eq!(rx.try_recv().unwrap_err(), LaneError::Corrupt);
@@ -243,8 +255,10 @@ fn a_corrupt_ring_is_reported_not_waited_on() {
     // SAFETY: as above, the notice ring's tail word, owned by the
     // receiver this test plays.
     unsafe {
-        (*seg.add(layout.notice_ring).cast::<std::sync::atomic::AtomicU64>())
-            .store(u64::MAX >> 2, std::sync::atomic::Ordering::Release)
+        (*seg
+            .add(layout.notice_ring)
+            .cast::<std::sync::atomic::AtomicU64>())
+        .store(u64::MAX >> 2, std::sync::atomic::Ordering::Release)
     };
     assert_eq!(tx.loan_timeout(T).unwrap_err(), LaneError::Corrupt);
 }
