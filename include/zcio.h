@@ -324,6 +324,17 @@ typedef struct zcio_buf zcio_buf;
 typedef struct zcio_channel zcio_channel;
 
 /**
+ * The receiving end of a lane (opaque). One thread at a time.
+ */
+typedef struct zcio_lane_receiver zcio_lane_receiver;
+
+/**
+ * The sending end of a lane (opaque). One thread at a time: a lane's
+ * ends are single-owner; use one lane per sending thread.
+ */
+typedef struct zcio_lane_sender zcio_lane_sender;
+
+/**
  * A listening socket that accepts channels (opaque).
  */
 typedef struct zcio_listener zcio_listener;
@@ -525,6 +536,37 @@ typedef struct zcio_channel_stats {
      */
     uint64_t never_received;
 } zcio_channel_stats;
+
+/**
+ * Counters of a lane end (`zcio_lane_sender_get_stats`,
+ * `zcio_lane_receiver_get_stats`).
+ */
+typedef struct zcio_lane_stats {
+    /**
+     * Messages sent (sender) or received (receiver).
+     */
+    uint64_t messages;
+    /**
+     * Notices taken in (sender) or published (receiver).
+     */
+    uint64_t notices;
+    /**
+     * Sender: notices naming a slot that was not in flight (ignored).
+     */
+    uint64_t bad_notices;
+    /**
+     * Receiver: messages naming a slot or length out of bounds (dropped).
+     */
+    uint64_t malformed;
+    /**
+     * Receiver: notices dropped because the sender's notice ring was full.
+     */
+    uint64_t notices_dropped;
+    /**
+     * Sender: slots the receiver holds now.
+     */
+    uint32_t in_flight;
+} zcio_lane_stats;
 
 /**
  * One slice of a message, in place: `len` bytes at `data`.
@@ -1276,6 +1318,154 @@ int zcio_channel_get_stats(struct zcio_channel *ch, struct zcio_channel_stats *o
  * thread).
  */
 void zcio_channel_close(struct zcio_channel *ch);
+
+/**
+ * Open a lane to the peer of `ch`: `slots` slots (1..=65536) of
+ * `slot_size` bytes (1 B..=1 GiB) in memory only this process can write,
+ * for small messages at the latency of a few cache-line transfers. The
+ * peer takes it with `zcio_lane_accept`. Stores the handle in `*out`
+ * (free it with `zcio_lane_sender_free`, before closing `ch`). Returns 0,
+ * `-EINVAL` (bad sizes), `-EPIPE` (the channel is closed or the peer is
+ * gone), or a negative errno.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * pointer.
+ */
+int zcio_lane_open(struct zcio_channel *ch, uint32_t slots, size_t slot_size, struct zcio_lane_sender **out);
+
+/**
+ * Take the next lane the peer of `ch` opened, waiting at most
+ * `timeout_ms` (< 0: the channel's receive bound; 0: `-EAGAIN` unless one
+ * was offered). Stores the handle in `*out` (free it with
+ * `zcio_lane_receiver_free`, before closing `ch`). Returns 0, `-EAGAIN`,
+ * `-ETIMEDOUT`, `-EPIPE`, or a negative errno.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * pointer.
+ */
+int zcio_lane_accept(struct zcio_channel *ch, int timeout_ms, struct zcio_lane_receiver **out);
+
+/**
+ * Bytes a slot of the lane holds: the longest message (0 for NULL).
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender.
+ */
+size_t zcio_lane_slot_size(const struct zcio_lane_sender *tx);
+
+/**
+ * Lend a free slot to fill, waiting at most `timeout_ms` (< 0: 10 s; 0:
+ * `-EAGAIN` if every slot is lent or in flight) for the receiver to give
+ * one back. Stores its address in `*data` and its size in `*capacity`
+ * (NULL: not wanted); the bytes hold what the slot carried last. Send it
+ * with `zcio_lane_send` or give it back with `zcio_lane_cancel`; one loan
+ * at a time (`-EBUSY` while one is out). Returns 0, `-EAGAIN`,
+ * `-ETIMEDOUT`, `-EPIPE` (the lane or its channel ended),
+ * `-ZCIO_ECORRUPT` (the receiver broke the lane).
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender; `data` is NULL or valid for writing
+ * a pointer; `capacity` is NULL or valid for writing a `size_t`.
+ */
+int zcio_lane_loan(struct zcio_lane_sender *tx, int timeout_ms, void **data, size_t *capacity);
+
+/**
+ * Send the first `len` bytes of the slot lent by `zcio_lane_loan`; the
+ * slot (and its address) is the receiver's until it releases the
+ * message. Returns 0, `-EINVAL` (no loan out), `-EMSGSIZE` (`len` larger
+ * than the slot: the loan stays out), `-EPIPE` (the lane or its channel
+ * ended; the slot is given back).
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender.
+ */
+int zcio_lane_send(struct zcio_lane_sender *tx, size_t len);
+
+/**
+ * Give the slot lent by `zcio_lane_loan` back unsent. Returns 0 or
+ * `-EINVAL` (no loan out).
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender.
+ */
+int zcio_lane_cancel(struct zcio_lane_sender *tx);
+
+/**
+ * Copy `len` bytes from `data` into a slot and send it (a loan, a copy and
+ * a send; waits as `zcio_lane_loan` does). Returns 0 or an error of those
+ * calls; `-EBUSY` while a loan is out.
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender; `data` is valid for reading `len`
+ * bytes (it may be NULL when `len` is 0).
+ */
+int zcio_lane_send_bytes(struct zcio_lane_sender *tx, const void *data, size_t len, int timeout_ms);
+
+/**
+ * Counters of the sending end.
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender; `out` is NULL or valid for writing
+ * a `zcio_lane_stats`.
+ */
+int zcio_lane_sender_get_stats(const struct zcio_lane_sender *tx, struct zcio_lane_stats *out);
+
+/**
+ * Close the sending end (the receiver sees the end once it has read what
+ * was sent) and free the handle; a loan still out is given back. NULL is
+ * ignored.
+ *
+ * # Safety
+ * `tx` is NULL or a live lane sender, not used again afterwards.
+ */
+void zcio_lane_sender_free(struct zcio_lane_sender *tx);
+
+/**
+ * Receive the next message, waiting at most `timeout_ms` (< 0: the
+ * channel's receive bound; 0: `-EAGAIN` if none is there). The message
+ * received before is released first. Stores the address of its bytes in
+ * `*data` and its length in `*len`; they stay valid until the next
+ * `zcio_lane_recv`, `zcio_lane_release` or `zcio_lane_receiver_free`.
+ * The sender keeps its writable mapping of those bytes: copy out what
+ * you validate. Returns 0, `-EAGAIN`, `-ETIMEDOUT`, `-EPIPE` (the sender
+ * ended and nothing is left), `-EBADMSG` (the sender named a slot or
+ * length out of bounds: dropped, the lane stays usable),
+ * `-ZCIO_ECORRUPT`.
+ *
+ * # Safety
+ * `rx` is NULL or a live lane receiver; `data` is NULL or valid for
+ * writing a pointer; `len` is NULL or valid for writing a `size_t`.
+ */
+int zcio_lane_recv(struct zcio_lane_receiver *rx, int timeout_ms, const void **data, size_t *len);
+
+/**
+ * Release the message `zcio_lane_recv` returned (its slot goes back to
+ * the sender). Returns 0 or `-EINVAL` (none held).
+ *
+ * # Safety
+ * `rx` is NULL or a live lane receiver.
+ */
+int zcio_lane_release(struct zcio_lane_receiver *rx);
+
+/**
+ * Counters of the receiving end.
+ *
+ * # Safety
+ * `rx` is NULL or a live lane receiver; `out` is NULL or valid for
+ * writing a `zcio_lane_stats`.
+ */
+int zcio_lane_receiver_get_stats(const struct zcio_lane_receiver *rx, struct zcio_lane_stats *out);
+
+/**
+ * Close the receiving end and free the handle (a held message is
+ * released). NULL is ignored.
+ *
+ * # Safety
+ * `rx` is NULL or a live lane receiver, not used again afterwards.
+ */
+void zcio_lane_receiver_free(struct zcio_lane_receiver *rx);
 
 /**
  * Total length in bytes (0 for NULL).

@@ -229,6 +229,52 @@ static int role_garbage_listener(char **a) {
     return 0;
 }
 
+/* lane-echo SOCK COUNT: connect; take the parent's lane, open one back
+ * (8 slots of 1 KiB), echo COUNT messages, then wait for the parent's lane
+ * to end (-EPIPE). lane-die SOCK: open a lane, send blocks 0..2, SIGKILL. */
+static int role_lane(char **a, int die) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("lane", "connect", rc);
+    zcio_lane_sender *tx;
+    rc = zcio_lane_open(ch, 8, 1024, &tx);
+    if (rc < 0) return child_fail("lane", "open", rc);
+    if (die) {
+        unsigned char b[1024];
+        for (uint64_t i = 0; i < 3; i++) {
+            fill_block(b, i);
+            rc = zcio_lane_send_bytes(tx, b, block_len(i), -1);
+            if (rc < 0) return child_fail("lane-die", "send", rc);
+        }
+        raise(SIGKILL);
+    }
+    zcio_lane_receiver *rx;
+    rc = zcio_lane_accept(ch, 20000, &rx);
+    if (rc < 0) return child_fail("lane-echo", "accept", rc);
+    uint64_t count = strtoull(a[1], NULL, 10);
+    for (uint64_t i = 0; i < count; i++) {
+        const void *data;
+        size_t len;
+        rc = zcio_lane_recv(rx, 20000, &data, &len);
+        if (rc < 0) return child_fail("lane-echo", "recv", rc);
+        void *slot;
+        size_t cap;
+        rc = zcio_lane_loan(tx, 20000, &slot, &cap);
+        if (rc < 0) return child_fail("lane-echo", "loan", rc);
+        if (len > cap) return child_fail("lane-echo", "capacity", -EMSGSIZE);
+        memcpy(slot, data, len);
+        rc = zcio_lane_send(tx, len);
+        if (rc < 0) return child_fail("lane-echo", "send", rc);
+    }
+    const void *data;
+    size_t len;
+    rc = zcio_lane_recv(rx, 20000, &data, &len);
+    zcio_lane_receiver_free(rx);
+    zcio_lane_sender_free(tx);
+    zcio_channel_close(ch);
+    return rc == -EPIPE ? 0 : child_fail("lane-echo", "waiting for the end", rc);
+}
+
 static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "ring-producer") == 0 && n == 3) return role_ring_producer(a);
     if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
@@ -236,6 +282,8 @@ static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "chan-sink") == 0 && n == 2) return role_chan_sink(a);
     if (strcmp(role, "chan-idle") == 0 && n == 1) return role_chan_idle(a);
     if (strcmp(role, "garbage-listener") == 0 && n == 1) return role_garbage_listener(a);
+    if (strcmp(role, "lane-echo") == 0 && n == 2) return role_lane(a, 0);
+    if (strcmp(role, "lane-die") == 0 && n == 1) return role_lane(a, 1);
     fprintf(stderr, "unknown child role %s\n", role);
     return 2;
 }
@@ -977,6 +1025,92 @@ static int test_strerror(void) {
     return 0;
 }
 
+/* A lane each way with an echoing process: every message comes back
+ * intact; one loan at a time; a message too long for the slot keeps the
+ * loan; freeing our end ends the child's wait with -EPIPE. */
+static int test_lane_echo(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "lane.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("lane-echo", sock, "500", NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    zcio_lane_sender *tx;
+    CHECK_RC(zcio_lane_open(ch, 0, 1024, &tx), -EINVAL);
+    CHECK_OK(zcio_lane_open(ch, 4, 1024, &tx));
+    CHECK(zcio_lane_slot_size(tx) == 1024);
+    zcio_lane_receiver *rx;
+    CHECK_OK(zcio_lane_accept(ch, 20000, &rx));
+    void *slot;
+    size_t cap;
+    CHECK_OK(zcio_lane_loan(tx, 0, &slot, &cap));
+    CHECK(cap == 1024);
+    CHECK_RC(zcio_lane_loan(tx, 0, &slot, &cap), -EBUSY);
+    CHECK_RC(zcio_lane_send(tx, 1025), -EMSGSIZE);
+    CHECK_OK(zcio_lane_cancel(tx));
+    CHECK_RC(zcio_lane_cancel(tx), -EINVAL);
+    CHECK_RC(zcio_lane_send(tx, 1), -EINVAL);
+    for (uint64_t i = 0; i < 500; i++) {
+        CHECK_OK(zcio_lane_loan(tx, 20000, &slot, &cap));
+        fill_block(slot, i);
+        CHECK_OK(zcio_lane_send(tx, block_len(i)));
+        const void *data;
+        size_t len;
+        CHECK_OK(zcio_lane_recv(rx, 20000, &data, &len));
+        unsigned char b[1024];
+        CHECK(len == block_len(i));
+        memcpy(b, data, len); /* copy out, then check */
+        if (check_block(b, len, i)) FAILF("echo %" PRIu64 " corrupt", i);
+    }
+    CHECK_OK(zcio_lane_release(rx));
+    CHECK_RC(zcio_lane_release(rx), -EINVAL);
+    const void *data;
+    size_t len;
+    CHECK_RC(zcio_lane_recv(rx, 0, &data, &len), -EAGAIN);
+    zcio_lane_stats st;
+    CHECK_OK(zcio_lane_sender_get_stats(tx, &st));
+    CHECK(st.messages == 500 && st.bad_notices == 0);
+    CHECK_OK(zcio_lane_receiver_get_stats(rx, &st));
+    CHECK(st.messages == 500 && st.malformed == 0);
+    zcio_lane_sender_free(tx);
+    CHECK_CHILD(p, 0);
+    zcio_lane_receiver_free(rx);
+    zcio_channel_close(ch);
+    return 0;
+}
+
+/* A lane whose sender was killed: what it sent is still read, then -EPIPE. */
+static int test_lane_sender_killed(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "lanedie.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("lane-die", sock, NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    zcio_lane_receiver *rx;
+    CHECK_OK(zcio_lane_accept(ch, 20000, &rx));
+    CHECK_CHILD(p, 128 + SIGKILL);
+    for (uint64_t i = 0; i < 3; i++) {
+        const void *data;
+        size_t len;
+        unsigned char b[1024];
+        CHECK_OK(zcio_lane_recv(rx, 20000, &data, &len));
+        CHECK(len == block_len(i));
+        memcpy(b, data, len);
+        if (check_block(b, len, i)) FAILF("message %" PRIu64 " corrupt", i);
+    }
+    const void *data;
+    size_t len;
+    CHECK_RC(zcio_lane_recv(rx, 20000, &data, &len), -EPIPE);
+    zcio_lane_receiver_free(rx);
+    zcio_channel_close(ch);
+    return 0;
+}
+
 /* ----------------------------------------------------------- the runner */
 
 static const struct test tests[] = {
@@ -998,6 +1132,8 @@ static const struct test tests[] = {
     {"chan_timeouts", test_chan_timeouts},
     {"pool_huge_pages", test_pool_huge_pages},
     {"chan_forward", test_chan_forward},
+    {"lane_echo", test_lane_echo},
+    {"lane_sender_killed", test_lane_sender_killed},
     {"msg_write_to", test_msg_write_to},
     {"hostile_input", test_hostile_input},
     {"exhaustion", test_exhaustion},

@@ -194,6 +194,7 @@ fn code_says_all(e: &zcio::Error) -> bool {
             | E::RingRead(_)
             | E::RingWrite(_)
             | E::Send(S::WouldBlock | S::TimedOut)
+            | E::Lane(zcio::LaneError::WouldBlock | zcio::LaneError::TimedOut)
     )
 }
 

@@ -25,6 +25,8 @@ pub mod pool;
 
 pub mod chan;
 
+pub mod lane;
+
 pub mod msg;
 
 pub mod splice;

@@ -18,6 +18,7 @@ use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
 use crate::array::{self, Header};
 use crate::buffer::{self, Exported};
 use crate::errors::{self, Class};
+use crate::lane::{LaneReceiver, LaneSender};
 use crate::listen;
 use crate::msg::{Msg, MsgView};
 use crate::numpy;
@@ -402,6 +403,34 @@ impl Channel {
             .detach(|| zcio::Channel::pair(ChannelConfig::default()))
             .map_err(|e| errors::raise(py, e))?;
         Ok((Channel::wrap(py, a, None)?, Channel::wrap(py, b, None)?))
+    }
+
+    /// open_lane(slots=64, slot_size=4096) -> LaneSender
+    #[pyo3(signature = (slots=64, slot_size=4096))]
+    fn open_lane(&self, py: Python<'_>, slots: u32, slot_size: usize) -> PyResult<LaneSender> {
+        let chan = self.chan()?;
+        chan.open_lane(&zcio::LaneConfig { slots, slot_size })
+            .map(LaneSender::new)
+            .map_err(|e| errors::raise(py, e))
+    }
+
+    /// accept_lane(timeout=None) -> LaneReceiver
+    #[pyo3(signature = (timeout=None))]
+    fn accept_lane(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<LaneReceiver> {
+        let t = Timeout::from_py(timeout)?;
+        let guard = self.chan()?;
+        let chan = &*guard;
+        let got = blocking(py, Deadline::new(t), |slice| {
+            match chan.accept_lane_timeout(slice) {
+                Err(zcio::LaneError::WouldBlock | zcio::LaneError::TimedOut) => None,
+                r => Some(r),
+            }
+        })?;
+        match got {
+            Some(r) => r.map(LaneReceiver::new).map_err(|e| errors::raise(py, e)),
+            None if t.is_try() => Err(errors::raise(py, zcio::LaneError::WouldBlock)),
+            None => Err(errors::raise(py, zcio::LaneError::TimedOut)),
+        }
     }
 
     /// The pool bytes-like sends and array copies are written into.

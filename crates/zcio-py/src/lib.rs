@@ -19,6 +19,7 @@ mod buffer;
 mod channel;
 mod errors;
 mod ipc;
+mod lane;
 mod listen;
 mod msg;
 mod np;
@@ -41,6 +42,10 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<msg::MsgView>()?;
     m.add_class::<channel::Listener>()?;
     m.add_class::<channel::Channel>()?;
+    m.add_class::<lane::LaneSender>()?;
+    m.add_class::<lane::LaneLoan>()?;
+    m.add_class::<lane::LaneReceiver>()?;
+    m.add_class::<lane::LaneMessage>()?;
     m.add_class::<ring::RingProducer>()?;
     m.add_class::<ring::RingConsumer>()?;
     m.add_class::<ring::Peek>()?;

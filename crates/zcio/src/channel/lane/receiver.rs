@@ -360,6 +360,11 @@ impl LaneMsg<'_> {
         self.len == 0
     }
 
+    /// The lane this message came on (its size and counters).
+    pub fn lane(&self) -> &LaneReceiver {
+        self.rx
+    }
+
     /// The bytes, in the sender's slot. The sender keeps its writable
     /// mapping, so they are read through [`View`] (copy out what must not
     /// change under you).

@@ -424,6 +424,11 @@ impl<'a> Loan<'a> {
         self.tx.slot_size()
     }
 
+    /// The lane this loan is from (its size and counters).
+    pub fn lane(&self) -> &LaneSender {
+        self.tx
+    }
+
     /// Send the first `len` bytes of the slot. The receiver sees them when
     /// this returns; the slot comes back when it drops the message.
     pub fn send(self, len: usize) -> Result<(), LaneSendError<'a>> {
