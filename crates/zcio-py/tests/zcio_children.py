@@ -207,3 +207,35 @@ def rdv_connect_and_hang(path: str, take_one: bool) -> None:
         ep.recv(timeout=TIMEOUT)
     while True:
         time.sleep(1)
+
+
+def lane_echo(path: str, n: int) -> None:
+    """Take the parent's lane, open one back, echo n messages (through a
+    loan filled in place), then wait for the parent's lane to end."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        tx = ch.open_lane(slots=8, slot_size=4096)
+        rx = ch.accept_lane(timeout=TIMEOUT)
+        for _ in range(n):
+            m = rx.recv(timeout=TIMEOUT)
+            loan = tx.loan(timeout=TIMEOUT)
+            with memoryview(loan) as w, memoryview(m) as r:
+                w[: len(r)] = r
+            k = len(m)
+            m.release()
+            loan.send(k)
+        try:
+            rx.recv(timeout=TIMEOUT)
+            raise AssertionError("expected the parent's lane to end")
+        except zcio.Disconnected:
+            pass
+        tx.close()
+        rx.close()
+
+
+def lane_send_and_die(path: str, n: int) -> None:
+    """Open a lane, send n messages, and die by SIGKILL without closing."""
+    ch = zcio.Channel.connect(path, timeout=TIMEOUT)
+    tx = ch.open_lane(slots=8, slot_size=4096)
+    for i in range(n):
+        tx.send(sized(i, 100 + i), timeout=TIMEOUT)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -17,6 +17,12 @@ when the receiver's message and every view of it are gone.
     with zcio.Channel.connect("/tmp/demo.sock", timeout=10) as ch:
         arr = ch.recv_array(timeout=10)   # read-only view of A's pages
 
+Small messages at the latency of a few cache-line transfers go over a
+channel's lanes: ``ch.open_lane(slots, slot_size)`` / ``ch.accept_lane()``
+give a ``LaneSender`` (``loan()`` a slot and fill it in place, or
+``send(bytes)``) and a ``LaneReceiver`` (``recv()`` a ``LaneMessage`` read
+in place).
+
 Small control messages (a label and up to 8 words) go over the
 rendezvous: ``RendezvousListener`` / ``Rendezvous`` (synchronous send, recv,
 call) and ``AsyncEndpoint`` (send and call return at once; proxy threads
@@ -66,6 +72,10 @@ from ._zcio import (
     AsyncEndpoint,
     Channel,
     Completion,
+    LaneLoan,
+    LaneMessage,
+    LaneReceiver,
+    LaneSender,
     Rendezvous,
     RendezvousListener,
     Listener,
@@ -97,6 +107,10 @@ from ._zcio import (
 __all__ = [
     "__version__",
     "Channel",
+    "LaneSender",
+    "LaneLoan",
+    "LaneReceiver",
+    "LaneMessage",
     "Listener",
     "Msg",
     "MsgView",
