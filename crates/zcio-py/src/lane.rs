@@ -70,6 +70,13 @@ struct Slot<E: 'static, B: 'static> {
     views: usize,
 }
 
+/// Another thread's call is waiting with this lane end taken out.
+fn busy() -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(
+        "the lane is in use by another thread (a call is waiting)",
+    )
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -92,9 +99,7 @@ impl<E, B> Slot<E, B> {
                 Err(if closed {
                     errors::closed("the lane")
                 } else {
-                    pyo3::exceptions::PyRuntimeError::new_err(
-                        "the lane is in use by another thread (a call is waiting)",
-                    )
+                    busy()
                 })
             }
         }
@@ -124,12 +129,55 @@ impl<E, B> Slot<E, B> {
             ));
         }
         if matches!(self.state, State::Busy) {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                "the lane is in use by another thread (a call is waiting)",
-            ));
+            return Err(busy());
         }
         self.state = State::Closed;
         Ok(())
+    }
+}
+
+/// The counters of a lane end, or of the end a loan or message borrows.
+trait Counted {
+    fn counters(&self) -> LaneStats;
+}
+
+impl Counted for zcio::LaneSender {
+    fn counters(&self) -> LaneStats {
+        self.stats()
+    }
+}
+
+impl Counted for zcio::LaneReceiver {
+    fn counters(&self) -> LaneStats {
+        self.stats()
+    }
+}
+
+impl Counted for Loan<'static> {
+    fn counters(&self) -> LaneStats {
+        self.lane().stats()
+    }
+}
+
+impl Counted for LaneMsg<'static> {
+    fn counters(&self) -> LaneStats {
+        self.lane().stats()
+    }
+}
+
+impl<E: Counted, B: Counted> Slot<E, B> {
+    /// The end's counters (through its borrow when one is out).
+    fn stats(&self) -> PyResult<LaneStats> {
+        match &self.state {
+            State::Idle(h) => Ok(match &h.borrow {
+                Some(b) => b.counters(),
+                // SAFETY: nothing borrows the end mutably (no loan or
+                // message is out).
+                None => unsafe { h.end.as_ref() }.counters(),
+            }),
+            State::Busy => Err(busy()),
+            State::Closed => Err(errors::closed("the lane")),
+        }
     }
 }
 
@@ -280,21 +328,7 @@ impl LaneSender {
 
     /// stats() -> dict
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = lock(&self.slot);
-        let st = match &s.state {
-            State::Idle(h) => match &h.borrow {
-                Some(l) => l.lane().stats(),
-                // SAFETY: nothing borrows the end mutably (no loan).
-                None => unsafe { h.end.as_ref() }.stats(),
-            },
-            State::Busy => {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "the lane is in use by another thread (a call is waiting)",
-                ))
-            }
-            State::Closed => return Err(errors::closed("the lane")),
-        };
-        stats_dict(py, st)
+        stats_dict(py, lock(&self.slot).stats()?)
     }
 
     /// close(): end the lane (the receiver sees the end once it read what
@@ -503,21 +537,7 @@ impl LaneReceiver {
 
     /// stats() -> dict
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = lock(&self.slot);
-        let st = match &s.state {
-            State::Idle(h) => match &h.borrow {
-                Some(m) => m.lane().stats(),
-                // SAFETY: nothing borrows the end mutably (no message).
-                None => unsafe { h.end.as_ref() }.stats(),
-            },
-            State::Busy => {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "the lane is in use by another thread (a call is waiting)",
-                ))
-            }
-            State::Closed => return Err(errors::closed("the lane")),
-        };
-        stats_dict(py, st)
+        stats_dict(py, lock(&self.slot).stats()?)
     }
 
     /// close(): end the lane; a held message is released.

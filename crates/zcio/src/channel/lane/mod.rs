@@ -44,6 +44,7 @@ mod error;
 #[cfg(all(test, loom))]
 mod loom_lane;
 mod receiver;
+mod segment;
 mod sender;
 #[cfg(all(test, not(loom)))]
 mod tests;

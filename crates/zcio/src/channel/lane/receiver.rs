@@ -14,6 +14,7 @@ use rustix::fs::SealFlags;
 
 use crate::channel::core::Core;
 use crate::channel::lane::error::LaneError;
+use crate::channel::lane::segment::LaneSegment;
 use crate::channel::lane::wire::{
     LaneDesc, LaneHeader, LaneLayout, LaneNotice, MAX_SEGMENT_LEN, RECEIVER_CLOSED, SENDER_CLOSED,
 };
@@ -21,7 +22,6 @@ use crate::channel::lane::LaneStats;
 use crate::channel::notify::WakeGate;
 use crate::channel::spsc::{Reader, Writer};
 use crate::region::Region;
-use crate::sync::{AtomicU64 as SharedU64, Ordering};
 use crate::sys::memfd;
 use crate::sys::mmap::{Access, Mapping};
 use crate::view::View;
@@ -82,7 +82,7 @@ impl Offered {
 /// [`Channel::accept_lane`](crate::Channel::accept_lane)).
 pub struct LaneReceiver {
     core: Arc<Core>,
-    seg: Mapping,
+    seg: LaneSegment,
     data: Region,
     layout: LaneLayout,
     ring: Reader<LaneDesc>,
@@ -106,25 +106,18 @@ impl std::fmt::Debug for LaneReceiver {
 impl LaneReceiver {
     pub(crate) fn new(core: &Arc<Core>, o: Offered) -> Self {
         let Offered { seg, data, layout } = o;
-        let base = seg.as_ptr();
-        let (msgs, notices) = (layout.msg_ring, layout.notice_ring);
-        // Both rings lie inside the validated segment at 64-byte aligned
-        // offsets with `ring_entries` slots each (LaneLayout::new, checked
-        // against the header by `Offered::attach`); `self` holds the
-        // mapping as long as the ring ends.
+        // `Offered::attach` checked the header against `layout` and that
+        // the mapping is `total_len` bytes.
+        // SAFETY: as argued just above.
+        let seg = unsafe { LaneSegment::new(seg, layout) };
+        let ((mh, me), (nh, ne)) = (seg.msg_ring(), seg.notice_ring());
+        // Both rings lie inside the segment with `ring_entries` slots each;
+        // `self` holds the segment, which outlives the ring ends.
         // SAFETY: as argued just above.
         let (ring, notices) = unsafe {
             (
-                Reader::new(
-                    base.add(msgs).cast(),
-                    base.add(LaneLayout::entries(msgs)).cast(),
-                    layout.ring_entries,
-                ),
-                Writer::new(
-                    base.add(notices).cast(),
-                    base.add(LaneLayout::entries(notices)).cast(),
-                    layout.ring_entries,
-                ),
+                Reader::new(mh, me, layout.ring_entries),
+                Writer::new(nh, ne, layout.ring_entries),
             )
         };
         Self {
@@ -191,26 +184,12 @@ impl LaneReceiver {
     #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
     pub fn segment_for_tests(&self) -> (*mut u8, usize) {
-        (self.seg.as_ptr(), self.seg.len())
+        self.seg.raw()
     }
 
     /// The sender dropped its end, or the channel is closed or gone.
     fn ended(&self) -> bool {
-        // SYNC: Acquire pairs with the Release store in the sender's drop:
-        // every message it published is visible once this reads 1.
-        self.word(SENDER_CLOSED).load(Ordering::Acquire) != 0
-            || self.core.closed.load(std::sync::atomic::Ordering::Acquire)
-            || self.core.is_gone()
-            || self.core.peer_closed()
-    }
-
-    fn word(&self, offset: usize) -> &SharedU64 {
-        // `offset` is one of the header's closed words (8-aligned, inside
-        // the 64-byte header at the start of the page-aligned segment),
-        // accessed only atomically by both ends; the segment lives as long
-        // as `self`.
-        // SAFETY: as argued just above.
-        unsafe { &*self.seg.as_ptr().add(offset).cast::<SharedU64>() }
+        self.seg.ended(SENDER_CLOSED, &self.core)
     }
 
     /// Take the next descriptor off the ring, if there is one, and check it.
@@ -324,9 +303,7 @@ impl LaneReceiver {
 
 impl Drop for LaneReceiver {
     fn drop(&mut self) {
-        // SYNC: Release pairs with the Acquire load in the sender's `ended`:
-        // every notice published before is visible with it.
-        self.word(RECEIVER_CLOSED).store(1, Ordering::Release);
+        self.seg.close(RECEIVER_CLOSED);
         // A sender asleep waiting for a slot sees the end at once.
         let _ = self.notices.wake_consumer();
     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::channel::core::Core;
 use crate::channel::lane::error::{LaneError, LaneSendError};
+use crate::channel::lane::segment::LaneSegment;
 use crate::channel::lane::wire::{
     LaneDesc, LaneLayout, LaneNotice, RECEIVER_CLOSED, SENDER_CLOSED,
 };
@@ -21,7 +22,6 @@ use crate::channel::notify::WakeGate;
 use crate::channel::spsc::{Reader, Writer};
 use crate::channel::wire::Ctl;
 use crate::region::Region;
-use crate::sync::{AtomicU64 as SharedU64, Ordering};
 use crate::sys::fdpass;
 use crate::sys::mmap::Mapping;
 use crate::wait::{SpinBudget, Step};
@@ -42,7 +42,7 @@ pub struct LaneSender {
     core: Arc<Core>,
     /// The control segment: header and both rings (the ring ends point
     /// into it).
-    seg: Mapping,
+    seg: LaneSegment,
     /// The slots, writable here only (the peer got a read-only fd).
     data: Region,
     layout: LaneLayout,
@@ -121,24 +121,18 @@ impl LaneSender {
                 },
             },
         )?;
-        let base = seg.as_ptr();
-        let (msgs, notices) = (layout.msg_ring, layout.notice_ring);
-        // Both rings lie inside the segment at 64-byte aligned offsets
-        // (LaneLayout::new), with `ring_entries` slots each; the segment is
-        // mapped for as long as `self` holds `seg`, which outlives the ends.
+        // `seg` maps `total_len` bytes laid out per `layout`: we wrote the
+        // header, the rings are the fresh zeroed memfd.
+        // SAFETY: as argued just above.
+        let seg = unsafe { LaneSegment::new(seg, layout) };
+        let ((mh, me), (nh, ne)) = (seg.msg_ring(), seg.notice_ring());
+        // Both rings lie inside the segment with `ring_entries` slots each;
+        // `self` holds the segment, which outlives the ring ends.
         // SAFETY: as argued just above.
         let (ring, notices) = unsafe {
             (
-                Writer::new(
-                    base.add(msgs).cast(),
-                    base.add(LaneLayout::entries(msgs)).cast(),
-                    layout.ring_entries,
-                ),
-                Reader::new(
-                    base.add(notices).cast(),
-                    base.add(LaneLayout::entries(notices)).cast(),
-                    layout.ring_entries,
-                ),
+                Writer::new(mh, me, layout.ring_entries),
+                Reader::new(nh, ne, layout.ring_entries),
             )
         };
         Ok(Self {
@@ -229,27 +223,12 @@ impl LaneSender {
     #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
     pub fn segment_for_tests(&self) -> (*mut u8, usize) {
-        (self.seg.as_ptr(), self.seg.len())
+        self.seg.raw()
     }
 
     /// The receiver dropped its end, or the channel is closed or gone.
     fn ended(&self) -> bool {
-        // SYNC: Acquire pairs with the Release store in the receiver's drop:
-        // its last notices are visible once this reads 1.
-        self.word(RECEIVER_CLOSED).load(Ordering::Acquire) != 0
-            || self.core.closed.load(std::sync::atomic::Ordering::Acquire)
-            || self.core.is_gone()
-            || self.core.peer_closed()
-    }
-
-    /// A word in the segment's header line.
-    fn word(&self, offset: usize) -> &SharedU64 {
-        // `offset` is one of the header's closed words (8-aligned, inside
-        // the 64-byte header at the start of the page-aligned segment),
-        // accessed only atomically by both ends; the segment lives as long
-        // as `self`.
-        // SAFETY: as argued just above.
-        unsafe { &*self.seg.as_ptr().add(offset).cast::<SharedU64>() }
+        self.seg.ended(RECEIVER_CLOSED, &self.core)
     }
 
     /// Take in the receiver's notices: every valid one frees its slot.
@@ -380,9 +359,7 @@ impl LaneSender {
 
 impl Drop for LaneSender {
     fn drop(&mut self) {
-        // SYNC: Release pairs with the Acquire load in the receiver's
-        // `ended`: everything published before is visible with it.
-        self.word(SENDER_CLOSED).store(1, Ordering::Release);
+        self.seg.close(SENDER_CLOSED);
         // A receiver asleep on the message ring sees the end at once.
         let _ = self.ring.wake_consumer();
     }
