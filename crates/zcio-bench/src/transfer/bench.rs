@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::pingpong::{self, Kind};
-use super::{measure, row, table, Entry, Options, Part, Variant};
+use super::{measure, row, table, zcio_side, Entry, Options, Part, Variant};
 use crate::affinity::{allowed_cpus, cpu_for};
 use crate::driver::{Bench, Target};
 use crate::fmt::size;
@@ -216,6 +216,14 @@ impl Bench for Transfer {
                         "each point is the run with the median msgs/s of {k} interleaved runs"
                     ),
                 }
+            ));
+            n.push(format!(
+                "throughput variants: zcio-cached-volatile = pool buffers sent as Msgs on a \
+                 channel ({} in flight per hop); zcio-lane = a lane of the same channel kind \
+                 (Channel::open_lane, {} slots of the message size, filled in place, read in \
+                 place through View)",
+                zcio_side::IN_FLIGHT,
+                zcio_side::IN_FLIGHT
             ));
             n.push(
                 "CPU µs/msg: getrusage(RUSAGE_SELF) user + system time of each process \

@@ -31,6 +31,9 @@ pub enum Variant {
     Memcpy,
     /// zcio path pool, volatile buffers.
     ZcioCachedVolatile,
+    /// A zcio channel's lane: slots of the message size (as many as the
+    /// path pool's buffers in flight), filled in place.
+    ZcioLane,
     /// zcio path pool, secured (sealed) buffers.
     ZcioCachedSecured,
     /// zcio fresh region per message, volatile.
@@ -51,8 +54,9 @@ pub enum Variant {
 
 impl Variant {
     /// All variants, in table order.
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::ZcioCachedVolatile,
+        Variant::ZcioLane,
         Variant::ZcioCachedSecured,
         Variant::ZcioUncachedVolatile,
         Variant::ZcioUncachedSecured,
@@ -69,6 +73,7 @@ impl Variant {
         match self {
             Variant::Memcpy => "memcpy",
             Variant::ZcioCachedVolatile => "zcio-cached-volatile",
+            Variant::ZcioLane => "zcio-lane",
             Variant::ZcioCachedSecured => "zcio-cached-secured",
             Variant::ZcioUncachedVolatile => "zcio-uncached-volatile",
             Variant::ZcioUncachedSecured => "zcio-uncached-secured",
@@ -401,6 +406,18 @@ pub fn measure(v: Variant, size: usize, opts: &Options) -> Result<Point, String>
             let send = Role::ZcioSend { path, alloc };
             sides.push(Side::Originator, spec(send, 0).spawn()?, "zcio originator");
         }
+        Variant::ZcioLane => {
+            let path = sock_path();
+            paths.push(path.clone());
+            let recv = Role::ZcioLaneRecv { path: path.clone() };
+            sides.push(Side::Receiver, spec(recv, 1).spawn()?, "zcio lane receiver");
+            let send = Role::ZcioLaneSend { path };
+            sides.push(
+                Side::Originator,
+                spec(send, 0).spawn()?,
+                "zcio lane originator",
+            );
+        }
         Variant::Zcio3Dom => {
             let (p0, p1) = (sock_path(), sock_path());
             paths.extend([p0.clone(), p1.clone()]);
@@ -498,6 +515,8 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
             expect_secured,
         } => zcio_side::recv(path, *expect_secured, warmup, count, t)?,
         Role::ZcioFwd { listen, connect } => zcio_side::forward(listen, connect, warmup, count, t)?,
+        Role::ZcioLaneSend { path } => zcio_side::lane_send(path, size, warmup, count, t)?,
+        Role::ZcioLaneRecv { path } => zcio_side::lane_recv(path, size, warmup, count, t)?,
         Role::CopySend { fd } => copy_side::send(*fd, size, warmup, count)?,
         Role::CopyRecv { fd } => copy_side::recv(*fd, size, warmup, count)?,
         Role::CopyFwd { input, output } => {

@@ -38,6 +38,11 @@ pub enum Role {
     ZcioRecv { path: String, expect_secured: bool },
     /// zcio forwarder: listen at `listen`, forward to `connect`.
     ZcioFwd { listen: String, connect: String },
+    /// zcio lane originator: connect to `path`, open a lane, send.
+    ZcioLaneSend { path: String },
+    /// zcio lane receiver: listen at `path`, accept the lane, receive,
+    /// measure.
+    ZcioLaneRecv { path: String },
     /// Copy originator: write messages to inherited fd.
     CopySend { fd: RawFd },
     /// Copy receiver: read messages from inherited fd, measure.

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use zcio::Uncached;
-use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, PoolConfig};
+use zcio::{Channel, ChannelConfig, LaneConfig, Listener, Msg, Pool, PoolConfig};
 
 use super::{AllocKind, Measured};
 use crate::cpu::Window;
@@ -132,6 +132,92 @@ pub fn recv(
             .map_err(|e| format!("recv #{seq}: {e}"))?;
         check(&msg, seq, expect_secured)?;
         drop(msg);
+    }
+    let elapsed = start.elapsed();
+    Ok(Measured {
+        elapsed_ns: elapsed.as_nanos() as u64,
+        msgs: count,
+        wakes: chan.stats().wakes,
+        cpu_ns: cpu.elapsed_ns(),
+        latency: None,
+    })
+}
+
+/// Lane originator: loan a slot, write a word per page, send; its CPU
+/// time over the messages after `warmup`. As many slots as the path pool
+/// has buffers in flight.
+pub fn lane_send(
+    path: &str,
+    size: usize,
+    warmup: u64,
+    count: u64,
+    timeout: Duration,
+) -> Result<Measured, String> {
+    let chan = connect_retry(path, &channel_config(), timeout)?;
+    let mut tx = chan
+        .open_lane(&LaneConfig {
+            slots: IN_FLIGHT as u32,
+            slot_size: size,
+        })
+        .map_err(|e| format!("open lane: {e}"))?;
+    let mut cpu = Window::default();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            cpu.start();
+        }
+        let mut loan = tx
+            .loan_timeout(timeout)
+            .map_err(|e| format!("loan #{seq}: {e}"))?;
+        write_pages(loan.as_mut_slice(), seq);
+        loan.send(size).map_err(|e| format!("send #{seq}: {e}"))?;
+    }
+    let cpu_ns = cpu.elapsed_ns();
+    // Keep the slots mapped until the receiver has read everything.
+    let start = Instant::now();
+    while tx.stats().in_flight > 0 && start.elapsed() < timeout {
+        match tx.loan_timeout(Duration::from_millis(10)) {
+            Ok(l) => drop(l),
+            Err(zcio::LaneError::Disconnected) => break,
+            Err(_) => {}
+        }
+    }
+    Ok(Measured::cpu_only(count, cpu_ns))
+}
+
+/// Lane receiver: receive, read a word per page in place, check the
+/// sequence, release.
+pub fn lane_recv(
+    path: &str,
+    size: usize,
+    warmup: u64,
+    count: u64,
+    timeout: Duration,
+) -> Result<Measured, String> {
+    let listener =
+        Listener::bind(path, channel_config()).map_err(|e| format!("bind {path}: {e}"))?;
+    let chan = listener
+        .accept_timeout(timeout)
+        .map_err(|e| format!("accept: {e}"))?;
+    let mut rx = chan
+        .accept_lane_timeout(timeout)
+        .map_err(|e| format!("accept lane: {e}"))?;
+    let mut start = Instant::now();
+    let mut cpu = Window::default();
+    for seq in 0..warmup + count {
+        if seq == warmup {
+            start = Instant::now();
+            cpu.start();
+        }
+        let m = rx
+            .recv_timeout(timeout)
+            .map_err(|e| format!("recv #{seq}: {e}"))?;
+        let (first, _) = crate::pages::read_pages_view(m.view());
+        if first != seq || m.len() != size {
+            return Err(format!(
+                "message {seq}: first word {first}, {} bytes",
+                m.len()
+            ));
+        }
     }
     let elapsed = start.elapsed();
     Ok(Measured {
