@@ -35,7 +35,8 @@ impl Core {
         let Some(timeout) = timeout else {
             return self.recv_ready(&mut rx);
         };
-        let mut backoff = rx.spin.backoff_for(timeout, self.shares_cpu_with_peer());
+        let shares = self.shares_cpu_with_peer();
+        let mut backoff = rx.spin.backoff_for(timeout, shares);
         loop {
             match rx.ring.available() {
                 Ok(0) => {}
@@ -56,6 +57,14 @@ impl Core {
                 continue;
             }
             let (now, remaining) = match backoff.step() {
+                // The sender shares our CPU, so each step yielded it: a
+                // forwarder passes on, before it polls again, the notices its
+                // downstream returned meanwhile — its upstream (which runs
+                // while we yield) may be waiting for exactly those buffers.
+                Step::Retry if shares => {
+                    crate::channel::waitset::settle(self);
+                    continue;
+                }
                 Step::Retry => continue,
                 Step::TimedOut => {
                     rx.spin.record(true);
