@@ -333,10 +333,14 @@ pub unsafe extern "C" fn zcio_lane_send_bytes(
             Err(e) => return fail(e),
         };
         if len > 0 {
-            // SAFETY: `data` is readable for `len` bytes (contract) and
+            // `data` may point into memory a peer can write (a received
+            // message's bytes): read through a View (each byte once, never
+            // as a `&[u8]`).
+            // SAFETY: `data` is readable for `len` bytes for this call
+            // (contract).
+            let src = unsafe { zcio::View::from_raw(data.cast::<u8>(), len) };
             // `len <= slot_size`, the slot's length.
-            let src = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
-            loan.as_mut_slice()[..len].copy_from_slice(src);
+            src.copy_to_slice(&mut loan.as_mut_slice()[..len]);
         }
         match loan.send(len) {
             Ok(()) => 0,

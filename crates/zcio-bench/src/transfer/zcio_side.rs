@@ -133,14 +133,7 @@ pub fn recv(
         check(&msg, seq, expect_secured)?;
         drop(msg);
     }
-    let elapsed = start.elapsed();
-    Ok(Measured {
-        elapsed_ns: elapsed.as_nanos() as u64,
-        msgs: count,
-        wakes: chan.stats().wakes,
-        cpu_ns: cpu.elapsed_ns(),
-        latency: None,
-    })
+    Ok(received(start, count, &chan, &cpu))
 }
 
 /// Lane originator: loan a slot, write a word per page, send; its CPU
@@ -219,14 +212,19 @@ pub fn lane_recv(
             ));
         }
     }
-    let elapsed = start.elapsed();
-    Ok(Measured {
-        elapsed_ns: elapsed.as_nanos() as u64,
+    Ok(received(start, count, &chan, &cpu))
+}
+
+/// What a receiver measured: `count` messages since `start`, its CPU
+/// window, and the channel's wake count.
+fn received(start: Instant, count: u64, chan: &Channel, cpu: &Window) -> Measured {
+    Measured {
+        elapsed_ns: start.elapsed().as_nanos() as u64,
         msgs: count,
         wakes: chan.stats().wakes,
         cpu_ns: cpu.elapsed_ns(),
         latency: None,
-    })
+    }
 }
 
 fn check(msg: &Msg, seq: u64, expect_secured: bool) -> Result<(), String> {
