@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::MemfdFlags;
 use rustix::net::{self, sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+use zcio::internals::bell::Doorbell;
 use zcio::internals::segment::{Handshake, HANDSHAKE_LEN};
 use zcio::internals::spsc::{Reader, RingHeader, Writer};
 use zcio::internals::sys::fdpass::{self, RecvOutcome};
@@ -82,6 +83,13 @@ pub fn sealed_region(name: &str, len: u64, text: &[u8]) -> OwnedFd {
     fd
 }
 
+/// One end of a doorbell pair for a hand-written hello (the other end is
+/// dropped: the victim's bell reports a hang-up, which the handshake does
+/// not look at).
+pub fn bell_end() -> OwnedFd {
+    Doorbell::pair().unwrap().1
+}
+
 pub fn unsealed_region(name: &str, len: u64) -> OwnedFd {
     let fd =
         rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
@@ -108,6 +116,8 @@ pub struct Hostile {
     pub msgs_in: Reader<Desc>,
     notices_out: Writer<Notice>,
     hdrs: [*const RingHeader; 4],
+    /// Our end of the doorbell pair (rung when the victim sleeps on it).
+    pub bell: Doorbell,
     _seg: Mapping,
 }
 
@@ -118,7 +128,14 @@ impl Hostile {
         let fd = memfd::create_sized("hostile-seg", layout.total_len as u64).unwrap();
         write_header(&fd, header(&layout));
         let seg = Mapping::map(&fd, layout.total_len, Access::ReadWrite, false).unwrap();
-        fdpass::send(&sock, &hello(layout.total_len as u64), &[fd.as_fd()], false).unwrap();
+        let (bell, peer_bell) = Doorbell::pair().unwrap();
+        fdpass::send(
+            &sock,
+            &hello(layout.total_len as u64),
+            &[fd.as_fd(), peer_bell.as_fd()],
+            false,
+        )
+        .unwrap();
         let mut buf = [0u8; 64];
         match fdpass::recv(&sock, &mut buf, false) {
             Ok(RecvOutcome::Record(r)) => assert_eq!(
@@ -154,6 +171,7 @@ impl Hostile {
                 ),
                 hdrs: [0, 1, 2, 3].map(hdr),
                 sock,
+                bell,
                 _seg: seg,
             }
         }
@@ -164,7 +182,7 @@ impl Hostile {
         let mut pending = 0;
         self.msgs.write(descs, &mut pending);
         self.msgs.publish(pending);
-        self.msgs.wake_consumer();
+        self.msgs.wake_consumer(Some(&self.bell));
     }
 
     pub fn ctl(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) {

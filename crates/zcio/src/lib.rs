@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod asyncipc;
+mod bell;
 mod buf;
 mod channel;
 mod copy;
@@ -47,6 +48,8 @@ pub mod semantics;
 pub mod splice;
 mod sync;
 mod sys;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 mod view;
 mod wait;
 
@@ -97,6 +100,10 @@ pub mod internals {
         pub use crate::channel::wire::*;
     }
     /// Channel descriptor rings.
+    pub mod bell {
+        pub use crate::bell::*;
+    }
+
     pub mod spsc {
         pub use crate::channel::spsc::*;
     }

@@ -10,7 +10,10 @@
 //! [`AccessPolicy`] *before* it looks at anything the caller sent, checks
 //! the handshake record, the seals and the real size, maps the segment and
 //! lets the transport validate the header copy; then it answers *welcome*
-//! or *refused*. Every step is bounded by socket timeouts.
+//! or *refused*. Every step is bounded by socket timeouts. The hello also
+//! carries one end of the connection's doorbell pair (`crate::bell`): the
+//! pollable descriptor each side rings to wake the other when it sleeps in
+//! an event loop.
 //!
 //! Handshake records are 32 bytes, little-endian:
 //! `kind: u32 (1 hello, 2 welcome, 3 refused), version: u32, len: u64,
@@ -21,7 +24,7 @@
 //! (`sys::shm`, `ring::map`); they follow the same header discipline
 //! (magic + layout version, copied out and validated before use).
 
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,6 +33,7 @@ use rustix::io::Errno;
 use rustix::net::{self, sockopt, SocketAddrUnix, SocketFlags};
 use thiserror::Error;
 
+use crate::bell::Doorbell;
 use crate::region::RegionError;
 use crate::sys::fdpass::{self, RecvOutcome};
 use crate::sys::memfd;
@@ -256,20 +260,22 @@ fn recv_handshake(sock: &OwnedFd) -> Result<(Handshake, Vec<OwnedFd>), ConnectEr
 }
 
 /// Connector half: offer the segment `fd` of `len` bytes and wait (bounded
-/// by the socket's receive timeout) for the verdict. Returns the listener's
-/// kernel credentials.
+/// by the socket's receive timeout) for the verdict, passing the peer one
+/// end of a fresh doorbell pair. Returns the listener's kernel credentials
+/// and our end of the doorbell.
 pub(crate) fn offer(
     sock: &OwnedFd,
     proto: Protocol,
     fd: BorrowedFd<'_>,
     len: u64,
-) -> Result<PeerCred, ConnectError> {
+) -> Result<(PeerCred, Doorbell), ConnectError> {
+    let (bell, peer_bell) = Doorbell::pair().map_err(os("socketpair (doorbell)"))?;
     let hello = Handshake::Hello {
         magic: proto.magic,
         version: proto.version,
         len,
     };
-    if let Err(e) = fdpass::send(sock, &hello.encode(), &[fd], false) {
+    if let Err(e) = fdpass::send(sock, &hello.encode(), &[fd, peer_bell.as_fd()], false) {
         // A listener that refused us may have closed before reading the
         // hello: its verdict is still queued for us.
         if matches!(e, Errno::PIPE | Errno::CONNRESET) {
@@ -293,7 +299,8 @@ pub(crate) fn offer(
         (Handshake::Refused, _) => return Err(ConnectError::Refused),
         _ => return Err(ConnectError::Protocol("unexpected reply to hello")),
     }
-    peer::peer_cred(sock).map_err(os("SO_PEERCRED"))
+    let cred = peer::peer_cred(sock).map_err(os("SO_PEERCRED"))?;
+    Ok((cred, bell))
 }
 
 /// A segment the listener half has checked and mapped (header not yet
@@ -305,11 +312,15 @@ pub(crate) struct Admitted {
     pub len: u64,
     /// The memfd's real size (at least `len`).
     pub actual: u64,
+    /// The listener's end of the connection's doorbell pair
+    /// (`crate::bell`), checked to be a Unix `SOCK_SEQPACKET` socket.
+    pub bell: Doorbell,
 }
 
 /// Listener half up to the verdict: the caller's kernel credentials
 /// against `access` (a refused caller is told so and its fd closed
-/// unmapped), then the hello (`proto`, exactly one fd), the seals, the
+/// unmapped), then the hello (`proto`, exactly two fds: the segment and the
+/// doorbell, see `crate::bell`), the seals, the
 /// announced length within `min..=max` and not beyond the real size, and a
 /// read-write mapping (not pre-faulted: the connector chose the size).
 /// Follow with the transport's header check and [`welcome`].
@@ -335,7 +346,7 @@ pub(crate) fn admit(
             magic,
             version,
             len,
-        } if fds.len() == 1 && magic == proto.magic && version == proto.version => len,
+        } if fds.len() == 2 && magic == proto.magic && version == proto.version => len,
         Handshake::Hello { .. } => {
             return Err(ConnectError::Protocol(
                 "hello with wrong transport, version or fds",
@@ -343,9 +354,14 @@ pub(crate) fn admit(
         }
         _ => return Err(ConnectError::Protocol("expected hello")),
     };
+    let bell = fds
+        .pop()
+        .ok_or(ConnectError::Protocol("hello without doorbell"))?;
     let fd = fds
         .pop()
         .ok_or(ConnectError::Protocol("hello without segment"))?;
+    let bell = Doorbell::from_peer(bell)
+        .map_err(|_| ConnectError::Protocol("doorbell is not a Unix SOCK_SEQPACKET socket"))?;
     let seals = memfd::seals(&fd).map_err(os("F_GET_SEALS"))?;
     if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
         return Err(ConnectError::Protocol(
@@ -363,6 +379,7 @@ pub(crate) fn admit(
         map,
         len,
         actual,
+        bell,
     })
 }
 

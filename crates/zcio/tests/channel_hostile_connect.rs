@@ -45,7 +45,7 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
     attempt(&not_sealed, &|s| {
         let fd = unsealed_region("hostile-seg", len);
         write_header(&fd, good);
-        fdpass::send(s, &hello(len), &[fd.as_fd()], false).unwrap();
+        fdpass::send(s, &hello(len), &[fd.as_fd(), bell_end().as_fd()], false).unwrap();
     });
     for h in [
         SegmentHeader {
@@ -70,30 +70,79 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
         },
     ] {
         attempt(&bad_header, &|s| {
-            fdpass::send(s, &hello(len), &[sealed_seg(h).as_fd()], false).unwrap()
+            fdpass::send(
+                s,
+                &hello(len),
+                &[sealed_seg(h).as_fd(), bell_end().as_fd()],
+                false,
+            )
+            .unwrap()
         });
     }
     let v2 = hello_as(wire::SEGMENT_MAGIC.to_le_bytes(), LAYOUT_VERSION + 1, len);
     attempt(&bad_hello, &|s| {
-        fdpass::send(s, &v2, &[sealed_seg(good).as_fd()], false).unwrap()
+        fdpass::send(
+            s,
+            &v2,
+            &[sealed_seg(good).as_fd(), bell_end().as_fd()],
+            false,
+        )
+        .unwrap()
     });
     // A rendezvous hello at a channel listener: another transport.
     let rdv = hello_as(*b"ZCIORDV1", 1, len);
     attempt(&bad_hello, &|s| {
-        fdpass::send(s, &rdv, &[sealed_seg(good).as_fd()], false).unwrap()
+        fdpass::send(
+            s,
+            &rdv,
+            &[sealed_seg(good).as_fd(), bell_end().as_fd()],
+            false,
+        )
+        .unwrap()
     });
     attempt(&bad_hello, &|s| {
         fdpass::send(s, &hello(len), &[], false).unwrap()
     });
     attempt(&bad_hello, &|s| {
         let fd = sealed_seg(good);
-        fdpass::send(s, &hello(len), &[fd.as_fd(), fd.as_fd()], false).unwrap();
+        fdpass::send(s, &hello(len), &[fd.as_fd()], false).unwrap();
+    });
+    attempt(&bad_hello, &|s| {
+        let fd = sealed_seg(good);
+        let bell = bell_end();
+        fdpass::send(
+            s,
+            &hello(len),
+            &[fd.as_fd(), bell.as_fd(), fd.as_fd()],
+            false,
+        )
+        .unwrap();
+    });
+    attempt(
+        &proto("doorbell is not a Unix SOCK_SEQPACKET socket"),
+        &|s| {
+            let fd = sealed_seg(good);
+            let (r, _w) = rustix::pipe::pipe().unwrap();
+            fdpass::send(s, &hello(len), &[fd.as_fd(), r.as_fd()], false).unwrap();
+        },
+    );
+    attempt(&out_of_range, &|s| {
+        fdpass::send(
+            s,
+            &hello(len * 4),
+            &[sealed_seg(good).as_fd(), bell_end().as_fd()],
+            false,
+        )
+        .unwrap()
     });
     attempt(&out_of_range, &|s| {
-        fdpass::send(s, &hello(len * 4), &[sealed_seg(good).as_fd()], false).unwrap()
-    });
-    attempt(&out_of_range, &|s| {
-        fdpass::send(s, &hello(10), &[sealed_seg(good).as_fd()], false).unwrap()
+        fdpass::send(
+            s,
+            &hello(10),
+            &[sealed_seg(good).as_fd(), bell_end().as_fd()],
+            false,
+        )
+        .unwrap()
     });
     attempt(&proto("undecodable handshake record"), &|s| {
         fdpass::send(s, &[9u8; 32], &[], false).unwrap()
@@ -107,12 +156,12 @@ fn hostile_connectors_are_refused_and_listener_stays_usable() {
     });
     attempt("Os { op: \"F_GET_SEALS\"", &|s| {
         let (r, _w) = rustix::pipe::pipe().unwrap();
-        fdpass::send(s, &hello(len), &[r.as_fd()], false).unwrap();
+        fdpass::send(s, &hello(len), &[r.as_fd(), bell_end().as_fd()], false).unwrap();
     });
     attempt("Os { op: \"mmap segment\"", &|s| {
         let fd = sealed_seg(good);
         memfd::add_seals(&fd, SealFlags::WRITE).unwrap();
-        fdpass::send(s, &hello(len), &[fd.as_fd()], false).unwrap();
+        fdpass::send(s, &hello(len), &[fd.as_fd(), bell_end().as_fd()], false).unwrap();
     });
     attempt(&proto("peer hung up during handshake"), &|s| {
         net::shutdown(s, net::Shutdown::Write).unwrap()
@@ -150,7 +199,13 @@ fn huge_segment_is_refused_and_allowed_one_not_allocated_by_listener() {
     let s = raw_connect(sock.path());
     let fd = memfd::create_sized("hostile-bigseg", huge.total_len as u64).unwrap();
     write_header(&fd, header(&huge));
-    fdpass::send(&s, &hello(huge.total_len as u64), &[fd.as_fd()], false).unwrap();
+    fdpass::send(
+        &s,
+        &hello(huge.total_len as u64),
+        &[fd.as_fd(), bell_end().as_fd()],
+        false,
+    )
+    .unwrap();
     let r = kid.next_report();
     assert!(
         r.starts_with("accept err Protocol(\"ring sizes larger"),
@@ -166,7 +221,7 @@ fn huge_segment_is_refused_and_allowed_one_not_allocated_by_listener() {
     let s = raw_connect(sock.path());
     let fd = memfd::create_sized("hostile-bigseg", len).unwrap();
     write_header(&fd, header(&big));
-    fdpass::send(&s, &hello(len), &[fd.as_fd()], false).unwrap();
+    fdpass::send(&s, &hello(len), &[fd.as_fd(), bell_end().as_fd()], false).unwrap();
     assert_eq!(kid.next_report(), "accept ok");
     let after = rss_shmem_kib(kid.pid());
     assert_eq!(kid.ask("exit"), "bye");

@@ -44,12 +44,12 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
     // aligned for the 64-byte header), and not yet shared with anyone.
     // SAFETY: as argued just above.
     unsafe { seg.as_ptr().cast::<SegmentHeader>().write(header) };
-    let cred = segment::offer(&sock, PROTOCOL, seg_fd.as_fd(), layout.total_len as u64)?;
+    let (cred, bell) = segment::offer(&sock, PROTOCOL, seg_fd.as_fd(), layout.total_len as u64)?;
     segment::set_timeouts(&sock, cfg.send_timeout, None)?;
     // `seg` maps `layout.total_len` bytes laid out per `layout`
     // (we wrote the header and the rings are the fresh zeroed memfd).
     // SAFETY: as argued just above.
-    Ok(unsafe { Core::new(Role::Connector, sock, seg, layout, cred, cfg) })
+    Ok(unsafe { Core::new(Role::Connector, sock, bell, seg, layout, cred, cfg) })
 }
 
 /// Listener half: check credentials, validate and map the segment.
@@ -85,7 +85,17 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     // Validated above: the mapping is `layout.total_len` bytes and
     // the header describes exactly `layout`.
     // SAFETY: as argued just above.
-    Ok(unsafe { Core::new(Role::Listener, sock, seg.map, layout, seg.cred, cfg) })
+    Ok(unsafe {
+        Core::new(
+            Role::Listener,
+            sock,
+            seg.bell,
+            seg.map,
+            layout,
+            seg.cred,
+            cfg,
+        )
+    })
 }
 
 pub(crate) fn connect(path: &Path, cfg: ChannelConfig) -> Result<Arc<Core>, ConnectError> {

@@ -11,6 +11,7 @@ use std::cell::RefCell;
 
 use smallvec::SmallVec;
 
+use crate::bell::Doorbell;
 use crate::buf::fbuf::BufCore;
 use crate::buf::{Reclaim, ReleaseSink};
 use crate::channel::config::{ChannelConfig, Notify};
@@ -164,6 +165,12 @@ const MAX_NOTICE_OVERFLOW: usize = 1 << 20;
 
 pub(crate) struct Core {
     pub sock: OwnedFd,
+    /// Our end of the connection's doorbell pair (`crate::bell`): rung by
+    /// the peer when we sleep in bell mode; we ring the peer on it.
+    pub bell: Doorbell,
+    /// This end sleeps on its doorbell, not on futexes (set once by the
+    /// first event-loop waiter, [`Core::enter_bell_mode`]; sticky).
+    bell_mode: AtomicBool,
     /// Keeps the ring memory mapped for the raw pointers in the ring ends.
     _seg: Mapping,
     pub peer: PeerCred,
@@ -198,6 +205,9 @@ pub(crate) struct Core {
     notice_sleep: SleepHandle,
     /// Sleep handle on the message ring we consume.
     msg_sleep: SleepHandle,
+    /// Sleep handle on the message ring we produce (its head line: waiting
+    /// for space).
+    space_sleep: SleepHandle,
     /// Offsets in the segment of our *closed* word and the peer's
     /// (`wire::CONNECTOR_CLOSED` / `wire::LISTENER_CLOSED`).
     closed_words: (usize, usize),
@@ -222,9 +232,11 @@ impl Core {
     /// `seg` must be a mapping of at least `layout.total_len` bytes laid out
     /// as `layout` describes (header checked by the caller); it is moved
     /// into the core, so the ring pointers stay valid for its lifetime.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn new(
         role: Role,
         sock: OwnedFd,
+        bell: Doorbell,
         seg: Mapping,
         layout: SegmentLayout,
         peer: PeerCred,
@@ -271,10 +283,11 @@ impl Core {
         let pidfd = peer::open_pidfd(peer.pid).ok();
         // SAFETY: both headers are inside the segment, which the Core owns,
         // and head rings of these capacities.
-        let (notice_sleep, msg_sleep) = unsafe {
+        let (notice_sleep, msg_sleep, space_sleep) = unsafe {
             (
                 SleepHandle::new(hdr(rx_notices), nc),
                 SleepHandle::new(hdr(rx_msgs), me_cap),
+                SleepHandle::new(hdr(tx_msgs), me_cap),
             )
         };
         let spin = SpinBudget::new(cfg.policy.spin);
@@ -288,6 +301,8 @@ impl Core {
         };
         let core = Arc::new_cyclic(|me| Core {
             sock,
+            bell,
+            bell_mode: AtomicBool::new(false),
             _seg: seg,
             peer,
             pidfd,
@@ -336,12 +351,38 @@ impl Core {
             me: me.clone(),
             notice_sleep,
             msg_sleep,
+            space_sleep,
             closed_words,
             cpu_words,
             cpu_published: AtomicU64::new(0),
         });
         crate::channel::waitset::register(&core);
         core
+    }
+
+    /// Switch this end to bell mode: from now on every waiter of this end
+    /// (blocking ones too) sleeps on the doorbell, and the peer rings it
+    /// instead of waking a futex — the lines of the three words we sleep on
+    /// (our message ring's tail, our send ring's head, our notice ring's
+    /// tail) say so. Idempotent.
+    pub fn enter_bell_mode(&self) {
+        if self.bell_mode.load(LocalOrdering::Acquire) {
+            return;
+        }
+        // The lines first, then the mode: a blocking waiter that already
+        // sleeps on a futex when the lines change is rung instead of woken
+        // and sees its message at the end of its liveness slice, once.
+        self.msg_sleep.set_consumer_bell();
+        self.notice_sleep.set_consumer_bell();
+        self.space_sleep.set_producer_bell();
+        self.bell_mode.store(true, LocalOrdering::Release);
+    }
+
+    /// The doorbell to sleep on, in bell mode.
+    pub fn own_bell(&self) -> Option<&Doorbell> {
+        self.bell_mode
+            .load(LocalOrdering::Relaxed)
+            .then_some(&self.bell)
     }
 
     /// Sleep handle on the notice ring we consume.
@@ -526,7 +567,7 @@ impl Core {
         self.publish_closed();
         let _ = crate::sys::fdpass::send(&self.sock, &Ctl::Bye.encode(), &[], true);
         // Wake a peer sleeping on our rings so it notices promptly.
-        lock(&self.tx).ring.wake_consumer();
+        lock(&self.tx).ring.wake_consumer(Some(&self.bell));
         let lingering = !lock(&self.tx).ledger.is_empty() && !self.is_gone();
         match self.me.upgrade() {
             Some(me) if lingering => linger(me),
@@ -637,7 +678,7 @@ impl Core {
             return;
         }
         let TxState { ring, gate, .. } = tx;
-        if self.gated_wake(gate, || ring.wake_consumer()) {
+        if self.gated_wake(gate, || ring.wake_consumer(Some(&self.bell))) {
             tx.deferred = 0;
             tx.deferred_since = None;
         }
@@ -835,7 +876,7 @@ impl Core {
         overflow.drain(..k);
         if ring.publish(pending) {
             let NoticeTx { ring, gate, .. } = n;
-            self.gated_wake(gate, || ring.wake_consumer());
+            self.gated_wake(gate, || ring.wake_consumer(Some(&self.bell)));
         }
         // Written only here, under the ntx lock.
         Counters::add_locked(&self.counters.notices_sent, k as u64);
@@ -1006,7 +1047,7 @@ impl Reclaim for Core {
         // never release what we are about to wait for.
         self.wake_deferred_locked(&mut tx);
         Counters::bump(&self.counters.sleeps);
-        let _ = tx.notices.wait_for_data(timeout);
+        let _ = tx.notices.wait_for_data(timeout, self.own_bell());
         drop(tx);
         if !self.check_peer() {
             // Peer gone: its holdings were released by mark_gone.

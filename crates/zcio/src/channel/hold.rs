@@ -22,7 +22,7 @@ impl Core {
         self.mark_gone_locked(tx);
         tx.holds.clear();
         let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
-        let _ = tx.ring.wake_consumer();
+        let _ = tx.ring.wake_consumer(Some(&self.bell));
     }
 
     /// Enforce the hold limit: expire (abort or reclaim) every lent slice

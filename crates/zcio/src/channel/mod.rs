@@ -11,6 +11,7 @@ mod config;
 mod connect;
 mod core;
 mod error;
+mod evented;
 mod hold;
 pub mod lane;
 mod ledger;
@@ -36,7 +37,8 @@ pub use error::{
     SendTimeoutError, TryRecvError, TrySendError,
 };
 
-use self::core::Core;
+pub(crate) use self::core::Core;
+pub(crate) use self::evented::SendBlock;
 use self::lane::{LaneConfig, LaneError, LaneReceiver, LaneSender};
 use crate::msg::Msg;
 use crate::segment::ConnectError;
@@ -125,6 +127,12 @@ impl Channel {
 
     pub(crate) fn from_core(core: Arc<Core>) -> Self {
         Self { core }
+    }
+
+    /// This end's core (for the event-loop frontends in this crate).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 
     /// Send a message by reference. Waits while the ring is full, as the

@@ -56,7 +56,11 @@ impl WakeGate {
     pub fn record(&mut self, w: WakeResult, limit: u32) -> Verdict {
         match w {
             WakeResult::NotFlagged => Verdict::Fine,
-            WakeResult::Woken => {
+            // A ring cannot be told futile from here (the bell's queue
+            // holds it until the peer looks); the peer pays for a flood of
+            // its own flags with wakes of its own event loop, which
+            // `crate::bell` bounds on its side.
+            WakeResult::Woken | WakeResult::Rang => {
                 self.streak = 0;
                 self.distrusted = false;
                 Verdict::Fine

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::wait::Step;
 
+use crate::bell::Rung;
 use crate::buf::{Fbuf, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState, MAX_OFFERED_LANES};
 use crate::channel::error::{Area, Malformed, RecvFail};
@@ -86,15 +87,22 @@ impl Core {
                 self.corrupt(Area::MessageRing);
                 return Err(RecvFail::Corrupt);
             }
-            if others.is_empty() {
-                if rx.ring.wait_for_data(slice).is_err() {
-                    self.corrupt(Area::MessageRing);
-                    return Err(RecvFail::Corrupt);
+            let bell = self.own_bell();
+            let rung = if others.is_empty() || bell.is_some() {
+                // In bell mode only our own doorbell wakes us: the
+                // other channels' peers wake futexes (see waitset).
+                match rx.ring.wait_for_data(slice, bell) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        self.corrupt(Area::MessageRing);
+                        return Err(RecvFail::Corrupt);
+                    }
                 }
             } else {
                 crate::channel::waitset::sleep_any(self.msg_sleep(), &others, slice);
-            }
-            if Instant::now() >= now + slice {
+                Rung::Rang
+            };
+            if rung == Rung::HungUp || Instant::now() >= now + slice {
                 // A full slice without a wake: is the peer still there?
                 self.poll_control(&mut rx);
                 self.check_peer();
@@ -166,7 +174,7 @@ impl Core {
         // The consumer side's release() already fenced; only wake if the
         // producer said it sleeps for space (and that flag is trusted).
         let RxState { ring, gate, .. } = rx;
-        self.gated_wake(gate, || ring.wake_producer());
+        self.gated_wake(gate, || ring.wake_producer(Some(&self.bell)));
     }
 
     /// Validate the private copies and build the message. On any error every

@@ -45,6 +45,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::bell::{Doorbell, Rung};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Plain-old-data entry types: `Copy`, `repr(C)`, every bit pattern valid,
@@ -90,6 +91,12 @@ pub struct TailLine {
     /// written only by the producer; bit 0 is set by the consumer before it
     /// sleeps and cleared by whichever side ends the sleep.
     pub tail: AtomicU64,
+    /// Nonzero once the consumer sleeps on its doorbell (`crate::bell`)
+    /// rather than on the futex: a producer that finds the sleep flag set
+    /// rings the bell instead of calling `FUTEX_WAKE`. Written by the
+    /// consumer (sticky), read by the producer only after it found the
+    /// flag set, so it costs nothing under load (same line as `tail`).
+    pub bell: AtomicU64,
 }
 
 /// Consumer cache line.
@@ -99,6 +106,9 @@ pub struct HeadLine {
     /// written only by the consumer; bit 0 is set by the producer before it
     /// sleeps for space.
     pub head: AtomicU64,
+    /// Nonzero once the producer sleeps for space on its doorbell (see
+    /// [`TailLine::bell`]).
+    pub bell: AtomicU64,
 }
 
 /// Ring header as laid out in shared memory.
@@ -117,6 +127,8 @@ const _: () = {
     assert!(std::mem::size_of::<RingHeader>() == 128);
     assert!(std::mem::align_of::<RingHeader>() == 64);
     assert!(std::mem::offset_of!(RingHeader, cons) == 64);
+    assert!(std::mem::offset_of!(TailLine, bell) == 8);
+    assert!(std::mem::offset_of!(HeadLine, bell) == 8);
 };
 
 impl RingHeader {
@@ -125,9 +137,11 @@ impl RingHeader {
         Self {
             prod: TailLine {
                 tail: AtomicU64::new(0),
+                bell: AtomicU64::new(0),
             },
             cons: HeadLine {
                 head: AtomicU64::new(0),
+                bell: AtomicU64::new(0),
             },
         }
     }
@@ -234,6 +248,9 @@ pub enum WakeResult {
     /// that had just found data — or a peer that sets the flag and never
     /// sleeps; see `channel::notify`).
     Futile,
+    /// The flag was set and the sleeper's line asked for its doorbell: it
+    /// was rung (whether anyone polls it cannot be known here).
+    Rang,
 }
 
 impl WakeResult {
@@ -243,10 +260,20 @@ impl WakeResult {
     }
 }
 
-/// Clear the sleep flag of `word` and wake its sleeper if the flag was set.
-fn clear_and_wake(word: &AtomicU64) -> WakeResult {
+/// Clear the sleep flag of `word` and wake its sleeper if the flag was set:
+/// ring `bell` (the sleeper's doorbell) if the sleeper's `bell_word` asks
+/// for it, else `FUTEX_WAKE`.
+fn clear_and_wake(word: &AtomicU64, bell_word: &AtomicU64, bell: Option<&Doorbell>) -> WakeResult {
     // SYNC: AcqRel RMW on the word the sleeper set its flag in.
     if word.fetch_and(!1, Ordering::AcqRel) & 1 != 0 {
+        // SYNC: Acquire; the sleeper stored its bell word (Release,
+        // SleepHandle::set_consumer_bell / set_producer_bell) before the
+        // RMW that set the flag we just read, so a flag set
+        // in bell mode is seen with its bell word.
+        if let Some(bell) = bell.filter(|_| bell_word.load(Ordering::Acquire) != 0) {
+            bell.ring();
+            return WakeResult::Rang;
+        }
         if crate::sync::futex_wake_counted(word) > 0 {
             WakeResult::Woken
         } else {
@@ -369,25 +396,54 @@ impl<T: Pod> Writer<T> {
         self.ring.hdr().prod.tail.load(Ordering::Relaxed) & 1 != 0
     }
 
-    /// Wake the consumer if it is flagged as sleeping.
-    pub fn wake_consumer(&self) -> WakeResult {
-        clear_and_wake(&self.ring.hdr().prod.tail)
+    /// Wake the consumer if it is flagged as sleeping (ringing `bell`, the
+    /// consumer's doorbell, if it sleeps on it).
+    pub fn wake_consumer(&self, bell: Option<&Doorbell>) -> WakeResult {
+        let l = &self.ring.hdr().prod;
+        clear_and_wake(&l.tail, &l.bell, bell)
     }
 
     /// Sleep until space may be free (bounded). Returns after a wake,
-    /// a change, or `timeout`. The caller re-checks `free_slots`.
-    pub fn wait_for_space(&mut self, need: usize, timeout: Duration) -> Result<(), Corrupt> {
+    /// a change, or `timeout`. The caller re-checks `free_slots`. With
+    /// `bell` (an end in bell mode, see [`SleepHandle::set_producer_bell`]) the sleep
+    /// polls the doorbell instead of the futex.
+    pub fn wait_for_space(
+        &mut self,
+        need: usize,
+        timeout: Duration,
+        bell: Option<&Doorbell>,
+    ) -> Result<Rung, Corrupt> {
+        let free = self.arm_space(need);
+        let w = &self.ring.hdr().cons.head;
+        let mut rung = Rung::Rang;
+        if let Ok(Some(expected)) = free {
+            match bell {
+                Some(b) => rung = b.wait(timeout),
+                None => {
+                    crate::sync::futex_wait(w, expected, timeout);
+                }
+            }
+        }
+        self.disarm_space();
+        free.map(|_| rung)
+    }
+
+    /// Set the sleeping-for-space flag (the first half of a sleep, for
+    /// waiters that sleep elsewhere, such as an event loop): `Ok(None)` if
+    /// `need` slots are free already (call [`Writer::disarm_space`]), else
+    /// the futex value to sleep on.
+    pub fn arm_space(&mut self, need: usize) -> Result<Option<u32>, Corrupt> {
         let w = &self.ring.hdr().cons.head;
         // SYNC: the RMW sets our flag and returns the latest head word; a
         // later release changes the word, so the futex wait cannot miss it.
         let old = w.fetch_or(1, Ordering::AcqRel);
-        let free = self.accept_head(counter(old));
-        let w = &self.ring.hdr().cons.head;
-        if matches!(free, Ok(f) if f < need) {
-            crate::sync::futex_wait(w, expect(old), timeout);
-        }
-        w.fetch_and(!1, Ordering::Relaxed);
-        free.map(|_| ())
+        let free = self.accept_head(counter(old))?;
+        Ok((free < need).then_some(expect(old)))
+    }
+
+    /// Clear the sleeping-for-space flag.
+    pub fn disarm_space(&self) {
+        self.ring.hdr().cons.head.fetch_and(!1, Ordering::Relaxed);
     }
 }
 
@@ -523,13 +579,22 @@ impl<T: Pod> Reader<T> {
         }
     }
 
-    /// Wake the producer if it is flagged as sleeping for space.
-    pub fn wake_producer(&self) -> WakeResult {
-        clear_and_wake(&self.ring.hdr().cons.head)
+    /// Wake the producer if it is flagged as sleeping for space (ringing
+    /// `bell`, its doorbell, if it sleeps on it).
+    pub fn wake_producer(&self, bell: Option<&Doorbell>) -> WakeResult {
+        let l = &self.ring.hdr().cons;
+        clear_and_wake(&l.head, &l.bell, bell)
     }
 
-    /// Sleep until data may be available (bounded by `timeout`).
-    pub fn wait_for_data(&mut self, timeout: Duration) -> Result<(), Corrupt> {
+    /// Sleep until data may be available (bounded by `timeout`). With
+    /// `bell` (an end in bell mode, see [`SleepHandle::set_consumer_bell`]) the sleep
+    /// polls the doorbell instead of the futex; a hang-up it reports is
+    /// returned as `Ok(Rung::HungUp)` for the caller to check the peer.
+    pub fn wait_for_data(
+        &mut self,
+        timeout: Duration,
+        bell: Option<&Doorbell>,
+    ) -> Result<Rung, Corrupt> {
         let w = &self.ring.hdr().prod.tail;
         // SYNC: the RMW sets our flag and returns the latest tail word
         // (Acquire: the entries it covers are written); any later publish
@@ -537,11 +602,17 @@ impl<T: Pod> Reader<T> {
         let old = w.fetch_or(1, Ordering::AcqRel);
         let avail = self.accept_tail(counter(old));
         let w = &self.ring.hdr().prod.tail;
+        let mut rung = Rung::Rang;
         if matches!(avail, Ok(0)) {
-            crate::sync::futex_wait(w, expect(old), timeout);
+            match bell {
+                Some(b) => rung = b.wait(timeout),
+                None => {
+                    crate::sync::futex_wait(w, expect(old), timeout);
+                }
+            }
         }
         w.fetch_and(!1, Ordering::Relaxed);
-        avail.map(|_| ())
+        avail.map(|_| rung)
     }
 }
 
@@ -586,6 +657,21 @@ impl SleepHandle {
         // consumer already took its entries by their seqs): its swap will
         // change the word, so the wait returns at once.
         (head.wrapping_sub(counter(old)) <= self.cap).then_some(expect(old))
+    }
+
+    /// The consumer of this ring sleeps on its doorbell from now on: a
+    /// producer that finds its sleep flag set rings the bell instead of
+    /// waking the futex (sticky; needs no access to the reader).
+    pub fn set_consumer_bell(&self) {
+        // SYNC: Release pairs with the Acquire load in clear_and_wake.
+        self.hdr().prod.bell.store(1, Ordering::Release);
+    }
+
+    /// The producer of this ring sleeps for space on its doorbell from now
+    /// on (sticky, as [`SleepHandle::set_consumer_bell`]).
+    pub fn set_producer_bell(&self) {
+        // SYNC: Release pairs with the Acquire load in clear_and_wake.
+        self.hdr().cons.bell.store(1, Ordering::Release);
     }
 
     /// Clear the sleep flag.
@@ -685,7 +771,7 @@ mod tests {
         // by a consumer about to sleep.
         assert_eq!(c.available().unwrap(), 0);
         assert!(c.check_tail().is_err());
-        assert!(c.wait_for_data(Duration::ZERO).is_err());
+        assert!(c.wait_for_data(Duration::ZERO, None).is_err());
         // A tail that lags what the slots show (a publish under way) is
         // not corrupt.
         h.hdr.prod.tail.store(0, Ordering::Relaxed);

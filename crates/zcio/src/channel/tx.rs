@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bell::Rung;
 use crate::buf::{Fbuf, Pool, Reclaim};
 use crate::channel::config::{FullPolicy, Notify};
 use crate::channel::core::{lock, Core, Counters, TxState};
@@ -234,13 +235,20 @@ impl Core {
             // The receiver must see what we deferred waking it for.
             self.wake_deferred_locked(tx);
             Counters::bump(&self.counters.sleeps);
-            if tx
-                .notices
-                .wait_for_data((deadline - now).min(self.cfg.liveness_interval))
-                .is_err()
-            {
-                self.corrupt_locked(tx, Area::NoticeRing);
-                return Err(SendErrorKind::Corrupt);
+            let slept = tx.notices.wait_for_data(
+                (deadline - now).min(self.cfg.liveness_interval),
+                self.own_bell(),
+            );
+            match slept {
+                Err(_) => {
+                    self.corrupt_locked(tx, Area::NoticeRing);
+                    return Err(SendErrorKind::Corrupt);
+                }
+                // The doorbell hung up: the peer is gone or going.
+                Ok(Rung::HungUp) => {
+                    self.check_peer_locked(tx);
+                }
+                Ok(_) => {}
             }
             if self.expire_locked(tx).is_err() {
                 return Err(SendErrorKind::HoldExpired);
@@ -289,14 +297,18 @@ impl Core {
             self.wake_deferred_locked(tx);
             let slice = remaining.min(self.cfg.liveness_interval);
             Counters::bump(&self.counters.sleeps);
-            if tx.ring.wait_for_space(need, slice).is_err() {
-                self.corrupt_locked(tx, Area::MessageRing);
-                return Err(SendErrorKind::Corrupt);
-            }
+            let slept = tx.ring.wait_for_space(need, slice, self.own_bell());
+            let hung_up = match slept {
+                Err(_) => {
+                    self.corrupt_locked(tx, Area::MessageRing);
+                    return Err(SendErrorKind::Corrupt);
+                }
+                Ok(r) => r == Rung::HungUp,
+            };
             if self.expire_locked(tx).is_err() {
                 return Err(SendErrorKind::HoldExpired);
             }
-            if Instant::now() >= now + slice {
+            if hung_up || Instant::now() >= now + slice {
                 self.check_peer_locked(tx);
             }
         }

@@ -10,7 +10,7 @@ use crate::channel::spsc::{ring_bytes, Pod, RingHeader, Slot};
 /// Magic number at the start of a channel control segment ("ZCIOCHAN").
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");
 /// Layout version of the control segment and of the socket protocol.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 /// Offset in the segment of the connector's *closed* word
 /// ([`SegmentHeader::closed`]`[0]`, accessed only atomically once the
 /// segment is shared): 0 while its end is open, 1 once it closed. Each

@@ -111,6 +111,10 @@ pub(super) struct Shared {
     pub(super) map: Mapping,
     pub(super) sock: OwnedFd,
     pub(super) peer: PeerCred,
+    /// This end of the connection's doorbell pair (`crate::bell`): rung by
+    /// the peer when a waiter of ours sleeps in an event loop.
+    #[allow(dead_code)] // used by the async endpoints (issue 24, next step)
+    pub(super) bell: crate::bell::Doorbell,
 }
 
 impl Shared {

@@ -11,8 +11,8 @@ use crate::sys::page_size;
 
 /// Segment magic.
 const MAGIC: [u8; 8] = *b"ZCIORDV1";
-/// Layout version of the segment.
-const VERSION: u32 = 1;
+/// Layout version of the segment (2: the hello carries the doorbell).
+const VERSION: u32 = 2;
 /// Offsets: header, client→server slot, server→client slot.
 const C2S: usize = 128;
 const S2C: usize = 256;
@@ -46,9 +46,14 @@ impl Rendezvous {
         // The mapping is ours, a page long and not yet shared.
         // SAFETY: as argued just above.
         unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr(), map.as_ptr(), hdr.len()) };
-        let peer = segment::offer(&sock, PROTOCOL, fd.as_fd(), len as u64)?;
+        let (peer, bell) = segment::offer(&sock, PROTOCOL, fd.as_fd(), len as u64)?;
         Ok(Self::new(
-            Shared { map, sock, peer },
+            Shared {
+                map,
+                sock,
+                peer,
+                bell,
+            },
             C2S,
             S2C,
             RendezvousConfig::default(),
@@ -141,6 +146,7 @@ impl RendezvousListener {
                 map: seg.map,
                 sock,
                 peer: seg.cred,
+                bell: seg.bell,
             },
             S2C,
             C2S,

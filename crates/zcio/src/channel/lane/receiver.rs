@@ -254,7 +254,7 @@ impl LaneReceiver {
             let slice = remaining.min(self.core.liveness_slice());
             // The sleep goes through the tail word: refuse a corrupt one now
             // (it would look like pending data and never sleep).
-            if self.ring.check_tail().is_err() || self.ring.wait_for_data(slice).is_err() {
+            if self.ring.check_tail().is_err() || self.ring.wait_for_data(slice, None).is_err() {
                 self.broken = true;
                 return Err(LaneError::Corrupt);
             }
@@ -296,7 +296,7 @@ impl LaneReceiver {
                 notices,
                 ..
             } = self;
-            core.gated_wake(gate, || notices.wake_consumer());
+            core.gated_wake(gate, || notices.wake_consumer(Some(&core.bell)));
         }
     }
 }
@@ -305,7 +305,7 @@ impl Drop for LaneReceiver {
     fn drop(&mut self) {
         self.seg.close(RECEIVER_CLOSED);
         // A sender asleep waiting for a slot sees the end at once.
-        let _ = self.notices.wake_consumer();
+        let _ = self.notices.wake_consumer(Some(&self.core.bell));
     }
 }
 

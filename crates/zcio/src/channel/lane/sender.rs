@@ -214,7 +214,7 @@ impl LaneSender {
         let mut pending = 0;
         self.ring.write(&[LaneDesc { slot, len }], &mut pending);
         if self.ring.publish(pending) {
-            let _ = self.ring.wake_consumer();
+            let _ = self.ring.wake_consumer(Some(&self.core.bell));
         }
     }
 
@@ -298,7 +298,7 @@ impl LaneSender {
                 Step::Sleep { now, remaining } => (now, remaining),
             };
             let slice = remaining.min(self.core.liveness_slice());
-            if self.notices.wait_for_data(slice).is_err() {
+            if self.notices.wait_for_data(slice, None).is_err() {
                 self.broken = true;
                 return Err(LaneError::Corrupt);
             }
@@ -351,7 +351,7 @@ impl LaneSender {
             let LaneSender {
                 core, gate, ring, ..
             } = self;
-            core.gated_wake(gate, || ring.wake_consumer());
+            core.gated_wake(gate, || ring.wake_consumer(Some(&core.bell)));
         }
         Ok(())
     }
@@ -361,7 +361,7 @@ impl Drop for LaneSender {
     fn drop(&mut self) {
         self.seg.close(SENDER_CLOSED);
         // A receiver asleep on the message ring sees the end at once.
-        let _ = self.ring.wake_consumer();
+        let _ = self.ring.wake_consumer(Some(&self.core.bell));
     }
 }
 

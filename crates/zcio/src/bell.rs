@@ -1,0 +1,240 @@
+//! The doorbell: a pollable descriptor a peer rings to wake a waiter that
+//! sleeps in an event loop (tokio's `AsyncFd`, Python's `loop.add_reader`)
+//! instead of on a futex.
+//!
+//! It follows the futex path's discipline (`crate::wait`): the waiter sets
+//! the *sleeping* flag in the word its peer changes when it publishes, and
+//! also marks that word's line as "ring my bell" (a sticky word beside the
+//! flag, see `channel::spsc::TailLine::bell`); the peer that finds the flag
+//! set rings the bell instead of calling `FUTEX_WAKE`. One flag, one
+//! handshake, two ways to sleep.
+//!
+//! **Why a `SOCK_SEQPACKET` pair and not an eventfd.** The two ends of a
+//! connection share the bell, so the peer holds the same open file as we
+//! do. An eventfd's non-blocking flag lives in that shared file: a hostile
+//! peer could clear it and fill the counter, and our next ring would block
+//! forever. A socket send takes `MSG_DONTWAIT` per call, so ringing never
+//! blocks whatever the peer does; a full queue (`EAGAIN`) just means the
+//! bell is already ringing. And when the peer's end closes — the peer
+//! exited or was killed — ours reports a hang-up: the waiter wakes within
+//! the kernel's own time, without a liveness timer.
+//!
+//! Each end of the pair is both: the waiter polls and drains its own end,
+//! and rings the peer by sending on it (the datagram lands in the peer's
+//! receive queue).
+
+#[cfg(not(loom))]
+pub use real::Doorbell;
+
+#[cfg(loom)]
+pub use model::Doorbell;
+
+/// What a wait on a doorbell found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rung {
+    /// The bell rang (or the wait was interrupted): re-check.
+    Rang,
+    /// The timeout passed.
+    TimedOut,
+    /// The peer's end is closed: it exited, was killed or closed the
+    /// connection.
+    HungUp,
+}
+
+#[cfg(not(loom))]
+mod real {
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+    use std::time::Duration;
+
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::io::Errno;
+    use rustix::net::{
+        self, sockopt, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType,
+    };
+
+    use super::Rung;
+
+    /// Most datagrams one [`Doorbell::drain`] takes off the queue: a peer
+    /// that rings in a flood costs a bounded amount of work per wake.
+    const DRAIN_MAX: usize = 64;
+
+    /// One end of a doorbell pair (see the module docs).
+    #[derive(Debug)]
+    pub struct Doorbell {
+        sock: OwnedFd,
+    }
+
+    impl Doorbell {
+        /// A connected pair: keep one, pass the other to the peer.
+        pub fn pair() -> Result<(Self, OwnedFd), Errno> {
+            let (a, b) = net::socketpair(
+                AddressFamily::UNIX,
+                SocketType::SEQPACKET,
+                SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+                None,
+            )?;
+            Ok((Self { sock: a }, b))
+        }
+
+        /// The end a peer passed us. Refused unless it is a Unix
+        /// `SOCK_SEQPACKET` socket: then ringing is a `send` with
+        /// `MSG_DONTWAIT` and draining a `recv` with it, neither of which
+        /// can block or touch anything but that socket, whatever the peer
+        /// did to the file.
+        pub fn from_peer(fd: OwnedFd) -> Result<Self, Errno> {
+            if sockopt::socket_type(&fd)? != SocketType::SEQPACKET
+                || sockopt::socket_domain(&fd)? != AddressFamily::UNIX
+            {
+                return Err(Errno::NOTSOCK);
+            }
+            Ok(Self { sock: fd })
+        }
+
+        /// Ring the peer's bell: one byte, never blocking. A full queue
+        /// means it is already ringing; a closed peer has nobody to wake.
+        pub fn ring(&self) {
+            let _ = net::send(&self.sock, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+        }
+
+        /// Take the rings queued for us off the socket (at most
+        /// [`DRAIN_MAX`]). Returns how many there were, or `HungUp` once the
+        /// peer's end is closed and nothing is queued.
+        pub fn drain(&self) -> Result<usize, Rung> {
+            let mut buf = [0u8; 8];
+            for n in 0..DRAIN_MAX {
+                match net::recv(&self.sock, &mut buf, RecvFlags::DONTWAIT) {
+                    // A zero-length read on a SEQPACKET socket is the end.
+                    Ok((0, _)) => return if n == 0 { Err(Rung::HungUp) } else { Ok(n) },
+                    Ok(_) => {}
+                    Err(Errno::INTR) => {}
+                    Err(_) => return Ok(n),
+                }
+            }
+            Ok(DRAIN_MAX)
+        }
+
+        /// Sleep until the bell rings, the peer hangs up or `timeout`
+        /// passes (blocking waiters of an end in bell mode).
+        pub fn wait(&self, timeout: Duration) -> Rung {
+            let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+            let ts = Timespec::try_from(timeout).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            });
+            match poll(&mut fds, Some(&ts)) {
+                Ok(0) => Rung::TimedOut,
+                Ok(_) => {
+                    let ev = fds[0].revents();
+                    if ev.intersects(PollFlags::HUP | PollFlags::ERR) && !ev.contains(PollFlags::IN)
+                    {
+                        Rung::HungUp
+                    } else {
+                        match self.drain() {
+                            Err(r) => r,
+                            Ok(_) => Rung::Rang,
+                        }
+                    }
+                }
+                Err(_) => Rung::Rang,
+            }
+        }
+    }
+
+    impl AsFd for Doorbell {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            self.sock.as_fd()
+        }
+    }
+
+    impl AsRawFd for Doorbell {
+        fn as_raw_fd(&self) -> RawFd {
+            self.sock.as_raw_fd()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn rings_cross_drain_and_hang_up_is_seen() {
+            let (a, b) = Doorbell::pair().unwrap();
+            let b = Doorbell::from_peer(b).unwrap();
+            assert_eq!(b.wait(Duration::from_millis(1)), Rung::TimedOut);
+            a.ring();
+            a.ring();
+            assert_eq!(b.wait(Duration::from_secs(5)), Rung::Rang);
+            assert_eq!(b.drain(), Ok(0), "the wait drained both rings");
+            // A flood never blocks the ringer and is drained a bounded
+            // batch at a time.
+            for _ in 0..10_000 {
+                b.ring();
+            }
+            assert_eq!(a.drain(), Ok(DRAIN_MAX));
+            drop(b);
+            while a.drain() != Err(Rung::HungUp) {}
+            assert_eq!(a.wait(Duration::from_secs(5)), Rung::HungUp);
+        }
+
+        #[test]
+        fn anything_but_a_seqpacket_socket_is_refused() {
+            let (r, _w) = rustix::pipe::pipe().unwrap();
+            assert!(Doorbell::from_peer(r).is_err());
+            let (s, _t) = net::socketpair(
+                AddressFamily::UNIX,
+                SocketType::STREAM,
+                SocketFlags::CLOEXEC,
+                None,
+            )
+            .unwrap();
+            assert!(Doorbell::from_peer(s).is_err());
+        }
+    }
+}
+
+/// Loom model: a counter the ringer bumps and the waiter sleeps on (the
+/// model's futex), enough to check that a flag-then-bell handshake never
+/// loses a wake.
+#[cfg(loom)]
+mod model {
+    use std::time::Duration;
+
+    use super::Rung;
+    use crate::sync::{AtomicU64, Ordering};
+
+    #[derive(Debug)]
+    pub struct Doorbell {
+        rings: loom::sync::Arc<AtomicU64>,
+    }
+
+    impl Doorbell {
+        /// A pair sharing one counter per direction is more than the
+        /// models need: both ends share one counter.
+        pub fn model_pair() -> (Self, Self) {
+            let rings = loom::sync::Arc::new(AtomicU64::new(0));
+            (
+                Self {
+                    rings: rings.clone(),
+                },
+                Self { rings },
+            )
+        }
+
+        pub fn ring(&self) {
+            self.rings.fetch_add(1, Ordering::SeqCst);
+            crate::sync::futex_wake(&self.rings);
+        }
+
+        pub fn drain(&self) -> Result<usize, Rung> {
+            Ok(self.rings.swap(0, Ordering::SeqCst) as usize)
+        }
+
+        pub fn wait(&self, timeout: Duration) -> Rung {
+            if self.rings.swap(0, Ordering::SeqCst) == 0 {
+                crate::sync::futex_wait(&self.rings, 0, timeout);
+            }
+            self.rings.swap(0, Ordering::SeqCst);
+            Rung::Rang
+        }
+    }
+}

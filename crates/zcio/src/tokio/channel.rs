@@ -1,0 +1,409 @@
+//! [`AsyncChannel`]: a [`Channel`] end whose waits are futures.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ::tokio::time::Sleep;
+
+use super::doorbell::{AsyncBell, Belled};
+use crate::channel::{Core, SendBlock};
+use crate::wait::{SpinBudget, Step};
+use crate::{
+    Channel, Msg, RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError,
+    TryRecvError,
+};
+
+/// The longest an async wait spins before it sleeps in the event loop
+/// (the channel's `ChannelPolicy::spin` caps it further): a spinning poll
+/// holds its runtime thread, so it stays well below tokio's advice of
+/// 10–100 µs between yields.
+pub const MAX_ASYNC_SPIN: Duration = Duration::from_micros(20);
+
+impl Belled for Arc<Core> {
+    fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.evented_bell()
+    }
+
+    fn take_rings(&self, hung_up: bool) -> usize {
+        Core::take_rings(self, hung_up)
+    }
+
+    fn peer_gone(&self) -> bool {
+        self.is_gone()
+    }
+}
+
+/// A channel end for async code: `recv().await`, `send(msg).await`, and a
+/// [`Stream`](futures_core::Stream) of messages.
+///
+/// A waiting task costs no thread and no CPU: it arms the same sleep flag
+/// a blocking waiter sets, and its peer — any zcio end, async or not, in
+/// any language — rings this end's doorbell, registered with tokio's
+/// reactor, instead of waking a futex. A short spin (at most
+/// [`MAX_ASYNC_SPIN`]) comes first, as in the blocking path, so a busy
+/// exchange pays no event-loop round trip. A peer that dies wakes the
+/// task (its doorbell hangs up) and the call returns `Disconnected`.
+///
+/// Create it inside a tokio runtime with IO and time enabled. The
+/// blocking methods of the [`Channel`] inside ([`AsyncChannel::channel`])
+/// keep working (they then sleep on the doorbell too).
+///
+/// Cancel safety (as tokio's docs state it):
+///
+/// | method | cancel-safe | what a dropped future means |
+/// |---|---|---|
+/// | [`recv`](Self::recv), [`recv_timeout`](Self::recv_timeout) | yes | no message was taken; the next call gets it |
+/// | [`send`](Self::send), [`send_timeout`](Self::send_timeout) | no | the message was not sent and is dropped (its buffers return to their pool); use [`try_send`](Self::try_send) + [`writable`](Self::writable) to keep it |
+/// | [`writable`](Self::writable) | yes | nothing happened |
+/// | `Stream::poll_next` | yes | as `recv` |
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use zcio::tokio::AsyncChannel;
+/// use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
+///
+/// let (a, b) = Channel::pair(ChannelConfig::default())?;
+/// let (a, b) = (AsyncChannel::new(a)?, AsyncChannel::new(b)?);
+/// let pool = Pool::new(PoolConfig::named("doc"));
+/// let mut buf = pool.try_alloc(2)?;
+/// buf.as_mut_slice().copy_from_slice(b"hi");
+/// a.send(Msg::from(buf.freeze()?)).await?;
+/// assert_eq!(b.recv().await?.to_vec(), b"hi");
+/// # Ok(())
+/// # }
+/// ```
+pub struct AsyncChannel {
+    ch: Channel,
+    bell: AsyncBell<Arc<Core>>,
+    /// Spin budgets of receives and sends (adaptive, as the blocking
+    /// path's).
+    spin: Mutex<[SpinBudget; 2]>,
+    /// The liveness timer of the `Stream`'s waits.
+    stream_timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl std::fmt::Debug for AsyncChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncChannel")
+            .field("channel", &self.ch)
+            .finish_non_exhaustive()
+    }
+}
+
+const RECV: usize = 0;
+const SEND: usize = 1;
+
+impl AsyncChannel {
+    /// Make `ch` an async end. Switches the end to bell mode for good: its
+    /// peer rings the doorbell instead of waking futexes.
+    ///
+    /// # Errors
+    /// Outside a tokio runtime, or when the reactor refuses the doorbell.
+    pub fn new(ch: Channel) -> io::Result<Self> {
+        let core = ch.core().clone();
+        core.enter_bell_mode();
+        let spin = SpinBudget::new(core.cfg.policy.spin.min(MAX_ASYNC_SPIN));
+        Ok(Self {
+            bell: AsyncBell::new(core)?,
+            ch,
+            spin: Mutex::new([spin; 2]),
+            stream_timer: None,
+        })
+    }
+
+    /// The channel (its non-blocking calls, stats, lanes; its blocking
+    /// calls would block the runtime's thread).
+    pub fn channel(&self) -> &Channel {
+        &self.ch
+    }
+
+    /// The channel back (it stays in bell mode).
+    pub fn into_inner(self) -> Channel {
+        self.ch
+    }
+
+    fn core(&self) -> &Arc<Core> {
+        self.bell.owner()
+    }
+
+    fn budget(&self, i: usize) -> SpinBudget {
+        self.spin.lock().unwrap_or_else(|p| p.into_inner())[i]
+    }
+
+    fn learn(&self, i: usize, slept: bool) {
+        self.spin.lock().unwrap_or_else(|p| p.into_inner())[i].record(slept);
+    }
+
+    /// Receive now, spinning up to the budget. `None`: nothing came, sleep.
+    fn recv_spinning(&self) -> Option<Result<Msg, RecvError>> {
+        let mut b = self.budget(RECV).backoff(Duration::MAX);
+        loop {
+            match self.ch.try_recv() {
+                Ok(m) => {
+                    self.learn(RECV, b.slept());
+                    return Some(Ok(m));
+                }
+                Err(TryRecvError::WouldBlock) => {}
+                Err(e) => return Some(Err(recv_error(e))),
+            }
+            if let Step::Retry = b.step() {
+                continue;
+            }
+            self.learn(RECV, true);
+            return None;
+        }
+    }
+
+    /// Receive a message, waiting at most `ChannelConfig::recv_timeout`
+    /// (as [`Channel::recv`]). Cancel-safe.
+    pub async fn recv(&self) -> Result<Msg, RecvError> {
+        let limit = self.core().cfg.recv_timeout;
+        self.recv_timeout(limit).await.map_err(|e| match e {
+            RecvTimeoutError::TimedOut => RecvError::TimedOut,
+            RecvTimeoutError::Disconnected => RecvError::Disconnected,
+            RecvTimeoutError::Malformed(m) => RecvError::Malformed(m),
+            RecvTimeoutError::Corrupt => RecvError::Corrupt,
+        })
+    }
+
+    /// Receive, waiting at most `timeout` (`TimedOut` after it).
+    /// Cancel-safe.
+    pub async fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvTimeoutError> {
+        let wait = async {
+            loop {
+                if let Some(r) = self.recv_spinning() {
+                    return r;
+                }
+                if !self.core().arm_recv() {
+                    continue;
+                }
+                self.bell.wait().await;
+                self.core().disarm_recv();
+                let got = self.ch.try_recv();
+                self.bell
+                    .record(!matches!(got, Err(TryRecvError::WouldBlock)));
+                match got {
+                    Ok(m) => return Ok(m),
+                    Err(TryRecvError::WouldBlock) => {}
+                    Err(e) => return Err(recv_error(e)),
+                }
+            }
+        };
+        match with_timeout(timeout, wait).await {
+            Some(r) => r.map_err(timeout_error),
+            None => Err(RecvTimeoutError::TimedOut),
+        }
+    }
+
+    /// Receive if a message is ready (never waits).
+    pub fn try_recv(&self) -> Result<Msg, TryRecvError> {
+        self.ch.try_recv()
+    }
+
+    /// Poll for a message (the `Stream` uses it; one task at a time).
+    /// Waits without a timeout.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Msg, RecvError>> {
+        loop {
+            if let Some(r) = self.recv_spinning() {
+                return Poll::Ready(r);
+            }
+            if !self.core().arm_recv() {
+                continue;
+            }
+            let Self {
+                bell, stream_timer, ..
+            } = self;
+            if bell.poll_wait(cx, stream_timer).is_pending() {
+                return Poll::Pending;
+            }
+            self.core().disarm_recv();
+            match self.ch.try_recv() {
+                Ok(m) => {
+                    self.bell.record(true);
+                    return Poll::Ready(Ok(m));
+                }
+                Err(TryRecvError::WouldBlock) => self.bell.record(false),
+                Err(e) => return Poll::Ready(Err(recv_error(e))),
+            }
+        }
+    }
+
+    /// Send a message by reference, waiting while the peer's ring is full
+    /// or it holds as much as it may, at most `ChannelConfig::send_timeout`
+    /// (as [`Channel::send`]). On failure the message comes back inside the
+    /// error. **Not cancel-safe**: a dropped future drops the message.
+    pub async fn send(&self, msg: Msg) -> Result<(), SendError<Msg>> {
+        let limit = self.core().cfg.send_timeout;
+        self.send_timeout(msg, limit).await.map_err(|e| {
+            let (kind, msg) = e.into_parts();
+            SendError::new(kind, msg)
+        })
+    }
+
+    /// Send, waiting at most `timeout` (`TimedOut` after it, the message
+    /// inside the error). Not cancel-safe (see [`AsyncChannel::send`]).
+    pub async fn send_timeout(
+        &self,
+        msg: Msg,
+        timeout: Duration,
+    ) -> Result<(), SendTimeoutError<Msg>> {
+        // The message waits here, outside the timed future, so that a
+        // timeout hands it back.
+        let mut held = Some(msg);
+        let slot = &mut held;
+        let sent = with_timeout(timeout, async move {
+            let mut woke = false;
+            while let Some(m) = slot.take() {
+                let (kind, m) = match self.send_spinning(m) {
+                    Ok(()) => {
+                        if woke {
+                            self.bell.record(true);
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => e,
+                };
+                let Some(why) = SendBlock::of(kind, m.slice_count()) else {
+                    *slot = Some(m);
+                    return Err(kind);
+                };
+                if woke {
+                    self.bell.record(false);
+                }
+                *slot = Some(m);
+                woke = self.sleep_to_send(why).await?;
+            }
+            Ok(())
+        })
+        .await;
+        let kind = match sent {
+            Some(Ok(())) => return Ok(()),
+            Some(Err(kind)) => kind,
+            None => SendErrorKind::TimedOut,
+        };
+        match held {
+            Some(m) => Err(SendTimeoutError::new(kind, m)),
+            // Unreachable: the loop above only ends with the message sent
+            // or put back.
+            None => Ok(()),
+        }
+    }
+
+    /// Send if the ring has room and the peer may hold more now (never
+    /// waits); the message comes back inside the error.
+    pub fn try_send(&self, msg: Msg) -> Result<(), crate::TrySendError<Msg>> {
+        self.ch.try_send(msg)
+    }
+
+    /// Wait until a send of a message of `slices` slices may succeed (ring
+    /// room and room in what the peer may hold), at most
+    /// `ChannelConfig::send_timeout`. Cancel-safe: pair it with
+    /// [`AsyncChannel::try_send`] to never lose a message to a cancelled
+    /// send. Another task may still fill the ring first.
+    pub async fn writable(&self, slices: usize) -> Result<(), SendErrorKind> {
+        let limit = self.core().cfg.send_timeout;
+        let wait = async {
+            let mut woke = false;
+            loop {
+                match self.core().send_blocked(slices.max(1))? {
+                    None => {
+                        if woke {
+                            self.bell.record(true);
+                        }
+                        return Ok(());
+                    }
+                    Some(why) => {
+                        if woke {
+                            self.bell.record(false);
+                        }
+                        woke = self.sleep_to_send(why).await?;
+                    }
+                }
+            }
+        };
+        with_timeout(limit, wait)
+            .await
+            .unwrap_or(Err(SendErrorKind::TimedOut))
+    }
+
+    /// Try to send, spinning up to the budget while the ring or the ledger
+    /// is full. The error is the last attempt's.
+    fn send_spinning(&self, msg: Msg) -> Result<(), (SendErrorKind, Msg)> {
+        let mut b = self.budget(SEND).backoff(Duration::MAX);
+        let mut msg = msg;
+        loop {
+            let (kind, m) = match self.ch.try_send(msg) {
+                Ok(()) => {
+                    self.learn(SEND, b.slept());
+                    return Ok(());
+                }
+                Err(e) => e.into_parts(),
+            };
+            if SendBlock::of(kind, m.slice_count()).is_none() {
+                return Err((kind, m));
+            }
+            if let Step::Retry = b.step() {
+                msg = m;
+                continue;
+            }
+            self.learn(SEND, true);
+            return Err((kind, m));
+        }
+    }
+
+    /// Sleep in the event loop until a send blocked by `why` may go.
+    /// Returns whether it slept (false: things moved while arming).
+    async fn sleep_to_send(&self, why: SendBlock) -> Result<bool, SendErrorKind> {
+        if !self.core().arm_send(why)? {
+            return Ok(false);
+        }
+        self.bell.wait().await;
+        self.core().disarm_send(why);
+        Ok(true)
+    }
+}
+
+/// `fut` with a deadline of `timeout` from now (`None` after it; no timer
+/// at all when the timeout is too long to represent).
+async fn with_timeout<F: std::future::Future>(timeout: Duration, fut: F) -> Option<F::Output> {
+    match ::tokio::time::Instant::now().checked_add(timeout) {
+        Some(deadline) => ::tokio::time::timeout_at(deadline, fut).await.ok(),
+        None => Some(fut.await),
+    }
+}
+
+fn recv_error(e: TryRecvError) -> RecvError {
+    match e {
+        TryRecvError::Disconnected | TryRecvError::WouldBlock => RecvError::Disconnected,
+        TryRecvError::Malformed(m) => RecvError::Malformed(m),
+        TryRecvError::Corrupt => RecvError::Corrupt,
+    }
+}
+
+fn timeout_error(e: RecvError) -> RecvTimeoutError {
+    match e {
+        RecvError::TimedOut => RecvTimeoutError::TimedOut,
+        RecvError::Disconnected => RecvTimeoutError::Disconnected,
+        RecvError::Malformed(m) => RecvTimeoutError::Malformed(m),
+        RecvError::Corrupt => RecvTimeoutError::Corrupt,
+    }
+}
+
+impl futures_core::Stream for AsyncChannel {
+    type Item = Result<Msg, RecvError>;
+
+    /// The next message; `None` once the peer is gone and everything it
+    /// sent was received. Cancel-safe. Waits without a timeout.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.get_mut().poll_recv(cx) {
+            Poll::Ready(Err(RecvError::Disconnected)) => Poll::Ready(None),
+            Poll::Ready(r) => Poll::Ready(Some(r)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
