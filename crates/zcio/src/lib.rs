@@ -50,6 +50,8 @@ mod sync;
 mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+#[cfg(feature = "typed")]
+pub mod typed;
 mod view;
 mod wait;
 

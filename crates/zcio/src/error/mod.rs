@@ -196,6 +196,10 @@ pub enum Error {
     #[cfg(feature = "semantics")]
     #[error(transparent)]
     Arena(#[from] crate::semantics::ArenaError),
+    /// A typed message that could not be allocated, read or borrowed.
+    #[cfg(feature = "typed")]
+    #[error(transparent)]
+    Typed(#[from] crate::typed::TypedError),
 }
 
 impl Error {
@@ -254,6 +258,8 @@ impl Error {
             Self::SemanticInput(e) => e,
             #[cfg(feature = "semantics")]
             Self::Arena(e) => e,
+            #[cfg(feature = "typed")]
+            Self::Typed(e) => e,
         }
     }
 }
@@ -297,6 +303,8 @@ family!(; errno: crate::splice::SpliceError, crate::splice::module::ModuleError)
 #[cfg(feature = "semantics")]
 family!(; errno: crate::semantics::SetupError, crate::semantics::OutputError,
     crate::semantics::InputError, crate::semantics::ArenaError);
+#[cfg(feature = "typed")]
+family!(; errno: crate::typed::TypedError);
 
 #[cfg(feature = "semantics")]
 impl From<crate::semantics::OutputOwnedError> for Error {
