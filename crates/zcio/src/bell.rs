@@ -23,11 +23,20 @@
 //! and rings the peer by sending on it (the datagram lands in the peer's
 //! receive queue).
 
-#[cfg(not(loom))]
 pub use real::Doorbell;
 
 #[cfg(loom)]
-pub use model::Doorbell;
+pub use model::ModelBell;
+
+/// What the ring protocols need of a doorbell: ring it (the waker's side)
+/// and sleep on it (the waiter's). The real one is [`Doorbell`]; the loom
+/// models use a counter on the model's futex.
+pub trait Bell {
+    /// Wake the sleeper, never blocking.
+    fn ring(&self);
+    /// Sleep until rung, hung up or `timeout` (then take the rings).
+    fn wait(&self, timeout: std::time::Duration) -> Rung;
+}
 
 /// What a wait on a doorbell found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +50,6 @@ pub enum Rung {
     HungUp,
 }
 
-#[cfg(not(loom))]
 mod real {
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
     use std::time::Duration;
@@ -52,7 +60,7 @@ mod real {
         self, sockopt, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType,
     };
 
-    use super::Rung;
+    use super::{Bell, Rung};
 
     /// Most datagrams one [`Doorbell::drain`] takes off the queue: a peer
     /// that rings in a flood costs a bounded amount of work per wake.
@@ -140,6 +148,16 @@ mod real {
         }
     }
 
+    impl Bell for Doorbell {
+        fn ring(&self) {
+            Doorbell::ring(self);
+        }
+
+        fn wait(&self, timeout: Duration) -> Rung {
+            Doorbell::wait(self, timeout)
+        }
+    }
+
     impl AsFd for Doorbell {
         fn as_fd(&self) -> BorrowedFd<'_> {
             self.sock.as_fd()
@@ -199,41 +217,38 @@ mod real {
 mod model {
     use std::time::Duration;
 
-    use super::Rung;
+    use super::{Bell, Rung};
     use crate::sync::{AtomicU64, Ordering};
 
-    #[derive(Debug)]
-    pub struct Doorbell {
+    /// One direction of a doorbell: clone it for the waiter and the ringer.
+    #[derive(Debug, Clone)]
+    pub struct ModelBell {
         rings: loom::sync::Arc<AtomicU64>,
     }
 
-    impl Doorbell {
-        /// A pair sharing one counter per direction is more than the
-        /// models need: both ends share one counter.
-        pub fn model_pair() -> (Self, Self) {
-            let rings = loom::sync::Arc::new(AtomicU64::new(0));
-            (
-                Self {
-                    rings: rings.clone(),
-                },
-                Self { rings },
-            )
+    impl ModelBell {
+        /// The waiter's and the ringer's handle of one bell.
+        pub fn pair() -> (Self, Self) {
+            let b = Self {
+                rings: loom::sync::Arc::new(AtomicU64::new(0)),
+            };
+            (b.clone(), b)
         }
+    }
 
-        pub fn ring(&self) {
+    impl Bell for ModelBell {
+        fn ring(&self) {
             self.rings.fetch_add(1, Ordering::SeqCst);
             crate::sync::futex_wake(&self.rings);
         }
 
-        pub fn drain(&self) -> Result<usize, Rung> {
-            Ok(self.rings.swap(0, Ordering::SeqCst) as usize)
-        }
-
-        pub fn wait(&self, timeout: Duration) -> Rung {
-            if self.rings.swap(0, Ordering::SeqCst) == 0 {
+        /// Only a ring ends the wait (the model's futex wakes every
+        /// sleeper of every word, which must not count as a ring): a
+        /// protocol that forgot to ring deadlocks, and loom says so.
+        fn wait(&self, timeout: Duration) -> Rung {
+            while self.rings.swap(0, Ordering::SeqCst) == 0 {
                 crate::sync::futex_wait(&self.rings, 0, timeout);
             }
-            self.rings.swap(0, Ordering::SeqCst);
             Rung::Rang
         }
     }

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use smallvec::SmallVec;
 
-use crate::bell::Doorbell;
+use crate::bell::{Bell, Doorbell};
 use crate::buf::fbuf::BufCore;
 use crate::buf::{Reclaim, ReleaseSink};
 use crate::channel::config::{ChannelConfig, Notify};
@@ -379,10 +379,12 @@ impl Core {
     }
 
     /// The doorbell to sleep on, in bell mode.
-    pub fn own_bell(&self) -> Option<&Doorbell> {
-        self.bell_mode
-            .load(LocalOrdering::Relaxed)
-            .then_some(&self.bell)
+    pub fn own_bell(&self) -> Option<&dyn Bell> {
+        if self.bell_mode.load(LocalOrdering::Relaxed) {
+            Some(&self.bell)
+        } else {
+            None
+        }
     }
 
     /// Sleep handle on the notice ring we consume.

@@ -26,6 +26,7 @@ pub(crate) enum SendBlock {
 
 impl SendBlock {
     /// The wait a failed non-blocking send calls for, if any.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn of(kind: SendErrorKind, need: usize) -> Option<Self> {
         match kind {
             SendErrorKind::WouldBlock => Some(Self::Ring { need }),
@@ -98,10 +99,21 @@ impl Core {
         }
     }
 
+    /// Take the rings without the reactor's word on a hang-up: `true` if the
+    /// doorbell has hung up (the peer was checked).
+    pub(crate) fn take_rings_checked(&self) -> bool {
+        if self.bell.drain() == Err(Rung::HungUp) {
+            self.check_peer();
+            return true;
+        }
+        false
+    }
+
     /// Take the rings queued on our doorbell after the event loop said it
     /// is readable; on a hang-up, find out whether the peer is gone (then
     /// the next receive or send reports it). Returns how many rings there
     /// were (0 after a hang-up or a spurious readiness).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn take_rings(&self, hung_up: bool) -> usize {
         match self.bell.drain() {
             Ok(n) if !hung_up => n,

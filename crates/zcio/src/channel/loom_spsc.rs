@@ -61,12 +61,12 @@ fn produce(mut p: Writer<E>, items: u64) {
             if p.free_slots().unwrap() >= 1 {
                 break;
             }
-            p.wait_for_space(1, T).unwrap();
+            p.wait_for_space(1, T, None).unwrap();
         }
         let mut pend = 0;
         p.write(&[E(i)], &mut pend);
         if p.publish(pend) {
-            p.wake_consumer();
+            p.wake_consumer(None);
         }
     }
 }
@@ -76,7 +76,7 @@ fn consume(mut c: Reader<E>, items: u64) {
     while next <= items {
         let n = c.available().unwrap();
         if n == 0 {
-            c.wait_for_data(T).unwrap();
+            c.wait_for_data(T, None).unwrap();
             continue;
         }
         assert_eq!(
@@ -86,7 +86,7 @@ fn consume(mut c: Reader<E>, items: u64) {
         );
         next += 1;
         if c.release(1) {
-            c.wake_producer();
+            c.wake_producer(None);
         }
     }
 }
@@ -191,6 +191,56 @@ fn loom_a_published_batch_is_seen_whole() {
                 break;
             }
             thread::yield_now();
+        }
+        t.join().unwrap();
+    });
+}
+
+/// Bell mode (`crate::bell`): both ends sleep on doorbells instead of the
+/// futex (the consumer for data, the producer for space), each having
+/// marked its line; the other side rings the bell when it finds the flag
+/// set. A wake lost between the flag, the bell word and the ring would
+/// leave a side asleep forever: loom reports it as a deadlock.
+#[test]
+fn loom_bell_mode_loses_no_wakeup() {
+    use crate::bell::ModelBell;
+    use crate::channel::spsc::SleepHandle;
+    model(|| {
+        let s = shared();
+        let (mut p, mut c) = ends(&s);
+        // SAFETY: the header lives in `s`, kept alive below; capacity 2.
+        let lines = unsafe { SleepHandle::new(&s.hdr, 2) };
+        lines.set_consumer_bell();
+        lines.set_producer_bell();
+        // The consumer's bell (rung by the producer) and the producer's.
+        let (c_waits, p_rings) = ModelBell::pair();
+        let (p_waits, c_rings) = ModelBell::pair();
+        let s2 = s.clone();
+        let items = 3u64;
+        let t = thread::spawn(move || {
+            let _keep = s2;
+            for i in 1..=items {
+                while p.free_slots().unwrap() < 1 {
+                    p.wait_for_space(1, T, Some(&p_waits)).unwrap();
+                }
+                let mut pend = 0;
+                p.write(&[E(i)], &mut pend);
+                if p.publish(pend) {
+                    p.wake_consumer(Some(&p_rings));
+                }
+            }
+        });
+        let mut next = 1;
+        while next <= items {
+            if c.available().unwrap() == 0 {
+                c.wait_for_data(T, Some(&c_waits)).unwrap();
+                continue;
+            }
+            assert_eq!(c.peek(0), E(next));
+            next += 1;
+            if c.release(1) {
+                c.wake_producer(Some(&c_rings));
+            }
         }
         t.join().unwrap();
     });

@@ -290,6 +290,59 @@ impl Channel {
         self.core.sock.as_fd()
     }
 
+    /// The doorbell of this end, for an event loop (epoll, mio, libuv,
+    /// Python's asyncio): a descriptor that becomes readable when the peer
+    /// rang it — only after this end said it sleeps
+    /// ([`Channel::prepare_recv_sleep`], [`Channel::prepare_send_sleep`]) —
+    /// or when the peer hung up. The first call switches the end to *bell
+    /// mode* for good: the peer rings instead of waking futexes, and this
+    /// end's blocking calls sleep on the doorbell too. (Rust code on tokio
+    /// uses `zcio::tokio::AsyncChannel`, built on the same calls.)
+    ///
+    /// The loop, for a receive:
+    /// 1. `try_recv`; on `WouldBlock`:
+    /// 2. `prepare_recv_sleep()`; if `false`, go to 1 (a message came);
+    /// 3. wait until the doorbell is readable;
+    /// 4. [`Channel::doorbell_rang`], go to 1.
+    pub fn doorbell(&self) -> BorrowedFd<'_> {
+        self.core.evented_bell()
+    }
+
+    /// Say "about to sleep until a message comes" (step 2 of the loop in
+    /// [`Channel::doorbell`]): sets this end's sleep flag. `false`: a
+    /// message is pending, receive instead of sleeping.
+    pub fn prepare_recv_sleep(&self) -> bool {
+        self.core.enter_bell_mode();
+        self.core.arm_recv()
+    }
+
+    /// Say "about to sleep until a message of `slices` slices may be sent"
+    /// (the ring is full, or the peer holds as much as it may). `Ok(false)`:
+    /// it may be sent now. `Err` when it never can (`Disconnected`,
+    /// `Corrupt`).
+    pub fn prepare_send_sleep(&self, slices: usize) -> Result<bool, SendErrorKind> {
+        self.core.enter_bell_mode();
+        match self.core.send_blocked(slices.max(1))? {
+            None => Ok(false),
+            Some(why) => self.core.arm_send(why),
+        }
+    }
+
+    /// After the event loop found the doorbell readable (step 4): take the
+    /// rings off it, clear this end's sleep flags and, if the doorbell hung
+    /// up, find out whether the peer is gone (the next call then reports
+    /// `Disconnected`). Returns `true` if the doorbell has hung up: the peer
+    /// is gone, or it closed its doorbell and will not ring again — poll
+    /// with a timer from then on (at most every 50 ms), not on the
+    /// descriptor, which stays readable.
+    pub fn doorbell_rang(&self) -> bool {
+        let hung_up = self.core.take_rings_checked();
+        self.core.disarm_recv();
+        self.core.disarm_send(SendBlock::Ledger);
+        self.core.disarm_send(SendBlock::Ring { need: 1 });
+        hung_up
+    }
+
     /// Open a [lane](lane) to the peer: `cfg.slots` slots of
     /// `cfg.slot_size` bytes in a region only this end can write, for
     /// small messages at the latency of a few cache-line transfers. The

@@ -45,7 +45,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::bell::{Doorbell, Rung};
+use crate::bell::{Bell, Rung};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Plain-old-data entry types: `Copy`, `repr(C)`, every bit pattern valid,
@@ -263,7 +263,7 @@ impl WakeResult {
 /// Clear the sleep flag of `word` and wake its sleeper if the flag was set:
 /// ring `bell` (the sleeper's doorbell) if the sleeper's `bell_word` asks
 /// for it, else `FUTEX_WAKE`.
-fn clear_and_wake(word: &AtomicU64, bell_word: &AtomicU64, bell: Option<&Doorbell>) -> WakeResult {
+fn clear_and_wake(word: &AtomicU64, bell_word: &AtomicU64, bell: Option<&dyn Bell>) -> WakeResult {
     // SYNC: AcqRel RMW on the word the sleeper set its flag in.
     if word.fetch_and(!1, Ordering::AcqRel) & 1 != 0 {
         // SYNC: Acquire; the sleeper stored its bell word (Release,
@@ -398,7 +398,7 @@ impl<T: Pod> Writer<T> {
 
     /// Wake the consumer if it is flagged as sleeping (ringing `bell`, the
     /// consumer's doorbell, if it sleeps on it).
-    pub fn wake_consumer(&self, bell: Option<&Doorbell>) -> WakeResult {
+    pub fn wake_consumer(&self, bell: Option<&dyn Bell>) -> WakeResult {
         let l = &self.ring.hdr().prod;
         clear_and_wake(&l.tail, &l.bell, bell)
     }
@@ -411,7 +411,7 @@ impl<T: Pod> Writer<T> {
         &mut self,
         need: usize,
         timeout: Duration,
-        bell: Option<&Doorbell>,
+        bell: Option<&dyn Bell>,
     ) -> Result<Rung, Corrupt> {
         let free = self.arm_space(need);
         let w = &self.ring.hdr().cons.head;
@@ -581,7 +581,7 @@ impl<T: Pod> Reader<T> {
 
     /// Wake the producer if it is flagged as sleeping for space (ringing
     /// `bell`, its doorbell, if it sleeps on it).
-    pub fn wake_producer(&self, bell: Option<&Doorbell>) -> WakeResult {
+    pub fn wake_producer(&self, bell: Option<&dyn Bell>) -> WakeResult {
         let l = &self.ring.hdr().cons;
         clear_and_wake(&l.head, &l.bell, bell)
     }
@@ -593,7 +593,7 @@ impl<T: Pod> Reader<T> {
     pub fn wait_for_data(
         &mut self,
         timeout: Duration,
-        bell: Option<&Doorbell>,
+        bell: Option<&dyn Bell>,
     ) -> Result<Rung, Corrupt> {
         let w = &self.ring.hdr().prod.tail;
         // SYNC: the RMW sets our flag and returns the latest tail word

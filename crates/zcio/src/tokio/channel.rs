@@ -407,3 +407,124 @@ impl futures_core::Stream for AsyncChannel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::tokio::doorbell::FLOOD_LIMIT;
+    use crate::wait::LIVENESS;
+    use crate::{ChannelConfig, Pool, PoolConfig};
+
+    fn rt() -> ::tokio::runtime::Runtime {
+        ::tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn msg(pool: &Pool, b: &[u8]) -> Msg {
+        let mut buf = pool.try_alloc(b.len()).unwrap();
+        buf.as_mut_slice().copy_from_slice(b);
+        Msg::from(buf.freeze().unwrap())
+    }
+
+    /// Wakes a waiter may take in `elapsed`: the flood's trust runs out
+    /// after FLOOD_LIMIT, then one per liveness slice (plus slack for the
+    /// wakes around each phase change).
+    fn bound(elapsed: Duration) -> u64 {
+        u64::from(FLOOD_LIMIT) + 4 + (elapsed.as_millis() / LIVENESS.as_millis()) as u64 * 2
+    }
+
+    #[test]
+    fn a_peer_ringing_in_a_flood_neither_hangs_nor_spins_the_task() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let pool = Pool::new(PoolConfig::named("flood"));
+        rt().block_on(async {
+            let b = AsyncChannel::new(b).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flood = {
+                let (core, stop) = (a.core().clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        core.bell.ring();
+                    }
+                })
+            };
+            let t = Instant::now();
+            let r = b.recv_timeout(Duration::from_millis(300)).await;
+            let elapsed = t.elapsed();
+            assert_eq!(r.unwrap_err(), RecvTimeoutError::TimedOut);
+            let wakes = b.bell.wakes.load(Ordering::Relaxed);
+            assert!(
+                wakes <= bound(elapsed),
+                "{wakes} wakes in {elapsed:?}: the flood made the task spin"
+            );
+            // A real message still arrives (by the liveness timer).
+            a.send(msg(&pool, b"through")).unwrap();
+            let m = b.recv_timeout(Duration::from_secs(20)).await.unwrap();
+            assert_eq!(m.to_vec(), b"through");
+            stop.store(true, Ordering::Relaxed);
+            flood.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_peer_that_closes_only_its_doorbell_is_looked_at_by_timer() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let pool = Pool::new(PoolConfig::named("deadbell"));
+        rt().block_on(async {
+            let b = AsyncChannel::new(b).unwrap();
+            // The peer lives on but shuts its doorbell: ours hangs up.
+            rustix::net::shutdown(&a.core().bell, rustix::net::Shutdown::Both).unwrap();
+            let t = Instant::now();
+            let r = b.recv_timeout(Duration::from_millis(300)).await;
+            let elapsed = t.elapsed();
+            assert_eq!(r.unwrap_err(), RecvTimeoutError::TimedOut);
+            let wakes = b.bell.wakes.load(Ordering::Relaxed);
+            assert!(wakes <= bound(elapsed), "{wakes} wakes in {elapsed:?}");
+            assert!(!b.channel().is_disconnected(), "the peer still lives");
+            a.send(msg(&pool, b"late")).unwrap();
+            let m = b.recv_timeout(Duration::from_secs(20)).await.unwrap();
+            assert_eq!(m.to_vec(), b"late");
+        });
+    }
+
+    #[test]
+    fn outside_a_runtime_new_says_what_to_do() {
+        let (_a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let e = AsyncChannel::new(b).unwrap_err();
+        assert!(e.to_string().contains("tokio runtime"), "{e}");
+    }
+
+    #[test]
+    fn a_send_waiting_for_ring_space_goes_when_the_receiver_consumes() {
+        let cfg = ChannelConfig {
+            ring_entries: 8,
+            ..ChannelConfig::default()
+        };
+        let (a, b) = Channel::pair(cfg).unwrap();
+        let pool = Pool::new(PoolConfig::named("space"));
+        rt().block_on(async {
+            let a = AsyncChannel::new(a).unwrap();
+            let b = AsyncChannel::new(b).unwrap();
+            let sender = async {
+                for i in 0..200u8 {
+                    a.send(msg(&pool, &[i])).await.unwrap();
+                }
+            };
+            let receiver = async {
+                for i in 0..200u8 {
+                    // Let the ring fill up now and then.
+                    if i % 50 == 0 {
+                        ::tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    assert_eq!(b.recv().await.unwrap().to_vec(), [i]);
+                }
+            };
+            ::tokio::join!(sender, receiver);
+        });
+    }
+}

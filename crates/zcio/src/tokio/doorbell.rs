@@ -57,6 +57,9 @@ pub(crate) struct AsyncBell<T: Belled> {
     futile: AtomicU32,
     /// The doorbell hung up while the peer lived on: never trust it again.
     dead: AtomicBool,
+    /// Wakes so far (bell or timer), for tests.
+    #[cfg(test)]
+    pub(crate) wakes: std::sync::atomic::AtomicU64,
 }
 
 /// tokio's reactor is needed to register the doorbell.
@@ -84,6 +87,8 @@ impl<T: Belled> AsyncBell<T> {
             fd,
             futile: AtomicU32::new(0),
             dead: AtomicBool::new(false),
+            #[cfg(test)]
+            wakes: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -113,6 +118,8 @@ impl<T: Belled> AsyncBell<T> {
     /// Take the rings after a readiness; a hang-up while the peer lives
     /// kills the bell.
     fn took(&self, hung_up: bool) {
+        #[cfg(test)]
+        self.wakes.fetch_add(1, Ordering::Relaxed);
         self.owner().take_rings(hung_up);
         if hung_up && !self.owner().peer_gone() {
             self.dead.store(true, Ordering::Relaxed);
@@ -125,6 +132,8 @@ impl<T: Belled> AsyncBell<T> {
     pub(crate) async fn wait(&self) {
         if self.distrusted() {
             ::tokio::time::sleep(LIVENESS).await;
+            #[cfg(test)]
+            self.wakes.fetch_add(1, Ordering::Relaxed);
             self.owner().take_rings(true);
             return;
         }

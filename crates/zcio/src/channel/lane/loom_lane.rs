@@ -73,7 +73,7 @@ fn sender(s: &Shared, mut ring: Writer<LaneDesc>, mut notices: Reader<LaneNotice
             if let Some(slot) = free.pop() {
                 break slot;
             }
-            notices.wait_for_data(T).unwrap();
+            notices.wait_for_data(T, None).unwrap();
         };
         s.data[slot as usize].with_mut(|p| {
             // SAFETY: loom checks that no read of this slot is concurrent.
@@ -85,7 +85,7 @@ fn sender(s: &Shared, mut ring: Writer<LaneDesc>, mut notices: Reader<LaneNotice
         let mut pending = 0;
         ring.write(&[LaneDesc { slot, len: 8 }], &mut pending);
         if ring.publish(pending) {
-            ring.wake_consumer();
+            ring.wake_consumer(None);
         }
     }
 }
@@ -94,7 +94,7 @@ fn receiver(s: &Shared, mut ring: Reader<LaneDesc>, mut notices: Writer<LaneNoti
     let mut next = 1;
     while next <= MESSAGES {
         if ring.available().unwrap() == 0 {
-            ring.wait_for_data(T).unwrap();
+            ring.wait_for_data(T, None).unwrap();
             continue;
         }
         let d = ring.peek(0);
@@ -116,7 +116,7 @@ fn receiver(s: &Shared, mut ring: Reader<LaneDesc>, mut notices: Writer<LaneNoti
             &mut pending,
         );
         if notices.publish(pending) {
-            notices.wake_consumer();
+            notices.wake_consumer(None);
         }
     }
 }
