@@ -47,7 +47,7 @@ fn raw(v: u64) -> Raw {
 /// Block until a message arrives (flag, re-check, futex wait).
 fn receive(s: &Slot) -> Raw {
     loop {
-        if let Some(r) = take(s).unwrap() {
+        if let Some(r) = take(s, None).unwrap() {
             return r;
         }
         if let Some(v) = prepare_sleep(s) {
@@ -69,7 +69,7 @@ fn two_messages_in_order_without_lost_wakeups() {
         let s2 = s.clone();
         let t = thread::spawn(move || {
             for v in 1..=2 {
-                send(&s2, &raw(v), &mut Forever).unwrap();
+                send(&s2, &raw(v), &mut Forever, None).unwrap();
             }
         });
         for v in 1..=2 {
@@ -86,8 +86,8 @@ fn a_retracted_send_is_never_received() {
         let s = Arc::new(Slot::new());
         let s2 = s.clone();
         // The receiver polls once; the sender gives up at once.
-        let t = thread::spawn(move || take(&s2).unwrap());
-        let sent = send(&s, &raw(1), &mut GiveUp);
+        let t = thread::spawn(move || take(&s2, None).unwrap());
+        let sent = send(&s, &raw(1), &mut GiveUp, None);
         let got = t.join().unwrap();
         match sent {
             Ok(_) => assert_eq!(got.map(|r| r.words[0]), Some(1)),
@@ -96,8 +96,47 @@ fn a_retracted_send_is_never_received() {
         }
         // Either way the slot is usable for the next message.
         let s3 = s.clone();
-        let t = thread::spawn(move || send(&s3, &raw(2), &mut Forever).unwrap());
+        let t = thread::spawn(move || send(&s3, &raw(2), &mut Forever, None).unwrap());
         assert_eq!(receive(&s).words[0], 2);
+        t.join().unwrap();
+    });
+}
+
+/// Bell mode (`crate::bell`): the receiver sleeps on its doorbell and so
+/// does the sender waiting for the hand-over (the phased send the async
+/// endpoint runs); each side rings the other only when it finds its flag.
+/// A ring lost between the bell word, the flag and the state word leaves a
+/// side asleep forever: loom reports the deadlock.
+#[test]
+fn loom_bell_mode_hands_over_without_lost_wakeups() {
+    use crate::bell::{Bell, ModelBell};
+    use crate::rendezvous::slot::{arm_taken, mark_recv_bell, mark_send_bell, publish, Handover};
+    model(|| {
+        let s = Arc::new(Slot::new());
+        mark_recv_bell(&s);
+        mark_send_bell(&s);
+        let (recv_waits, send_rings) = ModelBell::pair();
+        let (send_waits, recv_rings) = ModelBell::pair();
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            for v in 1..=2 {
+                let seq = publish(&s2, &raw(v), Some(&send_rings)).unwrap();
+                while arm_taken(&s2, seq).unwrap() != Handover::Taken {
+                    send_waits.wait(Duration::from_secs(1));
+                }
+            }
+        });
+        for v in 1..=2 {
+            let r = loop {
+                if let Some(r) = take(&s, Some(&recv_rings)).unwrap() {
+                    break r;
+                }
+                if prepare_sleep(&s).is_some() {
+                    recv_waits.wait(Duration::from_secs(1));
+                }
+            };
+            assert_eq!((r.label, r.words[0]), (v, v));
+        }
         t.join().unwrap();
     });
 }

@@ -60,6 +60,8 @@
 //! ```
 
 mod error;
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+mod evented;
 #[cfg(all(test, loom))]
 mod loom_slot;
 mod open_wait;

@@ -107,14 +107,13 @@ impl Wait {
     }
 }
 
-pub(super) struct Shared {
+pub(crate) struct Shared {
     pub(super) map: Mapping,
     pub(super) sock: OwnedFd,
     pub(super) peer: PeerCred,
     /// This end of the connection's doorbell pair (`crate::bell`): rung by
     /// the peer when a waiter of ours sleeps in an event loop.
-    #[allow(dead_code)] // used by the async endpoints (issue 24, next step)
-    pub(super) bell: crate::bell::Doorbell,
+    pub(crate) bell: crate::bell::Doorbell,
 }
 
 impl Shared {
@@ -135,7 +134,7 @@ impl Shared {
 ///
 /// [`RendezvousListener::accept`]: super::RendezvousListener::accept
 pub struct Rendezvous {
-    pub(super) sh: Arc<Shared>,
+    pub(crate) sh: Arc<Shared>,
     tx: usize,
     pub(super) rx: usize,
     cfg: RendezvousConfig,
@@ -271,6 +270,11 @@ impl Rendezvous {
         self.sh.slot(self.rx)
     }
 
+    /// The slot this endpoint sends on.
+    pub(super) fn tx_slot(&self) -> &Slot {
+        self.sh.slot(self.tx)
+    }
+
     /// Send `msg` and wait until the partner has taken it (unbuffered
     /// rendezvous), at most [`RendezvousConfig::send_timeout`].
     ///
@@ -331,7 +335,7 @@ impl Rendezvous {
             gone: false,
             budget: &mut budget,
         };
-        match slot::send(s, &raw, &mut w) {
+        match slot::send(s, &raw, &mut w, Some(&self.sh.bell)) {
             Ok(_) => Ok(()),
             Err(SlotError::TimedOut) => match (w.error(), wait) {
                 (IpcFail::TimedOut, Wait::Try) => Err(IpcFail::WouldBlock),
@@ -344,7 +348,8 @@ impl Rendezvous {
     /// Take a message if one is waiting (no wait); the caller holds
     /// `recv_lock` and finishes it with [`Self::finish`].
     pub(super) fn try_take(&self) -> Result<Option<Raw>, IpcFail> {
-        slot::take(self.rx_slot()).map_err(|_| IpcFail::Protocol("corrupt slot state"))
+        slot::take(self.rx_slot(), Some(&self.sh.bell))
+            .map_err(|_| IpcFail::Protocol("corrupt slot state"))
     }
 
     /// Turn a taken slot message into `into` (its word buffer is reused),

@@ -19,9 +19,16 @@
 //! futex wait cannot miss the change (the same one-word argument as the
 //! channel ring). The peer may be hostile: every value read is validated,
 //! every wait is bounded by the caller.
+//!
+//! A side that sleeps in an event loop (`crate::bell`) marks its bell word
+//! in the slot (`recv_bell` / `send_bell`, sticky) before it sets its flag;
+//! the other side, finding the flag, rings the doorbell instead of the
+//! futex. The async sender runs the send in its phases ([`publish`],
+//! [`arm_taken`], [`retract`]) so it can sleep between them.
 
 use std::time::Duration;
 
+use crate::bell::Bell;
 use crate::sync::{AtomicU64, Ordering};
 
 /// The most words one rendezvous message carries.
@@ -48,12 +55,18 @@ pub struct Slot {
     pub counts: AtomicU64,
     /// Message words (`counts & 0xffff_ffff` of them are meaningful).
     pub words: [AtomicU64; WORDS],
+    /// Nonzero once the receiver sleeps on its doorbell (sticky).
+    pub recv_bell: AtomicU64,
+    /// Nonzero once the sender waits for `TAKEN` on its doorbell (sticky).
+    pub send_bell: AtomicU64,
 }
 
 #[cfg(not(loom))]
 const _: () = {
     assert!(std::mem::size_of::<Slot>() == 128);
     assert!(std::mem::offset_of!(Slot, words) == 24);
+    assert!(std::mem::offset_of!(Slot, recv_bell) == 88);
+    assert!(std::mem::offset_of!(Slot, send_bell) == 96);
 };
 
 impl Slot {
@@ -64,6 +77,8 @@ impl Slot {
             label: AtomicU64::new(0),
             counts: AtomicU64::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
+            recv_bell: AtomicU64::new(0),
+            send_bell: AtomicU64::new(0),
         }
     }
 }
@@ -113,8 +128,33 @@ pub trait Waiter {
     }
 }
 
-/// Sender: put `raw` in the slot and wait until it is taken.
-pub fn send(slot: &Slot, raw: &Raw, w: &mut impl Waiter) -> Result<u64, SlotError> {
+/// Wake the side whose flag we found: ring `bell` if its `bell_word` says
+/// it sleeps on its doorbell, else `FUTEX_WAKE`.
+fn wake(slot: &Slot, bell_word: &AtomicU64, bell: Option<&dyn Bell>) {
+    // SYNC: Acquire pairs with the Release store of the bell word
+    // (mark_*_bell), which precedes the flag RMW we found.
+    match bell.filter(|_| bell_word.load(Ordering::Acquire) != 0) {
+        Some(b) => b.ring(),
+        None => crate::sync::futex_wake(&slot.state),
+    }
+}
+
+/// The receiver of `slot` sleeps on its doorbell from now on (sticky).
+pub fn mark_recv_bell(slot: &Slot) {
+    // SYNC: Release pairs with the Acquire load in `wake`.
+    slot.recv_bell.store(1, Ordering::Release);
+}
+
+/// The sender of `slot` waits for `TAKEN` on its doorbell from now on.
+pub fn mark_send_bell(slot: &Slot) {
+    // SYNC: Release pairs with the Acquire load in `wake`.
+    slot.send_bell.store(1, Ordering::Release);
+}
+
+/// Sender, first phase: put `raw` in the slot (which must be `EMPTY`) and
+/// wake a receiver that flagged itself (ringing `bell` if it sleeps on
+/// it). Returns the message's sequence number.
+pub fn publish(slot: &Slot, raw: &Raw, bell: Option<&dyn Bell>) -> Result<u64, SlotError> {
     let cur = slot.state.load(Ordering::Acquire);
     if cur & ST != EMPTY {
         return Err(SlotError::Corrupt);
@@ -131,8 +171,77 @@ pub fn send(slot: &Slot, raw: &Raw, w: &mut impl Waiter) -> Result<u64, SlotErro
     // (or CAS) in `take`. It also returns the receiver's flag.
     let old = slot.state.swap(full, Ordering::AcqRel);
     if old & RECV_WAITING != 0 {
-        crate::sync::futex_wake(&slot.state);
+        wake(slot, &slot.recv_bell, bell);
     }
+    Ok(seq)
+}
+
+/// Where a published message stands (see [`arm_taken`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handover {
+    /// Taken, and the slot reset to `EMPTY`: the send is complete.
+    Taken,
+    /// Not taken yet; our flag is set: sleep on this futex value (or on
+    /// the doorbell) and ask again.
+    Pending(u32),
+}
+
+/// Sender, second phase: set our flag and see whether message `seq` was
+/// taken; if so, reset the slot (keeping a receiver's flag: it already
+/// waits for the next message, whose swap must wake it).
+pub fn arm_taken(slot: &Slot, seq: u64) -> Result<Handover, SlotError> {
+    // SYNC: the RMW sets our flag and returns the latest state; `take`
+    // changes the word with a CAS, so a wait on it cannot miss it.
+    let s = slot.state.fetch_or(SEND_WAITING, Ordering::AcqRel);
+    match (s & ST, s >> 4 == seq) {
+        (TAKEN, true) => {
+            let mut cur = s | SEND_WAITING;
+            // SYNC: AcqRel CAS loop; the receiver only ever adds its flag.
+            while let Err(now) = slot.state.compare_exchange(
+                cur,
+                seq << 4 | EMPTY | (cur & RECV_WAITING),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                if now >> 4 != seq || now & ST != TAKEN {
+                    return Err(SlotError::Corrupt);
+                }
+                cur = now;
+            }
+            Ok(Handover::Taken)
+        }
+        (FULL, true) => Ok(Handover::Pending((s | SEND_WAITING) as u32)),
+        _ => Err(SlotError::Corrupt),
+    }
+}
+
+/// Sender, giving up: take message `seq` back if it is still exactly our
+/// untaken message (`true`). `false`: it was taken meanwhile — finish the
+/// send with [`arm_taken`].
+pub fn retract(slot: &Slot, seq: u64) -> bool {
+    let cur = slot.state.load(Ordering::Acquire);
+    cur & ST == FULL
+        && cur >> 4 == seq
+        && slot
+            .state
+            .compare_exchange(
+                cur,
+                seq << 4 | EMPTY | (cur & RECV_WAITING),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+}
+
+/// Sender: put `raw` in the slot and wait until it is taken (a blocking
+/// sender: futex waits; `bell` is rung for a receiver that sleeps on it).
+pub fn send(
+    slot: &Slot,
+    raw: &Raw,
+    w: &mut impl Waiter,
+    bell: Option<&dyn Bell>,
+) -> Result<u64, SlotError> {
+    let seq = publish(slot, raw, bell)?;
     // A receiver that is running takes the message within microseconds;
     // then the loop below finishes without setting our flag or sleeping.
     w.spin(&mut || {
@@ -140,50 +249,16 @@ pub fn send(slot: &Slot, raw: &Raw, w: &mut impl Waiter) -> Result<u64, SlotErro
         slot.state.load(Ordering::Acquire) & ST != FULL
     });
     loop {
-        // SYNC: the RMW sets our flag and returns the latest state; `take`
-        // changes the word with a CAS, so the wait below cannot miss it.
-        let s = slot.state.fetch_or(SEND_WAITING, Ordering::AcqRel);
-        match (s & ST, s >> 4 == seq) {
-            (TAKEN, true) => {
-                // Reset to EMPTY, keeping a receiver's flag: it already
-                // waits for the next message, whose swap must wake it.
-                let mut cur = s | SEND_WAITING;
-                // SYNC: AcqRel CAS loop; the receiver only ever adds its flag.
-                while let Err(now) = slot.state.compare_exchange(
-                    cur,
-                    seq << 4 | EMPTY | (cur & RECV_WAITING),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    if now >> 4 != seq || now & ST != TAKEN {
-                        return Err(SlotError::Corrupt);
-                    }
-                    cur = now;
-                }
-                return Ok(seq);
-            }
-            (FULL, true) => {}
-            _ => return Err(SlotError::Corrupt),
-        }
+        let expected = match arm_taken(slot, seq)? {
+            Handover::Taken => return Ok(seq),
+            Handover::Pending(v) => v,
+        };
         match w.slice() {
             Some(t) => {
-                crate::sync::futex_wait(&slot.state, (s | SEND_WAITING) as u32, t);
+                crate::sync::futex_wait(&slot.state, expected, t);
             }
             None => {
-                // Retract: only if still exactly our untaken message.
-                let cur = slot.state.load(Ordering::Acquire);
-                if cur & ST == FULL
-                    && cur >> 4 == seq
-                    && slot
-                        .state
-                        .compare_exchange(
-                            cur,
-                            seq << 4 | EMPTY | (cur & RECV_WAITING),
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        )
-                        .is_ok()
-                {
+                if retract(slot, seq) {
                     return Err(SlotError::TimedOut);
                 }
                 // Taken meanwhile: loop once more to finish the send.
@@ -207,8 +282,9 @@ pub fn prepare_sleep(slot: &Slot) -> Option<u32> {
 }
 
 /// Receiver: take the message if there is one. `Ok(None)`: nothing there
-/// (or the sender retracted it while we copied).
-pub fn take(slot: &Slot) -> Result<Option<Raw>, SlotError> {
+/// (or the sender retracted it while we copied). A sender that waits for
+/// the hand-over is woken (`bell` rung if it waits on it).
+pub fn take(slot: &Slot, bell: Option<&dyn Bell>) -> Result<Option<Raw>, SlotError> {
     // SYNC: Acquire pairs with the sender's publishing swap.
     let s = slot.state.load(Ordering::Acquire);
     if s & ST != FULL {
@@ -240,13 +316,13 @@ pub fn take(slot: &Slot) -> Result<Option<Raw>, SlotError> {
     {
         Ok(_) => {
             if s & SEND_WAITING != 0 {
-                crate::sync::futex_wake(&slot.state);
+                wake(slot, &slot.send_bell, bell);
             }
             Ok(Some(raw))
         }
         // The word changed under us: flags were added (retry) or the
         // sender retracted (nothing to take).
-        Err(now) if now & ST == FULL && now >> 4 == s >> 4 => take(slot),
+        Err(now) if now & ST == FULL && now >> 4 == s >> 4 => take(slot, bell),
         Err(_) => Ok(None),
     }
 }
@@ -284,12 +360,12 @@ mod tests {
         let t = std::thread::spawn(move || {
             for i in 0..1000 {
                 let mut w = Deadline(std::time::Instant::now() + Duration::from_secs(10));
-                send(&s2, &msg(i), &mut w).unwrap();
+                send(&s2, &msg(i), &mut w, None).unwrap();
             }
         });
         for i in 0..1000 {
             let got = loop {
-                if let Some(r) = take(&slot).unwrap() {
+                if let Some(r) = take(&slot, None).unwrap() {
                     break r;
                 }
                 if let Some(v) = prepare_sleep(&slot) {
@@ -305,11 +381,11 @@ mod tests {
     fn unreceived_send_is_retracted() {
         let slot = Slot::new();
         let mut w = Deadline(std::time::Instant::now() + Duration::from_millis(20));
-        assert_eq!(send(&slot, &msg(1), &mut w), Err(SlotError::TimedOut));
-        assert_eq!(take(&slot), Ok(None));
+        assert_eq!(send(&slot, &msg(1), &mut w, None), Err(SlotError::TimedOut));
+        assert_eq!(take(&slot, None), Ok(None));
         // The slot is usable again.
         let mut w = Deadline(std::time::Instant::now());
-        assert_eq!(send(&slot, &msg(2), &mut w), Err(SlotError::TimedOut));
+        assert_eq!(send(&slot, &msg(2), &mut w, None), Err(SlotError::TimedOut));
     }
 
     #[test]
@@ -317,9 +393,9 @@ mod tests {
         let slot = Slot::new();
         slot.state.store(u64::MAX, Ordering::Relaxed);
         let mut w = Deadline(std::time::Instant::now() + Duration::from_millis(20));
-        assert_eq!(send(&slot, &msg(1), &mut w), Err(SlotError::Corrupt));
+        assert_eq!(send(&slot, &msg(1), &mut w, None), Err(SlotError::Corrupt));
         slot.state.store(FULL, Ordering::Relaxed);
         slot.counts.store(99, Ordering::Relaxed);
-        assert_eq!(take(&slot), Err(SlotError::Corrupt));
+        assert_eq!(take(&slot, None), Err(SlotError::Corrupt));
     }
 }

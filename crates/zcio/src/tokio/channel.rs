@@ -370,7 +370,10 @@ impl AsyncChannel {
 
 /// `fut` with a deadline of `timeout` from now (`None` after it; no timer
 /// at all when the timeout is too long to represent).
-async fn with_timeout<F: std::future::Future>(timeout: Duration, fut: F) -> Option<F::Output> {
+pub(crate) async fn with_timeout<F: std::future::Future>(
+    timeout: Duration,
+    fut: F,
+) -> Option<F::Output> {
     match ::tokio::time::Instant::now().checked_add(timeout) {
         Some(deadline) => ::tokio::time::timeout_at(deadline, fut).await.ok(),
         None => Some(fut.await),

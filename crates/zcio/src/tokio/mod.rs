@@ -23,5 +23,7 @@
 
 mod channel;
 mod doorbell;
+mod rendezvous;
 
 pub use channel::{AsyncChannel, MAX_ASYNC_SPIN};
+pub use rendezvous::AsyncRendezvous;

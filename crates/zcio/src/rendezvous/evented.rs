@@ -1,0 +1,93 @@
+//! The rendezvous for waiters that sleep in an event loop: the send in its
+//! phases and the receive's half-sleep, on the connection's doorbell
+//! (`crate::bell`; the same flags as the blocking path).
+
+use std::os::fd::{AsFd, BorrowedFd};
+
+use super::error::{os, IpcFail};
+use super::point::{Message, Rendezvous};
+use super::slot::{self, Handover, Raw, WORDS};
+use crate::sys::fdpass::{self, MAX_FDS};
+use crate::sys::peer;
+
+impl Rendezvous {
+    /// Switch to bell mode (both slots' bell words; sticky) and return the
+    /// doorbell to register with the event loop.
+    pub(crate) fn evented_bell(&self) -> BorrowedFd<'_> {
+        slot::mark_recv_bell(self.rx_slot());
+        slot::mark_send_bell(self.tx_slot());
+        self.sh.bell.as_fd()
+    }
+
+    /// First half of a receive's sleep: `true` to sleep (our flag is set),
+    /// `false` when a message is already there.
+    pub(crate) fn arm_recv(&self) -> bool {
+        slot::prepare_sleep(self.rx_slot()).is_some()
+    }
+
+    /// Whether a message waits (cheap, no flag).
+    pub(crate) fn recv_ready(&self) -> bool {
+        slot::ready(self.rx_slot())
+    }
+
+    /// First phase of a send: the descriptors on the socket, the message
+    /// in the slot (the receiver woken). Returns its sequence number for
+    /// [`Rendezvous::handover`] and [`Rendezvous::retract`].
+    pub(crate) fn publish(&self, msg: &Message) -> Result<u64, IpcFail> {
+        if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
+            return Err(IpcFail::TooLarge);
+        }
+        if peer::socket_hung_up(&self.sh.sock) {
+            return Err(IpcFail::Disconnected);
+        }
+        let s = self.tx_slot();
+        let seq = (s.state.load(crate::sync::Ordering::Acquire) >> 4).wrapping_add(1);
+        if !msg.fds.is_empty() {
+            let fds: Vec<BorrowedFd<'_>> = msg.fds.iter().map(|f| f.as_fd()).collect();
+            fdpass::send(&self.sh.sock, &seq.to_le_bytes(), &fds, false).map_err(os("sendmsg"))?;
+        }
+        let mut raw = Raw {
+            label: msg.label,
+            words: [0; WORDS],
+            len: msg.words.len(),
+            nfds: msg.fds.len(),
+            seq,
+        };
+        raw.words[..msg.words.len()].copy_from_slice(&msg.words);
+        slot::publish(s, &raw, Some(&self.sh.bell))
+            .map_err(|_| IpcFail::Protocol("corrupt slot state"))
+    }
+
+    /// Whether our message `seq` still waits in the slot to be taken
+    /// (cheap, no flag: for spinning).
+    pub(crate) fn recv_ready_on_tx(&self, seq: u64) -> bool {
+        let s = self.tx_slot().state.load(crate::sync::Ordering::Acquire);
+        s & 3 == slot::FULL && s >> 4 == seq
+    }
+
+    /// Whether message `seq` was taken (then the send is complete);
+    /// `Ok(false)` leaves our flag set: sleep until the doorbell rings.
+    pub(crate) fn handover(&self, seq: u64) -> Result<bool, IpcFail> {
+        match slot::arm_taken(self.tx_slot(), seq) {
+            Ok(Handover::Taken) => Ok(true),
+            Ok(Handover::Pending(_)) => Ok(false),
+            Err(_) => Err(IpcFail::Protocol("corrupt slot state")),
+        }
+    }
+
+    /// Give up on message `seq`: `true` if it was taken back undelivered;
+    /// `false` if the partner took it meanwhile (the send is then
+    /// complete: the slot has been reset).
+    pub(crate) fn retract(&self, seq: u64) -> bool {
+        if slot::retract(self.tx_slot(), seq) {
+            return true;
+        }
+        let _ = self.handover(seq);
+        false
+    }
+
+    /// Whether the partner's end of the connection is gone.
+    pub(crate) fn peer_gone(&self) -> bool {
+        peer::socket_hung_up(&self.sh.sock)
+    }
+}

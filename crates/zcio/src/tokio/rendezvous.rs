@@ -1,0 +1,241 @@
+//! [`AsyncRendezvous`]: a rendezvous endpoint whose waits are futures.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use super::channel::MAX_ASYNC_SPIN;
+use super::doorbell::{AsyncBell, Belled};
+use crate::rendezvous::{
+    Message, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
+};
+use crate::wait::{SpinBudget, Step};
+
+impl Belled for Rendezvous {
+    fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.evented_bell()
+    }
+
+    fn take_rings(&self, _hung_up: bool) -> usize {
+        // Whether the partner is gone is the socket's to say (peer_gone).
+        self.sh.bell.drain().unwrap_or(0)
+    }
+
+    fn peer_gone(&self) -> bool {
+        Rendezvous::peer_gone(self)
+    }
+}
+
+/// A rendezvous endpoint for async code: `recv().await`, `send(&m).await`,
+/// `call(&m).await`, with no thread per waiting task (the endpoint's
+/// doorbell in tokio's reactor; the partner may be blocking or async, in
+/// any language). A partner that dies wakes the task (the doorbell hangs
+/// up) and the call reports `Disconnected`. The endpoint's configured
+/// timeouts bound every call, as in the blocking API.
+///
+/// Cancel safety:
+///
+/// | method | cancel-safe | what a dropped future means |
+/// |---|---|---|
+/// | [`recv`](Self::recv), [`recv_timeout`](Self::recv_timeout) | yes | no message was taken |
+/// | [`send`](Self::send), [`send_timeout`](Self::send_timeout) | no | the message is retracted if the partner had not taken it yet; if it had, it was delivered |
+/// | [`call`](Self::call) | no | as `send`, and an answer already sent stays for the next `recv` |
+///
+/// Sends are serialised (one message in flight per direction is the
+/// rendezvous' nature); receives may be awaited from several tasks.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use zcio::rendezvous::{Message, Rendezvous, RendezvousListener};
+/// use zcio::tokio::AsyncRendezvous;
+///
+/// let dir = std::env::temp_dir().join(format!("zcio-doc-ardv-{}", std::process::id()));
+/// let listener = RendezvousListener::bind(&dir)?;
+/// let server = std::thread::spawn(move || -> Result<(), zcio::Error> {
+///     let ep = listener.accept()?;
+///     let m = ep.recv()?;
+///     ep.send(&Message::new(m.label, &[m.words[0] * 2]))?;
+///     Ok(())
+/// });
+/// let ep = AsyncRendezvous::new(Rendezvous::connect(&dir)?)?;
+/// let answer = ep.call(&Message::new(1, &[21])).await?;
+/// assert_eq!(answer.words, [42]);
+/// server.join().unwrap()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct AsyncRendezvous {
+    bell: AsyncBell<Rendezvous>,
+    /// One send at a time.
+    sending: ::tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for AsyncRendezvous {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncRendezvous")
+            .field("endpoint", self.bell.owner())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A published message until it is taken: dropped early, it retracts.
+struct InFlight<'a> {
+    ep: &'a Rendezvous,
+    seq: u64,
+    done: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.ep.retract(self.seq);
+        }
+    }
+}
+
+impl AsyncRendezvous {
+    /// Make `ep` an async endpoint (bell mode, for good).
+    ///
+    /// # Errors
+    /// Outside a tokio runtime, or when the reactor refuses the doorbell.
+    pub fn new(ep: Rendezvous) -> io::Result<Self> {
+        Ok(Self {
+            bell: AsyncBell::new(ep)?,
+            sending: ::tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The endpoint (its configuration, partner, non-blocking calls).
+    pub fn endpoint(&self) -> &Rendezvous {
+        self.bell.owner()
+    }
+
+    fn spin(&self, done: &mut dyn FnMut() -> bool) -> bool {
+        let mut b = SpinBudget::new(MAX_ASYNC_SPIN).backoff(Duration::MAX);
+        loop {
+            if done() {
+                return true;
+            }
+            if !matches!(b.step(), Step::Retry) {
+                return false;
+            }
+        }
+    }
+
+    /// Wait for the partner's next message, at most the endpoint's
+    /// `recv_timeout`. Cancel-safe.
+    pub async fn recv(&self) -> Result<Message, RendezvousRecvError> {
+        let t = self.endpoint().config().recv_timeout;
+        self.recv_timeout(t).await
+    }
+
+    /// Wait for the partner's next message, at most `timeout`.
+    /// Cancel-safe.
+    pub async fn recv_timeout(&self, timeout: Duration) -> Result<Message, RendezvousRecvError> {
+        let ep = self.endpoint();
+        let wait = async {
+            let mut woke = false;
+            loop {
+                match ep.try_recv() {
+                    Ok(m) => {
+                        if woke {
+                            self.bell.record(true);
+                        }
+                        return Ok(m);
+                    }
+                    Err(RendezvousRecvError::WouldBlock) => {}
+                    Err(e) => return Err(e),
+                }
+                if woke {
+                    self.bell.record(false);
+                }
+                if self.spin(&mut || ep.recv_ready()) || !ep.arm_recv() {
+                    woke = false;
+                    continue;
+                }
+                self.bell.wait().await;
+                woke = true;
+            }
+        };
+        super::channel::with_timeout(timeout, wait)
+            .await
+            .unwrap_or(Err(RendezvousRecvError::TimedOut))
+    }
+
+    /// Send `msg` and wait until the partner took it, at most the
+    /// endpoint's `send_timeout` (then it is retracted: `TimedOut`). Not
+    /// cancel-safe (see the type's docs).
+    pub async fn send(&self, msg: &Message) -> Result<(), RendezvousSendError> {
+        let t = self.endpoint().config().send_timeout;
+        self.send_timeout(msg, t).await
+    }
+
+    /// Send `msg`, waiting at most `timeout` for the partner to take it.
+    pub async fn send_timeout(
+        &self,
+        msg: &Message,
+        timeout: Duration,
+    ) -> Result<(), RendezvousSendError> {
+        let _one = self.sending.lock().await;
+        let ep = self.endpoint();
+        let mut flight = InFlight {
+            ep,
+            seq: ep.publish(msg)?,
+            done: false,
+        };
+        let seq = flight.seq;
+        let wait = async {
+            let mut woke = false;
+            loop {
+                // A running partner takes it within microseconds: spin
+                // first, then look (which sets our flag if it is not taken).
+                self.spin(&mut || !ep.recv_ready_on_tx(seq));
+                if ep.handover(seq)? {
+                    if woke {
+                        self.bell.record(true);
+                    }
+                    return Ok(());
+                }
+                if woke {
+                    self.bell.record(false);
+                }
+                if ep.peer_gone() {
+                    return Err(RendezvousSendError::Disconnected);
+                }
+                self.bell.wait().await;
+                woke = true;
+            }
+        };
+        let r = super::channel::with_timeout(timeout, wait).await;
+        match r {
+            Some(Ok(())) => {
+                flight.done = true;
+                Ok(())
+            }
+            Some(Err(e)) => {
+                flight.done = true;
+                if ep.retract(seq) {
+                    Err(e)
+                } else {
+                    Ok(()) // taken after all: delivered
+                }
+            }
+            None => {
+                flight.done = true;
+                if ep.retract(seq) {
+                    Err(RendezvousSendError::TimedOut)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Send `msg`, then wait for the partner's answer (its next message):
+    /// each half bounded by the endpoint's timeouts. Not cancel-safe.
+    pub async fn call(&self, msg: &Message) -> Result<Message, RendezvousCallError> {
+        self.send(msg).await?;
+        Ok(self.recv().await?)
+    }
+}
