@@ -21,9 +21,13 @@
 //!
 //! Each type's docs state which of its methods are cancel-safe.
 
+#[cfg(feature = "splice")]
+mod association;
 mod channel;
 mod doorbell;
 mod rendezvous;
 
+#[cfg(feature = "splice")]
+pub use association::Completions;
 pub use channel::{AsyncChannel, MAX_ASYNC_SPIN};
 pub use rendezvous::AsyncRendezvous;
