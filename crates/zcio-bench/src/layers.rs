@@ -13,7 +13,14 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// The benchmark families (layer 2); [`TOP`] is layer 3, every other
 /// module a helper (layer 1).
-const FAMILIES: [&str; 5] = ["asyncb", "ring", "semantics", "splice", "transfer"];
+const FAMILIES: [&str; 6] = [
+    "asyncb",
+    "ring",
+    "semantics",
+    "splice",
+    "tokiob",
+    "transfer",
+];
 /// The dispatch of child roles.
 const TOP: [&str; 1] = ["roles"];
 

@@ -20,7 +20,7 @@
 //!    [`driver`] (the one [`driver::Bench`] loop) and [`iox`] (the iceoryx2
 //!    baseline transport). They know no benchmark.
 //! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`asyncb`],
-//!    [`semantics`], [`splice`]. Each owns its options, jobs, child
+//!    [`semantics`], [`splice`], [`tokiob`]. Each owns its options, jobs, child
 //!    argument, spec and child entry point, rows, tables and plot (its
 //!    data, drawn by [`plot`]). A family uses another only in one
 //!    direction: [`transfer`] uses the rendezvous connect of [`asyncb`].
@@ -44,6 +44,7 @@ pub mod ring;
 pub mod roles;
 pub mod semantics;
 pub mod splice;
+pub mod tokiob;
 pub mod touch;
 pub mod transfer;
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, ring, roles, semantics, splice, transfer};
+use zcio_bench::{asyncb, ring, roles, semantics, splice, tokiob, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -26,6 +26,7 @@ use zcio_bench::{asyncb, ring, roles, semantics, splice, transfer};
         zcio-bench ring --quick              # named rings vs pipes, fan-out, layouts\n  \
         zcio-bench async --quick             # rendezvous latency, forwarding chains, checksum\n  \
         zcio-bench semantics --quick         # the eight buffering semantics vs pipe, socket, memcpy\n  \
+        zcio-bench tokio --quick             # async channels on tokio vs tokio's UnixStream\n  \
         zcio-bench transfer --help           # the options of one benchmark"
 )]
 struct Cli {
@@ -132,6 +133,28 @@ enum Cmd {
         zcio-bench semantics --model current          # with the calibration file (zcio calibrate), if any\n  \
         zcio-bench semantics --quick --format json --out sem.json --svg sem.svg")]
     Semantics(SemanticsArgs),
+    /// Async zcio on tokio: AsyncChannel vs tokio's UnixStream vs the sync channel.
+    ///
+    /// Every side a separate process, all in one run: zcio's async channel
+    /// (`zcio::tokio::AsyncChannel`, a current-thread tokio runtime in
+    /// each process) against what an async program would use today —
+    /// tokio's `UnixStream` with length-prefixed frames — and against
+    /// zcio's synchronous channel in blocking mode (no spin) and, for
+    /// context, with its default spinning policy. (latency) ping-pong with
+    /// one message in flight, one-way p50, p90 and p99; (throughput) a sender
+    /// streaming as fast as it can, msgs/s, GB/s and the CPU time per
+    /// message of both processes; 64 B … 1 MiB. (idle) one task awaiting
+    /// 100 channels whose peer never sends: its process's CPU time over
+    /// one second (getrusage), beside tokio's sockets and a thread per
+    /// synchronous channel. Checks the targets of issue 24.
+    #[command(after_help = "Examples:\n  \
+        zcio-bench tokio --quick                      # 64 B and 64 KiB, one run: well under a minute\n  \
+        zcio-bench tokio                              # 64 B … 1 MiB, median of 3 interleaved runs\n  \
+        zcio-bench tokio --parts latency --sizes 64,4K --reps 5\n  \
+        zcio-bench tokio --parts throughput --variants zcio-async,tokio-unix --sizes 64K,1M\n  \
+        zcio-bench tokio --parts idle                 # only the idle waiters\n  \
+        zcio-bench tokio --quick --format json --out tokio.json --svg tokio.svg")]
+    Tokio(TokioArgs),
 }
 
 /// Output options shared by the benchmarks.
@@ -333,6 +356,42 @@ struct SemanticsArgs {
     out: OutArgs,
 }
 
+#[derive(Args, Debug)]
+struct TokioArgs {
+    /// A short run (well under a minute, for CI): sizes 64 B and 64 KiB,
+    /// 2000 round trips and 128 MiB streamed per point, one run.
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: latency, throughput, idle
+    /// (default: all).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// Message sizes of the latency and throughput parts, comma-separated
+    /// (16 B … 16 MiB; default 64,4K,64K,1M; --quick 64,64K).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
+    /// Variants of the latency and throughput parts, comma-separated
+    /// (default: all of zcio-async, tokio-unix, zcio-sync-blocking,
+    /// zcio-sync). The targets need zcio-async, tokio-unix and
+    /// zcio-sync-blocking.
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    /// Runs per point, interleaved; the median is reported (default 3;
+    /// --quick 1).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Measured round trips per ping-pong point, at most (default 20000;
+    /// --quick 2000); each point also stops after 4 s (--quick 1 s).
+    #[arg(long)]
+    round_trips: Option<u64>,
+    /// Most messages streamed per throughput point (default 300000;
+    /// --quick 50000); otherwise 1 GiB (--quick 128 MiB) per point.
+    #[arg(long)]
+    messages: Option<u64>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
 /// A run that could not start because of its input (exit code 2), or one
 /// that failed (exit code 1).
 enum Failure {
@@ -509,6 +568,36 @@ fn semantics_cmd(a: SemanticsArgs) -> Result<(), Failure> {
     driver::run(&bench, &out).map_err(Failure::Run)
 }
 
+fn tokio_cmd(a: TokioArgs) -> Result<(), Failure> {
+    let mut opts = if a.quick {
+        tokiob::Options::quick()
+    } else {
+        tokiob::Options::full()
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, tokiob::Part::parse)?;
+    }
+    if let Some(s) = &a.sizes {
+        opts.sizes = list(s, parse_size)?;
+    }
+    if let Some(v) = &a.variants {
+        opts.variants = list(v, tokiob::Variant::parse)?;
+    }
+    if let Some(r) = a.reps {
+        opts.reps = r;
+    }
+    if let Some(n) = a.round_trips {
+        opts.round_trips = n;
+    }
+    if let Some(n) = a.messages {
+        opts.max_msgs = n;
+        opts.min_msgs = opts.min_msgs.min(n);
+    }
+    input(tokiob::check_limits(&opts))?;
+    let bench = tokiob::TokioBench { opts };
+    driver::run(&bench, &a.out.output("tokio")).map_err(Failure::Run)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(code) = roles::dispatch(&args) {
@@ -520,6 +609,7 @@ fn main() {
         Cmd::Async(a) => async_cmd(a),
         Cmd::Splice(a) => splice_cmd(a),
         Cmd::Semantics(a) => semantics_cmd(a),
+        Cmd::Tokio(a) => tokio_cmd(a),
     };
     match res {
         Ok(()) => {}

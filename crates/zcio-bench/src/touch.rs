@@ -32,6 +32,14 @@ pub fn msg_pages(msg: &Msg) -> (Option<u64>, u64) {
     (first, sum)
 }
 
+/// The last word (`u64`, little endian) of `msg`, read in place (`None`
+/// if it has fewer than 8 bytes).
+pub fn msg_last_word(msg: &Msg) -> Option<u64> {
+    let at = msg.len().checked_sub(8)?;
+    let mut w = [0u8; 8];
+    (msg.read_at(at, &mut w) == 8).then(|| u64::from_le_bytes(w))
+}
+
 /// Copy the first `out.len()` bytes of `msg` (fewer if it is shorter) into
 /// `out`; returns how many were copied.
 pub fn msg_prefix(msg: &Msg, out: &mut [u8]) -> usize {
