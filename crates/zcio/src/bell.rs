@@ -22,8 +22,18 @@
 //! Each end of the pair is both: the waiter polls and drains its own end,
 //! and rings the peer by sending on it (the datagram lands in the peer's
 //! receive queue).
+//!
+//! **Named bells, for rings.** A named ring has no connection to pass a
+//! descriptor over, and its consumers come and go. A waiter there binds a
+//! [`NamedBell`]: a Unix datagram socket in the abstract namespace, named
+//! `zcio-bell/` and a random 64-bit number, which it writes into its slot
+//! of the ring; the other side rings it with a [`Ringer`] (`sendto` with
+//! `MSG_DONTWAIT`: never blocks). Anyone in the network namespace may send
+//! to an abstract socket, so a named bell is only ever a hint to look —
+//! the flood guard of the async layer applies — and the fixed prefix means
+//! a ring's writer can make a producer poke nothing but zcio bells.
 
-pub use real::Doorbell;
+pub use real::{Doorbell, NamedBell, Ringer};
 
 #[cfg(loom)]
 pub use model::ModelBell;
@@ -57,7 +67,7 @@ mod real {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     use rustix::io::Errno;
     use rustix::net::{
-        self, sockopt, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType,
+        self, sockopt, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
     };
 
     use super::{Bell, Rung};
@@ -148,6 +158,102 @@ mod real {
         }
     }
 
+    /// The abstract address of named bell `id`.
+    fn bell_addr(id: u64) -> Result<SocketAddrUnix, Errno> {
+        SocketAddrUnix::new_abstract_name(format!("zcio-bell/{id:016x}").as_bytes())
+    }
+
+    /// A doorbell with a number instead of a connection (see the module
+    /// docs): bound in the abstract namespace, rung by [`Ringer::ring`].
+    #[derive(Debug)]
+    pub struct NamedBell {
+        bell: Doorbell,
+        id: u64,
+    }
+
+    impl NamedBell {
+        /// Bind a fresh named bell (a random nonzero number).
+        pub fn bind() -> Result<Self, Errno> {
+            use std::hash::{BuildHasher, Hasher};
+            let sock = net::socket_with(
+                AddressFamily::UNIX,
+                SocketType::DGRAM,
+                SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+                None,
+            )?;
+            for _ in 0..16 {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u32(std::process::id());
+                let id = h.finish() | 1;
+                match net::bind(&sock, &bell_addr(id)?) {
+                    Ok(()) => {
+                        return Ok(Self {
+                            bell: Doorbell { sock },
+                            id,
+                        })
+                    }
+                    Err(Errno::ADDRINUSE) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Errno::ADDRINUSE)
+        }
+
+        /// Its number (what the ringing side needs).
+        pub fn id(&self) -> u64 {
+            self.id
+        }
+
+        /// Take the rings queued (at most a bounded batch).
+        pub fn drain(&self) -> usize {
+            self.bell.drain().unwrap_or(0)
+        }
+    }
+
+    impl AsFd for NamedBell {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            self.bell.as_fd()
+        }
+    }
+
+    impl AsRawFd for NamedBell {
+        fn as_raw_fd(&self) -> RawFd {
+            self.bell.as_raw_fd()
+        }
+    }
+
+    /// Rings named bells by number (an unbound datagram socket).
+    #[derive(Debug)]
+    pub struct Ringer {
+        sock: OwnedFd,
+    }
+
+    impl Ringer {
+        /// A ringer.
+        pub fn new() -> Result<Self, Errno> {
+            let sock = net::socket_with(
+                AddressFamily::UNIX,
+                SocketType::DGRAM,
+                SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+                None,
+            )?;
+            Ok(Self { sock })
+        }
+
+        /// Ring named bell `id`: one byte, never blocking; a bell that is
+        /// gone or full is not an error (nobody to wake, or already rung).
+        pub fn ring(&self, id: u64) {
+            if let Ok(addr) = bell_addr(id) {
+                let _ = net::sendto(
+                    &self.sock,
+                    &[1],
+                    SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+                    &addr,
+                );
+            }
+        }
+    }
+
     impl Bell for Doorbell {
         fn ring(&self) {
             Doorbell::ring(self);
@@ -192,6 +298,25 @@ mod real {
             drop(b);
             while a.drain() != Err(Rung::HungUp) {}
             assert_eq!(a.wait(Duration::from_secs(5)), Rung::HungUp);
+        }
+
+        #[test]
+        fn a_named_bell_is_rung_by_number_and_a_gone_one_is_no_error() {
+            let b = NamedBell::bind().unwrap();
+            let r = Ringer::new().unwrap();
+            assert_eq!(b.bell.wait(Duration::from_millis(1)), Rung::TimedOut);
+            r.ring(b.id());
+            assert_eq!(b.bell.wait(Duration::from_secs(5)), Rung::Rang);
+            // A flood never blocks the ringer (the socket's queue is short:
+            // the rest is dropped, which is fine for a bell).
+            for _ in 0..10_000 {
+                r.ring(b.id());
+            }
+            assert!((1..=DRAIN_MAX).contains(&b.drain()));
+            let id = b.id();
+            drop(b);
+            r.ring(id);
+            assert_ne!(NamedBell::bind().unwrap().id(), id);
         }
 
         #[test]

@@ -111,6 +111,11 @@ pub struct Consumer {
     drops_at_join: u64,
     spin: SpinBudget,
     pub(crate) ready: Option<Arc<super::ready::Shared>>,
+    /// Our named bell, once an event loop waits on this consumer
+    /// (`ring::evented`).
+    pub(crate) bell: Option<crate::bell::NamedBell>,
+    /// What rings a producer that sleeps on its bell (made on first need).
+    pub(crate) ringer: Option<crate::bell::Ringer>,
     /// Process-unique identity, so a [`DetachedPeek`] resumes only here.
     id: u64,
     /// Bumped by every read, peek and seek: a [`DetachedPeek`] taken
@@ -204,7 +209,12 @@ impl Consumer {
         ] {
             c.store(0, Ordering::Relaxed);
         }
-        let h2 = protocol::join(map.producer(), &ctl.consumers, slot, &s.cursor);
+        // A bell left by the slot's previous consumer is not ours.
+        s.bell.store(0, Ordering::Relaxed);
+        s.bell_armed.store(0, Ordering::Relaxed);
+        let h2 = protocol::join(map.producer(), &ctl.consumers, slot, &s.cursor, |w| {
+            wake_producer(ctl, w, &mut None)
+        });
         let mut me = Self {
             cap: geo.cap(),
             geo,
@@ -222,6 +232,8 @@ impl Consumer {
             spin: SpinBudget::new(SPIN),
             map,
             ready: None,
+            bell: None,
+            ringer: None,
             id: NEXT_CONSUMER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             peek_gen: 0,
         };
@@ -346,9 +358,42 @@ impl Consumer {
         h
     }
 
+    /// Whether `idle` would not say "nothing yet": published news, a
+    /// producer that has closed or failed the stream, a truncated file.
+    pub(crate) fn has_news(&mut self) -> bool {
+        if self.refresh_head() != self.cursor || self.map.truncated() {
+            return true;
+        }
+        let (state, _, epoch) = self.producer_state();
+        state != OWNER_ACTIVE && (self.seen_producer || epoch != self.epoch_at_join)
+    }
+
+    /// Our cursor (cursor units).
+    pub(crate) fn position_raw(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Nothing new since we looked: report a producer that wrote to us and
+    /// died (one that never moved the head since we joined wrote nothing
+    /// to us: we wait for the next one, see `idle`).
+    pub(crate) fn check_producer_alive(&mut self) -> Result<(), ReadError> {
+        let h = self.refresh_head();
+        if h == self.cursor && h != self.head_at_join {
+            let (now, pid_now, _) = self.producer_state();
+            if now == OWNER_ACTIVE && !self.producer_alive(pid_now) {
+                return Err(ReadError::Disconnected { pid: pid_now });
+            }
+        }
+        Ok(())
+    }
+
     /// Publish our cursor; wake the producer if it waits for us.
     fn publish_cursor(&mut self) {
-        protocol::release(&self.map.slot(self.slot).cursor, self.cursor);
+        let map = &self.map;
+        let ringer = &mut self.ringer;
+        protocol::release(&map.slot(self.slot).cursor, self.cursor, |w| {
+            wake_producer(map.control(), w, ringer)
+        });
     }
 
     fn advance(&mut self, b: &Block) {
@@ -686,11 +731,8 @@ impl Consumer {
                 // The owner word is read again: `state` is from before the
                 // sleep, and a producer that closed (and exited) while we
                 // fell asleep has ended the stream, not died in it.
-                if h == self.cursor && h != self.head_at_join && t0.elapsed() >= t {
-                    let (now, pid_now, _) = self.producer_state();
-                    if now == OWNER_ACTIVE && !self.producer_alive(pid_now) {
-                        return Err(ReadError::Disconnected { pid: pid_now });
-                    }
+                if h == self.cursor && t0.elapsed() >= t {
+                    self.check_producer_alive()?;
                 }
                 Ok(None)
             }
@@ -882,10 +924,41 @@ impl Drop for Consumer {
             forget_peek(Some(t));
         }
         let s = self.map.slot(self.slot);
-        protocol::leave(&self.map.control().consumers, self.slot, &s.cursor);
+        let ctl = self.map.control();
+        // SYNC: SeqCst like every bitmap update (see protocol::scan).
+        ctl.bell_consumers
+            .fetch_and(!(1u64 << self.slot), Ordering::SeqCst);
+        let ringer = &mut self.ringer;
+        protocol::leave(&ctl.consumers, self.slot, &s.cursor, |w| {
+            wake_producer(ctl, w, ringer)
+        });
         // SYNC: Release: the slot is free for the next claim (AcqRel CAS in
         // `claim_slot`).
         s.owner.store(0, Ordering::Release);
+    }
+}
+
+/// Wake a producer that flagged `cursor_word`: ring its named bell if it
+/// sleeps on one (making `ringer` on first need), else the futex.
+fn wake_producer(
+    ctl: &super::layout::ControlLine,
+    cursor_word: &crate::sync::AtomicU64,
+    ringer: &mut Option<crate::bell::Ringer>,
+) {
+    // SYNC: Acquire pairs with the producer's Release store of its bell
+    // number (Producer::evented_bell), made before it ever flags a cursor.
+    let id = ctl.producer_bell.load(Ordering::Acquire);
+    if id == 0 {
+        return protocol::futex_waker(cursor_word);
+    }
+    if ringer.is_none() {
+        *ringer = crate::bell::Ringer::new().ok();
+    }
+    match ringer {
+        Some(r) => r.ring(id),
+        // No socket for a ringer: the producer's liveness timer finds the
+        // room instead.
+        None => protocol::futex_waker(cursor_word),
     }
 }
 

@@ -26,8 +26,11 @@ use crate::sync::AtomicU64;
 pub const MAGIC: [u8; 8] = *b"ZCIORING";
 /// Bumped whenever anything in this file changes shape or meaning
 /// (2: the `OWNER_FAILED` state and `ControlLine::error`; a version-1
-/// reader would take a failed producer for a normal end of stream).
-pub const LAYOUT_VERSION: u32 = 2;
+/// reader would take a failed producer for a normal end of stream. 3: the
+/// named bells of async waiters, `ConsumerSlot::bell`/`bell_armed` and
+/// `ControlLine::bell_consumers`/`producer_bell`; a version-2 producer
+/// would never ring them).
+pub const LAYOUT_VERSION: u32 = 3;
 /// Consumer slots per ring (one bit each in [`ControlLine::consumers`]).
 pub const MAX_CONSUMERS: usize = 64;
 /// Source rings an index ring can point into.
@@ -202,6 +205,14 @@ pub struct ControlLine {
     /// The code a producer closed the ring with ([`OWNER_FAILED`]); stored
     /// before the owner word says `FAILED`, meaningless otherwise.
     pub error: AtomicU64,
+    /// Bitmap of consumer slots whose consumer may sleep on a named bell
+    /// ([`ConsumerSlot::bell`]; set once by the consumer, cleared when the
+    /// slot is freed): the producer rings those it finds armed.
+    pub bell_consumers: AtomicU64,
+    /// Number of the producer's named bell (`crate::bell::NamedBell`), 0
+    /// while it sleeps on futexes: a consumer whose release finds the
+    /// producer's flag on its cursor word rings it instead of waking.
+    pub producer_bell: AtomicU64,
 }
 
 /// No producer has the ring.
@@ -268,6 +279,13 @@ pub struct ConsumerSlot {
     pub read_blocks: AtomicU64,
     /// Bytes read.
     pub read_bytes: AtomicU64,
+    /// Number of the consumer's named bell (`crate::bell::NamedBell`), 0
+    /// if it has none.
+    pub bell: AtomicU64,
+    /// 1 while the consumer sleeps on its bell (stored before it sets the
+    /// sleep flag in the head word); the producer swaps it to 0 when it
+    /// rings.
+    pub bell_armed: AtomicU64,
 }
 
 /// Slot being claimed.
@@ -330,10 +348,14 @@ const _: () = {
     assert!(size_of::<ControlLine>() == 128);
     assert!(offset_of!(ControlLine, consumers) == 32);
     assert!(offset_of!(ControlLine, error) == 40);
+    assert!(offset_of!(ControlLine, bell_consumers) == 48);
+    assert!(offset_of!(ControlLine, producer_bell) == 56);
     assert!(size_of::<SharedLine>() == 128);
     assert!(size_of::<Source>() == 256);
     assert!(size_of::<ConsumerSlot>() == 128);
     assert!(offset_of!(ConsumerSlot, owner) == 8);
+    assert!(offset_of!(ConsumerSlot, bell) == 64);
+    assert!(offset_of!(ConsumerSlot, bell_armed) == 72);
     assert!(size_of::<RichPtr>() == 32);
     assert!(size_of::<BlockHeader>() == BLOCK_HDR as usize);
     assert!(SLOTS_OFF == 2560);

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use crate::ring::layout::ProducerLine;
 use crate::ring::protocol::{
-    announce, consumer_sleep, fits, head, intact, join, leave, producer_sleep, publish, release,
-    scan, skip_target,
+    announce, consumer_sleep, fits, futex_waker, head, intact, join, leave, producer_sleep,
+    publish, release, scan, skip_target,
 };
 use crate::sync::{AtomicU64, Ordering};
 use loom::sync::Arc;
@@ -105,7 +105,7 @@ fn consume(r: &Ring, k: usize, start: u64, until: u64, lossless: bool) -> u64 {
                 1,
                 1,
             );
-            release(&r.cursors[k], cursor);
+            release(&r.cursors[k], cursor, futex_waker);
             continue;
         }
         let v = r.data[(cursor % CAP) as usize].load(Ordering::Relaxed);
@@ -122,7 +122,7 @@ fn consume(r: &Ring, k: usize, start: u64, until: u64, lossless: bool) -> u64 {
             let we = r.line.write_end.load(Ordering::Relaxed);
             cursor = skip_target(cursor, head(&r.line), we, CAP, 1, 1);
         }
-        release(&r.cursors[k], cursor);
+        release(&r.cursors[k], cursor, futex_waker);
     }
     accepted
 }
@@ -163,7 +163,7 @@ fn joining_consumer_never_sees_overwritten_data() {
         let r = ring(0);
         let r1 = r.clone();
         let c = thread::spawn(move || {
-            let start = join(&r1.line, &r1.mask, 0, &r1.cursors[0]);
+            let start = join(&r1.line, &r1.mask, 0, &r1.cursors[0], futex_waker);
             consume(&r1, 0, start, 3, true)
         });
         produce(&r, 3, true);
@@ -178,7 +178,7 @@ fn leaving_consumer_unblocks_the_producer() {
         let (r1, r2) = (r.clone(), r.clone());
         // Consumer 1 reads nothing and leaves; consumer 0 reads all.
         let a = thread::spawn(move || consume(&r1, 0, 0, 3, true));
-        let b = thread::spawn(move || leave(&r2.mask, 1, &r2.cursors[1]));
+        let b = thread::spawn(move || leave(&r2.mask, 1, &r2.cursors[1], futex_waker));
         produce(&r, 3, true);
         assert_eq!(a.join().unwrap(), 3);
         b.join().unwrap();
@@ -193,6 +193,95 @@ fn frp_reader_accepts_only_intact_data() {
         let p = thread::spawn(move || produce(&r1, 4, false));
         let got = consume(&r, 0, 0, 4, false);
         assert!(got >= 1, "the newest block is always readable");
+        p.join().unwrap();
+    });
+}
+
+/// Named bells (event-loop waiters): the consumer sleeps on its bell for
+/// data (armed in its slot, then the head flag) and the producer on its
+/// bell for room (flag on the consumer's cursor word); each side rings the
+/// other only when it finds the flag. A ring lost anywhere leaves a side
+/// asleep forever (the model bell ends a wait only on a ring): loom
+/// reports the deadlock.
+#[test]
+fn loom_named_bells_lose_no_wakeup() {
+    use crate::bell::{Bell, ModelBell};
+    use crate::ring::layout::{ConsumerSlot, ControlLine};
+    use crate::ring::protocol::{consumer_arm, ring_sleepers};
+    let z = || AtomicU64::new(0);
+    struct Bells {
+        ctl: ControlLine,
+        slot: ConsumerSlot,
+    }
+    model(move || {
+        let r = ring(0b1);
+        let b = Arc::new(Bells {
+            ctl: ControlLine {
+                owner: z(),
+                owner_start: z(),
+                dropped_blocks: z(),
+                dropped_bytes: z(),
+                consumers: AtomicU64::new(0b1),
+                error: z(),
+                bell_consumers: AtomicU64::new(0b1),
+                producer_bell: AtomicU64::new(1),
+            },
+            slot: ConsumerSlot {
+                cursor: z(),
+                owner: z(),
+                owner_start: z(),
+                drops_at_join: z(),
+                skipped_blocks: z(),
+                skipped_units: z(),
+                read_blocks: z(),
+                read_bytes: z(),
+                bell: AtomicU64::new(1),
+                bell_armed: z(),
+            },
+        });
+        let (cons_waits, prod_rings) = ModelBell::pair();
+        let (prod_waits, cons_rings) = ModelBell::pair();
+        let items = 3u64;
+        let (r2, b2) = (r.clone(), b.clone());
+        let p = thread::spawn(move || {
+            let (r, b) = (&*r2, &*b2);
+            let mut h = 0;
+            for _ in 0..items {
+                loop {
+                    let (min, slowest) = scan(&r.mask, |k| &r.cursors[k], h, CAP);
+                    if fits(h, 1, min, CAP) {
+                        break;
+                    }
+                    let s = slowest.expect("a full ring has a slowest consumer");
+                    r.cursors[s].fetch_or(1, Ordering::SeqCst);
+                    let (min, now) = scan(&r.mask, |k| &r.cursors[k], h, CAP);
+                    if !(fits(h, 1, min, CAP) || now != Some(s)) {
+                        prod_waits.wait(T);
+                    }
+                    r.cursors[s].fetch_and(!1, Ordering::Relaxed);
+                }
+                announce(&r.line.write_end, h + 1);
+                r.data[(h % CAP) as usize].store(h + 1, Ordering::Relaxed);
+                h += 1;
+                if publish(&r.line, h) {
+                    ring_sleepers(&b.ctl, |_| &b.slot, |_| prod_rings.ring());
+                }
+            }
+        });
+        let mut cursor = 0;
+        while cursor < items {
+            if head(&r.line) == cursor {
+                if consumer_arm(&r.line, &b.slot, cursor) {
+                    cons_waits.wait(T);
+                }
+                continue;
+            }
+            let v = r.data[(cursor % CAP) as usize].load(Ordering::Relaxed);
+            assert!(intact(&r.line.write_end, cursor, CAP));
+            assert_eq!(v, cursor + 1);
+            cursor += 1;
+            release(&r.cursors[0], cursor, |_| cons_rings.ring());
+        }
         p.join().unwrap();
     });
 }

@@ -51,6 +51,8 @@
 
 mod consumer;
 mod error;
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+mod evented;
 pub(crate) mod layout;
 mod live;
 #[cfg(all(test, loom))]

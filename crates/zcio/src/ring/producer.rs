@@ -64,6 +64,13 @@ pub struct Producer {
     spin: SpinBudget,
     /// Set by [`Self::close_with_error`]: the code `Drop` closes with.
     failed: Option<u32>,
+    /// Rings consumers that sleep on named bells (made on first need).
+    ringer: Option<crate::bell::Ringer>,
+    /// Our named bell, once an event loop waits for room (`ring::evented`).
+    pub(crate) bell: Option<crate::bell::NamedBell>,
+    /// The consumer slot whose cursor word carries our sleep flag while an
+    /// event loop waits for room.
+    pub(crate) armed: Option<usize>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -147,6 +154,9 @@ impl Producer {
             }
         }
         let ctl = map.control();
+        // A bell left by a previous producer is not ours: consumers wake
+        // us by futex until we sleep on a bell of our own.
+        ctl.producer_bell.store(0, Ordering::Relaxed);
         // SYNC: Release publishes owner_start (stored above); pairs with the
         // Acquire loads of the owner word in Consumer::producer_state.
         ctl.owner
@@ -170,6 +180,9 @@ impl Producer {
             bytes,
             spin: SpinBudget::new(SPIN),
             failed: None,
+            ringer: None,
+            bell: None,
+            armed: None,
             map,
         };
         me.min_cache = me.scan().0;
@@ -370,6 +383,23 @@ impl Producer {
         }
     }
 
+    /// The consumer a block of `len` bytes waits for under `Block`, if it
+    /// does not fit now.
+    pub(crate) fn blocked_on(&mut self, len: u64) -> Result<Option<usize>, WriteError> {
+        let need = self.room_for(len)?;
+        let (min, slowest) = self.scan();
+        self.min_cache = min;
+        Ok(if self.fits(need, min) { None } else { slowest })
+    }
+
+    /// A liveness interval passed while waiting for consumer `slot`: evict
+    /// it if its process has died.
+    pub(crate) fn evict_if_dead(&mut self, slot: usize) {
+        if let Some(dead) = self.dead_owner(slot) {
+            self.evict(slot, dead);
+        }
+    }
+
     /// Sleep until consumer `slot` moves (bounded by `t`); evict it if its
     /// process has died.
     fn sleep_on(&mut self, slot: usize, need: Need, t: Duration) {
@@ -439,6 +469,11 @@ impl Producer {
             .control()
             .consumers
             .fetch_and(!(1u64 << slot), Ordering::SeqCst);
+        // SYNC: SeqCst as above.
+        self.map
+            .control()
+            .bell_consumers
+            .fetch_and(!(1u64 << slot), Ordering::SeqCst);
         // SYNC: Release frees the slot for the next claim.
         s.owner.store(0, Ordering::Release);
         self.watches[slot] = None;
@@ -468,7 +503,28 @@ impl Producer {
         self.bytes += payload;
         p.blocks.store(self.blocks, Ordering::Relaxed);
         p.bytes.store(self.bytes, Ordering::Relaxed);
-        protocol::publish(p, self.head);
+        if protocol::publish(p, self.head) {
+            self.ring_sleepers();
+        }
+    }
+
+    /// Someone slept: ring the named bells of consumers that armed them.
+    fn ring_sleepers(&mut self) {
+        let ctl = self.map.control();
+        // SYNC: SeqCst, as in protocol::ring_sleepers (a cheap look first:
+        // most rings have no bell consumers).
+        if ctl.bell_consumers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        if self.ringer.is_none() {
+            self.ringer = crate::bell::Ringer::new().ok();
+        }
+        let Some(r) = &self.ringer else {
+            // No socket: the consumers' liveness timers find the data.
+            return;
+        };
+        let map = &self.map;
+        protocol::ring_sleepers(ctl, |i| map.slot(i), |id| r.ring(id));
     }
 
     /// Write `parts` (one block, gathered) with classification `tag`.
@@ -760,10 +816,18 @@ impl Drop for Producer {
             Ordering::AcqRel,
             Ordering::Relaxed,
         );
+        if let Some(b) = &self.bell {
+            // Our bell goes with us: a next producer is woken by futex
+            // until it has one of its own.
+            let _ =
+                ctl.producer_bell
+                    .compare_exchange(b.id(), 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
         let p = self.map.producer();
         // SYNC: clear the sleep flag and wake every sleeper so they see CLOSED.
         p.head.fetch_and(!1, Ordering::SeqCst);
         crate::sync::futex_wake(&p.head);
+        self.ring_sleepers();
     }
 }
 

@@ -18,10 +18,19 @@
 //! Because each sleep flag shares a word with the counter it guards, a
 //! publish that races with a sleeper either changes the word before the
 //! futex wait (which then returns at once) or sees the flag (and wakes).
+//!
+//! Named bells (`crate::bell`), for waiters in an event loop: a consumer
+//! that sleeps on its bell stores `bell_armed = 1` in its slot *before* the
+//! flag RMW ([`consumer_arm`]); a publish that finds the flag set rings
+//! every armed bell ([`ring_sleepers`]) besides starting the futex chain.
+//! A producer that sleeps for room on its bell has published its number
+//! (`ControlLine::producer_bell`); the consumer whose release finds the
+//! producer's flag rings it instead of waking the futex (the `wake`
+//! argument of [`release`], [`join`], [`leave`]).
 
 use std::time::Duration;
 
-use super::layout::ProducerLine;
+use super::layout::{ConsumerSlot, ControlLine, ProducerLine};
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Producer, before overwriting: announce that everything below `end -
@@ -94,12 +103,56 @@ pub fn consumer_sleep(line: &ProducerLine, cursor: u64, t: Duration) -> u64 {
     }
 }
 
-/// Consumer: publish our cursor; wake the producer if it waits for us.
-pub fn release(cursor_word: &AtomicU64, cursor: u64) -> bool {
+/// Consumer with nothing to read, about to sleep on its named bell (the
+/// first half of [`consumer_sleep`] for an event loop): mark the bell
+/// armed, set the flag, re-check. `true`: sleep until the bell rings;
+/// `false`: the head has moved (read now).
+pub fn consumer_arm(line: &ProducerLine, slot: &ConsumerSlot, cursor: u64) -> bool {
+    // SYNC: SeqCst store before the SeqCst flag RMW below; the producer's
+    // SeqCst head swap that reads our flag precedes its SeqCst swap of this
+    // word in `ring_sleepers`, so that swap sees the 1.
+    slot.bell_armed.store(1, Ordering::SeqCst);
+    // SYNC: as in `consumer_sleep`.
+    let old = line.head.fetch_or(1, Ordering::SeqCst);
+    old >> 1 == cursor
+}
+
+/// Producer, after a [`publish`] that found the flag set: ring the named
+/// bell of every consumer that armed it (`ring(number)`), disarming it.
+pub fn ring_sleepers<'a>(
+    ctl: &ControlLine,
+    slot_of: impl Fn(usize) -> &'a ConsumerSlot,
+    ring: impl Fn(u64),
+) {
+    // SYNC: SeqCst, as every bitmap access (the consumer set its bit before
+    // it ever armed).
+    let mut mask = ctl.bell_consumers.load(Ordering::SeqCst);
+    while mask != 0 {
+        let i = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        let s = slot_of(i);
+        // SYNC: pairs with the SeqCst store in `consumer_arm`.
+        if s.bell_armed.swap(0, Ordering::SeqCst) != 0 {
+            let id = s.bell.load(Ordering::Relaxed);
+            if id != 0 {
+                ring(id);
+            }
+        }
+    }
+}
+
+/// The producer's futex wake (the `wake` of [`release`] when it does not
+/// sleep on a bell).
+pub fn futex_waker(cursor_word: &AtomicU64) {
+    crate::sync::futex_wake(cursor_word);
+}
+
+/// Consumer: publish our cursor; `wake` the producer if it waits for us.
+pub fn release(cursor_word: &AtomicU64, cursor: u64, wake: impl FnOnce(&AtomicU64)) -> bool {
     // SYNC: SeqCst swap releases the blocks below `cursor` (we no longer read
     // them) and pairs with the flag RMW in `producer_sleep`.
     if cursor_word.swap(cursor << 1, Ordering::SeqCst) & 1 != 0 {
-        crate::sync::futex_wake(cursor_word);
+        wake(cursor_word);
         true
     } else {
         false
@@ -165,6 +218,7 @@ pub fn join(
     mask_word: &AtomicU64,
     bit: usize,
     cursor_word: &AtomicU64,
+    wake: impl FnOnce(&AtomicU64),
 ) -> u64 {
     let h = line.head.load(Ordering::SeqCst) >> 1;
     cursor_word.store(h << 1, Ordering::SeqCst);
@@ -176,16 +230,21 @@ pub fn join(
     fence(Ordering::SeqCst);
     let h2 = line.head.load(Ordering::SeqCst) >> 1;
     // A swap, not a store: the producer may already be waiting on us.
-    release(cursor_word, h2);
+    release(cursor_word, h2, wake);
     h2
 }
 
-/// Consumer leaving bit `bit`; wakes a producer waiting for us.
-pub fn leave(mask_word: &AtomicU64, bit: usize, cursor_word: &AtomicU64) {
+/// Consumer leaving bit `bit`; `wake`s a producer waiting for us.
+pub fn leave(
+    mask_word: &AtomicU64,
+    bit: usize,
+    cursor_word: &AtomicU64,
+    wake: impl FnOnce(&AtomicU64),
+) {
     // SYNC: SeqCst like every bitmap update (see `scan`).
     mask_word.fetch_and(!(1u64 << bit), Ordering::SeqCst);
     if cursor_word.fetch_and(!1, Ordering::SeqCst) & 1 != 0 {
-        crate::sync::futex_wake(cursor_word);
+        wake(cursor_word);
     }
 }
 

@@ -28,7 +28,7 @@ use crate::wait::LIVENESS;
 pub(crate) const FLOOD_LIMIT: u32 = 32;
 
 /// What owns a doorbell: a transport end.
-pub(crate) trait Belled: Send + Sync + 'static {
+pub(crate) trait Belled: Send + 'static {
     /// The doorbell (switching the end to bell mode is the owner's job,
     /// before it hands the bell out).
     fn bell_fd(&self) -> BorrowedFd<'_>;
@@ -95,6 +95,23 @@ impl<T: Belled> AsyncBell<T> {
     /// The transport end.
     pub(crate) fn owner(&self) -> &T {
         &self.fd.get_ref().0
+    }
+
+    /// The transport end back (deregistered).
+    pub(crate) fn into_owner(self) -> T {
+        self.fd.into_inner().0
+    }
+
+    /// The transport end, for calls that need it exclusively.
+    pub(crate) fn owner_mut(&mut self) -> &mut T {
+        &mut self.fd.get_mut().0
+    }
+
+    /// [`AsyncBell::wait`], but at most `t`: `false` if `t` passed first
+    /// (for peers that cannot hang a doorbell up when they die: the waiter
+    /// then checks them itself).
+    pub(crate) async fn wait_at_most(&self, t: std::time::Duration) -> bool {
+        ::tokio::time::timeout(t, self.wait()).await.is_ok()
     }
 
     /// Whether to wait on a timer instead of the bell.

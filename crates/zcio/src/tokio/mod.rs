@@ -26,8 +26,10 @@ mod association;
 mod channel;
 mod doorbell;
 mod rendezvous;
+mod ring;
 
 #[cfg(feature = "splice")]
 pub use association::Completions;
 pub use channel::{AsyncChannel, MAX_ASYNC_SPIN};
 pub use rendezvous::AsyncRendezvous;
+pub use ring::{AsyncConsumer, AsyncProducer};

@@ -1,0 +1,144 @@
+//! Rings for waiters that sleep in an event loop: each end's named bell
+//! (`crate::bell::NamedBell`, announced in the ring file) and the two
+//! halves of its sleeps, on the same flags as the blocking path.
+//!
+//! An event-loop waiter also looks again every liveness interval
+//! (`crate::wait::LIVENESS`): a ring has no connection that hangs up when
+//! its peer dies, so that timer is how a dead producer (or a dead slowest
+//! consumer, for a producer waiting for room) is noticed — the same bound
+//! the blocking path keeps.
+
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::io::Errno;
+
+use super::consumer::Consumer;
+use super::producer::Producer;
+use super::protocol;
+use super::{Overflow, ReadError, WriteError};
+use crate::bell::NamedBell;
+use crate::sync::Ordering;
+
+impl Consumer {
+    /// This consumer's named bell, bound (and announced in its slot) on
+    /// first use.
+    pub(crate) fn evented_bell(&mut self) -> Result<BorrowedFd<'_>, Errno> {
+        if self.bell.is_none() {
+            let b = NamedBell::bind()?;
+            let s = self.ring().slot(self.slot());
+            s.bell.store(b.id(), Ordering::Relaxed);
+            // SYNC: SeqCst like every bitmap update; after the number, so a
+            // producer that sees the bit finds it (it reads the number only
+            // after swapping an armed word we store later still).
+            self.ring()
+                .control()
+                .bell_consumers
+                .fetch_or(1u64 << self.slot(), Ordering::SeqCst);
+            self.bell = Some(b);
+        }
+        Ok(self.bell.as_ref().map(|b| b.as_fd()).expect("bound above"))
+    }
+
+    /// First half of a read's sleep: `true` to sleep until the bell rings
+    /// (armed, flag set), `false` when the producer has published since.
+    pub(crate) fn arm_read(&mut self) -> bool {
+        let map = self.ring().clone();
+        protocol::consumer_arm(map.producer(), map.slot(self.slot()), self.position_raw())
+    }
+
+    /// After a wake: take the rings off the bell.
+    pub(crate) fn take_rings(&self) -> usize {
+        self.bell.as_ref().map_or(0, NamedBell::drain)
+    }
+
+    /// The doorbell, once bound.
+    pub(crate) fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.bell.as_ref().map(|b| b.as_fd())
+    }
+
+    /// Whether a non-blocking read or peek now would find something other
+    /// than nothing: news, the end of the stream or an error.
+    pub(crate) fn ready(&mut self) -> bool {
+        self.has_news()
+    }
+
+    /// After a liveness interval without news: report a producer that died
+    /// in the middle of our stream (as a blocking read does after a full
+    /// slice).
+    pub(crate) fn check_producer(&mut self) -> Result<(), ReadError> {
+        self.check_producer_alive()
+    }
+}
+
+impl Producer {
+    /// This producer's named bell, bound and announced in the ring's
+    /// control line on first use (consumers then ring it instead of waking
+    /// the futex when they make room).
+    pub(crate) fn evented_bell(&mut self) -> Result<BorrowedFd<'_>, Errno> {
+        if self.bell.is_none() {
+            let b = NamedBell::bind()?;
+            // SYNC: Release pairs with the Acquire load in the consumers'
+            // wake_producer; stored before we ever flag a cursor word.
+            self.ring()
+                .control()
+                .producer_bell
+                .store(b.id(), Ordering::Release);
+            self.bell = Some(b);
+        }
+        Ok(self.bell.as_ref().map(|b| b.as_fd()).expect("bound above"))
+    }
+
+    /// First half of a write's sleep for a block of `len` bytes (only
+    /// `Overflow::Block` waits): `Ok(true)` to sleep until the bell rings
+    /// (the slowest consumer's cursor word carries our flag), `Ok(false)`
+    /// when there is room now.
+    pub(crate) fn arm_write(&mut self, len: usize) -> Result<bool, WriteError> {
+        if self.geometry().overflow != Overflow::Block {
+            return Ok(false);
+        }
+        let Some(slot) = self.blocked_on(len as u64)? else {
+            return Ok(false);
+        };
+        let map = self.ring().clone();
+        let word = &map.slot(slot).cursor;
+        // SYNC: the RMW sets our flag (as protocol::producer_sleep); a
+        // release after it changes the word and, seeing the flag, rings.
+        word.fetch_or(1, Ordering::SeqCst);
+        // Look again after flagging: room now, or another consumer became
+        // the slowest (it would not ring us).
+        if self.blocked_on(len as u64)? != Some(slot) {
+            word.fetch_and(!1, Ordering::Relaxed);
+            return Ok(false);
+        }
+        self.armed = Some(slot);
+        Ok(true)
+    }
+
+    /// Second half: clear our flag after a wake.
+    pub(crate) fn disarm_write(&mut self) {
+        if let Some(slot) = self.armed.take() {
+            self.ring()
+                .slot(slot)
+                .cursor
+                .fetch_and(!1, Ordering::Relaxed);
+        }
+    }
+
+    /// After a wake: take the rings off the bell.
+    pub(crate) fn take_rings(&self) -> usize {
+        self.bell.as_ref().map_or(0, NamedBell::drain)
+    }
+
+    /// A liveness interval passed while waiting: evict the consumer we
+    /// wait for if it has died.
+    pub(crate) fn check_consumers(&mut self) {
+        if let Some(slot) = self.armed {
+            self.evict_if_dead(slot);
+        }
+    }
+
+    /// The doorbell, once bound.
+    pub(crate) fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.bell.as_ref().map(|b| b.as_fd())
+    }
+}

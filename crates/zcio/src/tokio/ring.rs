@@ -1,0 +1,232 @@
+//! [`AsyncConsumer`] and [`AsyncProducer`]: the two ends of a named ring
+//! with futures for their waits.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use super::doorbell::{AsyncBell, Belled};
+use crate::ring::{Consumer, Peek, Producer, ReadError, Reservation, Wait, WriteError};
+use crate::wait::LIVENESS;
+
+impl Belled for Consumer {
+    fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.bell_fd().expect("bound before registration")
+    }
+
+    fn take_rings(&self, _hung_up: bool) -> usize {
+        Consumer::take_rings(self)
+    }
+
+    fn peer_gone(&self) -> bool {
+        false // a ring's producer is checked by the liveness timer
+    }
+}
+
+impl Belled for Producer {
+    fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.bell_fd().expect("bound before registration")
+    }
+
+    fn take_rings(&self, _hung_up: bool) -> usize {
+        Producer::take_rings(self)
+    }
+
+    fn peer_gone(&self) -> bool {
+        false // consumers are checked by the liveness timer
+    }
+}
+
+fn bind_error(e: rustix::io::Errno) -> io::Error {
+    io::Error::other(format!(
+        "cannot bind the ring's named doorbell (an abstract Unix socket): {e}"
+    ))
+}
+
+/// A ring consumer for async code: `read(&mut buf).await`,
+/// `peek(max).await`, with no thread per waiting task. It sleeps on its
+/// *named bell* (a datagram socket in the abstract namespace whose number
+/// it writes into its slot of the ring file); the producer — blocking or
+/// async, in any process — rings it when it publishes and finds the
+/// consumer asleep, and when it closes the ring. Every
+/// [`LIVENESS`](crate::wait::LIVENESS) without news the consumer also
+/// looks for itself: that is how a producer that died in the middle of the
+/// stream is reported (`ReadError::Disconnected`), as in the blocking
+/// calls, and what bounds the wait if the bell cannot be reached (another
+/// network namespace).
+///
+/// Cancel safety: [`read`](Self::read), [`peek`](Self::peek) and
+/// [`readable`](Self::readable) are cancel-safe — a dropped future has not
+/// moved the cursor.
+pub struct AsyncConsumer {
+    bell: AsyncBell<Consumer>,
+}
+
+impl std::fmt::Debug for AsyncConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncConsumer").finish_non_exhaustive()
+    }
+}
+
+impl AsyncConsumer {
+    /// Make `c` an async consumer (binds its named bell).
+    ///
+    /// # Errors
+    /// Outside a tokio runtime, or when the bell cannot be bound.
+    pub fn new(mut c: Consumer) -> io::Result<Self> {
+        c.evented_bell().map_err(bind_error)?;
+        Ok(Self {
+            bell: AsyncBell::new(c)?,
+        })
+    }
+
+    /// The consumer (its non-blocking calls, stats, seeks).
+    pub fn consumer(&mut self) -> &mut Consumer {
+        self.bell.owner_mut()
+    }
+
+    /// Wait until a non-blocking read or peek finds something: a block,
+    /// the end of the stream or an error. Cancel-safe.
+    pub async fn readable(&mut self) -> Result<(), ReadError> {
+        let mut woke = false;
+        loop {
+            if self.bell.owner_mut().ready() {
+                if woke {
+                    self.bell.record(true);
+                }
+                return Ok(());
+            }
+            if woke {
+                self.bell.record(false);
+            }
+            if !self.bell.owner_mut().arm_read() {
+                woke = false;
+                continue;
+            }
+            if !self.bell.wait_at_most(LIVENESS).await {
+                self.bell.owner_mut().check_producer()?;
+            }
+            woke = true;
+        }
+    }
+
+    /// Copy the next block into `buf` (as [`Consumer::read`]); `Ok(0)` is
+    /// the end of the stream. Cancel-safe.
+    pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
+        loop {
+            match self.bell.owner_mut().try_read(buf) {
+                Err(ReadError::WouldBlock) => self.readable().await?,
+                r => return r,
+            }
+        }
+    }
+
+    /// Borrow the next block in place (as [`Consumer::peek`]); `Ok(None)`
+    /// is the end of the stream. Cancel-safe (the cursor moves when the
+    /// returned `Peek` is released or dropped).
+    pub async fn peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
+        self.readable().await?;
+        // After `readable` a peek finds its block (or the end or an
+        // error); a block the producer lapped meanwhile is skipped inside,
+        // and what remains may be nothing: then the caller sees
+        // `WouldBlock` and peeks again.
+        self.bell.owner_mut().try_peek(max)
+    }
+}
+
+/// A ring producer for async code: `write(bytes).await` waits (under
+/// `Overflow::Block`) in the event loop until the slowest consumer makes
+/// room, on the producer's named bell, which that consumer rings when its
+/// release finds the producer waiting. Every
+/// [`LIVENESS`](crate::wait::LIVENESS) it also looks for itself, evicting a
+/// consumer that died (as the blocking calls do). The other policies never
+/// wait.
+///
+/// Cancel safety: [`write`](Self::write), [`write_tagged`](Self::write_tagged)
+/// and [`writable`](Self::writable) are cancel-safe — nothing is written
+/// unless the future completes.
+pub struct AsyncProducer {
+    bell: AsyncBell<Producer>,
+}
+
+impl std::fmt::Debug for AsyncProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncProducer").finish_non_exhaustive()
+    }
+}
+
+impl AsyncProducer {
+    /// Make `p` an async producer (binds its named bell and announces it
+    /// in the ring).
+    ///
+    /// # Errors
+    /// Outside a tokio runtime, or when the bell cannot be bound.
+    pub fn new(mut p: Producer) -> io::Result<Self> {
+        p.evented_bell().map_err(bind_error)?;
+        Ok(Self {
+            bell: AsyncBell::new(p)?,
+        })
+    }
+
+    /// The producer (its non-blocking calls, geometry, close).
+    pub fn producer(&mut self) -> &mut Producer {
+        self.bell.owner_mut()
+    }
+
+    /// The producer back (it keeps its bell until dropped).
+    pub fn into_inner(self) -> Producer {
+        self.bell.into_owner()
+    }
+
+    /// Wait until a block of `len` bytes fits. Cancel-safe.
+    pub async fn writable(&mut self, len: usize) -> Result<(), WriteError> {
+        let mut woke = false;
+        loop {
+            let p = self.bell.owner_mut();
+            if !p.arm_write(len)? {
+                if woke {
+                    self.bell.record(true);
+                }
+                return Ok(());
+            }
+            if woke {
+                self.bell.record(false);
+            }
+            let rang = self.bell.wait_at_most(LIVENESS).await;
+            let p = self.bell.owner_mut();
+            p.disarm_write();
+            if !rang {
+                p.check_consumers();
+            }
+            woke = true;
+        }
+    }
+
+    /// Write `bytes` as one block (as [`Producer::write`]), waiting for
+    /// room under `Overflow::Block`. Cancel-safe.
+    pub async fn write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
+        loop {
+            match self.bell.owner_mut().try_write(bytes) {
+                Err(WriteError::WouldBlock) => self.writable(bytes.len()).await?,
+                r => return r,
+            }
+        }
+    }
+
+    /// Write `bytes` as one block with classification `tag`. Cancel-safe.
+    pub async fn write_tagged(&mut self, bytes: &[u8], tag: u32) -> Result<(), WriteError> {
+        loop {
+            match self.bell.owner_mut().write_tagged(bytes, tag, Wait::No) {
+                Err(WriteError::WouldBlock) => self.writable(bytes.len()).await?,
+                r => return r,
+            }
+        }
+    }
+
+    /// Reserve room for a block of `len` bytes to fill in place (as
+    /// [`Producer::reserve`]). Cancel-safe (a dropped reservation
+    /// publishes nothing).
+    pub async fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, WriteError> {
+        self.writable(len).await?;
+        self.bell.owner_mut().reserve(len, Wait::No)
+    }
+}

@@ -1,0 +1,202 @@
+//! Async ring ends (feature `tokio`) across real processes: an async
+//! consumer reading every block of a blocking producer, then the end of the
+//! stream; an async producer waiting (`Block`) for a slow blocking
+//! consumer; reads cancelled at random points with every block accounted
+//! for; a producer killed (SIGKILL) or failing while the task awaits. Every
+//! wait is bounded; children run under `Kid`'s watchdog.
+
+mod common;
+
+use std::time::Duration;
+
+use common::ring::{block, check_block, close, count, reader, writer, RingDir};
+use common::STEP;
+use zcio::ring::{Consumer, Layout, Options, Overflow, Producer, ReadError, RingMap, Start};
+use zcio::tokio::{AsyncConsumer, AsyncProducer};
+
+ring_child_entry_points!();
+
+fn new_ring(tag: &str, size: u64) -> (RingDir, String) {
+    let dir = RingDir::new(tag);
+    let name = dir.name("r");
+    drop(
+        Options::new()
+            .layout(Layout::Variable)
+            .overflow(Overflow::Block)
+            .size(size)
+            .create(&name)
+            .expect("create"),
+    );
+    (dir, name)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn consumer(name: &str) -> Consumer {
+    Consumer::attach(RingMap::open(name, true).expect("open"), Start::Newest).expect("attach")
+}
+
+/// `fut`, failing the test if it takes longer than `STEP`.
+async fn bounded<F: std::future::Future>(what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(STEP, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no result within {STEP:?}"))
+}
+
+#[test]
+fn an_async_consumer_reads_every_block_of_a_blocking_producer_then_the_end() {
+    let (dir, name) = new_ring("aring-read", 64 << 10);
+    let c = consumer(&name);
+    let mut w = writer(&dir, &name, 4000, 1, &[]);
+    runtime().block_on(async {
+        let mut c = AsyncConsumer::new(c).expect("async");
+        w.send("write 3000");
+        let mut buf = vec![0u8; 1 << 16];
+        for i in 0..3000 {
+            let n = bounded("read", c.read(&mut buf)).await.expect("read");
+            assert_eq!(check_block(&buf[..n]), Ok(i));
+        }
+        assert_eq!(w.next_report(), "wrote total=3000");
+        close(w);
+        assert_eq!(
+            bounded("end", c.read(&mut buf)).await,
+            Ok(0),
+            "end of stream"
+        );
+    });
+}
+
+#[test]
+fn an_async_producer_waits_for_a_slow_blocking_consumer() {
+    let (dir, name) = new_ring("aring-write", 16 << 10);
+    let p = Producer::attach(RingMap::open(&name, true).expect("open")).expect("producer");
+    let (mut r, _slot) = reader(&dir, &name, &[("FIRST", "0")]);
+    let rt = runtime();
+    let p = rt.block_on(async {
+        let mut p = AsyncProducer::new(p).expect("async");
+        // 3000 blocks of up to 4000 bytes through a 16 KiB ring: the
+        // producer waits for the reader most of the time.
+        for i in 0..3000 {
+            let b = block(i, 4000);
+            bounded("write", p.write(&b)).await.expect("write");
+        }
+        p
+    });
+    // Everything arrived while the producer is still there (its close
+    // would end the reader's stream).
+    assert_eq!(count(&mut r, "until 3000"), 3000);
+    drop(p);
+    assert_eq!(r.next_report(), "end eof count=3000");
+}
+
+#[test]
+fn reads_cancelled_at_random_points_lose_no_block() {
+    let (dir, name) = new_ring("aring-cancel", 16 << 10);
+    let c = consumer(&name);
+    let mut w = writer(&dir, &name, 2000, 1, &[]);
+    runtime().block_on(async {
+        let mut c = AsyncConsumer::new(c).expect("async");
+        w.send("write 2000");
+        let mut rng = 0x853c_49e6_748f_ea9bu64;
+        let mut buf = vec![0u8; 1 << 16];
+        let (mut next, mut cancelled) = (0u64, 0u64);
+        while next < 2000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let delay = Duration::from_micros(rng % 50);
+            let got = if rng.is_multiple_of(2) {
+                tokio::time::timeout(delay, c.read(&mut buf))
+                    .await
+                    .ok()
+                    .map(|r| r.expect("read"))
+            } else {
+                match tokio::time::timeout(delay, c.peek(1 << 16)).await {
+                    Ok(p) => {
+                        let p = p.expect("peek").expect("not the end");
+                        let n = p.len();
+                        p.view().copy_to_slice(&mut buf[..n]);
+                        p.release().expect("intact under Block");
+                        Some(n)
+                    }
+                    Err(_) => None,
+                }
+            };
+            match got {
+                Some(n) => {
+                    assert_eq!(check_block(&buf[..n]), Ok(next), "lost or reordered");
+                    next += 1;
+                }
+                None => cancelled += 1,
+            }
+        }
+        eprintln!("2000 blocks, {cancelled} reads cancelled");
+    });
+    assert_eq!(w.next_report(), "wrote total=2000");
+    close(w);
+}
+
+#[test]
+fn a_producer_killed_mid_stream_ends_the_awaited_read_with_disconnected() {
+    let (dir, name) = new_ring("aring-kill", 64 << 10);
+    let c = consumer(&name);
+    let mut w = writer(&dir, &name, 1000, 1, &[]);
+    runtime().block_on(async {
+        let mut c = AsyncConsumer::new(c).expect("async");
+        assert_eq!(w.ask("write 10"), "wrote total=10");
+        let mut buf = vec![0u8; 1 << 16];
+        for i in 0..10 {
+            let n = bounded("read", c.read(&mut buf)).await.expect("read");
+            assert_eq!(check_block(&buf[..n]), Ok(i));
+        }
+        w.kill();
+        let r = bounded("read after the kill", c.read(&mut buf)).await;
+        assert!(
+            matches!(r, Err(ReadError::Disconnected { .. })),
+            "a dead producer is not an end of stream: {r:?}"
+        );
+    });
+}
+
+#[test]
+fn a_producer_failing_is_reported_to_the_awaiting_reader_after_the_data() {
+    let (dir, name) = new_ring("aring-fail", 64 << 10);
+    let c = consumer(&name);
+    let mut w = writer(&dir, &name, 1000, 1, &[]);
+    runtime().block_on(async {
+        let mut c = AsyncConsumer::new(c).expect("async");
+        let mut buf = vec![0u8; 1 << 16];
+        let reading = async {
+            let mut n = 0;
+            loop {
+                match c.read(&mut buf).await {
+                    Ok(len) => {
+                        assert_eq!(check_block(&buf[..len]), Ok(n));
+                        n += 1;
+                    }
+                    Err(e) => return (n, e),
+                }
+            }
+        };
+        let failing = async {
+            assert_eq!(w.ask("write 5"), "wrote total=5");
+            w.send("fail 7");
+        };
+        let ((n, e), ()) = bounded("read to the failure", async {
+            tokio::join!(reading, failing)
+        })
+        .await;
+        assert_eq!(n, 5);
+        assert!(
+            matches!(e, ReadError::ProducerFailed { code: 7, .. }),
+            "{e:?}"
+        );
+    });
+    assert_eq!(w.next_report(), "closed");
+    w.finish();
+}
