@@ -18,10 +18,14 @@ use crate::{
 };
 
 /// The longest an async wait spins before it sleeps in the event loop
-/// (the channel's `ChannelPolicy::spin` caps it further): a spinning poll
-/// holds its runtime thread, so it stays well below tokio's advice of
-/// 10–100 µs between yields.
-pub const MAX_ASYNC_SPIN: Duration = Duration::from_micros(20);
+/// (the channel's `ChannelPolicy::spin` caps it further). A spinning poll
+/// holds its runtime thread, so this stays within tokio's advice of
+/// 10–100 µs between yields; it must also exceed what waking a sleeping
+/// peer costs on the host, or a ping-pong falls into a mode where both
+/// sides sleep every time (measured on a 2-vCPU VM: with a 20 µs cap a
+/// ping-pong flipped between ~1 µs and ~22 µs one-way in long stretches;
+/// with 40 µs and more it stayed fast).
+pub const MAX_ASYNC_SPIN: Duration = Duration::from_micros(50);
 
 impl Belled for Arc<Core> {
     fn bell_fd(&self) -> BorrowedFd<'_> {
