@@ -1308,6 +1308,71 @@ int zcio_channel_reclaim(struct zcio_channel *ch);
 int zcio_channel_get_stats(struct zcio_channel *ch, struct zcio_channel_stats *out);
 
 /**
+ * Event loops: this end's doorbell, a descriptor that polls readable
+ * (`POLLIN`, epoll) when the peer rang it -- which it does only after this
+ * end said it is about to sleep (`zcio_channel_prepare_recv_sleep`,
+ * `zcio_channel_prepare_send_sleep`) -- or when the peer hung up. The
+ * first call switches this end to *bell mode* for good: the peer rings
+ * instead of waking a futex, and this end's blocking calls sleep on the
+ * doorbell too. The fd belongs to the channel (the same one on every
+ * call): do not close it or read from it. Returns the fd (>= 0) or
+ * `-EINVAL` (NULL handle).
+ *
+ * The receive loop, with the fd in your epoll set:
+ *  1. `zcio_recv(ch, 0, &m)`; done unless `-EAGAIN`;
+ *  2. `zcio_channel_prepare_recv_sleep(ch)`: 0 -> go to 1;
+ *  3. wait until the fd is readable (epoll_wait);
+ *  4. `zcio_channel_doorbell_rang(ch)`; go to 1.
+ *
+ * A send that returned `-EAGAIN` waits the same way, with
+ * `zcio_channel_prepare_send_sleep` in step 2.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_doorbell(struct zcio_channel *ch);
+
+/**
+ * Event loops, step 2 of a receive: say "about to sleep until a message
+ * comes" (sets this end's sleep flag, so the peer's next send rings the
+ * doorbell). Returns 1 (sleep: wait for the doorbell), 0 (a message is
+ * pending: receive it instead of sleeping) or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_prepare_recv_sleep(struct zcio_channel *ch);
+
+/**
+ * Event loops, step 2 of a send that returned `-EAGAIN`: say "about to
+ * sleep until a message of `slices` slices may be sent" (the ring is
+ * full, or the peer holds as much as it may; 0 counts as 1). Returns 1
+ * (sleep: wait for the doorbell), 0 (it may be sent now: send again),
+ * `-EPIPE` (the peer is gone: it never will), `-ZCIO_ECORRUPT` or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_prepare_send_sleep(struct zcio_channel *ch, size_t slices);
+
+/**
+ * Event loops, step 4: after the doorbell polled readable, take the rings
+ * off it, clear this end's sleep flags (every waiter's: wake all of this
+ * end's waiters, they set theirs again) and, if it hung up, find out
+ * whether the peer is gone (the next `zcio_recv` or send then returns
+ * `-EPIPE`, after everything the peer sent was received). Returns 0, 1
+ * when the doorbell has hung up -- the peer is gone, or it closed its
+ * doorbell and will not ring again: from then on look again on a timer
+ * (at most every 50 ms), not on the fd, which stays readable (remove it
+ * from the epoll set) -- or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_doorbell_rang(struct zcio_channel *ch);
+
+/**
  * Close this end and free the handle (NULL is ignored): the peer sees
  * `-EPIPE` once it has received what was sent; what the peer held of
  * ours is released. Messages received earlier stay readable until

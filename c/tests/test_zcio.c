@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -275,6 +276,46 @@ static int role_lane(char **a, int die) {
     return rc == -EPIPE ? 0 : child_fail("lane-echo", "waiting for the end", rc);
 }
 
+/* chan-rounds SOCK ROUNDS: connect; ROUNDS times: wait for the parent's
+ * "next", then send 10 blocks (block r * 10 + k) with the blocking API; then
+ * wait for the parent to close (-EPIPE). */
+static int role_chan_rounds(char **a) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("chan-rounds", "connect", rc);
+    uint64_t rounds = strtoull(a[1], NULL, 10);
+    for (uint64_t r = 0; r < rounds; r++) {
+        zcio_msg *cmd;
+        if ((rc = zcio_recv(ch, 20000, &cmd)) < 0) return child_fail("chan-rounds", "recv next", rc);
+        zcio_msg_release(cmd);
+        for (uint64_t k = 0; k < 10; k++) {
+            unsigned char b[1024];
+            fill_block(b, r * 10 + k);
+            rc = zcio_send_bytes(ch, b, block_len(r * 10 + k), -1);
+            if (rc < 0) return child_fail("chan-rounds", "send", rc);
+        }
+    }
+    zcio_msg *m;
+    rc = zcio_recv(ch, 20000, &m);
+    zcio_channel_close(ch);
+    return rc == -EPIPE ? 0 : child_fail("chan-rounds", "waiting for the receiver to close", rc);
+}
+
+/* chan-hang SOCK COUNT: connect, send blocks 0..COUNT-1, then receive
+ * nothing and stay until killed (the watchdog ends a forgotten one). */
+static int role_chan_hang(char **a) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("chan-hang", "connect", rc);
+    uint64_t count = strtoull(a[1], NULL, 10);
+    for (uint64_t i = 0; i < count; i++) {
+        unsigned char b[1024];
+        fill_block(b, i);
+        if ((rc = zcio_send_bytes(ch, b, block_len(i), -1)) < 0) return child_fail("chan-hang", "send", rc);
+    }
+    for (;;) pause();
+}
+
 static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "ring-producer") == 0 && n == 3) return role_ring_producer(a);
     if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
@@ -284,11 +325,153 @@ static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "garbage-listener") == 0 && n == 1) return role_garbage_listener(a);
     if (strcmp(role, "lane-echo") == 0 && n == 2) return role_lane(a, 0);
     if (strcmp(role, "lane-die") == 0 && n == 1) return role_lane(a, 1);
+    if (strcmp(role, "chan-rounds") == 0 && n == 2) return role_chan_rounds(a);
+    if (strcmp(role, "chan-hang") == 0 && n == 2) return role_chan_hang(a);
     fprintf(stderr, "unknown child role %s\n", role);
     return 2;
 }
 
 /* ------------------------------------------------------------- the tests */
+
+/* The receive of an event loop: zcio_recv(ch, 0) until -EAGAIN, then
+ * prepare_recv_sleep, epoll_wait on the doorbell, doorbell_rang, again
+ * (docs/c.md, "Event loops"). Returns zcio_recv's final code; counts the
+ * epoll wakes in *wakes. */
+static int epoll_recv(int ep, zcio_channel *ch, zcio_msg **m, int *wakes) {
+    for (;;) {
+        int rc = zcio_recv(ch, 0, m);
+        if (rc != -EAGAIN) return rc;
+        rc = zcio_channel_prepare_recv_sleep(ch);
+        if (rc < 0) return rc;
+        if (rc == 0) continue; /* a message came meanwhile */
+        struct epoll_event ev;
+        int n = epoll_wait(ep, &ev, 1, 20000);
+        if (n != 1) return -ETIMEDOUT; /* a ring that never came fails the test */
+        (*wakes)++;
+        rc = zcio_channel_doorbell_rang(ch);
+        if (rc != 0) return rc < 0 ? rc : -ECONNRESET; /* hung up: not in this test */
+    }
+}
+
+/* An epoll loop receives from a process that sends with the blocking API:
+ * the doorbell rings for every round (the flag was set before the peer could
+ * send), every message arrives intact and in order (waiting on the doorbell
+ * whenever none is ready). */
+static int test_chan_epoll_recv(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "epoll.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("chan-rounds", sock, "20", NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    CHECK_RC(zcio_channel_doorbell(NULL), -EINVAL);
+    CHECK_RC(zcio_channel_prepare_recv_sleep(NULL), -EINVAL);
+    CHECK_RC(zcio_channel_prepare_send_sleep(NULL, 1), -EINVAL);
+    CHECK_RC(zcio_channel_doorbell_rang(NULL), -EINVAL);
+    int fd = zcio_channel_doorbell(ch);
+    CHECK_OK(fd);
+    CHECK_RC(zcio_channel_doorbell(ch), fd); /* the same fd every time */
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+    int wakes = 0;
+    for (uint64_t r = 0; r < 20; r++) {
+        /* Armed before asking: the child's first send of the round rings. */
+        CHECK_RC(zcio_channel_prepare_recv_sleep(ch), 1);
+        CHECK_OK(zcio_send_bytes(ch, "next", 4, -1));
+        struct epoll_event got;
+        CHECK_RC(epoll_wait(ep, &got, 1, 20000), 1);
+        CHECK(got.data.fd == fd && (got.events & EPOLLIN));
+        CHECK_RC(zcio_channel_doorbell_rang(ch), 0);
+        for (uint64_t k = 0; k < 10; k++) {
+            zcio_msg *m;
+            CHECK_OK(epoll_recv(ep, ch, &m, &wakes));
+            unsigned char b[1024];
+            ssize_t n = zcio_msg_read(m, 0, b, sizeof b);
+            if (n < 0 || check_block(b, (size_t)n, r * 10 + k))
+                FAILF("message %" PRIu64 " corrupt or out of order", r * 10 + k);
+            zcio_msg_release(m);
+        }
+    }
+    /* Room to send now: no sleep needed. */
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1), 0);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 0), 0);
+    close(ep);
+    zcio_channel_close(ch);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
+/* A peer killed while an epoll loop waits to receive and to send (its ring
+ * full): the doorbell polls readable, doorbell_rang says it hung up, and
+ * then -- at once, or after looks on a 50 ms timer -- receive and send say
+ * -EPIPE. */
+static int test_chan_epoll_peer_killed(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "epollkill.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("chan-hang", sock, "3", NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    int fd = zcio_channel_doorbell(ch);
+    CHECK_OK(fd);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+    int wakes = 0;
+    for (uint64_t i = 0; i < 3; i++) {
+        zcio_msg *m;
+        CHECK_OK(epoll_recv(ep, ch, &m, &wakes));
+        CHECK(zcio_msg_len(m) == block_len(i));
+        zcio_msg_release(m);
+    }
+    /* The child receives nothing: fill its ring. */
+    int sent = 0;
+    for (;;) {
+        int rc = zcio_send_bytes(ch, "x", 1, 0);
+        if (rc == -EAGAIN) break;
+        CHECK_OK(rc);
+        sent++;
+    }
+    CHECK(sent > 0);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1), 1);
+    CHECK_RC(zcio_channel_prepare_recv_sleep(ch), 1);
+    kill(p, SIGKILL);
+    /* Readable (the hang-up), possibly after rings queued before it. */
+    int hung = 0;
+    for (int k = 0; k < 100 && !hung; k++) {
+        struct epoll_event got;
+        CHECK_RC(epoll_wait(ep, &got, 1, 20000), 1);
+        CHECK(got.events & EPOLLIN);
+        hung = zcio_channel_doorbell_rang(ch);
+        CHECK_OK(hung);
+    }
+    CHECK_RC(hung, 1);
+    /* The fd stays readable now: look on a timer until the peer is seen gone. */
+    CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == 0);
+    zcio_msg *m;
+    int rc = -EAGAIN;
+    for (int k = 0; k < 400 && rc == -EAGAIN; k++) {
+        rc = zcio_recv(ch, 0, &m);
+        if (rc == -EAGAIN) {
+            sleep_ms(50);
+            CHECK_RC(zcio_channel_doorbell_rang(ch), 1);
+        }
+    }
+    CHECK_RC(rc, -EPIPE);
+    CHECK_RC(zcio_send_bytes(ch, "x", 1, 0), -EPIPE);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1), -EPIPE);
+    CHECK_CHILD(p, 128 + SIGKILL);
+    close(ep);
+    zcio_channel_close(ch);
+    return 0;
+}
 
 /* A block ring: what a producer process writes arrives intact and in order,
  * then the end of the stream (0). */
@@ -1134,6 +1317,8 @@ static const struct test tests[] = {
     {"chan_forward", test_chan_forward},
     {"lane_echo", test_lane_echo},
     {"lane_sender_killed", test_lane_sender_killed},
+    {"chan_epoll_recv", test_chan_epoll_recv},
+    {"chan_epoll_peer_killed", test_chan_epoll_peer_killed},
     {"msg_write_to", test_msg_write_to},
     {"hostile_input", test_hostile_input},
     {"exhaustion", test_exhaustion},

@@ -1,7 +1,8 @@
 //! Channels: `zcio_listen` / `zcio_accept` / `zcio_connect`, sending pool
 //! buffers by reference (`zcio_send`, `zcio_sendv`), copies
 //! (`zcio_send_bytes`) and received messages (`zcio_forward`), receiving
-//! (`zcio_recv`), counters and close.
+//! (`zcio_recv`), counters, the doorbell for event loops
+//! (`zcio_channel_doorbell` and its three steps) and close.
 
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
@@ -548,6 +549,106 @@ pub unsafe extern "C" fn zcio_channel_get_stats(
         // SAFETY: non-NULL and writable (contract).
         unsafe { out.write(s) };
         0
+    })
+}
+
+/// Event loops: this end's doorbell, a descriptor that polls readable
+/// (`POLLIN`, epoll) when the peer rang it -- which it does only after this
+/// end said it is about to sleep (`zcio_channel_prepare_recv_sleep`,
+/// `zcio_channel_prepare_send_sleep`) -- or when the peer hung up. The
+/// first call switches this end to *bell mode* for good: the peer rings
+/// instead of waking a futex, and this end's blocking calls sleep on the
+/// doorbell too. The fd belongs to the channel (the same one on every
+/// call): do not close it or read from it. Returns the fd (>= 0) or
+/// `-EINVAL` (NULL handle).
+///
+/// The receive loop, with the fd in your epoll set:
+///  1. `zcio_recv(ch, 0, &m)`; done unless `-EAGAIN`;
+///  2. `zcio_channel_prepare_recv_sleep(ch)`: 0 -> go to 1;
+///  3. wait until the fd is readable (epoll_wait);
+///  4. `zcio_channel_doorbell_rang(ch)`; go to 1.
+///
+/// A send that returned `-EAGAIN` waits the same way, with
+/// `zcio_channel_prepare_send_sleep` in step 2.
+///
+/// # Safety
+/// `ch` is NULL or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_doorbell(ch: *mut zcio_channel) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { chan(ch) } {
+            Ok(c) => std::os::fd::AsRawFd::as_raw_fd(&c.ch.doorbell()),
+            Err(e) => e,
+        }
+    })
+}
+
+/// Event loops, step 2 of a receive: say "about to sleep until a message
+/// comes" (sets this end's sleep flag, so the peer's next send rings the
+/// doorbell). Returns 1 (sleep: wait for the doorbell), 0 (a message is
+/// pending: receive it instead of sleeping) or `-EINVAL`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_prepare_recv_sleep(ch: *mut zcio_channel) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { chan(ch) } {
+            Ok(c) => c_int::from(c.ch.prepare_recv_sleep()),
+            Err(e) => e,
+        }
+    })
+}
+
+/// Event loops, step 2 of a send that returned `-EAGAIN`: say "about to
+/// sleep until a message of `slices` slices may be sent" (the ring is
+/// full, or the peer holds as much as it may; 0 counts as 1). Returns 1
+/// (sleep: wait for the doorbell), 0 (it may be sent now: send again),
+/// `-EPIPE` (the peer is gone: it never will), `-ZCIO_ECORRUPT` or
+/// `-EINVAL`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_prepare_send_sleep(
+    ch: *mut zcio_channel,
+    slices: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { chan(ch) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        match c.ch.prepare_send_sleep(slices) {
+            Ok(sleep) => c_int::from(sleep),
+            Err(kind) => fail(kind),
+        }
+    })
+}
+
+/// Event loops, step 4: after the doorbell polled readable, take the rings
+/// off it, clear this end's sleep flags (every waiter's: wake all of this
+/// end's waiters, they set theirs again) and, if it hung up, find out
+/// whether the peer is gone (the next `zcio_recv` or send then returns
+/// `-EPIPE`, after everything the peer sent was received). Returns 0, 1
+/// when the doorbell has hung up -- the peer is gone, or it closed its
+/// doorbell and will not ring again: from then on look again on a timer
+/// (at most every 50 ms), not on the fd, which stays readable (remove it
+/// from the epoll set) -- or `-EINVAL`.
+///
+/// # Safety
+/// `ch` is NULL or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_doorbell_rang(ch: *mut zcio_channel) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { chan(ch) } {
+            Ok(c) => c_int::from(c.ch.doorbell_rang()),
+            Err(e) => e,
+        }
     })
 }
 

@@ -11,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyMemoryView, PyTuple};
 use zcio::Slice;
 use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
@@ -85,12 +86,16 @@ impl Listener {
     }
 }
 
-/// One end of a channel.
-#[pyclass(module = "zcio._zcio", frozen)]
+/// One end of a channel. (Weak references: the asyncio bell refers back
+/// to its channel without a cycle.)
+#[pyclass(module = "zcio._zcio", frozen, weakref)]
 pub struct Channel {
     /// `None` once handed to a `SemanticEndpoint` (`Channel.endpoint`).
     chan: RwLock<Option<zcio::Channel>>,
     pool: Py<Pool>,
+    /// The doorbell's state in asyncio (a `zcio._aio.Bell`), made by the
+    /// first async call.
+    bell: PyOnceLock<Py<PyAny>>,
 }
 
 /// The channel of a [`Channel`] not handed over (read-locked).
@@ -134,7 +139,17 @@ impl Channel {
         Ok(Self {
             chan: RwLock::new(Some(chan)),
             pool,
+            bell: PyOnceLock::new(),
         })
+    }
+
+    /// This end's `zcio._aio.Bell` (made on first use).
+    fn bell<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
+        self.bell
+            .get_or_try_init(py, || {
+                Ok(aio(py)?.getattr(intern!(py, "Bell"))?.call0()?.unbind())
+            })
+            .map(|b| b.bind(py))
     }
 
     /// The channel, or `ValueError` once it was handed to an endpoint.
@@ -170,14 +185,17 @@ impl Channel {
         let guard = self.chan()?;
         let chan = &*guard;
         let mut pending = Some(msg);
+        // Why the last attempt could not go (`Full` says which).
+        let mut last = SendErrorKind::WouldBlock;
         let got = blocking(py, w.deadline, |slice| {
             let m = pending.take()?;
             match chan.send_timeout(m, slice) {
                 Ok(()) => Some(Ok(())),
                 Err(e) => match e.kind() {
-                    SendErrorKind::TimedOut
+                    k @ (SendErrorKind::TimedOut
                     | SendErrorKind::WouldBlock
-                    | SendErrorKind::TooManyInFlight(_) => {
+                    | SendErrorKind::TooManyInFlight(_)) => {
+                        last = k;
                         pending = Some(e.into_inner());
                         None
                     }
@@ -188,7 +206,13 @@ impl Channel {
         match got {
             Some(Ok(())) => Ok(()),
             Some(Err(k)) => Err(errors::raise(py, k)),
-            None if w.try_ => Err(errors::raise(py, SendErrorKind::WouldBlock)),
+            None if w.try_ => Err(errors::raise(
+                py,
+                match last {
+                    k @ SendErrorKind::TooManyInFlight(_) => k,
+                    _ => SendErrorKind::WouldBlock,
+                },
+            )),
             None => Err(errors::raise(py, SendErrorKind::TimedOut)),
         }
     }
@@ -702,6 +726,120 @@ impl Channel {
         Ok(self.chan()?.socket().as_raw_fd())
     }
 
+    /// doorbell() -> int: this end's doorbell, a descriptor for an event
+    /// loop (`loop.add_reader`, `selectors`, `epoll`). It becomes readable
+    /// when the peer rang it -- only after this end said it is about to
+    /// sleep (`prepare_recv_sleep`, `prepare_send_sleep`) -- or when the
+    /// peer hung up. The first call switches this end to bell mode for
+    /// good: the peer rings instead of waking a futex, and this end's
+    /// blocking calls sleep on the doorbell too. The descriptor belongs to
+    /// the channel: do not close it. `recv_async`/`send_async` use it; call
+    /// this only to build your own loop.
+    fn doorbell(&self, py: Python<'_>) -> PyResult<i32> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        Ok(py.detach(|| chan.doorbell().as_raw_fd()))
+    }
+
+    /// prepare_recv_sleep() -> bool: say "about to sleep until a message
+    /// comes" (sets this end's sleep flag, so the peer rings the doorbell
+    /// on its next send). False: a message is pending -- receive it
+    /// instead of sleeping. The receive loop: `recv(timeout=0)`; on
+    /// `Empty`, `prepare_recv_sleep()`; if True, wait until `doorbell()` is
+    /// readable, call `doorbell_rang()`; start over.
+    fn prepare_recv_sleep(&self, py: Python<'_>) -> PyResult<bool> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        Ok(py.detach(|| chan.prepare_recv_sleep()))
+    }
+
+    /// prepare_send_sleep(slices=1) -> bool: say "about to sleep until a
+    /// message of `slices` slices may be sent" (the ring is full, or the
+    /// peer holds as much as it may). False: it may be sent now. Raises
+    /// `Disconnected` (or `PeerFault`) when it never can be.
+    #[pyo3(signature = (slices=1))]
+    fn prepare_send_sleep(&self, py: Python<'_>, slices: usize) -> PyResult<bool> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        py.detach(|| chan.prepare_send_sleep(slices))
+            .map_err(|k| errors::raise(py, k))
+    }
+
+    /// doorbell_rang() -> bool: after the loop found `doorbell()` readable,
+    /// take the rings off it, clear the sleep flags and, if it hung up,
+    /// find out whether the peer is gone (the next receive or send then
+    /// raises `Disconnected`). True: the doorbell has hung up -- the peer
+    /// is gone, or it closed its doorbell and will not ring again: from
+    /// then on look again on a timer (at most every 50 ms), not on the
+    /// descriptor, which stays readable. It clears every sleep flag of
+    /// this end: wake every task that waits on this end after calling it.
+    fn doorbell_rang(&self, py: Python<'_>) -> PyResult<bool> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        Ok(py.detach(|| chan.doorbell_rang()))
+    }
+
+    /// await recv_async(timeout=None) -> Msg: the next message, waiting in
+    /// the running asyncio loop on the doorbell (`loop.add_reader`) without
+    /// blocking it. `timeout` as for `recv` (`None`: as long as it takes;
+    /// `0`: `Empty` at once; seconds: `TimedOut` after). Raises what `recv`
+    /// raises (`Disconnected` once the peer is gone and everything it sent
+    /// was received). Cancel-safe: a message is only ever taken
+    /// synchronously, so a cancelled call (`asyncio.wait_for`,
+    /// `task.cancel()`) took none and the next call gets it.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(
+        slf: &Bound<'py, Self>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().bell(py)?;
+        aio(py)?
+            .getattr(intern!(py, "channel_recv"))?
+            .call1((slf, bell, t))
+    }
+
+    /// await send_async(data, timeout=None, pool=None): send as `send` does
+    /// (bytes-like: copied once into a pool buffer; `PoolBuffer`: without
+    /// a copy; a received `Msg`: forwarded), waiting in the running asyncio
+    /// loop while the ring is full or the peer holds as much as it may.
+    /// Raises what `send` raises. Cancel-safe: the message is sent (the
+    /// await returned) or not at all (cancelled, `TimedOut`, or an error);
+    /// send `data` again to retry. A bytes-like `data` is copied once,
+    /// before the first attempt; when the pool has no free buffer, the call
+    /// looks again on a timer (nothing rings for pool room).
+    #[pyo3(signature = (data, timeout=None, pool=None))]
+    fn send_async<'py>(
+        slf: &Bound<'py, Self>,
+        data: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+        pool: Option<&Bound<'py, Pool>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().bell(py)?;
+        let pool = slf.get().copy_pool(py, pool);
+        aio(py)?
+            .getattr(intern!(py, "channel_send"))?
+            .call1((slf, bell, data, t, pool))
+    }
+
+    /// `async for msg in ch`: the messages until the peer is gone and
+    /// everything it sent was received (then the loop ends). Cancel-safe,
+    /// as `recv_async`.
+    fn __aiter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let bell = slf.get().bell(py)?;
+        aio(py)?
+            .getattr(intern!(py, "channel_next"))?
+            .call1((slf, bell))
+    }
+
     /// close(): tell the peer, stop sending and receiving. Messages and
     /// arrays already received stay readable.
     fn close(&self, py: Python<'_>) {
@@ -709,6 +847,13 @@ impl Channel {
         if let Ok(guard) = self.chan() {
             let chan = &*guard;
             py.detach(|| chan.close());
+        }
+        // Tasks awaiting this end wake up and see it closed (nothing rings
+        // our own doorbell when we close).
+        if let Some(bell) = self.bell.get(py) {
+            if let Err(e) = bell.bind(py).call_method0(intern!(py, "closed")) {
+                e.write_unraisable(py, Some(bell.bind(py)));
+            }
         }
     }
 
@@ -795,4 +940,56 @@ impl Channel {
             .map_err(|e| errors::internal(&e.to_string()))?;
         self.send_msg(py, msg, w)
     }
+}
+
+/// The module `zcio._aio` (asyncio on doorbells).
+fn aio(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static AIO: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    AIO.get_or_try_init(py, || py.import("zcio._aio").map(Bound::unbind))
+        .map(|m| m.bind(py))
+}
+
+/// A `timeout` argument of an async call, checked at the call (as the
+/// blocking calls check theirs): `None` (as long as it takes), `0.0` (do
+/// not wait) or seconds.
+fn async_timeout(timeout: Option<f64>) -> PyResult<Option<f64>> {
+    Ok(match Timeout::from_py(timeout)? {
+        Timeout::Try => Some(0.0),
+        Timeout::Within(d) => Some(d.as_secs_f64()),
+        Timeout::Forever => None,
+    })
+}
+
+/// _sendable(data, pool) -> (object, slices): what `send_async` passes to
+/// `send(…, timeout=0)` on every attempt, so that a bytes-like `data` is
+/// copied once, not once per attempt: a `PoolBuffer` or a received `Msg`
+/// as it is, anything else copied into a new buffer of `pool` (never
+/// waiting: `PoolExhausted`). `slices`: what `prepare_send_sleep` needs.
+#[pyfunction]
+pub(crate) fn _sendable<'py>(
+    data: &Bound<'py, PyAny>,
+    pool: &Bound<'py, Pool>,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    let py = data.py();
+    if data.cast::<PoolBuffer>().is_ok() {
+        return Ok((data.clone(), 1));
+    }
+    if let Ok(m) = data.cast::<Msg>() {
+        if let Some(shared) = m.get().shared()? {
+            return Ok((data.clone(), shared.slice_count().max(1)));
+        }
+    }
+    let src = Exported::get(data, false)?;
+    if src.len() == 0 {
+        return Err(PyValueError::new_err("cannot send an empty message"));
+    }
+    let w = SendWait {
+        deadline: Deadline::new(Timeout::Try),
+        try_: true,
+    };
+    // `src` stays exported (so valid) until the end of this function.
+    // SAFETY: as argued just above.
+    let msg = unsafe { Channel::copy_into_pool(py, pool.get(), &[], src.ptr(), src.len(), w)? };
+    drop(src);
+    Ok((Bound::new(py, Msg::from_msg(msg))?.into_any(), 1))
 }

@@ -42,6 +42,7 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<msg::MsgView>()?;
     m.add_class::<channel::Listener>()?;
     m.add_class::<channel::Channel>()?;
+    m.add_function(wrap_pyfunction!(channel::_sendable, m)?)?;
     m.add_class::<lane::LaneSender>()?;
     m.add_class::<lane::LaneLoan>()?;
     m.add_class::<lane::LaneReceiver>()?;

@@ -239,3 +239,67 @@ def lane_send_and_die(path: str, n: int) -> None:
     for i in range(n):
         tx.send(sized(i, 100 + i), timeout=TIMEOUT)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- asyncio peers (test_asyncio.py): the blocking API on the other end ------
+
+
+def aio_msg(i: int) -> bytes:
+    """Message i of an asyncio test stream: 4..3003 bytes, its index
+    repeated (cheap to make and to check)."""
+    n = 4 + (i * 131) % 3000
+    return (i.to_bytes(4, "little") * (n // 4 + 1))[:n]
+
+
+def aio_sender(path: str, n: int, pause_every: int) -> None:
+    """Send aio_msg(0..n) with the blocking API, pausing 20 ms after every
+    `pause_every`-th message (so the receiver waits now and then); then
+    wait for the parent's b"done" and close."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for i in range(n):
+            ch.send(aio_msg(i), timeout=TIMEOUT)
+            if pause_every and i % pause_every == pause_every - 1:
+                time.sleep(0.02)
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def aio_receiver(path: str, n: int, delay: float, pause_every: int) -> None:
+    """Connect, sleep `delay` (the parent's sends fill the ring meanwhile),
+    receive aio_msg(0..n) in order with the blocking API (pausing 20 ms
+    after every `pause_every`-th), answer b"ok", then wait for the parent
+    to close."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        time.sleep(delay)
+        for i in range(n):
+            got = ch.recv(timeout=TIMEOUT).tobytes()
+            if got != aio_msg(i):
+                raise AssertionError(f"message {i}: got {got[:8]!r}… ({len(got)} bytes)")
+            if pause_every and i % pause_every == pause_every - 1:
+                time.sleep(0.02)
+        ch.send(b"ok", timeout=TIMEOUT)
+        try:
+            ch.recv(timeout=TIMEOUT)
+            raise AssertionError("expected the parent to close")
+        except zcio.Disconnected:
+            pass
+
+
+def aio_send_then_hang(path: str, n: int) -> None:
+    """Send aio_msg(0..n), then receive nothing and stay alive until
+    killed."""
+    ch = zcio.Channel.connect(path, timeout=TIMEOUT)
+    for i in range(n):
+        ch.send(aio_msg(i), timeout=TIMEOUT)
+    while True:
+        time.sleep(1)
+
+
+def aio_close_then_linger(path: str, delay: float, seconds: float) -> None:
+    """Connect, receive nothing, close the channel after `delay`, then stay
+    alive `seconds` with the Channel object (and so its doorbell) still
+    referenced."""
+    ch = zcio.Channel.connect(path, timeout=TIMEOUT)
+    time.sleep(delay)
+    ch.close()
+    time.sleep(seconds)
+    del ch

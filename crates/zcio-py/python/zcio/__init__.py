@@ -17,6 +17,11 @@ when the receiver's message and every view of it are gone.
     with zcio.Channel.connect("/tmp/demo.sock", timeout=10) as ch:
         arr = ch.recv_array(timeout=10)   # read-only view of A's pages
 
+Under asyncio, ``await ch.recv_async()``, ``await ch.send_async(data)``
+and ``async for msg in ch`` wait on the channel's doorbell (a descriptor
+registered with ``loop.add_reader``) without blocking the loop; all three
+are cancel-safe (a cancelled call took or sent nothing).
+
 Small messages at the latency of a few cache-line transfers go over a
 channel's lanes: ``ch.open_lane(slots, slot_size)`` / ``ch.accept_lane()``
 give a ``LaneSender`` (``loan()`` a slot and fill it in place, or

@@ -192,6 +192,40 @@ class Channel:
         small messages. The peer takes it with ``accept_lane``."""
     def accept_lane(self, timeout: float | None = None) -> LaneReceiver:
         """Take the next lane the peer opened."""
+    async def recv_async(self, timeout: float | None = None) -> Msg:
+        """The next message, waiting in the running asyncio loop on the
+        doorbell (``loop.add_reader``) without blocking it; ``timeout`` and
+        exceptions as for ``recv``. Cancel-safe: a cancelled call took no
+        message (the next call gets it)."""
+    async def send_async(
+        self,
+        data: Buffer | PoolBuffer | Msg,
+        timeout: float | None = None,
+        pool: Pool | None = None,
+    ) -> None:
+        """Send as ``send`` does, waiting in the running asyncio loop while
+        the ring is full or the peer holds as much as it may. Cancel-safe:
+        sent if the await returned, not sent at all if it was cancelled or
+        raised."""
+    def __aiter__(self) -> Channel: ...
+    async def __anext__(self) -> Msg:
+        """``async for msg in ch``: ends once the peer is gone and
+        everything it sent was received. Cancel-safe."""
+    def doorbell(self) -> int:
+        """This end's doorbell (readable when the peer rang it or hung
+        up), for your own event loop; switches the end to bell mode. Do
+        not close it."""
+    def prepare_recv_sleep(self) -> bool:
+        """Set the sleep flag before waiting on the doorbell; False: a
+        message is pending, receive it instead."""
+    def prepare_send_sleep(self, slices: int = 1) -> bool:
+        """Set the sleep flag before waiting for room for a message of
+        ``slices`` slices; False: it may be sent now. ``Disconnected`` when
+        it never can."""
+    def doorbell_rang(self) -> bool:
+        """After the doorbell was readable: drain it, clear the sleep
+        flags, check a peer that hung up. True: it hung up (look again on a
+        timer from then on, not on the descriptor)."""
     def close(self) -> None: ...
     def __enter__(self) -> Channel: ...
     def __exit__(self, *args: object) -> bool: ...
@@ -625,6 +659,11 @@ SemanticsName = Literal[
     "emulated-weak-move",
 ]
 Delivery = Literal["copied", "protected", "hidden", "lent", "sealed"]
+
+def _sendable(data: Buffer | PoolBuffer | Msg, pool: Pool) -> tuple[PoolBuffer | Msg, int]:
+    """Internal (``Channel.send_async``): ``data`` as ``send`` takes it on
+    every attempt (a bytes-like copied once into ``pool``, never waiting)
+    and its slice count."""
 
 def semantics_names() -> list[str]:
     """The eight semantics names, in the paper's order."""
