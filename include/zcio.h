@@ -1345,8 +1345,9 @@ int zcio_channel_prepare_recv_sleep(struct zcio_channel *ch);
 
 /**
  * Event loops, step 2 of a send that returned `-EAGAIN`: say "about to
- * sleep until a message of `slices` slices may be sent" (the ring is
- * full, or the peer holds as much as it may; 0 counts as 1). Returns 1
+ * sleep until a message of `slices` slices and `bytes` bytes may be sent"
+ * (the ring is full, or the peer holds as much as it may, in slices or in
+ * bytes; 0 slices count as 1). Returns 1
  * (sleep: wait for the doorbell), 0 (it may be sent now: send again),
  * `-EPIPE` (the peer is gone: it never will), `-ZCIO_ECORRUPT` or
  * `-EINVAL`.
@@ -1354,7 +1355,7 @@ int zcio_channel_prepare_recv_sleep(struct zcio_channel *ch);
  * # Safety
  * `ch` is NULL or a live channel.
  */
-int zcio_channel_prepare_send_sleep(struct zcio_channel *ch, size_t slices);
+int zcio_channel_prepare_send_sleep(struct zcio_channel *ch, size_t slices, uint64_t bytes);
 
 /**
  * Event loops, step 4: after the doorbell polled readable, take the rings

@@ -368,7 +368,7 @@ static int test_chan_epoll_recv(void) {
     zcio_listener_close(l);
     CHECK_RC(zcio_channel_doorbell(NULL), -EINVAL);
     CHECK_RC(zcio_channel_prepare_recv_sleep(NULL), -EINVAL);
-    CHECK_RC(zcio_channel_prepare_send_sleep(NULL, 1), -EINVAL);
+    CHECK_RC(zcio_channel_prepare_send_sleep(NULL, 1, 0), -EINVAL);
     CHECK_RC(zcio_channel_doorbell_rang(NULL), -EINVAL);
     int fd = zcio_channel_doorbell(ch);
     CHECK_OK(fd);
@@ -397,8 +397,8 @@ static int test_chan_epoll_recv(void) {
         }
     }
     /* Room to send now: no sleep needed. */
-    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1), 0);
-    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 0), 0);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1, 64), 0);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 0, 0), 0);
     close(ep);
     zcio_channel_close(ch);
     CHECK_CHILD(p, 0);
@@ -440,7 +440,7 @@ static int test_chan_epoll_peer_killed(void) {
         sent++;
     }
     CHECK(sent > 0);
-    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1), 1);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1, 64), 1);
     CHECK_RC(zcio_channel_prepare_recv_sleep(ch), 1);
     kill(p, SIGKILL);
     /* Readable (the hang-up), possibly after rings queued before it. */
@@ -466,7 +466,7 @@ static int test_chan_epoll_peer_killed(void) {
     }
     CHECK_RC(rc, -EPIPE);
     CHECK_RC(zcio_send_bytes(ch, "x", 1, 0), -EPIPE);
-    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1), -EPIPE);
+    CHECK_RC(zcio_channel_prepare_send_sleep(ch, 1, 64), -EPIPE);
     CHECK_CHILD(p, 128 + SIGKILL);
     close(ep);
     zcio_channel_close(ch);

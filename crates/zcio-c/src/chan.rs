@@ -603,8 +603,9 @@ pub unsafe extern "C" fn zcio_channel_prepare_recv_sleep(ch: *mut zcio_channel) 
 }
 
 /// Event loops, step 2 of a send that returned `-EAGAIN`: say "about to
-/// sleep until a message of `slices` slices may be sent" (the ring is
-/// full, or the peer holds as much as it may; 0 counts as 1). Returns 1
+/// sleep until a message of `slices` slices and `bytes` bytes may be sent"
+/// (the ring is full, or the peer holds as much as it may, in slices or in
+/// bytes; 0 slices count as 1). Returns 1
 /// (sleep: wait for the doorbell), 0 (it may be sent now: send again),
 /// `-EPIPE` (the peer is gone: it never will), `-ZCIO_ECORRUPT` or
 /// `-EINVAL`.
@@ -615,6 +616,7 @@ pub unsafe extern "C" fn zcio_channel_prepare_recv_sleep(ch: *mut zcio_channel) 
 pub unsafe extern "C" fn zcio_channel_prepare_send_sleep(
     ch: *mut zcio_channel,
     slices: usize,
+    bytes: u64,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
@@ -622,7 +624,7 @@ pub unsafe extern "C" fn zcio_channel_prepare_send_sleep(
             Ok(c) => c,
             Err(e) => return e,
         };
-        match c.ch.prepare_send_sleep(slices) {
+        match c.ch.prepare_send_sleep(slices, bytes) {
             Ok(sleep) => c_int::from(sleep),
             Err(kind) => fail(kind),
         }

@@ -753,15 +753,16 @@ impl Channel {
         Ok(py.detach(|| chan.prepare_recv_sleep()))
     }
 
-    /// prepare_send_sleep(slices=1) -> bool: say "about to sleep until a
-    /// message of `slices` slices may be sent" (the ring is full, or the
-    /// peer holds as much as it may). False: it may be sent now. Raises
-    /// `Disconnected` (or `PeerFault`) when it never can be.
-    #[pyo3(signature = (slices=1))]
-    fn prepare_send_sleep(&self, py: Python<'_>, slices: usize) -> PyResult<bool> {
+    /// prepare_send_sleep(slices=1, nbytes=0) -> bool: say "about to sleep
+    /// until a message of `slices` slices and `nbytes` bytes may be sent"
+    /// (the ring is full, or the peer holds as much as it may, in slices or
+    /// in bytes). False: it may be sent now. Raises `Disconnected` (or
+    /// `PeerFault`) when it never can be.
+    #[pyo3(signature = (slices=1, nbytes=0))]
+    fn prepare_send_sleep(&self, py: Python<'_>, slices: usize, nbytes: u64) -> PyResult<bool> {
         let guard = self.chan()?;
         let chan = &*guard;
-        py.detach(|| chan.prepare_send_sleep(slices))
+        py.detach(|| chan.prepare_send_sleep(slices, nbytes))
             .map_err(|k| errors::raise(py, k))
     }
 
@@ -964,19 +965,24 @@ fn async_timeout(timeout: Option<f64>) -> PyResult<Option<f64>> {
 /// `send(…, timeout=0)` on every attempt, so that a bytes-like `data` is
 /// copied once, not once per attempt: a `PoolBuffer` or a received `Msg`
 /// as it is, anything else copied into a new buffer of `pool` (never
-/// waiting: `PoolExhausted`). `slices`: what `prepare_send_sleep` needs.
+/// waiting: `PoolExhausted`). `slices`, `nbytes`: what
+/// `prepare_send_sleep` needs.
 #[pyfunction]
 pub(crate) fn _sendable<'py>(
     data: &Bound<'py, PyAny>,
     pool: &Bound<'py, Pool>,
-) -> PyResult<(Bound<'py, PyAny>, usize)> {
+) -> PyResult<(Bound<'py, PyAny>, usize, u64)> {
     let py = data.py();
-    if data.cast::<PoolBuffer>().is_ok() {
-        return Ok((data.clone(), 1));
+    if let Ok(b) = data.cast::<PoolBuffer>() {
+        return Ok((data.clone(), 1, b.get().length() as u64));
     }
     if let Ok(m) = data.cast::<Msg>() {
         if let Some(shared) = m.get().shared()? {
-            return Ok((data.clone(), shared.slice_count().max(1)));
+            return Ok((
+                data.clone(),
+                shared.slice_count().max(1),
+                shared.len() as u64,
+            ));
         }
     }
     let src = Exported::get(data, false)?;
@@ -991,5 +997,6 @@ pub(crate) fn _sendable<'py>(
     // SAFETY: as argued just above.
     let msg = unsafe { Channel::copy_into_pool(py, pool.get(), &[], src.ptr(), src.len(), w)? };
     drop(src);
-    Ok((Bound::new(py, Msg::from_msg(msg))?.into_any(), 1))
+    let nbytes = msg.len() as u64;
+    Ok((Bound::new(py, Msg::from_msg(msg))?.into_any(), 1, nbytes))
 }

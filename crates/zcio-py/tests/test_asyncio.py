@@ -276,12 +276,6 @@ def test_peer_killed_while_a_send_waits(sock_path, child):
     c.kill()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zcio core: Core::close rings only a peer waiting to receive, not one waiting "
-    "for ring room or notices; an event-loop sender sees the clean close only when the "
-    "peer's doorbell goes (its process exits), while a blocking send sees it within 50 ms",
-)
 def test_peer_closing_cleanly_while_a_send_waits(sock_path, child):
     # The peer closes its end after 0.5 s but keeps running (its Channel
     # object, and so its doorbell, alive) for 5 s more.

@@ -200,3 +200,34 @@ fn a_producer_failing_is_reported_to_the_awaiting_reader_after_the_data() {
     assert_eq!(w.next_report(), "closed");
     w.finish();
 }
+
+#[test]
+fn a_consumer_killed_while_the_async_producer_waits_for_it_is_evicted() {
+    let (dir, name) = new_ring("aring-evict", 16 << 10);
+    let p = Producer::attach(RingMap::open(&name, true).expect("open")).expect("producer");
+    // A reader that never reads: the ring fills up.
+    let (mut r, _slot) = reader(&dir, &name, &[("FIRST", "0"), ("PAUSED", "1")]);
+    runtime().block_on(async {
+        let mut p = AsyncProducer::new(p).expect("async");
+        let mut i = 0;
+        while p.producer().try_write(&block(i, 4000)).is_ok() {
+            i += 1;
+        }
+        let b = block(i, 4000);
+        let write = p.write(&b);
+        let kill = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            r.kill();
+            std::future::pending::<()>().await
+        };
+        let done = bounded("write after the kill", async {
+            tokio::select! {
+                w = write => w,
+                _ = kill => unreachable!(),
+            }
+        })
+        .await;
+        assert_eq!(done.expect("the dead reader was evicted"), b.len());
+        assert_eq!(p.producer().consumers(), 0);
+    });
+}

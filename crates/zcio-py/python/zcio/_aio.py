@@ -293,7 +293,7 @@ async def channel_send(ch: Any, bell: Bell, data: Any, timeout: float | None, po
         return ch.send(data, timeout=0, pool=pool)
     from ._zcio import _sendable
 
-    sendable: list[Any] = []  # [object, slices] once made
+    sendable: list[Any] = []  # [object, slices, nbytes] once made
 
     def attempt() -> Any:
         if not sendable:
@@ -308,6 +308,6 @@ async def channel_send(ch: Any, bell: Bell, data: Any, timeout: float | None, po
         return None
 
     def prepare() -> bool:
-        return ch.prepare_send_sleep(sendable[1])
+        return ch.prepare_send_sleep(sendable[1], sendable[2])
 
     await with_timeout(timeout, "send_async", until_done(bell, ch, attempt, prepare))

@@ -218,7 +218,7 @@ class Channel:
     def prepare_recv_sleep(self) -> bool:
         """Set the sleep flag before waiting on the doorbell; False: a
         message is pending, receive it instead."""
-    def prepare_send_sleep(self, slices: int = 1) -> bool:
+    def prepare_send_sleep(self, slices: int = 1, nbytes: int = 0) -> bool:
         """Set the sleep flag before waiting for room for a message of
         ``slices`` slices; False: it may be sent now. ``Disconnected`` when
         it never can."""
@@ -660,7 +660,7 @@ SemanticsName = Literal[
 ]
 Delivery = Literal["copied", "protected", "hidden", "lent", "sealed"]
 
-def _sendable(data: Buffer | PoolBuffer | Msg, pool: Pool) -> tuple[PoolBuffer | Msg, int]:
+def _sendable(data: Buffer | PoolBuffer | Msg, pool: Pool) -> tuple[PoolBuffer | Msg, int, int]:
     """Internal (``Channel.send_async``): ``data`` as ``send`` takes it on
     every attempt (a bytes-like copied once into ``pool``, never waiting)
     and its slice count."""

@@ -568,8 +568,12 @@ impl Core {
         // last `Arc` to go.
         self.publish_closed();
         let _ = crate::sys::fdpass::send(&self.sock, &Ctl::Bye.encode(), &[], true);
-        // Wake a peer sleeping on our rings so it notices promptly.
+        // Wake a peer sleeping on our rings so it notices promptly: waiting
+        // to receive (our message ring), for room (its message ring, which
+        // we consume) or for notices (the notice ring we produce).
         lock(&self.tx).ring.wake_consumer(Some(&self.bell));
+        let _ = self.msg_sleep.wake_producer(Some(&self.bell));
+        let _ = lock(&self.ntx).ring.wake_consumer(Some(&self.bell));
         let lingering = !lock(&self.tx).ledger.is_empty() && !self.is_gone();
         match self.me.upgrade() {
             Some(me) if lingering => linger(me),

@@ -127,9 +127,14 @@ impl Core {
 }
 
 impl Core {
-    /// What a send of `slices` descriptors would wait for now, if
-    /// anything (takes in the notices that came back first).
-    pub(crate) fn send_blocked(&self, slices: usize) -> Result<Option<SendBlock>, SendErrorKind> {
+    /// What a send of `slices` descriptors and `bytes` bytes would wait for
+    /// now, if anything (takes in the notices that came back first). The
+    /// same limits as the send itself (`tx::wait_for_ledger_room`).
+    pub(crate) fn send_blocked(
+        &self,
+        slices: usize,
+        bytes: u64,
+    ) -> Result<Option<SendBlock>, SendErrorKind> {
         if self.is_gone() || self.peer_closed() {
             return Err(SendErrorKind::Disconnected);
         }
@@ -145,7 +150,8 @@ impl Core {
         }
         let cap = self.cfg.max_in_flight.min(tx.notices.capacity());
         if tx.ledger.len() + slices > cap
-            || (!tx.ledger.is_empty() && tx.ledger.bytes() >= self.cfg.max_bytes_in_flight)
+            || (!tx.ledger.is_empty()
+                && tx.ledger.bytes().saturating_add(bytes) > self.cfg.max_bytes_in_flight)
         {
             return Ok(Some(SendBlock::Ledger));
         }

@@ -316,13 +316,14 @@ impl Channel {
         self.core.arm_recv()
     }
 
-    /// Say "about to sleep until a message of `slices` slices may be sent"
-    /// (the ring is full, or the peer holds as much as it may). `Ok(false)`:
-    /// it may be sent now. `Err` when it never can (`Disconnected`,
-    /// `Corrupt`).
-    pub fn prepare_send_sleep(&self, slices: usize) -> Result<bool, SendErrorKind> {
+    /// Say "about to sleep until a message of `slices` slices and `bytes`
+    /// bytes ([`Msg::slice_count`], [`Msg::len`]) may be sent" (the ring is
+    /// full, or the peer holds as much as it may, in slices or in bytes).
+    /// `Ok(false)`: it may be sent now. `Err` when it never can
+    /// (`Disconnected`, `Corrupt`).
+    pub fn prepare_send_sleep(&self, slices: usize, bytes: u64) -> Result<bool, SendErrorKind> {
         self.core.enter_bell_mode();
-        match self.core.send_blocked(slices.max(1))? {
+        match self.core.send_blocked(slices.max(1), bytes)? {
             None => Ok(false),
             Some(why) => self.core.arm_send(why),
         }

@@ -674,6 +674,13 @@ impl SleepHandle {
         self.hdr().cons.bell.store(1, Ordering::Release);
     }
 
+    /// Wake this ring's producer if it sleeps for space (ringing `bell` if
+    /// it sleeps on it), without access to the consuming end (closing).
+    pub fn wake_producer(&self, bell: Option<&dyn Bell>) -> WakeResult {
+        let l = &self.hdr().cons;
+        clear_and_wake(&l.head, &l.bell, bell)
+    }
+
     /// Clear the sleep flag.
     pub fn disarm(&self) {
         self.hdr().prod.tail.fetch_and(!1, Ordering::Relaxed);

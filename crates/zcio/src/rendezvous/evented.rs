@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::error::{os, IpcFail};
+use super::error::{os, IpcFail, RendezvousSendError};
 use super::point::{Message, Rendezvous};
 use super::slot::{self, Handover, Raw, WORDS};
 use crate::sys::fdpass::{self, MAX_FDS};
@@ -89,5 +89,82 @@ impl Rendezvous {
     /// Whether the partner's end of the connection is gone.
     pub(crate) fn peer_gone(&self) -> bool {
         peer::socket_hung_up(&self.sh.sock)
+    }
+}
+
+/// The public event-loop calls (any loop; Rust on tokio uses
+/// `zcio::tokio::AsyncRendezvous`, built on the same steps).
+impl Rendezvous {
+    /// The endpoint's doorbell, for an event loop: readable when the
+    /// partner rang it — only after this endpoint said it sleeps
+    /// ([`Rendezvous::prepare_recv_sleep`], [`Rendezvous::send_poll`]) —
+    /// or hung up. The first call switches the endpoint to bell mode for
+    /// good (the partner rings instead of waking futexes).
+    ///
+    /// A receive: `try_recv`; on `WouldBlock`, `prepare_recv_sleep()`; if
+    /// `true`, wait until the doorbell is readable, then
+    /// [`Rendezvous::doorbell_rang`]; again.
+    ///
+    /// A send, in three calls so that the loop can wait in between:
+    /// [`Rendezvous::send_begin`] puts the message in the slot;
+    /// [`Rendezvous::send_poll`] says whether the partner took it (if not,
+    /// wait for the doorbell and ask again); [`Rendezvous::send_cancel`]
+    /// gives up. Every begun send must end with `send_poll` returning
+    /// `true` or with `send_cancel`, before the next one.
+    pub fn doorbell(&self) -> BorrowedFd<'_> {
+        self.evented_bell()
+    }
+
+    /// Say "about to sleep until a message comes": `false` if one is there
+    /// already (receive it instead).
+    pub fn prepare_recv_sleep(&self) -> bool {
+        self.evented_bell();
+        self.arm_recv()
+    }
+
+    /// After the loop found the doorbell readable: take the rings; `true`
+    /// if the doorbell hung up (the partner is gone: the next call reports
+    /// `Disconnected`).
+    pub fn doorbell_rang(&self) -> bool {
+        matches!(self.sh.bell.drain(), Err(crate::bell::Rung::HungUp))
+    }
+
+    /// Put `msg` in the slot for the partner (a send's first step); returns
+    /// the send's number for [`Rendezvous::send_poll`] and
+    /// [`Rendezvous::send_cancel`].
+    ///
+    /// # Errors
+    /// `TooLarge`, `Disconnected`, `Protocol`, `Os`: nothing was sent.
+    pub fn send_begin(&self, msg: &Message) -> Result<u64, RendezvousSendError> {
+        self.evented_bell();
+        Ok(self.publish(msg)?)
+    }
+
+    /// Whether the partner took send `seq` (then the send is complete).
+    /// `Ok(false)`: not yet — this endpoint's flag is set, wait for the
+    /// doorbell.
+    ///
+    /// # Errors
+    /// `Protocol` for a corrupt slot; `Disconnected` once the partner is
+    /// gone (the message was taken back).
+    pub fn send_poll(&self, seq: u64) -> Result<bool, RendezvousSendError> {
+        if self.handover(seq)? {
+            return Ok(true);
+        }
+        if self.peer_gone() {
+            // Taken back, or taken by the partner just before it went.
+            return if self.retract(seq) {
+                Err(RendezvousSendError::Disconnected)
+            } else {
+                Ok(true)
+            };
+        }
+        Ok(false)
+    }
+
+    /// Give up on send `seq`: `true` if the message was taken back
+    /// undelivered, `false` if the partner had taken it (it was delivered).
+    pub fn send_cancel(&self, seq: u64) -> bool {
+        self.retract(seq)
     }
 }

@@ -142,3 +142,80 @@ impl Producer {
         self.bell.as_ref().map(|b| b.as_fd())
     }
 }
+
+/// The public event-loop calls (any loop: epoll, mio, asyncio, libuv; Rust
+/// on tokio uses `zcio::tokio::AsyncConsumer`/`AsyncProducer`, built on the
+/// same steps).
+impl Consumer {
+    /// The consumer's doorbell, for an event loop: a descriptor that
+    /// becomes readable when the producer rang it — only after this
+    /// consumer said it sleeps ([`Consumer::prepare_read_sleep`]) — bound
+    /// (a named bell) and announced in the ring on the first call.
+    ///
+    /// The loop:
+    /// 1. `try_read`/`try_peek`; on `WouldBlock`:
+    /// 2. `prepare_read_sleep()`; if `false`, go to 1;
+    /// 3. wait until the doorbell is readable **or 50 ms passed**
+    ///    ([`LIVENESS`](crate::wait::LIVENESS): a ring cannot hang up on a
+    ///    dead producer, so the loop looks for itself);
+    /// 4. [`Consumer::doorbell_rang`] (`Err` for a producer that died in
+    ///    the middle of the stream), go to 1.
+    ///
+    /// # Errors
+    /// When the bell (an abstract Unix socket) cannot be bound.
+    pub fn doorbell(&mut self) -> Result<BorrowedFd<'_>, Errno> {
+        self.evented_bell()
+    }
+
+    /// Step 2 of the loop in [`Consumer::doorbell`]: arm the bell and set
+    /// the sleep flag. `false`: something was published since, read now.
+    /// Binds the bell first if [`Consumer::doorbell`] was not called.
+    pub fn prepare_read_sleep(&mut self) -> bool {
+        if self.bell.is_none() && self.evented_bell().is_err() {
+            // No bell: do not sleep on one (the caller polls).
+            return false;
+        }
+        self.arm_read()
+    }
+
+    /// Step 4: take the rings off the doorbell and, if nothing new came,
+    /// report a producer that died in the middle of the stream
+    /// (`ReadError::Disconnected`).
+    pub fn doorbell_rang(&mut self) -> Result<(), ReadError> {
+        self.take_rings();
+        self.check_producer()
+    }
+}
+
+impl Producer {
+    /// The producer's doorbell, for an event loop waiting for room under
+    /// `Overflow::Block` (see [`Consumer::doorbell`] for the loop, with
+    /// `try_write` and [`Producer::prepare_write_sleep`]; the 50 ms look
+    /// evicts a consumer that died while we waited for it).
+    ///
+    /// # Errors
+    /// When the bell (an abstract Unix socket) cannot be bound.
+    pub fn doorbell(&mut self) -> Result<BorrowedFd<'_>, Errno> {
+        self.evented_bell()
+    }
+
+    /// Say "about to sleep until a block of `len` bytes fits": `Ok(false)`
+    /// if it fits now (or the policy never waits).
+    ///
+    /// # Errors
+    /// As the write would fail (`TooLarge`, …).
+    pub fn prepare_write_sleep(&mut self, len: usize) -> Result<bool, WriteError> {
+        if self.bell.is_none() && self.evented_bell().is_err() {
+            return Ok(false);
+        }
+        self.arm_write(len)
+    }
+
+    /// After the loop woke (doorbell readable or 50 ms passed): take the
+    /// rings, clear the sleep flag, evict the awaited consumer if it died.
+    pub fn doorbell_rang(&mut self) {
+        self.take_rings();
+        self.check_consumers();
+        self.disarm_write();
+    }
+}

@@ -304,17 +304,18 @@ impl AsyncChannel {
         self.ch.try_send(msg)
     }
 
-    /// Wait until a send of a message of `slices` slices may succeed (ring
-    /// room and room in what the peer may hold), at most
-    /// `ChannelConfig::send_timeout`. Cancel-safe: pair it with
-    /// [`AsyncChannel::try_send`] to never lose a message to a cancelled
-    /// send. Another task may still fill the ring first.
-    pub async fn writable(&self, slices: usize) -> Result<(), SendErrorKind> {
+    /// Wait until `msg` may be sent (ring room and room in what the peer
+    /// may hold, slices and bytes), at most `ChannelConfig::send_timeout`.
+    /// Cancel-safe: pair it with [`AsyncChannel::try_send`] to never lose a
+    /// message to a cancelled send. Another task may still fill the ring
+    /// first.
+    pub async fn writable(&self, msg: &Msg) -> Result<(), SendErrorKind> {
+        let (slices, bytes) = (msg.slice_count().max(1), msg.len() as u64);
         let limit = self.core().cfg.send_timeout;
         let wait = async {
             let mut woke = false;
             loop {
-                match self.core().send_blocked(slices.max(1))? {
+                match self.core().send_blocked(slices, bytes)? {
                     None => {
                         if woke {
                             self.bell.record(true);
@@ -496,6 +497,68 @@ mod tests {
             a.send(msg(&pool, b"late")).unwrap();
             let m = b.recv_timeout(Duration::from_secs(20)).await.unwrap();
             assert_eq!(m.to_vec(), b"late");
+        });
+    }
+
+    #[test]
+    fn a_peer_closing_cleanly_wakes_a_send_waiting_for_room() {
+        let cfg = ChannelConfig {
+            ring_entries: 8,
+            ..ChannelConfig::default()
+        };
+        let (a, b) = Channel::pair(cfg).unwrap();
+        let pool = Pool::new(PoolConfig::named("closewake"));
+        rt().block_on(async {
+            let a = AsyncChannel::new(a).unwrap();
+            while a.try_send(msg(&pool, b"x")).is_ok() {}
+            let b = std::sync::Arc::new(b);
+            let closer = {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(20));
+                    b.close(); // the peer lives on: only the close wakes us
+                })
+            };
+            let r = ::tokio::time::timeout(Duration::from_secs(20), a.send(msg(&pool, b"y")))
+                .await
+                .expect("the close wakes the waiting send");
+            assert_eq!(r.unwrap_err().kind(), SendErrorKind::Disconnected);
+            closer.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_message_too_big_for_what_the_peer_may_hold_waits_without_spinning() {
+        let cfg = ChannelConfig {
+            max_bytes_in_flight: 4096,
+            ..ChannelConfig::default()
+        };
+        let (a, b) = Channel::pair(cfg).unwrap();
+        let pool = Pool::new(PoolConfig::named("bytescap"));
+        rt().block_on(async {
+            let a = AsyncChannel::new(a).unwrap();
+            let held = {
+                a.send(msg(&pool, &[1; 3000])).await.unwrap();
+                b.recv().unwrap()
+            };
+            let big = msg(&pool, &[2; 3000]);
+            assert!(
+                a.channel().prepare_send_sleep(1, 3000).unwrap(),
+                "3000 + 3000 bytes exceed the cap: sleep"
+            );
+            let waiting = a.writable(&big);
+            let t = Instant::now();
+            let r = ::tokio::time::timeout(Duration::from_millis(200), waiting).await;
+            assert!(r.is_err(), "it waits while the peer holds the first");
+            let wakes = a.bell.wakes.load(Ordering::Relaxed);
+            assert!(wakes <= bound(t.elapsed()), "{wakes} wakes: it spun");
+            drop(held);
+            b.flush();
+            ::tokio::time::timeout(Duration::from_secs(20), a.writable(&big))
+                .await
+                .expect("room once the first comes back")
+                .unwrap();
+            a.send(big).await.unwrap();
         });
     }
 

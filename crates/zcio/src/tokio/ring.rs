@@ -193,10 +193,10 @@ impl AsyncProducer {
             }
             let rang = self.bell.wait_at_most(LIVENESS).await;
             let p = self.bell.owner_mut();
-            p.disarm_write();
             if !rang {
                 p.check_consumers();
             }
+            p.disarm_write();
             woke = true;
         }
     }
