@@ -184,8 +184,8 @@ struct AsyncZcio {
 
 impl AsyncZcio {
     /// A buffer of the message's size, without blocking the runtime: if the
-    /// pool is empty (the channel's cap should prevent it), wait until a
-    /// send may go and let the peer run.
+    /// pool is empty (the channel's cap should prevent it; `pool_waits`
+    /// counts it), let the peer run and look again shortly.
     async fn alloc(&mut self) -> Result<FbufMut, String> {
         let start = Instant::now();
         loop {
@@ -193,11 +193,8 @@ impl AsyncZcio {
                 Ok(b) => return Ok(b),
                 Err(AllocError::WouldBlock(_)) if start.elapsed() < self.t => {
                     self.pool_waits += 1;
-                    self.ch
-                        .writable(1)
-                        .await
-                        .map_err(|e| format!("writable: {e:?}"))?;
-                    tokio::task::yield_now().await;
+                    let _ = self.ch.channel().reclaim();
+                    tokio::time::sleep(Duration::from_micros(100)).await;
                 }
                 Err(e) => return Err(format!("alloc {}: {e}", self.size)),
             }
