@@ -158,6 +158,16 @@ mod real {
         }
     }
 
+    /// A non-blocking Unix datagram socket.
+    fn dgram() -> Result<OwnedFd, Errno> {
+        net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )
+    }
+
     /// The abstract address of named bell `id`.
     fn bell_addr(id: u64) -> Result<SocketAddrUnix, Errno> {
         SocketAddrUnix::new_abstract_name(format!("zcio-bell/{id:016x}").as_bytes())
@@ -175,12 +185,7 @@ mod real {
         /// Bind a fresh named bell (a random nonzero number).
         pub fn bind() -> Result<Self, Errno> {
             use std::hash::{BuildHasher, Hasher};
-            let sock = net::socket_with(
-                AddressFamily::UNIX,
-                SocketType::DGRAM,
-                SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-                None,
-            )?;
+            let sock = dgram()?;
             for _ in 0..16 {
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();
                 h.write_u32(std::process::id());
@@ -231,13 +236,7 @@ mod real {
     impl Ringer {
         /// A ringer.
         pub fn new() -> Result<Self, Errno> {
-            let sock = net::socket_with(
-                AddressFamily::UNIX,
-                SocketType::DGRAM,
-                SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-                None,
-            )?;
-            Ok(Self { sock })
+            Ok(Self { sock: dgram()? })
         }
 
         /// Ring named bell `id`: one byte, never blocking; a bell that is

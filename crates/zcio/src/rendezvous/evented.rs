@@ -4,10 +4,9 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::error::{os, IpcFail, RendezvousSendError};
+use super::error::{IpcFail, RendezvousSendError};
 use super::point::{Message, Rendezvous};
-use super::slot::{self, Handover, Raw, WORDS};
-use crate::sys::fdpass::{self, MAX_FDS};
+use super::slot::{self, Handover};
 use crate::sys::peer;
 
 impl Rendezvous {
@@ -34,27 +33,11 @@ impl Rendezvous {
     /// in the slot (the receiver woken). Returns its sequence number for
     /// [`Rendezvous::handover`] and [`Rendezvous::retract`].
     pub(crate) fn publish(&self, msg: &Message) -> Result<u64, IpcFail> {
-        if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
-            return Err(IpcFail::TooLarge);
-        }
         if peer::socket_hung_up(&self.sh.sock) {
             return Err(IpcFail::Disconnected);
         }
-        let s = self.tx_slot();
-        let seq = (s.state.load(crate::sync::Ordering::Acquire) >> 4).wrapping_add(1);
-        if !msg.fds.is_empty() {
-            let fds: Vec<BorrowedFd<'_>> = msg.fds.iter().map(|f| f.as_fd()).collect();
-            fdpass::send(&self.sh.sock, &seq.to_le_bytes(), &fds, false).map_err(os("sendmsg"))?;
-        }
-        let mut raw = Raw {
-            label: msg.label,
-            words: [0; WORDS],
-            len: msg.words.len(),
-            nfds: msg.fds.len(),
-            seq,
-        };
-        raw.words[..msg.words.len()].copy_from_slice(&msg.words);
-        slot::publish(s, &raw, Some(&self.sh.bell))
+        let raw = self.prepare(msg)?;
+        slot::publish(self.tx_slot(), &raw, Some(&self.sh.bell))
             .map_err(|_| IpcFail::Protocol("corrupt slot state"))
     }
 

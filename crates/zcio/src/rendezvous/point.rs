@@ -310,12 +310,14 @@ impl Rendezvous {
         Ok(self.send_with(msg, Wait::For(timeout))?)
     }
 
-    pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcFail> {
+    /// The slot form of `msg` for the next hand-over, its descriptors
+    /// already sent on the socket (tagged with the hand-over's sequence
+    /// number, so the receiver pairs them).
+    pub(super) fn prepare(&self, msg: &Message) -> Result<Raw, IpcFail> {
         if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
             return Err(IpcFail::TooLarge);
         }
-        let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let s = self.sh.slot(self.tx);
+        let s = self.tx_slot();
         let seq = (s.state.load(crate::sync::Ordering::Acquire) >> 4).wrapping_add(1);
         if !msg.fds.is_empty() {
             let fds: Vec<BorrowedFd<'_>> = msg.fds.iter().map(|f| f.as_fd()).collect();
@@ -329,6 +331,13 @@ impl Rendezvous {
             seq,
         };
         raw.words[..msg.words.len()].copy_from_slice(&msg.words);
+        Ok(raw)
+    }
+
+    pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcFail> {
+        let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.tx_slot();
+        let raw = self.prepare(msg)?;
         let mut w = PeerWait {
             deadline: wait.deadline(),
             sock: self.sh.sock.as_fd(),
