@@ -93,7 +93,7 @@ pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
     let mut group = Group::new();
     let s = match v {
         Variant::Sync | Variant::AsyncSend | Variant::AsyncReceive => {
-            let sock = SockPath::new("rdv");
+            let sock = SockPath::new("async", "rdv");
             let path = sock.0.clone();
             let srv = Task::RdvServer {
                 path: path.clone(),

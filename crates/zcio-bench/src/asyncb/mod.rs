@@ -30,9 +30,9 @@ pub mod stats;
 pub mod table;
 pub mod task;
 
+pub(crate) use crate::sockpath::SockPath;
 use std::os::fd::OwnedFd;
 use std::process::Child;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -337,30 +337,6 @@ pub struct Sample {
     pub futex: u64,
     /// A check value (checksum fold, sequence errors …).
     pub check: u64,
-}
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// A fresh socket path in the temp dir (removed on drop).
-pub struct SockPath(pub String);
-
-impl SockPath {
-    /// `zcio-async-PID-N-TAG.sock` in the temp dir.
-    pub fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "zcio-async-{}-{}-{tag}.sock",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_file(&p);
-        SockPath(p.to_string_lossy().into_owned())
-    }
-}
-
-impl Drop for SockPath {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// Spawn a child running `task` pinned to `cpu`; of `all` fds it inherits

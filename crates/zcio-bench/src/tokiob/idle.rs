@@ -98,6 +98,27 @@ async fn window_async(
     })
 }
 
+/// Measure the process while `task` waits (see [`window_async`]); it must
+/// not finish (a `what` that woke it is an error). Aborts it after.
+async fn watch(
+    task: tokio::task::JoinHandle<(usize, Result<(), String>)>,
+    what: &str,
+    settle: Duration,
+    window: Duration,
+    n: usize,
+    polls: &AtomicU64,
+) -> Result<Sample, String> {
+    let s = window_async(settle, window, n, polls, || task.is_finished()).await;
+    if task.is_finished() {
+        return Err(match task.await {
+            Ok((i, r)) => format!("{what} {i} woke its waiter: {r:?}"),
+            Err(e) => format!("the waiting task failed: {e}"),
+        });
+    }
+    task.abort();
+    s
+}
+
 /// `zcio-async`: connect `n` channels, make them async ends, and let one
 /// task await a receive on every one of them.
 fn async_waiter(
@@ -125,15 +146,7 @@ fn async_waiter(
             let (i, r) = first_ready(futs, &p).await;
             (i, r.map(|_| ()).map_err(|e| e.to_string()))
         });
-        let s = window_async(settle, window, n, &polls, || task.is_finished()).await;
-        if task.is_finished() {
-            return Err(match task.await {
-                Ok((i, r)) => format!("channel {i} woke its waiter: {r:?}"),
-                Err(e) => format!("the waiting task failed: {e}"),
-            });
-        }
-        task.abort();
-        s
+        watch(task, "channel", settle, window, n, &polls).await
     })
 }
 
@@ -159,15 +172,7 @@ fn unix_waiter(
             let (i, r) = first_ready(futs, &p).await;
             (i, r.map_err(|e| e.to_string()))
         });
-        let s = window_async(settle, window, n, &polls, || task.is_finished()).await;
-        if task.is_finished() {
-            return Err(match task.await {
-                Ok((i, r)) => format!("stream {i} woke its waiter: {r:?}"),
-                Err(e) => format!("the waiting task failed: {e}"),
-            });
-        }
-        task.abort();
-        s
+        watch(task, "stream", settle, window, n, &polls).await
     })
 }
 

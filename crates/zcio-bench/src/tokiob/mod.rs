@@ -30,7 +30,7 @@ pub mod idle;
 pub mod sides;
 pub mod table;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub(crate) use crate::sockpath::SockPath;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -372,15 +372,12 @@ impl Latency {
             return Self::default();
         }
         rt.sort_unstable();
-        let q = |p: f64| {
-            let i = ((rt.len() as f64 * p).ceil() as usize).clamp(1, rt.len()) - 1;
-            rt[i] as f64 / 2.0
-        };
+        let q = |p: f64| crate::oneway::quantile(&rt, p);
         Self {
             p50_ns: q(0.5),
             p90_ns: q(0.9),
             p99_ns: q(0.99),
-            mean_ns: rt.iter().sum::<u64>() as f64 / rt.len() as f64 / 2.0,
+            mean_ns: crate::oneway::mean(&rt),
         }
     }
 }
@@ -458,29 +455,6 @@ pub fn plan(o: &Options) -> Vec<Vec<Job>> {
     g
 }
 
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// A fresh socket path in the temp dir, removed on drop.
-struct SockPath(String);
-
-impl SockPath {
-    fn new() -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "zcio-tokio-{}-{}.sock",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_file(&p);
-        SockPath(p.to_string_lossy().into_owned())
-    }
-}
-
-impl Drop for SockPath {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Run the two sides of one measurement, `listener` first (the side that
 /// binds `path`, pinned to CPU `cpu_for(1)`), then `connector` (pinned to
 /// `cpu_for(0)`); their samples in that order.
@@ -515,7 +489,7 @@ fn two_sides(
 
 /// Measure one job once.
 pub fn measure(job: Job, o: &Options) -> Result<Entry, String> {
-    let path = SockPath::new();
+    let path = SockPath::new("tokio", "point");
     let p = path.0.clone();
     match job {
         Job::Ping { variant, size } => {

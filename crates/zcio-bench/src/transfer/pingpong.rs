@@ -168,15 +168,12 @@ impl Latency {
             return Self::default();
         }
         rt.sort_unstable();
-        let q = |p: f64| {
-            let i = ((rt.len() as f64 * p).ceil() as usize).clamp(1, rt.len()) - 1;
-            rt[i] as f64 / 2.0
-        };
+        let q = |p: f64| crate::oneway::quantile(&rt, p);
         Self {
             p50_ns: q(0.5),
             p99_ns: q(0.99),
             p999_ns: q(0.999),
-            mean_ns: rt.iter().sum::<u64>() as f64 / rt.len() as f64 / 2.0,
+            mean_ns: crate::oneway::mean(&rt),
         }
     }
 }
