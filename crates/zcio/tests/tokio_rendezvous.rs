@@ -7,9 +7,12 @@
 
 mod common;
 
+use std::future::poll_fn;
+use std::pin::Pin;
 use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
+use futures_core::Stream;
 use zcio::rendezvous::{
     Message, Rendezvous, RendezvousConfig, RendezvousListener, RendezvousRecvError,
     RendezvousSendError,
@@ -206,4 +209,26 @@ fn run_child(role: &str) {
             other => panic!("unknown command {other:?}"),
         }
     }
+}
+
+#[test]
+fn the_stream_yields_every_message_then_ends_when_the_partner_goes() {
+    let (_s, mut kid, ep) = serve("ardv-stream", "blocking-sender");
+    kid.send("send 300");
+    kid.send("exit");
+    runtime().block_on(async {
+        let mut ep = AsyncRendezvous::new(ep).expect("async");
+        let mut n = 0;
+        while let Some(m) =
+            tokio::time::timeout(STEP, poll_fn(|cx| Pin::new(&mut ep).poll_next(cx)))
+                .await
+                .expect("bounded")
+        {
+            assert_eq!(m.expect("recv").words, [n]);
+            n += 1;
+        }
+        assert_eq!(n, 300);
+    });
+    assert_eq!(kid.expect("sent"), "300");
+    kid.finish();
 }

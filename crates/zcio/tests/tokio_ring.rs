@@ -7,10 +7,13 @@
 
 mod common;
 
+use std::future::poll_fn;
+use std::pin::Pin;
 use std::time::Duration;
 
 use common::ring::{block, check_block, close, count, reader, writer, RingDir};
 use common::STEP;
+use futures_core::Stream;
 use zcio::ring::{Consumer, Layout, Options, Overflow, Producer, ReadError, RingMap, Start};
 use zcio::tokio::{AsyncConsumer, AsyncProducer};
 
@@ -230,4 +233,25 @@ fn a_consumer_killed_while_the_async_producer_waits_for_it_is_evicted() {
         assert_eq!(done.expect("the dead reader was evicted"), b.len());
         assert_eq!(p.producer().consumers(), 0);
     });
+}
+
+#[test]
+fn the_consumer_stream_yields_every_block_then_ends() {
+    let (dir, name) = new_ring("aring-stream", 16 << 10);
+    let c = consumer(&name);
+    let mut w = writer(&dir, &name, 3000, 1, &[]);
+    w.send("write 500");
+    w.send("close");
+    runtime().block_on(async {
+        let mut c = AsyncConsumer::new(c).expect("async");
+        let mut n = 0;
+        while let Some(b) = bounded("stream", poll_fn(|cx| Pin::new(&mut c).poll_next(cx))).await {
+            assert_eq!(check_block(&b.expect("block")), Ok(n));
+            n += 1;
+        }
+        assert_eq!(n, 500, "every block, then the end");
+    });
+    assert_eq!(w.next_report(), "wrote total=500");
+    assert_eq!(w.next_report(), "closed");
+    w.finish();
 }

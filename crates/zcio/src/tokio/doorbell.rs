@@ -195,4 +195,35 @@ impl<T: Belled> AsyncBell<T> {
             }
         }
     }
+
+    /// [`AsyncBell::poll_wait`], but ready after one liveness interval
+    /// at the latest (`Ready(false)`: the interval passed; look at the peer):
+    /// for peers that cannot hang a doorbell up when they die (rings).
+    /// `timer` keeps the interval between polls.
+    pub(crate) fn poll_wait_at_most(
+        &self,
+        cx: &mut Context<'_>,
+        timer: &mut Option<Pin<Box<Sleep>>>,
+    ) -> Poll<bool> {
+        if !self.distrusted() {
+            match self.fd.poll_read_ready(cx) {
+                Poll::Ready(Ok(mut g)) => {
+                    let hung_up = g.ready().is_read_closed();
+                    self.took(hung_up);
+                    g.clear_ready();
+                    *timer = None;
+                    return Poll::Ready(true);
+                }
+                Poll::Ready(Err(_)) => self.dead.store(true, Ordering::Relaxed),
+                Poll::Pending => {}
+            }
+        }
+        let t = timer.get_or_insert_with(|| Box::pin(::tokio::time::sleep(LIVENESS)));
+        if t.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        *timer = None;
+        self.owner().take_rings(true);
+        Poll::Ready(false)
+    }
 }

@@ -40,6 +40,10 @@ impl Belled for Rendezvous {
 /// | [`recv`](Self::recv), [`recv_timeout`](Self::recv_timeout) | yes | no message was taken |
 /// | [`send`](Self::send), [`send_timeout`](Self::send_timeout) | no | the message is retracted if the partner had not taken it yet; if it had, it was delivered |
 /// | [`call`](Self::call) | no | as `send`, and an answer already sent stays for the next `recv` |
+/// | `Stream::poll_next` | yes | as `recv` |
+///
+/// It is also a [`Stream`](futures_core::Stream) of the partner's messages
+/// (no timeout), which ends when the partner is gone.
 ///
 /// Sends are serialised (one message in flight per direction is the
 /// rendezvous' nature); receives may be awaited from several tasks.
@@ -69,6 +73,8 @@ pub struct AsyncRendezvous {
     bell: AsyncBell<Rendezvous>,
     /// One send at a time.
     sending: ::tokio::sync::Mutex<()>,
+    /// The liveness timer of the `Stream`'s waits (a distrusted bell).
+    stream_timer: Option<std::pin::Pin<Box<::tokio::time::Sleep>>>,
 }
 
 impl std::fmt::Debug for AsyncRendezvous {
@@ -103,6 +109,7 @@ impl AsyncRendezvous {
         Ok(Self {
             bell: AsyncBell::new(ep)?,
             sending: ::tokio::sync::Mutex::new(()),
+            stream_timer: None,
         })
     }
 
@@ -237,5 +244,38 @@ impl AsyncRendezvous {
     pub async fn call(&self, msg: &Message) -> Result<Message, RendezvousCallError> {
         self.send(msg).await?;
         Ok(self.recv().await?)
+    }
+}
+
+impl futures_core::Stream for AsyncRendezvous {
+    type Item = Result<Message, RendezvousRecvError>;
+
+    /// The partner's next message; `None` once it is gone. Cancel-safe.
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let me = self.get_mut();
+        loop {
+            match me.bell.owner().try_recv() {
+                Ok(m) => {
+                    me.bell.record(true);
+                    return Poll::Ready(Some(Ok(m)));
+                }
+                Err(RendezvousRecvError::WouldBlock) => {}
+                Err(RendezvousRecvError::Disconnected) => return Poll::Ready(None),
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            }
+            if !me.bell.owner().arm_recv() {
+                continue;
+            }
+            if me.bell.poll_wait(cx, &mut me.stream_timer).is_pending() {
+                return Poll::Pending;
+            }
+            if !me.bell.owner().recv_ready() {
+                me.bell.record(false);
+            }
+        }
     }
 }

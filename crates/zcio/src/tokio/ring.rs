@@ -54,11 +54,17 @@ fn bind_error(e: rustix::io::Errno) -> io::Error {
 /// calls, and what bounds the wait if the bell cannot be reached (another
 /// network namespace).
 ///
-/// Cancel safety: [`read`](Self::read), [`peek`](Self::peek) and
-/// [`readable`](Self::readable) are cancel-safe — a dropped future has not
-/// moved the cursor.
+/// Cancel safety: [`read`](Self::read), [`peek`](Self::peek),
+/// [`readable`](Self::readable) and `Stream::poll_next` are cancel-safe — a
+/// dropped future has not moved the cursor.
+///
+/// It is also a [`Stream`](futures_core::Stream) of blocks, each copied out
+/// into a `Vec<u8>` (`peek` reads in place), ending at the end of the
+/// stream.
 pub struct AsyncConsumer {
     bell: AsyncBell<Consumer>,
+    /// The liveness timer of the `Stream`'s waits.
+    stream_timer: Option<std::pin::Pin<Box<::tokio::time::Sleep>>>,
 }
 
 impl std::fmt::Debug for AsyncConsumer {
@@ -76,6 +82,7 @@ impl AsyncConsumer {
         c.evented_bell().map_err(bind_error)?;
         Ok(Self {
             bell: AsyncBell::new(c)?,
+            stream_timer: None,
         })
     }
 
@@ -228,5 +235,51 @@ impl AsyncProducer {
     pub async fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, WriteError> {
         self.writable(len).await?;
         self.bell.owner_mut().reserve(len, Wait::No)
+    }
+}
+
+impl futures_core::Stream for AsyncConsumer {
+    type Item = Result<Vec<u8>, ReadError>;
+
+    /// The next block, copied out; `None` at the end of the stream.
+    /// Cancel-safe.
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let me = self.get_mut();
+        loop {
+            let c = me.bell.owner_mut();
+            if c.ready() {
+                let got = match c.try_peek(usize::MAX) {
+                    Ok(Some(p)) => {
+                        let v = p.to_vec();
+                        p.release().map(|()| v)
+                    }
+                    Ok(None) => return Poll::Ready(None),
+                    Err(e) => Err(e),
+                };
+                me.bell.record(true);
+                match got {
+                    // Lapped while copying (overwriting policies) or
+                    // nothing after a skip: look again.
+                    Err(ReadError::Lapped | ReadError::WouldBlock) => continue,
+                    r => return Poll::Ready(Some(r)),
+                }
+            }
+            if !c.arm_read() {
+                continue;
+            }
+            match me.bell.poll_wait_at_most(cx, &mut me.stream_timer) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(true) => {}
+                Poll::Ready(false) => {
+                    if let Err(e) = me.bell.owner_mut().check_producer() {
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+        }
     }
 }
