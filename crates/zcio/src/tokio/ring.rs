@@ -48,7 +48,7 @@ fn bind_error(e: rustix::io::Errno) -> io::Error {
 /// it writes into its slot of the ring file); the producer — blocking or
 /// async, in any process — rings it when it publishes and finds the
 /// consumer asleep, and when it closes the ring. Every
-/// [`LIVENESS`](crate::wait::LIVENESS) without news the consumer also
+/// 50 ms (the liveness interval of every blocking wait) without news the consumer also
 /// looks for itself: that is how a producer that died in the middle of the
 /// stream is reported (`ReadError::Disconnected`), as in the blocking
 /// calls, and what bounds the wait if the bell cannot be reached (another
@@ -144,7 +144,7 @@ impl AsyncConsumer {
 /// `Overflow::Block`) in the event loop until the slowest consumer makes
 /// room, on the producer's named bell, which that consumer rings when its
 /// release finds the producer waiting. Every
-/// [`LIVENESS`](crate::wait::LIVENESS) it also looks for itself, evicting a
+/// 50 ms (the liveness interval of every blocking wait) it also looks for itself, evicting a
 /// consumer that died (as the blocking calls do). The other policies never
 /// wait.
 ///
