@@ -156,8 +156,8 @@ impl Consumer {
     /// 1. `try_read`/`try_peek`; on `WouldBlock`:
     /// 2. `prepare_read_sleep()`; if `false`, go to 1;
     /// 3. wait until the doorbell is readable **or 50 ms passed**
-    ///    (50 ms (the liveness interval of every blocking wait): a ring cannot hang up on a
-    ///    dead producer, so the loop looks for itself);
+    ///    (the liveness interval of every blocking wait: a ring cannot hang
+    ///    up on a dead producer, so the loop looks for itself);
     /// 4. [`Consumer::doorbell_rang`] (`Err` for a producer that died in
     ///    the middle of the stream), go to 1.
     ///
