@@ -986,6 +986,85 @@ int64_t zcio_ring_seek(struct zcio_ring *ring, int64_t offset, int whence);
 int zcio_ring_fd(struct zcio_ring *ring);
 
 /**
+ * Event loops: this end's *named bell* (a datagram socket in the abstract
+ * namespace, announced in the ring file), a descriptor that polls readable
+ * (`POLLIN`, epoll) when the peer rang it: for a consumer, the producer
+ * published (or closed the ring) after `zcio_ring_prepare_read_sleep`
+ * said to sleep; for the producer, a consumer made room after
+ * `zcio_ring_prepare_write_sleep` said to sleep. Bound on the first call
+ * (the peer rings it from then on instead of waking a futex); the same fd
+ * on every call, owned by the handle: do not close it or read it. Returns
+ * the fd (>= 0), `-EINVAL` (NULL handle) or the errno of a bell that
+ * cannot be bound.
+ *
+ * A ring has no connection that hangs up when its peer dies, so an event
+ * loop waits for the bell **or 50 ms, whichever comes first**, and then
+ * calls `zcio_ring_doorbell_rang` (which reports a producer that died in
+ * the middle of the stream, or evicts a consumer that died while the
+ * producer waited for it).
+ *
+ * The read loop, with the fd in your epoll set (timeout 50 ms):
+ *  1. `zcio_ring_read` / `zcio_ring_peek` with timeout 0
+ *     (`zcio_ring_set_timeout(ring, 0)` or `ZCIO_O_NONBLOCK`); done unless
+ *     `-EAGAIN`;
+ *  2. `zcio_ring_prepare_read_sleep(ring)`: 0 -> go to 1;
+ *  3. `epoll_wait(..., 50)`;
+ *  4. `zcio_ring_doorbell_rang(ring)`: `-EPIPE` -> the producer died;
+ *     else go to 1.
+ *
+ * A write that returned `-EAGAIN` (a `block` ring without room) waits the
+ * same way, with `zcio_ring_prepare_write_sleep` in step 2.
+ *
+ * This is not `zcio_ring_fd` (an eventfd kept by a watcher thread): the
+ * bell needs no thread.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_doorbell(struct zcio_ring *ring);
+
+/**
+ * Event loops, step 2 of a read (consumer): say "about to sleep until the
+ * producer publishes" (arms the bell: the producer's next publish rings
+ * it). Returns 1 (sleep: wait for the bell or 50 ms), 0 (something came
+ * meanwhile: read it instead of sleeping), `-EBADF` (the producer's
+ * handle), `-EBUSY` (a peeked block is held) or `-EINVAL`. Binds the bell
+ * if `zcio_ring_doorbell` was not called (0 if it cannot be bound: poll
+ * instead).
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_prepare_read_sleep(struct zcio_ring *ring);
+
+/**
+ * Event loops, step 2 of a write that returned `-EAGAIN` (producer of a
+ * `block` ring): say "about to sleep until a write of `len` bytes fits"
+ * (flags the slowest consumer, whose next read rings the bell; a byte
+ * stream is written in pieces of at most half the ring, so `len` counts up
+ * to that). Returns 1 (sleep: wait for the bell or 50 ms), 0 (it fits now,
+ * or the policy never waits: write again), `-EMSGSIZE` (it never fits),
+ * `-EBADF` (a consumer's handle), `-ZCIO_ECORRUPT` or `-EINVAL`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_prepare_write_sleep(struct zcio_ring *ring, size_t len);
+
+/**
+ * Event loops, step 4: after the bell polled readable *or 50 ms passed*:
+ * take the rings off the bell and look for a dead peer. A consumer: 0, or
+ * `-EPIPE` if nothing new came and the producer died in the middle of the
+ * stream (what it wrote has been read). The producer: clears its sleep
+ * flag and evicts the consumer it waited for if that one died; 0. Then go
+ * back to step 1. `-EINVAL` for a NULL handle.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_doorbell_rang(struct zcio_ring *ring);
+
+/**
  * Producer: wait until at least `n` live consumers are attached, at most
  * `timeout_ms` (< 0: 10 s). Returns how many are attached (possibly fewer
  * than `n` after the timeout), or `-EBADF` for a consumer's handle.

@@ -316,8 +316,51 @@ static int role_chan_hang(char **a) {
     for (;;) pause();
 }
 
+/* ring-trickle NAME COUNT: attach to NAME as producer (blocking writes), wait
+ * for a consumer, write COUNT blocks pausing 5 ms after every 10th (so the
+ * reader sleeps now and then), then stay until killed. */
+static int role_ring_trickle(char **a) {
+    uint64_t count = strtoull(a[1], NULL, 10);
+    zcio_ring *r;
+    int rc = zcio_ring_open(a[0], ZCIO_O_WRONLY, 0, 0, &r);
+    if (rc < 0) return child_fail("ring-trickle", "open", rc);
+    if (zcio_ring_wait_consumers(r, 1, 10000) < 1) return child_fail("ring-trickle", "wait", -ETIMEDOUT);
+    unsigned char b[1024];
+    for (uint64_t i = 0; i < count; i++) {
+        fill_block(b, i);
+        ssize_t n = zcio_ring_write(r, b, block_len(i));
+        if (n != (ssize_t)block_len(i)) return child_fail("ring-trickle", "write", n);
+        if (i % 10 == 9) sleep_ms(5);
+    }
+    for (;;) pause();
+}
+
+/* ring-slow-reader NAME COUNT: attach to NAME as a consumer (from its oldest
+ * data, blocking reads), sleep 200 ms, read COUNT blocks checking each, pausing
+ * 5 ms after every 20th, then expect the end of the stream (0). */
+static int role_ring_slow_reader(char **a) {
+    uint64_t count = strtoull(a[1], NULL, 10);
+    zcio_ring *r;
+    int rc = zcio_ring_open(a[0], ZCIO_O_RDONLY | ZCIO_O_OLDEST, 0, 0, &r);
+    if (rc < 0) return child_fail("ring-slow-reader", "open", rc);
+    sleep_ms(200);
+    unsigned char b[1024];
+    for (uint64_t i = 0; i < count; i++) {
+        ssize_t n = zcio_ring_read(r, b, sizeof b);
+        if (n < 0) return child_fail("ring-slow-reader", "read", n);
+        if (check_block(b, (size_t)n, i)) return child_fail("ring-slow-reader", "block corrupt or out of order", (long)i);
+        if (i % 20 == 19) sleep_ms(5);
+    }
+    ssize_t n = zcio_ring_read(r, b, sizeof b);
+    if (n != 0) return child_fail("ring-slow-reader", "expected the end of the stream", n);
+    zcio_ring_close(r);
+    return 0;
+}
+
 static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "ring-producer") == 0 && n == 3) return role_ring_producer(a);
+    if (strcmp(role, "ring-trickle") == 0 && n == 2) return role_ring_trickle(a);
+    if (strcmp(role, "ring-slow-reader") == 0 && n == 2) return role_ring_slow_reader(a);
     if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
     if (strcmp(role, "chan-holder") == 0 && n == 1) return role_chan_holder(a);
     if (strcmp(role, "chan-sink") == 0 && n == 2) return role_chan_sink(a);
@@ -470,6 +513,132 @@ static int test_chan_epoll_peer_killed(void) {
     CHECK_CHILD(p, 128 + SIGKILL);
     close(ep);
     zcio_channel_close(ch);
+    return 0;
+}
+
+/* The read of an event loop on a ring consumer's bell (docs/c.md, "Event
+ * loops"): zcio_ring_read with timeout 0 until -EAGAIN, then
+ * prepare_read_sleep, epoll_wait on the bell with a 50 ms timeout (a ring
+ * cannot hang up), doorbell_rang, again. Returns the read's count or the
+ * first error (doorbell_rang's -EPIPE for a dead producer); counts the wakes
+ * by the bell and by the timeout; gives up with -ETIMEDOUT after `looks`
+ * timeouts in a row. */
+static ssize_t epoll_ring_read(int ep, zcio_ring *c, unsigned char *b, size_t n, int looks,
+                               int *bell_wakes, int *timer_wakes) {
+    int idle = 0;
+    for (;;) {
+        ssize_t got = zcio_ring_read(c, b, n);
+        if (got != -EAGAIN) return got;
+        int rc = zcio_ring_prepare_read_sleep(c);
+        if (rc < 0) return rc;
+        if (rc == 0) continue; /* a block came meanwhile */
+        struct epoll_event ev;
+        int k = epoll_wait(ep, &ev, 1, 50);
+        if (k < 0 && errno != EINTR) return -errno;
+        if (k == 1) {
+            (*bell_wakes)++;
+            idle = 0;
+        } else {
+            (*timer_wakes)++;
+            if (++idle > looks) return -ETIMEDOUT;
+        }
+        rc = zcio_ring_doorbell_rang(c);
+        if (rc < 0) return rc;
+    }
+}
+
+/* An epoll loop reads everything a producer process writes with the blocking
+ * API, waiting on the consumer's bell (the producer rings it); then, while it
+ * waits for more, the producer is killed: doorbell_rang's look says -EPIPE. */
+static int test_ring_epoll_read(void) {
+    CHECK_RC(zcio_ring_doorbell(NULL), -EINVAL);
+    CHECK_RC(zcio_ring_prepare_read_sleep(NULL), -EINVAL);
+    CHECK_RC(zcio_ring_prepare_write_sleep(NULL, 1), -EINVAL);
+    CHECK_RC(zcio_ring_doorbell_rang(NULL), -EINVAL);
+    zcio_ring *c;
+    CHECK_OK(zcio_ring_open("epr", ZCIO_O_RDONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS | ZCIO_O_NONBLOCK,
+                            0600, 64 << 10, &c));
+    int fd = zcio_ring_doorbell(c);
+    CHECK_OK(fd);
+    CHECK_RC(zcio_ring_doorbell(c), fd); /* the same fd every time */
+    CHECK_RC(zcio_ring_doorbell_rang(c), 0); /* nothing rang: harmless */
+    CHECK_RC(zcio_ring_prepare_write_sleep(c, 1), -EBADF);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+    const uint64_t count = 300;
+    pid_t p = spawn("ring-trickle", "epr", "300", NULL);
+    int bell = 0, timer = 0;
+    unsigned char b[1024];
+    for (uint64_t i = 0; i < count; i++) {
+        ssize_t n = epoll_ring_read(ep, c, b, sizeof b, 200, &bell, &timer);
+        CHECK_OK(n);
+        if (check_block(b, (size_t)n, i)) FAILF("block %" PRIu64 " corrupt or out of order", i);
+    }
+    /* The producer paused every 10 blocks: the reader slept on the bell, and
+     * the producer rang it. */
+    CHECK(bell > 0);
+    /* Nothing more comes: the looks say nothing (the producer lives) ... */
+    ssize_t n = epoll_ring_read(ep, c, b, sizeof b, 4, &bell, &timer);
+    CHECK_RC(n, -ETIMEDOUT);
+    /* ... until it is killed in the middle of its stream. */
+    kill(p, SIGKILL);
+    CHECK_CHILD(p, 128 + SIGKILL);
+    n = epoll_ring_read(ep, c, b, sizeof b, 200, &bell, &timer);
+    CHECK_RC(n, -EPIPE);
+    CHECK(strstr(zcio_last_error(), "died") != NULL || strstr(zcio_last_error(), "producer") != NULL);
+    close(ep);
+    zcio_ring_close(c);
+    return 0;
+}
+
+/* An epoll loop writes through a small block ring to a consumer process that
+ * reads slowly with the blocking API: every write that finds no room waits on
+ * the producer's bell, which the consumer's reads ring. */
+static int test_ring_epoll_write(void) {
+    zcio_ring *pr;
+    CHECK_OK(zcio_ring_open("epw", ZCIO_O_WRONLY | ZCIO_O_CREAT | ZCIO_O_BLOCKS | ZCIO_O_NONBLOCK,
+                            0600, 4096, &pr));
+    CHECK_RC(zcio_ring_prepare_read_sleep(pr), -EBADF);
+    zcio_ring_stats st;
+    CHECK_OK(zcio_ring_get_stats(pr, &st));
+    CHECK_RC(zcio_ring_prepare_write_sleep(pr, (size_t)st.max_block + 1), -EMSGSIZE);
+    CHECK_RC(zcio_ring_prepare_write_sleep(pr, 8), 0); /* room now */
+    int fd = zcio_ring_doorbell(pr);
+    CHECK_OK(fd);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+    const uint64_t count = 400;
+    pid_t p = spawn("ring-slow-reader", "epw", "400", NULL);
+    CHECK(zcio_ring_wait_consumers(pr, 1, 20000) == 1);
+    int bell = 0, waits = 0;
+    unsigned char b[1024];
+    for (uint64_t i = 0; i < count; i++) {
+        fill_block(b, i);
+        for (int looks = 0;;) {
+            ssize_t n = zcio_ring_write(pr, b, block_len(i)); /* 1. try */
+            if (n == (ssize_t)block_len(i)) break;
+            CHECK_RC(n, -EAGAIN);
+            int rc = zcio_ring_prepare_write_sleep(pr, block_len(i)); /* 2. */
+            CHECK_OK(rc);
+            if (rc == 0) continue;
+            waits++;
+            struct epoll_event got;
+            int k = epoll_wait(ep, &got, 1, 50); /* 3. the bell, or 50 ms */
+            CHECK(k >= 0 || errno == EINTR);
+            if (k == 1) bell++;
+            else if (++looks > 400) FAILF("no room for block %" PRIu64 " after 20 s", i);
+            CHECK_RC(zcio_ring_doorbell_rang(pr), 0); /* 4. */
+        }
+    }
+    /* The ring holds a few blocks; the reader started late and paused. */
+    CHECK(waits > 0 && bell > 0);
+    close(ep);
+    zcio_ring_close(pr); /* the end of the stream for the reader */
+    CHECK_CHILD(p, 0);
     return 0;
 }
 
@@ -1319,6 +1488,8 @@ static const struct test tests[] = {
     {"lane_sender_killed", test_lane_sender_killed},
     {"chan_epoll_recv", test_chan_epoll_recv},
     {"chan_epoll_peer_killed", test_chan_epoll_peer_killed},
+    {"ring_epoll_read", test_ring_epoll_read},
+    {"ring_epoll_write", test_ring_epoll_write},
     {"msg_write_to", test_msg_write_to},
     {"hostile_input", test_hostile_input},
     {"exhaustion", test_exhaustion},

@@ -16,6 +16,7 @@ use pyo3::types::{PyDict, PyMemoryView, PyTuple};
 use zcio::Slice;
 use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
 
+use crate::aio::{aio, async_timeout};
 use crate::array::{self, Header};
 use crate::buffer::{self, Exported};
 use crate::errors::{self, Class};
@@ -941,24 +942,6 @@ impl Channel {
             .map_err(|e| errors::internal(&e.to_string()))?;
         self.send_msg(py, msg, w)
     }
-}
-
-/// The module `zcio._aio` (asyncio on doorbells).
-fn aio(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    static AIO: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    AIO.get_or_try_init(py, || py.import("zcio._aio").map(Bound::unbind))
-        .map(|m| m.bind(py))
-}
-
-/// A `timeout` argument of an async call, checked at the call (as the
-/// blocking calls check theirs): `None` (as long as it takes), `0.0` (do
-/// not wait) or seconds.
-fn async_timeout(timeout: Option<f64>) -> PyResult<Option<f64>> {
-    Ok(match Timeout::from_py(timeout)? {
-        Timeout::Try => Some(0.0),
-        Timeout::Within(d) => Some(d.as_secs_f64()),
-        Timeout::Forever => None,
-    })
 }
 
 /// _sendable(data, pool) -> (object, slices): what `send_async` passes to

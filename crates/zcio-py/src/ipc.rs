@@ -7,18 +7,28 @@
 //! library, so re-offering it in the next slice is the same send.
 //! Descriptors a partner attaches to a message are not exposed: they are
 //! closed on receipt.
+//!
+//! Under asyncio (`recv_async`, `send_async`, `call_async`, `async for`),
+//! an endpoint waits on its doorbell through `zcio._aio`; a send runs in
+//! three steps (`send_begin`, `send_poll`, `send_cancel`), one at a time per
+//! endpoint: a begun send is this object's *flight* until it ends, and the
+//! blocking sends wait for their turn behind it.
 
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use zcio::rendezvous::{self as rdv, WORDS};
 use zcio::ErrorKind;
 use zcio::{ConnectError, Errno, PeerCred};
 
+use crate::aio::{self, async_timeout};
 use crate::errors::{self, Class};
 use crate::listen;
 use crate::wait::{blocking, Deadline, Timeout};
@@ -170,14 +180,30 @@ impl RendezvousListener {
     }
 }
 
-/// One end of a rendezvous connection.
-#[pyclass(module = "zcio._zcio", frozen)]
+/// One end of a rendezvous connection. (Weak references: the asyncio bell
+/// refers back to its endpoint without a cycle.)
+#[pyclass(module = "zcio._zcio", frozen, weakref)]
 pub struct Rendezvous {
     /// `None` once closed or handed to an `AsyncEndpoint`. Operations clone
     /// the `Arc` for one slice at a time, so `close()` takes effect within
     /// a slice and the connection closes when the last slice ends.
     inner: Mutex<Option<Arc<rdv::Rendezvous>>>,
     peer: PeerCred,
+    /// The send in flight between `send_begin` and its end (`send_poll`
+    /// true or an error, `send_cancel`). Also the turn of the blocking
+    /// sends: they hold this lock while they send, and wait while a flight
+    /// is on. The flight keeps its endpoint, so it can be finished (or
+    /// taken back) even after `close()`.
+    flight: Mutex<Option<Flight>>,
+    /// The doorbell's state in asyncio (a `zcio._aio.RendezvousBell`), made
+    /// by the first async call.
+    bell: PyOnceLock<Py<PyAny>>,
+}
+
+/// A begun send.
+struct Flight {
+    seq: u64,
+    ep: Arc<rdv::Rendezvous>,
 }
 
 /// Why a sliced operation ended without a result.
@@ -191,7 +217,37 @@ impl Rendezvous {
         Self {
             peer: ep.peer(),
             inner: Mutex::new(Some(Arc::new(ep))),
+            flight: Mutex::new(None),
+            bell: PyOnceLock::new(),
         }
+    }
+
+    fn lock_flight(&self) -> MutexGuard<'_, Option<Flight>> {
+        self.flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The flight of send `seq` (`ValueError` when no such send is on).
+    fn flight_of<'a>(
+        g: &'a MutexGuard<'_, Option<Flight>>,
+        seq: u64,
+    ) -> PyResult<&'a Arc<rdv::Rendezvous>> {
+        match g.as_ref() {
+            Some(f) if f.seq == seq => Ok(&f.ep),
+            Some(f) => Err(PyValueError::new_err(format!(
+                "send {seq} is not in progress (send {} is)",
+                f.seq
+            ))),
+            None => Err(PyValueError::new_err(format!(
+                "send {seq} is not in progress (no send is)"
+            ))),
+        }
+    }
+
+    /// This endpoint's `zcio._aio.RendezvousBell` (made on first use); the
+    /// endpoint must be open.
+    fn async_bell<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.get()?;
+        aio::bell(py, &self.bell, intern!(py, "RendezvousBell"))
     }
 
     fn current(inner: &Mutex<Option<Arc<rdv::Rendezvous>>>) -> Option<Arc<rdv::Rendezvous>> {
@@ -261,9 +317,27 @@ impl Rendezvous {
         try_: bool,
     ) -> PyResult<()> {
         let timed_out = rdv::RendezvousSendError::TimedOut;
-        self.run(py, deadline, try_, timed_out, |ep, slice| match slice {
-            None => ep.try_send(msg).map_err(zcio::Error::from),
-            Some(s) => ep.send_timeout(msg, s).map_err(zcio::Error::from),
+        let flight = &self.flight;
+        self.run(py, deadline, try_, timed_out, |ep, slice| {
+            // Our turn: no send begun with `send_begin` is in flight (its
+            // message holds the slot). Held while we send.
+            let turn = flight.lock().unwrap_or_else(|p| p.into_inner());
+            if turn.is_some() {
+                drop(turn);
+                return match slice {
+                    None => Err(rdv::RendezvousSendError::WouldBlock.into()),
+                    Some(s) => {
+                        std::thread::sleep(s.min(Duration::from_millis(1)));
+                        Err(rdv::RendezvousSendError::TimedOut.into())
+                    }
+                };
+            }
+            let r = match slice {
+                None => ep.try_send(msg),
+                Some(s) => ep.send_timeout(msg, s),
+            };
+            drop(turn);
+            r.map_err(zcio::Error::from)
         })
     }
 
@@ -367,6 +441,211 @@ impl Rendezvous {
         self.send_then_recv(py, label, words, timeout)
     }
 
+    /// await recv_async(timeout=None) -> Message: the partner's next
+    /// message, waiting in the running asyncio loop on the endpoint's
+    /// doorbell (`loop.add_reader`) without blocking it. `timeout` and
+    /// exceptions as for `recv` (`Disconnected` once the partner is gone,
+    /// or when this endpoint is closed while the call waits). Cancel-safe:
+    /// a message is only ever taken synchronously, so a cancelled call took
+    /// none (the next receive gets it).
+    #[pyo3(signature = (timeout=None))]
+    fn recv_async<'py>(
+        slf: &Bound<'py, Self>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().async_bell(py)?;
+        aio::call(py, intern!(py, "rdv_recv"), (slf, bell, t))
+    }
+
+    /// await send_async(label, words=(), timeout=None): send as `send`
+    /// does, waiting in the running asyncio loop until the partner took the
+    /// message. `timeout` as for `send`: when it runs out the message is
+    /// taken back (`TimedOut`: not delivered) -- unless the partner took it
+    /// meanwhile, then the call returns (delivered). Not cancel-safe: a
+    /// cancelled call (`task.cancel()`, `asyncio.wait_for`) takes the
+    /// message back if the partner has not taken it; if it has, it was
+    /// delivered, and the cancellation cannot say which. Use `timeout=`
+    /// for an exact answer. Sends of one endpoint take turns.
+    #[pyo3(signature = (label, words=None, timeout=None))]
+    fn send_async<'py>(
+        slf: &Bound<'py, Self>,
+        label: u64,
+        words: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let words = PyTuple::new(py, words_of(words)?)?;
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().async_bell(py)?;
+        aio::call(py, intern!(py, "rdv_send"), (slf, bell, label, words, t))
+    }
+
+    /// await call_async(label, words=(), timeout=None) -> Message: send,
+    /// then the partner's answer (its next message); `timeout` bounds both
+    /// together. Not cancel-safe: as `send_async` for the request, and an
+    /// answer that came after a cancellation stays for the next receive.
+    #[pyo3(signature = (label, words=None, timeout=None))]
+    fn call_async<'py>(
+        slf: &Bound<'py, Self>,
+        label: u64,
+        words: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let words = PyTuple::new(py, words_of(words)?)?;
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().async_bell(py)?;
+        aio::call(py, intern!(py, "rdv_call"), (slf, bell, label, words, t))
+    }
+
+    /// await reply_and_recv_async(label, words=(), timeout=None) -> Message:
+    /// a server's step (reply, then the next request), as `call_async`.
+    #[pyo3(signature = (label, words=None, timeout=None))]
+    fn reply_and_recv_async<'py>(
+        slf: &Bound<'py, Self>,
+        label: u64,
+        words: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Self::call_async(slf, label, words, timeout)
+    }
+
+    /// `async for m in ep`: the partner's messages until it is gone (or
+    /// this endpoint is closed); then the loop ends. Cancel-safe, as
+    /// `recv_async`.
+    fn __aiter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let bell = match slf.get().async_bell(py) {
+            Ok(b) => b,
+            // Closed: the iteration is over.
+            Err(_) if slf.get().closed() => {
+                return Err(pyo3::exceptions::PyStopAsyncIteration::new_err(()))
+            }
+            Err(e) => return Err(e),
+        };
+        aio::call(py, intern!(py, "rdv_next"), (slf, bell))
+    }
+
+    /// The asyncio bell (a `zcio._aio.RendezvousBell`) once an async call made
+    /// it, else None (for tests).
+    #[getter]
+    fn _aio_bell(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.bell.get(py).map(|b| b.clone_ref(py))
+    }
+
+    /// doorbell() -> int: the endpoint's doorbell, for an event loop of
+    /// your own: readable when the partner rang it -- only after this
+    /// endpoint said it sleeps (`prepare_recv_sleep`, `send_poll`) -- or
+    /// hung up. The first call switches the endpoint to bell mode for good
+    /// (the partner rings instead of waking futexes). It belongs to the
+    /// endpoint (do not close it) and closes with it.
+    fn doorbell(&self, py: Python<'_>) -> PyResult<i32> {
+        let ep = self.get()?;
+        Ok(py.detach(|| ep.doorbell().as_raw_fd()))
+    }
+
+    /// prepare_recv_sleep() -> bool: say "about to sleep until a message
+    /// comes" (sets this endpoint's flag: the partner's next send rings the
+    /// doorbell). False: a message is there -- receive it instead. The
+    /// loop: `recv(timeout=0)`; on `Empty`, `prepare_recv_sleep()`; if True,
+    /// wait until `doorbell()` is readable, call `doorbell_rang()`; again.
+    fn prepare_recv_sleep(&self, py: Python<'_>) -> PyResult<bool> {
+        let ep = self.get()?;
+        Ok(py.detach(|| ep.prepare_recv_sleep()))
+    }
+
+    /// doorbell_rang() -> bool: after the doorbell was readable: take the
+    /// rings. True: it hung up -- the partner is gone (the next call raises
+    /// `Disconnected`); the descriptor stays readable, so look on a timer
+    /// from then on, not on it.
+    fn doorbell_rang(&self, py: Python<'_>) -> PyResult<bool> {
+        let ep = self.get()?;
+        Ok(py.detach(|| ep.doorbell_rang()))
+    }
+
+    /// send_begin(label, words=()) -> int: a send's first step: put the
+    /// message in the slot for the partner (switching the endpoint to bell
+    /// mode) and return the send's number. Finish it with `send_poll`
+    /// until it returns True, or with `send_cancel`, before the next send.
+    /// Raises `Full` while another send of this endpoint is in progress
+    /// (a begun one, or a blocking `send` in another thread), and what
+    /// `send` raises otherwise (nothing was sent then).
+    #[pyo3(signature = (label, words=None))]
+    fn send_begin(
+        &self,
+        py: Python<'_>,
+        label: u64,
+        words: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let msg = rdv::Message::new(label, &words_of(words)?);
+        let ep = self.get()?;
+        let busy = |what: &str| {
+            errors::err(
+                py,
+                Class::Full,
+                format!("another send of this endpoint is in progress ({what})"),
+                Some(libc_eagain()),
+            )
+        };
+        // Never waits: a blocking send holds the turn for a while.
+        let mut g = match self.flight.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Err(busy("a blocking send")),
+        };
+        if let Some(f) = g.as_ref() {
+            return Err(busy(&format!(
+                "send {} was begun and not finished with send_poll or send_cancel",
+                f.seq
+            )));
+        }
+        let e = &*ep;
+        let seq = py
+            .detach(|| e.send_begin(&msg))
+            .map_err(|err| errors::raise(py, err))?;
+        *g = Some(Flight { seq, ep });
+        Ok(seq)
+    }
+
+    /// send_poll(seq) -> bool: whether the partner took send `seq` (True:
+    /// delivered, the send is over). False: not yet -- this endpoint's flag
+    /// is set: wait until `doorbell()` is readable, call `doorbell_rang()`,
+    /// poll again. Raises `Disconnected` once the partner is gone (the
+    /// message was taken back: the send is over), `PeerFault` for a
+    /// corrupt slot (over too), `ValueError` if `seq` is not the send in
+    /// progress.
+    fn send_poll(&self, py: Python<'_>, seq: u64) -> PyResult<bool> {
+        let mut g = self.lock_flight();
+        let ep = Self::flight_of(&g, seq)?.clone();
+        match py.detach(|| ep.send_poll(seq)) {
+            Ok(false) => Ok(false),
+            Ok(true) => {
+                *g = None;
+                Ok(true)
+            }
+            Err(e) => {
+                *g = None;
+                Err(errors::raise(py, e))
+            }
+        }
+    }
+
+    /// send_cancel(seq) -> bool: give up on send `seq`. True: the message
+    /// was taken back, undelivered; False: the partner had taken it (it
+    /// was delivered). Either way the send is over.
+    fn send_cancel(&self, py: Python<'_>, seq: u64) -> PyResult<bool> {
+        let mut g = self.lock_flight();
+        let ep = Self::flight_of(&g, seq)?.clone();
+        *g = None;
+        Ok(py.detach(|| ep.send_cancel(seq)))
+    }
+
     /// The partner's credentials (pid, uid, gid) from the kernel.
     #[getter]
     fn peer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -380,12 +659,13 @@ impl Rendezvous {
     }
 
     /// close(): hang up (the partner's waits end with Disconnected; so do
-    /// this endpoint's operations under way in other threads).
-    fn close(&self) {
+    /// this endpoint's operations under way in other threads and tasks).
+    fn close(&self, py: Python<'_>) {
         let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(ep) = taken {
             ep.hang_up();
         }
+        aio::closed(py, &self.bell);
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -393,8 +673,8 @@ impl Rendezvous {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> bool {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
         false
     }
 
@@ -440,4 +720,9 @@ pub fn recv_any(
         Ok(None) => Err(errors::raise(py, rdv::RendezvousRecvError::TimedOut)),
         Err(e) => Err(errors::raise(py, e)),
     }
+}
+
+/// `EAGAIN`, the errno a `Full` carries.
+fn libc_eagain() -> i32 {
+    zcio::Errno::AGAIN.raw_os_error()
 }

@@ -13,6 +13,7 @@
 //! * Rust errors become the exceptions of `zcio._errors`; nothing panics on
 //!   input from Python or from a peer.
 
+mod aio;
 mod array;
 mod asyncipc;
 mod buffer;

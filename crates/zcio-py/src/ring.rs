@@ -7,9 +7,16 @@
 //! is outstanding the consumer refuses to read, peek or seek (which would
 //! make it stale), and the consumer — and with it the ring mapping — lives
 //! as long as any `Peek` object does, even after `close()`.
+//!
+//! Under asyncio (`read_async`, `write_async`, `async for`), an end waits
+//! on its *named bell* (a datagram socket in the abstract namespace whose
+//! number it announces in the ring file) through `zcio._aio`: the peer
+//! rings it instead of waking a futex, and every 50 ms the waiter also
+//! looks for itself (`doorbell_rang`), since a ring has no connection that
+//! hangs up when its peer dies.
 
 use std::ffi::c_int;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -18,12 +25,14 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use zcio::ring::{
     Consumer, DetachedPeek, Layout, OpenError, Options, Overflow, Producer, ReadError, Readiness,
     RingMap, SeekTo, Start, Wait, WriteError,
 };
 
+use crate::aio::{self, async_timeout};
 use crate::buffer::{self, Exported, SendPtr};
 use crate::errors::{self, Class};
 use crate::wait::{blocking, Deadline, Timeout};
@@ -73,8 +82,24 @@ fn open_map(py: Python<'_>, name: &str, deadline: Deadline) -> PyResult<Arc<Ring
     }
 }
 
-/// The producing end of a ring.
-#[pyclass(module = "zcio._zcio", frozen)]
+/// The error for a named bell that could not be bound.
+fn bell_error(py: Python<'_>, e: zcio::Errno) -> PyErr {
+    errors::err(
+        py,
+        Class::Ring,
+        format!("cannot bind the ring's doorbell (an abstract Unix datagram socket): {e}"),
+        Some(e.raw_os_error()),
+    )
+}
+
+/// The raw number of a doorbell (it stays the end's until it is dropped).
+fn raw_fd(r: Result<BorrowedFd<'_>, zcio::Errno>) -> Result<i32, zcio::Errno> {
+    r.map(|fd| fd.as_raw_fd())
+}
+
+/// The producing end of a ring. (Weak references: the asyncio bell refers
+/// back to its end without a cycle.)
+#[pyclass(module = "zcio._zcio", frozen, weakref)]
 pub struct RingProducer {
     inner: Mutex<Option<Producer>>,
     name: String,
@@ -82,6 +107,9 @@ pub struct RingProducer {
     overflow: Overflow,
     size: u64,
     cap: u64,
+    /// The named bell's state in asyncio (a `zcio._aio.RingBell`), made by
+    /// the first async call.
+    bell: PyOnceLock<Py<PyAny>>,
 }
 
 impl RingProducer {
@@ -89,6 +117,37 @@ impl RingProducer {
         self.inner
             .lock()
             .map_err(|_| errors::internal("ring producer lock poisoned"))
+    }
+
+    /// Run `f` on the producer with the GIL released (`ValueError` once
+    /// closed).
+    fn with_producer<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Producer) -> T + Send,
+    ) -> PyResult<T> {
+        let inner = &self.inner;
+        py.detach(|| match inner.lock() {
+            Ok(mut g) => g.as_mut().map(f).ok_or(false),
+            Err(_) => Err(true),
+        })
+        .map_err(|poisoned| {
+            if poisoned {
+                errors::internal("ring producer lock poisoned")
+            } else {
+                errors::closed("ring producer")
+            }
+        })
+    }
+
+    /// The piece of a write of `len` bytes that must fit before it goes
+    /// on (a byte stream is written in pieces of at most half the ring).
+    fn piece(&self, len: usize) -> usize {
+        if self.layout == Layout::Continuous {
+            len.min((self.cap / 2).max(1) as usize)
+        } else {
+            len
+        }
     }
 }
 
@@ -136,6 +195,7 @@ impl RingProducer {
             size: g.data_len,
             cap: g.cap(),
             inner: Mutex::new(Some(p)),
+            bell: PyOnceLock::new(),
         })
     }
 
@@ -225,6 +285,76 @@ impl RingProducer {
         }
     }
 
+    /// await write_async(data, timeout=None) -> int: write as `write` does,
+    /// waiting in the running asyncio loop (on the producer's named bell,
+    /// `loop.add_reader`) while a `block` ring has no room, without
+    /// blocking it. The slowest consumer rings the bell when it makes room;
+    /// every 50 ms the call also looks for itself (evicting a consumer
+    /// that died). The other policies never wait. `timeout` as for `write`
+    /// (a byte stream written part-way when it runs out returns the count).
+    /// Cancel-safe for a write of one piece (a block, or at most half of a
+    /// continuous ring): written if the await returned, not at all if it
+    /// was cancelled; a longer byte-stream write cancelled part-way has
+    /// written its first pieces (whole).
+    #[pyo3(signature = (data, timeout=None))]
+    fn write_async<'py>(
+        slf: &Bound<'py, Self>,
+        data: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        let mut t = async_timeout(timeout)?;
+        if me.overflow == Overflow::Block {
+            // Bound now: a bell that cannot be bound fails the call, not
+            // the wait.
+            me.with_producer(py, |p| raw_fd(p.doorbell()))?
+                .map_err(|e| bell_error(py, e))?;
+        } else {
+            t = Some(0.0);
+        }
+        let bell = aio::bell(py, &me.bell, intern!(py, "RingBell"))?;
+        aio::call(py, intern!(py, "ring_write"), (slf, bell, data, t))
+    }
+
+    /// The asyncio bell (a `zcio._aio.RingBell`) once an async call made
+    /// it, else None (for tests).
+    #[getter]
+    fn _aio_bell(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.bell.get(py).map(|b| b.clone_ref(py))
+    }
+
+    /// doorbell() -> int: the producer's named bell, for an event loop of
+    /// your own: readable when a consumer rang it (after
+    /// `prepare_write_sleep` said to sleep and that consumer made room).
+    /// Bound and announced in the ring on the first call; consumers then
+    /// ring it instead of waking a futex. It belongs to the producer (do
+    /// not close it) and closes with it. Wait until it is readable or 50 ms
+    /// passed, whichever comes first, then call `doorbell_rang()`.
+    fn doorbell(&self, py: Python<'_>) -> PyResult<i32> {
+        self.with_producer(py, |p| raw_fd(p.doorbell()))?
+            .map_err(|e| bell_error(py, e))
+    }
+
+    /// prepare_write_sleep(nbytes) -> bool: say "about to sleep until a
+    /// write of `nbytes` bytes fits" (flags the slowest consumer's cursor,
+    /// so its next release rings the bell). False: it fits now (or the
+    /// policy never waits) -- write again. Byte streams: the first piece
+    /// of the write (at most half the ring) must fit. Raises what the write
+    /// would (`ValueError` for a block too large for the ring).
+    fn prepare_write_sleep(&self, py: Python<'_>, nbytes: usize) -> PyResult<bool> {
+        let n = self.piece(nbytes);
+        self.with_producer(py, |p| p.prepare_write_sleep(n))?
+            .map_err(|e| errors::raise(py, e))
+    }
+
+    /// doorbell_rang(): after the bell was readable or 50 ms passed: take
+    /// the rings, clear the sleep flag, evict the consumer waited for if its
+    /// process died. Then write again.
+    fn doorbell_rang(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_producer(py, Producer::doorbell_rang)
+    }
+
     /// Live consumers attached now (dead ones are evicted).
     fn consumers(&self, py: Python<'_>) -> PyResult<usize> {
         let inner = &self.inner;
@@ -271,18 +401,21 @@ impl RingProducer {
     }
 
     /// close(): end the stream; consumers read what is left, then see the
-    /// end (``b""`` / ``None``).
-    fn close(&self) -> PyResult<()> {
+    /// end (``b""`` / ``None``). Tasks awaiting `write_async` get
+    /// `ValueError` (closed).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.lock()?.take();
+        aio::closed(py, &self.bell);
         Ok(())
     }
 
     /// close_with_error(code): end the stream with an error code that
     /// consumers receive (``Disconnected`` with ``.code``).
-    fn close_with_error(&self, code: u32) -> PyResult<()> {
+    fn close_with_error(&self, py: Python<'_>, code: u32) -> PyResult<()> {
         if let Some(p) = self.lock()?.take() {
             p.close_with_error(code);
         }
+        aio::closed(py, &self.bell);
         Ok(())
     }
 
@@ -296,8 +429,8 @@ impl RingProducer {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.close()?;
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
         Ok(false)
     }
 
@@ -370,11 +503,15 @@ fn with_consumer<T>(
     Ok(f(&mut g))
 }
 
-/// A consuming end of a ring.
-#[pyclass(module = "zcio._zcio", frozen)]
+/// A consuming end of a ring. (Weak references: the asyncio bell refers
+/// back to its end without a cycle.)
+#[pyclass(module = "zcio._zcio", frozen, weakref)]
 pub struct RingConsumer {
     st: Arc<Mutex<ConsState>>,
     name: String,
+    /// The named bell's state in asyncio (a `zcio._aio.RingBell`), made by
+    /// the first async call.
+    bell: PyOnceLock<Py<PyAny>>,
 }
 
 /// What one read attempt gave.
@@ -389,6 +526,33 @@ fn attempt<T>(r: Result<T, ReadError>) -> Attempt<T> {
 }
 
 impl RingConsumer {
+    /// Run `f` on the consumer with the GIL released, unless it is closed
+    /// (a peek may be outstanding: the doorbell calls do not move the
+    /// cursor).
+    fn with_cons<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Consumer) -> T + Send,
+    ) -> PyResult<T> {
+        let st = &*self.st;
+        py.detach(|| {
+            let mut g = st.lock().map_err(|_| Refused::Poisoned)?;
+            if g.closed {
+                return Err(Refused::Closed);
+            }
+            g.cons.as_mut().map(f).ok_or(Refused::Closed)
+        })
+        .map_err(|r| refused(py, r))
+    }
+
+    /// The consumer's `zcio._aio.RingBell`, its named bell bound (so that
+    /// a bell that cannot be bound fails the call, not the wait).
+    fn async_bell<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.with_cons(py, |c| raw_fd(c.doorbell()))?
+            .map_err(|e| bell_error(py, e))?;
+        aio::bell(py, &self.bell, intern!(py, "RingBell"))
+    }
+
     /// Finish a waiting read: the value, or the error for nothing in time.
     fn finish<T>(py: Python<'_>, got: Option<Result<T, Refused>>, t: Timeout) -> PyResult<T> {
         match got {
@@ -424,6 +588,7 @@ impl RingConsumer {
                 ready: None,
             })),
             name,
+            bell: PyOnceLock::new(),
         })
     }
 
@@ -544,6 +709,142 @@ impl RingConsumer {
         }))
     }
 
+    /// await read_async(n, timeout=None) -> bytes: the next block as
+    /// `read` gives it (``b""`` at the end of the stream), waiting in the
+    /// running asyncio loop on the consumer's named bell
+    /// (`loop.add_reader`) without blocking it; the producer rings the bell
+    /// when it publishes. Every 50 ms the call also looks for itself: a
+    /// producer that died in the middle of the stream raises `Disconnected`
+    /// within that bound. `timeout` and exceptions as for `read`.
+    /// Cancel-safe: a block is only ever taken synchronously, so a
+    /// cancelled call took none (the next read gets it).
+    #[pyo3(signature = (n, timeout=None))]
+    fn read_async<'py>(
+        slf: &Bound<'py, Self>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().async_bell(py)?;
+        let op = slf.getattr(intern!(py, "read"))?;
+        let op = py
+            .import(intern!(py, "functools"))?
+            .getattr(intern!(py, "partial"))?
+            .call1((op, n, 0))?;
+        aio::call(
+            py,
+            intern!(py, "ring_wait"),
+            (slf, bell, op, t, intern!(py, "read_async")),
+        )
+    }
+
+    /// await readinto_async(buf, timeout=None) -> int: `readinto` in the
+    /// running asyncio loop (``0`` at the end of the stream); as
+    /// `read_async`. Cancel-safe (`buf` may have been written, but no
+    /// block was consumed unless the await returned).
+    #[pyo3(signature = (buf, timeout=None))]
+    fn readinto_async<'py>(
+        slf: &Bound<'py, Self>,
+        buf: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout)?;
+        // Checked at the call: a writable buffer.
+        drop(Exported::get(buf, true)?);
+        let bell = slf.get().async_bell(py)?;
+        let op = slf.getattr(intern!(py, "readinto"))?;
+        let op = py
+            .import(intern!(py, "functools"))?
+            .getattr(intern!(py, "partial"))?
+            .call1((op, buf, 0))?;
+        aio::call(
+            py,
+            intern!(py, "ring_wait"),
+            (slf, bell, op, t, intern!(py, "readinto_async")),
+        )
+    }
+
+    /// await peek_async(max=None, timeout=None) -> Peek | None: `peek` in
+    /// the running asyncio loop (``None`` at the end of the stream); as
+    /// `read_async`. Cancel-safe: the cursor moves only when the returned
+    /// `Peek` is released.
+    #[pyo3(signature = (max=None, timeout=None))]
+    fn peek_async<'py>(
+        slf: &Bound<'py, Self>,
+        max: Option<usize>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().async_bell(py)?;
+        let op = slf.getattr(intern!(py, "peek"))?;
+        let op = py
+            .import(intern!(py, "functools"))?
+            .getattr(intern!(py, "partial"))?
+            .call1((op, max, 0))?;
+        aio::call(
+            py,
+            intern!(py, "ring_wait"),
+            (slf, bell, op, t, intern!(py, "peek_async")),
+        )
+    }
+
+    /// `async for block in consumer`: every block as bytes (one block of a
+    /// block ring; what is there, contiguous, of a byte stream) until the
+    /// end of the stream, when the loop ends. A producer that died in the
+    /// middle of the stream or closed it with an error raises
+    /// `Disconnected` (with `.pid`, `.code`) after everything it wrote.
+    /// Cancel-safe, as `read_async`.
+    fn __aiter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let bell = slf.get().async_bell(py)?;
+        aio::call(py, intern!(py, "ring_next"), (slf, bell))
+    }
+
+    /// The asyncio bell (a `zcio._aio.RingBell`) once an async call made
+    /// it, else None (for tests).
+    #[getter]
+    fn _aio_bell(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.bell.get(py).map(|b| b.clone_ref(py))
+    }
+
+    /// doorbell() -> int: the consumer's named bell, for an event loop of
+    /// your own: readable when the producer rang it (after
+    /// `prepare_read_sleep` said to sleep and the producer published, or
+    /// closed the ring). Bound and announced in the ring on the first call;
+    /// it belongs to the consumer (do not close it) and closes with it. A
+    /// ring cannot hang up on a dead producer: wait until the bell is
+    /// readable *or 50 ms passed*, whichever comes first, then call
+    /// `doorbell_rang()`. (Not `fileno()`, the eventfd of a watcher thread.)
+    fn doorbell(&self, py: Python<'_>) -> PyResult<i32> {
+        self.with_cons(py, |c| raw_fd(c.doorbell()))?
+            .map_err(|e| bell_error(py, e))
+    }
+
+    /// prepare_read_sleep() -> bool: say "about to sleep until the producer
+    /// publishes" (arms the bell, so the producer's next publish rings it).
+    /// False: something came meanwhile -- read it instead of sleeping. The
+    /// loop: `read(n, timeout=0)`; on `Empty`, `prepare_read_sleep()`; if
+    /// True, wait until `doorbell()` is readable or 50 ms passed, call
+    /// `doorbell_rang()`; start over.
+    fn prepare_read_sleep(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with_cons(py, Consumer::prepare_read_sleep)
+    }
+
+    /// doorbell_rang(): after the bell was readable or 50 ms passed: take
+    /// the rings and, if nothing new came, check the producer: raises
+    /// `Disconnected` (with `.pid`) if it died in the middle of the stream.
+    fn doorbell_rang(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_cons(py, Consumer::doorbell_rang)?
+            .map_err(|e| errors::raise(py, e))
+    }
+
     /// seek(to) -> int: "newest", "oldest", or a relative distance (blocks
     /// for block rings, bytes for continuous ones; negative goes back).
     fn seek(&self, py: Python<'_>, to: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -652,13 +953,17 @@ impl RingConsumer {
     }
 
     /// close(): leave the ring (kept until the last Peek object is gone).
-    fn close(&self) -> PyResult<()> {
-        let mut g = self
-            .st
-            .lock()
-            .map_err(|_| errors::internal("lock poisoned"))?;
-        g.closed = true;
-        g.drop_if_done();
+    /// Tasks awaiting this consumer get `ValueError` (closed).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        {
+            let mut g = self
+                .st
+                .lock()
+                .map_err(|_| errors::internal("lock poisoned"))?;
+            g.closed = true;
+            g.drop_if_done();
+        }
+        aio::closed(py, &self.bell);
         Ok(())
     }
 
@@ -667,8 +972,8 @@ impl RingConsumer {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.close()?;
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
         Ok(false)
     }
 

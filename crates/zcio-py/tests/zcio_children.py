@@ -303,3 +303,153 @@ def aio_close_then_linger(path: str, delay: float, seconds: float) -> None:
     ch.close()
     time.sleep(seconds)
     del ch
+
+
+# --- asyncio peers for rings and rendezvous endpoints (test_asyncio_ring.py,
+# test_asyncio_rendezvous.py): the blocking API on the other end -------------
+
+
+def aio_ring_producer(name: str, n: int, pause_every: int, then: str) -> None:
+    """Create the block ring `name` (64 KiB, policy block), wait for one
+    consumer, write aio_msg(0..n) with the blocking API (pausing 20 ms
+    after every `pause_every`-th block); then by `then`: "close" (the end
+    of the stream), "fail" (close_with_error(7)) or "hang" (stay alive
+    until killed)."""
+    p = zcio.RingProducer(name, size=64 << 10, layout="variable", policy="block")
+    if p.wait_for_consumers(1, timeout=TIMEOUT) < 1:
+        raise AssertionError("no consumer attached")
+    for i in range(n):
+        m = aio_msg(i)
+        if p.write(m, timeout=TIMEOUT) != len(m):
+            raise AssertionError(f"block {i}: short write")
+        if pause_every and i % pause_every == pause_every - 1:
+            time.sleep(0.02)
+    if then == "close":
+        p.close()
+    elif then == "fail":
+        p.close_with_error(7)
+    else:
+        while True:
+            time.sleep(1)
+
+
+def aio_ring_consumer(name: str, n: int, delay: float, pause_every: int) -> None:
+    """Attach to the block ring `name` (from its oldest data), sleep
+    `delay` (the parent's writes fill the ring meanwhile), read
+    aio_msg(0..n) in order with the blocking API (pausing 20 ms after every
+    `pause_every`-th), then expect the end of the stream."""
+    with zcio.RingConsumer(name, start="oldest", timeout=TIMEOUT) as c:
+        time.sleep(delay)
+        for i in range(n):
+            got = c.read(4096, timeout=TIMEOUT)
+            if got != aio_msg(i):
+                raise AssertionError(f"block {i}: got {got[:8]!r}… ({len(got)} bytes)")
+            if pause_every and i % pause_every == pause_every - 1:
+                time.sleep(0.02)
+        end = c.read(4096, timeout=TIMEOUT)
+        if end != b"":
+            raise AssertionError(f"expected the end of the stream, got {len(end)} bytes")
+
+
+def aio_stream(total: int) -> bytes:
+    """The byte stream of the continuous-ring tests."""
+    return bytes((k * 7 + k // 251) & 0xFF for k in range(total))
+
+
+def aio_stream_consumer(name: str, total: int, delay: float) -> None:
+    """Attach to the continuous ring `name`, sleep `delay`, read `total`
+    bytes of aio_stream in small reads with pauses, then expect the end."""
+    want = aio_stream(total)
+    got = bytearray()
+    with zcio.RingConsumer(name, start="oldest", timeout=TIMEOUT) as c:
+        time.sleep(delay)
+        k = 0
+        while len(got) < total:
+            b = c.read(3000, timeout=TIMEOUT)
+            if not b:
+                raise AssertionError(f"the stream ended after {len(got)} bytes")
+            got += b
+            k += 1
+            if k % 17 == 0:
+                time.sleep(0.01)
+        if bytes(got) != want:
+            raise AssertionError("the stream arrived corrupt or out of order")
+        if c.read(3000, timeout=TIMEOUT) != b"":
+            raise AssertionError("expected the end of the stream")
+
+
+def aio_ring_idle_consumer(name: str) -> None:
+    """Attach to ring `name` and read nothing; stay alive until killed."""
+    c = zcio.RingConsumer(name, start="oldest", timeout=TIMEOUT)
+    while c is not None:
+        time.sleep(1)
+
+
+def aio_rdv_caller(path: str, n: int, pause_every: int) -> None:
+    """Connect and call CALL [i] for i in 0..n with the blocking API,
+    expecting REPLY [2i] (pausing 20 ms after every `pause_every`-th call);
+    then hang up."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        for i in range(n):
+            r = ep.call(CALL, (i,), timeout=TIMEOUT)
+            if (r.label, r.words) != (REPLY, (2 * i,)):
+                raise AssertionError(f"call {i}: got {r!r}")
+            if pause_every and i % pause_every == pause_every - 1:
+                time.sleep(0.02)
+
+
+def aio_rdv_sender(path: str, n: int, pause_every: int) -> None:
+    """Connect and send NOTE [i] for i in 0..n with the blocking API
+    (pausing 20 ms after every `pause_every`-th); then wait for the
+    parent's CALL [n] and answer REPLY [n]; then wait for it to hang up."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        for i in range(n):
+            ep.send(NOTE, (i,), timeout=TIMEOUT)
+            if pause_every and i % pause_every == pause_every - 1:
+                time.sleep(0.02)
+        m = ep.recv(timeout=TIMEOUT)
+        if (m.label, m.words) != (CALL, (n,)):
+            raise AssertionError(f"expected CALL [{n}], got {m!r}")
+        ep.send(REPLY, (n,), timeout=TIMEOUT)
+        try:
+            ep.recv(timeout=TIMEOUT)
+            raise AssertionError("expected the parent to hang up")
+        except zcio.Disconnected:
+            pass
+
+
+def aio_rdv_receiver(path: str, n: int, delay: float, seed: int) -> None:
+    """Connect, sleep `delay`, then receive NOTE [i] for i in 0..n with the
+    blocking API, each exactly once and in order, pausing a random 0..3 ms
+    before each receive; then answer REPLY [n] and wait for the hang-up."""
+    import random
+
+    rng = random.Random(seed)
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        time.sleep(delay)
+        for i in range(n):
+            time.sleep(rng.uniform(0, 0.003))
+            m = ep.recv(timeout=TIMEOUT)
+            if (m.label, m.words) != (NOTE, (i,)):
+                raise AssertionError(f"message {i}: got {m!r}")
+        ep.send(REPLY, (n,), timeout=TIMEOUT)
+        try:
+            ep.recv(timeout=TIMEOUT)
+            raise AssertionError("expected the parent to hang up")
+        except zcio.Disconnected:
+            pass
+
+
+def aio_rdv_echo_late(path: str, delay: float, n: int) -> None:
+    """Connect, sleep `delay`, then echo n messages back (label and words)
+    with the blocking API; then wait for the hang-up."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        time.sleep(delay)
+        for _ in range(n):
+            m = ep.recv(timeout=TIMEOUT)
+            ep.send(m.label, m.words, timeout=TIMEOUT)
+        try:
+            ep.recv(timeout=TIMEOUT)
+            raise AssertionError("expected the parent to hang up")
+        except zcio.Disconnected:
+            pass

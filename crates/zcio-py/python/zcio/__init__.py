@@ -20,7 +20,11 @@ when the receiver's message and every view of it are gone.
 Under asyncio, ``await ch.recv_async()``, ``await ch.send_async(data)``
 and ``async for msg in ch`` wait on the channel's doorbell (a descriptor
 registered with ``loop.add_reader``) without blocking the loop; all three
-are cancel-safe (a cancelled call took or sent nothing).
+are cancel-safe (a cancelled call took or sent nothing). Rings
+(``cons.read_async``, ``async for block in cons``, ``prod.write_async``)
+and rendezvous endpoints (``ep.recv_async``, ``ep.send_async``,
+``ep.call_async``, ``async for m in ep``) have the same forms; a
+rendezvous send is the one that is not cancel-safe (see docs/python.md).
 
 Small messages at the latency of a few cache-line transfers go over a
 channel's lanes: ``ch.open_lane(slots, slot_size)`` / ``ch.accept_lane()``

@@ -32,19 +32,28 @@ bell), the waiters look every :data:`LIVENESS` seconds on a timer instead:
 the loop neither spins nor hangs. A wake that finds something restores
 trust (unless the bell is dead).
 
-Rings and rendezvous endpoints get the same shape: an end with
-``doorbell()``, ``doorbell_rang()``, ``disconnected`` and its
-``prepare_*_sleep`` calls, driven by :func:`until_done` with its own
-``attempt`` and ``prepare``.
+Rings and rendezvous endpoints run the same loop with their own
+``attempt`` and ``prepare`` (:func:`ring_wait`, :func:`ring_write`,
+:func:`rdv_recv`, :func:`rdv_send`) on a :class:`RingBell` or a
+:class:`RendezvousBell`. Their doorbells belong to objects that ``close()``
+destroys, so these bells register a duplicate of the descriptor (closed when
+the wait ends): a close never leaves a dead number in the loop's selector. A
+ring cannot hang up on a dead peer, so a :class:`RingBell` also wakes every
+:data:`LIVENESS` seconds and calls ``doorbell_rang()``, which reports a
+producer that died in the middle of the stream (the waiters get its
+``Disconnected``) and evicts a consumer that died while a producer waited
+for it. Such timer wakes are not futile: only wakes of the descriptor count
+towards :data:`FLOOD_LIMIT`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from typing import Any, Callable, Protocol
 
-from ._errors import Disconnected, Empty, Full, PoolExhausted, TimedOut
+from ._errors import Disconnected, Empty, Full, Lapped, PoolExhausted, TimedOut
 
 #: Futile wakes in a row after which a doorbell is not trusted
 #: (``zcio::tokio``'s ``FLOOD_LIMIT``).
@@ -62,23 +71,29 @@ YIELD_EVERY = 32
 AGAIN = object()
 LATER = object()
 
+#: ``attempt()`` result of a ring iteration: the end of the stream.
+END = object()
+
 
 class End(Protocol):
     """What :class:`Bell` needs of a transport end."""
 
     def doorbell(self) -> int: ...
-    def doorbell_rang(self) -> bool: ...
-    @property
-    def disconnected(self) -> bool: ...
+    def doorbell_rang(self) -> Any: ...
 
 
 class Bell:
     """One end's doorbell in an asyncio loop: who waits, and whether the
     bell is trusted. Used from the loop's thread, except :meth:`closed`.
 
-    Attributes: ``futile`` (futile wakes in a row), ``dead`` (the doorbell
-    hung up while the peer lived on: never trusted again), ``wakes`` (every
-    wake so far, doorbell or timer; for tests).
+    Attributes: ``futile`` (futile wakes of the descriptor in a row),
+    ``dead`` (the doorbell hung up while the peer lived on: never trusted
+    again), ``wakes`` (every wake so far, doorbell or timer; for tests).
+
+    Subclasses set :attr:`LOOK` (seconds: also wake on a timer while the
+    doorbell is trusted, for peers that cannot hang up when they die) and
+    :attr:`DUP` (register a duplicate of the descriptor, for ends whose
+    ``close()`` closes it), and override :meth:`_rang`.
     """
 
     __slots__ = (
@@ -90,8 +105,14 @@ class Bell:
         "_waiters",
         "_end",
         "_fd",
+        "_owned_fd",
         "_timer",
     )
+
+    #: Seconds after which a trusted wait wakes anyway (None: never).
+    LOOK: float | None = None
+    #: Whether to register a duplicate of the doorbell (closed after the wait).
+    DUP = False
 
     def __init__(self) -> None:
         self.futile = 0
@@ -105,6 +126,7 @@ class Bell:
         # The end while someone waits, weakly (the end holds its bell).
         self._end: weakref.ref[End] | None = None
         self._fd = -1
+        self._owned_fd = False
         self._timer: asyncio.TimerHandle | None = None
 
     def distrusted(self) -> bool:
@@ -116,20 +138,28 @@ class Bell:
         an error to report)."""
         self.futile = 0 if found else self.futile + 1
 
-    async def wait(self, end: End) -> None:
+    async def wait(self, end: End) -> bool:
         """Sleep until the doorbell rings or hangs up (or one
-        :data:`LIVENESS` passes, when it is not trusted), then take the
-        rings (``end.doorbell_rang()``). Call it after a ``prepare_*_sleep``
-        said to sleep. Cancel-safe: a cancelled wait changes nothing but the
-        registration (the last waiter to leave removes it)."""
+        :data:`LIVENESS` passes, when it is not trusted; or :attr:`LOOK`
+        passes), then take the rings (``end.doorbell_rang()``). Call it
+        after a ``prepare_*_sleep`` said to sleep. Returns whether the
+        descriptor woke it (not a timer or a close). Raises what
+        ``doorbell_rang()`` raised, for bells whose :meth:`_rang` lets it
+        through (a ring's dead producer). Cancel-safe: a cancelled wait
+        changes nothing but the registration (the last waiter to leave
+        removes it)."""
         loop = asyncio.get_running_loop()
         if self._waiters and self._loop is not loop:
             if self._loop is not None and not self._loop.is_closed():
                 raise RuntimeError("a zcio end is awaited from two event loops at once")
-            # A loop closed with tasks still waiting: forget it.
+            # A loop closed with tasks still waiting: forget it (a
+            # descriptor of our own is closed; the dead loop's selector
+            # does not use it any more).
             self._waiters = set()
-            self._fd, self._timer, self._end = -1, None, None
-        fut: asyncio.Future[None] = loop.create_future()
+            if self._owned_fd and self._fd >= 0:
+                os.close(self._fd)
+            self._fd, self._owned_fd, self._timer, self._end = -1, False, None, None
+        fut: asyncio.Future[bool] = loop.create_future()
         if not self._waiters:
             self._register(loop, end)
         self._waiters.add(fut)
@@ -138,7 +168,7 @@ class Bell:
             # come for this round.
             self._fire(False)
         try:
-            await fut
+            return await fut
         finally:
             if fut in self._waiters:  # left before the wake (cancelled)
                 self._waiters.discard(fut)
@@ -165,37 +195,111 @@ class Bell:
         self._loop, self._end = loop, weakref.ref(end)
         if self.distrusted():
             self._timer = loop.call_later(LIVENESS, self._fire, False)
-        else:
-            self._fd = end.doorbell()
-            loop.add_reader(self._fd, self._fire, True)
+            return
+        fd = end.doorbell()
+        if self.DUP:
+            fd = os.dup(fd)
+            self._owned_fd = True
+        self._fd = fd
+        try:
+            loop.add_reader(fd, self._fire, True)
+        except BaseException:
+            self._unregister()
+            raise
+        if self.LOOK is not None:
+            self._timer = loop.call_later(self.LOOK, self._fire, False)
 
     def _unregister(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._fd >= 0 and self._loop is not None:
-            self._loop.remove_reader(self._fd)
+        if self._fd >= 0:
+            try:
+                if self._loop is not None and not self._loop.is_closed():
+                    self._loop.remove_reader(self._fd)
+            finally:
+                if self._owned_fd:
+                    os.close(self._fd)
         self._fd = -1
+        self._owned_fd = False
         self._end = None
 
+    def _rang(self, end: Any, from_fd: bool) -> None:
+        """Take the rings after a wake (a channel: a hang-up while the peer
+        lives kills the bell). Errors are left to the waiters' retry."""
+        try:
+            if end.doorbell_rang() and from_fd and not end.disconnected:
+                # Hung up, yet the peer lives: it closed only its bell.
+                self.dead = True
+        except Exception:  # noqa: BLE001 -- the waiters' retry reports it
+            pass
+
     def _fire(self, from_fd: bool) -> None:
-        """The doorbell is readable (`from_fd`), the timer ran out or the
-        end was closed: take the rings once, wake every waiter."""
+        """The doorbell is readable (`from_fd`), a timer ran out or the
+        end was closed: take the rings once, wake every waiter (with what
+        :meth:`_rang` raised, if anything)."""
         end = self._end() if self._end is not None else None
         waiters = self._waiters
         self._waiters = set()
         self._unregister()
         self.wakes += 1
+        err: BaseException | None = None
         try:
-            if end is not None and end.doorbell_rang() and from_fd and not end.disconnected:
-                # Hung up, yet the peer lives: it closed only its bell.
+            if end is not None:
+                self._rang(end, from_fd)
+        except Exception as e:  # noqa: BLE001 -- handed to the waiters
+            err = e
+        finally:
+            for f in waiters:
+                if f.done():
+                    continue
+                if err is not None:
+                    f.set_exception(err)
+                else:
+                    f.set_result(from_fd)
+
+
+class RingBell(Bell):
+    """A ring end's named bell in the loop: also wakes every
+    :data:`LIVENESS` seconds (a ring has no connection that hangs up when
+    its peer dies), and ``doorbell_rang()``'s error -- a consumer's
+    producer that died in the middle of the stream -- goes to every
+    waiter."""
+
+    __slots__ = ()
+    LOOK = LIVENESS
+    DUP = True
+
+    def _rang(self, end: Any, from_fd: bool) -> None:
+        end.doorbell_rang()
+
+
+class RendezvousBell(Bell):
+    """A rendezvous endpoint's doorbell in the loop, and the turn of its
+    async sends (one message in flight per direction)."""
+
+    __slots__ = ("_send_lock",)
+    DUP = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._send_lock: asyncio.Lock | None = None
+
+    def send_lock(self) -> asyncio.Lock:
+        """Serialises this endpoint's async sends (made on first use)."""
+        if self._send_lock is None:
+            self._send_lock = asyncio.Lock()
+        return self._send_lock
+
+    def _rang(self, end: Any, from_fd: bool) -> None:
+        try:
+            if end.doorbell_rang() and from_fd:
+                # Hung up: the partner is gone (the retry says
+                # Disconnected) or it closed only its bell. Either way the
+                # descriptor stays readable: look on a timer from now on.
                 self.dead = True
         except Exception:  # noqa: BLE001 -- the waiters' retry reports it
             pass
-        finally:
-            for f in waiters:
-                if not f.done():
-                    f.set_result(None)
 
 
 async def until_done(
@@ -208,32 +312,35 @@ async def until_done(
     result, :data:`AGAIN` (it would block: ``prepare()`` then wait on the
     doorbell when it says so) or :data:`LATER` (look again after a pause:
     nothing rings for it), or raises."""
-    woke = False
+    # After a wake: True (the descriptor) or False (a timer, a close);
+    # None: no wake since the last attempt. Only a descriptor's wake that
+    # finds nothing is futile; any wake that finds something restores
+    # trust.
+    woke: bool | None = None
     immediate = 0
     pause = 0.001
     while True:
         try:
             r = attempt()
         except BaseException:
-            if woke:
+            if woke is not None:
                 bell.record(True)
             raise
         if r is LATER:
-            woke = False
+            woke = None
             await asyncio.sleep(pause)
             pause = min(pause * 2, LIVENESS)
             continue
         if r is not AGAIN:
-            if woke:
+            if woke is not None:
                 bell.record(True)
             return r
         if woke:
             bell.record(False)
-        woke = False
+        woke = None
         if prepare():
             immediate = 0
-            await bell.wait(end)
-            woke = True
+            woke = await bell.wait(end)
         else:
             immediate += 1
             if immediate % YIELD_EVERY == 0:
@@ -311,3 +418,202 @@ async def channel_send(ch: Any, bell: Bell, data: Any, timeout: float | None, po
         return ch.prepare_send_sleep(sendable[1], sendable[2])
 
     await with_timeout(timeout, "send_async", until_done(bell, ch, attempt, prepare))
+
+
+# --- rings -----------------------------------------------------------------
+
+
+async def ring_wait(c: Any, bell: Bell, op: Callable[[], Any], timeout: float | None, what: str) -> Any:
+    """``RingConsumer.read_async`` / ``readinto_async`` / ``peek_async``:
+    `op` is the non-waiting read (``timeout=0``: ``Empty`` when there is
+    nothing yet)."""
+    if timeout == 0.0:
+        return op()
+
+    def attempt() -> Any:
+        try:
+            return op()
+        except Empty:
+            return AGAIN
+
+    return await with_timeout(timeout, what, until_done(bell, c, attempt, c.prepare_read_sleep))
+
+
+def _next_block(c: Any) -> Any:
+    """The next block as bytes (a copy, taken in place and released: one
+    block of a block ring, what is contiguous of a byte stream), END at
+    the end of the stream, AGAIN when there is nothing yet. A block an
+    overwriting producer lapped while it was copied is skipped, as
+    ``read`` skips it."""
+    while True:
+        try:
+            pk = c.peek(None, 0)
+        except Empty:
+            return AGAIN
+        if pk is None:
+            return END
+        try:
+            data = pk.tobytes()
+            pk.release()
+        except Lapped:
+            continue
+        finally:
+            del pk
+        return data
+
+
+async def ring_next(c: Any, bell: Bell) -> bytes:
+    """``RingConsumer.__anext__``: the next block; the end of the
+    iteration at the end of the stream (a producer that died or failed
+    raises ``Disconnected``, after everything it wrote)."""
+    r = await until_done(bell, c, lambda: _next_block(c), c.prepare_read_sleep)
+    if r is END:
+        raise StopAsyncIteration
+    return r
+
+
+async def ring_write(p: Any, bell: Bell, data: Any, timeout: float | None) -> int:
+    """``RingProducer.write_async`` on a ``block`` ring (the other
+    policies never wait). A byte stream goes in pieces of at most half the
+    ring, each whole or not at all; `timeout` ending part-way returns the
+    bytes written, as ``write`` does."""
+    mv = memoryview(data)
+    try:
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        total = mv.nbytes
+        if timeout == 0.0 or total == 0:
+            return p.write(mv, timeout=0)
+        done = 0
+
+        def attempt() -> Any:
+            nonlocal done
+            try:
+                done += p.write(mv[done:], timeout=0)
+            except Full:
+                return AGAIN
+            return done if done >= total else AGAIN
+
+        def prepare() -> bool:
+            return p.prepare_write_sleep(total - done)
+
+        try:
+            return await with_timeout(timeout, "write_async", until_done(bell, p, attempt, prepare))
+        except TimedOut:
+            if done > 0:
+                return done
+            raise
+    finally:
+        mv.release()
+
+
+# --- rendezvous ------------------------------------------------------------
+
+
+def _closed_endpoint() -> Disconnected:
+    return Disconnected("the rendezvous endpoint was closed")
+
+
+async def rdv_recv(ep: Any, bell: Bell, timeout: float | None) -> Any:
+    """``Rendezvous.recv_async``: `timeout` checked already (0.0: do not
+    wait). An endpoint closed while the call waits raises
+    ``Disconnected``."""
+    if timeout == 0.0:
+        return ep.recv(timeout=0)
+
+    def attempt() -> Any:
+        if ep.closed:
+            raise _closed_endpoint()
+        try:
+            return ep.recv(timeout=0)
+        except Empty:
+            return AGAIN
+
+    def prepare() -> bool:
+        if ep.closed:
+            return False
+        return ep.prepare_recv_sleep()
+
+    return await with_timeout(timeout, "recv_async", until_done(bell, ep, attempt, prepare))
+
+
+async def rdv_next(ep: Any, bell: Bell) -> Any:
+    """``Rendezvous.__anext__``: the next message; the end of the
+    iteration once the partner is gone (or the endpoint was closed)."""
+    try:
+        return await rdv_recv(ep, bell, None)
+    except Disconnected:
+        raise StopAsyncIteration from None
+
+
+async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None) -> None:
+    """``Rendezvous.send_async``: put the message in the slot
+    (``send_begin``), wait on the doorbell until the partner took it
+    (``send_poll``). `timeout` running out retracts it (``send_cancel``):
+    ``TimedOut`` if it was taken back, success if the partner had taken it
+    after all. A cancelled call retracts it too; if the partner had taken
+    it, it was delivered (the cancellation cannot say which)."""
+    if timeout == 0.0:
+        return ep.send(label, words, timeout=0)
+    seq: int | None = None
+
+    def attempt() -> Any:
+        nonlocal seq
+        if seq is None:
+            if ep.closed:
+                raise _closed_endpoint()
+            try:
+                seq = ep.send_begin(label, words)
+            except Full:
+                # Another send of this endpoint (a blocking one in another
+                # thread) is under way: nothing rings for its end.
+                return LATER
+        try:
+            taken = ep.send_poll(seq)
+        except BaseException:
+            # Disconnected: send_poll took it back; PeerFault: the slot is
+            # corrupt. Either way this send is over.
+            seq = None
+            raise
+        if taken:
+            seq = None
+            return None
+        return AGAIN
+
+    async def turn() -> None:
+        async with bell.send_lock():
+            await until_done(bell, ep, attempt, lambda: True)
+
+    try:
+        await with_timeout(timeout, "send_async", turn())
+    except TimedOut:
+        if seq is not None:
+            s, seq = seq, None
+            if not ep.send_cancel(s):
+                return  # taken after all: delivered
+        raise
+    except BaseException:
+        if seq is not None:
+            s, seq = seq, None
+            ep.send_cancel(s)
+        raise
+
+
+async def rdv_call(ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None) -> Any:
+    """``Rendezvous.call_async`` / ``reply_and_recv_async``: send, then
+    the partner's next message; `timeout` bounds both together."""
+    if timeout == 0.0:
+        ep.send(label, words, timeout=0)
+        return ep.recv(timeout=0)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await rdv_send(ep, bell, label, words, timeout)
+    if timeout is None:
+        return await rdv_recv(ep, bell, None)
+    left = timeout - (loop.time() - t0)
+    if left <= 0:
+        try:
+            return ep.recv(timeout=0)
+        except Empty:
+            raise TimedOut(f"call_async: timed out after {timeout} s") from None
+    return await rdv_recv(ep, bell, left)

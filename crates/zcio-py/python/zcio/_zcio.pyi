@@ -314,6 +314,25 @@ class RingProducer:
     def write(self, data: Buffer, timeout: float | None = None) -> int:
         """Write one block (continuous rings: a stream chunk; a short
         count when the timeout ends part-way)."""
+    async def write_async(self, data: Buffer, timeout: float | None = None) -> int:
+        """``write`` in the running asyncio loop: a ``block`` ring without
+        room waits on the producer's named bell (``loop.add_reader``, and a
+        look every 50 ms that evicts a consumer that died) without blocking
+        the loop; the other policies never wait. Cancel-safe for one piece
+        (a block, or at most half of a continuous ring); a longer stream
+        write cancelled part-way has written its first pieces."""
+    def doorbell(self) -> int:
+        """The producer's named bell, for your own event loop (readable
+        when a consumer made room after ``prepare_write_sleep``); wait for
+        it or 50 ms, whichever first. Do not close it."""
+    def prepare_write_sleep(self, nbytes: int) -> bool:
+        """Flag the slowest consumer before waiting for room for
+        ``nbytes``; False: it fits now (or the policy never waits)."""
+    def doorbell_rang(self) -> None:
+        """After the bell was readable or 50 ms passed: drain it, clear the
+        flag, evict the consumer waited for if it died."""
+    @property
+    def _aio_bell(self) -> Any: ...
     def consumers(self) -> int: ...
     def wait_for_consumers(self, n: int, timeout: float | None = None) -> int: ...
     def fileno(self) -> int: ...
@@ -351,6 +370,32 @@ class RingConsumer:
     def stats(self) -> dict[str, int]: ...
     def fileno(self) -> int:
         """An eventfd readable while data waits."""
+    async def read_async(self, n: int, timeout: float | None = None) -> bytes:
+        """``read`` in the running asyncio loop, waiting on the consumer's
+        named bell (``loop.add_reader``) without blocking it; every 50 ms it
+        also looks for a producer that died (``Disconnected``). Cancel-safe:
+        a cancelled call consumed nothing."""
+    async def readinto_async(self, buf: Buffer, timeout: float | None = None) -> int:
+        """``readinto`` in the running asyncio loop; as ``read_async``."""
+    async def peek_async(self, max: int | None = None, timeout: float | None = None) -> Peek | None:
+        """``peek`` in the running asyncio loop; as ``read_async``."""
+    def __aiter__(self) -> RingConsumer: ...
+    async def __anext__(self) -> bytes:
+        """``async for block in cons``: each block as bytes until the end
+        of the stream; a producer that died or failed raises
+        ``Disconnected`` after its data. Cancel-safe."""
+    def doorbell(self) -> int:
+        """The consumer's named bell, for your own event loop (readable
+        when the producer published after ``prepare_read_sleep``); wait for
+        it or 50 ms, whichever first. Do not close it."""
+    def prepare_read_sleep(self) -> bool:
+        """Arm the bell before waiting; False: data came, read it."""
+    def doorbell_rang(self) -> None:
+        """After the bell was readable or 50 ms passed: drain it; raises
+        ``Disconnected`` if the producer died in the middle of the
+        stream."""
+    @property
+    def _aio_bell(self) -> Any: ...
     def close(self) -> None: ...
     def __enter__(self) -> RingConsumer: ...
     def __exit__(self, *args: object) -> bool: ...
@@ -433,6 +478,51 @@ class Rendezvous:
     ) -> Message:
         """A server's step: reply, then receive the partner's next message
         (with several partners, ``send`` then :func:`recv_any`)."""
+    async def recv_async(self, timeout: float | None = None) -> Message:
+        """``recv`` in the running asyncio loop, waiting on the doorbell
+        (``loop.add_reader``) without blocking it. Cancel-safe: a cancelled
+        call took no message."""
+    async def send_async(
+        self, label: int, words: Iterable[int] = (), timeout: float | None = None
+    ) -> None:
+        """``send`` in the running asyncio loop. When ``timeout`` runs out
+        the message is taken back (``TimedOut``) unless the partner took it
+        meanwhile (then it returns: delivered). Not cancel-safe: a cancelled
+        call takes the message back if it was not taken yet, else it was
+        delivered -- the cancellation cannot say which."""
+    async def call_async(
+        self, label: int, words: Iterable[int] = (), timeout: float | None = None
+    ) -> Message:
+        """Send, then the partner's answer; ``timeout`` bounds both. Not
+        cancel-safe (as ``send_async``)."""
+    async def reply_and_recv_async(
+        self, label: int, words: Iterable[int] = (), timeout: float | None = None
+    ) -> Message:
+        """A server's step in the asyncio loop, as ``call_async``."""
+    def __aiter__(self) -> Rendezvous: ...
+    async def __anext__(self) -> Message:
+        """``async for m in ep``: until the partner is gone (or this
+        endpoint is closed). Cancel-safe."""
+    def doorbell(self) -> int:
+        """The doorbell, for your own event loop (readable when the
+        partner rang it, or hung up); switches to bell mode. Do not close
+        it."""
+    def prepare_recv_sleep(self) -> bool:
+        """Set the flag before waiting; False: a message is there."""
+    def doorbell_rang(self) -> bool:
+        """After the doorbell was readable: drain it. True: it hung up
+        (look on a timer from then on)."""
+    def send_begin(self, label: int, words: Iterable[int] = ()) -> int:
+        """A send's first step: the message in the slot; its number.
+        ``Full`` while another send of this endpoint is in progress."""
+    def send_poll(self, seq: int) -> bool:
+        """Whether the partner took send ``seq`` (True: over). False: wait
+        for the doorbell, poll again. ``Disconnected``: taken back, over."""
+    def send_cancel(self, seq: int) -> bool:
+        """Give up on send ``seq``: True if taken back undelivered, False
+        if it had been delivered."""
+    @property
+    def _aio_bell(self) -> Any: ...
     @property
     def peer(self) -> dict[str, int]:
         """pid, uid, gid of the partner (from the kernel)."""
