@@ -334,27 +334,30 @@ mod real {
     }
 }
 
-/// Loom model: a counter the ringer bumps and the waiter sleeps on (the
-/// model's futex), enough to check that a flag-then-bell handshake never
-/// loses a wake.
+/// Loom model: a counter the ringer bumps under its own mutex and
+/// condition variable, apart from the model's futex (whose one condition
+/// variable wakes every sleeper): a model bell's wait ends only on a ring
+/// of this bell, and a ring wakes nobody else, so a protocol that forgets
+/// either a ring or a futex wake deadlocks, and loom reports it.
 #[cfg(loom)]
 mod model {
     use std::time::Duration;
 
+    use loom::sync::{Arc, Condvar, Mutex};
+
     use super::{Bell, Rung};
-    use crate::sync::{AtomicU64, Ordering};
 
     /// One direction of a doorbell: clone it for the waiter and the ringer.
     #[derive(Debug, Clone)]
     pub struct ModelBell {
-        rings: loom::sync::Arc<AtomicU64>,
+        inner: Arc<(Mutex<u64>, Condvar)>,
     }
 
     impl ModelBell {
         /// The waiter's and the ringer's handle of one bell.
         pub fn pair() -> (Self, Self) {
             let b = Self {
-                rings: loom::sync::Arc::new(AtomicU64::new(0)),
+                inner: Arc::new((Mutex::new(0), Condvar::new())),
             };
             (b.clone(), b)
         }
@@ -362,17 +365,18 @@ mod model {
 
     impl Bell for ModelBell {
         fn ring(&self) {
-            self.rings.fetch_add(1, Ordering::SeqCst);
-            crate::sync::futex_wake(&self.rings);
+            let (m, cv) = &*self.inner;
+            *m.lock().unwrap() += 1;
+            cv.notify_all();
         }
 
-        /// Only a ring ends the wait (the model's futex wakes every
-        /// sleeper of every word, which must not count as a ring): a
-        /// protocol that forgot to ring deadlocks, and loom says so.
-        fn wait(&self, timeout: Duration) -> Rung {
-            while self.rings.swap(0, Ordering::SeqCst) == 0 {
-                crate::sync::futex_wait(&self.rings, 0, timeout);
+        fn wait(&self, _timeout: Duration) -> Rung {
+            let (m, cv) = &*self.inner;
+            let mut n = m.lock().unwrap();
+            while *n == 0 {
+                n = cv.wait(n).unwrap();
             }
+            *n = 0;
             Rung::Rang
         }
     }

@@ -32,13 +32,23 @@ impl Rendezvous {
     /// First phase of a send: the descriptors on the socket, the message
     /// in the slot (the receiver woken). Returns its sequence number for
     /// [`Rendezvous::handover`] and [`Rendezvous::retract`].
+    /// `WouldBlock` while another send of this endpoint (blocking or
+    /// phased) is in flight: one message in the slot at a time.
     pub(crate) fn publish(&self, msg: &Message) -> Result<u64, IpcFail> {
         if peer::socket_hung_up(&self.sh.sock) {
             return Err(IpcFail::Disconnected);
         }
-        let raw = self.prepare(msg)?;
-        slot::publish(self.tx_slot(), &raw, Some(&self.sh.bell))
-            .map_err(|_| IpcFail::Protocol("corrupt slot state"))
+        if !self.claim_send() {
+            return Err(IpcFail::WouldBlock);
+        }
+        let r = self.prepare(msg).and_then(|raw| {
+            slot::publish(self.tx_slot(), &raw, Some(&self.sh.bell))
+                .map_err(|_| IpcFail::Protocol("corrupt slot state"))
+        });
+        if r.is_err() {
+            self.release_send();
+        }
+        r
     }
 
     /// Whether our message `seq` still waits in the slot to be taken
@@ -52,9 +62,16 @@ impl Rendezvous {
     /// `Ok(false)` leaves our flag set: sleep until the doorbell rings.
     pub(crate) fn handover(&self, seq: u64) -> Result<bool, IpcFail> {
         match slot::arm_taken(self.tx_slot(), seq) {
-            Ok(Handover::Taken) => Ok(true),
+            Ok(Handover::Taken) => {
+                self.release_send();
+                Ok(true)
+            }
             Ok(Handover::Pending(_)) => Ok(false),
-            Err(_) => Err(IpcFail::Protocol("corrupt slot state")),
+            Err(_) => {
+                // The slot is broken: this send is over either way.
+                self.release_send();
+                Err(IpcFail::Protocol("corrupt slot state"))
+            }
         }
     }
 
@@ -63,9 +80,14 @@ impl Rendezvous {
     /// complete: the slot has been reset).
     pub(crate) fn retract(&self, seq: u64) -> bool {
         if slot::retract(self.tx_slot(), seq) {
+            self.release_send();
             return true;
         }
-        let _ = self.handover(seq);
+        // Taken meanwhile: finish it (which ends the send). `retract`
+        // gives up only when the slot no longer holds this message.
+        if self.handover(seq) == Ok(false) {
+            self.release_send();
+        }
         false
     }
 
@@ -117,7 +139,10 @@ impl Rendezvous {
     /// [`Rendezvous::send_cancel`].
     ///
     /// # Errors
-    /// `TooLarge`, `Disconnected`, `Protocol`, `Os`: nothing was sent.
+    /// `WouldBlock` while another send of this endpoint is in flight (one
+    /// message in the slot at a time; a blocking send waits for a phased
+    /// one instead); `TooLarge`, `Disconnected`, `Protocol`, `Os`: nothing
+    /// was sent.
     pub fn send_begin(&self, msg: &Message) -> Result<u64, RendezvousSendError> {
         self.evented_bell();
         Ok(self.publish(msg)?)
@@ -149,5 +174,64 @@ impl Rendezvous {
     /// undelivered, `false` if the partner had taken it (it was delivered).
     pub fn send_cancel(&self, seq: u64) -> bool {
         self.retract(seq)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::rendezvous::{RendezvousListener, RendezvousRecvError};
+
+    fn pair(tag: &str) -> (RendezvousListener, Rendezvous, Rendezvous) {
+        let p = std::env::temp_dir().join(format!("zcio-rdv-ev-{tag}-{}", std::process::id()));
+        let l = RendezvousListener::bind(&p).unwrap();
+        let t = std::thread::spawn(move || Rendezvous::connect(&p).unwrap());
+        let s = l.accept().unwrap();
+        (l, t.join().unwrap(), s)
+    }
+
+    #[test]
+    fn a_phased_send_and_a_blocking_send_take_turns_not_blame_the_partner() {
+        let (_l, a, b) = pair("turns");
+        let seq = a.send_begin(&Message::new(1, &[1])).unwrap();
+        // The slot is ours: a second phased send is refused, a blocking one
+        // waits its turn (here until its timeout), neither is a peer fault.
+        assert_eq!(
+            a.send_begin(&Message::new(2, &[2])),
+            Err(RendezvousSendError::WouldBlock)
+        );
+        assert_eq!(
+            a.send_timeout(&Message::new(2, &[2]), Duration::from_millis(20)),
+            Err(RendezvousSendError::TimedOut)
+        );
+        assert_eq!(a.send_poll(seq), Ok(false));
+        assert_eq!(b.recv().unwrap().words, [1]);
+        assert_eq!(a.send_poll(seq), Ok(true));
+        // Free again: a blocking send and then a phased one go through.
+        std::thread::scope(|s| {
+            s.spawn(|| a.send(&Message::new(3, &[3])).unwrap());
+            assert_eq!(b.recv().unwrap().words, [3]);
+        });
+        let seq = a.send_begin(&Message::new(4, &[4])).unwrap();
+        assert!(a.send_cancel(seq), "taken back undelivered");
+        assert_eq!(b.try_recv().unwrap_err(), RendezvousRecvError::WouldBlock);
+    }
+
+    #[test]
+    fn a_blocking_wait_of_an_endpoint_in_bell_mode_is_still_woken() {
+        let (_l, a, b) = pair("mixed");
+        let _ = a.doorbell(); // bell mode for good
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                b.send(&Message::new(7, &[7])).unwrap();
+            });
+            // Woken by the futex wake beside the ring (a ring alone would
+            // leave this to its liveness slice; the loom model
+            // `loom_bell_mode_wakes_a_blocking_waiter_too` checks the wake).
+            assert_eq!(a.recv().unwrap().words, [7]);
+        });
     }
 }

@@ -140,3 +140,26 @@ fn loom_bell_mode_hands_over_without_lost_wakeups() {
         t.join().unwrap();
     });
 }
+
+/// An endpoint in bell mode may still have a blocking caller asleep on the
+/// futex: a sender that finds the receiver's flag wakes the futex as well
+/// as ringing the bell, or the blocking receiver would sleep on (a
+/// deadlock in the model: the model's futex has no timeout).
+#[test]
+fn loom_bell_mode_wakes_a_blocking_waiter_too() {
+    use crate::bell::ModelBell;
+    use crate::rendezvous::slot::mark_recv_bell;
+    model(|| {
+        let s = Arc::new(Slot::new());
+        mark_recv_bell(&s);
+        let (_unused_waiter, rings) = ModelBell::pair();
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            send(&s2, &raw(1), &mut Forever, Some(&rings)).unwrap();
+        });
+        // The blocking receiver: flag, futex wait (as `wait_any` does).
+        let r = receive(&s);
+        assert_eq!(r.label, 1);
+        t.join().unwrap();
+    });
+}

@@ -140,6 +140,10 @@ pub struct Rendezvous {
     cfg: RendezvousConfig,
     /// Held while sending; the adaptive spin of the send side.
     send_lock: Mutex<SpinBudget>,
+    /// 1 while a message of this endpoint is in the slot (a blocking send,
+    /// or a phased one between `send_begin` and its end): one at a time,
+    /// whichever way it is sent.
+    pub(super) sending: crate::sync::AtomicU32,
     /// Held while receiving; the adaptive spin of the receive side.
     pub(super) recv_lock: Mutex<SpinBudget>,
 }
@@ -232,6 +236,7 @@ impl Rendezvous {
             rx,
             cfg,
             send_lock: Mutex::new(SpinBudget::new(SPIN)),
+            sending: crate::sync::AtomicU32::new(0),
             recv_lock: Mutex::new(SpinBudget::new(SPIN)),
         }
     }
@@ -334,15 +339,65 @@ impl Rendezvous {
         Ok(raw)
     }
 
+    /// Claim the slot for one send (see `sending`): `false` if another
+    /// send of this endpoint is in flight.
+    pub(super) fn claim_send(&self) -> bool {
+        // SYNC: AcqRel pairs with the Release store in `release_send`: the
+        // previous send's last slot update happens before our first.
+        self.sending
+            .compare_exchange(
+                0,
+                1,
+                crate::sync::Ordering::AcqRel,
+                crate::sync::Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// The send that claimed the slot is over.
+    pub(super) fn release_send(&self) {
+        // SYNC: Release pairs with the AcqRel CAS in `claim_send`.
+        self.sending.store(0, crate::sync::Ordering::Release);
+    }
+
     pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcFail> {
         let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // A phased send (an event loop's, `send_begin`) may hold the slot:
+        // wait for it to end, within our own bound.
+        let deadline = wait.deadline();
+        let mut backoff = crate::wait::Backoff::yielding_until(SPIN, deadline);
+        while !self.claim_send() {
+            match backoff.step() {
+                crate::wait::Step::TimedOut => {
+                    return Err(match wait {
+                        Wait::Try => IpcFail::WouldBlock,
+                        Wait::For(_) => IpcFail::TimedOut,
+                    })
+                }
+                crate::wait::Step::Retry => {}
+                crate::wait::Step::Sleep { remaining, .. } => {
+                    std::thread::sleep(remaining.min(Duration::from_micros(200)))
+                }
+            }
+        }
+        let r = self.send_claimed(msg, wait, &mut budget);
+        self.release_send();
+        r
+    }
+
+    fn send_claimed(
+        &self,
+        msg: &Message,
+        wait: Wait,
+        budget: &mut SpinBudget,
+    ) -> Result<(), IpcFail> {
         let s = self.tx_slot();
         let raw = self.prepare(msg)?;
         let mut w = PeerWait {
             deadline: wait.deadline(),
             sock: self.sh.sock.as_fd(),
             gone: false,
-            budget: &mut budget,
+            budget,
         };
         match slot::send(s, &raw, &mut w, Some(&self.sh.bell)) {
             Ok(_) => Ok(()),

@@ -128,15 +128,18 @@ pub trait Waiter {
     }
 }
 
-/// Wake the side whose flag we found: ring `bell` if its `bell_word` says
-/// it sleeps on its doorbell, else `FUTEX_WAKE`.
+/// Wake the side whose flag we found: `FUTEX_WAKE`, and also ring `bell`
+/// if its `bell_word` says it may sleep on its doorbell. Both, because an
+/// endpoint in bell mode may still have a blocking caller asleep on the
+/// futex (its blocking calls keep working), and the flag cannot say which
+/// of the two set it.
 fn wake(slot: &Slot, bell_word: &AtomicU64, bell: Option<&dyn Bell>) {
     // SYNC: Acquire pairs with the Release store of the bell word
     // (mark_*_bell), which precedes the flag RMW we found.
-    match bell.filter(|_| bell_word.load(Ordering::Acquire) != 0) {
-        Some(b) => b.ring(),
-        None => crate::sync::futex_wake(&slot.state),
+    if let Some(b) = bell.filter(|_| bell_word.load(Ordering::Acquire) != 0) {
+        b.ring();
     }
+    crate::sync::futex_wake(&slot.state);
 }
 
 /// The receiver of `slot` sleeps on its doorbell from now on (sticky).
@@ -219,18 +222,23 @@ pub fn arm_taken(slot: &Slot, seq: u64) -> Result<Handover, SlotError> {
 /// untaken message (`true`). `false`: it was taken meanwhile — finish the
 /// send with [`arm_taken`].
 pub fn retract(slot: &Slot, seq: u64) -> bool {
-    let cur = slot.state.load(Ordering::Acquire);
-    cur & ST == FULL
-        && cur >> 4 == seq
-        && slot
-            .state
-            .compare_exchange(
-                cur,
-                seq << 4 | EMPTY | (cur & RECV_WAITING),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
+    let mut cur = slot.state.load(Ordering::Acquire);
+    // A CAS that fails because a flag was added meanwhile tries again; one
+    // that finds the message taken (or anything else) gives up.
+    while cur & ST == FULL && cur >> 4 == seq {
+        // SYNC: AcqRel CAS from the exact FULL word; pairs with the
+        // receiver's CAS in `take` (only one of the two succeeds).
+        match slot.state.compare_exchange(
+            cur,
+            seq << 4 | EMPTY | (cur & RECV_WAITING),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return true,
+            Err(now) => cur = now,
+        }
+    }
+    false
 }
 
 /// Sender: put `raw` in the slot and wait until it is taken (a blocking

@@ -938,8 +938,9 @@ impl Drop for Consumer {
     }
 }
 
-/// Wake a producer that flagged `cursor_word`: ring its named bell if it
-/// sleeps on one (making `ringer` on first need), else the futex.
+/// Wake a producer that flagged `cursor_word`: the futex, and also its
+/// named bell if it has one (making `ringer` on first need) — a producer
+/// with a bell may still wait in a blocking write, on the futex.
 fn wake_producer(
     ctl: &super::layout::ControlLine,
     cursor_word: &crate::sync::AtomicU64,
@@ -948,18 +949,17 @@ fn wake_producer(
     // SYNC: Acquire pairs with the producer's Release store of its bell
     // number (Producer::evented_bell), made before it ever flags a cursor.
     let id = ctl.producer_bell.load(Ordering::Acquire);
-    if id == 0 {
-        return protocol::futex_waker(cursor_word);
+    if id != 0 {
+        if ringer.is_none() {
+            *ringer = crate::bell::Ringer::new().ok();
+        }
+        // Without a socket for a ringer the producer's liveness look finds
+        // the room instead.
+        if let Some(r) = ringer {
+            r.ring(id);
+        }
     }
-    if ringer.is_none() {
-        *ringer = crate::bell::Ringer::new().ok();
-    }
-    match ringer {
-        Some(r) => r.ring(id),
-        // No socket for a ringer: the producer's liveness timer finds the
-        // room instead.
-        None => protocol::futex_waker(cursor_word),
-    }
+    protocol::futex_waker(cursor_word);
 }
 
 /// A block borrowed in place from the ring. Dropping it (or [`release`])

@@ -119,6 +119,12 @@ impl<T: Belled> AsyncBell<T> {
         self.dead.load(Ordering::Relaxed) || self.futile.load(Ordering::Relaxed) >= FLOOD_LIMIT
     }
 
+    /// Futile wakes in a row so far (tests).
+    #[cfg(test)]
+    pub(crate) fn futile(&self) -> u32 {
+        self.futile.load(Ordering::Relaxed)
+    }
+
     /// After a wake: whether it found what the waiter waited for.
     pub(crate) fn record(&self, found: bool) {
         if found {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::channel::MAX_ASYNC_SPIN;
 use super::doorbell::{AsyncBell, Belled};
+use crate::rendezvous::IpcFail;
 use crate::rendezvous::{
     Message, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
 };
@@ -184,14 +185,28 @@ impl AsyncRendezvous {
         msg: &Message,
         timeout: Duration,
     ) -> Result<(), RendezvousSendError> {
+        let start = ::tokio::time::Instant::now();
+        let left = || timeout.saturating_sub(start.elapsed());
         let _one = self.sending.lock().await;
         let ep = self.endpoint();
+        // A blocking send of another thread may hold the slot: wait for it
+        // (briefly polling: it ends when its partner takes it or it times
+        // out), within our own bound.
+        let seq = loop {
+            match ep.publish(msg) {
+                Ok(seq) => break seq,
+                Err(IpcFail::WouldBlock) if !left().is_zero() => {
+                    ::tokio::time::sleep(left().min(Duration::from_micros(200))).await;
+                }
+                Err(IpcFail::WouldBlock) => return Err(RendezvousSendError::TimedOut),
+                Err(e) => return Err(e.into()),
+            }
+        };
         let mut flight = InFlight {
             ep,
-            seq: ep.publish(msg)?,
+            seq,
             done: false,
         };
-        let seq = flight.seq;
         let wait = async {
             let mut woke = false;
             loop {
@@ -214,7 +229,7 @@ impl AsyncRendezvous {
                 woke = true;
             }
         };
-        let r = super::channel::with_timeout(timeout, wait).await;
+        let r = super::channel::with_timeout(left(), wait).await;
         match r {
             Some(Ok(())) => {
                 flight.done = true;

@@ -109,10 +109,12 @@ impl AsyncConsumer {
                 woke = false;
                 continue;
             }
-            if !self.bell.wait_at_most(LIVENESS).await {
+            // Only a ring counts for the flood guard: the liveness look of
+            // an idle ring finds nothing by design.
+            woke = self.bell.wait_at_most(LIVENESS).await;
+            if !woke {
                 self.bell.owner_mut().check_producer()?;
             }
-            woke = true;
         }
     }
 
@@ -198,13 +200,13 @@ impl AsyncProducer {
             if woke {
                 self.bell.record(false);
             }
-            let rang = self.bell.wait_at_most(LIVENESS).await;
+            // Only a ring counts for the flood guard (see `readable`).
+            woke = self.bell.wait_at_most(LIVENESS).await;
             let p = self.bell.owner_mut();
-            if !rang {
+            if !woke {
                 p.check_consumers();
             }
             p.disarm_write();
-            woke = true;
         }
     }
 
@@ -273,7 +275,13 @@ impl futures_core::Stream for AsyncConsumer {
             }
             match me.bell.poll_wait_at_most(cx, &mut me.stream_timer) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(true) => {}
+                // A ring that finds nothing counts for the flood guard; the
+                // liveness look does not.
+                Poll::Ready(true) => {
+                    if !me.bell.owner_mut().ready() {
+                        me.bell.record(false);
+                    }
+                }
                 Poll::Ready(false) => {
                     if let Err(e) = me.bell.owner_mut().check_producer() {
                         return Poll::Ready(Some(Err(e)));
@@ -281,5 +289,46 @@ impl futures_core::Stream for AsyncConsumer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::ring::{Layout, Options, Overflow, Start};
+
+    /// Minutes of idle liveness looks must not cost the bell its trust (the
+    /// flood guard counts only rings that found nothing): time is paused,
+    /// so 40 looks pass at once.
+    #[test]
+    fn idle_liveness_looks_do_not_count_as_futile_wakes() {
+        let name = format!("unit-aidle-{}", std::process::id());
+        let map = Options::new()
+            .layout(Layout::Variable)
+            .overflow(Overflow::Block)
+            .size(64 << 10)
+            .create(&name)
+            .unwrap();
+        let mut p = Producer::attach(map.clone()).unwrap();
+        let c = Consumer::attach(map, Start::Newest).unwrap();
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut c = AsyncConsumer::new(c).unwrap();
+            let idle = ::tokio::time::timeout(Duration::from_secs(2), c.readable()).await;
+            assert!(idle.is_err(), "nothing was written");
+            assert_eq!(c.bell.futile(), 0, "the liveness looks counted as futile");
+            p.write(b"after the idle time").unwrap();
+            let mut buf = [0u8; 64];
+            let n = c.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"after the idle time");
+        });
+        drop(p);
+        let _ = crate::ring::unlink(&name);
     }
 }
