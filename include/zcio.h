@@ -590,6 +590,39 @@ typedef struct zcio_slice {
 } zcio_slice;
 
 /**
+ * A type as both sides of a typed message describe it: the C mirror of a
+ * Rust `zcio::typed::Tag` plus the layout of `T`. Fill it the same way on
+ * both sides, e.g. `{ "example.Reading", 1, sizeof(struct reading),
+ * _Alignof(struct reading), 0 }`.
+ */
+typedef struct zcio_type {
+    /**
+     * The tag's name (UTF-8, NUL-terminated), or NULL for an untagged
+     * message (only its length is then checked).
+     */
+    const char *name;
+    /**
+     * The sender's version of the type (Rust's `Tag::new(name, schema)`).
+     */
+    uint32_t schema;
+    /**
+     * `sizeof` the type; for a type ending in a flexible array member,
+     * its size with no elements.
+     */
+    size_t size;
+    /**
+     * `_Alignof` the type (a power of two).
+     */
+    size_t align;
+    /**
+     * 0 for a fixed-size type; for a type ending in a flexible array
+     * member, the bytes each element adds (a multiple of `align`: no
+     * padding at any length, as Rust requires).
+     */
+    size_t elem_size;
+} zcio_type;
+
+/**
  * The end of one increment.
  */
 typedef struct zcio_completion {
@@ -1675,6 +1708,66 @@ ssize_t zcio_msg_write_to(const struct zcio_msg *msg, int fd);
  * `msg` is NULL or a live message, not used again afterwards.
  */
 void zcio_msg_release(struct zcio_msg *msg);
+
+/**
+ * Write the bytes that go before a typed payload — the 128-byte type tag
+ * and zeros up to the payload's offset, `max(128, ty->align)` — into
+ * `out[0..cap]`, and return that offset (0 for an untagged `ty`, whose
+ * payload starts the message). For the reserve→fill→send shape:
+ * `zcio_buf_alloc` offset + `ty->size` bytes, write the tag with this
+ * call, fill the value at data + offset, `zcio_send`. Returns `-EINVAL`
+ * (NULL, an invalid `ty`) or `-ENOBUFS` (`cap` smaller than the offset:
+ * call with `cap` 0 to ask).
+ *
+ * # Safety
+ * `ty` as for `zcio_send_typed`; `out` is valid for writing `cap` bytes.
+ */
+ssize_t zcio_type_tag(const struct zcio_type *ty, void *out, size_t cap);
+
+/**
+ * Send the value at `value` (`len` bytes: `ty->size`, or `ty->size + n ×
+ * ty->elem_size` for a type ending in a flexible array member) as a typed
+ * message: the type tag of `ty` (none if `ty->name` is NULL) then a copy
+ * of the value, in one buffer of the channel's own pool. A Rust receiver
+ * reads it with `Msg::read_typed::<T>(Some(&Tag::new(name, schema)))`
+ * when `T` has the same layout. `timeout_ms` as for `zcio_send_bytes`.
+ * Returns 0, `-EINVAL` (NULL, an invalid `ty`, `len` not a size of the
+ * type), or the errors of `zcio_send_bytes`. The struct must have no
+ * padding bytes (add explicit reserved fields, zeroed): every byte of
+ * `value` is sent.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `ty` is NULL or a valid `zcio_type`
+ * (`name` NULL or NUL-terminated); `value` is valid for reading `len`
+ * bytes.
+ */
+int zcio_send_typed(struct zcio_channel *ch, const struct zcio_type *ty, const void *value, size_t len, int timeout_ms);
+
+/**
+ * Read a typed message: check its type tag against `ty` (or, for an
+ * untagged `ty`, only its length), then copy the payload into
+ * `out[0..cap]` and return the payload's length. The tag is read once
+ * into a private copy and the payload copied once, so what you get
+ * cannot change afterwards even if the message is volatile.
+ *
+ * C cannot validate the value for you: the bytes are checked for type
+ * (tag) and size only. A `bool`, an enum, an index or a length in them is
+ * whatever the sender wrote: check each such field of your copy before
+ * you rely on it (a Rust receiver's `read_typed` does this for `bool`
+ * and enums).
+ *
+ * Errors: `-EINVAL` (NULL, an invalid `ty`), `-EBADMSG` (no tag where
+ * `ty` has a name, a corrupt tag, another type or version of it, or a
+ * payload that is not a size of the type; `zcio_last_error` says which,
+ * naming both types on a mismatch), `-ENOBUFS` (`cap` smaller than the
+ * payload, which is at most `zcio_msg_len` bytes; nothing is copied).
+ *
+ * # Safety
+ * `msg` is NULL or a live message; `ty` as for `zcio_send_typed`; `out`
+ * is valid for writing `cap` bytes and private to this process during
+ * the call.
+ */
+ssize_t zcio_msg_read_typed(const struct zcio_msg *msg, const struct zcio_type *ty, void *out, size_t cap);
 
 /**
  * Associate the descriptors `src_fd` (data flows from it) and `dst_fd`

@@ -357,12 +357,74 @@ static int role_ring_slow_reader(char **a) {
     return 0;
 }
 
+/* The type of the typed-message tests; the same layout as the Rust test
+ * type `Reading` of crates/zcio-c/src/typed.rs (16 bytes, align 8). */
+struct reading {
+    uint32_t seq;
+    uint8_t ok; /* a Rust bool: 0 or 1 */
+    uint8_t kind;
+    uint8_t reserved[2];
+    double value;
+};
+
+static zcio_type reading_type(uint32_t schema) {
+    zcio_type t = {"example.Reading", schema, sizeof(struct reading), _Alignof(struct reading), 0};
+    return t;
+}
+
+/* typed-sender SOCK: connect and send 5 messages: a tagged reading
+ * (zcio_send_typed), one made with reserve -> fill -> send (zcio_type_tag
+ * into a pool buffer), one of schema 2, one untagged, one tagged with a
+ * short payload; then wait for the receiver to close. */
+static int role_typed_sender(char **a) {
+    zcio_channel *ch;
+    int rc = connect_retry(a[0], &ch);
+    if (rc < 0) return child_fail("typed-sender", "connect", rc);
+    zcio_pool *pool;
+    if ((rc = zcio_pool_create("ctest-typed", 1 << 20, 2, &pool)) < 0)
+        return child_fail("typed-sender", "pool", rc);
+    zcio_type t1 = reading_type(1), t2 = reading_type(2);
+    struct reading r = {.seq = 1, .ok = 1, .kind = 3, .value = 2.5};
+    if ((rc = zcio_send_typed(ch, &t1, &r, sizeof r, -1)) < 0)
+        return child_fail("typed-sender", "send_typed", rc);
+    /* reserve -> fill -> send */
+    ssize_t off = zcio_type_tag(&t1, NULL, 0);
+    if (off != -ENOBUFS) return child_fail("typed-sender", "type_tag size", (int)off);
+    zcio_buf *buf;
+    if ((rc = zcio_buf_alloc(pool, 128 + sizeof r, &buf)) < 0)
+        return child_fail("typed-sender", "alloc", rc);
+    unsigned char *d = zcio_buf_data(buf);
+    if ((off = zcio_type_tag(&t1, d, zcio_buf_len(buf))) != 128)
+        return child_fail("typed-sender", "type_tag", (int)off);
+    struct reading *in_place = (struct reading *)(d + off);
+    memset(in_place, 0, sizeof *in_place);
+    in_place->seq = 2;
+    in_place->value = -1.0;
+    if ((rc = zcio_send(ch, buf, -1)) < 0) return child_fail("typed-sender", "send", rc);
+    if ((rc = zcio_send_typed(ch, &t2, &r, sizeof r, -1)) < 0)
+        return child_fail("typed-sender", "send v2", rc);
+    if ((rc = zcio_send_bytes(ch, &r, sizeof r, -1)) < 0)
+        return child_fail("typed-sender", "send untagged", rc);
+    if ((rc = zcio_buf_alloc(pool, 128 + 8, &buf)) < 0)
+        return child_fail("typed-sender", "alloc", rc);
+    d = zcio_buf_data(buf);
+    if (zcio_type_tag(&t1, d, 128) != 128) return child_fail("typed-sender", "type_tag", -1);
+    memset(d + 128, 0, 8);
+    if ((rc = zcio_send(ch, buf, -1)) < 0) return child_fail("typed-sender", "send short", rc);
+    zcio_msg *m;
+    rc = zcio_recv(ch, 20000, &m);
+    zcio_channel_close(ch);
+    zcio_pool_destroy(pool);
+    return rc == -EPIPE ? 0 : child_fail("typed-sender", "waiting for the receiver to close", rc);
+}
+
 static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "ring-producer") == 0 && n == 3) return role_ring_producer(a);
     if (strcmp(role, "ring-trickle") == 0 && n == 2) return role_ring_trickle(a);
     if (strcmp(role, "ring-slow-reader") == 0 && n == 2) return role_ring_slow_reader(a);
     if (strcmp(role, "chan-sender") == 0 && n == 3) return role_chan_sender(a);
     if (strcmp(role, "chan-holder") == 0 && n == 1) return role_chan_holder(a);
+    if (strcmp(role, "typed-sender") == 0 && n == 1) return role_typed_sender(a);
     if (strcmp(role, "chan-sink") == 0 && n == 2) return role_chan_sink(a);
     if (strcmp(role, "chan-idle") == 0 && n == 1) return role_chan_idle(a);
     if (strcmp(role, "garbage-listener") == 0 && n == 1) return role_garbage_listener(a);
@@ -1463,6 +1525,64 @@ static int test_lane_sender_killed(void) {
     return 0;
 }
 
+/* Typed messages from another process: the tag written by zcio_send_typed
+ * and by zcio_type_tag is checked against the reader's zcio_type; another
+ * schema, a missing tag and a short payload are -EBADMSG, never a value. */
+static int test_typed_messages(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "typed.sock");
+    zcio_listener *l;
+    CHECK_OK(zcio_listen(sock, &l));
+    pid_t p = spawn("typed-sender", sock, NULL);
+    zcio_channel *ch;
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    zcio_type t1 = reading_type(1);
+    zcio_msg *m;
+    for (uint32_t seq = 1; seq <= 2; seq++) {
+        struct reading r;
+        CHECK_OK(zcio_recv(ch, 20000, &m));
+        CHECK(zcio_msg_len(m) == 128 + sizeof r);
+        CHECK_RC(zcio_msg_read_typed(m, &t1, &r, sizeof r), (ssize_t)sizeof r);
+        /* the C reader validates fields itself: a bool is 0 or 1 */
+        CHECK(r.seq == seq && r.ok <= 1);
+        CHECK(seq == 1 ? (r.ok == 1 && r.kind == 3 && r.value == 2.5)
+                       : (r.ok == 0 && r.value == -1.0));
+        CHECK_RC(zcio_msg_read_typed(m, &t1, &r, sizeof r - 1), -ENOBUFS);
+        zcio_type untagged = {NULL, 0, sizeof r, _Alignof(struct reading), 0};
+        CHECK_RC(zcio_msg_read_typed(m, &untagged, &r, sizeof r), -EBADMSG);
+        zcio_type bad = {"x", 1, 16, 3, 0};
+        CHECK_RC(zcio_msg_read_typed(m, &bad, &r, sizeof r), -EINVAL);
+        zcio_msg_release(m);
+    }
+    struct reading r;
+    memset(&r, 0xee, sizeof r);
+    CHECK_OK(zcio_recv(ch, 20000, &m)); /* schema 2 */
+    CHECK_RC(zcio_msg_read_typed(m, &t1, &r, sizeof r), -EBADMSG);
+    const char *e = zcio_last_error();
+    if (!strstr(e, "`example.Reading` v2") || !strstr(e, "expected `example.Reading` v1"))
+        FAILF("unexpected error text: %s", e);
+    zcio_type t2 = reading_type(2);
+    CHECK_RC(zcio_msg_read_typed(m, &t2, &r, sizeof r), (ssize_t)sizeof r);
+    zcio_msg_release(m);
+    memset(&r, 0xee, sizeof r);
+    CHECK_OK(zcio_recv(ch, 20000, &m)); /* untagged */
+    CHECK_RC(zcio_msg_read_typed(m, &t1, &r, sizeof r), -EBADMSG);
+    if (!strstr(zcio_last_error(), "no type tag")) FAILF("unexpected: %s", zcio_last_error());
+    zcio_msg_release(m);
+    CHECK_OK(zcio_recv(ch, 20000, &m)); /* tagged, 8 bytes of payload */
+    CHECK_RC(zcio_msg_read_typed(m, &t1, &r, sizeof r), -EBADMSG);
+    if (!strstr(zcio_last_error(), "payload of 8 bytes"))
+        FAILF("unexpected: %s", zcio_last_error());
+    unsigned char *raw = (unsigned char *)&r;
+    for (size_t i = 0; i < sizeof r; i++) CHECK(raw[i] == 0xee); /* nothing written */
+    zcio_msg_release(m);
+    CHECK_RC(zcio_send_typed(ch, &t1, &r, sizeof r - 1, 0), -EINVAL);
+    zcio_channel_close(ch);
+    CHECK_CHILD(p, 0);
+    return 0;
+}
+
 /* ----------------------------------------------------------- the runner */
 
 static const struct test tests[] = {
@@ -1484,6 +1604,7 @@ static const struct test tests[] = {
     {"chan_timeouts", test_chan_timeouts},
     {"pool_huge_pages", test_pool_huge_pages},
     {"chan_forward", test_chan_forward},
+    {"typed_messages", test_typed_messages},
     {"lane_echo", test_lane_echo},
     {"lane_sender_killed", test_lane_sender_killed},
     {"chan_epoll_recv", test_chan_epoll_recv},

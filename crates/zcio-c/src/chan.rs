@@ -28,7 +28,7 @@ pub struct zcio_listener {
 pub struct zcio_channel {
     pub(crate) ch: Channel,
     /// The pool `zcio_send_bytes` copies into, made on first use.
-    copies: OnceLock<Pool>,
+    pub(crate) copies: OnceLock<Pool>,
 }
 
 /// Counters of a channel end (`zcio_channel_get_stats`).
@@ -215,13 +215,13 @@ pub unsafe extern "C" fn zcio_connect(
 ///
 /// # Safety
 /// `ch` is NULL or a live channel handle.
-unsafe fn chan<'a>(ch: *const zcio_channel) -> Result<&'a zcio_channel, c_int> {
+pub(crate) unsafe fn chan<'a>(ch: *const zcio_channel) -> Result<&'a zcio_channel, c_int> {
     // SAFETY: the caller's contract.
     unsafe { ch.as_ref() }.ok_or_else(|| einval("channel handle is NULL"))
 }
 
 /// Send `msg` as `t` says; on failure the code and the message back.
-fn send_msg(ch: &Channel, msg: Msg, t: Timeout) -> Result<(), (c_int, Msg)> {
+pub(crate) fn send_msg(ch: &Channel, msg: Msg, t: Timeout) -> Result<(), (c_int, Msg)> {
     match t {
         Timeout::Block => ch.send(msg).map_err(|e| e.into_parts()),
         Timeout::No => ch.try_send(msg).map_err(|e| e.into_parts()),

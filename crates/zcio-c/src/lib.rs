@@ -12,7 +12,7 @@
 //!   [`error`]), and records a detailed message for `zcio_last_error`.
 //!
 //! A frontend: it only binds the public `zcio` API (rings, channels,
-//! pools, messages, associations).
+//! pools, messages, typed messages, associations).
 
 #![allow(non_camel_case_types)]
 
@@ -28,6 +28,10 @@ pub mod chan;
 pub mod lane;
 
 pub mod msg;
+
+pub mod typed;
+
+mod typetag;
 
 pub mod splice;
 

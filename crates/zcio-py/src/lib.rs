@@ -28,6 +28,11 @@ mod pool;
 mod ring;
 mod semantics;
 mod splice;
+mod typed;
+// The type tag of typed messages, shared with the C library (one encoder
+// and checker for both frontends).
+#[path = "../../zcio-c/src/typetag.rs"]
+mod typetag;
 mod wait;
 
 use pyo3::prelude::*;
@@ -74,5 +79,7 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<semantics::OwnedBuffer>()?;
     m.add_class::<semantics::Received>()?;
     m.add_function(wrap_pyfunction!(semantics::semantics_names, m)?)?;
+    m.add_function(wrap_pyfunction!(typed::_typed_header, m)?)?;
+    m.add_function(wrap_pyfunction!(typed::_typed_check, m)?)?;
     Ok(())
 }

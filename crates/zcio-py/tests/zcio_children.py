@@ -453,3 +453,40 @@ def aio_rdv_echo_late(path: str, delay: float, n: int) -> None:
             raise AssertionError("expected the parent to hang up")
         except zcio.Disconnected:
             pass
+
+
+class Reading(__import__("ctypes").Structure):
+    """The typed-message test type: the layout of the Rust `Reading` of
+    crates/zcio-c/src/typed.rs and the C `struct reading` (16 bytes,
+    align 8)."""
+
+    import ctypes as _c
+
+    _fields_ = [
+        ("seq", _c.c_uint32),
+        ("ok", _c.c_bool),
+        ("kind", _c.c_uint8),
+        ("reserved", _c.c_uint8 * 2),
+        ("value", _c.c_double),
+    ]
+
+
+READING = ("example.Reading", 1)
+
+
+def typed_sender(path: str) -> None:
+    """A tagged Reading; one of schema 2; one untagged; one whose bool byte
+    is 2 (hostile, tag valid); one tagged with 8 bytes of payload."""
+    from zcio._zcio import _typed_header
+
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        r = Reading(seq=1, ok=True, kind=3, value=2.5)
+        zcio.send_typed(ch, r, tag=READING, timeout=TIMEOUT)
+        zcio.send_typed(ch, r, tag=("example.Reading", 2), timeout=TIMEOUT)
+        zcio.send_typed(ch, r, timeout=TIMEOUT)
+        head = _typed_header("example.Reading", 1, 16, 8)
+        raw = bytearray(bytes(r))
+        raw[4] = 2
+        ch.send(head + bytes(raw), timeout=TIMEOUT)
+        ch.send(head + bytes(8), timeout=TIMEOUT)
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"

@@ -74,6 +74,7 @@ from ._errors import (
     WouldBlock,
     ZcioError,
 )
+from ._typed import read_typed, send_typed
 from ._zcio import (
     DEFAULT,
     ArenaBuffer,
@@ -115,6 +116,8 @@ from ._zcio import (
 
 __all__ = [
     "__version__",
+    "send_typed",
+    "read_typed",
     "Channel",
     "LaneSender",
     "LaneLoan",
