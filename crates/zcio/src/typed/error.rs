@@ -127,6 +127,13 @@ pub enum TypedError {
     /// The buffer could not be allocated.
     #[error(transparent)]
     Alloc(#[from] AllocError),
+    /// A layout described at run time ([`RuntimeShape`](super::RuntimeShape))
+    /// that no type can have.
+    #[error("invalid type layout: {reason}; describe the type as size_of/align_of report it")]
+    BadShape {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 fn size_text(size: usize, elem_size: usize) -> String {
@@ -157,6 +164,7 @@ impl TypedError {
             }
             Self::TooLarge { .. } => K::TooLarge,
             Self::Alloc(e) => e.kind(),
+            Self::BadShape { .. } => K::InvalidInput,
         }
     }
 

@@ -99,5 +99,5 @@ mod tag;
 mod write;
 
 pub use error::TypedError;
-pub use tag::{Tag, TypeInfo, TAG_LEN, TAG_MAGIC, TAG_VERSION};
+pub use tag::{RuntimeShape, Tag, TypeInfo, TAG_LEN, TAG_MAGIC, TAG_VERSION};
 pub use write::TypedBuf;

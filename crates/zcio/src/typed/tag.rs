@@ -115,6 +115,85 @@ impl std::fmt::Display for TypeInfo {
     }
 }
 
+/// The layout of a type described at run time — a C struct, a Python
+/// ctypes class — for [`Tag::encode`] and [`Tag::check`]: what `size_of`
+/// and `align_of` say, and for a type ending in a slice the bytes each
+/// element adds (its `size` is then the size with no elements). This is
+/// how the C and Python frontends put the very tag `TypedBuf<T>` writes on
+/// the wire without a Rust type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeShape {
+    /// Size in bytes (with no elements, for a type ending in a slice).
+    pub size: usize,
+    /// Alignment in bytes (a power of two).
+    pub align: usize,
+    /// `Some(bytes per element)` for a type ending in a slice.
+    pub elem_size: Option<usize>,
+}
+
+impl RuntimeShape {
+    fn shape(&self) -> Result<Shape, TypedError> {
+        if !self.align.is_power_of_two() || self.align > MAX_ALIGN {
+            return Err(TypedError::BadShape {
+                reason: "the alignment is not a power of two up to 2^29",
+            });
+        }
+        if self.elem_size == Some(0) {
+            return Err(TypedError::BadShape {
+                reason: "a type ending in a slice has elements of at least one byte",
+            });
+        }
+        Ok(Shape {
+            slice_tail: self.elem_size.is_some(),
+            size: self.size,
+            elem_size: self.elem_size.unwrap_or(0),
+            align: Some(self.align),
+        })
+    }
+}
+
+impl Tag {
+    /// The tag for a value of `shape`, zero-padded to where its payload
+    /// starts (`max(128, align)` bytes): the bytes `TypedBuf` writes before
+    /// a value of the same type, so a Rust receiver reads it with
+    /// `Msg::read_typed` (and the reverse with [`Tag::check`]).
+    ///
+    /// # Errors
+    /// `BadShape` for a layout no type can have.
+    pub fn encode(&self, shape: RuntimeShape) -> Result<Vec<u8>, TypedError> {
+        let sh = shape.shape()?;
+        let offset = payload_offset(shape.align);
+        let mut out = vec![0u8; offset];
+        out[..TAG_LEN].copy_from_slice(TagWire::new(self, &sh, shape.align, offset).as_bytes());
+        Ok(out)
+    }
+
+    /// Check the tag of a message of `msg_len` bytes — `head` is a private
+    /// copy of its first `TAG_LEN` bytes (fewer if the message is shorter)
+    /// — against this tag and `shape`, with the checks `Msg::read_typed`
+    /// makes; returns where the payload starts. The payload's size is the
+    /// caller's to check.
+    ///
+    /// # Errors
+    /// `MissingTag`, `CorruptTag`, `TagMismatch` (both types named),
+    /// `BadShape`.
+    pub fn check(
+        &self,
+        head: &[u8],
+        msg_len: usize,
+        shape: RuntimeShape,
+    ) -> Result<usize, TypedError> {
+        let sh = shape.shape()?;
+        let ty = "a type described at run time";
+        let Some(bytes) = head.get(..TAG_LEN).filter(|_| msg_len >= TAG_LEN) else {
+            return Err(TypedError::MissingTag { ty, len: msg_len });
+        };
+        let wire = TagWire::read_from_bytes(bytes)
+            .map_err(|_| TypedError::MissingTag { ty, len: msg_len })?;
+        wire.check(msg_len, self, &sh, ty)
+    }
+}
+
 /// The layout of a type as the tag records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Shape {
@@ -378,6 +457,50 @@ fn printable(bytes: &[u8]) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runtime_shape_encodes_and_checks_the_tag_a_rust_type_gets() {
+        #[repr(C)]
+        struct Reading {
+            _a: u32,
+            _b: u64,
+        }
+        let tag = Tag::new("example.Reading", 3);
+        let shape = RuntimeShape {
+            size: size_of::<Reading>(),
+            align: align_of::<Reading>(),
+            elem_size: None,
+        };
+        let bytes = tag.encode(shape).unwrap();
+        let rust = TagWire::new(&tag, &Shape::sized::<Reading>(), 8, 128);
+        assert_eq!(bytes.len(), 128);
+        assert_eq!(
+            &bytes[..TAG_LEN],
+            rust.as_bytes(),
+            "the same bytes as TypedBuf's"
+        );
+        assert_eq!(tag.check(&bytes, 128 + 16, shape), Ok(128));
+        let other = Tag::new("example.Reading", 4);
+        assert!(matches!(
+            other.check(&bytes, 144, shape),
+            Err(TypedError::TagMismatch { .. })
+        ));
+        assert!(matches!(
+            tag.check(&bytes[..40], 40, shape),
+            Err(TypedError::MissingTag { .. })
+        ));
+        let bad = RuntimeShape { align: 3, ..shape };
+        assert!(matches!(tag.encode(bad), Err(TypedError::BadShape { .. })));
+        // A type ending in a slice, aligned past 128: the payload moves.
+        let big = RuntimeShape {
+            size: 0,
+            align: 256,
+            elem_size: Some(256),
+        };
+        let b = tag.encode(big).unwrap();
+        assert_eq!(b.len(), 256);
+        assert_eq!(tag.check(&b[..TAG_LEN], 512, big), Ok(256));
+    }
 
     #[test]
     fn fnv_matches_the_published_vectors() {
