@@ -21,34 +21,13 @@ import pytest
 
 import zcio
 import zcio_children as kids
+from aio_helpers import Ticker, bounded
 
 T = kids.TIMEOUT
 
 
-async def bounded(aw, seconds: float = T):
-    """`aw`, failing the test (TimeoutError) instead of hanging."""
-    return await asyncio.wait_for(aw, seconds)
-
-
 async def collect(ch) -> list[bytes]:
     return [m.tobytes() async for m in ch]
-
-
-class Ticker:
-    """A task that counts 1 ms sleeps: it advances only while the loop is
-    free."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-        self.task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(0.001)
-            self.ticks += 1
-
-    def stop(self) -> None:
-        self.task.cancel()
 
 
 # --- across processes ----------------------------------------------------------
