@@ -221,13 +221,26 @@ pub(crate) unsafe fn chan<'a>(ch: *const zcio_channel) -> Result<&'a zcio_channe
 }
 
 /// Send `msg` as `t` says; on failure the code and the message back.
-pub(crate) fn send_msg(ch: &Channel, msg: Msg, t: Timeout) -> Result<(), (c_int, Msg)> {
+fn send_msg(ch: &Channel, msg: Msg, t: Timeout) -> Result<(), (c_int, Msg)> {
     match t {
         Timeout::Block => ch.send(msg).map_err(|e| e.into_parts()),
         Timeout::No => ch.try_send(msg).map_err(|e| e.into_parts()),
         Timeout::For(d) => ch.send_timeout(msg, d).map_err(|e| e.into_parts()),
     }
     .map_err(|(kind, msg)| (fail(kind), msg))
+}
+
+/// Freeze a copy the library made into a fresh buffer and send it as `t`
+/// says: 0 or the error code (the copy is dropped either way).
+pub(crate) fn send_copy(ch: &Channel, buf: zcio::FbufMut, t: Timeout) -> c_int {
+    let msg = match buf.freeze() {
+        Ok(b) => Msg::from(b),
+        Err(e) => return fail(e.error),
+    };
+    match send_msg(ch, msg, t) {
+        Ok(()) => 0,
+        Err((code, _unsent)) => code,
+    }
 }
 
 /// Freeze `b` for sending (idempotent): its message, or the error code.
@@ -409,14 +422,7 @@ pub unsafe extern "C" fn zcio_send_bytes(
         // SAFETY: `data` is readable for `len` bytes (contract); `buf` is a
         // fresh buffer of at least `len` bytes that nothing else aliases.
         unsafe { zcio::copy_raw(data.cast::<u8>(), buf.as_mut_slice().as_mut_ptr(), len) };
-        let msg = match buf.freeze() {
-            Ok(b) => Msg::from(b),
-            Err(e) => return fail(e.error),
-        };
-        match send_msg(&c.ch, msg, t) {
-            Ok(()) => 0,
-            Err((code, _unsent)) => code,
-        }
+        send_copy(&c.ch, buf, t)
     })
 }
 

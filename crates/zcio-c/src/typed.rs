@@ -4,9 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use zcio::Msg;
-
-use crate::chan::{chan, send_msg, zcio_channel};
+use crate::chan::{chan, send_copy, zcio_channel};
 use crate::error::{einval, fail, fail_msg, guard};
 use crate::msg::zcio_msg;
 use crate::pool::copy_pool;
@@ -180,14 +178,7 @@ pub unsafe extern "C" fn zcio_send_typed(
                 zcio::copy_raw(value.cast::<u8>(), bytes[head.len()..].as_mut_ptr(), len);
             }
         }
-        let msg = match buf.freeze() {
-            Ok(b) => Msg::from(b),
-            Err(e) => return fail(e.error),
-        };
-        match send_msg(&c.ch, msg, t) {
-            Ok(()) => 0,
-            Err((code, _unsent)) => code,
-        }
+        send_copy(&c.ch, buf, t)
     })
 }
 

@@ -213,6 +213,22 @@ enum Stop {
 }
 
 impl Rendezvous {
+    /// The coroutine `_aio.<what>(ep, bell, label, words, timeout)`: a
+    /// send (or call) waiting on the endpoint's doorbell.
+    fn send_with_bell<'py>(
+        slf: &Bound<'py, Self>,
+        what: &Bound<'py, pyo3::types::PyString>,
+        label: u64,
+        words: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let words = PyTuple::new(py, words_of(words)?)?;
+        let t = async_timeout(timeout)?;
+        let bell = slf.get().async_bell(py)?;
+        aio::call(py, what, (slf, bell, label, words, t))
+    }
+
     fn wrap(ep: rdv::Rendezvous) -> Self {
         Self {
             peer: ep.peer(),
@@ -475,11 +491,7 @@ impl Rendezvous {
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let words = PyTuple::new(py, words_of(words)?)?;
-        let t = async_timeout(timeout)?;
-        let bell = slf.get().async_bell(py)?;
-        aio::call(py, intern!(py, "rdv_send"), (slf, bell, label, words, t))
+        Self::send_with_bell(slf, intern!(slf.py(), "rdv_send"), label, words, timeout)
     }
 
     /// await call_async(label, words=(), timeout=None) -> Message: send,
@@ -493,11 +505,7 @@ impl Rendezvous {
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let words = PyTuple::new(py, words_of(words)?)?;
-        let t = async_timeout(timeout)?;
-        let bell = slf.get().async_bell(py)?;
-        aio::call(py, intern!(py, "rdv_call"), (slf, bell, label, words, t))
+        Self::send_with_bell(slf, intern!(slf.py(), "rdv_call"), label, words, timeout)
     }
 
     /// await reply_and_recv_async(label, words=(), timeout=None) -> Message:
