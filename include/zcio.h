@@ -1764,8 +1764,8 @@ int zcio_send_typed(struct zcio_channel *ch, const struct zcio_type *ty, const v
  *
  * # Safety
  * `msg` is NULL or a live message; `ty` as for `zcio_send_typed`; `out`
- * is valid for writing `cap` bytes and private to this process during
- * the call.
+ * is valid for writing `cap` bytes (it may be shared memory: it is only
+ * written through raw pointers).
  */
 ssize_t zcio_msg_read_typed(const struct zcio_msg *msg, const struct zcio_type *ty, void *out, size_t cap);
 

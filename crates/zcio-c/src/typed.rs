@@ -202,8 +202,8 @@ pub unsafe extern "C" fn zcio_send_typed(
 ///
 /// # Safety
 /// `msg` is NULL or a live message; `ty` as for `zcio_send_typed`; `out`
-/// is valid for writing `cap` bytes and private to this process during
-/// the call.
+/// is valid for writing `cap` bytes (it may be shared memory: it is only
+/// written through raw pointers).
 #[no_mangle]
 pub unsafe extern "C" fn zcio_msg_read_typed(
     msg: *const zcio_msg,
@@ -240,10 +240,15 @@ pub unsafe extern "C" fn zcio_msg_read_typed(
         if out.is_null() {
             return einval("zcio_msg_read_typed: out is NULL") as ssize_t;
         }
-        // SAFETY: writable for `cap >= len` bytes and private during the
-        // call (contract); only written to.
-        let dst = unsafe { std::slice::from_raw_parts_mut(out.cast::<u8>(), len) };
-        m.read_at(off, dst) as ssize_t
+        // Copied out once into our own bytes, then written to `out` with
+        // raw pointers: no Rust reference is made over the caller's
+        // memory (it might be a mapping another process can write).
+        let mut payload = vec![0u8; len];
+        let n = m.read_at(off, &mut payload);
+        // SAFETY: `out` is writable for `cap >= len >= n` bytes (contract);
+        // `payload` is ours and does not overlap it.
+        unsafe { zcio::copy_raw(payload.as_ptr(), out.cast::<u8>(), n) };
+        n as ssize_t
     })
 }
 

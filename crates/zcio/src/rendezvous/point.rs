@@ -143,7 +143,9 @@ pub struct Rendezvous {
     /// 1 while a message of this endpoint is in the slot (a blocking send,
     /// or a phased one between `send_begin` and its end): one at a time,
     /// whichever way it is sent.
-    pub(super) sending: crate::sync::AtomicU32,
+    /// A futex word: a blocking send sleeps on it while a phased send
+    /// holds the slot, and `release_send` wakes it.
+    pub(super) sending: crate::sync::AtomicU64,
     /// Held while receiving; the adaptive spin of the receive side.
     pub(super) recv_lock: Mutex<SpinBudget>,
 }
@@ -236,7 +238,7 @@ impl Rendezvous {
             rx,
             cfg,
             send_lock: Mutex::new(SpinBudget::new(SPIN)),
-            sending: crate::sync::AtomicU32::new(0),
+            sending: crate::sync::AtomicU64::new(0),
             recv_lock: Mutex::new(SpinBudget::new(SPIN)),
         }
     }
@@ -354,10 +356,13 @@ impl Rendezvous {
             .is_ok()
     }
 
-    /// The send that claimed the slot is over.
+    /// The send that claimed the slot is over: wake a blocking send that
+    /// waits its turn.
     pub(super) fn release_send(&self) {
-        // SYNC: Release pairs with the AcqRel CAS in `claim_send`.
+        // SYNC: Release pairs with the AcqRel CAS in `claim_send`; the
+        // store changes the futex word a waiter sleeps on (expecting 1).
         self.sending.store(0, crate::sync::Ordering::Release);
+        crate::sync::futex_wake(&self.sending);
     }
 
     pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcFail> {
@@ -375,8 +380,10 @@ impl Rendezvous {
                     })
                 }
                 crate::wait::Step::Retry => {}
+                // Until the phased send ends (release_send wakes us), at
+                // most a liveness slice (its partner may be gone).
                 crate::wait::Step::Sleep { remaining, .. } => {
-                    std::thread::sleep(remaining.min(Duration::from_micros(200)))
+                    crate::sync::futex_wait(&self.sending, 1, remaining.min(SLICE));
                 }
             }
         }
