@@ -1,5 +1,6 @@
 //! The `zcio` command.
 
+mod bridge;
 mod calibrate;
 mod cp;
 mod pipe;
@@ -21,7 +22,8 @@ use clap::{Parser, Subcommand};
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
         zcio ring stat demo                  # fill, producer and per-consumer counters\n  \
         zcio cp big.log big.log.zst -m zstd  # copy through modules (kernel fast path without)\n  \
-        zcio calibrate                       # measure this machine's costs for the semantics\n\n\
+        zcio calibrate                       # measure this machine's costs for the semantics\n  \
+        zcio bridge export ring:demo --key demo --listen tcp/0.0.0.0:7447   # to other hosts\n\n\
         Exit status: 0 on success; 1 when something fails at run time (a missing ring,\n\
         no space, a producer that died or failed, I/O errors); 2 when the command line\n\
         is wrong (unknown options, invalid or conflicting values, sizes beyond the\n\
@@ -46,6 +48,9 @@ enum Cmd {
     Cp(cp::CpArgs),
     /// UDP/TCP gateway: forward from LISTEN to HOST:PORT (fast or --plain).
     Relay(relay::RelayArgs),
+    /// Cross hosts through Zenoh: export a ring or listener to a key, import a key into a ring or channel.
+    #[command(subcommand)]
+    Bridge(bridge::BridgeCmd),
     /// Measure this machine's data-passing costs (the semantics' cost model).
     Calibrate(calibrate::CalibrateArgs),
 }
@@ -73,6 +78,7 @@ fn main() {
         Cmd::Pipe(p) => pipe::run(p),
         Cmd::Cp(c) => cp::run(c),
         Cmd::Relay(r) => relay::run(r),
+        Cmd::Bridge(b) => bridge::run(b),
         Cmd::Calibrate(c) => calibrate::run(c),
     };
     match res {

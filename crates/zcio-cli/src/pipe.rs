@@ -148,7 +148,7 @@ fn secs(what: &str, s: Option<f64>) -> Result<Option<Duration>> {
 
 /// `put`: open ring `name`, or create it with `create` (checked first);
 /// an existing ring must match the options given.
-fn open_or_create(name: &str, create: &CreateArgs) -> Result<Arc<RingMap>> {
+pub(crate) fn open_or_create(name: &str, create: &CreateArgs) -> Result<Arc<RingMap>> {
     loop {
         match RingMap::open(name, true) {
             Ok(map) => {

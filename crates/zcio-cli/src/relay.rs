@@ -132,7 +132,7 @@ fn resolve(what: &str, s: &str) -> Result<SocketAddr> {
 }
 
 /// CPU time of this process so far: (user, system) seconds.
-fn cpu_times() -> (f64, f64) {
+pub(crate) fn cpu_times() -> (f64, f64) {
     // SAFETY: all-zero is a valid rusage; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid, writable rusage for the call.

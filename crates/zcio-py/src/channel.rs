@@ -290,13 +290,13 @@ impl Channel {
                 "message of {total} bytes is too short for an array header"
             )));
         }
-        let hl = Header::announced_len(&fixed).map_err(bad)?;
+        let hl = Header::announced_len(&fixed).map_err(|e| bad(e.0))?;
         if hl > total {
             return Err(bad("array header longer than the message".into()));
         }
         let mut h = vec![0u8; hl];
         m.read_at(0, &mut h)?;
-        let hdr = Header::decode(&h, total).map_err(bad)?;
+        let hdr = Header::decode(&h, total).map_err(|e| bad(e.0))?;
         let dt = crate::np::dtype(py, &hdr.dtype)
             .map_err(|e| bad(format!("dtype {:?} rejected by numpy: {e}", hdr.dtype)))?;
         if !dt.plain {
@@ -306,7 +306,7 @@ impl Channel {
             )));
         }
         let itemsize = dt.itemsize;
-        hdr.check_extent(itemsize).map_err(bad)?;
+        hdr.check_extent(itemsize).map_err(|e| bad(e.0))?;
         let (off, len) = (hdr.payload_off as usize, hdr.payload_len as usize);
         let buf: Bound<'py, PyAny> = match MsgView::new(msg, off, len)? {
             Some(v) => Bound::new(py, v)?.into_any(),

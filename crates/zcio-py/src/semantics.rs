@@ -686,11 +686,11 @@ impl SemanticEndpoint {
         h.truncate(hlen);
         let mut fixed = [0u8; array::FIXED];
         fixed.copy_from_slice(&h[..array::FIXED]);
-        let hl = Header::announced_len(&fixed).map_err(bad)?;
+        let hl = Header::announced_len(&fixed).map_err(|e| bad(e.0))?;
         if hl != hlen {
             return Err(bad("array header length does not match its message".into()));
         }
-        let hdr = Header::decode(&h, usize::MAX).map_err(bad)?;
+        let hdr = Header::decode(&h, usize::MAX).map_err(|e| bad(e.0))?;
         let dt = crate::np::dtype(py, &hdr.dtype)
             .map_err(|e| bad(format!("dtype {:?} rejected by numpy: {e}", hdr.dtype)))?;
         if !dt.plain {
@@ -699,7 +699,7 @@ impl SemanticEndpoint {
                 hdr.dtype
             )));
         }
-        hdr.check_extent(dt.itemsize).map_err(bad)?;
+        hdr.check_extent(dt.itemsize).map_err(|e| bad(e.0))?;
         let plen = usize::try_from(hdr.payload_len).map_err(|_| bad("payload too large".into()))?;
         let buf: Bound<'py, PyAny> = if plen == 0 {
             pyo3::types::PyBytes::new(py, &[]).into_any()

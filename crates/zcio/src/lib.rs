@@ -30,6 +30,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod array;
 pub mod asyncipc;
 mod bell;
 mod buf;

@@ -143,6 +143,13 @@ fn slice_bytes(s: &Slice) -> Bytes {
 }
 
 impl SecureMsg {
+    /// The unconsumed bytes, one `Bytes` per slice (immutable slices
+    /// shared in place): for APIs that take a list of buffers, such as a
+    /// Zenoh payload.
+    pub fn into_parts(self) -> impl Iterator<Item = Bytes> {
+        self.parts.into_iter()
+    }
+
     /// Bytes not yet consumed.
     pub fn len(&self) -> usize {
         self.remaining

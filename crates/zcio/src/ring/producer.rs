@@ -309,17 +309,31 @@ impl Producer {
     }
 
     fn drop_block(&self, len: u64) -> WriteError {
+        self.count_drops(1, len);
+        WriteError::Dropped
+    }
+
+    /// Count `blocks` blocks (`bytes` bytes) as lost before they reached
+    /// this ring — e.g. a bridge that learns upstream lost them — so every
+    /// consumer sees them in [`ConsumerStats::drops`](super::ConsumerStats)
+    /// as if this producer had dropped them.
+    pub fn record_lost(&mut self, blocks: u64, bytes: u64) {
+        self.count_drops(blocks, bytes);
+    }
+
+    fn count_drops(&self, blocks: u64, bytes: u64) {
         let c = self.map.control();
-        // Only the producer writes the drop counters.
+        // SYNC: statistics only, no partner: only the producer writes the
+        // drop counters (load + store, not an RMW); consumers and
+        // `ring::stat` read them Relaxed and order nothing by them.
         c.dropped_blocks.store(
-            c.dropped_blocks.load(Ordering::Relaxed) + 1,
+            c.dropped_blocks.load(Ordering::Relaxed).wrapping_add(blocks),
             Ordering::Relaxed,
         );
         c.dropped_bytes.store(
-            c.dropped_bytes.load(Ordering::Relaxed) + len,
+            c.dropped_bytes.load(Ordering::Relaxed).wrapping_add(bytes),
             Ordering::Relaxed,
         );
-        WriteError::Dropped
     }
 
     /// Make room for `need` under the ring's policy.

@@ -1,0 +1,404 @@
+//! `zcio bridge export|import`: a ring or channel path across hosts through
+//! Zenoh (`zcio_zenoh`).
+//!
+//! Contract (scripts, tests and `zcio-bench bridge` depend on it): once the
+//! local end is open and the Zenoh declarations are made, exactly one line
+//! `ready` on stdout (flushed); then run until the stream ends, SIGINT or
+//! SIGTERM, or `--duration`; a summary on stderr with `--stats`, the
+//! statistics as JSON with `--stats-json PATH`. Exit status 0 for an end of
+//! stream or a requested stop, 1 when the stream failed (the producer
+//! failed or died, the exporting bridge vanished, a local error), 2 for
+//! usage errors.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use zcio::ring::{Layout, Start};
+use zcio_fmt::{bytes_u64, parse_size};
+use zcio_zenoh::{
+    BridgeError, Counters, ExportEnd, ExportOptions, Exporter, ImportEnd, ImportOptions, Importer,
+    SessionOptions, Sink, Source, Stats, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT,
+};
+
+use crate::ring::CreateArgs;
+use crate::usage;
+
+/// Cross hosts through Zenoh: export a ring or channel listener to a key,
+/// import a key into a ring or channel.
+#[derive(Subcommand, Debug)]
+pub enum BridgeCmd {
+    /// Publish a local source (ring:NAME or listen:PATH) to a Zenoh key.
+    #[command(after_help = "Examples:\n  \
+        zcio bridge export ring:frames --key cam/front --listen tcp/0.0.0.0:7447\n  \
+        zcio bridge export listen:/run/app/out.sock --key app/out --connect tcp/10.0.0.2:7447\n  \
+        zcio bridge export ring:frames --key cam/front --config zenoh-tls.json5 --stats\n\n\
+        A ring export reads every block (from the newest unless --from oldest) and ends\n\
+        when the ring's producer closes it (end of stream) or fails or dies (the remote\n\
+        readers see the same). A listener export accepts any number of channels and\n\
+        publishes every message until stopped.")]
+    Export(ExportArgs),
+    /// Write the samples of a Zenoh key expression into a local sink (ring:NAME or connect:PATH).
+    #[command(after_help = "Examples:\n  \
+        zcio bridge import cam/front --to ring:frames --connect tcp/10.0.0.1:7447\n  \
+        zcio pipe get frames > out &            # any number of local readers, zero-copy\n  \
+        zcio bridge import app/out --to connect:/run/app/in.sock --listen tcp/0.0.0.0:7447\n\n\
+        A ring sink that does not exist is created (variable layout, 128 MiB, mode 0600\n\
+        unless --layout/--size/--mode say otherwise); the bridge becomes its producer.\n\
+        The import ends with the remote stream: end of stream closes the ring, an error\n\
+        close, a producer's death or the exporting bridge vanishing closes it with an\n\
+        error code (ProducerFailed for its readers). Samples of plain Zenoh publishers\n\
+        are delivered as they are.")]
+    Import(ImportArgs),
+}
+
+/// Options of both directions: the Zenoh session and the report.
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// Listen for Zenoh peers on ENDPOINT (e.g. tcp/127.0.0.1:7447); repeatable.
+    #[arg(long, value_name = "ENDPOINT")]
+    listen: Vec<String>,
+    /// Connect to a Zenoh peer or router at ENDPOINT; repeatable.
+    #[arg(long, value_name = "ENDPOINT")]
+    connect: Vec<String>,
+    /// A Zenoh configuration file (JSON5: TLS, access control); --listen/--connect add to it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Allow multicast scouting (off by default: name the peers).
+    #[arg(long)]
+    scout: bool,
+    /// Largest sample sent or accepted (larger ones are dropped and counted).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = DEFAULT_MAX_SAMPLE)]
+    max_size: usize,
+    /// Stop after SECS seconds [default: run until the stream ends or SIGINT/SIGTERM].
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Print a summary on stderr at the end (samples, bytes, drops, gaps, rate).
+    #[arg(long)]
+    stats: bool,
+    /// Write the final statistics as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    stats_json: Option<PathBuf>,
+    /// No progress line.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Where a ring export starts.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum FromArg {
+    /// Blocks written from now on.
+    Newest,
+    /// The oldest block the ring still holds.
+    Oldest,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// ring:NAME (every block of a named ring) or listen:PATH (every message of every channel that connects).
+    #[arg(value_name = "SOURCE")]
+    source: String,
+    /// The Zenoh key to publish to (no wildcards).
+    #[arg(long, value_name = "KEY")]
+    key: String,
+    /// Samples kept for late joiners and recovery (0: no cache; memory: up to N × --max-size).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    history: usize,
+    /// Where a ring export starts.
+    #[arg(long, value_enum, default_value_t = FromArg::Newest)]
+    from: FromArg,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The Zenoh key expression to import (wildcards allowed).
+    #[arg(value_name = "KEY")]
+    key: String,
+    /// ring:NAME (created if missing; the bridge is its producer) or connect:PATH (a channel listener).
+    #[arg(long, value_name = "SINK")]
+    to: String,
+    /// Do not ask the exporters' caches for history or recovery.
+    #[arg(long)]
+    no_history: bool,
+    /// Seconds to wait for more samples once the exporter's liveliness token is gone.
+    #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64())]
+    grace: f64,
+    #[command(flatten)]
+    create: CreateArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// Run `zcio bridge …`; `Ok(status)` is the exit status.
+pub fn run(cmd: BridgeCmd) -> Result<i32> {
+    let common = match &cmd {
+        BridgeCmd::Export(a) => &a.common,
+        BridgeCmd::Import(a) => &a.common,
+    };
+    if common.max_size == 0 || common.max_size > MAX_SAMPLE_LIMIT {
+        return Err(usage(format!(
+            "--max-size {} is out of range: give 1B..=1GiB",
+            common.max_size
+        )));
+    }
+    let duration = match common.duration {
+        Some(d) if d.is_finite() && d > 0.0 && d < 1e9 => Some(Duration::from_secs_f64(d)),
+        Some(d) => return Err(usage(format!("--duration {d} is not a positive number of seconds"))),
+        None => None,
+    };
+    let session = SessionOptions {
+        config_file: common.config.clone(),
+        listen: common.listen.clone(),
+        connect: common.connect.clone(),
+        scout: common.scout,
+        max_sample: common.max_size,
+    };
+    // Validate everything the user gave before touching anything.
+    session.zenoh_config().map_err(bridge_err)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        match cmd {
+            BridgeCmd::Export(a) => export(a, session, duration).await,
+            BridgeCmd::Import(a) => import(a, session, duration).await,
+        }
+    })
+}
+
+fn bridge_err(e: BridgeError) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e)
+    } else {
+        e.into()
+    }
+}
+
+/// Resolves on SIGINT, SIGTERM or after `duration`.
+async fn stop_signal(duration: Option<Duration>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without handlers the default action (exit) still stops us.
+        return std::future::pending().await;
+    };
+    let timer = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        () = timer => {}
+    }
+}
+
+fn announce() {
+    let mut out = std::io::stdout().lock();
+    // Ignored: a closed stdout must not stop the bridge.
+    let _ = writeln!(out, "ready");
+    let _ = out.flush();
+}
+
+async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>) -> Result<i32> {
+    let mut source = Source::parse(&a.source).map_err(bridge_err)?;
+    if let Source::Ring { start, .. } = &mut source {
+        *start = match a.from {
+            FromArg::Newest => Start::Newest,
+            FromArg::Oldest => Start::Oldest,
+        };
+    }
+    zcio_zenoh::check_key(&a.key, true).map_err(bridge_err)?;
+    let session = opts.open().await?;
+    let ex = Exporter::new(
+        &session,
+        source,
+        &a.key,
+        ExportOptions {
+            history: a.history,
+            max_sample: a.common.max_size,
+            ..ExportOptions::default()
+        },
+    )
+    .map_err(bridge_err)?;
+    let what = format!("{} → {}", a.source, a.key);
+    let report = Report::start(&a.common, ex.counters(), "export", &what);
+    let res = ex.run(stop_signal(duration), announce).await;
+    let end = match &res {
+        Ok(ExportEnd::EndOfStream) => "end of stream",
+        Ok(ExportEnd::Stopped) => "stopped",
+        Err(_) => "failed",
+    };
+    report.finish(&a.common, end)?;
+    let _ = session.close().await;
+    res.map(|_| 0).map_err(bridge_err)
+}
+
+async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>) -> Result<i32> {
+    zcio_zenoh::check_key(&a.key, false).map_err(bridge_err)?;
+    let sink = Sink::parse(&a.to, None).map_err(bridge_err)?;
+    if !(a.grace.is_finite() && a.grace >= 0.0 && a.grace < 1e6) {
+        return Err(usage(format!("--grace {} is not a number of seconds", a.grace)));
+    }
+    if let Sink::Ring { name, .. } = &sink {
+        let mut create = a.create.clone();
+        if create.layout.map(Layout::from) == Some(Layout::Index) {
+            return Err(usage("an index ring holds no data: import into a data ring"));
+        }
+        create.layout.get_or_insert(crate::ring::LayoutArg::Variable);
+        create.size.get_or_insert(128 << 20);
+        crate::pipe::open_or_create(name, &create)?;
+    } else if a.create.any() {
+        return Err(usage("--size/--layout/--policy/--mode apply only to ring sinks"));
+    }
+    let session = opts.open().await?;
+    let im = Importer::new(
+        &session,
+        &a.key,
+        sink,
+        ImportOptions {
+            history: !a.no_history,
+            grace: Duration::from_secs_f64(a.grace),
+            max_sample: a.common.max_size,
+            ..ImportOptions::default()
+        },
+    )
+    .map_err(bridge_err)?;
+    let what = format!("{} → {}", a.key, a.to);
+    let report = Report::start(&a.common, im.counters(), "import", &what);
+    let res = im.run(stop_signal(duration), announce).await;
+    let end = match &res {
+        Ok(ImportEnd::EndOfStream) => "end of stream",
+        Ok(ImportEnd::Stopped) => "stopped",
+        Err(_) => "failed",
+    };
+    report.finish(&a.common, end)?;
+    let _ = session.close().await;
+    res.map(|_| 0).map_err(bridge_err)
+}
+
+/// Progress while running, summary and JSON at the end.
+struct Report {
+    counters: Arc<Counters>,
+    t0: Instant,
+    cpu0: f64,
+    pb: Option<ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    verb: &'static str,
+    what: String,
+}
+
+impl Report {
+    fn start(c: &CommonArgs, counters: Arc<Counters>, verb: &'static str, what: &str) -> Self {
+        use std::io::IsTerminal;
+        let pb = (!c.quiet && std::io::stderr().is_terminal()).then(|| {
+            let pb = ProgressBar::new_spinner();
+            pb.set_style(
+                ProgressStyle::with_template("{spinner} {msg} [{elapsed_precise}]")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            pb.enable_steady_tick(Duration::from_millis(100));
+            pb
+        });
+        let ticker = pb.clone().map(|pb| {
+            let counters = counters.clone();
+            let what = what.to_string();
+            let t0 = Instant::now();
+            tokio::spawn(async move {
+                loop {
+                    let s = counters.snapshot();
+                    pb.set_message(format!("{what}: {}", line(&s, t0.elapsed().as_secs_f64())));
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            })
+        });
+        Self {
+            counters,
+            t0: Instant::now(),
+            cpu0: cpu_seconds(),
+            pb,
+            ticker,
+            verb,
+            what: what.to_string(),
+        }
+    }
+
+    fn finish(self, c: &CommonArgs, end: &str) -> Result<()> {
+        if let Some(t) = &self.ticker {
+            t.abort();
+        }
+        if let Some(pb) = &self.pb {
+            pb.finish_and_clear();
+        }
+        let s = self.counters.snapshot();
+        let secs = self.t0.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - self.cpu0;
+        if c.stats {
+            eprintln!(
+                "zcio bridge {}: {} ({end}): {}; CPU {:.2} s",
+                self.verb,
+                self.what,
+                line(&s, secs),
+                cpu
+            );
+        }
+        if let Some(p) = &c.stats_json {
+            let v = json!({
+                "direction": self.verb,
+                "path": self.what,
+                "end": end,
+                "samples": s.samples,
+                "bytes": s.bytes,
+                "oversize": s.oversize,
+                "malformed": s.malformed,
+                "gaps": s.gaps,
+                "lost": s.lost,
+                "duplicates": s.duplicates,
+                "ignored": s.ignored,
+                "lapped": s.lapped,
+                "connections": s.connections,
+                "seconds": secs,
+                "cpu_s": cpu,
+            });
+            std::fs::write(p, format!("{v:#}\n"))
+                .with_context(|| format!("writing --stats-json {}", p.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// "1 234 samples, 1.2 GiB (310 MiB/s), 0 dropped, 0 gaps".
+fn line(s: &Stats, secs: f64) -> String {
+    let rate = (s.bytes as f64 / secs.max(1e-9)) as u64;
+    let dropped = s.oversize + s.malformed + s.lapped;
+    format!(
+        "{} samples, {} ({}/s), {} dropped, {} gaps ({} lost), {} duplicates, {} ignored",
+        s.samples,
+        bytes_u64(s.bytes),
+        bytes_u64(rate),
+        dropped,
+        s.gaps,
+        s.lost,
+        s.duplicates,
+        s.ignored
+    )
+}
+
+/// CPU time of this process so far, in seconds.
+fn cpu_seconds() -> f64 {
+    let (user, sys) = crate::relay::cpu_times();
+    user + sys
+}

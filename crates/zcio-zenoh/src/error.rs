@@ -1,0 +1,91 @@
+//! What can go wrong in a bridge, in the words of the other transports.
+
+use std::time::Duration;
+
+use zcio::ErrorKind;
+
+/// A bridge could not start, or its stream did not end cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BridgeError {
+    /// A key expression that cannot be used (the text says why).
+    #[error("invalid key expression {key:?}: {why}")]
+    KeyExpr {
+        /// What was given.
+        key: String,
+        /// Why it cannot be used.
+        why: String,
+    },
+    /// A bad Zenoh configuration (file, endpoint, value).
+    #[error("zenoh configuration: {0}; check the endpoint syntax (tcp/HOST:PORT) and the file (JSON5)")]
+    Config(String),
+    /// A source or sink named wrongly (`ring:NAME`, `listen:PATH`, `connect:PATH`).
+    #[error("{0}")]
+    Spec(String),
+    /// Zenoh failed at run time (opening the session, declaring, publishing).
+    #[error("zenoh: {0}")]
+    Zenoh(String),
+    /// The local ring could not be opened or created.
+    #[error("ring: {0}")]
+    Ring(#[from] zcio::ring::OpenError),
+    /// The local channel could not be set up.
+    #[error("channel: {0}")]
+    Connect(#[from] zcio::ConnectError),
+    /// The local ring or channel failed while the bridge used it.
+    #[error("local {what}: {why}")]
+    Local {
+        /// Which end.
+        what: &'static str,
+        /// What failed.
+        why: String,
+    },
+    /// The producer of the stream died without closing it.
+    #[error("disconnected: the producer (pid {pid}) died without closing the stream")]
+    ProducerDied {
+        /// Its pid (on the exporting host).
+        pid: u32,
+    },
+    /// The producer closed the stream with an error code.
+    #[error("the producer closed the stream with error code {code}")]
+    ProducerFailed {
+        /// Its code.
+        code: u32,
+    },
+    /// The exporting bridge vanished: its liveliness token is gone and
+    /// nothing arrived for the grace period.
+    #[error("disconnected: the exporting bridge of stream {stream:016x} is gone (no liveliness token, no sample for {grace:?}); the stream is incomplete")]
+    ExporterLost {
+        /// The stream.
+        stream: u64,
+        /// The grace period waited.
+        grace: Duration,
+    },
+    /// Stopped (SIGINT, SIGTERM or the caller) before the stream ended.
+    #[error("stopped before the end of the stream")]
+    Stopped,
+}
+
+impl BridgeError {
+    /// The error's kind in zcio's vocabulary.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::KeyExpr { .. } | Self::Config(_) | Self::Spec(_) => ErrorKind::InvalidInput,
+            Self::Ring(e) => e.kind(),
+            Self::Connect(e) => e.kind(),
+            Self::ProducerDied { .. } | Self::ExporterLost { .. } => ErrorKind::Disconnected,
+            Self::ProducerFailed { .. } => ErrorKind::ProducerFailed,
+            Self::Stopped => ErrorKind::Cancelled,
+            Self::Zenoh(_) | Self::Local { .. } => ErrorKind::Other,
+        }
+    }
+
+    /// Whether the user's input was wrong (the CLI's exit status 2).
+    pub fn is_usage(&self) -> bool {
+        self.kind() == ErrorKind::InvalidInput
+    }
+}
+
+/// A Zenoh error as a [`BridgeError::Zenoh`].
+pub(crate) fn zenoh(e: impl std::fmt::Display) -> BridgeError {
+    BridgeError::Zenoh(e.to_string())
+}

@@ -1,0 +1,437 @@
+//! The exporting half: a local source published to one Zenoh key.
+//!
+//! - A **ring** (`ring:NAME`): the bridge joins as one more consumer and
+//!   publishes every block, its tag in the attachment and its position in
+//!   the ring as the sample's position (so a restarted exporter continues
+//!   the same stream and an importer can tell duplicates and gaps). Each
+//!   block is copied out of the ring once (the ring's producer can write
+//!   those pages: under FRP/MRP it overwrites them, and the check after the
+//!   copy is what tells a torn block) — Zenoh then encodes that copy into
+//!   its batch without another.
+//! - A **listener** (`listen:PATH`): every message of every channel that
+//!   connects, in arrival order, one sample each; `send_array` headers go
+//!   into the attachment and the sample carries the array's bytes. The
+//!   message's slices go to Zenoh without a copy when they are immutable
+//!   (sealed buffers, a trusted peer); otherwise each is copied once.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zcio::ring::{Consumer, Layout, Overflow, ReadError, Start};
+use zcio::tokio::{AsyncChannel, AsyncConsumer};
+use zcio::{ChannelConfig, Listener, Msg};
+use zenoh::bytes::ZBytes;
+use zenoh::qos::{CongestionControl, Reliability};
+use zenoh::Session;
+use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
+
+use crate::error::{zenoh, BridgeError};
+use crate::liveness::{random_u64, token_key};
+use crate::stats::Counters;
+use crate::wire::{Kind, Meta};
+
+/// A local source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Every block of a named ring.
+    Ring {
+        /// The ring's name.
+        name: String,
+        /// Where the bridge starts reading.
+        start: Start,
+    },
+    /// Every message of every channel that connects to a listener at `path`.
+    Listen {
+        /// The socket path.
+        path: PathBuf,
+    },
+}
+
+impl Source {
+    /// Parse `ring:NAME` or `listen:PATH` (rings start at the newest block).
+    pub fn parse(spec: &str) -> Result<Self, BridgeError> {
+        match spec.split_once(':') {
+            Some(("ring", name)) if !name.is_empty() => Ok(Self::Ring {
+                name: name.to_string(),
+                start: Start::Newest,
+            }),
+            Some(("listen", path)) if !path.is_empty() => Ok(Self::Listen { path: path.into() }),
+            _ => Err(BridgeError::Spec(format!(
+                "source {spec:?}: expected ring:NAME (a named ring) or listen:PATH (a channel listener socket)"
+            ))),
+        }
+    }
+}
+
+/// How a source is exported.
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    /// Samples the publication cache keeps for late joiners and recovery
+    /// (0: none). Memory: up to this many samples of up to `max_sample`.
+    pub history: usize,
+    /// Congestion control; `None`: from the ring's overflow policy (`Block`
+    /// for lossless rings and listeners, `Drop` for the dropping policies).
+    pub congestion: Option<CongestionControl>,
+    /// Largest message or block published; larger ones are dropped and
+    /// counted (`oversize`).
+    pub max_sample: usize,
+    /// How often the publisher announces its last sequence number, so a
+    /// subscriber notices a lost last sample.
+    pub heartbeat: Duration,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        Self {
+            history: 16,
+            congestion: None,
+            max_sample: crate::config::DEFAULT_MAX_SAMPLE,
+            heartbeat: Duration::from_millis(500),
+        }
+    }
+}
+
+/// How an export ended without error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportEnd {
+    /// The ring's producer closed it: end of stream was published.
+    EndOfStream,
+    /// Stopped on request (a listener export publishes end of stream then;
+    /// a ring export does not: the ring's stream goes on without it).
+    Stopped,
+}
+
+/// Publishes one local source to one key.
+pub struct Exporter {
+    session: Session,
+    key: String,
+    source: Source,
+    opts: ExportOptions,
+    counters: Arc<Counters>,
+}
+
+/// The publisher and the liveliness token of a running export.
+struct Outlet {
+    publisher: AdvancedPublisher<'static>,
+    _token: zenoh::liveliness::LivelinessToken,
+    stream: u64,
+    byte_positions: bool,
+}
+
+impl Outlet {
+    async fn put(&self, payload: ZBytes, meta: &Meta) -> Result<(), BridgeError> {
+        self.publisher
+            .put(payload)
+            .attachment(meta.encode())
+            .await
+            .map_err(zenoh)
+    }
+
+    async fn control(&self, kind: Kind, pos: u64) -> Result<(), BridgeError> {
+        let meta = Meta {
+            kind,
+            ..Meta::data(self.stream, pos, pos, self.byte_positions)
+        };
+        self.publisher
+            .delete()
+            .attachment(meta.encode())
+            .await
+            .map_err(zenoh)
+    }
+}
+
+impl Exporter {
+    /// An exporter of `source` to `key` (checked: a concrete key) on
+    /// `session`.
+    pub fn new(
+        session: &Session,
+        source: Source,
+        key: &str,
+        opts: ExportOptions,
+    ) -> Result<Self, BridgeError> {
+        crate::config::check_key(key, true)?;
+        Ok(Self {
+            session: session.clone(),
+            key: key.to_string(),
+            source,
+            opts,
+            counters: Arc::new(Counters::default()),
+        })
+    }
+
+    /// The live counters.
+    pub fn counters(&self) -> Arc<Counters> {
+        self.counters.clone()
+    }
+
+    /// Declare the publisher (with its cache) and the liveliness token.
+    async fn outlet(
+        &self,
+        stream: u64,
+        byte_positions: bool,
+        cc: CongestionControl,
+    ) -> Result<Outlet, BridgeError> {
+        let mut b = self
+            .session
+            .declare_publisher(self.key.clone())
+            .congestion_control(self.opts.congestion.unwrap_or(cc))
+            .reliability(Reliability::Reliable)
+            .advanced()
+            .sample_miss_detection(MissDetectionConfig::default().heartbeat(self.opts.heartbeat))
+            .publisher_detection();
+        if self.opts.history > 0 {
+            b = b.cache(CacheConfig::default().max_samples(self.opts.history));
+        }
+        let publisher = b.await.map_err(zenoh)?;
+        let token = self
+            .session
+            .liveliness()
+            .declare_token(token_key(stream, random_u64(), &self.key))
+            .await
+            .map_err(zenoh)?;
+        Ok(Outlet {
+            publisher,
+            _token: token,
+            stream,
+            byte_positions,
+        })
+    }
+
+    /// Run until the source ends, fails, or `stop` completes. `ready` is
+    /// called once the publisher is declared (the CLI prints its `ready`
+    /// line there).
+    pub async fn run(
+        self,
+        stop: impl Future<Output = ()>,
+        ready: impl FnOnce(),
+    ) -> Result<ExportEnd, BridgeError> {
+        match self.source.clone() {
+            Source::Ring { name, start } => self.run_ring(&name, start, stop, ready).await,
+            Source::Listen { path } => self.run_listen(&path, stop, ready).await,
+        }
+    }
+
+    async fn run_ring(
+        &self,
+        name: &str,
+        start: Start,
+        stop: impl Future<Output = ()>,
+        ready: impl FnOnce(),
+    ) -> Result<ExportEnd, BridgeError> {
+        let cons = Consumer::attach(zcio::ring::RingMap::open(name, true)?, start)?;
+        let geo = *cons.geometry();
+        let byte_positions = matches!(geo.layout, Layout::Continuous | Layout::Variable);
+        let cc = match geo.overflow {
+            Overflow::Block => CongestionControl::Block,
+            _ => CongestionControl::Drop,
+        };
+        let mut cons = AsyncConsumer::new(cons).map_err(|e| BridgeError::Local {
+            what: "ring",
+            why: e.to_string(),
+        })?;
+        let out = self.outlet(geo.ring_id, byte_positions, cc).await?;
+        ready();
+        tokio::pin!(stop);
+        let max = self.opts.max_sample;
+        loop {
+            let before = cons.consumer().position();
+            let skipped_before = cons.consumer().stats().skipped_units;
+            let got = tokio::select! {
+                biased;
+                () = &mut stop => return Ok(ExportEnd::Stopped),
+                r = cons.peek(max) => r.map(|p| p.map(|p| {
+                    let (len, tag) = (p.len(), p.tag());
+                    // The one copy: out of pages the producer can write,
+                    // then the check that it was not overwritten meanwhile.
+                    let data = (len <= max).then(|| p.to_vec());
+                    (len, tag, data, p.release())
+                })),
+            };
+            let c = cons.consumer();
+            match got {
+                Ok(Some((len, tag, data, released))) => {
+                    let next = c.position();
+                    let skipped = c.stats().skipped_units - skipped_before;
+                    let pos = before + skipped;
+                    match (released, data) {
+                        (Err(ReadError::Lapped), _) => self.counters.lapped(1),
+                        (Err(e), _) => {
+                            return Err(BridgeError::Local {
+                                what: "ring",
+                                why: e.to_string(),
+                            })
+                        }
+                        (Ok(()), None) => self.counters.oversize(1),
+                        (Ok(()), Some(data)) => {
+                            let meta = Meta {
+                                tag,
+                                ..Meta::data(out.stream, pos, next, byte_positions)
+                            };
+                            out.put(ZBytes::from(data), &meta).await?;
+                            self.counters.sample(len);
+                        }
+                    }
+                }
+                Ok(None) => {
+                    out.control(Kind::End, c.position()).await?;
+                    return Ok(ExportEnd::EndOfStream);
+                }
+                Err(ReadError::Disconnected { pid }) => {
+                    out.control(Kind::Died { pid }, c.position()).await?;
+                    return Err(BridgeError::ProducerDied { pid });
+                }
+                Err(ReadError::ProducerFailed { code, .. }) => {
+                    out.control(Kind::Failed { code }, c.position()).await?;
+                    return Err(BridgeError::ProducerFailed { code });
+                }
+                Err(ReadError::Lapped) => self.counters.lapped(1),
+                Err(e) => {
+                    return Err(BridgeError::Local {
+                        what: "ring",
+                        why: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+
+    async fn run_listen(
+        &self,
+        path: &std::path::Path,
+        stop: impl Future<Output = ()>,
+        ready: impl FnOnce(),
+    ) -> Result<ExportEnd, BridgeError> {
+        let listener = Listener::bind(path, ChannelConfig::default())?;
+        let out = self.outlet(random_u64(), false, CongestionControl::Block).await?;
+        // Messages of all channels meet in one queue, so positions are
+        // assigned in publishing order.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(64);
+        let accepting = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let acceptor = {
+            let accepting = accepting.clone();
+            let counters = self.counters.clone();
+            let handle = tokio::runtime::Handle::current();
+            std::thread::Builder::new()
+                .name("zcio-bridge-accept".into())
+                .spawn(move || accept_loop(&listener, &accepting, &counters, &tx, &handle))
+                .map_err(|e| BridgeError::Local {
+                    what: "listener",
+                    why: e.to_string(),
+                })?
+        };
+        ready();
+        tokio::pin!(stop);
+        let mut pos = 0u64;
+        let res = loop {
+            let msg = tokio::select! {
+                biased;
+                () = &mut stop => break Ok(()),
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break Ok(()),
+                },
+            };
+            if msg.len() > self.opts.max_sample {
+                self.counters.oversize(1);
+                continue;
+            }
+            let Some((payload, array)) = self.split_array(msg) else {
+                continue;
+            };
+            let len = payload.len();
+            let meta = Meta {
+                array,
+                ..Meta::data(out.stream, pos, pos + 1, false)
+            };
+            if let Err(e) = out.put(to_zbytes(&payload), &meta).await {
+                break Err(e);
+            }
+            pos += 1;
+            self.counters.sample(len);
+        };
+        // SYNC: the acceptor reads this flag between bounded accepts; no
+        // data is published through it (Relaxed is enough).
+        accepting.store(false, std::sync::atomic::Ordering::Relaxed);
+        rx.close();
+        let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
+        res?;
+        out.control(Kind::End, pos).await?;
+        Ok(ExportEnd::Stopped)
+    }
+
+    /// A message as a sample payload and, for a `send_array` message, its
+    /// header. `None`: a malformed array header (counted).
+    fn split_array(&self, mut msg: Msg) -> Option<(Msg, Option<zcio::array::ArrayHeader>)> {
+        match zcio::array::ArrayHeader::read_from(&msg) {
+            Ok(None) => Some((msg, None)),
+            Ok(Some(h)) => {
+                let (off, len) = (h.payload_off as usize, h.payload_len as usize);
+                let tail = msg.len() - off - len;
+                if msg.clip_front(off).is_err() || msg.clip_back(tail).is_err() {
+                    self.counters.malformed(1);
+                    return None;
+                }
+                Some((msg, Some(h)))
+            }
+            Err(_) => {
+                self.counters.malformed(1);
+                None
+            }
+        }
+    }
+}
+
+/// A message's slices as one `ZBytes`: immutable slices by reference,
+/// others copied once (`Msg::secure`).
+fn to_zbytes(msg: &Msg) -> ZBytes {
+    let mut w = ZBytes::writer();
+    for part in msg.secure().into_parts() {
+        w.append(ZBytes::from(part));
+    }
+    w.finish()
+}
+
+/// Accept channels until `accepting` is cleared; each gets a task that
+/// forwards its messages to `tx`.
+fn accept_loop(
+    listener: &Listener,
+    accepting: &std::sync::atomic::AtomicBool,
+    counters: &Arc<Counters>,
+    tx: &tokio::sync::mpsc::Sender<Msg>,
+    rt: &tokio::runtime::Handle,
+) {
+    // SYNC: see `run_listen` (a stop flag, Relaxed).
+    while accepting.load(std::sync::atomic::Ordering::Relaxed) {
+        let ch = match listener.accept_timeout(Duration::from_millis(100)) {
+            Ok(ch) => ch,
+            // Timeouts, and peers refused by the access policy or failing
+            // the handshake: keep listening.
+            Err(_) => continue,
+        };
+        counters.connections(1);
+        let tx = tx.clone();
+        let _guard = rt.enter();
+        let Ok(ch) = AsyncChannel::new(ch) else {
+            continue;
+        };
+        let counters = counters.clone();
+        rt.spawn(async move {
+            // Ends when the peer closes or dies, or the exporter stops.
+            loop {
+                match ch.recv().await {
+                    Ok(m) => {
+                        if tx.send(m).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Dropped by the channel (its slices released); the
+                    // channel goes on.
+                    Err(zcio::RecvError::Malformed(_)) => counters.malformed(1),
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+}

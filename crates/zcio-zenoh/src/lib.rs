@@ -1,0 +1,52 @@
+//! A bridge between zcio and Zenoh: a zcio path crosses hosts with one copy
+//! per host boundary and stays zero-copy on each host.
+//!
+//! - [`Exporter`]: a local [`Source`] — a named ring (its blocks) or a
+//!   channel listener (every message of every channel that connects) —
+//!   published to one Zenoh key.
+//! - [`Importer`]: a Zenoh key expression into a local [`Sink`] — a named
+//!   ring (one block per sample) or a channel connection (one message per
+//!   sample), read in place by every local reader.
+//!
+//! The sample payload is the message's bytes and nothing else, so plain
+//! Zenoh applications (any language) read and write the same keys; zcio's
+//! metadata — positions, end of stream, error close, a producer's death,
+//! `send_array` headers — travels in the attachment ([`wire`]). The
+//! exporter's liveliness token tells importers when it vanishes (a killed
+//! bridge ends the remote stream with an error, never a clean end). See
+//! `docs/bridge.md` for the guarantees and a two-host walk-through; the
+//! `zcio bridge` command runs both halves.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), zcio_zenoh::BridgeError> {
+//! use zcio_zenoh::{ExportOptions, Exporter, SessionOptions, Source};
+//! let session = SessionOptions {
+//!     listen: vec!["tcp/127.0.0.1:7447".into()],
+//!     ..SessionOptions::default()
+//! }
+//! .open()
+//! .await?;
+//! let source = Source::parse("ring:frames")?;
+//! let exporter = Exporter::new(&session, source, "cam/front", ExportOptions::default())?;
+//! exporter.run(async { let _ = tokio::signal::ctrl_c().await; }, || {}).await?;
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod error;
+mod export;
+mod import;
+mod inbox;
+mod liveness;
+mod stats;
+pub mod wire;
+
+pub use config::{check_key, SessionOptions, DEFAULT_GRACE, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT};
+pub use error::BridgeError;
+pub use export::{ExportEnd, ExportOptions, Exporter, Source};
+pub use import::{
+    ImportEnd, ImportOptions, Importer, Sink, CODE_EXPORTER_LOST, CODE_PRODUCER_DIED, CODE_STOPPED,
+};
+pub use stats::{Counters, Stats};
+/// The Zenoh crate this bridge is built on (its `Session`, `Config`).
+pub use zenoh;
