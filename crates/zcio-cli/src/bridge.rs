@@ -3,7 +3,9 @@
 //!
 //! Contract (scripts, tests and `zcio-bench bridge` depend on it): once the
 //! local end is open and the Zenoh declarations are made, exactly one line
-//! `ready` on stdout (flushed); then run until the stream ends, SIGINT or
+//! on stdout (flushed): `ready`, followed by the endpoints the session
+//! listens on, space-separated (`ready tcp/127.0.0.1:40123` after
+//! `--listen tcp/127.0.0.1:0`); then run until the stream ends, SIGINT or
 //! SIGTERM, or `--duration`; a summary on stderr with `--stats`, the
 //! statistics as JSON with `--stats-json PATH`. Exit status 0 for an end of
 //! stream or a requested stop, 1 when the stream failed (the producer
@@ -21,6 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use zcio::ring::{Layout, Start};
 use zcio_fmt::{bytes_u64, parse_size};
+use zcio_zenoh::zenoh;
 use zcio_zenoh::{
     BridgeError, Counters, ExportEnd, ExportOptions, Exporter, ImportEnd, ImportOptions, Importer,
     SessionOptions, Sink, Source, Stats, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT,
@@ -206,10 +209,21 @@ async fn stop_signal(duration: Option<Duration>) {
     }
 }
 
-fn announce() {
+/// The endpoints the session listens on (port 0 resolved), space-separated.
+async fn listening(session: &zenoh::Session) -> String {
+    let locs = session.info().locators().await;
+    locs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+}
+
+/// The `ready` line, with the endpoints the session listens on.
+fn announce(endpoints: &str) {
     let mut out = std::io::stdout().lock();
     // Ignored: a closed stdout must not stop the bridge.
-    let _ = writeln!(out, "ready");
+    let _ = if endpoints.is_empty() {
+        writeln!(out, "ready")
+    } else {
+        writeln!(out, "ready {endpoints}")
+    };
     let _ = out.flush();
 }
 
@@ -236,7 +250,8 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
     .map_err(bridge_err)?;
     let what = format!("{} → {}", a.source, a.key);
     let report = Report::start(&a.common, ex.counters(), "export", &what);
-    let res = ex.run(stop_signal(duration), announce).await;
+    let eps = listening(&session).await;
+    let res = ex.run(stop_signal(duration), || announce(&eps)).await;
     let end = match &res {
         Ok(ExportEnd::EndOfStream) => "end of stream",
         Ok(ExportEnd::Stopped) => "stopped",
@@ -279,7 +294,8 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     .map_err(bridge_err)?;
     let what = format!("{} → {}", a.key, a.to);
     let report = Report::start(&a.common, im.counters(), "import", &what);
-    let res = im.run(stop_signal(duration), announce).await;
+    let eps = listening(&session).await;
+    let res = im.run(stop_signal(duration), || announce(&eps)).await;
     let end = match &res {
         Ok(ImportEnd::EndOfStream) => "end of stream",
         Ok(ImportEnd::Stopped) => "stopped",
