@@ -41,7 +41,8 @@ pub enum BridgeCmd {
         zcio bridge export ring:frames --key cam/front --listen tcp/0.0.0.0:7447\n  \
         zcio bridge export listen:/run/app/out.sock --key app/out --connect tcp/10.0.0.2:7447\n  \
         zcio bridge export ring:frames --key cam/front --config zenoh-tls.json5 --stats\n\n\
-        A ring export reads every block (from the newest unless --from oldest) and ends\n\
+        The export reads nothing until a first subscriber of KEY appears (--no-wait: at\n\
+        once). A ring export reads every block (from the newest unless --from oldest) and ends\n\
         when the ring's producer closes it (end of stream) or fails or dies (the remote\n\
         readers see the same). A listener export accepts any number of channels and\n\
         publishes every message until stopped.")]
@@ -115,6 +116,9 @@ pub struct ExportArgs {
     /// Where a ring export starts.
     #[arg(long, value_enum, default_value_t = FromArg::Newest)]
     from: FromArg,
+    /// Start reading the source at once, without waiting for a first subscriber of the key.
+    #[arg(long)]
+    no_wait: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -127,9 +131,9 @@ pub struct ImportArgs {
     /// ring:NAME (created if missing; the bridge is its producer) or connect:PATH (a channel listener).
     #[arg(long, value_name = "SINK")]
     to: String,
-    /// Do not ask the exporters' caches for history or recovery.
+    /// Catch up from the exporter's cache: a late joiner gets the last samples it holds (see docs/bridge.md).
     #[arg(long)]
-    no_history: bool,
+    history: bool,
     /// Seconds to wait for more samples once the exporter's liveliness token is gone.
     #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64())]
     grace: f64,
@@ -244,6 +248,7 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
         ExportOptions {
             history: a.history,
             max_sample: a.common.max_size,
+            wait_for_subscriber: !a.no_wait,
             ..ExportOptions::default()
         },
     )
@@ -285,7 +290,7 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
         &a.key,
         sink,
         ImportOptions {
-            history: !a.no_history,
+            history: a.history,
             grace: Duration::from_secs_f64(a.grace),
             max_sample: a.common.max_size,
             ..ImportOptions::default()

@@ -80,6 +80,11 @@ pub struct ExportOptions {
     /// How often the publisher announces its last sequence number, so a
     /// subscriber notices a lost last sample.
     pub heartbeat: Duration,
+    /// Read nothing from the source until a subscriber (an importer, or
+    /// any Zenoh subscriber of the key) matches the publisher — once; after
+    /// that, samples published while nobody listens reach only the cache.
+    /// A lossless ring thus holds its producer back until the path exists.
+    pub wait_for_subscriber: bool,
 }
 
 impl Default for ExportOptions {
@@ -89,6 +94,7 @@ impl Default for ExportOptions {
             congestion: None,
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
             heartbeat: Duration::from_millis(500),
+            wait_for_subscriber: true,
         }
     }
 }
@@ -127,6 +133,20 @@ impl Outlet {
             .attachment(meta.encode())
             .await
             .map_err(zenoh)
+    }
+
+    /// Wait until a subscriber matches the publisher.
+    async fn matched(&self) -> Result<(), BridgeError> {
+        let listener = self.publisher.matching_listener().await.map_err(zenoh)?;
+        if self.publisher.matching_status().await.map_err(zenoh)?.matching() {
+            return Ok(());
+        }
+        loop {
+            let status = listener.recv_async().await.map_err(zenoh)?;
+            if status.matching() {
+                return Ok(());
+            }
+        }
     }
 
     async fn control(&self, kind: Kind, pos: u64) -> Result<(), BridgeError> {
@@ -179,7 +199,7 @@ impl Exporter {
             .congestion_control(self.opts.congestion.unwrap_or(cc))
             .reliability(Reliability::Reliable)
             .advanced()
-            .sample_miss_detection(MissDetectionConfig::default().heartbeat(self.opts.heartbeat))
+            .sample_miss_detection(MissDetectionConfig::default())
             .publisher_detection();
         if self.opts.history > 0 {
             b = b.cache(CacheConfig::default().max_samples(self.opts.history));
@@ -234,6 +254,13 @@ impl Exporter {
         let out = self.outlet(geo.ring_id, byte_positions, cc).await?;
         ready();
         tokio::pin!(stop);
+        if self.opts.wait_for_subscriber {
+            tokio::select! {
+                biased;
+                () = &mut stop => return Ok(ExportEnd::Stopped),
+                r = out.matched() => r?,
+            }
+        }
         let max = self.opts.max_sample;
         loop {
             let before = cons.consumer().position();
@@ -324,6 +351,7 @@ impl Exporter {
         ready();
         tokio::pin!(stop);
         let mut pos = 0u64;
+        let mut matched = !self.opts.wait_for_subscriber;
         let res = loop {
             let msg = tokio::select! {
                 biased;
@@ -336,6 +364,14 @@ impl Exporter {
             if msg.len() > self.opts.max_sample {
                 self.counters.oversize(1);
                 continue;
+            }
+            if !matched {
+                tokio::select! {
+                    biased;
+                    () = &mut stop => break Ok(()),
+                    r = out.matched() => if let Err(e) = r { break Err(e) },
+                }
+                matched = true;
             }
             let Some((payload, array)) = self.split_array(msg) else {
                 continue;

@@ -79,8 +79,13 @@ impl Sink {
 /// How samples are imported.
 #[derive(Clone, Debug)]
 pub struct ImportOptions {
-    /// Ask the exporters' publication caches for what they hold when the
-    /// import starts, and recover missed samples from them.
+    /// Catch up from the exporters' publication caches: ask them for what
+    /// they hold when the import starts (a late joiner gets the last
+    /// samples), and recover samples missed later from them. For an
+    /// importer joining a running stream: one that starts with the stream
+    /// may get the cache's replies instead of the first live samples
+    /// (zenoh-ext 1.10's history and live samples race), so it is off by
+    /// default.
     pub history: bool,
     /// How long to wait for more samples after the exporter's liveliness
     /// token vanished before the stream is declared lost.
@@ -95,7 +100,7 @@ pub struct ImportOptions {
 impl Default for ImportOptions {
     fn default() -> Self {
         Self {
-            history: true,
+            history: false,
             grace: crate::config::DEFAULT_GRACE,
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
             queue_bytes: 64 << 20,
@@ -295,7 +300,7 @@ impl Importer {
         if self.opts.history {
             sb = sb
                 .history(HistoryConfig::default().detect_late_publishers())
-                .recovery(RecoveryConfig::default().heartbeat());
+                .recovery(RecoveryConfig::default().periodic_queries(Duration::from_secs(1)));
         }
         let sub = sb.await.map_err(zenoh)?;
         let tokens_in = inbox.clone();

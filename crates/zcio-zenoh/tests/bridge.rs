@@ -1,0 +1,608 @@
+//! The bridge across real processes: an exporting and an importing bridge,
+//! each a child process with its own Zenoh session, joined by an explicit
+//! `tcp/127.0.0.1` endpoint (multicast scouting off); the test process is
+//! the local producer on "host A" and the local readers on "host B".
+//! Children run under the test kit's watchdog; nothing here asserts on time.
+
+use std::future::Future;
+use std::time::Duration;
+
+use zcio::array::ArrayHeader;
+use zcio::ring::{self, Consumer, Layout, Options, Producer, ReadError, Start};
+use zcio::{Channel, ChannelConfig, Listener, Msg, RecvTimeoutError};
+use zcio_testkit::{arg, child_role, command, fill, first_mismatch, report, Kid, SockPath, STEP};
+use zcio_zenoh::{
+    ExportOptions, Exporter, ImportOptions, Importer, SessionOptions, Sink, Source,
+    CODE_EXPORTER_LOST, CODE_PRODUCER_DIED,
+};
+
+// ------------------------------------------------------------------ children
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Resolves when the parent sends `stop` or goes away.
+fn stop_command() -> impl Future<Output = ()> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        while let Some(c) = command() {
+            if c == "stop" {
+                break;
+            }
+        }
+        let _ = tx.send(());
+    });
+    async move {
+        let _ = rx.await;
+    }
+}
+
+fn session(listen: &str, connect: &str, max: usize) -> SessionOptions {
+    let some = |s: &str| (!s.is_empty()).then(|| vec![s.to_string()]).unwrap_or_default();
+    SessionOptions {
+        listen: some(listen),
+        connect: some(connect),
+        max_sample: max,
+        ..SessionOptions::default()
+    }
+}
+
+/// An exporter: `source`, `key`, `listen`, `history`, `start` (oldest|newest).
+#[test]
+#[ignore = "child process"]
+fn child_export() {
+    let Some(()) = child_role("export") else {
+        return;
+    };
+    runtime().block_on(async {
+        let s = session(&arg("listen"), "", 64 << 20).open().await.unwrap();
+        let locs = s.info().locators().await;
+        let mut source = Source::parse(&arg("source")).unwrap();
+        if let Source::Ring { start, .. } = &mut source {
+            if arg("start") == "oldest" {
+                *start = Start::Oldest;
+            }
+        }
+        let opts = ExportOptions {
+            history: arg("history").parse().unwrap(),
+            ..ExportOptions::default()
+        };
+        let ex = Exporter::new(&s, source, &arg("key"), opts).unwrap();
+        let counters = ex.counters();
+        let ep = locs.first().map(ToString::to_string).unwrap_or_default();
+        let r = ex.run(stop_command(), || report(format!("ready {ep}"))).await;
+        report(format!("end {r:?} {:?}", counters.snapshot()));
+    });
+}
+
+/// An importer: `key`, `sink`, `connect`, `max`, `grace_ms`.
+#[test]
+#[ignore = "child process"]
+fn child_import() {
+    let Some(()) = child_role("import") else {
+        return;
+    };
+    runtime().block_on(async {
+        let max: usize = arg("max").parse().unwrap();
+        let s = session("", &arg("connect"), max).open().await.unwrap();
+        let create = Options::new().layout(Layout::Variable).size(256 << 20);
+        let sink = Sink::parse(&arg("sink"), Some(create)).unwrap();
+        let opts = ImportOptions {
+            history: arg("history") == "1",
+            max_sample: max,
+            grace: Duration::from_millis(arg("grace_ms").parse().unwrap()),
+            ..ImportOptions::default()
+        };
+        let im = Importer::new(&s, &arg("key"), sink, opts).unwrap();
+        let counters = im.counters();
+        let r = im.run(stop_command(), || report("ready")).await;
+        report(format!("end {r:?}"));
+        let st = counters.snapshot();
+        report(format!(
+            "stats samples={} oversize={} malformed={} ignored={} duplicates={} gaps={}",
+            st.samples, st.oversize, st.malformed, st.ignored, st.duplicates, st.gaps
+        ));
+    });
+}
+
+/// A ring producer on host A: creates `ring`, writes `count` blocks of
+/// `size` bytes (pattern `i`), then `close`s, `fail`s with code 7, or waits
+/// to be killed (`hang`).
+#[test]
+#[ignore = "child process"]
+fn child_produce() {
+    let Some(()) = child_role("produce") else {
+        return;
+    };
+    let map = Options::new()
+        .layout(Layout::Variable)
+        .size(16 << 20)
+        .create(&arg("ring"))
+        .unwrap();
+    let mut p = Producer::attach(map).unwrap();
+    report("ready");
+    zcio_testkit::expect_command("go");
+    let (count, size): (u64, usize) = (arg("count").parse().unwrap(), arg("size").parse().unwrap());
+    let mut buf = vec![0u8; size];
+    for i in 0..count {
+        fill(&mut buf, i, 0);
+        p.write_tagged(&buf, i as u32, ring::Wait::Forever).unwrap();
+    }
+    report("written");
+    match arg("then").as_str() {
+        "close" => p.close(),
+        "fail" => p.close_with_error(7),
+        _ => loop {
+            // Killed by the parent (SIGKILL) while it holds the ring.
+            std::thread::park();
+        },
+    }
+}
+
+// -------------------------------------------------------------------- parent
+
+/// A ring name unique to this test process, removed at the end.
+struct RingName(String);
+
+impl RingName {
+    fn new(tag: &str) -> Self {
+        let n = format!("zbt-{tag}-{}", std::process::id());
+        let _ = ring::unlink(&n);
+        Self(n)
+    }
+}
+
+impl Drop for RingName {
+    fn drop(&mut self) {
+        let _ = ring::unlink(&self.0);
+    }
+}
+
+fn key(tag: &str) -> String {
+    format!("zcio-test/{tag}/{}", std::process::id())
+}
+
+/// Start an exporter of `source` to `key` on a free loopback port; returns
+/// it and its endpoint.
+fn exporter(source: &str, key: &str, history: usize, start: &str) -> (Kid, String) {
+    let mut k = Kid::spawn(
+        "child_export",
+        "export",
+        &[
+            ("source", source.into()),
+            ("key", key.into()),
+            ("listen", "tcp/127.0.0.1:0".into()),
+            ("history", history.to_string()),
+            ("start", start.into()),
+        ],
+    );
+    let ep = k.expect("ready ");
+    assert!(ep.starts_with("tcp/127.0.0.1:"), "endpoint {ep:?}");
+    (k, ep)
+}
+
+fn importer(key: &str, sink: &str, connect: &str, max: usize, grace_ms: u64) -> Kid {
+    importer_with(key, sink, connect, max, grace_ms, false)
+}
+
+fn importer_with(
+    key: &str,
+    sink: &str,
+    connect: &str,
+    max: usize,
+    grace_ms: u64,
+    history: bool,
+) -> Kid {
+    let mut k = Kid::spawn(
+        "child_import",
+        "import",
+        &[
+            ("key", key.into()),
+            ("sink", sink.into()),
+            ("connect", connect.into()),
+            ("max", max.to_string()),
+            ("grace_ms", grace_ms.to_string()),
+            ("history", if history { "1" } else { "0" }.into()),
+        ],
+    );
+    k.expect("ready");
+    k
+}
+
+/// Read blocks until the end, checking each against the pattern; returns
+/// the blocks' (len, tag) and how the stream ended.
+fn drain(c: &mut Consumer, max: usize) -> (Vec<(usize, u32)>, Result<(), ReadError>) {
+    let mut got = Vec::new();
+    loop {
+        match c.peek_timeout(max, STEP) {
+            Ok(Some(p)) => {
+                let (tag, bytes) = (p.tag(), p.to_vec());
+                if let Some(at) = first_mismatch(&bytes, u64::from(tag), 0) {
+                    panic!("block {tag}: byte {at} of {} differs", bytes.len());
+                }
+                p.release().expect("not lapped");
+                got.push((bytes.len(), tag));
+            }
+            Ok(None) => return (got, Ok(())),
+            Err(e) => return (got, Err(e)),
+        }
+    }
+}
+
+#[test]
+fn ring_blocks_0_b_to_64_mib_reach_four_remote_readers_byte_exact() {
+    let (src, dst, k) = (RingName::new("sz-src"), RingName::new("sz-dst"), key("sizes"));
+    let map = Options::new()
+        .layout(Layout::Variable)
+        .size(256 << 20)
+        .create(&src.0)
+        .unwrap();
+    let mut prod = Producer::attach(map).unwrap();
+    let (mut ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "newest");
+    let im = importer(&k, &format!("ring:{}", dst.0), &ep, 64 << 20, 5000);
+    // Four local readers on host B, attached before anything is sent.
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let c = Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest)
+                .unwrap();
+            std::thread::spawn(move || {
+                let mut c = c;
+                drain(&mut c, 65 << 20)
+            })
+        })
+        .collect();
+    let sizes = [0usize, 1, 63, 64, 4095, 4096, 65536, 1 << 20, 64 << 20, 7];
+    for (i, &n) in sizes.iter().enumerate() {
+        let mut b = vec![0u8; n];
+        fill(&mut b, i as u64, 0);
+        prod.write_tagged(&b, i as u32, ring::Wait::Forever).unwrap();
+    }
+    prod.close();
+    let want: Vec<(usize, u32)> = sizes.iter().enumerate().map(|(i, &n)| (n, i as u32)).collect();
+    for r in readers {
+        let (got, end) = r.join().unwrap();
+        assert_eq!(end, Ok(()), "clean end of stream");
+        assert_eq!(got, want);
+    }
+    assert!(ex.expect("end ").starts_with("Ok(EndOfStream)"));
+    let mut im = im;
+    assert_eq!(im.expect("end "), "Ok(EndOfStream)");
+    im.expect("stats ");
+}
+
+#[test]
+fn channel_messages_and_arrays_keep_their_boundaries() {
+    let (a, b, k) = (SockPath::new("zb-a"), SockPath::new("zb-b"), key("chan"));
+    // Host B's local receiver: the importer connects to it.
+    let sink = Listener::bind(b.path(), ChannelConfig::default()).unwrap();
+    let (mut ex, ep) = exporter(&format!("listen:{}", a.path().display()), &k, 0, "newest");
+    // The importer connects (and waits for the accept) before it is ready.
+    let accepting = std::thread::spawn(move || sink.accept_timeout(STEP).unwrap());
+    let mut im = importer(&k, &format!("connect:{}", b.path().display()), &ep, 64 << 20, 5000);
+    let rx = accepting.join().unwrap();
+    let tx = Channel::connect(a.path(), ChannelConfig::default()).unwrap();
+    let pool = zcio::Pool::new(zcio::PoolConfig::named("zb-test"));
+    let sizes = [1usize, 100, 4096, 65536, 1 << 20, 64 << 20, 3];
+    for (i, &n) in sizes.iter().enumerate() {
+        let mut buf = pool.alloc(n).unwrap();
+        fill(buf.as_mut_slice(), i as u64, 0);
+        tx.send(Msg::from(buf.freeze().unwrap())).unwrap();
+    }
+    // A send_array message: header and payload in two slices.
+    let payload_len = 6 * 4 * 2u64;
+    let mut h = ArrayHeader {
+        flags: 0,
+        dtype: "<i2".into(),
+        shape: vec![6, 4],
+        strides: vec![8, 2],
+        payload_off: 0,
+        payload_len,
+        data_off: 0,
+    };
+    h.payload_off = h.len() as u64;
+    let mut hb = pool.alloc(h.len()).unwrap();
+    h.encode_into(hb.as_mut_slice());
+    let mut pb = pool.alloc(payload_len as usize).unwrap();
+    fill(pb.as_mut_slice(), 99, 0);
+    let mut m = Msg::from(hb.freeze().unwrap());
+    m.append(Msg::from(pb.freeze().unwrap())).unwrap();
+    tx.send(m).unwrap();
+    for (i, &n) in sizes.iter().enumerate() {
+        let m = rx.recv_timeout(STEP).unwrap();
+        let v = m.to_vec();
+        assert_eq!(v.len(), n, "message {i}");
+        assert_eq!(first_mismatch(&v, i as u64, 0), None, "message {i}");
+    }
+    let m = rx.recv_timeout(STEP).unwrap();
+    let got = ArrayHeader::read_from(&m).unwrap().expect("an array header");
+    assert_eq!((got.dtype.as_str(), &got.shape[..], &got.strides[..]), ("<i2", &[6u64, 4][..], &[8i64, 2][..]));
+    assert_eq!(got.payload_off, got.len() as u64);
+    let v = m.to_vec();
+    assert_eq!(v.len() as u64, got.payload_off + payload_len);
+    assert_eq!(first_mismatch(&v[got.payload_off as usize..], 99, 0), None);
+    // Stopping a listener export ends the stream: the importer closes.
+    ex.send("stop");
+    assert!(ex.expect("end ").starts_with("Ok(Stopped)"));
+    assert_eq!(im.expect("end "), "Ok(EndOfStream)");
+    assert_eq!(rx.recv_timeout(STEP).unwrap_err(), RecvTimeoutError::Disconnected);
+}
+
+/// The path of the end-of-stream tests: a producer child on host A
+/// (waiting for `go`), an exporter, an importer into a new ring on host B
+/// and one reader there.
+struct Path {
+    prod: Kid,
+    ex: Kid,
+    im: Kid,
+    reader: Consumer,
+    _rings: (RingName, RingName),
+}
+
+fn path(tag: &str, count: u64, then: &str) -> Path {
+    let (src, dst, k) = (
+        RingName::new(&format!("{tag}-src")),
+        RingName::new(&format!("{tag}-dst")),
+        key(tag),
+    );
+    let mut prod = Kid::spawn(
+        "child_produce",
+        "produce",
+        &[
+            ("ring", src.0.clone()),
+            ("count", count.to_string()),
+            ("size", "1000".into()),
+            ("then", then.into()),
+        ],
+    );
+    prod.expect("ready");
+    let (ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "oldest");
+    let im = importer(&k, &format!("ring:{}", dst.0), &ep, 1 << 20, 500);
+    let reader = Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
+    prod.send("go");
+    prod.expect("written");
+    Path {
+        prod,
+        ex,
+        im,
+        reader,
+        _rings: (src, dst),
+    }
+}
+
+fn code_of(e: &Result<(), ReadError>) -> Option<u32> {
+    match e {
+        Err(ReadError::ProducerFailed { code, .. }) => Some(*code),
+        _ => None,
+    }
+}
+
+#[test]
+fn an_error_close_reaches_remote_readers_with_its_code() {
+    let mut p = path("fail", 20, "fail");
+    let (got, end) = drain(&mut p.reader, 4096);
+    assert_eq!(got.len(), 20);
+    assert_eq!(code_of(&end), Some(7), "{end:?}");
+    assert!(p.ex.expect("end ").starts_with("Err(ProducerFailed"));
+    assert!(p.im.expect("end ").starts_with("Err(ProducerFailed"));
+}
+
+#[test]
+fn a_producer_killed_mid_stream_ends_remote_readers_with_an_error() {
+    let mut p = path("died", 20, "hang");
+    p.prod.kill();
+    let (got, end) = drain(&mut p.reader, 4096);
+    assert_eq!(got.len(), 20);
+    assert_eq!(code_of(&end), Some(CODE_PRODUCER_DIED), "{end:?}");
+    assert!(p.ex.expect("end ").starts_with("Err(ProducerDied"));
+}
+
+#[test]
+fn a_killed_exporter_ends_remote_readers_with_an_error_never_a_clean_end() {
+    let mut p = path("exkill", 50, "hang");
+    // Once the stream has begun on host B (before that, the importer waits
+    // for an exporter as a ring reader waits for a producer), a killed
+    // exporter ends it with an error: whatever arrived is intact.
+    let first = p.reader.peek_timeout(4096, STEP).unwrap().expect("a block");
+    first.release().unwrap();
+    p.ex.kill();
+    let (got, end) = drain(&mut p.reader, 4096);
+    assert!(got.len() < 50);
+    assert_eq!(code_of(&end), Some(CODE_EXPORTER_LOST), "{end:?}");
+    assert!(p.im.expect("end ").starts_with("Err(ExporterLost"));
+    drop(p.prod);
+}
+
+#[test]
+fn a_killed_importer_leaves_its_local_readers_disconnected() {
+    let mut p = path("imkill", 50, "hang");
+    // Once the importer has written to this reader, its death is a
+    // disconnection (before that, the reader would wait for a new producer).
+    let first = p.reader.peek_timeout(4096, STEP).unwrap().expect("a block");
+    first.release().unwrap();
+    p.im.kill();
+    let (got, end) = drain(&mut p.reader, 4096);
+    assert!(got.len() < 50);
+    assert!(matches!(end, Err(ReadError::Disconnected { .. })), "{end:?}");
+    drop(p.ex);
+}
+
+#[test]
+fn a_restarted_exporter_resumes_without_duplicates() {
+    let (src, dst, k) = (RingName::new("rs-src"), RingName::new("rs-dst"), key("restart"));
+    let map = Options::new()
+        .layout(Layout::Slotted)
+        .slot_size(4096)
+        .size(1 << 20)
+        .create(&src.0)
+        .unwrap();
+    let mut prod = Producer::attach(map).unwrap();
+    let (mut ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "oldest");
+    // The importer waits up to 20 s for a new exporter of the stream.
+    let mut im = importer(&k, &format!("ring:{}", dst.0), &ep, 1 << 20, 20_000);
+    let mut reader =
+        Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
+    let block = |i: u64| {
+        let mut b = vec![0u8; 100];
+        fill(&mut b, i, 0);
+        b
+    };
+    for i in 0..10u64 {
+        prod.write_tagged(&block(i), i as u32, ring::Wait::Forever).unwrap();
+    }
+    for i in 0..10u32 {
+        let p = reader.peek_timeout(4096, STEP).unwrap().expect("a block");
+        assert_eq!(p.tag(), i);
+        p.release().unwrap();
+    }
+    ex.send("stop");
+    assert!(ex.expect("end ").starts_with("Ok(Stopped)"));
+    drop(ex);
+    // The new exporter starts at the oldest block the ring holds: it
+    // publishes blocks 0..10 again, which the importer drops by position.
+    let (ex2, _ep2) = exporter_at(&format!("ring:{}", src.0), &k, &ep);
+    for i in 10..20u64 {
+        prod.write_tagged(&block(i), i as u32, ring::Wait::Forever).unwrap();
+    }
+    prod.close();
+    let (got, end) = drain(&mut reader, 4096);
+    assert_eq!(end, Ok(()));
+    let tags: Vec<u32> = got.iter().map(|g| g.1).collect();
+    assert_eq!(tags, (10..20).collect::<Vec<u32>>(), "no duplicates, no gaps");
+    assert_eq!(im.expect("end "), "Ok(EndOfStream)");
+    let stats = im.expect("stats ");
+    assert!(stats.contains("duplicates=10"), "{stats}");
+    drop(ex2);
+}
+
+#[test]
+fn a_late_importer_catches_up_from_the_exporters_cache() {
+    let (src, a, b, k) = (
+        RingName::new("late-src"),
+        RingName::new("late-a"),
+        RingName::new("late-b"),
+        key("late"),
+    );
+    let map = Options::new()
+        .layout(Layout::Variable)
+        .size(1 << 20)
+        .create(&src.0)
+        .unwrap();
+    let mut prod = Producer::attach(map).unwrap();
+    let (mut ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "newest");
+    let mut early = importer(&k, &format!("ring:{}", a.0), &ep, 1 << 20, 5000);
+    let mut ra = Consumer::attach(ring::RingMap::open(&a.0, true).unwrap(), Start::Oldest).unwrap();
+    for i in 0..10u64 {
+        let mut b = vec![0u8; 300];
+        fill(&mut b, i, 0);
+        prod.write_tagged(&b, i as u32, ring::Wait::Forever).unwrap();
+    }
+    for i in 0..10u32 {
+        let p = ra.peek_timeout(4096, STEP).unwrap().expect("a block");
+        assert_eq!(p.tag(), i);
+        p.release().unwrap();
+    }
+    // All ten are published (the early importer has them) and cached: a
+    // late importer with --history gets them before anything new.
+    let mut late = importer_with(&k, &format!("ring:{}", b.0), &ep, 1 << 20, 5000, true);
+    let mut rb = Consumer::attach(ring::RingMap::open(&b.0, true).unwrap(), Start::Oldest).unwrap();
+    for i in 0..10u32 {
+        let p = rb.peek_timeout(4096, STEP).unwrap().expect("a cached block");
+        assert_eq!(p.tag(), i);
+        assert_eq!(first_mismatch(&p.to_vec(), u64::from(i), 0), None);
+        p.release().unwrap();
+    }
+    prod.close();
+    assert_eq!(drain(&mut rb, 4096), (vec![], Ok(())));
+    assert_eq!(drain(&mut ra, 4096), (vec![], Ok(())));
+    assert!(ex.expect("end ").starts_with("Ok(EndOfStream)"));
+    assert_eq!(early.expect("end "), "Ok(EndOfStream)");
+    assert_eq!(late.expect("end "), "Ok(EndOfStream)");
+}
+
+/// An exporter from the oldest block, listening on the endpoint `ep` a
+/// previous exporter used (the importer reconnects to it).
+fn exporter_at(source: &str, key: &str, ep: &str) -> (Kid, String) {
+    let mut k = Kid::spawn(
+        "child_export",
+        "export",
+        &[
+            ("source", source.into()),
+            ("key", key.into()),
+            ("listen", ep.into()),
+            ("history", "16".into()),
+            ("start", "oldest".into()),
+        ],
+    );
+    let got = k.expect("ready ");
+    (k, got)
+}
+
+/// A hostile Zenoh publisher on the imported key (in this process):
+/// oversized payloads, malformed zcio attachments, stray deletes — the
+/// importer drops and counts them and delivers the good samples.
+#[test]
+fn hostile_samples_are_counted_and_dropped() {
+    let (dst, k) = (RingName::new("hostile-dst"), key("hostile"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt
+        .block_on(session("tcp/127.0.0.1:0", "", 8 << 20).open())
+        .unwrap();
+    let ep = rt
+        .block_on(async { s.info().locators().await })
+        .first()
+        .expect("listening")
+        .to_string();
+    let mut im = importer(&k, &format!("ring:{}", dst.0), &ep, 1 << 16, 5000);
+    let mut reader =
+        Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
+    let good = zcio_zenoh::wire::Meta::data(1, 0, 1, false).encode();
+    let mut bad_version = good.clone();
+    bad_version[4] = 9;
+    let mut bad_len = good.clone();
+    bad_len.push(0);
+    let mut claims_array = good.clone();
+    claims_array[6] = 2;
+    rt.block_on(async {
+        let p = s.declare_publisher(k.clone()).await.unwrap();
+        // Let the importer's subscription reach us.
+        let ml = p.matching_listener().await.unwrap();
+        if !p.matching_status().await.unwrap().matching() {
+            while !ml.recv_async().await.unwrap().matching() {}
+        }
+        p.put(vec![1u8; 10]).await.unwrap(); // plain: delivered
+        p.put(vec![2u8; (1 << 16) + 1]).await.unwrap(); // over the importer's limit
+        p.put(vec![3u8; 10]).attachment(bad_version).await.unwrap();
+        p.put(vec![4u8; 10]).attachment(bad_len).await.unwrap();
+        p.put(vec![5u8; 10]).attachment(claims_array).await.unwrap();
+        p.put(vec![6u8; 10]).attachment(b"zc".to_vec()).await.unwrap(); // not ours
+        p.delete().await.unwrap(); // a plain delete: ignored
+        p.put(vec![7u8; 1 << 16]).await.unwrap(); // at the limit: delivered
+    });
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let p = reader.peek_timeout(1 << 17, STEP).unwrap().expect("a block");
+        got.push(p.to_vec());
+        p.release().unwrap();
+    }
+    assert_eq!(got[0], vec![1u8; 10]);
+    assert_eq!(got[1], vec![6u8; 10], "a foreign attachment is not ours to judge");
+    assert_eq!(got[2], vec![7u8; 1 << 16]);
+    im.send("stop");
+    assert_eq!(im.expect("end "), "Ok(Stopped)");
+    let stats = im.expect("stats ");
+    assert!(
+        stats.contains("samples=3") && stats.contains("malformed=3") && stats.contains("ignored=1"),
+        "{stats}"
+    );
+    // Oversize: dropped by Zenoh's receive limit or by the importer, never delivered.
+    rt.block_on(async { s.close().await }).unwrap();
+}
