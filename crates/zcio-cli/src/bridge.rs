@@ -157,7 +157,11 @@ pub fn run(cmd: BridgeCmd) -> Result<i32> {
     }
     let duration = match common.duration {
         Some(d) if d.is_finite() && d > 0.0 && d < 1e9 => Some(Duration::from_secs_f64(d)),
-        Some(d) => return Err(usage(format!("--duration {d} is not a positive number of seconds"))),
+        Some(d) => {
+            return Err(usage(format!(
+                "--duration {d} is not a positive number of seconds"
+            )))
+        }
         None => None,
     };
     let session = SessionOptions {
@@ -190,33 +194,42 @@ fn bridge_err(e: BridgeError) -> anyhow::Error {
     }
 }
 
-/// Resolves on SIGINT, SIGTERM or after `duration`.
-async fn stop_signal(duration: Option<Duration>) {
+/// Resolves on SIGINT, SIGTERM or after `duration`. The handlers are
+/// installed now (not when the future is first polled), so a signal that
+/// arrives right after the `ready` line stops the bridge cleanly instead
+/// of killing it.
+fn stop_signal(duration: Option<Duration>) -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
+    let handlers = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        // Without handlers the default action (exit) still stops us.
-        return std::future::pending().await;
-    };
-    let timer = async {
-        match duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = handlers else {
+            // Without handlers the default action (exit) still stops us.
+            return std::future::pending().await;
+        };
+        let timer = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            () = timer => {}
         }
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-        () = timer => {}
     }
 }
 
 /// The endpoints the session listens on (port 0 resolved), space-separated.
 async fn listening(session: &zenoh::Session) -> String {
     let locs = session.info().locators().await;
-    locs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+    locs.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The `ready` line, with the endpoints the session listens on.
@@ -240,6 +253,7 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
         };
     }
     zcio_zenoh::check_key(&a.key, true).map_err(bridge_err)?;
+    let stop = stop_signal(duration);
     let session = opts.open().await?;
     let ex = Exporter::new(
         &session,
@@ -256,7 +270,7 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
     let what = format!("{} → {}", a.source, a.key);
     let report = Report::start(&a.common, ex.counters(), "export", &what);
     let eps = listening(&session).await;
-    let res = ex.run(stop_signal(duration), || announce(&eps)).await;
+    let res = ex.run(stop, || announce(&eps)).await;
     let end = match &res {
         Ok(ExportEnd::EndOfStream) => "end of stream",
         Ok(ExportEnd::Stopped) => "stopped",
@@ -271,19 +285,29 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     zcio_zenoh::check_key(&a.key, false).map_err(bridge_err)?;
     let sink = Sink::parse(&a.to, None).map_err(bridge_err)?;
     if !(a.grace.is_finite() && a.grace >= 0.0 && a.grace < 1e6) {
-        return Err(usage(format!("--grace {} is not a number of seconds", a.grace)));
+        return Err(usage(format!(
+            "--grace {} is not a number of seconds",
+            a.grace
+        )));
     }
     if let Sink::Ring { name, .. } = &sink {
         let mut create = a.create.clone();
         if create.layout.map(Layout::from) == Some(Layout::Index) {
-            return Err(usage("an index ring holds no data: import into a data ring"));
+            return Err(usage(
+                "an index ring holds no data: import into a data ring",
+            ));
         }
-        create.layout.get_or_insert(crate::ring::LayoutArg::Variable);
+        create
+            .layout
+            .get_or_insert(crate::ring::LayoutArg::Variable);
         create.size.get_or_insert(128 << 20);
         crate::pipe::open_or_create(name, &create)?;
     } else if a.create.any() {
-        return Err(usage("--size/--layout/--policy/--mode apply only to ring sinks"));
+        return Err(usage(
+            "--size/--layout/--policy/--mode apply only to ring sinks",
+        ));
     }
+    let stop = stop_signal(duration);
     let session = opts.open().await?;
     let im = Importer::new(
         &session,
@@ -300,7 +324,7 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     let what = format!("{} → {}", a.key, a.to);
     let report = Report::start(&a.common, im.counters(), "import", &what);
     let eps = listening(&session).await;
-    let res = im.run(stop_signal(duration), || announce(&eps)).await;
+    let res = im.run(stop, || announce(&eps)).await;
     let end = match &res {
         Ok(ImportEnd::EndOfStream) => "end of stream",
         Ok(ImportEnd::Stopped) => "stopped",

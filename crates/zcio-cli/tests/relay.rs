@@ -47,12 +47,6 @@ fn start(args: &[&str]) -> (Proc, SocketAddr) {
     (p, addr)
 }
 
-fn sigterm(p: &Proc) {
-    // SAFETY: kill(2) with a pid of our own, not yet reaped child.
-    let r = unsafe { libc::kill(p.child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(r, 0, "kill(SIGTERM)");
-}
-
 fn stats(path: &std::path::Path) -> Value {
     let text = std::fs::read_to_string(path).expect("--stats-json written");
     serde_json::from_str(&text).expect("--stats-json is JSON")

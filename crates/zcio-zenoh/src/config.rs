@@ -107,11 +107,15 @@ pub fn check_key(key: &str, concrete: bool) -> Result<KeyExpr<'static>, BridgeEr
         why: why.to_string(),
     };
     if key.starts_with('@') {
-        return Err(bad("keys starting with '@' are reserved (Zenoh's admin space, zcio's tokens)"));
+        return Err(bad(
+            "keys starting with '@' are reserved (Zenoh's admin space, zcio's tokens)",
+        ));
     }
     let ke = KeyExpr::try_from(key.to_string()).map_err(|e| bad(&e.to_string()))?;
     if concrete && (key.contains('*') || key.contains("$*")) {
-        return Err(bad("an exported key cannot contain wildcards (* or **): name one key"));
+        return Err(bad(
+            "an exported key cannot contain wildcards (* or **): name one key",
+        ));
     }
     Ok(ke)
 }
@@ -140,6 +144,21 @@ mod tests {
     }
 
     #[test]
+    fn the_guides_tls_and_acl_configuration_is_valid() {
+        let o = SessionOptions {
+            config_file: Some(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/bridge-tls.json5").into(),
+            ),
+            ..SessionOptions::default()
+        };
+        let c = o
+            .zenoh_config()
+            .expect("docs/bridge-tls.json5 is a valid Zenoh configuration");
+        assert_eq!(c.get_json("access_control/enabled").unwrap(), "true");
+        assert!(c.get_json("listen/endpoints").unwrap().contains("tls/"));
+    }
+
+    #[test]
     fn config_has_explicit_endpoints_and_no_multicast() {
         let o = SessionOptions {
             listen: vec!["tcp/127.0.0.1:0".into()],
@@ -147,7 +166,10 @@ mod tests {
         };
         let c = o.zenoh_config().unwrap();
         assert_eq!(c.get_json("scouting/multicast/enabled").unwrap(), "false");
-        assert!(c.get_json("listen/endpoints").unwrap().contains("127.0.0.1"));
+        assert!(c
+            .get_json("listen/endpoints")
+            .unwrap()
+            .contains("127.0.0.1"));
         let bad = SessionOptions {
             connect: vec!["nonsense".into()],
             ..SessionOptions::default()

@@ -17,7 +17,9 @@ pub enum BridgeError {
         why: String,
     },
     /// A bad Zenoh configuration (file, endpoint, value).
-    #[error("zenoh configuration: {0}; check the endpoint syntax (tcp/HOST:PORT) and the file (JSON5)")]
+    #[error(
+        "zenoh configuration: {0}; check the endpoint syntax (tcp/HOST:PORT) and the file (JSON5)"
+    )]
     Config(String),
     /// A source or sink named wrongly (`ring:NAME`, `listen:PATH`, `connect:PATH`).
     #[error("{0}")]

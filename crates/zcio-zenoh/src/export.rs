@@ -138,7 +138,13 @@ impl Outlet {
     /// Wait until a subscriber matches the publisher.
     async fn matched(&self) -> Result<(), BridgeError> {
         let listener = self.publisher.matching_listener().await.map_err(zenoh)?;
-        if self.publisher.matching_status().await.map_err(zenoh)?.matching() {
+        if self
+            .publisher
+            .matching_status()
+            .await
+            .map_err(zenoh)?
+            .matching()
+        {
             return Ok(());
         }
         loop {
@@ -331,7 +337,9 @@ impl Exporter {
         ready: impl FnOnce(),
     ) -> Result<ExportEnd, BridgeError> {
         let listener = Listener::bind(path, ChannelConfig::default())?;
-        let out = self.outlet(random_u64(), false, CongestionControl::Block).await?;
+        let out = self
+            .outlet(random_u64(), false, CongestionControl::Block)
+            .await?;
         // Messages of all channels meet in one queue, so positions are
         // assigned in publishing order.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(64);

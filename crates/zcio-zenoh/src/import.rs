@@ -295,7 +295,7 @@ impl Importer {
             .advanced()
             .callback(move |s: Sample| {
                 let n = s.payload().len().min(max);
-                data_in.push(Event::Sample(s), n);
+                data_in.push(Event::Sample(Box::new(s)), n);
             });
         if self.opts.history {
             sb = sb

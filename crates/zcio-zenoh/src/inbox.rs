@@ -11,7 +11,7 @@ use zenoh::sample::Sample;
 /// What arrives for an importer.
 pub(crate) enum Event {
     /// A data or control sample.
-    Sample(Sample),
+    Sample(Box<Sample>),
     /// A liveliness token of an exporter appeared or vanished.
     Token {
         /// The stream it exports.

@@ -62,7 +62,10 @@ mod tests {
         assert_eq!(parse_token(&k), Some((0xabc, 0x1234_5678_9abc_def0)));
         assert_eq!(parse_token("@zcio/alive/zz/00/k"), None);
         assert_eq!(parse_token("cam/front"), None);
-        assert_eq!(parse_token("@zcio/alive/0000000000000abc/0000000000000001"), None);
+        assert_eq!(
+            parse_token("@zcio/alive/0000000000000abc/0000000000000001"),
+            None
+        );
         assert_eq!(token_pattern("cam/*"), "@zcio/alive/*/*/cam/*");
         assert_ne!(random_u64(), random_u64());
     }

@@ -70,7 +70,18 @@ macro_rules! bump {
     };
 }
 
-bump!(samples, bytes, oversize, malformed, gaps, lost, duplicates, ignored, lapped, connections);
+bump!(
+    samples,
+    bytes,
+    oversize,
+    malformed,
+    gaps,
+    lost,
+    duplicates,
+    ignored,
+    lapped,
+    connections
+);
 
 impl Counters {
     /// Count one delivered or published sample of `len` bytes.

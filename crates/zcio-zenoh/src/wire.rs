@@ -260,8 +260,15 @@ mod tests {
         };
         let got = Meta::decode(&m.encode(), 64).unwrap();
         let h = got.array.expect("array header");
-        assert_eq!(h.payload_off, h.len() as u64, "rebased in front of the payload");
-        assert_eq!((h.dtype.as_str(), h.shape.as_slice()), ("<u2", &[32u64][..]));
+        assert_eq!(
+            h.payload_off,
+            h.len() as u64,
+            "rebased in front of the payload"
+        );
+        assert_eq!(
+            (h.dtype.as_str(), h.shape.as_slice()),
+            ("<u2", &[32u64][..])
+        );
     }
 
     #[test]

@@ -43,7 +43,7 @@ fn stop_command() -> impl Future<Output = ()> {
 }
 
 fn session(listen: &str, connect: &str, max: usize) -> SessionOptions {
-    let some = |s: &str| (!s.is_empty()).then(|| vec![s.to_string()]).unwrap_or_default();
+    let some = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
     SessionOptions {
         listen: some(listen),
         connect: some(connect),
@@ -75,7 +75,9 @@ fn child_export() {
         let ex = Exporter::new(&s, source, &arg("key"), opts).unwrap();
         let counters = ex.counters();
         let ep = locs.first().map(ToString::to_string).unwrap_or_default();
-        let r = ex.run(stop_command(), || report(format!("ready {ep}"))).await;
+        let r = ex
+            .run(stop_command(), || report(format!("ready {ep}")))
+            .await;
         report(format!("end {r:?} {:?}", counters.snapshot()));
     });
 }
@@ -236,7 +238,11 @@ fn drain(c: &mut Consumer, max: usize) -> (Vec<(usize, u32)>, Result<(), ReadErr
 
 #[test]
 fn ring_blocks_0_b_to_64_mib_reach_four_remote_readers_byte_exact() {
-    let (src, dst, k) = (RingName::new("sz-src"), RingName::new("sz-dst"), key("sizes"));
+    let (src, dst, k) = (
+        RingName::new("sz-src"),
+        RingName::new("sz-dst"),
+        key("sizes"),
+    );
     let map = Options::new()
         .layout(Layout::Variable)
         .size(256 << 20)
@@ -260,10 +266,15 @@ fn ring_blocks_0_b_to_64_mib_reach_four_remote_readers_byte_exact() {
     for (i, &n) in sizes.iter().enumerate() {
         let mut b = vec![0u8; n];
         fill(&mut b, i as u64, 0);
-        prod.write_tagged(&b, i as u32, ring::Wait::Forever).unwrap();
+        prod.write_tagged(&b, i as u32, ring::Wait::Forever)
+            .unwrap();
     }
     prod.close();
-    let want: Vec<(usize, u32)> = sizes.iter().enumerate().map(|(i, &n)| (n, i as u32)).collect();
+    let want: Vec<(usize, u32)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i as u32))
+        .collect();
     for r in readers {
         let (got, end) = r.join().unwrap();
         assert_eq!(end, Ok(()), "clean end of stream");
@@ -283,7 +294,13 @@ fn channel_messages_and_arrays_keep_their_boundaries() {
     let (mut ex, ep) = exporter(&format!("listen:{}", a.path().display()), &k, 0, "newest");
     // The importer connects (and waits for the accept) before it is ready.
     let accepting = std::thread::spawn(move || sink.accept_timeout(STEP).unwrap());
-    let mut im = importer(&k, &format!("connect:{}", b.path().display()), &ep, 64 << 20, 5000);
+    let mut im = importer(
+        &k,
+        &format!("connect:{}", b.path().display()),
+        &ep,
+        64 << 20,
+        5000,
+    );
     let rx = accepting.join().unwrap();
     let tx = Channel::connect(a.path(), ChannelConfig::default()).unwrap();
     let pool = zcio::Pool::new(zcio::PoolConfig::named("zb-test"));
@@ -319,8 +336,13 @@ fn channel_messages_and_arrays_keep_their_boundaries() {
         assert_eq!(first_mismatch(&v, i as u64, 0), None, "message {i}");
     }
     let m = rx.recv_timeout(STEP).unwrap();
-    let got = ArrayHeader::read_from(&m).unwrap().expect("an array header");
-    assert_eq!((got.dtype.as_str(), &got.shape[..], &got.strides[..]), ("<i2", &[6u64, 4][..], &[8i64, 2][..]));
+    let got = ArrayHeader::read_from(&m)
+        .unwrap()
+        .expect("an array header");
+    assert_eq!(
+        (got.dtype.as_str(), &got.shape[..], &got.strides[..]),
+        ("<i2", &[6u64, 4][..], &[8i64, 2][..])
+    );
     assert_eq!(got.payload_off, got.len() as u64);
     let v = m.to_vec();
     assert_eq!(v.len() as u64, got.payload_off + payload_len);
@@ -329,7 +351,10 @@ fn channel_messages_and_arrays_keep_their_boundaries() {
     ex.send("stop");
     assert!(ex.expect("end ").starts_with("Ok(Stopped)"));
     assert_eq!(im.expect("end "), "Ok(EndOfStream)");
-    assert_eq!(rx.recv_timeout(STEP).unwrap_err(), RecvTimeoutError::Disconnected);
+    assert_eq!(
+        rx.recv_timeout(STEP).unwrap_err(),
+        RecvTimeoutError::Disconnected
+    );
 }
 
 /// The path of the end-of-stream tests: a producer child on host A
@@ -362,7 +387,8 @@ fn path(tag: &str, count: u64, then: &str) -> Path {
     prod.expect("ready");
     let (ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "oldest");
     let im = importer(&k, &format!("ring:{}", dst.0), &ep, 1 << 20, 500);
-    let reader = Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
+    let reader =
+        Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
     prod.send("go");
     prod.expect("written");
     Path {
@@ -427,13 +453,20 @@ fn a_killed_importer_leaves_its_local_readers_disconnected() {
     p.im.kill();
     let (got, end) = drain(&mut p.reader, 4096);
     assert!(got.len() < 50);
-    assert!(matches!(end, Err(ReadError::Disconnected { .. })), "{end:?}");
+    assert!(
+        matches!(end, Err(ReadError::Disconnected { .. })),
+        "{end:?}"
+    );
     drop(p.ex);
 }
 
 #[test]
 fn a_restarted_exporter_resumes_without_duplicates() {
-    let (src, dst, k) = (RingName::new("rs-src"), RingName::new("rs-dst"), key("restart"));
+    let (src, dst, k) = (
+        RingName::new("rs-src"),
+        RingName::new("rs-dst"),
+        key("restart"),
+    );
     let map = Options::new()
         .layout(Layout::Slotted)
         .slot_size(4096)
@@ -452,7 +485,8 @@ fn a_restarted_exporter_resumes_without_duplicates() {
         b
     };
     for i in 0..10u64 {
-        prod.write_tagged(&block(i), i as u32, ring::Wait::Forever).unwrap();
+        prod.write_tagged(&block(i), i as u32, ring::Wait::Forever)
+            .unwrap();
     }
     for i in 0..10u32 {
         let p = reader.peek_timeout(4096, STEP).unwrap().expect("a block");
@@ -466,13 +500,18 @@ fn a_restarted_exporter_resumes_without_duplicates() {
     // publishes blocks 0..10 again, which the importer drops by position.
     let (ex2, _ep2) = exporter_at(&format!("ring:{}", src.0), &k, &ep);
     for i in 10..20u64 {
-        prod.write_tagged(&block(i), i as u32, ring::Wait::Forever).unwrap();
+        prod.write_tagged(&block(i), i as u32, ring::Wait::Forever)
+            .unwrap();
     }
     prod.close();
     let (got, end) = drain(&mut reader, 4096);
     assert_eq!(end, Ok(()));
     let tags: Vec<u32> = got.iter().map(|g| g.1).collect();
-    assert_eq!(tags, (10..20).collect::<Vec<u32>>(), "no duplicates, no gaps");
+    assert_eq!(
+        tags,
+        (10..20).collect::<Vec<u32>>(),
+        "no duplicates, no gaps"
+    );
     assert_eq!(im.expect("end "), "Ok(EndOfStream)");
     let stats = im.expect("stats ");
     assert!(stats.contains("duplicates=10"), "{stats}");
@@ -499,7 +538,8 @@ fn a_late_importer_catches_up_from_the_exporters_cache() {
     for i in 0..10u64 {
         let mut b = vec![0u8; 300];
         fill(&mut b, i, 0);
-        prod.write_tagged(&b, i as u32, ring::Wait::Forever).unwrap();
+        prod.write_tagged(&b, i as u32, ring::Wait::Forever)
+            .unwrap();
     }
     for i in 0..10u32 {
         let p = ra.peek_timeout(4096, STEP).unwrap().expect("a block");
@@ -511,7 +551,10 @@ fn a_late_importer_catches_up_from_the_exporters_cache() {
     let mut late = importer_with(&k, &format!("ring:{}", b.0), &ep, 1 << 20, 5000, true);
     let mut rb = Consumer::attach(ring::RingMap::open(&b.0, true).unwrap(), Start::Oldest).unwrap();
     for i in 0..10u32 {
-        let p = rb.peek_timeout(4096, STEP).unwrap().expect("a cached block");
+        let p = rb
+            .peek_timeout(4096, STEP)
+            .unwrap()
+            .expect("a cached block");
         assert_eq!(p.tag(), i);
         assert_eq!(first_mismatch(&p.to_vec(), u64::from(i), 0), None);
         p.release().unwrap();
@@ -572,7 +615,13 @@ fn hostile_samples_are_counted_and_dropped() {
     let mut claims_array = good.clone();
     claims_array[6] = 2;
     rt.block_on(async {
-        let p = s.declare_publisher(k.clone()).await.unwrap();
+        // Block, not Zenoh's default Drop: a loaded machine must not lose
+        // the good samples this test counts.
+        let p = s
+            .declare_publisher(k.clone())
+            .congestion_control(zcio_zenoh::zenoh::qos::CongestionControl::Block)
+            .await
+            .unwrap();
         // Let the importer's subscription reach us.
         let ml = p.matching_listener().await.unwrap();
         if !p.matching_status().await.unwrap().matching() {
@@ -583,18 +632,28 @@ fn hostile_samples_are_counted_and_dropped() {
         p.put(vec![3u8; 10]).attachment(bad_version).await.unwrap();
         p.put(vec![4u8; 10]).attachment(bad_len).await.unwrap();
         p.put(vec![5u8; 10]).attachment(claims_array).await.unwrap();
-        p.put(vec![6u8; 10]).attachment(b"zc".to_vec()).await.unwrap(); // not ours
+        p.put(vec![6u8; 10])
+            .attachment(b"zc".to_vec())
+            .await
+            .unwrap(); // not ours
         p.delete().await.unwrap(); // a plain delete: ignored
         p.put(vec![7u8; 1 << 16]).await.unwrap(); // at the limit: delivered
     });
     let mut got = Vec::new();
     while got.len() < 3 {
-        let p = reader.peek_timeout(1 << 17, STEP).unwrap().expect("a block");
+        let p = reader
+            .peek_timeout(1 << 17, STEP)
+            .unwrap()
+            .expect("a block");
         got.push(p.to_vec());
         p.release().unwrap();
     }
     assert_eq!(got[0], vec![1u8; 10]);
-    assert_eq!(got[1], vec![6u8; 10], "a foreign attachment is not ours to judge");
+    assert_eq!(
+        got[1],
+        vec![6u8; 10],
+        "a foreign attachment is not ours to judge"
+    );
     assert_eq!(got[2], vec![7u8; 1 << 16]);
     im.send("stop");
     assert_eq!(im.expect("end "), "Ok(Stopped)");

@@ -195,6 +195,13 @@ impl Drop for Proc {
     }
 }
 
+/// Send SIGTERM to a running child.
+pub fn sigterm(p: &Proc) {
+    // SAFETY: kill(2) with a pid of our own, not yet reaped child.
+    let r = unsafe { libc::kill(p.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(r, 0, "kill(SIGTERM)");
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
