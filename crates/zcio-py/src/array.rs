@@ -1,10 +1,15 @@
 //! numpy-side helpers of `send_array`/`recv_array`; the header itself is
 //! the core's [`zcio::array`] (shared with the Zenoh bridge).
 
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
 pub(crate) use zcio::array::{
     header_len, ArrayHeader as Header, FIXED, FLAG_SENDER_MAPS_WRITABLE, MAX_DTYPE, MAX_HEADER,
     MAX_NDIM,
 };
+
+use crate::errors::{self, Class};
 
 /// The extent of an array's elements relative to its first element's
 /// address: `(lo, hi)` with every element in `[data + lo, data + hi)`, and
@@ -23,4 +28,50 @@ pub(crate) fn extent(shape: &[usize], strides: &[isize], itemsize: usize) -> Opt
         }
     }
     Some((lo, hi + itemsize as i128))
+}
+
+/// `MalformedMessage(text)`.
+pub(crate) fn malformed(py: Python<'_>, text: String) -> PyErr {
+    errors::err(py, Class::Malformed, text, None)
+}
+
+/// Check what numpy must judge in a decoded header (the dtype names a
+/// plain type; every element lies inside the payload) and return the
+/// dtype object.
+pub(crate) fn checked_dtype<'py>(py: Python<'py>, hdr: &Header) -> PyResult<Bound<'py, PyAny>> {
+    let dt = crate::np::dtype(py, &hdr.dtype)
+        .map_err(|e| malformed(py, format!("dtype {:?} rejected by numpy: {e}", hdr.dtype)))?;
+    if !dt.plain {
+        return Err(malformed(
+            py,
+            format!("dtype {:?} is not a plain data type", hdr.dtype),
+        ));
+    }
+    hdr.check_extent(dt.itemsize)
+        .map_err(|e| malformed(py, e.0))?;
+    Ok(dt.obj)
+}
+
+/// The read-only array a checked header describes, over `buffer` (an
+/// object exporting the bytes in place) whose byte `payload_at` is the
+/// payload's first.
+pub(crate) fn ndarray_over<'py>(
+    py: Python<'py>,
+    hdr: &Header,
+    dtype: Bound<'py, PyAny>,
+    buffer: Bound<'py, PyAny>,
+    payload_at: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let offset = payload_at
+        .checked_add(hdr.data_off)
+        .ok_or_else(|| malformed(py, "element offset overflows".into()))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "shape"), PyTuple::new(py, &hdr.shape)?)?;
+    kwargs.set_item(intern!(py, "dtype"), dtype)?;
+    kwargs.set_item(intern!(py, "buffer"), buffer)?;
+    kwargs.set_item(intern!(py, "offset"), offset)?;
+    kwargs.set_item(intern!(py, "strides"), PyTuple::new(py, &hdr.strides)?)?;
+    crate::np::ndarray(py)?
+        .call((), Some(&kwargs))
+        .map_err(|e| malformed(py, format!("numpy refused the array: {e}")))
 }

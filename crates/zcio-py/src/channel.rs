@@ -280,8 +280,11 @@ impl Channel {
     }
 
     /// Decode the array of a received message.
-    fn array_of<'py>(py: Python<'py>, msg: &Bound<'py, Msg>) -> PyResult<Bound<'py, PyAny>> {
-        let bad = |text: String| errors::err(py, Class::Malformed, text, None);
+    pub(crate) fn array_of<'py>(
+        py: Python<'py>,
+        msg: &Bound<'py, Msg>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let bad = |text: String| array::malformed(py, text);
         let m = msg.get();
         let total = m.byte_len();
         let mut fixed = [0u8; array::FIXED];
@@ -297,16 +300,7 @@ impl Channel {
         let mut h = vec![0u8; hl];
         m.read_at(0, &mut h)?;
         let hdr = Header::decode(&h, total).map_err(|e| bad(e.0))?;
-        let dt = crate::np::dtype(py, &hdr.dtype)
-            .map_err(|e| bad(format!("dtype {:?} rejected by numpy: {e}", hdr.dtype)))?;
-        if !dt.plain {
-            return Err(bad(format!(
-                "dtype {:?} is not a plain data type",
-                hdr.dtype
-            )));
-        }
-        let itemsize = dt.itemsize;
-        hdr.check_extent(itemsize).map_err(|e| bad(e.0))?;
+        let dtype = array::checked_dtype(py, &hdr)?;
         let (off, len) = (hdr.payload_off as usize, hdr.payload_len as usize);
         let buf: Bound<'py, PyAny> = match MsgView::new(msg, off, len)? {
             Some(v) => Bound::new(py, v)?.into_any(),
@@ -318,15 +312,7 @@ impl Channel {
                 pyo3::types::PyBytes::new(py, &v).into_any()
             }
         };
-        let kwargs = PyDict::new(py);
-        kwargs.set_item(intern!(py, "shape"), PyTuple::new(py, &hdr.shape)?)?;
-        kwargs.set_item(intern!(py, "dtype"), dt.obj)?;
-        kwargs.set_item(intern!(py, "buffer"), buf)?;
-        kwargs.set_item(intern!(py, "offset"), hdr.data_off)?;
-        kwargs.set_item(intern!(py, "strides"), PyTuple::new(py, &hdr.strides)?)?;
-        crate::np::ndarray(py)?
-            .call((), Some(&kwargs))
-            .map_err(|e| bad(format!("numpy refused the array: {e}")))
+        array::ndarray_over(py, &hdr, dtype, buf, 0)
     }
 }
 

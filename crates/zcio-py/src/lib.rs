@@ -56,6 +56,7 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ring::RingProducer>()?;
     m.add_class::<ring::RingConsumer>()?;
     m.add_class::<ring::Peek>()?;
+    m.add_class::<ring::PeekView>()?;
     m.add_function(wrap_pyfunction!(ring::ring_unlink, m)?)?;
     m.add_function(wrap_pyfunction!(ring::ring_list, m)?)?;
     m.add_class::<ipc::Message>()?;

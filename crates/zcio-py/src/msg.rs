@@ -252,6 +252,14 @@ impl Msg {
         }
     }
 
+    /// array() -> numpy.ndarray: the array of a `send_array` message (what
+    /// `Channel.recv_array` returns for it), read-only, in place. The
+    /// header is copied out and validated first; `MalformedMessage` when
+    /// the message is not a valid array message.
+    fn array<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        crate::channel::Channel::array_of(slf.py(), slf)
+    }
+
     /// release(): give the buffers back now (the deallocation notice goes
     /// to the sender). BufferError while views are exported.
     fn release(&self) -> PyResult<()> {

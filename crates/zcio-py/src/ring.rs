@@ -33,6 +33,7 @@ use zcio::ring::{
 };
 
 use crate::aio::{self, async_timeout};
+use crate::array;
 use crate::buffer::{self, Exported, SendPtr};
 use crate::errors::{self, Class};
 use crate::wait::{blocking, Deadline, Timeout};
@@ -1106,6 +1107,59 @@ impl Peek {
         Ok(PyBytes::new(py, &v))
     }
 
+    /// array() -> numpy.ndarray: the array a `send_array` message carried
+    /// into this block (a Zenoh bridge imports one as the header then the
+    /// payload, the layout `recv_array` reads), read-only, in place. The
+    /// header is copied out of the block and validated first (the ring's
+    /// producer can write the block); `MalformedMessage` when the block
+    /// does not hold a valid array. The array's `.base` is a `PeekView`,
+    /// which counts as a view of this block: `release()` is refused while
+    /// the array lives, and the block stays this peek's (the consumer does
+    /// not move on) until the array and the peek are gone.
+    fn array<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        // Pin the block first (an export, counted under `held` as in
+        // `__getbuffer__`), so everything below reads this block.
+        let view = {
+            let held = me.lock_held()?;
+            if held.is_none() {
+                return Err(peek_released());
+            }
+            me.exports.fetch_add(1, Ordering::AcqRel);
+            drop(held);
+            PeekView {
+                peek: slf.clone().unbind(),
+                ptr: me.ptr,
+                len: me.len,
+            }
+        };
+        let view = Bound::new(py, view)?;
+        let bad = |text: String| array::malformed(py, text);
+        // The block lies in the consumer's mappings, which live as long as
+        // the peek object (`view` holds it), and stays this peek's while
+        // `view` counts as an export. The producer may still write it: it
+        // is read only through a volatile `View`, into private copies.
+        // SAFETY: as argued just above.
+        let block = unsafe { View::from_raw(me.ptr as *const u8, me.len) };
+        let mut fixed = [0u8; array::FIXED];
+        if block.read_at(0, &mut fixed) < array::FIXED {
+            return Err(bad(format!(
+                "block of {} bytes is too short for an array header",
+                me.len
+            )));
+        }
+        let hl = array::Header::announced_len(&fixed).map_err(|e| bad(e.0))?;
+        if hl > me.len {
+            return Err(bad("array header longer than the block".into()));
+        }
+        let mut h = vec![0u8; hl];
+        block.read_at(0, &mut h);
+        let hdr = array::Header::decode(&h, me.len).map_err(|e| bad(e.0))?;
+        let dtype = array::checked_dtype(py, &hdr)?;
+        array::ndarray_over(py, &hdr, dtype, view.into_any(), hdr.payload_off)
+    }
+
     /// release(): done with the block; the consumer moves past it. Raises
     /// zcio.Lapped if it was overwritten meanwhile (what was read from it
     /// is not valid), BufferError while views of it are exported.
@@ -1192,6 +1246,65 @@ impl Peek {
 
     fn __repr__(&self) -> String {
         format!("zcio.Peek(len={}, tag={})", self.len, self.tag)
+    }
+}
+
+/// A read-only range of a peeked block in place: the `.base` of the
+/// arrays `Peek.array()` returns. It counts as an export of its `Peek` for
+/// its whole life (so the block cannot be released under it) and keeps the
+/// `Peek` — and with it the ring's mapping — alive.
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct PeekView {
+    peek: Py<Peek>,
+    /// The block's bytes (see `Peek::ptr`).
+    ptr: usize,
+    len: usize,
+}
+
+impl Drop for PeekView {
+    fn drop(&mut self) {
+        // `get` needs no GIL for a frozen class.
+        self.peek.get().exports.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[pymethods]
+impl PeekView {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// The peeked block these bytes belong to.
+    #[getter]
+    fn peek(&self, py: Python<'_>) -> Py<Peek> {
+        self.peek.clone_ref(py)
+    }
+
+    /// Always True, as for `Peek`: a ring block can be written by any
+    /// process attached to the ring.
+    #[getter]
+    fn volatile(&self) -> bool {
+        true
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE != 0 {
+            return Err(errors::buffer("a peeked ring block is read-only"));
+        }
+        let me = slf.get();
+        // The block stays this peek's while this object lives (it counts
+        // as an export, so `release()` is refused) and stays mapped while
+        // the peek object lives, which this object keeps.
+        // SAFETY: as argued just above.
+        unsafe { buffer::fill(view, slf.as_any(), me.ptr as *const u8, me.len, true, flags) }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("zcio.PeekView(len={})", self.len)
     }
 }
 

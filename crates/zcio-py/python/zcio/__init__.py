@@ -50,6 +50,11 @@ Associations move data between I/O objects without a Python loop:
 the kernel's copy_file_range/sendfile/splice when nothing processes the
 data).
 
+Across hosts: ``zcio.bridge.export(...)`` / ``zcio.bridge.import_(...)``
+run ``zcio bridge`` processes that carry a ring or channel path over Zenoh
+(one copy per host boundary); ``peek.array()`` reads a ``send_array``
+array out of an imported ring block in place.
+
 See ``docs/python.md`` for the whole API, the buffer lifetime rules and
 the volatile/secured distinction.
 """
@@ -59,6 +64,8 @@ from __future__ import annotations
 from ._errors import (
     AllocError,
     AllocTimedOut,
+    BridgeError,
+    BridgeUsageError,
     ConnectError,
     Disconnected,
     Empty,
@@ -75,6 +82,7 @@ from ._errors import (
     ZcioError,
 )
 from ._typed import read_typed, send_typed
+from . import bridge
 from ._zcio import (
     DEFAULT,
     ArenaBuffer,
@@ -94,6 +102,7 @@ from ._zcio import (
     MsgView,
     OwnedBuffer,
     Peek,
+    PeekView,
     Pool,
     PoolBuffer,
     Proxies,
@@ -131,6 +140,7 @@ __all__ = [
     "RingProducer",
     "RingConsumer",
     "Peek",
+    "PeekView",
     "ring_unlink",
     "ring_list",
     "Message",
@@ -170,11 +180,14 @@ __all__ = [
     "Lapped",
     "SpliceError",
     "ModuleError",
+    "BridgeError",
+    "BridgeUsageError",
+    "bridge",
 ]
 
 
 def is_volatile(obj: object) -> bool:
-    """Whether ``obj`` (a Msg, MsgView, Peek, or a numpy array / memoryview
+    """Whether ``obj`` (a Msg, MsgView, Peek, PeekView, or a numpy array / memoryview
     over one of them) shows bytes another process may still write.
 
     Follows ``.base`` (numpy) and ``.obj`` (memoryview) links to the zcio
@@ -183,7 +196,7 @@ def is_volatile(obj: object) -> bool:
     """
     seen = 0
     while obj is not None and seen < 256:
-        if isinstance(obj, (Msg, MsgView, Peek)):
+        if isinstance(obj, (Msg, MsgView, Peek, PeekView)):
             return bool(obj.volatile)
         if isinstance(obj, memoryview):
             obj = obj.obj

@@ -38,6 +38,8 @@ __all__ = [
     "Lapped",
     "SpliceError",
     "ModuleError",
+    "BridgeError",
+    "BridgeUsageError",
 ]
 
 
@@ -144,3 +146,21 @@ class ModuleError(SpliceError, ValueError):
     """A processing module failed: no module of that name, bad arguments,
     a control request it does not understand, malformed input, or a
     shared object that is not a loadable zcio module."""
+
+
+class BridgeError(ZcioError):
+    """A ``zcio bridge`` process (``zcio.bridge``) failed: it exited before
+    it was ready (it could not open its local end or its Zenoh session), or
+    it ended with exit status 1 (the stream failed: the remote producer
+    failed or died, the exporting bridge vanished, a local error).
+    ``returncode`` is the process's exit status (``None`` if it was still
+    running), ``stderr`` its error output (what went wrong, in words)."""
+
+    returncode: int | None = None
+    stderr: str = ""
+
+
+class BridgeUsageError(BridgeError, ValueError):
+    """``zcio bridge`` refused its arguments (exit status 2): a malformed
+    key or endpoint, an unknown source or sink, a size out of range.
+    ``stderr`` says which."""

@@ -92,6 +92,9 @@ class Msg(Buffer):
     def secure(self) -> Msg:
         """Bytes that cannot change: shared in place when already immutable
         (sealed, or made by this process), else one private copy."""
+    def array(self) -> npt.NDArray[Any]:
+        """The array of a ``send_array`` message (what ``recv_array`` gives),
+        read-only, in place; ``MalformedMessage`` if it holds none."""
     def release(self) -> None:
         """Give the buffers back now. ``BufferError`` while views exist."""
     def __enter__(self) -> Msg: ...
@@ -417,11 +420,29 @@ class Peek(Buffer):
     def released(self) -> bool: ...
     def is_intact(self) -> bool: ...
     def tobytes(self) -> bytes: ...
+    def array(self) -> npt.NDArray[Any]:
+        """The ``send_array`` array this block holds (a Zenoh bridge imports
+        one as header + payload), read-only, in place: the header is copied
+        out and validated (``MalformedMessage`` if invalid). Its ``.base`` is
+        a ``PeekView`` that counts as a view of the block: ``release()`` is
+        refused while the array lives."""
     def release(self) -> None:
         """Move past the block; ``Lapped`` if it was overwritten meanwhile,
         ``BufferError`` while views exist."""
     def __enter__(self) -> Peek: ...
     def __exit__(self, *args: object) -> bool: ...
+
+class PeekView(Buffer):
+    """A read-only range of a peeked ring block in place: the ``.base`` of
+    the arrays ``Peek.array()`` returns. Keeps its ``Peek`` (and the ring's
+    mapping) alive and the block held while it lives."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def peek(self) -> Peek: ...
+    @property
+    def volatile(self) -> bool: ...
 
 def ring_unlink(name: str) -> None: ...
 def ring_list() -> list[str]: ...
