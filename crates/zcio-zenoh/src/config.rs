@@ -73,7 +73,10 @@ impl SessionOptions {
                 c
             }
         };
-        if !self.listen.is_empty() {
+        // No endpoint given and no file: listen nowhere (Zenoh's peer
+        // default listens on every interface, which would let any host
+        // publish into an importer that meant only to connect out).
+        if !self.listen.is_empty() || self.config_file.is_none() {
             cfg.insert_json5("listen/endpoints", &quoted_list(&self.listen))
                 .map_err(|e| cfg_err("--listen", e))?;
         }
@@ -170,6 +173,12 @@ mod tests {
             .get_json("listen/endpoints")
             .unwrap()
             .contains("127.0.0.1"));
+        let quiet = SessionOptions::default().zenoh_config().unwrap();
+        assert_eq!(
+            quiet.get_json("listen/endpoints").unwrap(),
+            "[]",
+            "no --listen: listen nowhere"
+        );
         let bad = SessionOptions {
             connect: vec!["nonsense".into()],
             ..SessionOptions::default()

@@ -343,6 +343,7 @@ impl Exporter {
         // Messages of all channels meet in one queue, so positions are
         // assigned in publishing order.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Msg>(64);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let accepting = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let acceptor = {
             let accepting = accepting.clone();
@@ -350,7 +351,9 @@ impl Exporter {
             let handle = tokio::runtime::Handle::current();
             std::thread::Builder::new()
                 .name("zcio-bridge-accept".into())
-                .spawn(move || accept_loop(&listener, &accepting, &counters, &tx, &handle))
+                .spawn(move || {
+                    accept_loop(&listener, &accepting, &counters, &tx, &stop_rx, &handle)
+                })
                 .map_err(|e| BridgeError::Local {
                     what: "listener",
                     why: e.to_string(),
@@ -358,12 +361,27 @@ impl Exporter {
         };
         ready();
         tokio::pin!(stop);
+        // A stop ends accepting, then every channel hands over what it has
+        // received and closes; the queue runs dry when the last of them
+        // (and the acceptor) has let go, and only then is the end of
+        // stream published: nothing received is dropped.
+        let mut stopping = false;
+        let begin_stop = |stopping: &mut bool| {
+            *stopping = true;
+            // SYNC: the acceptor reads this flag between bounded accepts;
+            // no data is published through it (Relaxed is enough).
+            accepting.store(false, std::sync::atomic::Ordering::Relaxed);
+            let _ = stop_tx.send(true);
+        };
         let mut pos = 0u64;
         let mut matched = !self.opts.wait_for_subscriber;
         let res = loop {
             let msg = tokio::select! {
                 biased;
-                () = &mut stop => break Ok(()),
+                () = &mut stop, if !stopping => {
+                    begin_stop(&mut stopping);
+                    continue;
+                }
                 m = rx.recv() => match m {
                     Some(m) => m,
                     None => break Ok(()),
@@ -373,10 +391,11 @@ impl Exporter {
                 self.counters.oversize(1);
                 continue;
             }
-            if !matched {
+            if !matched && !stopping {
+                // Once stopping, publish anyway (the cache keeps it).
                 tokio::select! {
                     biased;
-                    () = &mut stop => break Ok(()),
+                    () = &mut stop => begin_stop(&mut stopping),
                     r = out.matched() => if let Err(e) = r { break Err(e) },
                 }
                 matched = true;
@@ -395,9 +414,9 @@ impl Exporter {
             pos += 1;
             self.counters.sample(len);
         };
-        // SYNC: the acceptor reads this flag between bounded accepts; no
-        // data is published through it (Relaxed is enough).
-        accepting.store(false, std::sync::atomic::Ordering::Relaxed);
+        if !stopping {
+            begin_stop(&mut stopping);
+        }
         rx.close();
         let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
         res?;
@@ -438,12 +457,14 @@ fn to_zbytes(msg: &Msg) -> ZBytes {
 }
 
 /// Accept channels until `accepting` is cleared; each gets a task that
-/// forwards its messages to `tx`.
+/// forwards its messages to `tx` until its peer goes or `stop` turns true,
+/// then hands over what it has received and closes.
 fn accept_loop(
     listener: &Listener,
     accepting: &std::sync::atomic::AtomicBool,
     counters: &Arc<Counters>,
     tx: &tokio::sync::mpsc::Sender<Msg>,
+    stop: &tokio::sync::watch::Receiver<bool>,
     rt: &tokio::runtime::Handle,
 ) {
     // SYNC: see `run_listen` (a stop flag, Relaxed).
@@ -461,10 +482,31 @@ fn accept_loop(
             continue;
         };
         let counters = counters.clone();
+        let mut stop = stop.clone();
         rt.spawn(async move {
-            // Ends when the peer closes or dies, or the exporter stops.
             loop {
-                match ch.recv().await {
+                let got = tokio::select! {
+                    biased;
+                    r = ch.recv() => Some(r),
+                    r = stop.wait_for(|s| *s) => r.is_err().then_some(Err(zcio::RecvError::Disconnected)),
+                };
+                let Some(got) = got else {
+                    // Stopping: what this channel has received goes out
+                    // first.
+                    loop {
+                        match ch.try_recv() {
+                            Ok(m) => {
+                                if tx.send(m).await.is_err() {
+                                    break;
+                                }
+                            }
+                            Err(zcio::TryRecvError::Malformed(_)) => counters.malformed(1),
+                            Err(_) => break,
+                        }
+                    }
+                    break;
+                };
+                match got {
                     Ok(m) => {
                         if tx.send(m).await.is_err() {
                             break;
@@ -476,6 +518,7 @@ fn accept_loop(
                     Err(_) => break,
                 }
             }
+            ch.channel().close();
         });
     }
 }

@@ -287,22 +287,6 @@ impl Importer {
     ) -> Result<ImportEnd, BridgeError> {
         let mut local = Local::open(&self.sink)?;
         let inbox = Arc::new(Inbox::new(self.opts.queue_bytes));
-        let max = self.opts.max_sample;
-        let data_in = inbox.clone();
-        let mut sb = self
-            .session
-            .declare_subscriber(self.key.clone())
-            .advanced()
-            .callback(move |s: Sample| {
-                let n = s.payload().len().min(max);
-                data_in.push(Event::Sample(Box::new(s)), n);
-            });
-        if self.opts.history {
-            sb = sb
-                .history(HistoryConfig::default().detect_late_publishers())
-                .recovery(RecoveryConfig::default().periodic_queries(Duration::from_secs(1)));
-        }
-        let sub = sb.await.map_err(zenoh)?;
         let tokens_in = inbox.clone();
         let tokens = self
             .session
@@ -324,8 +308,48 @@ impl Importer {
             })
             .await
             .map_err(zenoh)?;
+        tokio::pin!(stop);
+        // With history, subscribe once an exporter is reachable: the
+        // subscriber's history query goes out when it is declared, and one
+        // sent before the link to the exporter is up finds nothing.
+        let mut early = std::collections::VecDeque::new();
+        if self.opts.history {
+            loop {
+                let ev = tokio::select! {
+                    biased;
+                    () = &mut stop => {
+                        inbox.close();
+                        drop(tokens);
+                        local.close(None);
+                        return Ok(ImportEnd::Stopped);
+                    }
+                    ev = inbox.pop() => ev,
+                };
+                let seen = matches!(ev, Event::Token { alive: true, .. });
+                early.push_back(ev);
+                if seen {
+                    break;
+                }
+            }
+        }
+        let max = self.opts.max_sample;
+        let data_in = inbox.clone();
+        let mut sb = self
+            .session
+            .declare_subscriber(self.key.clone())
+            .advanced()
+            .callback(move |s: Sample| {
+                let n = s.payload().len().min(max);
+                data_in.push(Event::Sample(Box::new(s)), n);
+            });
+        if self.opts.history {
+            sb = sb
+                .history(HistoryConfig::default().detect_late_publishers())
+                .recovery(RecoveryConfig::default().periodic_queries(Duration::from_secs(1)));
+        }
+        let sub = sb.await.map_err(zenoh)?;
         ready();
-        let finish = self.pump(&mut local, &inbox, stop).await;
+        let finish = self.pump(&mut local, &inbox, early, stop).await;
         // Release Zenoh threads waiting for room before undeclaring (which
         // waits for callbacks in progress).
         inbox.close();
@@ -370,9 +394,9 @@ impl Importer {
         &self,
         local: &mut Local,
         inbox: &Inbox,
-        stop: impl Future<Output = ()>,
+        mut early: std::collections::VecDeque<Event>,
+        mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<Finish, BridgeError> {
-        tokio::pin!(stop);
         let c = &*self.counters;
         let grace = self.opts.grace;
         let mut current: Option<Stream> = None;
@@ -382,15 +406,19 @@ impl Importer {
         let mut lost_at: Option<Instant> = None;
         loop {
             let deadline = lost_at;
-            let ev = tokio::select! {
-                biased;
-                // Mid-stream, the readers must not see a clean end.
-                () = &mut stop => return Ok(Finish::Stopped { mid_stream: current.is_some() }),
-                () = sleep_until(deadline) => {
-                    let s = current.as_ref().map_or(0, |s| s.id);
-                    return Ok(Finish::Lost(s));
+            let ev = if let Some(ev) = early.pop_front() {
+                ev
+            } else {
+                tokio::select! {
+                    biased;
+                    // Mid-stream, the readers must not see a clean end.
+                    () = &mut stop => return Ok(Finish::Stopped { mid_stream: current.is_some() }),
+                    () = sleep_until(deadline) => {
+                        let s = current.as_ref().map_or(0, |s| s.id);
+                        return Ok(Finish::Lost(s));
+                    }
+                    ev = inbox.pop() => ev,
                 }
-                ev = inbox.pop() => ev,
             };
             let sample = match ev {
                 Event::Token {

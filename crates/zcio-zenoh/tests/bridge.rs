@@ -357,6 +357,42 @@ fn channel_messages_and_arrays_keep_their_boundaries() {
     );
 }
 
+#[test]
+fn stopping_a_listener_export_publishes_everything_it_received_first() {
+    let (a, dst, k) = (
+        SockPath::new("zb-stop"),
+        RingName::new("stop-dst"),
+        key("lstop"),
+    );
+    let (mut ex, ep) = exporter(&format!("listen:{}", a.path().display()), &k, 0, "newest");
+    let mut im = importer(&k, &format!("ring:{}", dst.0), &ep, 1 << 20, 5000);
+    let mut reader =
+        Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
+    let tx = Channel::connect(a.path(), ChannelConfig::default()).unwrap();
+    let pool = zcio::Pool::new(zcio::PoolConfig::named("zb-stop"));
+    let n = 2000u64;
+    for i in 0..n {
+        let mut buf = pool.alloc(1024).unwrap();
+        fill(buf.as_mut_slice(), i, 0);
+        tx.send(Msg::from(buf.freeze().unwrap())).unwrap();
+    }
+    // Every send has returned: the exporter has them (in its channel's
+    // ring or already taken). Stop at once.
+    ex.send("stop");
+    assert!(ex.expect("end ").starts_with("Ok(Stopped)"));
+    let mut got = 0u64;
+    while let Some(p) = reader.peek_timeout(4096, STEP).unwrap() {
+        assert_eq!(first_mismatch(&p.to_vec(), got, 0), None, "message {got}");
+        p.release().unwrap();
+        got += 1;
+    }
+    assert_eq!(
+        got, n,
+        "a stopped listener export publishes all it received, then ends"
+    );
+    assert_eq!(im.expect("end "), "Ok(EndOfStream)");
+}
+
 /// The path of the end-of-stream tests: a producer child on host A
 /// (waiting for `go`), an exporter, an importer into a new ring on host B
 /// and one reader there.
