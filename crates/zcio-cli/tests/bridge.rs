@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::process::Command;
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,21 +14,9 @@ use serde_json::Value;
 
 /// Start a bridge; return it and the endpoints of its `ready` line.
 fn start(dir: &RingDir, args: &[&str]) -> (Proc, String) {
-    let (tx, rx) = mpsc::channel();
     let mut c: Command = dir.cmd(&[&["bridge"], args].concat());
     c.stdin(std::process::Stdio::null());
-    let p = Proc::spawn_with(&format!("bridge {}", args.join(" ")), &mut c, move |o| {
-        let mut r = BufReader::new(o);
-        let mut line = String::new();
-        let _ = r.read_line(&mut line);
-        let _ = tx.send(line.clone());
-        let mut rest = Vec::new();
-        let _ = r.read_to_end(&mut rest);
-        let mut all = line.into_bytes();
-        all.extend(rest);
-        all
-    });
-    let line = rx.recv_timeout(WATCHDOG).unwrap_or_default();
+    let (p, line) = spawn_first_line(&format!("bridge {}", args.join(" ")), &mut c);
     let eps = line
         .strip_prefix("ready")
         .unwrap_or_else(|| {

@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -22,22 +21,9 @@ fn relay_cmd(args: &[&str]) -> Command {
 
 /// Start `zcio relay ARGS`; return it and the address it announced.
 fn start(args: &[&str]) -> (Proc, SocketAddr) {
-    let (tx, rx) = mpsc::channel();
     let mut c = relay_cmd(args);
-    let p = Proc::spawn_with(&format!("relay {}", args.join(" ")), &mut c, move |o| {
-        let mut r = BufReader::new(o);
-        let mut line = String::new();
-        let _ = r.read_line(&mut line);
-        let _ = tx.send(line.clone());
-        let mut rest = Vec::new();
-        let _ = r.read_to_end(&mut rest);
-        let mut all = line.into_bytes();
-        all.extend(rest);
-        all
-    });
-    let line = rx
-        .recv_timeout(WATCHDOG)
-        .expect("zcio relay printed nothing on stdout");
+    let (p, line) = spawn_first_line(&format!("relay {}", args.join(" ")), &mut c);
+    assert!(!line.is_empty(), "zcio relay printed nothing on stdout");
     let addr = line
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("first line is not `listening on ADDR`: {line:?}"))

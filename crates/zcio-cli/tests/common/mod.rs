@@ -195,6 +195,25 @@ impl Drop for Proc {
     }
 }
 
+/// Spawn `c` and wait (bounded by the watchdog) for the first line it
+/// prints on stdout (`""` if it printed none); the rest is collected.
+pub fn spawn_first_line(name: &str, c: &mut Command) -> (Proc, String) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = Proc::spawn_with(name, c, move |o| {
+        let mut r = std::io::BufReader::new(o);
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut r, &mut line);
+        let _ = tx.send(line.clone());
+        let mut rest = Vec::new();
+        let _ = r.read_to_end(&mut rest);
+        let mut all = line.into_bytes();
+        all.extend(rest);
+        all
+    });
+    let line = rx.recv_timeout(WATCHDOG).unwrap_or_default();
+    (p, line)
+}
+
 /// Send SIGTERM to a running child.
 pub fn sigterm(p: &Proc) {
     // SAFETY: kill(2) with a pid of our own, not yet reaped child.
