@@ -52,6 +52,14 @@ fn session(listen: &str, connect: &str, max: usize) -> SessionOptions {
     }
 }
 
+/// The optional child argument `config` (a Zenoh configuration file).
+fn with_config(mut o: SessionOptions) -> SessionOptions {
+    if let Ok(c) = std::env::var("ZCIO_ARG_config") {
+        o.config_file = Some(c.into());
+    }
+    o
+}
+
 /// An exporter: `source`, `key`, `listen`, `history`, `start` (oldest|newest).
 #[test]
 #[ignore = "child process"]
@@ -60,7 +68,10 @@ fn child_export() {
         return;
     };
     runtime().block_on(async {
-        let s = session(&arg("listen"), "", 64 << 20).open().await.unwrap();
+        let s = with_config(session(&arg("listen"), "", 64 << 20))
+            .open()
+            .await
+            .unwrap();
         let locs = s.info().locators().await;
         let mut source = Source::parse(&arg("source")).unwrap();
         if let Source::Ring { start, .. } = &mut source {
@@ -91,7 +102,10 @@ fn child_import() {
     };
     runtime().block_on(async {
         let max: usize = arg("max").parse().unwrap();
-        let s = session("", &arg("connect"), max).open().await.unwrap();
+        let s = with_config(session("", &arg("connect"), max))
+            .open()
+            .await
+            .unwrap();
         let create = Options::new().layout(Layout::Variable).size(256 << 20);
         let sink = Sink::parse(&arg("sink"), Some(create)).unwrap();
         let opts = ImportOptions {
@@ -700,4 +714,223 @@ fn hostile_samples_are_counted_and_dropped() {
     );
     // Oversize: dropped by Zenoh's receive limit or by the importer, never delivered.
     rt.block_on(async { s.close().await }).unwrap();
+}
+
+/// Run `openssl ARGS` in `dir`; `false` if it failed.
+fn openssl(dir: &std::path::Path, args: &[&str]) -> bool {
+    std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A Zenoh configuration with mutual TLS as `me` (the guide's shape);
+/// `acl_for`: the exporter's access-control list admitting that host.
+fn tls_config(dir: &std::path::Path, me: &str, listen: bool, acl_for: Option<&str>) -> String {
+    let d = dir.display();
+    let acl = acl_for.map_or(String::new(), |who| {
+        format!(
+            r#"access_control: {{
+    enabled: true,
+    default_permission: "deny",
+    rules: [{{
+      id: "readers",
+      messages: ["declare_subscriber", "put", "delete", "query", "reply",
+                 "declare_liveliness_subscriber", "liveliness_token", "liveliness_query"],
+      flows: ["ingress", "egress"],
+      permission: "allow",
+      key_exprs: ["zcio-test/**", "@zcio/alive/**", "@adv/**"],
+    }}],
+    subjects: [{{ id: "{who}", cert_common_names: ["{who}"] }}],
+    policies: [{{ rules: ["readers"], subjects: ["{who}"] }}],
+  }},"#
+        )
+    });
+    let listen = if listen {
+        r#"listen: { endpoints: ["tls/127.0.0.1:0"] },"#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{
+  mode: "peer",
+  {listen}
+  scouting: {{ multicast: {{ enabled: false }} }},
+  transport: {{ link: {{ tls: {{
+    root_ca_certificate: "{d}/ca.pem",
+    listen_private_key: "{d}/{me}.key",
+    listen_certificate: "{d}/{me}.pem",
+    connect_private_key: "{d}/{me}.key",
+    connect_certificate: "{d}/{me}.pem",
+    enable_mtls: true,
+  }} }} }},
+  {acl}
+}}"#
+    )
+}
+
+/// The guide's set-up for real multi-host use: mutual TLS and an access
+/// list on the exporter that admits host B's certificate name only. Host B
+/// gets the stream; host C, with a certificate of the same CA, gets nothing.
+#[test]
+fn tls_and_an_access_list_admit_only_the_named_host() {
+    let dir = std::env::temp_dir().join(format!("zb-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    if !openssl(&dir, &["version"]) {
+        println!("skipped: openssl(1) not found (it makes the test certificates)");
+        return;
+    }
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    assert!(openssl(
+        &dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=zcio-test-ca",
+        ]
+    ));
+    for host in ["host-a", "host-b", "host-c"] {
+        let (key, csr, pem) = (
+            format!("{host}.key"),
+            format!("{host}.csr"),
+            format!("{host}.pem"),
+        );
+        assert!(openssl(
+            &dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+                "-subj",
+                &format!("/CN={host}"),
+            ]
+        ));
+        assert!(openssl(
+            &dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "2",
+                "-extfile",
+                "san.ext",
+            ]
+        ));
+    }
+    let cfg = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let a = cfg("a.json5", tls_config(&dir, "host-a", true, Some("host-b")));
+    let b = cfg("b.json5", tls_config(&dir, "host-b", false, None));
+    let c = cfg("c.json5", tls_config(&dir, "host-c", false, None));
+    let (src, dst_b, dst_c, k) = (
+        RingName::new("tls-src"),
+        RingName::new("tls-b"),
+        RingName::new("tls-c"),
+        key("tls"),
+    );
+    let map = Options::new()
+        .layout(Layout::Variable)
+        .size(1 << 20)
+        .create(&src.0)
+        .unwrap();
+    let mut prod = Producer::attach(map).unwrap();
+    let mut ex = Kid::spawn(
+        "child_export",
+        "export",
+        &[
+            ("source", format!("ring:{}", src.0)),
+            ("key", k.clone()),
+            ("listen", String::new()),
+            ("history", "0".into()),
+            ("start", "newest".into()),
+            ("config", a),
+        ],
+    );
+    let ep = ex.expect("ready ");
+    assert!(ep.starts_with("tls/127.0.0.1:"), "{ep}");
+    let spawn_import = |sink: &str, config: String| {
+        let mut kid = Kid::spawn(
+            "child_import",
+            "import",
+            &[
+                ("key", k.clone()),
+                ("sink", format!("ring:{sink}")),
+                ("connect", ep.clone()),
+                ("max", (1 << 20).to_string()),
+                ("grace_ms", "5000".into()),
+                ("history", "0".into()),
+                ("config", config),
+            ],
+        );
+        kid.expect("ready");
+        kid
+    };
+    let mut denied = spawn_import(&dst_c.0, c);
+    let mut admitted = spawn_import(&dst_b.0, b);
+    let mut rb =
+        Consumer::attach(ring::RingMap::open(&dst_b.0, true).unwrap(), Start::Oldest).unwrap();
+    for i in 0..5u64 {
+        let mut blk = vec![0u8; 500];
+        fill(&mut blk, i, 0);
+        prod.write_tagged(&blk, i as u32, ring::Wait::Forever)
+            .unwrap();
+    }
+    prod.close();
+    let (got, end) = drain(&mut rb, 4096);
+    assert_eq!(
+        (got.len(), end),
+        (5, Ok(())),
+        "host B (admitted) gets the stream"
+    );
+    assert_eq!(admitted.expect("end "), "Ok(EndOfStream)");
+    assert!(ex.expect("end ").starts_with("Ok(EndOfStream)"));
+    // Host C's subscription was refused by the exporter's access list:
+    // nothing reached it.
+    denied.send("stop");
+    assert_eq!(denied.expect("end "), "Ok(Stopped)");
+    assert!(denied.expect("stats ").starts_with("samples=0 "));
+    let st = ring::stat(&dst_c.0).unwrap();
+    assert_eq!(st.blocks, 0, "host C (denied) got nothing");
 }
