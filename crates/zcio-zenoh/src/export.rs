@@ -28,7 +28,7 @@ use zenoh::Session;
 use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
 
 use crate::error::{zenoh, BridgeError};
-use crate::liveness::{random_u64, token_key};
+use crate::liveness::{random_u64, token_key, Token};
 use crate::stats::Counters;
 use crate::wire::{Kind, Meta};
 
@@ -214,7 +214,14 @@ impl Exporter {
         let token = self
             .session
             .liveliness()
-            .declare_token(token_key(stream, random_u64(), &self.key))
+            .declare_token(token_key(
+                Token {
+                    stream,
+                    nonce: random_u64(),
+                    cached: self.opts.history > 0,
+                },
+                &self.key,
+            ))
             .await
             .map_err(zenoh)?;
         Ok(Outlet {

@@ -294,16 +294,9 @@ impl Importer {
             .declare_subscriber(token_pattern(&self.key))
             .history(true)
             .callback(move |s: Sample| {
-                if let Some((stream, nonce)) = parse_token(s.key_expr().as_str()) {
+                if let Some(token) = parse_token(s.key_expr().as_str()) {
                     let alive = s.kind() == SampleKind::Put;
-                    tokens_in.push(
-                        Event::Token {
-                            stream,
-                            nonce,
-                            alive,
-                        },
-                        0,
-                    );
+                    tokens_in.push(Event::Token { token, alive }, 0);
                 }
             })
             .await
@@ -314,22 +307,21 @@ impl Importer {
         // sent before the link to the exporter is up finds nothing.
         let mut early = std::collections::VecDeque::new();
         if self.opts.history {
-            loop {
+            let mut seen = false;
+            while !seen {
                 let ev = tokio::select! {
                     biased;
-                    () = &mut stop => {
-                        inbox.close();
-                        drop(tokens);
-                        local.close(None);
-                        return Ok(ImportEnd::Stopped);
-                    }
-                    ev = inbox.pop() => ev,
+                    () = &mut stop => None,
+                    ev = inbox.pop() => Some(ev),
                 };
-                let seen = matches!(ev, Event::Token { alive: true, .. });
+                let Some(ev) = ev else {
+                    inbox.close();
+                    drop(tokens);
+                    local.close(None);
+                    return Ok(ImportEnd::Stopped);
+                };
+                seen = matches!(ev, Event::Token { alive: true, .. });
                 early.push_back(ev);
-                if seen {
-                    break;
-                }
             }
         }
         let max = self.opts.max_sample;
@@ -421,18 +413,14 @@ impl Importer {
                 }
             };
             let sample = match ev {
-                Event::Token {
-                    stream,
-                    nonce,
-                    alive,
-                } => {
-                    let set = live.entry(stream).or_default();
+                Event::Token { token, alive } => {
+                    let set = live.entry(token.stream).or_default();
                     if alive {
-                        set.insert(nonce);
+                        set.insert(token.nonce);
                     } else {
-                        set.remove(&nonce);
+                        set.remove(&token.nonce);
                     }
-                    if current.as_ref().is_some_and(|s| s.id == stream) {
+                    if current.as_ref().is_some_and(|s| s.id == token.stream) {
                         lost_at = set.is_empty().then(|| Instant::now() + grace);
                     }
                     continue;

@@ -14,10 +14,8 @@ pub(crate) enum Event {
     Sample(Box<Sample>),
     /// A liveliness token of an exporter appeared or vanished.
     Token {
-        /// The stream it exports.
-        stream: u64,
-        /// Which exporting process.
-        nonce: u64,
+        /// What it says.
+        token: crate::liveness::Token,
         /// Appeared (true) or vanished.
         alive: bool,
     },

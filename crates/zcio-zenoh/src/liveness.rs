@@ -2,33 +2,55 @@
 //! its stream is gone (Zenoh removes a token when its session closes or
 //! its peer's lease expires).
 //!
-//! An exporter declares `@zcio/alive/<stream>/<nonce>/<key>` (stream and
-//! nonce as 16 hex digits); importers watch `@zcio/alive/*/*/<key expr>`.
+//! An exporter declares `@zcio/alive/<stream>/<nonce>/<c|n>/<key>` (stream
+//! and nonce as 16 hex digits; `c` if it keeps a publication cache, `n` if
+//! not); importers watch `@zcio/alive/*/*/*/<key expr>`.
 //! The `@zcio` chunk is verbatim: no wildcard of another application
 //! matches it.
 
 /// The first chunks of every token.
 const PREFIX: &str = "@zcio/alive";
 
-/// The token an exporter of `stream` (process `nonce`) declares for `key`.
-pub(crate) fn token_key(stream: u64, nonce: u64, key: &str) -> String {
-    format!("{PREFIX}/{stream:016x}/{nonce:016x}/{key}")
+/// What a token says about its exporter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Token {
+    /// The stream it exports.
+    pub stream: u64,
+    /// Which exporting process.
+    pub nonce: u64,
+    /// It keeps a publication cache (late joiners can ask it).
+    pub cached: bool,
+}
+
+/// The token an exporter declares for `key`.
+pub(crate) fn token_key(t: Token, key: &str) -> String {
+    let c = if t.cached { 'c' } else { 'n' };
+    format!("{PREFIX}/{:016x}/{:016x}/{c}/{key}", t.stream, t.nonce)
 }
 
 /// What an importer of `keyexpr` subscribes to.
 pub(crate) fn token_pattern(keyexpr: &str) -> String {
-    format!("{PREFIX}/*/*/{keyexpr}")
+    format!("{PREFIX}/*/*/*/{keyexpr}")
 }
 
-/// The stream and nonce of a token's key (`None`: not one of ours).
-pub(crate) fn parse_token(key: &str) -> Option<(u64, u64)> {
+/// What a token's key says (`None`: not one of ours).
+pub(crate) fn parse_token(key: &str) -> Option<Token> {
     let rest = key.strip_prefix(PREFIX)?.strip_prefix('/')?;
-    let mut it = rest.splitn(3, '/');
+    let mut it = rest.splitn(4, '/');
     let hex = |s: &str| (s.len() == 16).then(|| u64::from_str_radix(s, 16).ok())?;
     let stream = hex(it.next()?)?;
     let nonce = hex(it.next()?)?;
+    let cached = match it.next()? {
+        "c" => true,
+        "n" => false,
+        _ => return None,
+    };
     it.next()?;
-    Some((stream, nonce))
+    Some(Token {
+        stream,
+        nonce,
+        cached,
+    })
 }
 
 /// 64 random bits (stream identities of listener exports, exporter nonces).
@@ -58,15 +80,26 @@ mod tests {
 
     #[test]
     fn tokens_round_trip() {
-        let k = token_key(0xabc, 0x1234_5678_9abc_def0, "cam/front/raw");
-        assert_eq!(parse_token(&k), Some((0xabc, 0x1234_5678_9abc_def0)));
-        assert_eq!(parse_token("@zcio/alive/zz/00/k"), None);
+        let t = Token {
+            stream: 0xabc,
+            nonce: 0x1234_5678_9abc_def0,
+            cached: true,
+        };
+        let k = token_key(t, "cam/front/raw");
+        assert_eq!(parse_token(&k), Some(t));
+        let n = Token { cached: false, ..t };
+        assert_eq!(parse_token(&token_key(n, "k")), Some(n));
+        assert_eq!(parse_token("@zcio/alive/zz/00/c/k"), None);
         assert_eq!(parse_token("cam/front"), None);
         assert_eq!(
-            parse_token("@zcio/alive/0000000000000abc/0000000000000001"),
+            parse_token("@zcio/alive/0000000000000abc/0000000000000001/c"),
             None
         );
-        assert_eq!(token_pattern("cam/*"), "@zcio/alive/*/*/cam/*");
+        assert_eq!(
+            parse_token("@zcio/alive/0000000000000abc/0000000000000001/x/k"),
+            None
+        );
+        assert_eq!(token_pattern("cam/*"), "@zcio/alive/*/*/*/cam/*");
         assert_ne!(random_u64(), random_u64());
     }
 }

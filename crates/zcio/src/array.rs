@@ -242,7 +242,6 @@ impl ArrayHeader {
     }
 }
 
-
 impl ArrayHeader {
     /// The header at the front of `msg`, if it starts with [`MAGIC`]:
     /// copied out once and validated against the message length (not the
@@ -255,7 +254,9 @@ impl ArrayHeader {
         }
         let hl = Self::announced_len(&fixed)?;
         if hl > msg.len() {
-            return Err(BadArrayHeader("array header longer than the message".into()));
+            return Err(BadArrayHeader(
+                "array header longer than the message".into(),
+            ));
         }
         let mut h = vec![0u8; hl];
         msg.read_at(0, &mut h);
@@ -284,7 +285,10 @@ mod tests {
             payload_len: 48,
             data_off: 0,
         };
-        ArrayHeader { payload_off: h.len() as u64, ..h }
+        ArrayHeader {
+            payload_off: h.len() as u64,
+            ..h
+        }
     }
 
     #[test]
@@ -298,14 +302,20 @@ mod tests {
         let d = ArrayHeader::decode(&b, b.len() + 48).unwrap();
         assert_eq!(d, h);
         d.check_extent(4).unwrap();
-        assert!(d.check_extent(8).is_err(), "12 elements of 8 bytes exceed 48");
+        assert!(
+            d.check_extent(8).is_err(),
+            "12 elements of 8 bytes exceed 48"
+        );
     }
 
     #[test]
     fn rejects_bad_fields() {
         let h = sample();
         let b = h.to_bytes();
-        assert!(ArrayHeader::decode(&b, b.len() + 47).is_err(), "payload past the message");
+        assert!(
+            ArrayHeader::decode(&b, b.len() + 47).is_err(),
+            "payload past the message"
+        );
         let mut bad = b.clone();
         bad[12] = 65; // 65 dimensions
         assert!(ArrayHeader::decode(&bad, usize::MAX).is_err());

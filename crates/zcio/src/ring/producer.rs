@@ -327,7 +327,9 @@ impl Producer {
         // drop counters (load + store, not an RMW); consumers and
         // `ring::stat` read them Relaxed and order nothing by them.
         c.dropped_blocks.store(
-            c.dropped_blocks.load(Ordering::Relaxed).wrapping_add(blocks),
+            c.dropped_blocks
+                .load(Ordering::Relaxed)
+                .wrapping_add(blocks),
             Ordering::Relaxed,
         );
         c.dropped_bytes.store(
