@@ -23,10 +23,11 @@ use zcio::ring::{Consumer, Layout, Overflow, ReadError, Start};
 use zcio::tokio::{AsyncChannel, AsyncConsumer};
 use zcio::{ChannelConfig, Listener, Msg};
 use zenoh::bytes::ZBytes;
+use zenoh::pubsub::Publisher;
 use zenoh::qos::{CongestionControl, Reliability};
 use zenoh::Session;
-use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
 
+use crate::cache::Cache;
 use crate::error::{zenoh, BridgeError};
 use crate::liveness::{random_u64, token_key, Token};
 use crate::stats::Counters;
@@ -77,9 +78,6 @@ pub struct ExportOptions {
     /// Largest message or block published; larger ones are dropped and
     /// counted (`oversize`).
     pub max_sample: usize,
-    /// How often the publisher announces its last sequence number, so a
-    /// subscriber notices a lost last sample.
-    pub heartbeat: Duration,
     /// Read nothing from the source until a subscriber (an importer, or
     /// any Zenoh subscriber of the key) matches the publisher — once; after
     /// that, samples published while nobody listens reach only the cache.
@@ -93,7 +91,6 @@ impl Default for ExportOptions {
             history: 16,
             congestion: None,
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
-            heartbeat: Duration::from_millis(500),
             wait_for_subscriber: true,
         }
     }
@@ -118,9 +115,10 @@ pub struct Exporter {
     counters: Arc<Counters>,
 }
 
-/// The publisher and the liveliness token of a running export.
+/// The publisher, cache and liveliness token of a running export.
 struct Outlet {
-    publisher: AdvancedPublisher<'static>,
+    publisher: Publisher<'static>,
+    cache: Option<Cache>,
     _token: zenoh::liveliness::LivelinessToken,
     stream: u64,
     byte_positions: bool,
@@ -128,9 +126,14 @@ struct Outlet {
 
 impl Outlet {
     async fn put(&self, payload: ZBytes, meta: &Meta) -> Result<(), BridgeError> {
+        let att = meta.encode();
+        if let Some(c) = &self.cache {
+            // Shared, not copied: `ZBytes` clones are references.
+            c.push(payload.clone(), att.clone(), meta);
+        }
         self.publisher
             .put(payload)
-            .attachment(meta.encode())
+            .attachment(att)
             .await
             .map_err(zenoh)
     }
@@ -199,18 +202,19 @@ impl Exporter {
         byte_positions: bool,
         cc: CongestionControl,
     ) -> Result<Outlet, BridgeError> {
-        let mut b = self
+        let publisher = self
             .session
             .declare_publisher(self.key.clone())
             .congestion_control(self.opts.congestion.unwrap_or(cc))
             .reliability(Reliability::Reliable)
-            .advanced()
-            .sample_miss_detection(MissDetectionConfig::default())
-            .publisher_detection();
-        if self.opts.history > 0 {
-            b = b.cache(CacheConfig::default().max_samples(self.opts.history));
-        }
-        let publisher = b.await.map_err(zenoh)?;
+            .await
+            .map_err(zenoh)?;
+        // The cache's queryable before the token: an importer that sees
+        // the token can ask the cache.
+        let cache = match self.opts.history {
+            0 => None,
+            n => Some(Cache::declare(&self.session, &self.key, stream, byte_positions, n).await?),
+        };
         let token = self
             .session
             .liveliness()
@@ -226,6 +230,7 @@ impl Exporter {
             .map_err(zenoh)?;
         Ok(Outlet {
             publisher,
+            cache,
             _token: token,
             stream,
             byte_positions,

@@ -23,7 +23,6 @@ use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
 use zenoh::bytes::ZBytes;
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Session;
-use zenoh_ext::{AdvancedSubscriberBuilderExt, HistoryConfig, RecoveryConfig};
 
 use crate::error::{zenoh, BridgeError};
 use crate::inbox::{Event, Inbox};
@@ -79,13 +78,11 @@ impl Sink {
 /// How samples are imported.
 #[derive(Clone, Debug)]
 pub struct ImportOptions {
-    /// Catch up from the exporters' publication caches: ask them for what
-    /// they hold when the import starts (a late joiner gets the last
-    /// samples), and recover samples missed later from them. For an
-    /// importer joining a running stream: one that starts with the stream
-    /// may get the cache's replies instead of the first live samples
-    /// (zenoh-ext 1.10's history and live samples race), so it is off by
-    /// default.
+    /// Catch up from the exporter's publication cache: once an exporter is
+    /// visible, ask its cache for what it holds (the last `--history`
+    /// samples), deliver those first, then the live ones (duplicates
+    /// dropped by position). Off by default: without it an importer starts
+    /// with the next live sample.
     pub history: bool,
     /// How long to wait for more samples after the exporter's liveliness
     /// token vanished before the stream is declared lost.
@@ -294,52 +291,77 @@ impl Importer {
             .declare_subscriber(token_pattern(&self.key))
             .history(true)
             .callback(move |s: Sample| {
-                if let Some(token) = parse_token(s.key_expr().as_str()) {
+                if let Some((token, key)) = parse_token(s.key_expr().as_str()) {
                     let alive = s.kind() == SampleKind::Put;
-                    tokens_in.push(Event::Token { token, alive }, 0);
+                    let key = key.to_string();
+                    tokens_in.push(Event::Token { token, key, alive }, 0);
                 }
             })
             .await
             .map_err(zenoh)?;
         tokio::pin!(stop);
-        // With history, subscribe once an exporter is reachable: the
-        // subscriber's history query goes out when it is declared, and one
-        // sent before the link to the exporter is up finds nothing.
+        let max = self.opts.max_sample;
+        let data_in = inbox.clone();
+        let sub = self
+            .session
+            .declare_subscriber(self.key.clone())
+            .callback(move |s: Sample| {
+                let n = s.payload().len().min(max);
+                data_in.push(Event::Sample(Box::new(s)), n);
+            })
+            .await
+            .map_err(zenoh)?;
+        // With history: once an exporter with a cache is visible, ask its
+        // cache (after subscribing, so nothing falls between the two); the
+        // cached samples go first, live ones it already had are dropped by
+        // position.
         let mut early = std::collections::VecDeque::new();
+        let stopped = |inbox: &Inbox, local: Local| {
+            inbox.close();
+            local.close(None);
+            Ok(ImportEnd::Stopped)
+        };
         if self.opts.history {
-            let mut seen = false;
-            while !seen {
+            let found = loop {
                 let ev = tokio::select! {
                     biased;
                     () = &mut stop => None,
                     ev = inbox.pop() => Some(ev),
                 };
                 let Some(ev) = ev else {
-                    inbox.close();
-                    drop(tokens);
-                    local.close(None);
-                    return Ok(ImportEnd::Stopped);
+                    drop((tokens, sub));
+                    return stopped(&inbox, local);
                 };
-                seen = matches!(ev, Event::Token { alive: true, .. });
+                let found = match &ev {
+                    Event::Token {
+                        token,
+                        key,
+                        alive: true,
+                    } => Some((*token, key.clone())),
+                    _ => None,
+                };
                 early.push_back(ev);
+                if let Some(f) = found {
+                    break f;
+                }
+            };
+            if found.0.cached {
+                match crate::cache::fetch(&self.session, found.0.stream, &found.1, &mut stop)
+                    .await?
+                {
+                    Some(samples) => {
+                        // Before anything live that arrived meanwhile.
+                        let live = std::mem::take(&mut early);
+                        early.extend(samples.into_iter().map(|s| Event::Sample(Box::new(s))));
+                        early.extend(live);
+                    }
+                    None => {
+                        drop((tokens, sub));
+                        return stopped(&inbox, local);
+                    }
+                }
             }
         }
-        let max = self.opts.max_sample;
-        let data_in = inbox.clone();
-        let mut sb = self
-            .session
-            .declare_subscriber(self.key.clone())
-            .advanced()
-            .callback(move |s: Sample| {
-                let n = s.payload().len().min(max);
-                data_in.push(Event::Sample(Box::new(s)), n);
-            });
-        if self.opts.history {
-            sb = sb
-                .history(HistoryConfig::default().detect_late_publishers())
-                .recovery(RecoveryConfig::default().periodic_queries(Duration::from_secs(1)));
-        }
-        let sub = sb.await.map_err(zenoh)?;
         ready();
         let finish = self.pump(&mut local, &inbox, early, stop).await;
         // Release Zenoh threads waiting for room before undeclaring (which
@@ -413,7 +435,7 @@ impl Importer {
                 }
             };
             let sample = match ev {
-                Event::Token { token, alive } => {
+                Event::Token { token, alive, .. } => {
                     let set = live.entry(token.stream).or_default();
                     if alive {
                         set.insert(token.nonce);
@@ -499,6 +521,8 @@ impl Importer {
                 Kind::End => return Ok(Finish::End),
                 Kind::Failed { code } => return Ok(Finish::Failed(code)),
                 Kind::Died { pid } => return Ok(Finish::Died(pid)),
+                // Only ever a reply to a cache query (rejected above).
+                Kind::CacheRange => c.malformed(1),
             }
         }
     }

@@ -16,6 +16,8 @@ pub(crate) enum Event {
     Token {
         /// What it says.
         token: crate::liveness::Token,
+        /// The key the exporter publishes to.
+        key: String,
         /// Appeared (true) or vanished.
         alive: bool,
     },

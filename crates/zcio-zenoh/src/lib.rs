@@ -32,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod config;
 mod error;
 mod export;

@@ -22,6 +22,11 @@ pub(crate) struct Token {
     pub cached: bool,
 }
 
+/// The key of the cache of `stream` published to `key`.
+pub(crate) fn cache_key(stream: u64, key: &str) -> String {
+    format!("@zcio/cache/{stream:016x}/{key}")
+}
+
 /// The token an exporter declares for `key`.
 pub(crate) fn token_key(t: Token, key: &str) -> String {
     let c = if t.cached { 'c' } else { 'n' };
@@ -33,8 +38,9 @@ pub(crate) fn token_pattern(keyexpr: &str) -> String {
     format!("{PREFIX}/*/*/*/{keyexpr}")
 }
 
-/// What a token's key says (`None`: not one of ours).
-pub(crate) fn parse_token(key: &str) -> Option<Token> {
+/// What a token's key says, and the exporter's key (`None`: not one of
+/// ours).
+pub(crate) fn parse_token(key: &str) -> Option<(Token, &str)> {
     let rest = key.strip_prefix(PREFIX)?.strip_prefix('/')?;
     let mut it = rest.splitn(4, '/');
     let hex = |s: &str| (s.len() == 16).then(|| u64::from_str_radix(s, 16).ok())?;
@@ -45,12 +51,15 @@ pub(crate) fn parse_token(key: &str) -> Option<Token> {
         "n" => false,
         _ => return None,
     };
-    it.next()?;
-    Some(Token {
-        stream,
-        nonce,
-        cached,
-    })
+    let key = it.next()?;
+    Some((
+        Token {
+            stream,
+            nonce,
+            cached,
+        },
+        key,
+    ))
 }
 
 /// 64 random bits (stream identities of listener exports, exporter nonces).
@@ -86,9 +95,10 @@ mod tests {
             cached: true,
         };
         let k = token_key(t, "cam/front/raw");
-        assert_eq!(parse_token(&k), Some(t));
+        assert_eq!(parse_token(&k), Some((t, "cam/front/raw")));
         let n = Token { cached: false, ..t };
-        assert_eq!(parse_token(&token_key(n, "k")), Some(n));
+        assert_eq!(parse_token(&token_key(n, "k")), Some((n, "k")));
+        assert_eq!(cache_key(0xabc, "k"), "@zcio/cache/0000000000000abc/k");
         assert_eq!(parse_token("@zcio/alive/zz/00/c/k"), None);
         assert_eq!(parse_token("cam/front"), None);
         assert_eq!(

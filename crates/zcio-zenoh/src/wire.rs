@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `zcio` |
 //! | 4 | 1 | version (1) |
-//! | 5 | 1 | kind: 1 data, 2 end of stream, 3 error close, 4 producer died |
+//! | 5 | 1 | kind: 1 data, 2 end of stream, 3 error close, 4 producer died, 5 cache range (replies to a cache query only) |
 //! | 6 | 2 | flags: bit 0 positions count bytes (not blocks), bit 1 an array header follows |
 //! | 8 | 8 | stream: who numbers the positions (a ring's identity, or a random number per exporting process) |
 //! | 16 | 8 | position of this sample in the stream (end/error/died: the position after the last sample) |
@@ -60,6 +60,9 @@ pub enum Kind {
         /// Its pid.
         pid: u32,
     },
+    /// The last reply to a cache query: the cache held positions
+    /// `pos..next` (`pos == next`: empty).
+    CacheRange,
 }
 
 /// The decoded attachment.
@@ -128,6 +131,7 @@ impl Meta {
             Kind::End => (2, 0),
             Kind::Failed { code } => (3, code),
             Kind::Died { pid } => (4, pid),
+            Kind::CacheRange => (5, 0),
         };
         let mut flags = 0u16;
         if self.byte_positions {
@@ -185,6 +189,7 @@ impl Meta {
             2 => Kind::End,
             3 => Kind::Failed { code },
             4 => Kind::Died { pid: code },
+            5 => Kind::CacheRange,
             _ => return Err(BadMeta::Field("kind")),
         };
         let (pos, next) = (u64_at(16), u64_at(24));
@@ -247,7 +252,12 @@ mod tests {
         let mut m = Meta::data(7, 10, 11, false);
         m.tag = 99;
         assert_eq!(Meta::decode(&m.encode(), 0).unwrap(), m);
-        for kind in [Kind::End, Kind::Failed { code: 5 }, Kind::Died { pid: 42 }] {
+        for kind in [
+            Kind::End,
+            Kind::Failed { code: 5 },
+            Kind::Died { pid: 42 },
+            Kind::CacheRange,
+        ] {
             let m = Meta {
                 kind,
                 ..Meta::data(1, 5, 5, true)
