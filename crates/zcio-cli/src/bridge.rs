@@ -276,8 +276,10 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
         Ok(ExportEnd::Stopped) => "stopped",
         Err(_) => "failed",
     };
-    report.finish(&a.common, end)?;
+    // Closing sends what Zenoh still queues (an end of stream among it)
+    // before the process exits.
     let _ = session.close().await;
+    report.finish(&a.common, end)?;
     res.map(|_| 0).map_err(bridge_err)
 }
 
@@ -330,8 +332,10 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
         Ok(ImportEnd::Stopped) => "stopped",
         Err(_) => "failed",
     };
-    report.finish(&a.common, end)?;
+    // Closing sends what Zenoh still queues (an end of stream among it)
+    // before the process exits.
     let _ = session.close().await;
+    report.finish(&a.common, end)?;
     res.map(|_| 0).map_err(bridge_err)
 }
 

@@ -239,7 +239,9 @@ impl Exporter {
 
     /// Run until the source ends, fails, or `stop` completes. `ready` is
     /// called once the publisher is declared (the CLI prints its `ready`
-    /// line there).
+    /// line there). Close the session (`session.close().await`) before the
+    /// process exits: that sends what Zenoh still queues — the end of
+    /// stream among it — where an exit may drop it.
     pub async fn run(
         self,
         stop: impl Future<Output = ()>,
