@@ -119,6 +119,9 @@ pub struct ExportArgs {
     /// Start reading the source at once, without waiting for a first subscriber of the key.
     #[arg(long)]
     no_wait: bool,
+    /// Publish ring blocks from the ring's pages without copying them out (lossless rings; no cache: --history is ignored). Trusts the ring's producer to follow the ring protocol (docs/bridge.md).
+    #[arg(long)]
+    zero_copy: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -263,6 +266,7 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
             history: a.history,
             max_sample: a.common.max_size,
             wait_for_subscriber: !a.no_wait,
+            zero_copy: a.zero_copy,
             ..ExportOptions::default()
         },
     )

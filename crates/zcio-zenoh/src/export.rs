@@ -30,6 +30,7 @@ use zenoh::Session;
 use crate::cache::Cache;
 use crate::error::{zenoh, BridgeError};
 use crate::liveness::{random_u64, token_key, Token};
+use crate::loan::Loan;
 use crate::stats::Counters;
 use crate::wire::{Kind, Meta};
 
@@ -83,6 +84,13 @@ pub struct ExportOptions {
     /// that, samples published while nobody listens reach only the cache.
     /// A lossless ring thus holds its producer back until the path exists.
     pub wait_for_subscriber: bool,
+    /// Publish ring blocks from the ring's own pages, without the copy
+    /// out: the block goes back to the ring once Zenoh has encoded it. Only
+    /// for `Overflow::Block` rings (others are copied as usual) and without
+    /// a cache (it would hold ring pages: `history` is ignored). It trusts
+    /// the ring's producer not to write a block it published before every
+    /// consumer released it — the ring protocol; see `docs/bridge.md`.
+    pub zero_copy: bool,
 }
 
 impl Default for ExportOptions {
@@ -92,6 +100,7 @@ impl Default for ExportOptions {
             congestion: None,
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
             wait_for_subscriber: true,
+            zero_copy: false,
         }
     }
 }
@@ -104,6 +113,20 @@ pub enum ExportEnd {
     /// Stopped on request (a listener export publishes end of stream then;
     /// a ring export does not: the ring's stream goes on without it).
     Stopped,
+}
+
+/// Longest a lent block may stay with Zenoh.
+const LOAN_BOUND: Duration = Duration::from_secs(30);
+
+/// What happened to a peeked block.
+enum Block {
+    /// Larger than the limit: released unpublished.
+    Oversize(Result<(), ReadError>),
+    /// Copied out, then released (the result says whether the copy is
+    /// intact).
+    Copied(Vec<u8>, Result<(), ReadError>),
+    /// Set aside to be lent to Zenoh in place.
+    Lent(zcio::ring::DetachedPeek),
 }
 
 /// Publishes one local source to one key.
@@ -201,6 +224,7 @@ impl Exporter {
         stream: u64,
         byte_positions: bool,
         cc: CongestionControl,
+        history: usize,
     ) -> Result<Outlet, BridgeError> {
         let publisher = self
             .session
@@ -211,7 +235,7 @@ impl Exporter {
             .map_err(zenoh)?;
         // The cache's queryable before the token: an importer that sees
         // the token can ask the cache.
-        let cache = match self.opts.history {
+        let cache = match history {
             0 => None,
             n => Some(Cache::declare(&self.session, &self.key, stream, byte_positions, n).await?),
         };
@@ -222,7 +246,7 @@ impl Exporter {
                 Token {
                     stream,
                     nonce: random_u64(),
-                    cached: self.opts.history > 0,
+                    cached: history > 0,
                 },
                 &self.key,
             ))
@@ -271,7 +295,15 @@ impl Exporter {
             what: "ring",
             why: e.to_string(),
         })?;
-        let out = self.outlet(geo.ring_id, byte_positions, cc).await?;
+        // In place: lossless rings only (a dropping ring could overwrite a
+        // block while Zenoh reads it), not index rings (their blocks live in
+        // other rings), and no cache (it would keep ring pages).
+        let in_place =
+            self.opts.zero_copy && geo.overflow == Overflow::Block && geo.layout != Layout::Index;
+        let history = if in_place { 0 } else { self.opts.history };
+        let out = self
+            .outlet(geo.ring_id, byte_positions, cc, history)
+            .await?;
         ready();
         tokio::pin!(stop);
         if self.opts.wait_for_subscriber {
@@ -290,34 +322,79 @@ impl Exporter {
                 () = &mut stop => return Ok(ExportEnd::Stopped),
                 r = cons.peek(max) => r.map(|p| p.map(|p| {
                     let (len, tag) = (p.len(), p.tag());
-                    // The one copy: out of pages the producer can write,
-                    // then the check that it was not overwritten meanwhile.
-                    let data = (len <= max).then(|| p.to_vec());
-                    (len, tag, data, p.release())
+                    if len > max {
+                        (len, tag, Block::Oversize(p.release()))
+                    } else if in_place {
+                        (len, tag, Block::Lent(p.detach()))
+                    } else {
+                        // The one copy: out of pages the producer can
+                        // write, then the check that it was not overwritten
+                        // meanwhile.
+                        let data = p.to_vec();
+                        (len, tag, Block::Copied(data, p.release()))
+                    }
                 })),
             };
             let c = cons.consumer();
             match got {
-                Ok(Some((len, tag, data, released))) => {
-                    let next = c.position();
+                Ok(Some((len, tag, block))) => {
                     let skipped = c.stats().skipped_units - skipped_before;
                     let pos = before + skipped;
-                    match (released, data) {
-                        (Err(ReadError::Lapped), _) => self.counters.lapped(1),
-                        (Err(e), _) => {
+                    let released = match block {
+                        Block::Oversize(r) => r.map(|()| self.counters.oversize(1)),
+                        Block::Copied(data, Ok(())) => {
+                            let meta = Meta {
+                                tag,
+                                ..Meta::data(out.stream, pos, c.position(), byte_positions)
+                            };
+                            out.put(ZBytes::from(data), &meta).await?;
+                            self.counters.sample(len);
+                            Ok(())
+                        }
+                        Block::Copied(_, Err(e)) => Err(e),
+                        Block::Lent(d) => {
+                            let meta = Meta {
+                                tag,
+                                ..Meta::data(out.stream, pos, pos + d.units(), byte_positions)
+                            };
+                            // SAFETY: `d` is a block of this consumer's ring,
+                            // held (detached, not released) until the loan
+                            // comes back below; the ring is `Overflow::Block`
+                            // (`in_place`).
+                            let (loan, back) =
+                                unsafe { Loan::new(d.addr(), d.len(), c.ring().clone()) };
+                            let sent = out
+                                .put(ZBytes::from(bytes::Bytes::from_owner(loan)), &meta)
+                                .await;
+                            // Zenoh encodes the payload into its batch while
+                            // publishing and then lets go of it; only then
+                            // may the block go back to the ring.
+                            if tokio::time::timeout(LOAN_BOUND, back).await.is_err() {
+                                return Err(BridgeError::Local {
+                                    what: "ring",
+                                    why: format!(
+                                        "Zenoh kept a lent block for {LOAN_BOUND:?} (a subscriber in this session holding samples?): export without zero-copy"
+                                    ),
+                                });
+                            }
+                            let c = cons.consumer();
+                            let r = match c.resume(d) {
+                                Ok(p) => p.release(),
+                                Err(_) => Err(ReadError::Corrupt("lent block lost its consumer")),
+                            };
+                            sent?;
+                            self.counters.sample(len);
+                            r
+                        }
+                    };
+                    match released {
+                        Ok(()) => {}
+                        Err(ReadError::Lapped) => self.counters.lapped(1),
+                        Err(e) => {
                             return Err(BridgeError::Local {
                                 what: "ring",
                                 why: e.to_string(),
                             })
-                        }
-                        (Ok(()), None) => self.counters.oversize(1),
-                        (Ok(()), Some(data)) => {
-                            let meta = Meta {
-                                tag,
-                                ..Meta::data(out.stream, pos, next, byte_positions)
-                            };
-                            out.put(ZBytes::from(data), &meta).await?;
-                            self.counters.sample(len);
                         }
                     }
                 }
@@ -352,7 +429,12 @@ impl Exporter {
     ) -> Result<ExportEnd, BridgeError> {
         let listener = Listener::bind(path, ChannelConfig::default())?;
         let out = self
-            .outlet(random_u64(), false, CongestionControl::Block)
+            .outlet(
+                random_u64(),
+                false,
+                CongestionControl::Block,
+                self.opts.history,
+            )
             .await?;
         // Messages of all channels meet in one queue, so positions are
         // assigned in publishing order.

@@ -39,6 +39,7 @@ mod export;
 mod import;
 mod inbox;
 mod liveness;
+mod loan;
 mod stats;
 pub mod wire;
 

@@ -1138,6 +1138,13 @@ impl DetachedPeek {
         self.b.len
     }
 
+    /// Cursor units the block spans: how far releasing it moves the
+    /// consumer's [`position`](Consumer::position) (1 for rings counted in
+    /// blocks; header, bytes and padding for byte-counted rings).
+    pub fn units(&self) -> u64 {
+        self.b.units
+    }
+
     /// Whether the block is empty.
     pub fn is_empty(&self) -> bool {
         self.b.len == 0

@@ -1,0 +1,82 @@
+//! A ring block lent to Zenoh in place (`ExportOptions::zero_copy`): the
+//! exporter hands Zenoh the ring's own pages instead of a copy, and
+//! releases the block only once Zenoh has let go of them.
+//!
+//! This trusts the ring's producer. Under `Overflow::Block` a producer that
+//! follows the protocol never writes a block before every consumer — the
+//! exporter among them — released it, so the bytes cannot change while
+//! Zenoh reads them; a producer that breaks the protocol could still write
+//! them, and Zenoh would publish whatever it finds (as it would publish
+//! whatever such a producer wrote in the first place). That is why this
+//! is an opt-in, for lossless rings only, and why the default copies out.
+
+use std::sync::Arc;
+
+use zcio::ring::RingMap;
+
+/// The owner behind a `bytes::Bytes` over a lent block; dropping it (the
+/// last reference Zenoh held) tells the exporter the block may go back.
+pub(crate) struct Loan {
+    ptr: *const u8,
+    len: usize,
+    /// Keeps the ring mapped while Zenoh holds the bytes.
+    _map: Arc<RingMap>,
+    returned: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+// SAFETY: the pointer is into a shared mapping kept alive by `_map`
+// (immutable while lent, see the module comment); nothing in a `Loan` is
+// tied to the thread that made it.
+unsafe impl Send for Loan {}
+// SAFETY: `&Loan` only reads the lent bytes (see `Send`).
+unsafe impl Sync for Loan {}
+
+impl Loan {
+    /// Lend `len` bytes at `ptr` of `map`; the receiver completes when the
+    /// loan is dropped.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` must lie inside `map`'s mapping, in a block the
+    /// caller holds (peeked, not released) under `Overflow::Block` until
+    /// the receiver completes, so that a producer following the protocol
+    /// does not write it meanwhile.
+    pub(crate) unsafe fn new(
+        ptr: *const u8,
+        len: usize,
+        map: Arc<RingMap>,
+    ) -> (Self, tokio::sync::oneshot::Receiver<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (
+            Self {
+                ptr,
+                len,
+                _map: map,
+                returned: Some(tx),
+            },
+            rx,
+        )
+    }
+}
+
+impl AsRef<[u8]> for Loan {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the explicit opt-in of the module comment: `ptr..ptr +
+        // len` is inside a mapping `_map` keeps alive (`Loan::new`'s
+        // contract), in a block held unreleased until this loan is
+        // dropped, which a protocol-following producer does not write.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        if let Some(tx) = self.returned.take() {
+            // The exporter may have stopped waiting (stopped); nothing to do.
+            let _ = tx.send(());
+        }
+    }
+}
