@@ -13,8 +13,9 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// The benchmark families (layer 2); [`TOP`] is layer 3, every other
 /// module a helper (layer 1).
-const FAMILIES: [&str; 6] = [
+const FAMILIES: [&str; 7] = [
     "asyncb",
+    "bridge",
     "ring",
     "semantics",
     "splice",

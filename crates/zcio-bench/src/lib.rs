@@ -1,5 +1,6 @@
 //! Cross-process benchmark drivers for zcio and the baselines it is
-//! measured against (memcpy, Linux pipe, Unix socket, iceoryx2).
+//! measured against (memcpy, Linux pipe, Unix socket, iceoryx2, Zenoh,
+//! TCP).
 //!
 //! Every measured side runs in its own process, pinned to its own core
 //! where the machine has them; the coordinator only spawns, waits and
@@ -20,15 +21,18 @@
 //!    [`driver`] (the one [`driver::Bench`] loop) and [`iox`] (the iceoryx2
 //!    baseline transport). They know no benchmark.
 //! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`asyncb`],
-//!    [`semantics`], [`splice`], [`tokiob`]. Each owns its options, jobs, child
-//!    argument, spec and child entry point, rows, tables and plot (its
-//!    data, drawn by [`plot`]). A family uses another only in one
-//!    direction: [`transfer`] uses the rendezvous connect of [`asyncb`].
+//!    [`semantics`], [`splice`], [`tokiob`], [`bridge`]. Each owns its
+//!    options, jobs, child argument, spec and child entry point, rows,
+//!    tables and plot (its data, drawn by [`plot`]). A family uses another
+//!    only in one direction: [`transfer`] uses the rendezvous connect of
+//!    [`asyncb`]; [`bridge`] uses [`splice`]'s network namespaces, process
+//!    handling and `zcio` binary, and [`ring`]'s ring guard.
 //! 3. **Dispatch** — [`roles`]: which family's child a hidden argument runs
 //!    (and `main.rs`, the command line).
 
 pub mod affinity;
 pub mod asyncb;
+pub mod bridge;
 pub mod checksum;
 pub mod child;
 pub mod clock;

@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, ring, roles, semantics, splice, tokiob, transfer};
+use zcio_bench::{asyncb, bridge, ring, roles, semantics, splice, tokiob, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "zcio-bench",
     version,
-    about = "Cross-process benchmarks of zcio against pipes, Unix sockets, iceoryx2 and memcpy",
+    about = "Cross-process benchmarks of zcio against pipes, Unix sockets, iceoryx2, memcpy, Zenoh and TCP",
     long_about = None,
     after_help = "Every benchmark runs its baselines in the same invocation, prints tables and \
         checks its targets (PASS / MISS), and writes a JSON document and an SVG plot.\n\n\
@@ -27,6 +27,7 @@ use zcio_bench::{asyncb, ring, roles, semantics, splice, tokiob, transfer};
         zcio-bench async --quick             # rendezvous latency, forwarding chains, checksum\n  \
         zcio-bench semantics --quick         # the eight buffering semantics vs pipe, socket, memcpy\n  \
         zcio-bench tokio --quick             # async channels on tokio vs tokio's UnixStream\n  \
+        zcio-bench bridge --quick            # zcio rings across hosts through Zenoh vs Zenoh, TCP\n  \
         zcio-bench transfer --help           # the options of one benchmark"
 )]
 struct Cli {
@@ -155,6 +156,31 @@ enum Cmd {
         zcio-bench tokio --parts idle                 # only the idle waiters\n  \
         zcio-bench tokio --quick --format json --out tokio.json --svg tokio.svg")]
     Tokio(TokioArgs),
+    /// A zcio path across hosts through Zenoh vs plain Zenoh and TCP.
+    ///
+    /// Host A and host B are two network namespaces joined by a veth pair
+    /// (as root with ip(8); otherwise loopback), each host's processes
+    /// pinned to its own CPU. zcio-bridge: a ring producer on A → `zcio
+    /// bridge export` → `zcio bridge import` on B → ring consumers on B
+    /// reading in place (zcio-bridge-zc: the export with --zero-copy);
+    /// zenoh: a plain publisher on A and subscriber processes on B with the
+    /// same session configuration (Reliable, CongestionControl::Block);
+    /// tcp: a length-prefixed stream. The same
+    /// payloads, 64 B … 16 MiB: throughput (msgs/s, MB/s, CPU per message
+    /// of every process), one-way latency at a paced low rate (p50/p99 from
+    /// CLOCK_MONOTONIC stamps), and fan-out to 4 receivers on B (bytes on
+    /// the link against the payload, CPU of everything on B). Checks the
+    /// targets of issue 25. Needs the `zcio` binary (`cargo build --release
+    /// -p zcio-cli`).
+    #[command(after_help = "Examples:\n  \
+        cargo build --release -p zcio-cli -p zcio-bench\n  \
+        zcio-bench bridge --quick                       # 64 B, 64 KiB, 1 MiB, one run: about a minute\n  \
+        zcio-bench bridge                               # 64 B … 16 MiB, median of 3 interleaved runs\n  \
+        zcio-bench bridge --parts latency --sizes 64,4K --reps 5\n  \
+        zcio-bench bridge --parts fanout --fanout-sizes 64K,1M --receivers 4\n  \
+        zcio-bench bridge --quick --no-veth             # host A and B on loopback\n  \
+        zcio-bench bridge --quick --format json --out bridge.json --svg bridge.svg")]
+    Bridge(BridgeArgs),
 }
 
 /// Output options shared by the benchmarks.
@@ -392,6 +418,55 @@ struct TokioArgs {
     out: OutArgs,
 }
 
+#[derive(Args, Debug)]
+struct BridgeArgs {
+    /// A short run (about a minute on two CPUs, for CI): sizes 64 B, 64 KiB
+    /// and 1 MiB, fan-out at 64 KiB, 1 s per point, one run.
+    #[arg(long)]
+    quick: bool,
+    /// Parts to run, comma-separated: throughput, latency, fanout
+    /// (default: all).
+    #[arg(long, value_delimiter = ',')]
+    parts: Option<Vec<String>>,
+    /// Message sizes of the throughput and latency parts, comma-separated
+    /// (32 B … 16 MiB; default 64,4K,64K,1M,16M; --quick 64,64K,1M).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
+    /// Variants of the throughput and latency parts, comma-separated
+    /// (default: all of zcio-bridge, zcio-bridge-zc, zenoh, tcp;
+    /// zcio-bridge-zc runs `zcio bridge export --zero-copy`). The targets
+    /// need zcio-bridge and zenoh.
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    /// Message sizes of the fan-out part (default 64K,1M; --quick 64K).
+    #[arg(long, value_delimiter = ',')]
+    fanout_sizes: Option<Vec<String>>,
+    /// Receivers on host B in the fan-out part [default: 4].
+    #[arg(long)]
+    receivers: Option<usize>,
+    /// Runs per point, interleaved; the median is reported (default 3;
+    /// --quick 1).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Most messages sent per throughput point after the warm-up (default
+    /// 10000000; --quick 3000000); the sender also stops after 2.5 s
+    /// (--quick 1 s) or 8 GiB (--quick 2 GiB).
+    #[arg(long)]
+    messages: Option<u64>,
+    /// Data size of the two rings of the zcio path, a power of two (also
+    /// the import's --size) [default: 128MiB, the import's default].
+    #[arg(long)]
+    ring_size: Option<String>,
+    /// Host A and host B on loopback, no network namespaces.
+    #[arg(long)]
+    no_veth: bool,
+    /// The zcio binary [default: `zcio` next to zcio-bench].
+    #[arg(long)]
+    zcio: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
 /// A run that could not start because of its input (exit code 2), or one
 /// that failed (exit code 1).
 enum Failure {
@@ -598,6 +673,44 @@ fn tokio_cmd(a: TokioArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("tokio")).map_err(Failure::Run)
 }
 
+fn bridge_cmd(a: BridgeArgs) -> Result<(), Failure> {
+    let zcio = a.zcio.unwrap_or_else(splice::default_zcio);
+    input(splice::check_zcio(&zcio))?;
+    let mut opts = if a.quick {
+        bridge::Options::quick(zcio)
+    } else {
+        bridge::Options::full(zcio)
+    };
+    if let Some(p) = &a.parts {
+        opts.parts = list(p, bridge::Part::parse)?;
+    }
+    if let Some(s) = &a.sizes {
+        opts.sizes = list(s, parse_size)?;
+    }
+    if let Some(v) = &a.variants {
+        opts.variants = list(v, bridge::Variant::parse)?;
+    }
+    if let Some(s) = &a.fanout_sizes {
+        opts.fanout_sizes = list(s, parse_size)?;
+    }
+    if let Some(n) = a.receivers {
+        opts.fanout_receivers = n;
+    }
+    if let Some(r) = a.reps {
+        opts.reps = r;
+    }
+    if let Some(n) = a.messages {
+        opts.max_msgs = n;
+    }
+    if let Some(s) = &a.ring_size {
+        opts.ring_size = input(parse_bytes_u64(s))?;
+    }
+    opts.veth = !a.no_veth;
+    input(bridge::check_limits(&opts))?;
+    let bench = bridge::BridgeBench::prepare(opts).map_err(Failure::Input)?;
+    driver::run(&bench, &a.out.output("bridge")).map_err(Failure::Run)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(code) = roles::dispatch(&args) {
@@ -610,6 +723,7 @@ fn main() {
         Cmd::Splice(a) => splice_cmd(a),
         Cmd::Semantics(a) => semantics_cmd(a),
         Cmd::Tokio(a) => tokio_cmd(a),
+        Cmd::Bridge(a) => bridge_cmd(a),
     };
     match res {
         Ok(()) => {}

@@ -246,7 +246,9 @@ impl SpliceBench {
                 (Some(v), _) => n.push(format!(
                     "(d) veth: generator and sink in network namespace {} ({}), relay in the \
                      root namespace ({}): generator → veth → relay → veth → sink",
-                    v.name, v.ns_ip, v.root_ip
+                    v.name(),
+                    v.b.ip,
+                    v.a.ip
                 )),
                 (None, Some(why)) => n.push(format!("(d) {why}")),
                 (None, None) => {}

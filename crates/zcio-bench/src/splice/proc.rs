@@ -92,6 +92,12 @@ impl Proc {
         Self::spawn(&mut cmd, what, None)
     }
 
+    /// Its process id (valid until it is reaped by [`Proc::wait`]; an
+    /// exited child stays a zombie until then, its `/proc` entry readable).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Send SIGTERM (no effect once it exited).
     pub fn terminate(&self) {
         if self.reaped {

@@ -195,7 +195,7 @@ fn addrs(link: Link, veth: Option<&Veth>) -> Result<(String, String, Vec<String>
         Link::Loopback => Ok(("127.0.0.1".into(), "127.0.0.1".into(), Vec::new())),
         Link::Veth => {
             let v = veth.ok_or("the veth link is not set up")?;
-            Ok((v.ns_ip.clone(), v.root_ip.clone(), v.exec_prefix()))
+            Ok((v.b.ip.clone(), v.a.ip.clone(), v.b.exec_prefix()))
         }
     }
 }
