@@ -296,8 +296,8 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             a.grace
         )));
     }
-    if let Sink::Ring { name, .. } = &sink {
-        let mut create = a.create.clone();
+    let mut create = a.create.clone();
+    if let Sink::Ring { .. } = &sink {
         if create.layout.map(Layout::from) == Some(Layout::Index) {
             return Err(usage(
                 "an index ring holds no data: import into a data ring",
@@ -307,7 +307,6 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             .layout
             .get_or_insert(crate::ring::LayoutArg::Variable);
         create.size.get_or_insert(128 << 20);
-        crate::pipe::open_or_create(name, &create)?;
     } else if a.create.any() {
         return Err(usage(
             "--size/--layout/--policy/--mode apply only to ring sinks",
@@ -315,6 +314,11 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     }
     let stop = stop_signal(duration);
     let session = opts.open().await?;
+    // The ring only once the session is up: a refused endpoint leaves no
+    // ring behind.
+    if let Sink::Ring { name, .. } = &sink {
+        crate::pipe::open_or_create(name, &create)?;
+    }
     let im = Importer::new(
         &session,
         &a.key,
