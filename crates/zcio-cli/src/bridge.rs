@@ -275,15 +275,26 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
     let report = Report::start(&a.common, ex.counters(), "export", &what);
     let eps = listening(&session).await;
     let res = ex.run(stop, || announce(&eps)).await;
+    let res = res.map(|e| e == ExportEnd::EndOfStream);
+    conclude(session, report, &a.common, res).await
+}
+
+/// Close the session — it sends what Zenoh still queues, an end of stream
+/// among it, before the process exits — then the summary; the exit status.
+/// `res`: whether the stream ended (or was stopped), or why it failed.
+async fn conclude(
+    session: zenoh::Session,
+    report: Report,
+    common: &CommonArgs,
+    res: Result<bool, BridgeError>,
+) -> Result<i32> {
     let end = match &res {
-        Ok(ExportEnd::EndOfStream) => "end of stream",
-        Ok(ExportEnd::Stopped) => "stopped",
+        Ok(true) => "end of stream",
+        Ok(false) => "stopped",
         Err(_) => "failed",
     };
-    // Closing sends what Zenoh still queues (an end of stream among it)
-    // before the process exits.
     let _ = session.close().await;
-    report.finish(&a.common, end)?;
+    report.finish(common, end)?;
     res.map(|_| 0).map_err(bridge_err)
 }
 
@@ -335,16 +346,8 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     let report = Report::start(&a.common, im.counters(), "import", &what);
     let eps = listening(&session).await;
     let res = im.run(stop, || announce(&eps)).await;
-    let end = match &res {
-        Ok(ImportEnd::EndOfStream) => "end of stream",
-        Ok(ImportEnd::Stopped) => "stopped",
-        Err(_) => "failed",
-    };
-    // Closing sends what Zenoh still queues (an end of stream among it)
-    // before the process exits.
-    let _ = session.close().await;
-    report.finish(&a.common, end)?;
-    res.map(|_| 0).map_err(bridge_err)
+    let res = res.map(|e| e == ImportEnd::EndOfStream);
+    conclude(session, report, &a.common, res).await
 }
 
 /// Progress while running, summary and JSON at the end.

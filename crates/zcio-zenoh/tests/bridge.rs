@@ -191,19 +191,32 @@ fn key(tag: &str) -> String {
 /// Start an exporter of `source` to `key` on a free loopback port; returns
 /// it and its endpoint.
 fn exporter(source: &str, key: &str, history: usize, start: &str) -> (Kid, String) {
-    let mut k = Kid::spawn(
-        "child_export",
-        "export",
-        &[
-            ("source", source.into()),
-            ("key", key.into()),
-            ("listen", "tcp/127.0.0.1:0".into()),
-            ("history", history.to_string()),
-            ("start", start.into()),
-        ],
-    );
-    let ep = k.expect("ready ");
+    let (k, ep) = exporter_with(source, key, "tcp/127.0.0.1:0", history, start, &[]);
     assert!(ep.starts_with("tcp/127.0.0.1:"), "endpoint {ep:?}");
+    (k, ep)
+}
+
+/// Start an exporter listening on `listen` (empty: as its `config` says),
+/// with `extra` child arguments (`zero_copy`, `config`); returns it and the
+/// endpoint of its `ready` line.
+fn exporter_with(
+    source: &str,
+    key: &str,
+    listen: &str,
+    history: usize,
+    start: &str,
+    extra: &[(&str, String)],
+) -> (Kid, String) {
+    let mut args = vec![
+        ("source", source.to_string()),
+        ("key", key.to_string()),
+        ("listen", listen.to_string()),
+        ("history", history.to_string()),
+        ("start", start.to_string()),
+    ];
+    args.extend(extra.iter().cloned());
+    let mut k = Kid::spawn("child_export", "export", &args);
+    let ep = k.expect("ready ");
     (k, ep)
 }
 
@@ -320,19 +333,14 @@ fn zero_copy_export_is_byte_exact() {
         .create(&src.0)
         .unwrap();
     let mut prod = Producer::attach(map).unwrap();
-    let mut ex = Kid::spawn(
-        "child_export",
-        "export",
-        &[
-            ("source", format!("ring:{}", src.0)),
-            ("key", k.clone()),
-            ("listen", "tcp/127.0.0.1:0".into()),
-            ("history", "16".into()),
-            ("start", "newest".into()),
-            ("zero_copy", "1".into()),
-        ],
+    let (mut ex, ep) = exporter_with(
+        &format!("ring:{}", src.0),
+        &k,
+        "tcp/127.0.0.1:0",
+        16,
+        "newest",
+        &[("zero_copy", "1".into())],
     );
-    let ep = ex.expect("ready ");
     let mut im = importer(&k, &format!("ring:{}", dst.0), &ep, 64 << 20, 5000);
     let mut reader =
         Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
@@ -677,7 +685,7 @@ fn a_restarted_exporter_resumes_without_duplicates() {
     drop(ex);
     // The new exporter starts at the oldest block the ring holds: it
     // publishes blocks 0..10 again, which the importer drops by position.
-    let (ex2, _ep2) = exporter_at(&format!("ring:{}", src.0), &k, &ep);
+    let (ex2, _ep2) = exporter_with(&format!("ring:{}", src.0), &k, &ep, 16, "oldest", &[]);
     for i in 10..20u64 {
         prod.write_tagged(&block(i), i as u32, ring::Wait::Forever)
             .unwrap();
@@ -752,24 +760,6 @@ fn a_late_importer_catches_up_from_the_exporters_cache() {
     assert!(ex.expect("end ").starts_with("Ok(EndOfStream)"));
     assert_eq!(early.expect("end "), "Ok(EndOfStream)");
     assert_eq!(late.expect("end "), "Ok(EndOfStream)");
-}
-
-/// An exporter from the oldest block, listening on the endpoint `ep` a
-/// previous exporter used (the importer reconnects to it).
-fn exporter_at(source: &str, key: &str, ep: &str) -> (Kid, String) {
-    let mut k = Kid::spawn(
-        "child_export",
-        "export",
-        &[
-            ("source", source.into()),
-            ("key", key.into()),
-            ("listen", ep.into()),
-            ("history", "16".into()),
-            ("start", "oldest".into()),
-        ],
-    );
-    let got = k.expect("ready ");
-    (k, got)
 }
 
 /// A hostile Zenoh publisher on the imported key (in this process):
@@ -1013,19 +1003,14 @@ fn tls_and_an_access_list_admit_only_the_named_host() {
         .create(&src.0)
         .unwrap();
     let mut prod = Producer::attach(map).unwrap();
-    let mut ex = Kid::spawn(
-        "child_export",
-        "export",
-        &[
-            ("source", format!("ring:{}", src.0)),
-            ("key", k.clone()),
-            ("listen", String::new()),
-            ("history", "0".into()),
-            ("start", "newest".into()),
-            ("config", a),
-        ],
+    let (mut ex, ep) = exporter_with(
+        &format!("ring:{}", src.0),
+        &k,
+        "",
+        0,
+        "newest",
+        &[("config", a)],
     );
-    let ep = ex.expect("ready ");
     assert!(ep.starts_with("tls/127.0.0.1:"), "{ep}");
     let spawn_import = |sink: &str, config: String| {
         let mut kid = Kid::spawn(
