@@ -131,6 +131,50 @@ fn child_import() {
     });
 }
 
+/// Both directions on one session: exports ring `out_ring` to `out_key`
+/// and imports `in_key` into ring `in_ring`; `listen` or `connect`.
+#[test]
+#[ignore = "child process"]
+fn child_both() {
+    let Some(()) = child_role("both") else {
+        return;
+    };
+    runtime().block_on(async {
+        let s = session(&arg("listen"), &arg("connect"), 1 << 20)
+            .open()
+            .await
+            .unwrap();
+        let ep = s
+            .info()
+            .locators()
+            .await
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let source = Source::parse(&format!("ring:{}", arg("out_ring"))).unwrap();
+        let ex = Exporter::new(&s, source, &arg("out_key"), ExportOptions::default()).unwrap();
+        let create = Options::new().layout(Layout::Variable).size(1 << 20);
+        let sink = Sink::parse(&format!("ring:{}", arg("in_ring")), Some(create)).unwrap();
+        let im = Importer::new(&s, &arg("in_key"), sink, ImportOptions::default()).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let ready = std::sync::Mutex::new(Some(tx));
+        let (e, i, ()) = tokio::join!(
+            ex.run(std::future::pending(), || {}),
+            im.run(std::future::pending(), || {
+                if let Some(tx) = ready.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+            }),
+            async {
+                let _ = rx.await;
+                report(format!("ready {ep}"));
+            }
+        );
+        s.close().await.unwrap();
+        report(format!("end {e:?} {i:?}"));
+    });
+}
+
 /// A ring producer on host A: creates `ring`, writes `count` blocks of
 /// `size` bytes (pattern `i`), then `close`s, `fail`s with code 7, or waits
 /// to be killed (`hang`).
@@ -368,6 +412,74 @@ fn zero_copy_export_is_byte_exact() {
     assert_eq!(got, want);
     assert!(ex.expect("end ").starts_with("Ok(EndOfStream)"));
     assert_eq!(im.expect("end "), "Ok(EndOfStream)");
+}
+
+/// Deliverable 1's "both directions in one process": each of two
+/// processes exports one ring and imports the other's key on one session.
+#[test]
+fn one_process_exports_and_imports_both_directions() {
+    let (a, b, c, d) = (
+        RingName::new("both-a"),
+        RingName::new("both-b"),
+        RingName::new("both-c"),
+        RingName::new("both-d"),
+    );
+    let (k1, k2) = (key("both1"), key("both2"));
+    let mut producers: Vec<Producer> = [&a, &c]
+        .iter()
+        .map(|r| {
+            let m = Options::new()
+                .layout(Layout::Variable)
+                .size(1 << 20)
+                .create(&r.0)
+                .unwrap();
+            Producer::attach(m).unwrap()
+        })
+        .collect();
+    let both = |out_ring: &RingName,
+                out_key: &str,
+                in_key: &str,
+                in_ring: &RingName,
+                listen: &str,
+                connect: &str| {
+        let mut k = Kid::spawn(
+            "child_both",
+            "both",
+            &[
+                ("out_ring", out_ring.0.clone()),
+                ("out_key", out_key.to_string()),
+                ("in_key", in_key.to_string()),
+                ("in_ring", in_ring.0.clone()),
+                ("listen", listen.to_string()),
+                ("connect", connect.to_string()),
+            ],
+        );
+        let ep = k.expect("ready");
+        (k, ep)
+    };
+    let (mut x, ep) = both(&a, &k1, &k2, &b, "tcp/127.0.0.1:0", "");
+    let (mut y, _) = both(&c, &k2, &k1, &d, "", ep.trim());
+    let mut readers: Vec<Consumer> = [&d, &b]
+        .iter()
+        .map(|r| Consumer::attach(ring::RingMap::open(&r.0, true).unwrap(), Start::Oldest).unwrap())
+        .collect();
+    for p in &mut producers {
+        for i in 0..5u64 {
+            let mut blk = vec![0u8; 200];
+            fill(&mut blk, i, 0);
+            p.write_tagged(&blk, i as u32, ring::Wait::Forever).unwrap();
+        }
+    }
+    for p in producers {
+        p.close();
+    }
+    for r in &mut readers {
+        let (got, end) = drain(r, 4096);
+        assert_eq!((got.len(), end), (5, Ok(())));
+    }
+    for k in [&mut x, &mut y] {
+        assert_eq!(k.expect("end "), "Ok(EndOfStream) Ok(EndOfStream)");
+    }
 }
 
 #[test]
