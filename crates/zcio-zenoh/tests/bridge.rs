@@ -211,6 +211,17 @@ fn child_produce() {
 
 // -------------------------------------------------------------------- parent
 
+/// Create a variable-layout ring of `size` bytes named `name` and become
+/// its producer.
+fn variable_ring(name: &RingName, size: u64) -> Producer {
+    let map = Options::new()
+        .layout(Layout::Variable)
+        .size(size)
+        .create(&name.0)
+        .unwrap();
+    Producer::attach(map).unwrap()
+}
+
 /// A ring name unique to this test process, removed at the end.
 struct RingName(String);
 
@@ -319,12 +330,7 @@ fn ring_blocks_0_b_to_64_mib_reach_four_remote_readers_byte_exact() {
         RingName::new("sz-dst"),
         key("sizes"),
     );
-    let map = Options::new()
-        .layout(Layout::Variable)
-        .size(256 << 20)
-        .create(&src.0)
-        .unwrap();
-    let mut prod = Producer::attach(map).unwrap();
+    let mut prod = variable_ring(&src, 256 << 20);
     let (mut ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "newest");
     let im = importer(&k, &format!("ring:{}", dst.0), &ep, 64 << 20, 5000);
     // Four local readers on host B, attached before anything is sent.
@@ -371,12 +377,7 @@ fn zero_copy_export_is_byte_exact() {
         RingName::new("zc-dst"),
         key("zerocopy"),
     );
-    let map = Options::new()
-        .layout(Layout::Variable)
-        .size(256 << 20)
-        .create(&src.0)
-        .unwrap();
-    let mut prod = Producer::attach(map).unwrap();
+    let mut prod = variable_ring(&src, 256 << 20);
     let (mut ex, ep) = exporter_with(
         &format!("ring:{}", src.0),
         &k,
@@ -825,12 +826,7 @@ fn a_late_importer_catches_up_from_the_exporters_cache() {
         RingName::new("late-b"),
         key("late"),
     );
-    let map = Options::new()
-        .layout(Layout::Variable)
-        .size(1 << 20)
-        .create(&src.0)
-        .unwrap();
-    let mut prod = Producer::attach(map).unwrap();
+    let mut prod = variable_ring(&src, 1 << 20);
     let (mut ex, ep) = exporter(&format!("ring:{}", src.0), &k, 16, "newest");
     let mut early = importer(&k, &format!("ring:{}", a.0), &ep, 1 << 20, 5000);
     let mut ra = Consumer::attach(ring::RingMap::open(&a.0, true).unwrap(), Start::Oldest).unwrap();
@@ -1109,12 +1105,7 @@ fn tls_and_an_access_list_admit_only_the_named_host() {
         RingName::new("tls-c"),
         key("tls"),
     );
-    let map = Options::new()
-        .layout(Layout::Variable)
-        .size(1 << 20)
-        .create(&src.0)
-        .unwrap();
-    let mut prod = Producer::attach(map).unwrap();
+    let mut prod = variable_ring(&src, 1 << 20);
     let (mut ex, ep) = exporter_with(
         &format!("ring:{}", src.0),
         &k,
