@@ -20,12 +20,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zcio::ring::{Consumer, Layout, Overflow, ReadError, Start};
-use zcio::tokio::{AsyncChannel, AsyncConsumer};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use zcio::tokio::AsyncChannel;
 use zcio::{ChannelConfig, Listener, Msg};
 use zenoh::bytes::ZBytes;
 use zenoh::pubsub::Publisher;
 use zenoh::qos::{CongestionControl, Reliability};
-use zenoh::Session;
+use zenoh::{Session, Wait};
 
 use crate::cache::Cache;
 use crate::error::{zenoh, BridgeError};
@@ -148,7 +150,10 @@ struct Outlet {
 }
 
 impl Outlet {
-    async fn put(&self, payload: ZBytes, meta: &Meta) -> Result<(), BridgeError> {
+    /// Publish one data sample. Zenoh's `put` is synchronous (its future
+    /// is a ready one): it encodes the sample into the transmission queue,
+    /// waiting for room under `CongestionControl::Block`.
+    fn put(&self, payload: ZBytes, meta: &Meta) -> Result<(), BridgeError> {
         let att = meta.encode();
         if let Some(c) = &self.cache {
             // Shared, not copied: `ZBytes` clones are references.
@@ -157,7 +162,7 @@ impl Outlet {
         self.publisher
             .put(payload)
             .attachment(att)
-            .await
+            .wait()
             .map_err(zenoh)
     }
 
@@ -181,7 +186,8 @@ impl Outlet {
         }
     }
 
-    async fn control(&self, kind: Kind, pos: u64) -> Result<(), BridgeError> {
+    /// Publish end of stream, an error close or the producer's death.
+    fn control(&self, kind: Kind, pos: u64) -> Result<(), BridgeError> {
         let meta = Meta {
             kind,
             ..Meta::data(self.stream, pos, pos, self.byte_positions)
@@ -189,7 +195,7 @@ impl Outlet {
         self.publisher
             .delete()
             .attachment(meta.encode())
-            .await
+            .wait()
             .map_err(zenoh)
     }
 }
@@ -291,10 +297,6 @@ impl Exporter {
             Overflow::Block => CongestionControl::Block,
             _ => CongestionControl::Drop,
         };
-        let mut cons = AsyncConsumer::new(cons).map_err(|e| BridgeError::Local {
-            what: "ring",
-            why: e.to_string(),
-        })?;
         // In place: lossless rings only (a dropping ring could overwrite a
         // block while Zenoh reads it), not index rings (their blocks live in
         // other rings), and no cache (it would keep ring pages).
@@ -313,112 +315,35 @@ impl Exporter {
                 r = out.matched() => r?,
             }
         }
-        let max = self.opts.max_sample;
-        loop {
-            let before = cons.consumer().position();
-            let skipped_before = cons.consumer().stats().skipped_units;
-            let got = tokio::select! {
-                biased;
-                () = &mut stop => return Ok(ExportEnd::Stopped),
-                r = cons.peek(max) => r.map(|p| p.map(|p| {
-                    let (len, tag) = (p.len(), p.tag());
-                    if len > max {
-                        (len, tag, Block::Oversize(p.release()))
-                    } else if in_place {
-                        (len, tag, Block::Lent(p.detach()))
-                    } else {
-                        // The one copy: out of pages the producer can
-                        // write, then the check that it was not overwritten
-                        // meanwhile.
-                        let data = p.to_vec();
-                        (len, tag, Block::Copied(data, p.release()))
-                    }
-                })),
-            };
-            let c = cons.consumer();
-            match got {
-                Ok(Some((len, tag, block))) => {
-                    let skipped = c.stats().skipped_units - skipped_before;
-                    let pos = before + skipped;
-                    let released = match block {
-                        Block::Oversize(r) => r.map(|()| self.counters.oversize(1)),
-                        Block::Copied(data, Ok(())) => {
-                            let meta = Meta {
-                                tag,
-                                ..Meta::data(out.stream, pos, c.position(), byte_positions)
-                            };
-                            out.put(ZBytes::from(data), &meta).await?;
-                            self.counters.sample(len);
-                            Ok(())
-                        }
-                        Block::Copied(_, Err(e)) => Err(e),
-                        Block::Lent(d) => {
-                            let meta = Meta {
-                                tag,
-                                ..Meta::data(out.stream, pos, pos + d.units(), byte_positions)
-                            };
-                            // SAFETY: `d` is a block of this consumer's ring,
-                            // held (detached, not released) until the loan
-                            // comes back below; the ring is `Overflow::Block`
-                            // (`in_place`).
-                            let (loan, back) =
-                                unsafe { Loan::new(d.addr(), d.len(), c.ring().clone()) };
-                            let sent = out
-                                .put(ZBytes::from(bytes::Bytes::from_owner(loan)), &meta)
-                                .await;
-                            // Zenoh encodes the payload into its batch while
-                            // publishing and then lets go of it; only then
-                            // may the block go back to the ring.
-                            if tokio::time::timeout(LOAN_BOUND, back).await.is_err() {
-                                return Err(BridgeError::Local {
-                                    what: "ring",
-                                    why: format!(
-                                        "Zenoh kept a lent block for {LOAN_BOUND:?} (a subscriber in this session holding samples?): export without zero-copy"
-                                    ),
-                                });
-                            }
-                            let c = cons.consumer();
-                            let r = match c.resume(d) {
-                                Ok(p) => p.release(),
-                                Err(_) => Err(ReadError::Corrupt("lent block lost its consumer")),
-                            };
-                            sent?;
-                            self.counters.sample(len);
-                            r
-                        }
-                    };
-                    match released {
-                        Ok(()) => {}
-                        Err(ReadError::Lapped) => self.counters.lapped(1),
-                        Err(e) => {
-                            return Err(BridgeError::Local {
-                                what: "ring",
-                                why: e.to_string(),
-                            })
-                        }
-                    }
-                }
-                Ok(None) => {
-                    out.control(Kind::End, c.position()).await?;
-                    return Ok(ExportEnd::EndOfStream);
-                }
-                Err(ReadError::Disconnected { pid }) => {
-                    out.control(Kind::Died { pid }, c.position()).await?;
-                    return Err(BridgeError::ProducerDied { pid });
-                }
-                Err(ReadError::ProducerFailed { code, .. }) => {
-                    out.control(Kind::Failed { code }, c.position()).await?;
-                    return Err(BridgeError::ProducerFailed { code });
-                }
-                Err(ReadError::Lapped) => self.counters.lapped(1),
-                Err(e) => {
-                    return Err(BridgeError::Local {
-                        what: "ring",
-                        why: e.to_string(),
-                    })
-                }
+        // The ring is read and published on a thread of its own, with the
+        // blocking consumer and Zenoh's synchronous `put`: a block goes from
+        // the ring's futex wake-up to Zenoh's transmission queue without a
+        // hop through the async runtime.
+        let halt = Arc::new(AtomicBool::new(false));
+        let pump = RingPump {
+            cons,
+            out,
+            counters: self.counters.clone(),
+            max: self.opts.max_sample,
+            in_place,
+            byte_positions,
+            halt: halt.clone(),
+        };
+        let mut task = tokio::task::spawn_blocking(move || pump.run());
+        let joined = tokio::select! {
+            biased;
+            () = &mut stop => {
+                // SYNC: read by `RingPump::run` between bounded waits; a stop
+                // flag, no data published through it (Relaxed).
+                halt.store(true, Ordering::Relaxed);
+                task.await
             }
-        }
+            r = &mut task => r,
+        };
+        joined.map_err(|e| BridgeError::Local {
+            what: "ring",
+            why: format!("the ring reader thread failed: {e}"),
+        })?
     }
 
     async fn run_listen(
@@ -504,7 +429,7 @@ impl Exporter {
                 array,
                 ..Meta::data(out.stream, pos, pos + 1, false)
             };
-            if let Err(e) = out.put(to_zbytes(&payload), &meta).await {
+            if let Err(e) = out.put(to_zbytes(&payload), &meta) {
                 break Err(e);
             }
             pos += 1;
@@ -516,7 +441,7 @@ impl Exporter {
         rx.close();
         let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
         res?;
-        out.control(Kind::End, pos).await?;
+        out.control(Kind::End, pos)?;
         Ok(ExportEnd::Stopped)
     }
 
@@ -540,6 +465,146 @@ impl Exporter {
             }
         }
     }
+}
+
+/// Longest one wait for the next ring block lasts before the stop flag is
+/// looked at again (the bound on how long a stop takes).
+const STOP_CHECK: Duration = Duration::from_millis(50);
+
+/// The ring half of an export, on its own thread: every block of the ring,
+/// published in ring order.
+struct RingPump {
+    cons: Consumer,
+    out: Outlet,
+    counters: Arc<Counters>,
+    max: usize,
+    in_place: bool,
+    byte_positions: bool,
+    /// Set when the export is stopped.
+    halt: Arc<AtomicBool>,
+}
+
+impl RingPump {
+    fn run(mut self) -> Result<ExportEnd, BridgeError> {
+        let (out, max) = (&self.out, self.max);
+        loop {
+            // SYNC: set by `Exporter::run_ring` on stop (Relaxed, a flag).
+            if self.halt.load(Ordering::Relaxed) {
+                return Ok(ExportEnd::Stopped);
+            }
+            let before = self.cons.position();
+            let skipped_before = self.cons.stats().skipped_units;
+            let got = self.cons.peek_timeout(max, STOP_CHECK).map(|p| {
+                p.map(|p| {
+                    let (len, tag) = (p.len(), p.tag());
+                    if len > max {
+                        (len, tag, Block::Oversize(p.release()))
+                    } else if self.in_place {
+                        (len, tag, Block::Lent(p.detach()))
+                    } else {
+                        // The one copy: out of pages the producer can
+                        // write, then the check that it was not overwritten
+                        // meanwhile.
+                        let data = p.to_vec();
+                        (len, tag, Block::Copied(data, p.release()))
+                    }
+                })
+            });
+            let c = &mut self.cons;
+            match got {
+                Ok(Some((len, tag, block))) => {
+                    let skipped = c.stats().skipped_units - skipped_before;
+                    let pos = before + skipped;
+                    let released = match block {
+                        Block::Oversize(r) => r.map(|()| self.counters.oversize(1)),
+                        Block::Copied(data, Ok(())) => {
+                            let meta = Meta {
+                                tag,
+                                ..Meta::data(out.stream, pos, c.position(), self.byte_positions)
+                            };
+                            out.put(ZBytes::from(data), &meta)?;
+                            self.counters.sample(len);
+                            Ok(())
+                        }
+                        Block::Copied(_, Err(e)) => Err(e),
+                        Block::Lent(d) => {
+                            let meta = Meta {
+                                tag,
+                                ..Meta::data(out.stream, pos, pos + d.units(), self.byte_positions)
+                            };
+                            let r = lend(c, d, out, &meta);
+                            if r.is_ok() {
+                                self.counters.sample(len);
+                            }
+                            r?
+                        }
+                    };
+                    match released {
+                        Ok(()) => {}
+                        Err(ReadError::Lapped) => self.counters.lapped(1),
+                        Err(e) => {
+                            return Err(BridgeError::Local {
+                                what: "ring",
+                                why: e.to_string(),
+                            })
+                        }
+                    }
+                }
+                Ok(None) => {
+                    out.control(Kind::End, c.position())?;
+                    return Ok(ExportEnd::EndOfStream);
+                }
+                Err(ReadError::TimedOut) => {}
+                Err(ReadError::Disconnected { pid }) => {
+                    out.control(Kind::Died { pid }, c.position())?;
+                    return Err(BridgeError::ProducerDied { pid });
+                }
+                Err(ReadError::ProducerFailed { code, .. }) => {
+                    out.control(Kind::Failed { code }, c.position())?;
+                    return Err(BridgeError::ProducerFailed { code });
+                }
+                Err(ReadError::Lapped) => self.counters.lapped(1),
+                Err(e) => {
+                    return Err(BridgeError::Local {
+                        what: "ring",
+                        why: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Publish the detached block `d` of `c` from the ring's pages and release
+/// it once Zenoh let go of them. The outer error: publishing failed or the
+/// loan did not come back; the inner one: the release.
+fn lend(
+    c: &mut Consumer,
+    d: zcio::ring::DetachedPeek,
+    out: &Outlet,
+    meta: &Meta,
+) -> Result<Result<(), ReadError>, BridgeError> {
+    // SAFETY: `d` is a block of this consumer's ring, held (detached, not
+    // released) until the loan comes back below; the ring is
+    // `Overflow::Block` (`in_place`).
+    let (loan, back) = unsafe { Loan::new(d.addr(), d.len(), c.ring().clone()) };
+    let sent = out.put(ZBytes::from(bytes::Bytes::from_owner(loan)), meta);
+    // Zenoh encodes the payload into its batch while publishing and then
+    // lets go of it; only then may the block go back to the ring.
+    if back.recv_timeout(LOAN_BOUND).is_err() {
+        return Err(BridgeError::Local {
+            what: "ring",
+            why: format!(
+                "Zenoh kept a lent block for {LOAN_BOUND:?} (a subscriber in this session holding samples?): export without zero-copy"
+            ),
+        });
+    }
+    let r = match c.resume(d) {
+        Ok(p) => p.release(),
+        Err(_) => Err(ReadError::Corrupt("lent block lost its consumer")),
+    };
+    sent?;
+    Ok(r)
 }
 
 /// A message's slices as one `ZBytes`: immutable slices by reference,

@@ -21,7 +21,7 @@ pub(crate) struct Loan {
     len: usize,
     /// Keeps the ring mapped while Zenoh holds the bytes.
     _map: Arc<RingMap>,
-    returned: Option<tokio::sync::oneshot::Sender<()>>,
+    returned: Option<std::sync::mpsc::SyncSender<()>>,
 }
 
 // SAFETY: the pointer is into a shared mapping kept alive by `_map`
@@ -32,21 +32,21 @@ unsafe impl Send for Loan {}
 unsafe impl Sync for Loan {}
 
 impl Loan {
-    /// Lend `len` bytes at `ptr` of `map`; the receiver completes when the
-    /// loan is dropped.
+    /// Lend `len` bytes at `ptr` of `map`; the receiver gets its one
+    /// message when the loan is dropped.
     ///
     /// # Safety
     ///
     /// `ptr..ptr + len` must lie inside `map`'s mapping, in a block the
     /// caller holds (peeked, not released) under `Overflow::Block` until
-    /// the receiver completes, so that a producer following the protocol
-    /// does not write it meanwhile.
+    /// the receiver gets that message, so that a producer following the
+    /// protocol does not write it meanwhile.
     pub(crate) unsafe fn new(
         ptr: *const u8,
         len: usize,
         map: Arc<RingMap>,
-    ) -> (Self, tokio::sync::oneshot::Receiver<()>) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
+    ) -> (Self, std::sync::mpsc::Receiver<()>) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         (
             Self {
                 ptr,
@@ -76,7 +76,8 @@ impl Drop for Loan {
     fn drop(&mut self) {
         if let Some(tx) = self.returned.take() {
             // The exporter may have stopped waiting (stopped); nothing to do.
-            let _ = tx.send(());
+            // Never blocks: the one message fits the channel.
+            let _ = tx.try_send(());
         }
     }
 }
