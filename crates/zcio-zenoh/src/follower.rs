@@ -259,6 +259,11 @@ impl Follower {
         lock(&self.finish).is_some()
     }
 
+    /// Finish with an error of the import itself.
+    pub(crate) fn fail(&self, e: BridgeError) {
+        self.finish_with(Err(e));
+    }
+
     /// How it finished, once it has.
     pub(crate) fn take_finish(&self) -> Option<Result<Finish, BridgeError>> {
         lock(&self.finish).take()

@@ -172,19 +172,26 @@ impl Importer {
         // cache (after subscribing, so nothing falls between the two); the
         // cached samples go first, then those held back meanwhile (live ones
         // the cache also had are dropped by position).
-        if self.opts.history && !self.catch_up(&follower, &mut stop).await? {
-            follower.stop();
+        let caught_up = if self.opts.history {
+            self.catch_up(&follower, &mut stop).await
         } else {
-            ready();
-            // The callbacks do the work; this waits for them to finish,
-            // for the loss timer and for the stop.
-            while !follower.finished() {
-                let deadline = follower.lost_deadline();
-                tokio::select! {
-                    biased;
-                    () = &mut stop => follower.stop(),
-                    () = sleep_until(deadline) => follower.check_lost(),
-                    () = follower.wake.notified() => {}
+            Ok(true)
+        };
+        match caught_up {
+            Ok(false) => follower.stop(),
+            Err(e) => follower.fail(e),
+            Ok(true) => {
+                ready();
+                // The callbacks do the work; this waits for them to finish,
+                // for the loss timer and for the stop.
+                while !follower.finished() {
+                    let deadline = follower.lost_deadline();
+                    tokio::select! {
+                        biased;
+                        () = &mut stop => follower.stop(),
+                        () = sleep_until(deadline) => follower.check_lost(),
+                        () = follower.wake.notified() => {}
+                    }
                 }
             }
         }

@@ -226,8 +226,17 @@ impl<'a> View<'a> {
 
     /// A private copy: it cannot change after this returns.
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.len];
-        self.read_at(0, &mut v);
+        // Straight into the new allocation, without zeroing it first (a
+        // second pass over the destination, as costly as the copy for
+        // blocks beyond the caches).
+        let mut v = Vec::with_capacity(self.len);
+        // SAFETY: the source range is inside the mapping and read only
+        // through volatile loads; the destination is `v`'s spare capacity
+        // (room for `len` bytes, ours, not overlapping the mapping), written
+        // through a raw pointer.
+        unsafe { copy_volatile(self.ptr.as_ptr(), v.as_mut_ptr(), self.len) };
+        // SAFETY: the copy initialised all `len` bytes.
+        unsafe { v.set_len(self.len) };
         v
     }
 
