@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zcio::ring::{Consumer, Layout, Overflow, ReadError, Start};
 use std::sync::atomic::{AtomicBool, Ordering};
+use zcio::ring::{Consumer, Layout, Overflow, ReadError, Start};
 
 use zcio::tokio::AsyncChannel;
 use zcio::{ChannelConfig, Listener, Msg};
