@@ -84,8 +84,9 @@ pub struct ImportOptions {
     pub grace: Duration,
     /// Largest sample accepted; larger ones are dropped and counted.
     pub max_sample: usize,
-    /// Payload bytes queued between Zenoh and the sink before Zenoh's
-    /// receive thread waits (back-pressure to the link).
+    /// History mode: payload bytes of live samples held back while the
+    /// cache is asked, before Zenoh's receive thread waits (back-pressure
+    /// to the link). Otherwise samples go straight into the sink.
     pub queue_bytes: usize,
 }
 
