@@ -162,7 +162,7 @@ enum Cmd {
     /// (as root with ip(8); otherwise loopback), each host's processes
     /// pinned to its own CPU. zcio-bridge: a ring producer on A → `zcio
     /// bridge export` → `zcio bridge import` on B → ring consumers on B
-    /// reading in place (zcio-bridge-zc: the export with --zero-copy);
+    /// reading in place (zcio-bridge-copy: the export with --copy);
     /// zenoh: a plain publisher on A and subscriber processes on B with the
     /// same session configuration (Reliable, CongestionControl::Block);
     /// tcp: a length-prefixed stream. The same
@@ -433,8 +433,8 @@ struct BridgeArgs {
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<String>>,
     /// Variants of the throughput and latency parts, comma-separated
-    /// (default: all of zcio-bridge, zcio-bridge-zc, zenoh, tcp;
-    /// zcio-bridge-zc runs `zcio bridge export --zero-copy`). The targets
+    /// (default: all of zcio-bridge, zcio-bridge-copy, zenoh, tcp;
+    /// zcio-bridge-copy runs `zcio bridge export --copy`). The targets
     /// need zcio-bridge and zenoh.
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<String>>,

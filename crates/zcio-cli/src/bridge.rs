@@ -40,12 +40,15 @@ pub enum BridgeCmd {
     #[command(after_help = "Examples:\n  \
         zcio bridge export ring:frames --key cam/front --listen tcp/0.0.0.0:7447\n  \
         zcio bridge export listen:/run/app/out.sock --key app/out --connect tcp/10.0.0.2:7447\n  \
-        zcio bridge export ring:frames --key cam/front --config zenoh-tls.json5 --stats\n\n\
+        zcio bridge export ring:frames --key cam/front --config zenoh-tls.json5 --stats\n  \
+        zcio bridge export ring:frames --key cam/front --listen tcp/0.0.0.0:7447 --history 64\n\n\
         The export reads nothing until a first subscriber of KEY appears (--no-wait: at\n\
         once). A ring export reads every block (from the newest unless --from oldest) and ends\n\
         when the ring's producer closes it (end of stream) or fails or dies (the remote\n\
-        readers see the same). A listener export accepts any number of channels and\n\
-        publishes every message until stopped.")]
+        readers see the same). Blocks of block and srp rings go to Zenoh from the ring's\n\
+        pages (--copy: copied out first; --history N keeps a cache of copies for late\n\
+        importers). A listener export accepts any number of channels and publishes every\n\
+        message until stopped.")]
     Export(ExportArgs),
     /// Write the samples of a Zenoh key expression into a local sink (ring:NAME or connect:PATH).
     #[command(after_help = "Examples:\n  \
@@ -110,8 +113,8 @@ pub struct ExportArgs {
     /// The Zenoh key to publish to (no wildcards).
     #[arg(long, value_name = "KEY")]
     key: String,
-    /// Samples kept for late joiners and recovery (0: no cache; memory: up to N × --max-size).
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    /// Samples kept for late joiners (`import --history`) and recovery (0: no cache, the default; memory: up to N × --max-size). A cache keeps copies, so with one every ring block is copied out instead of lent.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     history: usize,
     /// Where a ring export starts.
     #[arg(long, value_enum, default_value_t = FromArg::Newest)]
@@ -119,9 +122,9 @@ pub struct ExportArgs {
     /// Start reading the source at once, without waiting for a first subscriber of the key.
     #[arg(long)]
     no_wait: bool,
-    /// Publish ring blocks from the ring's pages without copying them out (lossless rings; no cache: --history is ignored). Trusts the ring's producer to follow the ring protocol (docs/bridge.md).
+    /// Copy each ring block out before publishing it. Without it, blocks of block and srp rings are lent to Zenoh from the ring's pages (no copy out), which trusts the ring's producer to keep the ring protocol, as every local reader does (docs/bridge.md).
     #[arg(long)]
-    zero_copy: bool,
+    copy: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -266,7 +269,7 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
             history: a.history,
             max_sample: a.common.max_size,
             wait_for_subscriber: !a.no_wait,
-            zero_copy: a.zero_copy,
+            copy: a.copy,
             ..ExportOptions::default()
         },
     )

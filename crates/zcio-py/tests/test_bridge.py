@@ -105,13 +105,15 @@ def test_numpy_arrays_from_a_channel_to_two_ring_readers(tools, sock_path, ring_
     assert s["malformed"] == s["oversize"] == s["gaps"] == 0, s
 
 
-def test_plain_zenoh_subscriber_of_an_exported_ring(tools, ring_name, key, bridges, child):
+@pytest.mark.parametrize("copy", [False, True], ids=["lent", "copied"])
+def test_plain_zenoh_subscriber_of_an_exported_ring(tools, ring_name, key, bridges, child, copy):
     """A plain eclipse-zenoh subscriber of an exported ring gets each ring
     block's bytes as the sample payload and the end of the stream as a
-    DELETE of the key."""
+    DELETE of the key — blocks lent from the ring's pages (the default) or
+    copied out first (``copy=True``)."""
     blocks = [1, 100, 4096, 70_000, 5, 2048]
     prod = zcio.RingProducer(ring_name, size=1 << 20, layout="variable")
-    ex = bridges(zcio.bridge.export, f"ring:{ring_name}", key, listen=LOCAL)
+    ex = bridges(zcio.bridge.export, f"ring:{ring_name}", key, listen=LOCAL, copy=copy)
     probe_seen = SPAWN.Event()
     sub = child(bk.zenoh_subscriber, ex.endpoints[0], key, blocks, probe_seen)
     # Probe blocks until the subscriber sees one: the real blocks are then

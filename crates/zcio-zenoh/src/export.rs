@@ -3,11 +3,14 @@
 //! - A **ring** (`ring:NAME`): the bridge joins as one more consumer and
 //!   publishes every block, its tag in the attachment and its position in
 //!   the ring as the sample's position (so a restarted exporter continues
-//!   the same stream and an importer can tell duplicates and gaps). Each
-//!   block is copied out of the ring once (the ring's producer can write
-//!   those pages: under FRP/MRP it overwrites them, and the check after the
-//!   copy is what tells a torn block) — Zenoh then encodes that copy into
-//!   its batch without another.
+//!   the same stream and an importer can tell duplicates and gaps). Blocks
+//!   of rings that never overwrite unread data (`block`, `srp`) are lent
+//!   to Zenoh from the ring's pages — Zenoh encodes them into its batch,
+//!   the one user-space copy on this host — and go back to the ring once
+//!   Zenoh has let go of them (`loan.rs`). Blocks of overwriting rings
+//!   (FRP/MRP), and every block when a cache is kept (`history`) or `copy`
+//!   is asked, are copied out once, then checked (under FRP/MRP the check
+//!   after the copy is what tells a torn block); Zenoh encodes that copy.
 //! - A **listener** (`listen:PATH`): every message of every channel that
 //!   connects, in arrival order, one sample each; `send_array` headers go
 //!   into the attachment and the sample carries the array's bytes. The
@@ -73,7 +76,9 @@ impl Source {
 #[derive(Clone, Debug)]
 pub struct ExportOptions {
     /// Samples the publication cache keeps for late joiners and recovery
-    /// (0: none). Memory: up to this many samples of up to `max_sample`.
+    /// (0, the default: no cache). Memory: up to this many samples of up to
+    /// `max_sample`. A cache holds private copies, so with one every ring
+    /// block is copied out instead of lent.
     pub history: usize,
     /// Congestion control; `None`: from the ring's overflow policy (`Block`
     /// for lossless rings and listeners, `Drop` for the dropping policies).
@@ -86,23 +91,23 @@ pub struct ExportOptions {
     /// that, samples published while nobody listens reach only the cache.
     /// A lossless ring thus holds its producer back until the path exists.
     pub wait_for_subscriber: bool,
-    /// Publish ring blocks from the ring's own pages, without the copy
-    /// out: the block goes back to the ring once Zenoh has encoded it. Only
-    /// for `Overflow::Block` rings (others are copied as usual) and without
-    /// a cache (it would hold ring pages: `history` is ignored). It trusts
-    /// the ring's producer not to write a block it published before every
-    /// consumer released it — the ring protocol; see `docs/bridge.md`.
-    pub zero_copy: bool,
+    /// Copy every ring block out before publishing it, also where it could
+    /// be lent in place (`block` and `srp` rings without a cache). Lending
+    /// trusts the ring's producer to keep the ring protocol — never to
+    /// write a block before every consumer released it — as every local
+    /// reader of the ring does; a copy out cannot be changed under Zenoh by
+    /// a producer that breaks it (see `docs/bridge.md`). Off by default.
+    pub copy: bool,
 }
 
 impl Default for ExportOptions {
     fn default() -> Self {
         Self {
-            history: 16,
+            history: 0,
             congestion: None,
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
             wait_for_subscriber: true,
-            zero_copy: false,
+            copy: false,
         }
     }
 }
@@ -297,12 +302,16 @@ impl Exporter {
             Overflow::Block => CongestionControl::Block,
             _ => CongestionControl::Drop,
         };
-        // In place: lossless rings only (a dropping ring could overwrite a
-        // block while Zenoh reads it), not index rings (their blocks live in
-        // other rings), and no cache (it would keep ring pages).
-        let in_place =
-            self.opts.zero_copy && geo.overflow == Overflow::Block && geo.layout != Layout::Index;
-        let history = if in_place { 0 } else { self.opts.history };
+        // In place: rings that never overwrite unread blocks (`block`, and
+        // `srp`, which drops the new block instead; FRP/MRP could overwrite
+        // a block while Zenoh reads it), not index rings (their blocks live
+        // in other rings), no cache (it would keep ring pages) and no copy
+        // asked for.
+        let history = self.opts.history;
+        let in_place = !self.opts.copy
+            && history == 0
+            && matches!(geo.overflow, Overflow::Block | Overflow::Srp)
+            && geo.layout != Layout::Index;
         let out = self
             .outlet(geo.ring_id, byte_positions, cc, history)
             .await?;
@@ -585,8 +594,8 @@ fn lend(
     meta: &Meta,
 ) -> Result<Result<(), ReadError>, BridgeError> {
     // SAFETY: `d` is a block of this consumer's ring, held (detached, not
-    // released) until the loan comes back below; the ring is
-    // `Overflow::Block` (`in_place`).
+    // released) until the loan comes back below; the ring's policy never
+    // overwrites an unreleased block (`Block` or `Srp`: `in_place`).
     let (loan, back) = unsafe { Loan::new(d.addr(), d.len(), c.ring().clone()) };
     let sent = out.put(ZBytes::from(bytes::Bytes::from_owner(loan)), meta);
     // Zenoh encodes the payload into its batch while publishing and then

@@ -1,14 +1,22 @@
-//! A ring block lent to Zenoh in place (`ExportOptions::zero_copy`): the
-//! exporter hands Zenoh the ring's own pages instead of a copy, and
-//! releases the block only once Zenoh has let go of them.
+//! A ring block lent to Zenoh in place: the exporter hands Zenoh the
+//! ring's own pages instead of a copy, and releases the block only once
+//! Zenoh has let go of them (Zenoh encodes the payload into its batch
+//! inside `put` — that memcpy is the one user-space copy on the exporting
+//! host — and drops it before `put` returns).
 //!
-//! This trusts the ring's producer. Under `Overflow::Block` a producer that
-//! follows the protocol never writes a block before every consumer — the
+//! This is the explicit, argued exception to "no Rust reference over bytes
+//! another process may write": `Loan::as_ref` gives Zenoh a `&[u8]` over
+//! ring pages. Under `Overflow::Block` and `Overflow::Srp` a producer that
+//! keeps the ring protocol never writes a block before every consumer — the
 //! exporter among them — released it, so the bytes cannot change while
-//! Zenoh reads them; a producer that breaks the protocol could still write
-//! them, and Zenoh would publish whatever it finds (as it would publish
-//! whatever such a producer wrote in the first place). That is why this
-//! is an opt-in, for lossless rings only, and why the default copies out.
+//! Zenoh reads them. A producer that breaks the protocol could still write
+//! them; Zenoh would then publish a mix of the bytes (it reads them once,
+//! interprets nothing), which is no more than such a producer could publish
+//! by writing them in the first place: the bridge never reads the payload,
+//! and the attachment is built from the ring's validated header fields. An
+//! exporter that would rather pay a copy than rely on the producer asks
+//! for one (`ExportOptions::copy`, `--copy`); rings that overwrite unread
+//! blocks (FRP/MRP) are always copied out and checked.
 
 use std::sync::Arc;
 
@@ -38,9 +46,9 @@ impl Loan {
     /// # Safety
     ///
     /// `ptr..ptr + len` must lie inside `map`'s mapping, in a block the
-    /// caller holds (peeked, not released) under `Overflow::Block` until
-    /// the receiver gets that message, so that a producer following the
-    /// protocol does not write it meanwhile.
+    /// caller holds (peeked, not released) under `Overflow::Block` or
+    /// `Overflow::Srp` until the receiver gets that message, so that a
+    /// producer following the protocol does not write it meanwhile.
     pub(crate) unsafe fn new(
         ptr: *const u8,
         len: usize,

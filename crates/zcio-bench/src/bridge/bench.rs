@@ -17,12 +17,12 @@ pub struct BridgeBench {
     skipped: Option<String>,
 }
 
-/// Whether `zcio bridge export` has `--zero-copy`.
-fn has_zero_copy(zcio: &Path) -> bool {
+/// Whether `zcio bridge export` has `--copy`.
+fn has_copy(zcio: &Path) -> bool {
     std::process::Command::new(zcio)
         .args(["bridge", "export", "--help"])
         .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--zero-copy"))
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--copy"))
 }
 
 /// `/proc/loadavg`'s 1, 5 and 15 minute averages.
@@ -38,10 +38,10 @@ impl BridgeBench {
     pub fn prepare(mut opts: Options) -> Result<Self, String> {
         crate::splice::require_sub(&opts.zcio, "bridge")?;
         let mut skipped = None;
-        if opts.variants.contains(&Variant::ZcioBridgeZc) && !has_zero_copy(&opts.zcio) {
-            opts.variants.retain(|&v| v != Variant::ZcioBridgeZc);
+        if opts.variants.contains(&Variant::ZcioBridgeCopy) && !has_copy(&opts.zcio) {
+            opts.variants.retain(|&v| v != Variant::ZcioBridgeCopy);
             let why = format!(
-                "zcio-bridge-zc left out: {} has no `bridge export --zero-copy`",
+                "zcio-bridge-copy left out: {} has no `bridge export --copy`",
                 opts.zcio.display()
             );
             eprintln!("{why}");
@@ -87,8 +87,8 @@ impl BridgeBench {
             format!(
                 "zcio-bridge: a ring producer (this binary) writes each message as one block \
                  (reserve, copy in, commit) into a variable-layout ring of {} (policy block) on \
-                 A; `zcio bridge export ring:RA --key K --listen tcp/IP_A:0` (default --history \
-                 16) publishes it; `zcio bridge import K --to ring:RB --connect ENDPOINT \
+                 A; `zcio bridge export ring:RA --key K --listen tcp/IP_A:0` (the defaults: no \
+                 cache, blocks lent from the ring's pages) publishes it; `zcio bridge import K --to ring:RB --connect ENDPOINT \
                  --listen tcp/IP_B:0 --size {}` writes it into a ring of the same geometry on B \
                  (created by the bench, unlinked after each measurement); each consumer on B \
                  peeks every block in place, reads its words and releases it; the producer's \
@@ -96,9 +96,11 @@ impl BridgeBench {
                 crate::fmt::bytes_u64(o.ring_size),
                 o.ring_size
             ),
-            "zcio-bridge-zc: the same with `zcio bridge export --zero-copy` (each ring block \
-             handed to Zenoh from the ring's pages and returned once Zenoh has encoded it; no \
-             cache); the targets are checked on zcio-bridge, the default export"
+            "zcio-bridge: the export lends each ring block to Zenoh from the ring's pages (no \
+             copy out; the block goes back to the ring once Zenoh has encoded it; no cache, the \
+             default); zcio-bridge-copy: the same with `zcio bridge export --copy` (each block \
+             copied out of the ring first); the targets are checked on zcio-bridge, the default \
+             export"
                 .into(),
             "zenoh: the same zenoh crate (1.10.2, `zcio_zenoh::zenoh`) and the same session \
              configuration as the bridges (`zcio_zenoh::SessionOptions`: peer mode, the same \

@@ -196,8 +196,8 @@ fn run_party(
 }
 
 /// ring producer → export → Zenoh → import → ring consumer(s); the export
-/// with `--zero-copy` if `zero_copy`.
-fn zcio_bridge(job: &Job, o: &Options, hosts: &Hosts, zero_copy: bool) -> Result<Outcome, String> {
+/// with `--copy` if `copy`.
+fn zcio_bridge(job: &Job, o: &Options, hosts: &Hosts, copy: bool) -> Result<Outcome, String> {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let (load, take) = load_and_take(job, o);
     let ring_opts = zcio::ring::Options::new()
@@ -224,8 +224,8 @@ fn zcio_bridge(job: &Job, o: &Options, hosts: &Hosts, zero_copy: bool) -> Result
         .arg("--stats-json")
         .arg(&ex_stats.0)
         .args(["--quiet", "--duration", &bound]);
-    if zero_copy {
-        cmd.arg("--zero-copy");
+    if copy {
+        cmd.arg("--copy");
     }
     let ex = party.add(
         "export",
@@ -385,7 +385,7 @@ pub fn measure(job: &Job, o: &Options, hosts: &Hosts) -> Result<Row, String> {
     let rx0 = hosts.rx_bytes_b().ok();
     let out = match job.variant {
         Variant::ZcioBridge => zcio_bridge(job, o, hosts, false),
-        Variant::ZcioBridgeZc => zcio_bridge(job, o, hosts, true),
+        Variant::ZcioBridgeCopy => zcio_bridge(job, o, hosts, true),
         Variant::Zenoh => zenoh(job, o, hosts),
         Variant::Tcp => tcp(job, o, hosts),
     }?;

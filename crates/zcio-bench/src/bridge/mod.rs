@@ -14,10 +14,10 @@
 //! * `zcio-bridge`: a ring producer (a child of this binary) on A writes
 //!   each message into a named ring → `zcio bridge export ring:RA` on A →
 //!   Zenoh over the link → `zcio bridge import --to ring:RB` on B → ring
-//!   consumer(s) on B, each reading the block in place (`peek`);
-//! * `zcio-bridge-zc`: the same with `zcio bridge export --zero-copy` (ring
-//!   blocks handed to Zenoh from the ring's pages, no cache), where the
-//!   `zcio` binary has it;
+//!   consumer(s) on B, each reading the block in place (`peek`); the export
+//!   lends each block to Zenoh from the ring's pages (its default);
+//! * `zcio-bridge-copy`: the same with `zcio bridge export --copy` (each
+//!   block copied out of the ring first), where the `zcio` binary has it;
 //! * `zenoh`: a plain Zenoh publisher on A and subscriber process(es) on B
 //!   (each its own session), the same session configuration as the bridge
 //!   (`zcio_zenoh::SessionOptions`: peer mode, explicit TCP endpoints,
@@ -64,8 +64,8 @@ pub const CHILD_ARG: &str = "__bench-bridge-child";
 pub enum Variant {
     /// Ring → `zcio bridge export` → Zenoh → `zcio bridge import` → ring.
     ZcioBridge,
-    /// The same with `zcio bridge export --zero-copy`.
-    ZcioBridgeZc,
+    /// The same with `zcio bridge export --copy`.
+    ZcioBridgeCopy,
     /// A plain Zenoh publisher and subscriber(s).
     Zenoh,
     /// A length-prefixed TCP stream.
@@ -76,7 +76,7 @@ impl Variant {
     /// All variants in table order.
     pub const ALL: [Variant; 4] = [
         Variant::ZcioBridge,
-        Variant::ZcioBridgeZc,
+        Variant::ZcioBridgeCopy,
         Variant::Zenoh,
         Variant::Tcp,
     ];
@@ -85,7 +85,7 @@ impl Variant {
     pub fn name(self) -> &'static str {
         match self {
             Variant::ZcioBridge => "zcio-bridge",
-            Variant::ZcioBridgeZc => "zcio-bridge-zc",
+            Variant::ZcioBridgeCopy => "zcio-bridge-copy",
             Variant::Zenoh => "zenoh",
             Variant::Tcp => "tcp",
         }
@@ -97,7 +97,7 @@ impl Variant {
             .into_iter()
             .find(|v| v.name() == s)
             .ok_or_else(|| {
-                format!("unknown variant '{s}'; known: zcio-bridge, zcio-bridge-zc, zenoh, tcp")
+                format!("unknown variant '{s}'; known: zcio-bridge, zcio-bridge-copy, zenoh, tcp")
             })
     }
 }

@@ -394,6 +394,7 @@ def export(
     connect: str | Iterable[str] = (),
     config: str | os.PathLike[str] | None = None,
     history: int | None = None,
+    copy: bool = False,
     max_size: int | str | None = None,
     start: str | None = None,
     wait: bool = True,
@@ -413,7 +414,11 @@ def export(
     (``"tcp/127.0.0.1:0"`` picks a free port: see ``.endpoints``);
     multicast scouting stays off unless ``scout=True``. ``config``: a Zenoh
     configuration file (TLS, access control). ``history``: samples kept for
-    late joiners that ask (``import_(history=True)``; default 16, 0: none).
+    late joiners that ask (``import_(history=True)``; default 0: no cache;
+    a cache keeps copies, so ring blocks are then copied out). ``copy``:
+    copy each ring block out before publishing it; without it the blocks of
+    ``block`` and ``srp`` rings go to Zenoh from the ring's pages, which
+    trusts the ring's producer to keep the ring protocol.
     ``wait``: read nothing from the source until a first subscriber of the
     key appears (the default: a lossless ring holds its producer back until
     the path exists); ``wait=False`` reads at once. ``max_size``: largest
@@ -433,6 +438,8 @@ def export(
         if isinstance(history, bool) or not isinstance(history, int) or history < 0:
             raise ValueError(f"history must be a count of samples >= 0, not {history!r}")
         args += ["--history", str(history)]
+    if copy:
+        args.append("--copy")
     if start is not None:
         if start not in ("newest", "oldest"):
             raise ValueError(f"start must be 'newest' or 'oldest', not {start!r}")
