@@ -122,7 +122,7 @@ pub struct ExportArgs {
     /// Start reading the source at once, without waiting for a first subscriber of the key.
     #[arg(long)]
     no_wait: bool,
-    /// Copy each ring block out before publishing it. Without it, blocks of block and srp rings are lent to Zenoh from the ring's pages (no copy out), which trusts the ring's producer to keep the ring protocol, as every local reader does (docs/bridge.md).
+    /// Copy each ring block out before publishing it. Without it, blocks of 16 KiB or more of block and srp rings are lent to Zenoh from the ring's pages (no copy out; smaller ones cost less to copy), which trusts the ring's producer to keep the ring protocol, as every local reader does (docs/bridge.md).
     #[arg(long)]
     copy: bool,
     #[command(flatten)]

@@ -4,7 +4,8 @@
 //!   publishes every block, its tag in the attachment and its position in
 //!   the ring as the sample's position (so a restarted exporter continues
 //!   the same stream and an importer can tell duplicates and gaps). Blocks
-//!   of rings that never overwrite unread data (`block`, `srp`) are lent
+//!   (of 16 KiB or more) of rings that never overwrite unread data
+//!   (`block`, `srp`) are lent
 //!   to Zenoh from the ring's pages — Zenoh encodes them into its batch,
 //!   the one user-space copy on this host — and go back to the ring once
 //!   Zenoh has let go of them (`loan.rs`). Blocks of overwriting rings
@@ -92,7 +93,9 @@ pub struct ExportOptions {
     /// A lossless ring thus holds its producer back until the path exists.
     pub wait_for_subscriber: bool,
     /// Copy every ring block out before publishing it, also where it could
-    /// be lent in place (`block` and `srp` rings without a cache). Lending
+    /// be lent in place (blocks of 16 KiB or more of `block` and `srp` rings
+    /// without a cache; smaller blocks are always copied, which costs less
+    /// than a loan). Lending
     /// trusts the ring's producer to keep the ring protocol — never to
     /// write a block before every consumer released it — as every local
     /// reader of the ring does; a copy out cannot be changed under Zenoh by
@@ -124,6 +127,11 @@ pub enum ExportEnd {
 
 /// Longest a lent block may stay with Zenoh.
 const LOAN_BOUND: Duration = Duration::from_secs(30);
+
+/// Smallest block lent in place; smaller ones are copied out, which costs
+/// less than a loan's bookkeeping (measured at 64 B: 0.51× plain Zenoh's
+/// throughput copied, 0.37× lent; a 16 KiB copy is about a microsecond).
+const LEND_MIN: usize = 16 << 10;
 
 /// What happened to a peeked block.
 enum Block {
@@ -508,7 +516,7 @@ impl RingPump {
                     let (len, tag) = (p.len(), p.tag());
                     if len > max {
                         (len, tag, Block::Oversize(p.release()))
-                    } else if self.in_place {
+                    } else if self.in_place && len >= LEND_MIN {
                         (len, tag, Block::Lent(p.detach()))
                     } else {
                         // The one copy: out of pages the producer can
