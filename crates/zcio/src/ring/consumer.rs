@@ -193,6 +193,7 @@ impl Consumer {
         if !map.writable() {
             return Err(OpenError::PermissionDenied(map.name().to_owned()));
         }
+        map.populate(false);
         let (pid, pstart) = live::me();
         let slot = Self::claim_slot(&map, pid)?;
         let geo = *map.geometry();

@@ -169,6 +169,13 @@ impl RingMap {
         reserve(&self._fd, self.geo.file_len())
     }
 
+    /// Pre-fault this process's page tables for the data area (see
+    /// `RingMapping::populate`): done by the producer (for writing) and each
+    /// consumer (for reading) when they attach.
+    pub(crate) fn populate(&self, write: bool) {
+        self.map.populate(write);
+    }
+
     /// The ring's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -100,6 +100,7 @@ impl Producer {
         // Before claiming: a ring whose memory cannot be had fails here
         // (`NoSpace`), not with a truncated-ring error at some later write.
         map.reserve()?;
+        map.populate(true);
         let (pid, start) = live::me();
         let ctl = map.control();
         let epoch = loop {

@@ -271,6 +271,13 @@ unsafe impl Send for RingMapping {}
 // SAFETY: as for `Mapping`.
 unsafe impl Sync for RingMapping {}
 
+/// The most of a ring's data area [`RingMapping::populate`] pre-faults:
+/// the size of a `zcio bridge import` ring, whole, for about 60 ms of a ring
+/// end's attach on the 2-vCPU VM (64 MiB took 40 ms, both mappings of a 1
+/// GiB ring 1.3 s), so that attaching to a GiB-sized ring does not take
+/// seconds.
+pub const POPULATE_MAX: usize = 128 << 20;
+
 impl RingMapping {
     /// Map `fd` as described on the type. `head_len` and `data_len` must be
     /// page multiples, `head_len > 0`; `data_len` may be 0 (index rings).
@@ -341,6 +348,31 @@ impl RingMapping {
             me.total,
         ));
         Ok(me)
+    }
+
+    /// Pre-fault the page tables of the data area's first mapping (at most
+    /// [`POPULATE_MAX`] bytes of it), for writing (`write`, a read-write
+    /// mapping) or reading: a long-lived ring end then takes no page fault
+    /// per new page on its first pass over the ring (16 per 64 KiB block
+    /// with 4 KiB pages). The pages themselves exist already (`fallocate`
+    /// at creation); the second mapping, touched only by blocks that wrap,
+    /// and the rest of a larger ring fault as usual. Best effort: kernels
+    /// without `MADV_POPULATE_*` (before 5.14) and a file truncated under us
+    /// fault as usual (the call reports an error, never `SIGBUS`).
+    pub fn populate(&self, write: bool) {
+        let len = self.data_len.min(POPULATE_MAX);
+        if len == 0 {
+            return;
+        }
+        let advice = if write && self.access == Access::ReadWrite {
+            mm::Advice::LinuxPopulateWrite
+        } else {
+            mm::Advice::LinuxPopulateRead
+        };
+        // SAFETY: `[data, data + len)` is inside the range this value owns
+        // and maps (the first data mapping); populating the page tables
+        // changes neither the mapping nor any byte of it.
+        let _ = unsafe { mm::madvise(self.data().cast(), len, advice) };
     }
 
     /// Start of the header part.
