@@ -337,6 +337,9 @@ impl Exporter {
         // the ring's futex wake-up to Zenoh's transmission queue without a
         // hop through the async runtime.
         let halt = Arc::new(AtomicBool::new(false));
+        // Also when this future is dropped before the pump ends: the thread
+        // then stops within one wait slice instead of reading on.
+        let _halt_on_drop = HaltOnDrop(halt.clone());
         let pump = RingPump {
             cons,
             out,
@@ -350,9 +353,7 @@ impl Exporter {
         let joined = tokio::select! {
             biased;
             () = &mut stop => {
-                // SYNC: read by `RingPump::run` between bounded waits; a stop
-                // flag, no data published through it (Relaxed).
-                halt.store(true, Ordering::Relaxed);
+                HaltOnDrop::set(&halt);
                 task.await
             }
             r = &mut task => r,
@@ -481,6 +482,23 @@ impl Exporter {
                 None
             }
         }
+    }
+}
+
+/// Sets the ring pump's stop flag when dropped.
+struct HaltOnDrop(Arc<AtomicBool>);
+
+impl HaltOnDrop {
+    fn set(flag: &AtomicBool) {
+        // SYNC: read by `RingPump::run` between bounded waits; a stop flag,
+        // no data published through it (Relaxed).
+        flag.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for HaltOnDrop {
+    fn drop(&mut self) {
+        Self::set(&self.0);
     }
 }
 
