@@ -129,6 +129,11 @@ pub fn check_key(key: &str, concrete: bool) -> Result<KeyExpr<'static>, BridgeEr
 /// ends the local stream with an error.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 
+/// Longest one blocking wait of the bridge's threads lasts (for the next
+/// ring block, for room in a sink) before they look at their stop flag
+/// again: the bound on how long a stop takes.
+pub(crate) const STOP_CHECK: Duration = Duration::from_millis(50);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,3 +91,11 @@ impl BridgeError {
 pub(crate) fn zenoh(e: impl std::fmt::Display) -> BridgeError {
     BridgeError::Zenoh(e.to_string())
 }
+
+/// A local error (`what`: the ring, channel, pool … it came from).
+pub(crate) fn local(what: &'static str, e: impl std::fmt::Display) -> BridgeError {
+    BridgeError::Local {
+        what,
+        why: e.to_string(),
+    }
+}

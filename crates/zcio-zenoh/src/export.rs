@@ -34,7 +34,8 @@ use zenoh::qos::{CongestionControl, Reliability};
 use zenoh::{Session, Wait};
 
 use crate::cache::Cache;
-use crate::error::{zenoh, BridgeError};
+use crate::config::STOP_CHECK;
+use crate::error::{local, zenoh, BridgeError};
 use crate::liveness::{random_u64, token_key, Token};
 use crate::loan::Loan;
 use crate::stats::Counters;
@@ -502,10 +503,6 @@ impl Drop for HaltOnDrop {
     }
 }
 
-/// Longest one wait for the next ring block lasts before the stop flag is
-/// looked at again (the bound on how long a stop takes).
-const STOP_CHECK: Duration = Duration::from_millis(50);
-
 /// The ring half of an export, on its own thread: every block of the ring,
 /// published in ring order.
 struct RingPump {
@@ -577,12 +574,7 @@ impl RingPump {
                     match released {
                         Ok(()) => {}
                         Err(ReadError::Lapped) => self.counters.lapped(1),
-                        Err(e) => {
-                            return Err(BridgeError::Local {
-                                what: "ring",
-                                why: e.to_string(),
-                            })
-                        }
+                        Err(e) => return Err(local("ring", e)),
                     }
                 }
                 Ok(None) => {
@@ -599,12 +591,7 @@ impl RingPump {
                     return Err(BridgeError::ProducerFailed { code });
                 }
                 Err(ReadError::Lapped) => self.counters.lapped(1),
-                Err(e) => {
-                    return Err(BridgeError::Local {
-                        what: "ring",
-                        why: e.to_string(),
-                    })
-                }
+                Err(e) => return Err(local("ring", e)),
             }
         }
     }

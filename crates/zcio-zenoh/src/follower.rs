@@ -6,7 +6,7 @@
 //! Back-pressure is the sink's: a full lossless ring (or a channel whose
 //! reader is slow) holds the Zenoh receive thread, and so the link and,
 //! under `CongestionControl::Block`, the remote publisher. Every such wait
-//! is cut into slices of [`STOP_CHECK`] so that a stop, the end of the
+//! is cut into slices of `STOP_CHECK` so that a stop, the end of the
 //! stream or a lost exporter releases it.
 //!
 //! The importer task only waits: for the finish a callback records, for the
@@ -24,14 +24,11 @@ use zcio::{Channel, Msg, Pool};
 use zenoh::bytes::ZBytes;
 use zenoh::sample::{Sample, SampleKind};
 
-use crate::error::BridgeError;
+use crate::config::STOP_CHECK;
+use crate::error::{local, BridgeError};
 use crate::liveness::{parse_token, Token};
 use crate::stats::Counters;
 use crate::wire::{Kind, Meta};
-
-/// Longest one wait for room in the sink lasts before the halt flag is
-/// looked at again.
-const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// The local end samples go into.
 pub(crate) enum Local {
@@ -129,13 +126,6 @@ impl Local {
             (Self::Ring(p), Some(c)) => p.close_with_error(c),
             (Self::Chan { ch, .. }, _) => ch.close(),
         }
-    }
-}
-
-pub(crate) fn local(what: &'static str, e: impl std::fmt::Display) -> BridgeError {
-    BridgeError::Local {
-        what,
-        why: e.to_string(),
     }
 }
 

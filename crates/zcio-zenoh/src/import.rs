@@ -20,8 +20,8 @@ use zcio::{Channel, ChannelConfig, Pool, PoolConfig};
 use zenoh::sample::Sample;
 use zenoh::Session;
 
-use crate::error::{zenoh, BridgeError};
-use crate::follower::{local, Finish, Follower, Local};
+use crate::error::{local, zenoh, BridgeError};
+use crate::follower::{Finish, Follower, Local};
 use crate::liveness::token_pattern;
 use crate::stats::Counters;
 
