@@ -469,6 +469,12 @@ impl Core {
             .store(1, Ordering::Release);
     }
 
+    /// A pidfd of the peer, where its pid means something here (none
+    /// when it lives in a PID namespace we cannot see into).
+    pub fn pidfd(&self) -> Option<&OwnedFd> {
+        self.pidfd.as_ref()
+    }
+
     /// Whether the peer hung up or exited (two non-blocking polls).
     pub fn peer_dead(&self) -> bool {
         peer::socket_hung_up(&self.sock) || self.pidfd.as_ref().is_some_and(peer::has_exited)
@@ -574,9 +580,13 @@ impl Core {
         lock(&self.tx).ring.wake_consumer(Some(&self.bell));
         let _ = self.msg_sleep.wake_producer(Some(&self.bell));
         let _ = lock(&self.ntx).ring.wake_consumer(Some(&self.bell));
-        let lingering = !lock(&self.tx).ledger.is_empty() && !self.is_gone();
+        // What the peer returned already needs no lingering for.
+        self.try_drain_notices();
+        self.check_peer();
         match self.me.upgrade() {
-            Some(me) if lingering => linger(me),
+            Some(me) if self.peer_holds_any() && !self.is_gone() => {
+                crate::channel::linger::linger(me)
+            }
             // Nothing of ours is held: hang up now, as dropping the last
             // reference would (the peer's polls see it, its socket writes
             // fail with EPIPE).
@@ -1042,7 +1052,7 @@ impl Reclaim for Core {
     fn reclaim(&self) -> usize {
         let n = self.drain_notices();
         if n == 0 && self.closed.load(LocalOrdering::Acquire) {
-            reap_lingering();
+            crate::channel::linger::reap_lingering();
         }
         n
     }
@@ -1066,24 +1076,4 @@ impl Reclaim for Core {
             lock(&self.tx).ledger.count_from_pool(pool_id),
         )
     }
-}
-
-/// Closed channels whose peer still holds our buffers: kept alive (and
-/// reachable by pools for reclaim) until the peer releases or dies.
-static LINGER: Mutex<Vec<Arc<Core>>> = Mutex::new(Vec::new());
-
-fn linger(core: Arc<Core>) {
-    let mut l = lock(&LINGER);
-    l.retain(|c| !c.is_gone() && !lock(&c.tx).ledger.is_empty());
-    l.push(core);
-}
-
-/// Drop lingering channels that are done (called from reclaim paths).
-pub(crate) fn reap_lingering() {
-    let mut l = lock(&LINGER);
-    for c in l.iter() {
-        c.try_drain_notices();
-        c.check_peer();
-    }
-    l.retain(|c| !c.is_gone() && !lock(&c.tx).ledger.is_empty());
 }

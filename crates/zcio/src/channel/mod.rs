@@ -15,6 +15,7 @@ mod evented;
 mod hold;
 pub mod lane;
 mod ledger;
+mod linger;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_spsc;
 mod notify;
