@@ -267,6 +267,83 @@ fn a_peer_killed_while_a_task_awaits_ring_space_ends_the_send_with_disconnected(
     });
 }
 
+/// Rounds of [`sends_cancelled_at_random_points_still_end_when_the_peer_is_killed`].
+const KILL_ROUNDS: u64 = 150;
+
+#[test]
+fn sends_cancelled_at_random_points_still_end_when_the_peer_is_killed() {
+    // A task keeps its message across cancellations (`writable` in a
+    // `select!` against a random short timer, then `try_send`) while the
+    // peer, which never receives, is killed: the wait must end with
+    // `Disconnected` however the cancellations fell (before the fix a
+    // doorbell hang-up seen while the dying peer's socket was still open
+    // left every later look to a timer that the cancellations reset).
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let pool = common::small_pool("tokio-kill-cancel", 1 << 20, 4);
+    let (sock, l) = listen("tokio-kill-cancel", small_rings());
+    let mut cancelled = 0u64;
+    for round in 0..KILL_ROUNDS {
+        let mut kid = Kid::spawn("child_peer", "tokio-peer", &[("SOCK", sock.arg())]);
+        let ch = l.accept_timeout(STEP).expect("accept");
+        let kill_after = Duration::from_micros(next() % 20_000);
+        let spread = 1 + next() % 2_000;
+        let seed = next();
+        runtime().block_on(async {
+            let ch = AsyncChannel::new(ch).expect("async");
+            while ch.try_send(message(&pool, 0)).is_ok() {}
+            let mut msg = Some(message(&pool, 1));
+            let mut rng = seed | 1;
+            let sender = async {
+                loop {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let delay = Duration::from_micros(rng % spread);
+                    tokio::select! {
+                        r = ch.writable(msg.as_ref().expect("kept")) => {
+                            if let Err(kind) = r {
+                                return kind;
+                            }
+                            match ch.try_send(msg.take().expect("kept")) {
+                                Ok(()) => panic!("round {round}: sent, but the peer never receives"),
+                                Err(e) => {
+                                    let kind = e.kind();
+                                    msg = Some(e.into_inner());
+                                    if SendErrorKind::Disconnected == kind {
+                                        return kind;
+                                    }
+                                }
+                            }
+                        }
+                        _ = tokio::time::sleep(delay) => cancelled += 1,
+                    }
+                }
+            };
+            let killer = async {
+                tokio::time::sleep(kill_after).await;
+                kid.kill();
+                std::future::pending::<()>().await
+            };
+            let kind = bounded(&format!("round {round}: send after kill"), async {
+                tokio::select! {
+                    k = sender => k,
+                    _ = killer => unreachable!(),
+                }
+            })
+            .await;
+            assert_eq!(kind, SendErrorKind::Disconnected, "round {round}");
+            assert_eq!(check(msg.as_ref().expect("kept")), 1, "the message is kept");
+        });
+    }
+    eprintln!("{KILL_ROUNDS} kills, {cancelled} waits cancelled");
+}
+
 #[test]
 fn the_stream_ends_after_the_last_message_of_a_peer_that_closed() {
     let (sock, l) = listen("tokio-stream", ChannelConfig::default());

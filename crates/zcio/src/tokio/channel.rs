@@ -597,4 +597,55 @@ mod tests {
             ::tokio::join!(sender, receiver);
         });
     }
+
+    /// Point the descriptor `fd` at `/dev/null`: the socket end it held
+    /// closes (as the dying peer's descriptors close, one at a time).
+    fn close_under(fd: std::os::fd::BorrowedFd<'_>) {
+        use std::os::fd::AsRawFd;
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: both descriptors are open; dup2 replaces `fd`'s open
+        // file in place, and its owner later closes the /dev/null copy.
+        assert!(unsafe { libc::dup2(null.as_raw_fd(), fd.as_raw_fd()) } >= 0);
+    }
+
+    #[test]
+    fn a_dying_peer_is_found_however_often_the_waits_are_cancelled() {
+        // The dying peer's doorbell end closes before its socket: the
+        // waiter sees the hang-up while the peer still looks alive, and
+        // from then on looks at the peer once per liveness interval. That
+        // look must come even when every wait is cancelled before the
+        // interval has passed (it used to restart with each new wait).
+        let cfg = ChannelConfig {
+            ring_entries: 8,
+            ..ChannelConfig::default()
+        };
+        use std::os::fd::AsFd;
+        let (a, b) = Channel::pair(cfg).unwrap();
+        let pool = Pool::new(PoolConfig::named("cancelled-look"));
+        rt().block_on(async {
+            let a = AsyncChannel::new(a).unwrap();
+            while a.try_send(msg(&pool, b"fill")).is_ok() {}
+            let m = msg(&pool, b"kept");
+            close_under(b.core().bell.as_fd());
+            let t = Instant::now();
+            let mut killed = false;
+            let r = loop {
+                ::tokio::select! {
+                    r = a.writable(&m) => break r,
+                    _ = ::tokio::time::sleep(Duration::from_millis(2)) => {}
+                }
+                if !killed && t.elapsed() > LIVENESS * 3 {
+                    // Now the socket goes too: the peer has died.
+                    close_under(b.core().sock.as_fd());
+                    killed = true;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "the wait never found the dead peer"
+                );
+            };
+            assert!(killed, "the wait ended before the peer died: {r:?}");
+            assert_eq!(r.unwrap_err(), SendErrorKind::Disconnected);
+        });
+    }
 }

@@ -10,13 +10,20 @@
 //! [`LIVENESS`](crate::wait::LIVENESS) instead: the task neither spins
 //! nor hangs. A wake that finds something restores trust (unless the bell
 //! is dead).
+//!
+//! Those looks are paced by one stamp per doorbell, not by a timer per
+//! future: a waiter whose futures are cancelled over and over (a `select!`
+//! against a shorter timer, a `timeout` around each call) still looks at
+//! its peer once a liveness interval has passed since the last look, so a
+//! dead peer is found in bounded time whatever the cancellations.
 
 use std::future::Future as _;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
@@ -57,6 +64,10 @@ pub(crate) struct AsyncBell<T: Belled> {
     futile: AtomicU32,
     /// The doorbell hung up while the peer lived on: never trust it again.
     dead: AtomicBool,
+    /// When the peer was last looked at (nanoseconds after `epoch`),
+    /// shared by every wait of this end.
+    looked: AtomicU64,
+    epoch: Instant,
     /// Wakes so far (bell or timer), for tests.
     #[cfg(test)]
     pub(crate) wakes: std::sync::atomic::AtomicU64,
@@ -87,6 +98,8 @@ impl<T: Belled> AsyncBell<T> {
             fd,
             futile: AtomicU32::new(0),
             dead: AtomicBool::new(false),
+            looked: AtomicU64::new(0),
+            epoch: Instant::now(),
             #[cfg(test)]
             wakes: std::sync::atomic::AtomicU64::new(0),
         })
@@ -110,8 +123,40 @@ impl<T: Belled> AsyncBell<T> {
     /// [`AsyncBell::wait`], but at most `t`: `false` if `t` passed first
     /// (for peers that cannot hang a doorbell up when they die: the waiter
     /// then checks them itself).
-    pub(crate) async fn wait_at_most(&self, t: std::time::Duration) -> bool {
-        ::tokio::time::timeout(t, self.wait()).await.is_ok()
+    /// The interval is counted from this end's last look at its peer, not
+    /// from this call: cancelled waits do not postpone the look.
+    pub(crate) async fn wait_at_most(&self, t: Duration) -> bool {
+        let left = self.until_look(t);
+        if left.is_zero() || ::tokio::time::timeout(left, self.wait()).await.is_err() {
+            self.looked_now();
+            return false;
+        }
+        true
+    }
+
+    /// How long until the next look at the peer is due, `every` after the
+    /// last one.
+    fn until_look(&self, every: Duration) -> Duration {
+        let last = Duration::from_nanos(self.looked.load(Ordering::Relaxed));
+        (last + every).saturating_sub(self.epoch.elapsed())
+    }
+
+    /// Record a look at the peer (the caller looks now).
+    fn looked_now(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.looked.store(now, Ordering::Relaxed);
+    }
+
+    /// Look at the peer (take the rings as after a hang-up, which checks
+    /// it) and record the look.
+    fn look(&self) {
+        self.looked_now();
+        self.owner().take_rings(true);
+    }
+
+    /// A liveness timer that ends when the next look is due.
+    fn look_timer(&self) -> Pin<Box<Sleep>> {
+        Box::pin(::tokio::time::sleep(self.until_look(LIVENESS)))
     }
 
     /// Whether to wait on a timer instead of the bell.
@@ -154,10 +199,10 @@ impl<T: Belled> AsyncBell<T> {
     /// tasks may wait at once. Cancel-safe: dropping it loses nothing.
     pub(crate) async fn wait(&self) {
         if self.distrusted() {
-            ::tokio::time::sleep(LIVENESS).await;
+            ::tokio::time::sleep(self.until_look(LIVENESS)).await;
             #[cfg(test)]
             self.wakes.fetch_add(1, Ordering::Relaxed);
-            self.owner().take_rings(true);
+            self.look();
             return;
         }
         match self.fd.readable().await {
@@ -179,12 +224,12 @@ impl<T: Belled> AsyncBell<T> {
         timer: &mut Option<Pin<Box<Sleep>>>,
     ) -> Poll<()> {
         if self.distrusted() {
-            let t = timer.get_or_insert_with(|| Box::pin(::tokio::time::sleep(LIVENESS)));
+            let t = timer.get_or_insert_with(|| self.look_timer());
             if t.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
             *timer = None;
-            self.owner().take_rings(true);
+            self.look();
             return Poll::Ready(());
         }
         match self.fd.poll_read_ready(cx) {
@@ -224,12 +269,12 @@ impl<T: Belled> AsyncBell<T> {
                 Poll::Pending => {}
             }
         }
-        let t = timer.get_or_insert_with(|| Box::pin(::tokio::time::sleep(LIVENESS)));
+        let t = timer.get_or_insert_with(|| self.look_timer());
         if t.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
         *timer = None;
-        self.owner().take_rings(true);
+        self.look();
         Poll::Ready(false)
     }
 }
