@@ -382,6 +382,16 @@ fn fill_pct(st: &RingStat) -> f64 {
     }
 }
 
+/// Said beside a pid that is its number in another PID namespace (a
+/// container): liveness comes from the ring file's locks, not from it.
+fn ns_note(other: bool) -> &'static str {
+    if other {
+        " (in another PID namespace)"
+    } else {
+        ""
+    }
+}
+
 fn stat_json(st: &RingStat) -> Value {
     let g = &st.geometry;
     let consumers: Vec<Value> = st
@@ -391,6 +401,7 @@ fn stat_json(st: &RingStat) -> Value {
             json!({
                 "slot": c.slot,
                 "pid": c.pid,
+                "other_pid_namespace": c.other_pid_namespace,
                 "alive": c.alive,
                 "cursor": c.cursor,
                 "lag": c.lag,
@@ -418,7 +429,12 @@ fn stat_json(st: &RingStat) -> Value {
         "uid": st.uid,
         "gid": st.gid,
         "mode": format!("{:04o}", st.mode),
-        "producer": { "pid": st.producer.pid, "state": st.producer.state, "error": st.producer.error },
+        "producer": {
+            "pid": st.producer.pid,
+            "other_pid_namespace": st.producer.other_pid_namespace,
+            "state": st.producer.state,
+            "error": st.producer.error,
+        },
         "head": st.head,
         "fill": st.fill,
         "fill_percent": (fill_pct(st) * 10.0).round() / 10.0,
@@ -466,9 +482,14 @@ fn stat_table(st: &RingStat) -> String {
         "producer",
         match (st.producer.pid, st.producer.error) {
             (0, _) => st.producer.state.to_owned(),
-            (pid, 0) => format!("pid {pid}, {}", st.producer.state),
+            (pid, 0) => format!(
+                "pid {pid}{}, {}",
+                ns_note(st.producer.other_pid_namespace),
+                st.producer.state
+            ),
             (pid, code) => format!(
-                "pid {pid}, {} with error {code} ({})",
+                "pid {pid}{}, {} with error {code} ({})",
+                ns_note(st.producer.other_pid_namespace),
                 st.producer.state,
                 std::io::Error::from_raw_os_error(code as i32)
             ),
@@ -501,7 +522,7 @@ fn stat_table(st: &RingStat) -> String {
         for c in &st.consumers {
             rows.push([
                 c.slot.to_string(),
-                c.pid.to_string(),
+                format!("{}{}", c.pid, ns_note(c.other_pid_namespace)),
                 if c.alive { "yes" } else { "no" }.to_owned(),
                 units(g, c.lag),
                 c.drops.to_string(),

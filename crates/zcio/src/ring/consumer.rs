@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, ReadError, SourceError};
 use super::layout::{
     owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR, MAX_CONSUMERS,
-    MAX_SOURCES, OWNER_ACTIVE, OWNER_FAILED, SLOT_ACTIVE, SLOT_EVICTING, SLOT_JOINING,
+    MAX_SOURCES, OWNER_ACTIVE, OWNER_FAILED, SLOT_ACTIVE, SLOT_JOINING,
 };
-use super::live::{self, Watch};
+use super::live;
 use super::map::RingMap;
 use super::producer::LIVENESS_SLICE;
 use super::{protocol, Wait};
@@ -105,7 +105,9 @@ pub struct Consumer {
     /// The head when we joined: a producer that dies without having moved
     /// it never wrote to us, so we wait for the next one (see `idle`).
     head_at_join: u64,
-    producer_watch: Option<Watch>,
+    /// Our slot's liveness lock (`live`), released after `Drop` freed the
+    /// slot (`None` only on the way out of a failed attach).
+    claim: Option<live::Claim>,
     targets: Vec<Arc<RingMap>>,
     stats: ConsumerStats,
     drops_at_join: u64,
@@ -194,11 +196,11 @@ impl Consumer {
             return Err(OpenError::PermissionDenied(map.name().to_owned()));
         }
         map.populate(false);
-        let (pid, pstart) = live::me();
-        let slot = Self::claim_slot(&map, pid)?;
+        let (pid, pidns) = live::me();
+        let (slot, claim) = Self::claim_slot(&map, pid)?;
         let geo = *map.geometry();
         let s = map.slot(slot);
-        s.owner_start.store(pstart, Ordering::Relaxed);
+        s.owner_pidns.store(pidns, Ordering::Relaxed);
         let ctl = map.control();
         let drops_at_join = ctl.dropped_blocks.load(Ordering::Relaxed);
         s.drops_at_join.store(drops_at_join, Ordering::Relaxed);
@@ -226,7 +228,7 @@ impl Consumer {
             seen_producer: false,
             epoch_at_join: 0,
             head_at_join: h2,
-            producer_watch: None,
+            claim: Some(claim),
             targets: Vec::new(),
             stats: ConsumerStats::default(),
             drops_at_join,
@@ -259,7 +261,9 @@ impl Consumer {
             .is_err()
         {
             // Someone took the slot from us (only possible if our claim
-            // looked dead): give up cleanly; Drop must not free their slot.
+            // scribbled over our word although we hold its lock): give up;
+            // Drop must not free their slot.
+            me.claim = None;
             std::mem::forget(me);
             return Err(OpenError::NoSlot(MAX_CONSUMERS));
         }
@@ -269,27 +273,28 @@ impl Consumer {
         Ok(me)
     }
 
-    fn claim_slot(map: &RingMap, pid: u32) -> Result<usize, OpenError> {
+    /// Claim a free slot: one whose lock nobody holds (never used, freed,
+    /// or its consumer died, even mid-claim), taken with its lock.
+    fn claim_slot(map: &RingMap, pid: u32) -> Result<(usize, live::Claim), OpenError> {
         let joining = SLOT_JOINING << 32 | u64::from(pid);
         for i in 0..MAX_CONSUMERS {
+            let byte = live::slot_byte(i);
+            // A cheap look first: a slot whose lock is held is live.
+            if live::held(map, byte) {
+                continue;
+            }
+            let Some(claim) = live::Claim::new(map, byte)? else {
+                continue;
+            };
             let s = map.slot(i);
             let owner = s.owner.load(Ordering::Acquire);
-            let free = owner == 0 || {
-                // A slot whose process died (even mid-claim) is free again.
-                let start = s.owner_start.load(Ordering::Acquire);
-                match owner >> 32 {
-                    SLOT_ACTIVE => !Watch::new(owner as u32, start).alive(),
-                    SLOT_JOINING | SLOT_EVICTING => !live::claimant_alive(owner as u32),
-                    _ => true,
-                }
-            };
-            // SYNC: AcqRel CAS claims the slot.
-            if free
-                && s.owner
-                    .compare_exchange(owner, joining, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
+            // SYNC: AcqRel CAS claims the slot (we hold its lock, so only a
+            // scribbler can change the word meanwhile).
+            if s.owner
+                .compare_exchange(owner, joining, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
             {
-                return Ok(i);
+                return Ok((i, claim));
             }
         }
         Err(OpenError::NoSlot(MAX_CONSUMERS))
@@ -344,13 +349,9 @@ impl Consumer {
         (state, pid, epoch)
     }
 
-    fn producer_alive(&mut self, pid: u32) -> bool {
-        let start = self.map.control().owner_start.load(Ordering::Acquire);
-        let w = &mut self.producer_watch;
-        if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
-            *w = Some(Watch::new(pid, start));
-        }
-        w.as_ref().is_some_and(Watch::alive)
+    /// Whether the producer holds its liveness lock (`live`).
+    fn producer_alive(&self) -> bool {
+        live::held(&self.map, live::PRODUCER)
     }
 
     fn refresh_head(&mut self) -> u64 {
@@ -381,7 +382,7 @@ impl Consumer {
         let h = self.refresh_head();
         if h == self.cursor && h != self.head_at_join {
             let (now, pid_now, _) = self.producer_state();
-            if now == OWNER_ACTIVE && !self.producer_alive(pid_now) {
+            if now == OWNER_ACTIVE && !self.producer_alive() {
                 return Err(ReadError::Disconnected { pid: pid_now });
             }
         }

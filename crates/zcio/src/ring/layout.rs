@@ -29,8 +29,11 @@ pub const MAGIC: [u8; 8] = *b"ZCIORING";
 /// reader would take a failed producer for a normal end of stream. 3: the
 /// named bells of async waiters, `ConsumerSlot::bell`/`bell_armed` and
 /// `ControlLine::bell_consumers`/`producer_bell`; a version-2 producer
-/// would never ring them).
-pub const LAYOUT_VERSION: u32 = 3;
+/// would never ring them. 4: liveness is an OFD lock per participant on
+/// the ring file, not `(pid, start time)`; `owner_start` became
+/// `owner_pidns`; a version-3 peer would take every live peer in another
+/// PID namespace for dead).
+pub const LAYOUT_VERSION: u32 = 4;
 /// Consumer slots per ring (one bit each in [`ControlLine::consumers`]).
 pub const MAX_CONSUMERS: usize = 64;
 /// Source rings an index ring can point into.
@@ -194,8 +197,11 @@ pub struct ControlLine {
     /// [`OWNER_NONE`], [`OWNER_ACTIVE`], [`OWNER_CLOSED`] or
     /// [`OWNER_FAILED`].
     pub owner: AtomicU64,
-    /// Start time of the producer process (see `sys::peer::start_time`).
-    pub owner_start: AtomicU64,
+    /// The producer's PID namespace (inode of `/proc/self/ns/pid`; 0 if
+    /// unknown), so a tool can tell whether the pid in `owner` means
+    /// anything to it. Liveness is not read from here but from the
+    /// producer's lock on the ring file (`ring::live`).
+    pub owner_pidns: AtomicU64,
     /// Blocks dropped (SRP/MRP tail drop).
     pub dropped_blocks: AtomicU64,
     /// Bytes dropped.
@@ -267,8 +273,8 @@ pub struct ConsumerSlot {
     /// `state << 32 | pid`, 0 when free; state [`SLOT_JOINING`],
     /// [`SLOT_ACTIVE`] or [`SLOT_EVICTING`] (pid of the evicting producer).
     pub owner: AtomicU64,
-    /// Start time of the consumer process.
-    pub owner_start: AtomicU64,
+    /// The consumer's PID namespace (as `ControlLine::owner_pidns`).
+    pub owner_pidns: AtomicU64,
     /// `ControlLine::dropped_blocks` when the consumer joined.
     pub drops_at_join: AtomicU64,
     /// Blocks skipped because the producer lapped this consumer.

@@ -1,55 +1,109 @@
-//! Liveness of the processes named in a ring's shared state.
+//! Liveness of a ring's producer and consumers: OFD locks on the ring file.
 //!
-//! A ring records `(pid, start time)` for its producer and each consumer.
-//! [`Watch`] turns that into a pidfd once (checking the start time after
-//! opening it, so a recycled pid counts as dead) and then answers with a
-//! non-blocking poll of the pidfd.
+//! Every participant holds an exclusive open-file-description lock
+//! (`sys::ofdlock`) on one byte of the ring file past its end — the
+//! producer on [`PRODUCER`], the consumer of slot `i` on [`slot_byte`]`(i)`
+//! — through a description of its own ([`Claim`]). It takes the lock
+//! *before* it claims its role in the shared words and releases it only
+//! after it has left them (the producer's `CLOSED`, the consumer's freed
+//! slot); the kernel releases it when the holder dies. So:
+//!
+//! - a role whose byte nobody holds belongs to a dead process (or to
+//!   nobody), in whatever PID namespace it ran — pid numbers, which mean
+//!   nothing across namespaces and are recycled, are not consulted;
+//! - a role is taken over only by whoever gets its lock, which no one else
+//!   can hold at the same time: a slot is never claimed or evicted by two
+//!   processes at once, and a live holder is never evicted.
+//!
+//! Probes (`F_OFD_GETLK`) go through the ring map's own descriptor, which
+//! never takes a lock, so they see every holder, also one in this process.
+//! The pid kept in the owner words and the PID namespace beside it are for
+//! people and tools (`zcio ring stat`), not for liveness.
 
 use std::os::fd::OwnedFd;
 
-use crate::sys::peer;
+use super::error::OpenError;
+use super::map::RingMap;
+use crate::sys::ofdlock;
+use crate::sys::shm;
 
-/// A watched process.
+/// First lock byte (far past the end of any ring file; locks there touch
+/// no data): the producer's.
+pub const PRODUCER: u64 = 1 << 62;
+
+/// The lock byte of consumer slot `slot`.
+pub const fn slot_byte(slot: usize) -> u64 {
+    PRODUCER + 1 + slot as u64
+}
+
+/// A held liveness lock, on a description of the ring file of its own.
+/// Dropping it releases the lock.
 #[derive(Debug)]
-pub struct Watch {
-    pid: u32,
-    start: u64,
-    fd: Option<OwnedFd>,
+pub struct Claim {
+    fd: OwnedFd,
+    byte: u64,
 }
 
-impl Watch {
-    /// Watch process `pid` that started at `start`.
-    pub fn new(pid: u32, start: u64) -> Self {
-        let fd = i32::try_from(pid)
-            .ok()
-            .filter(|&p| p > 0)
-            .and_then(|p| peer::open_pidfd(p).ok().map(|fd| (p, fd)))
-            // Checked after opening: if the start time matches now, the
-            // pidfd refers to that very process for good.
-            .filter(|(p, _)| peer::start_time(*p) == Some(start))
-            .map(|(_, fd)| fd);
-        Self { pid, start, fd }
+/// A new description of `map`'s file for locks (see the module docs).
+pub fn lock_file(map: &RingMap) -> Result<OwnedFd, OpenError> {
+    if let Ok(fd) = ofdlock::reopen(map.fd()) {
+        return Ok(fd);
     }
-
-    /// Whether this watch is for `(pid, start)`.
-    pub fn is_for(&self, pid: u32, start: u64) -> bool {
-        self.pid == pid && self.start == start
+    // No /proc: open the ring by name again and make sure it is the same
+    // file (it may have been removed and re-created meanwhile).
+    let fd = shm::open(map.name(), true).map_err(OpenError::Os)?;
+    let (a, b) = (
+        rustix::fs::fstat(map.fd()).map_err(OpenError::Os)?,
+        rustix::fs::fstat(&fd).map_err(OpenError::Os)?,
+    );
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+        return Err(OpenError::NotFound(map.name().to_owned()));
     }
+    Ok(fd)
+}
 
-    /// Whether the process is still running.
-    pub fn alive(&self) -> bool {
-        self.fd.as_ref().is_some_and(|fd| !peer::has_exited(fd))
+impl Claim {
+    /// Take `byte` of `map` on a new description: `Ok(None)` if a live
+    /// participant holds it.
+    pub fn new(map: &RingMap, byte: u64) -> Result<Option<Self>, OpenError> {
+        let fd = lock_file(map)?;
+        match ofdlock::try_lock(&fd, byte) {
+            Ok(true) => Ok(Some(Self { fd, byte })),
+            Ok(false) => Ok(None),
+            Err(e) => Err(OpenError::Os(e)),
+        }
     }
 }
 
-/// Whether a consumer slot still being claimed (its start time may not be
-/// stored yet) belongs to a running process.
-pub fn claimant_alive(pid: u32) -> bool {
-    i32::try_from(pid).is_ok_and(|p| p > 0 && peer::start_time(p).is_some())
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // Closing the description would release it too; say it explicitly
+        // in case a forked child shares the description.
+        ofdlock::unlock(&self.fd, self.byte);
+    }
 }
 
-/// This process's `(pid, start time)`.
+/// Whether a live participant holds `byte` of `map`. A filesystem that
+/// cannot answer counts as "alive": nothing is evicted or taken over that
+/// is not proven dead.
+pub fn held(map: &RingMap, byte: u64) -> bool {
+    ofdlock::held(map.fd(), byte).unwrap_or(true)
+}
+
+/// This process's id and PID namespace (the inode of `/proc/self/ns/pid`,
+/// 0 if unknown).
 pub fn me() -> (u32, u64) {
-    let pid = std::process::id();
-    (pid, peer::start_time(pid as i32).unwrap_or(0))
+    (std::process::id(), pid_namespace())
+}
+
+/// The PID namespace of this process (0 if unknown).
+pub fn pid_namespace() -> u64 {
+    rustix::fs::stat("/proc/self/ns/pid").map_or(0, |st| st.st_ino)
+}
+
+/// Whether a participant recorded with PID namespace `ns` lives in another
+/// PID namespace than ours (its pid then means nothing here).
+pub fn other_namespace(ns: u64) -> bool {
+    let mine = pid_namespace();
+    ns != 0 && mine != 0 && ns != mine
 }

@@ -218,7 +218,7 @@ fn loom_named_bells_lose_no_wakeup() {
         let b = Arc::new(Bells {
             ctl: ControlLine {
                 owner: z(),
-                owner_start: z(),
+                owner_pidns: z(),
                 dropped_blocks: z(),
                 dropped_bytes: z(),
                 consumers: AtomicU64::new(0b1),
@@ -229,7 +229,7 @@ fn loom_named_bells_lose_no_wakeup() {
             slot: ConsumerSlot {
                 cursor: z(),
                 owner: z(),
-                owner_start: z(),
+                owner_pidns: z(),
                 drops_at_join: z(),
                 skipped_blocks: z(),
                 skipped_units: z(),

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use super::error::{OpenError, WriteError};
 use super::layout::{
     owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
-    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, SLOT_ACTIVE,
-    SLOT_EVICTING, SLOT_JOINING,
+    MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, SLOT_ACTIVE, SLOT_EVICTING,
+    SLOT_JOINING,
 };
-use super::live::{self, Watch};
+use super::live;
 use super::map::RingMap;
 use super::{protocol, Wait};
 use crate::sync::Ordering;
@@ -56,7 +56,8 @@ pub struct Producer {
     shadow: Vec<u64>,
     epoch: u64,
     pid: u32,
-    watches: Vec<Option<Watch>>,
+    /// Our liveness lock (`live`): released after `Drop` closed the ring.
+    _claim: live::Claim,
     /// `Index`: ring ids registered in the source table.
     sources: Vec<u64>,
     blocks: u64,
@@ -101,23 +102,19 @@ impl Producer {
         // (`NoSpace`), not with a truncated-ring error at some later write.
         map.reserve()?;
         map.populate(true);
-        let (pid, start) = live::me();
+        let (pid, pidns) = live::me();
         let ctl = map.control();
+        // The producer's lock first: while another live producer holds it,
+        // the ring is busy; once we hold it, any producer the owner word
+        // still names is dead (it releases the lock only after CLOSED).
+        let Some(claim) = live::Claim::new(&map, live::PRODUCER)? else {
+            let (_, _, owner) = owner_parts(ctl.owner.load(Ordering::Acquire));
+            return Err(OpenError::ProducerBusy(owner));
+        };
         let epoch = loop {
             let w = ctl.owner.load(Ordering::Acquire);
-            let (epoch, state, owner) = owner_parts(w);
-            if matches!(state, OWNER_ACTIVE | OWNER_STARTING) {
-                let s = ctl.owner_start.load(Ordering::Acquire);
-                let alive = if state == OWNER_ACTIVE {
-                    Watch::new(owner, s).alive()
-                } else {
-                    crate::sys::peer::start_time(owner as i32).is_some()
-                };
-                if alive {
-                    return Err(OpenError::ProducerBusy(owner));
-                }
-            }
-            // SYNC: AcqRel CAS claims the ring; the start time is stored
+            let (epoch, _, _) = owner_parts(w);
+            // SYNC: AcqRel CAS claims the ring; the PID namespace is stored
             // before the final ACTIVE word is released below.
             if ctl
                 .owner
@@ -129,7 +126,7 @@ impl Producer {
                 )
                 .is_ok()
             {
-                ctl.owner_start.store(start, Ordering::Relaxed);
+                ctl.owner_pidns.store(pidns, Ordering::Relaxed);
                 break epoch + 1;
             }
         };
@@ -158,7 +155,7 @@ impl Producer {
         // A bell left by a previous producer is not ours: consumers wake
         // us by futex until we sleep on a bell of our own.
         ctl.producer_bell.store(0, Ordering::Relaxed);
-        // SYNC: Release publishes owner_start (stored above); pairs with the
+        // SYNC: Release publishes owner_pidns (stored above); pairs with the
         // Acquire loads of the owner word in Consumer::producer_state.
         ctl.owner
             .store(owner_word(epoch, OWNER_ACTIVE, pid), Ordering::Release);
@@ -175,7 +172,7 @@ impl Producer {
             shadow,
             epoch,
             pid,
-            watches: (0..MAX_CONSUMERS).map(|_| None).collect(),
+            _claim: claim,
             sources: Vec::new(),
             blocks,
             bytes,
@@ -439,23 +436,14 @@ impl Producer {
         }
     }
 
-    /// `None` if the consumer in `slot` is alive (or mid-claim by a live
-    /// process), else the owner word that was found dead.
+    /// `None` if the consumer in `slot` is alive (or the slot is being
+    /// claimed or evicted by a live process: it holds the slot's lock),
+    /// else the owner word that was found dead.
     fn dead_owner(&mut self, slot: usize) -> Option<u64> {
-        let s = self.map.slot(slot);
-        let owner = s.owner.load(Ordering::Acquire);
-        let start = s.owner_start.load(Ordering::Acquire);
-        let pid = owner as u32;
+        let owner = self.map.slot(slot).owner.load(Ordering::Acquire);
         let alive = match owner >> 32 {
-            // Mid-claim or mid-eviction (start time maybe not stored yet):
-            // alive while the process exists.
-            SLOT_JOINING | SLOT_EVICTING => live::claimant_alive(pid),
-            SLOT_ACTIVE => {
-                let w = &mut self.watches[slot];
-                if !w.as_ref().is_some_and(|w| w.is_for(pid, start)) {
-                    *w = Some(Watch::new(pid, start));
-                }
-                w.as_ref().is_some_and(Watch::alive)
+            SLOT_JOINING | SLOT_EVICTING | SLOT_ACTIVE => {
+                live::held(&self.map, live::slot_byte(slot))
             }
             _ => false,
         };
@@ -468,6 +456,11 @@ impl Producer {
     /// alone), then its bitmap bit is cleared, then the slot is freed; a
     /// claimer cannot slip in between and lose its bit.
     fn evict(&mut self, slot: usize, dead: u64) {
+        // The slot's lock, held through the eviction: only a dead
+        // consumer's is free, and no claimer can take the slot meanwhile.
+        let Ok(Some(_lock)) = live::Claim::new(&self.map, live::slot_byte(slot)) else {
+            return;
+        };
         let s = self.map.slot(slot);
         // SYNC: AcqRel CAS, as every claim of a slot (Consumer::claim_slot).
         if s.owner
@@ -493,7 +486,6 @@ impl Producer {
             .fetch_and(!(1u64 << slot), Ordering::SeqCst);
         // SYNC: Release frees the slot for the next claim.
         s.owner.store(0, Ordering::Release);
-        self.watches[slot] = None;
     }
 
     /// Announce that positions up to `units`/`data` past our heads are about

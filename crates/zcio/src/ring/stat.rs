@@ -6,7 +6,7 @@ use super::layout::{
     owner_parts, Geometry, MAX_CONSUMERS, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, OWNER_NONE,
     SLOT_ACTIVE,
 };
-use super::live::Watch;
+use super::live;
 use super::map::RingMap;
 use crate::sync::Ordering;
 
@@ -22,6 +22,9 @@ pub struct ProducerInfo {
     /// The error code a failed producer closed the ring with (an errno
     /// for `zcio pipe put`), 0 otherwise.
     pub error: u32,
+    /// The producer runs in another PID namespace (another container):
+    /// `pid` is its number there, not here.
+    pub other_pid_namespace: bool,
 }
 
 /// One consumer as recorded in its slot.
@@ -32,8 +35,12 @@ pub struct ConsumerInfo {
     pub slot: usize,
     /// Process id.
     pub pid: u32,
-    /// Whether that process is still running.
+    /// Whether that process is still running (it holds its slot's lock on
+    /// the ring file, wherever it runs).
     pub alive: bool,
+    /// The consumer runs in another PID namespace (another container):
+    /// `pid` is its number there, not here.
+    pub other_pid_namespace: bool,
     /// Cursor (cursor units).
     pub cursor: u64,
     /// Units behind the producer.
@@ -88,9 +95,9 @@ pub fn stat(name: &str) -> Result<RingStat, OpenError> {
     let geo = *map.geometry();
     let ctl = map.control();
     let (_, state, pid) = owner_parts(ctl.owner.load(Ordering::Acquire));
-    let pstart = ctl.owner_start.load(Ordering::Acquire);
+    let pidns = ctl.owner_pidns.load(Ordering::Acquire);
     let state = match state {
-        OWNER_ACTIVE if Watch::new(pid, pstart).alive() => "active",
+        OWNER_ACTIVE if live::held(&map, live::PRODUCER) => "active",
         OWNER_ACTIVE => "dead",
         OWNER_CLOSED => "closed",
         OWNER_FAILED => "failed",
@@ -114,7 +121,8 @@ pub fn stat(name: &str) -> Result<RingStat, OpenError> {
         consumers.push(ConsumerInfo {
             slot: i,
             pid: owner as u32,
-            alive: Watch::new(owner as u32, s.owner_start.load(Ordering::Relaxed)).alive(),
+            alive: live::held(&map, live::slot_byte(i)),
+            other_pid_namespace: live::other_namespace(s.owner_pidns.load(Ordering::Relaxed)),
             cursor,
             lag: head.saturating_sub(cursor),
             drops: dropped_blocks.wrapping_sub(s.drops_at_join.load(Ordering::Relaxed)),
@@ -147,6 +155,7 @@ pub fn stat(name: &str) -> Result<RingStat, OpenError> {
             } else {
                 0
             },
+            other_pid_namespace: pid != 0 && live::other_namespace(pidns),
         },
         head,
         fill,

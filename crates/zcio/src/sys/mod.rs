@@ -10,6 +10,7 @@ pub mod futex;
 pub mod io;
 pub mod memfd;
 pub mod mmap;
+pub mod ofdlock;
 pub mod peer;
 pub mod shm;
 pub mod sigbus;

@@ -1,0 +1,152 @@
+//! zcio between containers: processes in separate namespaces made with
+//! `unshare` (as root), sharing only the ring directory.
+//!
+//! - A ring between two PID namespaces: `zcio pipe put` in this one,
+//!   `zcio pipe get` in a new one (`unshare --pid --fork --mount-proc`),
+//!   byte-exact; `zcio ring stat` says the reader lives in another PID
+//!   namespace; kill -9 of either side is detected on the other, no hang.
+//!
+//! A test that cannot make the namespaces (not root, or unshare refused)
+//! prints `skipped: <reason>` and passes.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use common::*;
+
+/// Why namespaces cannot be made here, if they cannot.
+fn cannot_unshare(flags: &[&str]) -> Option<String> {
+    let o = Command::new("unshare")
+        .args(flags)
+        .arg("true")
+        .stdin(Stdio::null())
+        .output();
+    match o {
+        Err(e) => Some(format!("unshare not runnable: {e}")),
+        Ok(o) if !o.status.success() => Some(format!(
+            "unshare {} refused: {}",
+            flags.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => None,
+    }
+}
+
+const PIDNS: [&str; 4] = ["--pid", "--fork", "--mount-proc", "--kill-child"];
+
+/// `zcio ARGS…` in a new PID (+ mount, for its /proc) namespace, with the
+/// test's ring directory. `--kill-child`: killing the `unshare` process
+/// kills the namespace's first process too.
+fn in_pidns(dir: &RingDir, args: &[&str]) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(PIDNS)
+        .arg(env!("CARGO_BIN_EXE_zcio"))
+        .args(args)
+        .env("ZCIO_RING_DIR", &dir.0);
+    c
+}
+
+macro_rules! skip_without {
+    ($flags:expr) => {
+        if let Some(why) = cannot_unshare(&$flags) {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+#[test]
+fn a_ring_between_two_pid_namespaces_is_byte_exact() {
+    skip_without!(PIDNS);
+    let dir = RingDir::new("pidns");
+    let deadline = Instant::now() + WATCHDOG;
+    let data = std::sync::Arc::new(random(INPUT, 0x5151));
+    assert_ok(
+        "create",
+        &dir.run(&["ring", "create", "pn", "--size", "8MiB"]),
+    );
+    let get = Proc::spawn("pipe get pn (other PID namespace)", {
+        let mut c = in_pidns(&dir, &["pipe", "get", "pn"]);
+        c.stdin(Stdio::null());
+        c
+    });
+    dir.wait_consumers("pn", 1, deadline);
+    let st = dir.stat("pn").expect("stat");
+    let c = &st["consumers"][0];
+    assert_eq!(c["alive"], true, "{st}");
+    assert_eq!(c["other_pid_namespace"], true, "{st}");
+    let (put, feeder) = dir.put_fed("pn", 1, &[], &data);
+    assert_ok("put", &put.finish(deadline));
+    feeder.join().expect("feeder");
+    let o = get.finish(deadline);
+    assert_ok("get in another PID namespace", &o);
+    assert_same("get in another PID namespace", &o.stdout, &data);
+}
+
+#[test]
+fn a_producer_killed_in_another_pid_namespace_is_reported() {
+    skip_without!(PIDNS);
+    let dir = RingDir::new("pidns-kp");
+    let deadline = Instant::now() + WATCHDOG;
+    assert_ok(
+        "create",
+        &dir.run(&["ring", "create", "kp", "--size", "256KiB"]),
+    );
+    let mut pc = in_pidns(&dir, &["pipe", "put", "kp"]);
+    pc.stdin(Stdio::piped());
+    let mut put = Proc::spawn("pipe put kp (other PID namespace)", pc);
+    let mut stdin = put.child.stdin.take().expect("stdin piped");
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = random(1 << 20, 7);
+        while stdin.write_all(&chunk).is_ok() {}
+    });
+    let (tx, rx) = mpsc::channel();
+    let get = Proc::spawn_with(
+        "pipe get kp",
+        &mut dir.get("kp", &[]),
+        count_then_signal(2 << 20, tx),
+    );
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("watchdog: the reader never got 2 MiB");
+    put.kill9();
+    let o = get.finish(deadline);
+    feeder.join().expect("feeder");
+    assert!(!o.status.success(), "get must fail when the producer dies");
+    assert!(
+        stderr(&o).contains("producer died"),
+        "get said: {}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_reader_killed_in_another_pid_namespace_is_evicted() {
+    skip_without!(PIDNS);
+    let dir = RingDir::new("pidns-kr");
+    let deadline = Instant::now() + WATCHDOG;
+    let data = std::sync::Arc::new(random(INPUT, 42));
+    assert_ok(
+        "create",
+        &dir.run(&["ring", "create", "kr", "--size", "256KiB"]),
+    );
+    let good = Proc::spawn("pipe get kr (survivor)", dir.get("kr", &[]));
+    let (tx, rx) = mpsc::channel();
+    let mut victim = Proc::spawn_with(
+        "pipe get kr (victim, other PID namespace)",
+        &mut in_pidns(&dir, &["pipe", "get", "kr"]),
+        count_then_signal(4 << 20, tx),
+    );
+    let (put, feeder) = dir.put_fed("kr", 2, &[], &data);
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("watchdog: the victim never got 4 MiB");
+    victim.kill9();
+    assert_ok("put after a reader was killed", &put.finish(deadline));
+    feeder.join().expect("feeder");
+    let o = good.finish(deadline);
+    assert_ok("survivor", &o);
+    assert_same("survivor", &o.stdout, &data);
+}
