@@ -7,10 +7,17 @@
 //! listens on, space-separated (`ready tcp/127.0.0.1:40123` after
 //! `--listen tcp/127.0.0.1:0`); then run until the stream ends, SIGINT or
 //! SIGTERM, or `--duration`; a summary on stderr with `--stats`, the
-//! statistics as JSON with `--stats-json PATH`. Exit status 0 for an end of
-//! stream or a requested stop, 1 when the stream failed (the producer
-//! failed or died, the exporting bridge vanished, a local error), 2 for
-//! usage errors.
+//! statistics as JSON with `--stats-json PATH`. `ready` says the local end
+//! is open, not that a peer was reached: Zenoh connects in the background,
+//! and an endpoint given with `--connect` that has not answered a second
+//! later is reported on stderr (`cannot reach … yet: retrying`).
+//!
+//! Exit status: 0 for an end of stream (an export also for a requested
+//! stop), 1 when the stream failed (the producer failed or died, the
+//! exporting bridge vanished, no peer within `--connect-timeout`, a local
+//! error), 2 for usage errors, 3 for an import stopped (SIGINT, SIGTERM,
+//! `--duration`) before the exporter's end of stream — its sink was closed
+//! with an error, never as a clean end.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,6 +38,14 @@ use zcio_zenoh::{
 
 use crate::ring::CreateArgs;
 use crate::usage;
+
+/// Exit status of an import stopped before the exporter's end of stream.
+pub const EXIT_STOPPED: i32 = 3;
+
+/// How long the endpoints given with `--connect` may take to answer before
+/// the bridge says it cannot reach them (Zenoh's first retry comes after
+/// one second).
+const REACH_WARNING: Duration = Duration::from_secs(1);
 
 /// Cross hosts through Zenoh: export a ring or channel listener to a key,
 /// import a key into a ring or channel.
@@ -59,8 +74,10 @@ pub enum BridgeCmd {
         unless --layout/--size/--mode say otherwise); the bridge becomes its producer.\n\
         The import ends with the remote stream: end of stream closes the ring, an error\n\
         close, a producer's death or the exporting bridge vanishing closes it with an\n\
-        error code (ProducerFailed for its readers). Samples of plain Zenoh publishers\n\
-        are delivered as they are.")]
+        error code (ProducerFailed for its readers). Stopped (SIGINT, SIGTERM, --duration)\n\
+        before the exporter's end of stream, it closes the ring with ECANCELED and exits\n\
+        with status 3: its readers never see a clean end of a stream that did not end.\n\
+        Samples of plain Zenoh publishers are delivered as they are.")]
     Import(ImportArgs),
 }
 
@@ -143,6 +160,9 @@ pub struct ImportArgs {
     /// Seconds to wait for more samples once the exporter's liveliness token is gone.
     #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64())]
     grace: f64,
+    /// Fail (exit status 1, the sink closed with ETIMEDOUT) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
+    #[arg(long, value_name = "SECS")]
+    connect_timeout: Option<f64>,
     #[command(flatten)]
     create: CreateArgs,
     #[command(flatten)]
@@ -299,19 +319,25 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
     let what = format!("{} → {}", a.source, a.key);
     let report = Report::start(&a.common, ex.counters(), "export", &what);
     let eps = listening(&session).await;
+    let reach = watch_reach(&session, "export", connect_targets(&a.common, &opts));
     let res = ex.run(stop, || announce(&eps)).await;
+    if let Some(r) = reach {
+        r.abort();
+    }
     let res = res.map(|e| e == ExportEnd::EndOfStream);
-    conclude(session, report, &a.common, res).await
+    conclude(session, report, &a.common, res, 0).await
 }
 
 /// Close the session — it sends what Zenoh still queues, an end of stream
 /// among it, before the process exits — then the summary; the exit status.
 /// `res`: whether the stream ended (or was stopped), or why it failed.
+/// `stopped`: the exit status of a requested stop.
 async fn conclude(
     session: zenoh::Session,
     report: Report,
     common: &CommonArgs,
     res: Result<bool, BridgeError>,
+    stopped: i32,
 ) -> Result<i32> {
     let end = match &res {
         Ok(true) => "end of stream",
@@ -320,7 +346,50 @@ async fn conclude(
     };
     let _ = session.close().await;
     report.finish(common, end)?;
-    res.map(|_| 0).map_err(bridge_err)
+    res.map(|ended| if ended { 0 } else { stopped })
+        .map_err(bridge_err)
+}
+
+/// What `--connect` (or the `--config` file) asks to connect to, for
+/// messages; `None` if nothing.
+fn connect_targets(common: &CommonArgs, opts: &SessionOptions) -> Option<String> {
+    if !common.connect.is_empty() {
+        return Some(common.connect.join(", "));
+    }
+    let file = common.config.as_ref()?;
+    let eps = opts
+        .zenoh_config()
+        .ok()?
+        .get_json("connect/endpoints")
+        .ok()?;
+    eps.contains('/')
+        .then(|| format!("the endpoints of {} ({eps})", file.display()))
+}
+
+/// Say on stderr when the endpoints to connect to have not answered
+/// [`REACH_WARNING`] after the start (`ready` does not wait for them), and
+/// again once a peer is reached. Abort the task at the end.
+fn watch_reach(
+    session: &zenoh::Session,
+    verb: &'static str,
+    targets: Option<String>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let targets = targets?;
+    let session = session.clone();
+    Some(tokio::spawn(async move {
+        let first = zcio_zenoh::first_peer(&session);
+        tokio::pin!(first);
+        if tokio::time::timeout(REACH_WARNING, &mut first)
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        eprintln!("zcio bridge {verb}: warning: cannot reach {targets} yet: retrying");
+        if let Ok(zid) = first.await {
+            eprintln!("zcio bridge {verb}: reached a Zenoh peer ({zid})");
+        }
+    }))
 }
 
 async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>) -> Result<i32> {
@@ -332,6 +401,15 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             a.grace
         )));
     }
+    let connect_timeout = match a.connect_timeout {
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return Err(usage(format!(
+                "--connect-timeout {t} is not a positive number of seconds"
+            )))
+        }
+        None => None,
+    };
     let mut create = a.create.clone();
     if let Sink::Ring { .. } = &sink {
         if create.layout.map(Layout::from) == Some(Layout::Index) {
@@ -352,9 +430,13 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     let session = opts.open().await?;
     // The ring only once the session is up: a refused endpoint leaves no
     // ring behind.
-    if let Sink::Ring { name, .. } = &sink {
-        crate::pipe::open_or_create(name, &create)?;
-    }
+    let sink_name = match &sink {
+        Sink::Ring { name, .. } => {
+            crate::pipe::open_or_create(name, &create)?;
+            Some(name.clone())
+        }
+        Sink::Connect { .. } => None,
+    };
     let im = Importer::new(
         &session,
         &a.key,
@@ -363,6 +445,7 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             history: a.history,
             grace: Duration::from_secs_f64(a.grace),
             max_sample: a.common.max_size,
+            connect_timeout,
             ..ImportOptions::default()
         },
     )
@@ -370,9 +453,32 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     let what = format!("{} → {}", a.key, a.to);
     let report = Report::start(&a.common, im.counters(), "import", &what);
     let eps = listening(&session).await;
+    let targets = connect_targets(&a.common, &opts);
+    let reach = watch_reach(&session, "import", targets.clone());
     let res = im.run(stop, || announce(&eps)).await;
+    if let Some(r) = reach {
+        r.abort();
+    }
+    match &res {
+        Ok(ImportEnd::Stopped) => eprintln!(
+            "zcio bridge import: stopped before the end of the stream: {} (exit status {EXIT_STOPPED})",
+            match &sink_name {
+                Some(n) => format!("ring {n} closed with ECANCELED, its readers see the stream cut"),
+                None => "the channel was closed".to_string(),
+            }
+        ),
+        Err(BridgeError::Unreachable { .. }) => eprintln!(
+            "zcio bridge import: cannot reach {} within --connect-timeout: {}",
+            targets.as_deref().unwrap_or("any Zenoh peer"),
+            match &sink_name {
+                Some(n) => format!("ring {n} closed with ETIMEDOUT"),
+                None => "the channel was closed".to_string(),
+            }
+        ),
+        _ => {}
+    }
     let res = res.map(|e| e == ImportEnd::EndOfStream);
-    conclude(session, report, &a.common, res).await
+    conclude(session, report, &a.common, res, EXIT_STOPPED).await
 }
 
 /// Progress while running, summary and JSON at the end.

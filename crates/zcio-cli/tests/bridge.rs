@@ -99,35 +99,319 @@ fn a_pipe_crosses_two_bridges_byte_exact() {
     }
 }
 
+/// The exit status of an import stopped before the exporter's end of stream.
+const EXIT_STOPPED: i32 = 3;
+
+/// A loopback TCP port that refuses connections while the value lives: a
+/// socket bound to it that never listens (no other process can take it).
+struct RefusedPort {
+    _fd: std::os::fd::OwnedFd,
+    port: u16,
+}
+
+impl RefusedPort {
+    fn new() -> Self {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: plain socket calls on a descriptor we create and own; the
+        // address structures are initialised and passed with their sizes.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket");
+            let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let mut a: libc::sockaddr_in = std::mem::zeroed();
+            a.sin_family = libc::AF_INET as libc::sa_family_t;
+            a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let raw = fd.as_raw_fd();
+            assert_eq!(libc::bind(raw, std::ptr::addr_of!(a).cast(), len), 0);
+            let mut got = len;
+            assert_eq!(
+                libc::getsockname(raw, std::ptr::addr_of_mut!(a).cast(), &mut got),
+                0
+            );
+            Self {
+                _fd: fd,
+                port: u16::from_be(a.sin_port),
+            }
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("tcp/127.0.0.1:{}", self.port)
+    }
+}
+
+/// A reader of `ring` must end with an error that says the stream was cut
+/// (`pipe get` exits 1), never with a clean end (exit 0).
+fn assert_cut(what: &str, get: Proc, deadline: Instant) {
+    let o = get.finish(deadline);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{what}: pipe get: {err}");
+    assert!(err.contains("incomplete"), "{what}: pipe get: {err}");
+}
+
+/// Issue 34: an import with nothing to connect to is stopped before any
+/// sample; its reader sees the stream cut (ECANCELED), the importer exits
+/// 3 — never exit 0 with 0 bytes.
 #[test]
-fn sigterm_stops_an_import_and_a_stream_that_never_began_ends_cleanly() {
+fn sigterm_before_the_first_sample_is_no_clean_end() {
     let dir = RingDir::new("bridge-stop");
     let json = dir.0.join("im.json");
-    let (im, eps) = start(
+    let refused = RefusedPort::new();
+    let (im, _) = start(
         &dir,
         &[
             "import",
             &key("stop"),
             "--to",
             "ring:quiet",
-            "--listen",
-            "tcp/127.0.0.1:0",
+            "--connect",
+            &refused.endpoint(),
             "--stats",
             "--stats-json",
             json.to_str().unwrap(),
         ],
     );
-    assert!(eps.starts_with("tcp/127.0.0.1:"), "{eps}");
+    let get = Proc::spawn("pipe get quiet", dir.get("quiet", &[]));
+    let deadline = Instant::now() + WATCHDOG;
+    dir.wait_consumers("quiet", 1, deadline);
     sigterm(&im);
-    let o = im.finish(Instant::now() + WATCHDOG);
-    assert_ok("import after SIGTERM", &o);
+    let o = im.finish(deadline);
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr(&o));
     assert!(stderr(&o).contains("(stopped)"), "{}", stderr(&o));
     assert_eq!(stats(&json)["samples"], 0);
-    // Nothing began: the ring it created was closed cleanly (its state
-    // says `closed`, not `failed`).
     let st = dir.stat("quiet").expect("the ring exists");
-    assert_eq!(st["producer"]["state"], "closed", "{st}");
-    assert_eq!(st["blocks"], 0, "{st}");
+    assert_eq!(st["producer"]["state"], "failed", "{st}");
+    assert_eq!(st["producer"]["error"], 125, "ECANCELED: {st}");
+    assert_cut("stopped before the first sample", get, deadline);
+}
+
+/// `--connect-timeout`: nothing answers at the endpoint, so the import
+/// fails (exit 1) saying it cannot reach it, and its reader sees the cut.
+#[test]
+fn an_unreachable_endpoint_fails_after_connect_timeout() {
+    let dir = RingDir::new("bridge-unreach");
+    let refused = RefusedPort::new();
+    let ep = refused.endpoint();
+    let (im, _) = start(
+        &dir,
+        &[
+            "import",
+            &key("unreach"),
+            "--to",
+            "ring:never-reached",
+            "--connect",
+            &ep,
+            "--connect-timeout",
+            "1.5",
+        ],
+    );
+    let get = Proc::spawn("pipe get", dir.get("never-reached", &[]));
+    let deadline = Instant::now() + WATCHDOG;
+    let o = im.finish(deadline);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot reach {ep} within --connect-timeout")),
+        "{err}"
+    );
+    assert!(err.contains("no Zenoh peer reached"), "{err}");
+    let st = dir.stat("never-reached").expect("the ring exists");
+    assert_eq!(st["producer"]["state"], "failed", "{st}");
+    assert_eq!(st["producer"]["error"], 110, "ETIMEDOUT: {st}");
+    assert_cut("unreachable", get, deadline);
+}
+
+/// Without `--connect-timeout` the importer keeps retrying, and says so:
+/// `ready` does not claim a connection.
+#[test]
+fn an_unreachable_endpoint_is_reported_while_retrying() {
+    let dir = RingDir::new("bridge-retry");
+    let refused = RefusedPort::new();
+    let ep = refused.endpoint();
+    let err_path = dir.0.join("import.err");
+    let mut c = dir.cmd(&[
+        "bridge",
+        "import",
+        &key("retry"),
+        "--to",
+        "ring:retry",
+        "--connect",
+        &ep,
+    ]);
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    let mut child = c.spawn().expect("spawn zcio bridge import");
+    let deadline = Instant::now() + WATCHDOG;
+    let want = format!("warning: cannot reach {ep} yet: retrying");
+    // Bounded polling of its error output (the watchdog bounds it).
+    while !std::fs::read_to_string(&err_path)
+        .unwrap_or_default()
+        .contains(&want)
+    {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "watchdog: no {want:?}: {}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) with the pid of our own, not yet reaped child.
+    let r = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(r, 0, "kill(SIGTERM)");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(EXIT_STOPPED));
+}
+
+/// How a run of [`stopped_imports`] stops its importer.
+#[derive(Clone, Copy, Debug)]
+enum StopAt {
+    /// Nothing listens at the endpoint it connects to.
+    Unreachable,
+    /// Connected to an exporter, nothing written yet.
+    BeforeFirst,
+    /// Right after the first block is written: the stop races its arrival.
+    DuringFirst,
+    /// Once the first block is in the imported ring.
+    AfterFirst,
+    /// Once 50 blocks are in the imported ring.
+    AfterMany,
+}
+
+/// Issue 34's target: `runs` imports stopped (SIGTERM) before, during and
+/// after the first sample, none after the exporter's end of stream; each
+/// has a `pipe get` reader attached. Returns how many readers saw a clean
+/// end (exit 0), and what else went wrong.
+fn stopped_imports(runs: usize) -> (usize, Vec<String>) {
+    use std::io::Write;
+    let phases = [
+        StopAt::Unreachable,
+        StopAt::BeforeFirst,
+        StopAt::DuringFirst,
+        StopAt::AfterFirst,
+        StopAt::AfterMany,
+    ];
+    let (mut clean, mut wrong) = (0, Vec::new());
+    for run in 0..runs {
+        let at = phases[run % phases.len()];
+        let dir = RingDir::new(&format!("bridge-cut{run}"));
+        let k = key(&format!("cut{run}"));
+        let refused = RefusedPort::new();
+        let deadline = Instant::now() + WATCHDOG;
+        let mut keep = Vec::new(); // exporter and producer, killed on drop
+        let mut stdin = None;
+        let ep = if let StopAt::Unreachable = at {
+            refused.endpoint()
+        } else {
+            assert_ok(
+                "ring create",
+                &dir.run(&[
+                    "ring", "create", "src", "--layout", "variable", "--size", "1MiB",
+                ]),
+            );
+            let (ex, ep) = start(
+                &dir,
+                &[
+                    "export",
+                    "ring:src",
+                    "--key",
+                    &k,
+                    "--listen",
+                    "tcp/127.0.0.1:0",
+                ],
+            );
+            keep.push(ex);
+            ep
+        };
+        let (im, _) = start(&dir, &["import", &k, "--to", "ring:dst", "--connect", &ep]);
+        let get = Proc::spawn("pipe get dst", dir.get("dst", &[]));
+        dir.wait_consumers("dst", 1, deadline);
+        if !matches!(at, StopAt::Unreachable) {
+            // The exporter reads its ring once the importer's subscription
+            // reached it: then the path is up.
+            let mut c = dir.cmd(&["pipe", "put", "src", "--readers", "1"]);
+            c.stdin(std::process::Stdio::piped());
+            let mut put = Proc::spawn("pipe put src", c);
+            stdin = put.child.stdin.take();
+            keep.push(put);
+            dir.wait_consumers("src", 1, deadline);
+        }
+        let blocks = match at {
+            StopAt::Unreachable | StopAt::BeforeFirst => 0,
+            StopAt::DuringFirst | StopAt::AfterFirst => 1,
+            StopAt::AfterMany => 50,
+        };
+        if let Some(w) = stdin.as_mut() {
+            for i in 0..blocks {
+                w.write_all(&[i as u8; 1000]).unwrap();
+                w.flush().unwrap();
+            }
+        }
+        if matches!(at, StopAt::AfterFirst | StopAt::AfterMany) {
+            let want = 1000 * blocks as u64;
+            while dir
+                .stat("dst")
+                .map_or(0, |s| s["bytes"].as_u64().unwrap_or(0))
+                < want
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "watchdog: run {run}: nothing arrived"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        sigterm(&im);
+        let o = im.finish(deadline);
+        if o.status.code() != Some(EXIT_STOPPED) {
+            wrong.push(format!(
+                "run {run} ({at:?}): import {:?}: {}",
+                o.status,
+                stderr(&o)
+            ));
+        }
+        let g = get.finish(deadline);
+        let err = stderr(&g);
+        if g.status.success() {
+            clean += 1;
+        } else if !err.contains("incomplete") {
+            wrong.push(format!(
+                "run {run} ({at:?}): pipe get {:?}: {err}",
+                g.status
+            ));
+        }
+        drop(stdin);
+        drop(keep);
+    }
+    (clean, wrong)
+}
+
+/// The fast variant of issue 34's target: one run per way of stopping.
+#[test]
+fn stopped_imports_are_never_clean_ends() {
+    let (clean, wrong) = stopped_imports(5);
+    assert_eq!(clean, 0, "clean ends of stopped imports; also: {wrong:?}");
+    assert!(wrong.is_empty(), "{wrong:?}");
+}
+
+/// Issue 34's target: 0 clean ends in 20 runs where the importer is
+/// stopped before, during and after the first sample without the
+/// exporter's end of stream. Slow (a few seconds a run):
+/// `cargo test -p zcio-cli --test bridge -- --ignored stopped_imports_20`.
+#[test]
+#[ignore = "20 runs; run on purpose (see the doc comment)"]
+fn stopped_imports_20_runs_are_never_clean_ends() {
+    let (clean, wrong) = stopped_imports(20);
+    println!(
+        "stopped imports, 20 runs: {clean} clean ends, {} other failures",
+        wrong.len()
+    );
+    assert_eq!(clean, 0, "{wrong:?}");
+    assert!(wrong.is_empty(), "{wrong:?}");
 }
 
 #[test]
@@ -175,7 +459,8 @@ fn sigterm_of_an_import_mid_stream_closes_its_ring_with_ecanceled() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     sigterm(&im);
-    assert_ok("import after SIGTERM", &im.finish(deadline));
+    let o = im.finish(deadline);
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr(&o));
     let st = dir.stat("dst").expect("the ring exists");
     assert_eq!(st["producer"]["state"], "failed", "{st}");
     assert_eq!(st["producer"]["error"], 125, "ECANCELED: {st}");
@@ -208,6 +493,17 @@ fn usage_errors_exit_2_before_anything_is_created() {
         (
             &["import", "k", "--to", "ring:never", "--grace", "nan"],
             "--grace",
+        ),
+        (
+            &[
+                "import",
+                "k",
+                "--to",
+                "ring:never",
+                "--connect-timeout",
+                "0",
+            ],
+            "--connect-timeout",
         ),
         (
             &["import", "k", "--to", "connect:/x.sock", "--size", "1MiB"],

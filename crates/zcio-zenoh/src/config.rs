@@ -101,6 +101,27 @@ impl SessionOptions {
     }
 }
 
+/// Resolves once `session` has a transport to another Zenoh node — a peer
+/// or router: an endpoint it connects to answered, or a node connected to
+/// one of its listeners — with that node's id (at once if it has one
+/// already). Zenoh connects in the background and keeps retrying an
+/// endpoint that does not answer, so this is how to tell "nothing reached
+/// yet" from "connected".
+pub async fn first_peer(session: &zenoh::Session) -> Result<String, BridgeError> {
+    let events = session
+        .info()
+        .transport_events_listener()
+        .history(true)
+        .await
+        .map_err(zenoh)?;
+    while let Ok(ev) = events.recv_async().await {
+        if ev.kind() == zenoh::sample::SampleKind::Put {
+            return Ok(ev.transport().zid().to_string());
+        }
+    }
+    Err(BridgeError::Zenoh("the session closed".into()))
+}
+
 /// Check a key expression given by the user: valid, canonical, not in
 /// Zenoh's or zcio's reserved space (`@…`), and — for keys published to
 /// (`concrete`) — without wildcards.

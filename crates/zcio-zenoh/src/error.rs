@@ -65,6 +65,13 @@ pub enum BridgeError {
     /// Stopped (SIGINT, SIGTERM or the caller) before the stream ended.
     #[error("stopped before the end of the stream")]
     Stopped,
+    /// No Zenoh peer or router was reached in time
+    /// ([`ImportOptions::connect_timeout`](crate::ImportOptions::connect_timeout)).
+    #[error("no Zenoh peer reached within {after:?}: nothing answered at the endpoints to connect to (is the other bridge running, and is the address and port right?); the stream never began")]
+    Unreachable {
+        /// How long it waited.
+        after: Duration,
+    },
 }
 
 impl BridgeError {
@@ -77,6 +84,7 @@ impl BridgeError {
             Self::ProducerDied { .. } | Self::ExporterLost { .. } => ErrorKind::Disconnected,
             Self::ProducerFailed { .. } => ErrorKind::ProducerFailed,
             Self::Stopped => ErrorKind::Cancelled,
+            Self::Unreachable { .. } => ErrorKind::TimedOut,
             Self::Zenoh(_) | Self::Local { .. } => ErrorKind::Other,
         }
     }

@@ -135,7 +135,7 @@ pub(crate) enum Finish {
     Failed(u32),
     Died(u32),
     Lost(u64),
-    Stopped { mid_stream: bool },
+    Stopped,
 }
 
 /// The zcio stream being followed.
@@ -276,11 +276,10 @@ impl Follower {
         }
     }
 
-    /// Stopped on request: mid-stream if a zcio stream was being followed.
+    /// Stopped on request (before the exporter's end of stream, if that
+    /// had not finished it already).
     pub(crate) fn stop(&self) {
-        self.halt();
-        let mid_stream = lock(&self.state).current.is_some();
-        self.finish_with(Ok(Finish::Stopped { mid_stream }));
+        self.finish_with(Ok(Finish::Stopped));
     }
 
     /// The first exporter seen alive (history mode).

@@ -9,11 +9,18 @@
 //! (samples of other zcio streams are counted as `ignored`); samples
 //! without zcio's attachment (plain Zenoh publishers) are delivered as
 //! they come, and such an import ends only when stopped.
+//!
+//! Only the exporter's end of stream is a clean end: an import that ends
+//! any other way — stopped before, during or after the first sample, no
+//! peer reached within [`ImportOptions::connect_timeout`], the exporter
+//! lost — closes a ring sink with an error code, so its readers never take
+//! what arrived for the whole stream.
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zcio::ring::Producer;
 use zcio::{Channel, ChannelConfig, Pool, PoolConfig};
@@ -31,10 +38,15 @@ pub const CODE_PRODUCER_DIED: u32 = libc::EOWNERDEAD as u32;
 /// The code a ring sink is closed with when the exporting bridge vanished
 /// mid-stream (`ECONNRESET`).
 pub const CODE_EXPORTER_LOST: u32 = libc::ECONNRESET as u32;
-/// The code a ring sink is closed with when the import is stopped in the
-/// middle of a zcio stream (`ECANCELED`): the readers must not take the
-/// truncated stream for a whole one.
+/// The code a ring sink is closed with when the import is stopped before
+/// the exporter's end of stream (`ECANCELED`) — before the first sample,
+/// mid-stream or after samples of plain Zenoh publishers alike: the
+/// readers must not take what arrived (possibly nothing) for a whole
+/// stream.
 pub const CODE_STOPPED: u32 = libc::ECANCELED as u32;
+/// The code a ring sink is closed with when no Zenoh peer was reached
+/// within [`ImportOptions::connect_timeout`] (`ETIMEDOUT`).
+pub const CODE_UNREACHABLE: u32 = libc::ETIMEDOUT as u32;
 
 /// A local sink.
 #[derive(Clone, Debug)]
@@ -88,6 +100,12 @@ pub struct ImportOptions {
     /// cache is asked, before Zenoh's receive thread waits (back-pressure
     /// to the link). Otherwise samples go straight into the sink.
     pub queue_bytes: usize,
+    /// Fail the import ([`BridgeError::Unreachable`], the sink closed with
+    /// [`CODE_UNREACHABLE`]) when the session has no Zenoh peer or router
+    /// (an endpoint it connects to answered, or a peer connected to one of
+    /// its listeners) this long after [`Importer::run`] started. `None`,
+    /// the default: wait as long as it takes (Zenoh keeps retrying).
+    pub connect_timeout: Option<Duration>,
 }
 
 impl Default for ImportOptions {
@@ -97,6 +115,7 @@ impl Default for ImportOptions {
             grace: crate::config::DEFAULT_GRACE,
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
             queue_bytes: 64 << 20,
+            connect_timeout: None,
         }
     }
 }
@@ -104,10 +123,12 @@ impl Default for ImportOptions {
 /// How an import ended without error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImportEnd {
-    /// The stream ended cleanly; the sink was closed (end of stream).
+    /// The exporter's end of stream arrived; the sink was closed cleanly,
+    /// after everything before it.
     EndOfStream,
-    /// Stopped on request. A ring sink in the middle of a zcio stream was
-    /// closed with [`CODE_STOPPED`]; otherwise closed cleanly.
+    /// Stopped on request before an end of stream: a ring sink was closed
+    /// with [`CODE_STOPPED`] (whether or not a sample had arrived), a
+    /// channel sink closed (it has no error close).
     Stopped,
 }
 
@@ -150,6 +171,7 @@ impl Importer {
         stop: impl Future<Output = ()>,
         ready: impl FnOnce(),
     ) -> Result<ImportEnd, BridgeError> {
+        let started = Instant::now();
         let local = open_local(&self.sink)?;
         let follower = Follower::new(local, self.counters.clone(), &self.opts, self.opts.history);
         let on_token = follower.clone();
@@ -168,18 +190,30 @@ impl Importer {
             .callback(move |s: Sample| on_sample.on_sample(s))
             .await
             .map_err(zenoh)?;
-        tokio::pin!(stop);
+        // The import halts on the caller's stop, or when no peer was
+        // reached in time (`unreached` tells the two apart).
+        let unreached = AtomicBool::new(false);
+        let halt = async {
+            tokio::select! {
+                () = stop => {}
+                () = no_peer_by(&self.session, self.opts.connect_timeout.map(|t| started + t)) => {
+                    // SYNC: read after `halt` completed, on this task.
+                    unreached.store(true, Ordering::Relaxed);
+                }
+            }
+        };
+        tokio::pin!(halt);
         // With history: once an exporter with a cache is visible, ask its
         // cache (after subscribing, so nothing falls between the two); the
         // cached samples go first, then those held back meanwhile (live ones
         // the cache also had are dropped by position).
         let caught_up = if self.opts.history {
-            self.catch_up(&follower, &mut stop).await
+            self.catch_up(&follower, &mut halt).await
         } else {
             Ok(true)
         };
         match caught_up {
-            Ok(false) => follower.stop(),
+            Ok(false) => self.halted(&follower, &unreached),
             Err(e) => follower.fail(e),
             Ok(true) => {
                 ready();
@@ -189,7 +223,7 @@ impl Importer {
                     let deadline = follower.lost_deadline();
                     tokio::select! {
                         biased;
-                        () = &mut stop => follower.stop(),
+                        () = &mut halt => self.halted(&follower, &unreached),
                         () = sleep_until(deadline) => follower.check_lost(),
                         () = follower.wake.notified() => {}
                     }
@@ -200,13 +234,15 @@ impl Importer {
         // within one wait slice), then close the sink.
         drop(tokens);
         drop(sub);
-        let finish = follower
-            .take_finish()
-            .unwrap_or(Ok(Finish::Stopped { mid_stream: true }));
+        let finish = follower.take_finish().unwrap_or(Ok(Finish::Stopped));
         let finish = match finish {
             Ok(f) => f,
             Err(e) => {
-                follower.close(Some(CODE_EXPORTER_LOST));
+                let code = match e {
+                    BridgeError::Unreachable { .. } => CODE_UNREACHABLE,
+                    _ => CODE_EXPORTER_LOST,
+                };
+                follower.close(Some(code));
                 return Err(e);
             }
         };
@@ -230,10 +266,25 @@ impl Importer {
                     grace: self.opts.grace,
                 })
             }
-            Finish::Stopped { mid_stream } => {
-                follower.close(mid_stream.then_some(CODE_STOPPED));
+            // Stopped before the exporter's end of stream: never a clean
+            // end, whether a sample had arrived or not.
+            Finish::Stopped => {
+                follower.close(Some(CODE_STOPPED));
                 Ok(ImportEnd::Stopped)
             }
+        }
+    }
+
+    /// The halt future completed: stopped by the caller, or no peer reached
+    /// within the connect timeout.
+    fn halted(&self, follower: &Follower, unreached: &AtomicBool) {
+        // SYNC: stored by the halt future on this task.
+        if unreached.load(Ordering::Relaxed) {
+            follower.fail(BridgeError::Unreachable {
+                after: self.opts.connect_timeout.unwrap_or_default(),
+            });
+        } else {
+            follower.stop();
         }
     }
 
@@ -285,6 +336,20 @@ fn open_local(sink: &Sink) -> Result<Local, BridgeError> {
             ch: Channel::connect(path, ChannelConfig::default())?,
             pool: Pool::new(PoolConfig::named("zcio-bridge")),
         }),
+    }
+}
+
+/// Resolves at `deadline` if `session` has had no transport to another
+/// Zenoh node by then; never otherwise (nor without a deadline).
+async fn no_peer_by(session: &Session, deadline: Option<Instant>) {
+    let Some(at) = deadline else {
+        return std::future::pending().await;
+    };
+    match tokio::time::timeout_at(at.into(), crate::config::first_peer(session)).await {
+        // Reached: this never fires. A listener that could not be declared
+        // (a closing session) cannot tell; the import's other ends apply.
+        Ok(_) => std::future::pending().await,
+        Err(_elapsed) => {}
     }
 }
 

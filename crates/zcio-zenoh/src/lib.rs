@@ -43,11 +43,14 @@ mod loan;
 mod stats;
 pub mod wire;
 
-pub use config::{check_key, SessionOptions, DEFAULT_GRACE, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT};
+pub use config::{
+    check_key, first_peer, SessionOptions, DEFAULT_GRACE, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT,
+};
 pub use error::BridgeError;
 pub use export::{ExportEnd, ExportOptions, Exporter, Source};
 pub use import::{
     ImportEnd, ImportOptions, Importer, Sink, CODE_EXPORTER_LOST, CODE_PRODUCER_DIED, CODE_STOPPED,
+    CODE_UNREACHABLE,
 };
 pub use stats::{Counters, Stats};
 /// The Zenoh crate this bridge is built on (its `Session`, `Config`).

@@ -13,7 +13,7 @@ use zcio::{Channel, ChannelConfig, Listener, Msg, RecvTimeoutError};
 use zcio_testkit::{arg, child_role, command, fill, first_mismatch, report, Kid, SockPath, STEP};
 use zcio_zenoh::{
     ExportOptions, Exporter, ImportOptions, Importer, SessionOptions, Sink, Source,
-    CODE_EXPORTER_LOST, CODE_PRODUCER_DIED,
+    CODE_EXPORTER_LOST, CODE_PRODUCER_DIED, CODE_STOPPED, CODE_UNREACHABLE,
 };
 
 // ------------------------------------------------------------------ children
@@ -116,6 +116,9 @@ fn child_import() {
             history: arg("history") == "1",
             max_sample: max,
             grace: Duration::from_millis(arg("grace_ms").parse().unwrap()),
+            connect_timeout: std::env::var("ZCIO_ARG_connect_timeout_ms")
+                .ok()
+                .map(|ms| Duration::from_millis(ms.parse().unwrap())),
             ..ImportOptions::default()
         };
         let im = Importer::new(&s, &arg("key"), sink, opts).unwrap();
@@ -700,6 +703,115 @@ fn a_killed_importer_leaves_its_local_readers_disconnected() {
         "{end:?}"
     );
     drop(p.ex);
+}
+
+/// A loopback TCP port that refuses connections while the value lives: a
+/// socket bound to it that never listens (no other process can take it).
+struct RefusedPort {
+    _fd: std::os::fd::OwnedFd,
+    port: u16,
+}
+
+fn refused_port() -> RefusedPort {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor we create and own; the
+    // address structures are initialised and passed with their sizes.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket");
+        let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        assert_eq!(
+            libc::bind(raw, std::ptr::addr_of!(a).cast(), len),
+            0,
+            "bind"
+        );
+        let mut got = len;
+        assert_eq!(
+            libc::getsockname(raw, std::ptr::addr_of_mut!(a).cast(), &mut got),
+            0
+        );
+        RefusedPort {
+            _fd: fd,
+            port: u16::from_be(a.sin_port),
+        }
+    }
+}
+
+/// Issue 34: an import stopped before its first sample (here: with nothing
+/// reachable at all) is no clean end — the ring is closed with
+/// `CODE_STOPPED` and its reader sees an error, not an empty stream.
+#[test]
+fn a_stop_before_the_first_sample_closes_the_ring_with_an_error() {
+    let (dst, k, refused) = (RingName::new("stop0-dst"), key("stop0"), refused_port());
+    let ep = format!("tcp/127.0.0.1:{}", refused.port);
+    let mut im = importer(&k, &format!("ring:{}", dst.0), &ep, 1 << 20, 500);
+    let mut reader =
+        Consumer::attach(ring::RingMap::open(&dst.0, true).unwrap(), Start::Oldest).unwrap();
+    im.send("stop");
+    assert_eq!(im.expect("end "), "Ok(Stopped)");
+    let (got, end) = drain(&mut reader, 4096);
+    assert!(got.is_empty());
+    assert_eq!(code_of(&end), Some(CODE_STOPPED), "{end:?}");
+}
+
+/// The same once the stream began (an exporter, blocks delivered, no end
+/// of stream): the ring is closed with `CODE_STOPPED` after the blocks.
+#[test]
+fn a_stop_after_samples_closes_the_ring_with_the_same_error() {
+    let mut p = path("stop1", 5, "hang");
+    let (got, end) = {
+        let mut got = Vec::new();
+        while got.len() < 5 {
+            let b = p.reader.peek_timeout(4096, STEP).unwrap().expect("a block");
+            got.push(b.tag());
+            b.release().unwrap();
+        }
+        p.im.send("stop");
+        (got, drain(&mut p.reader, 4096))
+    };
+    assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    assert_eq!(end.0, vec![]);
+    assert_eq!(code_of(&end.1), Some(CODE_STOPPED), "{:?}", end.1);
+    assert_eq!(p.im.expect("end "), "Ok(Stopped)");
+}
+
+/// `connect_timeout`: an endpoint that never answers fails the import,
+/// and the ring is closed with `CODE_UNREACHABLE`.
+#[test]
+fn an_unreachable_endpoint_fails_the_import_after_the_connect_timeout() {
+    let (dst, k, refused) = (RingName::new("unreach-dst"), key("unreach"), refused_port());
+    // The ring exists before the import (the importer never removes such a
+    // ring), with a reader, so its end can be seen whenever it comes.
+    let map = Options::new()
+        .layout(Layout::Variable)
+        .size(1 << 20)
+        .create(&dst.0)
+        .unwrap();
+    let mut reader = Consumer::attach(map, Start::Oldest).unwrap();
+    let mut im = Kid::spawn(
+        "child_import",
+        "import",
+        &[
+            ("key", k.clone()),
+            ("sink", format!("ring:{}", dst.0)),
+            ("connect", format!("tcp/127.0.0.1:{}", refused.port)),
+            ("max", (1 << 20).to_string()),
+            ("grace_ms", "500".into()),
+            ("history", "0".into()),
+            ("connect_timeout_ms", "300".into()),
+        ],
+    );
+    im.expect("ready");
+    let end = im.expect("end ");
+    assert!(end.starts_with("Err(Unreachable"), "{end}");
+    let (got, end) = drain(&mut reader, 4096);
+    assert!(got.is_empty());
+    assert_eq!(code_of(&end), Some(CODE_UNREACHABLE), "{end:?}");
 }
 
 /// Issue 25's target: kill -9 of a bridge, 20 runs (exporter and importer

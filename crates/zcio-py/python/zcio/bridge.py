@@ -49,7 +49,20 @@ from typing import Any
 
 from ._errors import BridgeError, BridgeUsageError, TimedOut
 
-__all__ = ["Bridge", "export", "import_", "find_zcio", "BridgeError", "BridgeUsageError"]
+__all__ = [
+    "Bridge",
+    "export",
+    "import_",
+    "find_zcio",
+    "BridgeError",
+    "BridgeUsageError",
+    "EXIT_STOPPED",
+]
+
+#: The exit status of an import stopped (``stop()``, ``duration``) before
+#: the exporter's end of stream: its ring was closed with an error
+#: (``ECANCELED``), never as a clean end.
+EXIT_STOPPED = 3
 
 #: How long ``export``/``import_`` wait for the bridge's ``ready`` line
 #: unless told otherwise (seconds).
@@ -161,7 +174,8 @@ class Bridge:
     port 0 resolved, e.g. ``("tcp/127.0.0.1:40123",)``). ``stop()`` ends it
     (SIGTERM), ``wait()`` waits for it to end by itself (end of stream,
     ``duration``), ``returncode`` is ``None`` while it runs, then its exit
-    status (0: end of stream or stopped, 1: the stream failed), ``stats``
+    status (0: end of stream, or an export stopped; 1: the stream failed;
+    :data:`EXIT_STOPPED`: an import stopped before the end of stream), ``stats``
     its final counters (``samples``, ``bytes``, ``oversize``, ``malformed``,
     ``gaps``, ``lost``, ``duplicates``, ``ignored``, ``lapped``,
     ``connections``, ``end`` …). A context manager: leaving the block stops
@@ -309,8 +323,9 @@ class Bridge:
     @property
     def returncode(self) -> int | None:
         """``None`` while the bridge runs, then its exit status (0: end of
-        stream or stopped, 1: the stream failed; negative: killed by that
-        signal)."""
+        stream, or an export stopped; 1: the stream failed; 2: refused
+        arguments; :data:`EXIT_STOPPED` (3): an import stopped before the
+        exporter's end of stream; negative: killed by that signal)."""
         code = self._proc.poll()
         if code is not None:
             self._collect()
@@ -350,10 +365,13 @@ class Bridge:
         """Stop the bridge (SIGTERM) and wait up to ``timeout`` seconds for
         it to end; return its exit status. A listener export publishes the
         end of the stream at once (messages it accepted but had not yet
-        published are dropped); an import in the middle of a zcio stream closes
-        its ring with an error code, so its readers do not take the cut
-        stream for a whole one. A bridge that does not end in time is killed
-        (``zcio.TimedOut``). Stopping an ended bridge returns its status."""
+        published are dropped); an import stopped before the exporter's end
+        of stream — whether or not a sample had arrived — closes its ring
+        with an error code (``ECANCELED``: its readers get
+        ``zcio.Disconnected`` with ``code`` 125, never a clean end) and
+        returns :data:`EXIT_STOPPED`. A bridge that does not end in time is
+        killed (``zcio.TimedOut``). Stopping an ended bridge returns its
+        status."""
         if self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
             try:
@@ -368,9 +386,11 @@ class Bridge:
 
     def check(self) -> None:
         """Raise :class:`zcio.BridgeError` if the bridge ended with a failure
-        (non-zero exit status); nothing if it runs or ended cleanly."""
+        (exit status 1 or 2, or killed); nothing if it runs, ended cleanly or
+        was stopped (:data:`EXIT_STOPPED`: the import did not see an end of
+        stream, as asked)."""
         code = self.returncode
-        if code not in (None, 0):
+        if code not in (None, 0, EXIT_STOPPED):
             raise self._failure(code, "failed")
 
     def __enter__(self) -> Bridge:
@@ -460,6 +480,7 @@ def import_(
     history: bool = False,
     max_size: int | str | None = None,
     grace: float | None = None,
+    connect_timeout: float | None = None,
     size: int | str | None = None,
     layout: str | None = None,
     policy: str | None = None,
@@ -481,10 +502,16 @@ def import_(
     listener (``recv_array`` for arrays). The import ends with the remote
     zcio stream: end of stream closes the ring cleanly; a remote failure,
     a producer's death or the exporter vanishing (after ``grace`` seconds)
-    closes it with an error code and exit status 1. Samples of plain Zenoh
-    publishers are delivered as they are (such an import ends when
-    stopped). ``history=True``: catch up from the exporter's cache (a late
-    joiner gets the last samples it holds). ``max_size``: larger samples are dropped and counted
+    closes it with an error code and exit status 1; ``stop()`` before the
+    end of stream closes it with ``ECANCELED`` (exit status
+    :data:`EXIT_STOPPED`). Samples of plain Zenoh publishers are delivered
+    as they are (such an import ends when stopped). ``connect_timeout``:
+    fail (exit status 1, the ring closed with ``ETIMEDOUT``) if no Zenoh
+    peer is reached within that many seconds (default: keep retrying; the
+    bridge is ready before a peer is reached and says on its stderr when
+    the endpoints to connect to do not answer). ``history=True``: catch up
+    from the exporter's cache (a late joiner gets the last samples it
+    holds). ``max_size``: larger samples are dropped and counted
     (``stats["oversize"]``); so are samples whose zcio metadata is
     malformed (``stats["malformed"]``). Other arguments and exceptions as
     for :func:`export`.
@@ -494,6 +521,11 @@ def import_(
         args.append("--history")
     if grace is not None:
         args += ["--grace", _seconds("grace", grace)]
+    if connect_timeout is not None:
+        secs = _seconds("connect_timeout", connect_timeout)
+        if float(secs) == 0:
+            raise ValueError("connect_timeout must be a positive number of seconds, not 0")
+        args += ["--connect-timeout", secs]
     if size is not None:
         args += ["--size", _size("size", size)]
     if layout is not None:
