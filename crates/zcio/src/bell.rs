@@ -25,13 +25,22 @@
 //!
 //! **Named bells, for rings.** A named ring has no connection to pass a
 //! descriptor over, and its consumers come and go. A waiter there binds a
-//! [`NamedBell`]: a Unix datagram socket in the abstract namespace, named
-//! `zcio-bell/` and a random 64-bit number, which it writes into its slot
-//! of the ring; the other side rings it with a [`Ringer`] (`sendto` with
-//! `MSG_DONTWAIT`: never blocks). Anyone in the network namespace may send
-//! to an abstract socket, so a named bell is only ever a hint to look —
-//! the flood guard of the async layer applies — and the fixed prefix means
-//! a ring's writer can make a producer poke nothing but zcio bells.
+//! [`NamedBell`]: a Unix datagram socket named by a random 64-bit number,
+//! which it writes into its slot of the ring; the other side rings it with
+//! a [`Ringer`] (`sendto` with `MSG_DONTWAIT`: never blocks). The socket is
+//! bound as a file in the ring directory (`.zcio-bell.` and the number in
+//! hex), so it reaches every process that shares the rings — containers in
+//! other network namespaces too, where an abstract-namespace name would
+//! not. Where that directory takes no socket (read-only, or a path too long
+//! for `sun_path`) it falls back to the abstract name `zcio-bell/` and the
+//! number, which works within one network namespace; a ringer tries the
+//! file first, then the abstract name. Anyone who can reach a bell may send
+//! to it (the file is made writable for all, like the abstract name), so a
+//! named bell is only ever a hint to look — the flood guard of the async
+//! layer applies — and the fixed prefix means a ring's writer can make a
+//! producer poke nothing but zcio bells. A bell's file goes when the bell
+//! is dropped; files left by killed processes are swept by the next bind
+//! (a socket nobody listens on refuses a connection).
 
 pub use real::{Doorbell, NamedBell, Ringer};
 
@@ -62,6 +71,7 @@ pub enum Rung {
 
 mod real {
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+    use std::path::{Path, PathBuf};
     use std::time::Duration;
 
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -173,28 +183,99 @@ mod real {
         SocketAddrUnix::new_abstract_name(format!("zcio-bell/{id:016x}").as_bytes())
     }
 
+    /// File-name prefix of named bells in the ring directory.
+    const FILE_PREFIX: &str = ".zcio-bell.";
+
+    /// The file of named bell `id` in `dir`.
+    fn bell_file(dir: &Path, id: u64) -> PathBuf {
+        dir.join(format!("{FILE_PREFIX}{id:016x}"))
+    }
+
+    /// Most stale bell files one bind looks at.
+    const SWEEP_MAX: usize = 64;
+
+    /// Remove bell files in `dir` whose socket nobody listens on any more
+    /// (their process died without dropping the bell). Best effort.
+    fn sweep(dir: &Path) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let Ok(probe) = dgram() else {
+            return;
+        };
+        for e in rd.flatten().take(SWEEP_MAX * 16) {
+            let name = e.file_name();
+            if !name.to_string_lossy().starts_with(FILE_PREFIX) {
+                continue;
+            }
+            let path = e.path();
+            if let Ok(addr) = SocketAddrUnix::new(&path) {
+                // A datagram connect sends nothing; a socket without a
+                // listener refuses it.
+                if net::connect(&probe, &addr) == Err(Errno::CONNREFUSED) {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+    }
+
     /// A doorbell with a number instead of a connection (see the module
-    /// docs): bound in the abstract namespace, rung by [`Ringer::ring`].
+    /// docs): bound as a file in the ring directory (or, failing that, in
+    /// the abstract namespace), rung by [`Ringer::ring`].
     #[derive(Debug)]
     pub struct NamedBell {
         bell: Doorbell,
         id: u64,
+        /// The socket's file, removed on drop (`None`: abstract name).
+        file: Option<PathBuf>,
     }
 
     impl NamedBell {
-        /// Bind a fresh named bell (a random nonzero number).
+        /// Bind a fresh named bell (a random nonzero number) in the ring
+        /// directory (`crate::sys::shm::ring_dir`).
         pub fn bind() -> Result<Self, Errno> {
+            Self::bind_in(&crate::sys::shm::ring_dir())
+        }
+
+        /// Bind a fresh named bell as a file in `dir`, else abstract.
+        pub fn bind_in(dir: &Path) -> Result<Self, Errno> {
             use std::hash::{BuildHasher, Hasher};
             let sock = dgram()?;
+            let mut in_dir = true;
+            sweep(dir);
             for _ in 0..16 {
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();
                 h.write_u32(std::process::id());
                 let id = h.finish() | 1;
+                if in_dir {
+                    let file = bell_file(dir, id);
+                    match SocketAddrUnix::new(&file).and_then(|a| net::bind(&sock, &a)) {
+                        Ok(()) => {
+                            use std::os::unix::fs::PermissionsExt;
+                            // Ringable by every process that shares the
+                            // directory (see the module docs).
+                            let _ = std::fs::set_permissions(
+                                &file,
+                                std::fs::Permissions::from_mode(0o666),
+                            );
+                            return Ok(Self {
+                                bell: Doorbell { sock },
+                                id,
+                                file: Some(file),
+                            });
+                        }
+                        Err(Errno::ADDRINUSE) => continue,
+                        // No socket here (read-only, no permission, too
+                        // long a path): the abstract name.
+                        Err(_) => in_dir = false,
+                    }
+                }
                 match net::bind(&sock, &bell_addr(id)?) {
                     Ok(()) => {
                         return Ok(Self {
                             bell: Doorbell { sock },
                             id,
+                            file: None,
                         })
                     }
                     Err(Errno::ADDRINUSE) => continue,
@@ -209,9 +290,23 @@ mod real {
             self.id
         }
 
+        /// Whether it is bound as a file in the ring directory (reachable
+        /// from other network namespaces).
+        pub fn is_file(&self) -> bool {
+            self.file.is_some()
+        }
+
         /// Take the rings queued (at most a bounded batch).
         pub fn drain(&self) -> usize {
             self.bell.drain().unwrap_or(0)
+        }
+    }
+
+    impl Drop for NamedBell {
+        fn drop(&mut self) {
+            if let Some(f) = &self.file {
+                let _ = std::fs::remove_file(f);
+            }
         }
     }
 
@@ -231,24 +326,37 @@ mod real {
     #[derive(Debug)]
     pub struct Ringer {
         sock: OwnedFd,
+        dir: PathBuf,
     }
 
     impl Ringer {
-        /// A ringer.
+        /// A ringer for bells in the ring directory.
         pub fn new() -> Result<Self, Errno> {
-            Ok(Self { sock: dgram()? })
+            Self::new_in(crate::sys::shm::ring_dir())
+        }
+
+        /// A ringer for bells in `dir`.
+        pub fn new_in(dir: PathBuf) -> Result<Self, Errno> {
+            Ok(Self {
+                sock: dgram()?,
+                dir,
+            })
         }
 
         /// Ring named bell `id`: one byte, never blocking; a bell that is
         /// gone or full is not an error (nobody to wake, or already rung).
+        /// Its file in the ring directory first, then its abstract name.
         pub fn ring(&self, id: u64) {
+            let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+            if let Ok(addr) = SocketAddrUnix::new(bell_file(&self.dir, id)) {
+                match net::sendto(&self.sock, &[1], flags, &addr) {
+                    // Sent, or the bell is full (already ringing).
+                    Ok(_) | Err(Errno::AGAIN) => return,
+                    Err(_) => {}
+                }
+            }
             if let Ok(addr) = bell_addr(id) {
-                let _ = net::sendto(
-                    &self.sock,
-                    &[1],
-                    SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-                    &addr,
-                );
+                let _ = net::sendto(&self.sock, &[1], flags, &addr);
             }
         }
     }
