@@ -59,7 +59,7 @@ pub fn held(fd: impl AsFd, byte: u64) -> Option<bool> {
     let mut fl = flock(libc::F_WRLCK as libc::c_short, byte);
     // SAFETY: as in `try_lock`; the kernel writes the result into `fl`.
     let r = unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
-    (r == 0).then(|| fl.l_type != libc::F_UNLCK as libc::c_short)
+    (r == 0).then_some(fl.l_type != libc::F_UNLCK as libc::c_short)
 }
 
 /// A new open file description of the file behind `fd`, read-write (so
