@@ -201,20 +201,27 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_end_goes_when_its_peer_goes_holding_its_buffers() {
+    fn a_closed_end_goes_when_its_peer_dies_holding_its_buffers() {
+        use std::os::fd::{AsFd, AsRawFd};
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
         send8(&a, &p);
         let held: Vec<_> = (0..8).map(|_| b.recv().unwrap()).collect();
         let core = Arc::downgrade(a.core());
         drop((a, p));
-        assert!(core.strong_count() > 0);
-        drop(b);
         assert!(
             core.strong_count() > 0,
-            "received buffers keep the peer's core"
+            "the peer holds 8 buffers: it lingers"
         );
-        drop(held);
+        // The peer dies: its socket and doorbell close without a notice
+        // (pointed at /dev/null under its feet, as a kill would close them).
+        let null = std::fs::File::open("/dev/null").unwrap();
+        for fd in [b.core().sock.as_fd(), b.core().bell.as_fd()] {
+            // SAFETY: both descriptors are open; dup2 replaces `fd`'s open
+            // file in place, and its owner later closes the /dev/null copy.
+            assert!(unsafe { libc::dup2(null.as_raw_fd(), fd.as_raw_fd()) } >= 0);
+        }
         until("the lingering end is dropped", || core.strong_count() == 0);
+        drop((held, b));
     }
 }
