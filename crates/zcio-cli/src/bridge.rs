@@ -28,7 +28,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use zcio::ring::{Layout, Start};
+use zcio::ring::{Layout, OpenError, RingMap, Start};
 use zcio_fmt::{bytes_u64, parse_size};
 use zcio_zenoh::zenoh;
 use zcio_zenoh::{
@@ -71,7 +71,9 @@ pub enum BridgeCmd {
         zcio pipe get frames > out &            # any number of local readers, zero-copy\n  \
         zcio bridge import app/out --to connect:/run/app/in.sock --listen tcp/0.0.0.0:7447\n\n\
         A ring sink that does not exist is created (variable layout, 128 MiB, mode 0600\n\
-        unless --layout/--size/--mode say otherwise); the bridge becomes its producer.\n\
+        unless --layout/--size/--mode say otherwise); the bridge becomes its producer,\n\
+        and removes it when the import ends (--keep: leave it; readers attached then\n\
+        read on to the end). A ring that existed before is never removed.\n\
         The import ends with the remote stream: end of stream closes the ring, an error\n\
         close, a producer's death or the exporting bridge vanishing closes it with an\n\
         error code (ProducerFailed for its readers). Stopped (SIGINT, SIGTERM, --duration)\n\
@@ -163,6 +165,9 @@ pub struct ImportArgs {
     /// Fail (exit status 1, the sink closed with ETIMEDOUT) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
     #[arg(long, value_name = "SECS")]
     connect_timeout: Option<f64>,
+    /// Keep the ring when the import ends. By default a ring this import created is removed then (readers that have it open read on to its end); a ring that existed before is never removed.
+    #[arg(long)]
+    keep: bool,
     #[command(flatten)]
     create: CreateArgs,
     #[command(flatten)]
@@ -394,7 +399,7 @@ fn watch_reach(
 
 async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>) -> Result<i32> {
     zcio_zenoh::check_key(&a.key, false).map_err(bridge_err)?;
-    let sink = Sink::parse(&a.to, None).map_err(bridge_err)?;
+    let mut sink = Sink::parse(&a.to, None).map_err(bridge_err)?;
     if !(a.grace.is_finite() && a.grace >= 0.0 && a.grace < 1e6) {
         return Err(usage(format!(
             "--grace {} is not a number of seconds",
@@ -421,18 +426,34 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             .layout
             .get_or_insert(crate::ring::LayoutArg::Variable);
         create.size.get_or_insert(128 << 20);
-    } else if a.create.any() {
+    } else if a.create.any() || a.keep {
         return Err(usage(
-            "--size/--layout/--policy/--mode apply only to ring sinks",
+            "--size/--layout/--policy/--mode/--keep apply only to ring sinks",
         ));
     }
     let stop = stop_signal(duration);
     let session = opts.open().await?;
-    // The ring only once the session is up: a refused endpoint leaves no
-    // ring behind.
-    let sink_name = match &sink {
-        Sink::Ring { name, .. } => {
-            crate::pipe::open_or_create(name, &create)?;
+    // The ring only once the session is up (a refused endpoint leaves no
+    // ring behind), and by the importer, which removes the ring it created
+    // when it ends unless --keep. Here only the checks of `pipe put`: the
+    // options given must fit an existing ring, or make a valid new one.
+    let sink_name = match &mut sink {
+        Sink::Ring { name, create: how } => {
+            match RingMap::open(name, true) {
+                // Only the options given must fit an existing ring (the
+                // defaults above are for a new one).
+                Ok(map) => {
+                    if a.create.check_existing(&map)? {
+                        eprintln!(
+                            "zcio: note: ring {name} already exists ({}); the create options given match it",
+                            crate::ring::describe(map.geometry())
+                        );
+                    }
+                }
+                Err(OpenError::NotFound(_)) => create.check_new()?,
+                Err(e) => return Err(crate::ring::open_error(name, e)),
+            }
+            *how = Some(create.options());
             Some(name.clone())
         }
         Sink::Connect { .. } => None,
@@ -446,6 +467,7 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             grace: Duration::from_secs_f64(a.grace),
             max_sample: a.common.max_size,
             connect_timeout,
+            keep: a.keep,
             ..ImportOptions::default()
         },
     )

@@ -90,6 +90,9 @@ fn a_pipe_crosses_two_bridges_byte_exact() {
     assert!(status.success(), "pipe get: {status}");
     let out = get.finish(deadline);
     assert_same("the pipe across the bridges", &out.stdout, &data);
+    // The ring the import created is gone (its reader, attached before,
+    // read all of it and the clean end); the exported one stays.
+    assert_eq!(ring_files(&dir), ["src"]);
     for (what, p) in [("export", &ex_json), ("import", &im_json)] {
         let s = stats(p);
         assert_eq!(s["end"], "end of stream", "{what}: {s}");
@@ -141,6 +144,19 @@ impl RefusedPort {
     }
 }
 
+/// The rings in `dir` (its `zcio-ring.NAME` files), sorted.
+fn ring_files(dir: &RingDir) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(&dir.0)
+        .expect("ring dir")
+        .filter_map(|e| {
+            let n = e.ok()?.file_name().into_string().ok()?;
+            n.strip_prefix("zcio-ring.").map(str::to_string)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// A reader of `ring` must end with an error that says the stream was cut
 /// (`pipe get` exits 1), never with a clean end (exit 0).
 fn assert_cut(what: &str, get: Proc, deadline: Instant) {
@@ -167,6 +183,7 @@ fn sigterm_before_the_first_sample_is_no_clean_end() {
             "ring:quiet",
             "--connect",
             &refused.endpoint(),
+            "--keep",
             "--stats",
             "--stats-json",
             json.to_str().unwrap(),
@@ -204,6 +221,7 @@ fn an_unreachable_endpoint_fails_after_connect_timeout() {
             &ep,
             "--connect-timeout",
             "1.5",
+            "--keep",
         ],
     );
     let get = Proc::spawn("pipe get", dir.get("never-reached", &[]));
@@ -265,6 +283,61 @@ fn an_unreachable_endpoint_is_reported_while_retrying() {
     assert_eq!(r, 0, "kill(SIGTERM)");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(EXIT_STOPPED));
+}
+
+/// Issue 34: `zcio bridge import` removes the ring it created when it
+/// ends — failed, stopped or complete (`a_pipe_crosses_two_bridges…`) —
+/// unless `--keep`, and never a ring that existed before it.
+#[test]
+fn an_import_removes_the_ring_it_created_unless_kept() {
+    let dir = RingDir::new("bridge-rm");
+    let refused = RefusedPort::new();
+    let ep = refused.endpoint();
+    let deadline = Instant::now() + WATCHDOG;
+    let import = |ring: &str, extra: &[&str]| {
+        let (k, to) = (key(ring), format!("ring:{ring}"));
+        let args = [
+            &["import", &k, "--to", &to, "--connect", &ep][..],
+            extra,
+        ]
+        .concat();
+        start(&dir, &args).0
+    };
+    // Failed: nothing reachable within --connect-timeout.
+    let o = import("failed", &["--connect-timeout", "0.5"]).finish(deadline);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        ring_files(&dir),
+        Vec::<String>::new(),
+        "after a failed import"
+    );
+    // Stopped (SIGTERM), with a reader attached: it sees the cut.
+    let im = import("stopped", &[]);
+    let get = Proc::spawn("pipe get stopped", dir.get("stopped", &[]));
+    dir.wait_consumers("stopped", 1, deadline);
+    sigterm(&im);
+    assert_eq!(im.finish(deadline).status.code(), Some(EXIT_STOPPED));
+    assert_cut("a stopped import whose ring was removed", get, deadline);
+    assert_eq!(
+        ring_files(&dir),
+        Vec::<String>::new(),
+        "after a stopped import"
+    );
+    // A ring that existed before the import stays.
+    assert_ok(
+        "ring create",
+        &dir.run(&["ring", "create", "existed", "--layout", "variable"]),
+    );
+    let im = import("existed", &[]);
+    sigterm(&im);
+    assert_eq!(im.finish(deadline).status.code(), Some(EXIT_STOPPED));
+    assert_eq!(ring_files(&dir), ["existed"]);
+    // --keep: the ring stays, closed with the import's error.
+    let o = import("kept", &["--connect-timeout", "0.5", "--keep"]).finish(deadline);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(ring_files(&dir), ["existed", "kept"]);
+    let st = dir.stat("kept").expect("kept");
+    assert_eq!(st["producer"]["error"], 110, "{st}");
 }
 
 /// How a run of [`stopped_imports`] stops its importer.
@@ -435,7 +508,10 @@ fn sigterm_of_an_import_mid_stream_closes_its_ring_with_ecanceled() {
             "tcp/127.0.0.1:0",
         ],
     );
-    let (im, _) = start(&dir, &["import", &k, "--to", "ring:dst", "--connect", &ep]);
+    let (im, _) = start(
+        &dir,
+        &["import", &k, "--to", "ring:dst", "--connect", &ep, "--keep"],
+    );
     let mut get = Proc::spawn("pipe get dst", dir.get("dst", &[]));
     dir.wait_consumers("dst", 1, Instant::now() + WATCHDOG);
     // A producer that writes and keeps its stream open.
@@ -507,6 +583,10 @@ fn usage_errors_exit_2_before_anything_is_created() {
         ),
         (
             &["import", "k", "--to", "connect:/x.sock", "--size", "1MiB"],
+            "apply only to ring sinks",
+        ),
+        (
+            &["import", "k", "--to", "connect:/x.sock", "--keep"],
             "apply only to ring sinks",
         ),
         (

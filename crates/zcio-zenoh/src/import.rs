@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zcio::ring::Producer;
+use zcio::ring::{OpenError, Producer, RingMap};
 use zcio::{Channel, ChannelConfig, Pool, PoolConfig};
 use zenoh::sample::Sample;
 use zenoh::Session;
@@ -52,7 +52,9 @@ pub const CODE_UNREACHABLE: u32 = libc::ETIMEDOUT as u32;
 #[derive(Clone, Debug)]
 pub enum Sink {
     /// A named ring: created with these options if it does not exist
-    /// (`None`: it must exist). The bridge becomes its producer.
+    /// (`None`: it must exist). The bridge becomes its producer. A ring the
+    /// import created is removed when it ends unless
+    /// [`ImportOptions::keep`]; one that existed before is never removed.
     Ring {
         /// The ring's name.
         name: String,
@@ -106,6 +108,12 @@ pub struct ImportOptions {
     /// its listeners) this long after [`Importer::run`] started. `None`,
     /// the default: wait as long as it takes (Zenoh keeps retrying).
     pub connect_timeout: Option<Duration>,
+    /// Keep a ring sink this import created when it ends. By default it is
+    /// removed then (whatever the end: end of stream, error, stop): its
+    /// readers that have it open read on to its end (a removed ring's
+    /// pages stay while they are mapped), a reader that comes later finds
+    /// no ring. A ring that existed before the import is never removed.
+    pub keep: bool,
 }
 
 impl Default for ImportOptions {
@@ -116,6 +124,7 @@ impl Default for ImportOptions {
             max_sample: crate::config::DEFAULT_MAX_SAMPLE,
             queue_bytes: 64 << 20,
             connect_timeout: None,
+            keep: false,
         }
     }
 }
@@ -172,7 +181,10 @@ impl Importer {
         ready: impl FnOnce(),
     ) -> Result<ImportEnd, BridgeError> {
         let started = Instant::now();
-        let local = open_local(&self.sink)?;
+        let (local, created) = open_local(&self.sink)?;
+        // Dropped last (declared before everything that uses the sink):
+        // the ring is removed after it was closed, on every way out.
+        let _created = created.map(|c| c.removed(!self.opts.keep));
         let follower = Follower::new(local, self.counters.clone(), &self.opts, self.opts.history);
         let on_token = follower.clone();
         let tokens = self
@@ -322,20 +334,89 @@ impl Importer {
     }
 }
 
-/// Open the sink: a ring (created if asked and missing) or a channel.
-fn open_local(sink: &Sink) -> Result<Local, BridgeError> {
+/// Open the sink: a ring (created if asked and missing) or a channel; the
+/// ring if this call created it.
+fn open_local(sink: &Sink) -> Result<(Local, Option<CreatedRing>), BridgeError> {
     match sink {
         Sink::Ring { name, create } => {
-            let map = match create {
-                Some(o) => o.create_or_open(name)?,
-                None => zcio::ring::RingMap::open(name, true)?,
+            let (map, created) = match create {
+                Some(o) => create_or_open(o, name)?,
+                None => (RingMap::open(name, true)?, None),
             };
-            Ok(Local::Ring(Box::new(Producer::attach(map)?)))
+            // A failed attach drops `created`: the ring goes with it.
+            let p = Producer::attach(map)?;
+            Ok((Local::Ring(Box::new(p)), created))
         }
-        Sink::Connect { path } => Ok(Local::Chan {
-            ch: Channel::connect(path, ChannelConfig::default())?,
-            pool: Pool::new(PoolConfig::named("zcio-bridge")),
-        }),
+        Sink::Connect { path } => Ok((
+            Local::Chan {
+                ch: Channel::connect(path, ChannelConfig::default())?,
+                pool: Pool::new(PoolConfig::named("zcio-bridge")),
+            },
+            None,
+        )),
+    }
+}
+
+/// Open ring `name`, or create it with `o` if it does not exist (then
+/// also returned as the [`CreatedRing`] to remove).
+fn create_or_open(
+    o: &zcio::ring::Options,
+    name: &str,
+) -> Result<(Arc<RingMap>, Option<CreatedRing>), OpenError> {
+    loop {
+        match RingMap::open(name, true) {
+            Ok(map) => return Ok((map, None)),
+            Err(OpenError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        match o.create(name) {
+            Ok(map) => {
+                let created = CreatedRing {
+                    map: map.clone(),
+                    remove: true,
+                };
+                return Ok((map, Some(created)));
+            }
+            // Created by someone else meanwhile: theirs, open it.
+            Err(OpenError::Exists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A ring this import created: removed when dropped unless told otherwise
+/// (the name only — processes that have it open keep using it), if the
+/// name still belongs to this very file (not to a ring someone made under
+/// the same name after removing ours).
+struct CreatedRing {
+    map: Arc<RingMap>,
+    remove: bool,
+}
+
+impl CreatedRing {
+    /// Whether to remove it when dropped.
+    fn removed(mut self, remove: bool) -> Self {
+        self.remove = remove;
+        self
+    }
+}
+
+impl Drop for CreatedRing {
+    fn drop(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        if !self.remove {
+            return;
+        }
+        let id = |m: &RingMap| {
+            let f = std::fs::File::from(m.fd().try_clone_to_owned().ok()?);
+            f.metadata().ok().map(|md| (md.dev(), md.ino()))
+        };
+        let name = self.map.name();
+        let ours = id(&self.map);
+        let named = RingMap::open(name, false).ok().and_then(|m| id(&m));
+        if ours.is_some() && ours == named {
+            let _ = zcio::ring::unlink(name);
+        }
     }
 }
 

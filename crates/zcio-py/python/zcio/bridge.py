@@ -481,6 +481,7 @@ def import_(
     max_size: int | str | None = None,
     grace: float | None = None,
     connect_timeout: float | None = None,
+    keep: bool = False,
     size: int | str | None = None,
     layout: str | None = None,
     policy: str | None = None,
@@ -497,7 +498,11 @@ def import_(
     ``to``: ``"ring:NAME"`` — one block per sample; created if missing
     (``layout`` default ``"variable"``, ``size`` default 128 MiB, ``policy``,
     ``mode`` default ``0o600``), the bridge becomes its producer; any number
-    of local readers read it in place (``Peek.array()`` for arrays) — or
+    of local readers read it in place (``Peek.array()`` for arrays). A ring
+    the import created is removed when it ends, however it ends (readers
+    that have it open read on to its end; one that comes later finds no
+    ring) unless ``keep=True``; a ring that existed before is never removed —
+    or
     ``"connect:/path.sock"``, one message per sample on a channel to that
     listener (``recv_array`` for arrays). The import ends with the remote
     zcio stream: end of stream closes the ring cleanly; a remote failure,
@@ -526,6 +531,8 @@ def import_(
         if float(secs) == 0:
             raise ValueError("connect_timeout must be a positive number of seconds, not 0")
         args += ["--connect-timeout", secs]
+    if keep:
+        args.append("--keep")
     if size is not None:
         args += ["--size", _size("size", size)]
     if layout is not None:
