@@ -623,6 +623,26 @@ fn usage_errors_exit_2_before_anything_is_created() {
     assert!(stderr(&o).contains("missing"), "{}", stderr(&o));
 }
 
+/// Each cause is printed once: a missing ring source is named in one
+/// sentence, not in the bridge's message and again as its cause.
+#[test]
+fn a_missing_ring_source_is_reported_once() {
+    let dir = RingDir::new("bridge-missing");
+    let ring = format!("missing-{}", std::process::id());
+    let o = dir.run(&[
+        "bridge",
+        "export",
+        &format!("ring:{ring}"),
+        "--key",
+        &key("missing"),
+        "--no-wait",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("no ring named").count(), 1, "{err}");
+    assert!(err.contains(&ring), "{err}");
+}
+
 #[test]
 fn help_has_examples() {
     let dir = RingDir::new("bridge-help");

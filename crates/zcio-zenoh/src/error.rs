@@ -28,11 +28,13 @@ pub enum BridgeError {
     #[error("zenoh: {0}")]
     Zenoh(String),
     /// The local ring could not be opened or created.
+    // The message includes the cause's, so the cause is not also its
+    // `source()`: a report of the chain (`{:#}`) would print it twice.
     #[error("ring: {0}")]
-    Ring(#[from] zcio::ring::OpenError),
+    Ring(zcio::ring::OpenError),
     /// The local channel could not be set up.
     #[error("channel: {0}")]
-    Connect(#[from] zcio::ConnectError),
+    Connect(zcio::ConnectError),
     /// The local ring or channel failed while the bridge used it.
     #[error("local {what}: {why}")]
     Local {
@@ -95,6 +97,18 @@ impl BridgeError {
     }
 }
 
+impl From<zcio::ring::OpenError> for BridgeError {
+    fn from(e: zcio::ring::OpenError) -> Self {
+        Self::Ring(e)
+    }
+}
+
+impl From<zcio::ConnectError> for BridgeError {
+    fn from(e: zcio::ConnectError) -> Self {
+        Self::Connect(e)
+    }
+}
+
 /// A Zenoh error as a [`BridgeError::Zenoh`].
 pub(crate) fn zenoh(e: impl std::fmt::Display) -> BridgeError {
     BridgeError::Zenoh(e.to_string())
@@ -105,5 +119,19 @@ pub(crate) fn local(what: &'static str, e: impl std::fmt::Display) -> BridgeErro
     BridgeError::Local {
         what,
         why: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each cause is printed once in a report of the whole chain.
+    #[test]
+    fn a_local_cause_is_reported_once() {
+        let e = BridgeError::from(zcio::ring::OpenError::NotFound("gone".into()));
+        assert!(std::error::Error::source(&e).is_none());
+        let text = e.to_string();
+        assert_eq!(text.matches("no ring named").count(), 1, "{text}");
     }
 }
