@@ -29,7 +29,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use zcio::ring::{Layout, OpenError, RingMap, Start};
-use zcio_fmt::{bytes_u64, parse_size};
+use zcio_fmt::{bytes_u64, parse_count, parse_seconds, parse_size};
 use zcio_zenoh::zenoh;
 use zcio_zenoh::{
     BridgeError, Counters, ExportEnd, ExportOptions, Exporter, ImportEnd, ImportOptions, Importer,
@@ -102,7 +102,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = DEFAULT_MAX_SAMPLE)]
     max_size: usize,
     /// Stop after SECS seconds [default: run until the stream ends or SIGINT/SIGTERM].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     duration: Option<f64>,
     /// Print a summary on stderr at the end (samples, bytes, drops, gaps, rate).
     #[arg(long)]
@@ -133,7 +133,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "KEY")]
     key: String,
     /// Samples kept for late joiners (`import --history`) and recovery (0: no cache, the default; memory: up to N × --max-size). A cache keeps copies, so with one every ring block is copied out instead of lent.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_count::<usize>)]
     history: usize,
     /// Where a ring export starts.
     #[arg(long, value_enum, default_value_t = FromArg::Newest)]
@@ -160,10 +160,10 @@ pub struct ImportArgs {
     #[arg(long)]
     history: bool,
     /// Seconds to wait for more samples once the exporter's liveliness token is gone.
-    #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64())]
+    #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64(), value_parser = parse_seconds)]
     grace: f64,
     /// Fail (exit status 1, the sink closed with ETIMEDOUT) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     connect_timeout: Option<f64>,
     /// Keep the ring when the import ends. By default a ring this import created is removed then (readers that have it open read on to its end); a ring that existed before is never removed.
     #[arg(long)]

@@ -7,6 +7,8 @@ mod pipe;
 mod relay;
 mod ring;
 
+use std::ffi::OsString;
+
 use clap::{Parser, Subcommand};
 
 /// Zero-copy I/O across process boundaries on Linux.
@@ -56,7 +58,7 @@ enum Cmd {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(attach_negative_values(std::env::args_os())) {
         Ok(cli) => cli,
         // --help, --version, and the help shown for a missing subcommand.
         Err(e)
@@ -89,6 +91,37 @@ fn main() {
             std::process::exit(exit_status(&e));
         }
     }
+}
+
+/// `--size -1M` → `--size=-1M`. clap reads a word that starts with `-` as
+/// an option, so a negative value after its option would be reported as an
+/// unknown option `-1`; attached, it reaches the option's value parser,
+/// which says that the value is negative and names all of it. Only a word
+/// that looks like a negative number (`-` then a digit or a dot) right
+/// after a long option without `=`, and nothing after `--`.
+fn attach_negative_values(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut options = true;
+    for arg in args {
+        let negative = arg.to_str().is_some_and(|a| {
+            a.strip_prefix('-')
+                .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+        });
+        let after_option = out
+            .last()
+            .and_then(|p| p.to_str())
+            .is_some_and(|p| p.len() > 2 && p.starts_with("--") && !p.contains('='));
+        if options && negative && after_option {
+            if let Some(prev) = out.last_mut() {
+                prev.push("=");
+                prev.push(&arg);
+                continue;
+            }
+        }
+        options &= arg != "--";
+        out.push(arg);
+    }
+    out
 }
 
 /// Exit status for an input or usage error (as clap uses).
@@ -125,5 +158,44 @@ fn exit_status(e: &anyhow::Error) -> i32 {
         EXIT_USAGE
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attached(args: &[&str]) -> Vec<String> {
+        attach_negative_values(args.iter().map(OsString::from))
+            .into_iter()
+            .map(|a| a.into_string().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn negative_values_stay_with_their_option() {
+        assert_eq!(
+            attached(&["zcio", "ring", "create", "bad", "--size", "-1M"]),
+            ["zcio", "ring", "create", "bad", "--size=-1M"]
+        );
+        assert_eq!(
+            attached(&["zcio", "cp", "a", "o", "--increment", "-5", "-q"]),
+            ["zcio", "cp", "a", "o", "--increment=-5", "-q"]
+        );
+        assert_eq!(
+            attached(&["zcio", "pipe", "get", "x", "--timeout", "-.5"]),
+            ["zcio", "pipe", "get", "x", "--timeout=-.5"]
+        );
+        // Not after a long option, already attached, after `--`, or not a number.
+        for args in [
+            &["zcio", "cp", "-5", "o"][..],
+            &["zcio", "cp", "-q", "-5"],
+            &["zcio", "cp", "--max=1", "-5"],
+            &["zcio", "cp", "--", "--max", "-5"],
+            &["zcio", "cp", "--max", "-", "o"],
+            &["zcio", "cp", "--max", "--quiet"],
+        ] {
+            assert_eq!(attached(args), args, "{args:?}");
+        }
     }
 }

@@ -87,7 +87,7 @@ pub struct PutArgs {
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_readers)]
     readers: usize,
     /// Give up if the readers are not there after SECS seconds [default: wait forever].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = zcio_fmt::parse_seconds)]
     wait_timeout: Option<f64>,
     /// Remove the ring after closing it (attached readers still drain it).
     #[arg(long)]
@@ -105,7 +105,7 @@ pub struct GetArgs {
     name: String,
     /// Give up (exit 1) after SECS seconds without data, including the wait
     /// for the ring to appear [default: wait forever].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = zcio_fmt::parse_seconds)]
     timeout: Option<f64>,
     /// Show bytes and rate on stderr.
     #[arg(long)]
@@ -123,6 +123,7 @@ pub fn run(cmd: PipeCmd) -> Result<i32> {
 }
 
 fn parse_readers(s: &str) -> Result<usize, String> {
+    zcio_fmt::not_negative(s, "number of readers", "0 to 64")?;
     let n: usize = s
         .trim()
         .parse()

@@ -60,7 +60,7 @@ pub struct RelayArgs {
     #[arg(long)]
     plain: bool,
     /// UDP fast mode: datagrams per receive call (1..=1024).
-    #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_BATCH)]
+    #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_BATCH, value_parser = zcio_fmt::parse_count::<usize>)]
     batch: usize,
     /// UDP fast mode: do not send runs of equal-size datagrams as GSO units.
     #[arg(long)]
@@ -72,10 +72,10 @@ pub struct RelayArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     sndbuf: Option<usize>,
     /// TCP: most connections relayed at once (more wait in the backlog).
-    #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_MAX_CONNS)]
+    #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_MAX_CONNS, value_parser = zcio_fmt::parse_count::<usize>)]
     max_conns: usize,
     /// Stop after SECS seconds [default: run until SIGINT/SIGTERM].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = zcio_fmt::parse_seconds)]
     duration: Option<f64>,
     /// Write the final statistics as JSON to PATH.
     #[arg(long, value_name = "PATH")]

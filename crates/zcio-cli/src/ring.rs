@@ -735,6 +735,7 @@ fn parse_slot_size(s: &str) -> Result<u64, String> {
 
 /// `--entries`: a power of two from 2 to 2^24.
 fn parse_entries(s: &str) -> Result<u64, String> {
+    zcio_fmt::not_negative(s, "number of entries", "a power of two such as 4096")?;
     let n: u64 = s
         .trim()
         .parse()

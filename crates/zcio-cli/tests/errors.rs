@@ -79,6 +79,51 @@ fn sizes_and_counts_are_checked_before_anything_is_allocated() {
     assert!(rings(&dir).is_empty(), "rings left: {:?}", rings(&dir));
 }
 
+/// A negative size or count given after its option (`--size -1M`) is read
+/// as that option's value, not as an unknown option `-1`: the error names
+/// the whole value, says it is negative, and nothing is created.
+#[test]
+fn negative_values_are_named_and_create_nothing() {
+    let dir = RingDir::new("negative");
+    let path = |n: &str| dir.0.join(n).to_string_lossy().into_owned();
+    std::fs::write(path("a"), b"data").expect("write source");
+    let cases: &[(&[&str], &str)] = &[
+        (&["ring", "create", "bad", "--size", "-1M"], "-1M"),
+        (&["cp", &path("a"), &path("o"), "--increment", "-5"], "-5"),
+        (&["cp", &path("a"), &path("o"), "--max", "-1G"], "-1G"),
+        (&["pipe", "put", "bad", "--readers", "-1"], "-1"),
+        (&["pipe", "get", "bad", "--timeout", "-2"], "-2"),
+        (
+            &[
+                "relay",
+                "--udp",
+                "127.0.0.1:0",
+                "--to",
+                "127.0.0.1:9",
+                "--batch",
+                "-4",
+            ],
+            "-4",
+        ),
+        (
+            &["bridge", "import", "k", "--to", "ring:bad", "--grace", "-3"],
+            "-3",
+        ),
+    ];
+    for (args, value) in cases {
+        let o = dir.run(args);
+        let what = args.join(" ");
+        assert_error(&what, &o, USAGE, &[&format!("is negative: {value} ")]);
+        let e = stderr(&o);
+        assert!(!e.contains("unexpected argument"), "{what}: {e}");
+    }
+    assert!(rings(&dir).is_empty(), "rings left: {:?}", rings(&dir));
+    assert!(!dir.0.join("o").exists(), "cp created its destination");
+    // Attached with `=` it is the same error.
+    let o = dir.run(&["ring", "create", "bad", "--size=-1M"]);
+    assert_error("--size=-1M", &o, USAGE, &["the size is negative: -1M"]);
+}
+
 /// A ring larger than memory would allow is refused from `MemAvailable`
 /// (a 16 GiB ring is within the size limit); nothing is created.
 #[test]
