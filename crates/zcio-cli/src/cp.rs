@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use zcio::splice::module::Registry;
-use zcio::splice::{self, Association, Increment, Role, Status};
+use zcio::splice::{self, Association, Increment, MoverKind, Role, Status};
 use zcio_fmt::bytes_u64;
 
 use crate::usage;
@@ -58,7 +58,8 @@ pub struct CpArgs {
     /// No progress bar and no summary.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Also print each module's counters in the summary.
+    /// Also print each module's counters, and which faster movers this pair
+    /// of endpoints does not support, after the summary.
     #[arg(long, short)]
     pub verbose: bool,
     /// Write the summary as JSON to PATH.
@@ -170,7 +171,10 @@ pub fn run(a: CpArgs) -> Result<i32> {
     // A failed copy says how far it got in its error, not in a summary
     // that reads like success.
     if !a.quiet && err.is_none() {
-        summary(&st, secs, cpu, a.verbose.then_some(&stats));
+        summary(&st, secs, cpu);
+        if a.verbose {
+            details(&st, &stats);
+        }
     }
     if let Some(path) = &a.json {
         let v = serde_json::json!({
@@ -255,12 +259,12 @@ fn progress(on: bool, total: Option<u64>) -> Option<ProgressBar> {
 
 type ModuleStats = Vec<(String, Vec<(&'static str, u64)>)>;
 
-fn summary(st: &Status, secs: f64, cpu: (f64, f64), stats: Option<&ModuleStats>) {
+/// The summary of a copy that succeeded. A faster mover the kernel does
+/// not support for these endpoints (`splice` from `/dev/null`) is no
+/// failure: the copy used the next one, which the summary names.
+fn summary(st: &Status, secs: f64, cpu: (f64, f64)) {
     let rate = (st.moved as f64 / secs.max(1e-9)) as u64;
     let mut mover = st.mover.to_string();
-    for (m, e) in &st.fell_back {
-        mover.push_str(&format!(" ({m} refused: {e})"));
-    }
     if !st.modules.is_empty() {
         mover.push_str(&format!(
             " through {} ({} copied between modules)",
@@ -283,7 +287,22 @@ fn summary(st: &Status, secs: f64, cpu: (f64, f64), stats: Option<&ModuleStats>)
             st.lost
         );
     }
-    for (name, kv) in stats.into_iter().flatten() {
+}
+
+/// `-v`: the movers passed over and why, as information, then each
+/// module's counters.
+fn details(st: &Status, stats: &ModuleStats) {
+    for (i, (m, e)) in st.fell_back.iter().enumerate() {
+        let next = match st.fell_back.get(i + 1).map_or(st.mover, |&(n, _)| n) {
+            MoverKind::Buffer => "the buffer path".to_string(),
+            n => n.to_string(),
+        };
+        eprintln!(
+            "zcio cp: note: {m} is not available for {} → {} (the kernel says: {e}); used {next} instead",
+            st.source, st.sink
+        );
+    }
+    for (name, kv) in stats {
         let kv: Vec<String> = kv.iter().map(|(k, v)| format!("{k}={v}")).collect();
         eprintln!("zcio cp: module {name}: {}", kv.join(" "));
     }

@@ -154,6 +154,34 @@ fn cp_errors_say_what_is_wrong() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"));
 }
 
+/// A mover the endpoints do not support (`splice` from `/dev/null`) is
+/// passed over before anything moved: the copy succeeds and says nothing
+/// alarming; `-v` notes it as information.
+#[test]
+fn cp_from_dev_null_succeeds_without_alarm() {
+    let dir = RingDir::new("cp-null");
+    let out = dir.0.join("out");
+    let o = dir.run(&["cp", "/dev/null", &out.to_string_lossy()]);
+    assert_ok("cp /dev/null out", &o);
+    assert_eq!(std::fs::metadata(&out).map(|m| m.len()).ok(), Some(0));
+    let e = stderr(&o);
+    for bad in ["refused", "Invalid argument", "error"] {
+        assert!(!e.contains(bad), "{bad:?} in: {e}");
+    }
+    let o = dir.run(&["cp", "/dev/null", &out.to_string_lossy(), "-v"]);
+    assert_ok("cp /dev/null out -v", &o);
+    let e = stderr(&o);
+    assert!(!e.contains("refused") && !e.contains("zcio: error"), "{e}");
+    // A real failure is still an error.
+    let o = dir.run(&[
+        "cp",
+        "/dev/null",
+        &dir.0.join("no/such/dir").to_string_lossy(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("zcio: error: "), "{}", stderr(&o));
+}
+
 /// `zcio cp` never destroys its source: a destination that is the source
 /// by any path (itself, a symlink, a hard link, `DIR` holding it) is
 /// refused with "are the same file", the file keeps every byte and the
