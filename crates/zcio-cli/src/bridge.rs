@@ -36,7 +36,7 @@ use zcio_zenoh::{
     SessionOptions, Sink, Source, Stats, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT,
 };
 
-use crate::ring::CreateArgs;
+use crate::ring::{describe, CreateArgs};
 use crate::usage;
 
 /// Exit status of an import stopped before the exporter's end of stream.
@@ -74,6 +74,8 @@ pub enum BridgeCmd {
         unless --layout/--size/--mode say otherwise); the bridge becomes its producer,\n\
         and removes it when the import ends (--keep: leave it; readers attached then\n\
         read on to the end). A ring that existed before is never removed.\n\
+        An existing ring is used as it is (the options given must match it) and must keep\n\
+        the samples apart: layout variable, slotted or descriptors.\n\
         The import ends with the remote stream: end of stream closes the ring, an error\n\
         close, a producer's death or the exporting bridge vanishing closes it with an\n\
         error code (ProducerFailed for its readers). Stopped (SIGINT, SIGTERM, --duration)\n\
@@ -449,6 +451,7 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
                             crate::ring::describe(map.geometry())
                         );
                     }
+                    check_sink_layout(&map, &a.create)?;
                 }
                 Err(OpenError::NotFound(_)) => create.check_new()?,
                 Err(e) => return Err(crate::ring::open_error(name, e)),
@@ -501,6 +504,31 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     }
     let res = res.map(|e| e == ImportEnd::EndOfStream);
     conclude(session, report, &a.common, res, EXIT_STOPPED).await
+}
+
+/// An existing ring sink must keep the samples apart (the import writes
+/// each as one block), unless `--layout continuous` asks for one byte
+/// stream.
+fn check_sink_layout(map: &RingMap, given: &CreateArgs) -> Result<()> {
+    let name = map.name();
+    let g = map.geometry();
+    let why = match g.layout {
+        Layout::Continuous if given.layout.is_some() => return Ok(()),
+        Layout::Continuous => "a byte stream",
+        Layout::Index => "it holds no data, only pointers into other rings",
+        Layout::Slotted | Layout::Variable | Layout::Descriptors => return Ok(()),
+    };
+    Err(usage(format!(
+        "ring {name} is {} ({why}): an import writes each sample as one block and needs a \
+         message-preserving layout: variable, slotted or descriptors. Remove it (`zcio ring rm \
+         {name}`) and the import creates it as a variable ring, or import into another ring{}",
+        describe(g),
+        if g.layout == Layout::Continuous {
+            ", or give --layout continuous to take the samples as one byte stream without their boundaries"
+        } else {
+            ""
+        }
+    )))
 }
 
 /// Progress while running, summary and JSON at the end.

@@ -296,11 +296,7 @@ fn an_import_removes_the_ring_it_created_unless_kept() {
     let deadline = Instant::now() + WATCHDOG;
     let import = |ring: &str, extra: &[&str]| {
         let (k, to) = (key(ring), format!("ring:{ring}"));
-        let args = [
-            &["import", &k, "--to", &to, "--connect", &ep][..],
-            extra,
-        ]
-        .concat();
+        let args = [&["import", &k, "--to", &to, "--connect", &ep][..], extra].concat();
         start(&dir, &args).0
     };
     // Failed: nothing reachable within --connect-timeout.
@@ -641,6 +637,77 @@ fn a_missing_ring_source_is_reported_once() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("no ring named").count(), 1, "{err}");
     assert!(err.contains(&ring), "{err}");
+}
+
+/// An existing ring sink is checked against the options the user gave,
+/// not against the defaults of a new sink: a variable ring of any size is
+/// taken; a continuous one is refused for its layout, naming the layouts
+/// an import can use, without blaming a `--layout` that was not given.
+#[test]
+fn an_existing_ring_sink_is_checked_against_what_was_given() {
+    let dir = RingDir::new("bridge-sink");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let nowhere = format!("tcp/127.0.0.1:{port}");
+    assert_ok(
+        "ring create",
+        &dir.run(&[
+            "ring",
+            "create",
+            "cont",
+            "--size",
+            "1MiB",
+            "--layout",
+            "continuous",
+        ]),
+    );
+    let o = dir.run(&[
+        "bridge",
+        "import",
+        &key("sink"),
+        "--to",
+        "ring:cont",
+        "--connect",
+        &nowhere,
+        "--duration",
+        "2",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for want in ["message-preserving", "variable, slotted or descriptors"] {
+        assert!(err.contains(want), "{want:?} not in: {err}");
+    }
+    assert!(!err.contains("not --layout"), "{err}");
+    assert_eq!(
+        dir.stat("cont").expect("still there")["layout"],
+        "continuous"
+    );
+
+    assert_ok(
+        "ring create",
+        &dir.run(&[
+            "ring", "create", "var", "--size", "1MiB", "--layout", "variable",
+        ]),
+    );
+    let o = dir.run(&[
+        "bridge",
+        "import",
+        &key("sink"),
+        "--to",
+        "ring:var",
+        "--connect",
+        &nowhere,
+        "--duration",
+        "0.5",
+    ]);
+    // Taken (it starts and runs until --duration), not refused for a size
+    // that the user did not give.
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.starts_with(b"ready"), "{err}");
+    assert!(!err.contains("already exists as"), "{err}");
 }
 
 #[test]
