@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::channel::spsc::{Pod, Reader, RingHeader, Slot, Writer};
+use crate::channel::spsc::{Pod, Reader, RingEntry, RingHeader, Writer};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -21,7 +21,7 @@ unsafe impl Pod for E {}
 
 struct Shared {
     hdr: RingHeader,
-    entries: std::cell::UnsafeCell<[Slot<E>; 2]>,
+    entries: std::cell::UnsafeCell<[RingEntry<E>; 2]>,
 }
 // SAFETY: entries are only accessed through the ring protocol under test;
 // loom runs threads one at a time, and the assertions check the protocol.
@@ -31,7 +31,7 @@ unsafe impl Send for Shared {}
 
 fn ends(s: &Arc<Shared>) -> (Writer<E>, Reader<E>) {
     let hdr: *const RingHeader = &s.hdr;
-    let ent = s.entries.get().cast::<Slot<E>>();
+    let ent = s.entries.get().cast::<RingEntry<E>>();
     // `s` (kept alive by the Arcs the threads hold) contains the
     // header and 2 slots; capacity 2 is a power of two.
     // SAFETY: as argued just above.
@@ -44,7 +44,7 @@ const T: Duration = Duration::from_secs(1);
 fn shared() -> Arc<Shared> {
     Arc::new(Shared {
         hdr: RingHeader::new(),
-        entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
+        entries: std::cell::UnsafeCell::new([RingEntry::new(), RingEntry::new()]),
     })
 }
 

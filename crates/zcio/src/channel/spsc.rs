@@ -1,7 +1,7 @@
 //! Single-producer single-consumer descriptor ring in shared memory, with
 //! sequence-numbered slots and lazy futex notification.
 //!
-//! Layout (one [`RingHeader`] followed by `cap` [`Slot`]s of `T`):
+//! Layout (one [`RingHeader`] followed by `cap` [`RingEntry`]s of `T`):
 //!
 //! ```text
 //!  +-- producer line (64 B) --+-- consumer line (64 B) --+-- slots ...
@@ -58,7 +58,7 @@ pub unsafe trait Pod: Copy + Send + 'static {}
 
 /// One entry of a ring with its sequence word (see the module docs).
 #[repr(C)]
-pub struct Slot<T> {
+pub struct RingEntry<T> {
     /// The entry's counter value plus one, once published; stored by the
     /// producer after the entry (Release), loaded by the consumer before
     /// it (Acquire).
@@ -67,7 +67,7 @@ pub struct Slot<T> {
     pub val: T,
 }
 
-impl<T: Pod + Default> Slot<T> {
+impl<T: Pod + Default> RingEntry<T> {
     /// A never-published slot (for heap-backed rings in tests and loom
     /// models; a shared segment starts zeroed, which is the same).
     pub fn new() -> Self {
@@ -78,7 +78,7 @@ impl<T: Pod + Default> Slot<T> {
     }
 }
 
-impl<T: Pod + Default> Default for Slot<T> {
+impl<T: Pod + Default> Default for RingEntry<T> {
     fn default() -> Self {
         Self::new()
     }
@@ -155,7 +155,7 @@ impl Default for RingHeader {
 
 /// Bytes a ring of `cap` entries of `T` occupies (header + slots).
 pub const fn ring_bytes<T>(cap: usize) -> usize {
-    std::mem::size_of::<RingHeader>() + cap * std::mem::size_of::<Slot<T>>()
+    std::mem::size_of::<RingHeader>() + cap * std::mem::size_of::<RingEntry<T>>()
 }
 
 /// Most slots one scan for published entries reads ahead (a consumer
@@ -186,7 +186,7 @@ const fn expect(word: u64) -> u32 {
 /// for `cap` slots, 64-byte aligned) is established by whoever builds it.
 struct RawRing<T> {
     hdr: *const RingHeader,
-    entries: *mut Slot<T>,
+    entries: *mut RingEntry<T>,
     cap: u64,
     mask: u64,
 }
@@ -203,7 +203,7 @@ impl<T: Pod> RawRing<T> {
     /// `hdr` must point to a live `RingHeader` followed (at `entries`) by
     /// `cap` slots of `T`, valid for as long as the returned value is
     /// used; `cap` a power of two.
-    unsafe fn new(hdr: *const RingHeader, entries: *mut Slot<T>, cap: u32) -> Self {
+    unsafe fn new(hdr: *const RingHeader, entries: *mut RingEntry<T>, cap: u32) -> Self {
         debug_assert!(cap.is_power_of_two());
         Self {
             hdr,
@@ -218,7 +218,7 @@ impl<T: Pod> RawRing<T> {
         unsafe { &*self.hdr }
     }
 
-    fn slot(&self, counter: u64) -> *mut Slot<T> {
+    fn slot(&self, counter: u64) -> *mut RingEntry<T> {
         // SAFETY: `counter & mask < cap`, and the slot array has `cap` slots.
         unsafe { self.entries.add((counter & self.mask) as usize) }
     }
@@ -305,7 +305,7 @@ impl<T: Pod> Writer<T> {
     /// `hdr` points to a live header followed by `cap` (a power of two)
     /// slots at `entries`, valid while this producer exists. A second
     /// producer (a hostile peer) can only corrupt data, never our memory.
-    pub unsafe fn new(hdr: *const RingHeader, entries: *mut Slot<T>, cap: u32) -> Self {
+    pub unsafe fn new(hdr: *const RingHeader, entries: *mut RingEntry<T>, cap: u32) -> Self {
         // SAFETY: forwarded contract.
         let ring = unsafe { RawRing::new(hdr, entries, cap) };
         // Start from the published tail (zero on a fresh ring); only our
@@ -450,7 +450,7 @@ impl<T: Pod> Writer<T> {
 impl<T: Pod> Reader<T> {
     /// # Safety
     /// As for [`Writer::new`], for the consuming side.
-    pub unsafe fn new(hdr: *const RingHeader, entries: *mut Slot<T>, cap: u32) -> Self {
+    pub unsafe fn new(hdr: *const RingHeader, entries: *mut RingEntry<T>, cap: u32) -> Self {
         // SAFETY: forwarded contract.
         let ring = unsafe { RawRing::new(hdr, entries, cap) };
         let head = counter(ring.hdr().cons.head.load(Ordering::Relaxed));
@@ -701,13 +701,13 @@ mod tests {
 
     struct HeapRing {
         hdr: Box<RingHeader>,
-        entries: Vec<Slot<u64>>,
+        entries: Vec<RingEntry<u64>>,
     }
 
     fn heap(cap: u32) -> HeapRing {
         HeapRing {
             hdr: Box::new(RingHeader::new()),
-            entries: (0..cap).map(|_| Slot::new()).collect(),
+            entries: (0..cap).map(|_| RingEntry::new()).collect(),
         }
     }
 

@@ -5,7 +5,7 @@
 //! Everything here is decoded from bytes a peer wrote, so decoding never
 //! trusts a field: every function returns `None`/an error on nonsense.
 
-use crate::channel::spsc::{ring_bytes, Pod, RingHeader, Slot};
+use crate::channel::spsc::{ring_bytes, Pod, RingEntry, RingHeader};
 
 /// Magic number at the start of a channel control segment ("ZCIOCHAN").
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOCHAN");
@@ -103,9 +103,9 @@ const _: () = {
     assert!(std::mem::offset_of!(Desc, offset) == 8);
     assert!(std::mem::offset_of!(Desc, token) == 24);
     assert!(std::mem::size_of::<Notice>() == 24);
-    assert!(std::mem::size_of::<Slot<Desc>>() == 64);
-    assert!(std::mem::offset_of!(Slot<Desc>, val) == 8);
-    assert!(std::mem::size_of::<Slot<Notice>>() == 32);
+    assert!(std::mem::size_of::<RingEntry<Desc>>() == 64);
+    assert!(std::mem::offset_of!(RingEntry<Desc>, val) == 8);
+    assert!(std::mem::size_of::<RingEntry<Notice>>() == 32);
 };
 
 /// Header of the shared control segment (one cache line), followed by four

@@ -17,7 +17,7 @@ use loom::thread;
 
 use crate::channel::lane::wire::{LaneDesc, LaneNotice};
 use crate::channel::loom_spsc::model;
-use crate::channel::spsc::{Pod, Reader, RingHeader, Slot, Writer};
+use crate::channel::spsc::{Pod, Reader, RingEntry, RingHeader, Writer};
 
 const T: Duration = Duration::from_secs(1);
 const SLOTS: u32 = 2;
@@ -26,20 +26,20 @@ const MESSAGES: u64 = 3;
 /// A two-entry ring in process memory.
 struct Ring<E> {
     hdr: RingHeader,
-    entries: std::cell::UnsafeCell<[Slot<E>; 2]>,
+    entries: std::cell::UnsafeCell<[RingEntry<E>; 2]>,
 }
 
 impl<E: Pod + Default> Ring<E> {
     fn new() -> Self {
         Self {
             hdr: RingHeader::new(),
-            entries: std::cell::UnsafeCell::new([Slot::new(), Slot::new()]),
+            entries: std::cell::UnsafeCell::new([RingEntry::new(), RingEntry::new()]),
         }
     }
 
     fn ends(&self) -> (Writer<E>, Reader<E>) {
         let hdr: *const RingHeader = &self.hdr;
-        let ent = self.entries.get().cast::<Slot<E>>();
+        let ent = self.entries.get().cast::<RingEntry<E>>();
         // `self` lives in the model's Arc for as long as both ends (each
         // thread keeps a clone), and holds the header and 2 slots; 2 is a
         // power of two.

@@ -3,7 +3,7 @@
 
 use crate::channel::core::Core;
 use crate::channel::lane::wire::{LaneDesc, LaneLayout, LaneNotice};
-use crate::channel::spsc::{RingHeader, Slot};
+use crate::channel::spsc::{RingEntry, RingHeader};
 use crate::sync::{AtomicU64 as SharedU64, Ordering};
 use crate::sys::mmap::Mapping;
 
@@ -23,16 +23,16 @@ impl LaneSegment {
     }
 
     /// The message ring's header and slots.
-    pub(crate) fn msg_ring(&self) -> (*const RingHeader, *mut Slot<LaneDesc>) {
+    pub(crate) fn msg_ring(&self) -> (*const RingHeader, *mut RingEntry<LaneDesc>) {
         self.ring(self.layout.msg_ring)
     }
 
     /// The notice ring's header and slots.
-    pub(crate) fn notice_ring(&self) -> (*const RingHeader, *mut Slot<LaneNotice>) {
+    pub(crate) fn notice_ring(&self) -> (*const RingHeader, *mut RingEntry<LaneNotice>) {
         self.ring(self.layout.notice_ring)
     }
 
-    fn ring<T>(&self, at: usize) -> (*const RingHeader, *mut Slot<T>) {
+    fn ring<T>(&self, at: usize) -> (*const RingHeader, *mut RingEntry<T>) {
         let base = self.map.as_ptr();
         // The ring's header and its `ring_entries` slots lie inside the
         // mapping at 64-byte aligned offsets (LaneLayout::new; the mapping

@@ -6,7 +6,7 @@
 //! out once and validated, and a descriptor or notice is checked against
 //! the slot count and slot size before anything uses it.
 
-use crate::channel::spsc::{ring_bytes, Pod, RingHeader, Slot};
+use crate::channel::spsc::{ring_bytes, Pod, RingEntry, RingHeader};
 
 /// Magic number at the start of a lane's control segment ("ZCIOLANE").
 pub const LANE_MAGIC: u64 = u64::from_le_bytes(*b"ZCIOLANE");
@@ -90,8 +90,8 @@ unsafe impl Pod for LaneHeader {}
 const _: () = {
     assert!(std::mem::size_of::<LaneDesc>() == 8);
     assert!(std::mem::size_of::<LaneNotice>() == 8);
-    assert!(std::mem::size_of::<Slot<LaneDesc>>() == 16);
-    assert!(std::mem::size_of::<Slot<LaneNotice>>() == 16);
+    assert!(std::mem::size_of::<RingEntry<LaneDesc>>() == 16);
+    assert!(std::mem::size_of::<RingEntry<LaneNotice>>() == 16);
     assert!(std::mem::size_of::<LaneHeader>() == 64);
     assert!(std::mem::offset_of!(LaneHeader, slot_size) == 16);
     assert!(std::mem::offset_of!(LaneHeader, total_len) == 32);
