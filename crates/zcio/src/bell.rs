@@ -292,6 +292,7 @@ mod real {
 
         /// Whether it is bound as a file in the ring directory (reachable
         /// from other network namespaces).
+        #[cfg_attr(not(feature = "internals"), allow(dead_code))]
         pub fn is_file(&self) -> bool {
             self.file.is_some()
         }
