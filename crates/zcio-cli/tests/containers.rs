@@ -12,7 +12,6 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Instant;
 
 use common::*;
@@ -90,63 +89,22 @@ fn a_ring_between_two_pid_namespaces_is_byte_exact() {
 fn a_producer_killed_in_another_pid_namespace_is_reported() {
     skip_without!(PIDNS);
     let dir = RingDir::new("pidns-kp");
-    let deadline = Instant::now() + WATCHDOG;
     assert_ok(
         "create",
         &dir.run(&["ring", "create", "kp", "--size", "256KiB"]),
     );
-    let mut pc = in_pidns(&dir, &["pipe", "put", "kp"]);
-    pc.stdin(Stdio::piped());
-    let mut put = Proc::spawn("pipe put kp (other PID namespace)", pc);
-    let mut stdin = put.child.stdin.take().expect("stdin piped");
-    let feeder = std::thread::spawn(move || {
-        use std::io::Write;
-        let chunk = random(1 << 20, 7);
-        while stdin.write_all(&chunk).is_ok() {}
-    });
-    let (tx, rx) = mpsc::channel();
-    let get = Proc::spawn_with(
-        "pipe get kp",
-        &mut dir.get("kp", &[]),
-        count_then_signal(2 << 20, tx),
-    );
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .expect("watchdog: the reader never got 2 MiB");
-    put.kill9();
-    let o = get.finish(deadline);
-    feeder.join().expect("feeder");
-    assert!(!o.status.success(), "get must fail when the producer dies");
-    assert!(
-        stderr(&o).contains("producer died"),
-        "get said: {}",
-        stderr(&o)
-    );
+    let put = in_pidns(&dir, &["pipe", "put", "kp"]);
+    killed_producer_is_reported(&dir, "kp", &[], put);
 }
 
 #[test]
 fn a_reader_killed_in_another_pid_namespace_is_evicted() {
     skip_without!(PIDNS);
     let dir = RingDir::new("pidns-kr");
-    let deadline = Instant::now() + WATCHDOG;
-    let data = std::sync::Arc::new(random(INPUT, 42));
     assert_ok(
         "create",
         &dir.run(&["ring", "create", "kr", "--size", "256KiB"]),
     );
-    let good = Proc::spawn("pipe get kr (survivor)", dir.get("kr", &[]));
-    let (tx, rx) = mpsc::channel();
-    let mut victim = Proc::spawn_with(
-        "pipe get kr (victim, other PID namespace)",
-        &mut in_pidns(&dir, &["pipe", "get", "kr"]),
-        count_then_signal(4 << 20, tx),
-    );
-    let (put, feeder) = dir.put_fed("kr", 2, &[], &data);
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .expect("watchdog: the victim never got 4 MiB");
-    victim.kill9();
-    assert_ok("put after a reader was killed", &put.finish(deadline));
-    feeder.join().expect("feeder");
-    let o = good.finish(deadline);
-    assert_ok("survivor", &o);
-    assert_same("survivor", &o.stdout, &data);
+    let victim = in_pidns(&dir, &["pipe", "get", "kr"]);
+    killed_reader_is_evicted(&dir, "kr", &[], victim);
 }

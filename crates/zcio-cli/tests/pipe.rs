@@ -6,9 +6,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Instant;
 
 use common::*;
@@ -186,57 +183,16 @@ fn ring_create_stat_ls_rm() {
 #[test]
 fn killed_reader_is_evicted() {
     let dir = RingDir::new("killreader");
-    let deadline = Instant::now() + WATCHDOG;
-    let data = std::sync::Arc::new(random(INPUT, 42));
-    let create = ["--size", "256KiB"];
-    let good = Proc::spawn("pipe get kr (survivor)", dir.get("kr", &create));
-    let (tx, rx) = mpsc::channel();
-    let mut victim = Proc::spawn_with(
-        "pipe get kr (victim)",
-        &mut dir.get("kr", &create),
-        count_then_signal(4 << 20, tx),
-    );
-    let (put, feeder) = dir.put_fed("kr", 2, &create, &data);
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .expect("watchdog: the victim never got 4 MiB");
-    victim.kill9();
-    assert_ok("put after a reader was killed", &put.finish(deadline));
-    feeder.join().expect("feeder");
-    let o = good.finish(deadline);
-    assert_ok("survivor", &o);
-    assert_same("survivor", &o.stdout, &data);
+    let opts = ["--size", "256KiB"];
+    let victim = dir.get("kr", &opts);
+    common::killed_reader_is_evicted(&dir, "kr", &opts, victim);
 }
 
 #[test]
 fn killed_producer_is_reported() {
     let dir = RingDir::new("killproducer");
-    let deadline = Instant::now() + WATCHDOG;
-    let mut pc = dir.cmd(&["pipe", "put", "kp", "--size", "256KiB"]);
-    pc.stdin(Stdio::piped());
-    let mut put = Proc::spawn("pipe put kp", pc);
-    let mut stdin = put.child.stdin.take().expect("stdin piped");
-    // An endless input: the producer is killed mid-stream.
-    let feeder = std::thread::spawn(move || {
-        let chunk = random(1 << 20, 7);
-        while stdin.write_all(&chunk).is_ok() {}
-    });
-    let (tx, rx) = mpsc::channel();
-    let get = Proc::spawn_with(
-        "pipe get kp",
-        &mut dir.get("kp", &["--size", "256KiB"]),
-        count_then_signal(2 << 20, tx),
-    );
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .expect("watchdog: the reader never got 2 MiB");
-    put.kill9();
-    let o = get.finish(deadline);
-    feeder.join().expect("feeder");
-    assert!(!o.status.success(), "get must fail when the producer dies");
-    assert!(
-        stderr(&o).contains("producer died"),
-        "get said: {}",
-        stderr(&o)
-    );
+    let put = dir.cmd(&["pipe", "put", "kp", "--size", "256KiB"]);
+    common::killed_producer_is_reported(&dir, "kp", &["--size", "256KiB"], put);
 }
 
 /// A producer with empty input still ends the stream of a reader that was

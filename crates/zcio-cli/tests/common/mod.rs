@@ -284,3 +284,60 @@ pub fn count_then_signal(
         Vec::new()
     }
 }
+
+/// kill -9 of a reader: `victim` (a `zcio pipe get RING` command, run
+/// anywhere) is killed once it has 4 MiB while a survivor here and
+/// `pipe put RING --readers 2 OPTS…` go on; the producer evicts the dead
+/// reader and the survivor gets every byte.
+pub fn killed_reader_is_evicted(dir: &RingDir, ring: &str, opts: &[&str], mut victim: Command) {
+    let deadline = Instant::now() + WATCHDOG;
+    let data = std::sync::Arc::new(random(INPUT, 42));
+    let good = Proc::spawn(&format!("pipe get {ring} (survivor)"), dir.get(ring, opts));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut victim = Proc::spawn_with(
+        &format!("pipe get {ring} (victim)"),
+        &mut victim,
+        count_then_signal(4 << 20, tx),
+    );
+    let (put, feeder) = dir.put_fed(ring, 2, opts, &data);
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("watchdog: the victim never got 4 MiB");
+    victim.kill9();
+    assert_ok("put after a reader was killed", &put.finish(deadline));
+    feeder.join().expect("feeder");
+    let o = good.finish(deadline);
+    assert_ok("survivor", &o);
+    assert_same("survivor", &o.stdout, &data);
+}
+
+/// kill -9 of a producer: `put` (a `zcio pipe put RING` command, run
+/// anywhere, fed endless input) is killed once a reader here (`pipe get
+/// RING OPTS…`) has 2 MiB; the reader fails saying the producer died.
+pub fn killed_producer_is_reported(dir: &RingDir, ring: &str, opts: &[&str], mut put: Command) {
+    let deadline = Instant::now() + WATCHDOG;
+    put.stdin(Stdio::piped());
+    let mut put = Proc::spawn(&format!("pipe put {ring}"), put);
+    let mut stdin = put.child.stdin.take().expect("stdin piped");
+    // An endless input: the producer is killed mid-stream.
+    let feeder = std::thread::spawn(move || {
+        let chunk = random(1 << 20, 7);
+        while stdin.write_all(&chunk).is_ok() {}
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let get = Proc::spawn_with(
+        &format!("pipe get {ring}"),
+        &mut dir.get(ring, opts),
+        count_then_signal(2 << 20, tx),
+    );
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("watchdog: the reader never got 2 MiB");
+    put.kill9();
+    let o = get.finish(deadline);
+    feeder.join().expect("feeder");
+    assert!(!o.status.success(), "get must fail when the producer dies");
+    assert!(
+        stderr(&o).contains("producer died"),
+        "get said: {}",
+        stderr(&o)
+    );
+}
