@@ -12,6 +12,8 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::time::Duration;
 
+use common::cancel::ends_after_kill;
+use common::ring::Rng;
 use common::{Kid, SockPath, STEP};
 use futures_core::Stream;
 use zcio::tokio::AsyncChannel;
@@ -208,17 +210,15 @@ fn a_peer_killed_while_a_task_awaits_a_receive_ends_it_with_disconnected() {
             // Pending first (nothing comes), then the kill below wakes it.
             ch.recv().await
         };
-        let killer = async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            kid.kill();
-            std::future::pending::<()>().await
-        };
-        let r = bounded("receive after kill", async {
-            tokio::select! {
-                r = waiter => r,
-                _ = killer => unreachable!(),
-            }
-        })
+        let after = Duration::from_millis(20);
+        let r = ends_after_kill(
+            "receive after kill",
+            after,
+            || {
+                kid.kill();
+            },
+            waiter,
+        )
         .await;
         assert_eq!(r.unwrap_err(), RecvError::Disconnected);
         assert!(ch.channel().is_disconnected());
@@ -249,17 +249,15 @@ fn a_peer_killed_while_a_task_awaits_ring_space_ends_the_send_with_disconnected(
             "{err:?} after {sent}"
         );
         let sender = ch.send(message(&pool, 1));
-        let killer = async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            kid.kill();
-            std::future::pending::<()>().await
-        };
-        let r = bounded("send after kill", async {
-            tokio::select! {
-                r = sender => r,
-                _ = killer => unreachable!(),
-            }
-        })
+        let after = Duration::from_millis(20);
+        let r = ends_after_kill(
+            "send after kill",
+            after,
+            || {
+                kid.kill();
+            },
+            sender,
+        )
         .await;
         let e = r.expect_err("the peer is dead");
         assert_eq!(e.kind(), SendErrorKind::Disconnected);
@@ -278,33 +276,22 @@ fn sends_cancelled_at_random_points_still_end_when_the_peer_is_killed() {
     // `Disconnected` however the cancellations fell (before the fix a
     // doorbell hang-up seen while the dying peer's socket was still open
     // left every later look to a timer that the cancellations reset).
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
     let pool = common::small_pool("tokio-kill-cancel", 1 << 20, 4);
     let (sock, l) = listen("tokio-kill-cancel", small_rings());
     let mut cancelled = 0u64;
     for round in 0..KILL_ROUNDS {
         let mut kid = Kid::spawn("child_peer", "tokio-peer", &[("SOCK", sock.arg())]);
         let ch = l.accept_timeout(STEP).expect("accept");
-        let kill_after = Duration::from_micros(next() % 20_000);
-        let spread = 1 + next() % 2_000;
-        let seed = next();
+        let kill_after = Duration::from_micros(rng.below(20_000));
+        let spread = 1 + rng.below(2_000);
         runtime().block_on(async {
             let ch = AsyncChannel::new(ch).expect("async");
             while ch.try_send(message(&pool, 0)).is_ok() {}
             let mut msg = Some(message(&pool, 1));
-            let mut rng = seed | 1;
             let sender = async {
                 loop {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let delay = Duration::from_micros(rng % spread);
+                    let delay = Duration::from_micros(rng.below(spread));
                     tokio::select! {
                         r = ch.writable(msg.as_ref().expect("kept")) => {
                             if let Err(kind) = r {
@@ -325,18 +312,8 @@ fn sends_cancelled_at_random_points_still_end_when_the_peer_is_killed() {
                     }
                 }
             };
-            let killer = async {
-                tokio::time::sleep(kill_after).await;
-                kid.kill();
-                std::future::pending::<()>().await
-            };
-            let kind = bounded(&format!("round {round}: send after kill"), async {
-                tokio::select! {
-                    k = sender => k,
-                    _ = killer => unreachable!(),
-                }
-            })
-            .await;
+            let what = format!("round {round}: send after kill");
+            let kind = ends_after_kill(&what, kill_after, || { kid.kill(); }, sender).await;
             assert_eq!(kind, SendErrorKind::Disconnected, "round {round}");
             assert_eq!(check(msg.as_ref().expect("kept")), 1, "the message is kept");
         });

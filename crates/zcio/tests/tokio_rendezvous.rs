@@ -11,6 +11,8 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::time::Duration;
 
+use common::cancel::ends_after_kill;
+use common::ring::Rng;
 use common::{Kid, SockPath, STEP};
 use futures_core::Stream;
 use zcio::rendezvous::{
@@ -128,19 +130,16 @@ fn a_partner_killed_while_a_task_awaits_ends_it_with_disconnected() {
     let (_s, mut kid, ep) = serve("ardv-kill", "blocking-sender");
     runtime().block_on(async {
         let ep = AsyncRendezvous::new(ep).expect("async");
-        let killer = async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            kid.kill();
-            std::future::pending::<()>().await
-        };
-        let r = tokio::time::timeout(STEP, async {
-            tokio::select! {
-                r = ep.recv() => r,
-                _ = killer => unreachable!(),
-            }
-        })
-        .await
-        .expect("the kill wakes the task");
+        let after = Duration::from_millis(20);
+        let r = ends_after_kill(
+            "receive after kill",
+            after,
+            || {
+                kid.kill();
+            },
+            ep.recv(),
+        )
+        .await;
         assert_eq!(r.unwrap_err(), RendezvousRecvError::Disconnected);
         // And a send to the dead partner fails at once.
         assert_eq!(
@@ -148,6 +147,51 @@ fn a_partner_killed_while_a_task_awaits_ends_it_with_disconnected() {
             Err(RendezvousSendError::Disconnected)
         );
     });
+}
+
+/// Rounds of [`receives_cancelled_at_random_points_still_end_when_the_partner_is_killed`].
+const KILL_ROUNDS: u64 = 60;
+
+#[test]
+fn receives_cancelled_at_random_points_still_end_when_the_partner_is_killed() {
+    // Every receive is given up after at most 2 ms while the partner is
+    // killed at a random point: the task must still end with
+    // `Disconnected` (see the tokio doorbell's paced looks).
+    let mut rng = Rng::new(0x6a09_e667_f3bc_c909);
+    let mut cancelled = 0u64;
+    for round in 0..KILL_ROUNDS {
+        let (_s, mut kid, ep) = serve("ardv-kill-cancel", "blocking-sender");
+        let kill_after = Duration::from_micros(rng.below(20_000));
+        let spread = 1 + rng.below(2_000);
+        runtime().block_on(async {
+            let ep = AsyncRendezvous::new(ep).expect("async");
+            let receiving = async {
+                loop {
+                    let delay = Duration::from_micros(rng.below(spread));
+                    tokio::select! {
+                        r = ep.recv() => return r,
+                        _ = tokio::time::sleep(delay) => cancelled += 1,
+                    }
+                }
+            };
+            let what = format!("round {round}: receive after the kill");
+            let r = ends_after_kill(
+                &what,
+                kill_after,
+                || {
+                    kid.kill();
+                },
+                receiving,
+            )
+            .await;
+            assert_eq!(
+                r.unwrap_err(),
+                RendezvousRecvError::Disconnected,
+                "round {round}"
+            );
+        });
+    }
+    eprintln!("{KILL_ROUNDS} kills, {cancelled} receives cancelled");
 }
 
 // ------------------------------------------------------------------ children

@@ -11,6 +11,8 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::time::Duration;
 
+use common::cancel::ends_after_kill;
+use common::ring::Rng;
 use common::ring::{block, check_block, close, count, reader, writer, RingDir};
 use common::STEP;
 use futures_core::Stream;
@@ -218,17 +220,15 @@ fn a_consumer_killed_while_the_async_producer_waits_for_it_is_evicted() {
         }
         let b = block(i, 4000);
         let write = p.write(&b);
-        let kill = async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            r.kill();
-            std::future::pending::<()>().await
-        };
-        let done = bounded("write after the kill", async {
-            tokio::select! {
-                w = write => w,
-                _ = kill => unreachable!(),
-            }
-        })
+        let after = Duration::from_millis(20);
+        let done = ends_after_kill(
+            "write after the kill",
+            after,
+            || {
+                r.kill();
+            },
+            write,
+        )
         .await;
         assert_eq!(done.expect("the dead reader was evicted"), b.len());
         assert_eq!(p.producer().consumers(), 0);
@@ -238,38 +238,28 @@ fn a_consumer_killed_while_the_async_producer_waits_for_it_is_evicted() {
 /// Rounds of the two "cancelled at random points" kill tests.
 const KILL_ROUNDS: u64 = 40;
 
-/// A xorshift stream for the cancellation tests.
-fn rng(mut x: u64) -> impl FnMut() -> u64 {
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
-
 #[test]
 fn reads_cancelled_at_random_points_still_end_when_the_producer_is_killed() {
     // Every wait for the next block is given up after at most 2 ms, far
     // less than the 50 ms after which a waiter looks at a producer that
     // rings no bell: the look must come anyway (it used to restart with
     // each new wait, so a dead producer was never found).
-    let mut next = rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut cancelled = 0u64;
     for round in 0..KILL_ROUNDS {
         let (dir, name) = new_ring("aring-kill-cancel", 64 << 10);
         let c = consumer(&name);
         let mut w = writer(&dir, &name, 1000, 1, &[]);
         assert_eq!(w.ask("write 3"), "wrote total=3");
-        let kill_after = Duration::from_micros(next() % 100_000);
-        let spread = 1 + next() % 2_000;
+        let kill_after = Duration::from_micros(rng.below(100_000));
+        let spread = 1 + rng.below(2_000);
         runtime().block_on(async {
             let mut c = AsyncConsumer::new(c).expect("async");
             let mut buf = vec![0u8; 1 << 16];
             let mut read = 0u64;
             let reading = async {
                 loop {
-                    let delay = Duration::from_micros(next() % spread);
+                    let delay = Duration::from_micros(rng.below(spread));
                     tokio::select! {
                         r = c.read(&mut buf) => match r {
                             Ok(n) => {
@@ -282,17 +272,15 @@ fn reads_cancelled_at_random_points_still_end_when_the_producer_is_killed() {
                     }
                 }
             };
-            let killer = async {
-                tokio::time::sleep(kill_after).await;
-                w.kill();
-                std::future::pending::<()>().await
-            };
-            let e = bounded(&format!("round {round}: read after the kill"), async {
-                tokio::select! {
-                    e = reading => e,
-                    _ = killer => unreachable!(),
-                }
-            })
+            let what = format!("round {round}: read after the kill");
+            let e = ends_after_kill(
+                &what,
+                kill_after,
+                || {
+                    w.kill();
+                },
+                reading,
+            )
             .await;
             assert!(
                 matches!(e, ReadError::Disconnected { .. }),
@@ -306,14 +294,14 @@ fn reads_cancelled_at_random_points_still_end_when_the_producer_is_killed() {
 
 #[test]
 fn writes_cancelled_at_random_points_still_end_when_the_reader_is_killed() {
-    let mut next = rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
     let mut cancelled = 0u64;
     for round in 0..KILL_ROUNDS {
         let (dir, name) = new_ring("aring-evict-cancel", 16 << 10);
         let p = Producer::attach(RingMap::open(&name, true).expect("open")).expect("producer");
         let (mut r, _slot) = reader(&dir, &name, &[("FIRST", "0"), ("PAUSED", "1")]);
-        let kill_after = Duration::from_micros(next() % 100_000);
-        let spread = 1 + next() % 2_000;
+        let kill_after = Duration::from_micros(rng.below(100_000));
+        let spread = 1 + rng.below(2_000);
         runtime().block_on(async {
             let mut p = AsyncProducer::new(p).expect("async");
             let mut i = 0;
@@ -323,24 +311,22 @@ fn writes_cancelled_at_random_points_still_end_when_the_reader_is_killed() {
             let b = block(i, 4000);
             let writing = async {
                 loop {
-                    let delay = Duration::from_micros(next() % spread);
+                    let delay = Duration::from_micros(rng.below(spread));
                     tokio::select! {
                         w = p.write(&b) => return w,
                         _ = tokio::time::sleep(delay) => cancelled += 1,
                     }
                 }
             };
-            let killer = async {
-                tokio::time::sleep(kill_after).await;
-                r.kill();
-                std::future::pending::<()>().await
-            };
-            let done = bounded(&format!("round {round}: write after the kill"), async {
-                tokio::select! {
-                    w = writing => w,
-                    _ = killer => unreachable!(),
-                }
-            })
+            let what = format!("round {round}: write after the kill");
+            let done = ends_after_kill(
+                &what,
+                kill_after,
+                || {
+                    r.kill();
+                },
+                writing,
+            )
             .await;
             assert_eq!(done.expect("the dead reader was evicted"), b.len());
         });

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+#[cfg(not(loom))]
+pub mod cancel;
 pub mod ring;
 
 pub use zcio_testkit::*;
