@@ -151,3 +151,18 @@ pub mod internals {
         pub use crate::sync::*;
     }
 }
+
+/// The guides' Rust snippets, compiled (and, unless marked `no_run`, run)
+/// as doctests by `cargo test`, so a guide cannot drift from the API.
+/// Snippets that quote an example program are marked `ignore` and checked
+/// against that program by `tests/guides.rs` instead.
+#[cfg(doctest)]
+mod guides {
+    #[doc = include_str!("../../../README.md")]
+    mod readme {}
+    #[doc = include_str!("../../../docs/transfer.md")]
+    mod transfer {}
+    #[cfg(feature = "tokio")]
+    #[doc = include_str!("../../../docs/async-rust.md")]
+    mod async_rust {}
+}
