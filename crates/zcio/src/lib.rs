@@ -162,6 +162,10 @@ mod guides {
     mod readme {}
     #[doc = include_str!("../../../docs/transfer.md")]
     mod transfer {}
+    #[doc = include_str!("../../../docs/rings.md")]
+    mod rings {}
+    #[doc = include_str!("../../../docs/async.md")]
+    mod async_ipc {}
     #[cfg(feature = "tokio")]
     #[doc = include_str!("../../../docs/async-rust.md")]
     mod async_rust {}
