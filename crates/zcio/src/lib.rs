@@ -169,4 +169,10 @@ mod guides {
     #[cfg(feature = "tokio")]
     #[doc = include_str!("../../../docs/async-rust.md")]
     mod async_rust {}
+    #[cfg(feature = "semantics")]
+    #[doc = include_str!("../../../docs/semantics.md")]
+    mod semantics {}
+    #[cfg(feature = "typed")]
+    #[doc = include_str!("../../../docs/typed-messages.md")]
+    mod typed_messages {}
 }
