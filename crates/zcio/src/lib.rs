@@ -169,6 +169,12 @@ mod guides {
     #[cfg(feature = "tokio")]
     #[doc = include_str!("../../../docs/async-rust.md")]
     mod async_rust {}
+    #[cfg(all(feature = "splice", feature = "zstd", feature = "dynamic-modules"))]
+    #[doc = include_str!("../../../docs/splice.md")]
+    mod splice {}
+    #[cfg(all(feature = "splice", feature = "zstd", feature = "dynamic-modules"))]
+    #[doc = include_str!("../../../docs/modules.md")]
+    mod modules {}
     #[cfg(feature = "semantics")]
     #[doc = include_str!("../../../docs/semantics.md")]
     mod semantics {}
