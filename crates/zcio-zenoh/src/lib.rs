@@ -55,3 +55,9 @@ pub use import::{
 pub use stats::{Counters, Stats};
 /// The Zenoh crate this bridge is built on (its `Session`, `Config`).
 pub use zenoh;
+
+/// The bridge guide's Rust snippet, compiled by `cargo test` (`no_run`: it
+/// listens on a network) so the guide cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/bridge.md")]
+mod guide {}
