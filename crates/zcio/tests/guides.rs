@@ -50,7 +50,11 @@ fn blocks(text: &str) -> Vec<Block> {
                 info: info.trim().to_string(),
                 line: start + 1,
                 body,
-                before: if start > 0 { lines[start - 1].to_string() } else { String::new() },
+                before: if start > 0 {
+                    lines[start - 1].to_string()
+                } else {
+                    String::new()
+                },
             });
         }
         i += 1;
@@ -122,9 +126,19 @@ fn the_checker_finds_quotations_and_what_they_miss() {
     let src = "fn a() {\n    let x = 1;\n    let y = 2;\n}\n";
     let q = |s: &[&str]| s.iter().map(|l| l.to_string()).collect::<Vec<_>>();
     assert_eq!(missing_line(&q(&["let x = 1;", "// …", "}"]), src), None);
-    assert_eq!(missing_line(&q(&["let y = 2;", "let x = 1;"]), src), Some("let x = 1;".into()));
-    let b = blocks("text\n<!-- excerpt: x.rs -->\n```rust,ignore\nlet x = 1;\n```\n```\nplain\n```\n");
+    assert_eq!(
+        missing_line(&q(&["let y = 2;", "let x = 1;"]), src),
+        Some("let x = 1;".into())
+    );
+    let b =
+        blocks("text\n<!-- excerpt: x.rs -->\n```rust,ignore\nlet x = 1;\n```\n```\nplain\n```\n");
     assert_eq!(b.len(), 2);
-    assert_eq!((b[0].info.as_str(), b[0].before.as_str()), ("rust,ignore", "<!-- excerpt: x.rs -->"));
-    assert_eq!((b[1].info.as_str(), b[1].body.as_slice()), ("", &["plain".to_string()][..]));
+    assert_eq!(
+        (b[0].info.as_str(), b[0].before.as_str()),
+        ("rust,ignore", "<!-- excerpt: x.rs -->")
+    );
+    assert_eq!(
+        (b[1].info.as_str(), b[1].body.as_slice()),
+        ("", &["plain".to_string()][..])
+    );
 }

@@ -200,6 +200,11 @@ pub(crate) struct Core {
     /// Faults detected, one per kind (latest detail).
     faults: Mutex<Vec<PeerFault>>,
     pub counters: Counters,
+    /// Slices received on this end that are still alive here (counted as
+    /// they are built, uncounted by the one release or retire each ends
+    /// with): while any is, closing must not hang up, or the originator
+    /// would take us for dead and reuse what we still read.
+    received_held: AtomicU64,
     pub me: Weak<Core>,
     /// Sleep handle on the notice ring we consume (multi-channel waits).
     notice_sleep: SleepHandle,
@@ -348,6 +353,7 @@ impl Core {
             trusted: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
             counters: Counters::default(),
+            received_held: AtomicU64::new(0),
             me: me.clone(),
             notice_sleep,
             msg_sleep,
@@ -587,6 +593,10 @@ impl Core {
             Some(me) if self.peer_holds_any() && !self.is_gone() => {
                 crate::channel::linger::linger(me)
             }
+            // We still read slices the peer lent us: a hang-up now would
+            // tell it we are gone. The socket closes with this core, when
+            // the last of them is dropped.
+            _ if self.holds_received() => {}
             // Nothing of ours is held: hang up now, as dropping the last
             // reference would (the peer's polls see it, its socket writes
             // fail with EPIPE).
@@ -1012,8 +1022,26 @@ impl Drop for NoticeBatch {
 /// Most spare received-slice cores a channel end keeps.
 const SPARE_MAX: usize = 1024;
 
+impl Core {
+    /// A received slice was built (the receive path, once per slice).
+    pub(crate) fn received_one(&self) {
+        self.received_held.fetch_add(1, LocalOrdering::Relaxed);
+    }
+
+    /// A received slice ended (its one release or retire).
+    fn received_gone(&self) {
+        self.received_held.fetch_sub(1, LocalOrdering::Release);
+    }
+
+    /// Whether slices received here are still alive.
+    pub(crate) fn holds_received(&self) -> bool {
+        self.received_held.load(LocalOrdering::Acquire) > 0
+    }
+}
+
 impl ReleaseSink for Core {
     fn release_recycle(&self, token: u64, core: Arc<BufCore>) {
+        self.received_gone();
         self.send_notice_recycle(token, wire::NOTICE_RELEASED, Some(core));
     }
 
@@ -1039,10 +1067,12 @@ impl ReleaseSink for Core {
     }
 
     fn release(&self, token: u64) {
+        self.received_gone();
         self.send_notice(token, wire::NOTICE_RELEASED);
     }
 
     fn retire(&self, token: u64) {
+        self.received_gone();
         Counters::bump(&self.counters.retire_notices_sent);
         self.send_notice(token, wire::NOTICE_RETIRED);
     }

@@ -224,4 +224,30 @@ mod tests {
         until("the lingering end is dropped", || core.strong_count() == 0);
         drop((held, b));
     }
+
+    #[test]
+    fn a_receiver_closing_while_it_reads_lent_buffers_does_not_pass_for_dead() {
+        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let p = pool();
+        send8(&a, &p);
+        let held: Vec<_> = (0..8).map(|_| b.recv().unwrap()).collect();
+        drop(b);
+        // The receiver closed its end but still reads the 8 slices: the
+        // originator must neither take it for dead nor reuse them.
+        assert!(
+            a.check_peer(),
+            "a close while holding lent slices is no hang-up"
+        );
+        assert_eq!(p.stats().buffers_in_use, 8);
+        assert!(held
+            .iter()
+            .enumerate()
+            .all(|(i, m)| m.to_vec() == [i as u8; 1024]));
+        drop(held);
+        until("the slices come back", || {
+            a.reclaim();
+            p.stats().buffers_in_use == 0
+        });
+        assert_eq!(p.stats().buffers_retired, 0, "returned, not retired");
+    }
 }

@@ -209,6 +209,7 @@ impl Core {
                         self.notice_tokens(&descs[i..]);
                         return Err(Malformed::BadControl);
                     };
+                    self.received_one();
                     let buf = Fbuf::received(
                         region,
                         d.offset as usize,
