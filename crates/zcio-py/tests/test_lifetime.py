@@ -7,6 +7,8 @@ import ctypes
 import gc
 import io
 import json
+import os
+import time
 
 import numpy as np
 import pytest
@@ -132,3 +134,60 @@ def test_multi_slice_message_exports_one_copy():
     mv2 = memoryview(m)
     assert bytes(mv1) == bytes(mv2) == m.tobytes()
     assert mv1.tobytes()[-16:] == np.array([1, 2, 3, 4], dtype=np.int32).tobytes()
+
+
+def _resources() -> tuple[int, int, int]:
+    """This process's open descriptors, shared mappings and their bytes."""
+    fds = len(os.listdir("/proc/self/fd"))
+    n = size = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            rng, perms = line.split()[:2]
+            if perms.endswith("s"):
+                a, b = (int(x, 16) for x in rng.split("-"))
+                n += 1
+                size += b - a
+    return fds, n, size
+
+
+def _settled(want=None) -> tuple[int, int, int]:
+    """The same figures twice 100 ms apart (closed ends go on their own
+    thread), and at most `want`; bounded."""
+    last = _resources()
+    for _ in range(200):
+        time.sleep(0.1)
+        now = _resources()
+        if now == last and (want is None or all(x <= w for x, w in zip(now, want))):
+            return now
+        last = now
+    pytest.fail(f"not settled: now {last}, wanted at most {want}")
+
+
+def test_closing_channels_with_messages_in_flight_leaks_nothing(sock_path, child):
+    # 300 channels, each: connect, send 8 × 1 KiB from a pool of its own,
+    # close channel and pool without waiting for the reader, who reads
+    # them before or after the close: descriptors and shared mappings of
+    # this process come back to where they were.
+    n, warm, msgs = 300, 5, 8
+    c = child(kids.recv_channels, sock_path, n + warm, msgs)
+
+    def one() -> None:
+        ch = zcio.Channel.connect(sock_path, timeout=T)
+        pool = zcio.Pool("leak", chunk_size=64 << 10, max_chunks=1, populate=False)
+        for i in range(msgs):
+            buf = pool.alloc(1024, timeout=T)
+            memoryview(buf)[:] = bytes([i]) * 1024
+            ch.send(buf, timeout=T)
+            del buf
+        ch.close()
+        del ch, pool
+        gc.collect()
+
+    for _ in range(warm):
+        one()
+    base = _settled()
+    for _ in range(n):
+        one()
+    c.join_ok()
+    after = _settled(base)
+    print(f"fds, shared mappings, mapped bytes: before {base}, after {after}")

@@ -490,3 +490,19 @@ def typed_sender(path: str) -> None:
         ch.send(head + bytes(raw), timeout=TIMEOUT)
         ch.send(head + bytes(8), timeout=TIMEOUT)
         assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def recv_channels(path: str, n: int, msgs: int) -> None:
+    """Accept `n` channels one after the other; read each one's `msgs`
+    messages (whenever they come: before or after the sender closed), then
+    its end (Disconnected), then close it."""
+    with zcio.Listener(path) as lst:
+        for _ in range(n):
+            with lst.accept(timeout=TIMEOUT) as ch:
+                for i in range(msgs):
+                    assert ch.recv(timeout=TIMEOUT).tobytes() == bytes([i]) * 1024
+                try:
+                    ch.recv(timeout=TIMEOUT)
+                    raise AssertionError("more messages than sent")
+                except zcio.Disconnected:
+                    pass
