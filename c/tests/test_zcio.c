@@ -301,6 +301,31 @@ static int role_chan_rounds(char **a) {
     return rc == -EPIPE ? 0 : child_fail("chan-rounds", "waiting for the receiver to close", rc);
 }
 
+/* chan-drain SOCK COUNT: listen; COUNT times accept a channel, read its 8
+ * blocks of 1 KiB (before or after the sender closed: whenever they come),
+ * wait for its end (-EPIPE) and close it. */
+static int role_chan_drain(char **a) {
+    zcio_listener *l;
+    int rc = zcio_listen(a[0], &l);
+    if (rc < 0) return child_fail("chan-drain", "listen", rc);
+    uint64_t count = strtoull(a[1], NULL, 10);
+    for (uint64_t c = 0; c < count; c++) {
+        zcio_channel *ch;
+        if ((rc = zcio_accept(l, 20000, &ch)) < 0) return child_fail("chan-drain", "accept", rc);
+        for (int i = 0; i < 8; i++) {
+            zcio_msg *m;
+            if ((rc = zcio_recv(ch, 20000, &m)) < 0) return child_fail("chan-drain", "recv", rc);
+            zcio_msg_release(m);
+        }
+        zcio_msg *m;
+        rc = zcio_recv(ch, 20000, &m);
+        zcio_channel_close(ch);
+        if (rc != -EPIPE) return child_fail("chan-drain", "waiting for the sender's close", rc);
+    }
+    zcio_listener_close(l);
+    return 0;
+}
+
 /* chan-hang SOCK COUNT: connect, send blocks 0..COUNT-1, then receive
  * nothing and stay until killed (the watchdog ends a forgotten one). */
 static int role_chan_hang(char **a) {
@@ -432,6 +457,7 @@ static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "lane-die") == 0 && n == 1) return role_lane(a, 1);
     if (strcmp(role, "chan-rounds") == 0 && n == 2) return role_chan_rounds(a);
     if (strcmp(role, "chan-hang") == 0 && n == 2) return role_chan_hang(a);
+    if (strcmp(role, "chan-drain") == 0 && n == 2) return role_chan_drain(a);
     fprintf(stderr, "unknown child role %s\n", role);
     return 2;
 }
@@ -1052,6 +1078,84 @@ static int test_chan_release_returns_buffer(void) {
     return 0;
 }
 
+/* Descriptors and shared mappings (count, bytes) of this process. */
+static void resources(long out[3]) {
+    out[0] = out[1] = out[2] = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        while (readdir(d)) out[0]++;
+        closedir(d);
+    }
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3 && perms[3] == 's') {
+            out[1]++;
+            out[2] += (long)(b - a);
+        }
+    }
+    fclose(f);
+}
+
+/* The same figures twice 100 ms apart (closed ends go on their own thread)
+ * and at most `want` (NULL: any); bounded (20 s). */
+static int settled(long now[3], const long *want) {
+    long last[3];
+    resources(last);
+    for (int i = 0; i < 200; i++) {
+        struct timespec t = {0, 100 * 1000 * 1000};
+        nanosleep(&t, NULL);
+        resources(now);
+        int same = memcmp(now, last, sizeof last) == 0;
+        int within = !want || (now[0] <= want[0] && now[1] <= want[1] && now[2] <= want[2]);
+        if (same && within) return 1;
+        memcpy(last, now, sizeof last);
+    }
+    return 0;
+}
+
+/* Closing a channel (and destroying its pool) with messages in flight frees
+ * it: 300 channels, 8 x 1 KiB each, read by the peer before or after the
+ * close; descriptors and shared mappings come back to where they were. */
+static int one_closed_channel(const char *sock) {
+    zcio_channel *ch;
+    CHECK_OK(connect_retry(sock, &ch));
+    zcio_pool *pool;
+    CHECK_OK(zcio_pool_create("ctest-close", 64 << 10, 1, &pool));
+    for (int i = 0; i < 8; i++) {
+        zcio_buf *buf;
+        CHECK_OK(zcio_buf_alloc(pool, 1024, &buf));
+        memset(zcio_buf_data(buf), i, 1024);
+        CHECK_OK(zcio_send(ch, buf, -1));
+    }
+    zcio_channel_close(ch);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
+static int test_chan_close_leaks_nothing(void) {
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "close.sock");
+    const int warm = 5, n = 300;
+    char count[16];
+    snprintf(count, sizeof count, "%d", warm + n);
+    pid_t p = spawn("chan-drain", sock, count, NULL);
+    for (int i = 0; i < warm; i++)
+        if (one_closed_channel(sock)) return 1;
+    long base[3], after[3];
+    if (!settled(base, NULL)) FAILF("the baseline never settled");
+    for (int i = 0; i < n; i++)
+        if (one_closed_channel(sock)) return 1;
+    CHECK_CHILD(p, 0);
+    if (!settled(after, base))
+        FAILF("fds, shared mappings, bytes: before %ld %ld %ld, after %ld %ld %ld", base[0],
+              base[1], base[2], after[0], after[1], after[2]);
+    return 0;
+}
+
 /* Huge pages: a pool reports the system's setting and how many of its chunk
  * bytes are mapped with huge pages; NULL arguments are refused. */
 static int test_pool_huge_pages(void) {
@@ -1601,6 +1705,7 @@ static const struct test tests[] = {
     {"chan_secured", test_chan_secured},
     {"chan_sender_killed", test_chan_sender_killed},
     {"chan_release_returns_buffer", test_chan_release_returns_buffer},
+    {"chan_close_leaks_nothing", test_chan_close_leaks_nothing},
     {"chan_timeouts", test_chan_timeouts},
     {"pool_huge_pages", test_pool_huge_pages},
     {"chan_forward", test_chan_forward},
