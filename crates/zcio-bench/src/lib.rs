@@ -32,10 +32,12 @@
 
 pub mod affinity;
 pub mod asyncb;
+#[cfg(feature = "bridge")]
 pub mod bridge;
 pub mod checksum;
 pub mod child;
 pub mod clock;
+pub mod containers;
 pub mod cpu;
 pub mod driver;
 pub mod fds;

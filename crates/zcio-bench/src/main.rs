@@ -8,9 +8,11 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+#[cfg(feature = "bridge")]
+use zcio_bench::bridge;
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, bridge, ring, roles, semantics, splice, tokiob, transfer};
+use zcio_bench::{asyncb, containers, ring, roles, semantics, splice, tokiob, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,6 +30,7 @@ use zcio_bench::{asyncb, bridge, ring, roles, semantics, splice, tokiob, transfe
         zcio-bench semantics --quick         # the eight buffering semantics vs pipe, socket, memcpy\n  \
         zcio-bench tokio --quick             # async channels on tokio vs tokio's UnixStream\n  \
         zcio-bench bridge --quick            # zcio rings across hosts through Zenoh vs Zenoh, TCP\n  \
+        zcio-bench containers --quick        # rings between PID / network namespaces vs within one\n  \
         zcio-bench transfer --help           # the options of one benchmark"
 )]
 struct Cli {
@@ -171,9 +174,9 @@ enum Cmd {
     /// CLOCK_MONOTONIC stamps), and fan-out to 4 receivers on B (bytes on
     /// the link against the payload, CPU of everything on B). Checks the
     /// targets of issue 25. Needs the `zcio` binary (`cargo build --release
-    /// -p zcio-cli`).
+    /// -p zcio-cli`) and this binary built with `--features bridge` (Zenoh).
     #[command(after_help = "Examples:\n  \
-        cargo build --release -p zcio-cli -p zcio-bench\n  \
+        cargo build --release -p zcio-cli && cargo build --release -p zcio-bench --features bridge\n  \
         zcio-bench bridge --quick                       # 64 B, 64 KiB, 1 MiB, one run: about a minute\n  \
         zcio-bench bridge                               # 64 B … 16 MiB, median of 3 interleaved runs\n  \
         zcio-bench bridge --parts latency --sizes 64,4K --reps 5\n  \
@@ -181,6 +184,23 @@ enum Cmd {
         zcio-bench bridge --quick --no-veth             # host A and B on loopback\n  \
         zcio-bench bridge --quick --format json --out bridge.json --svg bridge.svg")]
     Bridge(BridgeArgs),
+    /// zcio between namespaces (containers) vs within one.
+    ///
+    /// (a) `zcio pipe put` here → an 8 MiB ring → `zcio pipe get` here or in
+    /// a new PID namespace (`unshare --pid --fork --mount-proc`):
+    /// throughput and the reader's CPU per MiB, every byte checked; (b) a
+    /// tokio ring consumer here or in a new network namespace, woken by
+    /// its named bell for one block every 2 ms: one-way latency p50/p99.
+    /// Runs interleaved, medians. Needs root (or the right to unshare;
+    /// otherwise those rows say why they were skipped) and the `zcio`
+    /// binary (`cargo build --release -p zcio-cli`).
+    #[command(after_help = "Examples:\n  \
+        cargo build --release -p zcio-cli -p zcio-bench\n  \
+        zcio-bench containers --quick                  # 128 MiB, 300 wakes, 3 runs per point\n  \
+        zcio-bench containers                          # 512 MiB, 2000 wakes, 5 runs per point\n  \
+        zcio-bench containers --reps 7 --zcio ./target/release/zcio\n  \
+        zcio-bench containers --quick --format json --out containers.json --svg containers.svg")]
+    Containers(ContainersArgs),
 }
 
 /// Output options shared by the benchmarks.
@@ -378,6 +398,23 @@ struct SemanticsArgs {
     /// set ZCIO_CALIBRATION for the run.
     #[arg(long, value_name = "fresh|current|builtin")]
     model: Option<String>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+#[derive(Args, Debug)]
+struct ContainersArgs {
+    /// A short run (well under a minute): 128 MiB through the pipe, 300
+    /// wakes, 3 interleaved runs per point.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per point, interleaved; the median is reported (default 5;
+    /// --quick 3).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// The zcio binary [default: target/release/zcio beside this one].
+    #[arg(long)]
+    zcio: Option<PathBuf>,
     #[command(flatten)]
     out: OutArgs,
 }
@@ -673,6 +710,16 @@ fn tokio_cmd(a: TokioArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("tokio")).map_err(Failure::Run)
 }
 
+#[cfg(not(feature = "bridge"))]
+fn bridge_cmd(_: BridgeArgs) -> Result<(), Failure> {
+    Err(Failure::Input(
+        "this zcio-bench was built without the `bridge` feature (it pulls in Zenoh): run \
+         `cargo run --release -p zcio-bench --features bridge -- bridge …`"
+            .into(),
+    ))
+}
+
+#[cfg(feature = "bridge")]
 fn bridge_cmd(a: BridgeArgs) -> Result<(), Failure> {
     let zcio = a.zcio.unwrap_or_else(splice::default_zcio);
     input(splice::check_zcio(&zcio))?;
@@ -711,6 +758,24 @@ fn bridge_cmd(a: BridgeArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("bridge")).map_err(Failure::Run)
 }
 
+fn containers_cmd(a: ContainersArgs) -> Result<(), Failure> {
+    let zcio = a.zcio.unwrap_or_else(splice::default_zcio);
+    let mut opts = if a.quick {
+        containers::Options::quick(zcio)
+    } else {
+        containers::Options::full(zcio)
+    };
+    if let Some(r) = a.reps {
+        opts.reps = input(if (1..=100).contains(&r) {
+            Ok(r)
+        } else {
+            Err(format!("--reps {r}: give 1 to 100 runs per point"))
+        })?;
+    }
+    let bench = containers::ContainersBench::new(opts).map_err(Failure::Input)?;
+    driver::run(&bench, &a.out.output("containers")).map_err(Failure::Run)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(code) = roles::dispatch(&args) {
@@ -724,6 +789,7 @@ fn main() {
         Cmd::Semantics(a) => semantics_cmd(a),
         Cmd::Tokio(a) => tokio_cmd(a),
         Cmd::Bridge(a) => bridge_cmd(a),
+        Cmd::Containers(a) => containers_cmd(a),
     };
     match res {
         Ok(()) => {}

@@ -6,21 +6,25 @@
 //! maps the argument to the family, so that no lower module needs to know
 //! the families.
 
-use crate::{asyncb, bridge, ring, semantics, splice, tokiob, transfer};
+#[cfg(feature = "bridge")]
+use crate::bridge;
+use crate::{asyncb, containers, ring, semantics, splice, tokiob, transfer};
 
 /// A family's child entry point: the arguments after its hidden argument
 /// in, the process exit code out.
 pub type ChildMain = fn(&[String]) -> i32;
 
 /// The hidden first arguments and the child entry points they select.
-pub const ROLES: [(&str, ChildMain); 7] = [
+pub const ROLES: &[(&str, ChildMain)] = &[
+    #[cfg(feature = "bridge")]
+    (bridge::CHILD_ARG, bridge::child_main),
     (transfer::CHILD_ARG, transfer::child_main),
     (ring::CHILD_ARG, ring::child_main),
     (asyncb::CHILD_ARG, asyncb::child_main),
     (splice::CHILD_ARG, splice::child_main),
     (semantics::CHILD_ARG, semantics::child_main),
     (tokiob::CHILD_ARG, tokiob::child_main),
-    (bridge::CHILD_ARG, bridge::child_main),
+    (containers::CHILD_ARG, containers::child_main),
 ];
 
 /// If `args` (the process's arguments, program name first) make this
