@@ -13,9 +13,10 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// The benchmark families (layer 2); [`TOP`] is layer 3, every other
 /// module a helper (layer 1).
-const FAMILIES: [&str; 7] = [
+const FAMILIES: [&str; 8] = [
     "asyncb",
     "bridge",
+    "containers",
     "ring",
     "semantics",
     "splice",

@@ -21,12 +21,14 @@
 //!    [`driver`] (the one [`driver::Bench`] loop) and [`iox`] (the iceoryx2
 //!    baseline transport). They know no benchmark.
 //! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`asyncb`],
-//!    [`semantics`], [`splice`], [`tokiob`], [`bridge`]. Each owns its
+//!    [`semantics`], [`splice`], [`tokiob`], [`containers`], `bridge` (feature
+//!    `bridge`: Zenoh). Each owns its
 //!    options, jobs, child argument, spec and child entry point, rows,
 //!    tables and plot (its data, drawn by [`plot`]). A family uses another
 //!    only in one direction: [`transfer`] uses the rendezvous connect of
-//!    [`asyncb`]; [`bridge`] uses [`splice`]'s network namespaces, process
-//!    handling and `zcio` binary, and [`ring`]'s ring guard.
+//!    [`asyncb`]; `bridge` uses [`splice`]'s network namespaces, process
+//!    handling and `zcio` binary, and [`ring`]'s ring guard; [`containers`]
+//!    uses [`splice`]'s `zcio` binary check.
 //! 3. **Dispatch** — [`roles`]: which family's child a hidden argument runs
 //!    (and `main.rs`, the command line).
 
