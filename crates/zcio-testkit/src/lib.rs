@@ -143,8 +143,29 @@ impl Kid {
         args: &[(&str, String)],
         adjust: impl FnOnce(&mut Command),
     ) -> std::io::Result<Kid> {
+        Self::try_spawn_under(&[], entry, role, args, adjust)
+    }
+
+    /// As [`Kid::try_spawn_with`], the child run by the command `prefix`
+    /// (e.g. `unshare --pid --fork --kill-child`: a child in namespaces of
+    /// its own; killing the kid kills the prefix's process, which must take
+    /// the child with it).
+    pub fn try_spawn_under(
+        prefix: &[&str],
+        entry: &str,
+        role: &str,
+        args: &[(&str, String)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> std::io::Result<Kid> {
         let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
+        let mut cmd = match prefix.split_first() {
+            Some((prog, rest)) => {
+                let mut c = Command::new(prog);
+                c.args(rest).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         cmd.args([
             entry,
             "--exact",

@@ -9,7 +9,13 @@
 //! - A tokio consumer there reads every block of a producer here, one
 //!   block at a time (it sleeps on its bell before each), then the end.
 //!
-//! Skipped with a printed reason where a network namespace cannot be made.
+//! - A channel and a rendezvous between this process and a child in new
+//!   PID, mount, network and IPC namespaces (`unshare --pid --fork
+//!   --mount-proc --net --ipc --kill-child`), sharing only the socket path's
+//!   directory: every byte arrives, and kill -9 of the child ends the
+//!   waiting side with `Disconnected`, not a hang.
+//!
+//! Skipped with a printed reason where the namespaces cannot be made.
 //! Requires the `tokio` feature (the async suites run with it).
 
 #![cfg(feature = "tokio")]
@@ -20,8 +26,11 @@ use std::os::unix::process::CommandExt;
 
 use common::ring::{block_of, check_block, child_ring_dir, RingDir};
 use common::STEP;
+use common::{Kid, SockPath};
 use zcio::internals::bell::{NamedBell, Ringer};
+use zcio::rendezvous::{Message, Rendezvous, RendezvousListener, RendezvousRecvError};
 use zcio::ring::{Consumer, Layout, Options, Overflow, Producer, RingMap, Start};
+use zcio::{Channel, ChannelConfig, Listener};
 
 /// Why a network namespace cannot be made here, if it cannot.
 fn cannot_unshare_net() -> Option<String> {
@@ -114,6 +123,121 @@ fn a_tokio_consumer_in_another_network_namespace_reads_every_block() {
     drop(p);
     assert_eq!(kid.expect("end"), "100");
     kid.finish();
+}
+
+/// Every namespace a container has of its own but the file system.
+const CONTAINER: [&str; 7] = [
+    "unshare",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--net",
+    "--ipc",
+    "--kill-child",
+];
+
+/// Why a container's namespaces cannot be made here, if they cannot.
+fn cannot_make_container() -> Option<String> {
+    match std::process::Command::new(CONTAINER[0])
+        .args(&CONTAINER[1..])
+        .arg("true")
+        .output()
+    {
+        Err(e) => Some(format!("unshare not runnable: {e}")),
+        Ok(o) if !o.status.success() => Some(format!(
+            "unshare {} refused: {}",
+            CONTAINER[1..].join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => None,
+    }
+}
+
+macro_rules! skip_without_container {
+    () => {
+        if let Some(why) = cannot_make_container() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+fn in_container(entry: &str, role: &str, sock: &SockPath) -> Kid {
+    Kid::try_spawn_under(&CONTAINER, entry, role, &[("SOCK", sock.arg())], |_| {})
+        .expect("spawn in a container")
+}
+
+#[test]
+fn a_channel_to_a_container_carries_every_byte_and_sees_its_death() {
+    skip_without_container!();
+    let sock = SockPath::new("ct-chan");
+    let l = Listener::bind(sock.path(), ChannelConfig::default()).expect("bind");
+    let mut kid = in_container("child_channel", "ct-channel", &sock);
+    let ch = l.accept_timeout(STEP).expect("accept");
+    kid.send("send 64");
+    for i in 0..64u64 {
+        let m = ch.recv_timeout(STEP).expect("recv");
+        let v = m.to_vec();
+        assert_eq!(v.len(), 64 << 10);
+        assert_eq!(common::first_mismatch(&v, i, 0), None, "message {i}");
+    }
+    assert_eq!(kid.expect("sent"), "64");
+    // Now the container dies while we wait for more.
+    kid.kill();
+    let e = ch.recv_timeout(STEP).unwrap_err();
+    assert!(e.is_disconnected(), "{e}");
+}
+
+#[test]
+fn a_rendezvous_with_a_container_answers_calls_and_sees_its_death() {
+    skip_without_container!();
+    let sock = SockPath::new("ct-rdv");
+    let l = RendezvousListener::bind(sock.path()).expect("bind");
+    let mut kid = in_container("child_rendezvous", "ct-rendezvous", &sock);
+    let ep = l.accept_timeout(STEP).expect("accept");
+    for i in 0..100u64 {
+        let m = ep.recv().expect("call");
+        assert_eq!(m.words, [i]);
+        ep.send(&Message::new(2, &[i * 2])).expect("answer");
+    }
+    assert_eq!(kid.expect("called"), "100");
+    kid.kill();
+    assert!(matches!(ep.recv(), Err(RendezvousRecvError::Disconnected)));
+}
+
+#[test]
+#[ignore = "child process entry point"]
+fn child_channel() {
+    if common::child_role("ct-channel").is_none() {
+        return;
+    }
+    let ch = Channel::connect(common::arg("SOCK"), ChannelConfig::default()).expect("connect");
+    let pool = common::small_pool("ct-channel", 1 << 20, 4);
+    let n = common::count_arg(&common::command().expect("a command"), "send");
+    for i in 0..n as u64 {
+        let mut b = pool.alloc_timeout(64 << 10, STEP).expect("alloc");
+        common::fill(b.as_mut_slice(), i, 0);
+        ch.send(zcio::Msg::from(b.freeze().expect("freeze")))
+            .expect("send");
+    }
+    common::report(format_args!("sent {n}"));
+    // Stay (holding the buffers' region) until killed.
+    while common::command().is_some() {}
+}
+
+#[test]
+#[ignore = "child process entry point"]
+fn child_rendezvous() {
+    if common::child_role("ct-rendezvous").is_none() {
+        return;
+    }
+    let ep = Rendezvous::connect(common::arg("SOCK")).expect("connect");
+    for i in 0..100u64 {
+        let r = ep.call(&Message::new(1, &[i])).expect("call");
+        assert_eq!(r.words, [i * 2]);
+    }
+    common::report("called 100");
+    while common::command().is_some() {}
 }
 
 #[test]

@@ -4,7 +4,6 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::io::Errno;
-use rustix::net::sockopt;
 use rustix::process::{pidfd_open, Pid, PidfdFlags};
 
 /// Credentials of the process at the other end of a Unix socket, as the
@@ -12,7 +11,9 @@ use rustix::process::{pidfd_open, Pid, PidfdFlags};
 /// claims them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerCred {
-    /// Process id.
+    /// Process id, as this process's PID namespace sees it: 0 when the
+    /// peer lives in a PID namespace this one cannot see into (another
+    /// container); nothing here relies on it for liveness.
     pub pid: i32,
     /// Effective user id.
     pub uid: u32,
@@ -20,13 +21,39 @@ pub struct PeerCred {
     pub gid: u32,
 }
 
-/// Read `SO_PEERCRED` from a connected Unix socket.
+/// Read `SO_PEERCRED` from a connected Unix socket. The kernel reports
+/// pid 0 for a peer in a PID namespace we cannot see (a container); that
+/// is a valid answer, not an error (rustix's wrapper refuses it, hence the
+/// raw call).
 pub fn peer_cred(sock: impl AsFd) -> Result<PeerCred, Errno> {
-    let c = sockopt::socket_peercred(sock)?;
+    use std::os::fd::AsRawFd;
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid descriptor, and `c`/`len` are valid for writes of
+    // the size passed; the kernel writes at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+    }
+    if len as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(Errno::PROTO);
+    }
     Ok(PeerCred {
-        pid: c.pid.as_raw_nonzero().get(),
-        uid: c.uid.as_raw(),
-        gid: c.gid.as_raw(),
+        pid: c.pid,
+        uid: c.uid,
+        gid: c.gid,
     })
 }
 
