@@ -82,6 +82,10 @@ pub trait Bench {
     fn same_point(a: &Self::Row, b: &Self::Row) -> bool;
     /// What the median of the repetitions is taken by (e.g. GB/s).
     fn rank(row: &Self::Row) -> f64;
+    /// Record on a median row how far apart its point's runs were: the
+    /// slowest run's `rank` ÷ the fastest's, ≥ 1 (only with several runs);
+    /// nothing by default.
+    fn set_spread(_row: &mut Self::Row, _spread: f64) {}
     /// Fill in columns that compare rows, after the medians.
     fn derive(&self, _rows: &mut [Self::Row]) {}
     /// The targets checked on the rows.
@@ -122,6 +126,19 @@ pub struct Output {
 /// Per point (groups of rows for which `same` holds, in first-appearance
 /// order), the row with the median `rank`.
 pub fn medians<R>(rows: Vec<R>, same: impl Fn(&R, &R) -> bool, rank: impl Fn(&R) -> f64) -> Vec<R> {
+    medians_with_spread(rows, same, rank)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// [`medians`], each with its point's spread: the largest `rank` ÷ the
+/// smallest (`None` for a single run or a zero rank).
+pub fn medians_with_spread<R>(
+    rows: Vec<R>,
+    same: impl Fn(&R, &R) -> bool,
+    rank: impl Fn(&R) -> f64,
+) -> Vec<(R, Option<f64>)> {
     let mut groups: Vec<Vec<R>> = Vec::new();
     for r in rows {
         match groups.iter_mut().find(|g| same(&g[0], &r)) {
@@ -133,8 +150,10 @@ pub fn medians<R>(rows: Vec<R>, same: impl Fn(&R, &R) -> bool, rank: impl Fn(&R)
         .into_iter()
         .filter_map(|mut g| {
             g.sort_by(|a, b| rank(a).total_cmp(&rank(b)));
+            let (lo, hi) = (rank(&g[0]), rank(&g[g.len() - 1]));
+            let spread = (g.len() > 1 && lo > 0.0).then(|| hi / lo);
             let mid = g.len() / 2;
-            g.into_iter().nth(mid)
+            g.into_iter().nth(mid).map(|r| (r, spread))
         })
         .collect()
 }
@@ -192,7 +211,15 @@ pub fn run<B: Bench>(bench: &B, out: &Output) -> Result<(), String> {
         }
     }
     pb.finish_and_clear();
-    let mut rows = medians(rows, B::same_point, B::rank);
+    let mut rows: Vec<B::Row> = medians_with_spread(rows, B::same_point, B::rank)
+        .into_iter()
+        .map(|(mut r, spread)| {
+            if let Some(s) = spread {
+                B::set_spread(&mut r, s);
+            }
+            r
+        })
+        .collect();
     bench.derive(&mut rows);
     let targets = bench.targets(&rows);
     let notes = bench.notes();

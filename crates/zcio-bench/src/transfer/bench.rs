@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::pingpong::{self, Kind};
-use super::{measure, row, table, zcio_side, Entry, Options, Part, Variant};
+use super::{measure, row, table, zcio_side, Entry, Options, Part, Variant, NOISY};
 use crate::affinity::{allowed_cpus, cpu_for};
 use crate::driver::{Bench, Target};
 use crate::fmt::size;
@@ -155,6 +155,13 @@ impl Bench for Transfer {
         }
     }
 
+    fn set_spread(row: &mut Entry, spread: f64) {
+        match row {
+            Entry::Throughput(r) => r.spread = Some(spread),
+            Entry::Latency(r) => r.spread = Some(spread),
+        }
+    }
+
     fn derive(&self, rows: &mut [Entry]) {
         super::derive(rows.iter_mut().filter_map(|e| match e {
             Entry::Throughput(r) => Some(r),
@@ -170,16 +177,38 @@ impl Bench for Transfer {
         pingpong::set_floor_ratios(&mut lat);
     }
 
+    /// Judged on the points whose runs agree (within [`NOISY`]) and whose
+    /// figures are plausible; a target that only the others could decide
+    /// says so instead of a verdict.
     fn targets(&self, rows: &[Entry]) -> Vec<Target> {
-        let (tp, lat) = table::split(rows);
-        let mut t = Vec::new();
-        if self.has(Part::Throughput) {
-            t.extend(table::targets(&tp));
+        let judge = |rows: &[Entry]| {
+            let (tp, lat) = table::split(rows);
+            let mut t = Vec::new();
+            if self.has(Part::Throughput) {
+                t.extend(table::targets(&tp));
+            }
+            if self.has(Part::Latency) {
+                t.extend(table::latency_targets(&lat));
+            }
+            t
+        };
+        let doubtful = |e: &Entry| match e {
+            Entry::Throughput(r) => r.implausible || r.spread.is_some_and(|s| s > NOISY),
+            Entry::Latency(r) => r.spread.is_some_and(|s| s > NOISY),
+        };
+        let clean: Vec<Entry> = rows.iter().filter(|e| !doubtful(e)).cloned().collect();
+        let all = judge(rows);
+        let mut judged = judge(&clean);
+        for (j, a) in judged.iter_mut().zip(all) {
+            if j.met.is_none() && a.met.is_some() {
+                j.measured = format!(
+                    "no verdict: {} — a point it needs is noisy (runs > {NOISY}× apart) or \
+                     implausible (see the tables)",
+                    a.measured
+                );
+            }
         }
-        if self.has(Part::Latency) {
-            t.extend(table::latency_targets(&lat));
-        }
-        t
+        judged
     }
 
     fn notes(&self) -> Vec<String> {

@@ -151,16 +151,17 @@ impl Options {
         }
     }
 
-    /// The `--quick` sweep (well under a minute).
+    /// The `--quick` sweep (about a minute): three short interleaved runs
+    /// per point, so a verdict rests on a median and a noisy point shows.
     pub fn quick() -> Self {
         Self {
             sizes: vec![4096, 64 << 10, 1 << 20, 16 << 20],
             variants: Variant::ALL.to_vec(),
-            bytes_per_point: 256 << 20,
-            min_count: 24,
-            max_count: 60_000,
+            bytes_per_point: 96 << 20,
+            min_count: 12,
+            max_count: 20_000,
             timeout: Duration::from_secs(60),
-            reps: 1,
+            reps: 3,
             parts: vec![Part::Throughput, Part::Latency],
             ping: pingpong::PingOptions::quick(),
         }
@@ -258,7 +259,18 @@ pub struct Row {
     pub forwarder_cpu_us: Option<f64>,
     /// The same for the receiver.
     pub receiver_cpu_us: Option<f64>,
+    /// The slowest of this point's runs ÷ the fastest (msgs/s); above
+    /// [`NOISY`] the point is reported as noisy, not judged.
+    pub spread: Option<f64>,
+    /// Faster than this machine can move memory: the cache lines the
+    /// reader touches per second (one per page) exceed the bytes per second
+    /// `memcpy` moved at the same size in this run. Reported, not judged.
+    pub implausible: bool,
 }
+
+/// Runs of one point further apart than this (slowest ÷ fastest) make it
+/// noisy: reported with its spread, not used for a verdict.
+pub const NOISY: f64 = 2.0;
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -582,6 +594,8 @@ pub fn row(v: Variant, size: usize, p: &Point) -> Row {
         originator_cpu_us: p.orig.as_ref().map(cpu_us),
         forwarder_cpu_us: p.fwd.as_ref().map(cpu_us),
         receiver_cpu_us: two_or_more.then(|| cpu_us(m)),
+        spread: None,
+        implausible: false,
     }
 }
 
@@ -602,6 +616,18 @@ pub fn derive<'a>(rows: impl IntoIterator<Item = &'a mut Row>) {
             let dp = (pages::pages(r.size) - pages::pages(*ps)) as f64;
             r.incr_ns_per_page = Some((r.ns_per_msg - pn) / dp);
         }
+    }
+    // The memory bandwidth of this run: what memcpy moved per second at
+    // each size.
+    let memcpy: Vec<(usize, f64)> = rows
+        .iter()
+        .filter(|r| r.variant == Variant::Memcpy.name())
+        .map(|r| (r.size, r.gb_per_sec * 1e9))
+        .collect();
+    for r in rows.iter_mut() {
+        let touched = pages::pages(r.size) as f64 * 64.0 * r.msgs_per_sec;
+        r.implausible = r.variant != Variant::Memcpy.name()
+            && memcpy.iter().any(|&(s, bw)| s == r.size && touched > bw);
     }
 }
 

@@ -293,8 +293,8 @@ impl PingOptions {
         Self {
             sizes: vec![64, 4 << 10, 64 << 10],
             warmup: 200,
-            iters: 2000,
-            budget: Duration::from_secs(1),
+            iters: 1000,
+            budget: Duration::from_millis(400),
             ..Self::full()
         }
     }
@@ -326,6 +326,9 @@ pub struct LatencyRow {
     /// `cache-line-futex` for blocking ones); `None` when the floor was
     /// not measured.
     pub vs_floor: Option<f64>,
+    /// The slowest of this point's runs ÷ the fastest (p50); above
+    /// [`super::NOISY`] the point is noisy, not judged.
+    pub spread: Option<f64>,
 }
 
 /// Fill every row's [`LatencyRow::vs_floor`] from the floors among them.
@@ -430,6 +433,7 @@ pub fn measure(
         client_cpu_us: per_rt(&cli),
         server_cpu_us: per_rt(&srv),
         vs_floor: None,
+        spread: None,
     })
 }
 
@@ -464,6 +468,7 @@ mod floor_tests {
             client_cpu_us: 0.0,
             server_cpu_us: 0.0,
             vs_floor: None,
+            spread: None,
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::pingpong::LatencyRow;
-use super::{Entry, Row, Variant};
+use super::{Entry, Row, Variant, NOISY};
 use crate::driver::Target;
 use crate::fmt::{si, size};
 use crate::plot::{self, Axis, Figure, Legend, Lines, Scale};
@@ -32,7 +32,7 @@ pub fn text(rows: &[Row]) -> String {
         "", "", "", "", "", "", "", "", "CPU µs/msg of each process"
     ));
     out.push_str(&format!(
-        "{:<26} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
+        "{:<26} {:>8} {:>10} {:>8} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8}  {}\n",
         "variant",
         "size",
         "msgs/s",
@@ -43,7 +43,8 @@ pub fn text(rows: &[Row]) -> String {
         "vs pipe",
         "orig",
         "fwd",
-        "recv"
+        "recv",
+        "runs"
     ));
     let mut by_size: BTreeMap<usize, Vec<&Row>> = BTreeMap::new();
     for r in rows {
@@ -60,7 +61,7 @@ pub fn text(rows: &[Row]) -> String {
                 .incr_ns_per_page
                 .map_or("-".to_string(), |v| format!("{v:.1}"));
             out.push_str(&format!(
-                "{:<26} {:>8} {:>10} {:>8.2} {:>10.0} {:>9.1} {:>10} {:>8} {:>8} {:>8} {:>8}\n",
+                "{:<26} {:>8} {:>10} {:>8.2} {:>10.0} {:>9.1} {:>10} {:>8} {:>8} {:>8} {:>8}  {}\n",
                 r.variant,
                 size(s),
                 si(r.msgs_per_sec),
@@ -72,11 +73,29 @@ pub fn text(rows: &[Row]) -> String {
                 cpu(r.originator_cpu_us),
                 cpu(r.forwarder_cpu_us),
                 cpu(r.receiver_cpu_us),
+                runs(r.spread, r.implausible),
             ));
         }
         out.push('\n');
     }
+    out.push_str(&format!(
+        "  runs: the slowest of a point's interleaved runs ÷ the fastest (the median is shown); \
+         NOISY: more than {NOISY}× apart, IMPLAUSIBLE: the reader would touch its pages' cache \
+         lines faster than memcpy moved bytes at that size in this run: neither decides a target\n\n"
+    ));
     out
+}
+
+/// The "runs" column: the spread of a point's runs and what it means.
+fn runs(spread: Option<f64>, implausible: bool) -> String {
+    let mut t = spread.map_or("1 run".to_string(), |s| format!("{s:.2}×"));
+    if spread.is_some_and(|s| s > NOISY) {
+        t.push_str(" NOISY");
+    }
+    if implausible {
+        t.push_str(" IMPLAUSIBLE");
+    }
+    t
 }
 
 fn find(rows: &[Row], v: Variant, size: usize) -> Option<&Row> {
@@ -234,7 +253,7 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
     let mut out =
         String::from("ping-pong, one message in flight: one-way latency (round trip / 2)\n");
     out.push_str(&format!(
-        "{:<21} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>14} {:>14}\n",
+        "{:<21} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>14} {:>14}  {}\n",
         "transport",
         "size",
         "p50",
@@ -244,7 +263,8 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
         "vs floor",
         "vs pipe",
         "client CPU/rt",
-        "server CPU/rt"
+        "server CPU/rt",
+        "runs"
     ));
     let mut by_size: BTreeMap<usize, Vec<&LatencyRow>> = BTreeMap::new();
     for r in rows {
@@ -254,7 +274,7 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
         let pipe = rs.iter().find(|r| r.variant == "pipe").map(|r| r.p50_ns);
         for r in rs {
             out.push_str(&format!(
-                "{:<21} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>11.2} µs {:>11.2} µs\n",
+                "{:<21} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>11.2} µs {:>11.2} µs  {}\n",
                 r.variant,
                 size(s),
                 ns(r.p50_ns),
@@ -265,6 +285,7 @@ pub fn latency_text(rows: &[LatencyRow]) -> String {
                 pipe.map_or("-".into(), |p| format!("{:.2}×", r.p50_ns / p.max(1e-9))),
                 r.client_cpu_us,
                 r.server_cpu_us,
+                runs(r.spread, false),
             ));
         }
         out.push('\n');
