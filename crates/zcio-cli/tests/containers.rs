@@ -4,7 +4,8 @@
 //! - A ring between two PID namespaces: `zcio pipe put` in this one,
 //!   `zcio pipe get` in a new one (`unshare --pid --fork --mount-proc`),
 //!   byte-exact; `zcio ring stat` says the reader lives in another PID
-//!   namespace; kill -9 of either side is detected on the other, no hang.
+//!   namespace; kill -9 of either side is detected on the other, no hang;
+//!   every overflow policy sees its reader there as alive and ends cleanly.
 //!
 //! A test that cannot make the namespaces (not root, or unshare refused)
 //! prints `skipped: <reason>` and passes.
@@ -83,6 +84,47 @@ fn a_ring_between_two_pid_namespaces_is_byte_exact() {
     let o = get.finish(deadline);
     assert_ok("get in another PID namespace", &o);
     assert_same("get in another PID namespace", &o.stdout, &data);
+}
+
+#[test]
+fn every_overflow_policy_sees_its_reader_in_another_pid_namespace() {
+    skip_without!(PIDNS);
+    for policy in ["block", "srp", "frp", "mrp"] {
+        let dir = RingDir::new(&format!("pidns-{policy}"));
+        let deadline = Instant::now() + WATCHDOG;
+        let data = std::sync::Arc::new(random(8 << 20, 0x77));
+        let create = ["--size", "1MiB", "--policy", policy];
+        assert_ok(
+            "create",
+            &dir.run(&[&["ring", "create", "po"][..], &create].concat()),
+        );
+        let get = Proc::spawn(&format!("pipe get po ({policy}, other PID namespace)"), {
+            let mut c = in_pidns(&dir, &["pipe", "get", "po"]);
+            c.stdin(Stdio::null());
+            c
+        });
+        dir.wait_consumers("po", 1, deadline);
+        let st = dir.stat("po").expect("stat");
+        let c = &st["consumers"][0];
+        assert_eq!(c["alive"], true, "{policy}: {st}");
+        assert_eq!(c["other_pid_namespace"], true, "{policy}: {st}");
+        let (put, feeder) = dir.put_fed("po", 1, &[], &data);
+        assert_ok(&format!("put ({policy})"), &put.finish(deadline));
+        feeder.join().expect("feeder");
+        let o = get.finish(deadline);
+        assert_ok(&format!("get ({policy}, other PID namespace)"), &o);
+        if policy == "block" {
+            assert_same("get (block)", &o.stdout, &data);
+        } else {
+            // The lossy policies may drop or skip what a slow reader missed;
+            // never more than was written, and the end is a clean end.
+            assert!(
+                o.stdout.len() <= data.len(),
+                "{policy}: {} bytes",
+                o.stdout.len()
+            );
+        }
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! - A tokio consumer there reads every block of a producer here, one
 //!   block at a time (it sleeps on its bell before each), then the end.
 //!
-//! - A channel and a rendezvous between this process and a child in new
+//! - A channel, a lane and a rendezvous between this process and a child in new
 //!   PID, mount, network and IPC namespaces (`unshare --pid --fork
 //!   --mount-proc --net --ipc --kill-child`), sharing only the socket path's
 //!   directory: every byte arrives, and kill -9 of the child ends the
@@ -189,6 +189,28 @@ fn a_channel_to_a_container_carries_every_byte_and_sees_its_death() {
 }
 
 #[test]
+fn a_lane_from_a_container_carries_every_message_and_sees_its_death() {
+    skip_without_container!();
+    let sock = SockPath::new("ct-lane");
+    let l = Listener::bind(sock.path(), ChannelConfig::default()).expect("bind");
+    let mut kid = in_container("child_lane", "ct-lane", &sock);
+    let ch = l.accept_timeout(STEP).expect("accept");
+    let mut rx = ch.accept_lane_timeout(STEP).expect("the container's lane");
+    for i in 0..200u64 {
+        let m = rx.recv_timeout(STEP).expect("recv");
+        let v = m.to_vec();
+        assert_eq!(v.len(), 1000);
+        assert_eq!(common::first_mismatch(&v, i, 0), None, "message {i}");
+    }
+    assert_eq!(kid.expect("sent"), "200");
+    kid.kill();
+    assert_eq!(
+        rx.recv_timeout(STEP).unwrap_err(),
+        zcio::LaneError::Disconnected
+    );
+}
+
+#[test]
 fn a_rendezvous_with_a_container_answers_calls_and_sees_its_death() {
     skip_without_container!();
     let sock = SockPath::new("ct-rdv");
@@ -222,6 +244,28 @@ fn child_channel() {
     }
     common::report(format_args!("sent {n}"));
     // Stay (holding the buffers' region) until killed.
+    while common::command().is_some() {}
+}
+
+#[test]
+#[ignore = "child process entry point"]
+fn child_lane() {
+    if common::child_role("ct-lane").is_none() {
+        return;
+    }
+    let ch = Channel::connect(common::arg("SOCK"), ChannelConfig::default()).expect("connect");
+    let mut tx = ch
+        .open_lane(&zcio::LaneConfig {
+            slots: 8,
+            slot_size: 4096,
+        })
+        .expect("open lane");
+    let mut buf = vec![0u8; 1000];
+    for i in 0..200u64 {
+        common::fill(&mut buf, i, 0);
+        tx.send_copy(&buf).expect("send");
+    }
+    common::report("sent 200");
     while common::command().is_some() {}
 }
 
