@@ -86,6 +86,45 @@ fn a_ring_between_two_pid_namespaces_is_byte_exact() {
     assert_same("get in another PID namespace", &o.stdout, &data);
 }
 
+/// A rootless container: a user namespace (our uid mapped to its root) with
+/// its own PID and mount namespaces.
+const USERNS: [&str; 6] = [
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child",
+];
+
+#[test]
+fn a_ring_to_a_reader_in_a_user_namespace_is_byte_exact() {
+    skip_without!(USERNS);
+    let dir = RingDir::new("userns");
+    let deadline = Instant::now() + WATCHDOG;
+    let data = std::sync::Arc::new(random(INPUT, 0x5152));
+    assert_ok(
+        "create",
+        &dir.run(&["ring", "create", "un", "--size", "8MiB"]),
+    );
+    let get = Proc::spawn("pipe get un (user namespace)", {
+        let mut c = Command::new("unshare");
+        c.args(USERNS)
+            .arg(env!("CARGO_BIN_EXE_zcio"))
+            .args(["pipe", "get", "un"])
+            .env("ZCIO_RING_DIR", &dir.0)
+            .stdin(Stdio::null());
+        c
+    });
+    dir.wait_consumers("un", 1, deadline);
+    let (put, feeder) = dir.put_fed("un", 1, &[], &data);
+    assert_ok("put", &put.finish(deadline));
+    feeder.join().expect("feeder");
+    let o = get.finish(deadline);
+    assert_ok("get in a user namespace", &o);
+    assert_same("get in a user namespace", &o.stdout, &data);
+}
+
 #[test]
 fn every_overflow_policy_sees_its_reader_in_another_pid_namespace() {
     skip_without!(PIDNS);

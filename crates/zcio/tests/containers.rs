@@ -163,16 +163,60 @@ macro_rules! skip_without_container {
 }
 
 fn in_container(entry: &str, role: &str, sock: &SockPath) -> Kid {
-    Kid::try_spawn_under(&CONTAINER, entry, role, &[("SOCK", sock.arg())], |_| {})
+    in_container_under(&CONTAINER, entry, role, sock)
+}
+
+fn in_container_under(prefix: &[&str], entry: &str, role: &str, sock: &SockPath) -> Kid {
+    Kid::try_spawn_under(prefix, entry, role, &[("SOCK", sock.arg())], |_| {})
         .expect("spawn in a container")
 }
+
+/// A rootless container: [`CONTAINER`] in a user namespace of its own,
+/// our uid mapped to its root.
+const ROOTLESS: [&str; 9] = [
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--net",
+    "--ipc",
+    "--kill-child",
+];
 
 #[test]
 fn a_channel_to_a_container_carries_every_byte_and_sees_its_death() {
     skip_without_container!();
-    let sock = SockPath::new("ct-chan");
+    channel_to(&CONTAINER, "ct-chan");
+}
+
+#[test]
+fn a_channel_to_a_rootless_container_is_accepted_as_our_uid() {
+    if let Err(e) = std::process::Command::new(ROOTLESS[0])
+        .args(&ROOTLESS[1..])
+        .arg("true")
+        .output()
+        .map_err(|e| e.to_string())
+        .and_then(|o| {
+            o.status
+                .success()
+                .then_some(())
+                .ok_or_else(|| String::from_utf8_lossy(&o.stderr).trim().to_string())
+        })
+    {
+        eprintln!("skipped: unshare {} refused: {e}", ROOTLESS[1..].join(" "));
+        return;
+    }
+    // The peer's uid comes through the user namespace's mapping as ours:
+    // the listener's default policy (same uid) lets it in.
+    channel_to(&ROOTLESS, "ct-chan-user");
+}
+
+fn channel_to(prefix: &[&str], tag: &str) {
+    let sock = SockPath::new(tag);
     let l = Listener::bind(sock.path(), ChannelConfig::default()).expect("bind");
-    let mut kid = in_container("child_channel", "ct-channel", &sock);
+    let mut kid = in_container_under(prefix, "child_channel", "ct-channel", &sock);
     let ch = l.accept_timeout(STEP).expect("accept");
     kid.send("send 64");
     for i in 0..64u64 {
