@@ -4,8 +4,10 @@
 //! another host) or, marked `ignore`, a quotation of an example program
 //! announced by `<!-- excerpt: PATH -->` on the line before, whose lines
 //! must appear in that program in order (the program is compiled and run
-//! by `scripts/test`). A line starting `// …` in a quotation stands for
-//! lines left out (and may say what comes next).
+//! by `scripts/test`). A line starting `// …` (in C `/* …`) in a quotation
+//! stands for lines left out (and may say what comes next). Every C block
+//! is such a quotation or a translation unit that compiles against
+//! `include/` (`cc -fsyntax-only`; skipped with a reason without `cc`).
 
 use std::path::{Path, PathBuf};
 
@@ -68,7 +70,7 @@ fn missing_line(quote: &[String], source: &str) -> Option<String> {
     let src: Vec<&str> = source.lines().map(str::trim).collect();
     let mut at = 0;
     for q in quote.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
-        if q.starts_with("// …") {
+        if q.starts_with("// …") || q.starts_with("/* …") {
             continue;
         }
         match src[at..].iter().position(|s| *s == q) {
@@ -77,6 +79,48 @@ fn missing_line(quote: &[String], source: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// Compile `body` as a C translation unit against `include/`; the
+/// compiler's complaint if it does not compile (`None` without a compiler:
+/// said once on stderr).
+fn compile_c(body: &[String]) -> Option<String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let child = Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-fsyntax-only",
+            "-Werror=implicit-function-declaration",
+            "-x",
+            "c",
+            "-",
+        ])
+        .arg("-I")
+        .arg(root().join("include"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipped: compiling the guides' C blocks ({cc}: {e})");
+            return None;
+        }
+    };
+    let mut stdin = child.stdin.take().expect("piped");
+    let _ = stdin.write_all(body.join("\n").as_bytes());
+    drop(stdin);
+    let out = child.wait_with_output().expect("cc");
+    (!out.status.success()).then(|| {
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    })
 }
 
 #[test]
@@ -92,21 +136,28 @@ fn every_guide_block_is_compiled_or_quotes_a_compiled_program() {
                 continue;
             }
             let mut tags = b.info.split(',').map(str::trim);
-            if tags.next() != Some("rust") {
-                continue;
-            }
+            let lang = tags.next();
             let tags: Vec<&str> = tags.collect();
-            if !tags.contains(&"ignore") {
-                continue; // a doctest
-            }
-            let Some(path) = b
+            let excerpt = b
                 .before
                 .trim()
                 .strip_prefix("<!-- excerpt: ")
-                .and_then(|r| r.strip_suffix(" -->"))
-            else {
-                bad.push(format!("{at}: an ignored Rust block must quote a program (<!-- excerpt: PATH --> before it)"));
-                continue;
+                .and_then(|r| r.strip_suffix(" -->"));
+            let path = match (lang, excerpt) {
+                (Some("c"), None) => {
+                    if let Some(e) = compile_c(&b.body) {
+                        bad.push(format!("{at}: C block does not compile: {e}"));
+                    }
+                    continue;
+                }
+                (Some("c"), Some(p)) => p,
+                (Some("rust"), _) if !tags.contains(&"ignore") => continue, // a doctest
+                (Some("rust"), Some(p)) => p,
+                (Some("rust"), None) => {
+                    bad.push(format!("{at}: an ignored Rust block must quote a program (<!-- excerpt: PATH --> before it)"));
+                    continue;
+                }
+                _ => continue,
             };
             match std::fs::read_to_string(root().join(path)) {
                 Err(e) => bad.push(format!("{at}: excerpt of {path}: {e}")),
