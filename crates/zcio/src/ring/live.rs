@@ -19,6 +19,10 @@
 //! never takes a lock, so they see every holder, also one in this process.
 //! The pid kept in the owner words and the PID namespace beside it are for
 //! people and tools (`zcio ring stat`), not for liveness.
+//!
+//! A lock belongs to an open file description, which a `fork` (without
+//! `exec`: the descriptor is close-on-exec) shares with the child: a role
+//! then stays alive until both processes have dropped it or exited.
 
 use std::os::fd::OwnedFd;
 
