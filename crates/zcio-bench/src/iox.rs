@@ -186,31 +186,45 @@ fn publisher_port(factory: &Factory, size: usize, deadline: Instant) -> Result<P
     Ok(publisher)
 }
 
+/// A loaned, not yet written sample.
+type Loaned = iceoryx2::sample_mut_uninit::SampleMutUninit<ipc::Service, [MaybeUninit<u8>], ()>;
+
+/// Loan a sample of `size` bytes for message `seq`, waiting (bounded by
+/// `deadline`) while every chunk is in flight.
+fn loan(publisher: &Pub, size: usize, seq: u64, deadline: Instant) -> Result<Loaned, String> {
+    loop {
+        match publisher.loan_slice_uninit(size) {
+            Ok(s) => return Ok(s),
+            // All chunks are still in flight: wait for the subscriber to release one.
+            Err(LoanError::OutOfMemory) => {
+                check_deadline(deadline, &format!("loaning message {seq}"))?;
+                std::thread::yield_now();
+            }
+            Err(e) => {
+                return Err(format!(
+                    "iox: loan of {size} bytes failed at message {seq}: {e:?}"
+                ))
+            }
+        }
+    }
+}
+
 /// Send one message of `size` bytes with `seq` in the first word of every page, retrying
-/// until it is delivered (bounded by `deadline`). `initialised` remembers the chunks whose
-/// bytes have all been written once.
+/// until it is delivered (bounded by `deadline`), in `ahead` if a sample was loaned ahead.
+/// `initialised` remembers the chunks whose bytes have all been written once.
 fn send_seq(
     publisher: &Pub,
     initialised: &mut Initialised,
+    ahead: Option<Loaned>,
     size: usize,
     seq: u64,
     deadline: Instant,
 ) -> Result<(), String> {
+    let mut ahead = ahead;
     loop {
-        let mut sample = loop {
-            match publisher.loan_slice_uninit(size) {
-                Ok(s) => break s,
-                // All chunks are still in flight: wait for the subscriber to release one.
-                Err(LoanError::OutOfMemory) => {
-                    check_deadline(deadline, &format!("loaning message {seq}"))?;
-                    std::thread::yield_now();
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "iox: loan of {size} bytes failed at message {seq}: {e:?}"
-                    ))
-                }
-            }
+        let mut sample = match ahead.take() {
+            Some(s) => s,
+            None => loan(publisher, size, seq, deadline)?,
         };
         let buf: &mut [MaybeUninit<u8>] = sample.payload_mut();
         if buf.len() != size {
@@ -276,7 +290,7 @@ pub fn publisher(
         if seq == warmup as u64 {
             cpu.start();
         }
-        send_seq(&publisher, &mut initialised, size, seq, deadline)?;
+        send_seq(&publisher, &mut initialised, None, size, seq, deadline)?;
     }
     let cpu_ns = cpu.elapsed_ns();
 
@@ -421,6 +435,9 @@ pub struct PingPort {
     initialised: Initialised,
     size: usize,
     deadline: Instant,
+    /// `Some` with loan-ahead: the next message's sample, loaned right
+    /// after the previous send (as iceoryx2's own benchmark does).
+    ahead: Option<Option<Loaned>>,
 }
 
 impl PingPort {
@@ -436,6 +453,7 @@ impl PingPort {
         size: usize,
         client: bool,
         blocking: bool,
+        loan_ahead: bool,
         timeout: Duration,
     ) -> Result<Self, String> {
         let deadline = Instant::now() + timeout;
@@ -483,18 +501,26 @@ impl PingPort {
             initialised: Initialised::default(),
             size,
             deadline,
+            ahead: loan_ahead.then_some(None),
         })
     }
 
     /// Send a message carrying `seq`.
     pub fn send(&mut self, seq: u64) -> Result<(), String> {
+        let taken = self.ahead.as_mut().and_then(Option::take);
         send_seq(
             &self.publisher,
             &mut self.initialised,
+            taken,
             self.size,
             seq,
             self.deadline,
         )?;
+        if let Some(slot) = &mut self.ahead {
+            if seq != u64::MAX {
+                *slot = Some(loan(&self.publisher, self.size, seq + 1, self.deadline)?);
+            }
+        }
         if let Some(ev) = &self.events {
             // A listener not yet there misses nothing: the receiver polls
             // its subscriber before every wait.
@@ -514,6 +540,7 @@ impl PingPort {
     /// Leave: drop the subscriber, then keep our data segment alive until the peer has released
     /// everything and left (bounded by the deadline).
     pub fn finish(mut self) -> Result<(), String> {
+        self.ahead = None;
         drop(self.events.take());
         drop(self.subscriber.take());
         while self.out_factory.dynamic_config().number_of_subscribers() != 0 {

@@ -57,6 +57,7 @@ enum Cmd {
         zcio-bench transfer --quick --ping-pong                # only the latency part\n  \
         zcio-bench transfer --parts latency --ping-sizes 64,4K\n  \
         zcio-bench transfer --ping-pong --ping-transports cache-line,zcio-channel --round-trips 200000\n  \
+        zcio-bench transfer --ping-pong --loan-ahead          # buffers taken ahead, as iceoryx2's own benchmark\n  \
         zcio-bench transfer --quick --format json --out transfer.json --svg transfer.svg")]
     Transfer(TransferArgs),
     /// Named rings vs Linux pipes: copy, peek, fan-out, layouts.
@@ -264,6 +265,12 @@ struct TransferArgs {
     /// --quick 2000); each point also stops after 5 s (--quick 1 s).
     #[arg(long, value_parser = clap::value_parser!(u64).range(100..=10_000_000))]
     round_trips: Option<u64>,
+    /// Ping-pong: every side that allocates per message (the zcio
+    /// channel's pool, iceoryx2's loan) takes its next buffer right after it
+    /// sent, off the round trip, as iceoryx2's own benchmark does. (A lane
+    /// reuses its slot; pipes, sockets and the rendezvous copy.)
+    #[arg(long)]
+    loan_ahead: bool,
     #[command(flatten)]
     out: OutArgs,
 }
@@ -547,6 +554,7 @@ fn transfer_cmd(a: TransferArgs) -> Result<(), Failure> {
     if let Some(n) = a.round_trips {
         opts.ping.iters = n;
     }
+    opts.ping.loan_ahead = a.loan_ahead;
     input(opts.validate())?;
     input(transfer::check_limits(&opts))?;
     let bench = transfer::Transfer {

@@ -270,12 +270,19 @@ impl Bench for Transfer {
                  to CPU {}; {} warm-up round trips, then up to {} measured ones within {:?}; each \
                  side writes one word per 4 KiB page of what it sends and reads one word per page \
                  of what it receives; one-way = round trip / 2; CPU µs per round trip of each \
-                 process by getrusage",
+                 process by getrusage; {}",
                 cpu_for(0),
                 cpu_for(1),
                 p.warmup,
                 p.iters,
-                p.budget
+                p.budget,
+                if p.loan_ahead {
+                    "loan-ahead: the zcio channel's pool buffer and iceoryx2's sample for the next \
+                     message are taken right after each send, off the round trip"
+                } else {
+                    "buffers taken when sending (--loan-ahead takes them right after the previous \
+                     send, as iceoryx2's own benchmark does)"
+                }
             ));
             n.push(format!(
                 "latency transports: zcio-channel = request and reply on one channel, buffers \

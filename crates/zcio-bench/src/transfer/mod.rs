@@ -545,6 +545,7 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
             rfd,
             wfd,
             budget_ms,
+            loan_ahead,
         } => ping_sides::run(&ping_sides::Args {
             kind: *kind,
             client: *client,
@@ -556,6 +557,7 @@ pub fn run_role(spec: &ChildSpec) -> Result<Option<Measured>, String> {
             iters: count,
             budget: Duration::from_millis(*budget_ms),
             timeout: t,
+            loan_ahead: *loan_ahead,
         })?,
         Role::IoxSub { service } => {
             let (elapsed, msgs, cpu_ns) =

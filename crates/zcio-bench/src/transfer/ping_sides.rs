@@ -12,8 +12,8 @@ use zcio::rendezvous::{
     RendezvousListener as RdvListener,
 };
 use zcio::{
-    Channel, ChannelConfig, ChannelPolicy, LaneConfig, LaneError, LaneReceiver, LaneSender,
-    Listener, Msg, Pool,
+    Channel, ChannelConfig, ChannelPolicy, FbufMut, LaneConfig, LaneError, LaneReceiver,
+    LaneSender, Listener, Msg, Pool,
 };
 
 use super::line_side::LineSide;
@@ -46,6 +46,9 @@ pub struct Args<'a> {
     pub budget: Duration,
     /// Bound on everything.
     pub timeout: Duration,
+    /// Take the next message's buffer right after sending (see
+    /// `PingOptions::loan_ahead`).
+    pub loan_ahead: bool,
 }
 
 /// Run one side.
@@ -66,13 +69,13 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
     match (a.kind, a.client) {
         (Kind::ZcioChannel | Kind::ZcioChannelBlocking, true) => {
             let chan = connect_retry(a.path, &cfg, t)?;
-            let mut c = ZcioSide::new(chan, a.size, t);
+            let mut c = ZcioSide::new(chan, a.size, t, a.loan_ahead);
             client_loop(&mut c, a.warmup, a.iters, a.budget)
         }
         (Kind::ZcioChannel | Kind::ZcioChannelBlocking, false) => {
             let l = Listener::bind(a.path, cfg).map_err(|e| format!("bind {}: {e}", a.path))?;
             let chan = l.accept_timeout(t).map_err(|e| format!("accept: {e}"))?;
-            server_loop(&mut ZcioSide::new(chan, a.size, t), a.warmup)
+            server_loop(&mut ZcioSide::new(chan, a.size, t, a.loan_ahead), a.warmup)
         }
         (Kind::ZcioLane, true) => {
             let chan = connect_retry(a.path, &cfg, t)?;
@@ -135,7 +138,7 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
 /// driven by the ping-pong loops.
 fn iceoryx2(a: &Args<'_>, client: bool) -> Result<Measured, String> {
     let blocking = a.kind == Kind::Iceoryx2Blocking;
-    let mut port = PingPort::open(a.path, a.size, client, blocking, a.timeout)?;
+    let mut port = PingPort::open(a.path, a.size, client, blocking, a.loan_ahead, a.timeout)?;
     let m = if client {
         client_loop(&mut port, a.warmup, a.iters, a.budget)?
     } else {
@@ -166,17 +169,22 @@ impl Server for PingPort {
     }
 }
 
-/// Send a message of `size` bytes from `pool` with `seq` in every page.
+/// Send a message of `size` bytes from `pool` with `seq` in every page,
+/// in `ahead` if a buffer was taken ahead.
 fn zcio_send(
     chan: &Channel,
     pool: &Pool,
+    ahead: Option<FbufMut>,
     size: usize,
     seq: u64,
     t: Duration,
 ) -> Result<(), String> {
-    let mut buf = pool
-        .alloc_timeout(size, t)
-        .map_err(|e| format!("alloc {size}: {e}"))?;
+    let mut buf = match ahead {
+        Some(b) => b,
+        None => pool
+            .alloc_timeout(size, t)
+            .map_err(|e| format!("alloc {size}: {e}"))?,
+    };
     write_pages(buf.as_mut_slice(), seq);
     let frozen = buf.freeze().map_err(|e| e.to_string())?;
     chan.send_timeout(Msg::from(frozen), t)
@@ -189,16 +197,36 @@ struct ZcioSide {
     pool: Pool,
     size: usize,
     t: Duration,
+    /// `Some` with loan-ahead: the next message's buffer, taken right after
+    /// the previous send.
+    ahead: Option<Option<FbufMut>>,
 }
 
 impl ZcioSide {
-    fn new(chan: Channel, size: usize, t: Duration) -> Self {
+    fn new(chan: Channel, size: usize, t: Duration, loan_ahead: bool) -> Self {
         Self {
             chan,
             pool: Pool::new(bench_pool_config(size.max(8), 1)),
             size: size.max(8),
             t,
+            ahead: loan_ahead.then_some(None),
         }
+    }
+
+    /// Send `seq`, then (with loan-ahead) take the next buffer.
+    fn send(&mut self, seq: u64) -> Result<(), String> {
+        let taken = self.ahead.as_mut().and_then(Option::take);
+        zcio_send(&self.chan, &self.pool, taken, self.size, seq, self.t)?;
+        if let Some(slot) = &mut self.ahead {
+            if seq != STOP {
+                *slot = Some(
+                    self.pool
+                        .alloc_timeout(self.size, self.t)
+                        .map_err(|e| format!("alloc {}: {e}", self.size))?,
+                );
+            }
+        }
+        Ok(())
     }
 
     fn recv(&mut self) -> Result<Option<u64>, String> {
@@ -215,12 +243,12 @@ impl ZcioSide {
 
 impl Client for ZcioSide {
     fn round_trip(&mut self, seq: u64) -> Result<u64, String> {
-        zcio_send(&self.chan, &self.pool, self.size, seq, self.t)?;
+        self.send(seq)?;
         self.recv()?.ok_or_else(|| "server hung up".into())
     }
 
     fn stop(&mut self) {
-        let _ = zcio_send(&self.chan, &self.pool, self.size, STOP, self.t);
+        let _ = self.send(STOP);
     }
 }
 
@@ -230,7 +258,7 @@ impl Server for ZcioSide {
     }
 
     fn reply(&mut self, seq: u64) -> Result<(), String> {
-        zcio_send(&self.chan, &self.pool, self.size, seq, self.t)
+        self.send(seq)
     }
 }
 

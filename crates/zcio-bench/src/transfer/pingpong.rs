@@ -274,6 +274,10 @@ pub struct PingOptions {
     pub iters: u64,
     /// Bound on the measured round trips' time per point.
     pub budget: Duration,
+    /// Every side that allocates per message (the zcio channel's pool,
+    /// iceoryx2's loan) takes its next buffer right after it sent, off the
+    /// round trip, as iceoryx2's own benchmark does (`--loan-ahead`).
+    pub loan_ahead: bool,
 }
 
 impl PingOptions {
@@ -285,6 +289,7 @@ impl PingOptions {
             warmup: 1000,
             iters: 20_000,
             budget: Duration::from_secs(5),
+            loan_ahead: false,
         }
     }
 
@@ -366,6 +371,7 @@ pub fn measure(
             rfd: fds.0,
             wfd: fds.1,
             budget_ms: opts.budget.as_millis() as u64,
+            loan_ahead: opts.loan_ahead,
         },
         size,
         warmup: opts.warmup,

@@ -69,6 +69,10 @@ pub enum Role {
         wfd: RawFd,
         /// Bound on the measured round trips' time, ms.
         budget_ms: u64,
+        /// Take the next message's buffer (pool buffer, iceoryx2 sample)
+        /// right after sending, before the wait for the answer.
+        #[serde(default)]
+        loan_ahead: bool,
     },
 }
 
