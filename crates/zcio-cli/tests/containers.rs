@@ -7,6 +7,10 @@
 //!   namespace; kill -9 of either side is detected on the other, no hang;
 //!   every overflow policy sees its reader there as alive and ends cleanly.
 //!
+//! - `zcio bridge` between two network namespaces joined by a veth pair
+//!   (`ip netns`): a pipe byte-exact across them; kill -9 of the exporter is
+//!   no clean end for the reader on the other host.
+//!
 //! A test that cannot make the namespaces (not root, or unshare refused)
 //! prints `skipped: <reason>` and passes.
 
@@ -188,4 +192,229 @@ fn a_reader_killed_in_another_pid_namespace_is_evicted() {
     );
     let victim = in_pidns(&dir, &["pipe", "get", "kr"]);
     killed_reader_is_evicted(&dir, "kr", &[], victim);
+}
+
+/// Two network namespaces joined by a veth pair (addresses that exist only
+/// inside them), removed on drop.
+struct TwoHosts {
+    a: String,
+    b: String,
+    addr_a: String,
+}
+
+impl TwoHosts {
+    fn ip(args: &[&str]) -> Result<(), String> {
+        let o = Command::new("ip")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("ip: {e}"))?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            ))
+        }
+    }
+
+    /// The two hosts of test number `t` (tests run at once in one
+    /// process: each gets its own names and subnet), or why they cannot be
+    /// made here.
+    fn new(t: u8) -> Result<Self, String> {
+        let id = std::process::id();
+        let hosts = Self {
+            a: format!("zct{id}-{t}a"),
+            b: format!("zct{id}-{t}b"),
+            addr_a: format!("10.{}.{}.1", 240 + t, id % 250),
+        };
+        let addr_b = format!("10.{}.{}.2", 240 + t, id % 250);
+        let (va, vb) = (format!("zv{id}{t}a"), format!("zv{id}{t}b"));
+        Self::ip(&["netns", "add", &hosts.a])?;
+        Self::ip(&["netns", "add", &hosts.b])?;
+        Self::ip(&[
+            "link", "add", &va, "netns", &hosts.a, "type", "veth", "peer", "name", &vb, "netns",
+            &hosts.b,
+        ])?;
+        for (ns, dev, addr) in [(&hosts.a, &va, &hosts.addr_a), (&hosts.b, &vb, &addr_b)] {
+            let cidr = format!("{addr}/24");
+            Self::ip(&["-n", ns, "addr", "add", &cidr, "dev", dev])?;
+            Self::ip(&["-n", ns, "link", "set", dev, "up"])?;
+            Self::ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(hosts)
+    }
+
+    /// `zcio ARGS` in host `ns`, with the test's ring directory.
+    fn zcio(&self, ns: &str, dir: &RingDir, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns])
+            .arg(env!("CARGO_BIN_EXE_zcio"))
+            .args(args)
+            .env("ZCIO_RING_DIR", &dir.0)
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+impl Drop for TwoHosts {
+    fn drop(&mut self) {
+        let _ = Self::ip(&["netns", "del", &self.a]);
+        let _ = Self::ip(&["netns", "del", &self.b]);
+    }
+}
+
+/// Host A's exporter of ring `src` and host B's importer into `dst`.
+fn bridges(hosts: &TwoHosts, dir: &RingDir, key: &str) -> (Proc, Proc) {
+    let listen = format!("tcp/{}:0", hosts.addr_a);
+    let (ex, line) = spawn_first_line(
+        "bridge export (host A)",
+        &mut hosts.zcio(
+            &hosts.a,
+            dir,
+            &[
+                "bridge", "export", "ring:src", "--key", key, "--listen", &listen,
+            ],
+        ),
+    );
+    let ep = line
+        .strip_prefix("ready")
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("export: first line {line:?}"))
+        .to_string();
+    assert!(ep.starts_with(&format!("tcp/{}:", hosts.addr_a)), "{ep}");
+    let (im, line) = spawn_first_line(
+        "bridge import (host B)",
+        &mut hosts.zcio(
+            &hosts.b,
+            dir,
+            &[
+                "bridge",
+                "import",
+                key,
+                "--to",
+                "ring:dst",
+                "--connect",
+                &ep,
+            ],
+        ),
+    );
+    assert!(line.starts_with("ready"), "import: first line {line:?}");
+    (ex, im)
+}
+
+#[test]
+fn a_killed_exporter_in_another_network_namespace_is_no_clean_end() {
+    let hosts = match TwoHosts::new(1) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("skipped: two network namespaces: {why}");
+            return;
+        }
+    };
+    let dir = RingDir::new("netns-bridge-kill");
+    let deadline = Instant::now() + WATCHDOG;
+    let key = format!("zcio-cli-test/netns-kill/{}", std::process::id());
+    assert_ok(
+        "ring create",
+        &dir.run(&[
+            "ring", "create", "src", "--layout", "variable", "--size", "4MiB",
+        ]),
+    );
+    let (mut ex, im) = bridges(&hosts, &dir, &key);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let get = Proc::spawn_with(
+        "pipe get dst",
+        &mut dir.get("dst", &[]),
+        count_then_signal(1 << 20, tx),
+    );
+    dir.wait_consumers("dst", 1, deadline);
+    let mut pc = dir.cmd(&["pipe", "put", "src"]);
+    pc.stdin(Stdio::piped());
+    let mut put = Proc::spawn("pipe put src", pc);
+    let mut stdin = put.child.stdin.take().expect("stdin piped");
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = random(1 << 20, 9);
+        while stdin.write_all(&chunk).is_ok() {}
+    });
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .expect("watchdog: the reader on host B never got 1 MiB");
+    ex.kill9();
+    let o = get.finish(deadline);
+    assert!(
+        !o.status.success(),
+        "a killed exporter is no clean end: {}",
+        stderr(&o)
+    );
+    let _ = im.finish(deadline);
+    put.kill9();
+    feeder.join().expect("feeder");
+}
+
+#[test]
+fn a_pipe_crosses_two_bridges_in_two_network_namespaces() {
+    let hosts = match TwoHosts::new(2) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("skipped: two network namespaces: {why}");
+            return;
+        }
+    };
+    let dir = RingDir::new("netns-bridge");
+    let deadline = Instant::now() + WATCHDOG;
+    let key = format!("zcio-cli-test/netns/{}", std::process::id());
+    assert_ok(
+        "ring create",
+        &dir.run(&[
+            "ring", "create", "src", "--layout", "variable", "--size", "4MiB",
+        ]),
+    );
+    let listen = format!("tcp/{}:0", hosts.addr_a);
+    let (ex, line) = spawn_first_line(
+        "bridge export (host A)",
+        &mut hosts.zcio(
+            &hosts.a,
+            &dir,
+            &[
+                "bridge", "export", "ring:src", "--key", &key, "--listen", &listen,
+            ],
+        ),
+    );
+    let ep = line
+        .strip_prefix("ready")
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("export: first line {line:?}"))
+        .to_string();
+    assert!(ep.starts_with(&format!("tcp/{}:", hosts.addr_a)), "{ep}");
+    let (im, line) = spawn_first_line(
+        "bridge import (host B)",
+        &mut hosts.zcio(
+            &hosts.b,
+            &dir,
+            &[
+                "bridge",
+                "import",
+                &key,
+                "--to",
+                "ring:dst",
+                "--connect",
+                &ep,
+            ],
+        ),
+    );
+    assert!(line.starts_with("ready"), "import: first line {line:?}");
+    let get = Proc::spawn("pipe get dst", dir.get("dst", &[]));
+    dir.wait_consumers("dst", 1, deadline);
+    let data = std::sync::Arc::new(random(8 << 20, 0x7a));
+    let (put, feeder) = dir.put_fed("src", 1, &[], &data);
+    assert_ok("pipe put", &put.finish(deadline));
+    feeder.join().expect("feeder");
+    assert_ok("bridge export", &ex.finish(deadline));
+    assert_ok("bridge import", &im.finish(deadline));
+    let out = get.finish(deadline);
+    assert_ok("pipe get across the hosts", &out);
+    assert_same("the pipe across two network namespaces", &out.stdout, &data);
 }
