@@ -13,7 +13,8 @@
 //!   PID, mount, network and IPC namespaces (`unshare --pid --fork
 //!   --mount-proc --net --ipc --kill-child`), sharing only the socket path's
 //!   directory: every byte arrives, and kill -9 of the child ends the
-//!   waiting side with `Disconnected`, not a hang.
+//!   waiting side with `Disconnected`, not a hang; the container sees the
+//!   host side's death the same way.
 //!
 //! Skipped with a printed reason where the namespaces cannot be made.
 //! Requires the `tokio` feature (the async suites run with it).
@@ -252,6 +253,66 @@ fn a_lane_from_a_container_carries_every_message_and_sees_its_death() {
         rx.recv_timeout(STEP).unwrap_err(),
         zcio::LaneError::Disconnected
     );
+}
+
+#[test]
+fn a_container_sees_the_death_of_the_host_side() {
+    skip_without_container!();
+    // Both sides are children: the host side (no namespaces of its own)
+    // listens and sends, the container receives; then the host side dies.
+    let sock = SockPath::new("ct-host");
+    let mut host = Kid::spawn("child_host_sender", "ct-host", &[("SOCK", sock.arg())]);
+    host.expect("listening");
+    let mut ct = in_container("child_container_receiver", "ct-receiver", &sock);
+    assert_eq!(host.expect("sent"), "8");
+    assert_eq!(ct.expect("got"), "8");
+    host.kill();
+    assert_eq!(ct.expect("end"), "disconnected");
+    ct.finish();
+}
+
+#[test]
+#[ignore = "child process entry point"]
+fn child_host_sender() {
+    if common::child_role("ct-host").is_none() {
+        return;
+    }
+    let l = Listener::bind(common::arg("SOCK"), ChannelConfig::default()).expect("bind");
+    common::report("listening");
+    let ch = l.accept_timeout(STEP).expect("accept");
+    let pool = common::small_pool("ct-host", 1 << 20, 2);
+    for i in 0..8u64 {
+        let mut b = pool.alloc_timeout(4096, STEP).expect("alloc");
+        common::fill(b.as_mut_slice(), i, 0);
+        ch.send(zcio::Msg::from(b.freeze().expect("freeze")))
+            .expect("send");
+    }
+    common::report("sent 8");
+    while common::command().is_some() {}
+}
+
+#[test]
+#[ignore = "child process entry point"]
+fn child_container_receiver() {
+    if common::child_role("ct-receiver").is_none() {
+        return;
+    }
+    let ch = Channel::connect(common::arg("SOCK"), ChannelConfig::default()).expect("connect");
+    for i in 0..8u64 {
+        let m = ch.recv_timeout(STEP).expect("recv");
+        assert_eq!(
+            common::first_mismatch(&m.to_vec(), i, 0),
+            None,
+            "message {i}"
+        );
+    }
+    common::report("got 8");
+    let e = ch.recv_timeout(STEP).expect_err("the host side dies");
+    common::report(if e.is_disconnected() {
+        "end disconnected"
+    } else {
+        "end other"
+    });
 }
 
 #[test]
