@@ -305,25 +305,34 @@ fn bridges(hosts: &TwoHosts, dir: &RingDir, key: &str) -> (Proc, Proc) {
     (ex, im)
 }
 
-#[test]
-fn a_killed_exporter_in_another_network_namespace_is_no_clean_end() {
-    let hosts = match TwoHosts::new(1) {
+/// Two hosts (test number `t`), a ring `src` and the bridges carrying it
+/// to `dst` on host B; `None` (said) where the namespaces cannot be made.
+fn bridged(t: u8, tag: &str) -> Option<(TwoHosts, RingDir, Proc, Proc)> {
+    let hosts = match TwoHosts::new(t) {
         Ok(h) => h,
         Err(why) => {
             eprintln!("skipped: two network namespaces: {why}");
-            return;
+            return None;
         }
     };
-    let dir = RingDir::new("netns-bridge-kill");
-    let deadline = Instant::now() + WATCHDOG;
-    let key = format!("zcio-cli-test/netns-kill/{}", std::process::id());
+    let dir = RingDir::new(tag);
+    let key = format!("zcio-cli-test/{tag}/{}", std::process::id());
     assert_ok(
         "ring create",
         &dir.run(&[
             "ring", "create", "src", "--layout", "variable", "--size", "4MiB",
         ]),
     );
-    let (mut ex, im) = bridges(&hosts, &dir, &key);
+    let (ex, im) = bridges(&hosts, &dir, &key);
+    Some((hosts, dir, ex, im))
+}
+
+#[test]
+fn a_killed_exporter_in_another_network_namespace_is_no_clean_end() {
+    let Some((_hosts, dir, mut ex, im)) = bridged(1, "netns-bridge-kill") else {
+        return;
+    };
+    let deadline = Instant::now() + WATCHDOG;
     let (tx, rx) = std::sync::mpsc::channel();
     let get = Proc::spawn_with(
         "pipe get dst",
@@ -356,56 +365,10 @@ fn a_killed_exporter_in_another_network_namespace_is_no_clean_end() {
 
 #[test]
 fn a_pipe_crosses_two_bridges_in_two_network_namespaces() {
-    let hosts = match TwoHosts::new(2) {
-        Ok(h) => h,
-        Err(why) => {
-            eprintln!("skipped: two network namespaces: {why}");
-            return;
-        }
+    let Some((_hosts, dir, ex, im)) = bridged(2, "netns-bridge") else {
+        return;
     };
-    let dir = RingDir::new("netns-bridge");
     let deadline = Instant::now() + WATCHDOG;
-    let key = format!("zcio-cli-test/netns/{}", std::process::id());
-    assert_ok(
-        "ring create",
-        &dir.run(&[
-            "ring", "create", "src", "--layout", "variable", "--size", "4MiB",
-        ]),
-    );
-    let listen = format!("tcp/{}:0", hosts.addr_a);
-    let (ex, line) = spawn_first_line(
-        "bridge export (host A)",
-        &mut hosts.zcio(
-            &hosts.a,
-            &dir,
-            &[
-                "bridge", "export", "ring:src", "--key", &key, "--listen", &listen,
-            ],
-        ),
-    );
-    let ep = line
-        .strip_prefix("ready")
-        .map(str::trim)
-        .unwrap_or_else(|| panic!("export: first line {line:?}"))
-        .to_string();
-    assert!(ep.starts_with(&format!("tcp/{}:", hosts.addr_a)), "{ep}");
-    let (im, line) = spawn_first_line(
-        "bridge import (host B)",
-        &mut hosts.zcio(
-            &hosts.b,
-            &dir,
-            &[
-                "bridge",
-                "import",
-                &key,
-                "--to",
-                "ring:dst",
-                "--connect",
-                &ep,
-            ],
-        ),
-    );
-    assert!(line.starts_with("ready"), "import: first line {line:?}");
     let get = Proc::spawn("pipe get dst", dir.get("dst", &[]));
     dir.wait_consumers("dst", 1, deadline);
     let data = std::sync::Arc::new(random(8 << 20, 0x7a));

@@ -481,3 +481,22 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// Why `unshare ARGS true` fails here (not root, namespaces refused), if it
+/// does: a test that needs those namespaces prints `skipped: <reason>`.
+pub fn cannot_unshare(args: &[&str]) -> Option<String> {
+    match Command::new("unshare")
+        .args(args)
+        .arg("true")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Err(e) => Some(format!("unshare not runnable: {e}")),
+        Ok(o) if !o.status.success() => Some(format!(
+            "unshare {} refused: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => None,
+    }
+}

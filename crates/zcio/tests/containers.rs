@@ -33,21 +33,6 @@ use zcio::rendezvous::{Message, Rendezvous, RendezvousListener, RendezvousRecvEr
 use zcio::ring::{Consumer, Layout, Options, Overflow, Producer, RingMap, Start};
 use zcio::{Channel, ChannelConfig, Listener};
 
-/// Why a network namespace cannot be made here, if it cannot.
-fn cannot_unshare_net() -> Option<String> {
-    match std::process::Command::new("unshare")
-        .args(["--net", "true"])
-        .output()
-    {
-        Err(e) => Some(format!("unshare not runnable: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "unshare --net refused: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
-    }
-}
-
 /// Run the child in a network namespace of its own.
 fn new_netns(c: &mut std::process::Command) {
     // SAFETY: `unshare` is async-signal-safe and touches only the child
@@ -64,7 +49,7 @@ fn new_netns(c: &mut std::process::Command) {
 
 macro_rules! skip_without_netns {
     () => {
-        if let Some(why) = cannot_unshare_net() {
+        if let Some(why) = common::cannot_unshare(&["--net"]) {
             eprintln!("skipped: {why}");
             return;
         }
@@ -137,26 +122,9 @@ const CONTAINER: [&str; 7] = [
     "--kill-child",
 ];
 
-/// Why a container's namespaces cannot be made here, if they cannot.
-fn cannot_make_container() -> Option<String> {
-    match std::process::Command::new(CONTAINER[0])
-        .args(&CONTAINER[1..])
-        .arg("true")
-        .output()
-    {
-        Err(e) => Some(format!("unshare not runnable: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "unshare {} refused: {}",
-            CONTAINER[1..].join(" "),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
-    }
-}
-
 macro_rules! skip_without_container {
     () => {
-        if let Some(why) = cannot_make_container() {
+        if let Some(why) = common::cannot_unshare(&CONTAINER[1..]) {
             eprintln!("skipped: {why}");
             return;
         }
@@ -194,19 +162,8 @@ fn a_channel_to_a_container_carries_every_byte_and_sees_its_death() {
 
 #[test]
 fn a_channel_to_a_rootless_container_is_accepted_as_our_uid() {
-    if let Err(e) = std::process::Command::new(ROOTLESS[0])
-        .args(&ROOTLESS[1..])
-        .arg("true")
-        .output()
-        .map_err(|e| e.to_string())
-        .and_then(|o| {
-            o.status
-                .success()
-                .then_some(())
-                .ok_or_else(|| String::from_utf8_lossy(&o.stderr).trim().to_string())
-        })
-    {
-        eprintln!("skipped: unshare {} refused: {e}", ROOTLESS[1..].join(" "));
+    if let Some(why) = common::cannot_unshare(&ROOTLESS[1..]) {
+        eprintln!("skipped: {why}");
         return;
     }
     // The peer's uid comes through the user namespace's mapping as ours:
