@@ -93,3 +93,27 @@ def test_the_check_finds_a_name_the_package_lacks():
     assert resolve(["Channel"]) is zcio.Channel
     with pytest.raises(AttributeError):
         resolve(["NoSuchThing"])
+
+
+def test_the_two_process_example_of_the_python_guide_runs(tmp_path):
+    """python.md's receiver.py and sender.py, as written (only the socket
+    path changed), each in its own process."""
+    import subprocess
+    import sys
+
+    found = {where: src for where, src in BLOCKS if where.startswith("python.md")}
+    recv = next(s for s in found.values() if s.startswith("# receiver.py"))
+    send = next(s for s in found.values() if s.startswith("# sender.py"))
+    sock = str(tmp_path / "demo.sock")
+    files = []
+    for name, src in (("receiver.py", recv), ("sender.py", send)):
+        f = tmp_path / name
+        f.write_text(src.replace("/tmp/demo.sock", sock))
+        files.append(f)
+    r = subprocess.Popen([sys.executable, str(files[0])], stdout=subprocess.PIPE, text=True)
+    s = subprocess.run([sys.executable, str(files[1])], timeout=60)
+    out, _ = r.communicate(timeout=60)
+    assert s.returncode == 0
+    assert r.returncode == 0
+    assert "(1000000,) float32" in out and "b'hello'" in out, out
+    assert "(1080, 1920, 3) [42 42 42]" in out, out
