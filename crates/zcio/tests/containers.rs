@@ -217,15 +217,26 @@ fn a_container_sees_the_death_of_the_host_side() {
     skip_without_container!();
     // Both sides are children: the host side (no namespaces of its own)
     // listens and sends, the container receives; then the host side dies.
-    let sock = SockPath::new("ct-host");
-    let mut host = Kid::spawn("child_host_sender", "ct-host", &[("SOCK", sock.arg())]);
-    host.expect("listening");
-    let mut ct = in_container("child_container_receiver", "ct-receiver", &sock);
-    assert_eq!(host.expect("sent"), "8");
-    assert_eq!(ct.expect("got"), "8");
-    host.kill();
-    assert_eq!(ct.expect("end"), "disconnected");
-    ct.finish();
+    // Over a channel, a lane and a rendezvous.
+    for via in ["channel", "lane", "rendezvous"] {
+        let sock = SockPath::new(&format!("ct-host-{via}"));
+        let args = [("SOCK", sock.arg()), ("VIA", via.to_string())];
+        let mut host = Kid::spawn("child_host_sender", "ct-host", &args);
+        host.expect("listening");
+        let mut ct = Kid::try_spawn_under(
+            &CONTAINER,
+            "child_container_receiver",
+            "ct-receiver",
+            &args,
+            |_| {},
+        )
+        .expect("spawn in a container");
+        assert_eq!(host.expect("sent"), "8", "{via}");
+        assert_eq!(ct.expect("got"), "8", "{via}");
+        host.kill();
+        assert_eq!(ct.expect("end"), "disconnected", "{via}");
+        ct.finish();
+    }
 }
 
 #[test]
@@ -234,9 +245,36 @@ fn child_host_sender() {
     if common::child_role("ct-host").is_none() {
         return;
     }
+    let mut buf = vec![0u8; 4096];
+    if common::arg("VIA") == "rendezvous" {
+        let l = RendezvousListener::bind(common::arg("SOCK")).expect("bind");
+        common::report("listening");
+        let ep = l.accept_timeout(STEP).expect("accept");
+        for i in 0..8u64 {
+            ep.send(&Message::new(7, &[i])).expect("send");
+        }
+        common::report("sent 8");
+        while common::command().is_some() {}
+        return;
+    }
     let l = Listener::bind(common::arg("SOCK"), ChannelConfig::default()).expect("bind");
     common::report("listening");
     let ch = l.accept_timeout(STEP).expect("accept");
+    if common::arg("VIA") == "lane" {
+        let mut tx = ch
+            .open_lane(&zcio::LaneConfig {
+                slots: 8,
+                slot_size: 4096,
+            })
+            .expect("open lane");
+        for i in 0..8u64 {
+            common::fill(&mut buf, i, 0);
+            tx.send_copy(&buf).expect("send");
+        }
+        common::report("sent 8");
+        while common::command().is_some() {}
+        return;
+    }
     let pool = common::small_pool("ct-host", 1 << 20, 2);
     for i in 0..8u64 {
         let mut b = pool.alloc_timeout(4096, STEP).expect("alloc");
@@ -254,22 +292,41 @@ fn child_container_receiver() {
     if common::child_role("ct-receiver").is_none() {
         return;
     }
+    let ok = |bytes: &[u8], i: u64| common::first_mismatch(bytes, i, 0).is_none();
+    let end = |disconnected: bool| {
+        common::report(if disconnected {
+            "end disconnected"
+        } else {
+            "end other"
+        })
+    };
+    if common::arg("VIA") == "rendezvous" {
+        let ep = Rendezvous::connect(common::arg("SOCK")).expect("connect");
+        for i in 0..8u64 {
+            assert_eq!(ep.recv().expect("recv").words, [i]);
+        }
+        common::report("got 8");
+        return end(matches!(ep.recv(), Err(RendezvousRecvError::Disconnected)));
+    }
     let ch = Channel::connect(common::arg("SOCK"), ChannelConfig::default()).expect("connect");
+    if common::arg("VIA") == "lane" {
+        let mut rx = ch.accept_lane_timeout(STEP).expect("the host's lane");
+        for i in 0..8u64 {
+            let m = rx.recv_timeout(STEP).expect("recv");
+            assert!(ok(&m.to_vec(), i), "message {i}");
+        }
+        common::report("got 8");
+        return end(rx.recv_timeout(STEP).unwrap_err() == zcio::LaneError::Disconnected);
+    }
     for i in 0..8u64 {
         let m = ch.recv_timeout(STEP).expect("recv");
-        assert_eq!(
-            common::first_mismatch(&m.to_vec(), i, 0),
-            None,
-            "message {i}"
-        );
+        assert!(ok(&m.to_vec(), i), "message {i}");
     }
     common::report("got 8");
-    let e = ch.recv_timeout(STEP).expect_err("the host side dies");
-    common::report(if e.is_disconnected() {
-        "end disconnected"
-    } else {
-        "end other"
-    });
+    end(ch
+        .recv_timeout(STEP)
+        .expect_err("the host side dies")
+        .is_disconnected());
 }
 
 #[test]
