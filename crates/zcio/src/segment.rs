@@ -459,26 +459,41 @@ impl SocketListener {
         })
     }
 
-    /// The next connection (blocking).
+    /// The next connection (blocking). A signal handler that interrupts
+    /// the wait is not an error: it waits on.
     pub fn accept(&self) -> Result<OwnedFd, ConnectError> {
-        net::accept_with(&self.sock, SocketFlags::CLOEXEC).map_err(os("accept"))
+        loop {
+            match net::accept_with(&self.sock, SocketFlags::CLOEXEC) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => return r.map_err(os("accept")),
+            }
+        }
     }
 
-    /// The next connection, waiting at most `timeout`.
+    /// The next connection, waiting at most `timeout` (a signal handler
+    /// that interrupts the wait does not end it early: poll(2) is never
+    /// restarted by the kernel).
     pub fn accept_timeout(&self, timeout: Duration) -> Result<OwnedFd, ConnectError> {
         use rustix::event::{poll, PollFd, PollFlags};
-        let ts = rustix::time::Timespec {
-            tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
-            tv_nsec: i64::from(timeout.subsec_nanos()),
-        };
-        let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) => Err(ConnectError::TimedOut),
-            Ok(_) => self.accept(),
-            Err(e) => Err(ConnectError::Os {
-                op: "poll",
-                errno: e,
-            }),
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        loop {
+            let left = deadline.map_or(timeout, |d| {
+                d.saturating_duration_since(std::time::Instant::now())
+            });
+            let ts = rustix::time::Timespec {
+                tv_sec: left.as_secs().min(i64::MAX as u64) as i64,
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+            return match poll(&mut fds, Some(&ts)) {
+                Ok(0) => Err(ConnectError::TimedOut),
+                Ok(_) => self.accept(),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => Err(ConnectError::Os {
+                    op: "poll",
+                    errno: e,
+                }),
+            };
         }
     }
 

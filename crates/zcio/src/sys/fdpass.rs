@@ -44,7 +44,15 @@ pub fn send(
     if nonblocking {
         flags |= SendFlags::DONTWAIT;
     }
-    let n = net::sendmsg(sock, &[IoSlice::new(bytes)], &mut control, flags)?;
+    // A signal handler that ran while the call blocked interrupts it even
+    // under SA_RESTART when the socket has a send timeout (signal(7)):
+    // that is not the peer's doing, so try again (the timeout restarts).
+    let n = loop {
+        match net::sendmsg(sock.as_fd(), &[IoSlice::new(bytes)], &mut control, flags) {
+            Err(Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
     if n != bytes.len() {
         return Err(Errno::MSGSIZE);
     }
@@ -81,10 +89,21 @@ pub fn recv(sock: impl AsFd, buf: &mut [u8], nonblocking: bool) -> Result<RecvOu
     if nonblocking {
         flags |= RecvFlags::DONTWAIT;
     }
-    let res = match net::recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut control, flags) {
-        Ok(r) => r,
-        Err(Errno::AGAIN) => return Ok(RecvOutcome::Empty),
-        Err(e) => return Err(e),
+    // Interrupted by a signal handler (even under SA_RESTART when the
+    // socket has a receive timeout, signal(7)): not the peer's doing, so
+    // try again; the timeout restarts.
+    let res = loop {
+        match net::recvmsg(
+            sock.as_fd(),
+            &mut [IoSliceMut::new(buf)],
+            &mut control,
+            flags,
+        ) {
+            Ok(r) => break r,
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => return Ok(RecvOutcome::Empty),
+            Err(e) => return Err(e),
+        }
     };
     let mut fds = Vec::new();
     for msg in control.drain() {
@@ -132,6 +151,55 @@ mod tests {
             recv(&b, &mut buf, false).unwrap(),
             RecvOutcome::HangUp
         ));
+    }
+
+    extern "C" fn on_usr1(_: libc::c_int) {}
+
+    /// Found by the `channel_peer` fuzz target: libFuzzer's timer signal
+    /// interrupted a handshake's blocking `recvmsg` (a socket with a receive
+    /// timeout is not restarted, signal(7)), and the connect failed with
+    /// EINTR. A signal handler in the process must not fail a transfer.
+    #[test]
+    #[cfg_attr(miri, ignore = "sockets and signals: system calls Miri does not model")]
+    fn a_signal_does_not_fail_a_blocking_receive() {
+        // SAFETY: installs a handler that does nothing (async-signal-safe)
+        // for SIGUSR1, without SA_RESTART; the sigaction struct is zeroed
+        // and then filled as sigaction(2) documents.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+        let (a, b) = crate::sys::seqpacket_pair();
+        rustix::net::sockopt::set_socket_timeout(
+            &b,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(std::time::Duration::from_secs(30)),
+        )
+        .unwrap();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let kid = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tid_tx.send(unsafe { libc::pthread_self() }).unwrap();
+            let mut buf = [0u8; 16];
+            let r = recv(&b, &mut buf, false).map(|o| match o {
+                RecvOutcome::Record(r) => buf[..r.len].to_vec(),
+                other => panic!("unexpected {other:?}"),
+            });
+            // A send blocked on a full socket is interrupted the same way;
+            // this one has room, so only the receive is exercised here.
+            r
+        });
+        let tid = tid_rx.recv().unwrap();
+        for _ in 0..50 {
+            // SAFETY: `tid` is a live thread (it blocks in recv until the
+            // record below is sent), whose SIGUSR1 handler does nothing.
+            unsafe { libc::pthread_kill(tid, libc::SIGUSR1) };
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        send(&a, b"after", &[], false).unwrap();
+        assert_eq!(kid.join().unwrap(), Ok(b"after".to_vec()));
     }
 
     #[test]
