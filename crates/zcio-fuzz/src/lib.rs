@@ -20,6 +20,7 @@
 //! bound (`-malloc_limit_mb`).
 
 pub mod input;
+pub mod msgs;
 pub mod targets;
 
 /// One fuzz target: its name (the `cargo fuzz` binary and the corpus

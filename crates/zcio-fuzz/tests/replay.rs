@@ -34,7 +34,11 @@ fn folders(dir: &Path) -> Vec<String> {
 fn every_target_has_seeds_and_every_folder_a_target() {
     for t in zcio_fuzz::all() {
         let n = files(&root().join("corpus").join(t.name)).len();
-        assert!(n > 0, "fuzz/corpus/{} has no seeds: run zcio-fuzz-seeds", t.name);
+        assert!(
+            n > 0,
+            "fuzz/corpus/{} has no seeds: run zcio-fuzz-seeds",
+            t.name
+        );
     }
     for kind in ["corpus", "regressions"] {
         for f in folders(&root().join(kind)) {

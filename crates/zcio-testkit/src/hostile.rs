@@ -185,6 +185,16 @@ impl Hostile {
         self.msgs.wake_consumer(Some(&self.bell));
     }
 
+    /// Free entries on the message ring (as the victim's head says).
+    pub fn room(&mut self) -> usize {
+        self.msgs.free_slots().unwrap_or(0)
+    }
+
+    /// The shared control segment's address and length (to scribble on).
+    pub fn segment(&self) -> (*mut u8, usize) {
+        (self._seg.as_ptr(), self._seg.len())
+    }
+
     pub fn ctl(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) {
         fdpass::send(&self.sock, bytes, fds, false).expect("send control record");
     }

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let dir = PathBuf::from(args.next().unwrap_or_else(|| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus").to_string()
-    }));
+    let dir =
+        PathBuf::from(args.next().unwrap_or_else(|| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus").to_string()
+        }));
     let only: Vec<String> = args.collect();
     for t in zcio_fuzz::all() {
         if !only.is_empty() && !only.iter().any(|n| n == t.name) {

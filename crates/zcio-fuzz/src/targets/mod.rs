@@ -16,4 +16,5 @@ macro_rules! targets {
 
 targets! {
     channel_records,
+    channel_peer,
 }
