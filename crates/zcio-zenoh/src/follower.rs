@@ -28,7 +28,7 @@ use crate::config::STOP_CHECK;
 use crate::error::{local, BridgeError};
 use crate::liveness::{parse_token, Token};
 use crate::stats::Counters;
-use crate::wire::{Kind, Meta};
+use crate::track::{End, Step, Tracker};
 
 /// The local end samples go into.
 pub(crate) enum Local {
@@ -138,18 +138,12 @@ pub(crate) enum Finish {
     Stopped,
 }
 
-/// The zcio stream being followed.
-struct Stream {
-    id: u64,
-    /// Position expected next (`None` until the first data sample).
-    next: Option<u64>,
-}
-
 /// What the callbacks share, under one lock.
 struct State {
     /// `None` once closed.
     local: Option<Local>,
-    current: Option<Stream>,
+    /// The followed stream and its position (decides about each sample).
+    tracker: Tracker,
     /// Live liveliness tokens (nonces) per stream.
     live: HashMap<u64, HashSet<u64>>,
     /// History mode, until the cache has answered: data samples held back
@@ -200,7 +194,7 @@ impl Follower {
         Arc::new(Self {
             state: Mutex::new(State {
                 local: Some(local),
-                current: None,
+                tracker: Tracker::new(),
                 live: HashMap::new(),
                 held: hold.then(VecDeque::new),
                 held_bytes: 0,
@@ -270,7 +264,7 @@ impl Follower {
         let due = lock(&self.lost_at).is_some_and(|t| t <= Instant::now());
         if due {
             let st = lock(&self.state);
-            let stream = st.current.as_ref().map_or(0, |s| s.id);
+            let stream = st.tracker.stream().unwrap_or(0);
             drop(st);
             self.finish_with(Ok(Finish::Lost(stream)));
         }
@@ -320,7 +314,7 @@ impl Follower {
             set.remove(&token.nonce);
         }
         let none_live = set.is_empty();
-        if st.current.as_ref().is_some_and(|c| c.id == token.stream) {
+        if st.tracker.stream() == Some(token.stream) {
             self.arm(none_live);
         }
         if alive && st.first_exporter.is_none() {
@@ -388,7 +382,7 @@ impl Follower {
         self.room.notify_all();
     }
 
-    /// Check one sample and write it into the sink.
+    /// Check one sample (the tracker decides) and carry the decision out.
     fn handle(&self, st: &mut State, sample: &Sample) {
         if let Err(e) = self.handle_inner(st, sample) {
             self.finish_with(Err(e));
@@ -399,84 +393,40 @@ impl Follower {
         let c = &*self.counters;
         let State {
             local,
-            current,
+            tracker,
             live,
             ..
         } = st;
         let Some(local) = local.as_mut() else {
             return Ok(());
         };
-        let len = sample.payload().len();
-        // A private copy of the attachment, then the checks.
+        // A private copy of the attachment; the tracker checks it.
         let att = sample.attachment().map(|a| a.to_bytes().into_owned());
-        let meta = match att.as_deref() {
-            Some(a) if Meta::is_ours(a) => match Meta::decode(a, len) {
-                Ok(m) => m,
-                Err(_) => {
-                    c.malformed(1);
-                    return Ok(());
-                }
-            },
-            // A plain Zenoh publisher (or another application's
-            // attachment): the payload is the message.
-            _ => {
-                if sample.kind() == SampleKind::Put {
-                    local.deliver(sample.payload(), None, 0, c, &self.halted)?;
-                } else {
-                    c.ignored(1);
-                }
-                return Ok(());
-            }
-        };
         let is_put = sample.kind() == SampleKind::Put;
-        if is_put != (meta.kind == Kind::Data) {
-            c.malformed(1);
-            return Ok(());
+        let step = tracker.step(is_put, att.as_deref(), sample.payload().len());
+        if let Some(stream) = step.activity() {
+            // Activity of the followed stream: (re)arm the loss timer only
+            // while it has no live token.
+            self.arm(live.get(&stream).is_none_or(HashSet::is_empty));
         }
-        let stream = match current {
-            Some(s) if s.id != meta.stream => {
-                c.ignored(1);
-                return Ok(());
-            }
-            Some(s) => s,
-            None => current.insert(Stream {
-                id: meta.stream,
-                next: None,
-            }),
-        };
-        // Activity of the followed stream: (re)arm the loss timer only
-        // while it has no live token.
-        self.arm(live.get(&stream.id).is_none_or(HashSet::is_empty));
-        let expected = stream.next.unwrap_or(meta.pos);
-        if meta.pos < expected {
-            // Delivered before (history, a restarted exporter).
-            c.duplicates(1);
-            return Ok(());
-        }
-        if meta.pos > expected {
-            let gap = meta.pos - expected;
+        if let Some(gap) = step.gap() {
             c.gaps(1);
-            c.lost(gap);
-            let blocks = if meta.byte_positions { 1 } else { gap };
-            let bytes = if meta.byte_positions { gap } else { 0 };
-            local.lost(blocks, bytes);
+            c.lost(gap.positions);
+            local.lost(gap.blocks, gap.bytes);
         }
-        match meta.kind {
-            Kind::Data => {
-                local.deliver(
-                    sample.payload(),
-                    meta.array.as_ref(),
-                    meta.tag,
-                    c,
-                    &self.halted,
-                )?;
-                stream.next = Some(meta.next);
+        match step {
+            Step::Plain => local.deliver(sample.payload(), None, 0, c, &self.halted)?,
+            Step::Deliver { array, tag, .. } => {
+                local.deliver(sample.payload(), array.as_ref(), tag, c, &self.halted)?;
             }
-            Kind::End => self.finish_with(Ok(Finish::End)),
-            Kind::Failed { code } => self.finish_with(Ok(Finish::Failed(code))),
-            Kind::Died { pid } => self.finish_with(Ok(Finish::Died(pid))),
-            // Only ever a reply to a cache query (rejected above).
-            Kind::CacheRange => c.malformed(1),
+            Step::Duplicate { .. } => c.duplicates(1),
+            Step::Finish { end, .. } => self.finish_with(Ok(match end {
+                End::Clean => Finish::End,
+                End::Failed(code) => Finish::Failed(code),
+                End::Died(pid) => Finish::Died(pid),
+            })),
+            Step::Ignored(_) => c.ignored(1),
+            Step::Malformed(_) => c.malformed(1),
         }
         Ok(())
     }

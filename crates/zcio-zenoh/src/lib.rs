@@ -18,6 +18,7 @@
 //! `zcio bridge` command runs both halves.
 //!
 //! ```no_run
+//! # #[cfg(feature = "bridge")]
 //! # async fn demo() -> Result<(), zcio_zenoh::BridgeError> {
 //! use zcio_zenoh::{ExportOptions, Exporter, SessionOptions, Source};
 //! let session = SessionOptions {
@@ -32,32 +33,54 @@
 //! # Ok(()) }
 //! ```
 
+//!
+//! Feature `bridge` (on by default) builds the bridge itself, on Zenoh and
+//! tokio. Without it only the Zenoh-free parts are built: the attachment
+//! format ([`wire`]), the importer's per-sample decisions ([`track`]) and
+//! the liveliness token keys ([`liveness`]) — what the fuzz targets drive
+//! without building Zenoh.
+
+#[cfg(feature = "bridge")]
 mod cache;
+#[cfg(feature = "bridge")]
 mod config;
+#[cfg(feature = "bridge")]
 mod error;
+#[cfg(feature = "bridge")]
 mod export;
+#[cfg(feature = "bridge")]
 mod follower;
+#[cfg(feature = "bridge")]
 mod import;
-mod liveness;
+pub mod liveness;
+#[cfg(feature = "bridge")]
 mod loan;
+#[cfg(feature = "bridge")]
 mod stats;
+pub mod track;
 pub mod wire;
 
+#[cfg(feature = "bridge")]
 pub use config::{
     check_key, first_peer, SessionOptions, DEFAULT_GRACE, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT,
 };
+#[cfg(feature = "bridge")]
 pub use error::BridgeError;
+#[cfg(feature = "bridge")]
 pub use export::{ExportEnd, ExportOptions, Exporter, Source};
+#[cfg(feature = "bridge")]
 pub use import::{
     ImportEnd, ImportOptions, Importer, Sink, CODE_EXPORTER_LOST, CODE_PRODUCER_DIED, CODE_STOPPED,
     CODE_UNREACHABLE,
 };
+#[cfg(feature = "bridge")]
 pub use stats::{Counters, Stats};
 /// The Zenoh crate this bridge is built on (its `Session`, `Config`).
+#[cfg(feature = "bridge")]
 pub use zenoh;
 
 /// The bridge guide's Rust snippet, compiled by `cargo test` (`no_run`: it
 /// listens on a network) so the guide cannot drift from the API.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "bridge"))]
 #[doc = include_str!("../../../docs/bridge.md")]
 mod guide {}

@@ -7,13 +7,17 @@
 //! not); importers watch `@zcio/alive/*/*/*/<key expr>`.
 //! The `@zcio` chunk is verbatim: no wildcard of another application
 //! matches it.
+//!
+//! A token's key comes from the network: [`parse_token`] is the one
+//! parser of it (the importer's liveliness callback; the fuzz target
+//! `bridge_samples`).
 
 /// The first chunks of every token.
 const PREFIX: &str = "@zcio/alive";
 
 /// What a token says about its exporter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Token {
+pub struct Token {
     /// The stream it exports.
     pub stream: u64,
     /// Which exporting process.
@@ -23,24 +27,24 @@ pub(crate) struct Token {
 }
 
 /// The key of the cache of `stream` published to `key`.
-pub(crate) fn cache_key(stream: u64, key: &str) -> String {
+pub fn cache_key(stream: u64, key: &str) -> String {
     format!("@zcio/cache/{stream:016x}/{key}")
 }
 
 /// The token an exporter declares for `key`.
-pub(crate) fn token_key(t: Token, key: &str) -> String {
+pub fn token_key(t: Token, key: &str) -> String {
     let c = if t.cached { 'c' } else { 'n' };
     format!("{PREFIX}/{:016x}/{:016x}/{c}/{key}", t.stream, t.nonce)
 }
 
 /// What an importer of `keyexpr` subscribes to.
-pub(crate) fn token_pattern(keyexpr: &str) -> String {
+pub fn token_pattern(keyexpr: &str) -> String {
     format!("{PREFIX}/*/*/*/{keyexpr}")
 }
 
 /// What a token's key says, and the exporter's key (`None`: not one of
 /// ours).
-pub(crate) fn parse_token(key: &str) -> Option<(Token, &str)> {
+pub fn parse_token(key: &str) -> Option<(Token, &str)> {
     let rest = key.strip_prefix(PREFIX)?.strip_prefix('/')?;
     let mut it = rest.splitn(4, '/');
     let hex = |s: &str| (s.len() == 16).then(|| u64::from_str_radix(s, 16).ok())?;
@@ -63,6 +67,7 @@ pub(crate) fn parse_token(key: &str) -> Option<(Token, &str)> {
 }
 
 /// 64 random bits (stream identities of listener exports, exporter nonces).
+#[cfg(feature = "bridge")]
 pub(crate) fn random_u64() -> u64 {
     let mut b = [0u8; 8];
     let mut filled = 0;
@@ -110,6 +115,7 @@ mod tests {
             None
         );
         assert_eq!(token_pattern("cam/*"), "@zcio/alive/*/*/*/cam/*");
+        #[cfg(feature = "bridge")]
         assert_ne!(random_u64(), random_u64());
     }
 }
