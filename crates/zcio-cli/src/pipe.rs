@@ -24,7 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rustix::io::Errno;
 use zcio::ring::{
     self, Consumer, Layout, OpenError, Overflow, Producer, ReadError, RingMap, Start, Wait,
-    WriteError, MAX_CONSUMERS,
+    WriteError,
 };
 
 use crate::ring::{describe, open_error, size, CreateArgs};
@@ -84,7 +84,7 @@ pub struct PutArgs {
     name: String,
     /// Wait until this many readers are attached before copying (0: don't
     /// wait; at most 64, the ring's consumer slots).
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_readers)]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = zcio_fmt::ring::parse_readers)]
     readers: usize,
     /// Give up if the readers are not there after SECS seconds [default: wait forever].
     #[arg(long, value_name = "SECS", value_parser = zcio_fmt::parse_seconds)]
@@ -120,20 +120,6 @@ pub fn run(cmd: PipeCmd) -> Result<i32> {
         PipeCmd::Put(a) => put(a),
         PipeCmd::Get(a) => get(a),
     }
-}
-
-fn parse_readers(s: &str) -> Result<usize, String> {
-    zcio_fmt::not_negative(s, "number of readers", "0 to 64")?;
-    let n: usize = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of readers"))?;
-    if n > MAX_CONSUMERS {
-        return Err(format!(
-            "{n} readers: a ring has {MAX_CONSUMERS} consumer slots, so at most {MAX_CONSUMERS}"
-        ));
-    }
-    Ok(n)
 }
 
 fn secs(what: &str, s: Option<f64>) -> Result<Option<Duration>> {

@@ -4,10 +4,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use zcio::ring::{self, Geometry, Layout, Options, Overflow, RingMap, RingStat};
-use zcio::ring::{
-    BLOCK_HEADER_LEN as BLOCK_HDR, MAX_DATA_LEN as MAX_DATA, MAX_DESCRIPTORS as MAX_DESC,
-};
 use zcio_fmt::limits::exact;
+use zcio_fmt::ring::{parse_entries, parse_mode, parse_size as parse_ring_size, parse_slot_size};
 
 use crate::usage;
 
@@ -696,122 +694,10 @@ fn rm(r: RmCmd) -> i32 {
     status
 }
 
-pub use zcio_fmt::{bytes_u64 as size, parse_bytes_u64 as parse_size};
-
-/// A power of two in `min..=max` (a size if `bytes`, else a count), with a
-/// hint that never leaves that range.
-fn pow2_in(n: u64, min: u64, max: u64, bytes: bool) -> Result<u64, String> {
-    let show = |v: u64| if bytes { exact(v) } else { v.to_string() };
-    let plain = |v: u64| show(v).replace(' ', "");
-    if n < min {
-        return Err(format!("{} is below the minimum of {}", show(n), show(min)));
-    }
-    if n > max {
-        return Err(format!("{} is above the maximum of {}", show(n), show(max)));
-    }
-    if n.is_power_of_two() {
-        return Ok(n);
-    }
-    let lo = 1u64 << n.ilog2();
-    let hint = match (lo >= min, lo.checked_mul(2).filter(|&h| h <= max)) {
-        (true, Some(hi)) => format!("try {} or {}", plain(lo), plain(hi)),
-        (true, None) => format!("try {}", plain(lo)),
-        (false, Some(hi)) => format!("try {}", plain(hi)),
-        (false, None) => String::new(),
-    };
-    Err(format!("{} is not a power of two ({hint})", show(n)))
-}
-
-/// `--size`: the data area, a power of two from the page size to 16 GiB.
-fn parse_ring_size(s: &str) -> Result<u64, String> {
-    let page = zcio::page_size() as u64;
-    pow2_in(parse_size(s)?, page, MAX_DATA, true)
-}
-
-/// `--slot-size`: a power of two from 32 bytes (two block headers).
-fn parse_slot_size(s: &str) -> Result<u64, String> {
-    pow2_in(parse_size(s)?, 2 * BLOCK_HDR, MAX_DATA, true)
-}
-
-/// `--entries`: a power of two from 2 to 2^24.
-fn parse_entries(s: &str) -> Result<u64, String> {
-    zcio_fmt::not_negative(s, "number of entries", "a power of two such as 4096")?;
-    let n: u64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number (e.g. 1024, 4096, 65536)"))?;
-    pow2_in(n, 2, MAX_DESC, false)
-}
-
-fn parse_mode(s: &str) -> Result<u32, String> {
-    let t = s.trim();
-    let digits = t.strip_prefix("0o").unwrap_or(t);
-    let m = u32::from_str_radix(digits, 8)
-        .map_err(|_| format!("'{s}' is not an octal mode: use e.g. 0600, 0660, 644"))?;
-    if m > 0o777 {
-        return Err(format!(
-            "mode '{s}' has bits beyond 0777 (only permission bits apply)"
-        ));
-    }
-    Ok(m)
-}
+pub use zcio_fmt::bytes_u64 as size;
 
 /// Where ring `name` lives, for messages (the name itself if it is not a
 /// valid ring name).
 fn ring_file(name: &str) -> String {
     zcio::ring::ring_path(name).map_or_else(|| name.to_owned(), |p| p.display().to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
-        assert_eq!(parse_size("64k").unwrap(), 64 << 10);
-        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
-        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
-        assert_eq!(parse_size("2 GiB").unwrap(), 2 << 30);
-        assert!(parse_size("1X").is_err());
-        assert!(parse_size("M").is_err());
-        assert!(parse_size("99999999999T").is_err());
-        assert_eq!(parse_ring_size("256K").unwrap(), 256 << 10);
-        let e = parse_ring_size("3M").unwrap_err();
-        assert_eq!(e, "3 MiB is not a power of two (try 2MiB or 4MiB)");
-        // Hints never go below the minimum, and 4095 is not "4 KiB".
-        let e = parse_ring_size("0").unwrap_err();
-        assert_eq!(e, "0 B is below the minimum of 4 KiB");
-        let e = parse_ring_size("4095").unwrap_err();
-        assert_eq!(e, "4095 B is below the minimum of 4 KiB");
-        let e = parse_ring_size("6K").unwrap_err();
-        assert_eq!(e, "6 KiB is not a power of two (try 4KiB or 8KiB)");
-        let e = parse_slot_size("40").unwrap_err();
-        assert_eq!(e, "40 B is not a power of two (try 32B or 64B)");
-        let e = parse_slot_size("3").unwrap_err();
-        assert_eq!(e, "3 B is below the minimum of 32 B");
-        let e = parse_ring_size("1TiB").unwrap_err();
-        assert_eq!(e, "1 TiB is above the maximum of 16 GiB");
-        let e = parse_ring_size("24G").unwrap_err();
-        assert!(e.contains("above the maximum"), "{e}");
-        assert_eq!(parse_entries("4096").unwrap(), 4096);
-        assert_eq!(
-            parse_entries("1000").unwrap_err(),
-            "1000 is not a power of two (try 512 or 1024)"
-        );
-        assert!(parse_entries("1").unwrap_err().contains("minimum of 2"));
-        assert_eq!(size(1536), "1.5 KiB");
-        assert_eq!(size(100), "100 B");
-        assert_eq!(size(16 << 20), "16 MiB");
-    }
-
-    #[test]
-    fn modes() {
-        assert_eq!(parse_mode("0600").unwrap(), 0o600);
-        assert_eq!(parse_mode("644").unwrap(), 0o644);
-        assert_eq!(parse_mode("0o660").unwrap(), 0o660);
-        assert!(parse_mode("0800").is_err());
-        assert!(parse_mode("7777").is_err());
-    }
 }

@@ -3,6 +3,7 @@
 //! benchmarks (`zcio-bench`), so neither depends on the other.
 
 pub mod limits;
+pub mod ring;
 
 /// `4 KiB`, `1 MiB`, `16 MiB`, `1.5 KiB`, `100 B`.
 pub fn size(bytes: usize) -> String {
@@ -139,6 +140,11 @@ mod tests {
         assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
         assert_eq!(parse_size("100").unwrap(), 100);
         assert!(parse_size("4X").is_err());
+        assert_eq!(parse_bytes_u64("64k").unwrap(), 64 << 10);
+        assert_eq!(parse_bytes_u64("2 GiB").unwrap(), 2 << 30);
+        assert!(parse_bytes_u64("M").is_err());
+        assert!(parse_bytes_u64("99999999999T").is_err());
+        assert_eq!(size(100), "100 B");
     }
 
     #[test]

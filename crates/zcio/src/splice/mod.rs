@@ -27,7 +27,7 @@ pub use association::{
 pub use error::SpliceError;
 pub use io_object::{Attrs, IoObject, Kind};
 pub use mover::MoverKind;
-pub use spec::{cp, is_path, open_pair, open_spec, sink_for, Role};
+pub use spec::{cp, is_path, open_pair, open_spec, sink_for, Role, Spec};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.
 pub fn splice(src: IoObject, sink: IoObject) -> Result<Association, SpliceError> {

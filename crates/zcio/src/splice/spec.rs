@@ -47,79 +47,154 @@ fn os(spec: &str, what: &str, e: std::io::Error) -> SpliceError {
     }
 }
 
-/// Open the endpoint `spec` names (see the [module docs](self)).
-pub fn open_spec(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
-    let fd: OwnedFd = if spec == "-" {
-        let std = match role {
-            Role::Source => std::io::stdin().as_fd().try_clone_to_owned(),
-            Role::Sink => std::io::stdout().as_fd().try_clone_to_owned(),
-        };
-        std.map_err(|e| os(spec, "duplicate the standard stream", e))?
-    } else if let Some(n) = spec.strip_prefix("fd:") {
-        let n: i32 = n
-            .parse()
-            .map_err(|_| bad(spec, "expected fd:N with N a descriptor number"))?;
-        if n < 0 {
-            return Err(bad(spec, "a descriptor number is not negative"));
-        }
-        // SAFETY: borrowed only for the duration of the duplication; an fd
-        // that is not open makes the fcntl fail with EBADF, reported.
-        let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
-        b.try_clone_to_owned()
-            .map_err(|e| os(spec, "duplicate the descriptor", e))?
-    } else if let Some(addr) = spec.strip_prefix("tcp:") {
-        TcpStream::connect(addr)
-            .map_err(|e| os(spec, "connect", e))?
-            .into()
-    } else if let Some(addr) = spec.strip_prefix("tcp-listen:") {
-        let l = TcpListener::bind(addr).map_err(|e| os(spec, "listen", e))?;
-        l.accept().map_err(|e| os(spec, "accept", e))?.0.into()
-    } else if let Some(addr) = spec.strip_prefix("udp:") {
-        match role {
-            Role::Source => UdpSocket::bind(addr).map_err(|e| os(spec, "bind", e))?,
-            Role::Sink => {
-                let to = addr
-                    .to_socket_addrs()
-                    .map_err(|e| os(spec, "resolve", e))?
-                    .next()
-                    .ok_or_else(|| bad(spec, "the name resolves to no address"))?;
-                let any = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-                let s = UdpSocket::bind(any).map_err(|e| os(spec, "bind", e))?;
-                s.connect(to).map_err(|e| os(spec, "connect", e))?;
-                s
+/// An endpoint named by a string (see the [module docs](self)), parsed:
+/// nothing is opened, connected or resolved yet ([`Spec::open`] does).
+/// Its `Display` is the spec again (`fd:N` with N in decimal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spec {
+    /// `-`: standard input as a source, standard output as a sink.
+    Std,
+    /// `fd:N`: a duplicate of inherited descriptor N (not negative).
+    Fd(i32),
+    /// `tcp:HOST:PORT`: connect.
+    Tcp(String),
+    /// `tcp-listen:HOST:PORT`: accept one connection.
+    TcpListen(String),
+    /// `udp:HOST:PORT`: bind there (source) or send there (sink).
+    Udp(String),
+    /// `unix:PATH`: connect to a stream socket.
+    Unix(String),
+    /// `ring:NAME`: a named ring.
+    Ring(String),
+    /// Anything else (not empty): a file.
+    Path(String),
+}
+
+impl Spec {
+    /// Parse `spec`; the one parser of endpoint strings ([`open_spec`]
+    /// opens what it returns).
+    pub fn parse(spec: &str) -> Result<Self, SpliceError> {
+        Ok(if spec == "-" {
+            Self::Std
+        } else if let Some(n) = spec.strip_prefix("fd:") {
+            let n: i32 = n
+                .parse()
+                .map_err(|_| bad(spec, "expected fd:N with N a descriptor number"))?;
+            if n < 0 {
+                return Err(bad(spec, "a descriptor number is not negative"));
             }
-        }
-        .into()
-    } else if let Some(path) = spec.strip_prefix("unix:") {
-        std::os::unix::net::UnixStream::connect(path)
-            .map_err(|e| os(spec, "connect", e))?
-            .into()
-    } else if let Some(name) = spec.strip_prefix("ring:") {
-        return open_ring(spec, name, role);
-    } else {
-        if spec.is_empty() {
+            Self::Fd(n)
+        } else if let Some(addr) = spec.strip_prefix("tcp:") {
+            Self::Tcp(addr.to_owned())
+        } else if let Some(addr) = spec.strip_prefix("tcp-listen:") {
+            Self::TcpListen(addr.to_owned())
+        } else if let Some(addr) = spec.strip_prefix("udp:") {
+            Self::Udp(addr.to_owned())
+        } else if let Some(path) = spec.strip_prefix("unix:") {
+            Self::Unix(path.to_owned())
+        } else if let Some(name) = spec.strip_prefix("ring:") {
+            Self::Ring(name.to_owned())
+        } else if spec.is_empty() {
             return Err(bad(
                 spec,
                 "empty: name a file, -, or a tcp:/udp:/ring: endpoint",
             ));
-        }
-        let f = match role {
-            Role::Source => std::fs::File::open(spec),
-            // Not truncated here: the association truncates it once it
-            // knows the destination is not the source.
-            Role::Sink => std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(spec),
+        } else {
+            Self::Path(spec.to_owned())
+        })
+    }
+
+    /// Open it as `role` (errors name the spec as [`Spec::to_string`]
+    /// writes it).
+    pub fn open(&self, role: Role) -> Result<IoObject, SpliceError> {
+        self.open_as(&self.to_string(), role)
+    }
+
+    /// Open it as `role`; `spec` names it in errors and in the object.
+    fn open_as(&self, spec: &str, role: Role) -> Result<IoObject, SpliceError> {
+        let fd: OwnedFd = match self {
+            Self::Std => {
+                let std = match role {
+                    Role::Source => std::io::stdin().as_fd().try_clone_to_owned(),
+                    Role::Sink => std::io::stdout().as_fd().try_clone_to_owned(),
+                };
+                std.map_err(|e| os(spec, "duplicate the standard stream", e))?
+            }
+            Self::Fd(n) => {
+                // SAFETY: borrowed only for the duration of the duplication;
+                // an fd that is not open makes the fcntl fail with EBADF,
+                // reported. `parse` checked it is not negative.
+                let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(*n) };
+                b.try_clone_to_owned()
+                    .map_err(|e| os(spec, "duplicate the descriptor", e))?
+            }
+            Self::Tcp(addr) => TcpStream::connect(addr)
+                .map_err(|e| os(spec, "connect", e))?
+                .into(),
+            Self::TcpListen(addr) => {
+                let l = TcpListener::bind(addr).map_err(|e| os(spec, "listen", e))?;
+                l.accept().map_err(|e| os(spec, "accept", e))?.0.into()
+            }
+            Self::Udp(addr) => match role {
+                Role::Source => UdpSocket::bind(addr).map_err(|e| os(spec, "bind", e))?,
+                Role::Sink => {
+                    let to = addr
+                        .to_socket_addrs()
+                        .map_err(|e| os(spec, "resolve", e))?
+                        .next()
+                        .ok_or_else(|| bad(spec, "the name resolves to no address"))?;
+                    let any = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+                    let s = UdpSocket::bind(any).map_err(|e| os(spec, "bind", e))?;
+                    s.connect(to).map_err(|e| os(spec, "connect", e))?;
+                    s
+                }
+            }
+            .into(),
+            Self::Unix(path) => std::os::unix::net::UnixStream::connect(path)
+                .map_err(|e| os(spec, "connect", e))?
+                .into(),
+            Self::Ring(name) => return open_ring(spec, name, role),
+            Self::Path(path) => {
+                let f = match role {
+                    Role::Source => std::fs::File::open(path),
+                    // Not truncated here: the association truncates it once
+                    // it knows the destination is not the source.
+                    Role::Sink => std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(path),
+                };
+                let ep = IoObject::new(f.map_err(|e| os(spec, "open", e))?.into(), spec)?;
+                return Ok(match role {
+                    Role::Source => ep,
+                    Role::Sink => ep.truncate_on_start(),
+                });
+            }
         };
-        let ep = IoObject::new(f.map_err(|e| os(spec, "open", e))?.into(), spec)?;
-        return Ok(match role {
-            Role::Source => ep,
-            Role::Sink => ep.truncate_on_start(),
-        });
-    };
-    IoObject::new(fd, spec)
+        IoObject::new(fd, spec)
+    }
+}
+
+impl std::fmt::Display for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Std => f.write_str("-"),
+            Self::Fd(n) => write!(f, "fd:{n}"),
+            Self::Tcp(a) => write!(f, "tcp:{a}"),
+            Self::TcpListen(a) => write!(f, "tcp-listen:{a}"),
+            Self::Udp(a) => write!(f, "udp:{a}"),
+            Self::Unix(p) => write!(f, "unix:{p}"),
+            Self::Ring(n) => write!(f, "ring:{n}"),
+            Self::Path(p) => f.write_str(p),
+        }
+    }
+}
+
+/// Open the endpoint `spec` names (see the [module docs](self)):
+/// [`Spec::parse`], then open it.
+pub fn open_spec(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
+    Spec::parse(spec)?.open_as(spec, role)
 }
 
 /// Whether `spec` names a file system path (no `-`, `fd:`, `tcp:`, … prefix).
@@ -188,4 +263,31 @@ pub fn cp(src: &str, dst: &str, modules: &[&str]) -> Result<Status, SpliceError>
         return Err(e);
     }
     Ok(a.close())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_back() {
+        for (text, spec) in [
+            ("-", Spec::Std),
+            ("fd:3", Spec::Fd(3)),
+            ("tcp:127.0.0.1:9", Spec::Tcp("127.0.0.1:9".into())),
+            ("tcp-listen:[::1]:0", Spec::TcpListen("[::1]:0".into())),
+            ("udp:localhost:53", Spec::Udp("localhost:53".into())),
+            ("unix:/run/x.sock", Spec::Unix("/run/x.sock".into())),
+            ("ring:frames", Spec::Ring("frames".into())),
+            ("dir/file.bin", Spec::Path("dir/file.bin".into())),
+        ] {
+            assert_eq!(Spec::parse(text).unwrap(), spec, "{text}");
+            assert_eq!(spec.to_string(), text);
+            assert_eq!(is_path(text), matches!(spec, Spec::Path(_)));
+        }
+        assert_eq!(Spec::parse("fd:+7").unwrap().to_string(), "fd:7");
+        for bad in ["", "fd:", "fd:x", "fd:-1", "fd:99999999999"] {
+            assert!(Spec::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 }

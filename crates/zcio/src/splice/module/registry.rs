@@ -105,18 +105,27 @@ impl Registry {
         self.factories.keys().map(String::as_str).collect()
     }
 
-    /// Unseal a module from `"name"` or `"name:key=value,…"`.
-    pub fn open(&self, spec: &str) -> Result<Box<dyn Module>, ModuleError> {
+    /// Parse `"name"` or `"name:key=value,…"` (one `--module` of a chain):
+    /// the registered name, its factory and the arguments, not yet given
+    /// to it (nothing is opened). [`Registry::open`] calls the factory.
+    pub fn parse(&self, spec: &str) -> Result<(&str, &Factory, Args), ModuleError> {
         let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
         let name = name.trim();
-        let factory = self
-            .factories
-            .get(name)
-            .ok_or_else(|| ModuleError::Unknown {
-                name: name.to_owned(),
-                known: self.names().join(", "),
-            })?;
-        factory(Args::parse(name, args)?)
+        let (name, factory) =
+            self.factories
+                .get_key_value(name)
+                .ok_or_else(|| ModuleError::Unknown {
+                    name: name.to_owned(),
+                    known: self.names().join(", "),
+                })?;
+        Ok((name, factory, Args::parse(name, args)?))
+    }
+
+    /// Open a module from `"name"` or `"name:key=value,…"`
+    /// ([`Registry::parse`], then its factory).
+    pub fn open(&self, spec: &str) -> Result<Box<dyn Module>, ModuleError> {
+        let (_, factory, args) = self.parse(spec)?;
+        factory(args)
     }
 }
 

@@ -61,41 +61,126 @@ fn header(len: usize, flags: u32, counter: u64) -> [u8; HEADER] {
     h
 }
 
-/// The key from `key=HEX` or `keyfile=PATH`.
-fn take_key(module: &str, args: &mut Args) -> Result<Key, ModuleError> {
-    let parse_hex = |text: &str, what: &str| -> Result<[u8; 32], ModuleError> {
-        let mut k = [0u8; 32];
-        hex::decode_to_slice(text.trim(), &mut k).map_err(|_| {
-            ModuleError::bad_args(module, format!("{what}: expected 64 hex digits (32 bytes)"))
-        })?;
-        Ok(k)
-    };
-    let bytes =
+/// Where a module's key comes from: `key=HEX` (decoded when parsed) or
+/// `keyfile=PATH` (read when the module opens). Its `Debug` shows no key.
+#[derive(Clone, PartialEq, Eq)]
+pub enum KeyArg {
+    /// `key=`: 64 hex digits, decoded.
+    Hex([u8; 32]),
+    /// `keyfile=`: 32 raw bytes or 64 hex digits, in this file.
+    File(String),
+}
+
+impl std::fmt::Debug for KeyArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Hex(_) => f.write_str("Hex(..)"),
+            Self::File(p) => f.debug_tuple("File").field(p).finish(),
+        }
+    }
+}
+
+fn parse_hex(module: &str, text: &str, what: &str) -> Result<[u8; 32], ModuleError> {
+    let mut k = [0u8; 32];
+    hex::decode_to_slice(text.trim(), &mut k).map_err(|_| {
+        ModuleError::bad_args(module, format!("{what}: expected 64 hex digits (32 bytes)"))
+    })?;
+    Ok(k)
+}
+
+impl KeyArg {
+    /// Take `key=` or `keyfile=` (exactly one) from `args` of `module`.
+    pub fn take(module: &str, args: &mut Args) -> Result<Self, ModuleError> {
         match (args.take("key"), args.take("keyfile")) {
-            (Some(_), Some(_)) => {
-                return Err(ModuleError::bad_args(
-                    module,
-                    "give key= or keyfile=, not both",
-                ))
-            }
-            (Some(k), None) => parse_hex(&k, "key")?,
-            (None, Some(path)) => {
-                let data = std::fs::read(&path)
+            (Some(_), Some(_)) => Err(ModuleError::bad_args(
+                module,
+                "give key= or keyfile=, not both",
+            )),
+            (Some(k), None) => Ok(Self::Hex(parse_hex(module, &k, "key")?)),
+            (None, Some(path)) => Ok(Self::File(path)),
+            (None, None) => Err(ModuleError::bad_args(
+                module,
+                "needs key=HEX64 or keyfile=PATH (32 bytes, e.g. from `head -c32 /dev/urandom`)",
+            )),
+        }
+    }
+
+    /// The key (reading the file of `keyfile=`).
+    fn resolve(&self, module: &str) -> Result<Key, ModuleError> {
+        let bytes = match self {
+            Self::Hex(k) => *k,
+            Self::File(path) => {
+                let data = std::fs::read(path)
                     .map_err(|e| ModuleError::bad_args(module, format!("keyfile={path}: {e}")))?;
                 match <[u8; 32]>::try_from(&data[..]) {
                     Ok(raw) => raw,
                     Err(_) => parse_hex(
+                        module,
                         std::str::from_utf8(&data).unwrap_or(""),
                         &format!("keyfile={path}"),
                     )?,
                 }
             }
-            (None, None) => return Err(ModuleError::bad_args(
-                module,
-                "needs key=HEX64 or keyfile=PATH (32 bytes, e.g. from `head -c32 /dev/urandom`)",
-            )),
         };
-    Ok(Key::from(bytes))
+        Ok(Key::from(bytes))
+    }
+}
+
+/// `seal`'s arguments, parsed: no key file read yet ([`Seal::open`] does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealArgs {
+    /// The key.
+    pub key: KeyArg,
+    /// Largest frame payload, `1..=MAX_FRAME` (default 1 MiB).
+    pub frame: usize,
+}
+
+impl SealArgs {
+    /// Parse `key=`/`keyfile=`, `frame=SIZE`.
+    pub fn parse(mut args: Args) -> Result<Self, ModuleError> {
+        let key = KeyArg::take("seal", &mut args)?;
+        let frame = args.take_size("frame")?.unwrap_or(1 << 20);
+        args.finish(&["key", "keyfile", "frame"])?;
+        if frame == 0 || frame > MAX_FRAME as u64 {
+            return Err(ModuleError::bad_args(
+                "seal",
+                format!("frame must be 1..={MAX_FRAME}"),
+            ));
+        }
+        Ok(Self {
+            key,
+            frame: frame as usize,
+        })
+    }
+}
+
+/// `open`'s arguments, parsed: no key file read yet ([`Unseal::open`]
+/// does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenArgs {
+    /// The key.
+    pub key: KeyArg,
+    /// Largest frame accepted, at most `MAX_FRAME` (default 16 MiB).
+    pub max: usize,
+}
+
+impl OpenArgs {
+    /// Parse `key=`/`keyfile=`, `max=SIZE`.
+    pub fn parse(mut args: Args) -> Result<Self, ModuleError> {
+        let key = KeyArg::take("open", &mut args)?;
+        let max = args.take_size("max")?.unwrap_or(16 << 20);
+        args.finish(&["key", "keyfile", "max"])?;
+        if max > MAX_FRAME as u64 {
+            return Err(ModuleError::bad_args(
+                "open",
+                format!("max must be <= {MAX_FRAME}"),
+            ));
+        }
+        Ok(Self {
+            key,
+            max: max as usize,
+        })
+    }
 }
 
 /// A random counter start below 2^63 (from the kernel's CSPRNG).
@@ -124,22 +209,15 @@ impl std::fmt::Debug for Seal {
 }
 
 impl Seal {
-    /// Open: `key=`/`keyfile=`, `frame=SIZE`.
-    pub fn open(mut args: Args) -> Result<Self, ModuleError> {
-        let key = take_key("seal", &mut args)?;
-        let frame = args.take_size("frame")?.unwrap_or(1 << 20);
-        args.finish(&["key", "keyfile", "frame"])?;
-        if frame == 0 || frame > MAX_FRAME as u64 {
-            return Err(ModuleError::bad_args(
-                "seal",
-                format!("frame must be 1..={MAX_FRAME}"),
-            ));
-        }
+    /// Open: `key=`/`keyfile=`, `frame=SIZE` ([`SealArgs::parse`]).
+    pub fn open(args: Args) -> Result<Self, ModuleError> {
+        let SealArgs { key, frame } = SealArgs::parse(args)?;
+        let key = key.resolve("seal")?;
         Ok(Self {
             cipher: ChaCha20Poly1305::new(&key),
             next: random_start()?,
             first: true,
-            frame: frame as usize,
+            frame,
             flow: Flow::default(),
         })
     }
@@ -249,20 +327,13 @@ impl std::fmt::Debug for Unseal {
 }
 
 impl Unseal {
-    /// Open: `key=`/`keyfile=`, `max=SIZE`.
-    pub fn open(mut args: Args) -> Result<Self, ModuleError> {
-        let key = take_key("open", &mut args)?;
-        let max = args.take_size("max")?.unwrap_or(16 << 20);
-        args.finish(&["key", "keyfile", "max"])?;
-        if max > MAX_FRAME as u64 {
-            return Err(ModuleError::bad_args(
-                "open",
-                format!("max must be <= {MAX_FRAME}"),
-            ));
-        }
+    /// Open: `key=`/`keyfile=`, `max=SIZE` ([`OpenArgs::parse`]).
+    pub fn open(args: Args) -> Result<Self, ModuleError> {
+        let OpenArgs { key, max } = OpenArgs::parse(args)?;
+        let key = key.resolve("open")?;
         Ok(Self {
             cipher: ChaCha20Poly1305::new(&key),
-            max: max as usize,
+            max,
             expect: None,
             pending: Msg::new(),
             ended: false,
@@ -563,6 +634,25 @@ mod tests {
         huge[..4].copy_from_slice(&(MAX_FRAME as u32 | FIRST).to_le_bytes());
         let e = run(&mut open(), &pool, [block(&pool, &huge[..HEADER], 1)]).unwrap_err();
         assert!(e.to_string().contains("exceeds max"), "{e}");
+    }
+
+    #[test]
+    fn arguments_parse_without_reading_the_key_file() {
+        let a = SealArgs::parse(Args::parse("seal", "keyfile=/nonexistent,frame=4K").unwrap());
+        assert_eq!(
+            a.unwrap(),
+            SealArgs {
+                key: KeyArg::File("/nonexistent".into()),
+                frame: 4096
+            }
+        );
+        let a = OpenArgs::parse(Args::parse("open", &format!("key={KEY}")).unwrap()).unwrap();
+        assert_eq!(a.max, 16 << 20);
+        assert_eq!(format!("{:?}", a.key), "Hex(..)", "no key in Debug");
+        for bad in ["key=00,keyfile=x", "keyfile=x,frame=0", "keyfile=x,frame=1G"] {
+            assert!(SealArgs::parse(Args::parse("seal", bad).unwrap()).is_err(), "{bad}");
+        }
+        assert!(OpenArgs::parse(Args::parse("open", "keyfile=x,max=2G").unwrap()).is_err());
     }
 
     #[test]

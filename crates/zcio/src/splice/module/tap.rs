@@ -42,9 +42,24 @@ impl std::fmt::Debug for Tap {
     }
 }
 
-impl Tap {
-    /// Open: `ring=NAME` (required), `policy=`, `size=`, `layout=`.
-    pub fn open(mut args: Args) -> Result<Self, ModuleError> {
+/// `tap`'s arguments, parsed: nothing is opened or created yet
+/// ([`Tap::open`] does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TapArgs {
+    /// The ring to copy the stream into (not empty).
+    pub ring: String,
+    /// Its overflow policy if it is created (default `srp`).
+    pub policy: Overflow,
+    /// Its layout if it is created (`variable`, the default, or
+    /// `continuous`).
+    pub layout: Layout,
+    /// Its data size if it is created (default 4 MiB; checked when it is).
+    pub size: u64,
+}
+
+impl TapArgs {
+    /// Parse `ring=NAME` (required), `policy=`, `size=`, `layout=`.
+    pub fn parse(mut args: Args) -> Result<Self, ModuleError> {
         let ring = args.take("ring").filter(|r| !r.is_empty()).ok_or_else(|| {
             ModuleError::bad_args("tap", "needs ring=NAME (the ring to copy the stream into)")
         })?;
@@ -66,10 +81,26 @@ impl Tap {
         })?;
         let size = args.take_size("size")?;
         args.finish(&["ring", "policy", "size", "layout"])?;
-        let opts = Options::new()
-            .layout(layout.unwrap_or(Layout::Variable))
-            .overflow(policy.unwrap_or(Overflow::Srp))
-            .size(size.unwrap_or(4 << 20));
+        Ok(Self {
+            ring,
+            policy: policy.unwrap_or(Overflow::Srp),
+            layout: layout.unwrap_or(Layout::Variable),
+            size: size.unwrap_or(4 << 20),
+        })
+    }
+}
+
+impl Tap {
+    /// Open: `ring=NAME` (required), `policy=`, `size=`, `layout=`
+    /// ([`TapArgs::parse`]); opens the ring, or creates it.
+    pub fn open(args: Args) -> Result<Self, ModuleError> {
+        let TapArgs {
+            ring,
+            policy,
+            layout,
+            size,
+        } = TapArgs::parse(args)?;
+        let opts = Options::new().layout(layout).overflow(policy).size(size);
         let map = opts
             .create_or_open(&ring)
             .map_err(|e| ModuleError::bad_args("tap", format!("ring {ring:?}: {e}")))?;
@@ -199,6 +230,23 @@ mod tests {
     use super::*;
     use crate::ring::{Consumer, Start};
     use std::time::Duration;
+
+    #[test]
+    fn arguments_parse_without_opening_the_ring() {
+        let a = TapArgs::parse(Args::parse("tap", "ring=t,policy=frp,layout=continuous").unwrap());
+        assert_eq!(
+            a.unwrap(),
+            TapArgs {
+                ring: "t".into(),
+                policy: Overflow::Frp,
+                layout: Layout::Continuous,
+                size: 4 << 20
+            }
+        );
+        for bad in ["", "ring=", "ring=t,policy=x", "ring=t,size=1Q", "ring=t,extra=1"] {
+            assert!(TapArgs::parse(Args::parse("tap", bad).unwrap()).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn copies_into_the_ring_and_drops_when_full() {
