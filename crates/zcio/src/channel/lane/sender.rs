@@ -210,7 +210,12 @@ impl LaneSender {
     /// own hostile-peer tests).
     #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
+    /// (Dropped when the ring has no room: overwriting entries the
+    /// receiver has not read is what a scribble on the segment does.)
     pub fn forge_desc(&mut self, slot: u32, len: u32) {
+        if !matches!(self.ring.free_slots(), Ok(n) if n > 0) {
+            return;
+        }
         let mut pending = 0;
         self.ring.write(&[LaneDesc { slot, len }], &mut pending);
         if self.ring.publish(pending) {
