@@ -49,6 +49,8 @@ pub mod semantics;
 pub mod splice;
 mod sync;
 mod sys;
+#[cfg(test)]
+mod testing;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 #[cfg(feature = "typed")]
@@ -114,6 +116,12 @@ pub mod internals {
     pub mod ring_layout {
         pub use crate::ring::layout::*;
     }
+    /// The rendezvous segment: its magic and layout version, where the two
+    /// slots lie, and the slot protocol.
+    pub mod rendezvous {
+        pub use crate::rendezvous::setup::{C2S, MAGIC, S2C, VERSION};
+        pub use crate::rendezvous::slot::*;
+    }
     /// The set-up handshake.
     pub mod segment {
         pub use crate::segment::*;
@@ -149,6 +157,20 @@ pub mod internals {
     /// The atomics and futex calls of the protocols.
     pub mod sync {
         pub use crate::sync::*;
+    }
+    /// The semantics layer's message header and the checks input makes of
+    /// a message before it copies or swaps anything (fuzz targets).
+    #[cfg(feature = "semantics")]
+    pub mod semantics_wire {
+        pub use crate::semantics::endpoint::{parse_hello, parse_message};
+        pub use crate::semantics::wire::*;
+    }
+    /// The host side of the `.so` module ABI: the checks of whatever a
+    /// module hands back — its table, return codes, emitted ranges, texts
+    /// (fuzz targets).
+    #[cfg(feature = "dynamic-modules")]
+    pub mod splice_cabi {
+        pub use crate::splice::module::cabi::*;
     }
 }
 

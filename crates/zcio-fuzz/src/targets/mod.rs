@@ -18,6 +18,7 @@ targets! {
     channel_records,
     channel_peer,
     lane_peer,
+    rendezvous_peer,
     bridge_samples,
     cli_sizes,
     cli_specs,

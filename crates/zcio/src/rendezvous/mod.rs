@@ -66,7 +66,7 @@ mod evented;
 mod loom_slot;
 mod open_wait;
 mod point;
-mod setup;
+pub(crate) mod setup;
 pub(crate) mod slot;
 
 pub use crate::sys::fdpass::MAX_FDS;

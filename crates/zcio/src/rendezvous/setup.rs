@@ -10,12 +10,13 @@ use crate::segment::{self, AccessPolicy, ConnectError, Protocol, SocketListener}
 use crate::sys::page_size;
 
 /// Segment magic.
-const MAGIC: [u8; 8] = *b"ZCIORDV1";
+pub const MAGIC: [u8; 8] = *b"ZCIORDV1";
 /// Layout version of the segment (2: the hello carries the doorbell).
-const VERSION: u32 = 2;
-/// Offsets: header, client→server slot, server→client slot.
-const C2S: usize = 128;
-const S2C: usize = 256;
+pub const VERSION: u32 = 2;
+/// Offset of the client→server slot (the header is at 0).
+pub const C2S: usize = 128;
+/// Offset of the server→client slot.
+pub const S2C: usize = 256;
 /// Bound on the connection handshake.
 const HANDSHAKE: Duration = Duration::from_secs(5);
 /// What both ends of a rendezvous connection must speak.
