@@ -53,7 +53,6 @@ fn server() -> &'static Server {
             .with_config(RendezvousConfig {
                 send_timeout: quick,
                 recv_timeout: quick,
-                ..RendezvousConfig::default()
             });
         Server {
             listener,
