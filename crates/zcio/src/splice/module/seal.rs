@@ -649,8 +649,15 @@ mod tests {
         let a = OpenArgs::parse(Args::parse("open", &format!("key={KEY}")).unwrap()).unwrap();
         assert_eq!(a.max, 16 << 20);
         assert_eq!(format!("{:?}", a.key), "Hex(..)", "no key in Debug");
-        for bad in ["key=00,keyfile=x", "keyfile=x,frame=0", "keyfile=x,frame=1G"] {
-            assert!(SealArgs::parse(Args::parse("seal", bad).unwrap()).is_err(), "{bad}");
+        for bad in [
+            "key=00,keyfile=x",
+            "keyfile=x,frame=0",
+            "keyfile=x,frame=1G",
+        ] {
+            assert!(
+                SealArgs::parse(Args::parse("seal", bad).unwrap()).is_err(),
+                "{bad}"
+            );
         }
         assert!(OpenArgs::parse(Args::parse("open", "keyfile=x,max=2G").unwrap()).is_err());
     }

@@ -243,8 +243,17 @@ mod tests {
                 size: 4 << 20
             }
         );
-        for bad in ["", "ring=", "ring=t,policy=x", "ring=t,size=1Q", "ring=t,extra=1"] {
-            assert!(TapArgs::parse(Args::parse("tap", bad).unwrap()).is_err(), "{bad}");
+        for bad in [
+            "",
+            "ring=",
+            "ring=t,policy=x",
+            "ring=t,size=1Q",
+            "ring=t,extra=1",
+        ] {
+            assert!(
+                TapArgs::parse(Args::parse("tap", bad).unwrap()).is_err(),
+                "{bad}"
+            );
         }
     }
 
