@@ -14,7 +14,7 @@
 //! | 6 | 2 | flags: bit 0 positions count bytes (not blocks), bit 1 an array header follows |
 //! | 8 | 8 | stream: who numbers the positions (a ring's identity, or a random number per exporting process) |
 //! | 16 | 8 | position of this sample in the stream (end/error/died: the position after the last sample) |
-//! | 24 | 8 | position after this sample |
+//! | 24 | 8 | position after this sample (data: greater than its position, every block spans at least one; others: at least it) |
 //! | 32 | 4 | ring block tag (0 for channel messages) |
 //! | 36 | 4 | error close: the producer's code; producer died: its pid |
 //! | 40 | 4 | array header length (0 or 64..=4096) |
@@ -196,6 +196,12 @@ impl Meta {
         if next < pos {
             return Err(BadMeta::Field("position after before position"));
         }
+        if kind == Kind::Data && next == pos {
+            // Every block spans at least one position (a block, or a
+            // header's bytes): an empty span would let the next sample
+            // claim the same position and be delivered twice.
+            return Err(BadMeta::Field("data sample spans no position"));
+        }
         let hl = u32_at(40) as usize;
         if FIXED + hl != att.len() || (hl != 0) != (flags & FLAG_ARRAY != 0) {
             return Err(BadMeta::Length(att.len()));
@@ -299,6 +305,12 @@ mod tests {
         let mut v = good.clone();
         v[16] = 9; // position 9 > next 3
         assert!(Meta::decode(&v, 0).is_err());
+        let mut v = good.clone();
+        v[24] = 2; // a data sample from 2 to 2
+        assert_eq!(
+            Meta::decode(&v, 0),
+            Err(BadMeta::Field("data sample spans no position"))
+        );
         let mut v = good.clone();
         v[40] = 64; // claims a header it does not carry
         assert!(Meta::decode(&v, 0).is_err());
