@@ -116,6 +116,10 @@ pub mod internals {
     pub mod ring_layout {
         pub use crate::ring::layout::*;
     }
+    /// A lane's shared layout: its header, descriptors and notices.
+    pub mod lane {
+        pub use crate::channel::lane::wire::*;
+    }
     /// The rendezvous segment: its magic and layout version, where the two
     /// slots lie, and the slot protocol.
     pub mod rendezvous {

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::input::{Script, ScriptWriter};
 use zcio::internals::sys::memfd;
+use zcio::internals::lane::{LaneHeader, LaneLayout, LANE_MAGIC};
 use zcio::internals::wire::{
     Ctl, Desc, Notice, MAX_REGION_SLOTS, MAX_SLICES, NOTICE_ESCAPED, NOTICE_RELEASED,
     NOTICE_RETIRED, SINGLE_USE_SAME, SINGLE_USE_SLOT,
@@ -118,7 +119,8 @@ mod op {
     pub const SEND: u8 = 8;
     pub const RECLAIM: u8 = 9;
     pub const FLUSH: u8 = 10;
-    pub const N: u8 = 11;
+    pub const LANE: u8 = 11;
+    pub const N: u8 = 12;
 }
 
 fn desc(s: &mut Script<'_>) -> Desc {
@@ -147,6 +149,7 @@ pub fn run(data: &[u8]) {
 pub struct Outcome {
     pub received: usize,
     pub malformed: u64,
+    pub lanes: usize,
 }
 
 /// Run one script; what the victim received.
@@ -256,6 +259,55 @@ pub fn session(data: &[u8]) -> Outcome {
                 let _ = ch.health();
                 let _ = ch.check_peer();
             }
+            op::LANE => {
+                // A lane offer: the header the peer claims (from a real
+                // layout, then any field replaced), the control segment's
+                // and data region's real sizes, and what the record says.
+                let slots = s.count(1, 8) as u32;
+                let slot_size = s.value(&[64, 4096, 1, 0, 1 << 30, 1 << 31]);
+                let layout = LaneLayout::new(slots, slot_size.clamp(1, 1 << 20))
+                    .unwrap_or_else(|| LaneLayout::new(1, 64).expect("a small lane"));
+                let mut h = layout.header();
+                match s.count(0, 6) {
+                    0 => {}
+                    1 => h.magic = s.value(&[0, LANE_MAGIC + 1]),
+                    2 => h.version = s.value(&[0, 2, u64::from(u32::MAX)]) as u32,
+                    3 => h.slots = s.value(&[0, 9, u64::from(u32::MAX)]) as u32,
+                    4 => h.slot_size = slot_size,
+                    5 => h.ring_entries = s.value(&[0, 4, 16, 1 << 31]) as u32,
+                    _ => h.total_len = s.value(&[0, 4096, 1 << 40]),
+                }
+                let seg_len = s.value(&[layout.total_len as u64, 4096, 0, 1 << 30]);
+                let data_len = s.value(&[layout.data_len as u64, 4096, 0, 1 << 30]);
+                let rec = Ctl::Lane {
+                    slots: s.value(&[u64::from(slots), 0, 1 << 20]) as u32,
+                    slot_size: s.value(&[slot_size, 0, u64::MAX]),
+                    seg_len: s.value(&[seg_len, layout.total_len as u64, 0]),
+                };
+                let seg_fd = memfd::create_sized("fuzz-lane-seg", seg_len.min(1 << 22))
+                    .expect("memfd");
+                let mut bytes = [0u8; 64];
+                // SAFETY: `LaneHeader` is 64 bytes of plain integers (repr(C),
+                // no padding: asserted in lane/wire.rs), copied out whole.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (&h as *const LaneHeader).cast::<u8>(),
+                        bytes.as_mut_ptr(),
+                        64,
+                    )
+                };
+                let file = std::fs::File::from(seg_fd);
+                let _ = file.write_all_at(&bytes, 0);
+                let seg_fd = OwnedFd::from(file);
+                let data_fd = region(data_len.min(1 << 22), s.flag());
+                peer.ctl(&rec.encode(), &[seg_fd.as_fd(), data_fd.as_fd()]);
+                if let Ok(mut rx) = ch.try_accept_lane() {
+                    out.lanes += 1;
+                    // The peer leaves its rings zeroed: nothing to receive,
+                    // and the receiver must say so rather than read.
+                    let _ = rx.try_recv();
+                }
+            }
             _ => ch.flush(),
         }
         let st = ch.stats();
@@ -325,6 +377,11 @@ pub fn seeds() -> Vec<Vec<u8>> {
     }
     w.op(op::RECV);
     out.push(w.finish());
+
+    // An honest lane offer of 4 slots of 64 bytes, accepted.
+    w.op(op::LANE).count(1, 4).pick(0).count(0, 0);
+    w.pick(0).pick(0).pick(0).pick(0).pick(0).flag(false);
+    out.push(w.finish());
     out
 }
 
@@ -343,5 +400,7 @@ mod tests {
         assert!(got[3].malformed >= 1, "{got:?}");
         // Two slices of two regions make one message.
         assert_eq!(got[4].received, 1, "{got:?}");
+        // An honest lane offer is accepted.
+        assert_eq!(got[5].lanes, 1, "{got:?}");
     }
 }
