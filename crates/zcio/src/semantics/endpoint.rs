@@ -167,11 +167,7 @@ impl SemanticEndpoint {
         let reply = chan
             .recv_timeout(cfg.hello_timeout)
             .map_err(SetupError::Recv)?;
-        let ps = crate::sys::page_size();
-        let h = read_header(&reply, ps).ok_or(SetupError::BadHello)?;
-        if h.flags & wire::HELLO == 0 {
-            return Err(SetupError::BadHello);
-        }
+        let h = parse_hello(&reply, crate::sys::page_size()).ok_or(SetupError::BadHello)?;
         Ok(SemanticEndpoint {
             peer_input: h.sem(),
             peer_trusts: h.flags & wire::TRUSTS != 0,
@@ -217,7 +213,7 @@ impl SemanticEndpoint {
         let mut pending = lock(&self.pending);
         if pending.is_none() {
             match self.chan.try_recv() {
-                Ok(m) => *pending = Some(self.parse(m)?),
+                Ok(m) => *pending = Some(parse_message(m, crate::sys::page_size())?),
                 Err(crate::TryRecvError::WouldBlock) => return Ok(None),
                 Err(e) => return Err(InputError::Recv(e.into())),
             }
@@ -391,7 +387,7 @@ impl SemanticEndpoint {
             Some(p) => p,
             None => {
                 let m = self.chan.recv().map_err(InputError::Recv)?;
-                self.parse(m)?
+                parse_message(m, crate::sys::page_size())?
             }
         };
         if h.len as usize > room {
@@ -400,28 +396,6 @@ impl SemanticEndpoint {
             return Err(InputError::TooShort { needed });
         }
         Ok((h, msg))
-    }
-
-    fn parse(&self, m: Msg) -> Result<(Header, Msg), InputError> {
-        let ps = crate::sys::page_size();
-        let h = read_header(&m, ps).ok_or(InputError::Malformed("bad header"))?;
-        if h.flags & wire::HELLO != 0 {
-            return Err(InputError::Malformed("unexpected hello"));
-        }
-        let first = &m.slices()[0];
-        let ok = if h.flags & wire::INLINE != 0 {
-            m.slice_count() == 1
-                && first.len() >= HEADER_LEN
-                && (first.len() - HEADER_LEN) as u64 >= h.len
-        } else {
-            first.len() == HEADER_LEN
-                && m.slice_count() == h.data_slices as usize + 1
-                && (m.len() - HEADER_LEN) as u64 == h.len
-        };
-        if !ok || h.len == 0 {
-            return Err(InputError::Malformed("header does not match the message"));
-        }
-        Ok((h, m))
     }
 
     /// Whether pages of a message under `h` may be swapped in for `sem`.
@@ -827,6 +801,38 @@ fn read_header(m: &Msg, ps: usize) -> Option<Header> {
         return None;
     }
     Header::parse(&b, ps).ok()
+}
+
+/// The peer's hello, as [`SemanticEndpoint::new`] takes it from the first
+/// message (`ps`: the page size): a valid header with [`wire::HELLO`] set.
+pub fn parse_hello(m: &Msg, ps: usize) -> Option<Header> {
+    read_header(m, ps).filter(|h| h.flags & wire::HELLO != 0)
+}
+
+/// A data message as input takes it from the channel (`ps`: the page
+/// size): its header, checked against the message's own shape — inline
+/// data within the header's slice, or exactly `data_slices` slices after
+/// a bare header holding exactly `len` bytes — before anything is copied
+/// or a page swapped.
+pub fn parse_message(m: Msg, ps: usize) -> Result<(Header, Msg), InputError> {
+    let h = read_header(&m, ps).ok_or(InputError::Malformed("bad header"))?;
+    if h.flags & wire::HELLO != 0 {
+        return Err(InputError::Malformed("unexpected hello"));
+    }
+    let first = &m.slices()[0];
+    let ok = if h.flags & wire::INLINE != 0 {
+        m.slice_count() == 1
+            && first.len() >= HEADER_LEN
+            && (first.len() - HEADER_LEN) as u64 >= h.len
+    } else {
+        first.len() == HEADER_LEN
+            && m.slice_count() == h.data_slices as usize + 1
+            && (m.len() - HEADER_LEN) as u64 == h.len
+    };
+    if !ok || h.len == 0 {
+        return Err(InputError::Malformed("header does not match the message"));
+    }
+    Ok((h, m))
 }
 
 impl Drop for SemanticEndpoint {

@@ -25,14 +25,14 @@
 mod arena;
 pub mod calibrate;
 pub mod cost;
-mod endpoint;
+pub(crate) mod endpoint;
 mod error;
 mod fit;
 mod owned;
 mod pages;
 mod policy;
 mod tcow;
-mod wire;
+pub(crate) mod wire;
 
 pub use arena::{Arena, ArenaBuf, ArenaError, ArenaStats, Protection};
 pub use endpoint::{Delivery, Received, SemanticConfig, SemanticEndpoint, SemanticStats};

@@ -6,26 +6,26 @@
 use super::Semantics;
 
 /// "ZSEM", little-endian.
-pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"ZSEM");
+pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSEM");
 /// Layout version of [`Header`].
-pub(crate) const VERSION: u16 = 1;
+pub const VERSION: u16 = 1;
 
 /// The data follows the header in the same slice (copied by the sender).
-pub(crate) const INLINE: u8 = 1;
+pub const INLINE: u8 = 1;
 /// The sender write-protected (TCOW) or hid the lent pages until they
 /// come back: it promises not to change them in flight.
-pub(crate) const PROTECTED: u8 = 2;
+pub const PROTECTED: u8 = 2;
 /// The data is in a region the sender sealed (`F_SEAL_WRITE`).
-pub(crate) const SEALED: u8 = 4;
+pub const SEALED: u8 = 4;
 /// Not data: the sender's hello (its input semantics, whether it trusts).
-pub(crate) const HELLO: u8 = 8;
+pub const HELLO: u8 = 8;
 /// In a hello: this end swaps in protected pages (it trusts the peer).
-pub(crate) const TRUSTS: u8 = 16;
+pub const TRUSTS: u8 = 16;
 
 /// The first 32 bytes of every message.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Header {
+pub struct Header {
     /// [`MAGIC`].
     pub magic: u32,
     /// [`VERSION`].
@@ -42,10 +42,12 @@ pub(crate) struct Header {
     pub page_offset: u32,
     /// Slices after the header's own (0 when [`INLINE`]).
     pub data_slices: u32,
+    /// Zero when sent; not read.
     pub reserved: u64,
 }
 
-pub(crate) const HEADER_LEN: usize = 32;
+/// Bytes of [`Header`] on the wire.
+pub const HEADER_LEN: usize = 32;
 
 const _: () = {
     assert!(std::mem::size_of::<Header>() == HEADER_LEN);
@@ -57,16 +59,24 @@ const _: () = {
 
 /// Why a header was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Bad {
+pub enum Bad {
+    /// Fewer than [`HEADER_LEN`] bytes.
     Short,
+    /// Not [`MAGIC`].
     Magic,
+    /// Not [`VERSION`].
     Version,
+    /// No such semantics.
     Semantics,
+    /// Unknown flag bits.
     Flags,
+    /// A page offset past the page, slices with inline data, too many
+    /// slices.
     Layout,
 }
 
 impl Header {
+    /// A header for `len` bytes sent under `sem`.
     pub fn new(
         sem: Semantics,
         flags: u8,
@@ -86,6 +96,7 @@ impl Header {
         }
     }
 
+    /// The header's wire bytes.
     pub fn to_bytes(self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&self.magic.to_le_bytes());
@@ -138,6 +149,7 @@ impl Header {
         Ok(h)
     }
 
+    /// The sender's semantics (the index is checked by [`Header::parse`]).
     pub fn sem(&self) -> Semantics {
         Semantics::ALL[self.semantics as usize]
     }

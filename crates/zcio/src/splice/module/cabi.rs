@@ -23,27 +23,121 @@ pub const ABI_VERSION: u32 = 1;
 /// The entry point's symbol.
 pub const ENTRY_SYMBOL: &str = "zcio_module_v1_entry";
 
-type EmitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize) -> c_int;
-type OpenFn = unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> *mut c_void;
-type PutFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, EmitFn, *mut c_void) -> c_int;
-type FinishFn = unsafe extern "C" fn(*mut c_void, EmitFn, *mut c_void) -> c_int;
-type ControlFn =
+/// `zcio_emit_fn`.
+pub type EmitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize) -> c_int;
+/// The table's `open`.
+pub type OpenFn = unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> *mut c_void;
+/// The table's `put`.
+pub type PutFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, EmitFn, *mut c_void) -> c_int;
+/// The table's `finish`.
+pub type FinishFn = unsafe extern "C" fn(*mut c_void, EmitFn, *mut c_void) -> c_int;
+/// The table's `control`.
+pub type ControlFn =
     unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, *mut c_char, usize) -> c_int;
-type CloseFn = unsafe extern "C" fn(*mut c_void);
+/// The table's `close`.
+pub type CloseFn = unsafe extern "C" fn(*mut c_void);
 type EntryFn = unsafe extern "C" fn() -> *const RawModuleV1;
 
 /// `struct zcio_module_v1`, field for field.
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct RawModuleV1 {
-    abi_version: u32,
-    struct_size: u32,
-    name: *const c_char,
-    open: Option<OpenFn>,
-    put: Option<PutFn>,
-    finish: Option<FinishFn>,
-    control: Option<ControlFn>,
-    close: Option<CloseFn>,
+#[derive(Clone, Copy, Debug)]
+#[allow(missing_docs)]
+pub struct RawModuleV1 {
+    pub abi_version: u32,
+    pub struct_size: u32,
+    pub name: *const c_char,
+    pub open: Option<OpenFn>,
+    pub put: Option<PutFn>,
+    pub finish: Option<FinishFn>,
+    pub control: Option<ControlFn>,
+    pub close: Option<CloseFn>,
+}
+
+/// A module's table as the host accepted it ([`check_table`]).
+#[derive(Debug)]
+pub struct Table {
+    /// The declared name: `[A-Za-z0-9_-]`, 1 to 64 bytes.
+    pub name: String,
+    /// `open`.
+    pub open: OpenFn,
+    /// `put`.
+    pub put: PutFn,
+    /// `finish`, if any.
+    pub finish: Option<FinishFn>,
+    /// `control`, if any.
+    pub control: Option<ControlFn>,
+    /// `close`.
+    pub close: CloseFn,
+}
+
+/// Check the table a module's entry point returned before anything in it
+/// is used: not null and aligned, the ABI version this build speaks, a
+/// `struct_size` no smaller than a version-1 table (both read before the
+/// rest is trusted), a valid name, and `open`, `put` and `close` present.
+///
+/// # Safety
+/// `table` is null, misaligned, or points to a readable `struct
+/// zcio_module_v1` whose `name` is null or a NUL-terminated string
+/// (`include/zcio_module.h`'s contract): at least its two version words,
+/// and the whole table when they say version 1 and a size at least a
+/// version-1 table's.
+pub unsafe fn check_table(table: *const RawModuleV1) -> Result<Table, String> {
+    if table.is_null() || !table.cast::<u64>().is_aligned() {
+        return Err(format!(
+            "{ENTRY_SYMBOL} returned a null or misaligned table"
+        ));
+    }
+    // Read the two version words before trusting the size of the rest.
+    // SAFETY: non-null and aligned (checked); the contract says it points
+    // to a `struct zcio_module_v1`, whose first 8 bytes are these two u32
+    // in every version.
+    let (version, size) = unsafe {
+        let t = table.cast::<u32>();
+        (t.read(), t.add(1).read())
+    };
+    if version != ABI_VERSION {
+        return Err(format!(
+            "ABI version {version}; this zcio speaks version {ABI_VERSION} (rebuild the module against include/zcio_module.h)"
+        ));
+    }
+    if (size as usize) < std::mem::size_of::<RawModuleV1>() {
+        return Err(format!(
+            "struct_size {size} is smaller than struct zcio_module_v1 ({})",
+            std::mem::size_of::<RawModuleV1>()
+        ));
+    }
+    // SAFETY: the module says (struct_size) at least this many bytes of a
+    // version-1 table are there; aligned and non-null (checked).
+    let raw = unsafe { table.read() };
+    if raw.name.is_null() {
+        return Err("the table's name is NULL".into());
+    }
+    // SAFETY: a non-null NUL-terminated string (contract).
+    let name = unsafe { CStr::from_ptr(raw.name) };
+    let name = name
+        .to_str()
+        .ok()
+        .filter(|n| {
+            !n.is_empty()
+                && n.len() <= 64
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+        .ok_or_else(|| format!("invalid module name {name:?} (use [A-Za-z0-9_-], at most 64)"))?
+        .to_owned();
+    let (Some(open), Some(put), Some(close)) = (raw.open, raw.put, raw.close) else {
+        return Err(format!(
+            "module {name}: open, put and close must not be NULL"
+        ));
+    };
+    Ok(Table {
+        name,
+        open,
+        put,
+        finish: raw.finish,
+        control: raw.control,
+        close,
+    })
 }
 
 // The header's layout on LP64 Linux: two u32, then six pointers.
@@ -105,66 +199,18 @@ impl Library {
             .map_err(|e| fail(format!("no {ENTRY_SYMBOL} symbol: {}", with_source(&e))))?;
         // SAFETY: calling the entry point as declared (caller's contract).
         let table = unsafe { entry() };
-        if table.is_null() || !table.cast::<u64>().is_aligned() {
-            return Err(fail(format!(
-                "{ENTRY_SYMBOL} returned a null or misaligned table"
-            )));
-        }
-        // Read the two version words before trusting the size of the rest.
-        // SAFETY: non-null and aligned (checked); the header's contract says
-        // it points to a `struct zcio_module_v1`, whose first 8 bytes are
-        // these two u32 in every version.
-        let (version, size) = unsafe {
-            let t = table.cast::<u32>();
-            (t.read(), t.add(1).read())
-        };
-        if version != ABI_VERSION {
-            return Err(fail(format!(
-                "ABI version {version}; this zcio speaks version {ABI_VERSION} (rebuild the module against include/zcio_module.h)"
-            )));
-        }
-        if (size as usize) < std::mem::size_of::<RawModuleV1>() {
-            return Err(fail(format!(
-                "struct_size {size} is smaller than struct zcio_module_v1 ({})",
-                std::mem::size_of::<RawModuleV1>()
-            )));
-        }
-        // SAFETY: the module says (struct_size) at least this many bytes
-        // of a version-1 table are there; aligned and non-null (checked).
-        let raw = unsafe { table.read() };
-        if raw.name.is_null() {
-            return Err(fail("the table's name is NULL".into()));
-        }
-        // SAFETY: a non-null NUL-terminated static string (header contract).
-        let name = unsafe { CStr::from_ptr(raw.name) };
-        let name = name
-            .to_str()
-            .ok()
-            .filter(|n| {
-                !n.is_empty()
-                    && n.len() <= 64
-                    && n.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            })
-            .ok_or_else(|| {
-                fail(format!(
-                    "invalid module name {name:?} (use [A-Za-z0-9_-], at most 64)"
-                ))
-            })?
-            .to_owned();
-        let (Some(open), Some(put), Some(close)) = (raw.open, raw.put, raw.close) else {
-            return Err(fail(format!(
-                "module {name}: open, put and close must not be NULL"
-            )));
-        };
+        // SAFETY: what the entry point returned, which the header's
+        // contract (this function's) makes null or a table as
+        // `check_table` requires.
+        let t = unsafe { check_table(table) }.map_err(fail)?;
         Ok(Self {
-            name,
+            name: t.name,
             path: shown,
-            open,
-            put,
-            finish: raw.finish,
-            control: raw.control,
-            close,
+            open: t.open,
+            put: t.put,
+            finish: t.finish,
+            control: t.control,
+            close: t.close,
             _lib: lib,
         })
     }
@@ -186,7 +232,7 @@ impl std::fmt::Debug for Library {
 
 /// Text the C side wrote into `buf` (up to its first NUL; the last byte
 /// is forced to NUL first, so an unterminated buffer cannot overrun).
-fn c_text(buf: &mut [u8]) -> String {
+pub fn c_text(buf: &mut [u8]) -> String {
     if let Some(last) = buf.last_mut() {
         *last = 0;
     }
@@ -194,7 +240,8 @@ fn c_text(buf: &mut [u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-fn errno_text(rc: c_int) -> String {
+/// A module's return code for a message.
+pub fn errno_text(rc: c_int) -> String {
     let e = rustix::io::Errno::from_raw_os_error(rc.saturating_neg());
     format!("{rc} ({e})")
 }
@@ -209,10 +256,15 @@ struct EmitCtx<'c, 'a, 'o> {
 
 /// The `emit` callback handed to C: copy `[ptr, ptr + len)` into a new
 /// pool buffer and queue it as a block.
+///
+/// # Safety
+/// `ctx` is the context [`call_module`] handed to the module for this
+/// call, and `[ptr, ptr + len)` is readable for the call when `ptr` is
+/// not NULL (`include/zcio_module.h`'s contract).
 unsafe extern "C" fn emit(ctx: *mut c_void, ptr: *const u8, len: usize) -> c_int {
     let ctx = ctx.cast::<EmitCtx<'_, '_, '_>>();
     let r = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: `ctx` is the `EmitCtx` that `CModule::call` passed as
+        // SAFETY: `ctx` is the `EmitCtx` that `call_module` passed as
         // emit_ctx for this very call, alive and not otherwise borrowed
         // while the C function runs (the header forbids keeping it).
         let ecx = unsafe { &mut *ctx };
@@ -259,6 +311,91 @@ unsafe extern "C" fn emit(ctx: *mut c_void, ptr: *const u8, len: usize) -> c_int
     })
 }
 
+/// One call into a module, judged as the host judges whatever a module
+/// does: `f` is the module's `put` or `finish`, handed the [`emit`]
+/// callback and its context; a failed emit (a NULL range, no buffer) or
+/// a panic inside it, or a non-zero return code (`-EBADMSG`: the input's
+/// fault) is the call's error, and then nothing it emitted stays in
+/// `out`; on success what it emitted is counted in `flow`.
+pub fn call_module(
+    name: &str,
+    flow: &mut Flow,
+    cx: &mut Context<'_>,
+    out: &mut Vec<Msg>,
+    what: &str,
+    f: impl FnOnce(EmitFn, *mut c_void) -> c_int,
+) -> Result<(), ModuleError> {
+    let from = out.len();
+    let mut ecx = EmitCtx {
+        cx,
+        out,
+        error: None,
+        panicked: false,
+    };
+    let rc = f(emit, (&raw mut ecx).cast());
+    let EmitCtx {
+        out,
+        error,
+        panicked,
+        ..
+    } = ecx;
+    let res = if panicked {
+        Err(ModuleError::failed(
+            name,
+            "internal error in the emit callback",
+        ))
+    } else if let Some(e) = error {
+        Err(e)
+    } else if rc == -libc::EBADMSG {
+        Err(ModuleError::bad_input(
+            name,
+            format!("{what} rejected the input: {}", errno_text(rc)),
+        ))
+    } else if rc != 0 {
+        Err(ModuleError::failed(
+            name,
+            format!("{what} returned {}", errno_text(rc)),
+        ))
+    } else {
+        Ok(())
+    };
+    if res.is_err() {
+        out.truncate(from);
+    } else {
+        flow.output(out, from);
+    }
+    res
+}
+
+/// A module's `open` returned NULL: its message from `err` (what it wrote
+/// there, however it wrote it), or a plain one.
+pub fn open_failed(name: &str, err: &mut [u8]) -> ModuleError {
+    let msg = c_text(err);
+    ModuleError::bad_args(
+        name,
+        if msg.is_empty() {
+            "open failed".to_owned()
+        } else {
+            msg
+        },
+    )
+}
+
+/// A module's `control` returned `rc` after writing (or not) `reply`: the
+/// reply's text, or the error.
+pub fn control_reply(
+    name: &str,
+    key: &str,
+    rc: c_int,
+    reply: &mut [u8],
+) -> Result<String, ModuleError> {
+    match rc {
+        0 => Ok(c_text(reply)),
+        rc if rc == -libc::ENOENT => Err(ModuleError::control(name, key, "unknown key")),
+        rc => Err(ModuleError::control(name, key, errno_text(rc))),
+    }
+}
+
 /// An instance of a C module.
 pub(crate) struct CModule {
     lib: Arc<Library>,
@@ -293,68 +430,27 @@ impl CModule {
                 state,
                 flow: Flow::default(),
             }),
-            None => {
-                let msg = c_text(&mut err);
-                Err(ModuleError::bad_args(
-                    &lib.name,
-                    if msg.is_empty() {
-                        "open failed".to_owned()
-                    } else {
-                        msg
-                    },
-                ))
-            }
+            None => Err(open_failed(&lib.name, &mut err)),
         }
     }
 
-    /// Call into the module with an `EmitCtx`; map its result.
+    /// Call into the module ([`call_module`]) with this instance's state.
     fn call(
         &mut self,
         cx: &mut Context<'_>,
         out: &mut Vec<Msg>,
         what: &str,
-        f: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+        f: impl FnOnce(*mut c_void, EmitFn, *mut c_void) -> c_int,
     ) -> Result<(), ModuleError> {
-        let from = out.len();
-        let mut ecx = EmitCtx {
+        let state = self.state.as_ptr();
+        call_module(
+            &self.lib.name,
+            &mut self.flow,
             cx,
             out,
-            error: None,
-            panicked: false,
-        };
-        let rc = f(self.state.as_ptr(), (&raw mut ecx).cast());
-        let EmitCtx {
-            out,
-            error,
-            panicked,
-            ..
-        } = ecx;
-        let res = if panicked {
-            Err(ModuleError::failed(
-                &self.lib.name,
-                "internal error in the emit callback",
-            ))
-        } else if let Some(e) = error {
-            Err(e)
-        } else if rc == -libc::EBADMSG {
-            Err(ModuleError::bad_input(
-                &self.lib.name,
-                format!("{what} rejected the input: {}", errno_text(rc)),
-            ))
-        } else if rc != 0 {
-            Err(ModuleError::failed(
-                &self.lib.name,
-                format!("{what} returned {}", errno_text(rc)),
-            ))
-        } else {
-            Ok(())
-        };
-        if res.is_err() {
-            out.truncate(from);
-        } else {
-            self.flow.output(out, from);
-        }
-        res
+            what,
+            |emit, ecx| f(state, emit, ecx),
+        )
     }
 }
 
@@ -384,7 +480,7 @@ impl Module for CModule {
                     owned
                 }
             };
-            self.call(cx, out, "put", |state, ecx| {
+            self.call(cx, out, "put", |state, emit, ecx| {
                 // SAFETY: a validated `put` of a loaded library; `state`
                 // is this instance's, `input` readable for its length for
                 // the call, `emit`/`ecx` as its contract requires.
@@ -398,7 +494,7 @@ impl Module for CModule {
         let Some(finish) = self.lib.finish else {
             return Ok(());
         };
-        self.call(cx, out, "finish", |state, ecx| {
+        self.call(cx, out, "finish", |state, emit, ecx| {
             // SAFETY: as for `put`.
             unsafe { finish(state, emit, ecx) }
         })
@@ -432,11 +528,7 @@ impl Module for CModule {
                 reply.len(),
             )
         };
-        match rc {
-            0 => Ok(c_text(&mut reply)),
-            rc if rc == -libc::ENOENT => Err(ModuleError::control(name, key, "unknown key")),
-            rc => Err(ModuleError::control(name, key, errno_text(rc))),
-        }
+        control_reply(name, key, rc, &mut reply)
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {

@@ -39,7 +39,7 @@
 
 mod args;
 #[cfg(feature = "dynamic-modules")]
-mod cabi;
+pub(crate) mod cabi;
 pub mod count;
 pub mod crc32c;
 pub mod inet;
