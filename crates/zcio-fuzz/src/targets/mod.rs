@@ -17,6 +17,7 @@ macro_rules! targets {
 targets! {
     channel_records,
     channel_peer,
+    channel_hello,
     lane_peer,
     rendezvous_peer,
     bridge_samples,
