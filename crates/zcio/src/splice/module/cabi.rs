@@ -240,10 +240,14 @@ pub fn c_text(buf: &mut [u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// A module's return code for a message.
+/// A module's return code for a message. A module may return any `int`;
+/// only `-4095..=-1` name an errno (rustix's `Errno` asserts that range,
+/// so nothing else may reach it).
 pub fn errno_text(rc: c_int) -> String {
-    let e = rustix::io::Errno::from_raw_os_error(rc.saturating_neg());
-    format!("{rc} ({e})")
+    match rc.checked_neg() {
+        Some(e @ 1..=4095) => format!("{rc} ({})", rustix::io::Errno::from_raw_os_error(e)),
+        _ => format!("{rc} (not a negative errno code)"),
+    }
 }
 
 /// What `emit` works with during one call into the module.
@@ -541,5 +545,43 @@ impl Drop for CModule {
         // SAFETY: `close` of a loaded library (this instance holds it),
         // called exactly once for the state `open` returned.
         unsafe { (self.lib.close)(self.state.as_ptr()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+
+    #[test]
+    fn any_code_a_module_returns_is_an_error_not_a_panic() {
+        let pool = Pool::new(PoolConfig {
+            chunk_size: 1 << 20,
+            populate: false,
+            ..PoolConfig::named("cabi-codes")
+        });
+        for rc in [
+            1,
+            2,
+            4095,
+            4096,
+            65536,
+            -4096,
+            -65536,
+            c_int::MIN,
+            c_int::MAX,
+        ] {
+            let mut cx = Context::new(&pool);
+            let (mut out, mut flow) = (Vec::new(), Flow::default());
+            let e = call_module("m", &mut flow, &mut cx, &mut out, "put", |_, _| rc).unwrap_err();
+            assert!(
+                e.to_string().contains("not a negative errno code"),
+                "{rc}: {e}"
+            );
+            let e = control_reply("m", "k", rc, &mut [0u8; 4]).unwrap_err();
+            assert!(matches!(e, ModuleError::Control { .. }), "{rc}: {e}");
+        }
+        assert!(errno_text(-libc::EBADMSG).contains("Bad message"));
+        assert!(errno_text(-4095).starts_with("-4095 ("));
     }
 }
