@@ -8,7 +8,9 @@
 //!   corruption. `finish` ends the frame (the next block starts another).
 //! * `unzstd[:limit=SIZE]` accepts one or more concatenated frames, cut
 //!   anywhere. Hostile input gives [`ModuleError::BadInput`]: corrupt
-//!   data, a stream that ends inside a frame (at `finish`), or more than
+//!   data, a stream that ends inside a frame or before its first one (at
+//!   `finish`: `zstd` emits a frame even for no data, so an empty stream
+//!   was cut short, as libzstd's reader and the `zstd` CLI judge), or more than
 //!   `limit` (default 256M) bytes of output from one input block (a
 //!   decompression bomb would otherwise exhaust the pool). The window is
 //!   capped at 2^27 bytes (libzstd's default), bounding memory.
@@ -229,6 +231,8 @@ pub struct Decompress {
     flow: Flow,
     /// At a frame boundary (nothing or a whole frame consumed).
     at_boundary: bool,
+    /// Some input consumed since the stream began (the last `finish`).
+    started: bool,
 }
 
 impl std::fmt::Debug for Decompress {
@@ -254,6 +258,7 @@ impl Decompress {
             limit,
             flow: Flow::default(),
             at_boundary: true,
+            started: false,
         })
     }
 
@@ -305,6 +310,7 @@ impl Module for Decompress {
                     }
                 };
                 pos += st.bytes_read;
+                self.started |= st.bytes_read > 0;
                 if st.bytes_read > 0 || st.bytes_written > 0 {
                     self.at_boundary = st.remaining == 0;
                 }
@@ -333,7 +339,14 @@ impl Module for Decompress {
     }
 
     fn finish(&mut self, _cx: &mut Context<'_>, _out: &mut Vec<Msg>) -> Result<(), ModuleError> {
-        if self.at_boundary {
+        // A new stream may follow.
+        let started = std::mem::replace(&mut self.started, false);
+        if !started {
+            Err(ModuleError::bad_input(
+                "unzstd",
+                "stream ends before its first zstd frame (empty input: a zstd stream, even of no data, holds a frame)",
+            ))
+        } else if self.at_boundary {
             Ok(())
         } else {
             self.at_boundary = true;
@@ -407,6 +420,15 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("truncated"), "{e}");
+
+        // No frame at all: cut before the first (zstd writes one even for
+        // no data, which is a clean end).
+        let mut u = Decompress::open(args("")).unwrap();
+        let e = run(&mut u, &pool, []).unwrap_err();
+        assert!(e.to_string().contains("before its first"), "{e}");
+        let empty = ::zstd::encode_all(&b""[..], 3).unwrap();
+        assert!(!empty.is_empty());
+        assert_eq!(run(&mut u, &pool, [block(&pool, &empty, 1)]).unwrap(), b"");
 
         let bomb = ::zstd::encode_all(&vec![0u8; 8 << 20][..], 19).unwrap();
         let mut u = Decompress::open(args("limit=1M")).unwrap();
