@@ -33,6 +33,12 @@ impl Deref for Bytes<'_> {
     }
 }
 
+/// The bytes of an empty message: none, at a page-aligned address (a
+/// plain `&[]` lies at address 1, where no `[u32]` of zero elements may).
+#[repr(C, align(4096))]
+struct PageAligned([u8; 0]);
+static EMPTY: PageAligned = PageAligned([]);
+
 impl Msg {
     /// The message as a `T`, copied out of the message and then validated:
     /// the bytes are copied once into memory of this process (read through
@@ -192,7 +198,9 @@ impl Msg {
     /// be borrowed.
     fn in_place(&self, ty: &'static str) -> Result<&[u8], TypedError> {
         match self.slices() {
-            [] => Ok(&[]),
+            // No bytes, but a zero-length value still needs an aligned
+            // address: a page's, as a pool buffer's.
+            [] => Ok(&EMPTY.0),
             [one] => one.view().as_slice().ok_or(TypedError::Volatile { ty }),
             many => Err(TypedError::Fragmented {
                 ty,
@@ -293,6 +301,15 @@ mod tests {
             small: 9,
             value,
         }
+    }
+
+    #[test]
+    fn an_empty_message_is_an_empty_slice_of_any_type() {
+        let m = Msg::new();
+        assert_eq!(m.borrow_typed_elems::<[u64]>(None), Ok(&[][..]));
+        assert_eq!(m.borrow_typed_elems::<[Rec]>(None), Ok(&[][..]));
+        assert_eq!(m.borrow_typed::<[u32; 0]>(None), Ok(&[]));
+        assert_eq!(m.read_typed_vec::<Rec>(None), Ok(vec![]));
     }
 
     #[test]
