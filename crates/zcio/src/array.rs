@@ -130,8 +130,12 @@ impl ArrayHeader {
     }
 
     /// Decode a private copy of a whole header and check it against the
-    /// message length. Every field is validated here except the dtype's
-    /// meaning and itemsize (numpy's job, then [`ArrayHeader::check_extent`]).
+    /// message length. Every field is validated here — the fixed part as
+    /// [`ArrayHeader::announced_len`] checks it and its length the bytes',
+    /// known flags only, reserved words and padding zero, so an accepted
+    /// header re-encodes to the very bytes it came from — except the
+    /// dtype's meaning and itemsize (numpy's job, then
+    /// [`ArrayHeader::check_extent`]).
     pub fn decode(h: &[u8], msg_len: usize) -> Result<Self, BadArrayHeader> {
         Self::decode_text(h, msg_len).map_err(BadArrayHeader)
     }
@@ -143,8 +147,26 @@ impl ArrayHeader {
             b.copy_from_slice(&h[o..o + 8]);
             u64::from_le_bytes(b)
         };
-        if h.len() < FIXED {
+        let Some(fixed) = h.first_chunk::<FIXED>() else {
             return Err("array header truncated".into());
+        };
+        let hl = Self::announced_len_text(fixed)?;
+        if hl != h.len() {
+            return Err(format!(
+                "array header announces {hl} bytes, has {}",
+                h.len()
+            ));
+        }
+        let flags = u16_at(10);
+        if flags & !FLAG_SENDER_MAPS_WRITABLE != 0 {
+            return Err(format!("unknown array header flags {flags:#x}"));
+        }
+        if fixed[20..24]
+            .iter()
+            .chain(&fixed[48..FIXED])
+            .any(|&b| b != 0)
+        {
+            return Err("array header reserved bytes are not zero".into());
         }
         let ndim = u16_at(12) as usize;
         let dlen = u16_at(14) as usize;
@@ -164,6 +186,14 @@ impl ArrayHeader {
         }
         let dtype = String::from_utf8(dbytes.to_vec()).map_err(|_| "dtype not ASCII")?;
         let mut at = FIXED + dlen.next_multiple_of(8);
+        let tail = at + 16 * ndim;
+        if h[FIXED + dlen..at]
+            .iter()
+            .chain(&h[tail..])
+            .any(|&b| b != 0)
+        {
+            return Err("array header padding is not zero".into());
+        }
         let mut shape = Vec::with_capacity(ndim);
         for _ in 0..ndim {
             shape.push(u64_at(at));
@@ -175,7 +205,7 @@ impl ArrayHeader {
             at += 8;
         }
         let hdr = ArrayHeader {
-            flags: u16_at(10),
+            flags,
             dtype,
             shape,
             strides,
@@ -328,5 +358,37 @@ mod tests {
         assert!(ArrayHeader::announced_len(&fixed).is_err());
         fixed[0] = b'X';
         assert!(ArrayHeader::announced_len(&fixed).is_err());
+    }
+
+    #[test]
+    fn decode_checks_the_fixed_part_reserved_bytes_and_padding() {
+        let h = sample();
+        let b = h.to_bytes();
+        let total = b.len() + 48;
+        assert_eq!(ArrayHeader::decode(&b, total), Ok(h));
+        // (byte, value): magic, version, an unknown flag, the announced
+        // length, a reserved byte of each word, the dtype's padding, the
+        // header's tail.
+        let dtype_pad = FIXED + 3;
+        let tail = b.len() - 1;
+        for (i, v) in [
+            (0, b'X'),
+            (8, 2),
+            (10, 2),
+            (16, 0),
+            (20, 1),
+            (48, 1),
+            (63, 1),
+            (dtype_pad, b'4'),
+            (tail, 1),
+        ] {
+            let mut bad = b.clone();
+            bad[i] = v;
+            assert!(ArrayHeader::decode(&bad, total).is_err(), "byte {i} = {v}");
+        }
+        let mut flagged = b.clone();
+        flagged[10] = FLAG_SENDER_MAPS_WRITABLE as u8;
+        let d = ArrayHeader::decode(&flagged, total).unwrap();
+        assert_eq!(d.to_bytes(), flagged, "re-encodes as sent");
     }
 }
