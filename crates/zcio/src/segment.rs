@@ -655,6 +655,7 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn decode_never_panics_and_roundtrips(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..40)) {
             if let Some(h) = Handshake::decode(&bytes) {

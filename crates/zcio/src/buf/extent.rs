@@ -138,6 +138,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn never_overlaps(ops in proptest::collection::vec((1u32..8, any::<bool>()), 1..200)) {
             let mut e = Extents::new(64);

@@ -329,6 +329,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
         fn ctl_roundtrip_or_reject(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             if let Some(c) = Ctl::decode(&bytes) {

@@ -270,6 +270,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// `fits` agrees with the plain definition and never overflows.
         #[test]
         fn fits_matches_definition(min in 0u64..1 << 40, lag in 0u64..1 << 21, units in 0u64..1 << 21, cap_log in 4u32..20) {
