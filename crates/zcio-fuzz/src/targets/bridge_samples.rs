@@ -28,7 +28,7 @@ use crate::input::{Script, ScriptWriter};
 use zcio::array::ArrayHeader;
 use zcio_zenoh::liveness::{parse_token, token_key, Token};
 use zcio_zenoh::track::{Ignored, Malformed, Step, Tracker};
-use zcio_zenoh::wire::{Kind, Meta};
+use zcio_zenoh::wire::{Kind, Meta, FIXED};
 
 /// Most samples in one input.
 const MAX_SAMPLES: usize = 512;
@@ -218,6 +218,22 @@ fn structured(s: &mut Script<'_>, t: &Tracker, len: usize) -> (Vec<u8>, Option<M
     for _ in 0..scribbles {
         let at = s.count(0, 255) % att.len();
         att[at] = s.count(0, 255) as u8;
+    }
+    if scribbles == 3 {
+        // Then cut it, or cut it and make the header length and flag
+        // agree with the cut (lengths a byte scribble cannot reach).
+        match s.op(3) {
+            0 => {}
+            1 => att.truncate(s.count(0, 255)),
+            _ => {
+                att.truncate(FIXED + s.count(0, 255));
+                let hl = att.len().saturating_sub(FIXED);
+                if att.len() >= FIXED {
+                    att[40..44].copy_from_slice(&(hl as u32).to_le_bytes());
+                    att[6] = (att[6] & !2) | if hl > 0 { 2 } else { 0 };
+                }
+            }
+        }
     }
     (att, (scribbles == 0).then_some(meta))
 }
