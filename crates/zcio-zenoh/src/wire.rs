@@ -30,7 +30,7 @@
 //! dropped); an attachment without the magic is someone else's (a plain
 //! Zenoh application's) and ignored.
 
-use zcio::array::{ArrayHeader, BadArrayHeader, MAX_HEADER};
+use zcio::array::{ArrayHeader, BadArrayHeader, FIXED as ARRAY_FIXED, MAX_HEADER};
 
 /// First bytes of zcio's attachment.
 pub const MAGIC: [u8; 4] = *b"zcio";
@@ -212,6 +212,11 @@ impl Meta {
             if kind != Kind::Data {
                 return Err(BadMeta::Field("array header on a control sample"));
             }
+            if hl < ARRAY_FIXED {
+                // Shorter than the header's fixed part (whose payload
+                // offset is rewritten below): not a header.
+                return Err(BadMeta::Length(att.len()));
+            }
             // The header as it will sit in the local message: in front of
             // the payload.
             let mut h = att[FIXED..].to_vec();
@@ -311,6 +316,19 @@ mod tests {
             Meta::decode(&v, 0),
             Err(BadMeta::Field("data sample spans no position"))
         );
+        // A header length below the header's fixed part, the attachment
+        // as long as it says.
+        for hl in [1usize, 10, 23, 31, 32, 63] {
+            let mut v = good.clone();
+            v.resize(FIXED + hl, 0);
+            v[6] = FLAG_ARRAY as u8;
+            v[40..44].copy_from_slice(&(hl as u32).to_le_bytes());
+            assert_eq!(
+                Meta::decode(&v, 0),
+                Err(BadMeta::Length(FIXED + hl)),
+                "{hl}"
+            );
+        }
         let mut v = good.clone();
         v[40] = 64; // claims a header it does not carry
         assert!(Meta::decode(&v, 0).is_err());
