@@ -21,6 +21,7 @@
 
 pub mod input;
 pub mod msgs;
+pub mod rings;
 pub mod targets;
 
 /// One fuzz target: its name (the `cargo fuzz` binary and the corpus
