@@ -36,6 +36,19 @@ const SPIN: Duration = Duration::from_micros(200);
 pub(crate) const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
 /// Owner state while a producer takes over (start time not yet stored).
 const OWNER_STARTING: u64 = 3;
+/// Positions are 63-bit counters (see [`super::layout`]).
+const POSITION_MASK: u64 = u64::MAX >> 1;
+
+/// The cursor units blocks start at multiples of: a slot (`Slotted`), a
+/// block header (`Variable`, whose blocks are whole headers long), one
+/// unit otherwise.
+pub(crate) fn block_unit(g: &Geometry) -> u64 {
+    match g.layout {
+        Layout::Slotted => g.slot_size,
+        Layout::Variable => BLOCK_HDR,
+        _ => 1,
+    }
+}
 
 /// The producing end of a ring (see the module docs).
 pub struct Producer {
@@ -133,12 +146,26 @@ impl Producer {
         let geo = *map.geometry();
         let p = map.producer();
         // Continue where the previous producer stopped. Its words are only
-        // starting points: positions are re-validated by every reader, and
-        // `write_end` only ever grows.
-        let head = p.head.load(Ordering::Acquire) >> 1;
-        let write_end = p.write_end.load(Ordering::Acquire).max(head);
-        let data_head = p.data_head.load(Ordering::Acquire);
-        let data_write_end = p.data_write_end.load(Ordering::Acquire).max(data_head);
+        // starting points (any process that may attach can write them):
+        // positions are re-validated by every reader, and `write_end` only
+        // ever grows. What an honest producer leaves is kept as it is;
+        // anything else is brought back to what one could have left, so
+        // that our own arithmetic and stores stay sound: the head on a
+        // block boundary of the layout (block headers are written at the
+        // head; a consumer at a head off the boundaries finds no block
+        // there), the data head a 63-bit position like every other, each
+        // write end at most a ring ahead of its head (a producer announces
+        // one block at a time).
+        let head = (p.head.load(Ordering::Acquire) >> 1).next_multiple_of(block_unit(&geo));
+        let write_end = p
+            .write_end
+            .load(Ordering::Acquire)
+            .clamp(head, head + geo.cap());
+        let data_head = p.data_head.load(Ordering::Acquire) & POSITION_MASK;
+        let data_write_end = p
+            .data_write_end
+            .load(Ordering::Acquire)
+            .clamp(data_head, data_head + geo.data_len);
         let mut shadow = Vec::new();
         if geo.layout == Layout::Descriptors {
             shadow = vec![data_head; geo.desc_len as usize];
@@ -508,8 +535,9 @@ impl Producer {
         if data > 0 {
             p.data_head.store(self.data_head, Ordering::Relaxed);
         }
-        self.blocks += 1;
-        self.bytes += payload;
+        // Statistics, continued from the file's words: they wrap.
+        self.blocks = self.blocks.wrapping_add(1);
+        self.bytes = self.bytes.wrapping_add(payload);
         p.blocks.store(self.blocks, Ordering::Relaxed);
         p.bytes.store(self.bytes, Ordering::Relaxed);
         if protocol::publish(p, self.head) {
@@ -924,5 +952,65 @@ impl Reservation<'_> {
         }
         let inband = matches!(self.prod.geo.layout, Layout::Slotted | Layout::Variable);
         self.prod.finish_block(need, len, tag, inband)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::ring::{Consumer, Options, ReadError, Start};
+
+    /// Fuzz findings (`fuzz/regressions/ring_read/producer-*`): a producer
+    /// taking over a ring whose producer line another process scribbled
+    /// (a head off the block boundaries, write ends and a data head near
+    /// `u64::MAX`, saturated counters) used to panic on its counters or
+    /// its data head, or write its first block header at a misaligned
+    /// address. It continues from sane positions, and what it writes next
+    /// is read intact.
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn attach_continues_from_a_scribbled_producer_line() {
+        for layout in [
+            Layout::Continuous,
+            Layout::Slotted,
+            Layout::Variable,
+            Layout::Descriptors,
+        ] {
+            let name = format!("unit-scribbled-{}-{}", layout.name(), std::process::id());
+            let map = Options::new()
+                .layout(layout)
+                .size(1 << 16)
+                .slot_size(256)
+                .entries(64)
+                .create(&name)
+                .unwrap();
+            crate::ring::unlink(&name).unwrap();
+            let line = map.producer();
+            line.head.store(3 << 1, Ordering::Relaxed);
+            for w in [
+                &line.write_end,
+                &line.data_write_end,
+                &line.blocks,
+                &line.bytes,
+            ] {
+                w.store(u64::MAX, Ordering::Relaxed);
+            }
+            line.data_head.store(u64::MAX - 3, Ordering::Relaxed);
+            let mut p = Producer::attach(map.clone()).unwrap();
+            p.write_tagged(b"first", 1, Wait::No).unwrap();
+            let head = line.head.load(Ordering::Relaxed) >> 1;
+            assert_eq!(
+                head % block_unit(map.geometry()),
+                0,
+                "{layout:?}: head {head}"
+            );
+            let mut c = Consumer::attach(map.clone(), Start::Newest).unwrap();
+            p.write_tagged(b"second", 2, Wait::No).unwrap();
+            let mut buf = [0u8; 64];
+            let n = c.try_read(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"second", "{layout:?}");
+            assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
+            assert_eq!(line.blocks.load(Ordering::Relaxed), 1, "the counter wraps");
+        }
     }
 }
