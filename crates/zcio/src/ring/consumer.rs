@@ -20,7 +20,7 @@ use super::layout::{
 };
 use super::live;
 use super::map::RingMap;
-use super::producer::LIVENESS_SLICE;
+use super::producer::{block_unit, LIVENESS_SLICE};
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
@@ -437,6 +437,20 @@ impl Consumer {
         self.step = (self.step * 2).min((self.cap / 2).max(self.base_step()));
     }
 
+    /// The block `b` at our cursor was found overwritten after it was
+    /// read: move past it. If its entry itself was overwritten we were
+    /// lapped ([`Self::skip`]); if only its bytes were (the data area of a
+    /// descriptors ring, or the ring an index entry points into, laps on
+    /// its own), the entry still stands, a lap skip would not move a
+    /// reader near the head, and the block is stepped over instead.
+    fn skip_lapped(&mut self, b: &Block) {
+        if self.intact_entry() {
+            self.skip_to(self.cursor + b.units);
+        } else {
+            self.skip();
+        }
+    }
+
     /// Move the cursor forward to `to` (≥ cursor), counting it as a skip.
     fn skip_to(&mut self, to: u64) {
         self.stats.skipped_blocks += 1;
@@ -499,8 +513,16 @@ impl Consumer {
                 }
             }
             Layout::Slotted | Layout::Variable => {
-                // The header is at our cursor inside the data area; copied
-                // out (any bits are a valid BlockHeader) before validation.
+                // Blocks start on the layout's boundaries (where the
+                // producer writes their headers); a cursor elsewhere came
+                // from a head word someone scribbled, and there is no
+                // header to read there (it would be a misaligned read).
+                if !self.cursor.is_multiple_of(block_unit(&self.geo)) {
+                    return Ok(None);
+                }
+                // The header is at our cursor inside the data area, on a
+                // block boundary (so aligned for it); copied out (any bits
+                // are a valid BlockHeader) before validation.
                 // SAFETY: as argued just above.
                 let h: BlockHeader = unsafe {
                     self.map
@@ -742,7 +764,18 @@ impl Consumer {
     }
 
     fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<usize, ReadError> {
+        let mut rounds = 0u32;
         loop {
+            // Every round moves the cursor forward, but a hostile producer
+            // racing us can make them many: bounded as in `next`.
+            rounds = rounds.wrapping_add(1);
+            if rounds.is_multiple_of(64) {
+                match wait {
+                    Wait::Until(d) if Instant::now() >= d => return Err(ReadError::TimedOut),
+                    Wait::No if rounds >= 1024 => return Err(ReadError::WouldBlock),
+                    _ => {}
+                }
+            }
             let Some(b) = self.next(buf.len(), wait)? else {
                 return Ok(0);
             };
@@ -766,7 +799,7 @@ impl Consumer {
             if self.map.truncated() {
                 return Err(ReadError::Corrupt("ring file truncated"));
             }
-            self.skip();
+            self.skip_lapped(&b);
         }
     }
 
@@ -1097,7 +1130,7 @@ impl Peek<'_> {
             self.cons.advance(&self.b);
             Ok(())
         } else {
-            self.cons.skip();
+            self.cons.skip_lapped(&self.b);
             Err(ReadError::Lapped)
         }
     }
@@ -1155,5 +1188,140 @@ impl DetachedPeek {
     /// Classification tag.
     pub fn tag(&self) -> u32 {
         self.b.tag
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::ring::{Options, Overflow, Producer};
+
+    fn ring(tag: &str, o: Options) -> Arc<RingMap> {
+        let name = format!("unit-{tag}-{}", std::process::id());
+        let _ = crate::ring::unlink(&name);
+        let map = o.create(&name).unwrap();
+        crate::ring::unlink(&name).unwrap();
+        map
+    }
+
+    /// Fuzz finding (`fuzz/regressions/ring_read/descriptors-data-lapped-hang`):
+    /// in an FRP descriptors ring the data area can lap a reader whose
+    /// descriptor entry was not overwritten. `read` then took the lap skip,
+    /// which cannot move a reader near the head, and read the same entry
+    /// again, forever (an honest producer; `try_read` never returned). The
+    /// block whose bytes are gone is stepped over, counted as a skip.
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn a_block_whose_data_was_lapped_is_stepped_over() {
+        let o = Options::new()
+            .layout(Layout::Descriptors)
+            .overflow(Overflow::Frp)
+            .size(4096)
+            .entries(16);
+        for peek in [false, true] {
+            let map = ring(&format!("data-lapped-{peek}"), o.clone());
+            let mut p = Producer::attach(map.clone()).unwrap();
+            let mut c = Consumer::attach(map, Start::Newest).unwrap();
+            let mut buf = vec![0u8; 4096];
+            for i in 0..16u8 {
+                p.write(&[i; 10]).unwrap();
+                assert_eq!(c.try_read(&mut buf), Ok(10));
+            }
+            // 5000 bytes into 4096: the first block's bytes are gone, its
+            // entry (5 of 16) is not.
+            for i in 0..5u8 {
+                p.write(&[100 + i; 1000]).unwrap();
+            }
+            if peek {
+                let b = c.try_peek(4096).unwrap().unwrap();
+                assert_eq!(b.release(), Err(ReadError::Lapped));
+            }
+            assert_eq!(c.try_read(&mut buf), Ok(1000));
+            assert_eq!(buf[..1000], [101; 1000]);
+            assert_eq!(c.stats().skipped_blocks, 1);
+        }
+    }
+
+    /// Fuzz finding (`fuzz/regressions/ring_read/index-source-lapped-hang`):
+    /// the same for an index entry whose block the source ring overwrote.
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn an_index_entry_whose_source_block_was_overwritten_is_stepped_over() {
+        // The index reader opens the source by name: both keep theirs
+        // until the end.
+        let src_name = format!("unit-index-src-{}", std::process::id());
+        let name = format!("unit-index-lapped-{}", std::process::id());
+        let _ = crate::ring::unlink(&src_name);
+        let _ = crate::ring::unlink(&name);
+        let src = Options::new()
+            .layout(Layout::Variable)
+            .overflow(Overflow::Frp)
+            .size(4096)
+            .create(&src_name)
+            .unwrap();
+        let idx = Options::new()
+            .layout(Layout::Index)
+            .entries(16)
+            .create(&name)
+            .unwrap();
+        let mut sp = Producer::attach(src.clone()).unwrap();
+        let mut splicer = Consumer::attach(src, Start::Newest).unwrap();
+        let mut ip = Producer::attach(idx.clone()).unwrap();
+        let mut c = Consumer::attach(idx, Start::Newest).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for i in 0..17u8 {
+            sp.write(&[i; 100]).unwrap();
+            let b = splicer.try_peek(4096).unwrap().unwrap();
+            ip.splice(&b, Wait::No).unwrap();
+            b.release().unwrap();
+            if i < 16 {
+                assert_eq!(c.try_read(&mut buf), Ok(100));
+            }
+        }
+        // The source laps the block the last entry points to.
+        for _ in 0..5 {
+            sp.write(&[0xee; 1000]).unwrap();
+        }
+        assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
+        assert_eq!(c.stats().skipped_blocks, 1);
+        crate::ring::unlink(&name).unwrap();
+        crate::ring::unlink(&src_name).unwrap();
+    }
+
+    /// Fuzz finding (`fuzz/regressions/ring_read/consumer-misaligned-cursor`):
+    /// a consumer that joined at a head word someone set off the block
+    /// boundaries read its first block header at a misaligned address
+    /// (UB). There is no block there: a lossless reader reports it as
+    /// corrupt, a lossy one steps to the head (and, with no producer
+    /// attached, finds the stream ended).
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn a_cursor_off_the_block_boundaries_finds_no_block() {
+        for (layout, overflow) in [
+            (Layout::Variable, Overflow::Block),
+            (Layout::Slotted, Overflow::Block),
+            (Layout::Variable, Overflow::Frp),
+        ] {
+            let map = ring(
+                &format!("misaligned-{}-{}", layout.name(), overflow.name()),
+                Options::new()
+                    .layout(layout)
+                    .overflow(overflow)
+                    .size(4096)
+                    .slot_size(256),
+            );
+            let line = map.producer();
+            line.head.store(3 << 1, Ordering::Relaxed);
+            let mut c = Consumer::attach(map.clone(), Start::Newest).unwrap();
+            line.head.store(35 << 1, Ordering::Relaxed);
+            let mut buf = vec![0u8; 4096];
+            let r = c.try_read(&mut buf);
+            if overflow.overwrites() {
+                assert_eq!(r, Ok(0), "{layout:?} {overflow:?}");
+                assert_eq!(c.position(), 35);
+            } else {
+                assert_eq!(r, Err(ReadError::Corrupt("invalid block header")));
+            }
+        }
     }
 }
