@@ -224,11 +224,16 @@ fn geometry(layout: Layout, overflow: Overflow, id: u64) -> Geometry {
 struct Rigs {
     tag: String,
     rings: HashMap<(u32, u32), Rc<Ring>>,
+    /// Other ring files of this thread (`scratch`).
+    files: Vec<PathBuf>,
 }
 
 impl Drop for Rigs {
     fn drop(&mut self) {
         self.rings.clear();
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
         // The last thread out removes the directory (it fails while others
         // still have rings there).
         let _ = std::fs::remove_dir(dir());
@@ -251,7 +256,24 @@ fn rigs(r: &mut Option<Rigs>) -> &mut Rigs {
         Rigs {
             tag: format!("t{:04}", NEXT.fetch_add(1, Ordering::Relaxed) % 10_000),
             rings: HashMap::new(),
+            files: Vec::new(),
         }
+    })
+}
+
+/// The name of this thread's ring file `what` (made by the caller,
+/// removed with the thread's rings).
+pub fn scratch(what: &str) -> String {
+    enter();
+    RIGS.with(|r| {
+        let mut r = r.borrow_mut();
+        let rigs = rigs(&mut r);
+        let name = format!("{}-{what}", rigs.tag);
+        let path = zcio::ring::ring_path(&name).expect("valid name");
+        if !rigs.files.contains(&path) {
+            rigs.files.push(path);
+        }
+        name
     })
 }
 

@@ -45,7 +45,7 @@ pub fn run(data: &[u8]) {
         2 => given % (MAX_FILE + 1),
         _ => given % DESC_OFF,
     };
-    let name = format!("{}-attach", rings::thread_tag());
+    let name = rings::scratch("attach");
     let path = zcio::ring::ring_path(&name).expect("valid name");
     let file = File::options()
         .read(true)
