@@ -424,6 +424,9 @@ pub struct Geometry {
     pub ring_id: u64,
 }
 
+/// What [`Geometry::new`] says of a bad descriptor count.
+const BAD_ENTRIES: &str = "entries (a power of two between 2 and 2^24)";
+
 fn pow2_page(v: u64) -> bool {
     v.is_power_of_two() && v >= crate::sys::page_size() as u64
 }
@@ -445,8 +448,13 @@ impl Geometry {
             _ => (data_len, 0, 0),
         };
         let ps = crate::sys::page_size() as u64;
-        let desc_bytes = desc_len * std::mem::size_of::<RichPtr>() as u64;
-        let head_len = (DESC_OFF + desc_bytes).div_ceil(ps) * ps;
+        // Before `check` has seen the count (it may come from a file):
+        // checked, so that no count makes the sum overflow.
+        let head_len = desc_len
+            .checked_mul(std::mem::size_of::<RichPtr>() as u64)
+            .and_then(|b| b.checked_add(DESC_OFF))
+            .and_then(|h| h.checked_next_multiple_of(ps))
+            .ok_or(BAD_ENTRIES)?;
         let g = Self {
             layout,
             overflow,
@@ -472,7 +480,7 @@ impl Geometry {
         if self.layout.counts_entries()
             && (!self.desc_len.is_power_of_two() || self.desc_len < 2 || self.desc_len > MAX_DESC)
         {
-            return Err("entries (a power of two between 2 and 2^24)");
+            return Err(BAD_ENTRIES);
         }
         if self.layout == Layout::Slotted
             && (!self.slot_size.is_power_of_two()
@@ -626,6 +634,29 @@ mod tests {
             Geometry::from_meta(&bad, d.file_len()),
             Err(BadHeader::Field("layout"))
         );
+    }
+
+    /// Fuzz finding (`fuzz/regressions/ring_header/meta-entries-overflow`):
+    /// a header announcing 2^60 (or any huge number of) descriptor entries
+    /// overflowed the header length computed from it before the count was
+    /// checked: `RingMap::open` and `zcio ring stat` panicked on such a
+    /// file. It is refused as a bad count.
+    #[test]
+    fn a_huge_descriptor_count_is_refused() {
+        let g = Geometry::new(Layout::Index, Overflow::Block, 0, 0, 16, 7).unwrap();
+        for n in [1 << 59, 1 << 60, u64::MAX / 32, u64::MAX] {
+            let mut m = g.to_meta();
+            m.desc_len = n;
+            assert_eq!(
+                Geometry::from_meta(&m, g.file_len()),
+                Err(BadHeader::Field(BAD_ENTRIES)),
+                "{n}"
+            );
+            assert_eq!(
+                Geometry::new(Layout::Descriptors, Overflow::Frp, 1 << 16, 0, n, 7),
+                Err(BAD_ENTRIES)
+            );
+        }
     }
 
     #[test]
