@@ -164,9 +164,9 @@ fn built(b: &[u8]) {
         dtype,
         shape,
         strides,
-        payload_off: hl + pick_u64(&mut u, &[0, 64, 4096]),
+        payload_off: hl.saturating_add(pick_u64(&mut u, &[0, 64, 4096])),
         payload_len,
-        data_off: pick_u64(&mut u, &[0, 1, 8, payload_len, payload_len + 1]),
+        data_off: pick_u64(&mut u, &[0, 1, 8, payload_len, payload_len.wrapping_add(1)]),
     };
     let itemsize = u16::from_le_bytes(record(&mut u)) as usize;
     let bytes = hdr.to_bytes();
