@@ -389,6 +389,7 @@ mod real {
         use super::*;
 
         #[test]
+        #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
         fn rings_cross_drain_and_hang_up_is_seen() {
             let (a, b) = Doorbell::pair().unwrap();
             let b = Doorbell::from_peer(b).unwrap();
@@ -409,6 +410,7 @@ mod real {
         }
 
         #[test]
+        #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
         fn a_named_bell_is_rung_by_number_and_a_gone_one_is_no_error() {
             let b = NamedBell::bind().unwrap();
             let r = Ringer::new().unwrap();
@@ -428,6 +430,7 @@ mod real {
         }
 
         #[test]
+        #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
         fn anything_but_a_seqpacket_socket_is_refused() {
             let (r, _w) = rustix::pipe::pipe().unwrap();
             assert!(Doorbell::from_peer(r).is_err());

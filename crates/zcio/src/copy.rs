@@ -181,9 +181,10 @@ mod tests {
     fn copy_volatile_matches_memcpy_at_every_alignment() {
         let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
         // Under Miri: every head length (0..16), the 64-byte body loop and
-        // its tail, without the long copies.
+        // its tail, and one copy long enough for the AVX2 loop (when the
+        // target has AVX2), without the long copies.
         let lens: &[usize] = if cfg!(miri) {
-            &[0, 1, 15, 16, 17, 63, 64, 65, 200]
+            &[0, 1, 15, 16, 17, 63, 64, 65, 200, 300]
         } else {
             &[0, 1, 15, 16, 17, 63, 64, 65, 200, 900, 4099]
         };
@@ -199,32 +200,34 @@ mod tests {
 
     #[test]
     fn copy_matches_memcpy_in_and_out_of_the_window() {
-        let src: Vec<u8> = (0..20000u32).map(|i| (i * 13 + 5) as u8).collect();
-        let mut dst = vec![0u8; 20000 + 8192];
+        // Under Miri: our loop (inside the window, at the threshold) and
+        // memcpy (outside it; below the threshold), without the long copies.
+        let cases: Vec<(usize, usize)> = if cfg!(miri) {
+            vec![(8, 2048), (64, 2048), (8, 100)]
+        } else {
+            let lens = [0, 100, 2047, 2048, 4099, 16384];
+            [0, 1, 8, 16, 24, 63, 64, 200]
+                .into_iter()
+                .flat_map(|d| lens.map(|l| (d, l)))
+                .collect()
+        };
+        let longest = cases.iter().map(|c| c.1).max().unwrap();
+        let src: Vec<u8> = (0..longest as u32 + 64)
+            .map(|i| (i * 13 + 5) as u8)
+            .collect();
+        let mut dst = vec![0u8; longest + 8192];
         let d0 = dst.as_ptr().align_offset(4096);
         let s0 = src.as_ptr().align_offset(64);
-        // Under Miri: each side of the window and of the length threshold
-        // once, without the 16 KiB copies.
-        let (dists, lens): (&[usize], &[usize]) = if cfg!(miri) {
-            (&[0, 8, 64], &[100, 2048])
-        } else {
-            (
-                &[0, 1, 8, 16, 24, 63, 64, 200],
-                &[0, 100, 2047, 2048, 4099, 16384],
-            )
-        };
-        for &dist in dists {
-            for &len in lens {
-                dst.fill(0);
-                let s = &src[s0..s0 + len];
-                // Place the destination `dist` bytes ahead of the source
-                // modulo 4 KiB.
-                let at = d0 + ((s.as_ptr() as usize + dist) & 4095);
-                copy(&mut dst[at..at + len], s);
-                assert_eq!(&dst[at..at + len], s, "dist {dist} len {len}");
-                assert!(dst[..at].iter().all(|&b| b == 0));
-                assert!(dst[at + len..].iter().all(|&b| b == 0));
-            }
+        for (dist, len) in cases {
+            dst.fill(0);
+            let s = &src[s0..s0 + len];
+            // Place the destination `dist` bytes ahead of the source
+            // modulo 4 KiB.
+            let at = d0 + ((s.as_ptr() as usize + dist) & 4095);
+            copy(&mut dst[at..at + len], s);
+            assert_eq!(&dst[at..at + len], s, "dist {dist} len {len}");
+            assert!(dst[..at].iter().all(|&b| b == 0));
+            assert!(dst[at + len..].iter().all(|&b| b == 0));
         }
     }
 }

@@ -322,6 +322,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd_create: a system call Miri does not model")]
     fn owner_writes_receiver_cannot_map_writable() {
         let r = Region::create("t", 8192, false).unwrap();
         // SAFETY: offset 0 is inside the 8192-byte read-write mapping.
@@ -352,6 +353,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd_create: a system call Miri does not model")]
     fn secure_seals_and_blocks_owner_writes() {
         let mut r = Region::create("t", 4096, false).unwrap();
         // SAFETY: offset 0 is inside the mapping.
@@ -377,6 +379,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd_create: a system call Miri does not model")]
     fn attach_refuses_unsealed_and_short() {
         let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::ALLOW_SEALING).unwrap();
         rustix::fs::ftruncate(&fd, 4096).unwrap();

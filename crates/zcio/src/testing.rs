@@ -19,7 +19,7 @@ pub(crate) fn proptest_config(cases: u32) -> proptest::test_runner::Config {
 }
 
 /// Cases of each property test under Miri.
-const MIRI_CASES: u32 = 8;
+const MIRI_CASES: u32 = 4;
 
 /// `n`, or `miri` under Miri: the size of a test's workload (iterations,
 /// lengths) where the full size would take minutes to interpret.

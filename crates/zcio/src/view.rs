@@ -394,6 +394,105 @@ mod tests {
         }
     }
 
+    /// A view of memory it does not own (as of a peer's mapping): nothing
+    /// is offered as a slice, every read goes through the pointer and sees
+    /// the bytes as they are at that moment, on the aligned word paths and
+    /// the unaligned ones alike.
+    #[test]
+    fn a_view_of_foreign_memory_reads_through_the_pointer_every_time() {
+        // 8-byte aligned backing, so the aligned word paths are taken at
+        // word offsets and the unaligned ones one byte further.
+        let mut words = vec![0u64; 9];
+        let base = words.as_mut_ptr().cast::<u8>();
+        let len = 8 * 8 + 5;
+        let write = |at: usize, b: u8| {
+            assert!(at < 72);
+            // SAFETY: inside the 72 bytes of `words`, written through the
+            // raw pointer the views also read through (no reference to
+            // the bytes is alive).
+            unsafe { base.add(at).write_volatile(b) }
+        };
+        for i in 0..len {
+            write(i, i as u8 + 1);
+        }
+        let expect: Vec<u8> = (1..=len as u8).collect();
+        // SAFETY: `words` outlives the view and is only written through
+        // `base`.
+        let v = unsafe { View::from_raw(base, len) };
+        assert!(!v.is_immutable());
+        assert_eq!(v.as_slice(), None, "foreign bytes are never a slice");
+        assert_eq!(v.to_vec(), expect);
+        let word = |at: usize| u64::from_le_bytes(expect[at..at + 8].try_into().unwrap());
+        assert_eq!(v.read_u64_le(0), Some(word(0)), "aligned");
+        assert_eq!(v.read_u64_le(8), Some(word(8)), "aligned");
+        assert_eq!(v.read_u64_le(9), Some(word(9)), "unaligned");
+        assert_eq!(v.read_u64_le(len - 8), Some(word(len - 8)));
+        assert_eq!(v.read_u64_le(len - 7), None);
+        let mut tail = [0u8; 8];
+        tail[..5].copy_from_slice(&expect[64..]);
+        let all: Vec<u64> = v.words_le().collect();
+        assert_eq!(all.len(), 9);
+        assert_eq!(
+            all[..8],
+            (0..8).map(|k| word(8 * k)).collect::<Vec<_>>()[..]
+        );
+        assert_eq!(all[8], u64::from_le_bytes(tail));
+        assert_eq!(
+            v.fold_words_le(Vec::new(), |mut a, w| {
+                a.push(w);
+                a
+            }),
+            all
+        );
+        let shifted = v.slice(1, len - 1).unwrap();
+        assert_eq!(shifted.words_le().next(), Some(word(1)));
+        assert_eq!(
+            shifted.fold_words_le(0u64, |a, w| a ^ w),
+            shifted.words_le().fold(0, |a, w| a ^ w),
+            "unaligned fold agrees"
+        );
+        assert_eq!(v.position(5), Some(4));
+        assert_eq!(v.bytes().collect::<Vec<_>>(), expect);
+        // The peer rewrites bytes: the next read sees them.
+        write(4, 0xEE);
+        write(9, 0xEF);
+        assert_eq!(v.get(4), Some(0xEE));
+        assert_eq!(v.position(0xEE), Some(4));
+        assert_eq!(v.read_u64_le(0).map(|w| (w >> 32) as u8), Some(0xEE));
+        assert_eq!(v.read_u64_le(9).map(|w| w as u8), Some(0xEF));
+        let mut out = [0u8; 3];
+        assert_eq!(v.slice(8, 3).unwrap().read_at(0, &mut out), 3);
+        assert_eq!(out, [9, 0xEF, 11]);
+        let mut whole = vec![0u8; len];
+        v.copy_to_slice(&mut whole);
+        assert_eq!(
+            (whole[4], whole[9], whole[len - 1]),
+            (0xEE, 0xEF, len as u8)
+        );
+        assert!(v.slice(len, 1).is_none());
+        assert_eq!(v.slice(len, 0).map(|e| e.to_vec()), Some(vec![]));
+        drop(words);
+    }
+
+    #[test]
+    fn empty_views_read_nothing() {
+        // SAFETY: zero bytes at a null pointer: nothing is ever read.
+        let v = unsafe { View::from_raw(std::ptr::null(), 0) };
+        assert!(v.is_empty());
+        assert_eq!(v.to_vec(), Vec::<u8>::new());
+        assert_eq!(
+            (v.get(0), v.read_u64_le(0), v.position(0)),
+            (None, None, None)
+        );
+        assert_eq!(v.words_le().count(), 0);
+        assert_eq!(v.fold_words_le(0, |a, _| a + 1), 0);
+        assert_eq!(v.read_at(0, &mut [0u8; 4]), 0);
+        let e = View::from_slice(&[]);
+        assert_eq!(e.as_slice(), Some(&[][..]));
+        // SAFETY: no bytes: nobody can write them.
+        assert_eq!(unsafe { v.as_slice_unchecked() }, &[] as &[u8]);
+    }
+
     #[test]
     fn unaligned_views_give_the_same_words() {
         let data: Vec<u8> = (0..100u8).collect();

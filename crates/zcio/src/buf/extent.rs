@@ -140,7 +140,7 @@ mod tests {
     proptest! {
         #![proptest_config(crate::testing::proptest_config(256))]
         #[test]
-        fn never_overlaps(ops in proptest::collection::vec((1u32..8, any::<bool>()), 1..200)) {
+        fn never_overlaps(ops in proptest::collection::vec((1u32..8, any::<bool>()), 1..crate::testing::scaled(200, 24))) {
             let mut e = Extents::new(64);
             let mut live: Vec<(u32, u32)> = Vec::new();
             for (n, free) in ops {

@@ -726,6 +726,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn lifo_reuse_and_stats_return_to_baseline() {
         let p = small();
         let a = p.try_alloc(5000).unwrap().freeze().unwrap();
@@ -744,6 +748,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn exhaustion_is_would_block_then_recovers() {
         let p = small();
         let mut held = Vec::new();
@@ -765,6 +773,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn what_nothing_can_satisfy_fails_at_once_and_retired_chunks_are_replaced() {
         let p = Pool::new(PoolConfig {
             retire_budget: 64 << 10,
@@ -811,6 +823,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn a_buffer_larger_than_the_memory_available_is_refused_not_populated() {
         // 1 TiB, populated: the kernel would kill some process instead.
         let p = Pool::new(PoolConfig {
@@ -829,6 +845,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn quick_lists_flush_for_other_sizes() {
         let p = small();
         let bufs: Vec<_> = (0..8).map(|_| p.try_alloc(16 << 10).unwrap()).collect();
@@ -839,6 +859,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn oversized_request_gets_own_chunk_and_bad_sizes_fail() {
         let p = small();
         let b = p.try_alloc(1 << 20).unwrap();
@@ -847,6 +871,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn write_then_freeze_reads_back() {
         let p = small();
         let mut m = p.try_alloc(10).unwrap();

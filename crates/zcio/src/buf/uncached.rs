@@ -64,6 +64,7 @@ mod tests {
     use rustix::fs::SealFlags;
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd_create: a system call Miri does not model")]
     fn secured_freeze_seals_and_secure_is_free() {
         let u = Uncached::new("t", false);
         let mut m = u.alloc_secured(100).unwrap();
@@ -77,6 +78,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd_create: a system call Miri does not model")]
     fn volatile_is_not_secured() {
         let u = Uncached::new("t", true);
         let f = u.alloc(4096).unwrap().freeze().unwrap();

@@ -403,6 +403,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn ends_on_one_cpu_see_it_through_the_segment_and_a_move_is_seen() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let Some((cpu, all)) = crate::sys::cpu::pin_here() else {
@@ -423,6 +424,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn received_volatile_bytes_are_views_until_the_peer_is_trusted() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
@@ -453,6 +455,7 @@ mod tests {
     /// already announced and for a new one. (The relay test
     /// `downstream_close_closes_upstream` failed this way under load.)
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn dropping_an_end_closes_it_for_the_peer_while_its_core_is_still_referenced() {
         for announced in [true, false] {
             let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
@@ -480,6 +483,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn send_recv_release_returns_to_pool() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
@@ -502,6 +506,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn aggregates_and_single_use_travel() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
@@ -520,6 +525,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn ring_full_gives_message_back() {
         let cfg = ChannelConfig {
             ring_entries: 8,
@@ -542,6 +548,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn forwarding_passes_region_once_and_releases_upstream() {
         let (a, b1) = Channel::pair(ChannelConfig::default()).unwrap();
         let (b2, c) = Channel::pair(ChannelConfig::default()).unwrap();
@@ -571,6 +578,7 @@ mod tests {
     /// After this end's own `close()`, sends and receives fail
     /// `Disconnected` with a text that does not blame the peer alone.
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn own_close_is_not_reported_as_the_peer_disconnecting() {
         let (a, _b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
@@ -591,6 +599,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn peer_drop_releases_holdings() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
@@ -607,6 +616,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn share_pool_announces_ahead_and_stats_show_holder() {
         let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
         let p = pool();
@@ -633,6 +643,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn coalesced_wake_still_delivers_within_the_delay_bound() {
         let policy = ChannelPolicy {
             notify: Notify::Defer,
@@ -660,6 +671,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn single_use_regions_stay_in_order_when_the_sender_runs_a_ring_ahead() {
         // The sender can be a full ring ahead of the receiver's single-use
         // FIFO plus the message being taken; every region must still pair
@@ -691,6 +703,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn receiver_is_not_blocked_by_a_sender_waiting_in_the_same_process() {
         // A sender waiting (holding its send side) for notices that only
         // this process's receiver can publish must not stop that receiver

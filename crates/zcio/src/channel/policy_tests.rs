@@ -46,6 +46,7 @@ fn drain(rx: &Channel) -> usize {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn notify_now_wakes_on_every_send_that_finds_the_receiver_asleep() {
     let (a, b) = pair(ChannelPolicy::default());
     let p = pool("pol-now");
@@ -60,6 +61,7 @@ fn notify_now_wakes_on_every_send_that_finds_the_receiver_asleep() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn defer_wakes_once_per_batch_and_flush_wakes_the_rest() {
     let (a, b) = pair(ChannelPolicy {
         notify: Notify::Defer,
@@ -88,6 +90,7 @@ fn defer_wakes_once_per_batch_and_flush_wakes_the_rest() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn defer_sender_wakes_once_the_oldest_message_reaches_max_age() {
     let (a, b) = pair(ChannelPolicy {
         notify: Notify::Defer,
@@ -107,6 +110,7 @@ fn defer_sender_wakes_once_the_oldest_message_reaches_max_age() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn deferred_message_reaches_a_sleeping_receiver_by_the_max_age_backstop() {
     // The sender never wakes (batch of 1000, no later send, no flush) and
     // the receiver's liveness slice is 30 s: only the max_age bound on its
@@ -142,6 +146,7 @@ fn deferred_message_reaches_a_sleeping_receiver_by_the_max_age_backstop() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn fail_policy_fails_at_once_block_waits_for_room() {
     let small = |full| ChannelConfig {
         ring_entries: 8,
@@ -200,6 +205,7 @@ fn fail_policy_fails_at_once_block_waits_for_room() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn the_byte_cap_bounds_what_the_peer_holds_and_lets_a_big_message_go_alone() {
     let p = pool("pol-bytes");
     let (a, b) = Channel::pair(ChannelConfig {
@@ -258,6 +264,7 @@ fn the_byte_cap_bounds_what_the_peer_holds_and_lets_a_big_message_go_alone() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn blocking_send_that_times_out_reports_the_peer_not_consuming() {
     let (a, _b) = Channel::pair(ChannelConfig {
         ring_entries: 8,
@@ -287,6 +294,7 @@ fn hold(limit_ms: u64, on_expiry: HoldExpiry) -> ChannelPolicy {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn hold_limit_abort_closes_the_channel_and_releases_everything() {
     let (a, b) = pair(hold(20, HoldExpiry::Abort));
     let p = pool("pol-abort");
@@ -327,6 +335,7 @@ fn hold_limit_abort_closes_the_channel_and_releases_everything() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn hold_limit_reclaim_returns_the_buffer_and_rejects_the_stale_notice() {
     let (a, b) = pair(hold(20, HoldExpiry::Reclaim));
     let p = pool("pol-reclaim");
@@ -360,6 +369,7 @@ fn hold_limit_reclaim_returns_the_buffer_and_rejects_the_stale_notice() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn hold_fifo_stays_small_while_the_peer_keeps_releasing() {
     let (a, b) = pair(hold(3_600_000, HoldExpiry::Abort));
     let p = pool("pol-fifo");
@@ -384,6 +394,7 @@ fn hold_fifo_stays_small_while_the_peer_keeps_releasing() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn a_sleep_flag_that_lies_is_distrusted_and_wakes_are_rate_limited() {
     let (a, b) = pair(ChannelPolicy {
         futile_wake_limit: 8,

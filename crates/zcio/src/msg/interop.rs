@@ -215,6 +215,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn bytes_share_immutable_buffers_and_keep_them_alive() {
         let p = Pool::new(PoolConfig {
             chunk_size: 1 << 16,

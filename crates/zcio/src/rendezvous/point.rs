@@ -569,6 +569,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn call_and_reply_between_threads() {
         let p = path("call");
         let l = RendezvousListener::bind(&p).unwrap();
@@ -607,6 +608,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn timeouts_try_forms_and_hangup() {
         let (_l, c, s) = pair("to");
         // Nobody receives: the send times out and is retracted.
@@ -654,6 +656,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn hang_up_ends_both_sides_while_the_endpoint_is_still_owned() {
         let (_l, c, s) = pair("hup");
         let c = Arc::new(c);
@@ -678,6 +681,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn try_recv_takes_a_waiting_message_and_try_send_reaches_a_receiver() {
         let (_l, c, s) = pair("try");
         let c = Arc::new(c);
@@ -710,6 +714,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn the_listener_applies_its_access_policy_and_config() {
         let p = path("acl");
         let me = rustix::process::geteuid().as_raw();
@@ -731,6 +736,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn descriptors_travel_with_the_message() {
         let (_l, c, s) = pair("fd");
         let t = std::thread::spawn(move || {
@@ -750,6 +756,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn errors_display_and_are_std_errors() {
         fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
         is_error(&RendezvousSendError::Disconnected);

@@ -365,13 +365,14 @@ mod tests {
     fn hand_over_between_threads() {
         let slot = std::sync::Arc::new(Slot::new());
         let s2 = slot.clone();
+        let n = crate::testing::scaled(1000, 60) as u64;
         let t = std::thread::spawn(move || {
-            for i in 0..1000 {
+            for i in 0..n {
                 let mut w = Deadline(std::time::Instant::now() + Duration::from_secs(10));
                 send(&s2, &msg(i), &mut w, None).unwrap();
             }
         });
-        for i in 0..1000 {
+        for i in 0..n {
             let got = loop {
                 if let Some(r) = take(&slot, None).unwrap() {
                     break r;

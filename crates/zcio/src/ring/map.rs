@@ -472,6 +472,10 @@ mod tests {
     /// ([`PREFAULT_AHEAD`]), not the whole ring (it used to be 128 MiB
     /// resident in every process attached).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+    )]
     fn attaching_to_a_large_ring_maps_what_is_used_not_the_whole_ring() {
         let name = format!("zcio-prefault-{}", std::process::id());
         let _ = crate::ring::unlink(&name);

@@ -78,6 +78,10 @@ fn small_frp(layout: Layout) -> Options {
 const BLOCK_LAYOUTS: [Layout; 3] = [Layout::Slotted, Layout::Variable, Layout::Descriptors];
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn block_layouts_deliver_every_block_to_every_consumer() {
     for layout in BLOCK_LAYOUTS {
         let name = Name::new("blk");
@@ -131,6 +135,10 @@ fn block_layouts_deliver_every_block_to_every_consumer() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn continuous_stream_is_byte_exact_across_wraps() {
     let (_name, mut p, mut c) = pair(
         "cont",
@@ -157,6 +165,10 @@ fn continuous_stream_is_byte_exact_across_wraps() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn nonblocking_and_timeout_variants() {
     let (_name, mut p, mut c) = pair("nb", opts(Layout::Variable, Overflow::Block).size(4096));
     let mut buf = [0u8; 4096];
@@ -190,6 +202,10 @@ fn nonblocking_and_timeout_variants() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn srp_drops_when_slowest_is_a_ring_behind_and_counts_it() {
     let (name, mut p, mut c) = pair("srp", eight_slots(Overflow::Srp));
     for i in 0..8 {
@@ -223,6 +239,10 @@ fn srp_drops_when_slowest_is_a_ring_behind_and_counts_it() {
 
 /// A lapped FRP consumer never returns overwritten data and counts skips.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn frp_lapped_consumer_skips_and_never_returns_overwritten_data() {
     for layout in [
         Layout::Continuous,
@@ -272,6 +292,10 @@ fn frp_lapped_consumer_skips_and_never_returns_overwritten_data() {
 /// Overwrites racing with a slow reader in another thread: whatever the
 /// reader accepts is intact.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn frp_concurrent_overwrite_never_yields_torn_blocks() {
     for layout in [Layout::Variable, Layout::Descriptors, Layout::Slotted] {
         let (_name, mut p, mut c) = pair(
@@ -330,6 +354,10 @@ fn frp_concurrent_overwrite_never_yields_torn_blocks() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn mrp_reader_updates_shared_pointer() {
     let (name, mut p, mut a) = pair("mrp", eight_slots(Overflow::Mrp));
     let mut b = Consumer::attach(p.ring().clone(), Start::Newest).unwrap();
@@ -353,6 +381,10 @@ fn mrp_reader_updates_shared_pointer() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn index_ring_filters_by_tag_and_reads_through() {
     let (_dn, mut p, mut filter) = pair("data", opts(Layout::Variable, Overflow::Block));
     let (_inn, mut ip, mut reader) =
@@ -401,6 +433,10 @@ fn index_ring_filters_by_tag_and_reads_through() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn close_with_error_is_reported_after_the_data_and_a_new_producer_continues() {
     let (name, mut p, mut c) = pair("fail", opts(Layout::Continuous, Overflow::Block));
     let map = p.ring().clone();
@@ -427,6 +463,10 @@ fn close_with_error_is_reported_after_the_data_and_a_new_producer_continues() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn open_errors_read_as_sentences() {
     use super::layout::BadHeader;
     let e = OpenError::BadHeader(BadHeader::Length {
@@ -477,6 +517,10 @@ fn source_errors_are_typed_and_read_as_sentences() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn producer_close_gives_eof_after_draining_and_a_new_producer_continues() {
     let (name, mut p, mut c) = pair("eof", opts(Layout::Continuous, Overflow::Block));
     let map = p.ring().clone();
@@ -497,6 +541,10 @@ fn producer_close_gives_eof_after_draining_and_a_new_producer_continues() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn seek_moves_within_the_ring() {
     let (_name, mut p, mut c) = pair("seek", eight_slots(Overflow::Frp));
     for i in 0..12u8 {
@@ -517,6 +565,10 @@ fn seek_moves_within_the_ring() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn reservation_publishes_only_on_commit() {
     let (_name, mut p, mut c) = pair("resv", opts(Layout::Descriptors, Overflow::Block));
     {
@@ -534,6 +586,10 @@ fn reservation_publishes_only_on_commit() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn readiness_eventfd_signals_data_and_eof() {
     use rustix::event::{poll, PollFd, PollFlags};
     let (_name, mut p, mut c) = pair("ready", opts(Layout::Variable, Overflow::Block));
@@ -567,6 +623,10 @@ fn readiness_eventfd_signals_data_and_eof() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn truncated_ring_gives_errors_not_crashes() {
     let (name, mut p, mut c) = pair("trunc", opts(Layout::Variable, Overflow::Block));
     p.write(&[1u8; 100]).unwrap();
@@ -580,6 +640,10 @@ fn truncated_ring_gives_errors_not_crashes() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn bad_files_are_refused_on_open() {
     let name = Name::new("bad");
     let path = crate::sys::shm::path_of(&name.0);
@@ -610,6 +674,10 @@ fn bad_files_are_refused_on_open() {
 /// Mode bits beyond 0777 (setuid, setgid, sticky, a file type) are refused,
 /// not silently dropped; plain permission bits are applied as given.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn mode_beyond_permission_bits_is_refused() {
     let name = Name::new("mode");
     for mode in [0o7777, 0o4600, 0o1600, 0o100600] {
@@ -641,6 +709,10 @@ fn mode_beyond_permission_bits_is_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn consumer_slots_are_freed_and_counted() {
     let name = Name::new("slots");
     let map = opts(Layout::Continuous, Overflow::Block)
@@ -691,6 +763,7 @@ mod frp_property {
         /// wrote, in increasing order; a peek overwritten while borrowed is
         /// reported as `Lapped`, never accepted.
         #[test]
+        #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri")]
         fn frp_never_accepts_overwritten_data(layout in 0usize..4, ops in prop::collection::vec(op(), 1..40)) {
             let layout = [Layout::Continuous, Layout::Slotted, Layout::Variable, Layout::Descriptors][layout];
             let (_name, mut p, mut c) = pair("prop", small_frp(layout));
@@ -756,6 +829,10 @@ mod frp_property {
 /// meanwhile makes it stale; another consumer's is refused; a lapped one
 /// reports `Lapped` on release.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn detached_peek_resumes_only_while_current() {
     let (_name, mut p, mut c) = pair("detach", eight_slots(Overflow::Frp));
     p.write(b"one").unwrap();
@@ -797,6 +874,10 @@ fn detached_peek_resumes_only_while_current() {
 /// and length, released through `resume`; `Wait::No` on an empty ring is
 /// `WouldBlock`, and the end of the stream is `None`.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
 fn peek_detached_is_peek_then_detach() {
     let (_name, mut p, mut c) = pair("pkdet", eight_slots(Overflow::Srp));
     assert_eq!(

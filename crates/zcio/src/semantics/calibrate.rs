@@ -643,6 +643,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "getrlimit, memfd, mremap, userfaultfd: not in Miri")]
     fn every_op_is_measured_in_a_tiny_run() {
         // Not a timing test: only that every measurement runs and yields
         // finite, non-negative lines.

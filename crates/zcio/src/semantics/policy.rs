@@ -126,6 +126,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn default_is_the_builtin_models_and_calibrated_the_current_models() {
         assert_eq!(Policy::default(), Policy::from_model(&CostModel::builtin()));
         assert_eq!(

@@ -20,6 +20,10 @@ fn read_file(m: &Mapping, off: usize, len: usize) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn names_round_trip() {
     for s in Semantics::ALL {
         assert_eq!(Semantics::parse(s.name()), Some(s));
@@ -46,6 +50,10 @@ fn arenas(capacity: usize) -> Vec<Arena> {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn tcow_gives_the_writer_a_copy_and_the_peer_keeps_the_original() {
     for arena in arenas(16 * 4096) {
         tcow_case(arena);
@@ -99,6 +107,10 @@ fn tcow_case(arena: Arena) {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn repeated_lends_and_writes_recycle_spares() {
     for arena in arenas(8 * 4096) {
         recycle_case(arena);
@@ -141,6 +153,10 @@ fn recycle_case(arena: Arena) {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn lend_refuses_without_spares_and_outside() {
     let arena = Arena::new(4 * 4096).unwrap();
     let buf = arena.alloc(4 * 4096).unwrap();
@@ -164,6 +180,10 @@ fn lend_refuses_without_spares_and_outside() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn swap_in_maps_peer_pages_privately_and_rehome_restores() {
     for sender in arenas(8 * 4096) {
         swap_case(sender);
@@ -199,6 +219,10 @@ fn swap_case(sender: Arena) {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn hidden_pages_refuse_lending() {
     let arena = Arena::new(4 * 4096).unwrap();
     let buf = arena.alloc(4096).unwrap();
@@ -247,6 +271,10 @@ fn cfg(out: Semantics, inp: Semantics) -> SemanticConfig {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn emulated_copy_receiver_sees_pre_write_bytes_and_swaps() {
     let c = cfg(Semantics::EmulatedCopy, Semantics::EmulatedCopy);
     let (s, r) = endpoints(c.clone(), c, true);
@@ -267,6 +295,10 @@ fn emulated_copy_receiver_sees_pre_write_bytes_and_swaps() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn untrusting_receiver_copies_and_short_data_converts_to_copy() {
     let mut c = cfg(Semantics::EmulatedCopy, Semantics::EmulatedCopy);
     c.policy = Some(Policy {
@@ -298,6 +330,10 @@ fn untrusting_receiver_copies_and_short_data_converts_to_copy() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn unaligned_input_copies_partial_pages_and_swaps_the_rest() {
     let c = cfg(Semantics::EmulatedShare, Semantics::EmulatedShare);
     let (s, r) = endpoints(c.clone(), c, false);
@@ -319,6 +355,10 @@ fn unaligned_input_copies_partial_pages_and_swaps_the_rest() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn move_seals_and_the_receiver_owns_a_private_mapping() {
     let c = cfg(Semantics::Move, Semantics::Move);
     let (s, r) = endpoints(c.clone(), c, false);
@@ -333,6 +373,10 @@ fn move_seals_and_the_receiver_owns_a_private_mapping() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn emulated_move_hides_and_reuses_after_return() {
     let c = cfg(Semantics::EmulatedMove, Semantics::EmulatedMove);
     let (s, r) = endpoints(c.clone(), c, true);
@@ -355,6 +399,10 @@ fn emulated_move_hides_and_reuses_after_return() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn weak_moves_lend_without_protection() {
     for sem in [
         Semantics::WeakMove,
@@ -380,6 +428,10 @@ fn weak_moves_lend_without_protection() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn concurrent_writers_during_tcow_swaps_never_crash() {
     // Two threads write the same in-flight pages while they are being
     // swapped: the unmapped window between the moves must be survived.
@@ -409,6 +461,10 @@ fn concurrent_writers_during_tcow_swaps_never_crash() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn rewritten_buffers_stay_lendable_in_few_runs() {
     for arena in arenas(16 << 20) {
         let mut buf = arena.alloc(4 << 20).unwrap();
@@ -426,6 +482,10 @@ fn rewritten_buffers_stay_lendable_in_few_runs() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn tcow_copies_runs_of_pages_per_fault() {
     for arena in arenas(256 * 4096) {
         let mut buf = arena.alloc(256 * 4096).unwrap();
@@ -458,6 +518,10 @@ fn no_rewrite_cfg(inp: Semantics) -> SemanticConfig {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn buffers_rewritten_in_flight_are_copied_with_probes_backing_off() {
     let (s, r) = endpoints(
         no_rewrite_cfg(Semantics::EmulatedCopy),
@@ -487,6 +551,10 @@ fn buffers_rewritten_in_flight_are_copied_with_probes_backing_off() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn buffers_rewritten_after_their_return_keep_being_lent() {
     let (s, r) = endpoints(
         no_rewrite_cfg(Semantics::Copy),
@@ -528,6 +596,10 @@ fn buffers_rewritten_after_their_return_keep_being_lent() {
 /// `input_owned` failed after 21 buffers: the cache matched exact page
 /// counts only, grew without a bound and was never evicted.)
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn move_family_arenas_never_exhaust_with_nothing_in_flight() {
     const PAGES: usize = 256;
     for sem in [Semantics::EmulatedMove, Semantics::EmulatedWeakMove] {
@@ -582,6 +654,10 @@ fn move_family_arenas_never_exhaust_with_nothing_in_flight() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "endpoint: memfd, mremap, SEQPACKET socket; not in Miri"
+)]
 fn an_endpoint_without_a_policy_uses_the_calibrated_one() {
     let c = SemanticConfig {
         arena_capacity: 1 << 20,

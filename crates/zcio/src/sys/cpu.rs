@@ -36,6 +36,7 @@ pub(crate) fn pin_here() -> Option<(u32, rustix::thread::CpuSet)> {
 #[cfg(test)]
 mod tests {
     #[test]
+    #[cfg_attr(miri, ignore = "sched_setaffinity, sched_getcpu: not in Miri")]
     fn a_thread_pinned_to_a_cpu_reports_it() {
         let Some((cpu, all)) = super::pin_here() else {
             return;

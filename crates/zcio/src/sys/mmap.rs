@@ -423,6 +423,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd, mmap MAP_SHARED|MAP_FIXED: not in Miri")]
     fn a_large_mapping_is_placed_for_huge_pages_when_the_kernel_offers_them() {
         let len = 2 * thp::HUGE;
         let fd = crate::sys::memfd::create_sized("zcio-thp-test", len as u64).unwrap();
@@ -447,6 +448,7 @@ mod tests {
     use crate::sys::memfd;
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd, mmap MAP_SHARED|MAP_FIXED: not in Miri")]
     fn map_write_read() {
         let fd = memfd::create_sized("t", 8192).unwrap();
         let rw = Mapping::map(&fd, 8192, Access::ReadWrite, false).unwrap();
@@ -459,6 +461,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd, mmap MAP_SHARED|MAP_FIXED: not in Miri")]
     fn ring_mapping_wraps() {
         let fd = memfd::create_sized("t", 4096 + 8192).unwrap();
         let m = RingMapping::map(&fd, 4096, 8192, Access::ReadWrite).unwrap();
@@ -474,6 +477,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd, mmap MAP_SHARED|MAP_FIXED: not in Miri")]
     fn zero_len_refused() {
         let fd = memfd::create_sized("t", 4096).unwrap();
         assert_eq!(

@@ -66,6 +66,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "opens files: refused by Miri's isolation")]
     fn memory_available_is_known_and_below_the_address_space() {
         let m = memory_available().expect("MemAvailable in /proc/meminfo");
         assert!(m > 0 && m < 1 << 50, "{m}");

@@ -78,6 +78,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd_create: a system call Miri does not model")]
     fn a_lock_is_seen_from_another_description_and_goes_with_it() {
         let f = file();
         let a = reopen(&f).unwrap();

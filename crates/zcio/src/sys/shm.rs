@@ -166,6 +166,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "opens files: refused by Miri's isolation")]
     fn create_publish_unlink() {
         let name = format!("shm-unit-{}", std::process::id());
         let f = NewFile::create(&name, 8192, 0o600).unwrap();

@@ -832,6 +832,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn opens_and_reports_features() {
         let Some(u) = open_or_skip(Mode::Any, 0) else {
             return;
@@ -855,6 +856,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn write_to_protected_page_raises_sigbus_in_the_writing_thread() {
         let Some(u) = open_or_skip(Mode::Any, 0) else {
             return;
@@ -926,6 +928,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn mremap_drops_the_registration_of_the_moved_page() {
         let Some(u) = open_or_skip(Mode::Any, 0) else {
             return;
@@ -1021,6 +1024,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn event_remap_keeps_the_registration_but_blocks_mremap_until_read() {
         let Some(u) = open_or_skip(Mode::Any, feature::EVENT_REMAP) else {
             return;
@@ -1087,6 +1091,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn mmap_fixed_over_a_registered_range_is_not_registered() {
         let Some(u) = open_or_skip(Mode::Any, 0) else {
             return;
@@ -1181,6 +1186,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn kernel_write_into_protected_page_fails_with_efault() {
         match Uffd::open_with(Mode::Full, 0) {
             Ok(u) => kernel_write_into_protected_page(&u, "full userfaultfd"),
@@ -1192,6 +1198,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn dropping_the_uffd_unprotects_everything() {
         let Some(u) = open_or_skip(Mode::Any, 0) else {
             return;
@@ -1216,6 +1223,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "userfaultfd, mprotect, mremap: not modelled by Miri")]
     fn mprotect_protection_travels_with_mremap() {
         // The contrast to uffd-wp: a VMA attribute moves with its pages.
         let m = Shm::new(3);

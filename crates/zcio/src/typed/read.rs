@@ -313,6 +313,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn own_messages_are_read_and_borrowed_in_place() {
         let p = pool();
         let tag = Tag::new("test.Rec", 1);
@@ -343,6 +347,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn volatile_messages_are_copied_out_never_borrowed() {
         let p = pool();
         let (tx, rx) = Channel::pair(ChannelConfig::default()).unwrap();
@@ -373,6 +381,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn fragmented_and_misaligned_messages_are_copied_out_never_borrowed() {
         let p = pool();
         let bytes = rec(true, Mode::Idle, 0x0102_0304).as_bytes().to_vec();
@@ -404,6 +416,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn sizes_and_tags_are_checked_with_clear_errors() {
         let p = pool();
         let tag = Tag::new("test.Rec", 1);
@@ -476,6 +492,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn slice_dsts_are_checked_for_size_and_alignment_against_the_tag() {
         #[derive(FromZeros, IntoBytes, KnownLayout, Immutable, Debug)]
         #[repr(C)]
@@ -528,6 +548,7 @@ mod tests {
         /// `Invalid` or `Size` otherwise — the same whether read from a
         /// copy or borrowed in place. Never a panic or an invalid value.
         #[test]
+        #[cfg_attr(miri, ignore = "pool: its buffers are memfd regions, not modelled by Miri")]
         fn random_bytes_are_a_valid_rec_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..24)) {
             let p = pool();
             let m = own(&p, &bytes);
@@ -565,6 +586,7 @@ mod tests {
         /// change in the payload is caught by validation or gives the
         /// value those bytes make.
         #[test]
+        #[cfg_attr(miri, ignore = "pool: its buffers are memfd regions, not modelled by Miri")]
         fn every_change_to_a_tag_is_refused(at in 0usize..136, to in any::<u8>(), flag in any::<bool>()) {
             let p = pool();
             let tag = Tag::new("test.Rec", 2);
@@ -587,6 +609,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn a_sender_rewriting_a_volatile_buffer_gets_errors_or_values_never_ub() {
         // The originator keeps its writable mapping: flip the bool between
         // valid and invalid values while the receiver reads. Every read is a

@@ -296,6 +296,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn a_value_is_zeroed_then_filled_in_place() {
         let p = pool();
         // Dirty the pool's buffer first: a typed buffer must not show it.
@@ -313,6 +317,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn a_tagged_frame_has_its_tag_then_the_value() {
         let p = pool();
         let tag = Tag::new("test.Frame", 1);
@@ -332,6 +340,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn over_aligned_types_get_their_payload_at_their_alignment() {
         #[derive(FromBytes, IntoBytes, KnownLayout, Immutable)]
         #[repr(C, align(256))]
@@ -358,6 +370,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn allocation_failures_are_typed_errors() {
         let p = pool();
         assert!(matches!(

@@ -24,6 +24,7 @@ fn send(tx: &mut LaneSender, bytes: &[u8]) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn messages_arrive_in_order_and_slots_come_back_warmest_first() {
     let (_a, _b, mut tx, mut rx) = lane(4, 100);
     assert_eq!((tx.slots(), tx.slot_size(), rx.slot_size()), (4, 100, 100));
@@ -51,6 +52,7 @@ fn messages_arrive_in_order_and_slots_come_back_warmest_first() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn every_slot_in_flight_blocks_the_sender_until_the_receiver_drops_one() {
     let (_a, _b, mut tx, mut rx) = lane(2, 64);
     send(&mut tx, b"one");
@@ -85,6 +87,7 @@ fn send_blocking(tx: &mut LaneSender, bytes: &[u8]) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn a_message_too_long_for_the_slot_gives_the_loan_back() {
     let (_a, _b, mut tx, mut rx) = lane(1, 8);
     let (e, loan) = tx.try_loan().unwrap().send(9).unwrap_err().into_parts();
@@ -101,6 +104,7 @@ fn a_message_too_long_for_the_slot_gives_the_loan_back() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn ends_are_seen_by_the_other_side() {
     let (_a, _b, mut tx, mut rx) = lane(4, 64);
     send(&mut tx, b"last");
@@ -131,6 +135,7 @@ fn ends_are_seen_by_the_other_side() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn accepting_waits_for_an_offer_and_bad_configs_are_refused() {
     let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
     assert_eq!(b.try_accept_lane().unwrap_err(), LaneError::WouldBlock);
@@ -186,6 +191,7 @@ fn accepting_waits_for_an_offer_and_bad_configs_are_refused() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn forged_notices_free_nothing_that_is_not_in_flight() {
     let (_a, _b, mut tx, mut rx) = lane(2, 64);
     send(&mut tx, b"x");
@@ -208,6 +214,7 @@ fn forged_notices_free_nothing_that_is_not_in_flight() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn forged_descriptors_are_dropped_and_the_lane_stays_usable() {
     let (_a, _b, mut tx, mut rx) = lane(2, 64);
     tx.forge_desc(2, 1);
@@ -229,6 +236,7 @@ fn forged_descriptors_are_dropped_and_the_lane_stays_usable() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
 fn a_corrupt_ring_is_reported_not_waited_on() {
     let (_a, _b, tx, mut rx) = lane(2, 64);
     let layout = LaneLayout::new(2, 64).unwrap();

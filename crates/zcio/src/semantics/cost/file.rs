@@ -364,6 +364,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn builtin_round_trips() {
         let m = CostModel::builtin();
         let back = CostModel::from_json(&m.to_json()).unwrap();
@@ -380,6 +381,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn knots_are_validated() {
         let good = CostModel::builtin().to_json();
         let v: serde_json::Value = serde_json::from_str(&good).unwrap();
@@ -404,6 +406,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn garbled_json_is_rejected() {
         for text in ["", "{", "[1,2]", "{\"format\": 3}", "null", "\u{0}"] {
             assert!(
@@ -445,6 +448,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn nan_negative_and_huge_values_are_rejected() {
         let good = CostModel::builtin().to_json();
         let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
@@ -481,6 +485,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn foreign_fingerprint_is_rejected() {
         let good = CostModel::builtin().to_json();
         let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
@@ -498,6 +503,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn save_and_load_a_file() {
         let dir = std::env::temp_dir().join(format!("zcio-cost-{}", std::process::id()));
         let path = dir.join("sub").join("calibration.json");

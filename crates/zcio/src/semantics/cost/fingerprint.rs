@@ -86,6 +86,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads /proc/cpuinfo: refused by Miri's isolation")]
     fn here_is_this_machine_and_mismatches_are_named() {
         let here = Fingerprint::here();
         assert_eq!(here.mismatch(&Fingerprint::current()), None);

@@ -417,6 +417,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn builtin_is_complete() {
         let m = CostModel::builtin();
         for op in Op::ALL {
@@ -432,6 +433,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn builtin_knots_are_continuous_and_set_the_copy_threshold() {
         let m = CostModel::builtin();
         for op in Op::ALL {
@@ -457,6 +459,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn the_shared_builtin_is_the_builtin() {
         let shared = CostModel::builtin_shared();
         let fresh = CostModel::builtin();
@@ -469,6 +472,7 @@ mod tests {
 
     #[cfg(not(feature = "calibration"))]
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn without_the_file_format_current_is_the_builtin() {
         let m = CostModel::current();
         assert!(std::ptr::eq(m, CostModel::builtin_shared()));

@@ -259,6 +259,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn thresholds_from_a_synthetic_model() {
         let m = synthetic();
         let t = m.thresholds();
@@ -309,6 +310,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "SystemTime::now: no wall clock under Miri's isolation")]
     fn rewrite_tolerance_is_what_emulated_copy_saves_in_tcow_faults() {
         let mut m = synthetic();
         m.set(

@@ -200,6 +200,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
     fn long_run_rate_is_the_limit() {
         let pool = pool();
         let fake = Fake(Arc::new(Mutex::new((Instant::now(), Duration::ZERO))));

@@ -258,6 +258,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+    )]
     fn copies_into_the_ring_and_drops_when_full() {
         // Rings live in /dev/shm (or $ZCIO_RING_DIR), like the ring unit tests.
         let name = format!("unit-tap-{}", std::process::id());

@@ -382,6 +382,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "libzstd is C code, which Miri cannot run")]
     fn round_trip_and_std_decoder() {
         let pool = pool();
         let data = sample(1 << 20);
@@ -398,6 +399,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "libzstd is C code, which Miri cannot run")]
     fn bad_args() {
         assert!(Compress::open(args("level=99")).is_err());
         assert!(Compress::open(args("level=x")).is_err());
@@ -405,6 +407,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "libzstd is C code, which Miri cannot run")]
     fn garbage_truncated_and_bombs_are_errors() {
         let pool = pool();
         let mut u = Decompress::open(args("")).unwrap();
@@ -439,6 +442,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         #[test]
+        #[cfg_attr(miri, ignore = "libzstd is C code, which Miri cannot run")]
         fn hostile_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..2000),
                                      flip in any::<usize>()) {
             let pool = pool();
