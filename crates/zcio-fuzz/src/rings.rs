@@ -610,6 +610,13 @@ pub struct Session {
     timed: u32,
 }
 
+/// Whether to print each operation (`ZCIO_FUZZ_TRACE` set), for reading
+/// what a finding does.
+fn trace() -> bool {
+    static TRACE: OnceLock<bool> = OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("ZCIO_FUZZ_TRACE").is_some())
+}
+
 /// The bytes of the `seq`-th write: its number, then a pattern.
 fn payload(seq: u32, len: usize) -> Vec<u8> {
     let mut v: Vec<u8> = (0..len)
@@ -773,6 +780,14 @@ impl Session {
 
     /// Run one operation and check what it returned.
     pub fn step(&mut self, op: Op) {
+        if trace() {
+            let heads = (
+                self.env.main.head(),
+                self.env.src.as_ref().map(|s| s.head()),
+            );
+            let at: Vec<u64> = self.cons.iter().map(Consumer::position).collect();
+            eprintln!("{op:?}  (heads {heads:?}, readers at {at:?})");
+        }
         match op {
             Op::Write { len, tag, how } => self.w.write(&self.env, len, tag, how),
             Op::SourceWrite { len } => {
@@ -945,9 +960,12 @@ impl Session {
                 match r {
                     Ok(n) => {
                         assert!(n <= size, "read {n} bytes into {size}");
-                        let g = &env.main.geo;
-                        let pos = c.position() - units(g, n as u64);
-                        w.check_copy(env, pos, &buf[..n]);
+                        // (0: an empty block or the end of the stream.)
+                        if n > 0 {
+                            let g = &env.main.geo;
+                            let pos = c.position() - units(g, n as u64);
+                            w.check_copy(env, pos, &buf[..n]);
+                        }
                     }
                     Err(e) => w.check_err(env, &e, size, lossless),
                 }

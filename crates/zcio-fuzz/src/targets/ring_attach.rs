@@ -63,9 +63,12 @@ pub fn run(data: &[u8]) {
             let _ = file.write_all_at(&v.to_le_bytes(), at);
         }
     }
-    // What the header says, decoded on its own.
+    // What the header says (as the file has it: the words may have hit
+    // it), decoded on its own.
+    let mut now = [0u8; 64];
+    let _ = file.read_exact_at(&mut now, 0);
     let want = if len >= DESC_OFF {
-        Geometry::from_meta(&meta, len).ok()
+        Geometry::from_meta(&parse(&now), len).ok()
     } else {
         None
     };

@@ -7,10 +7,11 @@
 //! matches the file's length, whose parts fit (`head_len` a page multiple
 //! holding the fixed lines and the descriptor ring, a power-of-two data
 //! area of at most 16 GiB, a slot size that fits it), whose largest block
-//! fits its capacity, and which re-encodes to a header that decodes to the
-//! same geometry (decode(encode(x)) == x, also for every geometry
-//! `Geometry::new` accepts); every refusal formats as a sentence; an owner
-//! word splits into parts that encode back to it.
+//! fits its capacity and, where a block's length is recorded (in-band
+//! header, rich pointer), that 32-bit field, and which re-encodes to a
+//! header that decodes to the same geometry (decode(encode(x)) == x, also
+//! for every geometry `Geometry::new` accepts); every refusal formats as a
+//! sentence; an owner word splits into parts that encode back to it.
 
 use crate::input::{record, Unstructured};
 use zcio::internals::ring_layout::{
@@ -136,6 +137,14 @@ fn check(g: &Geometry) {
         assert!(g.slot_size >= 2 * BLOCK_HDR && g.slot_size <= g.data_len);
     }
     assert!(g.layout == Layout::Index || g.max_block() <= g.data_len);
+    // The layouts that record a block's length record it in 32 bits (the
+    // in-band header's and the rich pointer's `len`).
+    if g.layout != Layout::Continuous {
+        assert!(
+            g.max_block() <= u64::from(u32::MAX),
+            "blocks too long to record"
+        );
+    }
     assert_eq!(g.file_len(), g.head_len + g.data_len);
     assert!(g.cap() > 0 && g.cap().is_power_of_two());
 }
