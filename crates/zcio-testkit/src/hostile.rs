@@ -199,6 +199,11 @@ impl Hostile {
         fdpass::send(&self.sock, bytes, fds, false).expect("send control record");
     }
 
+    /// Send a control record; the victim may have hung up already.
+    pub fn try_ctl(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> bool {
+        fdpass::send(&self.sock, bytes, fds, true).is_ok()
+    }
+
     pub fn region(&self, slot: u32, len: u64, fd: impl AsFd) {
         self.ctl(&Ctl::Region { slot, len }.encode(), &[fd.as_fd()]);
     }
@@ -383,6 +388,13 @@ impl Hostile {
 
     /// Copy out every descriptor the victim published, without consuming
     /// them (the ring stays full from the victim's point of view).
+    /// As [`Hostile::peek_all`], but nothing when the victim's ring is
+    /// not intact (the peer may have scribbled on it).
+    pub fn try_peek_all(&mut self) -> Vec<Desc> {
+        let n = self.msgs_in.available_fresh().unwrap_or(0);
+        (0..n).map(|i| self.msgs_in.peek(i)).collect()
+    }
+
     pub fn peek_all(&mut self) -> Vec<Desc> {
         let n = self.msgs_in.available_fresh().expect("victim ring intact");
         (0..n).map(|i| self.msgs_in.peek(i)).collect()

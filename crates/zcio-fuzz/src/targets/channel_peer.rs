@@ -184,21 +184,23 @@ pub fn session(data: &[u8]) -> Outcome {
                 let claimed = s.value(&[actual, 0, 4096, 1 << 40]);
                 let unsealed = s.flag();
                 let fd = region(actual, unsealed);
-                peer.region(slot, claimed, &fd);
+                peer.try_ctl(&Ctl::Region { slot, len: claimed }.encode(), &[fd.as_fd()]);
             }
             op::SINGLE_USE => {
                 let actual = REGION_LENS[s.count(0, 2)];
                 let claimed = s.value(&[actual, 0, 1 << 40]);
                 let fd = region(actual, false);
-                peer.ctl(&Ctl::SingleUse { len: claimed }.encode(), &[fd.as_fd()]);
+                peer.try_ctl(&Ctl::SingleUse { len: claimed }.encode(), &[fd.as_fd()]);
             }
             op::RAW_CTL => {
                 let bytes = s.bytes();
                 let owned: Vec<OwnedFd> = (0..s.count(0, 2)).map(|_| region(4096, false)).collect();
                 let borrowed: Vec<_> = owned.iter().map(|f| f.as_fd()).collect();
-                peer.ctl(bytes, &borrowed);
+                peer.try_ctl(bytes, &borrowed);
             }
-            op::BYE => peer.ctl(&Ctl::Bye.encode(), &[]),
+            op::BYE => {
+                peer.try_ctl(&Ctl::Bye.encode(), &[]);
+            }
             op::SCRIBBLE => {
                 let at = s.value(&WORDS) as usize % (seg_len / 8);
                 let value = s.value(&WORD_VALUES);
@@ -251,7 +253,7 @@ pub fn session(data: &[u8]) -> Outcome {
                         let _ = ch.try_send(zcio::Msg::from(f));
                     }
                 }
-                sent_tokens.extend(peer.peek_all().iter().map(|d| d.token));
+                sent_tokens.extend(peer.try_peek_all().iter().map(|d| d.token));
                 sent_tokens.truncate(64);
             }
             op::RECLAIM => {
@@ -300,7 +302,7 @@ pub fn session(data: &[u8]) -> Outcome {
                 let _ = file.write_all_at(&bytes, 0);
                 let seg_fd = OwnedFd::from(file);
                 let data_fd = region(data_len.min(1 << 22), s.flag());
-                peer.ctl(&rec.encode(), &[seg_fd.as_fd(), data_fd.as_fd()]);
+                peer.try_ctl(&rec.encode(), &[seg_fd.as_fd(), data_fd.as_fd()]);
                 if let Ok(mut rx) = ch.try_accept_lane() {
                     out.lanes += 1;
                     // The peer leaves its rings zeroed: nothing to receive,
