@@ -127,7 +127,7 @@ pub struct CreateArgs {
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
     /// Slot size of slotted rings (only with --layout slotted), a power of
-    /// two from 32 bytes to the ring size [default: 2KiB].
+    /// two from 32 bytes to the ring size, at most 2GiB [default: 2KiB].
     #[arg(long, value_parser = parse_slot_size, value_name = "SIZE")]
     pub slot_size: Option<u64>,
     /// Descriptor entries (only with --layout descriptors or index), a

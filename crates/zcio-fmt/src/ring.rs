@@ -4,7 +4,7 @@
 //! inside its documented bounds or a message naming the value and the
 //! bound (with a hint that never leaves the range).
 
-use zcio::ring::{BLOCK_HEADER_LEN, MAX_CONSUMERS, MAX_DATA_LEN, MAX_DESCRIPTORS};
+use zcio::ring::{BLOCK_HEADER_LEN, MAX_CONSUMERS, MAX_DATA_LEN, MAX_DESCRIPTORS, MAX_SLOT_SIZE};
 
 use crate::limits::exact;
 
@@ -40,12 +40,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// `--slot-size`: a power of two from 32 bytes (two block headers) to
-/// [`MAX_DATA_LEN`].
+/// [`MAX_SLOT_SIZE`] (2 GiB).
 pub fn parse_slot_size(s: &str) -> Result<u64, String> {
     pow2_in(
         crate::parse_bytes_u64(s)?,
         2 * BLOCK_HEADER_LEN,
-        MAX_DATA_LEN,
+        MAX_SLOT_SIZE,
         true,
     )
 }

@@ -46,6 +46,11 @@ pub const BLOCK_HDR: u64 = 16;
 pub const MAX_DESC: u64 = 1 << 24;
 /// Largest data area (16 GiB).
 pub const MAX_DATA: u64 = 1 << 34;
+/// Largest slot (2 GiB: [`Meta::slot_size`] is 32 bits).
+pub const MAX_SLOT: u64 = 1 << 31;
+/// Largest block of a layout that records its length (in-band header,
+/// rich pointer: 32 bits).
+pub const MAX_RECORDED_BLOCK: u64 = u32::MAX as u64;
 
 /// Data layout of a ring, chosen at creation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -485,9 +490,10 @@ impl Geometry {
         if self.layout == Layout::Slotted
             && (!self.slot_size.is_power_of_two()
                 || self.slot_size < 2 * BLOCK_HDR
-                || self.slot_size > self.data_len)
+                || self.slot_size > self.data_len
+                || self.slot_size > MAX_SLOT)
         {
-            return Err("slot size (a power of two from 32 bytes to the ring size)");
+            return Err("slot size (a power of two from 32 bytes to the ring size, at most 2 GiB)");
         }
         Ok(())
     }
@@ -556,13 +562,15 @@ impl Geometry {
         }
     }
 
-    /// Largest payload of one block.
+    /// Largest payload of one block (what a layout that records a block's
+    /// length can record: at most [`MAX_RECORDED_BLOCK`]).
     pub fn max_block(&self) -> u64 {
         match self.layout {
-            Layout::Continuous | Layout::Descriptors => self.data_len,
+            Layout::Continuous => self.data_len,
+            Layout::Descriptors => self.data_len.min(MAX_RECORDED_BLOCK),
             Layout::Slotted => self.slot_size - BLOCK_HDR,
-            Layout::Variable => self.data_len - BLOCK_HDR,
-            Layout::Index => u64::from(u32::MAX),
+            Layout::Variable => (self.data_len - BLOCK_HDR).min(MAX_RECORDED_BLOCK),
+            Layout::Index => MAX_RECORDED_BLOCK,
         }
     }
 }
@@ -634,6 +642,27 @@ mod tests {
             Geometry::from_meta(&bad, d.file_len()),
             Err(BadHeader::Field("layout"))
         );
+    }
+
+    /// Fuzz findings (`fuzz/regressions/ring_header/slot-size-beyond-its-field`,
+    /// `variable-block-longer-than-its-length-field`): a slotted ring with
+    /// slots of 4 GiB or more was accepted, and its header recorded a slot
+    /// size of 0 (32 bits) that no other process could open; variable and
+    /// descriptors rings over 4 GiB took blocks whose length their 32-bit
+    /// header or entry truncated. Slots stop at 2 GiB, blocks at what the
+    /// field holds, and a geometry re-encodes to itself.
+    #[test]
+    fn slots_and_block_lengths_fit_their_fields() {
+        let slot = |s| Geometry::new(Layout::Slotted, Overflow::Block, MAX_DATA, s, 0, 7);
+        let g = slot(MAX_SLOT).unwrap();
+        assert_eq!(Geometry::from_meta(&g.to_meta(), g.file_len()), Ok(g));
+        assert!(slot(MAX_SLOT * 2).is_err() && slot(MAX_DATA).is_err());
+        for l in [Layout::Variable, Layout::Descriptors] {
+            let g = Geometry::new(l, Overflow::Block, MAX_DATA, 0, 16, 7).unwrap();
+            assert_eq!(g.max_block(), MAX_RECORDED_BLOCK, "{l:?}");
+            let small = Geometry::new(l, Overflow::Block, 1 << 16, 0, 16, 7).unwrap();
+            assert!(small.max_block() >= (1 << 16) - BLOCK_HDR);
+        }
     }
 
     /// Fuzz finding (`fuzz/regressions/ring_header/meta-entries-overflow`):

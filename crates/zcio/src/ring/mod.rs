@@ -79,6 +79,8 @@ pub const BLOCK_HEADER_LEN: u64 = layout::BLOCK_HDR;
 pub const MAX_DATA_LEN: u64 = layout::MAX_DATA;
 /// The most entries a ring's descriptor ring may have (`Index` layout).
 pub const MAX_DESCRIPTORS: u64 = layout::MAX_DESC;
+/// The largest slot of a `Slotted` ring (2 GiB).
+pub const MAX_SLOT_SIZE: u64 = layout::MAX_SLOT;
 
 /// The directory named rings live in: `$ZCIO_RING_DIR`, or `/dev/shm`
 /// (where the kernel's uid/gid/mode checks decide who may attach).
