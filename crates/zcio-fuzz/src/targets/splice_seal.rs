@@ -177,10 +177,12 @@ fn open(bytes: &[u8], cuts: &[usize], slices: u8, key: &str, max: usize) -> Opti
     Some(out.iter().flat_map(Msg::to_vec).collect())
 }
 
-/// Streams `seal` makes of a text (frames of 16, 100 and 1M bytes, in
-/// one block and three), as arbitrary bytes for `open` (selector 0) and
-/// as plaintexts with each kind of change (selector 1); and the empty
-/// stream.
+/// A text to seal into frames of 16, 100 and 1M bytes, in one block and
+/// three, with each kind of change (selector 1), and the empty stream.
+/// (`seal` starts each stream at a random counter, so a sealed stream
+/// would be a new seed on every run of `zcio-fuzz-seeds`; the few real
+/// streams for selector 0 in `fuzz/corpus/splice_seal` (first byte 0) were
+/// sealed once, by an earlier version of this function.)
 pub fn seeds() -> Vec<Vec<u8>> {
     let text: Vec<u8> = b"sealed frames carry a counter and a tag; "
         .iter()
@@ -189,15 +191,11 @@ pub fn seeds() -> Vec<Vec<u8>> {
         .take(700)
         .collect();
     let mut out = Vec::new();
-    for (fi, frame) in FRAMES.iter().enumerate().take(3) {
+    // Frame sizes 16, 100 and 1000 (FRAMES[0..3]).
+    for fi in 0..3u8 {
         for cuts in [vec![], vec![50, 300]] {
-            let wire = seal(&text, &cuts, *frame).concat();
-            let mut s = vec![0u8, 0b10];
-            s.extend_from_slice(&msgs::cuts_bytes(&[7, wire.len() / 2]));
-            s.extend_from_slice(&wire);
-            out.push(s);
             for how in 0..10u8 {
-                let mut s = vec![1u8, fi as u8, 0, 0b1, how, 1, 2];
+                let mut s = vec![1u8, fi, 0, 0b1, how, 1, 2];
                 s.extend_from_slice(&msgs::cuts_bytes(&cuts));
                 s.extend_from_slice(&msgs::cuts_bytes(&[13, 200]));
                 s.extend_from_slice(&text);
