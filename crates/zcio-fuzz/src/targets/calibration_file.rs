@@ -139,17 +139,19 @@ fn line_ok(l: &Linear, above: bool) {
     }
 }
 
-/// `m.to_json()` with this machine's fingerprint replaced by [`HERE`].
-fn portable(m: &CostModel) -> Vec<u8> {
+/// `m.to_json()` with this machine's fingerprint replaced by `fp` and a
+/// fixed creation time (the same seed on every run, on every machine).
+fn portable(m: &CostModel, fp: serde_json::Value) -> Vec<u8> {
     let mut v: serde_json::Value = serde_json::from_str(&m.to_json()).expect("JSON");
-    v["fingerprint"] = serde_json::Value::String("@here".into());
+    v["fingerprint"] = fp;
+    v["created_unix"] = serde_json::json!(1_767_225_600);
     serde_json::to_string_pretty(&v).expect("JSON").into_bytes()
 }
 
-/// Files `zcio calibrate` writes: the built-in model, one with fit
-/// quality recorded for every operation (a full run), a quick one
-/// without `tcow_fault`, one without knots; and the built-in model with
-/// the real fingerprint of the machine the seeds were made on.
+/// Files `zcio calibrate` writes, for this machine ([`HERE`]): the
+/// built-in model, one with fit quality recorded for every operation (a
+/// full run), a quick one without `tcow_fault`, one without knots; and
+/// the built-in model measured on another machine.
 pub fn seeds() -> Vec<Vec<u8>> {
     let builtin = CostModel::builtin();
     let mut full = CostModel::builtin();
@@ -168,10 +170,17 @@ pub fn seeds() -> Vec<Vec<u8>> {
     for op in Op::ALL {
         straight.set(op, builtin.line(op), None);
     }
+    let here = || serde_json::Value::String("@here".into());
     let mut out: Vec<Vec<u8>> = [&builtin, &full, &quick, &straight]
         .into_iter()
-        .map(portable)
+        .map(|m| portable(m, here()))
         .collect();
-    out.push(builtin.to_json().into_bytes());
+    let other = serde_json::json!({
+        "page_size": 4096,
+        "cpu_model": "AMD EPYC 9R14 96-Core Processor",
+        "logical_cpus": 2,
+        "kernel_release": "6.18.0"
+    });
+    out.push(portable(&builtin, other));
     out
 }
