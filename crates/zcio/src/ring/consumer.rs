@@ -1002,7 +1002,10 @@ fn wake_producer(
 ///
 /// Under FRP/MRP the producer may overwrite the block while it is borrowed:
 /// [`release`] says whether it stayed intact, and [`is_intact`] can be asked
-/// any time. Under `Block`/`Srp` it always stays intact.
+/// any time. Under `Block`/`Srp` it stays intact, except a block behind the
+/// position this consumer joined at or sought back from ([`Start::Oldest`],
+/// [`SeekTo::Oldest`], [`SeekTo::Backward`]): the producer waits for the
+/// slowest position it has seen, and older data is read as under FRP.
 ///
 /// [`release`]: Peek::release
 /// [`is_intact`]: Peek::is_intact

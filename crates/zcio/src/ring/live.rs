@@ -100,9 +100,28 @@ pub fn me() -> (u32, u64) {
     (std::process::id(), pid_namespace())
 }
 
-/// The PID namespace of this process (0 if unknown).
+/// The PID namespace of this process (0 if unknown). A process never
+/// changes its own PID namespace, so it is looked up once per process:
+/// `zcio ring stat` asks for every consumer it shows. Keyed by pid, since
+/// a child forked after `unshare(CLONE_NEWPID)` inherits the cache but
+/// lives in the new namespace.
 pub fn pid_namespace() -> u64 {
-    rustix::fs::stat("/proc/self/ns/pid").map_or(0, |st| st.st_ino)
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // `pid << 32 | 1` once looked up (0: not yet), and the namespace.
+    static KEY: AtomicU64 = AtomicU64::new(0);
+    static NS: AtomicU64 = AtomicU64::new(0);
+    let key = u64::from(std::process::id()) << 32 | 1;
+    // SYNC: Acquire pairs with the Release store of the key below, made
+    // after NS: a thread that sees its pid's key sees that namespace.
+    if KEY.load(Ordering::Acquire) == key {
+        return NS.load(Ordering::Relaxed);
+    }
+    let ns = rustix::fs::stat("/proc/self/ns/pid").map_or(0, |st| st.st_ino);
+    // Racing lookups store the same value.
+    NS.store(ns, Ordering::Relaxed);
+    // SYNC: Release publishes NS (see the Acquire above).
+    KEY.store(key, Ordering::Release);
+    ns
 }
 
 /// Whether a participant recorded with PID namespace `ns` lives in another
@@ -110,4 +129,17 @@ pub fn pid_namespace() -> u64 {
 pub fn other_namespace(ns: u64) -> bool {
     let mine = pid_namespace();
     ns != 0 && mine != 0 && ns != mine
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    /// The namespace looked up once is the one `/proc` shows, every time.
+    #[test]
+    #[cfg_attr(miri, ignore = "stat of /proc: a syscall Miri does not run")]
+    fn the_pid_namespace_is_looked_up_once_and_right() {
+        let direct = rustix::fs::stat("/proc/self/ns/pid").map_or(0, |st| st.st_ino);
+        assert_eq!(super::pid_namespace(), direct);
+        assert_eq!(super::pid_namespace(), direct);
+        assert!(!super::other_namespace(direct));
+    }
 }
