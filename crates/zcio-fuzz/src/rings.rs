@@ -167,6 +167,7 @@ impl Ring {
             m[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
         self.put(0, &m);
+        let _ = self.file.set_len(self.file_len());
         let mut off = 128u64;
         while off < self.file_len() {
             let n = (self.file_len() - off).min(ZEROS.len() as u64);
@@ -600,10 +601,12 @@ struct Env {
 /// One execution: rings, producer, consumers, model.
 pub struct Session {
     cons: Vec<Consumer>,
-    /// Per consumer: it may meet blocks whose bytes are gone in a ring
-    /// that never overwrites (a descriptors ring's reader that started at
-    /// the oldest entries or sought back: the data area is reused as soon
-    /// as every reader released it, whatever the entries say).
+    /// Per consumer: it started at the oldest data or sought back, so it
+    /// may meet blocks whose bytes are gone even in a ring that never
+    /// overwrites: the producer waits for the slowest position it has
+    /// seen (it does not look again while that says there is room), and a
+    /// descriptors ring reuses its data area as soon as every reader
+    /// released it, whatever the entries say.
     rewound: Vec<bool>,
     w: Writer,
     env: Env,
@@ -758,6 +761,15 @@ impl Session {
 
     /// Run the script in `r` (at most [`MAX_OPS`] operations).
     pub fn run(mut self, r: &mut Reader<'_>) {
+        if trace() {
+            let g = &self.env.main.geo;
+            let src = self
+                .env
+                .src
+                .as_ref()
+                .map(|s| (s.geo.layout, s.geo.overflow));
+            eprintln!("session: {:?} {:?}, source {src:?}", g.layout, g.overflow);
+        }
         for _ in 0..MAX_OPS {
             if r.is_empty() {
                 break;
@@ -910,15 +922,21 @@ impl Session {
             self.rewound[i] = true;
         }
         let c = &mut self.cons[i];
+        let before = c.position();
         match c.seek(to) {
             Ok(t) => {
                 assert_eq!(c.position(), t);
                 if self.w.clean {
                     let head = self.env.main.head();
-                    assert!(
-                        t <= head && t >= head.saturating_sub(g.cap()),
-                        "seek to {t}"
-                    );
+                    let floor = head.saturating_sub(g.cap());
+                    let ok = match to {
+                        SeekTo::Newest => t == head,
+                        SeekTo::Oldest => t == floor,
+                        // (From a lapped position it may stay lapped.)
+                        SeekTo::Forward(_) => before <= t && t <= head,
+                        SeekTo::Backward(_) => floor <= t && (t <= before || t == floor),
+                    };
+                    assert!(ok, "{to:?} from {before} to {t} (head {head})");
                 }
             }
             Err(e) => assert!(
@@ -945,8 +963,7 @@ impl Session {
             self.timed -= 1;
         }
         let env = &self.env;
-        let lossless =
-            env.lossless && !(self.rewound[i] && env.main.geo.layout == Layout::Descriptors);
+        let lossless = env.lossless && !self.rewound[i];
         let w = &mut self.w;
         let c = &mut self.cons[i];
         match how {
@@ -1117,8 +1134,8 @@ impl Session {
                     _ => 8,
                 };
                 let pos = anchor.wrapping_add_signed(delta.wrapping_mul(unit as i64));
-                let at = g.head_len + (pos & (g.data_len - 1) & !7);
-                wide(at + u64::from(field % 2) * 8)
+                let word = pos.wrapping_add(u64::from(field % 2) * 8);
+                wide(g.head_len + (word & (g.data_len - 1) & !7))
             }
             _ => wide((u64::from(index) * 8) % (ring.file_len().max(8) - 7)),
         };
