@@ -851,6 +851,92 @@ mod tests {
         drop((hdr, entries));
     }
 
+    /// A doorbell that counts its rings.
+    #[derive(Default)]
+    struct CountingBell(std::cell::Cell<u32>);
+
+    impl Bell for CountingBell {
+        fn ring(&self) {
+            self.0.set(self.0.get() + 1);
+        }
+        fn wait(&self, _timeout: Duration) -> Rung {
+            Rung::TimedOut
+        }
+    }
+
+    /// The sleep-flag handshake step by step (one thread): a sleeper's flag
+    /// survives the publish that finds it, that publish changes the futex
+    /// word the sleeper expects, and exactly one wake clears it — by the
+    /// futex, or by ringing the consumer's bell once it asked for one.
+    #[test]
+    fn a_sleep_flag_is_kept_by_the_publish_and_cleared_by_one_wake() {
+        let mut h = heap(4);
+        let hp: *const RingHeader = &*h.hdr;
+        let ep = h.entries.as_mut_ptr();
+        // SAFETY: `h` outlives p, c and s; cap matches the vector.
+        let (mut p, mut c, s) = unsafe {
+            (
+                Writer::new(hp, ep, 4),
+                Reader::new(hp, ep, 4),
+                SleepHandle::new(hp, 4),
+            )
+        };
+        assert_eq!(p.wake_consumer(None), WakeResult::NotFlagged);
+        let expected = s.arm().expect("an empty ring: sleep");
+        assert!(p.consumer_waiting());
+        let mut pend = 0;
+        p.write(&[7], &mut pend);
+        assert!(p.publish(pend), "the publish finds the sleeper");
+        assert!(p.consumer_waiting(), "and leaves the flag for the wake");
+        assert_ne!(
+            s.word().load(Ordering::Relaxed) as u32,
+            expected,
+            "a late sleep returns at once"
+        );
+        assert_eq!(
+            p.wake_consumer(None),
+            WakeResult::Futile,
+            "flagged, nobody asleep"
+        );
+        assert!(!p.consumer_waiting());
+        assert_eq!(
+            p.wake_consumer(None),
+            WakeResult::NotFlagged,
+            "one wake per flag"
+        );
+        // Data pending: arming says do not sleep (and the flag is taken back).
+        assert_eq!(s.arm(), None);
+        s.disarm();
+        assert_eq!(c.available().unwrap(), 1);
+        assert_eq!(c.peek(0), 7);
+        c.release(1);
+        // The consumer sleeps on its bell from now on: the wake rings it.
+        let bell = CountingBell::default();
+        s.set_consumer_bell();
+        assert!(s.arm().is_some());
+        let mut pend = 0;
+        p.write(&[8], &mut pend);
+        assert!(p.publish(pend));
+        assert_eq!(p.wake_consumer(Some(&bell)), WakeResult::Rang);
+        assert_eq!(bell.0.get(), 1);
+        assert_eq!(p.wake_consumer(Some(&bell)), WakeResult::NotFlagged);
+        assert_eq!(bell.0.get(), 1);
+        // The producer's side: sleeping for space on a full ring.
+        assert_eq!(p.free_slots().unwrap(), 3);
+        let mut pend = 0;
+        p.write(&[9, 10, 11], &mut pend);
+        p.publish(pend);
+        assert_eq!(p.free_slots().unwrap(), 0);
+        assert!(p.arm_space(1).unwrap().is_some(), "full: sleep");
+        assert_eq!(c.available().unwrap(), 4);
+        assert!(c.release(2), "the release finds the producer asleep");
+        assert_eq!(c.wake_producer(None), WakeResult::Futile);
+        assert_eq!(c.wake_producer(None), WakeResult::NotFlagged);
+        assert_eq!(p.arm_space(1).unwrap(), None, "room now");
+        p.disarm_space();
+        assert_eq!(p.free_slots().unwrap(), 2);
+    }
+
     #[test]
     fn corrupt_counters_detected() {
         let mut h = heap(4);
