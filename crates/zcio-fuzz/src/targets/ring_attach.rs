@@ -20,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use super::ring_header::meta_bytes;
 use crate::rings::{self, encode, Op, Reader, Ring, Session, LAYOUTS, POLICIES};
 use zcio::internals::ring_layout::{MetaCopy, CONTROL_OFF, DESC_OFF, SLOTS_OFF};
-use zcio::ring::{Consumer, Geometry, Layout, Producer, RingMap, Start, Wait};
+use zcio::ring::{Consumer, Geometry, Layout, Overflow, Producer, RingMap, Start, Wait};
 
 /// Largest file made (larger headers are refused by length).
 const MAX_FILE: u64 = 160 << 10;
@@ -85,6 +85,9 @@ pub fn run(data: &[u8]) {
         return;
     };
     assert_eq!(Some(*map.geometry()), want);
+    // Rings an index file's source table may name (the scribbles' names,
+    // and the seeds'), so that its entries lead somewhere.
+    let _sources = [Layout::Variable, Layout::Continuous].map(|l| rings::ring(l, Overflow::Frp));
     Session::on(Ring::opened(&name, map, file)).run(&mut r);
 }
 
@@ -129,8 +132,8 @@ pub fn seeds() -> Vec<Vec<u8>> {
         let policy = POLICIES[i % POLICIES.len()];
         let ring = rings::ring(*layout, policy);
         let words = {
-            let src = (*layout == Layout::Index)
-                .then(|| rings::ring(Layout::Variable, zcio::ring::Overflow::Frp));
+            let src =
+                (*layout == Layout::Index).then(|| rings::ring(Layout::Variable, Overflow::Frp));
             let mut p = Producer::attach(ring.map.clone()).expect("producer");
             let mut c = Consumer::attach(ring.map.clone(), Start::Newest).expect("consumer");
             match &src {
