@@ -401,8 +401,9 @@ impl Consumer {
     fn advance(&mut self, b: &Block) {
         let prev = self.cursor;
         self.cursor += b.units;
-        self.stats.read_blocks += 1;
-        self.stats.read_bytes += b.len as u64;
+        // Statistics: they wrap (see `skip_to`).
+        self.stats.read_blocks = self.stats.read_blocks.wrapping_add(1);
+        self.stats.read_bytes = self.stats.read_bytes.wrapping_add(b.len as u64);
         let s = self.map.slot(self.slot);
         s.read_blocks
             .store(self.stats.read_blocks, Ordering::Relaxed);
@@ -453,8 +454,11 @@ impl Consumer {
 
     /// Move the cursor forward to `to` (≥ cursor), counting it as a skip.
     fn skip_to(&mut self, to: u64) {
-        self.stats.skipped_blocks += 1;
-        self.stats.skipped_units += to - self.cursor;
+        // Statistics: they wrap. A head word that jumps ahead and back
+        // (anyone who may attach can write it) makes the skips as long as
+        // it likes, as often as it likes (after `seek` back to it).
+        self.stats.skipped_blocks = self.stats.skipped_blocks.wrapping_add(1);
+        self.stats.skipped_units = self.stats.skipped_units.wrapping_add(to - self.cursor);
         let s = self.map.slot(self.slot);
         s.skipped_blocks
             .store(self.stats.skipped_blocks, Ordering::Relaxed);
@@ -1289,6 +1293,29 @@ mod tests {
         assert_eq!(c.stats().skipped_blocks, 1);
         crate::ring::unlink(&name).unwrap();
         crate::ring::unlink(&src_name).unwrap();
+    }
+
+    /// Fuzz finding (`fuzz/regressions/ring_read/consumer-skipped-units-overflow`):
+    /// a head word that jumps ~2^62 ahead (the reader skips to it) and back
+    /// (the reader seeks to it) a few times overflowed the skipped-units
+    /// counter. Counters wrap.
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn a_head_jumping_back_and_forth_does_not_overflow_the_counters() {
+        let map = ring(
+            "head-jumps",
+            Options::new().overflow(Overflow::Frp).size(4096),
+        );
+        let mut c = Consumer::attach(map.clone(), Start::Newest).unwrap();
+        let line = map.producer();
+        let mut buf = [0u8; 64];
+        for _ in 0..6 {
+            line.head.store(((1 << 63) - 1) & !1, Ordering::Relaxed);
+            assert_eq!(c.try_read(&mut buf), Ok(64));
+            line.head.store(0, Ordering::Relaxed);
+            assert_eq!(c.seek(SeekTo::Newest), Ok(0));
+        }
+        assert_eq!(c.stats().skipped_blocks, 6);
     }
 
     /// Fuzz finding (`fuzz/regressions/ring_read/consumer-misaligned-cursor`):
