@@ -10,8 +10,8 @@
 //! everything after the ring's `Meta` with zeros (a fresh ring, as
 //! `RingMap::create` leaves it) and ends by dropping every producer and
 //! consumer it attached, so the outcome depends on the input only. Nothing
-//! waits: writes and reads are the non-blocking forms (a few timed reads
-//! of 100 µs at most per execution reach the liveness checks).
+//! waits: writes and reads are the non-blocking forms (one timed read of
+//! 1 ms per execution at most reaches the liveness checks).
 //!
 //! Files: `/dev/shm/zcio-fuzz-rings.<pid>/` (set as `ZCIO_RING_DIR`); a
 //! thread's rings are removed when it exits, and directories of processes
@@ -392,7 +392,7 @@ pub enum Op {
     /// Index sessions: write to the source ring without splicing.
     SourceWrite { len: u16 },
     /// Consumer `c` reads (`how`: try_read, try_peek+release, peek held
-    /// across `size >> 12` writes, peek_detached+resume, a 100 µs timed
+    /// across `size >> 12` writes, peek_detached+resume, a 1 ms timed
     /// read, peek+truncate, peek dropped, a stale resume) with a buffer or
     /// limit of `size` bytes.
     Read { c: u8, how: u8, size: u16 },
@@ -562,7 +562,11 @@ pub const MAX_OPS: usize = 160;
 /// Most consumers attached at once.
 const MAX_CONSUMERS: usize = 4;
 /// Timed reads per execution.
-const TIMED_READS: u32 = 2;
+/// (Longer than a reader spins before it sleeps, so that it sleeps and
+/// then asks whether the producer is alive.)
+const TIMED_READS: u32 = 1;
+/// See [`TIMED_READS`].
+const TIMED_READ: Duration = Duration::from_millis(1);
 
 // ---------------------------------------------------------------------
 // The model: what the producer wrote where (while nothing was scribbled).
@@ -977,10 +981,13 @@ impl Session {
             0 | 4 => {
                 let mut buf = vec![0u8; size];
                 let r = if timed {
-                    c.read_timeout(&mut buf, Duration::from_micros(100))
+                    c.read_timeout(&mut buf, TIMED_READ)
                 } else {
                     c.try_read(&mut buf)
                 };
+                if trace() {
+                    eprintln!("  -> {r:?}");
+                }
                 match r {
                     Ok(n) => {
                         assert!(n <= size, "read {n} bytes into {size}");
@@ -1233,6 +1240,14 @@ impl Writer {
     /// A write by the producer (or, in an index session, a splice).
     fn write(&mut self, env: &Env, len: u16, tag: u8, how: u8) {
         if env.src.is_some() {
+            if how % 5 == 1 {
+                // Bytes that are not a block this thread peeked.
+                if let Some(p) = self.prod.as_mut() {
+                    let r = p.try_write(&payload(self.seq, usize::from(len) % 256));
+                    assert_eq!(r, Err(WriteError::NotIndexable));
+                }
+                return;
+            }
             return self.splice(env, len, tag);
         }
         let g = env.main.geo;

@@ -13,7 +13,7 @@
 //! in-band block headers — or truncate the file.
 //!
 //! Invariant: no panic, no out-of-bounds access, no hang (every call is a
-//! non-blocking or 100 µs form, so each must return); every block a
+//! non-blocking or 1 ms form, so each must return); every block a
 //! consumer hands out lies inside the data area of the ring holding its
 //! bytes (mapped twice back to back) and has the length, tag and position
 //! its in-band header or descriptor entry claims; errors are the typed
@@ -173,6 +173,20 @@ pub fn seeds() -> Vec<Vec<u8>> {
             }
         }
     }
+    // A producer that wrote, closed and then "came back" in the owner word
+    // without its lock: a reader that sleeps finds it dead.
+    let mut s = vec![0, 0, 0, 0];
+    s.extend(encode(&[
+        Op::ProducerAttach,
+        Op::Attach { oldest: false },
+        w(40, 0),
+        rd(0, 0, 4095),
+        Op::Close { error: 0, code: 0 },
+        scribble(1, 0, 0, Value::pick(19)),
+        rd(0, 4, 4095),
+        Op::Stat,
+    ]));
+    out.push(s);
     // A truncated ring.
     let mut s = vec![2, 0, 0, 0];
     s.extend(encode(&[
