@@ -385,7 +385,8 @@ impl<'a> Reader<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
     /// Write a block of `len` bytes (`how`: write_tagged, try_write,
-    /// reserve+put+commit, reserve dropped uncommitted, write_vectored). In
+    /// reserve+put+commit, reserve dropped uncommitted, write_vectored, a
+    /// write that waits 1 ms for room (once per execution)). In
     /// an index session: write it to the source ring, peek it there and
     /// splice it into the index ring.
     Write { len: u16, tag: u8, how: u8 },
@@ -567,6 +568,11 @@ const MAX_CONSUMERS: usize = 4;
 const TIMED_READS: u32 = 1;
 /// See [`TIMED_READS`].
 const TIMED_READ: Duration = Duration::from_millis(1);
+/// Writes per execution that wait for room (they sleep on the slowest
+/// reader's cursor word, then ask whether it lives and evict it if not).
+const TIMED_WRITES: u32 = 1;
+/// See [`TIMED_WRITES`].
+const TIMED_WRITE: Duration = Duration::from_millis(1);
 
 // ---------------------------------------------------------------------
 // The model: what the producer wrote where (while nothing was scribbled).
@@ -595,6 +601,7 @@ struct Writer {
     /// its end (the rest of its last page) is not what `pread` reads.
     cut: bool,
     seq: u32,
+    timed_writes: u32,
 }
 
 /// The rings of a session.
@@ -744,6 +751,7 @@ impl Session {
                 clean: true,
                 cut: false,
                 seq: 0,
+                timed_writes: TIMED_WRITES,
             },
             env: Env {
                 main,
@@ -768,6 +776,7 @@ impl Session {
                 clean: false,
                 cut: false,
                 seq: 0,
+                timed_writes: TIMED_WRITES,
             },
             env: Env {
                 main: Rc::new(ring),
@@ -857,6 +866,9 @@ impl Session {
                 let clean = self.w.clean;
                 if let Some(p) = self.w.prod.as_mut() {
                     let live = p.live_consumers();
+                    if trace() {
+                        eprintln!("  -> {live} live");
+                    }
                     if clean {
                         assert_eq!(live, n, "live consumers");
                     }
@@ -1249,7 +1261,7 @@ impl Writer {
     /// A write by the producer (or, in an index session, a splice).
     fn write(&mut self, env: &Env, len: u16, tag: u8, how: u8) {
         if env.src.is_some() {
-            if how % 5 == 1 {
+            if how % 6 == 1 {
                 // Bytes that are not a block this thread peeked.
                 if let Some(p) = self.prod.as_mut() {
                     let r = p.try_write(&payload(self.seq, usize::from(len) % 256));
@@ -1268,7 +1280,7 @@ impl Writer {
         self.seq = self.seq.wrapping_add(1);
         let tag = u32::from(tag);
         let before = env.main.head();
-        if how % 5 == 3 {
+        if how % 6 == 3 {
             // Reserved, then dropped: nothing is published.
             let r = p.reserve(len, Wait::No).map(drop);
             if self.clean {
@@ -1283,8 +1295,14 @@ impl Writer {
             }
             return;
         }
-        let (r, tag) = match how % 5 {
-            0 => (p.write_tagged(&data, tag, Wait::No).map(|()| len), tag),
+        let wait = if how % 6 == 5 && self.timed_writes > 0 {
+            self.timed_writes -= 1;
+            Wait::Until(std::time::Instant::now() + TIMED_WRITE)
+        } else {
+            Wait::No
+        };
+        let (r, tag) = match how % 6 {
+            0 | 5 => (p.write_tagged(&data, tag, wait).map(|()| len), tag),
             1 => (p.try_write(&data), 0),
             2 => (
                 match p.reserve(len, Wait::No) {
@@ -1302,7 +1320,10 @@ impl Writer {
                 (p.write_vectored(&[a, b], tag, Wait::No).map(|()| len), tag)
             }
         };
-        let continuous_split = how % 5 == 1 && g.layout == Layout::Continuous;
+        if trace() {
+            eprintln!("  -> {r:?}");
+        }
+        let continuous_split = how % 6 == 1 && g.layout == Layout::Continuous;
         match r {
             Ok(n) => {
                 assert!(n <= len);
@@ -1345,7 +1366,7 @@ impl Writer {
             WriteError::TooLarge { len: l, max } => {
                 assert!(!split && *l == len && *max == g.max_block() && len > *max);
             }
-            WriteError::WouldBlock => {
+            WriteError::WouldBlock | WriteError::TimedOut => {
                 assert!(!self.clean || g.overflow == Overflow::Block, "{e}");
             }
             WriteError::Dropped => assert!(matches!(g.overflow, Overflow::Srp | Overflow::Mrp)),

@@ -187,6 +187,22 @@ pub fn seeds() -> Vec<Vec<u8>> {
         Op::Stat,
     ]));
     out.push(s);
+    // A dead consumer (its slot says active, nobody holds its lock) at the
+    // oldest position of a full ring: a write that waits evicts it.
+    let mut ops = vec![
+        Op::ProducerAttach,
+        Op::Attach { oldest: false },
+        scribble(1, 0, 4, Value::raw(0b1001)),
+        scribble(3, 3, 1, Value::pick(25)),
+        scribble(3, 3, 0, Value::pick(0)),
+    ];
+    for _ in 0..14 {
+        ops.extend([w(300, 0), rd(0, 0, 4095)]);
+    }
+    ops.extend([w(300, 5), Op::Live, Op::Stat]);
+    let mut s = vec![0, 0, 0, 0];
+    s.extend(encode(&ops));
+    out.push(s);
     // A truncated ring.
     let mut s = vec![2, 0, 0, 0];
     s.extend(encode(&[
