@@ -106,20 +106,7 @@ fn normalise(off: u64, v: u64) -> u64 {
 }
 
 fn parse(b: &[u8; 64]) -> MetaCopy {
-    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-    MetaCopy {
-        magic: b[..8].try_into().expect("8 bytes"),
-        version: u32_at(8),
-        layout: u32_at(12),
-        overflow: u32_at(16),
-        slot_size: u32_at(20),
-        head_len: u64_at(24),
-        data_len: u64_at(32),
-        desc_len: u64_at(40),
-        ring_id: u64_at(48),
-        max_consumers: u32_at(56),
-    }
+    super::ring_header::meta(b)
 }
 
 /// Files real rings leave: each layout after a producer wrote some blocks

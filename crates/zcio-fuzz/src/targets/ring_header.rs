@@ -60,7 +60,7 @@ pub fn run(data: &[u8]) {
 
 /// The header as `RingMap::open` reads it: little-endian fields at their
 /// offsets in `Meta`.
-fn meta(b: &[u8; 64]) -> MetaCopy {
+pub(crate) fn meta(b: &[u8; 64]) -> MetaCopy {
     let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
     MetaCopy {

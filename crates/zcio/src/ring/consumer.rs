@@ -652,13 +652,7 @@ impl Consumer {
             // cursor forward, but a hostile producer can make the rounds
             // endless: check the deadline now and then.
             rounds = rounds.wrapping_add(1);
-            if rounds.is_multiple_of(64) {
-                match wait {
-                    Wait::Until(d) if Instant::now() >= d => return Err(ReadError::TimedOut),
-                    Wait::No if rounds >= 1024 => return Err(ReadError::WouldBlock),
-                    _ => {}
-                }
-            }
+            round_budget(rounds, wait)?;
             if self.head_cache == self.cursor {
                 self.refresh_head();
             }
@@ -773,13 +767,7 @@ impl Consumer {
             // Every round moves the cursor forward, but a hostile producer
             // racing us can make them many: bounded as in `next`.
             rounds = rounds.wrapping_add(1);
-            if rounds.is_multiple_of(64) {
-                match wait {
-                    Wait::Until(d) if Instant::now() >= d => return Err(ReadError::TimedOut),
-                    Wait::No if rounds >= 1024 => return Err(ReadError::WouldBlock),
-                    _ => {}
-                }
-            }
+            round_budget(rounds, wait)?;
             let Some(b) = self.next(buf.len(), wait)? else {
                 return Ok(0);
             };
@@ -1354,4 +1342,18 @@ mod tests {
             }
         }
     }
+}
+
+/// Every 64th round of a read loop, whether its wait has run out (a
+/// hostile producer can make the rounds endless): `TimedOut` past the
+/// deadline, `WouldBlock` after 1024 rounds of a non-blocking read.
+fn round_budget(rounds: u32, wait: Wait) -> Result<(), ReadError> {
+    if rounds.is_multiple_of(64) {
+        match wait {
+            Wait::Until(d) if Instant::now() >= d => return Err(ReadError::TimedOut),
+            Wait::No if rounds >= 1024 => return Err(ReadError::WouldBlock),
+            _ => {}
+        }
+    }
+    Ok(())
 }
