@@ -12,7 +12,9 @@
 //! * small pools, one-buffer messages and channel settling ([`small_pool`],
 //!   [`msg_of`], [`settle`]);
 //! * the raw hostile peer ([`hostile`]), written by hand from zcio's wire
-//!   formats (the `internals` feature, which only this kit enables).
+//!   formats (the `internals` feature, which only this kit enables);
+//! * the import graph of a crate's top-level modules ([`layers`]), for the
+//!   layering tests.
 //!
 //!
 //! Children are this same test binary, re-executed with the name of a
@@ -38,6 +40,7 @@ use rustix::event::{poll, PollFd, PollFlags};
 use zcio::{Channel, Pool, PoolConfig};
 
 pub mod hostile;
+pub mod layers;
 
 /// Environment variable naming the role a re-executed child plays.
 pub const ROLE_ENV: &str = "ZCIO_CHILD_ROLE";

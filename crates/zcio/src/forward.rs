@@ -108,7 +108,7 @@ impl ForwardFailure {
     }
 
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error::ErrorKind {
         match self {
             Self::Upstream(e) => e.kind(),
             Self::Downstream(e) => e.kind(),

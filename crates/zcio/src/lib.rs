@@ -30,6 +30,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod any_error;
 pub mod array;
 pub mod asyncipc;
 mod bell;
@@ -58,6 +59,7 @@ pub mod typed;
 mod view;
 mod wait;
 
+pub use any_error::Error;
 pub use buf::{
     AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
     Uncached,
@@ -71,7 +73,7 @@ pub use channel::{
     SendTimeoutError, TryRecvError, TrySendError,
 };
 pub use copy::{copy, copy_raw};
-pub use error::{Error, ErrorKind};
+pub use error::ErrorKind;
 pub use msg::{
     JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
 };

@@ -296,8 +296,8 @@ impl Region {
 
 impl RegionError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::Os { .. } => K::Os,
             Self::NoMemory { .. } => K::OutOfMemory,

@@ -519,8 +519,8 @@ pub(crate) fn connect(path: &Path) -> Result<OwnedFd, ConnectError> {
 
 impl ConnectError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::Os { .. } | Self::Listen { .. } => K::Os,
             Self::Refused => K::PermissionDenied,
@@ -540,56 +540,55 @@ impl ConnectError {
     }
 }
 
+/// The path errors every listener built on [`SocketListener`] reports, checked
+/// against `bind` (the tests of the segment, channel and rendezvous listeners):
+///
+/// * a path in a missing directory: the bind error (`ENOENT`) naming the path,
+///   not the `listen` that used to follow it (`EINVAL`);
+/// * an empty path is refused (it used to autobind an abstract address nobody
+///   could connect to by name).
+#[cfg(test)]
+pub(crate) fn check_listen_paths<T>(bind: impl Fn(&Path) -> Result<T, ConnectError>) {
+    let refused = |path: &str| match bind(Path::new(path)) {
+        Ok(_) => panic!("a listener bound {path:?}"),
+        Err(e) => e,
+    };
+    let e = refused("/nonexistent-zcio-test-dir/sub/s.sock");
+    let text = e.to_string();
+    match e {
+        ConnectError::Listen { path: p, errno } => {
+            assert_eq!(p, Path::new("/nonexistent-zcio-test-dir/sub/s.sock"));
+            assert_eq!(errno, Errno::NOENT, "{text}");
+        }
+        other => panic!("expected ConnectError::Listen, got {other:?}"),
+    }
+    assert!(
+        text.contains("\"/nonexistent-zcio-test-dir/sub/s.sock\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("directory \"/nonexistent-zcio-test-dir/sub\" does not exist"),
+        "{text}"
+    );
+    let e = refused("");
+    let text = e.to_string();
+    assert!(
+        matches!(e, ConnectError::Listen { ref path, errno: Errno::INVAL } if path.as_os_str().is_empty()),
+        "{e:?}"
+    );
+    assert!(text.contains("the socket path is empty"), "{text}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A path in a missing directory: the bind error (`ENOENT`) naming the
-    /// path, not the `listen` that used to follow it (`EINVAL`) — for
-    /// channel and rendezvous listeners alike.
+    /// The socket listener's path errors ([`check_listen_paths`]); the channel and
+    /// rendezvous listeners, built on it, run the same checks in their own tests.
     #[test]
     #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
-    fn listen_reports_the_bind_error_with_the_path() {
-        let path = Path::new("/nonexistent-zcio-test-dir/sub/s.sock");
-        let check = |e: ConnectError| {
-            let text = e.to_string();
-            match e {
-                ConnectError::Listen { path: p, errno } => {
-                    assert_eq!(p, path);
-                    assert_eq!(errno, Errno::NOENT, "{text}");
-                }
-                other => panic!("expected ConnectError::Listen, got {other:?}"),
-            }
-            assert!(
-                text.contains("\"/nonexistent-zcio-test-dir/sub/s.sock\""),
-                "{text}"
-            );
-            assert!(
-                text.contains("directory \"/nonexistent-zcio-test-dir/sub\" does not exist"),
-                "{text}"
-            );
-        };
-        check(SocketListener::bind(path).unwrap_err());
-        check(crate::Listener::bind(path, crate::ChannelConfig::default()).unwrap_err());
-        check(crate::rendezvous::RendezvousListener::bind(path).unwrap_err());
-    }
-
-    /// An empty path is refused (it used to autobind an abstract address
-    /// nobody could connect to by name).
-    #[test]
-    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
-    fn listen_refuses_an_empty_path() {
-        let check = |e: ConnectError| {
-            let text = e.to_string();
-            assert!(
-                matches!(e, ConnectError::Listen { ref path, errno: Errno::INVAL } if path.as_os_str().is_empty()),
-                "{e:?}"
-            );
-            assert!(text.contains("the socket path is empty"), "{text}");
-        };
-        check(SocketListener::bind(Path::new("")).unwrap_err());
-        check(crate::Listener::bind("", crate::ChannelConfig::default()).unwrap_err());
-        check(crate::rendezvous::RendezvousListener::bind("").unwrap_err());
+    fn listen_path_errors() {
+        check_listen_paths(SocketListener::bind);
     }
 
     /// A live listener's path is `EADDRINUSE` with the path; a stale socket

@@ -689,8 +689,8 @@ impl PoolInner {
 
 impl AllocError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::WouldBlock(_) => K::WouldBlock,
             Self::Unsatisfiable { .. } => K::NoSpace,

@@ -156,3 +156,16 @@ impl Listener {
         self.sock.path()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Listener;
+    use crate::channel::ChannelConfig;
+
+    /// A channel listener reports the socket listener's path errors.
+    #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
+    fn listen_path_errors() {
+        crate::segment::check_listen_paths(|p| Listener::bind(p, ChannelConfig::default()));
+    }
+}

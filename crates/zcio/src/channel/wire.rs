@@ -37,8 +37,8 @@ pub const SINGLE_USE_SAME: u32 = u32::MAX - 1;
 /// `size_of::<Desc>()`, recorded in the segment header and checked on
 /// attach.
 pub const DESC_SIZE: u32 = std::mem::size_of::<Desc>() as u32;
-/// Cap on slices in one message.
-pub const MAX_SLICES: usize = 64;
+/// Cap on slices in one message: a `Msg`'s own cap.
+pub const MAX_SLICES: usize = crate::msg::MAX_SLICES;
 /// Cap on region slots per channel direction.
 pub const MAX_REGION_SLOTS: u32 = 1 << 16;
 

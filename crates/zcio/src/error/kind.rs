@@ -113,8 +113,8 @@ impl ErrorKind {
     /// [`WouldBlock`](Self::WouldBlock) …); `None` for the kinds C reports
     /// with a `ZCIO_E…` code and for [`Os`](Self::Os), whose errno is the
     /// error's own.
-    pub fn errno(self) -> Option<crate::Errno> {
-        use crate::Errno as E;
+    pub fn errno(self) -> Option<rustix::io::Errno> {
+        use rustix::io::Errno as E;
         Some(match self {
             Self::WouldBlock => E::AGAIN,
             Self::TimedOut => E::TIMEDOUT,

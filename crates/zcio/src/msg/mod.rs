@@ -17,8 +17,9 @@ use crate::view::View;
 pub use cursor::{Unit, UnitCursor};
 pub use interop::SecureMsg;
 
-/// Most slices one message may have (also the wire cap).
-pub const MAX_SLICES: usize = crate::channel::wire::MAX_SLICES;
+/// Most slices one message may have (also the channel's wire cap, which
+/// takes it from here).
+pub const MAX_SLICES: usize = 64;
 
 /// Failure of an aggregate operation; the inputs are unchanged.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -39,10 +40,10 @@ pub enum MsgError {
 
 impl MsgError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error::ErrorKind {
         match self {
-            Self::TooManySlices(_) => crate::ErrorKind::TooLarge,
-            Self::OutOfRange { .. } => crate::ErrorKind::OutOfRange,
+            Self::TooManySlices(_) => crate::error::ErrorKind::TooLarge,
+            Self::OutOfRange { .. } => crate::error::ErrorKind::OutOfRange,
         }
     }
 }

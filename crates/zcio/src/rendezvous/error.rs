@@ -2,7 +2,7 @@
 //! for [`Channel`](crate::Channel): sends, receives, calls.
 //!
 //! The words are the ones every zcio transport uses
-//! ([`ErrorKind`](crate::ErrorKind)): [`WouldBlock`] comes only from the
+//! ([`ErrorKind`](crate::error::ErrorKind)): [`WouldBlock`] comes only from the
 //! `try_` operations (which never wait), `TimedOut` from the waiting ones,
 //! `Disconnected` means the partner is gone.
 //!

@@ -155,3 +155,15 @@ impl RendezvousListener {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RendezvousListener;
+
+    /// A rendezvous listener reports the socket listener's path errors.
+    #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
+    fn listen_path_errors() {
+        crate::segment::check_listen_paths(|p| RendezvousListener::bind(p));
+    }
+}

@@ -913,8 +913,8 @@ impl Drop for ArenaBuf {
 
 impl ArenaError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::BadCapacity(_) => K::InvalidInput,
             Self::Region(r) => r.kind(),

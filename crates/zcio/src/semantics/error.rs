@@ -100,13 +100,13 @@ impl From<crate::TryRecvError> for RecvError {
 
 impl SetupError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error::ErrorKind {
         match self {
             Self::Arena(e) => e.kind(),
             Self::Alloc(e) => e.kind(),
             Self::Send(e) => e.kind(),
             Self::Recv(e) => e.kind(),
-            Self::BadHello => crate::ErrorKind::Protocol,
+            Self::BadHello => crate::error::ErrorKind::Protocol,
         }
     }
 
@@ -123,15 +123,15 @@ impl SetupError {
 
 impl OutputError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error::ErrorKind {
         match self {
-            Self::EmptyMessage => crate::ErrorKind::InvalidInput,
+            Self::EmptyMessage => crate::error::ErrorKind::InvalidInput,
             Self::Alloc(e) => e.kind(),
             Self::Arena(e) => e.kind(),
             Self::Send(e) => e.kind(),
             Self::Msg(e) => e.kind(),
-            Self::Freeze(_) => crate::ErrorKind::Other,
-            Self::Os(_) => crate::ErrorKind::Os,
+            Self::Freeze(_) => crate::error::ErrorKind::Other,
+            Self::Os(_) => crate::error::ErrorKind::Os,
         }
     }
 
@@ -149,13 +149,13 @@ impl OutputError {
 
 impl InputError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error::ErrorKind {
         match self {
             Self::Recv(e) => e.kind(),
-            Self::TooShort { .. } => crate::ErrorKind::TooLarge,
-            Self::Malformed(_) => crate::ErrorKind::Malformed,
+            Self::TooShort { .. } => crate::error::ErrorKind::TooLarge,
+            Self::Malformed(_) => crate::error::ErrorKind::Malformed,
             Self::Alloc(e) => e.kind(),
-            Self::Os(_) => crate::ErrorKind::Os,
+            Self::Os(_) => crate::error::ErrorKind::Os,
         }
     }
 

@@ -99,8 +99,8 @@ pub enum SpliceError {
 
 impl SpliceError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::Io { .. } | Self::Setup { .. } => K::Os,
             Self::Spec { errno: Some(_), .. } => K::Os,

@@ -15,6 +15,8 @@
 
 mod association;
 mod blockio;
+#[cfg(feature = "tokio")]
+mod completions;
 mod error;
 mod io_object;
 pub mod module;
@@ -24,6 +26,8 @@ mod spec;
 pub use association::{
     Association, Completion, Increment, Next, Remote, Status, DEFAULT_INCREMENT, STEP,
 };
+#[cfg(feature = "tokio")]
+pub use completions::Completions;
 pub use error::SpliceError;
 pub use io_object::{Attrs, IoObject, Kind};
 pub use mover::MoverKind;

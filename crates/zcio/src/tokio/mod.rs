@@ -21,15 +21,11 @@
 //!
 //! Each type's docs state which of its methods are cancel-safe.
 
-#[cfg(feature = "splice")]
-mod association;
 mod channel;
-mod doorbell;
+pub(crate) mod doorbell;
 mod rendezvous;
 mod ring;
 
-#[cfg(feature = "splice")]
-pub use association::Completions;
 pub use channel::{AsyncChannel, MAX_ASYNC_SPIN};
 pub use rendezvous::AsyncRendezvous;
 pub use ring::{AsyncConsumer, AsyncProducer};

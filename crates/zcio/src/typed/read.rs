@@ -245,8 +245,8 @@ mod tests {
     use super::*;
     use crate::buf::{Pool, PoolConfig};
     use crate::channel::{Channel, ChannelConfig};
+    use crate::error::ErrorKind;
     use crate::msg::Slice;
-    use crate::ErrorKind;
     use proptest::prelude::*;
     use zerocopy::{FromZeros, IntoBytes};
 

@@ -70,8 +70,8 @@ pub enum LaneError {
 
 impl LaneError {
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::InvalidConfig => K::InvalidInput,
             Self::WouldBlock => K::WouldBlock,
@@ -123,7 +123,7 @@ impl<'a> LaneSendError<'a> {
     }
 
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error::ErrorKind {
         self.error.kind()
     }
 }

@@ -92,7 +92,7 @@ fn a_message_too_long_for_the_slot_gives_the_loan_back() {
     let (_a, _b, mut tx, mut rx) = lane(1, 8);
     let (e, loan) = tx.try_loan().unwrap().send(9).unwrap_err().into_parts();
     assert_eq!(e, LaneError::TooLarge { len: 9, max: 8 });
-    assert_eq!(e.kind(), crate::ErrorKind::TooLarge);
+    assert_eq!(e.kind(), crate::error::ErrorKind::TooLarge);
     loan.send(8).unwrap();
     assert_eq!(rx.try_recv().unwrap().len(), 8);
     assert_eq!(
@@ -229,7 +229,7 @@ fn forged_descriptors_are_dropped_and_the_lane_stays_usable() {
         LaneError::Malformed { slot: 0, len: 65 }
     );
     let e = rx.try_recv().unwrap_err();
-    assert_eq!(e.kind(), crate::ErrorKind::Malformed);
+    assert_eq!(e.kind(), crate::error::ErrorKind::Malformed);
     assert_eq!(rx.stats().malformed, 3);
     send(&mut tx, b"fine");
     assert_eq!(rx.try_recv().unwrap().to_vec(), b"fine");
@@ -254,7 +254,10 @@ fn a_corrupt_ring_is_reported_not_waited_on() {
     };
     assert_eq!(rx.recv_timeout(T).unwrap_err(), LaneError::Corrupt);
     assert_eq!(rx.try_recv().unwrap_err(), LaneError::Corrupt);
-    assert_eq!(LaneError::Corrupt.kind(), crate::ErrorKind::PeerFault);
+    assert_eq!(
+        LaneError::Corrupt.kind(),
+        crate::error::ErrorKind::PeerFault
+    );
 
     // The notice ring's tail, as a hostile receiver.
     let (_a, _b, mut tx, rx) = lane(1, 64);

@@ -198,8 +198,8 @@ impl ModuleError {
     }
 
     /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind as K;
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
         match self {
             Self::Unknown { .. } | Self::NotInStack(_) => K::NotFound,
             Self::BadArgs { .. } | Self::Control { .. } => K::InvalidInput,

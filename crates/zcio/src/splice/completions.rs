@@ -1,5 +1,5 @@
-//! [`Completions`]: an [`Association`](crate::splice::Association)'s
-//! asynchronous completions as a future.
+//! [`Completions`]: an [`Association`]'s asynchronous completions as a
+//! future (with the `tokio` feature).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -8,8 +8,8 @@ use std::time::Duration;
 use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 
-use super::doorbell::no_runtime;
-use crate::splice::{Association, Completion, Remote};
+use super::{Association, Completion, Remote};
+use crate::tokio::doorbell::no_runtime;
 
 /// The association's completion descriptor (an eventfd of this process,
 /// readable while a completion waits), kept open by the `Remote`.
@@ -28,7 +28,7 @@ impl AsRawFd for DoneFd {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use zcio::splice::{Association, Increment, IoObject};
-/// use zcio::tokio::Completions;
+/// use zcio::splice::Completions;
 ///
 /// let dir = std::env::temp_dir();
 /// let src = dir.join(format!("zcio-doc-comp-src-{}", std::process::id()));

@@ -1,0 +1,339 @@
+//! The import graph of a crate's top-level modules, read from its sources:
+//! the `crate::…` paths (including `use crate::{a, b}` groups and
+//! `super::super::…` paths that climb to the crate root) between top-level
+//! modules, with comments, strings and character literals skipped. The
+//! layering tests of zcio and of its benchmark crate check it for cycles
+//! and for imports from a higher layer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module → the top-level modules it imports.
+pub type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// `src` with comments, string literals and character literals replaced by
+/// spaces (line breaks kept).
+fn strip(src: &str) -> String {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let blank = |out: &mut String, s: &[char]| {
+        out.extend(s.iter().map(|&ch| if ch == '\n' { '\n' } else { ' ' }));
+    };
+    let mut i = 0;
+    while i < c.len() {
+        let at = |k: usize| c.get(k).copied().unwrap_or('\0');
+        let start = i;
+        if c[i] == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            loop {
+                if i >= c.len() {
+                    break;
+                } else if c[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if (c[i] == 'r' || (c[i] == 'b' && at(i + 1) == 'r'))
+            && (i == 0 || !ident(c[i - 1]))
+            && {
+                let mut k = i + if c[i] == 'b' { 2 } else { 1 };
+                while at(k) == '#' {
+                    k += 1;
+                }
+                at(k) == '"'
+            }
+        {
+            // A raw string: r"…", r#"…"#, br"…".
+            i += if c[i] == 'b' { 2 } else { 1 };
+            let mut hashes = 0;
+            while c[i] == '#' {
+                hashes += 1;
+                i += 1;
+            }
+            i += 1;
+            while i < c.len() {
+                if c[i] == '"' && (1..=hashes).all(|h| at(i + h) == '#') {
+                    i += 1 + hashes;
+                    break;
+                }
+                i += 1;
+            }
+        } else if c[i] == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c[i] == '\'' && at(i + 1) == '\\' {
+            // An escaped character literal: '\n', '\'', '\u{..}'.
+            i += 3;
+            while i < c.len() && c[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+        } else if c[i] == '\'' && at(i + 2) == '\'' {
+            i += 3;
+        } else {
+            // Code (a lifetime's quote included).
+            out.push(c[i]);
+            i += 1;
+            continue;
+        }
+        blank(&mut out, &c[start..i.min(c.len())]);
+    }
+    out
+}
+
+/// Identifiers, `::` and single punctuation characters of stripped code.
+fn tokens(code: &str) -> Vec<String> {
+    let c: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        if c[i].is_whitespace() {
+            i += 1;
+        } else if c[i].is_alphanumeric() || c[i] == '_' {
+            let s = i;
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            out.push(c[s..i].iter().collect());
+        } else if c[i] == ':' && c.get(i + 1) == Some(&':') {
+            out.push("::".into());
+            i += 2;
+        } else {
+            out.push(c[i].to_string());
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The first segments of the paths that start at `t[i]` (after
+/// `crate::`): one identifier, or each item of a `{…}` group.
+fn first_segments(t: &[String], i: usize) -> Vec<String> {
+    let word = |s: &str| s.chars().all(|ch| ch.is_alphanumeric() || ch == '_');
+    match t.get(i).map(String::as_str) {
+        Some("{") => {
+            let mut out = Vec::new();
+            let (mut depth, mut expect) = (0, true);
+            for tok in &t[i..] {
+                match tok.as_str() {
+                    "{" => {
+                        depth += 1;
+                        expect = depth == 1;
+                    }
+                    "}" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    "," if depth == 1 => expect = true,
+                    s if expect && depth == 1 && word(s) => {
+                        out.push(s.to_string());
+                        expect = false;
+                    }
+                    _ => expect = false,
+                }
+            }
+            out
+        }
+        Some(s) if word(s) => vec![s.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+/// The top-level modules the file of module path `path` (e.g. `["ring",
+/// "check"]`) names through `crate::…` or `super::…` paths that reach the
+/// crate root.
+pub fn imports(path: &[String], src: &str) -> BTreeSet<String> {
+    let t = tokens(&strip(src));
+    let mut out = BTreeSet::new();
+    // Inline modules (`mod tests { … }`) add to the path: (name, depth).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0;
+    let mut i = 0;
+    while i < t.len() {
+        let prev = if i > 0 { t[i - 1].as_str() } else { "" };
+        let next = |k: usize| t.get(i + k).map(String::as_str);
+        match t[i].as_str() {
+            "{" => depth += 1,
+            "}" => {
+                if inline.last().is_some_and(|m| m.1 == depth) {
+                    inline.pop();
+                }
+                depth -= 1;
+            }
+            "mod" if next(2) == Some("{") => {
+                inline.push((t[i + 1].clone(), depth + 1));
+            }
+            "crate" if prev != "$" && prev != "::" && next(1) == Some("::") => {
+                out.extend(first_segments(&t, i + 2));
+            }
+            "super" if prev != "::" => {
+                let mut ups = 0;
+                let mut k = i;
+                while t.get(k).map(String::as_str) == Some("super")
+                    && t.get(k + 1).map(String::as_str) == Some("::")
+                {
+                    ups += 1;
+                    k += 2;
+                }
+                if ups > 0 && ups >= path.len() + inline.len() {
+                    out.extend(first_segments(&t, k));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The import graph of the top-level modules of the crate whose sources
+/// are in `src` (the crate root files `lib.rs` and `main.rs` are not
+/// modules; names that are no module, such as `fmt`, are left out).
+pub fn module_graph(src: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut graph = Graph::new();
+    let mut named = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(src).expect("under src");
+        let mut path: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        if path.last().is_some_and(|l| l == "mod") {
+            path.pop();
+        }
+        if path == ["lib"] || path == ["main"] {
+            continue;
+        }
+        graph.entry(path[0].clone()).or_default();
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        named.push((path[0].clone(), imports(&path, &text)));
+    }
+    for (module, targets) in named {
+        let known: Vec<String> = targets
+            .into_iter()
+            .filter(|t| *t != module && graph.contains_key(t))
+            .collect();
+        graph.get_mut(&module).expect("module").extend(known);
+    }
+    graph
+}
+
+/// A cycle of `graph` (its modules in order, the first repeated at the
+/// end), if it has one.
+pub fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+    fn visit<'a>(
+        g: &'a Graph,
+        m: &'a str,
+        done: &mut BTreeSet<&'a str>,
+        stack: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|s| *s == m) {
+            let mut cycle: Vec<String> = stack[at..].iter().map(|s| s.to_string()).collect();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if !done.insert(m) {
+            return None;
+        }
+        stack.push(m);
+        for next in g.get(m).into_iter().flatten() {
+            if let Some(c) = visit(g, next, done, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|m| visit(graph, m, &mut done, &mut Vec::new()))
+}
+
+/// The imports of `graph` that point from a module to one in a higher
+/// layer, as `"from (layer a) -> to (layer b)"`.
+pub fn upward(graph: &Graph, layer: impl Fn(&str) -> u8) -> Vec<String> {
+    graph
+        .iter()
+        .flat_map(|(m, ts)| ts.iter().map(move |t| (m, t)))
+        .filter(|(m, t)| layer(t) > layer(m))
+        .map(|(m, t)| format!("{m} (layer {}) -> {t} (layer {})", layer(m), layer(t)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scan_reads_paths_and_skips_comments_and_strings() {
+        let src = r##"
+            use crate::{a, b::c, d::{e, f}};
+            use crate::g::h;
+            // use crate::comment;
+            /* use crate::block; /* nested */ crate::still_comment */
+            let s = "crate::string \" crate::escaped";
+            let r = r#"crate::raw "quoted""#;
+            let q = '"'; let lt: &'static str = x; let e = '\'';
+            let v = crate::i::f(super::j::k); // from x.rs, super is the root
+            macro_rules! m { () => { $crate::macro_path } }
+            pub(crate) fn p() {}
+            mod tests {
+                use super::super::l;
+                use super::same_file;
+            }
+        "##;
+        let got = imports(&["x".to_string()], src);
+        let want: BTreeSet<String> = ["a", "b", "d", "g", "i", "j", "l"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(got, want);
+        // From a file two levels down, `super::super` is the crate root.
+        let deep = imports(&["x".to_string(), "y".to_string()], "use super::super::z;");
+        assert!(deep.contains("z"));
+
+        let mut g = Graph::new();
+        for (m, ts) in [("a", &["b"][..]), ("b", &["c"]), ("c", &["a"]), ("d", &[])] {
+            g.insert(m.into(), ts.iter().map(|s| s.to_string()).collect());
+        }
+        assert_eq!(find_cycle(&g).unwrap().join(" -> "), "a -> b -> c -> a");
+        g.get_mut("c").unwrap().clear();
+        assert_eq!(find_cycle(&g), None);
+    }
+}
