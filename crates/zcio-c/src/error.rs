@@ -190,7 +190,6 @@ fn code_says_all(e: &zcio::Error) -> bool {
         e,
         E::TryRecv(_)
             | E::Recv(_)
-            | E::RecvTimeout(_)
             | E::RingRead(_)
             | E::RingWrite(_)
             | E::Send(S::WouldBlock | S::TimedOut)

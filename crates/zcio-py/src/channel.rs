@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyMemoryView, PyTuple};
 use zcio::Slice;
-use zcio::{ChannelConfig, ConnectError, Errno, RecvTimeoutError, SendErrorKind};
+use zcio::{ChannelConfig, ConnectError, Errno, RecvError, SendErrorKind};
 
 use crate::aio::{aio, async_timeout};
 use crate::array::{self, Header};
@@ -267,13 +267,13 @@ impl Channel {
         } else {
             let got = blocking(py, Deadline::new(t), |slice| {
                 match chan.recv_timeout(slice) {
-                    Err(RecvTimeoutError::TimedOut) => None,
+                    Err(RecvError::TimedOut) => None,
                     r => Some(r),
                 }
             })?;
             match got {
                 Some(r) => r.map_err(|e| errors::raise(py, e))?,
-                None => return Err(errors::raise(py, RecvTimeoutError::TimedOut)),
+                None => return Err(errors::raise(py, RecvError::TimedOut)),
             }
         };
         Bound::new(py, Msg::from_msg(m))

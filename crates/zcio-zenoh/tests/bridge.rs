@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use zcio::array::ArrayHeader;
 use zcio::ring::{self, Consumer, Layout, Options, Producer, ReadError, Start};
-use zcio::{Channel, ChannelConfig, Listener, Msg, RecvTimeoutError};
+use zcio::{Channel, ChannelConfig, Listener, Msg, RecvError};
 use zcio_testkit::{arg, child_role, command, fill, first_mismatch, report, Kid, SockPath, STEP};
 use zcio_zenoh::{
     ExportOptions, Exporter, ImportOptions, Importer, SessionOptions, Sink, Source,
@@ -554,10 +554,7 @@ fn channel_messages_and_arrays_keep_their_boundaries() {
     ex.send("stop");
     assert!(ex.expect("end ").starts_with("Ok(Stopped)"));
     assert_eq!(im.expect("end "), "Ok(EndOfStream)");
-    assert_eq!(
-        rx.recv_timeout(STEP).unwrap_err(),
-        RecvTimeoutError::Disconnected
-    );
+    assert_eq!(rx.recv_timeout(STEP).unwrap_err(), RecvError::Disconnected);
 }
 
 #[test]

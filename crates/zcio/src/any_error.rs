@@ -44,8 +44,7 @@ use crate::error::ErrorKind;
 use crate::asyncipc::AsyncError;
 use crate::buf::{AllocError, FreezeError};
 use crate::channel::{
-    RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError, TryRecvError,
-    TrySendError,
+    RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError, TrySendError,
 };
 use crate::forward::ForwardFailure;
 use crate::msg::MsgError;
@@ -78,15 +77,13 @@ pub enum Error {
     /// dropped; handle [`SendError`] directly to keep it).
     #[error(transparent)]
     Send(#[from] SendErrorKind),
-    /// [`Channel::recv`](crate::Channel::recv).
+    /// [`Channel::recv`](crate::Channel::recv) or
+    /// [`Channel::recv_timeout`](crate::Channel::recv_timeout).
     #[error(transparent)]
     Recv(#[from] RecvError),
     /// [`Channel::try_recv`](crate::Channel::try_recv).
     #[error(transparent)]
     TryRecv(#[from] TryRecvError),
-    /// [`Channel::recv_timeout`](crate::Channel::recv_timeout).
-    #[error(transparent)]
-    RecvTimeout(#[from] RecvTimeoutError),
     /// A lane of a channel (the loan, if any, was dropped: handle
     /// [`LaneSendError`](crate::LaneSendError) directly to keep it).
     #[error(transparent)]
@@ -180,7 +177,6 @@ impl Error {
             Self::Send(e) => e,
             Self::Recv(e) => e,
             Self::TryRecv(e) => e,
-            Self::RecvTimeout(e) => e,
             Self::Lane(e) => e,
             Self::RingOpen(e) => e,
             Self::RingWrite(e) => e,
@@ -237,7 +233,7 @@ macro_rules! family {
 }
 
 family!(
-    MsgError, RecvError, TryRecvError, RecvTimeoutError, WriteError, ReadError;
+    MsgError, RecvError, TryRecvError, WriteError, ReadError;
     errno: RegionError, AllocError, ConnectError, SendErrorKind, OpenError, ForwardFailure,
     RendezvousSendError, RendezvousRecvError, RendezvousCallError, AsyncError,
     crate::channel::lane::LaneError,
@@ -393,10 +389,7 @@ mod tests {
                 TryRecvError::WouldBlock.into(),
                 TryRecvError::WouldBlock.to_string(),
             ),
-            (
-                RecvTimeoutError::TimedOut.into(),
-                RecvTimeoutError::TimedOut.to_string(),
-            ),
+            (RecvError::TimedOut.into(), RecvError::TimedOut.to_string()),
             (
                 OpenError::Os(errno).into(),
                 OpenError::Os(errno).to_string(),
@@ -504,7 +497,7 @@ mod tests {
             SendErrorKind::Disconnected.into(),
             RecvError::Disconnected.into(),
             TryRecvError::Disconnected.into(),
-            RecvTimeoutError::Disconnected.into(),
+            RecvError::Disconnected.into(),
             ReadError::Disconnected { pid: 7 }.into(),
             RendezvousSendError::Disconnected.into(),
             RendezvousRecvError::Disconnected.into(),

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use crate::buf::Pool;
-use crate::channel::{Channel, RecvTimeoutError, SendErrorKind, TryRecvError};
+use crate::channel::{Channel, RecvError, SendErrorKind, TryRecvError};
 use crate::msg::Msg;
 
 /// How a forwarding hop passes messages on.
@@ -92,7 +92,7 @@ pub enum ForwardEnd {
 pub enum ForwardFailure {
     /// Receiving from the upstream failed (it corrupted the shared ring).
     #[error("upstream: {0}")]
-    Upstream(RecvTimeoutError),
+    Upstream(RecvError),
     /// Sending to the downstream failed (it corrupted the shared ring).
     #[error("downstream: {0}")]
     Downstream(SendErrorKind),
@@ -191,9 +191,7 @@ pub fn run(
                 }
                 Err(TryRecvError::Malformed(_)) => stats.errors += 1,
                 Err(TryRecvError::Corrupt) => {
-                    break 'outer ForwardEnd::Failed(ForwardFailure::Upstream(
-                        RecvTimeoutError::Corrupt,
-                    ))
+                    break 'outer ForwardEnd::Failed(ForwardFailure::Upstream(RecvError::Corrupt))
                 }
             }
         }
@@ -229,18 +227,16 @@ pub fn run(
                     break e;
                 }
             }
-            Err(RecvTimeoutError::TimedOut) => {
+            Err(RecvError::TimedOut) => {
                 down.reclaim();
                 up.flush();
                 if cfg.max_idle.is_some_and(|m| last_msg.elapsed() >= m) {
                     break ForwardEnd::Idle;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => break ForwardEnd::UpstreamDisconnected,
-            Err(RecvTimeoutError::Malformed(_)) => stats.errors += 1,
-            Err(e @ RecvTimeoutError::Corrupt) => {
-                break ForwardEnd::Failed(ForwardFailure::Upstream(e))
-            }
+            Err(RecvError::Disconnected) => break ForwardEnd::UpstreamDisconnected,
+            Err(RecvError::Malformed(_)) => stats.errors += 1,
+            Err(e @ RecvError::Corrupt) => break ForwardEnd::Failed(ForwardFailure::Upstream(e)),
         }
     };
     match end {
@@ -380,7 +376,7 @@ mod tests {
         assert_eq!(r.stats.errors, 0);
         assert!(matches!(
             c.recv_timeout(Duration::from_secs(10)),
-            Err(RecvTimeoutError::Disconnected)
+            Err(RecvError::Disconnected)
         ));
     }
 

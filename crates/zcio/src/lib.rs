@@ -69,8 +69,8 @@ pub use channel::lane::{
 };
 pub use channel::{
     Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,
-    Listener, Malformed, Notify, PeerFault, RecvError, RecvTimeoutError, SendError, SendErrorKind,
-    SendTimeoutError, TryRecvError, TrySendError,
+    Listener, Malformed, Notify, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
+    TryRecvError, TrySendError,
 };
 pub use copy::{copy, copy_raw};
 pub use error::ErrorKind;

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 
 use common::{Kid, SockPath, STEP};
-use zcio::{AccessPolicy, ConnectError, RecvTimeoutError, SendErrorKind};
+use zcio::{AccessPolicy, ConnectError, RecvError, SendErrorKind};
 use zcio::{Channel, ChannelConfig, Listener, Msg, Pool, Uncached};
 
 const BUF: usize = 8192;
@@ -73,10 +73,7 @@ fn killed_receiver_is_detected_by_check_peer_recv_and_send() {
     let st = pool.stats();
     assert_eq!((st.buffers_in_use, st.bytes_in_use), (0, 0), "{st:?}");
     assert_eq!(ch.stats().held_by_peer, 0);
-    assert_eq!(
-        ch.recv_timeout(STEP).unwrap_err(),
-        RecvTimeoutError::Disconnected
-    );
+    assert_eq!(ch.recv_timeout(STEP).unwrap_err(), RecvError::Disconnected);
     let (e, back) = ch.try_send(filled(&pool, 99, 10)).unwrap_err().into_parts();
     assert_eq!(e, SendErrorKind::Disconnected);
     assert_eq!(back.len(), 10);
@@ -106,10 +103,7 @@ fn killed_originator_leaves_receiver_with_readable_buffers() {
                 .expect("queued before the death: still delivered"),
         ));
     }
-    assert_eq!(
-        ch.recv_timeout(STEP).unwrap_err(),
-        RecvTimeoutError::Disconnected
-    );
+    assert_eq!(ch.recv_timeout(STEP).unwrap_err(), RecvError::Disconnected);
     assert!(ch.is_disconnected());
     let mut slices = 0;
     for (i, m) in &held {

@@ -268,7 +268,7 @@ fn child_channel_hoarder() {
     loop {
         match ch.recv_timeout(Duration::from_millis(50)) {
             Ok(m) => kept.push(m),
-            Err(zcio::RecvTimeoutError::TimedOut) => {
+            Err(zcio::RecvError::TimedOut) => {
                 if kept.len() > 1 {
                     report(format_args!("holding {}", kept.len()));
                     break;

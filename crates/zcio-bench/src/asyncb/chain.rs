@@ -332,7 +332,7 @@ pub fn sink(
     // Leave only once the close has come down the chain, so no relay sees
     // its downstream go first.
     match ch.recv_timeout(left(deadline)) {
-        Err(zcio::RecvTimeoutError::Disconnected) => {}
+        Err(zcio::RecvError::Disconnected) => {}
         Ok(_) => return Err("a message after the end of the stream".into()),
         Err(e) => return Err(format!("waiting for the close: {e}")),
     }

@@ -20,7 +20,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use zcio::tokio::AsyncChannel;
-use zcio::{Channel, Listener, RecvTimeoutError};
+use zcio::{Channel, Listener, RecvError};
 
 use super::sides::{channel_config, runtime, unix_connect, zcio_connect};
 use super::{Sample, Variant};
@@ -233,7 +233,7 @@ fn zcio_peer(variant: Variant, path: &str, n: usize, t: Duration) -> Result<Samp
         .collect::<Result<Vec<Channel>, String>>()?;
     match chans[0].recv_timeout(t) {
         Ok(_) => Err("the idle waiter sent a message".into()),
-        Err(RecvTimeoutError::Disconnected) => Ok(Sample::default()),
+        Err(RecvError::Disconnected) => Ok(Sample::default()),
         Err(e) => Err(format!("waiting for the waiter to hang up: {e}")),
     }
 }

@@ -18,9 +18,9 @@
 //! # Receiving
 //!
 //! Nothing comes back from a failed receive, so the receive errors are
-//! plain enums, one per call: [`RecvError`] (`recv`, bounded by
-//! `ChannelConfig::recv_timeout`), [`TryRecvError`] (`try_recv`: `WouldBlock`)
-//! and [`RecvTimeoutError`] (`recv_timeout`: `TimedOut`). All three
+//! plain enums: [`RecvError`] for the calls that wait (`recv`, bounded by
+//! `ChannelConfig::recv_timeout`, and `recv_timeout`: `TimedOut`) and
+//! [`TryRecvError`] for the one that does not (`try_recv`: `WouldBlock`). Both
 //! distinguish a malformed message (dropped, channel still usable) from a
 //! corrupted ring (channel closed).
 //!
@@ -393,13 +393,19 @@ impl<T> From<SendError<T>> for SendTimeoutError<T> {
     }
 }
 
-/// [`Channel::recv`](super::Channel::recv) failed. The blocking receive
-/// waits at most `ChannelConfig::recv_timeout`.
+/// [`Channel::recv`](super::Channel::recv) or
+/// [`Channel::recv_timeout`](super::Channel::recv_timeout) failed. The
+/// blocking receive waits at most `ChannelConfig::recv_timeout`, the other
+/// the timeout it is given.
 ///
 /// ```
+/// use std::time::Duration;
 /// use zcio::{Channel, ChannelConfig, RecvError};
 ///
 /// let (a, b) = Channel::pair(ChannelConfig::default())?;
+/// let e = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
+/// assert!(e.is_timeout());
+/// assert_eq!(e, RecvError::TimedOut);
 /// drop(a);
 /// assert!(matches!(b.recv(), Err(RecvError::Disconnected)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -407,7 +413,8 @@ impl<T> From<SendError<T>> for SendTimeoutError<T> {
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecvError {
-    /// Nothing arrived within `ChannelConfig::recv_timeout`.
+    /// Nothing arrived in time: within `ChannelConfig::recv_timeout`
+    /// (`recv`) or the given timeout (`recv_timeout`).
     #[error("timed out waiting for a message")]
     TimedOut,
     /// The peer is gone and everything it sent has been received, or this
@@ -451,37 +458,6 @@ pub enum TryRecvError {
     Corrupt,
 }
 
-/// [`Channel::recv_timeout`](super::Channel::recv_timeout) failed.
-///
-/// ```
-/// use std::time::Duration;
-/// use zcio::{Channel, ChannelConfig, RecvTimeoutError};
-///
-/// let (_a, b) = Channel::pair(ChannelConfig::default())?;
-/// let e = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
-/// assert!(e.is_timeout());
-/// assert_eq!(e, RecvTimeoutError::TimedOut);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RecvTimeoutError {
-    /// Nothing arrived before the timeout.
-    #[error("timed out waiting for a message")]
-    TimedOut,
-    /// The peer is gone and everything it sent has been received, or this
-    /// end was closed (`Channel::close`); the text names both.
-    #[error("disconnected: this end was closed, or the peer closed its end or died")]
-    Disconnected,
-    /// The peer sent a malformed message; it was dropped (its slices
-    /// released) and the channel is still usable.
-    #[error("malformed message from peer: {0}")]
-    Malformed(Malformed),
-    /// The peer broke the ring protocol; the channel is closed.
-    #[error("peer corrupted the shared ring; channel closed")]
-    Corrupt,
-}
-
 impl RecvError {
     /// Whether the peer is gone (and nothing is left to receive) or this
     /// end was closed.
@@ -489,7 +465,7 @@ impl RecvError {
         *self == Self::Disconnected
     }
 
-    /// Whether nothing arrived within the configured timeout.
+    /// Whether nothing arrived in time.
     pub fn is_timeout(&self) -> bool {
         *self == Self::TimedOut
     }
@@ -508,20 +484,7 @@ impl TryRecvError {
     }
 }
 
-impl RecvTimeoutError {
-    /// Whether nothing arrived before the timeout.
-    pub fn is_timeout(&self) -> bool {
-        *self == Self::TimedOut
-    }
-
-    /// Whether the peer is gone (and nothing is left to receive) or this
-    /// end was closed.
-    pub fn is_disconnected(&self) -> bool {
-        *self == Self::Disconnected
-    }
-}
-
-/// The kind of a receive failure (the three receive errors share it).
+/// The kind of a receive failure (both receive errors share it).
 fn recv_kind(fail: RecvFail) -> ErrorKind {
     match fail {
         RecvFail::NotReady => ErrorKind::WouldBlock,
@@ -555,35 +518,6 @@ impl TryRecvError {
     }
 }
 
-impl RecvTimeoutError {
-    /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> ErrorKind {
-        RecvError::from(*self).kind()
-    }
-}
-
-impl From<RecvTimeoutError> for RecvError {
-    fn from(e: RecvTimeoutError) -> Self {
-        match e {
-            RecvTimeoutError::TimedOut => Self::TimedOut,
-            RecvTimeoutError::Disconnected => Self::Disconnected,
-            RecvTimeoutError::Malformed(m) => Self::Malformed(m),
-            RecvTimeoutError::Corrupt => Self::Corrupt,
-        }
-    }
-}
-
-impl From<RecvError> for RecvTimeoutError {
-    fn from(e: RecvError) -> Self {
-        match e {
-            RecvError::TimedOut => Self::TimedOut,
-            RecvError::Disconnected => Self::Disconnected,
-            RecvError::Malformed(m) => Self::Malformed(m),
-            RecvError::Corrupt => Self::Corrupt,
-        }
-    }
-}
-
 /// Why the channel core's receive found no message (mapped onto the
 /// public error of each receive call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -613,17 +547,6 @@ impl From<RecvFail> for TryRecvError {
     fn from(e: RecvFail) -> Self {
         match e {
             RecvFail::NotReady => Self::WouldBlock,
-            RecvFail::Disconnected => Self::Disconnected,
-            RecvFail::Malformed(m) => Self::Malformed(m),
-            RecvFail::Corrupt => Self::Corrupt,
-        }
-    }
-}
-
-impl From<RecvFail> for RecvTimeoutError {
-    fn from(e: RecvFail) -> Self {
-        match e {
-            RecvFail::NotReady => Self::TimedOut,
             RecvFail::Disconnected => Self::Disconnected,
             RecvFail::Malformed(m) => Self::Malformed(m),
             RecvFail::Corrupt => Self::Corrupt,

@@ -34,8 +34,8 @@ use std::time::Duration;
 pub use config::{ChannelConfig, ChannelPolicy, FullPolicy, HoldExpiry, HoldLimit, Notify};
 pub use connect::Listener;
 pub use error::{
-    Area, Malformed, PeerFault, RecvError, RecvTimeoutError, SendError, SendErrorKind,
-    SendTimeoutError, TryRecvError, TrySendError,
+    Area, Malformed, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
+    TryRecvError, TrySendError,
 };
 
 pub(crate) use self::core::Core;
@@ -220,10 +220,8 @@ impl Channel {
     }
 
     /// Receive, waiting at most `timeout` (`TimedOut` after it).
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvTimeoutError> {
-        self.core
-            .recv(Some(timeout))
-            .map_err(RecvTimeoutError::from)
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvError> {
+        self.core.recv(Some(timeout)).map_err(RecvError::from)
     }
 
     /// Process deallocation notices now and enforce the hold limit; returns
@@ -476,7 +474,7 @@ mod tests {
             assert_eq!(e.into_inner().to_vec(), b"x");
             assert!(matches!(
                 a.recv_timeout(Duration::from_secs(5)),
-                Err(RecvTimeoutError::Disconnected)
+                Err(RecvError::Disconnected)
             ));
             drop(sleeping_waiter);
         }
@@ -730,7 +728,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
             b.recv_timeout(Duration::from_millis(50)).unwrap_err(),
-            RecvTimeoutError::TimedOut
+            RecvError::TimedOut
         );
         assert!(
             !done.load(Ordering::SeqCst),

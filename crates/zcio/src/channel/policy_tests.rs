@@ -329,7 +329,7 @@ fn hold_limit_abort_closes_the_channel_and_releases_everything() {
     // longer its: the buffer went back to the pool and was reused above.
     assert_eq!(
         b.recv_timeout(Duration::from_secs(10)).unwrap_err(),
-        RecvTimeoutError::Disconnected
+        RecvError::Disconnected
     );
     assert_eq!(held.to_vec().len(), 4);
 }

@@ -20,7 +20,7 @@ pub enum SetupError {
     Send(SendErrorKind),
     /// The peer's hello did not arrive (is the peer an `SemanticEndpoint` too?).
     #[error("waiting for the peer's hello: {0} (both ends must create an SemanticEndpoint)")]
-    Recv(crate::RecvTimeoutError),
+    Recv(crate::RecvError),
     /// The peer's first message was not a valid hello.
     #[error("the peer's first message is not a zcio semantics hello (version mismatch, or the peer is not an SemanticEndpoint)")]
     BadHello,

@@ -24,7 +24,7 @@ use super::error::SpliceError;
 use super::io_object::{IoObject, Kind, Object};
 use super::mover::MoverKind;
 use crate::buf::Pool;
-use crate::channel::{RecvTimeoutError, SendErrorKind};
+use crate::channel::{RecvError, SendErrorKind};
 use crate::msg::Msg;
 use crate::ring::{ReadError, Wait, WriteError};
 use crate::view::View;
@@ -152,8 +152,8 @@ pub(crate) fn read_block(
         }
         Object::Channel(ch) => match ch.recv_timeout(IDLE_WAIT) {
             Ok(m) => Ok(Got::Block(m)),
-            Err(RecvTimeoutError::TimedOut | RecvTimeoutError::Malformed(_)) => Ok(Got::Idle),
-            Err(RecvTimeoutError::Disconnected) => Ok(Got::Eof),
+            Err(RecvError::TimedOut | RecvError::Malformed(_)) => Ok(Got::Idle),
+            Err(RecvError::Disconnected) => Ok(Got::Eof),
             Err(e) => Err(zcio_err("receive", e)),
         },
         Object::RingWriter(_) => Err(SpliceError::Unsuitable {

@@ -12,10 +12,7 @@ use ::tokio::time::Sleep;
 use super::doorbell::{AsyncBell, Belled};
 use crate::channel::{Core, SendBlock};
 use crate::wait::{SpinBudget, Step};
-use crate::{
-    Channel, Msg, RecvError, RecvTimeoutError, SendError, SendErrorKind, SendTimeoutError,
-    TryRecvError,
-};
+use crate::{Channel, Msg, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError};
 
 /// The longest an async wait spins before it sleeps in the event loop
 /// (the channel's `ChannelPolicy::spin` caps it further). A spinning poll
@@ -167,17 +164,12 @@ impl AsyncChannel {
     /// (as [`Channel::recv`]). Cancel-safe.
     pub async fn recv(&self) -> Result<Msg, RecvError> {
         let limit = self.core().cfg.recv_timeout;
-        self.recv_timeout(limit).await.map_err(|e| match e {
-            RecvTimeoutError::TimedOut => RecvError::TimedOut,
-            RecvTimeoutError::Disconnected => RecvError::Disconnected,
-            RecvTimeoutError::Malformed(m) => RecvError::Malformed(m),
-            RecvTimeoutError::Corrupt => RecvError::Corrupt,
-        })
+        self.recv_timeout(limit).await
     }
 
     /// Receive, waiting at most `timeout` (`TimedOut` after it).
     /// Cancel-safe.
-    pub async fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvTimeoutError> {
+    pub async fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvError> {
         let wait = async {
             loop {
                 if let Some(r) = self.recv_spinning() {
@@ -199,8 +191,8 @@ impl AsyncChannel {
             }
         };
         match with_timeout(timeout, wait).await {
-            Some(r) => r.map_err(timeout_error),
-            None => Err(RecvTimeoutError::TimedOut),
+            Some(r) => r,
+            None => Err(RecvError::TimedOut),
         }
     }
 
@@ -393,15 +385,6 @@ fn recv_error(e: TryRecvError) -> RecvError {
     }
 }
 
-fn timeout_error(e: RecvError) -> RecvTimeoutError {
-    match e {
-        RecvError::TimedOut => RecvTimeoutError::TimedOut,
-        RecvError::Disconnected => RecvTimeoutError::Disconnected,
-        RecvError::Malformed(m) => RecvTimeoutError::Malformed(m),
-        RecvError::Corrupt => RecvTimeoutError::Corrupt,
-    }
-}
-
 impl futures_core::Stream for AsyncChannel {
     type Item = Result<Msg, RecvError>;
 
@@ -464,7 +447,7 @@ mod tests {
             let t = Instant::now();
             let r = b.recv_timeout(Duration::from_millis(300)).await;
             let elapsed = t.elapsed();
-            assert_eq!(r.unwrap_err(), RecvTimeoutError::TimedOut);
+            assert_eq!(r.unwrap_err(), RecvError::TimedOut);
             let wakes = b.bell.wakes.load(Ordering::Relaxed);
             assert!(
                 wakes <= bound(elapsed),
@@ -490,7 +473,7 @@ mod tests {
             let t = Instant::now();
             let r = b.recv_timeout(Duration::from_millis(300)).await;
             let elapsed = t.elapsed();
-            assert_eq!(r.unwrap_err(), RecvTimeoutError::TimedOut);
+            assert_eq!(r.unwrap_err(), RecvError::TimedOut);
             let wakes = b.bell.wakes.load(Ordering::Relaxed);
             assert!(wakes <= bound(elapsed), "{wakes} wakes in {elapsed:?}");
             assert!(!b.channel().is_disconnected(), "the peer still lives");
