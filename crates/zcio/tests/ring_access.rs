@@ -18,8 +18,7 @@ use common::STEP;
 use zcio::internals::sys::shm::path_of;
 use zcio::internals::sys::Errno;
 use zcio::ring::{
-    self, BadHeader, Consumer, Flags, Handle, Layout, OpenError, Options, Overflow, Producer,
-    RingMap,
+    self, BadHeader, Consumer, Layout, OpenError, Options, Overflow, Producer, RingMap,
 };
 
 const NOBODY: u32 = 65534;
@@ -147,12 +146,6 @@ fn invalid_names_are_refused() {
         is_invalid(RingMap::open(n, false).map(drop), "RingMap::open", n);
         is_invalid(ring::stat(n).map(drop), "stat", n);
         is_invalid(ring::unlink(n), "unlink", n);
-        let flags = Flags {
-            write: true,
-            create: true,
-            exclusive: false,
-        };
-        is_invalid(ring::open(n, flags, 0o600, 65536).map(drop), "open", n);
     }
     assert!(
         dir.entries().is_empty(),
@@ -398,15 +391,6 @@ fn an_existing_ring_is_never_recreated() {
             "{o:?}"
         );
     }
-    let excl = Flags {
-        write: true,
-        create: true,
-        exclusive: true,
-    };
-    assert!(matches!(
-        ring::open(&name, excl, 0o600, 1 << 16),
-        Err(OpenError::Exists(_))
-    ));
     // Non-exclusive creation opens the existing ring as it is.
     let m = Options::new()
         .layout(Layout::Descriptors)
@@ -414,15 +398,10 @@ fn an_existing_ring_is_never_recreated() {
         .unwrap();
     assert_eq!(*m.geometry(), st.geometry);
     drop(m);
-    let flags = Flags {
-        write: true,
-        create: true,
-        exclusive: false,
-    };
-    match ring::open(&name, flags, 0o600, 1 << 20) {
-        Ok(Handle::Producer(p)) => assert_eq!(*p.geometry(), st.geometry),
-        other => panic!("{other:?}"),
-    }
+    // And the producer that joins it sees the same geometry.
+    let p = Producer::attach(Options::new().size(1 << 20).create_or_open(&name).unwrap()).unwrap();
+    assert_eq!(*p.geometry(), st.geometry);
+    drop(p);
     assert_eq!(ring::stat(&name).unwrap().geometry, st.geometry);
 
     // Racing creators: exactly one wins, the others see Exists, and no

@@ -25,6 +25,10 @@
 //! * A peer that truncates the file cannot kill us (a `SIGBUS` in a ring
 //!   mapping maps zeros over the page and the operation reports
 //!   [`ReadError::Corrupt`]); corrupt shared state gives typed errors.
+//! * Opening, one way: a [`RingMap`] from [`Options::create`] (a new ring),
+//!   [`Options::create_or_open`] or [`RingMap::open`] (an existing one), then
+//!   [`Producer::attach`] or [`Consumer::attach`] on it. [`Producer::open`]
+//!   and [`Consumer::open`] are the two steps for an existing ring.
 //! * Fast splice: [`Producer::splice`] (or writing a just-peeked block) into
 //!   an `Index` ring stores a rich pointer, not the data.
 //!
@@ -232,47 +236,6 @@ impl Options {
             }
         }
     }
-}
-
-/// Flags for the POSIX-like [`open`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Flags {
-    /// Open as the producer (else as a consumer).
-    pub write: bool,
-    /// Create the ring if it does not exist (`O_CREAT`).
-    pub create: bool,
-    /// With `create`: fail if it exists (`O_EXCL`).
-    pub exclusive: bool,
-}
-
-/// What [`open`] returns.
-#[derive(Debug)]
-pub enum Handle {
-    /// Opened for writing.
-    Producer(Producer),
-    /// Opened for reading.
-    Consumer(Consumer),
-}
-
-/// POSIX-like open: `open(name, flags, mode, size)`. New rings get
-/// `opts`'s layout and policy with `mode` and `size` overriding them.
-pub fn open(name: &str, flags: Flags, mode: u32, size: u64) -> Result<Handle, OpenError> {
-    let opts = Options::new().mode(mode).size(size);
-    open_with(name, flags, &opts)
-}
-
-/// [`open`] with full creation options.
-pub fn open_with(name: &str, flags: Flags, opts: &Options) -> Result<Handle, OpenError> {
-    let map = match (flags.create, flags.exclusive) {
-        (true, true) => opts.create(name)?,
-        (true, false) => opts.create_or_open(name)?,
-        (false, _) => RingMap::open(name, true)?,
-    };
-    Ok(if flags.write {
-        Handle::Producer(Producer::attach(map)?)
-    } else {
-        Handle::Consumer(Consumer::attach(map, Start::Newest)?)
-    })
 }
 
 impl Producer {
