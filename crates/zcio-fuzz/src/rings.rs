@@ -1262,7 +1262,7 @@ impl Writer {
     fn write(&mut self, env: &Env, len: u16, tag: u8, how: u8) {
         if env.src.is_some() {
             if how % 6 == 1 {
-                // Bytes that are not a block this thread peeked.
+                // Bytes: an index ring takes only splices of peeks.
                 if let Some(p) = self.prod.as_mut() {
                     let r = p.try_write(&payload(self.seq, usize::from(len) % 256));
                     assert_eq!(r, Err(WriteError::NotIndexable));

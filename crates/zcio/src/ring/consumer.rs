@@ -9,7 +9,6 @@
 //! overwritten data: it skips forward with an adaptive step and counts the
 //! skip in its slot.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -137,56 +136,6 @@ impl std::fmt::Debug for Consumer {
             .field("cursor", &self.cursor)
             .finish()
     }
-}
-
-/// The block a thread peeked last, for the implicit fast splice of an index
-/// ring's `write`. The ring is kept across peeks (cloned only when a peek
-/// comes from another ring, so a peek costs no atomic operation); the block
-/// (address, length, rich pointer) is cleared when the peek is released.
-#[derive(Default)]
-struct LastPeek {
-    block: Option<(usize, usize, RichPtr)>,
-    ring: Option<Arc<RingMap>>,
-}
-
-thread_local! {
-    static LAST_PEEK: RefCell<LastPeek> = RefCell::new(LastPeek::default());
-}
-
-/// If `bytes` is exactly the block this thread is peeking, its rich pointer
-/// and ring.
-pub(crate) fn last_peek(bytes: &[u8]) -> Option<(RichPtr, Arc<RingMap>)> {
-    LAST_PEEK.with(|l| {
-        let l = l.borrow();
-        let (p, n, r) = l.block?;
-        (p == bytes.as_ptr() as usize && n == bytes.len())
-            .then(|| l.ring.clone())
-            .flatten()
-            .map(|m| (r, m))
-    })
-}
-
-fn note_peek(ptr: *const u8, len: usize, origin: RichPtr, ring: &Arc<RingMap>) {
-    LAST_PEEK.with(|l| {
-        let mut l = l.borrow_mut();
-        if !l.ring.as_ref().is_some_and(|m| Arc::ptr_eq(m, ring)) {
-            l.ring = Some(ring.clone());
-        }
-        l.block = Some((ptr as usize, len, origin));
-    });
-}
-
-fn forget_peek(ring: Option<&Arc<RingMap>>) {
-    // `try_with`: may run in a destructor during thread exit.
-    let _ = LAST_PEEK.try_with(|l| {
-        let mut l = l.borrow_mut();
-        l.block = None;
-        if let Some(r) = ring {
-            if l.ring.as_ref().is_some_and(|m| Arc::ptr_eq(m, r)) {
-                l.ring = None;
-            }
-        }
-    });
 }
 
 impl Consumer {
@@ -879,16 +828,10 @@ impl Consumer {
     }
 
     fn make_peek(&mut self, b: Block) -> Peek<'_> {
-        let src = match b.target {
-            Some(t) => &self.targets[t],
-            None => &self.map,
-        };
-        note_peek(b.ptr, b.len, b.origin, src);
         Peek {
             cons: self,
             b,
             done: false,
-            noted: true,
         }
     }
 
@@ -931,25 +874,16 @@ impl Consumer {
         if d.consumer != self.id || d.gen != self.peek_gen {
             return Err(d);
         }
-        // Not noted again (one thread-local access less per frontend peek):
-        // a resumed peek is no fast-splice source, so writing its bytes to
-        // an index ring copies them; the thread may also differ from the
-        // one that peeked.
         Ok(Peek {
             cons: self,
             b: d.b,
             done: false,
-            noted: false,
         })
     }
 }
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        forget_peek(Some(&self.map));
-        for t in &self.targets {
-            forget_peek(Some(t));
-        }
         let s = self.map.slot(self.slot);
         let ctl = self.map.control();
         // SYNC: SeqCst like every bitmap update (see protocol::scan).
@@ -1005,9 +939,6 @@ pub struct Peek<'a> {
     cons: &'a mut Consumer,
     b: Block,
     done: bool,
-    /// Whether this thread's `LAST_PEEK` names this block (fresh peeks;
-    /// not resumed ones, whose `detach` already cleared it).
-    noted: bool,
 }
 
 impl Peek<'_> {
@@ -1103,9 +1034,6 @@ impl Peek<'_> {
     /// ```
     pub fn detach(mut self) -> DetachedPeek {
         self.done = true;
-        if self.noted {
-            forget_peek(None);
-        }
         DetachedPeek {
             consumer: self.cons.id,
             gen: self.cons.peek_gen,
@@ -1118,9 +1046,6 @@ impl Peek<'_> {
             return Ok(());
         }
         self.done = true;
-        if self.noted {
-            forget_peek(None);
-        }
         if self.cons.intact(&self.b) {
             self.cons.advance(&self.b);
             Ok(())

@@ -84,8 +84,8 @@ pub enum WriteError {
         max: u64,
     },
     /// An index ring stores rich pointers only: write a block obtained from
-    /// `peek` (fast splice) or use `splice`.
-    #[error("index rings take only blocks obtained from peek (use splice)")]
+    /// `peek`, written with `Producer::splice(&peek)` (fast splice).
+    #[error("index rings take only peeked blocks: write them with Producer::splice(&peek) (or Producer::push_ptr)")]
     NotIndexable,
     /// The index ring already points into the maximum number of rings.
     #[error("index ring already points into {0} rings")]

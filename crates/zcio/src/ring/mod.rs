@@ -29,7 +29,7 @@
 //!   [`Options::create_or_open`] or [`RingMap::open`] (an existing one), then
 //!   [`Producer::attach`] or [`Consumer::attach`] on it. [`Producer::open`]
 //!   and [`Consumer::open`] are the two steps for an existing ring.
-//! * Fast splice: [`Producer::splice`] (or writing a just-peeked block) into
+//! * Fast splice: [`Producer::splice`] of a [`Peek`] (the only way) into
 //!   an `Index` ring stores a rich pointer, not the data.
 //!
 //! ```

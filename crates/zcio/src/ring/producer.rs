@@ -677,9 +677,6 @@ impl Producer {
 
     /// Write one block with a classification tag.
     pub fn write_tagged(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<(), WriteError> {
-        if self.geo.layout == Layout::Index {
-            return self.write_indexed(bytes, wait);
-        }
         self.write_block(&[View::from_slice(bytes)], tag, wait)
     }
 
@@ -687,11 +684,6 @@ impl Producer {
     /// peer's buffer handed in through a frontend): they are copied into
     /// the ring with single reads, never borrowed as a `&[u8]`.
     pub fn write_view(&mut self, v: View<'_>, tag: u32, wait: Wait) -> Result<(), WriteError> {
-        if self.geo.layout == Layout::Index {
-            // Index rings store pointers to blocks of this process's
-            // rings: the bytes are copied out first.
-            return self.write_indexed(&v.to_vec(), wait);
-        }
         self.write_block(&[v], tag, wait)
     }
 
@@ -723,7 +715,6 @@ impl Producer {
                 }
                 Ok(done)
             }
-            Layout::Index => self.write_indexed(bytes, wait).map(|()| bytes.len()),
             _ => self
                 .write_block(&[View::from_slice(bytes)], tag, wait)
                 .map(|()| bytes.len()),
@@ -776,15 +767,6 @@ impl Producer {
             return self.push_ptr(ptr, src, wait);
         }
         self.write_block(&[peek.view()], peek.tag(), wait)
-    }
-
-    /// An index ring's `write`: accepted only for the block most recently
-    /// peeked on this thread (the paper's implicit fast splice).
-    fn write_indexed(&mut self, bytes: &[u8], wait: Wait) -> Result<(), WriteError> {
-        match super::consumer::last_peek(bytes) {
-            Some((ptr, src)) => self.push_ptr(ptr, &src, wait),
-            None => Err(WriteError::NotIndexable),
-        }
     }
 
     fn register_source(&mut self, id: u64, name: &str) -> Result<(), WriteError> {

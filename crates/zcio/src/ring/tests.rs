@@ -394,23 +394,14 @@ fn index_ring_filters_by_tag_and_reads_through() {
         p.write_tagged(&block(i, max), (i % 4) as u32, Wait::Forever)
             .unwrap();
     }
-    // The filter selects tag 1 by splicing rich pointers (explicitly for
-    // even blocks, through `write` of the peeked bytes for odd ones).
+    // The filter selects tag 1 by splicing rich pointers: only through
+    // `splice(&peek)`; writing the peeked bytes (or any bytes) is refused.
     for _ in 0..40 {
         let pk = filter.try_peek(usize::MAX).unwrap().unwrap();
         if pk.tag() == 1 {
-            let i = pk.view().read_u64_le(0).unwrap();
-            if i % 8 == 1 {
-                ip.splice(&pk, Wait::No).unwrap();
-            } else {
-                // The implicit fast splice: `write` of exactly the block
-                // just peeked stores a rich pointer; the bytes are not read.
-                // SAFETY: nothing reads the slice (index rings compare only
-                // its address and length with the last peek).
-                ip.write(unsafe { pk.view().as_slice_unchecked() }).unwrap();
-            }
+            assert_eq!(ip.write(&pk.to_vec()), Err(WriteError::NotIndexable));
+            ip.splice(&pk, Wait::No).unwrap();
         }
-        // A block not from peek cannot go into an index ring.
         pk.release().unwrap();
     }
     assert_eq!(ip.write(b"not peeked"), Err(WriteError::NotIndexable));
