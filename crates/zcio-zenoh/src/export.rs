@@ -8,7 +8,7 @@
 //!   (`block`, `srp`) are lent
 //!   to Zenoh from the ring's pages — Zenoh encodes them into its batch,
 //!   the one user-space copy on this host — and go back to the ring once
-//!   Zenoh has let go of them (`loan.rs`). Blocks of overwriting rings
+//!   Zenoh has let go of them (`lent_block.rs`). Blocks of overwriting rings
 //!   (FRP/MRP), and every block when a cache is kept (`history`) or `copy`
 //!   is asked, are copied out once, then checked (under FRP/MRP the check
 //!   after the copy is what tells a torn block); Zenoh encodes that copy.
@@ -36,8 +36,8 @@ use zenoh::{Session, Wait};
 use crate::cache::Cache;
 use crate::config::STOP_CHECK;
 use crate::error::{local, zenoh, BridgeError};
+use crate::lent_block::LentBlock;
 use crate::liveness::{random_u64, token_key, Token};
-use crate::loan::Loan;
 use crate::stats::Counters;
 use crate::wire::{Kind, Meta};
 
@@ -96,7 +96,7 @@ pub struct ExportOptions {
     /// Copy every ring block out before publishing it, also where it could
     /// be lent in place (blocks of 16 KiB or more of `block` and `srp` rings
     /// without a cache; smaller blocks are always copied, which costs less
-    /// than a loan). Lending
+    /// than a lent block). Lending
     /// trusts the ring's producer to keep the ring protocol — never to
     /// write a block before every consumer released it — as every local
     /// reader of the ring does; a copy out cannot be changed under Zenoh by
@@ -130,7 +130,7 @@ pub enum ExportEnd {
 const LOAN_BOUND: Duration = Duration::from_secs(30);
 
 /// Smallest block lent in place; smaller ones are copied out, which costs
-/// less than a loan's bookkeeping (measured at 64 B: 0.51× plain Zenoh's
+/// less than a lent block's bookkeeping (measured at 64 B: 0.51× plain Zenoh's
 /// throughput copied, 0.37× lent; a 16 KiB copy is about a microsecond).
 const LEND_MIN: usize = 16 << 10;
 
@@ -599,7 +599,7 @@ impl RingPump {
 
 /// Publish the detached block `d` of `c` from the ring's pages and release
 /// it once Zenoh let go of them. The outer error: publishing failed or the
-/// loan did not come back; the inner one: the release.
+/// lent block did not come back; the inner one: the release.
 fn lend(
     c: &mut Consumer,
     d: zcio::ring::DetachedPeek,
@@ -607,10 +607,10 @@ fn lend(
     meta: &Meta,
 ) -> Result<Result<(), ReadError>, BridgeError> {
     // SAFETY: `d` is a block of this consumer's ring, held (detached, not
-    // released) until the loan comes back below; the ring's policy never
+    // released) until the lent block comes back below; the ring's policy never
     // overwrites an unreleased block (`Block` or `Srp`: `in_place`).
-    let (loan, back) = unsafe { Loan::new(d.addr(), d.len(), c.ring().clone()) };
-    let sent = out.put(ZBytes::from(bytes::Bytes::from_owner(loan)), meta);
+    let (lent, back) = unsafe { LentBlock::new(d.addr(), d.len(), c.ring().clone()) };
+    let sent = out.put(ZBytes::from(bytes::Bytes::from_owner(lent)), meta);
     // Zenoh encodes the payload into its batch while publishing and then
     // lets go of it; only then may the block go back to the ring.
     if back.recv_timeout(LOAN_BOUND).is_err() {

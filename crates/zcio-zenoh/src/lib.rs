@@ -52,9 +52,9 @@ mod export;
 mod follower;
 #[cfg(feature = "bridge")]
 mod import;
-pub mod liveness;
 #[cfg(feature = "bridge")]
-mod loan;
+mod lent_block;
+pub mod liveness;
 #[cfg(feature = "bridge")]
 mod stats;
 pub mod track;

@@ -5,7 +5,7 @@
 //! host — and drops it before `put` returns).
 //!
 //! This is the explicit, argued exception to "no Rust reference over bytes
-//! another process may write": `Loan::as_ref` gives Zenoh a `&[u8]` over
+//! another process may write": `LentBlock::as_ref` gives Zenoh a `&[u8]` over
 //! ring pages. Under `Overflow::Block` and `Overflow::Srp` a producer that
 //! keeps the ring protocol never writes a block before every consumer — the
 //! exporter among them — released it, so the bytes cannot change while
@@ -24,7 +24,7 @@ use zcio::ring::RingMap;
 
 /// The owner behind a `bytes::Bytes` over a lent block; dropping it (the
 /// last reference Zenoh held) tells the exporter the block may go back.
-pub(crate) struct Loan {
+pub(crate) struct LentBlock {
     ptr: *const u8,
     len: usize,
     /// Keeps the ring mapped while Zenoh holds the bytes.
@@ -33,15 +33,15 @@ pub(crate) struct Loan {
 }
 
 // SAFETY: the pointer is into a shared mapping kept alive by `_map`
-// (immutable while lent, see the module comment); nothing in a `Loan` is
+// (immutable while lent, see the module comment); nothing in a `LentBlock` is
 // tied to the thread that made it.
-unsafe impl Send for Loan {}
-// SAFETY: `&Loan` only reads the lent bytes (see `Send`).
-unsafe impl Sync for Loan {}
+unsafe impl Send for LentBlock {}
+// SAFETY: `&LentBlock` only reads the lent bytes (see `Send`).
+unsafe impl Sync for LentBlock {}
 
-impl Loan {
+impl LentBlock {
     /// Lend `len` bytes at `ptr` of `map`; the receiver gets its one
-    /// message when the loan is dropped.
+    /// message when the lent block is dropped.
     ///
     /// # Safety
     ///
@@ -67,20 +67,20 @@ impl Loan {
     }
 }
 
-impl AsRef<[u8]> for Loan {
+impl AsRef<[u8]> for LentBlock {
     fn as_ref(&self) -> &[u8] {
         if self.len == 0 {
             return &[];
         }
         // SAFETY: the explicit opt-in of the module comment: `ptr..ptr +
-        // len` is inside a mapping `_map` keeps alive (`Loan::new`'s
-        // contract), in a block held unreleased until this loan is
+        // len` is inside a mapping `_map` keeps alive (`LentBlock::new`'s
+        // contract), in a block held unreleased until this lent block is
         // dropped, which a protocol-following producer does not write.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
-impl Drop for Loan {
+impl Drop for LentBlock {
     fn drop(&mut self) {
         if let Some(tx) = self.returned.take() {
             // The exporter may have stopped waiting (stopped); nothing to do.
