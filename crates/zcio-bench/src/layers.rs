@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use zcio_testkit::layers::{find_cycle, module_graph, upward};
+use zcio_testkit::layers::{assert_layered, module_graph};
 
 /// The benchmark families (layer 2); [`TOP`] is layer 3, every other
 /// module a helper (layer 1).
@@ -40,15 +40,5 @@ fn top_level_modules_form_layers() {
         assert!(graph.contains_key(*m), "no module {m} in {graph:?}");
     }
     assert!(graph["ring"].contains("child") && graph["roles"].contains("ring"));
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!(
-            "import cycle between top-level modules: {}",
-            cycle.join(" -> ")
-        );
-    }
-    let upward = upward(&graph, layer);
-    assert!(
-        upward.is_empty(),
-        "imports from a higher layer (see the crate documentation): {upward:?}"
-    );
+    assert_layered(&graph, layer, "the crate documentation");
 }

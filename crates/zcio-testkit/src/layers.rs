@@ -296,6 +296,23 @@ pub fn upward(graph: &Graph, layer: impl Fn(&str) -> u8) -> Vec<String> {
         .collect()
 }
 
+/// The layering check both layering tests make: panics, naming the modules,
+/// if `graph` has an import cycle or an import from a higher `layer` (`doc`
+/// names where the layers are described).
+pub fn assert_layered(graph: &Graph, layer: impl Fn(&str) -> u8, doc: &str) {
+    if let Some(cycle) = find_cycle(graph) {
+        panic!(
+            "import cycle between top-level modules: {}",
+            cycle.join(" -> ")
+        );
+    }
+    let up = upward(graph, layer);
+    assert!(
+        up.is_empty(),
+        "imports from a higher layer (see {doc}): {up:?}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use zcio_testkit::layers::{find_cycle, module_graph, upward};
+use zcio_testkit::layers::{assert_layered, module_graph};
 
 /// zcio's layers, bottom up; a module may import from its own layer and the
 /// layers below.
@@ -53,15 +53,5 @@ fn top_level_modules_form_layers() {
         layer(m);
     }
     assert!(graph["channel"].contains("segment") && graph["any_error"].contains("channel"));
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!(
-            "import cycle between zcio's top-level modules: {}",
-            cycle.join(" -> ")
-        );
-    }
-    let up = upward(&graph, layer);
-    assert!(
-        up.is_empty(),
-        "imports from a higher layer (docs/ARCHITECTURE.md): {up:?}"
-    );
+    assert_layered(&graph, layer, "docs/ARCHITECTURE.md");
 }
