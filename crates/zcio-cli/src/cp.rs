@@ -17,7 +17,7 @@ use crate::usage;
 
 /// Copy from SRC to DST through an association.
 #[derive(Args, Debug)]
-#[command(after_help = "Endpoints (SRC and DST):\n  \
+#[command(after_help = "I/O objects (SRC and DST):\n  \
     PATH                   a file (DST is created or truncated; never the source itself)\n  \
     DIR                    DST only: the source file's name in that directory\n  \
     -                      standard input / standard output\n  \
@@ -59,7 +59,7 @@ pub struct CpArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// Also print each module's counters, and which faster movers this pair
-    /// of endpoints does not support, after the summary.
+    /// of I/O objects does not support, after the summary.
     #[arg(long, short)]
     pub verbose: bool,
     /// Write the summary as JSON to PATH.
@@ -260,7 +260,7 @@ fn progress(on: bool, total: Option<u64>) -> Option<ProgressBar> {
 type ModuleStats = Vec<(String, Vec<(&'static str, u64)>)>;
 
 /// The summary of a copy that succeeded. A faster mover the kernel does
-/// not support for these endpoints (`splice` from `/dev/null`) is no
+/// not support for these I/O objects (`splice` from `/dev/null`) is no
 /// failure: the copy used the next one, which the summary names.
 fn summary(st: &Status, secs: f64, cpu: (f64, f64)) {
     let rate = (st.moved as f64 / secs.max(1e-9)) as u64;

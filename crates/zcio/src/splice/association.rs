@@ -115,7 +115,7 @@ pub struct Status {
     pub sink: String,
 }
 
-/// The moving parts: endpoints, mover, modules.
+/// The moving parts: I/O objects, mover, modules.
 struct Engine {
     src: IoObject,
     dst: IoObject,
@@ -484,7 +484,7 @@ impl Association {
 /// Stop, wait and status of an [`Association`] from any thread, while the
 /// association itself is borrowed elsewhere (by a synchronous
 /// [`Association::run`], say). Made by [`Association::remote`]; it keeps
-/// no descriptor of the association's endpoints open, and after the
+/// no descriptor of the association's I/O objects open, and after the
 /// association is closed its calls are harmless (status stays the final
 /// one, wait returns `None`).
 #[derive(Clone)]

@@ -1,5 +1,5 @@
 //! The ends of the buffer path: reading one block from a source and
-//! writing blocks to a sink, for every kind of endpoint, under the flow
+//! writing blocks to a sink, for every kind of I/O object, under the flow
 //! control the source's attributes call for (Fall, ch. 4).
 //!
 //! * A **passive** source (a file, a pipe, a stream socket, a channel) is

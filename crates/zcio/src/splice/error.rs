@@ -12,14 +12,14 @@ pub enum SpliceError {
     /// directory, an unconnected socket, …).
     #[error("{what}: cannot be a splice {role} ({why})")]
     Unsuitable {
-        /// "source" or "sink".
+        /// "source", "sink", or "source or sink".
         role: &'static str,
-        /// Which endpoint.
+        /// Which I/O object.
         what: String,
         /// Why not.
         why: &'static str,
     },
-    /// An endpoint spec (`tcp:HOST:PORT`, a path, …) cannot be opened.
+    /// An I/O object spec (`tcp:HOST:PORT`, a path, …) cannot be opened.
     #[error("{spec}: {reason}")]
     Spec {
         /// The spec as given.

@@ -1,8 +1,8 @@
-//! Endpoints of an association: what a descriptor (or zcio object) is,
+//! The I/O objects of an association: what a descriptor (or zcio object) is,
 //! and the attributes that decide how data may flow from or to it (Fall,
 //! ch. 4: active output, quenchable, synchronous read/write).
 //!
-//! Besides descriptors, an endpoint may be a zcio ring (a file can feed a
+//! Besides descriptors, an I/O object may be a zcio ring (a file can feed a
 //! ring's readers: the association reads straight into the ring's
 //! reserved room) or a zcio channel (a socket can feed a channel whose
 //! receiver gets zcio buffers: blocks go by reference).
@@ -66,7 +66,7 @@ pub struct Attrs {
     pub synchronous: bool,
 }
 
-/// What an endpoint holds.
+/// What an I/O object holds.
 #[derive(Debug)]
 pub(crate) enum Object {
     /// A descriptor (files, pipes, sockets, devices).
@@ -111,7 +111,7 @@ impl IoObject {
                 Ok(SocketType::DGRAM) => Kind::Datagram,
                 _ => {
                     return Err(SpliceError::Unsuitable {
-                        role: "endpoint",
+                        role: "source or sink",
                         what: label,
                         why: "a socket of a type zcio cannot move data through",
                     })
@@ -119,14 +119,14 @@ impl IoObject {
             },
             FileType::Directory => {
                 return Err(SpliceError::Unsuitable {
-                    role: "endpoint",
+                    role: "source or sink",
                     what: label,
                     why: "a directory: name a file (a destination directory works with a source file, which is copied into it under its own name)",
                 })
             }
             _ => {
                 return Err(SpliceError::Unsuitable {
-                    role: "endpoint",
+                    role: "source or sink",
                     what: label,
                     why: "not a file, pipe, socket or character device",
                 })
@@ -212,7 +212,7 @@ impl IoObject {
         Ok(())
     }
 
-    /// The descriptor, for descriptor endpoints.
+    /// The descriptor, for descriptor I/O objects.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         match &self.obj {
             Object::Fd(fd) => Some(fd.as_fd()),
@@ -273,7 +273,7 @@ impl IoObject {
         }
     }
 
-    /// Give the descriptor back (`None` for a zcio endpoint, which is
+    /// Give the descriptor back (`None` for a zcio I/O object, which is
     /// closed).
     pub fn into_fd(self) -> Option<OwnedFd> {
         match self.obj {

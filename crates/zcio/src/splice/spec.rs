@@ -1,4 +1,4 @@
-//! Endpoints named by strings (`zcio cp SRC DST`, the C and Python
+//! I/O objects named by strings, "specs" (`zcio cp SRC DST`, the C and Python
 //! frontends), and [`cp`]: open both, stack modules, move everything.
 //!
 //! | spec | as a source | as a sink |
@@ -47,7 +47,7 @@ fn os(spec: &str, what: &str, e: std::io::Error) -> SpliceError {
     }
 }
 
-/// An endpoint named by a string (see the [module docs](self)), parsed:
+/// An I/O object named by a string (a spec) (see the [module docs](self)), parsed:
 /// nothing is opened, connected or resolved yet ([`Spec::open`] does).
 /// Its `Display` is the spec again (`fd:N` with N in decimal).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub enum Spec {
 }
 
 impl Spec {
-    /// Parse `spec`; the one parser of endpoint strings ([`open_spec`]
+    /// Parse `spec`; the one parser of specs ([`open_spec`]
     /// opens what it returns).
     pub fn parse(spec: &str) -> Result<Self, SpliceError> {
         Ok(if spec == "-" {
@@ -97,7 +97,7 @@ impl Spec {
         } else if spec.is_empty() {
             return Err(bad(
                 spec,
-                "empty: name a file, -, or a tcp:/udp:/ring: endpoint",
+                "empty: name a file, -, or a tcp:, udp: or ring: spec",
             ));
         } else {
             Self::Path(spec.to_owned())
@@ -191,7 +191,7 @@ impl std::fmt::Display for Spec {
     }
 }
 
-/// Open the endpoint `spec` names (see the [module docs](self)):
+/// Open the I/O object `spec` names (see the [module docs](self)):
 /// [`Spec::parse`], then open it.
 pub fn open_spec(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
     Spec::parse(spec)?.open_as(spec, role)
@@ -247,7 +247,7 @@ fn open_ring(spec: &str, name: &str, role: Role) -> Result<IoObject, SpliceError
 /// destination directory under the source's name; fails with
 /// [`SpliceError::Short`] if a file source ends before all its bytes moved.
 pub fn cp(src: &str, dst: &str, modules: &[&str]) -> Result<Status, SpliceError> {
-    // Modules first: a bad name fails before any endpoint is opened.
+    // Modules first: a bad name fails before any I/O object is opened.
     let reg = Registry::builtin();
     let stack = modules
         .iter()
