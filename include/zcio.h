@@ -1785,7 +1785,7 @@ ssize_t zcio_msg_read_typed(const struct zcio_msg *msg, const struct zcio_type *
 int zcio_splice_fds(int src_fd, int dst_fd, struct zcio_assoc **out);
 
 /**
- * Associate the endpoints the strings `src` and `dst` name: a file path
+ * Associate the I/O objects the specs `src` and `dst` name: a file path
  * (a source is read from its start, a sink created or truncated), `-`
  * (standard input / output), `fd:N` (a duplicate of descriptor N),
  * `tcp:HOST:PORT` (connect), `tcp-listen:HOST:PORT` (wait for one
@@ -1991,7 +1991,7 @@ ssize_t zcio_assoc_control(struct zcio_assoc *a, const char *which, const char *
 ssize_t zcio_assoc_module_stats(const struct zcio_assoc *a, char *buf, size_t cap);
 
 /**
- * Stop flow, wait for the worker, close both endpoints and free the
+ * Stop flow, wait for the worker, close both I/O objects and free the
  * association; its final status goes to `*final_status` (may be NULL).
  * Modules are flushed when the source ends; closed earlier, what they
  * buffered is discarded (pop them first to flush). NULL `a` is ignored.
@@ -2011,7 +2011,7 @@ void zcio_assoc_close(struct zcio_assoc *a, struct zcio_assoc_status *final_stat
  * C form of `zcio cp`. The final status goes to `*out` (may be NULL).
  * The modules are flushed at the end of the source (a zstd frame is
  * complete). Returns 0 or a negative code; a bad module spec fails before
- * any endpoint is opened.
+ * any I/O object is opened.
  *
  * # Safety
  * `src`, `dst` are NULL or NUL-terminated strings; `modules` is NULL or

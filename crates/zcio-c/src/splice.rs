@@ -313,7 +313,7 @@ pub unsafe extern "C" fn zcio_splice_fds(
     })
 }
 
-/// Associate the endpoints the strings `src` and `dst` name: a file path
+/// Associate the I/O objects the specs `src` and `dst` name: a file path
 /// (a source is read from its start, a sink created or truncated), `-`
 /// (standard input / output), `fd:N` (a duplicate of descriptor N),
 /// `tcp:HOST:PORT` (connect), `tcp-listen:HOST:PORT` (wait for one
@@ -869,7 +869,7 @@ pub unsafe extern "C" fn zcio_assoc_module_stats(
     })
 }
 
-/// Stop flow, wait for the worker, close both endpoints and free the
+/// Stop flow, wait for the worker, close both I/O objects and free the
 /// association; its final status goes to `*final_status` (may be NULL).
 /// Modules are flushed when the source ends; closed earlier, what they
 /// buffered is discarded (pop them first to flush). NULL `a` is ignored.
@@ -906,7 +906,7 @@ pub unsafe extern "C" fn zcio_assoc_close(
 /// C form of `zcio cp`. The final status goes to `*out` (may be NULL).
 /// The modules are flushed at the end of the source (a zstd frame is
 /// complete). Returns 0 or a negative code; a bad module spec fails before
-/// any endpoint is opened.
+/// any I/O object is opened.
 ///
 /// # Safety
 /// `src`, `dst` are NULL or NUL-terminated strings; `modules` is NULL or
