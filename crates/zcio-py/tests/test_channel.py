@@ -166,10 +166,13 @@ def test_secured_buffers_are_sealed(sock_path, child):
 def test_secure_copies_volatile_data_once():
     a, b = zcio.Channel.pair()
     pool = zcio.Pool("alias")
-    buf = pool.alloc(8)
+    # Larger than a small-message slot (4 KiB), so the buffer is lent by
+    # reference, not copied into a slot.
+    n = 8192
+    buf = pool.alloc(n)
     # An alias numpy keeps without holding an export: it can still write
     # the buffer after the send — the volatile case a receiver must expect.
-    alias = np.ndarray((8,), dtype=np.uint8, buffer=buf)
+    alias = np.ndarray((n,), dtype=np.uint8, buffer=buf)
     alias[:] = 1
     a.send(buf, timeout=5)
     m = b.recv(timeout=5)
@@ -177,8 +180,8 @@ def test_secure_copies_volatile_data_once():
     safe = m.secure()
     assert not safe.volatile and not safe.secured
     alias[:] = 2  # the originator misbehaves
-    assert bytes(m) == b"\x02" * 8, "volatile: the receiver sees the write"
-    assert bytes(safe) == b"\x01" * 8, "secure(): a private copy that cannot change"
+    assert bytes(m) == b"\x02" * n, "volatile: the receiver sees the write"
+    assert bytes(safe) == b"\x01" * n, "secure(): a private copy that cannot change"
 
 
 def test_forwarding_a_message_is_zero_copy():

@@ -22,13 +22,24 @@ use crate::{Kid, SockPath, STEP};
 
 pub const ENTRIES: u32 = 64;
 
-pub fn victim_cfg() -> ChannelConfig {
+/// The victim's configuration: every message lent by reference (the
+/// tests watch its pool), unless `slots` small-message slots of 64 bytes
+/// are asked for.
+pub fn victim_cfg_with(slots: u32) -> ChannelConfig {
     ChannelConfig {
         ring_entries: ENTRIES,
         notice_entries: ENTRIES,
         connect_timeout: std::time::Duration::from_millis(500),
+        lane: zcio::LaneConfig {
+            slots,
+            slot_size: 64,
+        },
         ..ChannelConfig::default()
     }
+}
+
+pub fn victim_cfg() -> ChannelConfig {
+    victim_cfg_with(0)
 }
 
 pub fn raw_connect(path: &std::path::Path) -> OwnedFd {
@@ -241,8 +252,18 @@ impl Hostile {
 }
 
 pub fn start_victim(tag: &str) -> (SockPath, Kid) {
+    start_victim_with_slots(tag, 0)
+}
+
+/// A victim whose channel copies messages of up to 64 bytes into `slots`
+/// small-message slots.
+pub fn start_victim_with_slots(tag: &str, slots: u32) -> (SockPath, Kid) {
     let sock = SockPath::new(tag);
-    let mut kid = Kid::spawn("child_victim", "hostile-victim", &[("SOCK", sock.arg())]);
+    let mut kid = Kid::spawn(
+        "child_victim",
+        "hostile-victim",
+        &[("SOCK", sock.arg()), ("SLOTS", slots.to_string())],
+    );
     kid.expect("ready");
     (sock, kid)
 }
@@ -267,7 +288,8 @@ pub fn rss_shmem_kib(pid: u32) -> u64 {
 /// The victim child: a `Listener` driven by commands on stdin, reporting
 /// every outcome on stdout. It must never panic or crash.
 pub fn victim() {
-    let listener = Listener::bind(crate::arg("SOCK"), victim_cfg()).expect("bind");
+    let slots = crate::arg("SLOTS").parse().expect("SLOTS");
+    let listener = Listener::bind(crate::arg("SOCK"), victim_cfg_with(slots)).expect("bind");
     crate::report("ready");
     let pool = crate::small_pool("victim", 64 << 10, 8);
     let mut ch: Option<Channel> = None;
@@ -356,6 +378,9 @@ pub fn victim() {
                     in_use(),
                     s.bad_notices
                 ));
+            }
+            "copied" => {
+                crate::report(format_args!("copied {}", c().stats().msgs_copied));
             }
             "check" => {
                 let alive =

@@ -391,3 +391,62 @@ fn child_victim() {
         common::hostile::victim();
     }
 }
+
+/// The same forgeries against a message copied into a small-message slot:
+/// a slot comes back only by the one notice for its token, once.
+#[test]
+fn forged_notices_free_no_slot() {
+    let (sock, mut kid) = start_victim_with_slots("hostile-slots", 2);
+    kid.send("accept");
+    let mut h = Hostile::connect(sock.path());
+    assert_eq!(kid.next_report(), "accept ok");
+    assert_eq!(kid.ask("send hello-1"), "sent ok in_use=0 held=1");
+    assert_eq!(kid.ask("copied"), "copied 1");
+    let mut buf = [0u8; CTL_LEN];
+    let Ok(RecvOutcome::Record(rec)) = fdpass::recv(&h.sock, &mut buf, false) else {
+        panic!("no region")
+    };
+    let Some(Ctl::Region { slot: 0, len }) = Ctl::decode(&buf[..rec.len]) else {
+        panic!("not a region record")
+    };
+    assert_eq!(h.msgs_in.available().unwrap(), 1);
+    let d = h.msgs_in.peek(0);
+    h.msgs_in.release(1);
+    assert_eq!((d.region, d.count, d.len), (0, 1, 7));
+    let m = Mapping::map(&rec.fds[0], len as usize, Access::ReadOnly, false).unwrap();
+    assert!(d.offset + d.len <= len);
+    // SAFETY: the descriptor is in bounds of the `len`-byte mapping (checked).
+    let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr().add(d.offset as usize), 7) };
+    assert_eq!(bytes, b"hello-1");
+    // The receiver got a read-only file: it cannot write the slots.
+    assert!(Mapping::map(&rec.fds[0], len as usize, Access::ReadWrite, false).is_err());
+
+    let t = d.token;
+    h.forge(&[t ^ (1 << 32), t + 1, u64::MAX, 0xDEAD_BEEF]);
+    assert_eq!(
+        kid.ask("reclaim"),
+        "reclaim released=0 held=1 in_use=0 bad_notices=4"
+    );
+    h.forge(&[t]);
+    assert_eq!(
+        kid.ask("reclaim"),
+        "reclaim released=1 held=0 in_use=0 bad_notices=4"
+    );
+    h.forge(&[t]); // replay: the slot is not freed twice
+    assert_eq!(
+        kid.ask("reclaim"),
+        "reclaim released=0 held=0 in_use=0 bad_notices=5"
+    );
+    // Two slots: two more copies, then (the peer holding both) a lent one.
+    for i in 2..4 {
+        assert!(kid.ask(&format!("send hello-{i}")).starts_with("sent ok"));
+    }
+    assert_eq!(kid.ask("copied"), "copied 3");
+    assert_eq!(kid.ask("send hello-4"), "sent ok in_use=1 held=3");
+    assert_eq!(kid.ask("copied"), "copied 3");
+    // The peer ends holding two slots: they are retired with the rest.
+    drop(h);
+    assert_eq!(kid.ask("check"), "check alive=false held=0 in_use=0");
+    assert_eq!(kid.ask("exit"), "bye");
+    kid.finish();
+}

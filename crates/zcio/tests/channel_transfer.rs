@@ -335,6 +335,8 @@ fn released_buffers_reach_an_originator_that_waits_later() {
 fn hoard(n: usize, notice_entries: u32) -> (SockPath, Listener, Kid, Channel, Pool) {
     let cfg = ChannelConfig {
         notice_entries,
+        // Lent by reference, so the pool shows what the child holds.
+        lane: zcio::LaneConfig::OFF,
         ..ChannelConfig::default()
     };
     let sock = SockPath::new("hoard");

@@ -59,7 +59,13 @@ fn chain(mode: &str, tag: &str) -> Chain {
     let socks: Vec<SockPath> = (0..=RELAYS)
         .map(|k| SockPath::new(&format!("{tag}-{k}")))
         .collect();
-    let listener = Listener::bind(socks[0].path(), ChannelConfig::default()).expect("bind");
+    // The source lends every buffer by reference (a small one would
+    // otherwise be copied into a slot at the first hop).
+    let source_cfg = ChannelConfig {
+        lane: zcio::LaneConfig::OFF,
+        ..ChannelConfig::default()
+    };
+    let listener = Listener::bind(socks[0].path(), source_cfg).expect("bind");
     let mut relays: Vec<Kid> = Vec::new();
     let mut first = None;
     for k in 0..RELAYS {

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering as LocalOrdering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::buf::pool::PoolInner;
 use crate::region::{Region, RegionError};
@@ -235,6 +235,17 @@ impl Fbuf {
         matches!(self.core.backing, Backing::Foreign { .. })
     }
 
+    /// Whether this is a buffer of this process's own making that nothing
+    /// else constrains: a pool's or a single-use one, not sealed, not
+    /// received, not pages an arena lends in place.
+    pub(crate) fn is_own_plain(&self) -> bool {
+        matches!(
+            self.core.backing,
+            Backing::Pooled { .. } | Backing::SingleUse
+        ) && self.core.region.ownership() == crate::region::Ownership::Owned
+            && !self.core.region.is_secured()
+    }
+
     /// The region this buffer lives in.
     pub fn region(&self) -> &Arc<Region> {
         &self.core.region
@@ -394,15 +405,15 @@ impl Drop for Fbuf {
                 && !core.region.is_single_use()
                 && !core.retired.load(LocalOrdering::Relaxed)
             {
-                if let Some(spent) = spent_region() {
-                    if let Backing::Foreign { sink, token } =
-                        std::mem::replace(&mut core.backing, Backing::Spent)
-                    {
-                        // Do not keep the real region mapped while spare.
-                        core.region = spent;
-                        sink.release_recycle(token, arc);
-                        return;
-                    }
+                if let Backing::Foreign { sink, token } =
+                    std::mem::replace(&mut core.backing, Backing::Spent)
+                {
+                    // The spare keeps pointing at the region: one the peer
+                    // announced on this channel, which keeps it mapped for
+                    // its whole life anyway (single-use regions, unmapped
+                    // with their last slice, are never recycled).
+                    sink.release_recycle(token, arc);
+                    return;
                 }
             }
         }
@@ -416,20 +427,6 @@ fn sink_spare(core: &BufCore) -> Option<Arc<BufCore>> {
         Backing::Foreign { sink, .. } => sink.spare(),
         _ => None,
     }
-}
-
-/// A one-page region that spare cores point at instead of the region of
-/// the slice they last carried (so a spare never keeps a peer's region
-/// mapped). `None` if it could not be made: cores are then not recycled.
-fn spent_region() -> Option<Arc<Region>> {
-    static SPENT: OnceLock<Option<Arc<Region>>> = OnceLock::new();
-    SPENT
-        .get_or_init(|| {
-            Region::create("zcio-spent", crate::sys::page_size(), false)
-                .ok()
-                .map(Arc::new)
-        })
-        .clone()
 }
 
 impl fmt::Debug for Fbuf {

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 pub use crate::segment::AccessPolicy;
 
+use crate::channel::lane::LaneConfig;
+
 /// What `send` does when the ring (or the peer's in-flight allowance) is
 /// full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +145,13 @@ pub struct ChannelConfig {
     pub liveness_interval: Duration,
     /// Largest region a peer may pass us (bytes); larger ones are refused.
     pub max_region_len: u64,
+    /// The small-message path: a message of one slice of our own making
+    /// (a pool's or an `Uncached` buffer) of at most `lane.slot_size`
+    /// bytes is copied into one of `lane.slots` slots this end owns
+    /// instead of lent by reference, while a slot is free (the rest go by
+    /// reference). Made on the first such message; `slots: 0` turns it
+    /// off. Default 64 slots of 4 KiB (256 KiB per sending end).
+    pub lane: LaneConfig,
 }
 
 impl Default for ChannelConfig {
@@ -160,6 +169,7 @@ impl Default for ChannelConfig {
             populate: true,
             liveness_interval: crate::wait::LIVENESS,
             max_region_len: 4 << 30,
+            lane: LaneConfig::default(),
         }
     }
 }

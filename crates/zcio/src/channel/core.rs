@@ -16,8 +16,9 @@ use crate::buf::fbuf::BufCore;
 use crate::buf::{Reclaim, ReleaseSink};
 use crate::channel::config::{ChannelConfig, Notify};
 use crate::channel::error::{Area, PeerFault};
-use crate::channel::ledger::Ledger;
+use crate::channel::ledger::{Ledger, Returned};
 use crate::channel::notify::{Verdict, WakeGate};
+use crate::channel::slots::Slots;
 use crate::channel::spsc::{Reader, RingHeader, SleepHandle, WakeResult, Writer};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
 use crate::channel::ChannelStats;
@@ -68,6 +69,7 @@ pub(crate) struct Counters {
     pub wakes: AtomicU64,
     pub sleeps: AtomicU64,
     pub regions_sent: AtomicU64,
+    pub msgs_copied: AtomicU64,
     pub regions_received: AtomicU64,
     pub reclaimed: AtomicU64,
     pub retired: AtomicU64,
@@ -124,6 +126,26 @@ pub(crate) struct TxState {
     /// How long a send waiting for room spins before it sleeps (adaptive,
     /// at most `ChannelPolicy::spin`; see `crate::wait`).
     pub spin: SpinBudget,
+    /// The small-message slots (`slots.rs`).
+    pub slots: Slots,
+}
+
+impl TxState {
+    /// What a released ledger entry kept, given back: a slot goes on the
+    /// free list again unless `retired` (the peer may have passed it on),
+    /// a buffer is returned for the caller to drop where it chooses.
+    pub fn take_back(&mut self, ret: Returned, retired: bool) -> Option<crate::buf::Fbuf> {
+        match ret {
+            Returned::Buf(b) => Some(b),
+            Returned::Slot(slot) => {
+                if let (Slots::Made(area), false) = (&mut self.slots, retired) {
+                    area.put_back(slot);
+                }
+                None
+            }
+            Returned::Nothing => None,
+        }
+    }
 }
 
 pub(crate) struct RxState {
@@ -296,6 +318,11 @@ impl Core {
             )
         };
         let spin = SpinBudget::new(cfg.policy.spin);
+        let slots = if cfg.lane.is_off() {
+            Slots::Off
+        } else {
+            Slots::Unmade
+        };
         let closed_words = match role {
             Role::Connector => (wire::CONNECTOR_CLOSED, wire::LISTENER_CLOSED),
             Role::Listener => (wire::LISTENER_CLOSED, wire::CONNECTOR_CLOSED),
@@ -328,6 +355,7 @@ impl Core {
                 recent: VecDeque::with_capacity(me_cap as usize),
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
                 spin,
+                slots,
             }),
             rx: Mutex::new(RxState {
                 ring: rxring,
@@ -537,11 +565,15 @@ impl Core {
         };
         let skip = tx.recent.len().saturating_sub(unread);
         let mut never_received = Vec::with_capacity(unread.min(tx.recent.len()));
-        for &token in tx.recent.iter().skip(skip) {
-            if let Ok(Some(b)) = tx.ledger.release(token) {
-                never_received.push(b);
+        let recent = std::mem::take(&mut tx.recent);
+        for &token in recent.iter().skip(skip) {
+            if let Ok(ret) = tx.ledger.release(token) {
+                if let Some(b) = tx.take_back(ret, false) {
+                    never_received.push(b);
+                }
             }
         }
+        tx.recent = recent;
         tx.recent.clear();
         self.counters
             .never_received
@@ -621,6 +653,7 @@ impl Core {
             wakes: g(&c.wakes),
             sleeps: g(&c.sleeps),
             regions_sent: g(&c.regions_sent),
+            msgs_copied: g(&c.msgs_copied),
             regions_received: g(&c.regions_received),
             reclaimed: g(&c.reclaimed),
             retired: g(&c.retired),
@@ -774,7 +807,8 @@ impl Core {
                     }
                 };
                 match tx.ledger.release(notice.token) {
-                    Ok(buf) => {
+                    Ok(ret) => {
+                        let buf = tx.take_back(ret, retire);
                         released += 1;
                         if retire {
                             Counters::bump(&self.counters.retired);

@@ -62,8 +62,8 @@ impl Core {
                 }
                 HoldExpiry::Reclaim => {
                     tx.holds.pop_front();
-                    if let Ok(buf) = tx.ledger.release(token) {
-                        drop(buf);
+                    if let Ok(ret) = tx.ledger.release(token) {
+                        drop(tx.take_back(ret, false));
                         reclaimed += 1;
                     }
                 }

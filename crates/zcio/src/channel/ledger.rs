@@ -41,6 +41,19 @@ enum Held {
     Buf(Fbuf),
     /// Accounting only (single-use regions: the peer has its own fd).
     Detached,
+    /// One of the channel's small-message slots (`slots.rs`).
+    Slot(u32),
+}
+
+/// What a released entry kept alive, for the caller to give back.
+#[derive(Debug)]
+pub enum Returned {
+    /// A buffer (dropped by the caller: it returns to its pool).
+    Buf(Fbuf),
+    /// A small-message slot, free again.
+    Slot(u32),
+    /// Nothing.
+    Nothing,
 }
 
 /// A notice named a token this peer does not hold.
@@ -60,6 +73,11 @@ impl Ledger {
         self.put(Held::Detached, len)
     }
 
+    /// Record that the peer holds small-message slot `slot` (`len` bytes).
+    pub fn insert_slot(&mut self, slot: u32, len: u64) -> u64 {
+        self.put(Held::Slot(slot), len)
+    }
+
     fn put(&mut self, held: Held, len: u64) -> u64 {
         self.live += 1;
         self.bytes += len;
@@ -74,9 +92,9 @@ impl Ledger {
         u64::from(i)
     }
 
-    /// Release the entry for `token`; returns the buffer reference (if the
-    /// entry kept one) so the caller decides where to drop it.
-    pub fn release(&mut self, token: u64) -> Result<Option<Fbuf>, UnknownToken> {
+    /// Release the entry for `token`; returns what it kept (a buffer
+    /// reference, so the caller decides where to drop it, or a slot).
+    pub fn release(&mut self, token: u64) -> Result<Returned, UnknownToken> {
         let (gen, idx) = ((token >> 32) as u32, token as u32);
         let e = self
             .entries
@@ -91,8 +109,9 @@ impl Ledger {
         self.live -= 1;
         self.bytes -= std::mem::take(&mut e.len);
         Ok(match held {
-            Held::Buf(b) => Some(b),
-            _ => None,
+            Held::Buf(b) => Returned::Buf(b),
+            Held::Slot(slot) => Returned::Slot(slot),
+            Held::Nothing | Held::Detached => Returned::Nothing,
         })
     }
 
@@ -142,7 +161,9 @@ impl Ledger {
                     }
                     out.push(b);
                 }
-                Held::Detached => {}
+                // A slot the peer held is retired with the rest: it never
+                // goes back on the free list.
+                Held::Detached | Held::Slot(_) => {}
             }
             e.gen = e.gen.wrapping_add(1);
             e.len = 0;
@@ -184,7 +205,10 @@ mod tests {
         let b = l.insert_detached(20);
         assert_eq!((l.len(), l.bytes()), (2, 30));
         assert!(l.holds(a) && l.holds(b));
-        assert!(matches!(l.release(a), Ok(None)), "nothing kept alive");
+        assert!(
+            matches!(l.release(a), Ok(Returned::Nothing)),
+            "nothing kept alive"
+        );
         assert!(!l.holds(a));
         assert_eq!((l.len(), l.bytes()), (1, 20));
         assert_eq!(l.release(a).unwrap_err(), UnknownToken(a), "single use");
@@ -207,7 +231,17 @@ mod tests {
         let d = l.insert_detached(7);
         assert!(!l.holds(b) && !l.holds(c) && l.holds(d));
         assert_eq!(l.count_from_pool(1), 0);
-        assert_eq!(l.release(d).map(|k| k.is_none()), Ok(true));
+        assert!(matches!(l.release(d), Ok(Returned::Nothing)));
+        let s = l.insert_slot(3, 64);
+        assert_eq!(l.bytes(), 64);
+        assert!(
+            matches!(l.release(s), Ok(Returned::Slot(3))),
+            "the slot comes back"
+        );
+        assert!(l.release(s).is_err(), "once");
+        let s = l.insert_slot(4, 64);
+        assert!(l.retire_all().is_empty(), "a slot is retired, not returned");
+        assert!(!l.holds(s));
         assert!(l.is_empty());
     }
 

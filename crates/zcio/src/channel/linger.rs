@@ -230,7 +230,11 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn a_receiver_closing_while_it_reads_lent_buffers_does_not_pass_for_dead() {
-        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let (a, b) = Channel::pair(ChannelConfig {
+            lane: crate::LaneConfig::OFF, // lent by reference, not copied
+            ..ChannelConfig::default()
+        })
+        .unwrap();
         let p = pool();
         send8(&a, &p);
         let held: Vec<_> = (0..8).map(|_| b.recv().unwrap()).collect();

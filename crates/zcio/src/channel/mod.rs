@@ -22,6 +22,7 @@ mod notify;
 #[cfg(test)]
 mod policy_tests;
 mod rx;
+mod slots;
 pub(crate) mod spsc;
 mod tx;
 mod waitset;
@@ -73,6 +74,9 @@ pub struct ChannelStats {
     /// Regions passed to the peer (once per region, or per transfer for
     /// single-use regions).
     pub regions_sent: u64,
+    /// Messages sent by copy into a small-message slot
+    /// ([`ChannelConfig::lane`]) rather than lent by reference.
+    pub msgs_copied: u64,
     /// Regions received from the peer.
     pub regions_received: u64,
     /// Lent slices reclaimed after the peer held them past the hold limit
@@ -394,6 +398,14 @@ mod tests {
         })
     }
 
+    /// Every message lent by reference (no small-message slots).
+    fn by_ref() -> ChannelConfig {
+        ChannelConfig {
+            lane: crate::LaneConfig::OFF,
+            ..ChannelConfig::default()
+        }
+    }
+
     fn filled(pool: &Pool, bytes: &[u8]) -> Msg {
         let mut b = pool.try_alloc(bytes.len()).unwrap();
         b.as_mut_slice().copy_from_slice(bytes);
@@ -480,10 +492,107 @@ mod tests {
         }
     }
 
+    /// A channel with `slots` small-message slots of 64 bytes.
+    fn small_slots(slots: u32) -> ChannelConfig {
+        ChannelConfig {
+            lane: crate::LaneConfig {
+                slots,
+                slot_size: 64,
+            },
+            ..ChannelConfig::default()
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
+    fn a_small_message_is_copied_into_a_slot_and_its_buffer_freed_at_once() {
+        let (a, b) = Channel::pair(small_slots(2)).unwrap();
+        let p = pool();
+        a.send(filled(&p, b"small")).unwrap();
+        assert_eq!(p.stats().buffers_in_use, 0, "the buffer went back at once");
+        let st = a.stats();
+        assert_eq!(
+            (st.msgs_copied, st.held_by_peer, st.regions_sent),
+            (1, 1, 1)
+        );
+        let got = b.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got.to_vec(), b"small");
+        assert!(got.slices()[0].fbuf().is_foreign());
+        assert!(!got.slices()[0].fbuf().is_immutable(), "a slot is volatile");
+        drop(got);
+        assert_eq!(a.reclaim(), 1, "the slot comes back by notice");
+        assert_eq!(a.stats().held_by_peer, 0);
+        // The slot is filled again: no new region.
+        for i in 0..10u8 {
+            a.send(filled(&p, &[i; 64])).unwrap();
+            assert_eq!(b.recv().unwrap().to_vec(), [i; 64]);
+        }
+        let st = a.stats();
+        assert_eq!((st.msgs_copied, st.regions_sent), (11, 1));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
+    fn small_and_lent_messages_keep_their_order_and_a_full_slot_set_lends() {
+        let (a, b) = Channel::pair(small_slots(2)).unwrap();
+        let p = pool();
+        // 65 bytes do not fit a slot; with both slots held the third small
+        // message is lent by reference.
+        let sizes = [8usize, 65, 64, 8, 1000, 1];
+        for (i, &n) in sizes.iter().enumerate() {
+            a.send(filled(&p, &vec![i as u8; n])).unwrap();
+        }
+        let st = a.stats();
+        assert_eq!(st.msgs_copied, 2, "two slots, then by reference");
+        assert_eq!(st.held_by_peer, sizes.len());
+        let got: Vec<_> = sizes.iter().map(|_| b.recv().unwrap()).collect();
+        for (i, (m, &n)) in got.iter().zip(&sizes).enumerate() {
+            assert_eq!(m.to_vec(), vec![i as u8; n], "message {i} in order");
+        }
+        drop(got);
+        assert_eq!(a.reclaim(), sizes.len());
+        assert_eq!(p.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
+    fn only_plain_buffers_of_our_own_take_a_slot() {
+        let (a, b) = Channel::pair(small_slots(4)).unwrap();
+        let (c, d) = Channel::pair(small_slots(4)).unwrap();
+        let p = pool();
+        a.send(filled(&p, b"fwd")).unwrap();
+        // A received message is forwarded by reference, never copied.
+        let got = b.recv().unwrap();
+        c.send(got).unwrap();
+        assert_eq!(c.stats().msgs_copied, 0);
+        assert_eq!(d.recv().unwrap().to_vec(), b"fwd");
+        // Off: every message is lent.
+        let (e, f) = Channel::pair(by_ref()).unwrap();
+        e.send(filled(&p, b"x")).unwrap();
+        assert_eq!(e.stats().msgs_copied, 0);
+        assert_eq!(p.stats().buffers_in_use, 1);
+        drop(f.recv().unwrap());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
+    fn a_peer_that_dies_holding_slots_retires_them() {
+        let (a, b) = Channel::pair(small_slots(2)).unwrap();
+        let p = pool();
+        a.send(filled(&p, b"one")).unwrap();
+        a.send(filled(&p, b"two")).unwrap();
+        let held = b.recv().unwrap();
+        drop(b);
+        drop(held);
+        assert!(!a.check_peer());
+        assert!(a.try_send(filled(&p, b"x")).unwrap_err().is_disconnected());
+        assert_eq!(a.stats().held_by_peer, 0, "ended, not leaked");
+    }
+
     #[test]
     #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn send_recv_release_returns_to_pool() {
-        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let (a, b) = Channel::pair(by_ref()).unwrap();
         let p = pool();
         let m = filled(&p, b"hello zcio");
         a.send(m).unwrap();
@@ -616,7 +725,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn share_pool_announces_ahead_and_stats_show_holder() {
-        let (a, b) = Channel::pair(ChannelConfig::default()).unwrap();
+        let (a, b) = Channel::pair(by_ref()).unwrap();
         let p = pool();
         drop(p.try_alloc(1).unwrap()); // creates the first chunk
         a.share_pool(&p).unwrap();

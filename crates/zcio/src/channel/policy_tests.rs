@@ -31,6 +31,17 @@ fn pair(policy: ChannelPolicy) -> (Channel, Channel) {
     .unwrap()
 }
 
+/// [`pair`] with every message lent by reference (no small-message
+/// slots): for the tests that watch the pool's buffers.
+fn pair_by_ref(policy: ChannelPolicy) -> (Channel, Channel) {
+    Channel::pair(ChannelConfig {
+        policy,
+        lane: crate::LaneConfig::OFF,
+        ..ChannelConfig::default()
+    })
+    .unwrap()
+}
+
 /// Make `rx` look asleep to its sender: set the sleep flag on the ring it
 /// receives on, exactly as a sleeper does before `FUTEX_WAIT`.
 fn flag_asleep(rx: &Channel) {
@@ -337,7 +348,7 @@ fn hold_limit_abort_closes_the_channel_and_releases_everything() {
 #[test]
 #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
 fn hold_limit_reclaim_returns_the_buffer_and_rejects_the_stale_notice() {
-    let (a, b) = pair(hold(20, HoldExpiry::Reclaim));
+    let (a, b) = pair_by_ref(hold(20, HoldExpiry::Reclaim));
     let p = pool("pol-reclaim");
     a.send(msg(&p, b"old")).unwrap();
     let old = b.recv().unwrap();

@@ -11,6 +11,7 @@ use crate::buf::{Fbuf, Pool, Reclaim};
 use crate::channel::config::{FullPolicy, Notify};
 use crate::channel::core::{lock, Core, Counters, TxState};
 use crate::channel::error::{Area, PeerFault, SendErrorKind};
+use crate::channel::slots::{SlotArea, Slots};
 use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
 use crate::msg::Msg;
 use crate::region::Region;
@@ -68,6 +69,113 @@ impl Core {
         if self.is_gone() || self.peer_closed() {
             return Err((SendErrorKind::Disconnected, msg));
         }
+        let mut descs = std::mem::take(&mut tx.scratch);
+        descs.clear();
+        match self.small_desc(&mut tx, &msg) {
+            Some(d) => descs.push(d),
+            None => {
+                if let Err(e) = self.lend_descs(&mut tx, &msg, timeout, &mut descs) {
+                    tx.scratch = descs;
+                    return Err((e, msg));
+                }
+            }
+        }
+        let cap = tx.ring.capacity();
+        for d in &descs {
+            if tx.recent.len() == cap {
+                tx.recent.pop_front();
+            }
+            tx.recent.push_back(d.token);
+        }
+        let mut pending = 0;
+        tx.ring.write(&descs, &mut pending);
+        tx.scratch = descs;
+        let sleeping = tx.ring.publish(pending);
+        // Written only here, under the tx lock.
+        Counters::add_locked(&self.counters.msgs_sent, 1);
+        self.notify_locked(&mut tx, sleeping);
+        // Notices are not taken in here but when the pool runs short (or
+        // at `DRAIN_THRESHOLD`, above): a buffer the receiver has just
+        // released is still in its cache, and rewriting it at once costs
+        // the writer a transfer of every line back (measured: a copying
+        // 64 KiB ping-pong twice as slow when each send drained).
+        drop(tx);
+        // The Msg's own references go now; the ledger keeps the buffers.
+        drop(msg);
+        Ok(())
+    }
+
+    /// A message of one slice that fits a small-message slot goes by
+    /// copy: its descriptor, or `None` to lend it by reference (no slots,
+    /// a buffer that must travel by reference, or every slot in flight).
+    /// Only a buffer of our own making is copied: a received one keeps
+    /// travelling by reference (its originator decides when it is freed),
+    /// and so does a sealed one (the receiver relies on the kernel's
+    /// guarantee) and pages an arena lends in place.
+    fn small_desc(&self, tx: &mut TxState, msg: &Msg) -> Option<Desc> {
+        let [s] = msg.slices() else {
+            return None;
+        };
+        let lane = self.cfg.lane;
+        if matches!(tx.slots, Slots::Off) || s.len() > lane.slot_size || !s.fbuf().is_own_plain() {
+            return None;
+        }
+        if matches!(tx.slots, Slots::Unmade) {
+            tx.slots = Slots::Off;
+            let (region, stride) = SlotArea::create(lane.slots, lane.slot_size)?;
+            self.announce_region(tx, &region).ok()?;
+            let slot = *tx.announced.get(&region.id())?;
+            tx.slots = Slots::Made(SlotArea::new(
+                region,
+                slot,
+                lane.slots,
+                lane.slot_size,
+                stride,
+            ));
+        }
+        let mut filled = match &mut tx.slots {
+            Slots::Made(area) => area.fill(s.fbuf(), s.offset(), s.len()),
+            _ => return None,
+        };
+        if filled.is_none() {
+            // Every slot in flight: take in what came back, once.
+            self.drain_locked(tx);
+            filled = match &mut tx.slots {
+                Slots::Made(area) => area.fill(s.fbuf(), s.offset(), s.len()),
+                _ => return None,
+            };
+        }
+        let (slot, offset) = filled?;
+        let region = match &tx.slots {
+            Slots::Made(area) => area.region_slot,
+            _ => return None,
+        };
+        let token = tx.ledger.insert_slot(slot, s.len() as u64);
+        // Written only here, under the tx lock.
+        Counters::add_locked(&self.counters.msgs_copied, 1);
+        if self.cfg.policy.hold.is_some() {
+            tx.holds.push_back((token, Instant::now()));
+        }
+        Some(Desc {
+            region,
+            count: 1,
+            offset,
+            len: s.len() as u64,
+            token,
+            reserved: [0; 3],
+        })
+    }
+
+    /// Lend every slice of `msg` by reference: announce the regions the
+    /// peer lacks, record each slice in the ledger, and fill `descs`.
+    fn lend_descs(
+        &self,
+        tx: &mut TxState,
+        msg: &Msg,
+        timeout: Duration,
+        descs: &mut Vec<Desc>,
+    ) -> Result<(), SendErrorKind> {
+        let n = msg.slice_count();
         // Pass any region the peer does not have yet. Nothing is committed
         // until every region is across, so a failure leaves no trace.
         let mut last_single: Option<u64> = None;
@@ -80,12 +188,8 @@ impl Core {
                 }
                 last_single = Some(region.id());
             }
-            if let Err(e) = self.announce(&mut tx, s.fbuf(), timeout) {
-                return Err((e, msg));
-            }
+            self.announce(tx, s.fbuf(), timeout)?;
         }
-        let mut descs = std::mem::take(&mut tx.scratch);
-        descs.clear();
         let lent_at = self.cfg.policy.hold.map(|_| Instant::now());
         let mut last_single: Option<u64> = None;
         for (i, s) in msg.slices().iter().enumerate() {
@@ -138,28 +242,6 @@ impl Core {
                 reserved: [0; 3],
             });
         }
-        let cap = tx.ring.capacity();
-        for d in &descs {
-            if tx.recent.len() == cap {
-                tx.recent.pop_front();
-            }
-            tx.recent.push_back(d.token);
-        }
-        let mut pending = 0;
-        tx.ring.write(&descs, &mut pending);
-        tx.scratch = descs;
-        let sleeping = tx.ring.publish(pending);
-        // Written only here, under the tx lock.
-        Counters::add_locked(&self.counters.msgs_sent, 1);
-        self.notify_locked(&mut tx, sleeping);
-        // Notices are not taken in here but when the pool runs short (or
-        // at `DRAIN_THRESHOLD`, above): a buffer the receiver has just
-        // released is still in its cache, and rewriting it at once costs
-        // the writer a transfer of every line back (measured: a copying
-        // 64 KiB ping-pong twice as slow when each send drained).
-        drop(tx);
-        // The Msg's own references go now; the ledger keeps the buffers.
-        drop(msg);
         Ok(())
     }
 

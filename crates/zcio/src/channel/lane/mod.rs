@@ -65,6 +65,21 @@ pub struct LaneConfig {
     pub slot_size: usize,
 }
 
+impl LaneConfig {
+    /// No slots: as [`ChannelConfig::lane`](crate::ChannelConfig::lane),
+    /// every message goes by reference.
+    pub const OFF: Self = Self {
+        slots: 0,
+        slot_size: 0,
+    };
+
+    /// Whether this turns the small-message path off (no slots, or slots
+    /// of no bytes).
+    pub fn is_off(&self) -> bool {
+        self.slots == 0 || self.slot_size == 0
+    }
+}
+
 impl Default for LaneConfig {
     /// 64 slots of 4 KiB.
     fn default() -> Self {
