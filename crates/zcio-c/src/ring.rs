@@ -354,7 +354,7 @@ pub unsafe extern "C" fn zcio_ring_write(
             ) as ssize_t;
         };
         if p.geometry().layout != Layout::Continuous {
-            return match p.write_view(bytes, 0, wait) {
+            return match p.write_gather(&[bytes], 0, wait) {
                 Ok(()) => len as ssize_t,
                 Err(e) => fail(e) as ssize_t,
             };
@@ -367,7 +367,7 @@ pub unsafe extern "C" fn zcio_ring_write(
         while done < len {
             let n = piece.min(len - done);
             let chunk = bytes.slice(done, n).unwrap_or(bytes);
-            match p.write_view(chunk, 0, wait) {
+            match p.write_gather(&[chunk], 0, wait) {
                 Ok(()) => done += n,
                 Err(_) if done > 0 => break,
                 Err(e) => return fail(e) as ssize_t,

@@ -385,7 +385,7 @@ impl<'a> Reader<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
     /// Write a block of `len` bytes (`how`: write_tagged, try_write,
-    /// reserve+put+commit, reserve dropped uncommitted, write_vectored, a
+    /// reserve+put+commit, reserve dropped uncommitted, write_gather, a
     /// write that waits 1 ms for room (once per execution)). In
     /// an index session: write it to the source ring, peek it there and
     /// splice it into the index ring.
@@ -1317,7 +1317,15 @@ impl Writer {
             ),
             _ => {
                 let (a, b) = data.split_at(len / 2);
-                (p.write_vectored(&[a, b], tag, Wait::No).map(|()| len), tag)
+                (
+                    p.write_gather(
+                        &[zcio::View::from_slice(a), zcio::View::from_slice(b)],
+                        tag,
+                        Wait::No,
+                    )
+                    .map(|()| len),
+                    tag,
+                )
             }
         };
         if trace() {

@@ -266,7 +266,7 @@ impl RingProducer {
                 } else {
                     Wait::Until(std::time::Instant::now() + slice)
                 };
-                match p.write_view(bytes, 0, wait) {
+                match p.write_gather(&[bytes], 0, wait) {
                     Err(WriteError::WouldBlock | WriteError::TimedOut) => None,
                     r => Some(r.map(|()| n).map_err(Some)),
                 }

@@ -85,7 +85,7 @@ pub enum WriteError {
     },
     /// An index ring stores rich pointers only: write a block obtained from
     /// `peek`, written with `Producer::splice(&peek)` (fast splice).
-    #[error("index rings take only peeked blocks: write them with Producer::splice(&peek) (or Producer::push_ptr)")]
+    #[error("index rings take only peeked blocks: write them with Producer::splice(&peek)")]
     NotIndexable,
     /// The index ring already points into the maximum number of rings.
     #[error("index ring already points into {0} rings")]

@@ -657,15 +657,28 @@ impl Producer {
         }
     }
 
-    /// Write `bytes` as one block (one stream chunk for continuous rings),
-    /// waiting for room as the policy says. Continuous rings accept any
-    /// length (split into ring-sized pieces); block rings take at most
-    /// [`Geometry::max_block`] bytes.
+    // The writes. The one primitive is `reserve` → fill → `commit` (the
+    // type states of `Reservation`); the rest are conveniences, each for a
+    // need `reserve` would make a user spell out by hand.
+
+    /// Copy `bytes` into the ring, waiting for room as long as it takes
+    /// (the ring's consumers decide when room comes back; a producer that
+    /// must not wait uses [`Self::try_write`] or [`Self::write_timeout`]).
+    /// A continuous ring takes any length, split into pieces of at most
+    /// half the ring (so a reader can hold part of it while the rest
+    /// fills); a block ring takes one block of at most
+    /// [`Geometry::max_block`] bytes. Returns the bytes written.
+    ///
+    /// *Why not `reserve`:* the byte-stream case (`zcio pipe`, files,
+    /// sockets) would otherwise split and loop by hand. `write`,
+    /// `try_write` and `write_timeout` are the same trio as
+    /// `Channel::send`/`try_send`/`send_timeout`.
     pub fn write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
         self.write_with(bytes, 0, Wait::Forever)
     }
 
-    /// Like [`Self::write`] but never waits: `WouldBlock` when full.
+    /// Like [`Self::write`] but never waits: `WouldBlock` when full (a
+    /// continuous ring returns what fitted, if anything did).
     pub fn try_write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
         self.write_with(bytes, 0, Wait::No)
     }
@@ -675,28 +688,31 @@ impl Producer {
         self.write_with(bytes, 0, Wait::Until(Instant::now() + timeout))
     }
 
-    /// Write one block with a classification tag.
+    /// Copy `bytes` in as one block carrying a classification `tag`
+    /// (consumers filter and fan out on it), waiting as `wait` says.
+    ///
+    /// *Why not `reserve`:* a tagged block of bytes already at hand is the
+    /// common case of every block ring (sensors, logs, the bridge); one
+    /// call instead of reserve, put, commit.
     pub fn write_tagged(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<(), WriteError> {
         self.write_block(&[View::from_slice(bytes)], tag, wait)
     }
 
-    /// Write one block from a [`View`] — bytes that may be volatile (a
-    /// peer's buffer handed in through a frontend): they are copied into
-    /// the ring with single reads, never borrowed as a `&[u8]`.
-    pub fn write_view(&mut self, v: View<'_>, tag: u32, wait: Wait) -> Result<(), WriteError> {
-        self.write_block(&[v], tag, wait)
-    }
-
-    /// Write one block gathered from several slices.
-    pub fn write_vectored(
+    /// Copy `parts` in, one after the other, as one block with `tag`. A
+    /// part is a [`View`]: bytes that may be volatile (a peer's buffer,
+    /// handed in through a frontend) are copied with single reads, never
+    /// borrowed as a `&[u8]`.
+    ///
+    /// *Why not `reserve`:* `Reservation::put` takes a `&[u8]`, which
+    /// bytes another process may write must never become; and gathering
+    /// a header and a payload is one call.
+    pub fn write_gather(
         &mut self,
-        parts: &[&[u8]],
+        parts: &[View<'_>],
         tag: u32,
         wait: Wait,
     ) -> Result<(), WriteError> {
-        let views: smallvec::SmallVec<[View<'_>; 8]> =
-            parts.iter().map(|p| View::from_slice(p)).collect();
-        self.write_block(&views, tag, wait)
+        self.write_block(parts, tag, wait)
     }
 
     fn write_with(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<usize, WriteError> {
@@ -721,7 +737,12 @@ impl Producer {
         }
     }
 
-    /// Reserve room for a block of up to `len` bytes; fill it, then commit.
+    /// Reserve room for a block of up to `len` bytes, waiting as `wait`
+    /// says: fill it in place ([`Reservation::put`], or
+    /// [`Reservation::spare_mut`] and `advance`, e.g. straight from
+    /// `read(2)`), then [`Reservation::commit`] it. Nothing is visible to
+    /// consumers before the commit, and the room is never readable
+    /// uninitialised. Not for index rings (they take [`Self::splice`]).
     pub fn reserve(&mut self, len: usize, wait: Wait) -> Result<Reservation<'_>, WriteError> {
         if self.geo.layout == Layout::Index {
             return Err(WriteError::NotIndexable);
@@ -739,12 +760,7 @@ impl Producer {
 
     /// Fast splice: append a rich pointer to `ptr` (a block in ring
     /// `source`) to this index ring. The data is not touched.
-    pub fn push_ptr(
-        &mut self,
-        ptr: RichPtr,
-        source: &RingMap,
-        wait: Wait,
-    ) -> Result<(), WriteError> {
+    fn push_ptr(&mut self, ptr: RichPtr, source: &RingMap, wait: Wait) -> Result<(), WriteError> {
         if self.geo.layout != Layout::Index {
             return Err(WriteError::NotIndexable);
         }
@@ -760,7 +776,9 @@ impl Producer {
     }
 
     /// Write `peek`'s block here: a rich pointer if this is an index ring
-    /// (fast splice, no data touched), else a copy of its bytes.
+    /// (fast splice, no data touched), else a copy of its bytes with its
+    /// tag. The one way a consumer's block reaches another ring, and the
+    /// only write an index ring takes.
     pub fn splice(&mut self, peek: &super::Peek<'_>, wait: Wait) -> Result<(), WriteError> {
         if self.geo.layout == Layout::Index {
             let (ptr, src) = peek.origin();

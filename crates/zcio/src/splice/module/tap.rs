@@ -167,26 +167,24 @@ impl Module for Tap {
             out.push(block);
             return Ok(());
         }
-        let parts: Option<Vec<&[u8]>> = block.chunks().map(|v| v.as_slice()).collect();
-        match parts {
-            // The usual case: our own immutable buffers, one ring block.
-            Some(parts) if block.len() <= self.piece => {
-                let r = self.prod.write_vectored(&parts, 0, Wait::No);
-                self.record(r, block.len());
-            }
-            // Larger than a ring block, or bytes a peer may change (read
-            // once, through a private copy, like any foreign bytes).
-            _ => {
-                let piece = self.piece;
-                let mut pieces: Vec<Vec<u8>> = Vec::new();
-                cx.for_each_slice(&block, |s| {
-                    pieces.extend(s.chunks(piece).map(<[u8]>::to_vec));
-                    Ok::<(), ModuleError>(())
-                })?;
-                for p in pieces {
-                    let r = self.prod.write_tagged(&p, 0, Wait::No);
-                    self.record(r, p.len());
-                }
+        if block.len() <= self.piece {
+            // The usual case: one ring block gathered from the message's
+            // slices, read once each (a peer's volatile bytes included).
+            let views: smallvec::SmallVec<[crate::View<'_>; 4]> = block.chunks().collect();
+            let r = self.prod.write_gather(&views, 0, Wait::No);
+            self.record(r, block.len());
+        } else {
+            // Larger than a ring block: pieces, read once through a
+            // private copy.
+            let piece = self.piece;
+            let mut pieces: Vec<Vec<u8>> = Vec::new();
+            cx.for_each_slice(&block, |s| {
+                pieces.extend(s.chunks(piece).map(<[u8]>::to_vec));
+                Ok::<(), ModuleError>(())
+            })?;
+            for p in pieces {
+                let r = self.prod.write_tagged(&p, 0, Wait::No);
+                self.record(r, p.len());
             }
         }
         self.flow.bytes_out += block.len() as u64;
