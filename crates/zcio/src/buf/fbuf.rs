@@ -33,8 +33,6 @@ pub trait ReleaseSink: Send + Sync {
     /// the next slice received through this sink (or drop it if enough are
     /// kept) — the last handle's drop of a received slice, in one step.
     fn release_recycle(&self, token: u64, core: Arc<BufCore>);
-    /// A spent core kept by [`ReleaseSink::release_recycle`], if any.
-    fn spare(&self) -> Option<Arc<BufCore>>;
 }
 
 /// The owner of pages lent out by reference that are not pool pages (an
@@ -326,10 +324,11 @@ impl Fbuf {
     }
 
     /// A slice received from a peer (the receive path's constructor). Its
-    /// core reuses the allocation of a slice received on the same channel
-    /// and dropped earlier when there is one (`ReleaseSink::release_recycle`), so a
-    /// steady stream of receives (and a forwarder's receive → send → notice
-    /// loop) allocates nothing per message.
+    /// core reuses `spare`, the allocation of a slice received on the same
+    /// channel and dropped earlier (`ReleaseSink::release_recycle`), when
+    /// the channel has one, so a steady stream of receives (and a
+    /// forwarder's receive → send → notice loop) allocates nothing per
+    /// message.
     pub(crate) fn received(
         region: Arc<Region>,
         offset: usize,
@@ -337,6 +336,7 @@ impl Fbuf {
         sink: Arc<dyn ReleaseSink>,
         token: u64,
         trusted: bool,
+        spare: Option<Arc<BufCore>>,
     ) -> Self {
         let core = BufCore {
             region,
@@ -346,7 +346,7 @@ impl Fbuf {
             retired: AtomicBool::new(false),
             trusted,
         };
-        match sink_spare(&core) {
+        match spare {
             Some(mut arc) => match Arc::get_mut(&mut arc) {
                 Some(slot) => {
                     // The old value is a spent core (placeholder region,
@@ -418,14 +418,6 @@ impl Drop for Fbuf {
             }
         }
         drop(arc);
-    }
-}
-
-/// A spare core from the channel `core` is being received through.
-fn sink_spare(core: &BufCore) -> Option<Arc<BufCore>> {
-    match &core.backing {
-        Backing::Foreign { sink, .. } => sink.spare(),
-        _ => None,
     }
 }
 

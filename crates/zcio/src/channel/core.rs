@@ -164,6 +164,8 @@ pub(crate) struct RxState {
     /// Lanes the peer offered, validated and mapped, not yet accepted (at
     /// most `MAX_OFFERED_LANES`).
     pub lanes: VecDeque<crate::channel::lane::Offered>,
+    /// Spent cores for the next received slices (`Core::take_spare`).
+    pub spare: Vec<Arc<BufCore>>,
 }
 
 /// Most lanes a peer may have offered and we not yet accepted; more are
@@ -222,11 +224,16 @@ pub(crate) struct Core {
     /// Faults detected, one per kind (latest detail).
     faults: Mutex<Vec<PeerFault>>,
     pub counters: Counters,
-    /// Slices received on this end that are still alive here (counted as
-    /// they are built, uncounted by the one release or retire each ends
-    /// with): while any is, closing must not hang up, or the originator
-    /// would take us for dead and reuse what we still read.
-    received_held: AtomicU64,
+    /// Slices received on this end, counted as they are built; minus
+    /// `received_ended` (the one release or retire each ends with), the
+    /// slices still alive here: while any is, closing must not hang up, or
+    /// the originator would take us for dead and reuse what we still read.
+    received_built: AtomicU64,
+    /// How many of those ended (see `received_built`). Two counters, each
+    /// written under one lock (built: the receive lock; ended: the notice
+    /// lock, which every end takes anyway), so neither path pays for a
+    /// read-modify-write.
+    received_ended: AtomicU64,
     pub me: Weak<Core>,
     /// Sleep handle on the notice ring we consume (multi-channel waits).
     notice_sleep: SleepHandle,
@@ -365,6 +372,7 @@ impl Core {
                 scratch: Vec::with_capacity(wire::MAX_SLICES),
                 spin,
                 lanes: VecDeque::new(),
+                spare: Vec::new(),
             }),
             origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {
@@ -381,7 +389,8 @@ impl Core {
             trusted: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
             counters: Counters::default(),
-            received_held: AtomicU64::new(0),
+            received_built: AtomicU64::new(0),
+            received_ended: AtomicU64::new(0),
             me: me.clone(),
             notice_sleep,
             msg_sleep,
@@ -853,19 +862,18 @@ impl Core {
         }
     }
 
-    /// Publish a notice for `token` at once (one entry write and one
-    /// atomic swap; the originator is woken only if it sleeps). Notices the
-    /// ring cannot take yet — possible only for a peer that lets more than
-    /// `notice_entries` slices be in flight — queue here and go out with the
-    /// next release, receive or flush.
-    fn send_notice(&self, token: u64, kind: u64) {
-        self.send_notice_recycle(token, kind, None);
-    }
-
-    /// [`Core::send_notice`], keeping `spare` (a spent core) under the same
-    /// lock for the next received slice.
-    fn send_notice_recycle(&self, token: u64, kind: u64, spare: Option<Arc<BufCore>>) {
+    /// Queue a notice for `token`, keeping `spare` (a spent core) under
+    /// the same lock for the next received slice.
+    /// `ended`: the notice ends a slice received here (see
+    /// `received_built`).
+    fn send_notice_recycle(&self, token: u64, kind: u64, spare: Option<Arc<BufCore>>, ended: bool) {
         let mut n = lock(&self.ntx);
+        if ended {
+            // SYNC: Release, written only under this lock; pairs with the
+            // Acquire load in `holds_received`.
+            let c = &self.received_ended;
+            c.store(c.load(LocalOrdering::Relaxed) + 1, LocalOrdering::Release);
+        }
         if let Some(core) = spare {
             if n.spare.len() < SPARE_MAX {
                 n.spare.push(core);
@@ -1057,30 +1065,43 @@ impl Drop for NoticeBatch {
 const SPARE_MAX: usize = 1024;
 
 impl Core {
-    /// A received slice was built (the receive path, once per slice).
+    /// A received slice was built (the receive path, once per slice,
+    /// under the receive lock).
     pub(crate) fn received_one(&self) {
-        self.received_held.fetch_add(1, LocalOrdering::Relaxed);
-    }
-
-    /// A received slice ended (its one release or retire).
-    fn received_gone(&self) {
-        self.received_held.fetch_sub(1, LocalOrdering::Release);
+        Counters::add_locked(&self.received_built, 1);
     }
 
     /// Whether slices received here are still alive.
     pub(crate) fn holds_received(&self) -> bool {
-        self.received_held.load(LocalOrdering::Acquire) > 0
+        // SYNC: ended first, with Acquire, pairing with the Release store in
+        // `send_notice_recycle`: a slice counted there was built before it
+        // ended (its handle travelled from the receive to the drop), so
+        // the built count read next includes it. Read in this order the
+        // difference is never below the slices alive now.
+        let ended = self.received_ended.load(LocalOrdering::Acquire);
+        let built = self.received_built.load(LocalOrdering::Acquire);
+        built > ended
+    }
+
+    /// The space a descriptor we rejected took: its token goes back to
+    /// the sender (no slice was built for it).
+    pub(crate) fn return_token(&self, token: u64) {
+        self.send_notice_recycle(token, wire::NOTICE_RELEASED, None, false);
+    }
+
+    /// Spare cores for the next received slices (under the receive lock):
+    /// refilled from the notice side's list, one lock per batch.
+    pub(crate) fn take_spare(&self, rx: &mut RxState) -> Option<Arc<BufCore>> {
+        if rx.spare.is_empty() {
+            std::mem::swap(&mut rx.spare, &mut lock(&self.ntx).spare);
+        }
+        rx.spare.pop()
     }
 }
 
 impl ReleaseSink for Core {
     fn release_recycle(&self, token: u64, core: Arc<BufCore>) {
-        self.received_gone();
-        self.send_notice_recycle(token, wire::NOTICE_RELEASED, Some(core));
-    }
-
-    fn spare(&self) -> Option<Arc<BufCore>> {
-        lock(&self.ntx).spare.pop()
+        self.send_notice_recycle(token, wire::NOTICE_RELEASED, Some(core), true);
     }
 
     fn escaped(&self, region_id: u64, timeout: Duration) -> bool {
@@ -1101,14 +1122,12 @@ impl ReleaseSink for Core {
     }
 
     fn release(&self, token: u64) {
-        self.received_gone();
-        self.send_notice(token, wire::NOTICE_RELEASED);
+        self.send_notice_recycle(token, wire::NOTICE_RELEASED, None, true);
     }
 
     fn retire(&self, token: u64) {
-        self.received_gone();
         Counters::bump(&self.counters.retire_notices_sent);
-        self.send_notice(token, wire::NOTICE_RETIRED);
+        self.send_notice_recycle(token, wire::NOTICE_RETIRED, None, true);
     }
 }
 

@@ -503,6 +503,40 @@ mod tests {
         }
     }
 
+    /// A descriptor refused on receipt returns its token, but no slice was
+    /// built for it: the count of slices alive here must not go below zero
+    /// (it once did, and a closing end then lingered as if it still read).
+    #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
+    fn a_refused_descriptor_leaves_nothing_counted_as_held() {
+        let (a, b) = Channel::pair(by_ref()).unwrap();
+        {
+            let mut tx = crate::channel::core::lock(&a.core.tx);
+            let mut pending = 0;
+            let forged = wire::Desc {
+                region: 999,
+                count: 1,
+                offset: 0,
+                len: 8,
+                token: 1,
+                reserved: [0; 3],
+            };
+            tx.ring.write(&[forged], &mut pending);
+            tx.ring.publish(pending);
+        }
+        assert!(matches!(
+            b.recv_timeout(Duration::from_secs(5)),
+            Err(RecvError::Malformed(_))
+        ));
+        assert!(!b.core.holds_received(), "nothing received is alive");
+        let p = pool();
+        a.send(filled(&p, b"real")).unwrap();
+        let got = b.recv().unwrap();
+        assert!(b.core.holds_received());
+        drop(got);
+        assert!(!b.core.holds_received());
+    }
+
     #[test]
     #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
     fn a_small_message_is_copied_into_a_slot_and_its_buffer_freed_at_once() {

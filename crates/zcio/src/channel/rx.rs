@@ -210,6 +210,7 @@ impl Core {
                         return Err(Malformed::BadControl);
                     };
                     self.received_one();
+                    let spare = self.take_spare(rx);
                     let buf = Fbuf::received(
                         region,
                         d.offset as usize,
@@ -217,6 +218,7 @@ impl Core {
                         own,
                         d.token,
                         self.trusted.load(LocalOrdering::Relaxed),
+                        spare,
                     );
                     let len = buf.len();
                     // In bounds by check_desc; Slice::new re-checks.
@@ -284,7 +286,7 @@ impl Core {
     /// Return the tokens of rejected descriptors to the sender.
     fn notice_tokens(&self, descs: &[Desc]) {
         for d in descs {
-            self.release(d.token);
+            self.return_token(d.token);
         }
     }
 
