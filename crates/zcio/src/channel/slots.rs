@@ -93,7 +93,13 @@ impl SlotArea {
         // rely on anyway (a received slice is volatile).
         // SAFETY: as argued just above.
         let dst = unsafe { std::slice::from_raw_parts_mut(self.region.base().add(at), len) };
-        src.read_at(0, dst);
+        match src.as_slice() {
+            // Our own frozen buffer: nobody can change it, a plain copy.
+            Some(bytes) => dst.copy_from_slice(bytes),
+            None => {
+                src.read_at(0, dst);
+            }
+        }
         Some((slot, at as u64))
     }
 
