@@ -23,11 +23,7 @@ use super::producer::{block_unit, LIVENESS_SLICE};
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
-use crate::wait::{Backoff, SpinBudget, Step};
-
-/// Longest a reader spins before sleeping (adapted per consumer, see
-/// [`SpinBudget`]).
-const SPIN: Duration = Duration::from_micros(200);
+use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
 
 /// Where a new consumer starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,6 +106,8 @@ pub struct Consumer {
     targets: Vec<Arc<RingMap>>,
     stats: ConsumerStats,
     drops_at_join: u64,
+    /// How long a read spins before it sleeps (the process's
+    /// [`SpinPolicy`], adapted to this consumer's waits).
     spin: SpinBudget,
     /// Set by [`Consumer::auto_doorbell`]: a non-blocking read or peek that
     /// finds nothing re-arms the doorbell itself (`ring::evented`).
@@ -183,7 +181,7 @@ impl Consumer {
             targets: Vec::new(),
             stats: ConsumerStats::default(),
             drops_at_join,
-            spin: SpinBudget::new(SPIN),
+            spin: SpinPolicy::current().budget(),
             map,
             auto_arm: false,
             bell: None,
