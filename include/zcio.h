@@ -1007,11 +1007,18 @@ int64_t zcio_ring_seek(struct zcio_ring *ring, int64_t offset, int whence);
 
 /**
  * Consumer: a file descriptor that polls readable (`POLLIN`, epoll) when
- * the ring has data for this consumer (or the stream ended), for event
- * loops: poll it, then read or peek with `ZCIO_O_NONBLOCK` until
- * `-EAGAIN` (which re-arms it; no reset call is needed). The fd belongs
- * to the ring handle: do not close it. The first call starts a small
- * watcher thread. Returns the fd, or `-EBADF` for a producer's handle.
+ * the ring has news for this consumer (data, or the end of the stream),
+ * for event loops that only poll: poll it, then read or peek with
+ * `ZCIO_O_NONBLOCK` (or timeout 0) until `-EAGAIN`, which re-arms it (no
+ * other call is needed). It is the consumer's doorbell, the fd
+ * `zcio_ring_doorbell` returns, in a mode where every `-EAGAIN` does the
+ * doorbell loop's steps 2 and 4 itself (no thread, no eventfd); the fd
+ * belongs to the ring handle: do not close it or read it. It may be
+ * readable with nothing behind it (a stale ring): a read then returns
+ * `-EAGAIN`. A producer that dies never rings it: to notice one, poll
+ * with a timeout (50 ms) and call `zcio_ring_doorbell_rang` when it
+ * passes (`-EPIPE`). Returns the fd, `-EBADF` for a producer's handle,
+ * or the errno of a bell that cannot be bound.
  *
  * # Safety
  * `ring` is NULL or a live handle used by one thread at a time.
@@ -1048,8 +1055,8 @@ int zcio_ring_fd(struct zcio_ring *ring);
  * A write that returned `-EAGAIN` (a `block` ring without room) waits the
  * same way, with `zcio_ring_prepare_write_sleep` in step 2.
  *
- * This is not `zcio_ring_fd` (an eventfd kept by a watcher thread): the
- * bell needs no thread.
+ * `zcio_ring_fd` returns this same fd, and from then on a read or peek
+ * that returns `-EAGAIN` has done steps 2 and 4 itself.
  *
  * # Safety
  * `ring` is NULL or a live handle used by one thread at a time.

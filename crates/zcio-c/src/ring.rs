@@ -7,8 +7,7 @@ use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use zcio::ring::{
-    Consumer, DetachedPeek, Layout, Options, Overflow, Producer, Readiness, RingMap, SeekTo, Start,
-    Wait,
+    Consumer, DetachedPeek, Layout, Options, Overflow, Producer, RingMap, SeekTo, Start, Wait,
 };
 
 use crate::error::{einval, fail, fail_msg, guard};
@@ -68,8 +67,6 @@ const KNOWN_FLAGS: c_int = ZCIO_O_ACCMODE
 pub struct zcio_ring {
     end: End,
     timeout: Timeout,
-    /// The pollable fd, created on the first `zcio_ring_fd`.
-    ready: Option<Readiness>,
     /// A block is peeked and not yet released (the consumer refuses to
     /// resume it once it has read, peeked or sought, which this handle
     /// prevents with `-EBUSY` until `zcio_ring_release`).
@@ -229,7 +226,6 @@ fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zci
         } else {
             Timeout::Block
         },
-        ready: None,
         peeked: None,
     })
 }
@@ -266,20 +262,6 @@ impl zcio_ring {
             Timeout::Block => Wait::Forever,
             Timeout::No => Wait::No,
             Timeout::For(d) => Wait::Until(Instant::now() + d),
-        }
-    }
-
-    /// After a non-blocking `-EAGAIN`: reset the pollable fd, then look
-    /// once more (that look re-arms the fd), so a caller that polls the
-    /// fd and reads until `-EAGAIN` never misses data or needs a reset
-    /// call of its own.
-    fn rearm(&self) -> bool {
-        match &self.ready {
-            Some(r) if self.timeout == Timeout::No => {
-                r.clear();
-                true
-            }
-            _ => false,
         }
     }
 }
@@ -414,22 +396,20 @@ pub unsafe extern "C" fn zcio_ring_read(
         // u8, and we only write through it.
         let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
         let timeout = r.timeout;
-        let mut again = true;
-        loop {
-            let c = match r.consumer("zcio_ring_read") {
-                Ok(c) => c,
-                Err(e) => return e as ssize_t,
-            };
-            let res = match timeout {
-                Timeout::Block => c.read(out),
-                Timeout::No => c.try_read(out),
-                Timeout::For(d) => c.read_timeout(out, d),
-            };
-            match res {
-                Ok(n) => return n as ssize_t,
-                Err(zcio::ring::ReadError::WouldBlock) if again && r.rearm() => again = false,
-                Err(e) => return fail(e) as ssize_t,
-            }
+        let c = match r.consumer("zcio_ring_read") {
+            Ok(c) => c,
+            Err(e) => return e as ssize_t,
+        };
+        // A non-blocking read that finds nothing re-arms the fd of
+        // `zcio_ring_fd` (`Consumer::auto_doorbell`).
+        let res = match timeout {
+            Timeout::Block => c.read(out),
+            Timeout::No => c.try_read(out),
+            Timeout::For(d) => c.read_timeout(out, d),
+        };
+        match res {
+            Ok(n) => n as ssize_t,
+            Err(e) => fail(e) as ssize_t,
         }
     })
 }
@@ -471,17 +451,14 @@ pub unsafe extern "C" fn zcio_ring_peek(
             return einval("zcio_ring_peek: data or len is NULL, or max is 0");
         }
         let wait = r.wait();
-        let mut again = true;
-        let found = loop {
-            let c = match r.consumer("zcio_ring_peek") {
-                Ok(c) => c,
-                Err(e) => return e,
-            };
-            match c.peek_detached(max, wait) {
-                Ok(found) => break found,
-                Err(zcio::ring::ReadError::WouldBlock) if again && r.rearm() => again = false,
-                Err(e) => return fail(e),
-            }
+        let c = match r.consumer("zcio_ring_peek") {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // As in `zcio_ring_read`: `-EAGAIN` re-arms the fd.
+        let found = match c.peek_detached(max, wait) {
+            Ok(found) => found,
+            Err(e) => return fail(e),
         };
         let Some(detached) = found else {
             return 0;
@@ -571,11 +548,18 @@ pub unsafe extern "C" fn zcio_ring_seek(ring: *mut zcio_ring, offset: i64, whenc
 }
 
 /// Consumer: a file descriptor that polls readable (`POLLIN`, epoll) when
-/// the ring has data for this consumer (or the stream ended), for event
-/// loops: poll it, then read or peek with `ZCIO_O_NONBLOCK` until
-/// `-EAGAIN` (which re-arms it; no reset call is needed). The fd belongs
-/// to the ring handle: do not close it. The first call starts a small
-/// watcher thread. Returns the fd, or `-EBADF` for a producer's handle.
+/// the ring has news for this consumer (data, or the end of the stream),
+/// for event loops that only poll: poll it, then read or peek with
+/// `ZCIO_O_NONBLOCK` (or timeout 0) until `-EAGAIN`, which re-arms it (no
+/// other call is needed). It is the consumer's doorbell, the fd
+/// `zcio_ring_doorbell` returns, in a mode where every `-EAGAIN` does the
+/// doorbell loop's steps 2 and 4 itself (no thread, no eventfd); the fd
+/// belongs to the ring handle: do not close it or read it. It may be
+/// readable with nothing behind it (a stale ring): a read then returns
+/// `-EAGAIN`. A producer that dies never rings it: to notice one, poll
+/// with a timeout (50 ms) and call `zcio_ring_doorbell_rang` when it
+/// passes (`-EPIPE`). Returns the fd, `-EBADF` for a producer's handle,
+/// or the errno of a bell that cannot be bound.
 ///
 /// # Safety
 /// `ring` is NULL or a live handle used by one thread at a time.
@@ -587,22 +571,18 @@ pub unsafe extern "C" fn zcio_ring_fd(ring: *mut zcio_ring) -> c_int {
             Ok(r) => r,
             Err(e) => return e,
         };
-        if let Some(rd) = &r.ready {
-            return rd.as_raw_fd();
-        }
         let End::Consumer(c) = &mut r.end else {
             return fail_msg(
                 libc::EBADF,
                 "zcio_ring_fd: only a consumer's handle has a pollable fd",
             );
         };
-        match c.readiness() {
-            Ok(rd) => {
-                let fd = rd.as_raw_fd();
-                r.ready = Some(rd);
-                fd
-            }
-            Err(e) => fail_msg(e.raw_os_error(), format_args!("zcio_ring_fd: {e}")),
+        match c.auto_doorbell() {
+            Ok(fd) => fd.as_raw_fd(),
+            Err(e) => fail_msg(
+                e.raw_os_error(),
+                format_args!("zcio_ring_fd: cannot bind the doorbell: {e}"),
+            ),
         }
     })
 }
@@ -636,8 +616,8 @@ pub unsafe extern "C" fn zcio_ring_fd(ring: *mut zcio_ring) -> c_int {
 /// A write that returned `-EAGAIN` (a `block` ring without room) waits the
 /// same way, with `zcio_ring_prepare_write_sleep` in step 2.
 ///
-/// This is not `zcio_ring_fd` (an eventfd kept by a watcher thread): the
-/// bell needs no thread.
+/// `zcio_ring_fd` returns this same fd, and from then on a read or peek
+/// that returns `-EAGAIN` has done steps 2 and 4 itself.
 ///
 /// # Safety
 /// `ring` is NULL or a live handle used by one thread at a time.

@@ -28,8 +28,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use zcio::ring::{
-    Consumer, DetachedPeek, Layout, OpenError, Options, Overflow, Producer, ReadError, Readiness,
-    RingMap, SeekTo, Start, Wait, WriteError,
+    Consumer, DetachedPeek, Layout, OpenError, Options, Overflow, Producer, ReadError, RingMap,
+    SeekTo, Start, Wait, WriteError,
 };
 
 use crate::aio::{self, async_timeout};
@@ -455,13 +455,11 @@ struct ConsState {
     /// `Peek` objects alive (their memory is in this consumer's mappings).
     peeks_alive: usize,
     closed: bool,
-    ready: Option<Readiness>,
 }
 
 impl ConsState {
     fn drop_if_done(&mut self) {
         if self.closed && self.peeks_alive == 0 {
-            self.ready = None;
             self.cons = None;
         }
     }
@@ -586,7 +584,6 @@ impl RingConsumer {
                 peek_out: false,
                 peeks_alive: 0,
                 closed: false,
-                ready: None,
             })),
             name,
             bell: PyOnceLock::new(),
@@ -822,7 +819,8 @@ impl RingConsumer {
     /// it belongs to the consumer (do not close it) and closes with it. A
     /// ring cannot hang up on a dead producer: wait until the bell is
     /// readable *or 50 ms passed*, whichever comes first, then call
-    /// `doorbell_rang()`. (Not `fileno()`, the eventfd of a watcher thread.)
+    /// `doorbell_rang()`. (`fileno()` is this fd too, re-armed by every
+    /// read that finds nothing.)
     fn doorbell(&self, py: Python<'_>) -> PyResult<i32> {
         self.with_cons(py, |c| raw_fd(c.doorbell()))?
             .map_err(|e| bell_error(py, e))
@@ -920,37 +918,19 @@ impl RingConsumer {
         Ok(d)
     }
 
-    /// An eventfd readable while data waits (poll it, then read with
-    /// ``timeout=0`` until ``zcio.Empty``, which re-arms it).
+    /// fileno() -> int: a descriptor readable while the ring has news for
+    /// this consumer (data or the end of the stream), for `select`/`poll`/
+    /// `selectors`: poll it, then read with ``timeout=0`` until
+    /// ``zcio.Empty``, which re-arms it. It is the consumer's doorbell (the
+    /// fd `doorbell()` returns; it belongs to the consumer: do not close or
+    /// read it), in a mode where every read or peek that finds nothing does
+    /// `doorbell_rang()` and `prepare_read_sleep()` itself. It may be
+    /// readable with nothing behind it (then the read raises `Empty`). A
+    /// producer that dies never rings it: poll with a timeout (50 ms) and
+    /// call `doorbell_rang()` when it passes to learn of one.
     fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
-        let mut g = self
-            .st
-            .lock()
-            .map_err(|_| errors::internal("lock poisoned"))?;
-        let g = &mut *g;
-        if g.closed {
-            return Err(refused(py, Refused::Closed));
-        }
-        if g.ready.is_none() {
-            let c = g
-                .cons
-                .as_mut()
-                .ok_or_else(|| refused(py, Refused::Closed))?;
-            let r = c.readiness().map_err(|e| {
-                errors::err(
-                    py,
-                    Class::Ring,
-                    format!("eventfd: {e}"),
-                    Some(e.raw_os_error()),
-                )
-            })?;
-            g.ready = Some(r);
-        }
-        let r = g
-            .ready
-            .as_ref()
-            .ok_or_else(|| errors::internal("readiness"))?;
-        Ok(r.as_raw_fd())
+        self.with_cons(py, |c| raw_fd(c.auto_doorbell()))?
+            .map_err(|e| bell_error(py, e))
     }
 
     /// close(): leave the ring (kept until the last Peek object is gone).

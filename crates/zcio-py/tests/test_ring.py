@@ -176,12 +176,42 @@ def test_fileno_polls_readable(ring_name):
     cons = zcio.RingConsumer(ring_name)
     fd = cons.fileno()
     with pytest.raises(zcio.Empty):
-        cons.read(100, timeout=0)  # arms the eventfd
+        cons.read(100, timeout=0)  # arms the doorbell (fileno() did already)
     prod.write(b"ping", timeout=1)
     r, _, _ = select.select([fd], [], [], T)
     assert r == [fd]
     assert cons.read(100, timeout=0) == b"ping"
+    assert cons.fileno() == fd == cons.doorbell(), "fileno() is the doorbell"
+    with pytest.raises(zcio.Empty):
+        cons.read(100, timeout=0)  # takes the ring and arms again
+    r, _, _ = select.select([fd], [], [], 0)
+    assert r == []
     assert isinstance(prod.fileno(), int)
+
+
+def test_fileno_across_processes(ring_name, child):
+    """A select() loop on fileno() reads every block a producer process
+    writes, then the end of the stream."""
+    c = child(kids.ring_produce, ring_name, 40, 500, "close")
+    with zcio.RingConsumer(ring_name, timeout=T) as cons:
+        fd = cons.fileno()
+        got = 0
+        ended = False
+        while not ended:
+            r, _, _ = select.select([fd], [], [], T)
+            assert r == [fd], "the doorbell never became readable"
+            while True:
+                try:
+                    b = cons.read(4096, timeout=0)
+                except zcio.Empty:
+                    break
+                if b == b"":
+                    ended = True
+                    break
+                assert b == kids.sized(got, 500)
+                got += 1
+        assert got == 40
+    c.join_ok()
 
 
 def test_seek_and_unlink(ring_name):

@@ -82,6 +82,7 @@ pub use rustix::io::Errno;
 pub use segment::{AccessPolicy, ConnectError};
 pub use sys::peer::{set_non_dumpable, PeerCred};
 pub use view::{View, WordsLe};
+pub use wait::SpinPolicy;
 
 /// Bytes of memory available now without swapping (`MemAvailable` in
 /// `/proc/meminfo`), if the kernel says: what a region may take at most

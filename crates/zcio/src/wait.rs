@@ -3,7 +3,8 @@
 //! A waiter (a receiver with nothing to read, a sender with no room, an
 //! allocator with no free buffer) goes through three stages:
 //!
-//! 1. **Spin** for a short, *adaptive* budget ([`SpinBudget`]): a few
+//! 1. **Spin** for a short, *adaptive* budget ([`SpinBudget`], made from
+//!    the process's one [`SpinPolicy`]): a few
 //!    microseconds of `spin_loop`, then one `sched_yield` per step
 //!    ([`spin_pause`]). On two CPUs shared by three or more processes, the
 //!    peer we wait for may be runnable on *our* core; yielding lets it run
@@ -14,8 +15,11 @@
 //!    maximum) after one that spinning served. A waiter whose peer is slow
 //!    or descheduled soon sleeps at once; one whose peer answers within
 //!    microseconds keeps avoiding the system calls. On the VMs we measured,
-//!    waking a halted vCPU costs tens of microseconds, so the maxima are tens
-//!    to hundreds of microseconds, not milliseconds.
+//!    waking a halted vCPU costs tens to hundreds of microseconds, so the
+//!    maximum ([`SpinPolicy::max`], 500 µs by default) is hundreds of
+//!    microseconds, not milliseconds; a wait inside an async runtime spins
+//!    at most [`SpinPolicy::task_max`] (50 µs), since it holds the
+//!    runtime's thread meanwhile.
 //! 3. **Sleep** on a futex with the *flag in the word* handshake: the
 //!    sleeper sets a "sleeping" bit with a read-modify-write on the very
 //!    word the other side changes when it publishes, re-checks, and
@@ -33,6 +37,102 @@ use std::time::{Duration, Instant};
 /// The longest single sleep of any waiter before it checks its peer's
 /// liveness (and its own deadline) again. One constant for every transport.
 pub const LIVENESS: Duration = Duration::from_millis(50);
+
+/// How long zcio's waiters spin before they sleep: the one spin setting of
+/// the process, read by every transport (ring ends, rendezvous sides,
+/// `asyncipc` waits, tokio futures, and the defaults of
+/// `ChannelPolicy::spin` and `PoolConfig::spin`, which override it per
+/// channel or pool).
+///
+/// Each waiter turns it into its own adaptive [`SpinBudget`]: the budget
+/// starts at the maximum, halves after every wait that had to sleep anyway
+/// and doubles back (up to the maximum) after one that spinning served, so
+/// a waiter whose peer is slow or shares its CPU soon sleeps at once.
+///
+/// ```
+/// use std::time::Duration;
+/// use zcio::SpinPolicy;
+///
+/// // Spin less everywhere (waiters made from now on), e.g. on a busy host.
+/// SpinPolicy { max: Duration::from_micros(100), ..SpinPolicy::DEFAULT }.set();
+/// assert_eq!(SpinPolicy::current().max, Duration::from_micros(100));
+/// # SpinPolicy::DEFAULT.set();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinPolicy {
+    /// Most a blocking wait spins (pure spinning for a few microseconds,
+    /// then yielding the CPU at each step) before it sleeps; zero sleeps at
+    /// once. Default 500 µs: on the VMs we measured, waking a halted vCPU
+    /// costs tens to hundreds of µs, and a shorter window let both sides of
+    /// a ping-pong fall into sleeping every time.
+    pub max: Duration,
+    /// Most a wait inside an async runtime (a tokio future) spins before it
+    /// returns to the event loop, capped by `max`: a spinning poll holds
+    /// the runtime's thread. Default 50 µs (within tokio's advice of
+    /// 10–100 µs between yields; measured on a 2-vCPU VM, a 20 µs cap let a
+    /// ping-pong flip between ~1 µs and ~22 µs one-way, 40 µs and more kept
+    /// it fast).
+    pub task_max: Duration,
+}
+
+/// The process-wide [`SpinPolicy`], in nanoseconds. std atomics, as the
+/// id generators (see `crate::sync`): a setting, it orders no other memory.
+static SPIN_MAX_NS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(SpinPolicy::DEFAULT.max.as_nanos() as u64);
+static SPIN_TASK_MAX_NS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(SpinPolicy::DEFAULT.task_max.as_nanos() as u64);
+
+impl SpinPolicy {
+    /// The default: `max` 500 µs, `task_max` 50 µs.
+    pub const DEFAULT: Self = Self {
+        max: Duration::from_micros(500),
+        task_max: Duration::from_micros(50),
+    };
+
+    /// The process-wide policy ([`SpinPolicy::DEFAULT`] until
+    /// [`SpinPolicy::set`]).
+    pub fn current() -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        // SYNC: Relaxed, no partner: a setting read when a waiter is made;
+        // it orders no other memory.
+        let (max, task) = (SPIN_MAX_NS.load(Relaxed), SPIN_TASK_MAX_NS.load(Relaxed));
+        Self {
+            max: Duration::from_nanos(max),
+            task_max: Duration::from_nanos(task),
+        }
+    }
+
+    /// Make this the process-wide policy. Waiters made from now on use it
+    /// (ring ends at attach, rendezvous endpoints at connect or accept,
+    /// channel and pool configs made by `Default` afterwards, every async
+    /// wait); existing ones keep their budgets.
+    pub fn set(self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // SYNC: Relaxed, no partner (see `current`).
+        SPIN_MAX_NS.store(ns(self.max), Relaxed);
+        SPIN_TASK_MAX_NS.store(ns(self.task_max), Relaxed);
+    }
+
+    /// A fresh adaptive budget for a blocking waiter (starts at `max`).
+    pub fn budget(&self) -> SpinBudget {
+        SpinBudget::new(self.max)
+    }
+
+    /// A fresh adaptive budget for a wait inside an async runtime: at most
+    /// `task_max`, `max` and `cap` (the end's own spin setting, e.g. a
+    /// channel's `ChannelPolicy::spin`; `Duration::MAX` for none).
+    pub fn task_budget(&self, cap: Duration) -> SpinBudget {
+        SpinBudget::new(self.task_max.min(self.max).min(cap))
+    }
+}
+
+impl Default for SpinPolicy {
+    /// [`SpinPolicy::DEFAULT`].
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
 
 /// One step of a bounded busy-wait (`spins` counts the steps so far): a
 /// few microseconds of pure spinning, then a `sched_yield` per step, so a
@@ -70,12 +170,24 @@ impl SpinBudget {
         self.cur
     }
 
+    /// The maximum it adapts up to.
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+
     /// A bounded wait with this budget, ending at `timeout` from now. A
     /// budget whose maximum is zero never spins: its first step sleeps (a
     /// budget that only *halved* to zero still polls briefly, so that it
     /// can learn again that spinning pays).
     pub fn backoff(&self, timeout: Duration) -> Backoff {
         let mut b = Backoff::new(self.cur, timeout);
+        b.never_spin = self.max.is_zero();
+        b
+    }
+
+    /// [`SpinBudget::backoff`] with a deadline (`None`: never).
+    pub fn backoff_until(&self, deadline: Option<Instant>) -> Backoff {
+        let mut b = Backoff::until(self.cur, deadline);
         b.never_spin = self.max.is_zero();
         b
     }
@@ -236,6 +348,34 @@ impl Backoff {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_policy_gives_every_budget() {
+        // (The process-wide setting is left alone: tests share the process.
+        // Its doctest sets it.)
+        let p = SpinPolicy::DEFAULT;
+        assert_eq!(SpinPolicy::default(), p);
+        assert_eq!(p.budget().get(), p.max);
+        assert_eq!(p.budget().max(), p.max);
+        // A task spins at most task_max, max and its end's own setting.
+        assert_eq!(p.task_budget(Duration::MAX).max(), p.task_max);
+        let tiny = Duration::from_micros(3);
+        assert_eq!(p.task_budget(tiny).max(), tiny);
+        let low = SpinPolicy {
+            max: Duration::from_micros(10),
+            ..p
+        };
+        assert_eq!(low.task_budget(Duration::MAX).max(), low.max);
+        let never = SpinPolicy {
+            max: Duration::ZERO,
+            ..p
+        };
+        let mut b = never.budget().backoff_until(None);
+        assert!(
+            matches!(b.step(), Step::Sleep { .. }),
+            "max 0 sleeps at once"
+        );
+    }
 
     #[test]
     fn a_budget_of_zero_never_spins_one_that_halved_to_zero_still_polls() {

@@ -131,7 +131,7 @@ pub fn notes(o: &Options) -> Vec<String> {
              (spins up to {:?} first): blocking calls (send_timeout / recv_timeout, \
              Pool::alloc_timeout) on the main thread, no runtime — the same generic loops, \
              polled once to completion",
-            zcio::tokio::MAX_ASYNC_SPIN,
+            zcio::SpinPolicy::current().task_max,
             super::sides::READ_BUF >> 10,
             zcio::ChannelPolicy::default().spin,
         ),

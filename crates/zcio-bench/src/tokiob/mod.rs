@@ -49,7 +49,7 @@ pub const CHILD_ARG: &str = "__bench-tokio-child";
 pub enum Variant {
     /// `zcio::tokio::AsyncChannel` in both processes, each on a
     /// current-thread tokio runtime (default channel policy: its async
-    /// waits spin at most `MAX_ASYNC_SPIN` before they sleep in the
+    /// waits spin at most `SpinPolicy::task_max` before they sleep in the
     /// reactor).
     ZcioAsync,
     /// tokio's `UnixStream`, length-prefixed frames, on the same runtime.

@@ -372,7 +372,9 @@ class RingConsumer:
         way."""
     def stats(self) -> dict[str, int]: ...
     def fileno(self) -> int:
-        """An eventfd readable while data waits."""
+        """The consumer's doorbell, readable while news waits (data or the
+        end of the stream): poll it, then read with ``timeout=0`` until
+        ``Empty``, which re-arms it. The same fd as ``doorbell()``."""
     async def read_async(self, n: int, timeout: float | None = None) -> bytes:
         """``read`` in the running asyncio loop, waiting on the consumer's
         named bell (``loop.add_reader``) without blocking it; every 50 ms it

@@ -7,13 +7,24 @@
 //!
 //! [`Ticket`]: super::Ticket
 
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU64, Ordering};
+use crate::wait::{SpinBudget, SpinPolicy, Step};
 
-/// Longest busy-wait before a waiter sleeps.
-const SPIN: Duration = Duration::from_micros(20);
+/// Longest single sleep without a deadline (the sleep ends early on a
+/// completion: this only bounds a lost wake).
+const SLICE: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// This thread's spin budget for completion waits: a cell lives for one
+    /// message, so what spinning is worth is learned across the waits of
+    /// the thread that collects them (as a channel end learns across its
+    /// receives).
+    static BUDGET: Cell<Option<SpinBudget>> = const { Cell::new(None) };
+}
 
 /// Low bits of the state word (the futex word is its low half).
 const DONE: u64 = 1;
@@ -75,40 +86,47 @@ impl<T> Completion<T> {
     /// Wait until a value is delivered, at most `timeout` (`None`, or one
     /// too long for `Instant`: no bound). Returns whether it was delivered.
     pub(crate) fn wait(&self, timeout: Option<Duration>) -> bool {
+        if self.is_done() {
+            return true;
+        }
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        // Spin first (yielding after a few microseconds, so a proxy that
-        // shares our CPU gets to run): a proxy handing over a message usually
-        // finishes within microseconds, and a futex sleep costs a wake
-        // system call plus a reschedule on the other side.
-        let now = Instant::now();
-        let spin_until = deadline.map_or(now + SPIN, |d| d.min(now + SPIN));
-        let mut i = 0u32;
-        while !self.is_done() {
-            i = i.wrapping_add(1);
-            if i.is_multiple_of(64) && Instant::now() >= spin_until {
-                break;
+        // Spin first, as every waiter does (`crate::wait`; yielding after a
+        // few microseconds, so a proxy that shares our CPU gets to run): a
+        // proxy handing over a message usually finishes within
+        // microseconds, and a futex sleep costs a wake system call plus a
+        // reschedule on the other side.
+        let policy = SpinPolicy::current();
+        let mut budget = BUDGET
+            .get()
+            .filter(|b| b.max() == policy.max)
+            .unwrap_or_else(|| policy.budget());
+        let mut backoff = budget.backoff_until(deadline);
+        let done = loop {
+            if self.is_done() {
+                break true;
             }
-            crate::wait::spin_pause(i);
-        }
-        loop {
-            // SYNC: the RMW sets our flag and returns the latest state; the
-            // completer's `fetch_or` sees the flag or we see DONE.
-            let s = self.state.fetch_or(WAITING, Ordering::AcqRel);
-            if s & DONE != 0 {
-                return true;
-            }
-            let slice = match deadline {
-                None => Duration::from_secs(1),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return false;
+            match backoff.step() {
+                Step::Retry => {}
+                Step::TimedOut => break false,
+                Step::Sleep { remaining, .. } => {
+                    // SYNC: the RMW sets our flag and returns the latest
+                    // state; the completer's `fetch_or` sees the flag or we
+                    // see DONE.
+                    let s = self.state.fetch_or(WAITING, Ordering::AcqRel);
+                    if s & DONE != 0 {
+                        break true;
                     }
-                    d - now
+                    crate::sync::futex_wait(&self.state, WAITING as u32, remaining.min(SLICE));
                 }
-            };
-            crate::sync::futex_wait(&self.state, WAITING as u32, slice);
+            }
+        };
+        // A wait cut short by its deadline while spinning says nothing
+        // about whether spinning pays.
+        if done || backoff.slept() {
+            budget.record(backoff.slept());
+            BUDGET.set(Some(budget));
         }
+        done
     }
 }
 

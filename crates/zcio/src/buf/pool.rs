@@ -72,6 +72,8 @@ pub struct PoolConfig {
     /// How long `alloc_timeout` polls for released buffers before it
     /// sleeps (0: sleep at once — right when more processes than cores
     /// share the path, so polling would only delay the releasing peer).
+    /// Default: the process's [`SpinPolicy::max`](crate::SpinPolicy::max)
+    /// (500 µs unless set).
     pub spin: Duration,
     /// Bytes of chunks the pool may write off over its life to replace
     /// chunks holding retired buffers. A chunk is replaced when nothing
@@ -91,7 +93,7 @@ impl Default for PoolConfig {
             max_chunks: 16,
             populate: true,
             quick_list_cap: 64,
-            spin: Duration::from_micros(500),
+            spin: crate::wait::SpinPolicy::current().max,
             retire_budget: 16 * (16 << 20),
         }
     }

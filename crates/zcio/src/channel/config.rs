@@ -79,9 +79,9 @@ pub struct ChannelPolicy {
     /// Most a wait spins (yielding after the first microseconds) before it
     /// sleeps on a futex; 0 = sleep at once. The actual budget adapts per
     /// channel end: it halves after every wait that had to sleep anyway and
-    /// grows back when spinning served (see `zcio::wait`), so a waiter whose
-    /// peer shares its CPU or is slow quickly stops spinning. Default 500 µs:
-    /// waking a halted vCPU costs tens to hundreds of µs.
+    /// grows back when spinning served, so a waiter whose peer shares its
+    /// CPU or is slow quickly stops spinning. Default: the process's
+    /// [`SpinPolicy::max`](crate::SpinPolicy::max) (500 µs unless set).
     pub spin: Duration,
     /// What a full ring does ([`FullPolicy`]). Default `Block`.
     pub full: FullPolicy,
@@ -103,7 +103,7 @@ impl Default for ChannelPolicy {
             notify: Notify::Now,
             wake_batch: 1,
             max_age: Duration::from_millis(1),
-            spin: Duration::from_micros(500),
+            spin: crate::wait::SpinPolicy::current().max,
             full: FullPolicy::Block,
             hold: None,
             futile_wake_limit: 64,

@@ -11,13 +11,10 @@ use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
-use crate::wait::SpinBudget;
+use crate::wait::{SpinBudget, SpinPolicy};
 
 /// Longest sleep between liveness checks.
 pub(super) const SLICE: Duration = crate::wait::LIVENESS;
-/// Longest busy-wait for a partner before sleeping (adapted per endpoint
-/// side: halved after each wait that had to sleep anyway).
-const SPIN: Duration = Duration::from_micros(30);
 
 /// A message: a label, up to [`WORDS`] words, up to
 /// [`MAX_FDS`](super::MAX_FDS) descriptors.
@@ -138,7 +135,8 @@ pub struct Rendezvous {
     tx: usize,
     pub(super) rx: usize,
     cfg: RendezvousConfig,
-    /// Held while sending; the adaptive spin of the send side.
+    /// Held while sending; the adaptive spin of the send side (the
+    /// process's [`SpinPolicy`] when the endpoint was made).
     send_lock: Mutex<SpinBudget>,
     /// 1 while a message of this endpoint is in the slot (a blocking send,
     /// or a phased one between `send_begin` and its end): one at a time,
@@ -237,9 +235,9 @@ impl Rendezvous {
             tx,
             rx,
             cfg,
-            send_lock: Mutex::new(SpinBudget::new(SPIN)),
+            send_lock: Mutex::new(SpinPolicy::current().budget()),
             sending: crate::sync::AtomicU64::new(0),
-            recv_lock: Mutex::new(SpinBudget::new(SPIN)),
+            recv_lock: Mutex::new(SpinPolicy::current().budget()),
         }
     }
 
@@ -370,7 +368,7 @@ impl Rendezvous {
         // A phased send (an event loop's, `send_begin`) may hold the slot:
         // wait for it to end, within our own bound.
         let deadline = wait.deadline();
-        let mut backoff = crate::wait::Backoff::yielding_until(SPIN, deadline);
+        let mut backoff = crate::wait::Backoff::yielding_until(budget.get(), deadline);
         while !self.claim_send() {
             match backoff.step() {
                 crate::wait::Step::TimedOut => {

@@ -23,11 +23,7 @@ use super::producer::{block_unit, LIVENESS_SLICE};
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
-use crate::wait::{Backoff, SpinBudget, Step};
-
-/// Longest a reader spins before sleeping (adapted per consumer, see
-/// [`SpinBudget`]).
-const SPIN: Duration = Duration::from_micros(200);
+use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
 
 /// Where a new consumer starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,8 +106,12 @@ pub struct Consumer {
     targets: Vec<Arc<RingMap>>,
     stats: ConsumerStats,
     drops_at_join: u64,
+    /// How long a read spins before it sleeps (the process's
+    /// [`SpinPolicy`], adapted to this consumer's waits).
     spin: SpinBudget,
-    pub(crate) ready: Option<Arc<super::ready::Shared>>,
+    /// Set by [`Consumer::auto_doorbell`]: a non-blocking read or peek that
+    /// finds nothing re-arms the doorbell itself (`ring::evented`).
+    pub(crate) auto_arm: bool,
     /// Our named bell, once an event loop waits on this consumer
     /// (`ring::evented`).
     pub(crate) bell: Option<crate::bell::NamedBell>,
@@ -181,9 +181,9 @@ impl Consumer {
             targets: Vec::new(),
             stats: ConsumerStats::default(),
             drops_at_join,
-            spin: SpinBudget::new(SPIN),
+            spin: SpinPolicy::current().budget(),
             map,
-            ready: None,
+            auto_arm: false,
             bell: None,
             ringer: None,
             id: NEXT_CONSUMER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -751,23 +751,21 @@ impl Consumer {
         self.read_with(buf, Wait::Forever)
     }
 
-    /// Like [`Self::read`] but never waits (`WouldBlock`).
+    /// Like [`Self::read`] but never waits (`WouldBlock`; after
+    /// [`Consumer::auto_doorbell`], a `WouldBlock` has armed the doorbell).
     pub fn try_read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        self.read_with(buf, Wait::No)
-            .inspect_err(|e| self.note_empty(e))
+        let mut looks = 0;
+        loop {
+            match self.read_with(buf, Wait::No) {
+                Err(ReadError::WouldBlock) if self.rearm_when_empty(&mut looks) => {}
+                r => return r,
+            }
+        }
     }
 
     /// Like [`Self::read`], waiting at most `timeout`.
     pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, ReadError> {
         self.read_with(buf, Wait::Until(Instant::now() + timeout))
-    }
-
-    fn note_empty(&self, e: &ReadError) {
-        if *e == ReadError::WouldBlock {
-            if let Some(r) = &self.ready {
-                r.arm(self.cursor);
-            }
-        }
     }
 
     /// Borrow the next block in place (continuous rings: up to `max`
@@ -776,13 +774,21 @@ impl Consumer {
         self.peek_with(max, Wait::Forever)
     }
 
-    /// Like [`Self::peek`] but never waits (`WouldBlock`).
+    /// Like [`Self::peek`] but never waits (`WouldBlock`; after
+    /// [`Consumer::auto_doorbell`], a `WouldBlock` has armed the doorbell).
     pub fn try_peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
-        match self.next(max, Wait::No) {
-            Ok(b) => Ok(b.map(|b| self.make_peek(b))),
-            Err(e) => {
-                self.note_empty(&e);
-                Err(e)
+        let b = self.next_now(max)?;
+        Ok(b.map(|b| self.make_peek(b)))
+    }
+
+    /// [`Self::next`] without waiting, re-arming an automatic doorbell on
+    /// `WouldBlock`.
+    fn next_now(&mut self, max: usize) -> Result<Option<Block>, ReadError> {
+        let mut looks = 0;
+        loop {
+            match self.next(max, Wait::No) {
+                Err(ReadError::WouldBlock) if self.rearm_when_empty(&mut looks) => {}
+                r => return r,
             }
         }
     }
@@ -812,19 +818,16 @@ impl Consumer {
         max: usize,
         wait: Wait,
     ) -> Result<Option<DetachedPeek>, ReadError> {
-        match self.next(max, wait) {
-            Ok(b) => Ok(b.map(|b| DetachedPeek {
-                consumer: self.id,
-                gen: self.peek_gen,
-                b,
-            })),
-            Err(e) => {
-                if wait == Wait::No {
-                    self.note_empty(&e);
-                }
-                Err(e)
-            }
-        }
+        let b = if wait == Wait::No {
+            self.next_now(max)?
+        } else {
+            self.next(max, wait)?
+        };
+        Ok(b.map(|b| DetachedPeek {
+            consumer: self.id,
+            gen: self.peek_gen,
+            b,
+        }))
     }
 
     fn make_peek(&mut self, b: Block) -> Peek<'_> {

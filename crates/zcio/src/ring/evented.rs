@@ -56,6 +56,44 @@ impl Consumer {
         self.bell.as_ref().map(|b| b.as_fd())
     }
 
+    /// Steps 4 and 2 of the loop in [`Consumer::doorbell`] at once, for an
+    /// automatic doorbell ([`Consumer::auto_doorbell`]): take the old rings
+    /// off the bell and arm it. `true`: something came (or the stream
+    /// ended) meanwhile, so look again now. After a second such look the
+    /// bell is rung by ourselves instead, so the caller's next poll returns
+    /// at once. Does nothing (`false`) without an automatic doorbell.
+    pub(crate) fn rearm_when_empty(&mut self, looks: &mut u32) -> bool {
+        if !self.auto_arm {
+            return false;
+        }
+        self.take_rings();
+        // Armed and still nothing: the producer's next publish (or its
+        // close, which rings every armed bell) rings us. The look after
+        // arming also catches a close that raced with the arming.
+        if self.arm_read() && !self.has_news() {
+            return false;
+        }
+        *looks += 1;
+        if *looks < 2 {
+            return true;
+        }
+        self.ring_own_bell();
+        false
+    }
+
+    /// Make our doorbell readable (something to look at is there).
+    fn ring_own_bell(&mut self) {
+        let Some(id) = self.bell.as_ref().map(NamedBell::id) else {
+            return;
+        };
+        if self.ringer.is_none() {
+            self.ringer = crate::bell::Ringer::new().ok();
+        }
+        if let Some(r) = &self.ringer {
+            r.ring(id);
+        }
+    }
+
     /// Whether a non-blocking read or peek now would find something other
     /// than nothing: news, the end of the stream or an error.
     pub(crate) fn ready(&mut self) -> bool {
@@ -165,6 +203,37 @@ impl Consumer {
     /// When the bell (an abstract Unix socket) cannot be bound.
     pub fn doorbell(&mut self) -> Result<BorrowedFd<'_>, Errno> {
         self.evented_bell()
+    }
+
+    /// The doorbell for a loop that only polls a descriptor (C's
+    /// `zcio_ring_fd`, Python's `RingConsumer.fileno()`): the same bell as
+    /// [`Consumer::doorbell`], but steps 2 and 4 of its loop happen inside
+    /// the non-blocking reads: from now on every `try_read`, `try_peek` or
+    /// `peek_detached(_, Wait::No)` that returns `WouldBlock` has taken
+    /// the old rings off the bell and armed it (looking again first if
+    /// something came meanwhile). The loop is then:
+    /// 1. poll the descriptor (readable: the producer published or closed
+    ///    the ring since the last `WouldBlock`);
+    /// 2. `try_read`/`try_peek` until `WouldBlock`; go to 1.
+    ///
+    /// The bell is armed by this call already (and rung by ourselves if
+    /// data waits), so the first poll needs no read before it. A ring
+    /// cannot hang up on a dead producer: a loop that must notice one polls
+    /// with a timeout (50 ms, the liveness interval) and calls
+    /// [`Consumer::doorbell_rang`] when it passes. Arming costs the
+    /// producer one wake per arm (a `sendto`), never more.
+    ///
+    /// # Errors
+    /// When the bell (a Unix datagram socket) cannot be bound.
+    pub fn auto_doorbell(&mut self) -> Result<BorrowedFd<'_>, Errno> {
+        self.evented_bell()?;
+        if !self.auto_arm {
+            self.auto_arm = true;
+            // One look left: news now rings the bell instead (`false`).
+            let mut looks = 1;
+            let _ = self.rearm_when_empty(&mut looks);
+        }
+        Ok(self.bell.as_ref().map(|b| b.as_fd()).expect("bound above"))
     }
 
     /// Step 2 of the loop in [`Consumer::doorbell`]: arm the bell and set

@@ -323,7 +323,7 @@ impl RingMap {
 
     /// The open ring file (for `fstat`, `flock` and the like; it is a
     /// regular file, so it does not signal data: use
-    /// [`Consumer::readiness`](super::Consumer::readiness) for that).
+    /// [`Consumer::auto_doorbell`](super::Consumer::auto_doorbell) for that).
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self._fd.as_fd()
     }

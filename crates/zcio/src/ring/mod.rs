@@ -64,7 +64,6 @@ mod loom_beltway;
 mod map;
 mod producer;
 pub(crate) mod protocol;
-mod ready;
 mod stat;
 
 use std::sync::Arc;
@@ -98,7 +97,6 @@ pub fn ring_path(name: &str) -> Option<std::path::PathBuf> {
     crate::sys::shm::valid_name(name).then(|| crate::sys::shm::path_of(name))
 }
 pub use producer::{Producer, Reservation};
-pub use ready::Readiness;
 pub use stat::{stat, ConsumerInfo, ProducerInfo, RingStat};
 
 /// How long an operation may wait.

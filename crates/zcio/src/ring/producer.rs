@@ -26,11 +26,7 @@ use super::map::RingMap;
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
-use crate::wait::{Backoff, SpinBudget, Step};
-
-/// Longest a producer spins before sleeping for room (adapted, see
-/// [`SpinBudget`]).
-const SPIN: Duration = Duration::from_micros(200);
+use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
 /// Longest single sleep; after each, a blocking consumer's liveness is
 /// checked.
 pub(crate) const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
@@ -75,6 +71,8 @@ pub struct Producer {
     sources: Vec<u64>,
     blocks: u64,
     bytes: u64,
+    /// How long a write spins for room before it sleeps (the process's
+    /// [`SpinPolicy`], adapted to this producer's waits).
     spin: SpinBudget,
     /// Set by [`Self::close_with_error`]: the code `Drop` closes with.
     failed: Option<u32>,
@@ -203,7 +201,7 @@ impl Producer {
             sources: Vec::new(),
             blocks,
             bytes,
-            spin: SpinBudget::new(SPIN),
+            spin: SpinPolicy::current().budget(),
             failed: None,
             ringer: None,
             bell: None,

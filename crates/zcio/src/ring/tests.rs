@@ -581,35 +581,56 @@ fn reservation_publishes_only_on_commit() {
     miri,
     ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
 )]
-fn readiness_eventfd_signals_data_and_eof() {
+fn auto_doorbell_polls_readable_for_data_and_eof() {
     use rustix::event::{poll, PollFd, PollFlags};
     let (_name, mut p, mut c) = pair("ready", opts(Layout::Variable, Overflow::Block));
-    let r = c.readiness().unwrap();
-    let ready = |ms: i32| {
-        let mut fds = [PollFd::new(&r, PollFlags::IN)];
+    // A duplicate, so the consumer can be used while we poll.
+    let fd = rustix::io::fcntl_dupfd_cloexec(c.auto_doorbell().unwrap(), 0).unwrap();
+    // `ready(false)` looks without waiting; `ready(true)` waits (bounded,
+    // generously: the ring was sent before we poll, so it is queued).
+    let ready = |wait: bool| {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
         let ts = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: i64::from(ms) * 1_000_000,
+            tv_sec: if wait { 10 } else { 0 },
+            tv_nsec: 0,
         };
         poll(&mut fds, Some(&ts)).unwrap() > 0
     };
-    // Wait (bounded) for the eventfd to become readable.
-    let wakes = || (0..100).any(|_| ready(100));
-    assert!(!ready(20));
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
-        p.write(b"ping").unwrap();
-        p
-    });
     let mut buf = [0u8; 64];
-    // Wait for the eventfd, then drain.
-    assert!(wakes(), "eventfd never became readable");
-    r.clear();
+    // Armed by `auto_doorbell`: no read is needed before the first poll.
+    assert!(!ready(false));
+    p.write(b"ping").unwrap();
+    assert!(ready(true), "the doorbell never became readable");
     assert_eq!(c.try_read(&mut buf).unwrap(), 4);
+    // `WouldBlock` took the ring and armed the bell again.
     assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
-    let p = t.join().unwrap();
+    assert!(!ready(false), "the old ring was not taken");
+    // Two publishes after one arming ring once; both blocks are read.
+    p.write(b"a").unwrap();
+    p.write(b"b").unwrap();
+    assert!(ready(true));
+    assert_eq!(c.try_peek(usize::MAX).unwrap().unwrap().to_vec(), b"a");
+    assert_eq!(c.try_read(&mut buf).unwrap(), 1);
+    assert!(matches!(c.try_peek(usize::MAX), Err(ReadError::WouldBlock)));
+    assert!(!ready(false));
+    // A consumer whose data already waits when it asks: readable at once.
+    let mut c2 = Consumer::attach(p.ring().clone(), Start::Newest).unwrap();
+    p.write(b"c").unwrap();
+    let fd2 = rustix::io::fcntl_dupfd_cloexec(c2.auto_doorbell().unwrap(), 0).unwrap();
+    let mut fds = [PollFd::new(&fd2, PollFlags::IN)];
+    assert_eq!(
+        poll(&mut fds, Some(&rustix::time::Timespec::default())).unwrap(),
+        1
+    );
+    assert_eq!(c2.try_read(&mut buf).unwrap(), 1);
+    assert_eq!(c.try_read(&mut buf).unwrap(), 1);
+    assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
+    // The end of the stream rings too.
     drop(p);
-    assert!(wakes(), "eventfd not readable at end of stream");
+    assert!(
+        ready(true),
+        "the doorbell not readable at the end of the stream"
+    );
     assert_eq!(c.try_read(&mut buf).unwrap(), 0);
 }
 

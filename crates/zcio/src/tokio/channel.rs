@@ -11,18 +11,8 @@ use ::tokio::time::Sleep;
 
 use super::doorbell::{AsyncBell, Belled};
 use crate::channel::{Core, SendBlock};
-use crate::wait::{SpinBudget, Step};
+use crate::wait::{SpinBudget, SpinPolicy, Step};
 use crate::{Channel, Msg, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError};
-
-/// The longest an async wait spins before it sleeps in the event loop
-/// (the channel's `ChannelPolicy::spin` caps it further). A spinning poll
-/// holds its runtime thread, so this stays within tokio's advice of
-/// 10–100 µs between yields; it must also exceed what waking a sleeping
-/// peer costs on the host, or a ping-pong falls into a mode where both
-/// sides sleep every time (measured on a 2-vCPU VM: with a 20 µs cap a
-/// ping-pong flipped between ~1 µs and ~22 µs one-way in long stretches;
-/// with 40 µs and more it stayed fast).
-pub const MAX_ASYNC_SPIN: Duration = Duration::from_micros(50);
 
 impl Belled for Arc<Core> {
     fn bell_fd(&self) -> BorrowedFd<'_> {
@@ -45,7 +35,8 @@ impl Belled for Arc<Core> {
 /// a blocking waiter sets, and its peer — any zcio end, async or not, in
 /// any language — rings this end's doorbell, registered with tokio's
 /// reactor, instead of waking a futex. A short spin (at most
-/// [`MAX_ASYNC_SPIN`]) comes first, as in the blocking path, so a busy
+/// [`SpinPolicy::task_max`], and the channel's own `ChannelPolicy::spin`)
+/// comes first, as in the blocking path, so a busy
 /// exchange pays no event-loop round trip. A peer that dies wakes the
 /// task (its doorbell hangs up) and the call returns `Disconnected`.
 ///
@@ -108,7 +99,7 @@ impl AsyncChannel {
     pub fn new(ch: Channel) -> io::Result<Self> {
         let core = ch.core().clone();
         core.enter_bell_mode();
-        let spin = SpinBudget::new(core.cfg.policy.spin.min(MAX_ASYNC_SPIN));
+        let spin = SpinPolicy::current().task_budget(core.cfg.policy.spin);
         Ok(Self {
             bell: AsyncBell::new(core)?,
             ch,

@@ -26,6 +26,6 @@ pub(crate) mod doorbell;
 mod rendezvous;
 mod ring;
 
-pub use channel::{AsyncChannel, MAX_ASYNC_SPIN};
+pub use channel::AsyncChannel;
 pub use rendezvous::AsyncRendezvous;
 pub use ring::{AsyncConsumer, AsyncProducer};

@@ -4,13 +4,12 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use super::channel::MAX_ASYNC_SPIN;
 use super::doorbell::{AsyncBell, Belled};
 use crate::rendezvous::IpcFail;
 use crate::rendezvous::{
     Message, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
 };
-use crate::wait::{SpinBudget, Step};
+use crate::wait::{SpinPolicy, Step};
 
 impl Belled for Rendezvous {
     fn bell_fd(&self) -> BorrowedFd<'_> {
@@ -120,7 +119,9 @@ impl AsyncRendezvous {
     }
 
     fn spin(&self, done: &mut dyn FnMut() -> bool) -> bool {
-        let mut b = SpinBudget::new(MAX_ASYNC_SPIN).backoff(Duration::MAX);
+        let mut b = SpinPolicy::current()
+            .task_budget(Duration::MAX)
+            .backoff(Duration::MAX);
         loop {
             if done() {
                 return true;
