@@ -9,7 +9,7 @@ use zcio_testkit::layers::{assert_layered, module_graph};
 /// The benchmark families (layer 2); [`TOP`] is layer 3, every other
 /// module a helper (layer 1).
 const FAMILIES: [&str; 8] = [
-    "asyncb",
+    "proxyb",
     "bridge",
     "containers",
     "ring",

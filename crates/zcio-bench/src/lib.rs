@@ -20,20 +20,19 @@
 //!    [`limits`], [`report`], [`plot`] (the one SVG plot helper),
 //!    [`driver`] (the one [`driver::Bench`] loop) and [`iox`] (the iceoryx2
 //!    baseline transport). They know no benchmark.
-//! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`asyncb`],
+//! 2. **Families** — the benchmarks: [`transfer`], [`ring`], [`proxyb`],
 //!    [`semantics`], [`splice`], [`tokiob`], [`containers`], `bridge` (feature
 //!    `bridge`: Zenoh). Each owns its
 //!    options, jobs, child argument, spec and child entry point, rows,
 //!    tables and plot (its data, drawn by [`plot`]). A family uses another
 //!    only in one direction: [`transfer`] uses the rendezvous connect of
-//!    [`asyncb`]; `bridge` uses [`splice`]'s network namespaces, process
+//!    [`proxyb`]; `bridge` uses [`splice`]'s network namespaces, process
 //!    handling and `zcio` binary, and [`ring`]'s ring guard; [`containers`]
 //!    uses [`splice`]'s `zcio` binary check.
 //! 3. **Dispatch** — [`roles`]: which family's child a hidden argument runs
 //!    (and `main.rs`, the command line).
 
 pub mod affinity;
-pub mod asyncb;
 #[cfg(feature = "bridge")]
 pub mod bridge;
 pub mod checksum;
@@ -48,6 +47,7 @@ pub mod limits;
 pub mod oneway;
 pub mod pages;
 pub mod plot;
+pub mod proxyb;
 pub mod report;
 pub mod ring;
 pub mod roles;

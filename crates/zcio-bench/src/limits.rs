@@ -4,6 +4,6 @@
 //! (`MemAvailable` in `/proc/meminfo`). Messages name the option, the
 //! value (sizes formatted exactly) and the limit. Each benchmark checks its
 //! own options with these (`transfer::check_limits`, `ring::check_limits`,
-//! `asyncb::check_limits`, and the `validate` of semantics and splice).
+//! `proxyb::check_limits`, and the `validate` of semantics and splice).
 
 pub use zcio_fmt::limits::{check_count, check_memory, check_size, exact};

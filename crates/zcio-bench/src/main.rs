@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use zcio_bench::bridge;
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{asyncb, containers, ring, roles, semantics, splice, tokiob, transfer};
+use zcio_bench::{containers, proxyb, ring, roles, semantics, splice, tokiob, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -26,7 +26,7 @@ use zcio_bench::{asyncb, containers, ring, roles, semantics, splice, tokiob, tra
         zcio-bench transfer --quick          # message transfer between processes, well under a minute\n  \
         zcio-bench transfer                  # full sweep, median of 3 interleaved runs\n  \
         zcio-bench ring --quick              # named rings vs pipes, fan-out, layouts\n  \
-        zcio-bench async --quick             # rendezvous latency, forwarding chains, checksum\n  \
+        zcio-bench proxy --quick             # rendezvous latency, forwarding chains, checksum\n  \
         zcio-bench semantics --quick         # the eight buffering semantics vs pipe, socket, memcpy\n  \
         zcio-bench tokio --quick             # async channels on tokio vs tokio's UnixStream\n  \
         zcio-bench bridge --quick            # zcio rings across hosts through Zenoh vs Zenoh, TCP\n  \
@@ -74,24 +74,24 @@ enum Cmd {
         zcio-bench ring --parts b,c --reps 5          # median of 5 interleaved runs\n  \
         zcio-bench ring --quick --format json --out ring.json --svg ring.svg")]
     Ring(RingArgs),
-    /// Rendezvous and asynchronous IPC: latency, forwarding chains, checksum.
+    /// Rendezvous and asynchronous IPC through proxy threads: latency, forwarding chains, checksum.
     ///
     /// Synchronous and asynchronous IPC, every side a separate process, in
     /// one run: (a) one-word latency of a rendezvous round trip, an
-    /// asynchronous send, a round trip through the asynchronous receive
-    /// proxy, a pipe and a futex ping-pong; (b) forwarding chains of 0…8
+    /// asynchronous send through a proxy endpoint, a round trip through the
+    /// receive proxy, a pipe and a futex ping-pong; (b) forwarding chains of 0…8
     /// relay processes, by reference and copying per hop; (c) 16 messages of
     /// 4 B…4 KiB by copy through the kernel vs shared memory; (d)
     /// receiver-side RFC 1071 checksum with and without the primitives; (e)
     /// futex calls per message under sustained load.
     #[command(after_help = "Examples:\n  \
-        zcio-bench async --quick                      # all five parts, about half a minute\n  \
-        zcio-bench async                              # full run: 100k iterations, 1 GiB checksummed\n  \
-        zcio-bench async --parts a                    # only the one-word latencies\n  \
-        zcio-bench async --parts b --intermediates 0,8 --stream 100000\n  \
-        zcio-bench async --quick --format json --out async.json --svg async.svg")]
-    Async(AsyncArgs),
-    /// Peer-to-peer I/O: zcio cp and zcio relay vs user loops and tools.
+        zcio-bench proxy --quick                      # all five parts, about half a minute\n  \
+        zcio-bench proxy                              # full run: 100k iterations, 1 GiB checksummed\n  \
+        zcio-bench proxy --parts a                    # only the one-word latencies\n  \
+        zcio-bench proxy --parts b --intermediates 0,8 --stream 100000\n  \
+        zcio-bench proxy --quick --format json --out proxy.json --svg proxy.svg")]
+    Proxy(ProxyArgs),
+    /// Peer-to-peer I/O: zcio cp and zcio gateway vs user loops and tools.
     ///
     /// Every side a separate process, all in one run: (a) copy a
     /// page-cached 1 GiB file with a read/write loop (64 KiB), coreutils
@@ -100,7 +100,7 @@ enum Cmd {
     /// percentage of its rate alone; (c) 1 GiB of log text through CRC32C +
     /// zstd level 1: `zcio cp --module crc32c --module zstd` vs a user loop
     /// vs `tee | cksum` + `zstd -1`, total CPU; (d) UDP forwarding through
-    /// `zcio relay --plain` vs `zcio relay`, 64 B … 8 KiB: one-way latency
+    /// `zcio gateway --plain` vs `zcio gateway`, 64 B … 8 KiB: one-way latency
     /// and the highest loss-free rate, over loopback and (as root) over a
     /// veth pair in a network namespace. Needs the `zcio` binary
     /// (`cargo build --release -p zcio-cli`).
@@ -304,7 +304,7 @@ struct RingArgs {
 }
 
 #[derive(Args, Debug)]
-struct AsyncArgs {
+struct ProxyArgs {
     /// A short run (≲ 30 s on two cores): 10k iterations in (a), streams
     /// of 200k messages in (b), 64 MiB checksummed in (d), 200k messages in
     /// (e).
@@ -361,10 +361,10 @@ struct SpliceArgs {
     /// (d) only loopback, no veth pair in a network namespace.
     #[arg(long)]
     no_veth: bool,
-    /// (d) receive buffer given to both forwarders (`zcio relay --rcvbuf`;
+    /// (d) receive buffer given to both forwarders (`zcio gateway --rcvbuf`;
     /// 0: their default, net.core.rmem_default) [default: 4MiB].
     #[arg(long)]
-    relay_rcvbuf: Option<String>,
+    gateway_rcvbuf: Option<String>,
     /// Directory for the files of (a)–(c) [default: under the target dir].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -598,14 +598,14 @@ fn ring_cmd(a: RingArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("ring")).map_err(Failure::Run)
 }
 
-fn async_cmd(a: AsyncArgs) -> Result<(), Failure> {
+fn proxy_cmd(a: ProxyArgs) -> Result<(), Failure> {
     let mut opts = if a.quick {
-        asyncb::Options::quick()
+        proxyb::Options::quick()
     } else {
-        asyncb::Options::full()
+        proxyb::Options::full()
     };
     if let Some(p) = &a.parts {
-        opts.parts = list(p, asyncb::Part::parse)?;
+        opts.parts = list(p, proxyb::Part::parse)?;
     }
     if let Some(n) = a.iters {
         opts.iters = n;
@@ -619,10 +619,10 @@ fn async_cmd(a: AsyncArgs) -> Result<(), Failure> {
     if let Some(v) = &a.volume {
         opts.cksum_volume = input(parse_bytes_u64(v))?;
     }
-    input(asyncb::validate(&opts))?;
-    input(asyncb::check_limits(&opts))?;
-    let bench = asyncb::AsyncBench { opts };
-    driver::run(&bench, &a.out.output("async")).map_err(Failure::Run)
+    input(proxyb::validate(&opts))?;
+    input(proxyb::check_limits(&opts))?;
+    let bench = proxyb::ProxyBench { opts };
+    driver::run(&bench, &a.out.output("proxy")).map_err(Failure::Run)
 }
 
 fn splice_cmd(a: SpliceArgs) -> Result<(), Failure> {
@@ -652,8 +652,8 @@ fn splice_cmd(a: SpliceArgs) -> Result<(), Failure> {
         opts.max_trials = n;
     }
     opts.veth = !a.no_veth;
-    if let Some(s) = &a.relay_rcvbuf {
-        opts.relay_rcvbuf = input(parse_bytes_u64(s))?;
+    if let Some(s) = &a.gateway_rcvbuf {
+        opts.gateway_rcvbuf = input(parse_bytes_u64(s))?;
     }
     opts.dir = a.dir;
     input(splice::validate(&opts))?;
@@ -792,7 +792,7 @@ fn main() {
     let res = match Cli::parse().cmd {
         Cmd::Transfer(a) => transfer_cmd(a),
         Cmd::Ring(a) => ring_cmd(a),
-        Cmd::Async(a) => async_cmd(a),
+        Cmd::Proxy(a) => proxy_cmd(a),
         Cmd::Splice(a) => splice_cmd(a),
         Cmd::Semantics(a) => semantics_cmd(a),
         Cmd::Tokio(a) => tokio_cmd(a),

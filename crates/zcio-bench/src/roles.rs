@@ -8,7 +8,7 @@
 
 #[cfg(feature = "bridge")]
 use crate::bridge;
-use crate::{asyncb, containers, ring, semantics, splice, tokiob, transfer};
+use crate::{containers, proxyb, ring, semantics, splice, tokiob, transfer};
 
 /// A family's child entry point: the arguments after its hidden argument
 /// in, the process exit code out.
@@ -20,7 +20,7 @@ pub const ROLES: &[(&str, ChildMain)] = &[
     (bridge::CHILD_ARG, bridge::child_main),
     (transfer::CHILD_ARG, transfer::child_main),
     (ring::CHILD_ARG, ring::child_main),
-    (asyncb::CHILD_ARG, asyncb::child_main),
+    (proxyb::CHILD_ARG, proxyb::child_main),
     (splice::CHILD_ARG, splice::child_main),
     (semantics::CHILD_ARG, semantics::child_main),
     (tokiob::CHILD_ARG, tokiob::child_main),

@@ -27,10 +27,10 @@ fn sizes_and_counts_are_checked_before_anything_runs() {
         (&["ring", "--call-sizes", "4"], "call size 4 too small"),
         (&["ring", "--consumers", "65"], "65 out of range 1..=64"),
         (
-            &["async", "--intermediates", "100000"],
+            &["proxy", "--intermediates", "100000"],
             "100000 intermediates: at most 32",
         ),
-        (&["async", "--volume", "1PiB"], "unknown unit"),
+        (&["proxy", "--volume", "1PiB"], "unknown unit"),
         (
             &["splice", "--zcio", "/nonexistent/zcio"],
             "cargo build --release -p zcio-cli",
@@ -63,7 +63,7 @@ fn help_names_no_tracker_or_paper_numbers() {
         &["--help"][..],
         &["transfer", "--help"],
         &["ring", "--help"],
-        &["async", "--help"],
+        &["proxy", "--help"],
         &["splice", "--help"],
     ] {
         let o = run(args);

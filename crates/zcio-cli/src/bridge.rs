@@ -640,6 +640,6 @@ fn line(s: &Stats, secs: f64) -> String {
 
 /// CPU time of this process so far, in seconds.
 fn cpu_seconds() -> f64 {
-    let (user, sys) = crate::relay::cpu_times();
+    let (user, sys) = crate::gateway::cpu_times();
     user + sys
 }

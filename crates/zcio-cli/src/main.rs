@@ -3,8 +3,8 @@
 mod bridge;
 mod calibrate;
 mod cp;
+mod gateway;
 mod pipe;
-mod relay;
 mod ring;
 
 use std::ffi::OsString;
@@ -49,7 +49,7 @@ enum Cmd {
     /// Copy SRC to DST through an association: kernel fast paths, or modules.
     Cp(cp::CpArgs),
     /// UDP/TCP gateway: forward from LISTEN to HOST:PORT (fast or --plain).
-    Relay(relay::RelayArgs),
+    Gateway(gateway::GatewayArgs),
     /// Cross hosts through Zenoh: export a ring or listener to a key, import a key into a ring or channel.
     #[command(subcommand)]
     Bridge(bridge::BridgeCmd),
@@ -79,7 +79,7 @@ fn main() {
         Cmd::Ring(r) => ring::run(r),
         Cmd::Pipe(p) => pipe::run(p),
         Cmd::Cp(c) => cp::run(c),
-        Cmd::Relay(r) => relay::run(r),
+        Cmd::Gateway(g) => gateway::run(g),
         Cmd::Bridge(b) => bridge::run(b),
         Cmd::Calibrate(c) => calibrate::run(c),
     };

@@ -95,7 +95,7 @@ fn negative_values_are_named_and_create_nothing() {
         (&["pipe", "get", "bad", "--timeout", "-2"], "-2"),
         (
             &[
-                "relay",
+                "gateway",
                 "--udp",
                 "127.0.0.1:0",
                 "--to",

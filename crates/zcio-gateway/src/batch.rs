@@ -1,4 +1,4 @@
-//! Batched datagram I/O for the fast relay: `recvmmsg(2)` into a
+//! Batched datagram I/O for the fast gateway: `recvmmsg(2)` into a
 //! page-aligned arena of 64 KiB slots, and `sendmmsg(2)` straight from the
 //! same slots, with runs of equal-size datagrams sent as one UDP GSO unit
 //! (`UDP_SEGMENT` control message, Linux ≥ 4.18); a lone datagram goes
@@ -597,8 +597,8 @@ mod tests {
 
     #[test]
     fn receives_a_batch_and_forwards_it_with_boundaries() {
-        let (tx, relay_in) = pair();
-        let (relay_out, sink) = pair();
+        let (tx, gw_in) = pair();
+        let (gw_out, sink) = pair();
         let sizes = [1usize, 64, 64, 64, 63, 0, 1024, 1024, 8192, 60000];
         for (k, &s) in sizes.iter().enumerate() {
             tx.send(&vec![k as u8; s]).unwrap();
@@ -608,18 +608,18 @@ mod tests {
             let mut got = 0;
             let mut units = 0;
             while got < sizes.len() {
-                let r = b.recv(relay_in.as_fd(), 16).unwrap();
+                let r = b.recv(gw_in.as_fd(), 16).unwrap();
                 for i in 0..r.n {
                     assert_eq!(b.datagram(i), &vec![got as u8; sizes[got]][..]);
                     got += 1;
                 }
-                let s = b.send(relay_out.as_fd(), r.n);
+                let s = b.send(gw_out.as_fd(), r.n);
                 assert_eq!((s.sent, s.dropped), (r.n as u64, 0), "{s:?}");
                 units += s.gso_units;
             }
             if !gso {
                 assert_eq!(units, 0);
-            } else if probe_gso(relay_out.as_fd()).is_err() {
+            } else if probe_gso(gw_out.as_fd()).is_err() {
                 println!("skipped: GSO check (the kernel has no UDP_SEGMENT)");
             } else {
                 assert!(units > 0, "runs of equal sizes went out without GSO");
@@ -645,7 +645,7 @@ mod tests {
         // kernel never pushes back; the receiver drops instead). Unix
         // sockets ignore a UDP_SEGMENT message, so no GSO here.
         let (w, _r) = UnixDatagram::pair().unwrap();
-        let (tx, relay_in) = pair();
+        let (tx, gw_in) = pair();
         let mut b = Batch::new(64, false).unwrap();
         let mut dropped = 0;
         let mut sent = 0;
@@ -655,7 +655,7 @@ mod tests {
             }
             let mut left = 64;
             while left > 0 {
-                let r = b.recv(relay_in.as_fd(), left).unwrap();
+                let r = b.recv(gw_in.as_fd(), left).unwrap();
                 left -= r.n;
                 let s = b.send(w.as_fd(), r.n);
                 assert_eq!(s.sent + s.dropped, r.n as u64, "{s:?}");
@@ -671,12 +671,12 @@ mod tests {
 
     #[test]
     fn kernel_drops_are_reported_with_the_next_datagram() {
-        let (tx, relay_in) = pair();
-        relay_in
+        let (tx, gw_in) = pair();
+        gw_in
             .set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
-        enable_rxq_ovfl(relay_in.as_fd()).unwrap();
-        rustix::net::sockopt::set_socket_recv_buffer_size(&relay_in, 4096).unwrap();
+        enable_rxq_ovfl(gw_in.as_fd()).unwrap();
+        rustix::net::sockopt::set_socket_recv_buffer_size(&gw_in, 4096).unwrap();
         for _ in 0..200 {
             tx.send(&[1u8; 8000]).unwrap();
         }
@@ -684,15 +684,15 @@ mod tests {
         // was queued before, then one more arrives with it.
         let mut b = Batch::new(8, true).unwrap();
         let mut drops = None;
-        while let Ok(r) = b.recv(relay_in.as_fd(), 8) {
+        while let Ok(r) = b.recv(gw_in.as_fd(), 8) {
             drops = r.kernel_drops.or(drops);
         }
         tx.send(&[2u8; 10]).unwrap();
-        let r = b.recv(relay_in.as_fd(), 8).unwrap();
+        let r = b.recv(gw_in.as_fd(), 8).unwrap();
         assert_eq!(r.n, 1);
         drops = r.kernel_drops.or(drops);
         assert!(drops.unwrap_or(0) > 0, "{r:?}");
         // SO_MEMINFO reads the same counter without a datagram.
-        assert_eq!(socket_drops(relay_in.as_fd()), drops);
+        assert_eq!(socket_drops(gw_in.as_fd()), drops);
     }
 }

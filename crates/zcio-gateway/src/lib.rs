@@ -1,4 +1,4 @@
-//! A UDP (and TCP) gateway on zcio's peer-to-peer I/O — the `zcio relay`
+//! A UDP (and TCP) gateway on zcio's peer-to-peer I/O — the `zcio gateway`
 //! command: it receives on one address and forwards to another, in a fast
 //! batched mode and in a plain mode kept for comparison. A crate of its
 //! own: zcio's core has no network gateway in it.
@@ -25,11 +25,11 @@
 //!
 //! # The GSO probe
 //!
-//! At bind time the relay sets `UDP_SEGMENT` to 0 on the sink socket:
-//! kernels without UDP GSO refuse with `ENOPROTOOPT` and the relay uses
+//! At bind time the gateway sets `UDP_SEGMENT` to 0 on the sink socket:
+//! kernels without UDP GSO refuse with `ENOPROTOOPT` and the gateway uses
 //! plain `sendmmsg` ([`SendPath::Sendmmsg`]). A path can still refuse a
 //! GSO unit when sending: `EINVAL` when a segment does not fit the route's
-//! MTU (the relay then stops using GSO for that segment size and larger),
+//! MTU (the gateway then stops using GSO for that segment size and larger),
 //! `EIO` when the device cannot checksum (GSO is switched off). The unit is
 //! then resent without GSO at once, nothing is lost, and
 //! [`UdpGatewayStats::gso_refused`] records the errno. [`GatewayConfig::gso`]
@@ -38,30 +38,30 @@
 //! # Flow control (an active source)
 //!
 //! A UDP source is active in Fall's sense: it does not slow down when the
-//! sink does. The relay therefore never waits for the sink: sends are
+//! sink does. The gateway therefore never waits for the sink: sends are
 //! `MSG_DONTWAIT`, and when the kernel would block (`EAGAIN`, `ENOBUFS`)
 //! the rest of the batch is dropped and counted in
-//! [`UdpGatewayStats::dropped_sink`], and the relay goes back to receiving. A
+//! [`UdpGatewayStats::dropped_sink`], and the gateway goes back to receiving. A
 //! sink that refuses a datagram (`ECONNREFUSED` after an ICMP port
 //! unreachable on the connected socket, `EMSGSIZE`) costs that datagram
-//! (counted in `dropped_sink` and [`UdpGatewayStats::sink_errors`]); the relay
-//! goes on. Datagrams the kernel dropped because the relay's own receive
+//! (counted in `dropped_sink` and [`UdpGatewayStats::sink_errors`]); the gateway
+//! goes on. Datagrams the kernel dropped because the gateway's own receive
 //! queue was full are counted with `SO_RXQ_OVFL`: the kernel attaches the
 //! socket's cumulative drop count to each received datagram (the count
-//! as of when that datagram was queued), and when the relay is idle (a
+//! as of when that datagram was queued), and when the gateway is idle (a
 //! 100 ms receive timeout) and at the end of a run it reads the same
 //! counter with `SO_MEMINFO`, so [`UdpGatewayStats::dropped_kernel`] is exact
 //! when `run` returns.
 //!
 //! Over loopback the kernel does not push back on a UDP sender: a sink
 //! that does not read drops in its own receive queue (its
-//! `/proc/net/udp` `drops` column), not in the relay's send path.
+//! `/proc/net/udp` `drops` column), not in the gateway's send path.
 //!
 //! # "Header rewrite"
 //!
-//! User-space UDP sockets never see the UDP header. The relay rewrites it
+//! User-space UDP sockets never see the UDP header. The gateway rewrites it
 //! in the only sense available to it: the kernel builds a new header for
-//! each forwarded datagram — the relay's sink socket's source port, the
+//! each forwarded datagram — the gateway's sink socket's source port, the
 //! destination's port, the length, and the checksum (computed or offloaded
 //! to the device; with GSO, per segment). The payload is passed through
 //! byte for byte. (An application-level field rewrite with the RFC 1624
@@ -77,14 +77,14 @@
 //! 64 KiB buffer in plain mode. A direction that reaches end of stream
 //! half-closes its sink (`shutdown(SHUT_WR)`); an error in either
 //! direction (a client killed mid-stream) shuts both sockets down and the
-//! connection is counted as failed; the relay goes on. `splice(2)` into a
+//! connection is counted as failed; the gateway goes on. `splice(2)` into a
 //! socket whose peer is gone raises `SIGPIPE` like `write(2)` does: the
 //! process must ignore it (Rust programs and Python do by default).
 //!
 //! # Direction
 //!
-//! The UDP relay is one-way: datagrams from anyone to `listen` go to `to`.
-//! Answers from `to` reach the relay's sending socket and are not read
+//! The UDP gateway is one-way: datagrams from anyone to `listen` go to `to`.
+//! Answers from `to` reach the gateway's sending socket and are not read
 //! (the kernel drops them once that socket's small queue is full).
 
 #![warn(missing_docs)]
@@ -124,7 +124,7 @@ impl fmt::Display for GatewayMode {
     }
 }
 
-/// How datagrams leave the relay.
+/// How datagrams leave the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendPath {
     /// One `sendto` per datagram (plain mode).
@@ -152,7 +152,7 @@ pub const DEFAULT_BATCH: usize = 64;
 /// Default bound on concurrent TCP connections.
 pub const DEFAULT_MAX_CONNS: usize = 64;
 
-/// What to relay and how.
+/// What to forward and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayConfig {
     /// Where to receive (port 0: the kernel picks; see `local_addr`).
@@ -170,7 +170,7 @@ pub struct GatewayConfig {
     pub sndbuf: Option<usize>,
     /// Allow UDP GSO units in fast mode (used only if the kernel has it).
     pub gso: bool,
-    /// TCP: most connections relayed at once.
+    /// TCP: most connections forwarded at once.
     pub max_conns: usize,
 }
 
@@ -198,7 +198,7 @@ impl GatewayConfig {
         }
         if self.max_conns == 0 {
             return Err(GatewayError::Config(
-                "max_conns 0 would never relay a connection: give at least 1".into(),
+                "max_conns 0 would never forward a connection: give at least 1".into(),
             ));
         }
         if self.to.port() == 0 {
@@ -211,7 +211,7 @@ impl GatewayConfig {
     }
 }
 
-/// What went wrong setting up or running a relay.
+/// What went wrong setting up or running a gateway.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum GatewayError {
     /// The configuration cannot work.
@@ -282,7 +282,7 @@ impl GatewayError {
     }
 }
 
-/// Counters of a UDP relay, readable while it runs (statistics only:
+/// Counters of a UDP gateway, readable while it runs (statistics only:
 /// Relaxed, they order no other memory).
 #[derive(Debug, Default)]
 pub struct GatewayCounters {
@@ -324,7 +324,7 @@ impl GatewayCounters {
     }
 }
 
-/// What a UDP relay did.
+/// What a UDP gateway did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UdpGatewayStats {
     /// Datagrams received.
@@ -335,7 +335,7 @@ pub struct UdpGatewayStats {
     pub bytes: u64,
     /// Datagrams dropped because the sink would block or refused them.
     pub dropped_sink: u64,
-    /// Datagrams the kernel dropped from the relay's receive queue
+    /// Datagrams the kernel dropped from the gateway's receive queue
     /// (`SO_RXQ_OVFL` while datagrams arrive, `SO_MEMINFO` when idle and
     /// at the end of the run).
     pub dropped_kernel: u64,

@@ -22,7 +22,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Plain mode's buffer.
 const PLAIN_BUF: usize = 64 << 10;
 
-/// Counters of a TCP relay (statistics only: Relaxed).
+/// Counters of a TCP gateway (statistics only: Relaxed).
 #[derive(Debug, Default)]
 struct Counters {
     accepted: AtomicU64,
@@ -37,7 +37,7 @@ fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-/// What a TCP relay did.
+/// What a TCP gateway did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpGatewayStats {
     /// Connections accepted.
@@ -59,7 +59,7 @@ pub struct TcpGatewayStats {
     pub mover: Option<MoverKind>,
 }
 
-/// A bound TCP relay.
+/// A bound TCP gateway.
 pub struct TcpGateway {
     cfg: GatewayConfig,
     listener: TcpListener,
@@ -99,7 +99,7 @@ impl TcpGateway {
         })
     }
 
-    /// The address the relay listens on.
+    /// The address the gateway listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
@@ -121,7 +121,7 @@ impl TcpGateway {
         }
     }
 
-    /// Relay connections until `stop` is set or `deadline` passes; then
+    /// Forward connections until `stop` is set or `deadline` passes; then
     /// stop every connection (within [`TICK`]) and return.
     pub fn run(
         &mut self,
@@ -158,7 +158,7 @@ impl TcpGateway {
                     let mover = self.mover.clone();
                     let stop = inner_stop.clone();
                     let h = std::thread::Builder::new()
-                        .name("zcio-relay-conn".into())
+                        .name("zcio-gw-conn".into())
                         .spawn(move || connection(client, to, mode, &counters, &mover, &stop));
                     match h {
                         Ok(h) => conns.push(h),
@@ -195,7 +195,7 @@ impl TcpGateway {
     }
 }
 
-/// Relay one connection to its end.
+/// Forward one connection to its end.
 fn connection(
     client: TcpStream,
     to: SocketAddr,
@@ -352,17 +352,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn relays_a_small_exchange_in_both_modes() {
+    fn forwards_a_small_exchange_in_both_modes() {
         for mode in [GatewayMode::Fast, GatewayMode::Plain] {
             let server = TcpListener::bind("127.0.0.1:0").unwrap();
             let mut cfg =
                 GatewayConfig::new("127.0.0.1:0".parse().unwrap(), server.local_addr().unwrap());
             cfg.mode = mode;
-            let mut relay = TcpGateway::bind(cfg).unwrap();
-            let addr = relay.local_addr();
+            let mut gw = TcpGateway::bind(cfg).unwrap();
+            let addr = gw.local_addr();
             let stop = Arc::new(AtomicBool::new(false));
             let st = stop.clone();
-            let h = std::thread::spawn(move || relay.run(&st, None).unwrap());
+            let h = std::thread::spawn(move || gw.run(&st, None).unwrap());
             let mut c = TcpStream::connect(addr).unwrap();
             let (mut s, _) = server.accept().unwrap();
             c.write_all(b"ping").unwrap();

@@ -1,4 +1,4 @@
-//! [`UdpGateway`]: the UDP gateway (see the module docs of `relay`).
+//! [`UdpGateway`]: the UDP gateway (see the crate docs).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
@@ -12,7 +12,7 @@ use super::batch::{self, Batch, Ctrl, SLOT};
 use super::{GatewayConfig, GatewayCounters, GatewayError, GatewayMode, SendPath, UdpGatewayStats};
 use zcio::Errno;
 
-/// How long a receive waits before the relay looks at its stop flag and
+/// How long a receive waits before the gateway looks at its stop flag and
 /// deadline again.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
@@ -46,7 +46,7 @@ impl Tally {
     }
 }
 
-/// A bound UDP relay; [`UdpGateway::run`] forwards until told to stop.
+/// A bound UDP gateway; [`UdpGateway::run`] forwards until told to stop.
 pub struct UdpGateway {
     cfg: GatewayConfig,
     rx: UdpSocket,
@@ -135,7 +135,7 @@ impl UdpGateway {
         })
     }
 
-    /// The address the relay receives on (with the port the kernel chose
+    /// The address the gateway receives on (with the port the kernel chose
     /// for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
@@ -313,7 +313,7 @@ impl UdpGateway {
     }
 }
 
-/// Receive errors the relay survives: the timeout tick, a signal, a
+/// Receive errors the gateway survives: the timeout tick, a signal, a
 /// momentary memory shortage, a reported ICMP error.
 fn transient(e: Errno) -> bool {
     matches!(

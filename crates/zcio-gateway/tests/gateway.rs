@@ -1,12 +1,12 @@
-//! The UDP/TCP gateway (`zcio_gateway`, the `zcio relay` command) across real processes: a
-//! sender child → the relay (in this process, so its counters can be read
+//! The UDP/TCP gateway (`zcio_gateway`, the `zcio gateway` command) across real processes: a
+//! sender child → the gateway (in this process, so its counters can be read
 //! while it runs) → a receiver child. Every datagram arrives intact and in
 //! order at a low rate (sizes 1 B … 60 KiB, both modes); zero-length and
-//! maximum-size datagrams pass; a burst far beyond the relay's receive
-//! buffer is counted as kernel drops while the relay keeps receiving (the
+//! maximum-size datagrams pass; a burst far beyond the gateway's receive
+//! buffer is counted as kernel drops while the gateway keeps receiving (the
 //! sink never reads); an unreachable destination (ECONNREFUSED on the
 //! connected socket after an ICMP port unreachable) is counted and the
-//! relay goes on; TCP moves 64 MiB both ways intact and survives a client
+//! gateway goes on; TCP moves 64 MiB both ways intact and survives a client
 //! killed with SIGKILL mid-stream. No timing assertions: every wait is
 //! bounded by the children's watchdog or `STEP`.
 
@@ -228,7 +228,7 @@ fn child_tcp_client() {
     }
 }
 
-// -------------------------------------------------------------- the relays
+// ------------------------------------------------------------- the gateways
 
 struct Running<S> {
     stop: Arc<AtomicBool>,
@@ -239,7 +239,7 @@ impl<S> Running<S> {
     fn finish(mut self) -> S {
         self.stop.store(true, Ordering::Relaxed);
         let h = self.handle.take().expect("joined once");
-        h.join().expect("relay thread panicked")
+        h.join().expect("gateway thread panicked")
     }
 
     fn alive(&self) -> bool {
@@ -263,7 +263,7 @@ fn udp_cfg(to: SocketAddr, mode: GatewayMode) -> GatewayConfig {
 fn run_udp(mut r: UdpGateway) -> Running<UdpGatewayStats> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let handle = std::thread::spawn(move || r.run(&s, None).expect("the relay runs"));
+    let handle = std::thread::spawn(move || r.run(&s, None).expect("the gateway runs"));
     Running {
         stop,
         handle: Some(handle),
@@ -307,9 +307,9 @@ fn check_window(tx: &mut Kid, rx: &mut Kid, seq: u64, sizes: &[usize]) {
 fn udp_datagrams_arrive_intact_and_in_order_in_both_modes() {
     for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         let (mut rx, sink) = receiver("127.0.0.1:0");
-        let relay = UdpGateway::bind(udp_cfg(sink, mode)).unwrap();
-        let mut tx = sender(relay.local_addr());
-        let run = run_udp(relay);
+        let gw = UdpGateway::bind(udp_cfg(sink, mode)).unwrap();
+        let mut tx = sender(gw.local_addr());
+        let run = run_udp(gw);
         let mut seq = 0u64;
         let mut total = 0u64;
         for size in [1usize, 64, 1024, 8192, 60 << 10] {
@@ -335,9 +335,9 @@ fn udp_zero_length_and_maximum_size_datagrams_pass() {
     const MAX: usize = 65507; // the largest UDP payload over IPv4
     for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         let (mut rx, sink) = receiver("127.0.0.1:0");
-        let relay = UdpGateway::bind(udp_cfg(sink, mode)).unwrap();
-        let mut tx = sender(relay.local_addr());
-        let run = run_udp(relay);
+        let gw = UdpGateway::bind(udp_cfg(sink, mode)).unwrap();
+        let mut tx = sender(gw.local_addr());
+        let run = run_udp(gw);
         check_window(&mut tx, &mut rx, 0, &[0, 0, 0, 5, 5, 0, 3, 3, 1, 0]);
         check_window(&mut tx, &mut rx, 100, &[MAX]);
         check_window(&mut tx, &mut rx, 200, &[0, MAX]);
@@ -368,30 +368,30 @@ fn udp_burst_beyond_the_buffers_is_counted_not_blocking() {
             rcvbuf: Some(64 << 10),
             ..udp_cfg(sink, mode)
         };
-        let relay = UdpGateway::bind(cfg).unwrap();
-        let counters = relay.counters();
-        let mut tx = sender(relay.local_addr());
-        // A burst of 8 MiB while the relay is bound but not yet running:
-        // the kernel must drop most of it from the relay's receive queue.
+        let gw = UdpGateway::bind(cfg).unwrap();
+        let counters = gw.counters();
+        let mut tx = sender(gw.local_addr());
+        // A burst of 8 MiB while the gateway is bound but not yet running:
+        // the kernel must drop most of it from the gateway's receive queue.
         tx.send("burst 8192 1024");
         tx.expect("sent");
-        let run = run_udp(relay);
+        let run = run_udp(gw);
         // Drops are reported with datagrams queued after them.
         until(
-            "the relay reports kernel drops",
+            "the gateway reports kernel drops",
             || counters.dropped() > 0,
             || {
                 tx.send("send 0 64");
                 tx.expect("sent");
             },
         );
-        // The sink's queue is long full; the relay keeps receiving.
+        // The sink's queue is long full; the gateway keeps receiving.
         for _ in 0..3 {
             let before = counters.received();
             tx.send("burst 2000 1024");
             tx.expect("sent");
             until(
-                "the relay keeps receiving",
+                "the gateway keeps receiving",
                 || counters.received() > before,
                 || {
                     tx.send("send 0 64");
@@ -416,21 +416,24 @@ fn udp_unreachable_destination_is_counted_and_survived() {
         let free = UdpSocket::bind("127.0.0.1:0").unwrap();
         let port_addr = free.local_addr().unwrap();
         drop(free);
-        let relay = UdpGateway::bind(udp_cfg(port_addr, mode)).unwrap();
-        let counters = relay.counters();
-        let mut tx = sender(relay.local_addr());
-        let run = run_udp(relay);
+        let gw = UdpGateway::bind(udp_cfg(port_addr, mode)).unwrap();
+        let counters = gw.counters();
+        let mut tx = sender(gw.local_addr());
+        let run = run_udp(gw);
         for i in 0..20 {
             tx.send(&format!("send {i} 64"));
             tx.expect("sent");
-            until("the relay receives", || counters.received() > i, || {});
+            until("the gateway receives", || counters.received() > i, || {});
         }
         if mode == GatewayMode::Fast {
             // Each send draws an ICMP port unreachable; the connected
             // socket reports it as ECONNREFUSED on the next send.
             assert!(counters.sink_errors() > 0, "no refusal seen");
         }
-        assert!(run.alive(), "the relay died on an unreachable destination");
+        assert!(
+            run.alive(),
+            "the gateway died on an unreachable destination"
+        );
         // Now something listens there: datagrams flow again (at most one is
         // still eaten by a refusal pending from before).
         let (mut rx, _) = receiver(&port_addr.to_string());
@@ -454,7 +457,7 @@ fn udp_unreachable_destination_is_counted_and_survived() {
 fn run_tcp(mut r: TcpGateway) -> Running<TcpGatewayStats> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let handle = std::thread::spawn(move || r.run(&s, None).expect("the relay runs"));
+    let handle = std::thread::spawn(move || r.run(&s, None).expect("the gateway runs"));
     Running {
         stop,
         handle: Some(handle),
@@ -467,9 +470,9 @@ fn tcp_moves_64_mib_both_ways_and_survives_a_killed_client() {
     for mode in [GatewayMode::Fast, GatewayMode::Plain] {
         let mut server = Kid::spawn("child_tcp_server", "tcp-server", &[]);
         let to: SocketAddr = server.expect("addr").parse().unwrap();
-        let relay = TcpGateway::bind(udp_cfg(to, mode)).unwrap();
-        let addr = relay.local_addr().to_string();
-        let run = run_tcp(relay);
+        let gw = TcpGateway::bind(udp_cfg(to, mode)).unwrap();
+        let addr = gw.local_addr().to_string();
+        let run = run_tcp(gw);
         let mut client = Kid::spawn("child_tcp_client", "tcp-client", &[("ADDR", addr.clone())]);
 
         server.send(&format!("exchange {N}"));
@@ -486,8 +489,8 @@ fn tcp_moves_64_mib_both_ways_and_survives_a_killed_client() {
         flood.kill();
         // The server sees the end of that connection…
         server.expect("end");
-        assert!(run.alive(), "{mode}: the relay died with its client");
-        // …and the relay still relays.
+        assert!(run.alive(), "{mode}: the gateway died with its client");
+        // …and the gateway still forwards.
         server.send("exchange 1000000");
         client.send("exchange 1000000");
         assert_eq!(client.expect("got"), "1000000 true");

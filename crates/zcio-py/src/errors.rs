@@ -6,7 +6,7 @@
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use zcio::asyncipc::AsyncError;
+use zcio::proxy::AsyncError;
 use zcio::Error;
 
 /// The exception classes of `zcio._errors`.

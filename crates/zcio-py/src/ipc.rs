@@ -1,4 +1,4 @@
-//! The rendezvous (`zcio::rendezvous`): `Message`, `RendezvousListener`,
+//! The rendezvous (`zcio::rendezvous`): `Envelope`, `RendezvousListener`,
 //! `Rendezvous` and `recv_any` — small messages (a label and up to 8 words)
 //! handed over synchronously between two processes.
 //!
@@ -36,13 +36,13 @@ use crate::wait::{blocking, Deadline, Timeout};
 /// A rendezvous message as Python sees it: a label and up to 8 words.
 #[pyclass(module = "zcio._zcio", frozen, eq, hash)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Message {
+pub struct Envelope {
     pub(crate) label: u64,
     pub(crate) words: Vec<u64>,
 }
 
-impl Message {
-    pub(crate) fn from_rust(m: rdv::Message) -> Self {
+impl Envelope {
+    pub(crate) fn from_rust(m: rdv::Envelope) -> Self {
         // Descriptors (if the partner sent any) are closed here.
         Self {
             label: m.label,
@@ -70,8 +70,8 @@ pub(crate) fn words_of(words: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u64>> {
 }
 
 #[pymethods]
-impl Message {
-    /// Message(label, words=())
+impl Envelope {
+    /// Envelope(label, words=())
     #[new]
     #[pyo3(signature = (label, words=None))]
     fn new(label: u64, words: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -110,7 +110,7 @@ impl Message {
         let words: Vec<String> = self.words.iter().map(u64::to_string).collect();
         let trail = if self.words.len() == 1 { "," } else { "" };
         format!(
-            "zcio.Message(label={}, words=({}{trail}))",
+            "zcio.Envelope(label={}, words=({}{trail}))",
             self.label,
             words.join(", ")
         )
@@ -184,7 +184,7 @@ impl RendezvousListener {
 /// refers back to its endpoint without a cycle.)
 #[pyclass(module = "zcio._zcio", frozen, weakref)]
 pub struct Rendezvous {
-    /// `None` once closed or handed to an `AsyncEndpoint`. Operations clone
+    /// `None` once closed or handed to a `ProxyEndpoint`. Operations clone
     /// the `Arc` for one slice at a time, so `close()` takes effect within
     /// a slice and the connection closes when the last slice ends.
     inner: Mutex<Option<Arc<rdv::Rendezvous>>>,
@@ -274,7 +274,7 @@ impl Rendezvous {
         Self::current(&self.inner).ok_or_else(|| errors::closed("endpoint"))
     }
 
-    /// Take the endpoint out (for an `AsyncEndpoint`); this object is closed
+    /// Take the endpoint out (for a `ProxyEndpoint`); this object is closed
     /// afterwards. Refused while another thread is in an operation on it.
     pub(crate) fn take(&self) -> PyResult<rdv::Rendezvous> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -328,7 +328,7 @@ impl Rendezvous {
     fn send_with(
         &self,
         py: Python<'_>,
-        msg: &rdv::Message,
+        msg: &rdv::Envelope,
         deadline: Deadline,
         try_: bool,
     ) -> PyResult<()> {
@@ -357,13 +357,13 @@ impl Rendezvous {
         })
     }
 
-    fn recv_with(&self, py: Python<'_>, deadline: Deadline, try_: bool) -> PyResult<Message> {
+    fn recv_with(&self, py: Python<'_>, deadline: Deadline, try_: bool) -> PyResult<Envelope> {
         let timed_out = rdv::RendezvousRecvError::TimedOut;
         self.run(py, deadline, try_, timed_out, |ep, slice| match slice {
             None => ep.try_recv().map_err(zcio::Error::from),
             Some(s) => ep.recv_timeout(s).map_err(zcio::Error::from),
         })
-        .map(Message::from_rust)
+        .map(Envelope::from_rust)
     }
 
     fn send_then_recv(
@@ -372,8 +372,8 @@ impl Rendezvous {
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
-    ) -> PyResult<Message> {
-        let msg = rdv::Message::new(label, &words_of(words)?);
+    ) -> PyResult<Envelope> {
+        let msg = rdv::Envelope::new(label, &words_of(words)?);
         let t = Timeout::from_py(timeout)?;
         let deadline = Deadline::new(t);
         self.send_with(py, &msg, deadline, t.is_try())?;
@@ -421,19 +421,19 @@ impl Rendezvous {
         words: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<()> {
-        let msg = rdv::Message::new(label, &words_of(words)?);
+        let msg = rdv::Envelope::new(label, &words_of(words)?);
         let t = Timeout::from_py(timeout)?;
         self.send_with(py, &msg, Deadline::new(t), t.is_try())
     }
 
-    /// recv(timeout=None) -> Message
+    /// recv(timeout=None) -> Envelope
     #[pyo3(signature = (timeout=None))]
-    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Message> {
+    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
         let t = Timeout::from_py(timeout)?;
         self.recv_with(py, Deadline::new(t), t.is_try())
     }
 
-    /// call(label, words=(), timeout=None) -> Message
+    /// call(label, words=(), timeout=None) -> Envelope
     #[pyo3(signature = (label, words=None, timeout=None))]
     fn call(
         &self,
@@ -441,11 +441,11 @@ impl Rendezvous {
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
-    ) -> PyResult<Message> {
+    ) -> PyResult<Envelope> {
         self.send_then_recv(py, label, words, timeout)
     }
 
-    /// reply_and_recv(label, words=(), timeout=None) -> Message
+    /// reply_and_recv(label, words=(), timeout=None) -> Envelope
     #[pyo3(signature = (label, words=None, timeout=None))]
     fn reply_and_recv(
         &self,
@@ -453,11 +453,11 @@ impl Rendezvous {
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
-    ) -> PyResult<Message> {
+    ) -> PyResult<Envelope> {
         self.send_then_recv(py, label, words, timeout)
     }
 
-    /// await recv_async(timeout=None) -> Message: the partner's next
+    /// await recv_async(timeout=None) -> Envelope: the partner's next
     /// message, waiting in the running asyncio loop on the endpoint's
     /// doorbell (`loop.add_reader`) without blocking it. `timeout` and
     /// exceptions as for `recv` (`Disconnected` once the partner is gone,
@@ -494,7 +494,7 @@ impl Rendezvous {
         Self::send_with_bell(slf, intern!(slf.py(), "rdv_send"), label, words, timeout)
     }
 
-    /// await call_async(label, words=(), timeout=None) -> Message: send,
+    /// await call_async(label, words=(), timeout=None) -> Envelope: send,
     /// then the partner's answer (its next message); `timeout` bounds both
     /// together. Not cancel-safe: as `send_async` for the request, and an
     /// answer that came after a cancellation stays for the next receive.
@@ -508,7 +508,7 @@ impl Rendezvous {
         Self::send_with_bell(slf, intern!(slf.py(), "rdv_call"), label, words, timeout)
     }
 
-    /// await reply_and_recv_async(label, words=(), timeout=None) -> Message:
+    /// await reply_and_recv_async(label, words=(), timeout=None) -> Envelope:
     /// a server's step (reply, then the next request), as `call_async`.
     #[pyo3(signature = (label, words=None, timeout=None))]
     fn reply_and_recv_async<'py>(
@@ -591,7 +591,7 @@ impl Rendezvous {
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let msg = rdv::Message::new(label, &words_of(words)?);
+        let msg = rdv::Envelope::new(label, &words_of(words)?);
         let ep = self.get()?;
         let busy = |what: &str| {
             errors::err(
@@ -660,7 +660,7 @@ impl Rendezvous {
         peer_dict(py, self.peer)
     }
 
-    /// Whether this object was closed (or handed to an AsyncEndpoint).
+    /// Whether this object was closed (or handed to a ProxyEndpoint).
     #[getter]
     fn closed(&self) -> bool {
         Self::current(&self.inner).is_none()
@@ -695,14 +695,14 @@ impl Rendezvous {
     }
 }
 
-/// recv_any(endpoints, timeout=None) -> (index, Message)
+/// recv_any(endpoints, timeout=None) -> (index, Envelope)
 #[pyfunction]
 #[pyo3(signature = (endpoints, timeout=None))]
 pub fn recv_any(
     py: Python<'_>,
     endpoints: Vec<Py<Rendezvous>>,
     timeout: Option<f64>,
-) -> PyResult<(usize, Message)> {
+) -> PyResult<(usize, Envelope)> {
     let t = Timeout::from_py(timeout)?;
     let eps: Vec<Arc<rdv::Rendezvous>> = endpoints
         .iter()
@@ -724,7 +724,7 @@ pub fn recv_any(
         }
     };
     match got {
-        Ok(Some((i, m))) => Ok((i, Message::from_rust(m))),
+        Ok(Some((i, m))) => Ok((i, Envelope::from_rust(m))),
         Ok(None) => Err(errors::raise(py, rdv::RendezvousRecvError::TimedOut)),
         Err(e) => Err(errors::raise(py, e)),
     }

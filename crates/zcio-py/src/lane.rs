@@ -1,7 +1,7 @@
 //! Lanes (`Channel.open_lane` / `Channel.accept_lane`): a channel's fast
 //! path for small messages. A `LaneSender` lends one slot at a time
 //! (`LaneLoan`, a writable buffer) or copies bytes in (`send`); a
-//! `LaneReceiver` holds one received message at a time (`LaneMessage`, a
+//! `LaneReceiver` holds one received message at a time (`LaneMsg`, a
 //! read-only buffer over the sender's slot).
 //!
 //! The Rust ends are single-owner (`&mut self`) and a loan or message
@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
-use zcio::{LaneError, LaneMsg, LaneStats, Loan};
+use zcio::{LaneError, LaneStats, Loan};
 
 use crate::buffer::{self, Exported};
 use crate::errors;
@@ -159,7 +159,7 @@ impl Counted for Loan<'static> {
     }
 }
 
-impl Counted for LaneMsg<'static> {
+impl Counted for zcio::LaneMsg<'static> {
     fn counters(&self) -> LaneStats {
         self.lane().stats()
     }
@@ -213,7 +213,7 @@ fn wait_for<T: Send>(
 }
 
 type TxSlot = Slot<zcio::LaneSender, Loan<'static>>;
-type RxSlot = Slot<zcio::LaneReceiver, LaneMsg<'static>>;
+type RxSlot = Slot<zcio::LaneReceiver, zcio::LaneMsg<'static>>;
 
 /// The sending end of a lane (see the Python docstring).
 #[pyclass(module = "zcio._zcio", frozen)]
@@ -491,13 +491,13 @@ impl LaneReceiver {
 
 #[pymethods]
 impl LaneReceiver {
-    /// recv(timeout=None) -> LaneMessage: the next message (the one before
+    /// recv(timeout=None) -> LaneMsg: the next message (the one before
     /// is released).
     #[pyo3(signature = (timeout=None))]
-    fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<LaneMessage> {
+    fn recv(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<LaneMsg> {
         let py = slf.py();
         let me = slf.get();
-        let mut h = lock(&me.slot).take("LaneMessage")?;
+        let mut h = lock(&me.slot).take("LaneMsg")?;
         h.borrow = None;
         let ptr = h.end.as_ptr() as usize;
         let r = wait_for(py, timeout, |slice| {
@@ -515,7 +515,7 @@ impl LaneReceiver {
                 h.borrow = Some(m);
                 let id = s.put(h, true);
                 drop(s);
-                Ok(LaneMessage {
+                Ok(LaneMsg {
                     lane: slf.unbind(),
                     id,
                     ptr: p,
@@ -562,7 +562,7 @@ impl LaneReceiver {
 
 /// A received message, read in place (see the Python docstring).
 #[pyclass(module = "zcio._zcio", frozen)]
-pub struct LaneMessage {
+pub struct LaneMsg {
     lane: Py<LaneReceiver>,
     id: u64,
     ptr: usize,
@@ -570,7 +570,7 @@ pub struct LaneMessage {
 }
 
 #[pymethods]
-impl LaneMessage {
+impl LaneMsg {
     fn __len__(&self) -> usize {
         self.len
     }
@@ -586,7 +586,7 @@ impl LaneMessage {
     fn __bytes__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let mut s = lock(&self.lane.get().slot);
         let Some(h) = s.current(self.id) else {
-            return Err(errors::closed("this LaneMessage (released)"));
+            return Err(errors::closed("this LaneMsg (released)"));
         };
         let v = h.borrow.as_ref().map(|m| m.to_vec()).unwrap_or_default();
         Ok(PyBytes::new(py, &v))
@@ -597,7 +597,7 @@ impl LaneMessage {
         let mut s = lock(&self.lane.get().slot);
         if s.views > 0 {
             return Err(errors::buffer(
-                "release the memoryviews of this LaneMessage first",
+                "release the memoryviews of this LaneMsg first",
             ));
         }
         if let Some(h) = s.current(self.id) {
@@ -624,7 +624,7 @@ impl LaneMessage {
         let me = slf.get();
         let mut s = lock(&me.lane.get().slot);
         if s.current(me.id).is_none() {
-            return Err(errors::buffer("this LaneMessage was released"));
+            return Err(errors::buffer("this LaneMsg was released"));
         }
         // `ptr`/`len` are the message's bytes in the sender's slot, mapped
         // read-only here for as long as the lane end lives: the lane is not
@@ -644,6 +644,6 @@ impl LaneMessage {
     }
 
     fn __repr__(&self) -> String {
-        format!("zcio.LaneMessage(len={}, held={})", self.len, self.held())
+        format!("zcio.LaneMsg(len={}, held={})", self.len, self.held())
     }
 }

@@ -35,7 +35,7 @@ def test_version_and_exceptions():
 
 
 def test_nothing_available_now_is_one_exception_on_every_transport(ring_name, sock_path):
-    """Channel, ring, rendezvous, async endpoint and pool all say
+    """Channel, ring, rendezvous, proxy endpoint and pool all say
     WouldBlock (errno EAGAIN, as C's -EAGAIN) when a call may not wait."""
 
     raised = []
@@ -58,7 +58,7 @@ def test_nothing_available_now_is_one_exception_on_every_transport(ring_name, so
     with lst, srv, cli:
         catch(lambda: cli.recv(timeout=0))
         catch(lambda: cli.send(1, (2,), timeout=0))
-        aep = zcio.AsyncEndpoint(srv)
+        aep = zcio.ProxyEndpoint(srv)
         catch(lambda: aep.recv(timeout=0))
     assert len(raised) == 6 and held and prod
     for e in raised:

@@ -32,12 +32,12 @@ def in_process_pair(path):
 
 
 def test_message_value_semantics():
-    m = zcio.Message(7, [1, 2, 3])
+    m = zcio.Envelope(7, [1, 2, 3])
     assert (m.label, m.words) == (7, (1, 2, 3))
-    assert m == zcio.Message(7, (1, 2, 3)) and hash(m) == hash(zcio.Message(7, (1, 2, 3)))
-    assert m != zcio.Message(7, (1, 2))
-    assert zcio.Message(1).words == ()
-    assert repr(zcio.Message(5, [9])) == "zcio.Message(label=5, words=(9,))"
+    assert m == zcio.Envelope(7, (1, 2, 3)) and hash(m) == hash(zcio.Envelope(7, (1, 2, 3)))
+    assert m != zcio.Envelope(7, (1, 2))
+    assert zcio.Envelope(1).words == ()
+    assert repr(zcio.Envelope(5, [9])) == "zcio.Envelope(label=5, words=(9,))"
     assert pickle.loads(pickle.dumps(m)) == m
     with pytest.raises(AttributeError):
         m.label = 3  # immutable
@@ -51,14 +51,14 @@ def test_sync_round_trip_across_processes(sock_path, child):
         big = (1 << 64) - 1
         for i in range(200):
             r = ep.call(kids.SUM, (i, 2 * i, 3), timeout=T)
-            assert r == zcio.Message(kids.REPLY, (3 * i + 3,))
+            assert r == zcio.Envelope(kids.REPLY, (3 * i + 3,))
         assert ep.call(kids.SUM, (big, 1), timeout=T).words == (0,)  # u64 wraps
         assert ep.call(kids.SUM, [1] * 8, timeout=T).words == (8,)  # the full 8 words
         for i in range(1, 11):
             ep.send(kids.NOTE, (i,), timeout=T)  # returns once taken
         # send + recv by hand is a call too.
         ep.send(kids.CALL, (21,), timeout=T)
-        assert ep.recv(timeout=T) == zcio.Message(kids.REPLY, (42, 55))
+        assert ep.recv(timeout=T) == zcio.Envelope(kids.REPLY, (42, 55))
     assert ep.closed
     with pytest.raises(ValueError, match="closed"):
         ep.send(1)
@@ -69,13 +69,13 @@ def test_async_send_tickets_and_call_reply(sock_path, child):
     c = child(kids.rdv_server, sock_path)
     ep = zcio.Rendezvous.connect(sock_path, timeout=T)
     proxies = zcio.Proxies(max_proxies=4)
-    with zcio.AsyncEndpoint(ep, proxies) as aep:
-        assert ep.closed, "the endpoint moved into the AsyncEndpoint"
+    with zcio.ProxyEndpoint(ep, proxies) as aep:
+        assert ep.closed, "the endpoint moved into the ProxyEndpoint"
         assert aep.peer["pid"] == c.pid
         tickets = [aep.send(kids.NOTE, (i,)) for i in range(1, 101)]  # at once
         reply = aep.call(kids.CALL, (21,))
         msg = reply.wait(timeout=T)
-        assert msg == zcio.Message(kids.REPLY, (42, 5050)), "FIFO: every note first"
+        assert msg == zcio.Envelope(kids.REPLY, (42, 5050)), "FIFO: every note first"
         assert reply.ready() and reply.try_take() == msg
         assert reply.wait(timeout=0) == msg, "the outcome is kept"
         for t in tickets:
@@ -122,12 +122,12 @@ def test_try_and_timeout_forms(sock_path):
         t.start()
         a.send(9, (8, 7), timeout=T)
         t.join(T)
-        assert got == [zcio.Message(9, (8, 7))]
+        assert got == [zcio.Envelope(9, (8, 7))]
         # Nothing timed out above was delivered late.
         with pytest.raises(zcio.Empty):
             b.recv(timeout=0)
 
-        aep = zcio.AsyncEndpoint(a, delivery_timeout=T)
+        aep = zcio.ProxyEndpoint(a, delivery_timeout=T)
         with pytest.raises(zcio.Empty):
             aep.recv(timeout=0)
         with pytest.raises(zcio.TimedOut):
@@ -136,23 +136,23 @@ def test_try_and_timeout_forms(sock_path):
         with pytest.raises(zcio.TimedOut):
             tk.wait(timeout=0.05)  # nobody received it yet
         assert tk.status == "pending" and not tk.done
-        assert b.recv(timeout=T) == zcio.Message(3, (4,))
+        assert b.recv(timeout=T) == zcio.Envelope(3, (4,))
         tk.wait(timeout=T)
         assert tk.status == "delivered"
         rp = aep.call(5)
-        assert b.recv(timeout=T) == zcio.Message(5, ())
+        assert b.recv(timeout=T) == zcio.Envelope(5, ())
         b.send(6, (1,), timeout=T)
-        assert rp.wait(timeout=T) == zcio.Message(6, (1,))
+        assert rp.wait(timeout=T) == zcio.Envelope(6, (1,))
         # A message the partner sends while nobody asked is kept for recv.
         b.send(10, timeout=T)
-        assert aep.recv(timeout=T) == zcio.Message(10)
+        assert aep.recv(timeout=T) == zcio.Envelope(10)
         aep.close()
 
 
 def test_undelivered_async_send_fails_its_ticket(sock_path):
     lst, a, b = in_process_pair(sock_path)
     with lst, a, b:
-        aep = zcio.AsyncEndpoint(a, delivery_timeout=0.05)
+        aep = zcio.ProxyEndpoint(a, delivery_timeout=0.05)
         tk = aep.send(1, (1,))
         with pytest.raises(zcio.TimedOut):
             tk.wait(timeout=T)  # the delivery attempt timed out
@@ -182,7 +182,7 @@ def test_sync_recv_when_partner_is_killed(sock_path, child):
 def test_async_call_when_partner_is_killed(sock_path, child):
     with zcio.RendezvousListener(sock_path) as lst:
         c = child(kids.rdv_connect_and_hang, sock_path, True)
-        aep = zcio.AsyncEndpoint(lst.accept(timeout=T))
+        aep = zcio.ProxyEndpoint(lst.accept(timeout=T))
         reply = aep.call(kids.CALL, (1,))
         # The partner takes the request but never answers.
         with pytest.raises(zcio.TimedOut):
@@ -209,17 +209,17 @@ def test_async_call_when_partner_is_killed(sock_path, child):
 def test_limits_raise_instead_of_panicking(sock_path):
     too_many = list(range(9))
     with pytest.raises(ValueError, match="at most 8 words"):
-        zcio.Message(1, too_many)
+        zcio.Envelope(1, too_many)
     with pytest.raises(ValueError, match="at most 8 words"):
-        zcio.Message(1, itertools.count())  # never consumed to the end
+        zcio.Envelope(1, itertools.count())  # never consumed to the end
     with pytest.raises(OverflowError):
-        zcio.Message(-1)
+        zcio.Envelope(-1)
     with pytest.raises(OverflowError):
-        zcio.Message(1, [1 << 64])
+        zcio.Envelope(1, [1 << 64])
     with pytest.raises(TypeError):
-        zcio.Message(1, ["x"])
+        zcio.Envelope(1, ["x"])
     with pytest.raises(TypeError):
-        zcio.Message(1, 5)
+        zcio.Envelope(1, 5)
     lst, a, b = in_process_pair(sock_path)
     with lst, a, b:
         with pytest.raises(ValueError, match="at most 8 words"):
@@ -232,13 +232,13 @@ def test_limits_raise_instead_of_panicking(sock_path):
             a.recv(timeout=float("nan"))
         with pytest.raises(ValueError):
             zcio.Proxies(spin=-1.0)
-        aep = zcio.AsyncEndpoint(a)
+        aep = zcio.ProxyEndpoint(a)
         with pytest.raises(ValueError, match="at most 8 words"):
             aep.send(1, too_many)
         with pytest.raises(ValueError, match="at most 8 words"):
             aep.call(1, too_many)
         with pytest.raises(ValueError, match="closed"):
-            zcio.AsyncEndpoint(a)  # already moved
+            zcio.ProxyEndpoint(a)  # already moved
         aep.close()
         aep.close()  # idempotent
     with pytest.raises(zcio.ConnectError):
@@ -247,12 +247,12 @@ def test_limits_raise_instead_of_panicking(sock_path):
         zcio.Rendezvous.connect(sock_path + "-nobody", timeout=0.1)
 
 
-def test_async_ipc_example_runs():
-    """docs/async.md's runnable example exits 0 and reports the reply."""
+def test_proxy_example_runs():
+    """docs/proxy.md's runnable example exits 0 and reports the reply."""
     import subprocess
     import sys
 
-    example = os.path.join(os.path.dirname(__file__), "..", "examples", "async_ipc.py")
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "proxy.py")
     r = subprocess.run(
         [sys.executable, example], capture_output=True, text=True, timeout=120, check=False
     )

@@ -171,7 +171,7 @@ NOTE, CALL, REPLY, SUM = 1, 2, 3, 4
 
 
 def rdv_server(path: str) -> None:
-    """A synchronous rendezvous server, as in examples/async_ipc.rs: sums
+    """A synchronous rendezvous server, as in examples/proxy.rs: sums
     NOTE words, answers CALL [x] with REPLY [2x, sum so far] (through
     reply_and_recv), answers SUM [a, b, ...] with their sum; ends when the
     client hangs up."""

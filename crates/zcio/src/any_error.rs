@@ -41,13 +41,13 @@ use thiserror::Error;
 
 use crate::error::ErrorKind;
 
-use crate::asyncipc::AsyncError;
 use crate::buf::{AllocError, FreezeError};
 use crate::channel::{
     RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError, TrySendError,
 };
 use crate::forward::ForwardFailure;
 use crate::msg::MsgError;
+use crate::proxy::AsyncError;
 use crate::region::RegionError;
 use crate::rendezvous::{RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 use crate::ring::{OpenError, ReadError, WriteError};
@@ -255,10 +255,10 @@ impl From<crate::semantics::OutputOwnedError> for Error {
     }
 }
 
-impl From<crate::asyncipc::AsyncSendError> for Error {
+impl From<crate::proxy::AsyncSendError> for Error {
     /// An asynchronous send or call that gave its message back: drops it,
     /// keeps the reason.
-    fn from(e: crate::asyncipc::AsyncSendError) -> Self {
+    fn from(e: crate::proxy::AsyncSendError) -> Self {
         Error::Async(e.into_parts().0)
     }
 }
@@ -329,9 +329,9 @@ mod tests {
         let e = Error::from(RendezvousRecvError::Disconnected);
         assert_eq!(e.kind(), ErrorKind::Disconnected);
         let lost = AsyncError::Disconnected;
-        let e = Error::from(crate::asyncipc::AsyncSendError::new(
+        let e = Error::from(crate::proxy::AsyncSendError::new(
             lost,
-            crate::rendezvous::Message::default(),
+            crate::rendezvous::Envelope::default(),
         ));
         assert!(matches!(e, Error::Async(a) if a == lost));
         #[cfg(feature = "typed")]

@@ -3,7 +3,7 @@
 //! Layers, bottom up (each only calls the ones below it): system calls →
 //! the substrate ([`Region`]s, shared segments, waiting) → buffers
 //! ([`Pool`], [`Fbuf`], [`Msg`]) → transports ([`Channel`], [`ring`],
-//! [`rendezvous`] and [`asyncipc`] on it) → forwarding ([`forward`]).
+//! [`rendezvous`] and [`proxy`] on it) → forwarding ([`forward`]).
 //! See `docs/ARCHITECTURE.md` for the picture.
 //!
 //! A message by reference, between two ends of a channel (here in one
@@ -32,7 +32,6 @@
 
 mod any_error;
 pub mod array;
-pub mod asyncipc;
 mod bell;
 mod buf;
 mod channel;
@@ -40,6 +39,7 @@ mod copy;
 mod error;
 pub mod forward;
 mod msg;
+pub mod proxy;
 mod region;
 pub mod rendezvous;
 pub mod ring;
@@ -193,8 +193,8 @@ mod guides {
     mod transfer {}
     #[doc = include_str!("../../../docs/rings.md")]
     mod rings {}
-    #[doc = include_str!("../../../docs/async.md")]
-    mod async_ipc {}
+    #[doc = include_str!("../../../docs/proxy.md")]
+    mod proxy {}
     #[cfg(feature = "tokio")]
     #[doc = include_str!("../../../docs/async-rust.md")]
     mod async_rust {}

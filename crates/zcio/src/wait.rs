@@ -40,7 +40,7 @@ pub const LIVENESS: Duration = Duration::from_millis(50);
 
 /// How long zcio's waiters spin before they sleep: the one spin setting of
 /// the process, read by every transport (ring ends, rendezvous sides,
-/// `asyncipc` waits, tokio futures, and the defaults of
+/// `proxy` waits, tokio futures, and the defaults of
 /// `ChannelPolicy::spin` and `PoolConfig::spin`, which override it per
 /// channel or pool).
 ///

@@ -29,7 +29,7 @@ use common::ring::{block_of, check_block, child_ring_dir, RingDir};
 use common::STEP;
 use common::{Kid, SockPath};
 use zcio::internals::bell::{NamedBell, Ringer};
-use zcio::rendezvous::{Message, Rendezvous, RendezvousListener, RendezvousRecvError};
+use zcio::rendezvous::{Envelope, Rendezvous, RendezvousListener, RendezvousRecvError};
 use zcio::ring::{Consumer, Layout, Options, Overflow, Producer, RingMap, Start};
 use zcio::{Channel, ChannelConfig, Listener};
 
@@ -251,7 +251,7 @@ fn child_host_sender() {
         common::report("listening");
         let ep = l.accept_timeout(STEP).expect("accept");
         for i in 0..8u64 {
-            ep.send(&Message::new(7, &[i])).expect("send");
+            ep.send(&Envelope::new(7, &[i])).expect("send");
         }
         common::report("sent 8");
         while common::command().is_some() {}
@@ -339,7 +339,7 @@ fn a_rendezvous_with_a_container_answers_calls_and_sees_its_death() {
     for i in 0..100u64 {
         let m = ep.recv().expect("call");
         assert_eq!(m.words, [i]);
-        ep.send(&Message::new(2, &[i * 2])).expect("answer");
+        ep.send(&Envelope::new(2, &[i * 2])).expect("answer");
     }
     assert_eq!(kid.expect("called"), "100");
     kid.kill();
@@ -396,7 +396,7 @@ fn child_rendezvous() {
     }
     let ep = Rendezvous::connect(common::arg("SOCK")).expect("connect");
     for i in 0..100u64 {
-        let r = ep.call(&Message::new(1, &[i])).expect("call");
+        let r = ep.call(&Envelope::new(1, &[i])).expect("call");
         assert_eq!(r.words, [i * 2]);
     }
     common::report("called 100");

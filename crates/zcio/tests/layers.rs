@@ -25,7 +25,7 @@ const LAYERS: [(&str, &[&str]); 7] = [
             "channel",
             "ring",
             "rendezvous",
-            "asyncipc",
+            "proxy",
             "tokio",
             "forward",
             "typed",

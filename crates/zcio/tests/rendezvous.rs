@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous, RendezvousCallError,
+    recv_any_timeout, reply_and_recv_timeout, Envelope, Rendezvous, RendezvousCallError,
     RendezvousConfig, RendezvousListener, RendezvousRecvError, RendezvousSendError,
 };
 
@@ -30,7 +30,7 @@ fn child_caller() {
         });
     let mut sum = 0;
     for i in 0..CALLS {
-        let r = c.call(&Message::new(1, &[i, i])).expect("call");
+        let r = c.call(&Envelope::new(1, &[i, i])).expect("call");
         assert_eq!(r.words, vec![2 * i]);
         sum += r.words[0];
     }
@@ -38,7 +38,7 @@ fn child_caller() {
     // Stay connected until told, then call once more and block in the
     // receive for as long as it takes (the parent kills us).
     common::expect_command("block");
-    let _ = c.call_timeout(&Message::new(9, &[0]), Duration::MAX);
+    let _ = c.call_timeout(&Envelope::new(9, &[0]), Duration::MAX);
 }
 
 /// Child: accept one connection on `SOCK`, take one call, never answer.
@@ -104,12 +104,12 @@ fn calls_across_processes_with_kernel_identity() {
     );
     let (_, mut m) = recv_any_timeout(&[&s], STEP).expect("first call");
     for _ in 1..CALLS {
-        let reply = Message::new(2, &[m.words[0] + m.words[1]]);
+        let reply = Envelope::new(2, &[m.words[0] + m.words[1]]);
         m = reply_and_recv_timeout(&s, &reply, &[&s], STEP)
             .expect("serve")
             .1;
     }
-    s.send_timeout(&Message::new(2, &[m.words[0] + m.words[1]]), STEP)
+    s.send_timeout(&Envelope::new(2, &[m.words[0] + m.words[1]]), STEP)
         .expect("last reply");
     assert_eq!(kid.expect("done sum="), (CALLS * (CALLS - 1)).to_string());
     // kill -9 the caller while it waits for our answer: our next receive
@@ -120,7 +120,7 @@ fn calls_across_processes_with_kernel_identity() {
     kid.kill();
     let forever = Duration::MAX;
     assert_eq!(
-        s.send_timeout(&Message::new(0, &[1]), forever),
+        s.send_timeout(&Envelope::new(0, &[1]), forever),
         Err(RendezvousSendError::Disconnected)
     );
     assert_eq!(
@@ -143,7 +143,7 @@ fn killed_server_ends_a_blocked_call() {
     });
     // The server takes the call and dies without answering: the call's
     // receive (an unbounded wait) ends with Disconnected.
-    let r = c.call_timeout(&Message::new(7, &[1]), Duration::MAX);
+    let r = c.call_timeout(&Envelope::new(7, &[1]), Duration::MAX);
     assert!(
         matches!(
             r,
@@ -167,7 +167,7 @@ fn scribbling_partner_gets_typed_errors_not_hangs() {
         let r = if i % 2 == 0 {
             s.recv_timeout(short).map(|_| ()).map_err(zcio::Error::from)
         } else {
-            s.send_timeout(&Message::new(i, &[i]), short)
+            s.send_timeout(&Envelope::new(i, &[i]), short)
                 .map_err(zcio::Error::from)
         };
         match r {

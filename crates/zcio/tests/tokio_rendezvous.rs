@@ -16,7 +16,7 @@ use common::ring::Rng;
 use common::{Kid, SockPath, STEP};
 use futures_core::Stream;
 use zcio::rendezvous::{
-    Message, Rendezvous, RendezvousConfig, RendezvousListener, RendezvousRecvError,
+    Envelope, Rendezvous, RendezvousConfig, RendezvousListener, RendezvousRecvError,
     RendezvousSendError,
 };
 use zcio::tokio::AsyncRendezvous;
@@ -56,7 +56,7 @@ fn an_async_server_answers_every_call_of_a_blocking_caller() {
         for i in 0..CALLS {
             let m = ep.recv().await.expect("request");
             assert_eq!(m.words, [i, i]);
-            ep.send(&Message::new(m.label, &[2 * i]))
+            ep.send(&Envelope::new(m.label, &[2 * i]))
                 .await
                 .expect("answer");
         }
@@ -72,7 +72,7 @@ fn an_async_caller_gets_every_answer_of_a_blocking_server() {
     for i in 0..CALLS {
         let m = ep.recv_timeout(STEP).expect("request");
         assert_eq!(m.words, [i, i]);
-        ep.send(&Message::new(m.label, &[2 * i])).expect("answer");
+        ep.send(&Envelope::new(m.label, &[2 * i])).expect("answer");
     }
     assert_eq!(kid.expect("done"), format!("sum={}", CALLS * (CALLS - 1)));
     kid.send("exit");
@@ -113,12 +113,12 @@ fn an_unanswered_async_send_is_retracted_at_its_timeout() {
     runtime().block_on(async {
         let ep = AsyncRendezvous::new(ep).expect("async");
         let r = ep
-            .send_timeout(&Message::new(5, &[1]), Duration::from_millis(30))
+            .send_timeout(&Envelope::new(5, &[1]), Duration::from_millis(30))
             .await;
         assert_eq!(r, Err(RendezvousSendError::TimedOut));
         // The partner never sees the retracted message, but the next one.
         kid.send("recv-one");
-        ep.send(&Message::new(6, &[2])).await.expect("send");
+        ep.send(&Envelope::new(6, &[2])).await.expect("send");
     });
     assert_eq!(kid.expect("got"), "label=6 words=[2]");
     kid.send("exit");
@@ -143,7 +143,7 @@ fn a_partner_killed_while_a_task_awaits_ends_it_with_disconnected() {
         assert_eq!(r.unwrap_err(), RendezvousRecvError::Disconnected);
         // And a send to the dead partner fails at once.
         assert_eq!(
-            ep.send(&Message::new(1, &[1])).await,
+            ep.send(&Envelope::new(1, &[1])).await,
             Err(RendezvousSendError::Disconnected)
         );
     });
@@ -215,7 +215,7 @@ fn run_child(role: &str) {
         "blocking-caller" => {
             let mut sum = 0;
             for i in 0..CALLS {
-                let r = ep.call(&Message::new(1, &[i, i])).expect("call");
+                let r = ep.call(&Envelope::new(1, &[i, i])).expect("call");
                 sum += r.words[0];
             }
             common::report(format_args!("done sum={sum}"));
@@ -225,7 +225,7 @@ fn run_child(role: &str) {
                 let ep = AsyncRendezvous::new(ep).expect("async");
                 let mut sum = 0;
                 for i in 0..CALLS {
-                    let r = ep.call(&Message::new(1, &[i, i])).await.expect("call");
+                    let r = ep.call(&Envelope::new(1, &[i, i])).await.expect("call");
                     sum += r.words[0];
                 }
                 sum
@@ -241,7 +241,7 @@ fn run_child(role: &str) {
             ["send", n] => {
                 let n: u64 = n.parse().expect("count");
                 for i in 0..n {
-                    ep.send(&Message::new(1, &[i])).expect("send");
+                    ep.send(&Envelope::new(1, &[i])).expect("send");
                 }
                 common::report(format_args!("sent {n}"));
             }

@@ -215,8 +215,8 @@ impl SpliceBench {
         }
         if o.has(Part::Udp) {
             n.push(format!(
-                "(d) generator (sendmmsg, paced batches), forwarder (`zcio relay --plain` or \
-                 `zcio relay`) and sink (recvmmsg), three unpinned processes on {} CPUs; \
+                "(d) generator (sendmmsg, paced batches), forwarder (`zcio gateway --plain` or \
+                 `zcio gateway`) and sink (recvmmsg), three unpinned processes on {} CPUs; \
                  latency: {} pkt/s for {:.1} s, one packet per send, stamps from \
                  CLOCK_MONOTONIC; rate: doubling from {} pkt/s then bisection to 10%, at most \
                  {} trials of {:.2} s, loss-free = the sink got every packet (each trial's \
@@ -234,8 +234,8 @@ impl SpliceBench {
                 o.start_rate,
                 o.max_trials,
                 o.trial_time.as_secs_f64(),
-                if o.relay_rcvbuf > 0 {
-                    format!("--rcvbuf {}", o.relay_rcvbuf)
+                if o.gateway_rcvbuf > 0 {
+                    format!("--rcvbuf {}", o.gateway_rcvbuf)
                 } else {
                     "their default receive buffer".into()
                 },
@@ -244,8 +244,8 @@ impl SpliceBench {
             ));
             match (&self.veth, &self.veth_note) {
                 (Some(v), _) => n.push(format!(
-                    "(d) veth: generator and sink in network namespace {} ({}), relay in the \
-                     root namespace ({}): generator → veth → relay → veth → sink",
+                    "(d) veth: generator and sink in network namespace {} ({}), gateway in the \
+                     root namespace ({}): generator → veth → gateway → veth → sink",
                     v.name(),
                     v.b.ip,
                     v.a.ip

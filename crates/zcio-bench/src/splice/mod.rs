@@ -11,8 +11,8 @@
 //!   `zcio cp --module crc32c --module zstd:level=1`, the same work in a
 //!   user loop (a child of this binary) and a pipeline of standard tools;
 //!   the total CPU time of all processes of each variant.
-//! * (d) [`udp`]: UDP forwarding through `zcio relay --plain` and `zcio
-//!   relay` (and, over loopback, straight from generator to sink as the
+//! * (d) [`udp`]: UDP forwarding through `zcio gateway --plain` and `zcio
+//!   gateway` (and, over loopback, straight from generator to sink as the
 //!   harness's reference): one-way latency at a low rate and the highest
 //!   loss-free rate (a bounded doubling + bisection [`search`]), over
 //!   loopback and over a veth pair in a network namespace the bench
@@ -122,7 +122,7 @@ pub struct Options {
     pub veth: bool,
     /// (d) `--rcvbuf` given to both forwarders (0: their default, the
     /// kernel's `net.core.rmem_default`).
-    pub relay_rcvbuf: u64,
+    pub gateway_rcvbuf: u64,
     /// Where the files go (default: a directory under the target dir).
     pub dir: Option<PathBuf>,
     /// The `zcio` binary.
@@ -150,7 +150,7 @@ impl Options {
             start_rate: 25_000,
             max_rate: 3_200_000,
             veth: true,
-            relay_rcvbuf: 4 << 20,
+            gateway_rcvbuf: 4 << 20,
             dir: None,
             zcio,
             timeout: Duration::from_secs(120),
@@ -197,8 +197,8 @@ pub fn validate(opts: &Options) -> Result<(), String> {
         )?;
     }
     check_count("--max-trials", opts.max_trials as u64, 1, 40)?;
-    if opts.relay_rcvbuf > 0 {
-        check_size("--relay-rcvbuf", opts.relay_rcvbuf, 4096, 1 << 30)?;
+    if opts.gateway_rcvbuf > 0 {
+        check_size("--gateway-rcvbuf", opts.gateway_rcvbuf, 4096, 1 << 30)?;
     }
     if opts.start_rate == 0 || opts.start_rate > opts.max_rate {
         return Err("--start-rate must be > 0 and ≤ the highest rate".into());

@@ -160,7 +160,7 @@ pub fn derive(rows: &mut [Row]) {
                 r.ratio = base.zip(r.cpu_s).map(|(b, c)| c / b.max(1e-12));
             }
             "d" if r.metric.as_deref() == Some("rate") => {
-                let base = find(&snapshot, "d", "relay-plain")
+                let base = find(&snapshot, "d", "gateway-plain")
                     .find(|b| b.link == r.link && b.size == r.size && b.metric == r.metric)
                     .and_then(|b| b.pkts_per_sec);
                 r.ratio = base.zip(r.pkts_per_sec).map(|(b, x)| x / b.max(1e-12));
@@ -451,26 +451,26 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             };
             let limited = |v| flag(v, |r| r.generator_limited);
             let lower = |v| flag(v, |r| r.lower_bound);
-            let (p, z) = (rate("relay-plain"), rate("zcio-relay"));
-            let bound = if lower("relay-plain") {
+            let (p, z) = (rate("gateway-plain"), rate("zcio-gateway"));
+            let bound = if lower("gateway-plain") {
                 " (no trial of the plain forwarder lost packets: its rate is a lower bound, \
                  the ratio not conclusive)"
-            } else if limited("zcio-relay") {
-                " (zcio relay's rate is a lower bound: the generator could not offer more)"
-            } else if lower("zcio-relay") {
-                " (zcio relay's rate is a lower bound: no trial lost packets)"
+            } else if limited("zcio-gateway") {
+                " (zcio gateway's rate is a lower bound: the generator could not offer more)"
+            } else if lower("zcio-gateway") {
+                " (zcio gateway's rate is a lower bound: no trial lost packets)"
             } else {
                 ""
             };
             t.push(Target {
                 name: format!(
-                    "(d) {link} {}: zcio relay's highest loss-free rate ≥ 1.5× the plain \
+                    "(d) {link} {}: zcio gateway's highest loss-free rate ≥ 1.5× the plain \
                      forwarder's",
                     bytes_u64(size)
                 ),
                 measured: match (z, p) {
                     (Some(z), Some(p)) => format!(
-                        "zcio relay {} pkt/s = {:.2}× plain {} pkt/s{bound}",
+                        "zcio gateway {} pkt/s = {:.2}× plain {} pkt/s{bound}",
                         si(z),
                         z / p.max(1e-12),
                         si(p)
@@ -486,7 +486,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                 r.part == "d"
                     && r.link.as_deref() == Some(link)
                     && r.metric.as_deref() == Some("latency")
-                    && r.variant == "zcio-relay"
+                    && r.variant == "zcio-gateway"
             })
             .filter_map(|r| r.size)
             .collect();
@@ -494,12 +494,12 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             .iter()
             .filter_map(|&s| {
                 let l = |v| d_row(rows, v, link, "latency", s).and_then(|r| r.latency_us);
-                Some((s, l("zcio-relay")?, l("relay-plain")?))
+                Some((s, l("zcio-gateway")?, l("gateway-plain")?))
             })
             .collect();
         t.push(Target {
             name: format!(
-                "(d) {link}: zcio relay's median latency no worse than the plain forwarder's \
+                "(d) {link}: zcio gateway's median latency no worse than the plain forwarder's \
                  (≤ at every size; medians move by a few % between runs, so a quick run may \
                  miss by noise)"
             ),
@@ -599,12 +599,12 @@ mod tests {
     }
 
     #[test]
-    fn relay_rates_are_compared_per_link_and_size() {
+    fn gateway_rates_are_compared_per_link_and_size() {
         let mut rows = vec![
-            rate("relay-plain", 64, 100_000.0),
-            rate("zcio-relay", 64, 160_000.0),
-            rate("relay-plain", 1024, 100_000.0),
-            rate("zcio-relay", 1024, 140_000.0),
+            rate("gateway-plain", 64, 100_000.0),
+            rate("zcio-gateway", 64, 160_000.0),
+            rate("gateway-plain", 1024, 100_000.0),
+            rate("zcio-gateway", 1024, 140_000.0),
         ];
         derive(&mut rows);
         assert_eq!(rows[1].ratio, Some(1.6));
@@ -625,10 +625,10 @@ mod tests {
             ..Row::new("d", v)
         };
         let rows = vec![
-            lat("relay-plain", 64, 20.0),
-            lat("zcio-relay", 64, 20.0),
-            lat("relay-plain", 1024, 20.0),
-            lat("zcio-relay", 1024, 19.0),
+            lat("gateway-plain", 64, 20.0),
+            lat("zcio-gateway", 64, 20.0),
+            lat("gateway-plain", 1024, 20.0),
+            lat("zcio-gateway", 1024, 19.0),
         ];
         let t = targets(&rows);
         let l = t.iter().find(|t| t.name.contains("latency")).unwrap();
@@ -638,7 +638,10 @@ mod tests {
             "{}",
             l.measured
         );
-        let rows = vec![lat("relay-plain", 64, 20.0), lat("zcio-relay", 64, 20.2)];
+        let rows = vec![
+            lat("gateway-plain", 64, 20.0),
+            lat("zcio-gateway", 64, 20.2),
+        ];
         let t = targets(&rows);
         assert_eq!(
             t.iter().find(|t| t.name.contains("latency")).unwrap().met,
@@ -655,11 +658,11 @@ mod tests {
             },
             Row {
                 lower_bound: Some(true),
-                ..rate("zcio-relay", 64, 2_000_000.0)
+                ..rate("zcio-gateway", 64, 2_000_000.0)
             },
             Row {
                 pkts_per_sec: None,
-                ..rate("relay-plain", 64, 0.0)
+                ..rate("gateway-plain", 64, 0.0)
             },
         ];
         let s = text(&rows);
@@ -673,8 +676,8 @@ mod tests {
 
     #[test]
     fn repetitions_are_matched_by_point() {
-        let x = rate("zcio-relay", 64, 1.0);
-        let mut y = rate("zcio-relay", 64, 2.0);
+        let x = rate("zcio-gateway", 64, 1.0);
+        let mut y = rate("zcio-gateway", 64, 2.0);
         assert!(Row::same_point(&x, &y));
         y.link = Some("veth".into());
         assert!(!Row::same_point(&x, &y));

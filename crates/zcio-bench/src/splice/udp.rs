@@ -1,5 +1,5 @@
-//! Part (d): UDP forwarding through `zcio relay --plain` (a recvfrom/sendto
-//! loop) and `zcio relay`, three processes per trial: a generator child
+//! Part (d): UDP forwarding through `zcio gateway --plain` (a recvfrom/sendto
+//! loop) and `zcio gateway`, three processes per trial: a generator child
 //! (paced batches of `sendmmsg`, a sequence number and a `CLOCK_MONOTONIC`
 //! send stamp in every payload), the forwarder, and a sink child
 //! (`recvmmsg`; counts, checks sequence numbers, one-way latency from the
@@ -7,7 +7,7 @@
 //!
 //! Over loopback all three bind 127.0.0.1. Over veth the generator and the
 //! sink run in a network namespace the bench creates ([`super::netns`]) and
-//! the relay in the root namespace: generator → veth → relay → veth → sink.
+//! the gateway in the root namespace: generator → veth → gateway → veth → sink.
 
 use crate::clock::mono_ns;
 use std::net::{SocketAddr, UdpSocket};
@@ -37,21 +37,21 @@ pub enum Forwarder {
     /// None: the generator sends straight to the sink (the harness's own
     /// latency floor and the generator's ceiling; loopback only).
     Direct,
-    /// `zcio relay --plain`: recvfrom/sendto, one packet per call.
+    /// `zcio gateway --plain`: recvfrom/sendto, one packet per call.
     Plain,
-    /// `zcio relay`: its fast mode.
-    Relay,
+    /// `zcio gateway`: its fast mode.
+    Gateway,
 }
 
 impl Forwarder {
     /// The two forwarders compared.
-    pub const ALL: [Forwarder; 2] = [Forwarder::Plain, Forwarder::Relay];
+    pub const ALL: [Forwarder; 2] = [Forwarder::Plain, Forwarder::Gateway];
 
     /// What runs over `link`, in table order: the direct reference only
     /// over loopback (in the namespace it would not cross the veth).
     pub fn for_link(link: Link) -> Vec<Forwarder> {
         match link {
-            Link::Loopback => vec![Forwarder::Direct, Forwarder::Plain, Forwarder::Relay],
+            Link::Loopback => vec![Forwarder::Direct, Forwarder::Plain, Forwarder::Gateway],
             Link::Veth => Forwarder::ALL.to_vec(),
         }
     }
@@ -60,8 +60,8 @@ impl Forwarder {
     pub fn name(self) -> &'static str {
         match self {
             Forwarder::Direct => "direct",
-            Forwarder::Plain => "relay-plain",
-            Forwarder::Relay => "zcio-relay",
+            Forwarder::Plain => "gateway-plain",
+            Forwarder::Gateway => "zcio-gateway",
         }
     }
 }
@@ -147,17 +147,17 @@ pub struct SinkReport {
     pub max_us: Option<f64>,
 }
 
-/// The statistics `zcio relay --stats-json` writes.
+/// The statistics `zcio gateway --stats-json` writes.
 #[derive(Deserialize, Serialize, Debug, Clone, Copy, Default)]
 #[serde(default)]
-pub struct RelayStats {
+pub struct GatewayStats {
     /// Packets received.
     pub received: u64,
     /// Packets forwarded.
     pub forwarded: u64,
     /// Dropped because the sink fell behind.
     pub dropped_sink: u64,
-    /// Dropped by the kernel before the relay read them (as it reports).
+    /// Dropped by the kernel before the gateway read them (as it reports).
     pub dropped_kernel: u64,
     /// Payload bytes.
     pub bytes: u64,
@@ -184,11 +184,11 @@ pub struct Trial {
     pub loss: f64,
     /// Forwarder CPU seconds per forwarded packet (ns).
     pub cpu_ns_per_pkt: Option<f64>,
-    /// What the relay says the kernel dropped.
+    /// What the gateway says the kernel dropped.
     pub dropped_kernel: u64,
 }
 
-/// Addresses of a link: (generator/sink IP, relay IP, command prefix that
+/// Addresses of a link: (generator/sink IP, gateway IP, command prefix that
 /// runs a child on the generator/sink side).
 fn addrs(link: Link, veth: Option<&Veth>) -> Result<(String, String, Vec<String>), String> {
     match link {
@@ -204,8 +204,8 @@ fn addrs(link: Link, veth: Option<&Veth>) -> Result<(String, String, Vec<String>
 struct TrialOut {
     gen: GenReport,
     sink: SinkReport,
-    relay: RelayStats,
-    relay_usage: Usage,
+    gateway: GatewayStats,
+    gateway_usage: Usage,
     /// Whether a forwarder ran (not [`Forwarder::Direct`]).
     forwarded: bool,
 }
@@ -215,13 +215,13 @@ impl TrialOut {
         if !self.forwarded {
             return None;
         }
-        let cpu = if self.relay.cpu_user_s + self.relay.cpu_sys_s > 0.0 {
-            self.relay.cpu_user_s + self.relay.cpu_sys_s
+        let cpu = if self.gateway.cpu_user_s + self.gateway.cpu_sys_s > 0.0 {
+            self.gateway.cpu_user_s + self.gateway.cpu_sys_s
         } else {
-            self.relay_usage.cpu_s()
+            self.gateway_usage.cpu_s()
         };
-        let n = if self.relay.forwarded > 0 {
-            self.relay.forwarded
+        let n = if self.gateway.forwarded > 0 {
+            self.gateway.forwarded
         } else {
             self.sink.received
         };
@@ -243,7 +243,7 @@ fn trial(
     veth: Option<&Veth>,
     dir: &Path,
 ) -> Result<TrialOut, String> {
-    let (side_ip, relay_ip, prefix) = addrs(link, veth)?;
+    let (side_ip, gateway_ip, prefix) = addrs(link, veth)?;
     let timeout_ms = opts.timeout.as_millis() as u64;
     let sink_spec = Spec {
         task: Task::UdpSink(SinkSpec {
@@ -262,15 +262,15 @@ fn trial(
         .strip_prefix("port ")
         .and_then(|p| p.trim().parse().ok())
         .ok_or_else(|| format!("UDP sink: expected 'port N', got {line:?}"))?;
-    let stats = dir.join(format!("relay-{}.json", std::process::id()));
-    let errlog = dir.join("relay.stderr");
-    let (mut relay, addr) = if f == Forwarder::Direct {
+    let stats = dir.join(format!("gateway-{}.json", std::process::id()));
+    let errlog = dir.join("gateway.stderr");
+    let (mut gateway, addr) = if f == Forwarder::Direct {
         let addr: SocketAddr = format!("{side_ip}:{port}")
             .parse()
             .map_err(|e| format!("sink address: {e}"))?;
         (None, addr)
     } else {
-        start_relay(f, &relay_ip, &side_ip, port, &stats, &errlog, opts)?
+        start_gateway(f, &gateway_ip, &side_ip, port, &stats, &errlog, opts)?
     };
     let gen_spec = Spec {
         task: Task::UdpGen(GenSpec {
@@ -287,9 +287,9 @@ fn trial(
     let gen = Proc::spawn_task(&gen_spec, &prefix, "UDP generator")?;
     let (_, gline) = gen.wait(opts.timeout)?;
     let (_, sline) = sink.wait(opts.timeout)?;
-    let (relay_usage, relay_stats) = match relay.take() {
-        Some(r) => stop_relay(r, &stats, &errlog)?,
-        None => (Usage::default(), RelayStats::default()),
+    let (gateway_usage, gateway_stats) = match gateway.take() {
+        Some(r) => stop_gateway(r, &stats, &errlog)?,
+        None => (Usage::default(), GatewayStats::default()),
     };
     let parse = |what: &str, l: &str| -> Result<serde_json::Value, String> {
         serde_json::from_str(l.trim()).map_err(|e| format!("{what}: bad report {l:?}: {e}"))
@@ -301,7 +301,7 @@ fn trial(
     if sink.received == 0 {
         return Err(format!(
             "the sink received none of {} packets through {} over {}: the path is broken \
-             (relay statistics: {relay_stats:?})",
+             (gateway statistics: {gateway_stats:?})",
             gen.sent,
             f.name(),
             link.name()
@@ -310,17 +310,17 @@ fn trial(
     Ok(TrialOut {
         gen,
         sink,
-        relay: relay_stats,
-        relay_usage,
+        gateway: gateway_stats,
+        gateway_usage,
         forwarded: f != Forwarder::Direct,
     })
 }
 
-/// Start `zcio relay` from `relay_ip` (port chosen by the kernel) to
+/// Start `zcio gateway` from `gateway_ip` (port chosen by the kernel) to
 /// `side_ip:port`; its process and the address it listens on.
-fn start_relay(
+fn start_gateway(
     f: Forwarder,
-    relay_ip: &str,
+    gateway_ip: &str,
     side_ip: &str,
     port: u16,
     stats: &Path,
@@ -329,40 +329,44 @@ fn start_relay(
 ) -> Result<(Option<Proc>, SocketAddr), String> {
     super::files::remove(stats);
     let mut cmd = Command::new(&opts.zcio);
-    cmd.arg("relay")
+    cmd.arg("gateway")
         .arg("--udp")
-        .arg(format!("{relay_ip}:0"))
+        .arg(format!("{gateway_ip}:0"))
         .arg("--to")
         .arg(format!("{side_ip}:{port}"));
     if f == Forwarder::Plain {
         cmd.arg("--plain");
     }
-    if opts.relay_rcvbuf > 0 {
-        cmd.arg("--rcvbuf").arg(opts.relay_rcvbuf.to_string());
+    if opts.gateway_rcvbuf > 0 {
+        cmd.arg("--rcvbuf").arg(opts.gateway_rcvbuf.to_string());
     }
-    // A bound of its own: a relay orphaned by a killed bench stops too.
+    // A bound of its own: a gateway orphaned by a killed bench stops too.
     cmd.arg("--duration")
         .arg(opts.timeout.as_secs().max(1).to_string());
     cmd.arg("--stats-json").arg(stats).arg("--quiet");
-    let mut relay = Proc::spawn(&mut cmd, f.name(), Some(errlog))?;
-    let line = relay.read_line(Duration::from_secs(10))?;
+    let mut gateway = Proc::spawn(&mut cmd, f.name(), Some(errlog))?;
+    let line = gateway.read_line(Duration::from_secs(10))?;
     let addr: SocketAddr = line
         .strip_prefix("listening on ")
         .and_then(|a| a.trim().parse().ok())
         .ok_or_else(|| format!("{}: expected 'listening on ADDR', got {line:?}", f.name()))?;
-    Ok((Some(relay), addr))
+    Ok((Some(gateway), addr))
 }
 
-/// SIGTERM the relay, wait for it (bounded) and read its statistics.
-fn stop_relay(relay: Proc, stats: &Path, errlog: &Path) -> Result<(Usage, RelayStats), String> {
-    relay.terminate();
-    let rres = relay.wait(Duration::from_secs(10));
-    let relay_stats = std::fs::read_to_string(stats)
+/// SIGTERM the gateway, wait for it (bounded) and read its statistics.
+fn stop_gateway(
+    gateway: Proc,
+    stats: &Path,
+    errlog: &Path,
+) -> Result<(Usage, GatewayStats), String> {
+    gateway.terminate();
+    let rres = gateway.wait(Duration::from_secs(10));
+    let gateway_stats = std::fs::read_to_string(stats)
         .ok()
-        .and_then(|s| serde_json::from_str::<RelayStats>(&s).ok());
+        .and_then(|s| serde_json::from_str::<GatewayStats>(&s).ok());
     super::files::remove(stats);
     super::files::remove(errlog);
-    match (rres, relay_stats) {
+    match (rres, gateway_stats) {
         (Ok((u, _)), s) => Ok((u, s.unwrap_or_default())),
         // It was stopped by the signal but left its statistics.
         (Err(_), Some(s)) => Ok((Usage::default(), s)),
@@ -380,7 +384,7 @@ pub fn measure_latency(
     dir: &Path,
 ) -> Result<Row, String> {
     if f != Forwarder::Direct {
-        require_sub(&opts.zcio, "relay")?;
+        require_sub(&opts.zcio, "gateway")?;
     }
     let rate = opts.latency_rate as f64;
     let count = ((rate * opts.latency_time.as_secs_f64()) as u64).max(100);
@@ -397,7 +401,7 @@ pub fn measure_latency(
         cpu_ns_per_pkt: t.cpu_ns_per_pkt(),
         cpu_s: t
             .forwarded
-            .then_some(t.relay.cpu_user_s + t.relay.cpu_sys_s),
+            .then_some(t.gateway.cpu_user_s + t.gateway.cpu_sys_s),
         metric: Some("latency".into()),
         ..Row::new("d", f.name())
     })
@@ -421,7 +425,7 @@ pub fn measure_rate(
     dir: &Path,
 ) -> Result<Row, String> {
     if f != Forwarder::Direct {
-        require_sub(&opts.zcio, "relay")?;
+        require_sub(&opts.zcio, "gateway")?;
     }
     let mut s = Search::new(
         opts.start_rate as f64,
@@ -455,7 +459,7 @@ pub fn measure_rate(
             received: t.sink.received,
             loss: 1.0 - t.sink.received as f64 / t.gen.sent.max(1) as f64,
             cpu_ns_per_pkt: t.cpu_ns_per_pkt(),
-            dropped_kernel: t.relay.dropped_kernel,
+            dropped_kernel: t.gateway.dropped_kernel,
         };
         if achieved < 0.95 * rate {
             // The generator could not offer more: no higher rate is tried.

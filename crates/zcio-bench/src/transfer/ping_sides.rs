@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous,
+    recv_any_timeout, reply_and_recv_timeout, Envelope, Rendezvous,
     RendezvousListener as RdvListener,
 };
 use zcio::{
@@ -89,7 +89,7 @@ pub fn run(a: &Args<'_>) -> Result<Measured, String> {
         }
         (Kind::ZcioRendezvous, true) => {
             let deadline = Instant::now() + t;
-            let ep = crate::asyncb::latency::rdv_connect(a.path, deadline)?;
+            let ep = crate::proxyb::latency::rdv_connect(a.path, deadline)?;
             let mut c = RdvClient {
                 ep,
                 words: a.size.div_ceil(8).max(1),
@@ -361,7 +361,7 @@ impl Client for RdvClient {
         let words = vec![seq; self.words];
         let r = self
             .ep
-            .call_timeout(&Message::new(PING, &words), self.t)
+            .call_timeout(&Envelope::new(PING, &words), self.t)
             .map_err(|e| format!("call: {e}"))?;
         if r.label != PONG {
             return Err(format!("unexpected reply label {}", r.label));
@@ -370,7 +370,7 @@ impl Client for RdvClient {
     }
 
     fn stop(&mut self) {
-        let _ = self.ep.send_timeout(&Message::new(RDV_STOP, &[]), self.t);
+        let _ = self.ep.send_timeout(&Envelope::new(RDV_STOP, &[]), self.t);
     }
 }
 
@@ -392,7 +392,7 @@ fn rdv_server(ep: &Rendezvous, warmup: u64, t: Duration) -> Result<Measured, Str
             cpu.start();
         }
         let seq = touch_words(&m.words);
-        let reply = Message::new(PONG, &vec![seq; m.words.len().max(1)]);
+        let reply = Envelope::new(PONG, &vec![seq; m.words.len().max(1)]);
         m = reply_and_recv_timeout(ep, &reply, &[ep], t)
             .map_err(|e| format!("reply_and_recv: {e}"))?
             .1;

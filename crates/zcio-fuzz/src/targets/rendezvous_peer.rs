@@ -1,5 +1,5 @@
 //! A hostile rendezvous client against a real server end, plain or behind
-//! an asynchronous endpoint (`zcio::asyncipc`, whose receive proxy collects
+//! a proxy endpoint (`zcio::proxy`, whose receive proxy collects
 //! the messages): the client speaks the set-up by hand (the shared
 //! handshake with the rendezvous magic and layout version), then follows a
 //! script — publish messages through the slot protocol (any label, word
@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::input::{Script, ScriptWriter};
-use zcio::asyncipc::{AsyncEndpoint, Proxies};
+use zcio::proxy::{ProxyEndpoint, Proxies};
 use zcio::internals::bell::Doorbell;
 use zcio::internals::rendezvous::{
     self as rdv, Raw, Slot, C2S, EMPTY, FULL, MAGIC, S2C, TAKEN, VERSION, WORDS,
@@ -31,7 +31,7 @@ use zcio::internals::segment::Handshake;
 use zcio::internals::sys::fdpass::{self, RecvOutcome};
 use zcio::internals::sys::memfd;
 use zcio::internals::sys::mmap::{Access, Mapping};
-use zcio::rendezvous::{Message, RendezvousConfig, RendezvousListener, MAX_FDS};
+use zcio::rendezvous::{Envelope, RendezvousConfig, RendezvousListener, MAX_FDS};
 use zcio_testkit::hostile;
 
 struct Server {
@@ -154,7 +154,7 @@ const WORDS_AT: [u64; 8] = [0, 1, 2, 16, 17, 18, 19, 32];
 
 enum End {
     Plain(zcio::rendezvous::Rendezvous),
-    Async(AsyncEndpoint),
+    Proxy(ProxyEndpoint),
 }
 
 /// What one script saw.
@@ -180,7 +180,7 @@ pub fn session(data: &[u8]) -> Outcome {
     });
     let end = end.expect("the server accepts an honest hello");
     let end = if asynchronous {
-        End::Async(AsyncEndpoint::new(end, &srv.proxies))
+        End::Proxy(ProxyEndpoint::new(end, &srv.proxies))
     } else {
         End::Plain(end)
     };
@@ -270,7 +270,7 @@ pub fn session(data: &[u8]) -> Outcome {
 }
 
 fn recv_or_send(end: &End, o: u8, s: &mut Script<'_>, out: &mut Outcome) {
-    let check = |m: &Message, out: &mut Outcome| {
+    let check = |m: &Envelope, out: &mut Outcome| {
         out.received += 1;
         assert!(m.words.len() <= WORDS, "more words than a slot holds");
         assert!(m.fds.len() <= MAX_FDS, "more descriptors than a record holds");
@@ -285,7 +285,7 @@ fn recv_or_send(end: &End, o: u8, s: &mut Script<'_>, out: &mut Outcome) {
                     check(&m, out);
                 }
             }
-            End::Async(e) => {
+            End::Proxy(e) => {
                 if let Ok(m) = e.try_recv() {
                     check(&m, out);
                 }
@@ -293,12 +293,12 @@ fn recv_or_send(end: &End, o: u8, s: &mut Script<'_>, out: &mut Outcome) {
         }
         return;
     }
-    let msg = Message::new(s.value(&SMALL), &[1, 2, 3][..s.count(0, 3)]);
+    let msg = Envelope::new(s.value(&SMALL), &[1, 2, 3][..s.count(0, 3)]);
     match end {
         End::Plain(e) => {
             let _ = e.try_send(&msg);
         }
-        End::Async(e) => {
+        End::Proxy(e) => {
             let _ = e.send(msg);
         }
     }

@@ -29,12 +29,12 @@ rendezvous send is the one that is not cancel-safe (see docs/python.md).
 Small messages at the latency of a few cache-line transfers go over a
 channel's lanes: ``ch.open_lane(slots, slot_size)`` / ``ch.accept_lane()``
 give a ``LaneSender`` (``loan()`` a slot and fill it in place, or
-``send(bytes)``) and a ``LaneReceiver`` (``recv()`` a ``LaneMessage`` read
+``send(bytes)``) and a ``LaneReceiver`` (``recv()`` a ``LaneMsg`` read
 in place).
 
 Small control messages (a label and up to 8 words) go over the
 rendezvous: ``RendezvousListener`` / ``Rendezvous`` (synchronous send, recv,
-call) and ``AsyncEndpoint`` (send and call return at once; proxy threads
+call) and ``ProxyEndpoint`` (send and call return at once; proxy threads
 do the synchronous work).
 
 Buffering semantics (Genie's eight: copy, emulated-copy, share,
@@ -87,17 +87,16 @@ from ._zcio import (
     DEFAULT,
     ArenaBuffer,
     Association,
-    AsyncEndpoint,
     Channel,
     Completion,
+    Envelope,
     LaneLoan,
-    LaneMessage,
+    LaneMsg,
     LaneReceiver,
     LaneSender,
     Rendezvous,
     RendezvousListener,
     Listener,
-    Message,
     Msg,
     MsgView,
     OwnedBuffer,
@@ -106,6 +105,7 @@ from ._zcio import (
     Pool,
     PoolBuffer,
     Proxies,
+    ProxyEndpoint,
     Received,
     Reply,
     RingConsumer,
@@ -131,7 +131,7 @@ __all__ = [
     "LaneSender",
     "LaneLoan",
     "LaneReceiver",
-    "LaneMessage",
+    "LaneMsg",
     "Listener",
     "Msg",
     "MsgView",
@@ -143,12 +143,12 @@ __all__ = [
     "PeekView",
     "ring_unlink",
     "ring_list",
-    "Message",
+    "Envelope",
     "RendezvousListener",
     "Rendezvous",
     "recv_any",
     "Proxies",
-    "AsyncEndpoint",
+    "ProxyEndpoint",
     "Ticket",
     "Reply",
     "splice",

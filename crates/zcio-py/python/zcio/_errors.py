@@ -56,7 +56,7 @@ class Disconnected(ZcioError, ConnectionError):
     """The peer is gone (or the channel was closed) and nothing is left to
     receive; for rings, the producer died or closed the ring with an error
     code (``code``) after everything it wrote was read. For rendezvous
-    endpoints: the partner hung up or died; for an ``AsyncEndpoint``, also
+    endpoints: the partner hung up or died; for a ``ProxyEndpoint``, also
     a message or reply the endpoint was closed before it was handled."""
 
 
@@ -80,7 +80,7 @@ class Full(WouldBlock):
     """No room right now: the channel ring, the peer's in-flight allowance,
     a ring's data area (also a block dropped under a tail-drop policy). Also
     a rendezvous ``send(timeout=0)`` the partner did not take at once, and an
-    ``AsyncEndpoint.send``/``call`` whose partner queue is at its quota."""
+    ``ProxyEndpoint.send``/``call`` whose partner queue is at its quota."""
 
 
 class Empty(WouldBlock):

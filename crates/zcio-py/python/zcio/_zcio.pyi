@@ -268,7 +268,7 @@ class LaneReceiver:
     """The receiving end of a lane. One message at a time: ``recv``
     releases the one before (refused while memoryviews of it are alive)."""
 
-    def recv(self, timeout: float | None = None) -> LaneMessage: ...
+    def recv(self, timeout: float | None = None) -> LaneMsg: ...
     @property
     def slot_size(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
@@ -276,7 +276,7 @@ class LaneReceiver:
     def __enter__(self) -> LaneReceiver: ...
     def __exit__(self, *args: object) -> bool: ...
 
-class LaneMessage(Buffer):
+class LaneMsg(Buffer):
     """A received lane message, read in place (read-only buffer over the
     sender's slot; the sender could still write it: copy out what you
     validate). ``release()`` (or leaving its ``with``) gives the slot back."""
@@ -287,7 +287,7 @@ class LaneMessage(Buffer):
     def release(self) -> None: ...
     @property
     def held(self) -> bool: ...
-    def __enter__(self) -> LaneMessage: ...
+    def __enter__(self) -> LaneMsg: ...
     def __exit__(self, *args: object) -> bool: ...
 
 class RingProducer:
@@ -451,7 +451,7 @@ def ring_list() -> list[str]: ...
 
 # --- rendezvous and asynchronous IPC --------------------------------------
 
-class Message:
+class Envelope:
     """A rendezvous message: a label and up to 8 words, each an unsigned
     64-bit int. Immutable, hashable, picklable. More than 8 words raise
     ``ValueError``; negative or too large ints raise ``OverflowError``.
@@ -492,16 +492,16 @@ class Rendezvous:
         """Connect, retrying while nobody listens at ``path`` (bounded by
         ``timeout``)."""
     def send(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> None: ...
-    def recv(self, timeout: float | None = None) -> Message: ...
-    def call(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> Message:
+    def recv(self, timeout: float | None = None) -> Envelope: ...
+    def call(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> Envelope:
         """Send, then receive the partner's answer; ``timeout`` bounds both
         together."""
     def reply_and_recv(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
-    ) -> Message:
+    ) -> Envelope:
         """A server's step: reply, then receive the partner's next message
         (with several partners, ``send`` then :func:`recv_any`)."""
-    async def recv_async(self, timeout: float | None = None) -> Message:
+    async def recv_async(self, timeout: float | None = None) -> Envelope:
         """``recv`` in the running asyncio loop, waiting on the doorbell
         (``loop.add_reader``) without blocking it. Cancel-safe: a cancelled
         call took no message."""
@@ -515,15 +515,15 @@ class Rendezvous:
         delivered -- the cancellation cannot say which."""
     async def call_async(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
-    ) -> Message:
+    ) -> Envelope:
         """Send, then the partner's answer; ``timeout`` bounds both. Not
         cancel-safe (as ``send_async``)."""
     async def reply_and_recv_async(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
-    ) -> Message:
+    ) -> Envelope:
         """A server's step in the asyncio loop, as ``call_async``."""
     def __aiter__(self) -> Rendezvous: ...
-    async def __anext__(self) -> Message:
+    async def __anext__(self) -> Envelope:
         """``async for m in ep``: until the partner is gone (or this
         endpoint is closed). Cancel-safe."""
     def doorbell(self) -> int:
@@ -551,18 +551,18 @@ class Rendezvous:
         """pid, uid, gid of the partner (from the kernel)."""
     @property
     def closed(self) -> bool:
-        """Closed, or handed to an :class:`AsyncEndpoint`."""
+        """Closed, or handed to a :class:`ProxyEndpoint`."""
     def close(self) -> None:
         """Hang up: the partner's waits end with ``Disconnected``."""
     def __enter__(self) -> Rendezvous: ...
     def __exit__(self, *args: object) -> bool: ...
 
-def recv_any(endpoints: Sequence[Rendezvous], timeout: float | None = None) -> tuple[int, Message]:
+def recv_any(endpoints: Sequence[Rendezvous], timeout: float | None = None) -> tuple[int, Envelope]:
     """The first message from any of ``endpoints``, with its index.
     Partners that hung up are skipped; ``Disconnected`` once all have."""
 
 class Proxies:
-    """A capped pool of proxy threads shared by asynchronous endpoints
+    """A capped pool of proxy threads shared by proxy endpoints
     (``None``: the library's default for that setting; durations in
     seconds). Endpoints made without ``proxies=`` share one default
     pool."""
@@ -597,16 +597,16 @@ class Ticket:
         after ``timeout``."""
 
 class Reply:
-    """A receive under way (the reply of :meth:`AsyncEndpoint.call`, or
-    :meth:`AsyncEndpoint.post`). The outcome is kept once collected."""
+    """A receive under way (the reply of :meth:`ProxyEndpoint.call`, or
+    :meth:`ProxyEndpoint.post`). The outcome is kept once collected."""
 
     def ready(self) -> bool: ...
-    def try_take(self) -> Message | None:
+    def try_take(self) -> Envelope | None:
         """The message if it is there, else ``None``; raises if receiving
         failed."""
-    def wait(self, timeout: float | None = None) -> Message: ...
+    def wait(self, timeout: float | None = None) -> Envelope: ...
 
-class AsyncEndpoint:
+class ProxyEndpoint:
     """A rendezvous endpoint driven asynchronously: ``send`` and ``call``
     return at once, proxy threads do the synchronous rendezvous; the
     partner keeps using a plain :class:`Rendezvous`. Takes ``endpoint`` over
@@ -631,7 +631,7 @@ class AsyncEndpoint:
         """Queue a request; the partner's next message is its reply.
         Raises (the request dropped) as :meth:`send`."""
     def post(self) -> Reply: ...
-    def recv(self, timeout: float | None = None) -> Message:
+    def recv(self, timeout: float | None = None) -> Envelope:
         """The next message no call claimed (``Empty`` for ``timeout=0``)."""
     def stats(self) -> dict[str, int]:
         """send_queued, delivered, failed, received, recv_queued."""
@@ -642,7 +642,7 @@ class AsyncEndpoint:
     def close(self) -> None:
         """Fail messages still queued and outstanding replies
         (``Disconnected``), stop receiving, hang up."""
-    def __enter__(self) -> AsyncEndpoint: ...
+    def __enter__(self) -> ProxyEndpoint: ...
     def __exit__(self, *args: object) -> bool: ...
 
 # ------------------------------------------------------------ associations

@@ -5,7 +5,7 @@
 use std::os::fd::{AsFd, BorrowedFd};
 
 use super::error::{IpcFail, RendezvousSendError};
-use super::point::{Message, Rendezvous};
+use super::point::{Envelope, Rendezvous};
 use super::slot::{self, Handover};
 use crate::sys::peer;
 
@@ -34,7 +34,7 @@ impl Rendezvous {
     /// [`Rendezvous::handover`] and [`Rendezvous::retract`].
     /// `WouldBlock` while another send of this endpoint (blocking or
     /// phased) is in flight: one message in the slot at a time.
-    pub(crate) fn publish(&self, msg: &Message) -> Result<u64, IpcFail> {
+    pub(crate) fn publish(&self, msg: &Envelope) -> Result<u64, IpcFail> {
         if peer::socket_hung_up(&self.sh.sock) {
             return Err(IpcFail::Disconnected);
         }
@@ -143,7 +143,7 @@ impl Rendezvous {
     /// message in the slot at a time; a blocking send waits for a phased
     /// one instead); `TooLarge`, `Disconnected`, `Protocol`, `Os`: nothing
     /// was sent.
-    pub fn send_begin(&self, msg: &Message) -> Result<u64, RendezvousSendError> {
+    pub fn send_begin(&self, msg: &Envelope) -> Result<u64, RendezvousSendError> {
         self.evented_bell();
         Ok(self.publish(msg)?)
     }
@@ -196,15 +196,15 @@ mod tests {
     #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
     fn a_phased_send_and_a_blocking_send_take_turns_not_blame_the_partner() {
         let (_l, a, b) = pair("turns");
-        let seq = a.send_begin(&Message::new(1, &[1])).unwrap();
+        let seq = a.send_begin(&Envelope::new(1, &[1])).unwrap();
         // The slot is ours: a second phased send is refused, a blocking one
         // waits its turn (here until its timeout), neither is a peer fault.
         assert_eq!(
-            a.send_begin(&Message::new(2, &[2])),
+            a.send_begin(&Envelope::new(2, &[2])),
             Err(RendezvousSendError::WouldBlock)
         );
         assert_eq!(
-            a.send_timeout(&Message::new(2, &[2]), Duration::from_millis(20)),
+            a.send_timeout(&Envelope::new(2, &[2]), Duration::from_millis(20)),
             Err(RendezvousSendError::TimedOut)
         );
         assert_eq!(a.send_poll(seq), Ok(false));
@@ -212,10 +212,10 @@ mod tests {
         assert_eq!(a.send_poll(seq), Ok(true));
         // Free again: a blocking send and then a phased one go through.
         std::thread::scope(|s| {
-            s.spawn(|| a.send(&Message::new(3, &[3])).unwrap());
+            s.spawn(|| a.send(&Envelope::new(3, &[3])).unwrap());
             assert_eq!(b.recv().unwrap().words, [3]);
         });
-        let seq = a.send_begin(&Message::new(4, &[4])).unwrap();
+        let seq = a.send_begin(&Envelope::new(4, &[4])).unwrap();
         assert!(a.send_cancel(seq), "taken back undelivered");
         assert_eq!(b.try_recv().unwrap_err(), RendezvousRecvError::WouldBlock);
     }
@@ -228,7 +228,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(Duration::from_millis(5));
-                b.send(&Message::new(7, &[7])).unwrap();
+                b.send(&Envelope::new(7, &[7])).unwrap();
             });
             // Woken by the futex wake beside the ring (a ring alone would
             // leave this to its liveness slice; the loom model

@@ -1,5 +1,5 @@
 //! Synchronous rendezvous IPC between processes (L4-style; the base of
-//! [`asyncipc`](crate::asyncipc)).
+//! [`proxy`](crate::proxy)).
 //!
 //! An [`Rendezvous`] is one end of a connection made over a Unix
 //! `SOCK_SEQPACKET` socket (which also carries descriptors and tells each
@@ -30,7 +30,7 @@
 //! process):
 //!
 //! ```
-//! use zcio::rendezvous::{recv_any, reply_and_recv, Rendezvous, RendezvousListener, Message};
+//! use zcio::rendezvous::{recv_any, reply_and_recv, Rendezvous, RendezvousListener, Envelope};
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-rdv-doc-{}", std::process::id()));
 //! let listener = RendezvousListener::bind(&path)?;
@@ -39,7 +39,7 @@
 //!     // Answer each request [a, b] with [a + b] until the caller hangs up.
 //!     let (_, mut req) = recv_any(&[&ep])?;
 //!     loop {
-//!         let reply = Message::new(req.label, &[req.words[0] + req.words[1]]);
+//!         let reply = Envelope::new(req.label, &[req.words[0] + req.words[1]]);
 //!         match reply_and_recv(&ep, &reply, &[&ep]) {
 //!             Ok((_, next)) => req = next,
 //!             Err(e) if e.is_disconnected() => return Ok(()),
@@ -51,7 +51,7 @@
 //! let client = Rendezvous::connect(&path)?;
 //! assert_eq!(client.peer().pid, std::process::id() as i32); // from the kernel
 //! for i in 0..3 {
-//!     let answer = client.call(&Message::new(1, &[i, 10]))?;
+//!     let answer = client.call(&Envelope::new(1, &[i, 10]))?;
 //!     assert_eq!(answer.words, [i + 10]);
 //! }
 //! drop(client);
@@ -76,6 +76,6 @@ pub use open_wait::{
     recv_any, recv_any_timeout, reply_and_recv, reply_and_recv_timeout, try_recv_any,
 };
 pub(crate) use point::Wait;
-pub use point::{Message, Rendezvous, RendezvousConfig};
+pub use point::{Envelope, Rendezvous, RendezvousConfig};
 pub use setup::RendezvousListener;
 pub use slot::WORDS;

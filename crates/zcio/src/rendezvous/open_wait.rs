@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::error::{IpcFail, RendezvousCallError, RendezvousRecvError};
-use super::point::{spin_until, Message, Rendezvous, Wait, SLICE};
+use super::point::{spin_until, Envelope, Rendezvous, Wait, SLICE};
 use super::slot::{self, Raw};
 use crate::sys::peer;
 
@@ -16,7 +16,7 @@ use crate::sys::peer;
 ///
 /// `Disconnected` once every partner has hung up (or `eps` is empty),
 /// `TimedOut`, `Protocol`.
-pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), RendezvousRecvError> {
+pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Envelope), RendezvousRecvError> {
     recv_any_with(eps, Wait::For(default_recv_timeout(eps)))
 }
 
@@ -27,7 +27,7 @@ pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), RendezvousRecvE
 ///
 /// `WouldBlock` when none has; `Disconnected` when every partner has hung up;
 /// `Protocol`.
-pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), RendezvousRecvError> {
+pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Envelope), RendezvousRecvError> {
     recv_any_with(eps, Wait::Try)
 }
 
@@ -39,12 +39,15 @@ pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Message), RendezvousR
 pub fn recv_any_timeout(
     eps: &[&Rendezvous],
     timeout: Duration,
-) -> Result<(usize, Message), RendezvousRecvError> {
+) -> Result<(usize, Envelope), RendezvousRecvError> {
     recv_any_with(eps, Wait::For(timeout))
 }
 
-fn recv_any_with(eps: &[&Rendezvous], wait: Wait) -> Result<(usize, Message), RendezvousRecvError> {
-    let mut m = Message::default();
+fn recv_any_with(
+    eps: &[&Rendezvous],
+    wait: Wait,
+) -> Result<(usize, Envelope), RendezvousRecvError> {
+    let mut m = Envelope::default();
     let i = wait_any(eps, wait, |e, raw| e.finish(raw, &mut m))?;
     Ok((i, m))
 }
@@ -65,9 +68,9 @@ fn default_recv_timeout(eps: &[&Rendezvous]) -> Duration {
 /// As [`Rendezvous::send`] (the reply was not delivered) or [`recv_any`].
 pub fn reply_and_recv(
     to: &Rendezvous,
-    reply: &Message,
+    reply: &Envelope,
     eps: &[&Rendezvous],
-) -> Result<(usize, Message), RendezvousCallError> {
+) -> Result<(usize, Envelope), RendezvousCallError> {
     to.send(reply)?;
     Ok(recv_any(eps)?)
 }
@@ -80,10 +83,10 @@ pub fn reply_and_recv(
 /// As [`reply_and_recv`].
 pub fn reply_and_recv_timeout(
     to: &Rendezvous,
-    reply: &Message,
+    reply: &Envelope,
     eps: &[&Rendezvous],
     timeout: Duration,
-) -> Result<(usize, Message), RendezvousCallError> {
+) -> Result<(usize, Envelope), RendezvousCallError> {
     let deadline = Instant::now().checked_add(timeout);
     to.send_timeout(reply, timeout)?;
     let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));

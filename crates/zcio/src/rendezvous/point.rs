@@ -16,18 +16,18 @@ use crate::wait::{SpinBudget, SpinPolicy};
 /// Longest sleep between liveness checks.
 pub(super) const SLICE: Duration = crate::wait::LIVENESS;
 
-/// A message: a label, up to [`WORDS`] words, up to
-/// [`MAX_FDS`](super::MAX_FDS) descriptors.
+/// The rendezvous's message, an envelope: a label, up to [`WORDS`] words,
+/// up to [`MAX_FDS`](super::MAX_FDS) descriptors.
 ///
 /// ```
-/// use zcio::rendezvous::Message;
+/// use zcio::rendezvous::Envelope;
 ///
-/// let m = Message::new(7, &[1, 2, 3]);
+/// let m = Envelope::new(7, &[1, 2, 3]);
 /// assert_eq!((m.label, m.words.as_slice()), (7, &[1, 2, 3][..]));
 /// assert!(m.fds.is_empty());
 /// ```
 #[derive(Debug, Default)]
-pub struct Message {
+pub struct Envelope {
     /// Caller-defined label (e.g. an operation code).
     pub label: u64,
     /// The words (at most [`WORDS`]).
@@ -37,7 +37,7 @@ pub struct Message {
     pub fds: Vec<OwnedFd>,
 }
 
-impl Message {
+impl Envelope {
     /// A message of `words` with `label` and no descriptors.
     pub fn new(label: u64, words: &[u64]) -> Self {
         Self {
@@ -261,7 +261,7 @@ impl Rendezvous {
     /// Hang up now: shut the connection's socket down, so the partner's
     /// waits — and this endpoint's own — end with
     /// `Disconnected` even while the endpoint is still owned
-    /// (e.g. shared by an [`AsyncEndpoint`](crate::asyncipc::AsyncEndpoint)
+    /// (e.g. shared by a [`ProxyEndpoint`](crate::proxy::ProxyEndpoint)
     /// with its proxies and handles). Dropping the last owner hangs up too;
     /// this is for owners that cannot wait for that.
     pub fn hang_up(&self) {
@@ -287,7 +287,7 @@ impl Rendezvous {
     ///
     /// On any error the message was not delivered: `TimedOut` (retracted),
     /// `Disconnected`, `TooLarge`, `Protocol`, `Os`.
-    pub fn send(&self, msg: &Message) -> Result<(), RendezvousSendError> {
+    pub fn send(&self, msg: &Envelope) -> Result<(), RendezvousSendError> {
         Ok(self.send_with(msg, Wait::For(self.cfg.send_timeout))?)
     }
 
@@ -298,7 +298,7 @@ impl Rendezvous {
     ///
     /// `WouldBlock` when the partner did not take it (the message was retracted,
     /// not delivered); otherwise as [`Rendezvous::send`].
-    pub fn try_send(&self, msg: &Message) -> Result<(), RendezvousSendError> {
+    pub fn try_send(&self, msg: &Envelope) -> Result<(), RendezvousSendError> {
         Ok(self.send_with(msg, Wait::Try)?)
     }
 
@@ -309,7 +309,7 @@ impl Rendezvous {
     /// As [`Rendezvous::send`]; on `TimedOut` the message was retracted.
     pub fn send_timeout(
         &self,
-        msg: &Message,
+        msg: &Envelope,
         timeout: Duration,
     ) -> Result<(), RendezvousSendError> {
         Ok(self.send_with(msg, Wait::For(timeout))?)
@@ -318,7 +318,7 @@ impl Rendezvous {
     /// The slot form of `msg` for the next hand-over, its descriptors
     /// already sent on the socket (tagged with the hand-over's sequence
     /// number, so the receiver pairs them).
-    pub(super) fn prepare(&self, msg: &Message) -> Result<Raw, IpcFail> {
+    pub(super) fn prepare(&self, msg: &Envelope) -> Result<Raw, IpcFail> {
         if msg.words.len() > WORDS || msg.fds.len() > MAX_FDS {
             return Err(IpcFail::TooLarge);
         }
@@ -363,7 +363,7 @@ impl Rendezvous {
         crate::sync::futex_wake(&self.sending);
     }
 
-    pub(crate) fn send_with(&self, msg: &Message, wait: Wait) -> Result<(), IpcFail> {
+    pub(crate) fn send_with(&self, msg: &Envelope, wait: Wait) -> Result<(), IpcFail> {
         let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         // A phased send (an event loop's, `send_begin`) may hold the slot:
         // wait for it to end, within our own bound.
@@ -392,7 +392,7 @@ impl Rendezvous {
 
     fn send_claimed(
         &self,
-        msg: &Message,
+        msg: &Envelope,
         wait: Wait,
         budget: &mut SpinBudget,
     ) -> Result<(), IpcFail> {
@@ -423,7 +423,7 @@ impl Rendezvous {
 
     /// Turn a taken slot message into `into` (its word buffer is reused),
     /// fetching its descriptors. The caller holds `recv_lock`.
-    pub(super) fn finish(&self, raw: Raw, into: &mut Message) -> Result<(), IpcFail> {
+    pub(super) fn finish(&self, raw: Raw, into: &mut Envelope) -> Result<(), IpcFail> {
         into.fds.clear();
         if raw.nfds > 0 {
             // The descriptors were sent before the hand-over; stale records
@@ -464,7 +464,7 @@ impl Rendezvous {
     ///
     /// `TimedOut`, `Disconnected` (the partner is gone and sent nothing
     /// more), `Protocol`.
-    pub fn recv(&self) -> Result<Message, RendezvousRecvError> {
+    pub fn recv(&self) -> Result<Envelope, RendezvousRecvError> {
         self.recv_with(Wait::For(self.cfg.recv_timeout))
     }
 
@@ -473,7 +473,7 @@ impl Rendezvous {
     /// # Errors
     ///
     /// `WouldBlock` when nothing is waiting; otherwise as [`Rendezvous::recv`].
-    pub fn try_recv(&self) -> Result<Message, RendezvousRecvError> {
+    pub fn try_recv(&self) -> Result<Envelope, RendezvousRecvError> {
         self.recv_with(Wait::Try)
     }
 
@@ -482,12 +482,12 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::recv`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, RendezvousRecvError> {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Envelope, RendezvousRecvError> {
         self.recv_with(Wait::For(timeout))
     }
 
-    fn recv_with(&self, wait: Wait) -> Result<Message, RendezvousRecvError> {
-        let mut m = Message::default();
+    fn recv_with(&self, wait: Wait) -> Result<Envelope, RendezvousRecvError> {
+        let mut m = Envelope::default();
         self.recv_into_with(&mut m, wait)?;
         Ok(m)
     }
@@ -498,7 +498,7 @@ impl Rendezvous {
     /// # Errors
     ///
     /// As [`Rendezvous::recv`]; on error `buf` is unspecified but valid.
-    pub fn recv_into(&self, buf: &mut Message) -> Result<(), RendezvousRecvError> {
+    pub fn recv_into(&self, buf: &mut Envelope) -> Result<(), RendezvousRecvError> {
         Ok(self.recv_into_with(buf, Wait::For(self.cfg.recv_timeout))?)
     }
 
@@ -510,13 +510,13 @@ impl Rendezvous {
     /// As [`Rendezvous::recv`]; on error `buf` is unspecified but valid.
     pub fn recv_into_timeout(
         &self,
-        buf: &mut Message,
+        buf: &mut Envelope,
         timeout: Duration,
     ) -> Result<(), RendezvousRecvError> {
         Ok(self.recv_into_with(buf, Wait::For(timeout))?)
     }
 
-    pub(crate) fn recv_into_with(&self, buf: &mut Message, wait: Wait) -> Result<(), IpcFail> {
+    pub(crate) fn recv_into_with(&self, buf: &mut Envelope, wait: Wait) -> Result<(), IpcFail> {
         wait_any(&[self], wait, |e, raw| e.finish(raw, buf)).map(|_| ())
     }
 
@@ -528,7 +528,7 @@ impl Rendezvous {
     ///
     /// As [`Rendezvous::send`] (the request was not delivered) or
     /// [`Rendezvous::recv`] (it was, but no answer came).
-    pub fn call(&self, msg: &Message) -> Result<Message, RendezvousCallError> {
+    pub fn call(&self, msg: &Envelope) -> Result<Envelope, RendezvousCallError> {
         self.send(msg)?;
         Ok(self.recv()?)
     }
@@ -540,9 +540,9 @@ impl Rendezvous {
     /// As [`Rendezvous::call`].
     pub fn call_timeout(
         &self,
-        msg: &Message,
+        msg: &Envelope,
         timeout: Duration,
-    ) -> Result<Message, RendezvousCallError> {
+    ) -> Result<Envelope, RendezvousCallError> {
         let deadline = Instant::now().checked_add(timeout);
         self.send_timeout(msg, timeout)?;
         let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
@@ -575,7 +575,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let c = Rendezvous::connect(&p2).unwrap();
             for i in 0..200u64 {
-                let m = Message::new(1, &[i, 2 * i]);
+                let m = Envelope::new(1, &[i, 2 * i]);
                 let r = if i % 2 == 0 {
                     c.call(&m)
                 } else {
@@ -588,10 +588,10 @@ mod tests {
         assert_eq!(s.peer().pid, std::process::id() as i32);
         let (_, mut m) = recv_any(&[&s]).unwrap();
         for _ in 0..199 {
-            let reply = Message::new(2, &[m.words[0] + m.words[1]]);
+            let reply = Envelope::new(2, &[m.words[0] + m.words[1]]);
             m = reply_and_recv_timeout(&s, &reply, &[&s], LONG).unwrap().1;
         }
-        s.send(&Message::new(2, &[m.words[0] + m.words[1]]))
+        s.send(&Envelope::new(2, &[m.words[0] + m.words[1]]))
             .unwrap();
         t.join().unwrap();
     }
@@ -610,7 +610,7 @@ mod tests {
     fn timeouts_try_forms_and_hangup() {
         let (_l, c, s) = pair("to");
         // Nobody receives: the send times out and is retracted.
-        let one = Message::new(0, &[1]);
+        let one = Envelope::new(0, &[1]);
         assert_eq!(
             c.send_timeout(&one, Duration::from_millis(20)),
             Err(RendezvousSendError::TimedOut)
@@ -630,7 +630,7 @@ mod tests {
             RendezvousRecvError::TimedOut
         );
         assert_eq!(
-            c.send(&Message::new(0, &[0; WORDS + 1])),
+            c.send(&Envelope::new(0, &[0; WORDS + 1])),
             Err(RendezvousSendError::TooLarge)
         );
         // The configured bound applies to the plain forms.
@@ -665,7 +665,7 @@ mod tests {
             RendezvousRecvError::Disconnected
         );
         assert_eq!(
-            s.send_timeout(&Message::new(1, &[]), LONG),
+            s.send_timeout(&Envelope::new(1, &[]), LONG),
             Err(RendezvousSendError::Disconnected)
         );
         assert_eq!(
@@ -673,7 +673,7 @@ mod tests {
             RendezvousRecvError::Disconnected
         );
         assert_eq!(
-            also.send_timeout(&Message::new(1, &[]), LONG),
+            also.send_timeout(&Envelope::new(1, &[]), LONG),
             Err(RendezvousSendError::Disconnected)
         );
     }
@@ -684,7 +684,7 @@ mod tests {
         let (_l, c, s) = pair("try");
         let c = Arc::new(c);
         let c2 = c.clone();
-        let t = std::thread::spawn(move || c2.send_timeout(&Message::new(3, &[4]), LONG));
+        let t = std::thread::spawn(move || c2.send_timeout(&Envelope::new(3, &[4]), LONG));
         // The sender waits in the slot: a try_recv takes its message.
         let m = loop {
             match s.try_recv() {
@@ -699,7 +699,7 @@ mod tests {
         let r = std::thread::spawn(move || s.recv_timeout(LONG).map(|m| m.label));
         let mut tries = 0u64;
         loop {
-            match c.try_send(&Message::new(8, &[])) {
+            match c.try_send(&Envelope::new(8, &[])) {
                 Ok(()) => break,
                 Err(RendezvousSendError::WouldBlock) => tries += 1,
                 Err(e) => panic!("{e}"),
@@ -739,11 +739,11 @@ mod tests {
         let (_l, c, s) = pair("fd");
         let t = std::thread::spawn(move || {
             let fd = memfd::create_sized("x", 4096).unwrap();
-            let mut m = Message::new(5, &[42]);
+            let mut m = Envelope::new(5, &[42]);
             m.fds.push(fd);
             c.send(&m).unwrap();
         });
-        let mut m = Message::default();
+        let mut m = Envelope::default();
         s.recv_into_timeout(&mut m, LONG).unwrap();
         assert_eq!(
             (m.label, m.words.as_slice(), m.fds.len()),

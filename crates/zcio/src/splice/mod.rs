@@ -10,7 +10,7 @@
 //!   and the registry that finds them by name (built-ins and shared
 //!   objects through a versioned C ABI).
 //!
-//! The UDP/TCP gateway built on associations (`zcio relay`) is the
+//! The UDP/TCP gateway built on associations (`zcio gateway`) is the
 //! `zcio-gateway` crate.
 
 mod association;

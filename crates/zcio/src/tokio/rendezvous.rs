@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::doorbell::{AsyncBell, Belled};
 use crate::rendezvous::IpcFail;
 use crate::rendezvous::{
-    Message, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
+    Envelope, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
 };
 use crate::wait::{SpinPolicy, Step};
 
@@ -51,7 +51,7 @@ impl Belled for Rendezvous {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use zcio::rendezvous::{Message, Rendezvous, RendezvousListener};
+/// use zcio::rendezvous::{Envelope, Rendezvous, RendezvousListener};
 /// use zcio::tokio::AsyncRendezvous;
 ///
 /// let dir = std::env::temp_dir().join(format!("zcio-doc-ardv-{}", std::process::id()));
@@ -59,11 +59,11 @@ impl Belled for Rendezvous {
 /// let server = std::thread::spawn(move || -> Result<(), zcio::Error> {
 ///     let ep = listener.accept()?;
 ///     let m = ep.recv()?;
-///     ep.send(&Message::new(m.label, &[m.words[0] * 2]))?;
+///     ep.send(&Envelope::new(m.label, &[m.words[0] * 2]))?;
 ///     Ok(())
 /// });
 /// let ep = AsyncRendezvous::new(Rendezvous::connect(&dir)?)?;
-/// let answer = ep.call(&Message::new(1, &[21])).await?;
+/// let answer = ep.call(&Envelope::new(1, &[21])).await?;
 /// assert_eq!(answer.words, [42]);
 /// server.join().unwrap()?;
 /// # Ok(())
@@ -134,14 +134,14 @@ impl AsyncRendezvous {
 
     /// Wait for the partner's next message, at most the endpoint's
     /// `recv_timeout`. Cancel-safe.
-    pub async fn recv(&self) -> Result<Message, RendezvousRecvError> {
+    pub async fn recv(&self) -> Result<Envelope, RendezvousRecvError> {
         let t = self.endpoint().config().recv_timeout;
         self.recv_timeout(t).await
     }
 
     /// Wait for the partner's next message, at most `timeout`.
     /// Cancel-safe.
-    pub async fn recv_timeout(&self, timeout: Duration) -> Result<Message, RendezvousRecvError> {
+    pub async fn recv_timeout(&self, timeout: Duration) -> Result<Envelope, RendezvousRecvError> {
         let ep = self.endpoint();
         let wait = async {
             let mut woke = false;
@@ -175,7 +175,7 @@ impl AsyncRendezvous {
     /// Send `msg` and wait until the partner took it, at most the
     /// endpoint's `send_timeout` (then it is retracted: `TimedOut`). Not
     /// cancel-safe (see the type's docs).
-    pub async fn send(&self, msg: &Message) -> Result<(), RendezvousSendError> {
+    pub async fn send(&self, msg: &Envelope) -> Result<(), RendezvousSendError> {
         let t = self.endpoint().config().send_timeout;
         self.send_timeout(msg, t).await
     }
@@ -183,7 +183,7 @@ impl AsyncRendezvous {
     /// Send `msg`, waiting at most `timeout` for the partner to take it.
     pub async fn send_timeout(
         &self,
-        msg: &Message,
+        msg: &Envelope,
         timeout: Duration,
     ) -> Result<(), RendezvousSendError> {
         let start = ::tokio::time::Instant::now();
@@ -257,14 +257,14 @@ impl AsyncRendezvous {
 
     /// Send `msg`, then wait for the partner's answer (its next message):
     /// each half bounded by the endpoint's timeouts. Not cancel-safe.
-    pub async fn call(&self, msg: &Message) -> Result<Message, RendezvousCallError> {
+    pub async fn call(&self, msg: &Envelope) -> Result<Envelope, RendezvousCallError> {
         self.send(msg).await?;
         Ok(self.recv().await?)
     }
 }
 
 impl futures_core::Stream for AsyncRendezvous {
-    type Item = Result<Message, RendezvousRecvError>;
+    type Item = Result<Envelope, RendezvousRecvError>;
 
     /// The partner's next message; `None` once it is gone. Cancel-safe.
     fn poll_next(

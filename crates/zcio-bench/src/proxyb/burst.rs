@@ -62,7 +62,7 @@ fn cfg() -> ChannelConfig {
 fn run(copy: bool, size: usize, opts: &Options) -> Result<Sample, String> {
     let (ctl_r, ctl_w, _) = crate::fds::pipe_pair(Some(4096))?;
     let (ack_r, ack_w, _) = crate::fds::pipe_pair(Some(4096))?;
-    let sock = SockPath::new("async", "burst");
+    let sock = SockPath::new("proxy", "burst");
     let pair: Option<(OwnedFd, OwnedFd)> = if copy {
         use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
         Some(

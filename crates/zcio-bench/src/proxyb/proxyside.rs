@@ -1,16 +1,16 @@
-//! The sides of part (a) that use the asynchronous layer
-//! (`zcio::asyncipc`): a client timing asynchronous sends, and a server
+//! The sides of part (a) that use the proxy layer
+//! (`zcio::proxy`): a client timing asynchronous sends, and a server
 //! receiving through the asynchronous receive proxy.
 
 use std::time::Instant;
 
-use zcio::asyncipc::{AsyncEndpoint, Proxies, ProxyConfig};
-use zcio::rendezvous::{Message, Rendezvous};
+use zcio::proxy::{Proxies, ProxyConfig, ProxyEndpoint};
+use zcio::rendezvous::{Envelope, Rendezvous};
 
 use super::latency::{Timer, PING, PONG, STOP};
 use super::{left, Sample};
 
-/// Whether the asynchronous layer is part of this build.
+/// Whether the proxy layer is part of this build.
 pub const BUILT: bool = true;
 
 /// Time `send` returning; wait for each ticket outside the measurement.
@@ -21,10 +21,10 @@ pub fn send_client(
     deadline: Instant,
 ) -> Result<Sample, String> {
     let proxies = Proxies::new(ProxyConfig::default());
-    let aep = AsyncEndpoint::new(ep, &proxies);
+    let aep = ProxyEndpoint::new(ep, &proxies);
     let mut t = Timer::default();
     for i in 0..warmup + iters {
-        let msg = Message::new(PING, &[i]);
+        let msg = Envelope::new(PING, &[i]);
         let ticket = t
             .time(i >= warmup, || aep.send(msg))
             .map_err(|e| format!("async send {i}: {e}"))?;
@@ -33,7 +33,7 @@ pub fn send_client(
             .map_err(|e| format!("ticket {i}: {e}"))?;
     }
     let stop = aep
-        .send(Message::new(STOP, &[]))
+        .send(Envelope::new(STOP, &[]))
         .map_err(|e| format!("stop: {e}"))?;
     stop.wait_timeout(left(deadline))
         .map_err(|e| format!("stop: {e}"))?;
@@ -44,7 +44,7 @@ pub fn send_client(
 /// synchronous send of the same endpoint.
 pub fn receive_server(ep: Rendezvous, deadline: Instant) -> Result<(), String> {
     let proxies = Proxies::new(ProxyConfig::default());
-    let aep = AsyncEndpoint::new(ep, &proxies);
+    let aep = ProxyEndpoint::new(ep, &proxies);
     loop {
         let m = aep
             .recv_timeout(left(deadline))
@@ -56,7 +56,7 @@ pub fn receive_server(ep: Rendezvous, deadline: Instant) -> Result<(), String> {
             }
             _ => aep
                 .endpoint()
-                .send_timeout(&Message::new(PONG, &m.words), left(deadline))
+                .send_timeout(&Envelope::new(PONG, &m.words), left(deadline))
                 .map_err(|e| format!("reply: {e}"))?,
         }
     }

@@ -2,19 +2,19 @@
 //! asynchrony): the partner still talks plain
 //! [`rendezvous`](crate::rendezvous) and cannot tell the difference.
 //!
-//! * [`AsyncEndpoint::send`] appends the message to the endpoint's FIFO
+//! * [`ProxyEndpoint::send`] appends the message to the endpoint's FIFO
 //!   send queue and returns a [`Ticket`] at once; a proxy thread from a
 //!   shared [`Proxies`] pool (one per active receiver queue, idle proxies
 //!   reused, a cap on threads, a per-partner quota on queued messages)
 //!   delivers each message with the synchronous send and records
 //!   delivered/failed in the ticket. A message that cannot be queued comes
 //!   back inside the error.
-//! * [`AsyncEndpoint::post`] / [`AsyncEndpoint::recv`] take messages
+//! * [`ProxyEndpoint::post`] / [`ProxyEndpoint::recv`] take messages
 //!   that a receive proxy collected with the synchronous receive: in FIFO
 //!   order, the most recently blocked waiter served first, received into
 //!   buffers from an optional allocation callback ([`Alloc`]). A `recv`
 //!   while nothing else receives is done on the caller's thread.
-//! * [`AsyncEndpoint::call`] is an asynchronous RPC: the request goes
+//! * [`ProxyEndpoint::call`] is an asynchronous RPC: the request goes
 //!   through the send queue, the reply is collected by the receive proxy
 //!   into the returned [`RecvHandle`].
 //!
@@ -30,10 +30,10 @@
 //! (a thread here, normally another process):
 //!
 //! ```
-//! use zcio::asyncipc::{AsyncEndpoint, Proxies};
-//! use zcio::rendezvous::{Rendezvous, RendezvousListener, RendezvousRecvError, Message};
+//! use zcio::proxy::{ProxyEndpoint, Proxies};
+//! use zcio::rendezvous::{Rendezvous, RendezvousListener, RendezvousRecvError, Envelope};
 //!
-//! let path = std::env::temp_dir().join(format!("zcio-async-doc-{}", std::process::id()));
+//! let path = std::env::temp_dir().join(format!("zcio-proxy-doc-{}", std::process::id()));
 //! let listener = RendezvousListener::bind(&path)?;
 //! let server = std::thread::spawn(move || -> Result<u64, zcio::Error> {
 //!     let ep = listener.accept().expect("accept");
@@ -46,17 +46,17 @@
 //!         };
 //!         match m.label {
 //!             1 => notes += m.words[0],                               // a note
-//!             _ => ep.send(&Message::new(2, &[m.words[0] * 2]))?,     // a call
+//!             _ => ep.send(&Envelope::new(2, &[m.words[0] * 2]))?,     // a call
 //!         }
 //!     }
 //! });
 //!
 //! let proxies = Proxies::default();
-//! let peer = AsyncEndpoint::new(Rendezvous::connect(&path)?, &proxies);
+//! let peer = ProxyEndpoint::new(Rendezvous::connect(&path)?, &proxies);
 //! let tickets: Vec<_> = (1..=3)
-//!     .map(|i| peer.send(Message::new(1, &[i])))
+//!     .map(|i| peer.send(Envelope::new(1, &[i])))
 //!     .collect::<Result<_, _>>()?;                 // returns at once
-//! let reply = peer.call(Message::new(2, &[21]))?; // the message comes back in the error
+//! let reply = peer.call(Envelope::new(2, &[21]))?; // the message comes back in the error
 //! assert_eq!(reply.wait()?.words, [42]);          // delivered in order
 //! for t in &tickets {
 //!     t.wait()?;                                  // each was taken
@@ -75,15 +75,15 @@ mod send;
 
 use thiserror::Error;
 
-pub use endpoint::{AsyncEndpoint, AsyncStats};
+pub use endpoint::{ProxyEndpoint, ProxyEndpointStats};
 pub use pool::{Proxies, ProxyConfig, ProxyStats};
 pub use recv::{Alloc, RecvHandle};
 pub use send::{Ticket, TicketStatus};
 
 use crate::error::ErrorKind;
-use crate::rendezvous::{IpcFail, Message, RendezvousRecvError, RendezvousSendError};
+use crate::rendezvous::{Envelope, IpcFail, RendezvousRecvError, RendezvousSendError};
 
-/// Errors of the asynchronous layer, in the words of every zcio transport
+/// Errors of the proxy layer, in the words of every zcio transport
 /// ([`ErrorKind`]).
 ///
 /// A partner that hung up or died, and this endpoint closed before a
@@ -97,7 +97,7 @@ pub enum AsyncError {
     WouldBlock,
     /// The partner's queue already holds its quota of messages: nothing
     /// can be queued now; retry after some are delivered (or raise the
-    /// quota with [`AsyncEndpoint::set_quota`]).
+    /// quota with [`ProxyEndpoint::set_quota`]).
     #[error("send queue for this partner is full (quota reached); wait for deliveries or raise the quota")]
     QuotaExceeded,
     /// A wait (receive, ticket or handle) timed out, or the synchronous
@@ -181,7 +181,7 @@ impl From<RendezvousRecvError> for AsyncError {
 }
 
 crate::error::value_back_error! {
-    /// [`AsyncEndpoint::send`] or [`AsyncEndpoint::call`] refused: the
+    /// [`ProxyEndpoint::send`] or [`ProxyEndpoint::call`] refused: the
     /// reason, and the message, back.
-    AsyncSendError { AsyncError, Message }
+    AsyncSendError { AsyncError, Envelope }
 }

@@ -17,26 +17,26 @@ use std::time::{Duration, Instant};
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{IpcFail, Message, Rendezvous, Wait, WORDS};
+use crate::rendezvous::{Envelope, IpcFail, Rendezvous, Wait, WORDS};
 
 /// Supplies the buffer the proxy receives the next message into (called
 /// before the message arrives, with the most words a message can carry);
 /// lets an application receive into recycled storage.
-pub type Alloc = Box<dyn Fn(usize) -> Message + Send + Sync>;
+pub type Alloc = Box<dyn Fn(usize) -> Envelope + Send + Sync>;
 
 /// How long one receive by the proxy sleeps before it re-checks whether it
 /// is still wanted.
 const SLICE: Duration = crate::wait::LIVENESS;
 
-pub(crate) type Slot = Completion<Result<Message, AsyncError>>;
+pub(crate) type Slot = Completion<Result<Envelope, AsyncError>>;
 
-/// A receive that is under way (from [`AsyncEndpoint::post`] or
-/// [`AsyncEndpoint::call`]): collect its message when it is ready.
+/// A receive that is under way (from [`ProxyEndpoint::post`] or
+/// [`ProxyEndpoint::call`]): collect its message when it is ready.
 /// Dropping a handle before it is filled withdraws it; a message that
 /// filled it and was never taken goes back to the front of the queue.
 ///
-/// [`AsyncEndpoint::post`]: super::AsyncEndpoint::post
-/// [`AsyncEndpoint::call`]: super::AsyncEndpoint::call
+/// [`ProxyEndpoint::post`]: super::ProxyEndpoint::post
+/// [`ProxyEndpoint::call`]: super::ProxyEndpoint::call
 pub struct RecvHandle {
     pub(crate) cell: Arc<Slot>,
     pub(crate) side: Arc<RecvSide>,
@@ -57,7 +57,7 @@ impl RecvHandle {
     }
 
     /// The message if it is there (`None`: still waiting); never waits.
-    pub fn try_take(&self) -> Option<Result<Message, AsyncError>> {
+    pub fn try_take(&self) -> Option<Result<Envelope, AsyncError>> {
         if !self.cell.is_done() {
             return None;
         }
@@ -72,7 +72,7 @@ impl RecvHandle {
     /// `TimedOut` (the handle stays posted and may be waited on again),
     /// `Taken` (already collected), `Disconnected`, or the rendezvous error that
     /// ended receiving (`Disconnected` when the partner is gone).
-    pub fn wait(&self) -> Result<Message, AsyncError> {
+    pub fn wait(&self) -> Result<Envelope, AsyncError> {
         self.wait_timeout(self.side.ep.config().recv_timeout)
     }
 
@@ -81,7 +81,7 @@ impl RecvHandle {
     /// # Errors
     ///
     /// As [`RecvHandle::wait`].
-    pub fn wait_timeout(&self, timeout: Duration) -> Result<Message, AsyncError> {
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Envelope, AsyncError> {
         if self.cell.wait(Some(timeout)) {
             if let Some(r) = self.cell.take() {
                 return r;
@@ -99,7 +99,7 @@ impl Drop for RecvHandle {
 }
 
 struct State {
-    msgs: VecDeque<Message>,
+    msgs: VecDeque<Envelope>,
     /// Blocked receivers, most recent last (woken first).
     waiters: Vec<Arc<Slot>>,
     /// Outstanding asynchronous calls, oldest first.
@@ -111,7 +111,7 @@ struct State {
     failed: Option<AsyncError>,
 }
 
-/// The receive side of one asynchronous endpoint.
+/// The receive side of one proxy endpoint.
 pub(crate) struct RecvSide {
     ep: Arc<Rendezvous>,
     st: Mutex<State>,
@@ -187,7 +187,7 @@ impl RecvSide {
         self: &Arc<Self>,
         pool: &Arc<Pool>,
         wait: Wait,
-    ) -> Result<Message, AsyncError> {
+    ) -> Result<Envelope, AsyncError> {
         {
             let mut st = self.lock();
             if let Some(m) = st.msgs.pop_front() {
@@ -368,19 +368,19 @@ impl RecvSide {
         self.lock().running = false;
     }
 
-    fn fresh_buffer(&self) -> Message {
+    fn fresh_buffer(&self) -> Envelope {
         let alloc = self.alloc.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match alloc {
             Some(a) => a(WORDS),
-            None => Message {
+            None => Envelope {
                 words: Vec::with_capacity(WORDS),
-                ..Message::default()
+                ..Envelope::default()
             },
         }
     }
 
     /// Give `m` to the oldest call, the newest waiter, or the queue.
-    fn hand_on(&self, m: Message) {
+    fn hand_on(&self, m: Envelope) {
         let mut st = self.lock();
         let target = st.calls.pop_front().or_else(|| st.waiters.pop());
         // Completed under the state lock, so a handle withdrawn at the same

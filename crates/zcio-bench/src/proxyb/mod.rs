@@ -1,4 +1,4 @@
-//! `zcio-bench async`: the experiments of the thesis's chapter 6, every side
+//! `zcio-bench proxy`: the experiments of the thesis's chapter 6, every side
 //! a separate process, in one run.
 //!
 //! * (a) [`latency`]: one-word latency (Table 6.1) in ns and cycles, mean
@@ -19,13 +19,13 @@
 //! Children are this binary re-executed with [`CHILD_ARG`] and a JSON
 //! [`Spec`]; a measuring child prints one JSON [`Sample`] line.
 
-pub mod asyncside;
 mod bench;
 pub mod burst;
 pub mod chain;
 pub mod cksum;
 pub mod latency;
 pub mod plot;
+pub mod proxyside;
 pub mod stats;
 pub mod table;
 pub mod task;
@@ -37,14 +37,14 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use bench::AsyncBench;
+pub use bench::ProxyBench;
 pub use table::Row;
 pub use task::Task;
 
 use crate::child::Group;
 
 /// The hidden first argument that makes the binary a child of this bench.
-pub const CHILD_ARG: &str = "__bench-async-child";
+pub const CHILD_ARG: &str = "__bench-proxy-child";
 
 /// One part of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -208,7 +208,7 @@ pub fn validate(opts: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// `bench async --iters/--intermediates/--stream/--volume` against their
+/// `bench proxy --iters/--intermediates/--stream/--volume` against their
 /// ranges (see [`crate::limits`]).
 pub fn check_limits(o: &Options) -> Result<(), String> {
     use crate::limits::{check_count, check_size};
@@ -415,7 +415,7 @@ pub fn notes(opts: &Options) -> Vec<String> {
         n.push(latency::note(opts));
         if !latency::Variant::AsyncSend.available() {
             n.push(
-                "(a) async-send and async-receive: async layer not built (zcio::asyncipc is \
+                "(a) async-send and async-receive: proxy layer not built (zcio::proxy is \
                  missing); those rows are left out"
                     .into(),
             );

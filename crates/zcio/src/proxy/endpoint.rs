@@ -1,4 +1,4 @@
-//! The asynchronous endpoint: a rendezvous [`Rendezvous`] with a send queue
+//! The proxy endpoint: a rendezvous [`Rendezvous`] with a send queue
 //! and a receive side, both served by proxies from a [`Proxies`] pool.
 
 use std::sync::atomic::Ordering as Counter;
@@ -9,13 +9,13 @@ use super::pool::{Inner as Pool, Proxies};
 use super::recv::{Alloc, RecvHandle, RecvSide};
 use super::send::{SendQueue, Ticket};
 use super::{AsyncError, AsyncSendError};
-use crate::rendezvous::{Message, Rendezvous, Wait};
+use crate::rendezvous::{Envelope, Rendezvous, Wait};
 use crate::sys::peer::PeerCred;
 
-/// Counters of one asynchronous endpoint ([`AsyncEndpoint::stats`]).
+/// Counters of one proxy endpoint ([`ProxyEndpoint::stats`]).
 #[non_exhaustive]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AsyncStats {
+pub struct ProxyEndpointStats {
     /// Messages waiting in the send queue.
     pub send_queued: usize,
     /// Messages the partner took (counted when the send returns, which can
@@ -34,31 +34,31 @@ pub struct AsyncStats {
 ///
 /// Its blocking forms are bounded by the wrapped endpoint's
 /// [`RendezvousConfig`](crate::rendezvous::RendezvousConfig): deliveries by its
-/// `send_timeout`, [`AsyncEndpoint::recv`] and [`RecvHandle::wait`] by its
+/// `send_timeout`, [`ProxyEndpoint::recv`] and [`RecvHandle::wait`] by its
 /// `recv_timeout` (set it with
 /// [`Rendezvous::with_config`](crate::rendezvous::Rendezvous::with_config)
 /// before wrapping).
 ///
 /// Dropping it stops the receive proxy (waiting receives fail with
 /// `Disconnected`); messages already queued for sending are still delivered
-/// unless [`AsyncEndpoint::close`] was called.
-pub struct AsyncEndpoint {
+/// unless [`ProxyEndpoint::close`] was called.
+pub struct ProxyEndpoint {
     ep: Arc<Rendezvous>,
     pool: Arc<Pool>,
     tx: Arc<SendQueue>,
     rx: Arc<RecvSide>,
 }
 
-impl std::fmt::Debug for AsyncEndpoint {
+impl std::fmt::Debug for ProxyEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncEndpoint")
+        f.debug_struct("ProxyEndpoint")
             .field("peer", &self.ep.peer())
             .field("stats", &self.stats())
             .finish()
     }
 }
 
-impl AsyncEndpoint {
+impl ProxyEndpoint {
     /// Drive `ep` through proxies from `proxies`, with its quota.
     pub fn new(ep: Rendezvous, proxies: &Proxies) -> Self {
         let ep = Arc::new(ep);
@@ -103,7 +103,7 @@ impl AsyncEndpoint {
     /// The message comes back with the reason: `QuotaExceeded`,
     /// `TooLarge`, `Disconnected`, or the error that ended the connection
     /// (`Disconnected`, `Protocol(_)`).
-    pub fn send(&self, msg: Message) -> Result<Ticket, AsyncSendError> {
+    pub fn send(&self, msg: Envelope) -> Result<Ticket, AsyncSendError> {
         self.tx
             .push(&self.pool, msg)
             .map_err(|(e, msg)| AsyncSendError::new(e, msg))
@@ -125,7 +125,7 @@ impl AsyncEndpoint {
     ///
     /// `TimedOut`, `Disconnected`, or the rendezvous error that ended receiving
     /// (`Disconnected` when the partner is gone).
-    pub fn recv(&self) -> Result<Message, AsyncError> {
+    pub fn recv(&self) -> Result<Envelope, AsyncError> {
         self.recv_timeout(self.ep.config().recv_timeout)
     }
 
@@ -135,8 +135,8 @@ impl AsyncEndpoint {
     ///
     /// # Errors
     ///
-    /// `WouldBlock` when none is ready; otherwise as [`AsyncEndpoint::recv`].
-    pub fn try_recv(&self) -> Result<Message, AsyncError> {
+    /// `WouldBlock` when none is ready; otherwise as [`ProxyEndpoint::recv`].
+    pub fn try_recv(&self) -> Result<Envelope, AsyncError> {
         self.rx.receive(&self.pool, Wait::Try)
     }
 
@@ -144,8 +144,8 @@ impl AsyncEndpoint {
     ///
     /// # Errors
     ///
-    /// As [`AsyncEndpoint::recv`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Message, AsyncError> {
+    /// As [`ProxyEndpoint::recv`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Envelope, AsyncError> {
         self.rx.receive(&self.pool, Wait::For(timeout))
     }
 
@@ -154,8 +154,8 @@ impl AsyncEndpoint {
     ///
     /// # Errors
     ///
-    /// As [`AsyncEndpoint::send`]; the message comes back.
-    pub fn call(&self, msg: Message) -> Result<RecvHandle, AsyncSendError> {
+    /// As [`ProxyEndpoint::send`]; the message comes back.
+    pub fn call(&self, msg: Envelope) -> Result<RecvHandle, AsyncSendError> {
         let h = match self.rx.expect_reply(&self.pool) {
             Ok(h) => h,
             Err(e) => return Err(AsyncSendError::new(e, msg)),
@@ -180,8 +180,8 @@ impl AsyncEndpoint {
     }
 
     /// Counters.
-    pub fn stats(&self) -> AsyncStats {
-        AsyncStats {
+    pub fn stats(&self) -> ProxyEndpointStats {
+        ProxyEndpointStats {
             send_queued: self.tx.queued(),
             delivered: self.tx.delivered.load(Counter::Relaxed),
             failed: self.tx.failed.load(Counter::Relaxed),
@@ -191,7 +191,7 @@ impl AsyncEndpoint {
     }
 }
 
-impl Drop for AsyncEndpoint {
+impl Drop for ProxyEndpoint {
     fn drop(&mut self) {
         self.rx.shut(AsyncError::Disconnected);
     }

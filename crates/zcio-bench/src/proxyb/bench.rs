@@ -5,26 +5,26 @@ use std::path::Path;
 use super::{latency, notes, plan, plot, table, Job, Options, Part, Row};
 use crate::driver::{Bench, Target};
 
-/// `zcio-bench async` with its options.
+/// `zcio-bench proxy` with its options.
 #[derive(Debug, Clone)]
-pub struct AsyncBench {
+pub struct ProxyBench {
     /// What to run.
     pub opts: Options,
 }
 
-impl AsyncBench {
-    /// Whether the asynchronous layer is built (its rows exist).
-    fn async_built() -> bool {
+impl ProxyBench {
+    /// Whether the proxy layer is built (its rows exist).
+    fn proxy_built() -> bool {
         latency::Variant::AsyncSend.available()
     }
 }
 
-impl Bench for AsyncBench {
+impl Bench for ProxyBench {
     type Job = Job;
     type Row = Row;
 
     fn name(&self) -> &'static str {
-        "async"
+        "proxy"
     }
 
     fn quick(&self) -> bool {
@@ -33,9 +33,9 @@ impl Bench for AsyncBench {
 
     fn intro(&self) -> String {
         let mut s = notes(&self.opts).swap_remove(0);
-        if self.opts.has(Part::Latency) && !Self::async_built() {
+        if self.opts.has(Part::Latency) && !Self::proxy_built() {
             s.push_str(
-                "\nasync layer not built: the async-send and async-receive rows are left out",
+                "\nproxy layer not built: the async-send and async-receive rows are left out",
             );
         }
         s
@@ -74,7 +74,7 @@ impl Bench for AsyncBench {
     }
 
     fn targets(&self, rows: &[Row]) -> Vec<Target> {
-        table::targets(rows, Self::async_built())
+        table::targets(rows, Self::proxy_built())
     }
 
     fn notes(&self) -> Vec<String> {

@@ -1,4 +1,4 @@
-//! Asynchronous IPC (`zcio::asyncipc`): `Proxies`, `AsyncEndpoint`,
+//! Asynchronous IPC (`zcio::proxy`): `Proxies`, `ProxyEndpoint`,
 //! `Ticket` and `Reply`. Sends and calls return at once; proxy threads of a
 //! shared pool do the synchronous rendezvous. Every wait releases the GIL
 //! and runs in slices with signal checks.
@@ -9,15 +9,15 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use zcio::asyncipc::{self as aipc, AsyncError, ProxyConfig, RecvHandle, TicketStatus};
+use zcio::proxy::{self as zproxy, AsyncError, ProxyConfig, RecvHandle, TicketStatus};
 use zcio::rendezvous::{self as rdv, RendezvousConfig};
 
 use crate::errors;
-use crate::ipc::{peer_dict, words_of, Message, Rendezvous};
+use crate::ipc::{peer_dict, words_of, Envelope, Rendezvous};
 use crate::wait::{blocking, Deadline, Timeout};
 
 /// The pool endpoints share when none is given.
-static DEFAULT_PROXIES: OnceLock<aipc::Proxies> = OnceLock::new();
+static DEFAULT_PROXIES: OnceLock<zproxy::Proxies> = OnceLock::new();
 
 fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> {
     match v {
@@ -31,10 +31,10 @@ fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> {
     }
 }
 
-/// A capped pool of proxy threads shared by asynchronous endpoints.
+/// A capped pool of proxy threads shared by proxy endpoints.
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Proxies {
-    inner: aipc::Proxies,
+    inner: zproxy::Proxies,
 }
 
 #[pymethods]
@@ -66,7 +66,7 @@ impl Proxies {
             cfg.idle_exit = d;
         }
         Ok(Self {
-            inner: aipc::Proxies::new(cfg),
+            inner: zproxy::Proxies::new(cfg),
         })
     }
 
@@ -109,7 +109,7 @@ impl Proxies {
 /// Where one asynchronously sent message stands.
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Ticket {
-    t: aipc::Ticket,
+    t: zproxy::Ticket,
 }
 
 #[pymethods]
@@ -168,7 +168,7 @@ impl Ticket {
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Reply {
     h: RecvHandle,
-    got: Mutex<Option<Result<Message, AsyncError>>>,
+    got: Mutex<Option<Result<Envelope, AsyncError>>>,
 }
 
 impl Reply {
@@ -179,17 +179,17 @@ impl Reply {
         }
     }
 
-    fn cached(&self) -> Option<Result<Message, AsyncError>> {
+    fn cached(&self) -> Option<Result<Envelope, AsyncError>> {
         self.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Keep `r` (the first outcome wins) and return what is kept.
-    fn keep(&self, r: Result<rdv::Message, AsyncError>) -> Result<Message, AsyncError> {
+    fn keep(&self, r: Result<rdv::Envelope, AsyncError>) -> Result<Envelope, AsyncError> {
         let mut g = self.got.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = g.as_ref() {
             return v.clone();
         }
-        let v = r.map(Message::from_rust);
+        let v = r.map(Envelope::from_rust);
         *g = Some(v.clone());
         v
     }
@@ -202,9 +202,9 @@ impl Reply {
         self.cached().is_some() || self.h.is_ready()
     }
 
-    /// try_take() -> Message | None: the message if it is there (raises
+    /// try_take() -> Envelope | None: the message if it is there (raises
     /// if receiving failed); never waits.
-    fn try_take(&self, py: Python<'_>) -> PyResult<Option<Message>> {
+    fn try_take(&self, py: Python<'_>) -> PyResult<Option<Envelope>> {
         if let Some(v) = self.cached() {
             return v.map(Some).map_err(|e| errors::raise(py, e));
         }
@@ -214,9 +214,9 @@ impl Reply {
         }
     }
 
-    /// wait(timeout=None) -> Message
+    /// wait(timeout=None) -> Envelope
     #[pyo3(signature = (timeout=None))]
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Message> {
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
         if let Some(v) = self.cached() {
             return v.map_err(|e| errors::raise(py, e));
         }
@@ -250,26 +250,26 @@ impl Reply {
 
 /// A rendezvous endpoint driven asynchronously.
 #[pyclass(module = "zcio._zcio", frozen)]
-pub struct AsyncEndpoint {
-    inner: Mutex<Option<Arc<aipc::AsyncEndpoint>>>,
+pub struct ProxyEndpoint {
+    inner: Mutex<Option<Arc<zproxy::ProxyEndpoint>>>,
     peer: zcio::PeerCred,
 }
 
-impl AsyncEndpoint {
+impl ProxyEndpoint {
     fn current(
-        inner: &Mutex<Option<Arc<aipc::AsyncEndpoint>>>,
-    ) -> Option<Arc<aipc::AsyncEndpoint>> {
+        inner: &Mutex<Option<Arc<zproxy::ProxyEndpoint>>>,
+    ) -> Option<Arc<zproxy::ProxyEndpoint>> {
         inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn get(&self) -> PyResult<Arc<aipc::AsyncEndpoint>> {
-        Self::current(&self.inner).ok_or_else(|| errors::closed("async endpoint"))
+    fn get(&self) -> PyResult<Arc<zproxy::ProxyEndpoint>> {
+        Self::current(&self.inner).ok_or_else(|| errors::closed("proxy endpoint"))
     }
 }
 
 #[pymethods]
-impl AsyncEndpoint {
-    /// AsyncEndpoint(endpoint, proxies=None, *, quota=None, delivery_timeout=None)
+impl ProxyEndpoint {
+    /// ProxyEndpoint(endpoint, proxies=None, *, quota=None, delivery_timeout=None)
     #[new]
     #[pyo3(signature = (endpoint, proxies=None, *, quota=None, delivery_timeout=None))]
     fn new(
@@ -290,9 +290,11 @@ impl AsyncEndpoint {
         let peer = ep.peer();
         let pool = match proxies {
             Some(p) => p.get().inner.clone(),
-            None => DEFAULT_PROXIES.get_or_init(aipc::Proxies::default).clone(),
+            None => DEFAULT_PROXIES
+                .get_or_init(zproxy::Proxies::default)
+                .clone(),
         };
-        let a = aipc::AsyncEndpoint::new(ep, &pool);
+        let a = zproxy::ProxyEndpoint::new(ep, &pool);
         if let Some(q) = quota {
             a.set_quota(q);
         }
@@ -310,7 +312,7 @@ impl AsyncEndpoint {
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Ticket> {
-        let msg = rdv::Message::new(label, &words_of(words)?);
+        let msg = rdv::Envelope::new(label, &words_of(words)?);
         let a = self.get()?;
         a.send(msg)
             .map(|t| Ticket { t })
@@ -326,7 +328,7 @@ impl AsyncEndpoint {
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Reply> {
-        let msg = rdv::Message::new(label, &words_of(words)?);
+        let msg = rdv::Envelope::new(label, &words_of(words)?);
         let a = self.get()?;
         a.call(msg)
             .map(Reply::new)
@@ -338,15 +340,15 @@ impl AsyncEndpoint {
         Ok(Reply::new(self.get()?.post()))
     }
 
-    /// recv(timeout=None) -> Message
+    /// recv(timeout=None) -> Envelope
     #[pyo3(signature = (timeout=None))]
-    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Message> {
+    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
         let t = Timeout::from_py(timeout)?;
         if t.is_try() {
             let a = self.get()?;
             return py
                 .detach(|| a.try_recv())
-                .map(Message::from_rust)
+                .map(Envelope::from_rust)
                 .map_err(|e| errors::raise(py, e));
         }
         let inner = &self.inner;
@@ -360,9 +362,9 @@ impl AsyncEndpoint {
             }
         })?;
         match got {
-            Some(Ok(m)) => Ok(Message::from_rust(m)),
+            Some(Ok(m)) => Ok(Envelope::from_rust(m)),
             Some(Err(Some(e))) => Err(errors::raise(py, e)),
-            Some(Err(None)) => Err(errors::closed("async endpoint")),
+            Some(Err(None)) => Err(errors::closed("proxy endpoint")),
             None => Err(errors::raise(py, AsyncError::TimedOut)),
         }
     }
@@ -419,7 +421,7 @@ impl AsyncEndpoint {
 
     fn __repr__(&self) -> String {
         format!(
-            "zcio.AsyncEndpoint(peer_pid={}, closed={})",
+            "zcio.ProxyEndpoint(peer_pid={}, closed={})",
             self.peer.pid,
             if self.closed() { "True" } else { "False" }
         )

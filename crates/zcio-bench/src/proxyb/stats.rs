@@ -1,4 +1,4 @@
-//! Pure helpers of `zcio-bench async`: mean and standard deviation. (The
+//! Pure helpers of `zcio-bench proxy`: mean and standard deviation. (The
 //! clocks are `crate::clock`'s, the checksums `crate::checksum`'s.)
 
 /// Running mean and variance (Welford): no sample vector, no loss of

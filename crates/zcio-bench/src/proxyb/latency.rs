@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Message, Rendezvous, RendezvousListener,
+    recv_any_timeout, reply_and_recv_timeout, Envelope, Rendezvous, RendezvousListener,
 };
 
 use super::stats::Welford;
@@ -62,10 +62,10 @@ impl Variant {
     }
 
     /// Whether this build can measure it (the asynchronous variants need
-    /// `zcio::asyncipc`).
+    /// `zcio::proxy`).
     pub fn available(self) -> bool {
         match self {
-            Variant::AsyncSend | Variant::AsyncReceive => super::asyncside::BUILT,
+            Variant::AsyncSend | Variant::AsyncReceive => super::proxyside::BUILT,
             _ => true,
         }
     }
@@ -86,14 +86,14 @@ pub fn note(opts: &Options) -> String {
 /// Measure one variant.
 pub fn measure(v: Variant, opts: &Options) -> Result<Row, String> {
     if !v.available() {
-        return Err(format!("{}: async layer not built", v.name()));
+        return Err(format!("{}: proxy layer not built", v.name()));
     }
     let (client, server) = (Some(cpu_for(0)), Some(cpu_for(1)));
     let (warmup, iters) = (opts.warmup, opts.iters);
     let mut group = Group::new();
     let s = match v {
         Variant::Sync | Variant::AsyncSend | Variant::AsyncReceive => {
-            let sock = SockPath::new("async", "rdv");
+            let sock = SockPath::new("proxy", "rdv");
             let path = sock.0.clone();
             let srv = Task::RdvServer {
                 path: path.clone(),
@@ -213,11 +213,11 @@ pub fn rdv_client(
 ) -> Result<Sample, String> {
     let ep = rdv_connect(path, deadline)?;
     if v == Variant::AsyncSend {
-        return super::asyncside::send_client(ep, warmup, iters, deadline);
+        return super::proxyside::send_client(ep, warmup, iters, deadline);
     }
     let mut t = Timer::default();
     for i in 0..warmup + iters {
-        let msg = Message::new(PING, &[i]);
+        let msg = Envelope::new(PING, &[i]);
         let to = left(deadline);
         let r = t
             .time(i >= warmup, || ep.call_timeout(&msg, to))
@@ -226,7 +226,7 @@ pub fn rdv_client(
             return Err(format!("call {i}: unexpected reply {r:?}"));
         }
     }
-    ep.send_timeout(&Message::new(STOP, &[]), left(deadline))
+    ep.send_timeout(&Envelope::new(STOP, &[]), left(deadline))
         .map_err(|e| format!("stop: {e}"))?;
     Ok(t.sample())
 }
@@ -238,7 +238,7 @@ pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), Strin
     let l = RendezvousListener::bind(path).map_err(|e| format!("bind {path}: {e}"))?;
     let ep = l.accept().map_err(|e| format!("accept: {e}"))?;
     match v {
-        Variant::AsyncReceive => return super::asyncside::receive_server(ep, deadline),
+        Variant::AsyncReceive => return super::proxyside::receive_server(ep, deadline),
         Variant::AsyncSend => loop {
             let m = ep.recv_timeout(left(deadline)).map_err(|e| e.to_string())?;
             if m.label == STOP {
@@ -249,7 +249,7 @@ pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), Strin
     }
     let (_, mut m) = recv_any_timeout(&[&ep], left(deadline)).map_err(|e| e.to_string())?;
     while m.label != STOP {
-        let reply = Message::new(PONG, &m.words);
+        let reply = Envelope::new(PONG, &m.words);
         m = reply_and_recv_timeout(&ep, &reply, &[&ep], left(deadline))
             .map_err(|e| format!("reply_and_recv: {e}"))?
             .1;

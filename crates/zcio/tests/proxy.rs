@@ -1,4 +1,4 @@
-//! The asynchronous layer across real processes. The partner is an
+//! The proxy layer across real processes. The partner is an
 //! unmodified synchronous rendezvous server (protocol transparency): it
 //! cannot tell that our sends and receives go through proxies.
 
@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
-use zcio::asyncipc::{AsyncEndpoint, AsyncError, Proxies, ProxyConfig, TicketStatus};
+use zcio::proxy::{AsyncError, Proxies, ProxyConfig, ProxyEndpoint, TicketStatus};
 use zcio::rendezvous::{
-    recv_any_timeout, Message, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
+    recv_any_timeout, Envelope, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
 };
 
 /// Labels of the server's protocol.
@@ -26,7 +26,7 @@ const STREAMED: u64 = 6;
 #[test]
 #[ignore = "child process entry point"]
 fn child_sync_server() {
-    if common::child_role("async-server").is_none() {
+    if common::child_role("proxy-server").is_none() {
         return;
     }
     let l = RendezvousListener::bind(common::arg("SOCK")).expect("bind");
@@ -42,12 +42,12 @@ fn child_sync_server() {
             }
             CALL => {
                 calls += 1;
-                s.send_timeout(&Message::new(CALL, &[2 * m.words[0]]), STEP)
+                s.send_timeout(&Envelope::new(CALL, &[2 * m.words[0]]), STEP)
                     .expect("reply");
             }
             STREAM => {
                 for i in 0..m.words[0] {
-                    s.send_timeout(&Message::new(STREAMED, &[i]), STEP)
+                    s.send_timeout(&Envelope::new(STREAMED, &[i]), STEP)
                         .expect("stream");
                 }
             }
@@ -67,7 +67,7 @@ fn child_sync_server() {
 
 fn server(tag: &str) -> (SockPath, Kid, Rendezvous) {
     let sock = SockPath::new(tag);
-    let mut kid = Kid::spawn("child_sync_server", "async-server", &[("SOCK", sock.arg())]);
+    let mut kid = Kid::spawn("child_sync_server", "proxy-server", &[("SOCK", sock.arg())]);
     assert_eq!(kid.next_report(), "listening");
     // Every blocking wait of the client is bounded by the watchdog step.
     let ep = Rendezvous::connect(sock.path())
@@ -80,16 +80,16 @@ fn server(tag: &str) -> (SockPath, Kid, Rendezvous) {
 }
 
 #[test]
-fn async_client_against_unmodified_sync_server() {
+fn proxy_client_against_unmodified_sync_server() {
     const NOTES: u64 = 2000;
-    let (_sock, mut kid, ep) = server("async-transparent");
+    let (_sock, mut kid, ep) = server("proxy-transparent");
     let proxies = Proxies::default();
-    let a = AsyncEndpoint::new(ep, &proxies);
+    let a = ProxyEndpoint::new(ep, &proxies);
     assert_eq!(a.peer().pid, kid.pid() as i32);
 
     // One-way sends return at once; the tickets say when they were taken.
     let tickets: Vec<_> = (0..NOTES)
-        .map(|i| a.send(Message::new(NOTE, &[i])).expect("queue"))
+        .map(|i| a.send(Envelope::new(NOTE, &[i])).expect("queue"))
         .collect();
     for t in &tickets {
         t.wait().expect("delivered");
@@ -99,7 +99,10 @@ fn async_client_against_unmodified_sync_server() {
     // Asynchronous RPC: ten calls outstanding at once, replies in order.
     for round in 0..20u64 {
         let hs: Vec<_> = (0..10u64)
-            .map(|j| a.call(Message::new(CALL, &[round * 10 + j])).expect("call"))
+            .map(|j| {
+                a.call(Envelope::new(CALL, &[round * 10 + j]))
+                    .expect("call")
+            })
             .collect();
         for (j, h) in hs.iter().enumerate() {
             let r = h.wait().expect("reply");
@@ -108,12 +111,12 @@ fn async_client_against_unmodified_sync_server() {
     }
 
     // Asynchronous receive: the server's sends arrive in FIFO order.
-    a.send(Message::new(STREAM, &[500])).expect("queue");
+    a.send(Envelope::new(STREAM, &[500])).expect("queue");
     for i in 0..500 {
         let m = a.recv().expect("streamed");
         assert_eq!((m.label, m.words.as_slice()), (STREAMED, &[i][..]));
     }
-    a.send(Message::new(QUIT, &[])).unwrap().wait().unwrap();
+    a.send(Envelope::new(QUIT, &[])).unwrap().wait().unwrap();
     assert_eq!(
         kid.expect("served "),
         format!(
@@ -129,16 +132,16 @@ fn async_client_against_unmodified_sync_server() {
 
 #[test]
 fn most_recent_waiter_first_and_buffers_from_the_callback() {
-    let (_sock, mut kid, ep) = server("async-lifo");
-    let a = AsyncEndpoint::new(ep, &Proxies::default());
+    let (_sock, mut kid, ep) = server("proxy-lifo");
+    let a = ProxyEndpoint::new(ep, &Proxies::default());
     let allocs = Arc::new(AtomicUsize::new(0));
     let counted = allocs.clone();
     a.set_alloc(Box::new(move |words| {
         assert_eq!(words, WORDS);
         counted.fetch_add(1, Ordering::Relaxed);
-        Message {
+        Envelope {
             words: Vec::with_capacity(words),
-            ..Message::default()
+            ..Envelope::default()
         }
     }));
     assert_eq!(a.try_recv().unwrap_err(), AsyncError::WouldBlock);
@@ -146,7 +149,7 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
     let newer = a.post();
     assert_eq!(a.try_recv().unwrap_err(), AsyncError::WouldBlock);
     assert!(older.try_take().is_none());
-    a.send(Message::new(STREAM, &[3])).expect("queue");
+    a.send(Envelope::new(STREAM, &[3])).expect("queue");
     assert_eq!(newer.wait().expect("first").words, [0]);
     assert_eq!(older.wait().expect("second").words, [1]);
     // Nobody waits: the third is queued and taken by the next receive.
@@ -157,25 +160,25 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
     );
     assert!(allocs.load(Ordering::Relaxed) >= 3);
     // A handle dropped unread gives its message back to the queue.
-    a.send(Message::new(STREAM, &[1])).expect("queue");
+    a.send(Envelope::new(STREAM, &[1])).expect("queue");
     let h = a.post();
     while !h.is_ready() {
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(h);
     assert_eq!(a.recv().expect("returned").words, [0]);
-    a.send(Message::new(QUIT, &[])).expect("queue");
+    a.send(Envelope::new(QUIT, &[])).expect("queue");
     kid.expect("served ");
 }
 
 #[test]
 fn a_blocked_receive_receives_on_its_own_thread() {
-    let (_sock, mut kid, ep) = server("async-direct");
+    let (_sock, mut kid, ep) = server("proxy-direct");
     let proxies = Proxies::default();
-    let a = Arc::new(AsyncEndpoint::new(ep, &proxies));
+    let a = Arc::new(ProxyEndpoint::new(ep, &proxies));
     // The server streams after this send: the send itself needs a proxy.
     let streamed = |n: u64| {
-        a.send(Message::new(STREAM, &[n]))
+        a.send(Envelope::new(STREAM, &[n]))
             .expect("queue")
             .wait()
             .expect("delivered");
@@ -215,21 +218,21 @@ fn a_blocked_receive_receives_on_its_own_thread() {
     got.push(h.wait().expect("posted").words[0]);
     got.sort_unstable();
     assert_eq!(got, [0, 1]);
-    a.send(Message::new(QUIT, &[])).expect("queue");
+    a.send(Envelope::new(QUIT, &[])).expect("queue");
     kid.expect("served ");
 }
 
 #[test]
 fn quota_timeouts_and_a_killed_server_give_typed_errors() {
-    let (_sock, mut kid, ep) = server("async-quota");
-    let a = AsyncEndpoint::new(ep, &Proxies::default());
+    let (_sock, mut kid, ep) = server("proxy-quota");
+    let a = ProxyEndpoint::new(ep, &Proxies::default());
     a.set_quota(8);
-    a.send(Message::new(STALL, &[])).unwrap().wait().unwrap();
+    a.send(Envelope::new(STALL, &[])).unwrap().wait().unwrap();
     assert_eq!(kid.next_report(), "stalled");
     // The proxy blocks on the first message; eight more fill the queue.
     let mut tickets = Vec::new();
     let refused = loop {
-        match a.send(Message::new(NOTE, &[tickets.len() as u64, 42])) {
+        match a.send(Envelope::new(NOTE, &[tickets.len() as u64, 42])) {
             Ok(t) => tickets.push(t),
             Err(e) => break e,
         }
@@ -246,7 +249,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         Err(AsyncError::TimedOut)
     );
     assert_eq!(tickets[0].status(), TicketStatus::Pending);
-    let too_big = Message::new(NOTE, &[0; WORDS + 1]);
+    let too_big = Envelope::new(NOTE, &[0; WORDS + 1]);
     assert_eq!(*a.send(too_big).unwrap_err().error(), AsyncError::TooLarge);
     let waiting = a.post();
 
@@ -255,7 +258,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         assert_eq!(t.wait_timeout(STEP), Err(AsyncError::Disconnected));
     }
     assert_eq!(waiting.wait().unwrap_err(), AsyncError::Disconnected);
-    let e = *a.send(Message::new(NOTE, &[0])).unwrap_err().error();
+    let e = *a.send(Envelope::new(NOTE, &[0])).unwrap_err().error();
     assert_eq!(e, AsyncError::Disconnected);
     assert_eq!(a.recv().unwrap_err(), AsyncError::Disconnected);
 }
@@ -267,21 +270,21 @@ fn one_proxy_serves_many_partners_in_turn() {
         linger: Duration::from_millis(1),
         ..ProxyConfig::default()
     });
-    let servers: Vec<_> = (0..3).map(|i| server(&format!("async-cap{i}"))).collect();
+    let servers: Vec<_> = (0..3).map(|i| server(&format!("proxy-cap{i}"))).collect();
     let mut kids = Vec::new();
-    let mut asyncs = Vec::new();
+    let mut proxied = Vec::new();
     for (sock, kid, ep) in servers {
-        asyncs.push((sock, AsyncEndpoint::new(ep, &proxies)));
+        proxied.push((sock, ProxyEndpoint::new(ep, &proxies)));
         kids.push(kid);
     }
     let mut tickets = Vec::new();
     for i in 0..100u64 {
-        for (_, a) in &asyncs {
-            tickets.push(a.send(Message::new(NOTE, &[i])).expect("queue"));
+        for (_, a) in &proxied {
+            tickets.push(a.send(Envelope::new(NOTE, &[i])).expect("queue"));
         }
     }
-    for (_, a) in &asyncs {
-        tickets.push(a.send(Message::new(QUIT, &[])).expect("queue"));
+    for (_, a) in &proxied {
+        tickets.push(a.send(Envelope::new(QUIT, &[])).expect("queue"));
     }
     for t in &tickets {
         t.wait().expect("delivered");

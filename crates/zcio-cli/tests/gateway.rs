@@ -1,7 +1,7 @@
-//! `zcio relay` as a benchmark drives it: start it with port 0, read the
+//! `zcio gateway` as a benchmark drives it: start it with port 0, read the
 //! `listening on ADDR` line, send datagrams through it, SIGTERM it, read
 //! the JSON statistics; the same for `--tcp` and `--duration`; errors say
-//! what to do. The relay is a child under the watchdog; no timing asserts.
+//! what to do. The gateway is a child under the watchdog; no timing asserts.
 
 mod common;
 
@@ -13,17 +13,17 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn relay_cmd(args: &[&str]) -> Command {
+fn gateway_cmd(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_zcio"));
-    c.arg("relay").args(args).stdin(Stdio::null());
+    c.arg("gateway").args(args).stdin(Stdio::null());
     c
 }
 
-/// Start `zcio relay ARGS`; return it and the address it announced.
+/// Start `zcio gateway ARGS`; return it and the address it announced.
 fn start(args: &[&str]) -> (Proc, SocketAddr) {
-    let mut c = relay_cmd(args);
-    let (p, line) = spawn_first_line(&format!("relay {}", args.join(" ")), &mut c);
-    assert!(!line.is_empty(), "zcio relay printed nothing on stdout");
+    let mut c = gateway_cmd(args);
+    let (p, line) = spawn_first_line(&format!("gateway {}", args.join(" ")), &mut c);
+    assert!(!line.is_empty(), "zcio gateway printed nothing on stdout");
     let addr = line
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("first line is not `listening on ADDR`: {line:?}"))
@@ -41,7 +41,7 @@ fn stats(path: &std::path::Path) -> Value {
 struct TempPath(std::path::PathBuf);
 impl TempPath {
     fn new(tag: &str) -> Self {
-        Self(std::env::temp_dir().join(format!("zcio-relay-{tag}-{}.json", std::process::id())))
+        Self(std::env::temp_dir().join(format!("zcio-gateway-{tag}-{}.json", std::process::id())))
     }
     fn as_str(&self) -> &str {
         self.0.to_str().expect("utf-8 temp path")
@@ -54,7 +54,7 @@ impl Drop for TempPath {
 }
 
 #[test]
-fn udp_relay_contract_listening_line_sigterm_and_json() {
+fn udp_gateway_contract_listening_line_sigterm_and_json() {
     for plain in [false, true] {
         let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
         sink.set_read_timeout(Some(Duration::from_secs(20)))
@@ -83,7 +83,7 @@ fn udp_relay_contract_listening_line_sigterm_and_json() {
         }
         sigterm(&p);
         let o = p.finish(Instant::now() + WATCHDOG);
-        assert_ok("zcio relay after SIGTERM", &o);
+        assert_ok("zcio gateway after SIGTERM", &o);
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(out.lines().count(), 1, "stdout: {out}");
         let e = stderr(&o);
@@ -105,7 +105,7 @@ fn udp_relay_contract_listening_line_sigterm_and_json() {
 }
 
 #[test]
-fn tcp_relay_with_duration_and_quiet() {
+fn tcp_gateway_with_duration_and_quiet() {
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     let to = server.local_addr().unwrap().to_string();
     let json = TempPath::new("tcp");
@@ -133,7 +133,7 @@ fn tcp_relay_with_duration_and_quiet() {
     assert!(back.is_empty());
     // --duration ends it.
     let o = p.finish(Instant::now() + WATCHDOG);
-    assert_ok("zcio relay --tcp --duration", &o);
+    assert_ok("zcio gateway --tcp --duration", &o);
     assert!(o.stderr.is_empty(), "--quiet: {}", stderr(&o));
     let v = stats(&json.0);
     assert_eq!(v["protocol"], "tcp");
@@ -143,11 +143,11 @@ fn tcp_relay_with_duration_and_quiet() {
 }
 
 #[test]
-fn relay_errors_say_what_to_do() {
+fn gateway_errors_say_what_to_do() {
     let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
     let a = taken.local_addr().unwrap().to_string();
     let run = |args: &[&str]| {
-        Proc::spawn(&args.join(" "), relay_cmd(args)).finish(Instant::now() + WATCHDOG)
+        Proc::spawn(&args.join(" "), gateway_cmd(args)).finish(Instant::now() + WATCHDOG)
     };
     let cases: &[(&[&str], i32, &str)] = &[
         (

@@ -1,4 +1,4 @@
-//! Rows of `zcio-bench async`: derived columns, the text tables, JSON and
+//! Rows of `zcio-bench proxy`: derived columns, the text tables, JSON and
 //! the target checks.
 
 use serde::Serialize;
@@ -187,7 +187,7 @@ fn find<'a>(rows: &'a [Row], part: &str, variant: &str, k: Option<u32>) -> Optio
 }
 
 /// The targets checked on `rows` (`met: None` when not measured).
-pub fn targets(rows: &[Row], async_built: bool) -> Vec<Target> {
+pub fn targets(rows: &[Row], proxy_built: bool) -> Vec<Target> {
     let mut t = Vec::new();
     let s = find(rows, "a", "sync", None).and_then(|r| r.latency_ns);
     let a = find(rows, "a", "async-send", None).and_then(|r| r.latency_ns);
@@ -200,7 +200,7 @@ pub fn targets(rows: &[Row], async_built: bool) -> Vec<Target> {
                 a / s.max(1e-9),
                 ns(s)
             ),
-            _ if !async_built => "not measured: async layer not built".into(),
+            _ if !proxy_built => "not measured: proxy layer not built".into(),
             _ => "not measured in this run".into(),
         },
         met: a.zip(s).map(|(a, s)| a <= s / 4.0),
@@ -215,7 +215,7 @@ pub fn targets(rows: &[Row], async_built: bool) -> Vec<Target> {
                 r / s.max(1e-9),
                 ns(s)
             ),
-            _ if !async_built => "not measured: async layer not built".into(),
+            _ if !proxy_built => "not measured: proxy layer not built".into(),
             _ => "not measured in this run".into(),
         },
         met: r.zip(s).map(|(r, s)| r <= 2.0 * s),
@@ -298,6 +298,6 @@ mod tests {
         assert_eq!(targets(&rows, true)[0].met, Some(true));
         assert!(targets(&rows[..1], false)[0]
             .measured
-            .contains("async layer not built"));
+            .contains("proxy layer not built"));
     }
 }

@@ -1,4 +1,4 @@
-//! The SVG of an async benchmark run: up to four panels — (b) latency and
+//! The SVG of a proxy benchmark run: up to four panels — (b) latency and
 //! throughput against intermediate processes, (c) time of 16 messages
 //! against size, (d) checksum GB/s against message size.
 
@@ -37,7 +37,7 @@ pub fn svg(rows: &[Row], path: &Path) -> Result<(), String> {
             .into()
     };
     Figure::new(
-        Some("zcio-bench async: forwarding chains, copy vs shared memory, checksum"),
+        Some("zcio-bench proxy: forwarding chains, copy vs shared memory, checksum"),
         1200,
     )
     .grid(

@@ -1,19 +1,19 @@
 //! Asynchronous IPC on a synchronous rendezvous, between two processes.
 //!
 //! ```sh
-//! cargo run --release -p zcio --example async_ipc        # spawns its own server
+//! cargo run --release -p zcio --example proxy        # spawns its own server
 //! ```
 //!
 //! The server is a plain synchronous loop (`recv`, then `send` a reply for
-//! calls). The client queues one-way notes and RPCs with `AsyncEndpoint`:
+//! calls). The client queues one-way notes and RPCs with `ProxyEndpoint`:
 //! every call returns at once with a ticket or a handle, proxy threads do the
 //! synchronous sends and receives, and the server cannot tell the difference.
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use zcio::asyncipc::{AsyncEndpoint, Proxies};
-use zcio::rendezvous::{Message, Rendezvous, RendezvousListener, RendezvousRecvError};
+use zcio::proxy::{Proxies, ProxyEndpoint};
+use zcio::rendezvous::{Envelope, Rendezvous, RendezvousListener, RendezvousRecvError};
 
 const NOTE: u64 = 1;
 const CALL: u64 = 2;
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         [] => client(),
         [role, path] if role == "serve" => serve(path),
         _ => {
-            eprintln!("usage: async_ipc [serve PATH]");
+            eprintln!("usage: proxy [serve PATH]");
             return ExitCode::from(2);
         }
     };
@@ -56,7 +56,7 @@ fn serve(path: &str) -> Result<()> {
             NOTE => sum += m.words.first().copied().unwrap_or(0),
             CALL => {
                 let x = m.words.first().copied().unwrap_or(0);
-                ep.send(&Message::new(REPLY, &[x.wrapping_mul(2), sum]))?;
+                ep.send(&Envelope::new(REPLY, &[x.wrapping_mul(2), sum]))?;
             }
             other => eprintln!("server: ignoring a message with label {other}"),
         }
@@ -66,26 +66,26 @@ fn serve(path: &str) -> Result<()> {
 }
 
 fn client() -> Result<()> {
-    let path = std::env::temp_dir().join(format!("zcio-async-example-{}.sock", std::process::id()));
+    let path = std::env::temp_dir().join(format!("zcio-proxy-example-{}.sock", std::process::id()));
     let mut server = Command::new(std::env::current_exe()?)
         .arg("serve")
         .arg(&path)
         .spawn()?;
     let ep = connect_retry(&path)?;
     let proxies = Proxies::default(); // shared, capped pool of proxy threads
-    let peer = AsyncEndpoint::new(ep, &proxies);
+    let peer = ProxyEndpoint::new(ep, &proxies);
 
     let start = Instant::now();
     // 100 one-way notes: each `send` queues the message and returns at once.
     let tickets = (1..=100)
         .map(|i| {
-            peer.send(Message::new(NOTE, &[i]))
+            peer.send(Envelope::new(NOTE, &[i]))
                 .map_err(|e| e.into_parts().0)
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     // An RPC, also queued behind the notes (FIFO per partner).
     let reply = peer
-        .call(Message::new(CALL, &[21]))
+        .call(Envelope::new(CALL, &[21]))
         .map_err(|e| e.into_parts().0)?;
     let queued = start.elapsed();
     // Meanwhile the client could do other work; now wait for the answers.

@@ -62,7 +62,7 @@ struct Run {
 
 fn run_chain(copy: bool, k: u32, lat: u64, stream: u64, opts: &Options) -> Result<Run, String> {
     let socks: Vec<SockPath> = (0..=k)
-        .map(|i| SockPath::new("async", &format!("chain{i}")))
+        .map(|i| SockPath::new("proxy", &format!("chain{i}")))
         .collect();
     let (ack_r, ack_w, _) = crate::fds::pipe_pair(Some(4096))?;
     let all = [&ack_r, &ack_w];

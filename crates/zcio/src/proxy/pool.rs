@@ -83,7 +83,7 @@ pub(crate) struct Inner {
     reused: AtomicU64,
 }
 
-/// A pool of proxy threads shared by asynchronous endpoints (cheap to
+/// A pool of proxy threads shared by proxy endpoints (cheap to
 /// clone; the threads exit when idle, see [`ProxyConfig::idle_exit`]).
 #[derive(Clone)]
 pub struct Proxies {

@@ -49,7 +49,7 @@ fn count(size: usize, volume: u64) -> u64 {
 pub const REPS: usize = 3;
 
 fn through_channel(size: usize, opts: &Options) -> Result<Sample, String> {
-    let sock = SockPath::new("async", "cksum");
+    let sock = SockPath::new("proxy", "cksum");
     let volume = opts.cksum_volume;
     let mut group = Group::new();
     let cons = Task::CksumConsumer {

@@ -1,10 +1,10 @@
 """Asynchronous IPC on a synchronous rendezvous, between two processes.
 
-    python crates/zcio-py/examples/async_ipc.py
+    python crates/zcio-py/examples/proxy.py
 
 The server (a spawn-started process) is a plain synchronous loop: ``recv``,
 then ``send`` a reply for calls. The client queues one-way notes and an RPC
-with ``zcio.AsyncEndpoint``: every call returns at once with a ticket or a
+with ``zcio.ProxyEndpoint``: every call returns at once with a ticket or a
 reply handle, proxy threads do the synchronous sends and receives, and the
 server cannot tell the difference.
 """
@@ -40,12 +40,12 @@ def serve(path: str) -> None:
 
 
 def main() -> None:
-    path = os.path.join(tempfile.mkdtemp(prefix="zcio-"), "async.sock")
+    path = os.path.join(tempfile.mkdtemp(prefix="zcio-"), "proxy.sock")
     server = mp.get_context("spawn").Process(target=serve, args=(path,))
     server.start()
     try:
         ep = zcio.Rendezvous.connect(path, timeout=10)  # retries until the server listens
-        with zcio.AsyncEndpoint(ep, zcio.Proxies(max_proxies=4)) as peer:
+        with zcio.ProxyEndpoint(ep, zcio.Proxies(max_proxies=4)) as peer:
             start = time.perf_counter()
             # 100 one-way notes: each send queues the message and returns at once.
             tickets = [peer.send(NOTE, (i,)) for i in range(1, 101)]

@@ -1,4 +1,4 @@
-//! `zcio relay`: a UDP or TCP gateway (`zcio_gateway`).
+//! `zcio gateway`: a UDP or TCP gateway (`zcio_gateway`).
 //!
 //! Contract (scripts and `zcio-bench splice` depend on it): once bound,
 //! exactly one line `listening on <ADDR>` on stdout (flushed); run until
@@ -27,9 +27,9 @@ use crate::usage;
 /// socket, runs of equal-size datagrams as UDP GSO units; nothing is copied
 /// in user space. --plain forwards one recvmsg + one sendto per datagram
 /// (the comparison forwarder). The kernel writes the new UDP header (ports,
-/// length, checksum); payloads pass unchanged. The relay never waits for a
+/// length, checksum); payloads pass unchanged. The gateway never waits for a
 /// slow sink: what it cannot send at once is dropped and counted, as are
-/// datagrams the kernel dropped from the relay's full receive queue.
+/// datagrams the kernel dropped from the gateway's full receive queue.
 ///
 /// TCP: each accepted connection (at most --max-conns at once) is connected
 /// to HOST:PORT and both directions are moved with splice(2) (--plain: a
@@ -41,12 +41,12 @@ use crate::usage;
 #[command(
     group(ArgGroup::new("proto").required(true).args(["udp", "tcp"])),
     after_help = "Examples:\n  \
-        zcio relay --udp 0.0.0.0:5000 --to 10.0.0.2:5000          # UDP gateway, fast mode\n  \
-        zcio relay --udp 127.0.0.1:0 --to 127.0.0.1:9000 --plain   # pick a port; plain forwarder\n  \
-        zcio relay --udp :5000 --to host:5000 --duration 10 --stats-json s.json --quiet\n  \
-        zcio relay --tcp 127.0.0.1:8080 --to 127.0.0.1:80           # TCP proxy over splice(2)"
+        zcio gateway --udp 0.0.0.0:5000 --to 10.0.0.2:5000          # UDP gateway, fast mode\n  \
+        zcio gateway --udp 127.0.0.1:0 --to 127.0.0.1:9000 --plain   # pick a port; plain forwarder\n  \
+        zcio gateway --udp :5000 --to host:5000 --duration 10 --stats-json s.json --quiet\n  \
+        zcio gateway --tcp 127.0.0.1:8080 --to 127.0.0.1:80           # TCP gateway over splice(2)"
 )]
-pub struct RelayArgs {
+pub struct GatewayArgs {
     /// Receive UDP datagrams on ADDR (HOST:PORT or :PORT; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     udp: Option<String>,
@@ -71,7 +71,7 @@ pub struct RelayArgs {
     /// Send buffer size (SO_SNDBUF).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     sndbuf: Option<usize>,
-    /// TCP: most connections relayed at once (more wait in the backlog).
+    /// TCP: most connections forwarded at once (more wait in the backlog).
     #[arg(long, value_name = "N", default_value_t = zcio_gateway::DEFAULT_MAX_CONNS, value_parser = zcio_fmt::parse_count::<usize>)]
     max_conns: usize,
     /// Stop after SECS seconds [default: run until SIGINT/SIGTERM].
@@ -143,8 +143,8 @@ pub(crate) fn cpu_times() -> (f64, f64) {
     (s(ru.ru_utime), s(ru.ru_stime))
 }
 
-/// Run `zcio relay`; `Ok(status)` is the exit status.
-pub fn run(a: RelayArgs) -> Result<i32> {
+/// Run `zcio gateway`; `Ok(status)` is the exit status.
+pub fn run(a: GatewayArgs) -> Result<i32> {
     if a.batch == 0 || a.batch > MAX_BATCH {
         return Err(usage(format!(
             "--batch {} is out of range: give 1..={MAX_BATCH}",
@@ -188,20 +188,20 @@ pub fn run(a: RelayArgs) -> Result<i32> {
     install_handlers()?;
     let (cpu0, t0) = (cpu_times(), Instant::now());
     let (stats, local) = if tcp {
-        let mut r = TcpGateway::bind(cfg).context("zcio relay --tcp")?;
+        let mut r = TcpGateway::bind(cfg).context("zcio gateway --tcp")?;
         let local = r.local_addr();
         announce(local)?;
         let s = r
             .run(&STOP, duration.map(|d| Instant::now() + d))
-            .context("relaying TCP")?;
+            .context("forwarding TCP")?;
         (Stats::Tcp(s), local)
     } else {
-        let mut r = UdpGateway::bind(cfg).context("zcio relay --udp")?;
+        let mut r = UdpGateway::bind(cfg).context("zcio gateway --udp")?;
         let local = r.local_addr();
         announce(local)?;
         let s = r
             .run(&STOP, duration.map(|d| Instant::now() + d))
-            .context("relaying UDP")?;
+            .context("forwarding UDP")?;
         (Stats::Udp(s), local)
     };
     let secs = t0.elapsed().as_secs_f64();
@@ -279,7 +279,7 @@ impl Stats {
                     "-".into()
                 };
                 let mut t = format!(
-                    "zcio relay (udp, {}, {}): received {}, forwarded {} ({}), dropped {} at the sink + {} in the kernel in {secs:.2} s\n  \
+                    "zcio gateway (udp, {}, {}): received {}, forwarded {} ({}), dropped {} at the sink + {} in the kernel in {secs:.2} s\n  \
                      {}packets/s, {}/s forwarded; CPU {cpu:.3} s ({per} per forwarded datagram); {} batches, {} syscalls",
                     s.mode,
                     s.send_path,
@@ -306,7 +306,7 @@ impl Stats {
                 t
             }
             Self::Tcp(s) => format!(
-                "zcio relay (tcp, {}{}): {} connections ({} completed, {} failed, {} could not reach the destination); \
+                "zcio gateway (tcp, {}{}): {} connections ({} completed, {} failed, {} could not reach the destination); \
                  {} up, {} down in {secs:.2} s; CPU {cpu:.3} s",
                 s.mode,
                 s.mover.map_or(String::new(), |m| format!(", {m}")),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::completion::Completion;
 use super::pool::Inner as Pool;
 use super::AsyncError;
-use crate::rendezvous::{Message, Rendezvous};
+use crate::rendezvous::{Envelope, Rendezvous};
 use crate::wait::{Backoff, Step};
 
 /// Where a message handed to an asynchronous send stands.
@@ -29,7 +29,7 @@ pub enum TicketStatus {
 pub(crate) type Outcome = Completion<Result<(), AsyncError>>;
 
 /// The status of one asynchronously sent message (from
-/// [`AsyncEndpoint::send`](super::AsyncEndpoint::send)): check it or wait on
+/// [`ProxyEndpoint::send`](super::ProxyEndpoint::send)): check it or wait on
 /// it. Cloning shares the status; dropping a ticket does not cancel the
 /// send.
 #[derive(Clone)]
@@ -106,13 +106,13 @@ enum Proxy {
 }
 
 struct State {
-    msgs: VecDeque<(Message, Arc<Outcome>)>,
+    msgs: VecDeque<(Envelope, Arc<Outcome>)>,
     proxy: Proxy,
     /// Set once the partner is gone or the owner dropped the endpoint.
     closed: Option<AsyncError>,
 }
 
-/// The send side of one asynchronous endpoint.
+/// The send side of one proxy endpoint.
 pub(crate) struct SendQueue {
     ep: Arc<Rendezvous>,
     st: Mutex<State>,
@@ -157,8 +157,8 @@ impl SendQueue {
     pub(crate) fn push(
         self: &Arc<Self>,
         pool: &Arc<Pool>,
-        msg: Message,
-    ) -> Result<Ticket, (AsyncError, Message)> {
+        msg: Envelope,
+    ) -> Result<Ticket, (AsyncError, Envelope)> {
         if msg.words.len() > crate::rendezvous::WORDS || msg.fds.len() > crate::sys::fdpass::MAX_FDS
         {
             return Err((AsyncError::TooLarge, msg));
@@ -218,7 +218,7 @@ impl SendQueue {
 
     /// Deliver one message with the endpoint's blocking send (bounded by
     /// its configured send timeout).
-    fn deliver(&self, msg: &Message, cell: &Outcome) {
+    fn deliver(&self, msg: &Envelope, cell: &Outcome) {
         let r = self
             .ep
             .send_with(
