@@ -319,7 +319,7 @@ mod tests {
             WriteError::WouldBlock.into(),
             zcio::AllocError::WouldBlock("p".into()).into(),
             zcio::rendezvous::RendezvousRecvError::WouldBlock.into(),
-            zcio::proxy::AsyncError::WouldBlock.into(),
+            zcio::proxy::ProxyError::WouldBlock.into(),
             zcio::semantics::ArenaError::WouldBlock {
                 pages: 1,
                 capacity: 1,
@@ -334,7 +334,7 @@ mod tests {
             zcio::RecvError::Disconnected.into(),
             ReadError::Disconnected { pid: 7 }.into(),
             zcio::rendezvous::RendezvousSendError::Disconnected.into(),
-            zcio::proxy::AsyncError::Disconnected.into(),
+            zcio::proxy::ProxyError::Disconnected.into(),
         ];
         for e in &gone {
             assert_eq!(code_of(e), libc::EPIPE, "{e}");

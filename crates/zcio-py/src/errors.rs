@@ -6,7 +6,7 @@
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use zcio::proxy::AsyncError;
+use zcio::proxy::ProxyError;
 use zcio::Error;
 
 /// The exception classes of `zcio._errors`.
@@ -113,7 +113,7 @@ fn side(e: &Error) -> Side {
         | Error::RingWrite(_)
         | Error::RendezvousSend(_)
         | Error::RendezvousCall(Call::Send(_))
-        | Error::Async(AsyncError::QuotaExceeded)
+        | Error::Proxy(ProxyError::QuotaExceeded)
         | Error::SemanticSetup(Setup::Send(_))
         | Error::SemanticOutput(_) => Side::Send,
         _ => Side::Recv,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use zcio::proxy::{self as zproxy, AsyncError, ProxyConfig, RecvHandle, TicketStatus};
+use zcio::proxy::{self as zproxy, ProxyConfig, ProxyError, RecvHandle, TicketStatus};
 use zcio::rendezvous::{self as rdv, RendezvousConfig};
 
 use crate::errors;
@@ -147,13 +147,13 @@ impl Ticket {
             py,
             Deadline::new(Timeout::from_py(timeout)?),
             |slice| match t.wait_timeout(slice) {
-                Err(AsyncError::TimedOut) => None,
+                Err(ProxyError::TimedOut) => None,
                 r => Some(r),
             },
         )?;
         match got {
             Some(r) => r.map_err(|e| errors::raise(py, e)),
-            None => Err(errors::raise(py, AsyncError::TimedOut)),
+            None => Err(errors::raise(py, ProxyError::TimedOut)),
         }
     }
 
@@ -168,7 +168,7 @@ impl Ticket {
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Reply {
     h: RecvHandle,
-    got: Mutex<Option<Result<Envelope, AsyncError>>>,
+    got: Mutex<Option<Result<Envelope, ProxyError>>>,
 }
 
 impl Reply {
@@ -179,12 +179,12 @@ impl Reply {
         }
     }
 
-    fn cached(&self) -> Option<Result<Envelope, AsyncError>> {
+    fn cached(&self) -> Option<Result<Envelope, ProxyError>> {
         self.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Keep `r` (the first outcome wins) and return what is kept.
-    fn keep(&self, r: Result<rdv::Envelope, AsyncError>) -> Result<Envelope, AsyncError> {
+    fn keep(&self, r: Result<rdv::Envelope, ProxyError>) -> Result<Envelope, ProxyError> {
         let mut g = self.got.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = g.as_ref() {
             return v.clone();
@@ -225,18 +225,18 @@ impl Reply {
             py,
             Deadline::new(Timeout::from_py(timeout)?),
             |slice| match h.wait_timeout(slice) {
-                Err(AsyncError::TimedOut) => None,
+                Err(ProxyError::TimedOut) => None,
                 r => Some(r),
             },
         )?;
         match got {
             // Another thread collected it first: its outcome is kept.
-            Some(Err(AsyncError::Taken)) => match self.cached() {
+            Some(Err(ProxyError::Taken)) => match self.cached() {
                 Some(v) => v.map_err(|e| errors::raise(py, e)),
-                None => Err(errors::raise(py, AsyncError::Taken)),
+                None => Err(errors::raise(py, ProxyError::Taken)),
             },
             Some(r) => self.keep(r).map_err(|e| errors::raise(py, e)),
-            None => Err(errors::raise(py, AsyncError::TimedOut)),
+            None => Err(errors::raise(py, ProxyError::TimedOut)),
         }
     }
 
@@ -357,7 +357,7 @@ impl ProxyEndpoint {
                 return Some(Err(None));
             };
             match a.recv_timeout(slice) {
-                Err(AsyncError::TimedOut) => None,
+                Err(ProxyError::TimedOut) => None,
                 r => Some(r.map_err(Some)),
             }
         })?;
@@ -365,7 +365,7 @@ impl ProxyEndpoint {
             Some(Ok(m)) => Ok(Envelope::from_rust(m)),
             Some(Err(Some(e))) => Err(errors::raise(py, e)),
             Some(Err(None)) => Err(errors::closed("proxy endpoint")),
-            None => Err(errors::raise(py, AsyncError::TimedOut)),
+            None => Err(errors::raise(py, ProxyError::TimedOut)),
         }
     }
 

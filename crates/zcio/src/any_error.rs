@@ -47,7 +47,7 @@ use crate::channel::{
 };
 use crate::forward::ForwardFailure;
 use crate::msg::MsgError;
-use crate::proxy::AsyncError;
+use crate::proxy::ProxyError;
 use crate::region::RegionError;
 use crate::rendezvous::{RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 use crate::ring::{OpenError, ReadError, WriteError};
@@ -109,9 +109,9 @@ pub enum Error {
     /// A rendezvous call (send, then receive).
     #[error(transparent)]
     RendezvousCall(#[from] RendezvousCallError),
-    /// Asynchronous IPC.
+    /// Asynchronous IPC through proxy threads ([`proxy`](crate::proxy)).
     #[error(transparent)]
-    Async(#[from] AsyncError),
+    Proxy(#[from] ProxyError),
     /// Peer-to-peer I/O: associations and endpoints named by strings.
     #[cfg(feature = "splice")]
     #[error(transparent)]
@@ -185,7 +185,7 @@ impl Error {
             Self::RendezvousSend(e) => e,
             Self::RendezvousRecv(e) => e,
             Self::RendezvousCall(e) => e,
-            Self::Async(e) => e,
+            Self::Proxy(e) => e,
             #[cfg(feature = "splice")]
             Self::Splice(e) => e,
             #[cfg(feature = "splice")]
@@ -235,7 +235,7 @@ macro_rules! family {
 family!(
     MsgError, RecvError, TryRecvError, WriteError, ReadError;
     errno: RegionError, AllocError, ConnectError, SendErrorKind, OpenError, ForwardFailure,
-    RendezvousSendError, RendezvousRecvError, RendezvousCallError, AsyncError,
+    RendezvousSendError, RendezvousRecvError, RendezvousCallError, ProxyError,
     crate::channel::lane::LaneError,
 );
 #[cfg(feature = "splice")]
@@ -255,11 +255,11 @@ impl From<crate::semantics::OutputOwnedError> for Error {
     }
 }
 
-impl From<crate::proxy::AsyncSendError> for Error {
+impl From<crate::proxy::ProxySendError> for Error {
     /// An asynchronous send or call that gave its message back: drops it,
     /// keeps the reason.
-    fn from(e: crate::proxy::AsyncSendError) -> Self {
-        Error::Async(e.into_parts().0)
+    fn from(e: crate::proxy::ProxySendError) -> Self {
+        Error::Proxy(e.into_parts().0)
     }
 }
 
@@ -328,12 +328,12 @@ mod tests {
         assert_eq!(Error::from(call).kind(), ErrorKind::WouldBlock);
         let e = Error::from(RendezvousRecvError::Disconnected);
         assert_eq!(e.kind(), ErrorKind::Disconnected);
-        let lost = AsyncError::Disconnected;
-        let e = Error::from(crate::proxy::AsyncSendError::new(
+        let lost = ProxyError::Disconnected;
+        let e = Error::from(crate::proxy::ProxySendError::new(
             lost,
             crate::rendezvous::Envelope::default(),
         ));
-        assert!(matches!(e, Error::Async(a) if a == lost));
+        assert!(matches!(e, Error::Proxy(a) if a == lost));
         #[cfg(feature = "typed")]
         {
             use crate::typed::TypedError;
@@ -412,8 +412,8 @@ mod tests {
                 RendezvousRecvError::TimedOut.to_string(),
             ),
             (
-                AsyncError::Disconnected.into(),
-                AsyncError::Disconnected.to_string(),
+                ProxyError::Disconnected.into(),
+                ProxyError::Disconnected.to_string(),
             ),
             (
                 crate::msg::JoinError::new(MsgError::TooManySlices(70), Msg::default()).into(),
@@ -436,7 +436,7 @@ mod tests {
             OpenError::Os(errno).into(),
             RendezvousSendError::Os { op: "x", errno }.into(),
             RendezvousRecvError::Os { op: "x", errno }.into(),
-            AsyncError::Os { op: "x", errno }.into(),
+            ProxyError::Os { op: "x", errno }.into(),
         ];
         for e in with {
             assert_eq!(e.errno(), Some(errno), "{e:?}");
@@ -486,8 +486,8 @@ mod tests {
             AllocError::WouldBlock("p".into()).into(),
             RendezvousSendError::WouldBlock.into(),
             RendezvousRecvError::WouldBlock.into(),
-            AsyncError::WouldBlock.into(),
-            AsyncError::QuotaExceeded.into(),
+            ProxyError::WouldBlock.into(),
+            ProxyError::QuotaExceeded.into(),
         ];
         for e in &would_block {
             assert_eq!(e.kind(), K::WouldBlock, "{e:?}");
@@ -502,7 +502,7 @@ mod tests {
             RendezvousSendError::Disconnected.into(),
             RendezvousRecvError::Disconnected.into(),
             RendezvousCallError::Recv(RendezvousRecvError::Disconnected).into(),
-            AsyncError::Disconnected.into(),
+            ProxyError::Disconnected.into(),
         ];
         for e in &gone {
             assert_eq!(e.kind(), K::Disconnected, "{e:?}");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
-use zcio::proxy::{AsyncError, Proxies, ProxyConfig, ProxyEndpoint, TicketStatus};
+use zcio::proxy::{Proxies, ProxyConfig, ProxyEndpoint, ProxyError, TicketStatus};
 use zcio::rendezvous::{
     recv_any_timeout, Envelope, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
 };
@@ -144,10 +144,10 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
             ..Envelope::default()
         }
     }));
-    assert_eq!(a.try_recv().unwrap_err(), AsyncError::WouldBlock);
+    assert_eq!(a.try_recv().unwrap_err(), ProxyError::WouldBlock);
     let older = a.post();
     let newer = a.post();
-    assert_eq!(a.try_recv().unwrap_err(), AsyncError::WouldBlock);
+    assert_eq!(a.try_recv().unwrap_err(), ProxyError::WouldBlock);
     assert!(older.try_take().is_none());
     a.send(Envelope::new(STREAM, &[3])).expect("queue");
     assert_eq!(newer.wait().expect("first").words, [0]);
@@ -156,7 +156,7 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
     assert_eq!(a.recv().expect("third").words, [2]);
     assert_eq!(
         newer.wait_timeout(Duration::ZERO).unwrap_err(),
-        AsyncError::Taken
+        ProxyError::Taken
     );
     assert!(allocs.load(Ordering::Relaxed) >= 3);
     // A handle dropped unread gives its message back to the queue.
@@ -192,7 +192,7 @@ fn a_blocked_receive_receives_on_its_own_thread() {
             // The server's send waits in the slot (or soon will).
             loop {
                 match a.try_recv() {
-                    Err(AsyncError::WouldBlock) => std::thread::yield_now(),
+                    Err(ProxyError::WouldBlock) => std::thread::yield_now(),
                     r => break r.expect("direct try"),
                 }
             }
@@ -238,7 +238,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         }
         assert!(tickets.len() <= 9, "quota not enforced");
     };
-    assert_eq!(*refused.error(), AsyncError::QuotaExceeded);
+    assert_eq!(*refused.error(), ProxyError::QuotaExceeded);
     assert_eq!(
         refused.into_inner().words,
         [tickets.len() as u64, 42],
@@ -246,21 +246,21 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
     );
     assert_eq!(
         tickets[0].wait_timeout(Duration::from_millis(10)),
-        Err(AsyncError::TimedOut)
+        Err(ProxyError::TimedOut)
     );
     assert_eq!(tickets[0].status(), TicketStatus::Pending);
     let too_big = Envelope::new(NOTE, &[0; WORDS + 1]);
-    assert_eq!(*a.send(too_big).unwrap_err().error(), AsyncError::TooLarge);
+    assert_eq!(*a.send(too_big).unwrap_err().error(), ProxyError::TooLarge);
     let waiting = a.post();
 
     kid.kill();
     for t in &tickets {
-        assert_eq!(t.wait_timeout(STEP), Err(AsyncError::Disconnected));
+        assert_eq!(t.wait_timeout(STEP), Err(ProxyError::Disconnected));
     }
-    assert_eq!(waiting.wait().unwrap_err(), AsyncError::Disconnected);
+    assert_eq!(waiting.wait().unwrap_err(), ProxyError::Disconnected);
     let e = *a.send(Envelope::new(NOTE, &[0])).unwrap_err().error();
-    assert_eq!(e, AsyncError::Disconnected);
-    assert_eq!(a.recv().unwrap_err(), AsyncError::Disconnected);
+    assert_eq!(e, ProxyError::Disconnected);
+    assert_eq!(a.recv().unwrap_err(), ProxyError::Disconnected);
 }
 
 #[test]

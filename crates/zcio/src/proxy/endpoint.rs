@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::pool::{Inner as Pool, Proxies};
 use super::recv::{Alloc, RecvHandle, RecvSide};
 use super::send::{SendQueue, Ticket};
-use super::{AsyncError, AsyncSendError};
+use super::{ProxyError, ProxySendError};
 use crate::rendezvous::{Envelope, Rendezvous, Wait};
 use crate::sys::peer::PeerCred;
 
@@ -103,10 +103,10 @@ impl ProxyEndpoint {
     /// The message comes back with the reason: `QuotaExceeded`,
     /// `TooLarge`, `Disconnected`, or the error that ended the connection
     /// (`Disconnected`, `Protocol(_)`).
-    pub fn send(&self, msg: Envelope) -> Result<Ticket, AsyncSendError> {
+    pub fn send(&self, msg: Envelope) -> Result<Ticket, ProxySendError> {
         self.tx
             .push(&self.pool, msg)
-            .map_err(|(e, msg)| AsyncSendError::new(e, msg))
+            .map_err(|(e, msg)| ProxySendError::new(e, msg))
     }
 
     /// Post a receive; collect the message from the handle. Handles are
@@ -125,7 +125,7 @@ impl ProxyEndpoint {
     ///
     /// `TimedOut`, `Disconnected`, or the rendezvous error that ended receiving
     /// (`Disconnected` when the partner is gone).
-    pub fn recv(&self) -> Result<Envelope, AsyncError> {
+    pub fn recv(&self) -> Result<Envelope, ProxyError> {
         self.recv_timeout(self.ep.config().recv_timeout)
     }
 
@@ -136,7 +136,7 @@ impl ProxyEndpoint {
     /// # Errors
     ///
     /// `WouldBlock` when none is ready; otherwise as [`ProxyEndpoint::recv`].
-    pub fn try_recv(&self) -> Result<Envelope, AsyncError> {
+    pub fn try_recv(&self) -> Result<Envelope, ProxyError> {
         self.rx.receive(&self.pool, Wait::Try)
     }
 
@@ -145,7 +145,7 @@ impl ProxyEndpoint {
     /// # Errors
     ///
     /// As [`ProxyEndpoint::recv`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Envelope, AsyncError> {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Envelope, ProxyError> {
         self.rx.receive(&self.pool, Wait::For(timeout))
     }
 
@@ -155,10 +155,10 @@ impl ProxyEndpoint {
     /// # Errors
     ///
     /// As [`ProxyEndpoint::send`]; the message comes back.
-    pub fn call(&self, msg: Envelope) -> Result<RecvHandle, AsyncSendError> {
+    pub fn call(&self, msg: Envelope) -> Result<RecvHandle, ProxySendError> {
         let h = match self.rx.expect_reply(&self.pool) {
             Ok(h) => h,
-            Err(e) => return Err(AsyncSendError::new(e, msg)),
+            Err(e) => return Err(ProxySendError::new(e, msg)),
         };
         // The handle is registered before the request can go out; if the
         // request is refused, dropping the handle withdraws nothing the
@@ -167,7 +167,7 @@ impl ProxyEndpoint {
             Ok(_) => Ok(h),
             Err((e, msg)) => {
                 self.rx.cancel_reply(&h);
-                Err(AsyncSendError::new(e, msg))
+                Err(ProxySendError::new(e, msg))
             }
         }
     }
@@ -175,8 +175,8 @@ impl ProxyEndpoint {
     /// Fail every message still queued for sending with `Disconnected`, refuse
     /// new ones, and stop receiving.
     pub fn close(&self) {
-        self.tx.close(AsyncError::Disconnected);
-        self.rx.shut(AsyncError::Disconnected);
+        self.tx.close(ProxyError::Disconnected);
+        self.rx.shut(ProxyError::Disconnected);
     }
 
     /// Counters.
@@ -193,6 +193,6 @@ impl ProxyEndpoint {
 
 impl Drop for ProxyEndpoint {
     fn drop(&mut self) {
-        self.rx.shut(AsyncError::Disconnected);
+        self.rx.shut(ProxyError::Disconnected);
     }
 }

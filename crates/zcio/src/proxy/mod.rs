@@ -91,7 +91,7 @@ use crate::rendezvous::{Envelope, IpcFail, RendezvousRecvError, RendezvousSendEr
 /// [`Channel`](crate::Channel).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum AsyncError {
+pub enum ProxyError {
     /// `try_recv` / `RecvHandle::try_take`: nothing available now.
     #[error("would block: no message ready")]
     WouldBlock,
@@ -133,7 +133,7 @@ pub enum AsyncError {
     },
 }
 
-impl AsyncError {
+impl ProxyError {
     /// The synchronous operation's failure, in this layer's words.
     pub(crate) fn from_fail(f: IpcFail) -> Self {
         match f {
@@ -168,13 +168,13 @@ impl AsyncError {
     }
 }
 
-impl From<RendezvousSendError> for AsyncError {
+impl From<RendezvousSendError> for ProxyError {
     fn from(e: RendezvousSendError) -> Self {
         Self::from_fail(e.into())
     }
 }
 
-impl From<RendezvousRecvError> for AsyncError {
+impl From<RendezvousRecvError> for ProxyError {
     fn from(e: RendezvousRecvError) -> Self {
         Self::from_fail(e.into())
     }
@@ -183,5 +183,5 @@ impl From<RendezvousRecvError> for AsyncError {
 crate::error::value_back_error! {
     /// [`ProxyEndpoint::send`] or [`ProxyEndpoint::call`] refused: the
     /// reason, and the message, back.
-    AsyncSendError { AsyncError, Envelope }
+    ProxySendError { ProxyError, Envelope }
 }

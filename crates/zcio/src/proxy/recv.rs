@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::completion::Completion;
 use super::pool::Inner as Pool;
-use super::AsyncError;
+use super::ProxyError;
 use crate::rendezvous::{Envelope, IpcFail, Rendezvous, Wait, WORDS};
 
 /// Supplies the buffer the proxy receives the next message into (called
@@ -28,7 +28,7 @@ pub type Alloc = Box<dyn Fn(usize) -> Envelope + Send + Sync>;
 /// is still wanted.
 const SLICE: Duration = crate::wait::LIVENESS;
 
-pub(crate) type Slot = Completion<Result<Envelope, AsyncError>>;
+pub(crate) type Slot = Completion<Result<Envelope, ProxyError>>;
 
 /// A receive that is under way (from [`ProxyEndpoint::post`] or
 /// [`ProxyEndpoint::call`]): collect its message when it is ready.
@@ -57,7 +57,7 @@ impl RecvHandle {
     }
 
     /// The message if it is there (`None`: still waiting); never waits.
-    pub fn try_take(&self) -> Option<Result<Envelope, AsyncError>> {
+    pub fn try_take(&self) -> Option<Result<Envelope, ProxyError>> {
         if !self.cell.is_done() {
             return None;
         }
@@ -72,7 +72,7 @@ impl RecvHandle {
     /// `TimedOut` (the handle stays posted and may be waited on again),
     /// `Taken` (already collected), `Disconnected`, or the rendezvous error that
     /// ended receiving (`Disconnected` when the partner is gone).
-    pub fn wait(&self) -> Result<Envelope, AsyncError> {
+    pub fn wait(&self) -> Result<Envelope, ProxyError> {
         self.wait_timeout(self.side.ep.config().recv_timeout)
     }
 
@@ -81,14 +81,14 @@ impl RecvHandle {
     /// # Errors
     ///
     /// As [`RecvHandle::wait`].
-    pub fn wait_timeout(&self, timeout: Duration) -> Result<Envelope, AsyncError> {
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Envelope, ProxyError> {
         if self.cell.wait(Some(timeout)) {
             if let Some(r) = self.cell.take() {
                 return r;
             }
-            return Err(AsyncError::Taken);
+            return Err(ProxyError::Taken);
         }
-        Err(AsyncError::TimedOut)
+        Err(ProxyError::TimedOut)
     }
 }
 
@@ -108,7 +108,7 @@ struct State {
     /// An application thread is receiving itself (`RecvSide::receive`);
     /// no proxy is started until it is done.
     direct: bool,
-    failed: Option<AsyncError>,
+    failed: Option<ProxyError>,
 }
 
 /// The receive side of one proxy endpoint.
@@ -187,7 +187,7 @@ impl RecvSide {
         self: &Arc<Self>,
         pool: &Arc<Pool>,
         wait: Wait,
-    ) -> Result<Envelope, AsyncError> {
+    ) -> Result<Envelope, ProxyError> {
         {
             let mut st = self.lock();
             if let Some(m) = st.msgs.pop_front() {
@@ -200,7 +200,7 @@ impl RecvSide {
                 drop(st);
                 return match wait {
                     // Someone else receives; what it gets is not ours yet.
-                    Wait::Try => Err(AsyncError::WouldBlock),
+                    Wait::Try => Err(ProxyError::WouldBlock),
                     Wait::For(t) => self.post(pool).wait_timeout(t),
                 };
             }
@@ -229,10 +229,10 @@ impl RecvSide {
                         st.msgs.push_back(m);
                     }
                 }
-                Err(IpcFail::TimedOut) => break Err(AsyncError::TimedOut),
-                Err(IpcFail::WouldBlock) => break Err(AsyncError::WouldBlock),
+                Err(IpcFail::TimedOut) => break Err(ProxyError::TimedOut),
+                Err(IpcFail::WouldBlock) => break Err(ProxyError::WouldBlock),
                 Err(e) => {
-                    let e = AsyncError::from_fail(e);
+                    let e = ProxyError::from_fail(e);
                     self.fail(e);
                     break Err(e);
                 }
@@ -251,7 +251,7 @@ impl RecvSide {
     pub(crate) fn expect_reply(
         self: &Arc<Self>,
         pool: &Arc<Pool>,
-    ) -> Result<RecvHandle, AsyncError> {
+    ) -> Result<RecvHandle, ProxyError> {
         let cell = Arc::new(Completion::new());
         let mut st = self.lock();
         if let Some(e) = st.failed {
@@ -302,12 +302,12 @@ impl RecvSide {
     }
 
     /// Stop the proxy (the owner is gone) and fail whoever still waits.
-    pub(crate) fn shut(&self, e: AsyncError) {
+    pub(crate) fn shut(&self, e: ProxyError) {
         self.stop.store(true, Counter::Relaxed);
         self.fail(e);
     }
 
-    fn fail(&self, e: AsyncError) {
+    fn fail(&self, e: ProxyError) {
         let cells: Vec<_> = {
             let mut st = self.lock();
             st.failed.get_or_insert(e);
@@ -360,7 +360,7 @@ impl RecvSide {
                     }
                 }
                 Err(e) => {
-                    self.fail(AsyncError::from_fail(e));
+                    self.fail(ProxyError::from_fail(e));
                     break;
                 }
             }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::completion::Completion;
 use super::pool::Inner as Pool;
-use super::AsyncError;
+use super::ProxyError;
 use crate::rendezvous::{Envelope, Rendezvous};
 use crate::wait::{Backoff, Step};
 
@@ -23,10 +23,10 @@ pub enum TicketStatus {
     /// It was not delivered: the partner disconnected, did not take it
     /// within the endpoint's send timeout (`TimedOut`), broke the
     /// protocol, or the endpoint was closed first (`Disconnected`).
-    Failed(AsyncError),
+    Failed(ProxyError),
 }
 
-pub(crate) type Outcome = Completion<Result<(), AsyncError>>;
+pub(crate) type Outcome = Completion<Result<(), ProxyError>>;
 
 /// The status of one asynchronously sent message (from
 /// [`ProxyEndpoint::send`](super::ProxyEndpoint::send)): check it or wait on
@@ -69,7 +69,7 @@ impl Ticket {
     /// # Errors
     ///
     /// Why delivery failed (see [`TicketStatus::Failed`]).
-    pub fn wait(&self) -> Result<(), AsyncError> {
+    pub fn wait(&self) -> Result<(), ProxyError> {
         self.wait_with(None)
     }
 
@@ -79,18 +79,18 @@ impl Ticket {
     ///
     /// `TimedOut` when it is still pending (the ticket may be waited on
     /// again); otherwise as [`Ticket::wait`].
-    pub fn wait_timeout(&self, timeout: Duration) -> Result<(), AsyncError> {
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(), ProxyError> {
         self.wait_with(Some(timeout))
     }
 
-    fn wait_with(&self, timeout: Option<Duration>) -> Result<(), AsyncError> {
+    fn wait_with(&self, timeout: Option<Duration>) -> Result<(), ProxyError> {
         if !self.cell.wait(timeout) {
-            return Err(AsyncError::TimedOut);
+            return Err(ProxyError::TimedOut);
         }
         match self.status() {
             TicketStatus::Delivered => Ok(()),
             TicketStatus::Failed(e) => Err(e),
-            TicketStatus::Pending => Err(AsyncError::TimedOut),
+            TicketStatus::Pending => Err(ProxyError::TimedOut),
         }
     }
 }
@@ -109,7 +109,7 @@ struct State {
     msgs: VecDeque<(Envelope, Arc<Outcome>)>,
     proxy: Proxy,
     /// Set once the partner is gone or the owner dropped the endpoint.
-    closed: Option<AsyncError>,
+    closed: Option<ProxyError>,
 }
 
 /// The send side of one proxy endpoint.
@@ -158,10 +158,10 @@ impl SendQueue {
         self: &Arc<Self>,
         pool: &Arc<Pool>,
         msg: Envelope,
-    ) -> Result<Ticket, (AsyncError, Envelope)> {
+    ) -> Result<Ticket, (ProxyError, Envelope)> {
         if msg.words.len() > crate::rendezvous::WORDS || msg.fds.len() > crate::sys::fdpass::MAX_FDS
         {
-            return Err((AsyncError::TooLarge, msg));
+            return Err((ProxyError::TooLarge, msg));
         }
         let cell = Arc::new(Completion::new());
         let mut st = self.lock();
@@ -169,7 +169,7 @@ impl SendQueue {
             return Err((e, msg));
         }
         if st.msgs.len() >= self.quota.load(Counter::Relaxed) {
-            return Err((AsyncError::QuotaExceeded, msg));
+            return Err((ProxyError::QuotaExceeded, msg));
         }
         st.msgs.push_back((msg, cell.clone()));
         self.queued.fetch_add(1, Counter::Relaxed);
@@ -225,12 +225,12 @@ impl SendQueue {
                 msg,
                 crate::rendezvous::Wait::For(self.ep.config().send_timeout),
             )
-            .map_err(AsyncError::from_fail);
+            .map_err(ProxyError::from_fail);
         match r {
             Ok(()) => self.delivered.fetch_add(1, Counter::Relaxed),
             Err(_) => self.failed.fetch_add(1, Counter::Relaxed),
         };
-        if let Err(e @ (AsyncError::Disconnected | AsyncError::Protocol(_))) = r {
+        if let Err(e @ (ProxyError::Disconnected | ProxyError::Protocol(_))) = r {
             // The connection is unusable: fail everything still queued.
             self.close(e);
         }
@@ -259,7 +259,7 @@ impl SendQueue {
     }
 
     /// Fail every queued message with `e` and refuse new ones.
-    pub(crate) fn close(&self, e: AsyncError) {
+    pub(crate) fn close(&self, e: ProxyError) {
         let drained: Vec<_> = {
             let mut st = self.lock();
             st.closed.get_or_insert(e);
