@@ -244,16 +244,12 @@ fn malformed_input_gets_typed_errors_and_channel_stays_usable() {
     kid.finish();
 }
 
-#[test]
-fn forged_notices_release_nothing() {
-    let (sock, mut kid) = start_victim("hostile-tx");
-    kid.send("accept");
-    let mut h = Hostile::connect(sock.path());
-    assert_eq!(kid.next_report(), "accept ok");
-    assert_eq!(kid.ask("send hello-1"), "sent ok in_use=1 held=1");
-    // Read the region announcement and the descriptor like a receiver.
+/// Read the victim's first region announcement and its one 7-byte
+/// message ("hello-1") like a receiver: the descriptor, and the region's
+/// fd and length.
+fn take_hello_1(h: &mut Hostile) -> (Desc, (std::os::fd::OwnedFd, u64)) {
     let mut buf = [0u8; CTL_LEN];
-    let Ok(RecvOutcome::Record(rec)) = fdpass::recv(&h.sock, &mut buf, false) else {
+    let Ok(RecvOutcome::Record(mut rec)) = fdpass::recv(&h.sock, &mut buf, false) else {
         panic!("no region")
     };
     let Some(Ctl::Region { slot: 0, len }) = Ctl::decode(&buf[..rec.len]) else {
@@ -263,11 +259,23 @@ fn forged_notices_release_nothing() {
     let d = h.msgs_in.peek(0);
     h.msgs_in.release(1);
     assert_eq!((d.region, d.count, d.len), (0, 1, 7));
-    let m = Mapping::map(&rec.fds[0], len as usize, Access::ReadOnly, false).unwrap();
+    let fd = rec.fds.remove(0);
+    let m = Mapping::map(&fd, len as usize, Access::ReadOnly, false).unwrap();
     assert!(d.offset + d.len <= len);
     // SAFETY: the descriptor is in bounds of the `len`-byte mapping (checked).
     let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr().add(d.offset as usize), 7) };
     assert_eq!(bytes, b"hello-1");
+    (d, (fd, len))
+}
+
+#[test]
+fn forged_notices_release_nothing() {
+    let (sock, mut kid) = start_victim("hostile-tx");
+    kid.send("accept");
+    let mut h = Hostile::connect(sock.path());
+    assert_eq!(kid.next_report(), "accept ok");
+    assert_eq!(kid.ask("send hello-1"), "sent ok in_use=1 held=1");
+    let (d, _) = take_hello_1(&mut h);
 
     let t = d.token;
     h.forge(&[t ^ (1 << 32), t + 1, u64::MAX, 0xDEAD_BEEF]);
@@ -402,24 +410,9 @@ fn forged_notices_free_no_slot() {
     assert_eq!(kid.next_report(), "accept ok");
     assert_eq!(kid.ask("send hello-1"), "sent ok in_use=0 held=1");
     assert_eq!(kid.ask("copied"), "copied 1");
-    let mut buf = [0u8; CTL_LEN];
-    let Ok(RecvOutcome::Record(rec)) = fdpass::recv(&h.sock, &mut buf, false) else {
-        panic!("no region")
-    };
-    let Some(Ctl::Region { slot: 0, len }) = Ctl::decode(&buf[..rec.len]) else {
-        panic!("not a region record")
-    };
-    assert_eq!(h.msgs_in.available().unwrap(), 1);
-    let d = h.msgs_in.peek(0);
-    h.msgs_in.release(1);
-    assert_eq!((d.region, d.count, d.len), (0, 1, 7));
-    let m = Mapping::map(&rec.fds[0], len as usize, Access::ReadOnly, false).unwrap();
-    assert!(d.offset + d.len <= len);
-    // SAFETY: the descriptor is in bounds of the `len`-byte mapping (checked).
-    let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr().add(d.offset as usize), 7) };
-    assert_eq!(bytes, b"hello-1");
+    let (d, (fd, len)) = take_hello_1(&mut h);
     // The receiver got a read-only file: it cannot write the slots.
-    assert!(Mapping::map(&rec.fds[0], len as usize, Access::ReadWrite, false).is_err());
+    assert!(Mapping::map(&fd, len as usize, Access::ReadWrite, false).is_err());
 
     let t = d.token;
     h.forge(&[t ^ (1 << 32), t + 1, u64::MAX, 0xDEAD_BEEF]);
