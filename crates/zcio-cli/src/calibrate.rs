@@ -103,7 +103,7 @@ pub fn run(a: CalibrateArgs) -> Result<i32> {
         quick: a.quick,
         tcow: None,
     };
-    let cal = calibrate::run_with_samples(&opts, &mut |p| {
+    let cal = calibrate::measure_with_samples(&opts, &mut |p| {
         if let Some(pb) = &pb {
             pb.set_length(p.total as u64);
             pb.set_position(p.done as u64);

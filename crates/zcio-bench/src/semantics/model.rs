@@ -147,7 +147,7 @@ fn calibrate(quick: bool) -> Result<(CostModel, Option<Duration>, Vec<String>), 
         ..Opts::default()
     };
     let start = Instant::now();
-    let cal = calibrate::run_with_samples(&opts, &mut |p| {
+    let cal = calibrate::measure_with_samples(&opts, &mut |p| {
         pb.set_length(p.total as u64);
         pb.set_position(p.done as u64);
         pb.set_message(format!("{} at {}", p.op, crate::fmt::size(p.bytes)));

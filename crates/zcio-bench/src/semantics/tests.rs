@@ -251,7 +251,7 @@ fn saved_models_load_back_as_the_library_loads_them() {
         quick: true,
         tcow: Some(Box::new(|pages| Ok(pages as f64 * 1000.0))),
     };
-    let m = calibrate::run(&opts, &mut |_| {}).unwrap();
+    let m = calibrate::measure(&opts, &mut |_| {}).unwrap();
     let path = dir.0.join("fresh-calibration.json");
     let back = install(&m, &path).unwrap();
     assert!(back.is_quick());

@@ -132,8 +132,11 @@ pub struct Calibration {
 }
 
 /// Measure every operation and fit the model.
-pub fn run(opts: &Opts, progress: &mut dyn FnMut(Progress)) -> Result<CostModel, CalibrateError> {
-    run_with_samples(opts, progress).map(|c| c.model)
+pub fn measure(
+    opts: &Opts,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<CostModel, CalibrateError> {
+    measure_with_samples(opts, progress).map(|c| c.model)
 }
 
 /// Repetitions and time budget per size.
@@ -181,7 +184,7 @@ fn time_r<E>(f: impl FnOnce() -> Result<(), E>) -> Result<f64, E> {
 }
 
 /// Measure every operation and fit the model, keeping the samples.
-pub fn run_with_samples(
+pub fn measure_with_samples(
     opts: &Opts,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Calibration, CalibrateError> {
@@ -652,7 +655,7 @@ mod tests {
             tcow: Some(Box::new(|pages| Ok(pages as f64 * 1000.0))),
         };
         let mut seen = 0;
-        let c = run_with_samples(&opts, &mut |p| {
+        let c = measure_with_samples(&opts, &mut |p| {
             assert!(p.done < p.total);
             seen += 1;
         })

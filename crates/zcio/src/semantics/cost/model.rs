@@ -17,7 +17,7 @@ pub enum Source {
     },
     /// A calibration file.
     File(PathBuf),
-    /// Measured in this process ([`crate::semantics::calibrate::run`]).
+    /// Measured in this process ([`crate::semantics::calibrate::measure`]).
     Measured,
 }
 
