@@ -31,33 +31,24 @@
 #![warn(missing_docs)]
 
 mod any_error;
-pub mod array;
-mod bell;
-mod buf;
-mod channel;
-mod copy;
-mod error;
-pub mod forward;
-mod msg;
-pub mod proxy;
-mod region;
-pub mod rendezvous;
-pub mod ring;
-mod segment;
-#[cfg(feature = "semantics")]
-pub mod semantics;
-#[cfg(feature = "splice")]
-pub mod splice;
-mod sync;
-mod sys;
-#[cfg(test)]
-mod testing;
+
 #[cfg(feature = "tokio")]
-pub mod tokio;
+pub use zcio_core::tokio;
 #[cfg(feature = "typed")]
-pub mod typed;
-mod view;
-mod wait;
+pub use zcio_core::typed;
+pub use zcio_core::{array, forward, proxy, rendezvous, ring};
+#[cfg(feature = "semantics")]
+#[doc(inline)]
+pub use zcio_semantics as semantics;
+#[cfg(feature = "splice")]
+#[doc(inline)]
+pub use zcio_splice as splice;
+
+// The layers below, under the paths `any_error` and `internals` use.
+use zcio_core::{buf, channel, msg};
+#[cfg(feature = "internals")]
+use zcio_sys::{bell, sync};
+use zcio_sys::{copy, error, region, segment, sys, view, wait};
 
 pub use any_error::Error;
 pub use buf::{
