@@ -253,6 +253,219 @@ pub fn module_graph(src: &Path) -> Graph {
     graph
 }
 
+/// The paths that start at `t[i]` (a use tree or an expression path), each
+/// as its segments: `a::b::{c, d::{e, f as g}}` gives `a::b::c`, `a::b::d::e`
+/// and `a::b::d::f`; `a::b::*` and `a::{self}` give `a::b` and `a`.
+fn full_paths(t: &[String], i: usize) -> Vec<Vec<String>> {
+    fn tree(t: &[String], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+        let word = |s: &str| s.chars().all(|ch| ch.is_alphanumeric() || ch == '_');
+        let mut path = prefix.to_vec();
+        loop {
+            match t.get(i).map(String::as_str) {
+                Some("{") => {
+                    i += 1;
+                    while i < t.len() && t[i] != "}" {
+                        if t[i] == "," {
+                            i += 1;
+                            continue;
+                        }
+                        let next = tree(t, i, &path, out);
+                        i = next.max(i + 1);
+                    }
+                    return i + 1;
+                }
+                Some("*") => {
+                    out.push(path);
+                    return i + 1;
+                }
+                Some("self") if path.len() > prefix.len() || !prefix.is_empty() => {
+                    out.push(path);
+                    return i + 1;
+                }
+                Some(s) if word(s) => {
+                    path.push(s.to_string());
+                    i += 1;
+                    if t.get(i).map(String::as_str) == Some("::") {
+                        i += 1;
+                        continue;
+                    }
+                    if t.get(i).map(String::as_str) == Some("as") {
+                        i += 2;
+                    }
+                    out.push(path);
+                    return i;
+                }
+                _ => {
+                    if !path.is_empty() {
+                        out.push(path);
+                    }
+                    return i;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    tree(t, i, &[], &mut out);
+    out
+}
+
+/// Every path a file of module path `path` names, made absolute (segments
+/// from the crate root): `crate::…`, `super::…` and `self::…` paths, and
+/// `use child::…` of a module declared in the file (`children`).
+fn absolute_paths(path: &[String], src: &str, children: &BTreeSet<String>) -> Vec<Vec<String>> {
+    let t = tokens(&strip(src));
+    let mut out = Vec::new();
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0;
+    let here = |inline: &[(String, usize)]| -> Vec<String> {
+        path.iter()
+            .cloned()
+            .chain(inline.iter().map(|m| m.0.clone()))
+            .collect()
+    };
+    let mut i = 0;
+    while i < t.len() {
+        let prev = if i > 0 { t[i - 1].as_str() } else { "" };
+        let next = |k: usize| t.get(i + k).map(String::as_str);
+        // A file's unit tests (`mod tests { … }`) may drive it through the
+        // modules that use it: their paths are not the file's imports.
+        let in_tests = inline.iter().any(|m| m.0 == "tests");
+        let rooted = |base: Vec<String>, at: usize, out: &mut Vec<Vec<String>>| {
+            if in_tests {
+                return;
+            }
+            for p in full_paths(&t, at) {
+                out.push(base.iter().cloned().chain(p).collect());
+            }
+        };
+        match t[i].as_str() {
+            "{" => depth += 1,
+            "}" => {
+                if inline.last().is_some_and(|m| m.1 == depth) {
+                    inline.pop();
+                }
+                depth -= 1;
+            }
+            "mod" if next(2) == Some("{") => inline.push((t[i + 1].clone(), depth + 1)),
+            "crate" if prev != "$" && prev != "::" && next(1) == Some("::") => {
+                rooted(Vec::new(), i + 2, &mut out);
+            }
+            "self" if prev != "::" && next(1) == Some("::") => {
+                rooted(here(&inline), i + 2, &mut out);
+            }
+            "super" if prev != "::" && next(1) == Some("::") => {
+                let mut base = here(&inline);
+                let mut k = i;
+                while t.get(k).map(String::as_str) == Some("super")
+                    && t.get(k + 1).map(String::as_str) == Some("::")
+                {
+                    base.pop();
+                    k += 2;
+                }
+                rooted(base, k, &mut out);
+            }
+            "use" if inline.is_empty() && next(1).is_some_and(|n| children.contains(n)) => {
+                rooted(path.to_vec(), i + 1, &mut out);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The import graph of every module *file* of the crate whose sources are
+/// in `src` (nodes are module paths such as `channel::core`; the crate root
+/// is left out; so are the paths inside a file's `mod tests { … }`). A path is resolved to the deepest module file it names and,
+/// where that file re-exports the item from one of its submodules
+/// (`pub use core::Core;`), to that submodule. A module and the modules
+/// nested in it are one unit: an edge between them is not an import.
+pub fn file_graph(src: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut texts = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(src).expect("under src");
+        let mut path: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        if path.last().is_some_and(|l| l == "mod") {
+            path.pop();
+        }
+        if path == ["lib"] || path == ["main"] {
+            path.clear();
+        }
+        texts.insert(
+            path,
+            std::fs::read_to_string(f).expect("read a source file"),
+        );
+    }
+    let modules: BTreeSet<Vec<String>> = texts.keys().cloned().collect();
+    let children = |m: &[String]| -> BTreeSet<String> {
+        modules
+            .iter()
+            .filter(|c| c.len() == m.len() + 1 && c.starts_with(m))
+            .map(|c| c[m.len()].clone())
+            .collect()
+    };
+    let deepest = |p: &[String]| -> (Vec<String>, Option<String>) {
+        (0..=p.len())
+            .rev()
+            .find(|&n| modules.contains(&p[..n].to_vec()))
+            .map(|n| (p[..n].to_vec(), p.get(n).cloned()))
+            .unwrap_or_default()
+    };
+    // Per module: item name -> the submodule it is re-exported from.
+    let mut reexports: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for (m, text) in &texts {
+        let t = tokens(&strip(text));
+        let kids = children(m);
+        for (i, tok) in t.iter().enumerate() {
+            if tok != "use" {
+                continue;
+            }
+            let mut at = i + 1;
+            if t.get(at).map(String::as_str) == Some("self") {
+                at += 2;
+            }
+            if !t.get(at).is_some_and(|n| kids.contains(n)) {
+                continue;
+            }
+            for leaf in full_paths(&t, at) {
+                let abs: Vec<String> = m.iter().cloned().chain(leaf).collect();
+                let (target, item) = deepest(&abs);
+                if let (Some(name), true) = (abs.last(), target.len() > m.len()) {
+                    let _ = item;
+                    reexports
+                        .entry(m.clone())
+                        .or_default()
+                        .insert(name.clone(), target);
+                }
+            }
+        }
+    }
+    let join = |p: &[String]| p.join("::");
+    let mut graph = Graph::new();
+    for (m, text) in &texts {
+        if m.is_empty() {
+            continue;
+        }
+        let node = graph.entry(join(m)).or_default();
+        for p in absolute_paths(m, text, &children(m)) {
+            let (mut target, item) = deepest(&p);
+            if let Some(via) = item.and_then(|n| reexports.get(&target)?.get(&n).cloned()) {
+                target = via;
+            }
+            let nested = target.starts_with(m) || m.starts_with(&target);
+            if !target.is_empty() && !nested {
+                node.insert(join(&target));
+            }
+        }
+    }
+    graph
+}
+
 /// A cycle of `graph` (its modules in order, the first repeated at the
 /// end), if it has one.
 pub fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
@@ -352,5 +565,35 @@ mod tests {
         assert_eq!(find_cycle(&g).unwrap().join(" -> "), "a -> b -> c -> a");
         g.get_mut("c").unwrap().clear();
         assert_eq!(find_cycle(&g), None);
+    }
+
+    #[test]
+    fn the_file_graph_resolves_relative_paths_and_re_exports() {
+        let dir = std::env::temp_dir().join(format!("zcio-layers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ch")).unwrap();
+        let put = |p: &str, s: &str| std::fs::write(dir.join(p), s).unwrap();
+        put("lib.rs", "mod ch; mod low;");
+        put("low.rs", "pub fn f() {}");
+        put(
+            "ch/mod.rs",
+            "mod core; mod linger; pub use core::Core; pub fn g() { crate::low::f() }",
+        );
+        put("ch/core.rs", "use super::linger::linger; pub struct Core;");
+        put(
+            "ch/linger.rs",
+            "use super::Core; use crate::ch::{self, g}; pub fn linger() {}",
+        );
+        let g = file_graph(&dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        let edges = |m: &str| g[m].iter().cloned().collect::<Vec<_>>();
+        assert_eq!(edges("ch"), ["low"]);
+        assert_eq!(edges("ch::core"), ["ch::linger"]);
+        // `super::Core` is `core`'s, re-exported by `ch`; `ch` itself is no edge.
+        assert_eq!(edges("ch::linger"), ["ch::core"]);
+        assert_eq!(
+            find_cycle(&g).unwrap().join(" -> "),
+            "ch::core -> ch::linger -> ch::core"
+        );
     }
 }

@@ -21,7 +21,7 @@ took nothing and sent nothing. That is the cancel safety the methods
 promise.
 
 :class:`Bell` is one end's doorbell in the loop (the Python twin of the
-Rust ``zcio::tokio`` doorbell, ``crates/zcio/src/tokio/doorbell.rs``, with
+Rust ``zcio::tokio`` doorbell, ``crates/zcio-core/src/tokio/doorbell.rs``, with
 the same rules): any number of tasks may wait on one end at once (one
 ``add_reader`` for all of them; a wake wakes them all, since
 ``doorbell_rang()`` clears every flag of the end), and it guards the loop
