@@ -27,17 +27,26 @@ pub mod tokio;
 #[cfg(feature = "typed")]
 pub mod typed;
 
-// The short paths the modules use for names `zcio` exports at its root (some only with
-// the tokio or typed feature).
-#[allow(unused_imports)]
-pub(crate) use channel::{
-    Channel, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError, TrySendError,
+// The names `zcio` exports at its root, at this crate's root too: the short paths the
+// modules and their doc links use (`crate::Channel`).
+pub use buf::{
+    AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
+    Uncached,
 };
-pub(crate) use msg::Msg;
-pub(crate) use rustix::io::Errno;
-#[cfg(test)]
-pub(crate) use {
-    buf::{Pool, PoolConfig},
-    channel::lane::{LaneConfig, LaneError, LaneReceiver, LaneSender},
-    channel::ChannelConfig,
+pub use channel::lane::{
+    LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSendError, LaneSender, LaneStats, Loan,
 };
+pub use channel::{
+    Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,
+    Listener, Malformed, Notify, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
+    TryRecvError, TrySendError,
+};
+pub use msg::{
+    JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
+};
+#[doc(hidden)]
+pub use rustix::io::Errno;
+#[doc(hidden)]
+pub use view::View;
+#[doc(hidden)]
+pub use wait::SpinPolicy;

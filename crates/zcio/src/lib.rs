@@ -51,29 +51,29 @@ use zcio_sys::{bell, sync};
 use zcio_sys::{copy, error, region, segment, sys, view, wait};
 
 pub use any_error::Error;
-pub use buf::{
-    AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
-    Uncached,
-};
-pub use channel::lane::{
-    LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSendError, LaneSender, LaneStats, Loan,
-};
-pub use channel::{
-    Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,
-    Listener, Malformed, Notify, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
-    TryRecvError, TrySendError,
-};
 pub use copy::{copy, copy_raw};
 pub use error::ErrorKind;
-pub use msg::{
-    JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
-};
 pub use region::{Ownership, Region, RegionError};
 pub use rustix::io::Errno;
 pub use segment::{AccessPolicy, ConnectError};
 pub use sys::peer::{set_non_dumpable, PeerCred};
 pub use view::{View, WordsLe};
 pub use wait::SpinPolicy;
+pub use zcio_core::{
+    AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
+    Uncached,
+};
+pub use zcio_core::{
+    Area, Channel, ChannelConfig, ChannelPolicy, ChannelStats, FullPolicy, HoldExpiry, HoldLimit,
+    Listener, Malformed, Notify, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
+    TryRecvError, TrySendError,
+};
+pub use zcio_core::{
+    JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
+};
+pub use zcio_core::{
+    LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSendError, LaneSender, LaneStats, Loan,
+};
 
 /// Bytes of memory available now without swapping (`MemAvailable` in
 /// `/proc/meminfo`), if the kernel says: what a region may take at most
