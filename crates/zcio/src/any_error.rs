@@ -1,41 +1,4 @@
-//! `zcio::Error`: every operation family's error in one type, for callers
-//! that do not care which layer failed.
-//!
-//! Each family keeps its own small error type (what a caller that handles
-//! failures matches on); `zcio::Error` is for propagating with `?`. It
-//! converts from every family with `From`. Errors that give something back
-//! ([`SendError`] and its siblings return the unsent `Msg`, [`FreezeError`]
-//! the buffer, the `Msg` aggregate operations their input) drop it in the
-//! conversion and keep only the reason; take it out first
-//! ([`SendError::into_inner`]) if you need it.
-//!
-//! Display is the wrapped error's own message (they say what to do);
-//! [`source`](std::error::Error::source) continues the chain below it, so
-//! a chain printer (`anyhow`'s `{:#}`) shows each cause once.
-//!
-//! ```
-//! use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
-//!
-//! fn send_hello(chan: &Channel, pool: &Pool) -> Result<(), zcio::Error> {
-//!     let mut buf = pool.try_alloc(5)?; // AllocError
-//!     buf.as_mut_slice().copy_from_slice(b"hello");
-//!     chan.send(Msg::from(buf.freeze()?))?; // FreezeError, then SendError<Msg>
-//!     Ok(())
-//! }
-//!
-//! let (a, b) = Channel::pair(ChannelConfig::default())?; // ConnectError
-//! let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
-//! send_hello(&a, &pool)?;
-//! assert_eq!(b.recv()?.to_vec(), b"hello"); // RecvError
-//! a.close();
-//! let err = send_hello(&a, &pool).unwrap_err();
-//! assert!(matches!(err, zcio::Error::Send(zcio::SendErrorKind::Disconnected)));
-//! assert_eq!(
-//!     err.to_string(),
-//!     "disconnected: this end was closed, or the peer closed its end or died"
-//! );
-//! # Ok::<(), zcio::Error>(())
-//! ```
+//! `zcio::Error`: every operation family's error in one type (see [`Error`]).
 
 use thiserror::Error;
 
@@ -53,7 +16,44 @@ use crate::rendezvous::{RendezvousCallError, RendezvousRecvError, RendezvousSend
 use crate::ring::{OpenError, ReadError, WriteError};
 use crate::segment::ConnectError;
 
-/// Any zcio error. See the [module documentation](self).
+/// `zcio::Error`: every operation family's error in one type, for callers
+/// that do not care which layer failed.
+///
+/// Each family keeps its own small error type (what a caller that handles
+/// failures matches on); `zcio::Error` is for propagating with `?`. It
+/// converts from every family with `From`. Errors that give something back
+/// ([`SendError`] and its siblings return the unsent `Msg`, [`FreezeError`]
+/// the buffer, the `Msg` aggregate operations their input) drop it in the
+/// conversion and keep only the reason; take it out first
+/// ([`SendError::into_inner`]) if you need it.
+///
+/// Display is the wrapped error's own message (they say what to do);
+/// [`source`](std::error::Error::source) continues the chain below it, so
+/// a chain printer (`anyhow`'s `{:#}`) shows each cause once.
+///
+/// ```
+/// use zcio::{Channel, ChannelConfig, Msg, Pool, PoolConfig};
+///
+/// fn send_hello(chan: &Channel, pool: &Pool) -> Result<(), zcio::Error> {
+///     let mut buf = pool.try_alloc(5)?; // AllocError
+///     buf.as_mut_slice().copy_from_slice(b"hello");
+///     chan.send(Msg::from(buf.freeze()?))?; // FreezeError, then SendError<Msg>
+///     Ok(())
+/// }
+///
+/// let (a, b) = Channel::pair(ChannelConfig::default())?; // ConnectError
+/// let pool = Pool::new(PoolConfig { chunk_size: 1 << 20, max_chunks: 1, ..PoolConfig::named("doc") });
+/// send_hello(&a, &pool)?;
+/// assert_eq!(b.recv()?.to_vec(), b"hello"); // RecvError
+/// a.close();
+/// let err = send_hello(&a, &pool).unwrap_err();
+/// assert!(matches!(err, zcio::Error::Send(zcio::SendErrorKind::Disconnected)));
+/// assert_eq!(
+///     err.to_string(),
+///     "disconnected: this end was closed, or the peer closed its end or died"
+/// );
+/// # Ok::<(), zcio::Error>(())
+/// ```
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -299,7 +299,7 @@ impl<T> From<SendTimeoutError<T>> for Error {
 }
 
 impl From<crate::msg::JoinError> for Error {
-    /// [`Msg::join`], [`Msg::prepend`], [`Msg::append`]: drops the message
+    /// [`Msg::join`](crate::Msg::join), [`Msg::prepend`](crate::Msg::prepend), [`Msg::append`](crate::Msg::append): drops the message
     /// given back, keeps the reason.
     fn from(e: crate::msg::JoinError) -> Self {
         Error::Msg(e.into_parts().0)
@@ -307,7 +307,7 @@ impl From<crate::msg::JoinError> for Error {
 }
 
 impl From<crate::msg::SplitError> for Error {
-    /// [`Msg::split_at`]: drops the message given back, keeps the reason.
+    /// [`Msg::split_at`](crate::Msg::split_at): drops the message given back, keeps the reason.
     fn from(e: crate::msg::SplitError) -> Self {
         Error::Msg(e.into_parts().0)
     }

@@ -37,19 +37,18 @@ const CRATES: [(&str, &[&[&str]]); 5] = [
     (
         "zcio-semantics",
         &[
-            &[
-                "uffd", "vm", "wire", "error", "owned", "tcow", "fit", "tests",
-            ],
-            &["cost", "arena", "pages"],
-            &["policy", "calibrate", "endpoint"],
+            &["uffd", "vm"],
+            &["fit", "cost", "policy", "wire"],
+            &["pages", "tcow", "arena"],
+            &["error", "owned", "endpoint", "calibrate", "tests"],
         ],
     ),
     (
         "zcio-splice",
         &[
-            &["error", "io_object", "spec", "mover", "blockio"],
-            &["module"],
-            &["association", "completions"],
+            &["error", "io_object", "module"],
+            &["mover", "blockio"],
+            &["association", "completions", "spec"],
         ],
     ),
     ("zcio", &[&["any_error"]]),
