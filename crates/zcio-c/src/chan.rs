@@ -338,7 +338,7 @@ pub unsafe extern "C" fn zcio_sendv(
             Ok(c) => c,
             Err(e) => return e,
         };
-        if bufs.is_null() || n == 0 || n > zcio::MAX_SLICES {
+        if bufs.is_null() || n == 0 || n > zcio::Msg::MAX_SLICES {
             return einval("zcio_sendv: bufs is NULL or n is not 1..=64");
         }
         // Copied out once (at most 64 pointers), so the checks below and

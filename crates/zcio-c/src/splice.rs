@@ -860,8 +860,9 @@ pub unsafe extern "C" fn zcio_assoc_module_stats(
             h.r.module_stats()
                 .iter()
                 .map(|(name, stats)| {
-                    let kv = zcio::splice::module::format_stats(stats);
-                    format!("{name} {kv}\n")
+                    // The module's `stats` reply: `name=value` pairs separated by spaces.
+                    let kv: Vec<String> = stats.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{name} {}\n", kv.join(" "))
                 })
                 .collect();
         // SAFETY: the caller's contract for `buf`/`cap`.

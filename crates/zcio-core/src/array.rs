@@ -30,20 +30,20 @@
 //! types), and that every element lies inside the payload.
 
 /// First bytes of every array header.
-pub const MAGIC: [u8; 8] = *b"ZCNDARR1";
+const MAGIC: [u8; 8] = *b"ZCNDARR1";
 /// The header layout version.
-pub const VERSION: u16 = 1;
+const VERSION: u16 = 1;
 /// Fixed part of the header.
-pub const FIXED: usize = 64;
+const FIXED: usize = 64;
 /// Largest header accepted.
-pub const MAX_HEADER: usize = 4096;
+const MAX_HEADER: usize = 4096;
 /// Most dimensions (numpy 2's limit).
-pub const MAX_NDIM: usize = 64;
+const MAX_NDIM: usize = 64;
 /// Longest dtype string.
-pub const MAX_DTYPE: usize = 32;
+const MAX_DTYPE: usize = 32;
 /// Flag: the payload is the sender's live array memory (zero-copy send
 /// from a non-secured pool): the sender still maps it writable.
-pub const FLAG_SENDER_MAPS_WRITABLE: u16 = 1;
+const FLAG_SENDER_MAPS_WRITABLE: u16 = 1;
 
 /// Why bytes are not a valid array header (what is wrong, in words).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +53,7 @@ pub struct BadArrayHeader(pub String);
 /// A decoded (or to-be-encoded) header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArrayHeader {
-    /// Flags ([`FLAG_SENDER_MAPS_WRITABLE`]).
+    /// Flags ([`ArrayHeader::FLAG_SENDER_MAPS_WRITABLE`]).
     pub flags: u16,
     /// numpy's `dtype.str` (ASCII, e.g. `<f4`).
     pub dtype: String,
@@ -70,11 +70,33 @@ pub struct ArrayHeader {
 }
 
 /// Bytes of a header for `ndim` dimensions and a dtype string of `dlen`.
-pub fn header_len(ndim: usize, dlen: usize) -> usize {
+fn header_len(ndim: usize, dlen: usize) -> usize {
     (FIXED + dlen.next_multiple_of(8) + 16 * ndim).next_multiple_of(64)
 }
 
 impl ArrayHeader {
+    /// First bytes of every array header.
+    pub const MAGIC: [u8; 8] = MAGIC;
+    /// The header layout version.
+    pub const VERSION: u16 = VERSION;
+    /// Fixed part of the header.
+    pub const FIXED: usize = FIXED;
+    /// Largest header accepted.
+    pub const MAX_HEADER: usize = MAX_HEADER;
+    /// Most dimensions (numpy 2's limit).
+    pub const MAX_NDIM: usize = MAX_NDIM;
+    /// Longest dtype string.
+    pub const MAX_DTYPE: usize = MAX_DTYPE;
+    /// Flag: the payload is the sender's live array memory (zero-copy send
+    /// from a non-secured pool): the sender still maps it writable.
+    pub const FLAG_SENDER_MAPS_WRITABLE: u16 = FLAG_SENDER_MAPS_WRITABLE;
+
+    /// Bytes of a header for `ndim` dimensions and a dtype string of `dlen`
+    /// bytes (a multiple of 64).
+    pub fn len_for(ndim: usize, dlen: usize) -> usize {
+        header_len(ndim, dlen)
+    }
+
     /// Bytes of this header (a multiple of 64).
     #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {

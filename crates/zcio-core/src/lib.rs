@@ -41,9 +41,7 @@ pub use channel::{
     Listener, Malformed, Notify, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
     TryRecvError, TrySendError,
 };
-pub use msg::{
-    JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
-};
+pub use msg::{JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor};
 #[doc(hidden)]
 pub use rustix::io::Errno;
 #[doc(hidden)]

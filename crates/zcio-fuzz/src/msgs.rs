@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use zcio::{Msg, Pool, PoolConfig};
 
-/// Most slices [`msg`] cuts a message into (far below `zcio::MAX_SLICES`).
+/// Most slices [`msg`] cuts a message into (far below `zcio::Msg::MAX_SLICES`).
 pub const MAX_CUTS: usize = 32;
 
 /// The pool every target's messages and module outputs come from: one

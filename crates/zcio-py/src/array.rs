@@ -4,10 +4,17 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-pub(crate) use zcio::array::{
-    header_len, ArrayHeader as Header, FIXED, FLAG_SENDER_MAPS_WRITABLE, MAX_DTYPE, MAX_HEADER,
-    MAX_NDIM,
-};
+pub(crate) use zcio::array::ArrayHeader as Header;
+pub(crate) const FIXED: usize = Header::FIXED;
+pub(crate) const FLAG_SENDER_MAPS_WRITABLE: u16 = Header::FLAG_SENDER_MAPS_WRITABLE;
+pub(crate) const MAX_DTYPE: usize = Header::MAX_DTYPE;
+pub(crate) const MAX_HEADER: usize = Header::MAX_HEADER;
+pub(crate) const MAX_NDIM: usize = Header::MAX_NDIM;
+
+/// Bytes of a header for `ndim` dimensions and a dtype string of `dlen` bytes.
+pub(crate) fn header_len(ndim: usize, dlen: usize) -> usize {
+    Header::len_for(ndim, dlen)
+}
 
 use crate::errors::{self, Class};
 

@@ -30,7 +30,7 @@
 //! dropped); an attachment without the magic is someone else's (a plain
 //! Zenoh application's) and ignored.
 
-use zcio::array::{ArrayHeader, BadArrayHeader, FIXED as ARRAY_FIXED, MAX_HEADER};
+use zcio::array::{ArrayHeader, BadArrayHeader};
 
 /// First bytes of zcio's attachment.
 pub const MAGIC: [u8; 4] = *b"zcio";
@@ -165,7 +165,7 @@ impl Meta {
     /// `payload_len` is the sample payload's length (an array header must
     /// describe exactly that payload).
     pub fn decode(att: &[u8], payload_len: usize) -> Result<Self, BadMeta> {
-        if att.len() < FIXED || att.len() > FIXED + MAX_HEADER {
+        if att.len() < FIXED || att.len() > FIXED + ArrayHeader::MAX_HEADER {
             return Err(BadMeta::Length(att.len()));
         }
         let u32_at = |o: usize| u32::from_le_bytes([att[o], att[o + 1], att[o + 2], att[o + 3]]);
@@ -212,7 +212,7 @@ impl Meta {
             if kind != Kind::Data {
                 return Err(BadMeta::Field("array header on a control sample"));
             }
-            if hl < ARRAY_FIXED {
+            if hl < ArrayHeader::FIXED {
                 // Shorter than the header's fixed part (whose payload
                 // offset is rewritten below): not a header.
                 return Err(BadMeta::Length(att.len()));

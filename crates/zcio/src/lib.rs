@@ -68,9 +68,7 @@ pub use zcio_core::{
     Listener, Malformed, Notify, PeerFault, RecvError, SendError, SendErrorKind, SendTimeoutError,
     TryRecvError, TrySendError,
 };
-pub use zcio_core::{
-    JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor, MAX_SLICES,
-};
+pub use zcio_core::{JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit, UnitCursor};
 pub use zcio_core::{
     LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSendError, LaneSender, LaneStats, Loan,
 };
@@ -166,6 +164,11 @@ pub mod internals {
     /// The host side of the `.so` module ABI: the checks of whatever a
     /// module hands back — its table, return codes, emitted ranges, texts
     /// (fuzz targets).
+    /// The size syntax of module arguments (`64K`, `1G`; fuzz target).
+    #[cfg(feature = "splice")]
+    pub mod splice_args {
+        pub use crate::splice::module::parse_size;
+    }
     #[cfg(feature = "dynamic-modules")]
     pub mod splice_cabi {
         pub use crate::splice::module::cabi::*;

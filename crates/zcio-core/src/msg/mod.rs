@@ -25,7 +25,7 @@ pub const MAX_SLICES: usize = 64;
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MsgError {
-    /// The result would have more than [`MAX_SLICES`] slices.
+    /// The result would have more than [`Msg::MAX_SLICES`] slices.
     #[error("message would have {0} slices; at most {MAX_SLICES} are allowed")]
     TooManySlices(usize),
     /// An offset or length beyond the message.
@@ -128,6 +128,9 @@ impl From<Fbuf> for Msg {
 }
 
 impl Msg {
+    /// Most slices one message may have.
+    pub const MAX_SLICES: usize = MAX_SLICES;
+
     /// An empty message.
     pub fn new() -> Self {
         Self::default()

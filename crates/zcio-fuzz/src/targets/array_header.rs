@@ -16,7 +16,12 @@
 
 use crate::input::{pick_u64, record, Unstructured};
 use crate::msgs;
-use zcio::array::{header_len, ArrayHeader, FIXED, MAX_DTYPE, MAX_HEADER, MAX_NDIM};
+use zcio::array::ArrayHeader;
+
+const FIXED: usize = ArrayHeader::FIXED;
+const MAX_DTYPE: usize = ArrayHeader::MAX_DTYPE;
+const MAX_HEADER: usize = ArrayHeader::MAX_HEADER;
+const MAX_NDIM: usize = ArrayHeader::MAX_NDIM;
 
 /// `[selector][…]`: 0 a header's bytes (`[msg_len u64][itemsize u16]
 /// [header…]`) through `decode`; 1 a message (`[itemsize u16][cuts, see
@@ -61,7 +66,7 @@ fn message(b: &[u8]) {
             accepted(&hdr, &bytes[..hdr.len()], bytes.len());
             extent(&hdr, itemsize);
         }
-        Ok(None) => assert!(bytes.len() < FIXED || bytes[..8] != zcio::array::MAGIC),
+        Ok(None) => assert!(bytes.len() < FIXED || bytes[..8] != ArrayHeader::MAGIC),
         Err(_) => {}
     }
 }
@@ -76,7 +81,7 @@ fn accepted(hdr: &ArrayHeader, h: &[u8], msg_len: usize) {
         .bytes()
         .all(|c| c.is_ascii_alphanumeric() || b"<>|=[]".contains(&c)));
     assert_eq!(hdr.len(), h.len());
-    assert_eq!(header_len(hdr.shape.len(), hdr.dtype.len()), h.len());
+    assert_eq!(ArrayHeader::len_for(hdr.shape.len(), hdr.dtype.len()), h.len());
     assert!(h.len() <= MAX_HEADER && h.len().is_multiple_of(64));
     let end = hdr
         .payload_off
@@ -156,11 +161,11 @@ fn built(b: &[u8]) {
             ) as i64
         })
         .collect();
-    let hl = header_len(ndim, dlen) as u64;
+    let hl = ArrayHeader::len_for(ndim, dlen) as u64;
     let payload_len = pick_u64(&mut u, &[0, 1, 16, 4096, 1 << 30]);
     let slack = pick_u64(&mut u, &[0, 1, 64]);
     let hdr = ArrayHeader {
-        flags: u.arbitrary().unwrap_or(0) & zcio::array::FLAG_SENDER_MAPS_WRITABLE,
+        flags: u.arbitrary().unwrap_or(0) & ArrayHeader::FLAG_SENDER_MAPS_WRITABLE,
         dtype,
         shape,
         strides,
@@ -221,7 +226,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
         (mk("<u8", &[0, 7], &[56, 8], 0, 0), 8),
         (
             ArrayHeader {
-                flags: zcio::array::FLAG_SENDER_MAPS_WRITABLE,
+                flags: ArrayHeader::FLAG_SENDER_MAPS_WRITABLE,
                 ..mk("<c16", &[2, 2], &[32, 16], 64, 0)
             },
             16,

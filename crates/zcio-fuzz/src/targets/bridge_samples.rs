@@ -97,7 +97,7 @@ fn token(key: &str) {
 fn check_array(h: &ArrayHeader, payload_len: usize) {
     let hl = h.len();
     assert!(
-        (64..=zcio::array::MAX_HEADER).contains(&hl),
+        (64..=ArrayHeader::MAX_HEADER).contains(&hl),
         "header of {hl}"
     );
     assert_eq!(h.payload_off, hl as u64, "payload right behind the header");

@@ -12,10 +12,10 @@
 //! arguments print (`Args::to_text`, what a C module receives) as text that
 //! parses to the same arguments (parse(format(x)) == x); an opened module
 //! reports the name it was opened under; accepted values are within their
-//! documented bounds (seal's frame 1..=MAX_FRAME, open's max at most
-//! MAX_FRAME, tap's ring named).
+//! documented bounds (seal's frame 1..=Seal::MAX_FRAME, open's max at most
+//! Seal::MAX_FRAME, tap's ring named).
 
-use zcio::splice::module::seal::{OpenArgs, SealArgs, MAX_FRAME};
+use zcio::splice::module::seal::{OpenArgs, Seal, SealArgs};
 use zcio::splice::module::tap::TapArgs;
 use zcio::splice::module::{Args, Registry};
 
@@ -50,12 +50,12 @@ fn one(reg: &Registry, spec: &str) {
         }
         "seal" => {
             if let Ok(s) = SealArgs::parse(args) {
-                assert!((1..=MAX_FRAME).contains(&s.frame), "{}", s.frame);
+                assert!((1..=Seal::MAX_FRAME).contains(&s.frame), "{}", s.frame);
             }
         }
         "open" => {
             if let Ok(o) = OpenArgs::parse(args) {
-                assert!(o.max <= MAX_FRAME, "{}", o.max);
+                assert!(o.max <= Seal::MAX_FRAME, "{}", o.max);
             }
         }
         _ => {

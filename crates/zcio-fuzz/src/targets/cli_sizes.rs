@@ -18,7 +18,7 @@
 //! same parser accepts; the tool's and the modules' size parsers agree on
 //! every string both accept.
 
-use zcio::splice::module::parse_size as module_size;
+use zcio::internals::splice_args::parse_size as module_size;
 use zcio_fmt::limits::{check_count, check_size, exact};
 use zcio_fmt::ring;
 use zcio_fmt::{bytes_u64, not_negative, ns, parse_bytes_u64, parse_count, parse_seconds, si};

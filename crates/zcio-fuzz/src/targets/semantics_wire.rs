@@ -55,7 +55,7 @@ fn header(b: &[u8]) {
     assert_eq!(h.flags & !(INLINE | PROTECTED | SEALED | HELLO | TRUSTS), 0);
     assert!((h.page_offset as usize) < ps);
     assert!(h.flags & INLINE == 0 || h.data_slices == 0);
-    assert!((h.data_slices as usize) < zcio::MAX_SLICES);
+    assert!((h.data_slices as usize) < zcio::Msg::MAX_SLICES);
     assert_eq!(&h.to_bytes()[..24], &b[..24], "re-encodes as sent");
     assert_eq!(Header::parse(&h.to_bytes(), ps), Ok(h));
 }

@@ -16,7 +16,7 @@
 //! nothing was sealed with (arbitrary bytes are also opened under the
 //! seeds' key, where a replayed real stream may open).
 
-use zcio::splice::module::seal::{Seal, Unseal, HEADER, TAG};
+use zcio::splice::module::seal::{Seal, Unseal};
 use zcio::splice::module::{Args, Context, Module};
 use zcio::Msg;
 
@@ -60,7 +60,7 @@ pub fn run(data: &[u8]) {
     let wire: Vec<u8> = frames.concat();
     let (bytes, key) = change(&frames, how, a, b, plain, &cuts_in, frame);
     let got = open(&bytes, &cuts_wire, slices, key, max);
-    let fits = frames.iter().all(|f| f.len() - HEADER - TAG <= max);
+    let fits = frames.iter().all(|f| f.len() - Seal::HEADER - Seal::TAG <= max);
     if bytes == wire && key == KEY && fits {
         let got = got.expect("a stream as sealed opens");
         assert!(got == plain, "seal then open changed the bytes");

@@ -15,7 +15,7 @@ use crate::msg::Msg;
 
 /// Fold a wide ones'-complement accumulator to 16 bits (end-around carry).
 #[inline]
-pub fn fold(mut acc: u64) -> u16 {
+fn fold(mut acc: u64) -> u16 {
     while acc >> 16 != 0 {
         acc = (acc & 0xffff) + (acc >> 16);
     }
@@ -24,7 +24,7 @@ pub fn fold(mut acc: u64) -> u16 {
 
 /// The ones'-complement sum of `data` as big-endian 16-bit words (an odd
 /// last byte is padded with a zero low byte), added to `acc`, unfolded.
-pub fn sum_be(mut acc: u64, data: &[u8]) -> u64 {
+fn sum_be(mut acc: u64, data: &[u8]) -> u64 {
     // 32-bit words into a 64-bit accumulator: a word hi·2^16 + lo is
     // congruent to hi + lo modulo 2^16 - 1, so folding later gives the
     // 16-bit ones'-complement sum. 2^32 words of 2^32 cannot overflow.
@@ -38,12 +38,6 @@ pub fn sum_be(mut acc: u64, data: &[u8]) -> u64 {
     acc + u64::from(u32::from_be_bytes(tail))
 }
 
-/// The Internet checksum of `data` (RFC 1071): the complement of the
-/// folded ones'-complement sum.
-pub fn checksum(data: &[u8]) -> u16 {
-    !fold(sum_be(0, data))
-}
-
 /// Ones'-complement 16-bit addition.
 #[inline]
 fn add1c(a: u16, b: u16) -> u16 {
@@ -51,43 +45,16 @@ fn add1c(a: u16, b: u16) -> u16 {
     ((s & 0xffff) + (s >> 16)) as u16
 }
 
-/// RFC 1624 eqn. 3: the new checksum `HC' = ~(~HC + ~m + m')` after the
-/// 16-bit field `m` (at an even offset) became `m_new`.
-///
-/// As RFC 1624 §3 notes, the one case where this differs from a full
-/// recomputation is data whose new sum is zero (all-zero words): eqn. 3
-/// gives `0x0000` where recomputation gives `0xffff`; both are the same
-/// ones'-complement value (and UDP sends a computed `0` as `0xffff`).
-pub fn update16(hc: u16, m: u16, m_new: u16) -> u16 {
-    !add1c(add1c(!hc, !m), m_new)
-}
-
-/// RFC 1624 for a field of several words (an IPv4 address, a port pair):
-/// `old` and `new` are the field's bytes before and after, of equal even
-/// length, at an even offset of the checksummed data. `None` if the
-/// lengths differ or are odd.
-pub fn update(hc: u16, old: &[u8], new: &[u8]) -> Option<u16> {
-    if old.len() != new.len() || !old.len().is_multiple_of(2) {
-        return None;
-    }
-    let mut acc = !hc;
-    for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
-        acc = add1c(acc, !u16::from_be_bytes([o[0], o[1]]));
-        acc = add1c(acc, u16::from_be_bytes([n[0], n[1]]));
-    }
-    Some(!acc)
-}
-
 /// A running RFC 1071 sum over a byte stream cut anywhere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sum {
+struct Sum {
     acc: u64,
     odd: bool,
 }
 
 impl Sum {
     /// Add the next bytes of the stream.
-    pub fn add(&mut self, data: &[u8]) {
+    fn add(&mut self, data: &[u8]) {
         if data.is_empty() {
             return;
         }
@@ -98,12 +65,12 @@ impl Sum {
     }
 
     /// The folded sum so far.
-    pub fn sum(&self) -> u16 {
+    fn sum(&self) -> u16 {
         fold(self.acc)
     }
 
     /// The checksum so far (complement of the sum).
-    pub fn checksum(&self) -> u16 {
+    fn checksum(&self) -> u16 {
         !self.sum()
     }
 }
@@ -125,6 +92,39 @@ impl Inet {
     /// The checksum of everything seen so far.
     pub fn value(&self) -> u16 {
         self.sum.checksum()
+    }
+
+    /// The Internet checksum of `data` (RFC 1071): the complement of the
+    /// folded ones'-complement sum.
+    pub fn checksum(data: &[u8]) -> u16 {
+        !fold(sum_be(0, data))
+    }
+
+    /// RFC 1624 eqn. 3: the new checksum `HC' = ~(~HC + ~m + m')` after the
+    /// 16-bit field `m` (at an even offset) became `m_new`.
+    ///
+    /// As RFC 1624 §3 notes, the one case where this differs from a full
+    /// recomputation is data whose new sum is zero (all-zero words): eqn. 3
+    /// gives `0x0000` where recomputation gives `0xffff`; both are the same
+    /// ones'-complement value (and UDP sends a computed `0` as `0xffff`).
+    pub fn update16(hc: u16, m: u16, m_new: u16) -> u16 {
+        !add1c(add1c(!hc, !m), m_new)
+    }
+
+    /// RFC 1624 for a field of several words (an IPv4 address, a port pair):
+    /// `old` and `new` are the field's bytes before and after, of equal even
+    /// length, at an even offset of the checksummed data. `None` if the
+    /// lengths differ or are odd.
+    pub fn update(hc: u16, old: &[u8], new: &[u8]) -> Option<u16> {
+        if old.len() != new.len() || !old.len().is_multiple_of(2) {
+            return None;
+        }
+        let mut acc = !hc;
+        for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
+            acc = add1c(acc, !u16::from_be_bytes([o[0], o[1]]));
+            acc = add1c(acc, u16::from_be_bytes([n[0], n[1]]));
+        }
+        Some(!acc)
     }
 }
 
@@ -198,13 +198,13 @@ mod tests {
         // RFC 1071 §3: bytes 00 01 f2 03 f4 f5 f6 f7 sum to 0xddf2.
         let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
         assert_eq!(fold(sum_be(0, &d)), 0xddf2);
-        assert_eq!(checksum(&d), !0xddf2);
+        assert_eq!(Inet::checksum(&d), !0xddf2);
     }
 
     #[test]
     fn rfc1624_example() {
         // RFC 1624 §4: HC = 0xdd2f, m = 0x5555 -> m' = 0x3285: HC' = 0x0000.
-        assert_eq!(update16(0xdd2f, 0x5555, 0x3285), 0x0000);
+        assert_eq!(Inet::update16(0xdd2f, 0x5555, 0x3285), 0x0000);
     }
 
     #[test]
@@ -238,7 +238,7 @@ mod tests {
 
         #[test]
         fn sum_matches_reference(data in proptest::collection::vec(any::<u8>(), 0..crate::testing::scaled(600, 80))) {
-            prop_assert_eq!(checksum(&data), reference(&data));
+            prop_assert_eq!(Inet::checksum(&data), reference(&data));
         }
 
         #[test]
@@ -261,16 +261,16 @@ mod tests {
             let at = (at % (data.len() / 2)) * 2;
             let len = (field * 2).min(data.len() - at) & !1;
             prop_assume!(len > 0);
-            let hc = checksum(&data);
+            let hc = Inet::checksum(&data);
             let old = data[at..at + len].to_vec();
             data[at..at + len].copy_from_slice(&new[..len]);
-            let inc = update(hc, &old, &new[..len]).unwrap();
+            let inc = Inet::update(hc, &old, &new[..len]).unwrap();
             // Equal, or the two encodings of ones'-complement zero (RFC 1624 §3).
-            prop_assert!(same_1c(inc, checksum(&data)), "inc {:#x} full {:#x}", inc, checksum(&data));
+            prop_assert!(same_1c(inc, Inet::checksum(&data)), "inc {:#x} full {:#x}", inc, Inet::checksum(&data));
             if len == 2 {
                 let m = u16::from_be_bytes([old[0], old[1]]);
                 let m2 = u16::from_be_bytes([new[0], new[1]]);
-                prop_assert_eq!(update16(hc, m, m2), inc);
+                prop_assert_eq!(Inet::update16(hc, m, m2), inc);
             }
         }
     }
@@ -279,9 +279,9 @@ mod tests {
     fn incremental_zero_edge() {
         // Data that becomes all zeros: eqn. 3 gives 0x0000, recomputation 0xffff.
         let data = [0x12, 0x34];
-        let hc = checksum(&data);
-        assert_eq!(checksum(&[0, 0]), 0xffff);
-        assert_eq!(update16(hc, 0x1234, 0), 0x0000);
-        assert_eq!(update(hc, &data, &[1]), None);
+        let hc = Inet::checksum(&data);
+        assert_eq!(Inet::checksum(&[0, 0]), 0xffff);
+        assert_eq!(Inet::update16(hc, 0x1234, 0), 0x0000);
+        assert_eq!(Inet::update(hc, &data, &[1]), None);
     }
 }

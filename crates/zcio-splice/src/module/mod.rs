@@ -61,7 +61,9 @@ use crate::buf::{AllocError, FbufMut, Pool};
 use crate::msg::{Msg, MsgError};
 use crate::view::View;
 
-pub use args::{parse_size, Args};
+#[doc(hidden)]
+pub use args::parse_size;
+pub use args::Args;
 pub use registry::{Factory, Registry};
 pub use stack::{Stack, StackIndex};
 
@@ -102,7 +104,7 @@ pub trait Module: Send {
 }
 
 /// `name=value` pairs separated by spaces (the reply to `"stats"`).
-pub fn format_stats(stats: &[(&'static str, u64)]) -> String {
+pub(crate) fn format_stats(stats: &[(&'static str, u64)]) -> String {
     stats
         .iter()
         .map(|(k, v)| format!("{k}={v}"))

@@ -18,7 +18,7 @@ use crate::msg::Msg;
 
 /// Time source and sleeper (a fake one in tests, so nothing depends on
 /// real timing).
-pub trait Clock: Send {
+pub(crate) trait Clock: Send {
     /// Now.
     fn now(&mut self) -> Instant;
     /// Sleep for `d`.
@@ -27,7 +27,7 @@ pub trait Clock: Send {
 
 /// The real clock.
 #[derive(Debug, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&mut self) -> Instant {
@@ -71,7 +71,10 @@ impl RateLimit {
     }
 
     /// Open with a given clock.
-    pub fn with_clock(mut args: Args, mut clock: Box<dyn Clock>) -> Result<Self, ModuleError> {
+    pub(crate) fn with_clock(
+        mut args: Args,
+        mut clock: Box<dyn Clock>,
+    ) -> Result<Self, ModuleError> {
         let rate = args.take_size("rate")?.ok_or_else(|| {
             ModuleError::bad_args("ratelimit", "needs rate=BYTES_PER_SECOND (e.g. rate=100M)")
         })?;

@@ -37,15 +37,15 @@ use super::{Args, Context, Flow, Module, ModuleError};
 use crate::msg::{JoinError, Msg, MsgError};
 
 /// Header bytes before the ciphertext.
-pub const HEADER: usize = 12;
+const HEADER: usize = 12;
 /// Tag bytes after it.
-pub const TAG: usize = 16;
+const TAG: usize = 16;
 /// Flag: the first frame of a stream.
-pub const FIRST: u32 = 1 << 30;
+const FIRST: u32 = 1 << 30;
 /// Flag: the final (empty) frame of a stream.
-pub const FINAL: u32 = 1 << 31;
+const FINAL: u32 = 1 << 31;
 /// Largest frame payload the format can express.
-pub const MAX_FRAME: usize = (1 << 30) - 1;
+const MAX_FRAME: usize = (1 << 30) - 1;
 
 fn nonce(counter: u64) -> Nonce {
     let mut n = [0u8; 12];
@@ -209,6 +209,17 @@ impl std::fmt::Debug for Seal {
 }
 
 impl Seal {
+    /// The frame format, for readers of a sealed stream: header bytes before the ciphertext.
+    pub const HEADER: usize = HEADER;
+    /// Tag bytes after the ciphertext.
+    pub const TAG: usize = TAG;
+    /// Header flag: the first frame of a stream.
+    pub const FIRST: u32 = FIRST;
+    /// Header flag: the final (empty) frame of a stream.
+    pub const FINAL: u32 = FINAL;
+    /// Largest frame payload the format can express.
+    pub const MAX_FRAME: usize = MAX_FRAME;
+
     /// Open: `key=`/`keyfile=`, `frame=SIZE` ([`SealArgs::parse`]).
     pub fn open(args: Args) -> Result<Self, ModuleError> {
         let SealArgs { key, frame } = SealArgs::parse(args)?;
