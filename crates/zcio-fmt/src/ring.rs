@@ -4,7 +4,13 @@
 //! inside its documented bounds or a message naming the value and the
 //! bound (with a hint that never leaves the range).
 
-use zcio::ring::{BLOCK_HEADER_LEN, MAX_CONSUMERS, MAX_DATA_LEN, MAX_DESCRIPTORS, MAX_SLOT_SIZE};
+use zcio::ring::Geometry;
+
+const BLOCK_HEADER_LEN: u64 = Geometry::BLOCK_HEADER_LEN;
+const MAX_CONSUMERS: usize = Geometry::MAX_CONSUMERS;
+const MAX_DATA_LEN: u64 = Geometry::MAX_DATA_LEN;
+const MAX_DESCRIPTORS: u64 = Geometry::MAX_DESCRIPTORS;
+const MAX_SLOT_SIZE: u64 = Geometry::MAX_SLOT_SIZE;
 
 use crate::limits::exact;
 
@@ -33,14 +39,14 @@ pub fn pow2_in(n: u64, min: u64, max: u64, bytes: bool) -> Result<u64, String> {
 }
 
 /// `--size`: a ring's data area, a power of two from the page size to
-/// [`MAX_DATA_LEN`] (16 GiB).
+/// [`Geometry::MAX_DATA_LEN`] (16 GiB).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let page = zcio::page_size() as u64;
     pow2_in(crate::parse_bytes_u64(s)?, page, MAX_DATA_LEN, true)
 }
 
 /// `--slot-size`: a power of two from 32 bytes (two block headers) to
-/// [`MAX_SLOT_SIZE`] (2 GiB).
+/// [`Geometry::MAX_SLOT_SIZE`] (2 GiB).
 pub fn parse_slot_size(s: &str) -> Result<u64, String> {
     pow2_in(
         crate::parse_bytes_u64(s)?,
@@ -50,7 +56,7 @@ pub fn parse_slot_size(s: &str) -> Result<u64, String> {
     )
 }
 
-/// `--entries`: a power of two from 2 to [`MAX_DESCRIPTORS`] (2^24).
+/// `--entries`: a power of two from 2 to [`Geometry::MAX_DESCRIPTORS`] (2^24).
 pub fn parse_entries(s: &str) -> Result<u64, String> {
     crate::not_negative(s, "number of entries", "a power of two such as 4096")?;
     let n: u64 = s
@@ -75,7 +81,7 @@ pub fn parse_mode(s: &str) -> Result<u32, String> {
     Ok(m)
 }
 
-/// `--readers`: readers to wait for, 0 to [`MAX_CONSUMERS`] (a ring's
+/// `--readers`: readers to wait for, 0 to [`Geometry::MAX_CONSUMERS`] (a ring's
 /// consumer slots).
 pub fn parse_readers(s: &str) -> Result<usize, String> {
     crate::not_negative(s, "number of readers", "0 to 64")?;

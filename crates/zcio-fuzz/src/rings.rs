@@ -1589,7 +1589,7 @@ impl Writer {
         match e {
             ReadError::BufferTooSmall { need, have } => {
                 assert!(*have == size && need > have);
-                assert!(*need as u64 <= zcio::ring::MAX_DATA_LEN);
+                assert!(*need as u64 <= zcio::ring::Geometry::MAX_DATA_LEN);
                 let _ = env;
             }
             ReadError::WouldBlock | ReadError::TimedOut => {}

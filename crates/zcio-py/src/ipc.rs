@@ -24,7 +24,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
-use zcio::rendezvous::{self as rdv, WORDS};
+use zcio::rendezvous::{self as rdv};
+
+const WORDS: usize = rdv::Envelope::WORDS;
 use zcio::ErrorKind;
 use zcio::{ConnectError, Errno, PeerCred};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Kid, SockPath, STEP};
 use zcio::proxy::{Proxies, ProxyConfig, ProxyEndpoint, ProxyError, TicketStatus};
 use zcio::rendezvous::{
-    recv_any_timeout, Envelope, Rendezvous, RendezvousConfig, RendezvousListener, WORDS,
+    recv_any_timeout, Envelope, Rendezvous, RendezvousConfig, RendezvousListener,
 };
 
 /// Labels of the server's protocol.
@@ -137,7 +137,7 @@ fn most_recent_waiter_first_and_buffers_from_the_callback() {
     let allocs = Arc::new(AtomicUsize::new(0));
     let counted = allocs.clone();
     a.set_alloc(Box::new(move |words| {
-        assert_eq!(words, WORDS);
+        assert_eq!(words, Envelope::WORDS);
         counted.fetch_add(1, Ordering::Relaxed);
         Envelope {
             words: Vec::with_capacity(words),
@@ -249,7 +249,7 @@ fn quota_timeouts_and_a_killed_server_give_typed_errors() {
         Err(ProxyError::TimedOut)
     );
     assert_eq!(tickets[0].status(), TicketStatus::Pending);
-    let too_big = Envelope::new(NOTE, &[0; WORDS + 1]);
+    let too_big = Envelope::new(NOTE, &[0; Envelope::WORDS + 1]);
     assert_eq!(*a.send(too_big).unwrap_err().error(), ProxyError::TooLarge);
     let waiting = a.post();
 

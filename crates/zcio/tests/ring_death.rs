@@ -286,12 +286,12 @@ fn slot_left_joining_by_a_dead_process_is_reclaimed() {
     let bits = raw.read_u64(common::ring::CONTROL_CONSUMERS);
     raw.write_u64(common::ring::CONTROL_CONSUMERS, bits & !(1 << slot));
     let mut held = Vec::new();
-    for i in 0..ring::MAX_CONSUMERS {
+    for i in 0..ring::Geometry::MAX_CONSUMERS {
         match ring::Consumer::open(&name) {
             Ok(c) => held.push(c),
             Err(e) => panic!(
                 "consumer {i} of {}: {e:?} (the dead joiner's slot {slot} was not reclaimed)",
-                ring::MAX_CONSUMERS
+                ring::Geometry::MAX_CONSUMERS
             ),
         }
     }

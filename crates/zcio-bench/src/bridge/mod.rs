@@ -287,7 +287,7 @@ pub fn check_limits(o: &Options) -> Result<(), String> {
         "--receivers",
         o.fanout_receivers as u64,
         1,
-        (zcio::ring::MAX_CONSUMERS - 1) as u64,
+        (zcio::ring::Geometry::MAX_CONSUMERS - 1) as u64,
     )?;
     let max = o
         .sizes
@@ -299,8 +299,8 @@ pub fn check_limits(o: &Options) -> Result<(), String> {
     check_size(
         "--ring-size",
         o.ring_size,
-        (2 * (max + zcio::ring::BLOCK_HEADER_LEN)).next_power_of_two(),
-        zcio::ring::MAX_DATA_LEN,
+        (2 * (max + zcio::ring::Geometry::BLOCK_HEADER_LEN)).next_power_of_two(),
+        zcio::ring::Geometry::MAX_DATA_LEN,
     )?;
     if !o.ring_size.is_power_of_two() {
         return Err(format!(

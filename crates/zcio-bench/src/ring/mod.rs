@@ -300,11 +300,11 @@ pub fn validate(opts: &Options) -> Result<(), String> {
     if let Some(n) = opts
         .consumers
         .iter()
-        .find(|&&n| n == 0 || n > zcio::ring::MAX_CONSUMERS)
+        .find(|&&n| n == 0 || n > zcio::ring::Geometry::MAX_CONSUMERS)
     {
         return Err(format!(
             "consumer count {n} out of range 1..={}",
-            zcio::ring::MAX_CONSUMERS
+            zcio::ring::Geometry::MAX_CONSUMERS
         ));
     }
     Ok(())
@@ -369,7 +369,12 @@ pub fn check_limits(o: &Options) -> Result<(), String> {
         check_size("--call-sizes", c as u64, 8, MAX_CALL)?;
     }
     for &n in &o.consumers {
-        check_count("--consumers", n as u64, 1, zcio::ring::MAX_CONSUMERS as u64)?;
+        check_count(
+            "--consumers",
+            n as u64,
+            1,
+            zcio::ring::Geometry::MAX_CONSUMERS as u64,
+        )?;
     }
     check_count("--reps", o.reps as u64, 1, 1000)?;
     // One ring at a time, plus a call buffer in each of a few processes.

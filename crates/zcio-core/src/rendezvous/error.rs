@@ -52,8 +52,8 @@ pub enum RendezvousSendError {
     /// The partner hung up or died.
     #[error("disconnected: the partner hung up or died (message not sent)")]
     Disconnected,
-    /// More than [`WORDS`](super::WORDS) words or
-    /// [`MAX_FDS`](super::MAX_FDS) descriptors; nothing was sent.
+    /// More than [`Envelope::WORDS`](super::Envelope::WORDS) words or
+    /// [`Envelope::MAX_FDS`](super::Envelope::MAX_FDS) descriptors; nothing was sent.
     #[error("message too large: at most {WORDS} words and {MAX_FDS} descriptors")]
     TooLarge,
     /// The partner broke the slot protocol (corrupt shared state).

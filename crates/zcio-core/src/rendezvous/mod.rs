@@ -4,7 +4,7 @@
 //! An [`Rendezvous`] is one end of a connection made over a Unix
 //! `SOCK_SEQPACKET` socket (which also carries descriptors and tells each
 //! side the other's kernel credentials). Messages — a label, up to
-//! [`WORDS`] words and up to [`MAX_FDS`] descriptors — travel through a
+//! [`Envelope::WORDS`] words and up to [`Envelope::MAX_FDS`] descriptors — travel through a
 //! shared slot per direction in a sealed memfd page, handed over with
 //! futex waits:
 //!
@@ -71,7 +71,7 @@ pub mod setup;
 #[doc(hidden)]
 pub mod slot;
 
-pub use crate::sys::fdpass::MAX_FDS;
+pub(crate) use crate::sys::fdpass::MAX_FDS;
 pub(crate) use error::IpcFail;
 pub use error::{RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 pub use open_wait::{
@@ -80,4 +80,11 @@ pub use open_wait::{
 pub(crate) use point::Wait;
 pub use point::{Envelope, Rendezvous, RendezvousConfig};
 pub use setup::RendezvousListener;
-pub use slot::WORDS;
+pub(crate) use slot::WORDS;
+
+impl Envelope {
+    /// Data words one message carries (its label aside).
+    pub const WORDS: usize = WORDS;
+    /// Descriptors one message carries at most.
+    pub const MAX_FDS: usize = MAX_FDS;
+}

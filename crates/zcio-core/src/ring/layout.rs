@@ -437,6 +437,21 @@ fn pow2_page(v: u64) -> bool {
 }
 
 impl Geometry {
+    /// Consumer slots per ring.
+    pub const MAX_CONSUMERS: usize = MAX_CONSUMERS;
+    /// Source rings an index ring can point into.
+    pub const MAX_SOURCES: usize = MAX_SOURCES;
+    /// Bytes of the in-band header each block carries in the `Slotted` and
+    /// `Variable` layouts (what a block of `n` bytes occupies is `n` plus this,
+    /// rounded up to the layout's alignment).
+    pub const BLOCK_HEADER_LEN: u64 = BLOCK_HDR;
+    /// The largest data area a ring may have (16 GiB).
+    pub const MAX_DATA_LEN: u64 = MAX_DATA;
+    /// The most entries a ring's descriptor ring may have (`Index` layout).
+    pub const MAX_DESCRIPTORS: u64 = MAX_DESC;
+    /// The largest slot of a `Slotted` ring (2 GiB).
+    pub const MAX_SLOT_SIZE: u64 = MAX_SLOT;
+
     /// Geometry for a new ring, or the name of the bad parameter.
     pub fn new(
         layout: Layout,

@@ -72,19 +72,8 @@ use std::time::Instant;
 
 pub use consumer::{Consumer, ConsumerStats, DetachedPeek, Peek, SeekTo, Start};
 pub use error::{OpenError, ReadError, SourceError, WriteError};
-pub use layout::{BadHeader, Geometry, Layout, Overflow, RichPtr, MAX_CONSUMERS, MAX_SOURCES};
+pub use layout::{BadHeader, Geometry, Layout, Overflow, RichPtr};
 pub use map::RingMap;
-
-/// Bytes of the in-band header each block carries in the `Slotted` and
-/// `Variable` layouts (what a block of `n` bytes occupies is `n` plus this,
-/// rounded up to the layout's alignment).
-pub const BLOCK_HEADER_LEN: u64 = layout::BLOCK_HDR;
-/// The largest data area a ring may have (16 GiB).
-pub const MAX_DATA_LEN: u64 = layout::MAX_DATA;
-/// The most entries a ring's descriptor ring may have (`Index` layout).
-pub const MAX_DESCRIPTORS: u64 = layout::MAX_DESC;
-/// The largest slot of a `Slotted` ring (2 GiB).
-pub const MAX_SLOT_SIZE: u64 = layout::MAX_SLOT;
 
 /// The directory named rings live in: `$ZCIO_RING_DIR`, or `/dev/shm`
 /// (where the kernel's uid/gid/mode checks decide who may attach).

@@ -731,10 +731,10 @@ fn consumer_slots_are_freed_and_counted() {
         .create(&name.0)
         .unwrap();
     let p = Producer::attach(map.clone()).unwrap();
-    let cs: Vec<_> = (0..MAX_CONSUMERS)
+    let cs: Vec<_> = (0..Geometry::MAX_CONSUMERS)
         .map(|_| Consumer::attach(map.clone(), Start::Newest).unwrap())
         .collect();
-    assert_eq!(p.consumers(), MAX_CONSUMERS);
+    assert_eq!(p.consumers(), Geometry::MAX_CONSUMERS);
     assert!(matches!(
         Consumer::attach(map.clone(), Start::Newest),
         Err(OpenError::NoSlot(_))

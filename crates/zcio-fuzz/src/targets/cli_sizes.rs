@@ -113,7 +113,10 @@ fn pow2(
 }
 
 fn ring_options(s: &str) {
-    use zcio::ring::{BLOCK_HEADER_LEN, MAX_DATA_LEN, MAX_DESCRIPTORS};
+    use zcio::ring::Geometry;
+    const BLOCK_HEADER_LEN: u64 = Geometry::BLOCK_HEADER_LEN;
+    const MAX_DATA_LEN: u64 = Geometry::MAX_DATA_LEN;
+    const MAX_DESCRIPTORS: u64 = Geometry::MAX_DESCRIPTORS;
     let page = zcio::page_size() as u64;
     let bytes = |s: &str| parse_bytes_u64(s).ok();
     let number = |s: &str| {
@@ -132,7 +135,7 @@ fn ring_options(s: &str) {
         }
     }
     if let Ok(n) = ring::parse_readers(s) {
-        assert!(n <= zcio::ring::MAX_CONSUMERS);
+        assert!(n <= zcio::ring::Geometry::MAX_CONSUMERS);
         assert_eq!(ring::parse_readers(&n.to_string()), Ok(n));
     }
 }

@@ -31,7 +31,9 @@ use zcio::internals::segment::Handshake;
 use zcio::internals::sys::fdpass::{self, RecvOutcome};
 use zcio::internals::sys::memfd;
 use zcio::internals::sys::mmap::{Access, Mapping};
-use zcio::rendezvous::{Envelope, RendezvousConfig, RendezvousListener, MAX_FDS};
+use zcio::rendezvous::{Envelope, RendezvousConfig, RendezvousListener};
+
+const MAX_FDS: usize = Envelope::MAX_FDS;
 use zcio_testkit::hostile;
 
 struct Server {
