@@ -44,7 +44,7 @@ pub fn check_count(what: &str, n: u64, min: u64, max: u64) -> Result<(), String>
 
 /// `need` bytes of memory (for `what`) must be available now.
 pub fn check_memory(what: &str, need: u64) -> Result<(), String> {
-    match zcio::memory_available() {
+    match zcio::Region::memory_available() {
         Some(avail) if need > avail => Err(format!(
             "{what} needs about {} of memory, but only {} is available (MemAvailable in /proc/meminfo): choose smaller sizes",
             crate::bytes_u64(need),
@@ -69,7 +69,7 @@ mod tests {
         let e = check_size("--sizes", 4095, 4096, 256 << 20).unwrap_err();
         assert_eq!(e, "--sizes 4095 B: the smallest is 4 KiB");
         assert!(check_count("--consumers", 65, 1, 64).is_err());
-        assert!(zcio::memory_available().is_some_and(|m| m > 0));
+        assert!(zcio::Region::memory_available().is_some_and(|m| m > 0));
         assert!(check_memory("x", u64::MAX).is_err());
     }
 }

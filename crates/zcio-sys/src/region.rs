@@ -95,6 +95,13 @@ pub struct Region {
 }
 
 impl Region {
+    /// Bytes of memory available now without swapping (`MemAvailable` in
+    /// `/proc/meminfo`), if the kernel says: what a region may take at most
+    /// (see [`RegionError::NoMemory`]).
+    pub fn memory_available() -> Option<u64> {
+        crate::sys::memory_available()
+    }
+
     /// Create a region of `len` bytes (a non-zero multiple of the page size)
     /// owned and mapped read-write by this process. Nobody else can ever map
     /// it writable. `populate` pre-faults it.

@@ -243,7 +243,7 @@ impl<'a> View<'a> {
     /// The bytes as little-endian `u64` words, read in place; a tail
     /// shorter than 8 bytes is padded with zeros. For checksums and scans
     /// over data you do not need to keep.
-    pub fn words_le(&self) -> WordsLe<'a> {
+    pub fn words_le(&self) -> impl ExactSizeIterator<Item = u64> + Clone + std::fmt::Debug + 'a {
         WordsLe { view: *self, at: 0 }
     }
 
@@ -314,7 +314,7 @@ impl fmt::Debug for View<'_> {
 
 /// Iterator of [`View::words_le`].
 #[derive(Clone, Debug)]
-pub struct WordsLe<'a> {
+struct WordsLe<'a> {
     view: View<'a>,
     at: usize,
 }

@@ -57,7 +57,7 @@ pub use region::{Ownership, Region, RegionError};
 pub use rustix::io::Errno;
 pub use segment::{AccessPolicy, ConnectError};
 pub use sys::peer::{set_non_dumpable, PeerCred};
-pub use view::{View, WordsLe};
+pub use view::View;
 pub use wait::SpinPolicy;
 pub use zcio_core::{
     AllocError, Fbuf, FbufMut, FreezeError, HugePages, Pool, PoolConfig, PoolStats, SecureView,
@@ -72,13 +72,6 @@ pub use zcio_core::{JoinError, Msg, MsgError, SecureMsg, Slice, SplitError, Unit
 pub use zcio_core::{
     LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSendError, LaneSender, LaneStats, Loan,
 };
-
-/// Bytes of memory available now without swapping (`MemAvailable` in
-/// `/proc/meminfo`), if the kernel says: what a region may take at most
-/// (see `RegionError::NoMemory`).
-pub fn memory_available() -> Option<u64> {
-    sys::memory_available()
-}
 
 /// The system page size in bytes: the granularity of buffers, arenas and
 /// ring data areas.
@@ -167,7 +160,7 @@ pub mod internals {
     /// The size syntax of module arguments (`64K`, `1G`; fuzz target).
     #[cfg(feature = "splice")]
     pub mod splice_args {
-        pub use crate::splice::module::parse_size;
+        pub use crate::splice::module::args::parse_size;
     }
     #[cfg(feature = "dynamic-modules")]
     pub mod splice_cabi {

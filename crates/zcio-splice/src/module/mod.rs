@@ -37,7 +37,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod args;
+#[doc(hidden)]
+pub mod args;
 #[cfg(feature = "dynamic-modules")]
 #[doc(hidden)]
 pub mod cabi;
@@ -61,8 +62,7 @@ use crate::buf::{AllocError, FbufMut, Pool};
 use crate::msg::{Msg, MsgError};
 use crate::view::View;
 
-#[doc(hidden)]
-pub use args::parse_size;
+pub(crate) use args::parse_size;
 pub use args::Args;
 pub use registry::{Factory, Registry};
 pub use stack::{Stack, StackIndex};
