@@ -47,7 +47,14 @@ const CRATES: [(&str, &[&[&str]]); 5] = [
     (
         "zcio-splice",
         &[
-            &["error", "io_object", "spec", "mover", "blockio"],
+            &[
+                "error",
+                "io_object",
+                "spec",
+                "mover_kind",
+                "mover",
+                "blockio",
+            ],
             &["module"],
             &["association", "completions"],
         ],
