@@ -412,7 +412,7 @@ pub fn file_graph(src: &Path) -> Graph {
     let deepest = |p: &[String]| -> (Vec<String>, Option<String>) {
         (0..=p.len())
             .rev()
-            .find(|&n| modules.contains(&p[..n].to_vec()))
+            .find(|&n| modules.contains(&p[..n]))
             .map(|n| (p[..n].to_vec(), p.get(n).cloned()))
             .unwrap_or_default()
     };
