@@ -26,7 +26,8 @@ use super::error::SpliceError;
 use super::io_object::IoObject;
 use super::io_object::Object;
 use super::module::{Module, Stack, StackIndex};
-use super::mover::{buffer_pool, module_error, Mover, MoverKind, Step, StepIo};
+use super::mover::{buffer_pool, module_error, Mover, Step, StepIo};
+use super::mover_kind::MoverKind;
 use crate::Errno;
 
 /// How much data to move before control returns (Fall's increment).

@@ -22,7 +22,7 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use super::error::SpliceError;
 use super::io_object::{IoObject, Kind, Object};
-use super::mover::MoverKind;
+use super::mover_kind::MoverKind;
 use crate::buf::Pool;
 use crate::channel::{RecvError, SendErrorKind};
 use crate::msg::Msg;

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use super::mover::MoverKind;
+use super::mover_kind::MoverKind;
 use crate::Errno;
 
 /// What went wrong with an association.

@@ -32,6 +32,7 @@ mod error;
 mod io_object;
 pub mod module;
 mod mover;
+mod mover_kind;
 mod spec;
 
 pub use association::{
@@ -41,7 +42,7 @@ pub use association::{
 pub use completions::Completions;
 pub use error::SpliceError;
 pub use io_object::{Attrs, IoObject, Kind};
-pub use mover::MoverKind;
+pub use mover_kind::MoverKind;
 pub use spec::{cp, is_path, open_pair, open_spec, sink_for, Role, Spec};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.

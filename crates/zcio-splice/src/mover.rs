@@ -15,7 +15,6 @@
 //! `SPLICE_F_MOVE` is passed but is a no-op on Linux: pages are not moved,
 //! the kernel copies from the pipe's pages where it must.
 
-use std::fmt;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 
@@ -25,32 +24,9 @@ use super::blockio::{read_block, read_into_ring, write_blocks, Flow, Got};
 use super::error::SpliceError;
 use super::io_object::{IoObject, Kind};
 use super::module::{ModuleError, Stack};
+use super::mover_kind::MoverKind;
 use crate::buf::{Pool, PoolConfig};
 use crate::Errno;
-
-/// Which mover an association uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MoverKind {
-    /// `copy_file_range(2)`: file to file inside the kernel.
-    CopyFileRange,
-    /// `sendfile(2)`: from a file to any descriptor.
-    Sendfile,
-    /// `splice(2)`, directly or through an internal pipe.
-    Splice,
-    /// Read into zcio pool buffers, run the modules, write out.
-    Buffer,
-}
-
-impl fmt::Display for MoverKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::CopyFileRange => "copy_file_range",
-            Self::Sendfile => "sendfile",
-            Self::Splice => "splice",
-            Self::Buffer => "buffer path",
-        })
-    }
-}
 
 impl MoverKind {
     /// The fastest mover for `src` → `dst`; `buffered` forces the buffer

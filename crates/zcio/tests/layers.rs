@@ -37,17 +37,16 @@ const CRATES: [(&str, &[&[&str]]); 5] = [
     (
         "zcio-semantics",
         &[
-            &["uffd", "vm"],
-            &["fit", "cost", "policy", "wire"],
-            &["pages", "tcow", "arena"],
-            &["error", "owned", "endpoint", "calibrate", "tests"],
+            &["uffd", "vm", "wire", "fit"],
+            &["cost", "pages", "tcow", "arena"],
+            &["error", "owned", "tests", "policy", "calibrate", "endpoint"],
         ],
     ),
     (
         "zcio-splice",
         &[
-            &["error", "io_object", "module"],
-            &["mover", "blockio"],
+            &["module"],
+            &["error", "io_object", "mover_kind", "mover", "blockio"],
             &["association", "completions", "spec"],
         ],
     ),
@@ -133,9 +132,16 @@ fn no_import_cycle_among_the_files_of_a_crate() {
             panic!("{name}: import cycle between files: {}", cycle.join(" -> "));
         }
     }
+    // The scan sees the files: edges that must be there are (a direct
+    // path, and one through `buf`'s re-export of `fbuf::Fbuf`).
     let core = file_graph(&crate_dir("zcio-core").join("src"));
     assert!(
-        core["channel::tx"].contains("channel::ledger"),
+        core["channel::core"].contains("channel::ledger"),
+        "{:?}",
+        core["channel::core"]
+    );
+    assert!(
+        core["channel::tx"].contains("buf::fbuf"),
         "{:?}",
         core["channel::tx"]
     );

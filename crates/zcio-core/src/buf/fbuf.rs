@@ -11,7 +11,7 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering as LocalOrdering};
 use std::sync::Arc;
 
-use crate::buf::pool::PoolInner;
+use crate::buf::pool_inner::PoolInner;
 use crate::region::{Region, RegionError};
 use crate::view::View;
 
@@ -49,7 +49,7 @@ pub trait LentPages: Send + Sync {
 pub(crate) enum Backing {
     /// Pages of a pool chunk: returned to the pool.
     Pooled {
-        pool: Arc<PoolInner>,
+        pool: Arc<PoolInner<BufCore>>,
         chunk: u32,
         first_page: u32,
         pages: u32,
@@ -271,7 +271,7 @@ impl Fbuf {
         }
     }
 
-    pub(crate) fn pool_inner(&self) -> Option<&Arc<PoolInner>> {
+    pub(crate) fn pool_inner(&self) -> Option<&Arc<PoolInner<BufCore>>> {
         match &self.core.backing {
             Backing::Pooled { pool, .. } => Some(pool),
             _ => None,

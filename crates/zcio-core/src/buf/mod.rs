@@ -1,15 +1,19 @@
 //! Buffers: path pools (cached allocators), the uncached allocator, and the
 //! fbufs they hand out.
 
+mod config;
 pub mod extent;
 pub mod fbuf;
 pub mod pool;
+mod pool_inner;
+mod reclaim;
 mod uncached;
 
+pub use config::PoolConfig;
 pub(crate) use fbuf::ReleaseSink;
 pub use fbuf::{Fbuf, FbufMut, FreezeError, SecureView};
-pub(crate) use pool::Reclaim;
-pub use pool::{AllocError, HugePages, Pool, PoolConfig, PoolStats};
+pub use pool::{AllocError, HugePages, Pool, PoolStats};
+pub(crate) use reclaim::Reclaim;
 pub use uncached::Uncached;
 
 impl Pool {

@@ -8,15 +8,19 @@
 //! with coalescing. New chunks are created on demand up to `max_chunks`;
 //! after that allocation reports `WouldBlock` or waits (bounded) for
 //! deallocation notices — never unbounded growth.
+//!
+//! This file allocates; the state it allocates from, and the free path a
+//! buffer's last handle takes back into it, are `pool_inner.rs`'s.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::buf::extent::Extents;
+pub use crate::buf::config::PoolConfig;
 use crate::buf::fbuf::{Backing, BufCore, FbufMut};
+use crate::buf::pool_inner::{lock, Chunk, PoolInner, State};
+pub use crate::buf::reclaim::Reclaim;
 use crate::region::{Region, RegionError};
 use crate::wait::{Backoff, Step};
 
@@ -52,72 +56,6 @@ pub enum AllocError {
     /// Creating a region failed.
     #[error(transparent)]
     Region(#[from] RegionError),
-}
-
-/// Configuration of a path pool.
-#[derive(Debug, Clone)]
-pub struct PoolConfig {
-    /// Name (shows up in `/proc/PID/maps` as `memfd:zcio-NAME`).
-    pub name: String,
-    /// Bytes per chunk region (rounded up to pages); a larger request gets
-    /// a chunk of its own size.
-    pub chunk_size: usize,
-    /// Cap on chunks: the pool never holds more.
-    pub max_chunks: usize,
-    /// Pre-fault chunks when created (`MAP_POPULATE`).
-    pub populate: bool,
-    /// Freed buffers kept per page count on the LIFO quick list before
-    /// being returned to the extent allocator.
-    pub quick_list_cap: usize,
-    /// How long `alloc_timeout` polls for released buffers before it
-    /// sleeps (0: sleep at once — right when more processes than cores
-    /// share the path, so polling would only delay the releasing peer).
-    /// Default: the process's [`SpinPolicy::max`](crate::SpinPolicy::max)
-    /// (500 µs unless set).
-    pub spin: Duration,
-    /// Bytes of chunks the pool may write off over its life to replace
-    /// chunks holding retired buffers. A chunk is replaced when nothing
-    /// else fits, no live buffer lies in it and it holds retired pages:
-    /// the pool drops its mapping and maps a fresh chunk, and the old
-    /// memory goes back to the system when the last process mapping it
-    /// (the peer's peers) lets go. So a peer's death costs at most this
-    /// much memory, not the pool. Default: `max_chunks × chunk_size`.
-    pub retire_budget: usize,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        Self {
-            name: "pool".into(),
-            chunk_size: 16 << 20,
-            max_chunks: 16,
-            populate: true,
-            quick_list_cap: 64,
-            spin: crate::wait::SpinPolicy::current().max,
-            retire_budget: 16 * (16 << 20),
-        }
-    }
-}
-
-impl PoolConfig {
-    /// A configuration with the given name and defaults otherwise.
-    pub fn named(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            ..Self::default()
-        }
-    }
-}
-
-/// Something that can pull deallocation notices in and wait for them
-/// (implemented by channels that carry this pool's buffers).
-pub trait Reclaim: Send + Sync {
-    /// Process pending notices; returns how many buffers were released.
-    fn reclaim(&self) -> usize;
-    /// Sleep until a notice may have arrived, at most `timeout`.
-    fn wait_for_notices(&self, timeout: Duration);
-    /// A label for the peer, and how many buffers of pool `pool_id` it holds.
-    fn held_from_pool(&self, pool_id: u64) -> (String, usize);
 }
 
 /// Whether a pool's chunks are mapped with transparent huge pages
@@ -175,83 +113,10 @@ pub struct PoolStats {
     pub bytes_written_off: usize,
 }
 
-/// Identity-like hasher for page counts (small integers, chosen by us).
-#[derive(Default)]
-struct PageHasher(u64);
-
-impl std::hash::Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) ^ u64::from(b);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-struct Chunk {
-    region: Arc<Region>,
-    extents: Extents,
-    /// Buffers handed out from this chunk whose last handle is alive.
-    live: u32,
-    /// Retired buffers and their pages in this chunk.
-    retired: u32,
-    retired_pages: u32,
-}
-
-impl Chunk {
-    fn new(region: Region, pages: u32) -> Self {
-        Self {
-            region: Arc::new(region),
-            extents: Extents::new(pages),
-            live: 0,
-            retired: 0,
-            retired_pages: 0,
-        }
-    }
-}
-
-struct State {
-    chunks: Vec<Chunk>,
-    /// page count → LIFO of (chunk, first page).
-    quick: HashMap<u32, Vec<(u32, u32)>, std::hash::BuildHasherDefault<PageHasher>>,
-    quick_pages: usize,
-    in_use: usize,
-    in_use_pages: usize,
-    retired: usize,
-    retired_pages: usize,
-    allocs: u64,
-    quick_hits: u64,
-    exhausted: u64,
-    replaced: usize,
-    written_off: usize,
-    /// Allocations of buffers whose last handle is gone (backing `Spent`,
-    /// region still their chunk's), reused by `hand_out`: no allocation
-    /// or free per buffer in the steady state. At most [`SPARE_CORES`].
-    spare: Vec<Arc<BufCore>>,
-}
-
-/// Most spare buffer allocations a pool keeps.
-const SPARE_CORES: usize = 64;
-
-pub(crate) struct PoolInner {
-    id: u64,
-    cfg: PoolConfig,
-    page: usize,
-    state: Mutex<State>,
-    reclaimers: Mutex<Vec<Weak<dyn Reclaim>>>,
-}
-
-static NEXT_POOL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// A path's cached allocator. Cloning gives another handle to the same pool.
 #[derive(Clone)]
 pub struct Pool {
-    inner: Arc<PoolInner>,
+    inner: Arc<PoolInner<BufCore>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -263,44 +128,15 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave the allocator's
-    // invariants half-updated in a way that matters more than losing the
-    // pool, so recover the guard rather than propagate the poison.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Pool {
     /// Create an empty pool; chunks are created on first use.
     pub fn new(cfg: PoolConfig) -> Self {
-        let page = crate::sys::page_size();
-        let inner = PoolInner {
-            id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            cfg,
-            page,
-            state: Mutex::new(State {
-                chunks: Vec::new(),
-                quick: HashMap::default(),
-                quick_pages: 0,
-                in_use: 0,
-                in_use_pages: 0,
-                retired: 0,
-                retired_pages: 0,
-                allocs: 0,
-                quick_hits: 0,
-                exhausted: 0,
-                replaced: 0,
-                written_off: 0,
-                spare: Vec::new(),
-            }),
-            reclaimers: Mutex::new(Vec::new()),
-        };
         Self {
-            inner: Arc::new(inner),
+            inner: Arc::new(PoolInner::new(cfg)),
         }
     }
 
-    pub(crate) fn from_inner(inner: Arc<PoolInner>) -> Self {
+    pub(crate) fn from_inner(inner: Arc<PoolInner<BufCore>>) -> Self {
         Self { inner }
     }
 
@@ -462,11 +298,7 @@ impl Pool {
     }
 }
 
-impl PoolInner {
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
+impl PoolInner<BufCore> {
     fn pages_for(&self, len: usize) -> Result<u32, AllocError> {
         let max = (u32::MAX as usize / 2).saturating_mul(self.page);
         if len == 0 || len > max {
@@ -476,7 +308,7 @@ impl PoolInner {
     }
 
     /// Hot path: pop the quick list of exactly this size, if any.
-    fn alloc_quick(&self, len: usize, me: &Arc<PoolInner>) -> Option<FbufMut> {
+    fn alloc_quick(&self, len: usize, me: &Arc<PoolInner<BufCore>>) -> Option<FbufMut> {
         let pages = self.pages_for(len).ok()?;
         let mut s = lock(&self.state);
         let (chunk, first) = s.quick.get_mut(&pages).and_then(Vec::pop)?;
@@ -485,7 +317,7 @@ impl PoolInner {
         Some(self.hand_out(s, len, pages, chunk, first, me))
     }
 
-    fn alloc(&self, len: usize, me: &Arc<PoolInner>) -> Result<FbufMut, AllocError> {
+    fn alloc(&self, len: usize, me: &Arc<PoolInner<BufCore>>) -> Result<FbufMut, AllocError> {
         let pages = self.pages_for(len)?;
         let mut s = lock(&self.state);
         let (chunk, first) = match self.take(&mut s, pages)? {
@@ -509,12 +341,12 @@ impl PoolInner {
 
     fn hand_out(
         &self,
-        mut s: MutexGuard<'_, State>,
+        mut s: MutexGuard<'_, State<BufCore>>,
         len: usize,
         pages: u32,
         chunk: u32,
         first: u32,
-        me: &Arc<PoolInner>,
+        me: &Arc<PoolInner<BufCore>>,
     ) -> FbufMut {
         s.allocs += 1;
         s.in_use += 1;
@@ -560,7 +392,7 @@ impl PoolInner {
 
     /// Find `pages` pages: quick list, then extents, then a new chunk, then
     /// the quick lists of other sizes flushed back into the extents.
-    fn take(&self, s: &mut State, pages: u32) -> Result<Option<(u32, u32)>, AllocError> {
+    fn take(&self, s: &mut State<BufCore>, pages: u32) -> Result<Option<(u32, u32)>, AllocError> {
         if let Some(x) = s.quick.get_mut(&pages).and_then(Vec::pop) {
             s.quick_pages -= pages as usize;
             s.quick_hits += 1;
@@ -587,7 +419,7 @@ impl PoolInner {
     }
 
     /// Return every quick-list buffer to its chunk's extents.
-    fn flush_quick(s: &mut State) {
+    fn flush_quick(s: &mut State<BufCore>) {
         let quick = std::mem::take(&mut s.quick);
         for (n, list) in quick {
             for (c, p) in list {
@@ -603,7 +435,11 @@ impl PoolInner {
     /// process mapping it lets go); its index is reused, so no live
     /// buffer can name it (it has none) and its free pages are in no
     /// quick list (flushed first).
-    fn replace_retired(&self, s: &mut State, pages: u32) -> Result<Option<(u32, u32)>, AllocError> {
+    fn replace_retired(
+        &self,
+        s: &mut State<BufCore>,
+        pages: u32,
+    ) -> Result<Option<(u32, u32)>, AllocError> {
         let want = (self.cfg.chunk_size.div_ceil(self.page) as u32).max(pages);
         let bytes = want as usize * self.page;
         let Some(i) = s.chunks.iter().position(|c| c.retired > 0 && c.live == 0) else {
@@ -626,66 +462,11 @@ impl PoolInner {
         Ok(Self::from_extents(s, pages))
     }
 
-    fn from_extents(s: &mut State, pages: u32) -> Option<(u32, u32)> {
+    fn from_extents(s: &mut State<BufCore>, pages: u32) -> Option<(u32, u32)> {
         s.chunks
             .iter_mut()
             .enumerate()
             .find_map(|(i, c)| c.extents.alloc(pages).map(|p| (i as u32, p)))
-    }
-
-    /// The last handle of a retired buffer is gone: its pages leave the
-    /// in-use count but never return to a free list (a peer's peer may
-    /// still read them). They stay in their chunk, so they keep counting
-    /// against `max_chunks` until the chunk is replaced
-    /// (`replace_retired`); the kernel frees them when every mapping of the
-    /// chunk is gone.
-    pub(crate) fn retire(&self, chunk: u32, _first: u32, pages: u32) {
-        let mut s = lock(&self.state);
-        s.in_use = s.in_use.saturating_sub(1);
-        s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
-        s.retired += 1;
-        s.retired_pages += pages as usize;
-        if let Some(c) = s.chunks.get_mut(chunk as usize) {
-            c.live = c.live.saturating_sub(1);
-            c.retired += 1;
-            c.retired_pages += pages;
-        }
-    }
-
-    pub(crate) fn free(&self, chunk: u32, first: u32, pages: u32) {
-        let mut s = lock(&self.state);
-        Self::free_locked(&mut s, self.cfg.quick_list_cap, chunk, first, pages);
-    }
-
-    /// [`PoolInner::free`], keeping the buffer's allocation `core` (its
-    /// backing already `Spent`, nothing else pointing to it) for the next
-    /// `hand_out`.
-    pub(crate) fn free_recycle(&self, chunk: u32, first: u32, pages: u32, core: Arc<BufCore>) {
-        let mut s = lock(&self.state);
-        Self::free_locked(&mut s, self.cfg.quick_list_cap, chunk, first, pages);
-        if s.spare.len() < SPARE_CORES {
-            s.spare.push(core);
-            return;
-        }
-        drop(s);
-        // Dropped outside the lock (its backing is `Spent`: nothing runs).
-        drop(core);
-    }
-
-    fn free_locked(s: &mut State, cap: usize, chunk: u32, first: u32, pages: u32) {
-        s.in_use = s.in_use.saturating_sub(1);
-        s.in_use_pages = s.in_use_pages.saturating_sub(pages as usize);
-        if let Some(c) = s.chunks.get_mut(chunk as usize) {
-            c.live = c.live.saturating_sub(1);
-        }
-        let list = s.quick.entry(pages).or_default();
-        if list.len() < cap {
-            list.push((chunk, first));
-            s.quick_pages += pages as usize;
-        } else if let Some(c) = s.chunks.get_mut(chunk as usize) {
-            let ok = c.extents.free(first, pages);
-            debug_assert!(ok, "double free of pool pages");
-        }
     }
 }
 

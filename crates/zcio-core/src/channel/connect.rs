@@ -1,6 +1,7 @@
 //! Channel set-up: Unix `SOCK_SEQPACKET` listener/connector, access policy
 //! on the kernel's peer credentials, and the handshake that passes and
-//! validates the shared control segment.
+//! validates the shared control segment; each new end joins the process's
+//! waitset.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -11,6 +12,7 @@ use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
 
 use crate::channel::config::ChannelConfig;
 use crate::channel::core::{Core, Role};
+use crate::channel::waitset;
 use crate::channel::wire::{
     SegmentHeader, SegmentLayout, DESC_SIZE, LAYOUT_VERSION, SEGMENT_MAGIC,
 };
@@ -49,7 +51,9 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
     // `seg` maps `layout.total_len` bytes laid out per `layout`
     // (we wrote the header and the rings are the fresh zeroed memfd).
     // SAFETY: as argued just above.
-    Ok(unsafe { Core::new(Role::Connector, sock, bell, seg, layout, cred, cfg) })
+    let core = unsafe { Core::new(Role::Connector, sock, bell, seg, layout, cred, cfg) };
+    waitset::register(&core);
+    Ok(core)
 }
 
 /// Listener half: check credentials, validate and map the segment.
@@ -85,7 +89,7 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     // Validated above: the mapping is `layout.total_len` bytes and
     // the header describes exactly `layout`.
     // SAFETY: as argued just above.
-    Ok(unsafe {
+    let core = unsafe {
         Core::new(
             Role::Listener,
             sock,
@@ -95,7 +99,9 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
             seg.cred,
             cfg,
         )
-    })
+    };
+    waitset::register(&core);
+    Ok(core)
 }
 
 pub(crate) fn connect(path: &Path, cfg: ChannelConfig) -> Result<Arc<Core>, ConnectError> {

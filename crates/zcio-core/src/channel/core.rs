@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 use crate::bell::{Bell, Doorbell};
 use crate::buf::fbuf::BufCore;
-use crate::buf::{Reclaim, ReleaseSink};
+use crate::buf::ReleaseSink;
 use crate::channel::config::{ChannelConfig, Notify};
 use crate::channel::error::{Area, PeerFault};
 use crate::channel::ledger::{Ledger, Returned};
@@ -260,7 +260,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Core {
-    /// Build the end for `role` over a validated, mapped segment.
+    /// Build the end for `role` over a validated, mapped segment (the
+    /// set-up in `connect.rs` then adds it to the waitset).
     ///
     /// # Safety
     /// `seg` must be a mapping of at least `layout.total_len` bytes laid out
@@ -338,7 +339,7 @@ impl Core {
             Role::Connector => (wire::CONNECTOR_CPU, wire::LISTENER_CPU),
             Role::Listener => (wire::LISTENER_CPU, wire::CONNECTOR_CPU),
         };
-        let core = Arc::new_cyclic(|me| Core {
+        Arc::new_cyclic(|me| Core {
             sock,
             bell,
             bell_mode: AtomicBool::new(false),
@@ -398,9 +399,7 @@ impl Core {
             closed_words,
             cpu_words,
             cpu_published: AtomicU64::new(0),
-        });
-        crate::channel::waitset::register(&core);
-        core
+        })
     }
 
     /// Switch this end to bell mode: from now on every waiter of this end
@@ -450,6 +449,13 @@ impl Core {
 
     pub fn is_gone(&self) -> bool {
         self.gone.load(LocalOrdering::Acquire)
+    }
+
+    /// Nothing more goes through this channel: we closed this end, or the
+    /// peer is gone or closed its end (what rides on it, its lanes, ended
+    /// with it).
+    pub fn ended(&self) -> bool {
+        self.closed.load(LocalOrdering::Acquire) || self.is_gone() || self.peer_closed()
     }
 
     /// Say in the segment which CPU this end runs on now (a store only
@@ -609,10 +615,14 @@ impl Core {
     }
 
     /// Close our end: no more sends or receives; tell the peer. What the
-    /// peer holds stays accounted until it releases it or dies.
-    pub fn close(&self) {
+    /// peer holds stays accounted until it releases it or dies: an end
+    /// whose live peer still holds buffers of ours is returned, for the
+    /// caller to hand to the reaper thread (`linger::linger`); `None`
+    /// otherwise, and on every call after the first.
+    #[must_use = "an end returned must linger until its peer is done"]
+    pub fn close(&self) -> Option<Arc<Core>> {
         if self.closed.swap(true, LocalOrdering::AcqRel) {
-            return;
+            return None;
         }
         self.flush_notices();
         // The peer's next send sees this at once (no system call), even
@@ -631,9 +641,7 @@ impl Core {
         self.try_drain_notices();
         self.check_peer();
         match self.me.upgrade() {
-            Some(me) if self.peer_holds_any() && !self.is_gone() => {
-                crate::channel::linger::linger(me)
-            }
+            Some(me) if self.peer_holds_any() && !self.is_gone() => return Some(me),
             // We still read slices the peer lent us: a hang-up now would
             // tell it we are gone. The socket closes with this core, when
             // the last of them is dropped.
@@ -645,6 +653,7 @@ impl Core {
                 let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
             }
         }
+        None
     }
 
     pub fn stats(&self) -> ChannelStats {
@@ -1128,35 +1137,5 @@ impl ReleaseSink for Core {
     fn retire(&self, token: u64) {
         Counters::bump(&self.counters.retire_notices_sent);
         self.send_notice_recycle(token, wire::NOTICE_RETIRED, None, true);
-    }
-}
-
-impl Reclaim for Core {
-    fn reclaim(&self) -> usize {
-        let n = self.drain_notices();
-        if n == 0 && self.closed.load(LocalOrdering::Acquire) {
-            crate::channel::linger::reap_lingering();
-        }
-        n
-    }
-
-    fn wait_for_notices(&self, timeout: Duration) {
-        let mut tx = lock(&self.tx);
-        // The receiver must see what we deferred waking it for, or it may
-        // never release what we are about to wait for.
-        self.wake_deferred_locked(&mut tx);
-        Counters::bump(&self.counters.sleeps);
-        let _ = tx.notices.wait_for_data(timeout, self.own_bell());
-        drop(tx);
-        if !self.check_peer() {
-            // Peer gone: its holdings were released by mark_gone.
-        }
-    }
-
-    fn held_from_pool(&self, pool_id: u64) -> (String, usize) {
-        (
-            format!("pid {}", self.peer.pid),
-            lock(&self.tx).ledger.count_from_pool(pool_id),
-        )
     }
 }

@@ -21,6 +21,7 @@ pub(crate) mod loom_spsc;
 mod notify;
 #[cfg(test)]
 mod policy_tests;
+mod reclaim;
 mod rx;
 mod slots;
 #[doc(hidden)]
@@ -377,13 +378,21 @@ impl Channel {
     /// Close this end: tell the peer, stop accepting messages, release what
     /// the peer held. Buffers already received stay readable.
     pub fn close(&self) {
-        self.core.close();
+        close_end(&self.core);
     }
 }
 
 impl Drop for Channel {
     fn drop(&mut self) {
-        self.core.close();
+        close_end(&self.core);
+    }
+}
+
+/// Close `core`; an end whose peer still holds buffers of ours lingers
+/// (`linger.rs`) until the peer has returned them or is gone.
+fn close_end(core: &Core) {
+    if let Some(end) = core.close() {
+        linger::linger(end);
     }
 }
 

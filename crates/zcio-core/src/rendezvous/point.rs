@@ -1,12 +1,13 @@
-//! A rendezvous endpoint: its message type, its configuration and the
-//! send/receive operations on one partner.
+//! A rendezvous endpoint: its message type, its configuration, the
+//! send/receive operations on one partner, and the open wait every receive
+//! goes through (`wait_any`: the first message from any of several
+//! partners, one `futex_waitv` over their slots).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::{os, IpcFail, RendezvousCallError, RendezvousRecvError, RendezvousSendError};
-use super::open_wait::wait_any;
 use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::Mapping;
@@ -14,7 +15,7 @@ use crate::sys::peer::{self, PeerCred};
 use crate::wait::{SpinBudget, SpinPolicy};
 
 /// Longest sleep between liveness checks.
-pub(super) const SLICE: Duration = crate::wait::LIVENESS;
+const SLICE: Duration = crate::wait::LIVENESS;
 
 /// The rendezvous's message, an envelope: a label, up to [`WORDS`] words,
 /// up to [`MAX_FDS`](super::MAX_FDS) descriptors.
@@ -168,7 +169,7 @@ struct PeerWait<'a> {
 
 /// Busy-wait until `done`, for at most the budget (and not past
 /// `deadline`); adapts the budget to how the wait ended.
-pub(super) fn spin_until(
+fn spin_until(
     budget: &mut SpinBudget,
     deadline: Option<Instant>,
     done: &mut dyn FnMut() -> bool,
@@ -225,6 +226,78 @@ impl PeerWait<'_> {
         } else {
             IpcFail::TimedOut
         }
+    }
+}
+
+/// The open wait behind every receive: takes the first message from any
+/// of `eps` and hands it to `finish` while the receive locks are still held
+/// (descriptor records are read in order under them).
+pub(super) fn wait_any(
+    eps: &[&Rendezvous],
+    wait: Wait,
+    finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcFail>,
+) -> Result<usize, IpcFail> {
+    let mut guards: Vec<_> = eps
+        .iter()
+        .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
+        .collect();
+    let deadline = wait.deadline();
+    let mut spun = false;
+    loop {
+        for (i, e) in eps.iter().enumerate() {
+            if let Some(raw) = e.try_take()? {
+                return finish(e, raw).map(|()| i);
+            }
+        }
+        if let Wait::Try = wait {
+            // No flag, no sleep: a `try_` receive leaves no trace.
+            return if eps.iter().all(|e| peer::socket_hung_up(&e.sh.sock)) {
+                Err(IpcFail::Disconnected)
+            } else {
+                Err(IpcFail::WouldBlock)
+            };
+        }
+        if !spun {
+            // A partner that is running usually sends within microseconds:
+            // spin (the first endpoint's budget) before flagging and sleeping.
+            spun = true;
+            if let Some(budget) = guards.first_mut() {
+                let any = &mut || eps.iter().any(|e| slot::ready(e.rx_slot()));
+                if spin_until(budget, deadline, any) {
+                    continue;
+                }
+            }
+        }
+        let mut words = Vec::with_capacity(eps.len());
+        let mut live = 0;
+        for e in eps {
+            if peer::socket_hung_up(&e.sh.sock) {
+                continue;
+            }
+            live += 1;
+            let s = e.rx_slot();
+            match slot::prepare_sleep(s) {
+                Some(v) => words.push((&s.state, v)),
+                None => words.clear(),
+            }
+        }
+        if live == 0 {
+            return Err(IpcFail::Disconnected);
+        }
+        if words.len() < live {
+            continue; // a message arrived while we flagged
+        }
+        let t = match deadline {
+            None => SLICE,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(IpcFail::TimedOut);
+                }
+                (d - now).min(SLICE)
+            }
+        };
+        crate::sync::futex_wait_any(&words, t);
     }
 }
 

@@ -14,16 +14,18 @@ use std::time::{Duration, Instant};
 
 use super::error::{OpenError, ReadError, SourceError};
 use super::layout::{
-    owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR, MAX_CONSUMERS,
-    MAX_SOURCES, OWNER_ACTIVE, OWNER_FAILED, SLOT_ACTIVE, SLOT_JOINING,
+    block_unit, owner_parts, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
+    MAX_CONSUMERS, MAX_SOURCES, OWNER_ACTIVE, OWNER_FAILED, SLOT_ACTIVE, SLOT_JOINING,
 };
 use super::live;
 use super::map::RingMap;
-use super::producer::{block_unit, LIVENESS_SLICE};
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
 use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
+
+/// Longest single sleep; after each, the producer's liveness is checked.
+const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
 
 /// Where a new consumer starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -429,6 +429,17 @@ pub struct Geometry {
     pub ring_id: u64,
 }
 
+/// The cursor units blocks start at multiples of: a slot (`Slotted`), a
+/// block header (`Variable`, whose blocks are whole headers long), one
+/// unit otherwise.
+pub(crate) fn block_unit(g: &Geometry) -> u64 {
+    match g.layout {
+        Layout::Slotted => g.slot_size,
+        Layout::Variable => BLOCK_HDR,
+        _ => 1,
+    }
+}
+
 /// What [`Geometry::new`] says of a bad descriptor count.
 const BAD_ENTRIES: &str = "entries (a power of two between 2 and 2^24)";
 

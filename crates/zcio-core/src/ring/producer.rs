@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::error::{OpenError, WriteError};
 use super::layout::{
-    owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr, BLOCK_HDR,
-    MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, SLOT_ACTIVE, SLOT_EVICTING,
+    block_unit, owner_parts, owner_word, BlockHeader, Geometry, Layout, Overflow, RichPtr,
+    BLOCK_HDR, MAX_SOURCES, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, SLOT_ACTIVE, SLOT_EVICTING,
     SLOT_JOINING,
 };
 use super::live;
@@ -29,22 +29,11 @@ use crate::view::View;
 use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
 /// Longest single sleep; after each, a blocking consumer's liveness is
 /// checked.
-pub(crate) const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
+const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
 /// Owner state while a producer takes over (start time not yet stored).
 const OWNER_STARTING: u64 = 3;
 /// Positions are 63-bit counters (see [`super::layout`]).
 const POSITION_MASK: u64 = u64::MAX >> 1;
-
-/// The cursor units blocks start at multiples of: a slot (`Slotted`), a
-/// block header (`Variable`, whose blocks are whole headers long), one
-/// unit otherwise.
-pub(crate) fn block_unit(g: &Geometry) -> u64 {
-    match g.layout {
-        Layout::Slotted => g.slot_size,
-        Layout::Variable => BLOCK_HDR,
-        _ => 1,
-    }
-}
 
 /// The producing end of a ring (see the module docs).
 pub struct Producer {

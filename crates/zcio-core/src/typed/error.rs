@@ -4,7 +4,7 @@
 use thiserror::Error;
 
 use crate::buf::AllocError;
-use crate::typed::tag::TypeInfo;
+use crate::typed::type_info::TypeInfo;
 
 /// A typed message could not be allocated, read or borrowed. Nothing a
 /// peer sends can do more than produce one of these: invalid bytes are

@@ -96,8 +96,10 @@
 mod error;
 mod read;
 mod tag;
+mod type_info;
 mod write;
 
 pub use error::TypedError;
-pub use tag::{RuntimeShape, Tag, TypeInfo, TAG_LEN, TAG_MAGIC, TAG_VERSION};
+pub use tag::{RuntimeShape, Tag, TAG_LEN, TAG_MAGIC, TAG_VERSION};
+pub use type_info::TypeInfo;
 pub use write::TypedBuf;

@@ -3,7 +3,6 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -60,13 +59,6 @@ const MAX_STRING: usize = 256;
 const MAX_SAMPLES: u32 = 1 << 20;
 /// No knot lies beyond 1 TiB.
 const MAX_KNOT: u64 = 1 << 40;
-
-/// The model [`CostModel::current`] returns: [`CostModel::load`]ed on
-/// first use, then the same one for the life of the process.
-pub(super) fn loaded() -> &'static CostModel {
-    static CURRENT: OnceLock<CostModel> = OnceLock::new();
-    CURRENT.get_or_init(CostModel::load)
-}
 
 impl CostModel {
     /// The file `zcio calibrate` writes and [`CostModel::load`] reads.

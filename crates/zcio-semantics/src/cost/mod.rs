@@ -18,8 +18,10 @@
 //!
 //! The module's parts: the operations priced (`op.rs`), the machine a
 //! model describes (`fingerprint.rs`), the model and its predictions
-//! (`model.rs`), the thresholds derived from it (`thresholds.rs`) and
-//! the calibration file (`file.rs`, `calibration` feature).
+//! (`model.rs`), the decisions it implies (`thresholds.rs`) and how they
+//! are derived from it (`derive.rs`), the calibration file (`file.rs`,
+//! `calibration` feature) and the model the process decides with
+//! (`current.rs`).
 //!
 //! ```
 //! use zcio::semantics::cost::{CostModel, Op, Sem};
@@ -35,6 +37,8 @@
 //!
 //! [`Policy::calibrated`]: super::Policy::calibrated
 
+mod current;
+mod derive;
 #[cfg(feature = "calibration")]
 mod file;
 mod fingerprint;

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use super::{Above, Curve, Fingerprint, FitQuality, Linear, Op, Secured, Sem, Thresholds};
+use super::thresholds::{Secured, Thresholds};
+use super::{Above, Curve, Fingerprint, FitQuality, Linear, Op, Sem};
 
 /// Where a model came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,24 +149,6 @@ impl CostModel {
     pub(crate) fn builtin_shared() -> &'static CostModel {
         static BUILTIN_MODEL: OnceLock<CostModel> = OnceLock::new();
         BUILTIN_MODEL.get_or_init(CostModel::builtin)
-    }
-
-    /// The process-wide model the library decides with
-    /// ([`Policy::calibrated`](crate::Policy::calibrated)).
-    ///
-    /// With the `calibration` feature (a default one): loaded once, on
-    /// first use, by `CostModel::load` (the file `zcio calibrate` writes,
-    /// else the built-in defaults). Without it: the built-in defaults
-    /// ([`CostModel::builtin`]).
-    pub fn current() -> &'static CostModel {
-        #[cfg(feature = "calibration")]
-        {
-            super::file::loaded()
-        }
-        #[cfg(not(feature = "calibration"))]
-        {
-            CostModel::builtin_shared()
-        }
     }
 
     /// A model with no lines, for this machine (`source` as given); fill

@@ -3,8 +3,6 @@
 use rustix::io::Errno;
 use thiserror::Error;
 
-use crate::channel::lane::sender::Loan;
-
 /// Why a lane operation failed. Which operation returns what:
 ///
 /// | variant | `open_lane` / `accept_lane` | `loan` | `Loan::send` | `recv` |
@@ -92,54 +90,3 @@ impl LaneError {
         }
     }
 }
-
-/// [`Loan::send`] refused: the reason ([`LaneError::TooLarge`],
-/// [`LaneError::Disconnected`] or [`LaneError::WouldBlock`]) and the loan,
-/// back (its slot is still yours: fix the length and send again, or drop
-/// the loan to give the slot back). Shaped like the channel's `SendError`.
-pub struct LaneSendError<'a> {
-    error: LaneError,
-    loan: Loan<'a>,
-}
-
-impl<'a> LaneSendError<'a> {
-    pub(crate) fn new(error: LaneError, loan: Loan<'a>) -> Self {
-        Self { error, loan }
-    }
-
-    /// Why the send was refused.
-    pub fn error(&self) -> &LaneError {
-        &self.error
-    }
-
-    /// The loan, back.
-    pub fn into_inner(self) -> Loan<'a> {
-        self.loan
-    }
-
-    /// The reason and the loan.
-    pub fn into_parts(self) -> (LaneError, Loan<'a>) {
-        (self.error, self.loan)
-    }
-
-    /// Where this error sits in the common vocabulary.
-    pub fn kind(&self) -> crate::error::ErrorKind {
-        self.error.kind()
-    }
-}
-
-impl std::fmt::Debug for LaneSendError<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LaneSendError")
-            .field("error", &self.error)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Display for LaneSendError<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.error, f)
-    }
-}
-
-impl std::error::Error for LaneSendError<'_> {}

@@ -43,6 +43,7 @@
 mod error;
 #[cfg(all(test, loom))]
 mod loom_lane;
+mod offered;
 mod receiver;
 mod segment;
 mod sender;
@@ -51,10 +52,10 @@ mod tests;
 #[doc(hidden)]
 pub mod wire;
 
-pub use error::{LaneError, LaneSendError};
-pub(crate) use receiver::Offered;
+pub use error::LaneError;
+pub(crate) use offered::Offered;
 pub use receiver::{LaneMsg, LaneReceiver};
-pub use sender::{LaneSender, Loan};
+pub use sender::{LaneSendError, LaneSender, Loan};
 
 /// The shape of a lane, chosen by its sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,6 @@
 //! A lane's control segment as both ends see it: the mapping, where its
 //! rings are, and the two *closed* words.
 
-use crate::channel::core::Core;
 use crate::channel::lane::wire::{LaneDesc, LaneLayout, LaneNotice};
 use crate::channel::spsc::{RingEntry, RingHeader};
 use crate::sync::{AtomicU64 as SharedU64, Ordering};
@@ -64,16 +63,12 @@ impl LaneSegment {
         self.word(mine).store(1, Ordering::Release);
     }
 
-    /// The other end (its closed word at `theirs`) dropped the lane, or
-    /// the channel `core` is closed or its peer gone.
-    pub(crate) fn ended(&self, theirs: usize, core: &Core) -> bool {
+    /// The other end (its closed word at `theirs`) dropped the lane.
+    pub(crate) fn closed_by(&self, theirs: usize) -> bool {
         // SYNC: Acquire pairs with the Release store in the other end's
         // `close`: its last messages or notices are visible once this
         // reads 1.
         self.word(theirs).load(Ordering::Acquire) != 0
-            || core.closed.load(std::sync::atomic::Ordering::Acquire)
-            || core.is_gone()
-            || core.peer_closed()
     }
 
     /// The mapping's address and length (zcio's own hostile-peer tests).

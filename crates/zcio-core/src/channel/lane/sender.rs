@@ -1,6 +1,7 @@
 //! The sending end of a lane: fixed-size slots in a region only this end
-//! can write, lent one at a time (`loan` → fill → `send`), and taken back
-//! when the receiver's notice says it dropped the message.
+//! can write, lent one at a time (`loan` → fill → `send`, a refused send
+//! giving the loan back in a [`LaneSendError`]), and taken back when the
+//! receiver's notice says it dropped the message.
 //!
 //! Everything here is owned by one thread (`&mut self`): no lock, no
 //! reference count and no allocation per message. A slot's state is
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::channel::core::Core;
-use crate::channel::lane::error::{LaneError, LaneSendError};
+use crate::channel::lane::error::LaneError;
 use crate::channel::lane::segment::LaneSegment;
 use crate::channel::lane::wire::{
     LaneDesc, LaneLayout, LaneNotice, RECEIVER_CLOSED, SENDER_CLOSED,
@@ -73,10 +74,7 @@ impl LaneSender {
         let layout = LaneLayout::new(cfg.slots, cfg.slot_size as u64)
             .filter(|l| l.data_len as u64 <= core.cfg.max_region_len)
             .ok_or(LaneError::InvalidConfig)?;
-        if core.closed.load(std::sync::atomic::Ordering::Acquire)
-            || core.is_gone()
-            || core.peer_closed()
-        {
+        if core.ended() {
             return Err(LaneError::Disconnected);
         }
         let os = |op| move |errno| LaneError::Os { op, errno };
@@ -233,7 +231,7 @@ impl LaneSender {
 
     /// The receiver dropped its end, or the channel is closed or gone.
     fn ended(&self) -> bool {
-        self.seg.ended(RECEIVER_CLOSED, &self.core)
+        self.seg.closed_by(RECEIVER_CLOSED) || self.core.ended()
     }
 
     /// Take in the receiver's notices: every valid one frees its slot.
@@ -433,3 +431,54 @@ impl Drop for Loan<'_> {
         self.tx.free.push(slot);
     }
 }
+
+/// [`Loan::send`] refused: the reason ([`LaneError::TooLarge`],
+/// [`LaneError::Disconnected`] or [`LaneError::WouldBlock`]) and the loan,
+/// back (its slot is still yours: fix the length and send again, or drop
+/// the loan to give the slot back). Shaped like the channel's `SendError`.
+pub struct LaneSendError<'a> {
+    error: LaneError,
+    loan: Loan<'a>,
+}
+
+impl<'a> LaneSendError<'a> {
+    pub(crate) fn new(error: LaneError, loan: Loan<'a>) -> Self {
+        Self { error, loan }
+    }
+
+    /// Why the send was refused.
+    pub fn error(&self) -> &LaneError {
+        &self.error
+    }
+
+    /// The loan, back.
+    pub fn into_inner(self) -> Loan<'a> {
+        self.loan
+    }
+
+    /// The reason and the loan.
+    pub fn into_parts(self) -> (LaneError, Loan<'a>) {
+        (self.error, self.loan)
+    }
+
+    /// Where this error sits in the common vocabulary.
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        self.error.kind()
+    }
+}
+
+impl std::fmt::Debug for LaneSendError<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneSendError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Display for LaneSendError<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for LaneSendError<'_> {}
