@@ -222,7 +222,7 @@ pub unsafe extern "C" fn zcio_msg_read_typed(
             Err(e) => return e as ssize_t,
         };
         let msg_len = m.len();
-        let mut head = [0u8; zcio::typed::TAG_LEN];
+        let mut head = [0u8; zcio::typed::Tag::LEN];
         let got = m.read_at(0, &mut head);
         let (off, len) = match l.check(&head[..got], msg_len) {
             Ok(v) => v,

@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use zcio::typed::{RuntimeShape, Tag, TypedError, TAG_LEN};
+use zcio::typed::{RuntimeShape, Tag, TypedError};
 
 /// The largest alignment Rust allows.
 const MAX_ALIGN: usize = 1 << 29;
@@ -98,7 +98,7 @@ impl Layout<'_> {
     /// Where the payload starts: after the tag and its padding, or at 0.
     pub(crate) fn offset(&self) -> usize {
         match self.name {
-            Some(_) => TAG_LEN.max(self.align),
+            Some(_) => Tag::LEN.max(self.align),
             None => 0,
         }
     }

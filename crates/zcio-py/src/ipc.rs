@@ -712,11 +712,11 @@ pub fn recv_any(
         .collect::<PyResult<_>>()?;
     let refs: Vec<&rdv::Rendezvous> = eps.iter().map(|e| &**e).collect();
     let got = if t.is_try() {
-        py.detach(|| rdv::try_recv_any(&refs)).map(Some)
+        py.detach(|| rdv::Rendezvous::try_recv_any(&refs)).map(Some)
     } else {
         let r = &refs;
         match blocking(py, Deadline::new(t), |slice| {
-            match rdv::recv_any_timeout(r, slice) {
+            match rdv::Rendezvous::recv_any_timeout(r, slice) {
                 Err(rdv::RendezvousRecvError::TimedOut) => None,
                 x => Some(x),
             }

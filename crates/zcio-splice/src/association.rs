@@ -9,7 +9,7 @@
 //! increment) and through a pollable descriptor ([`Association::as_fd`],
 //! readable when a completion is waiting for [`Association::wait`]).
 //! [`Association::stop`] stops flow within one step (a step moves at most
-//! [`STEP`] bytes); [`Association::status`] reads the status bits, the
+//! [`Association::STEP`] bytes); [`Association::status`] reads the status bits, the
 //! bytes moved and the mover in use. Dropping the association stops it,
 //! joins the worker and closes both descriptors.
 
@@ -33,7 +33,7 @@ use crate::Errno;
 /// How much data to move before control returns (Fall's increment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Increment {
-    /// zcio chooses: [`DEFAULT_INCREMENT`] bytes.
+    /// zcio chooses: [`Increment::DEFAULT_BYTES`] bytes.
     Default,
     /// Exactly this many bytes (fewer at the end of the source).
     Bytes(u64),
@@ -42,11 +42,14 @@ pub enum Increment {
 }
 
 /// The default increment.
-pub const DEFAULT_INCREMENT: u64 = 4 << 20;
+const DEFAULT_INCREMENT: u64 = 4 << 20;
 /// The most one step moves (the latency of `stop`).
-pub const STEP: u64 = 1 << 20;
+const STEP: u64 = 1 << 20;
 
 impl Increment {
+    /// The bytes of [`Increment::Default`]: what zcio chooses.
+    pub const DEFAULT_BYTES: u64 = DEFAULT_INCREMENT;
+
     fn limit(self) -> Option<u64> {
         match self {
             Self::Default => Some(DEFAULT_INCREMENT),
@@ -170,6 +173,9 @@ pub struct Association {
 }
 
 impl Association {
+    /// The most one step moves: how far an association runs on after `stop` is asked.
+    pub const STEP: u64 = STEP;
+
     /// Associate `src` with `sink` (no data flows until an increment is
     /// started). The mover is chosen for the pair, fastest first.
     ///

@@ -35,9 +35,7 @@ mod mover;
 mod mover_kind;
 mod spec;
 
-pub use association::{
-    Association, Completion, Increment, Next, Remote, Status, DEFAULT_INCREMENT, STEP,
-};
+pub use association::{Association, Completion, Increment, Next, Remote, Status};
 #[cfg(feature = "tokio")]
 pub use completions::Completions;
 pub use error::SpliceError;

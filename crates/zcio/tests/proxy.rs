@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::proxy::{Proxies, ProxyConfig, ProxyEndpoint, ProxyError, TicketStatus};
-use zcio::rendezvous::{
-    recv_any_timeout, Envelope, Rendezvous, RendezvousConfig, RendezvousListener,
-};
+use zcio::rendezvous::{Envelope, Rendezvous, RendezvousConfig, RendezvousListener};
 
 /// Labels of the server's protocol.
 const NOTE: u64 = 1; // one-way [i]: counted, must arrive in order
@@ -34,7 +32,7 @@ fn child_sync_server() {
     let s = l.accept().expect("accept");
     let (mut notes, mut in_order, mut calls) = (0u64, true, 0u64);
     loop {
-        let (_, m) = recv_any_timeout(&[&s], STEP).expect("receive");
+        let (_, m) = Rendezvous::recv_any_timeout(&[&s], STEP).expect("receive");
         match m.label {
             NOTE => {
                 in_order &= m.words == [notes];

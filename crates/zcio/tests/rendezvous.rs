@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{Kid, SockPath, STEP};
 use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Envelope, Rendezvous, RendezvousCallError,
-    RendezvousConfig, RendezvousListener, RendezvousRecvError, RendezvousSendError,
+    Envelope, Rendezvous, RendezvousCallError, RendezvousConfig, RendezvousListener,
+    RendezvousRecvError, RendezvousSendError,
 };
 
 const CALLS: u64 = 1000;
@@ -102,10 +102,11 @@ fn calls_across_processes_with_kernel_identity() {
         kid.pid() as i32,
         "identity comes from the kernel"
     );
-    let (_, mut m) = recv_any_timeout(&[&s], STEP).expect("first call");
+    let (_, mut m) = Rendezvous::recv_any_timeout(&[&s], STEP).expect("first call");
     for _ in 1..CALLS {
         let reply = Envelope::new(2, &[m.words[0] + m.words[1]]);
-        m = reply_and_recv_timeout(&s, &reply, &[&s], STEP)
+        m = s
+            .reply_and_recv_timeout(&reply, &[&s], STEP)
             .expect("serve")
             .1;
     }

@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Envelope, Rendezvous, RendezvousListener,
-};
+use zcio::rendezvous::{Envelope, Rendezvous, RendezvousListener};
 
 use super::stats::Welford;
 use super::{collect, left, sample, spawn, Options, Row, Sample, SockPath, Task};
@@ -247,10 +245,12 @@ pub fn rdv_server(path: &str, v: Variant, deadline: Instant) -> Result<(), Strin
         },
         _ => {}
     }
-    let (_, mut m) = recv_any_timeout(&[&ep], left(deadline)).map_err(|e| e.to_string())?;
+    let (_, mut m) =
+        Rendezvous::recv_any_timeout(&[&ep], left(deadline)).map_err(|e| e.to_string())?;
     while m.label != STOP {
         let reply = Envelope::new(PONG, &m.words);
-        m = reply_and_recv_timeout(&ep, &reply, &[&ep], left(deadline))
+        m = ep
+            .reply_and_recv_timeout(&reply, &[&ep], left(deadline))
             .map_err(|e| format!("reply_and_recv: {e}"))?
             .1;
     }

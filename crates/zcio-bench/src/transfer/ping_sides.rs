@@ -7,10 +7,7 @@ use std::io::{Read, Write};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use zcio::rendezvous::{
-    recv_any_timeout, reply_and_recv_timeout, Envelope, Rendezvous,
-    RendezvousListener as RdvListener,
-};
+use zcio::rendezvous::{Envelope, Rendezvous, RendezvousListener as RdvListener};
 use zcio::{
     Channel, ChannelConfig, ChannelPolicy, FbufMut, LaneConfig, LaneError, LaneReceiver,
     LaneSender, Listener, Msg, Pool,
@@ -385,7 +382,7 @@ fn touch_words(w: &[u64]) -> u64 {
 /// request in one call.
 fn rdv_server(ep: &Rendezvous, warmup: u64, t: Duration) -> Result<Measured, String> {
     let mut cpu = crate::cpu::Window::default();
-    let (_, mut m) = recv_any_timeout(&[ep], t).map_err(|e| format!("receive: {e}"))?;
+    let (_, mut m) = Rendezvous::recv_any_timeout(&[ep], t).map_err(|e| format!("receive: {e}"))?;
     let mut n = 0u64;
     while m.label != RDV_STOP {
         if n == warmup {
@@ -393,7 +390,8 @@ fn rdv_server(ep: &Rendezvous, warmup: u64, t: Duration) -> Result<Measured, Str
         }
         let seq = touch_words(&m.words);
         let reply = Envelope::new(PONG, &vec![seq; m.words.len().max(1)]);
-        m = reply_and_recv_timeout(ep, &reply, &[ep], t)
+        m = ep
+            .reply_and_recv_timeout(&reply, &[ep], t)
             .map_err(|e| format!("reply_and_recv: {e}"))?
             .1;
         n += 1;

@@ -70,7 +70,7 @@ pub enum RendezvousSendError {
 }
 
 /// A rendezvous receive ([`Rendezvous::recv`](super::Rendezvous::recv) and
-/// its `try_`, `_timeout` and `_into` forms, [`recv_any`](super::recv_any)
+/// its `try_`, `_timeout` and `_into` forms, [`recv_any`](super::Rendezvous::recv_any)
 /// and its forms) failed.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -100,7 +100,7 @@ pub enum RendezvousRecvError {
 }
 
 /// A call ([`Rendezvous::call`](super::Rendezvous::call), `call_timeout`,
-/// [`reply_and_recv`](super::reply_and_recv)) failed: in its send (the
+/// [`reply_and_recv`](super::Rendezvous::reply_and_recv)) failed: in its send (the
 /// request or reply was not delivered) or in its receive (it was, but no
 /// message came back).
 #[non_exhaustive]

@@ -30,17 +30,17 @@
 //! process):
 //!
 //! ```
-//! use zcio::rendezvous::{recv_any, reply_and_recv, Rendezvous, RendezvousListener, Envelope};
+//! use zcio::rendezvous::{Rendezvous, RendezvousListener, Envelope};
 //!
 //! let path = std::env::temp_dir().join(format!("zcio-rdv-doc-{}", std::process::id()));
 //! let listener = RendezvousListener::bind(&path)?;
 //! let server = std::thread::spawn(move || -> Result<(), zcio::rendezvous::RendezvousCallError> {
 //!     let ep = listener.accept().expect("accept");
 //!     // Answer each request [a, b] with [a + b] until the caller hangs up.
-//!     let (_, mut req) = recv_any(&[&ep])?;
+//!     let (_, mut req) = Rendezvous::recv_any(&[&ep])?;
 //!     loop {
 //!         let reply = Envelope::new(req.label, &[req.words[0] + req.words[1]]);
-//!         match reply_and_recv(&ep, &reply, &[&ep]) {
+//!         match ep.reply_and_recv(&reply, &[&ep]) {
 //!             Ok((_, next)) => req = next,
 //!             Err(e) if e.is_disconnected() => return Ok(()),
 //!             Err(e) => return Err(e),
@@ -74,9 +74,6 @@ pub mod slot;
 pub(crate) use crate::sys::fdpass::MAX_FDS;
 pub(crate) use error::IpcFail;
 pub use error::{RendezvousCallError, RendezvousRecvError, RendezvousSendError};
-pub use open_wait::{
-    recv_any, recv_any_timeout, reply_and_recv, reply_and_recv_timeout, try_recv_any,
-};
 pub(crate) use point::Wait;
 pub use point::{Envelope, Rendezvous, RendezvousConfig};
 pub use setup::RendezvousListener;

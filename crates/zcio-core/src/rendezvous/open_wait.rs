@@ -8,39 +8,75 @@ use std::time::{Duration, Instant};
 use super::error::{RendezvousCallError, RendezvousRecvError};
 use super::point::{wait_any, Envelope, Rendezvous, Wait};
 
-/// Open wait: the first message from any of `eps`, as `(index, message)`,
-/// at most the shortest [`recv_timeout`](super::RendezvousConfig::recv_timeout)
-/// among them. Partners that hung up are skipped.
-///
-/// # Errors
-///
-/// `Disconnected` once every partner has hung up (or `eps` is empty),
-/// `TimedOut`, `Protocol`.
-pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Envelope), RendezvousRecvError> {
-    recv_any_with(eps, Wait::For(default_recv_timeout(eps)))
-}
+impl Rendezvous {
+    /// Open wait: the first message from any of `eps`, as `(index, message)`,
+    /// at most the shortest [`recv_timeout`](super::RendezvousConfig::recv_timeout)
+    /// among them. Partners that hung up are skipped.
+    ///
+    /// # Errors
+    ///
+    /// `Disconnected` once every partner has hung up (or `eps` is empty),
+    /// `TimedOut`, `Protocol`.
+    pub fn recv_any(eps: &[&Rendezvous]) -> Result<(usize, Envelope), RendezvousRecvError> {
+        recv_any_with(eps, Wait::For(default_recv_timeout(eps)))
+    }
 
-/// Take a message from the first of `eps` that has one waiting; never
-/// sleeps.
-///
-/// # Errors
-///
-/// `WouldBlock` when none has; `Disconnected` when every partner has hung up;
-/// `Protocol`.
-pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Envelope), RendezvousRecvError> {
-    recv_any_with(eps, Wait::Try)
-}
+    /// Take a message from the first of `eps` that has one waiting; never
+    /// sleeps.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when none has; `Disconnected` when every partner has hung up;
+    /// `Protocol`.
+    pub fn try_recv_any(eps: &[&Rendezvous]) -> Result<(usize, Envelope), RendezvousRecvError> {
+        recv_any_with(eps, Wait::Try)
+    }
 
-/// Open wait for at most `timeout`.
-///
-/// # Errors
-///
-/// As [`recv_any`].
-pub fn recv_any_timeout(
-    eps: &[&Rendezvous],
-    timeout: Duration,
-) -> Result<(usize, Envelope), RendezvousRecvError> {
-    recv_any_with(eps, Wait::For(timeout))
+    /// Open wait for at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rendezvous::recv_any`].
+    pub fn recv_any_timeout(
+        eps: &[&Rendezvous],
+        timeout: Duration,
+    ) -> Result<(usize, Envelope), RendezvousRecvError> {
+        recv_any_with(eps, Wait::For(timeout))
+    }
+
+    /// A server's step: reply to this partner (bounded by its
+    /// [`send_timeout`](super::RendezvousConfig::send_timeout)), then wait for
+    /// the next message from any of `eps` (as [`Rendezvous::recv_any`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Rendezvous::send`] (the reply was not delivered) or [`Rendezvous::recv_any`].
+    pub fn reply_and_recv(
+        &self,
+        reply: &Envelope,
+        eps: &[&Rendezvous],
+    ) -> Result<(usize, Envelope), RendezvousCallError> {
+        self.send(reply)?;
+        Ok(Self::recv_any(eps)?)
+    }
+
+    /// Reply to this partner, then wait for the next message from any of `eps`, both
+    /// within `timeout` in all.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rendezvous::reply_and_recv`].
+    pub fn reply_and_recv_timeout(
+        &self,
+        reply: &Envelope,
+        eps: &[&Rendezvous],
+        timeout: Duration,
+    ) -> Result<(usize, Envelope), RendezvousCallError> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.send_timeout(reply, timeout)?;
+        let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+        Ok(Self::recv_any_timeout(eps, left)?)
+    }
 }
 
 fn recv_any_with(
@@ -57,38 +93,4 @@ fn default_recv_timeout(eps: &[&Rendezvous]) -> Duration {
         .map(|e| e.config().recv_timeout)
         .min()
         .unwrap_or(Duration::ZERO)
-}
-
-/// A server's step: reply to `to` (bounded by its
-/// [`send_timeout`](super::RendezvousConfig::send_timeout)), then wait for
-/// the next message from any of `eps` (as [`recv_any`]).
-///
-/// # Errors
-///
-/// As [`Rendezvous::send`] (the reply was not delivered) or [`recv_any`].
-pub fn reply_and_recv(
-    to: &Rendezvous,
-    reply: &Envelope,
-    eps: &[&Rendezvous],
-) -> Result<(usize, Envelope), RendezvousCallError> {
-    to.send(reply)?;
-    Ok(recv_any(eps)?)
-}
-
-/// Reply to `to`, then wait for the next message from any of `eps`, both
-/// within `timeout` in all.
-///
-/// # Errors
-///
-/// As [`reply_and_recv`].
-pub fn reply_and_recv_timeout(
-    to: &Rendezvous,
-    reply: &Envelope,
-    eps: &[&Rendezvous],
-    timeout: Duration,
-) -> Result<(usize, Envelope), RendezvousCallError> {
-    let deadline = Instant::now().checked_add(timeout);
-    to.send_timeout(reply, timeout)?;
-    let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
-    Ok(recv_any_timeout(eps, left)?)
 }

@@ -625,9 +625,7 @@ impl Rendezvous {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{
-        recv_any, recv_any_timeout, reply_and_recv_timeout, try_recv_any, RendezvousListener,
-    };
+    use super::super::RendezvousListener;
     use super::*;
     use crate::segment::{AccessPolicy, ConnectError};
     use crate::sys::memfd;
@@ -659,10 +657,10 @@ mod tests {
         });
         let s = l.accept().unwrap();
         assert_eq!(s.peer().pid, std::process::id() as i32);
-        let (_, mut m) = recv_any(&[&s]).unwrap();
+        let (_, mut m) = Rendezvous::recv_any(&[&s]).unwrap();
         for _ in 0..199 {
             let reply = Envelope::new(2, &[m.words[0] + m.words[1]]);
-            m = reply_and_recv_timeout(&s, &reply, &[&s], LONG).unwrap().1;
+            m = s.reply_and_recv_timeout(&reply, &[&s], LONG).unwrap().1;
         }
         s.send(&Envelope::new(2, &[m.words[0] + m.words[1]]))
             .unwrap();
@@ -691,7 +689,7 @@ mod tests {
         assert_eq!(c.try_send(&one), Err(RendezvousSendError::WouldBlock));
         assert_eq!(s.try_recv().unwrap_err(), RendezvousRecvError::WouldBlock);
         assert_eq!(
-            try_recv_any(&[&s]).unwrap_err(),
+            Rendezvous::try_recv_any(&[&s]).unwrap_err(),
             RendezvousRecvError::WouldBlock
         );
         assert_eq!(
@@ -699,7 +697,7 @@ mod tests {
             RendezvousRecvError::TimedOut
         );
         assert_eq!(
-            recv_any_timeout(&[&s], Duration::from_millis(5)).unwrap_err(),
+            Rendezvous::recv_any_timeout(&[&s], Duration::from_millis(5)).unwrap_err(),
             RendezvousRecvError::TimedOut
         );
         assert_eq!(

@@ -39,13 +39,13 @@
 //! [`TypedError::TagMismatch`] ("message carries type X (size a, align b),
 //! expected Y …") instead of being read as garbage that happens to fit.
 //!
-//! The tag's layout (`#[repr(C)]`, [`TAG_LEN`] = 128 bytes, integers
+//! The tag's layout (`#[repr(C)]`, [`Tag::LEN`] = 128 bytes, integers
 //! little-endian and unaligned; `docs/typed-messages.md` explains it):
 //!
 //! | offset | size | field | value |
 //! |---|---|---|---|
-//! | 0 | 8 | `magic` | `b"ZCIOTYPE"` ([`TAG_MAGIC`]) |
-//! | 8 | 2 | `version` | 1 ([`TAG_VERSION`]) |
+//! | 0 | 8 | `magic` | `b"ZCIOTYPE"` ([`Tag::MAGIC`]) |
+//! | 8 | 2 | `version` | 1 ([`Tag::VERSION`]) |
 //! | 10 | 2 | `flags` | bit 0: the type ends in a slice; no other bit may be set |
 //! | 12 | 4 | `offset` | where the payload starts, from the tag's first byte: 128, or the type's alignment if larger |
 //! | 16 | 8 | `size` | `size_of::<T>()`; for a type ending in a slice, its size with no elements |
@@ -100,6 +100,6 @@ mod type_info;
 mod write;
 
 pub use error::TypedError;
-pub use tag::{RuntimeShape, Tag, TAG_LEN, TAG_MAGIC, TAG_VERSION};
+pub use tag::{RuntimeShape, Tag};
 pub use type_info::TypeInfo;
 pub use write::TypedBuf;

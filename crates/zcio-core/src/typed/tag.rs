@@ -16,11 +16,11 @@ use crate::typed::type_info::TypeInfo;
 use crate::typed::TypedError;
 
 /// Length of the type tag in bytes.
-pub const TAG_LEN: usize = 128;
+pub(crate) const TAG_LEN: usize = 128;
 /// The first eight bytes of every type tag.
-pub const TAG_MAGIC: [u8; 8] = *b"ZCIOTYPE";
+const TAG_MAGIC: [u8; 8] = *b"ZCIOTYPE";
 /// The tag layout this build writes and reads.
-pub const TAG_VERSION: u16 = 1;
+const TAG_VERSION: u16 = 1;
 
 /// Bytes of the name kept in the tag (the hash covers all of it).
 const NAME_BYTES: usize = 72;
@@ -53,6 +53,13 @@ pub struct Tag {
 }
 
 impl Tag {
+    /// Length of the type tag in bytes.
+    pub const LEN: usize = TAG_LEN;
+    /// The first eight bytes of every type tag.
+    pub const MAGIC: [u8; 8] = TAG_MAGIC;
+    /// The tag layout this build writes and reads.
+    pub const VERSION: u16 = TAG_VERSION;
+
     /// A tag with a name and a schema version of your choosing.
     pub fn new(name: impl Into<Cow<'static, str>>, schema: u32) -> Self {
         Self {

@@ -19,7 +19,7 @@
 
 use crate::input::{record, Unstructured};
 use crate::msgs;
-use zcio::typed::{RuntimeShape, Tag, TypedError, TAG_LEN};
+use zcio::typed::{RuntimeShape, Tag, TypedError};
 use zcio::Msg;
 use zerocopy::{FromZeros, Immutable, IntoBytes, KnownLayout};
 
@@ -151,7 +151,7 @@ pub fn run(data: &[u8]) {
 fn tag_verdict(bytes: &[u8], tag: Option<&Tag>, shape: RuntimeShape) -> Result<usize, TypedError> {
     match tag {
         None => Ok(0),
-        Some(t) => t.check(&bytes[..bytes.len().min(TAG_LEN)], bytes.len(), shape),
+        Some(t) => t.check(&bytes[..bytes.len().min(Tag::LEN)], bytes.len(), shape),
     }
 }
 
@@ -396,13 +396,13 @@ fn tags(b: &[u8]) {
         assert!(shape.elem_size == Some(0), "a valid shape refused");
         return;
     };
-    assert_eq!(enc.len(), TAG_LEN.max(shape.align));
+    assert_eq!(enc.len(), Tag::LEN.max(shape.align));
     let len = enc.len() + usize::from(extra);
-    assert_eq!(tag.check(&enc[..TAG_LEN], len, shape), Ok(enc.len()));
+    assert_eq!(tag.check(&enc[..Tag::LEN], len, shape), Ok(enc.len()));
     // Another schema or another layout is a mismatch, never a pass.
     let other = Tag::new(name, schema.wrapping_add(1));
     assert!(matches!(
-        other.check(&enc[..TAG_LEN], len, shape),
+        other.check(&enc[..Tag::LEN], len, shape),
         Err(TypedError::TagMismatch { .. })
     ));
     let wider = RuntimeShape {
@@ -410,7 +410,7 @@ fn tags(b: &[u8]) {
         ..shape
     };
     assert!(matches!(
-        tag.check(&enc[..TAG_LEN], len, wider),
+        tag.check(&enc[..Tag::LEN], len, wider),
         Err(TypedError::TagMismatch { .. })
     ));
     // The tag's own bytes, read as a message.
