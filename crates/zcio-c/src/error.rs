@@ -299,11 +299,12 @@ mod tests {
 
     #[test]
     fn spec_errors_keep_the_os_errno() {
-        let e = zcio::splice::open_spec("/nonexistent/zcio-c-test", zcio::splice::Role::Source)
-            .err()
-            .unwrap();
+        let e =
+            zcio::splice::IoObject::open("/nonexistent/zcio-c-test", zcio::splice::Role::Source)
+                .err()
+                .unwrap();
         assert_eq!(code_of(&e.clone().into()), libc::ENOENT, "{e}");
-        let e = zcio::splice::open_spec("fd:x", zcio::splice::Role::Source)
+        let e = zcio::splice::IoObject::open("fd:x", zcio::splice::Role::Source)
             .err()
             .unwrap();
         assert_eq!(code_of(&e.clone().into()), libc::EINVAL, "{e}");

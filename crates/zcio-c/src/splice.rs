@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError};
 use std::time::Duration;
 
 use zcio::splice::module::Registry;
-use zcio::splice::open_pair;
 use zcio::splice::{
     Association, Completion, Increment, IoObject, MoverKind, Next, Remote, SpliceError, Status,
 };
@@ -342,7 +341,7 @@ pub unsafe extern "C" fn zcio_splice_specs(
             (Ok(s), Ok(d)) => (s, d),
             (Err(e), _) | (_, Err(e)) => return e,
         };
-        let r = open_pair(src, dst).and_then(|(s, d)| Association::new(s, d));
+        let r = IoObject::open_pair(src, dst).and_then(|(s, d)| Association::new(s, d));
         match r {
             // SAFETY: non-NULL and writable (contract).
             Ok(a) => unsafe { hand_out(a, out) },
@@ -956,7 +955,7 @@ pub unsafe extern "C" fn zcio_cp(
             }
         }
         let r = (|| {
-            let (source, sink) = open_pair(src, dst)?;
+            let (source, sink) = IoObject::open_pair(src, dst)?;
             let mut a = Association::new(source, sink)?;
             for m in stack {
                 a.push(m)?;

@@ -11,7 +11,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use zcio::semantics::calibrate::{self, Calibration, Opts};
-use zcio::semantics::cost::{calibration_path, CostModel, Op, Sem, Source, Thresholds};
+use zcio::semantics::cost::{CostModel, Op, Source, Thresholds};
+use zcio::semantics::Semantics;
 use zcio_fmt::size;
 
 use crate::usage;
@@ -82,7 +83,7 @@ pub fn run(a: CalibrateArgs) -> Result<i32> {
         }
         return emit(&o);
     }
-    let path = match a.output.clone().or_else(calibration_path) {
+    let path = match a.output.clone().or_else(CostModel::calibration_path) {
         Some(p) => p,
         None => {
             return Err(usage(
@@ -130,7 +131,7 @@ pub fn run(a: CalibrateArgs) -> Result<i32> {
             wl!(o, "note: {n}");
         }
         wl!(o, "\nwrote {}", path.display());
-        if calibration_path().as_deref() != Some(path.as_path()) {
+        if CostModel::calibration_path().as_deref() != Some(path.as_path()) {
             wl!(
                 o,
                 "the library reads it with ZCIO_CALIBRATION={}",
@@ -252,7 +253,7 @@ fn print_model(o: &mut String, m: &CostModel, cal: Option<&Calibration>) {
         w!(o, " {:>10}", size(s));
     }
     o.push('\n');
-    for sem in Sem::ALL {
+    for sem in Semantics::ALL {
         w!(o, "  {:<20}", sem.name());
         for s in sizes {
             w!(o, " {:>10}", zcio_fmt::ns(m.predict(sem, s, true)));
@@ -365,7 +366,7 @@ fn model_json(m: &CostModel) -> Value {
         })
         .collect();
     let sizes = [64usize, 4 << 10, 64 << 10, 1 << 20, 16 << 20];
-    let predictions: Vec<Value> = Sem::ALL
+    let predictions: Vec<Value> = Semantics::ALL
         .into_iter()
         .flat_map(|sem| {
             sizes.into_iter().flat_map(move |s| {

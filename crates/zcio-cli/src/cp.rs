@@ -99,12 +99,12 @@ pub fn run(a: CpArgs) -> Result<i32> {
     if let Some(j) = &a.json {
         summary_dir_exists(j)?;
     }
-    let src = splice::open_spec(&a.src, Role::Source).context("source")?;
+    let src = splice::IoObject::open(&a.src, Role::Source).context("source")?;
     let total = src.size();
     // Into a directory under the source's name; a path is truncated only
     // once the association has checked it is not the source.
-    let dst =
-        splice::open_spec(&splice::sink_for(&a.src, &a.dst), Role::Sink).context("destination")?;
+    let dst = splice::IoObject::open(&splice::Spec::sink_for(&a.src, &a.dst), Role::Sink)
+        .context("destination")?;
     if let Some(j) = &a.json {
         summary_is_not(j, &[&src, &dst])?;
     }

@@ -118,7 +118,7 @@ fn garbled_or_missing_files_fall_back_to_builtin() {
     let (shown, _) = show(&dir.0, None);
     let mut file = serde_json::json!({
         "format": "zcio-calibration",
-        "version": zcio::semantics::cost::FORMAT_VERSION,
+        "version": zcio::semantics::cost::CostModel::FORMAT_VERSION,
         "created_unix": 0,
         "quick": false,
         "fingerprint": shown["fingerprint"],

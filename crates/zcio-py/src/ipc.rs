@@ -715,12 +715,14 @@ pub fn recv_any(
         py.detach(|| rdv::Rendezvous::try_recv_any(&refs)).map(Some)
     } else {
         let r = &refs;
-        match blocking(py, Deadline::new(t), |slice| {
-            match rdv::Rendezvous::recv_any_timeout(r, slice) {
+        match blocking(
+            py,
+            Deadline::new(t),
+            |slice| match rdv::Rendezvous::recv_any_timeout(r, slice) {
                 Err(rdv::RendezvousRecvError::TimedOut) => None,
                 x => Some(x),
-            }
-        })? {
+            },
+        )? {
             Some(x) => x.map(Some),
             None => Ok(None),
         }

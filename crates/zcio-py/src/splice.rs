@@ -22,11 +22,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use zcio::splice::module::Registry;
-use zcio::splice::{open_spec, sink_for, Role};
 use zcio::splice::{
     Association as RsAssociation, Completion as RsCompletion, Increment, IoObject, MoverKind, Next,
     Remote, SpliceError as RsSpliceError, Status as RsStatus,
 };
+use zcio::splice::{Role, Spec};
 
 use crate::errors;
 use crate::wait::{blocking, Deadline, Timeout};
@@ -281,11 +281,11 @@ fn endpoint(
     };
     // A sink directory takes the source file's name (as `cp FILE DIR`).
     let spec = match source_spec {
-        Some(src) if role == Role::Sink => sink_for(src, &spec).into_owned(),
+        Some(src) if role == Role::Sink => Spec::sink_for(src, &spec).into_owned(),
         _ => spec,
     };
     // Connecting or accepting may take a while: without the GIL.
-    py.detach(|| open_spec(&spec, role))
+    py.detach(|| IoObject::open(&spec, role))
         .map_err(|e| errors::raise(py, e))
 }
 

@@ -34,7 +34,7 @@ impl Linear {
         self.a_ns_per_byte * bytes as f64 + self.b_ns
     }
 
-    /// [`fit`] as an associated function.
+    /// The least-squares line through `samples` (bytes, ns): see [`fit`].
     pub fn fit(samples: &[(usize, f64)]) -> Linear {
         fit(samples)
     }
@@ -49,7 +49,7 @@ impl Linear {
 /// copyin shows) by the fit through the origin (intercept 0). Fewer than
 /// two distinct sizes give the constant fit. Non-finite samples are
 /// skipped; no samples give [`Linear::ZERO`].
-pub fn fit(samples: &[(usize, f64)]) -> Linear {
+pub(crate) fn fit(samples: &[(usize, f64)]) -> Linear {
     clamped(&points(samples))
 }
 
@@ -184,6 +184,12 @@ impl From<Linear> for Curve {
 }
 
 impl Curve {
+    /// A line, or two lines with a knot where the per-byte cost changes,
+    /// through `samples` (bytes, ns): see [`fit_curve`].
+    pub fn fit(samples: &[(usize, f64)]) -> Curve {
+        fit_curve(samples)
+    }
+
     /// One line everywhere.
     pub const fn linear(line: Linear) -> Curve {
         Curve { line, above: None }
@@ -226,7 +232,7 @@ const KNOT_MIN_SIZES: usize = 5;
 /// judging the knot by relative residuals gives every size a say. The
 /// knot sits where the two lines cross when that lies between the
 /// neighbouring sizes (no jump in cost there), else at the shared size.
-pub fn fit_curve(samples: &[(usize, f64)]) -> Curve {
+pub(crate) fn fit_curve(samples: &[(usize, f64)]) -> Curve {
     let mut pts: Vec<(usize, f64)> = samples
         .iter()
         .copied()

@@ -41,7 +41,7 @@ pub use completions::Completions;
 pub use error::SpliceError;
 pub use io_object::{Attrs, IoObject, Kind};
 pub use mover_kind::MoverKind;
-pub use spec::{cp, is_path, open_pair, open_spec, sink_for, Role, Spec};
+pub use spec::{cp, Role, Spec};
 
 /// Associate `src` with `sink`: `splice(src, sink)` of the thesis.
 pub fn splice(src: IoObject, sink: IoObject) -> Result<Association, SpliceError> {

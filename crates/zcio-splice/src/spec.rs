@@ -71,6 +71,18 @@ pub enum Spec {
 }
 
 impl Spec {
+    /// Whether `spec` names a file system path (no `-`, `fd:`, `tcp:`, … prefix).
+    pub fn is_path(spec: &str) -> bool {
+        is_path(spec)
+    }
+
+    /// The sink spec `cp` uses for `dst`: when `dst` is an existing directory
+    /// and `src` a path, the source's file name inside it (as `cp FILE DIR`
+    /// does); otherwise `dst` unchanged.
+    pub fn sink_for(src: &str, dst: &str) -> std::borrow::Cow<'static, str> {
+        sink_for(src, dst)
+    }
+
     /// Parse `spec`; the one parser of specs ([`open_spec`]
     /// opens what it returns).
     pub fn parse(spec: &str) -> Result<Self, SpliceError> {
@@ -193,12 +205,12 @@ impl std::fmt::Display for Spec {
 
 /// Open the I/O object `spec` names (see the [module docs](self)):
 /// [`Spec::parse`], then open it.
-pub fn open_spec(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
+pub(crate) fn open_spec(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
     Spec::parse(spec)?.open_as(spec, role)
 }
 
 /// Whether `spec` names a file system path (no `-`, `fd:`, `tcp:`, … prefix).
-pub fn is_path(spec: &str) -> bool {
+pub(crate) fn is_path(spec: &str) -> bool {
     const PREFIXES: [&str; 6] = ["fd:", "tcp:", "tcp-listen:", "udp:", "unix:", "ring:"];
     !spec.is_empty() && spec != "-" && !PREFIXES.iter().any(|p| spec.starts_with(p))
 }
@@ -206,7 +218,7 @@ pub fn is_path(spec: &str) -> bool {
 /// The sink spec `cp` uses for `dst`: when `dst` is an existing directory
 /// and `src` a path, the source's file name inside it (as `cp FILE DIR`
 /// does); otherwise `dst` unchanged.
-pub fn sink_for(src: &str, dst: &str) -> std::borrow::Cow<'static, str> {
+pub(crate) fn sink_for(src: &str, dst: &str) -> std::borrow::Cow<'static, str> {
     let into_dir = is_path(src) && is_path(dst) && std::path::Path::new(dst).is_dir();
     match std::path::Path::new(src).file_name() {
         Some(name) if into_dir => std::path::Path::new(dst)
@@ -220,7 +232,7 @@ pub fn sink_for(src: &str, dst: &str) -> std::borrow::Cow<'static, str> {
 
 /// Open the source `src`, then the sink for it (see [`sink_for`]): the
 /// pair `cp` and the frontends associate.
-pub fn open_pair(src: &str, dst: &str) -> Result<(IoObject, IoObject), SpliceError> {
+pub(crate) fn open_pair(src: &str, dst: &str) -> Result<(IoObject, IoObject), SpliceError> {
     let source = open_spec(src, Role::Source)?;
     let sink = open_spec(&sink_for(src, dst), Role::Sink)?;
     Ok((source, sink))
@@ -263,6 +275,21 @@ pub fn cp(src: &str, dst: &str, modules: &[&str]) -> Result<Status, SpliceError>
         return Err(e);
     }
     Ok(a.close())
+}
+
+impl IoObject {
+    /// Open the I/O object `spec` names (a path, `-`, `fd:N`, `tcp:`,
+    /// `tcp-listen:`, `udp:`, `unix:`, `ring:`; see [`Spec`]) as `role`:
+    /// [`Spec::parse`], then open it.
+    pub fn open(spec: &str, role: Role) -> Result<IoObject, SpliceError> {
+        open_spec(spec, role)
+    }
+
+    /// Open the source `src`, then the sink for it ([`Spec::sink_for`]): the
+    /// pair `cp` and the frontends associate.
+    pub fn open_pair(src: &str, dst: &str) -> Result<(IoObject, IoObject), SpliceError> {
+        open_pair(src, dst)
+    }
 }
 
 #[cfg(test)]

@@ -388,7 +388,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
 /// least-squares lines through (size, one-way latency) and (size, model
 /// latency) over the aligned sizes ≥ 64 KiB.
 fn slope_target(rows: &[Row]) -> Target {
-    use zcio::semantics::cost::fit;
+    use zcio::semantics::cost::Linear;
     let mut figs = Vec::new();
     let mut met = None;
     for sem in zcio::semantics::Semantics::ALL {
@@ -405,7 +405,10 @@ fn slope_target(rows: &[Row]) -> Target {
         if measured.len() < 2 || model.len() != measured.len() {
             continue;
         }
-        let (a_meas, a_model) = (fit(&measured).a_ns_per_byte, fit(&model).a_ns_per_byte);
+        let (a_meas, a_model) = (
+            Linear::fit(&measured).a_ns_per_byte,
+            Linear::fit(&model).a_ns_per_byte,
+        );
         let err = (a_model - a_meas).abs() / a_meas.max(1e-12);
         met = Some(met.unwrap_or(true) && err <= 0.15);
         figs.push(format!(

@@ -22,7 +22,8 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use zcio::semantics::cost::{CostModel, Fingerprint, FitQuality, Linear, Op, Sem};
+use zcio::semantics::cost::{CostModel, Fingerprint, FitQuality, Linear, Op};
+use zcio::semantics::Semantics;
 use zcio::semantics::Policy;
 
 /// What the input writes for this machine's fingerprint.
@@ -94,7 +95,7 @@ fn accepted(m: &CostModel) {
         }
     }
     for b in sizes(0) {
-        for sem in Sem::ALL {
+        for sem in Semantics::ALL {
             for aligned in [true, false] {
                 let p = m.predict(sem, b, aligned);
                 assert!(p.is_finite(), "{sem:?} of {b} bytes predicted {p}");

@@ -1,18 +1,18 @@
 //! Endpoint specs as `zcio cp SRC DST`, the C API's `zcio_cp` and the
 //! Python package's `cp` take them (`-`, `fd:N`, `tcp:HOST:PORT`,
 //! `tcp-listen:…`, `udp:…`, `unix:PATH`, `ring:NAME`, a path): one string
-//! through `zcio::splice::Spec::parse`, the parsing half of `open_spec`
+//! through `zcio::splice::Spec::parse`, the parsing half of `IoObject::open`
 //! (the opening half is not driven: it would connect to whatever address
-//! the input names), and `is_path`; a ring name through
+//! the input names), and `Spec::is_path`; a ring name through
 //! `zcio::ring::ring_path`.
 //!
 //! Invariant: no panic; a parsed spec prints (`Display`) as a spec that
-//! parses to the same value (parse(format(x)) == x); `is_path` says "path"
+//! parses to the same value (parse(format(x)) == x); `Spec::is_path` says "path"
 //! exactly for the specs that parse as one; a descriptor number is not
 //! negative; a ring name that has a path names a file directly inside the
 //! ring directory (no name reaches outside it).
 
-use zcio::splice::{is_path, Spec};
+use zcio::splice::Spec;
 
 /// The input is the spec (UTF-8; other inputs are skipped).
 pub fn run(data: &[u8]) {
@@ -21,7 +21,7 @@ pub fn run(data: &[u8]) {
     };
     let parsed = Spec::parse(s);
     assert_eq!(
-        is_path(s),
+        Spec::is_path(s),
         matches!(parsed, Ok(Spec::Path(_))),
         "is_path and parse disagree on {s:?}"
     );

@@ -48,7 +48,7 @@ pub struct SaveError {
 }
 
 /// The calibration file format version this library reads and writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub(crate) const FORMAT_VERSION: u32 = 4;
 const FORMAT_TAG: &str = "zcio-calibration";
 /// No calibration file is larger (16 ops of a few numbers each).
 const MAX_FILE: u64 = 64 << 10;
@@ -61,6 +61,16 @@ const MAX_SAMPLES: u32 = 1 << 20;
 const MAX_KNOT: u64 = 1 << 40;
 
 impl CostModel {
+    /// The calibration file format version this library reads and writes.
+    pub const FORMAT_VERSION: u32 = FORMAT_VERSION;
+
+    /// Where the calibration file is: `$ZCIO_CALIBRATION`, else
+    /// `$XDG_CONFIG_HOME/zcio/calibration.json`, else
+    /// `~/.config/zcio/calibration.json`; `None` without any of these.
+    pub fn calibration_path() -> Option<PathBuf> {
+        calibration_path()
+    }
+
     /// The file `zcio calibrate` writes and [`CostModel::load`] reads.
     pub fn default_path() -> Option<PathBuf> {
         calibration_path()
@@ -290,7 +300,7 @@ impl CostModel {
 /// Where the calibration file is: `$ZCIO_CALIBRATION`, else
 /// `$XDG_CONFIG_HOME/zcio/calibration.json`, else
 /// `~/.config/zcio/calibration.json`; `None` without any of these.
-pub fn calibration_path() -> Option<PathBuf> {
+pub(crate) fn calibration_path() -> Option<PathBuf> {
     if let Some(p) = env_path("ZCIO_CALIBRATION") {
         return Some(p);
     }

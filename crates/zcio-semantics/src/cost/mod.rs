@@ -46,14 +46,16 @@ mod model;
 mod op;
 mod thresholds;
 
-pub use super::fit::{fit, fit_curve, Above, Curve, FitQuality, Linear};
+pub(crate) use super::fit::fit_curve;
+pub use super::fit::{Above, Curve, FitQuality, Linear};
 #[cfg(feature = "calibration")]
-pub use file::{calibration_path, LoadError, SaveError, FORMAT_VERSION};
+pub use file::{LoadError, SaveError};
 pub use fingerprint::Fingerprint;
-pub use model::{CostModel, Source, MIN_GAIN};
+pub(crate) use model::MIN_GAIN;
+pub use model::{CostModel, Source};
 pub use op::Op;
 pub(crate) use thresholds::rewrite_tolerance;
 pub use thresholds::{RewriteBand, Secured, SecuredBand, Thresholds};
 
 /// The eight semantics, as the model names them (the layer's own enum).
-pub use super::Semantics as Sem;
+pub(crate) use super::Semantics as Sem;

@@ -40,7 +40,7 @@ impl Source {
 /// a smaller predicted gain is as likely a loss (measured: emulated copy
 /// chosen from 768 KiB, with a predicted gain of a few percent at 1 MiB,
 /// streamed 30% slower than copy there).
-pub const MIN_GAIN: f64 = 0.10;
+pub(crate) const MIN_GAIN: f64 = 0.10;
 
 /// The costs of the primitive operations on one machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,6 +122,10 @@ const BUILTIN: [(Op, f64, f64, BuiltinKnot); 16] = [
 ];
 
 impl CostModel {
+    /// The least predicted gain over copying for which a decision takes
+    /// another mechanism (10%).
+    pub const MIN_GAIN: f64 = MIN_GAIN;
+
     /// The built-in defaults (see the constants in this file's source:
     /// a full `zcio calibrate` on the project's machine). Every operation
     /// has a line. Reads no file.
