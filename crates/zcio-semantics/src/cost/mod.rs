@@ -24,11 +24,12 @@
 //! (`current.rs`).
 //!
 //! ```
-//! use zcio::semantics::cost::{CostModel, Op, Sem};
+//! use zcio::semantics::cost::{CostModel, Op};
+//! use zcio::semantics::Semantics;
 //!
 //! let m = CostModel::builtin();
-//! let copy = m.predict(Sem::Copy, 16 << 20, true);
-//! let ec = m.predict(Sem::EmulatedCopy, 16 << 20, true);
+//! let copy = m.predict(Semantics::Copy, 16 << 20, true);
+//! let ec = m.predict(Semantics::EmulatedCopy, 16 << 20, true);
 //! assert!(ec < copy, "write protection beats the sender's copy of 16 MiB");
 //! assert!(m.line(Op::CopyIn).unwrap().a_ns_per_byte > 0.0);
 //! let t = m.thresholds();
