@@ -45,6 +45,14 @@ pub const DEFAULT_INCREMENT: u64 = 4 << 20;
 /// The most one step moves (the latency of `stop`).
 pub const STEP: u64 = 1 << 20;
 
+/// The bound on the default wait for a completion (one hour): C's
+/// `zcio_assoc_wait` with a negative timeout, Python's
+/// `Association.wait()` and `Completions::next` (feature `tokio`) wait at
+/// most this long, so an increment whose source never delivers
+/// does not hold its waiter for good. ([`Association::wait`] takes its
+/// timeout; `Duration::MAX` waits without a bound.)
+pub const WAIT_BOUND: Duration = Duration::from_secs(3600);
+
 impl Increment {
     fn limit(self) -> Option<u64> {
         match self {
@@ -303,7 +311,10 @@ impl Association {
         self.shared.request_stop();
     }
 
-    /// Wait up to `timeout` for the next asynchronous completion.
+    /// Wait up to `timeout` for the next asynchronous completion
+    /// (`Duration::MAX`: without a bound; [`WAIT_BOUND`] is the bound of
+    /// the frontends' default wait). `None` when none came in time, or
+    /// when no increment is running or queued.
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
         self.shared.wait(timeout)
     }

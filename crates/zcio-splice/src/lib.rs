@@ -35,7 +35,7 @@ mod mover;
 mod spec;
 
 pub use association::{
-    Association, Completion, Increment, Next, Remote, Status, DEFAULT_INCREMENT, STEP,
+    Association, Completion, Increment, Next, Remote, Status, DEFAULT_INCREMENT, STEP, WAIT_BOUND,
 };
 #[cfg(feature = "tokio")]
 pub use completions::Completions;

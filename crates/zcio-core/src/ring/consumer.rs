@@ -109,6 +109,8 @@ pub struct Consumer {
     /// How long a read spins before it sleeps (the process's
     /// [`SpinPolicy`], adapted to this consumer's waits).
     spin: SpinBudget,
+    /// What [`Wait::Default`] waits at most ([`Consumer::wait_bound`]).
+    bound: Duration,
     /// Set by [`Consumer::auto_doorbell`]: a non-blocking read or peek that
     /// finds nothing re-arms the doorbell itself (`ring::evented`).
     pub(crate) auto_arm: bool,
@@ -182,6 +184,7 @@ impl Consumer {
             stats: ConsumerStats::default(),
             drops_at_join,
             spin: SpinPolicy::current().budget(),
+            bound: super::DEFAULT_READ_BOUND,
             map,
             auto_arm: false,
             bell: None,
@@ -261,6 +264,21 @@ impl Consumer {
     /// The ring.
     pub fn ring(&self) -> &Arc<RingMap> {
         &self.map
+    }
+
+    /// How long a read or peek waits for a block by default
+    /// ([`Consumer::read`], [`Consumer::peek`], [`Wait::Default`], the
+    /// async reads, and the default waits of the C and Python frontends):
+    /// [`DEFAULT_READ_BOUND`](super::DEFAULT_READ_BOUND) (one hour) unless
+    /// set.
+    pub fn wait_bound(&self) -> Duration {
+        self.bound
+    }
+
+    /// Set [`Consumer::wait_bound`] for this consumer (`Duration::MAX`:
+    /// wait without a bound, for a producer you trust).
+    pub fn set_wait_bound(&mut self, bound: Duration) {
+        self.bound = bound;
     }
 
     /// The ring's geometry.
@@ -589,6 +607,7 @@ impl Consumer {
     /// The next valid block (skipping lapped data), or `None` at end of
     /// stream.
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
+        let wait = wait.resolve(self.bound);
         self.peek_gen = self.peek_gen.wrapping_add(1);
         let mut backoff: Option<Backoff> = None;
         let mut slept = false;
@@ -711,6 +730,8 @@ impl Consumer {
     }
 
     fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<usize, ReadError> {
+        // One deadline for every round.
+        let wait = wait.resolve(self.bound);
         let mut rounds = 0u32;
         loop {
             // Every round moves the cursor forward, but a hostile producer
@@ -745,10 +766,11 @@ impl Consumer {
     }
 
     /// Copy the next block (continuous rings: up to `buf.len()` bytes) into
-    /// `buf`, waiting for data. `Ok(0)` is end of stream (the producer
-    /// closed the ring and everything was read).
+    /// `buf`, waiting for data at most [`Consumer::wait_bound`] (one hour
+    /// unless set; `TimedOut` after it). `Ok(0)` is end of stream (the
+    /// producer closed the ring and everything was read).
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        self.read_with(buf, Wait::Forever)
+        self.read_with(buf, Wait::Default)
     }
 
     /// Like [`Self::read`] but never waits (`WouldBlock`; after
@@ -763,15 +785,17 @@ impl Consumer {
         }
     }
 
-    /// Like [`Self::read`], waiting at most `timeout`.
+    /// Like [`Self::read`], waiting at most `timeout` (`Duration::MAX`:
+    /// without a bound).
     pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, ReadError> {
-        self.read_with(buf, Wait::Until(Instant::now() + timeout))
+        self.read_with(buf, Wait::within(timeout))
     }
 
     /// Borrow the next block in place (continuous rings: up to `max`
-    /// bytes), waiting for data. `Ok(None)` is end of stream.
+    /// bytes), waiting for data at most [`Consumer::wait_bound`] (one hour
+    /// unless set; `TimedOut` after it). `Ok(None)` is end of stream.
     pub fn peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
-        self.peek_with(max, Wait::Forever)
+        self.peek_with(max, Wait::Default)
     }
 
     /// Like [`Self::peek`] but never waits (`WouldBlock`; after
@@ -793,13 +817,14 @@ impl Consumer {
         }
     }
 
-    /// Like [`Self::peek`], waiting at most `timeout`.
+    /// Like [`Self::peek`], waiting at most `timeout` (`Duration::MAX`:
+    /// without a bound).
     pub fn peek_timeout(
         &mut self,
         max: usize,
         timeout: Duration,
     ) -> Result<Option<Peek<'_>>, ReadError> {
-        self.peek_with(max, Wait::Until(Instant::now() + timeout))
+        self.peek_with(max, Wait::within(timeout))
     }
 
     fn peek_with(&mut self, max: usize, wait: Wait) -> Result<Option<Peek<'_>>, ReadError> {
