@@ -31,9 +31,13 @@
  *  - Handles are opaque. Every handle you get through an out-parameter is yours until
  *    you pass it to its close/free/release call (which accept NULL) or, for a buffer,
  *    until zcio_send succeeds. On failure an out-parameter is left untouched.
- *  - Timeouts are in milliseconds: 0 does not wait (-EAGAIN), > 0 waits at most that
- *    long (-ETIMEDOUT), < 0 waits as long as the call's bound allows (see each call:
- *    channel waits are always bounded; a dead peer always ends a wait).
+ *  - Timeouts are in milliseconds: < 0 (ZCIO_TIMEOUT_DEFAULT) waits up to the bound
+ *    the call's configuration sets (-ETIMEDOUT after it; each call names its bound:
+ *    zcio_channel_config for channels, 10 s to write a ring and one hour to read one,
+ *    10 s for a pool), 0 does not wait (-EAGAIN), > 0 waits at most that long
+ *    (-ETIMEDOUT), ZCIO_TIMEOUT_INFINITE (INT_MAX) waits without a bound (only for
+ *    peers you trust). A peer that never answers holds no default wait for good, and
+ *    a dead peer always ends a wait.
  *  - Threads: a zcio_ring and a zcio_buf are used by one thread at a time (they may move
  *    between threads); channels, pools and messages are thread-safe.
  *
@@ -55,6 +59,23 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/**
+ * A `timeout_ms` that asks for the default wait (any negative value
+ * does): up to the bound the call's configuration sets — a channel's
+ * `zcio_channel_config` (10 s to send, one hour to receive or accept by
+ * default), a ring end's bound (10 s to write, one hour to read), a
+ * pool's 10 s; each call names its bound. `-ETIMEDOUT` after it.
+ */
+#define ZCIO_TIMEOUT_DEFAULT -1
+
+/**
+ * A `timeout_ms` (or a bound in `zcio_channel_config`) that waits without
+ * a bound: as long as it takes (`INT_MAX`; a dead peer still ends the
+ * wait). Only for peers you trust: a live peer that never answers then
+ * holds the caller for good.
+ */
+#define ZCIO_TIMEOUT_INFINITE INT32_MAX
 
 /**
  * Lowest zcio-specific error code (above every errno, which stop at 4095).
@@ -487,6 +508,39 @@ typedef struct zcio_huge_pages {
 } zcio_huge_pages;
 
 /**
+ * The bounds of a channel's default waits, in milliseconds, for
+ * `zcio_listen_with` (every channel the listener accepts) and
+ * `zcio_connect_with`. Fill it with `zcio_channel_config_init` (the
+ * defaults), then change what you need. Each bound is > 0, or
+ * `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust).
+ */
+typedef struct zcio_channel_config {
+    /**
+     * What a sending call waits with `timeout_ms` < 0: `zcio_send`,
+     * `zcio_sendv`, `zcio_send_bytes`, `zcio_forward`, `zcio_send_typed`,
+     * `zcio_lane_loan`, `zcio_lane_send_bytes` (default 10 000: 10 s).
+     */
+    int send_timeout_ms;
+    /**
+     * What a receiving call waits with `timeout_ms` < 0: `zcio_recv`,
+     * `zcio_lane_accept`, `zcio_lane_recv`, and
+     * `zcio_semantic_endpoint_next` on the channel (default 3 600 000:
+     * one hour).
+     */
+    int recv_timeout_ms;
+    /**
+     * The longest the connect handshake takes, on both ends (default
+     * 5 000).
+     */
+    int connect_timeout_ms;
+    /**
+     * What `zcio_accept` waits for a connection with `timeout_ms` < 0
+     * (a listener's bound; default 3 600 000: one hour).
+     */
+    int accept_timeout_ms;
+} zcio_channel_config;
+
+/**
  * Counters of a channel end (`zcio_channel_get_stats`).
  */
 typedef struct zcio_channel_stats {
@@ -907,10 +961,13 @@ const char *zcio_last_error(void);
 int zcio_ring_open(const char *name, int flags, mode_t mode, size_t size, struct zcio_ring **out);
 
 /**
- * Set how long reads, peeks and writes wait: `timeout_ms` < 0 waits as
- * long as it takes (the default; a consumer still notices a producer
- * that died), 0 never waits (`-EAGAIN`, as `ZCIO_O_NONBLOCK`), > 0 waits
- * at most that long (`-ETIMEDOUT`). Returns 0 or `-EINVAL`.
+ * Set how long reads, peeks and writes wait: `timeout_ms` < 0 waits up to
+ * the ring end's bound (the default: 10 s for a producer's writes, one
+ * hour for a consumer's reads and peeks; `-ETIMEDOUT` after it), 0 never
+ * waits (`-EAGAIN`, as `ZCIO_O_NONBLOCK`), > 0 waits at most that long
+ * (`-ETIMEDOUT`), `ZCIO_TIMEOUT_INFINITE` as long as it takes (a consumer
+ * still notices a producer that died, a producer evicts a consumer that
+ * died). Returns 0 or `-EINVAL`.
  *
  * # Safety
  * `ring` is NULL or a live handle, used by one thread at a time.
@@ -921,7 +978,8 @@ int zcio_ring_set_timeout(struct zcio_ring *ring, int timeout_ms);
  * Producer: write `len` bytes from `buf`. A byte-stream ring takes any
  * length (split into pieces of at most half the ring); a block ring
  * (`ZCIO_O_BLOCKS`) stores them as one block of at most `max_block`
- * bytes (`-EMSGSIZE` beyond). Waits for room as the timeout says.
+ * bytes (`-EMSGSIZE` beyond). Waits for room as the timeout says
+ * (`zcio_ring_set_timeout`; by default up to 10 s).
  *
  * Returns the bytes written: all of them, or fewer if a non-blocking or
  * timed write ran out of room after writing some (as `write(2)`).
@@ -938,7 +996,8 @@ ssize_t zcio_ring_write(struct zcio_ring *ring, const void *buf, size_t len);
 /**
  * Consumer: copy the next data into `buf`: up to `len` bytes of a
  * byte-stream ring, or one whole block of a block ring (`-EMSGSIZE` if it
- * does not fit; nothing is consumed then). The copy is made with single
+ * does not fit; nothing is consumed then), waiting as the timeout says
+ * (`zcio_ring_set_timeout`; by default up to one hour). The copy is made with single
  * reads of each byte and kept only if the block was not overwritten
  * meanwhile, so what you get is always intact.
  *
@@ -1106,8 +1165,10 @@ int zcio_ring_doorbell_rang(struct zcio_ring *ring);
 
 /**
  * Producer: wait until at least `n` live consumers are attached, at most
- * `timeout_ms` (< 0: 10 s). Returns how many are attached (possibly fewer
- * than `n` after the timeout), or `-EBADF` for a consumer's handle.
+ * `timeout_ms` (< 0: the producer's bound, 10 s; 0: just count;
+ * `ZCIO_TIMEOUT_INFINITE`: as long as it takes). Returns how many are
+ * attached (possibly fewer than `n` after the timeout), or `-EBADF` for
+ * a consumer's handle.
  * Consumers start at the producer's head, so a producer that must not
  * write before its readers are there calls this first.
  *
@@ -1223,7 +1284,8 @@ int zcio_buf_alloc(struct zcio_pool *pool, size_t len, struct zcio_buf **out);
 /**
  * `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
  * does not wait (`-EAGAIN` when the pool is exhausted), < 0 waits up to
- * 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
+ * the pool's bound, 10 s, > 0 that many milliseconds (`-ETIMEDOUT`),
+ * `ZCIO_TIMEOUT_INFINITE` as long as it takes.
  *
  * # Safety
  * As for `zcio_buf_alloc`.
@@ -1281,13 +1343,25 @@ int zcio_buf_truncate(struct zcio_buf *buf, size_t len);
 void zcio_buf_free(struct zcio_buf *buf);
 
 /**
+ * Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
+ * 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`).
+ * NULL is ignored.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing a `struct zcio_channel_config`.
+ */
+void zcio_channel_config_init(struct zcio_channel_config *cfg);
+
+/**
  * Listen for channels on the Unix socket `path` (a stale socket file of
  * a dead listener is replaced; a live one is `-EADDRINUSE`). Only
- * processes of this user id may connect. Stores the handle in `*out`
- * (free it with `zcio_listener_close`, which removes the socket file).
- * Returns 0 or a negative errno: `-EINVAL` (NULL or empty path),
- * `-ENOENT` (the directory does not exist), `-EACCES`, `-ENAMETOOLONG`,
- * `-EADDRINUSE` …; `zcio_last_error` names the path.
+ * processes of this user id may connect. The channels it accepts have
+ * the default bounds (`zcio_channel_config_init`; `zcio_listen_with` sets
+ * others). Stores the handle in `*out` (free it with
+ * `zcio_listener_close`, which removes the socket file). Returns 0 or a
+ * negative errno: `-EINVAL` (NULL or empty path), `-ENOENT` (the
+ * directory does not exist), `-EACCES`, `-ENAMETOOLONG`, `-EADDRINUSE`
+ * …; `zcio_last_error` names the path.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
@@ -1296,10 +1370,24 @@ void zcio_buf_free(struct zcio_buf *buf);
 int zcio_listen(const char *path, struct zcio_listener **out);
 
 /**
- * Accept one channel, waiting at most `timeout_ms` (< 0: as long as it
- * takes; 0: `-EAGAIN` unless a connection is pending). Stores the new
- * channel in `*out` (free it with `zcio_channel_close`). A refused or
- * broken handshake is an error; the listener stays usable. Returns 0,
+ * `zcio_listen` with the bounds of `*cfg` (NULL: the defaults) for
+ * `zcio_accept` and every channel accepted. `-EINVAL` for a bound that is
+ * not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+ * reading a `struct zcio_channel_config`; `out` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_listen_with(const char *path, const struct zcio_channel_config *cfg, struct zcio_listener **out);
+
+/**
+ * Accept one channel, waiting at most `timeout_ms` for a connection
+ * (< 0: the listener's bound, `accept_timeout_ms`, one hour unless set
+ * with `zcio_listen_with`; 0: `-EAGAIN` unless a connection is pending;
+ * `ZCIO_TIMEOUT_INFINITE`: as long as it takes). Stores the new channel
+ * in `*out` (free it with `zcio_channel_close`). A refused or broken
+ * handshake is an error; the listener stays usable. Returns 0,
  * `-EAGAIN`, `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
  *
  * # Safety
@@ -1319,10 +1407,13 @@ void zcio_listener_close(struct zcio_listener *l);
 
 /**
  * Connect to the listener at `path`; the handshake waits at most
- * `timeout_ms` (≤ 0: 5 s). Stores the channel in `*out` (free it with
- * `zcio_channel_close`). Returns 0, `-ENOENT` / `-ECONNREFUSED` (no
- * listener), `-EACCES` (refused by the listener's access policy),
- * `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
+ * `timeout_ms` (≤ 0: the default bound, 5 s; a handshake cannot be done
+ * without waiting; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). The
+ * channel has the default bounds (`zcio_connect_with` sets others).
+ * Stores the channel in `*out` (free it with `zcio_channel_close`).
+ * Returns 0, `-ENOENT` / `-ECONNREFUSED` (no listener), `-EACCES`
+ * (refused by the listener's access policy), `-ETIMEDOUT`, `-EPROTO`, or
+ * a negative errno.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
@@ -1331,9 +1422,22 @@ void zcio_listener_close(struct zcio_listener *l);
 int zcio_connect(const char *path, int timeout_ms, struct zcio_channel **out);
 
 /**
+ * `zcio_connect` with the bounds of `*cfg` (NULL: the defaults): the
+ * handshake waits at most `connect_timeout_ms`. `-EINVAL` for a bound
+ * that is not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+ * reading a `struct zcio_channel_config`; `out` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_connect_with(const char *path, const struct zcio_channel_config *cfg, struct zcio_channel **out);
+
+/**
  * Send `buf` by reference: the receiver reads these very pages. Waits
  * for room in the channel at most `timeout_ms` (0: `-EAGAIN` if full;
- * < 0: the channel's bound, 10 s).
+ * < 0: the channel's bound, `send_timeout_ms`, 10 s unless set;
+ * `ZCIO_TIMEOUT_INFINITE`: as long as it takes).
  *
  * Ownership: on success (0) the buffer belongs to the channel and the
  * handle is freed: do not touch `buf` or its bytes again (the pages
@@ -1368,8 +1472,9 @@ int zcio_sendv(struct zcio_channel *ch, struct zcio_buf *const *bufs, size_t n, 
  * Copy `len` bytes from `data` into a buffer of the channel's own pool
  * and send it (for small or occasional messages; large data is better
  * written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
- * both the wait for a free buffer and for room (0: `-EAGAIN` at once). `data` stays yours. Returns 0 or the errors of
- * `zcio_buf_alloc` and `zcio_send`.
+ * both the wait for a free buffer and for room (0: `-EAGAIN` at once;
+ * < 0: the pool's 10 s, then the channel's send bound). `data` stays
+ * yours. Returns 0 or the errors of `zcio_buf_alloc` and `zcio_send`.
  *
  * # Safety
  * `ch` is NULL or a live channel; `data` is valid for reading `len`
@@ -1390,7 +1495,9 @@ int zcio_forward(struct zcio_channel *ch, const struct zcio_msg *msg, int timeou
 
 /**
  * Receive a message, waiting at most `timeout_ms` (0: `-EAGAIN` if none
- * is ready; < 0: the channel's bound, 1 hour). Stores it in `*out`: it is
+ * is ready; < 0: the channel's bound, `recv_timeout_ms`, one hour unless
+ * set; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). Stores it in
+ * `*out`: it is
  * yours until `zcio_msg_release`. Errors: `-EAGAIN`, `-ETIMEDOUT`,
  * `-EPIPE` (the peer is gone and everything it sent was received; a
  * sender killed mid-stream shows up here, never as a hang), `-EBADMSG`
@@ -1521,8 +1628,9 @@ int zcio_lane_open(struct zcio_channel *ch, uint32_t slots, size_t slot_size, st
 
 /**
  * Take the next lane the peer of `ch` opened, waiting at most
- * `timeout_ms` (< 0: the channel's receive bound; 0: `-EAGAIN` unless one
- * was offered). Stores the handle in `*out` (free it with
+ * `timeout_ms` (< 0: the channel's receive bound, `recv_timeout_ms`; 0:
+ * `-EAGAIN` unless one was offered; `ZCIO_TIMEOUT_INFINITE`: as long as
+ * it takes). Stores the handle in `*out` (free it with
  * `zcio_lane_receiver_free`, before closing `ch`). Returns 0, `-EAGAIN`,
  * `-ETIMEDOUT`, `-EPIPE`, or a negative errno.
  *
@@ -1541,9 +1649,10 @@ int zcio_lane_accept(struct zcio_channel *ch, int timeout_ms, struct zcio_lane_r
 size_t zcio_lane_slot_size(const struct zcio_lane_sender *tx);
 
 /**
- * Lend a free slot to fill, waiting at most `timeout_ms` (< 0: 10 s; 0:
- * `-EAGAIN` if every slot is lent or in flight) for the receiver to give
- * one back. Stores its address in `*data` and its size in `*capacity`
+ * Lend a free slot to fill, waiting at most `timeout_ms` (< 0: the
+ * channel's send bound, `send_timeout_ms`, 10 s unless set; 0: `-EAGAIN`
+ * if every slot is lent or in flight; `ZCIO_TIMEOUT_INFINITE`: as long as
+ * it takes) for the receiver to give one back. Stores its address in `*data` and its size in `*capacity`
  * (NULL: not wanted); the bytes hold what the slot carried last. Send it
  * with `zcio_lane_send` or give it back with `zcio_lane_cancel`; one loan
  * at a time (`-EBUSY` while one is out). Returns 0, `-EAGAIN`,
@@ -1609,7 +1718,8 @@ void zcio_lane_sender_free(struct zcio_lane_sender *tx);
 
 /**
  * Receive the next message, waiting at most `timeout_ms` (< 0: the
- * channel's receive bound; 0: `-EAGAIN` if none is there). The message
+ * channel's receive bound, `recv_timeout_ms`; 0: `-EAGAIN` if none is
+ * there; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). The message
  * received before is released first. Stores the address of its bytes in
  * `*data` and its length in `*len`; they stay valid until the next
  * `zcio_lane_recv`, `zcio_lane_release` or `zcio_lane_receiver_free`.
@@ -1838,8 +1948,9 @@ int zcio_assoc_run(struct zcio_assoc *a, uint64_t bytes, struct zcio_completion 
 int zcio_assoc_start(struct zcio_assoc *a, uint64_t bytes);
 
 /**
- * Wait at most `timeout_ms` (< 0: until it comes; 0: do not wait) for
- * the next completion of an asynchronous increment and store it in
+ * Wait at most `timeout_ms` (< 0: up to the default bound, one hour; 0:
+ * do not wait; `ZCIO_TIMEOUT_INFINITE`: until it comes) for the next
+ * completion of an asynchronous increment and store it in
  * `*out` (may be NULL). Returns 0, `-EAGAIN` / `-ETIMEDOUT` (none yet),
  * or `-ECHILD` (nothing to wait for: no increment runs or is queued).
  * Thread-safe.
@@ -2157,8 +2268,10 @@ int zcio_semantic_endpoint_output(struct zcio_semantic_endpoint *ep, const void 
 ssize_t zcio_semantic_endpoint_input(struct zcio_semantic_endpoint *ep, void *buf, size_t cap, int sem, struct zcio_received *info);
 
 /**
- * Wait at most `timeout_ms` (0: do not wait; < 0: up to 1 hour) for the
- * next message without taking it, and report its layout: its length in
+ * Wait at most `timeout_ms` (0: do not wait; < 0: up to the channel's
+ * receive bound, `recv_timeout_ms`, one hour unless set;
+ * `ZCIO_TIMEOUT_INFINITE`: as long as it takes) for the next message
+ * without taking it, and report its layout: its length in
  * `*len` and the page offset the sender's data starts at in
  * `*page_offset` (either may be NULL). Allocate `zcio_arena_alloc(ep,
  * len, page_offset)` and input into it to have whole pages swapped in.

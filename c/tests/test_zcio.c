@@ -1221,6 +1221,60 @@ static int test_chan_timeouts(void) {
     return 0;
 }
 
+/* Default waits (timeout_ms < 0) end with -ETIMEDOUT at the bounds the
+ * channel's configuration sets (200 ms here) when the peer never answers:
+ * accept with nobody connecting, receive and lane accept from a peer that
+ * sends nothing, send to a peer that never receives. */
+static int test_chan_default_waits(void) {
+    struct zcio_channel_config cfg;
+    zcio_channel_config_init(&cfg);
+    CHECK(cfg.send_timeout_ms == 10000 && cfg.recv_timeout_ms == 3600000);
+    CHECK(cfg.connect_timeout_ms == 5000 && cfg.accept_timeout_ms == 3600000);
+    char sock[PATH_MAX];
+    path_in_work(sock, sizeof sock, "dflt.sock");
+    zcio_listener *l;
+    struct zcio_channel_config other = cfg;
+    other.recv_timeout_ms = 0;
+    CHECK_RC(zcio_listen_with(sock, &other, &l), -EINVAL);
+    other.recv_timeout_ms = ZCIO_TIMEOUT_INFINITE;
+    CHECK_OK(zcio_listen_with(sock, &other, &l));
+    zcio_listener_close(l);
+    cfg.send_timeout_ms = cfg.recv_timeout_ms = cfg.accept_timeout_ms = 200;
+    CHECK_OK(zcio_listen_with(sock, &cfg, &l));
+    zcio_channel *ch = NULL;
+    CHECK_RC(zcio_accept(l, ZCIO_TIMEOUT_DEFAULT, &ch), -ETIMEDOUT);
+    CHECK(ch == NULL);
+    pid_t p = spawn("chan-idle", sock, NULL);
+    CHECK_OK(zcio_accept(l, 20000, &ch));
+    zcio_listener_close(l);
+    zcio_msg *m = NULL;
+    CHECK_RC(zcio_recv(ch, ZCIO_TIMEOUT_DEFAULT, &m), -ETIMEDOUT);
+    CHECK_RC(zcio_recv(ch, -5, &m), -ETIMEDOUT); /* any negative value */
+    CHECK(m == NULL);
+    zcio_lane_receiver *rx = NULL;
+    CHECK_RC(zcio_lane_accept(ch, ZCIO_TIMEOUT_DEFAULT, &rx), -ETIMEDOUT);
+    CHECK(rx == NULL);
+    /* The peer does not receive: the ring fills up. */
+    int rc = 0, sent = 0;
+    while (sent < 100000 && (rc = zcio_send_bytes(ch, "0123456789abcdef", 16, 0)) == 0) sent++;
+    CHECK_RC(rc, -EAGAIN);
+    zcio_pool *pool;
+    zcio_buf *buf;
+    CHECK_OK(zcio_pool_create("ctest-dflt", 1 << 20, 1, &pool));
+    CHECK_OK(zcio_buf_alloc(pool, 100, &buf));
+    CHECK_RC(zcio_send(ch, buf, ZCIO_TIMEOUT_DEFAULT), -ETIMEDOUT);
+    zcio_buf_free(buf);
+    char done[PATH_MAX + 8];
+    snprintf(done, sizeof done, "%s.done", sock);
+    int fd = open(done, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_CHILD(p, 0);
+    zcio_channel_close(ch);
+    zcio_pool_destroy(pool);
+    return 0;
+}
+
 /* Three processes: a sender, this process forwarding by reference, a sink. */
 static int test_chan_forward(void) {
     char in_sock[PATH_MAX], out_sock[PATH_MAX];
@@ -1707,6 +1761,7 @@ static const struct test tests[] = {
     {"chan_release_returns_buffer", test_chan_release_returns_buffer},
     {"chan_close_leaks_nothing", test_chan_close_leaks_nothing},
     {"chan_timeouts", test_chan_timeouts},
+    {"chan_default_waits", test_chan_default_waits},
     {"pool_huge_pages", test_pool_huge_pages},
     {"chan_forward", test_chan_forward},
     {"typed_messages", test_typed_messages},

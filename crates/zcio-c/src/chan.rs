@@ -15,7 +15,7 @@ use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
 use crate::error::{einval, fail, guard};
 use crate::msg::zcio_msg;
 use crate::pool::{copy_pool, zcio_buf, BufState};
-use crate::Timeout;
+use crate::{bound_ms, ms_of, Timeout};
 
 /// A listening socket that accepts channels (opaque).
 pub struct zcio_listener {
@@ -29,6 +29,70 @@ pub struct zcio_channel {
     pub(crate) ch: Channel,
     /// The pool `zcio_send_bytes` copies into, made on first use.
     pub(crate) copies: OnceLock<Pool>,
+}
+
+/// The bounds of a channel's default waits, in milliseconds, for
+/// `zcio_listen_with` (every channel the listener accepts) and
+/// `zcio_connect_with`. Fill it with `zcio_channel_config_init` (the
+/// defaults), then change what you need. Each bound is > 0, or
+/// `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zcio_channel_config {
+    /// What a sending call waits with `timeout_ms` < 0: `zcio_send`,
+    /// `zcio_sendv`, `zcio_send_bytes`, `zcio_forward`, `zcio_send_typed`,
+    /// `zcio_lane_loan`, `zcio_lane_send_bytes` (default 10 000: 10 s).
+    pub send_timeout_ms: c_int,
+    /// What a receiving call waits with `timeout_ms` < 0: `zcio_recv`,
+    /// `zcio_lane_accept`, `zcio_lane_recv`, and
+    /// `zcio_semantic_endpoint_next` on the channel (default 3 600 000:
+    /// one hour).
+    pub recv_timeout_ms: c_int,
+    /// The longest the connect handshake takes, on both ends (default
+    /// 5 000).
+    pub connect_timeout_ms: c_int,
+    /// What `zcio_accept` waits for a connection with `timeout_ms` < 0
+    /// (a listener's bound; default 3 600 000: one hour).
+    pub accept_timeout_ms: c_int,
+}
+
+/// Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
+/// 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`).
+/// NULL is ignored.
+///
+/// # Safety
+/// `cfg` is NULL or valid for writing a `struct zcio_channel_config`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_config_init(cfg: *mut zcio_channel_config) {
+    guard(|| {
+        if !cfg.is_null() {
+            let d = ChannelConfig::default();
+            let c = zcio_channel_config {
+                send_timeout_ms: ms_of(d.send_timeout),
+                recv_timeout_ms: ms_of(d.recv_timeout),
+                connect_timeout_ms: ms_of(d.connect_timeout),
+                accept_timeout_ms: ms_of(d.accept_timeout),
+            };
+            // SAFETY: non-NULL and writable (contract).
+            unsafe { cfg.write(c) };
+        }
+    })
+}
+
+/// The Rust configuration of `cfg` (NULL: the defaults).
+///
+/// # Safety
+/// `cfg` is NULL or valid for reading a `struct zcio_channel_config`.
+unsafe fn config_arg(cfg: *const zcio_channel_config) -> Result<ChannelConfig, c_int> {
+    let mut out = ChannelConfig::default();
+    // SAFETY: the caller's contract.
+    if let Some(c) = unsafe { cfg.as_ref() } {
+        out.send_timeout = bound_ms(c.send_timeout_ms, "send_timeout_ms")?;
+        out.recv_timeout = bound_ms(c.recv_timeout_ms, "recv_timeout_ms")?;
+        out.connect_timeout = bound_ms(c.connect_timeout_ms, "connect_timeout_ms")?;
+        out.accept_timeout = bound_ms(c.accept_timeout_ms, "accept_timeout_ms")?;
+    }
+    Ok(out)
 }
 
 /// Counters of a channel end (`zcio_channel_get_stats`).
@@ -78,17 +142,37 @@ unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path, c_int> {
 
 /// Listen for channels on the Unix socket `path` (a stale socket file of
 /// a dead listener is replaced; a live one is `-EADDRINUSE`). Only
-/// processes of this user id may connect. Stores the handle in `*out`
-/// (free it with `zcio_listener_close`, which removes the socket file).
-/// Returns 0 or a negative errno: `-EINVAL` (NULL or empty path),
-/// `-ENOENT` (the directory does not exist), `-EACCES`, `-ENAMETOOLONG`,
-/// `-EADDRINUSE` …; `zcio_last_error` names the path.
+/// processes of this user id may connect. The channels it accepts have
+/// the default bounds (`zcio_channel_config_init`; `zcio_listen_with` sets
+/// others). Stores the handle in `*out` (free it with
+/// `zcio_listener_close`, which removes the socket file). Returns 0 or a
+/// negative errno: `-EINVAL` (NULL or empty path), `-ENOENT` (the
+/// directory does not exist), `-EACCES`, `-ENAMETOOLONG`, `-EADDRINUSE`
+/// …; `zcio_last_error` names the path.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
 /// writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_listen(path: *const c_char, out: *mut *mut zcio_listener) -> c_int {
+    // SAFETY: the caller's contract; NULL is the defaults.
+    unsafe { zcio_listen_with(path, std::ptr::null(), out) }
+}
+
+/// `zcio_listen` with the bounds of `*cfg` (NULL: the defaults) for
+/// `zcio_accept` and every channel accepted. `-EINVAL` for a bound that is
+/// not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+/// reading a `struct zcio_channel_config`; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_listen_with(
+    path: *const c_char,
+    cfg: *const zcio_channel_config,
+    out: *mut *mut zcio_listener,
+) -> c_int {
     guard(|| {
         if out.is_null() {
             return einval("zcio_listen: out is NULL");
@@ -98,7 +182,12 @@ pub unsafe extern "C" fn zcio_listen(path: *const c_char, out: *mut *mut zcio_li
             Ok(p) => p,
             Err(e) => return e,
         };
-        match Listener::bind(path, ChannelConfig::default()) {
+        // SAFETY: the caller's contract.
+        let cfg = match unsafe { config_arg(cfg) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        match Listener::bind(path, cfg) {
             Ok(l) => {
                 // SAFETY: non-NULL and writable (contract).
                 unsafe { out.write(Box::into_raw(Box::new(zcio_listener { l }))) };
@@ -109,10 +198,12 @@ pub unsafe extern "C" fn zcio_listen(path: *const c_char, out: *mut *mut zcio_li
     })
 }
 
-/// Accept one channel, waiting at most `timeout_ms` (< 0: as long as it
-/// takes; 0: `-EAGAIN` unless a connection is pending). Stores the new
-/// channel in `*out` (free it with `zcio_channel_close`). A refused or
-/// broken handshake is an error; the listener stays usable. Returns 0,
+/// Accept one channel, waiting at most `timeout_ms` for a connection
+/// (< 0: the listener's bound, `accept_timeout_ms`, one hour unless set
+/// with `zcio_listen_with`; 0: `-EAGAIN` unless a connection is pending;
+/// `ZCIO_TIMEOUT_INFINITE`: as long as it takes). Stores the new channel
+/// in `*out` (free it with `zcio_channel_close`). A refused or broken
+/// handshake is an error; the listener stays usable. Returns 0,
 /// `-EAGAIN`, `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
 ///
 /// # Safety
@@ -134,7 +225,7 @@ pub unsafe extern "C" fn zcio_accept(
         }
         let t = Timeout::from_ms(timeout_ms);
         let r = match t {
-            Timeout::Block => l.l.accept(),
+            Timeout::Default => l.l.accept(),
             Timeout::No => l.l.accept_timeout(std::time::Duration::ZERO),
             Timeout::For(d) => l.l.accept_timeout(d),
         };
@@ -173,10 +264,13 @@ pub unsafe extern "C" fn zcio_listener_close(l: *mut zcio_listener) {
 }
 
 /// Connect to the listener at `path`; the handshake waits at most
-/// `timeout_ms` (≤ 0: 5 s). Stores the channel in `*out` (free it with
-/// `zcio_channel_close`). Returns 0, `-ENOENT` / `-ECONNREFUSED` (no
-/// listener), `-EACCES` (refused by the listener's access policy),
-/// `-ETIMEDOUT`, `-EPROTO`, or a negative errno.
+/// `timeout_ms` (≤ 0: the default bound, 5 s; a handshake cannot be done
+/// without waiting; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). The
+/// channel has the default bounds (`zcio_connect_with` sets others).
+/// Stores the channel in `*out` (free it with `zcio_channel_close`).
+/// Returns 0, `-ENOENT` / `-ECONNREFUSED` (no listener), `-EACCES`
+/// (refused by the listener's access policy), `-ETIMEDOUT`, `-EPROTO`, or
+/// a negative errno.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
@@ -188,27 +282,60 @@ pub unsafe extern "C" fn zcio_connect(
     out: *mut *mut zcio_channel,
 ) -> c_int {
     guard(|| {
-        if out.is_null() {
-            return einval("zcio_connect: out is NULL");
-        }
-        // SAFETY: the caller's contract.
-        let path = match unsafe { path_arg(path) } {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
         let mut cfg = ChannelConfig::default();
         if let Timeout::For(d) = Timeout::from_ms(timeout_ms) {
             cfg.connect_timeout = d;
         }
-        match Channel::connect(path, cfg) {
-            // SAFETY: non-NULL and writable (contract).
-            Ok(ch) => unsafe {
-                out.write(new_channel(ch));
-                0
-            },
-            Err(e) => fail(e),
+        // SAFETY: the caller's contract.
+        unsafe { connect(path, cfg, out) }
+    })
+}
+
+/// `zcio_connect` with the bounds of `*cfg` (NULL: the defaults): the
+/// handshake waits at most `connect_timeout_ms`. `-EINVAL` for a bound
+/// that is not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+/// reading a `struct zcio_channel_config`; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_connect_with(
+    path: *const c_char,
+    cfg: *const zcio_channel_config,
+    out: *mut *mut zcio_channel,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { config_arg(cfg) } {
+            // SAFETY: the caller's contract.
+            Ok(cfg) => unsafe { connect(path, cfg, out) },
+            Err(e) => e,
         }
     })
+}
+
+/// Connect with `cfg`.
+///
+/// # Safety
+/// As `zcio_connect`.
+unsafe fn connect(path: *const c_char, cfg: ChannelConfig, out: *mut *mut zcio_channel) -> c_int {
+    if out.is_null() {
+        return einval("zcio_connect: out is NULL");
+    }
+    // SAFETY: the caller's contract.
+    let path = match unsafe { path_arg(path) } {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    match Channel::connect(path, cfg) {
+        // SAFETY: non-NULL and writable (contract).
+        Ok(ch) => unsafe {
+            out.write(new_channel(ch));
+            0
+        },
+        Err(e) => fail(e),
+    }
 }
 
 /// The channel behind `ch`.
@@ -223,7 +350,7 @@ pub(crate) unsafe fn chan<'a>(ch: *const zcio_channel) -> Result<&'a zcio_channe
 /// Send `msg` as `t` says; on failure the code and the message back.
 fn send_msg(ch: &Channel, msg: Msg, t: Timeout) -> Result<(), (c_int, Msg)> {
     match t {
-        Timeout::Block => ch.send(msg).map_err(|e| e.into_parts()),
+        Timeout::Default => ch.send(msg).map_err(|e| e.into_parts()),
         Timeout::No => ch.try_send(msg).map_err(|e| e.into_parts()),
         Timeout::For(d) => ch.send_timeout(msg, d).map_err(|e| e.into_parts()),
     }
@@ -265,7 +392,8 @@ fn freeze(b: &mut zcio_buf) -> Result<&Msg, c_int> {
 
 /// Send `buf` by reference: the receiver reads these very pages. Waits
 /// for room in the channel at most `timeout_ms` (0: `-EAGAIN` if full;
-/// < 0: the channel's bound, 10 s).
+/// < 0: the channel's bound, `send_timeout_ms`, 10 s unless set;
+/// `ZCIO_TIMEOUT_INFINITE`: as long as it takes).
 ///
 /// Ownership: on success (0) the buffer belongs to the channel and the
 /// handle is freed: do not touch `buf` or its bytes again (the pages
@@ -384,8 +512,9 @@ pub unsafe extern "C" fn zcio_sendv(
 /// Copy `len` bytes from `data` into a buffer of the channel's own pool
 /// and send it (for small or occasional messages; large data is better
 /// written straight into a `zcio_buf_alloc` buffer). `timeout_ms` bounds
-/// both the wait for a free buffer and for room (0: `-EAGAIN` at once). `data` stays yours. Returns 0 or the errors of
-/// `zcio_buf_alloc` and `zcio_send`.
+/// both the wait for a free buffer and for room (0: `-EAGAIN` at once;
+/// < 0: the pool's 10 s, then the channel's send bound). `data` stays
+/// yours. Returns 0 or the errors of `zcio_buf_alloc` and `zcio_send`.
 ///
 /// # Safety
 /// `ch` is NULL or a live channel; `data` is valid for reading `len`
@@ -409,7 +538,7 @@ pub unsafe extern "C" fn zcio_send_bytes(
         let pool = c.copies.get_or_init(copy_pool);
         let t = Timeout::from_ms(timeout_ms);
         let buf = match t {
-            Timeout::Block => pool.alloc(len),
+            Timeout::Default => pool.alloc(len),
             Timeout::No => pool.try_alloc(len),
             Timeout::For(d) => pool.alloc_timeout(len, d),
         };
@@ -457,7 +586,9 @@ pub unsafe extern "C" fn zcio_forward(
 }
 
 /// Receive a message, waiting at most `timeout_ms` (0: `-EAGAIN` if none
-/// is ready; < 0: the channel's bound, 1 hour). Stores it in `*out`: it is
+/// is ready; < 0: the channel's bound, `recv_timeout_ms`, one hour unless
+/// set; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). Stores it in
+/// `*out`: it is
 /// yours until `zcio_msg_release`. Errors: `-EAGAIN`, `-ETIMEDOUT`,
 /// `-EPIPE` (the peer is gone and everything it sent was received; a
 /// sender killed mid-stream shows up here, never as a hang), `-EBADMSG`
@@ -487,7 +618,7 @@ pub unsafe extern "C" fn zcio_recv(
             return einval("zcio_recv: out is NULL");
         }
         let r = match Timeout::from_ms(timeout_ms) {
-            Timeout::Block => c.ch.recv().map_err(fail),
+            Timeout::Default => c.ch.recv().map_err(fail),
             Timeout::No => c.ch.try_recv().map_err(fail),
             Timeout::For(d) => c.ch.recv_timeout(d).map_err(fail),
         };

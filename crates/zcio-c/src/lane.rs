@@ -21,6 +21,8 @@ pub struct zcio_lane_sender {
     /// Owned (`Box::into_raw`); freed in `Drop` after `loan`.
     tx: NonNull<LaneSender>,
     slot_size: usize,
+    /// The default wait: the channel's send bound.
+    bound: Duration,
 }
 
 /// The receiving end of a lane (opaque). One thread at a time.
@@ -30,6 +32,8 @@ pub struct zcio_lane_receiver {
     msg: Option<LaneMsg<'static>>,
     /// Owned (`Box::into_raw`); freed in `Drop` after `msg`.
     rx: NonNull<LaneReceiver>,
+    /// The default wait: the channel's receive bound.
+    bound: Duration,
 }
 
 // SAFETY: each handle owns its end (and the loan or message borrowing it)
@@ -88,12 +92,9 @@ impl From<LaneStats> for zcio_lane_stats {
     }
 }
 
-fn timeout(ms: c_int, block: Duration) -> Duration {
-    match Timeout::from_ms(ms) {
-        Timeout::Block => block,
-        Timeout::No => Duration::ZERO,
-        Timeout::For(d) => d,
-    }
+/// The wait `ms` asks for, `bound` being the default.
+fn timeout(ms: c_int, bound: Duration) -> Duration {
+    Timeout::from_ms(ms).or(bound)
 }
 
 /// Open a lane to the peer of `ch`: `slots` slots (1..=65536) of
@@ -126,6 +127,7 @@ pub unsafe extern "C" fn zcio_lane_open(
             Ok(tx) => {
                 let h = zcio_lane_sender {
                     loan: None,
+                    bound: ch.ch.config().send_timeout,
                     slot_size: tx.slot_size(),
                     tx: NonNull::from(Box::leak(Box::new(tx))),
                 };
@@ -139,8 +141,9 @@ pub unsafe extern "C" fn zcio_lane_open(
 }
 
 /// Take the next lane the peer of `ch` opened, waiting at most
-/// `timeout_ms` (< 0: the channel's receive bound; 0: `-EAGAIN` unless one
-/// was offered). Stores the handle in `*out` (free it with
+/// `timeout_ms` (< 0: the channel's receive bound, `recv_timeout_ms`; 0:
+/// `-EAGAIN` unless one was offered; `ZCIO_TIMEOUT_INFINITE`: as long as
+/// it takes). Stores the handle in `*out` (free it with
 /// `zcio_lane_receiver_free`, before closing `ch`). Returns 0, `-EAGAIN`,
 /// `-ETIMEDOUT`, `-EPIPE`, or a negative errno.
 ///
@@ -161,11 +164,12 @@ pub unsafe extern "C" fn zcio_lane_accept(
         if out.is_null() {
             return einval("zcio_lane_accept: out is NULL");
         }
-        let t = timeout(timeout_ms, Duration::from_secs(3600));
-        match ch.ch.accept_lane_timeout(t) {
+        let bound = ch.ch.config().recv_timeout;
+        match ch.ch.accept_lane_timeout(timeout(timeout_ms, bound)) {
             Ok(rx) => {
                 let h = zcio_lane_receiver {
                     msg: None,
+                    bound,
                     rx: NonNull::from(Box::leak(Box::new(rx))),
                 };
                 // SAFETY: non-NULL and writable (contract).
@@ -187,9 +191,10 @@ pub unsafe extern "C" fn zcio_lane_slot_size(tx: *const zcio_lane_sender) -> usi
     guard(|| unsafe { tx.as_ref() }.map_or(0, |h| h.slot_size))
 }
 
-/// Lend a free slot to fill, waiting at most `timeout_ms` (< 0: 10 s; 0:
-/// `-EAGAIN` if every slot is lent or in flight) for the receiver to give
-/// one back. Stores its address in `*data` and its size in `*capacity`
+/// Lend a free slot to fill, waiting at most `timeout_ms` (< 0: the
+/// channel's send bound, `send_timeout_ms`, 10 s unless set; 0: `-EAGAIN`
+/// if every slot is lent or in flight; `ZCIO_TIMEOUT_INFINITE`: as long as
+/// it takes) for the receiver to give one back. Stores its address in `*data` and its size in `*capacity`
 /// (NULL: not wanted); the bytes hold what the slot carried last. Send it
 /// with `zcio_lane_send` or give it back with `zcio_lane_cancel`; one loan
 /// at a time (`-EBUSY` while one is out). Returns 0, `-EAGAIN`,
@@ -220,7 +225,7 @@ pub unsafe extern "C" fn zcio_lane_loan(
                 "zcio_lane_loan: a loan is already out: send or cancel it first",
             );
         }
-        let t = timeout(timeout_ms, Duration::from_secs(10));
+        let t = timeout(timeout_ms, h.bound);
         // SAFETY: `h.tx` is live until `h` is dropped, which drops the
         // loan first; no other reference to the sender exists while the
         // loan does (every call that would make one checks `h.loan`).
@@ -325,7 +330,7 @@ pub unsafe extern "C" fn zcio_lane_send_bytes(
                 max: h.slot_size,
             });
         }
-        let t = timeout(timeout_ms, Duration::from_secs(10));
+        let t = timeout(timeout_ms, h.bound);
         // SAFETY: no loan is out, so nothing else borrows the sender.
         let sender = unsafe { &mut *h.tx.as_ptr() };
         let mut loan = match sender.loan_timeout(t) {
@@ -393,7 +398,8 @@ pub unsafe extern "C" fn zcio_lane_sender_free(tx: *mut zcio_lane_sender) {
 }
 
 /// Receive the next message, waiting at most `timeout_ms` (< 0: the
-/// channel's receive bound; 0: `-EAGAIN` if none is there). The message
+/// channel's receive bound, `recv_timeout_ms`; 0: `-EAGAIN` if none is
+/// there; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). The message
 /// received before is released first. Stores the address of its bytes in
 /// `*data` and its length in `*len`; they stay valid until the next
 /// `zcio_lane_recv`, `zcio_lane_release` or `zcio_lane_receiver_free`.
@@ -422,7 +428,7 @@ pub unsafe extern "C" fn zcio_lane_recv(
             return einval("zcio_lane_recv: data or len is NULL");
         }
         h.msg = None;
-        let t = timeout(timeout_ms, Duration::from_secs(3600));
+        let t = timeout(timeout_ms, h.bound);
         // SAFETY: the previous message is gone, so nothing borrows the
         // receiver; the new one is dropped before it (`Drop`).
         let receiver: &'static mut LaneReceiver = unsafe { &mut *h.rx.as_ptr() };

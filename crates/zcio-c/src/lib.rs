@@ -19,6 +19,19 @@
 // In the order of the header's sections (cbindgen follows it).
 pub mod error;
 
+/// A `timeout_ms` that asks for the default wait (any negative value
+/// does): up to the bound the call's configuration sets — a channel's
+/// `zcio_channel_config` (10 s to send, one hour to receive or accept by
+/// default), a ring end's bound (10 s to write, one hour to read), a
+/// pool's 10 s; each call names its bound. `-ETIMEDOUT` after it.
+pub const ZCIO_TIMEOUT_DEFAULT: c_int = -1;
+
+/// A `timeout_ms` (or a bound in `zcio_channel_config`) that waits without
+/// a bound: as long as it takes (`INT_MAX`; a dead peer still ends the
+/// wait). Only for peers you trust: a live peer that never answers then
+/// holds the caller for good.
+pub const ZCIO_TIMEOUT_INFINITE: c_int = i32::MAX;
+
 pub mod ring;
 
 pub mod pool;
@@ -69,11 +82,14 @@ pub extern "C" fn zcio__test_panic(kind: c_int) -> c_int {
     })
 }
 
-/// A timeout argument: negative waits (as long as the call's bound
-/// allows), 0 does not wait, positive waits that many milliseconds.
+/// A timeout argument: negative waits up to the bound the call's
+/// configuration sets, 0 does not wait, positive waits that many
+/// milliseconds, `ZCIO_TIMEOUT_INFINITE` without a bound
+/// (`Duration::MAX`, which every `_timeout` call of zcio takes as no
+/// deadline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Timeout {
-    Block,
+    Default,
     No,
     For(Duration),
 }
@@ -81,11 +97,39 @@ pub(crate) enum Timeout {
 impl Timeout {
     pub(crate) fn from_ms(ms: c_int) -> Self {
         match ms {
-            ..0 => Timeout::Block,
+            ..0 => Timeout::Default,
             0 => Timeout::No,
+            ZCIO_TIMEOUT_INFINITE => Timeout::For(Duration::MAX),
             ms => Timeout::For(Duration::from_millis(ms as u64)),
         }
     }
+
+    /// The wait, with `bound` for the default.
+    pub(crate) fn or(self, bound: Duration) -> Duration {
+        match self {
+            Timeout::Default => bound,
+            Timeout::No => Duration::ZERO,
+            Timeout::For(d) => d,
+        }
+    }
+}
+
+/// A bound given in milliseconds (a field of a configuration struct):
+/// `ZCIO_TIMEOUT_INFINITE` is none (`Duration::MAX`); it must be > 0.
+pub(crate) fn bound_ms(ms: c_int, what: &str) -> Result<Duration, c_int> {
+    match ms {
+        ZCIO_TIMEOUT_INFINITE => Ok(Duration::MAX),
+        1.. => Ok(Duration::from_millis(ms as u64)),
+        _ => Err(error::einval(format_args!(
+            "{what} must be > 0 (ms) or ZCIO_TIMEOUT_INFINITE, not {ms}"
+        ))),
+    }
+}
+
+/// A bound as milliseconds for C (`ZCIO_TIMEOUT_INFINITE` when it does not
+/// fit).
+pub(crate) fn ms_of(d: Duration) -> c_int {
+    c_int::try_from(d.as_millis()).unwrap_or(ZCIO_TIMEOUT_INFINITE)
 }
 
 /// A C string argument as UTF-8 (`what` names it in the error).

@@ -250,7 +250,7 @@ unsafe fn alloc(
         p.pool.alloc_secured(len)
     } else {
         match timeout {
-            Timeout::Block => p.pool.alloc(len),
+            Timeout::Default => p.pool.alloc(len),
             Timeout::No => p.pool.try_alloc(len),
             Timeout::For(d) => p.pool.alloc_timeout(len, d),
         }
@@ -290,12 +290,13 @@ pub unsafe extern "C" fn zcio_buf_alloc(
     out: *mut *mut zcio_buf,
 ) -> c_int {
     // SAFETY: the caller's contract is `alloc`'s.
-    guard(|| unsafe { alloc(pool, len, Timeout::Block, false, out) })
+    guard(|| unsafe { alloc(pool, len, Timeout::Default, false, out) })
 }
 
 /// `zcio_buf_alloc`, waiting at most `timeout_ms` for a free buffer: 0
 /// does not wait (`-EAGAIN` when the pool is exhausted), < 0 waits up to
-/// 10 s, > 0 that many milliseconds (`-ETIMEDOUT`).
+/// the pool's bound, 10 s, > 0 that many milliseconds (`-ETIMEDOUT`),
+/// `ZCIO_TIMEOUT_INFINITE` as long as it takes.
 ///
 /// # Safety
 /// As for `zcio_buf_alloc`.
@@ -325,7 +326,7 @@ pub unsafe extern "C" fn zcio_buf_alloc_secured(
     out: *mut *mut zcio_buf,
 ) -> c_int {
     // SAFETY: the caller's contract is `alloc`'s.
-    guard(|| unsafe { alloc(pool, len, Timeout::Block, true, out) })
+    guard(|| unsafe { alloc(pool, len, Timeout::Default, true, out) })
 }
 
 /// The buffer's bytes, writable by you until you send it: `zcio_buf_len`

@@ -4,7 +4,6 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::AsRawFd;
-use std::time::Instant;
 
 use zcio::ring::{
     Consumer, DetachedPeek, Layout, Options, Overflow, Producer, RingMap, SeekTo, Start, Wait,
@@ -224,7 +223,7 @@ fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zci
         timeout: if flags & ZCIO_O_NONBLOCK != 0 {
             Timeout::No
         } else {
-            Timeout::Block
+            Timeout::Default
         },
         peeked: None,
     })
@@ -259,17 +258,20 @@ impl zcio_ring {
 
     fn wait(&self) -> Wait {
         match self.timeout {
-            Timeout::Block => Wait::Forever,
+            Timeout::Default => Wait::Default,
             Timeout::No => Wait::No,
-            Timeout::For(d) => Wait::Until(Instant::now() + d),
+            Timeout::For(d) => Wait::within(d),
         }
     }
 }
 
-/// Set how long reads, peeks and writes wait: `timeout_ms` < 0 waits as
-/// long as it takes (the default; a consumer still notices a producer
-/// that died), 0 never waits (`-EAGAIN`, as `ZCIO_O_NONBLOCK`), > 0 waits
-/// at most that long (`-ETIMEDOUT`). Returns 0 or `-EINVAL`.
+/// Set how long reads, peeks and writes wait: `timeout_ms` < 0 waits up to
+/// the ring end's bound (the default: 10 s for a producer's writes, one
+/// hour for a consumer's reads and peeks; `-ETIMEDOUT` after it), 0 never
+/// waits (`-EAGAIN`, as `ZCIO_O_NONBLOCK`), > 0 waits at most that long
+/// (`-ETIMEDOUT`), `ZCIO_TIMEOUT_INFINITE` as long as it takes (a consumer
+/// still notices a producer that died, a producer evicts a consumer that
+/// died). Returns 0 or `-EINVAL`.
 ///
 /// # Safety
 /// `ring` is NULL or a live handle, used by one thread at a time.
@@ -290,7 +292,8 @@ pub unsafe extern "C" fn zcio_ring_set_timeout(ring: *mut zcio_ring, timeout_ms:
 /// Producer: write `len` bytes from `buf`. A byte-stream ring takes any
 /// length (split into pieces of at most half the ring); a block ring
 /// (`ZCIO_O_BLOCKS`) stores them as one block of at most `max_block`
-/// bytes (`-EMSGSIZE` beyond). Waits for room as the timeout says.
+/// bytes (`-EMSGSIZE` beyond). Waits for room as the timeout says
+/// (`zcio_ring_set_timeout`; by default up to 10 s).
 ///
 /// Returns the bytes written: all of them, or fewer if a non-blocking or
 /// timed write ran out of room after writing some (as `write(2)`).
@@ -361,7 +364,8 @@ pub unsafe extern "C" fn zcio_ring_write(
 
 /// Consumer: copy the next data into `buf`: up to `len` bytes of a
 /// byte-stream ring, or one whole block of a block ring (`-EMSGSIZE` if it
-/// does not fit; nothing is consumed then). The copy is made with single
+/// does not fit; nothing is consumed then), waiting as the timeout says
+/// (`zcio_ring_set_timeout`; by default up to one hour). The copy is made with single
 /// reads of each byte and kept only if the block was not overwritten
 /// meanwhile, so what you get is always intact.
 ///
@@ -403,7 +407,7 @@ pub unsafe extern "C" fn zcio_ring_read(
         // A non-blocking read that finds nothing re-arms the fd of
         // `zcio_ring_fd` (`Consumer::auto_doorbell`).
         let res = match timeout {
-            Timeout::Block => c.read(out),
+            Timeout::Default => c.read(out),
             Timeout::No => c.try_read(out),
             Timeout::For(d) => c.read_timeout(out, d),
         };
@@ -737,8 +741,10 @@ pub unsafe extern "C" fn zcio_ring_doorbell_rang(ring: *mut zcio_ring) -> c_int 
 }
 
 /// Producer: wait until at least `n` live consumers are attached, at most
-/// `timeout_ms` (< 0: 10 s). Returns how many are attached (possibly fewer
-/// than `n` after the timeout), or `-EBADF` for a consumer's handle.
+/// `timeout_ms` (< 0: the producer's bound, 10 s; 0: just count;
+/// `ZCIO_TIMEOUT_INFINITE`: as long as it takes). Returns how many are
+/// attached (possibly fewer than `n` after the timeout), or `-EBADF` for
+/// a consumer's handle.
 /// Consumers start at the producer's head, so a producer that must not
 /// write before its readers are there calls this first.
 ///
@@ -759,11 +765,7 @@ pub unsafe extern "C" fn zcio_ring_wait_consumers(
         let End::Producer(p) = &mut r.end else {
             return fail_msg(libc::EBADF, "zcio_ring_wait_consumers: a consumer's handle");
         };
-        let t = match Timeout::from_ms(timeout_ms) {
-            Timeout::Block => std::time::Duration::from_secs(10),
-            Timeout::No => std::time::Duration::ZERO,
-            Timeout::For(d) => d,
-        };
+        let t = Timeout::from_ms(timeout_ms).or(p.wait_bound());
         p.wait_for_consumers(n as usize, t).min(c_int::MAX as usize) as c_int
     })
 }

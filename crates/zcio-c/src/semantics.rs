@@ -565,8 +565,10 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_input(
     })
 }
 
-/// Wait at most `timeout_ms` (0: do not wait; < 0: up to 1 hour) for the
-/// next message without taking it, and report its layout: its length in
+/// Wait at most `timeout_ms` (0: do not wait; < 0: up to the channel's
+/// receive bound, `recv_timeout_ms`, one hour unless set;
+/// `ZCIO_TIMEOUT_INFINITE`: as long as it takes) for the next message
+/// without taking it, and report its layout: its length in
 /// `*len` and the page offset the sender's data starts at in
 /// `*page_offset` (either may be NULL). Allocate `zcio_arena_alloc(ep,
 /// len, page_offset)` and input into it to have whole pages swapped in.
@@ -590,11 +592,9 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_next(
             Ok(e) => e,
             Err(c) => return c,
         };
-        let end = Instant::now()
-            + match timeout_ms {
-                ..0 => Duration::from_secs(3600),
-                ms => Duration::from_millis(ms as u64),
-            };
+        // `None`: no deadline (a wait too long to represent).
+        let bound = e.ep.channel().config().recv_timeout;
+        let end = Instant::now().checked_add(crate::Timeout::from_ms(timeout_ms).or(bound));
         let mut nap = Duration::from_micros(20);
         loop {
             // Disconnection is checked first and the queue after it: what
@@ -623,10 +623,12 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_next(
                 return -libc::EAGAIN;
             }
             let now = Instant::now();
-            if now >= end {
-                return -libc::ETIMEDOUT;
-            }
-            std::thread::sleep(nap.min(end - now));
+            let left = match end {
+                Some(end) if now >= end => return -libc::ETIMEDOUT,
+                Some(end) => end - now,
+                None => Duration::MAX,
+            };
+            std::thread::sleep(nap.min(left));
             nap = (nap * 2).min(Duration::from_millis(1));
         }
     })

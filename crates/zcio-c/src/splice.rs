@@ -12,7 +12,6 @@ use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError};
-use std::time::Duration;
 
 use zcio::splice::module::Registry;
 use zcio::splice::{
@@ -421,8 +420,9 @@ pub unsafe extern "C" fn zcio_assoc_start(a: *mut zcio_assoc, bytes: u64) -> c_i
     })
 }
 
-/// Wait at most `timeout_ms` (< 0: until it comes; 0: do not wait) for
-/// the next completion of an asynchronous increment and store it in
+/// Wait at most `timeout_ms` (< 0: up to the default bound, one hour; 0:
+/// do not wait; `ZCIO_TIMEOUT_INFINITE`: until it comes) for the next
+/// completion of an asynchronous increment and store it in
 /// `*out` (may be NULL). Returns 0, `-EAGAIN` / `-ETIMEDOUT` (none yet),
 /// or `-ECHILD` (nothing to wait for: no increment runs or is queued).
 /// Thread-safe.
@@ -443,12 +443,7 @@ pub unsafe extern "C" fn zcio_assoc_wait(
             Err(e) => return e,
         };
         let t = Timeout::from_ms(timeout_ms);
-        let d = match t {
-            Timeout::Block => Duration::MAX,
-            Timeout::No => Duration::ZERO,
-            Timeout::For(d) => d,
-        };
-        match h.r.wait(d) {
+        match h.r.wait(t.or(zcio::splice::Association::WAIT_BOUND)) {
             Some(c) => {
                 let c = completion(&c);
                 if !out.is_null() {

@@ -158,7 +158,7 @@ pub unsafe extern "C" fn zcio_send_typed(
         let pool = c.copies.get_or_init(copy_pool);
         let t = Timeout::from_ms(timeout_ms);
         let buf = match t {
-            Timeout::Block => pool.alloc(total),
+            Timeout::Default => pool.alloc(total),
             Timeout::No => pool.try_alloc(total),
             Timeout::For(d) => pool.alloc_timeout(total, d),
         };

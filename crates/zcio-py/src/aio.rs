@@ -3,6 +3,8 @@
 //! end's bell object (a `zcio._aio.Bell` or one of its subclasses, made on
 //! the first async call and woken when the end is closed).
 
+use std::time::Duration;
+
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -18,10 +20,11 @@ pub(crate) fn aio(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 }
 
 /// A `timeout` argument of an async call, checked at the call (as the
-/// blocking calls check theirs): `None` (as long as it takes), `0.0` (do
-/// not wait) or seconds.
-pub(crate) fn async_timeout(timeout: Option<f64>) -> PyResult<Option<f64>> {
-    Ok(match Timeout::from_py(timeout)? {
+/// blocking calls check theirs; `None` is `bound`, the call's configured
+/// bound), as `zcio._aio` takes it: `None` (no limit: `math.inf`), `0.0`
+/// (do not wait) or seconds.
+pub(crate) fn async_timeout(timeout: Option<f64>, bound: Duration) -> PyResult<Option<f64>> {
+    Ok(match Timeout::from_py(timeout, bound)? {
         Timeout::Try => Some(0.0),
         Timeout::Within(d) => Some(d.as_secs_f64()),
         Timeout::Forever => None,

@@ -25,26 +25,66 @@ use crate::listen;
 use crate::msg::{Msg, MsgView};
 use crate::numpy;
 use crate::pool::{Pool, PoolBuffer};
-use crate::wait::{blocking, Deadline, Timeout};
+use crate::wait::{blocking, seconds_arg, seconds_of, Deadline, Timeout, CONNECT_BOUND};
+
+/// A channel configuration with the bounds given (seconds; `None`: the
+/// default; `math.inf`: none).
+pub(crate) fn channel_config(
+    send_timeout: Option<f64>,
+    recv_timeout: Option<f64>,
+    accept_timeout: Option<f64>,
+) -> PyResult<ChannelConfig> {
+    let mut cfg = ChannelConfig::default();
+    if let Some(t) = send_timeout {
+        cfg.send_timeout = seconds_arg("send_timeout", t)?;
+    }
+    if let Some(t) = recv_timeout {
+        cfg.recv_timeout = seconds_arg("recv_timeout", t)?;
+    }
+    if let Some(t) = accept_timeout {
+        cfg.accept_timeout = seconds_arg("accept_timeout", t)?;
+    }
+    Ok(cfg)
+}
 
 /// Accepts channels on a Unix socket path.
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Listener {
     inner: Mutex<Option<zcio::Listener>>,
     path: PathBuf,
+    /// What `accept(timeout=None)` waits.
+    accept_bound: Duration,
 }
 
 #[pymethods]
 impl Listener {
-    /// Listener(path)
+    /// Listener(path, *, send_timeout=None, recv_timeout=None,
+    /// accept_timeout=None): the bounds (seconds) of the default waits of
+    /// `accept` and of the channels it accepts (`None`: 10 s, one hour,
+    /// one hour; `math.inf`: no bound).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let l = zcio::Listener::bind(&path, ChannelConfig::default())
-            .map_err(|e| errors::raise(py, e))?;
+    #[pyo3(signature = (path, *, send_timeout=None, recv_timeout=None, accept_timeout=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        send_timeout: Option<f64>,
+        recv_timeout: Option<f64>,
+        accept_timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let cfg = channel_config(send_timeout, recv_timeout, accept_timeout)?;
+        let accept_bound = cfg.accept_timeout;
+        let l = zcio::Listener::bind(&path, cfg).map_err(|e| errors::raise(py, e))?;
         Ok(Self {
             inner: Mutex::new(Some(l)),
             path,
+            accept_bound,
         })
+    }
+
+    /// The bound (seconds) of `accept(timeout=None)`.
+    #[getter]
+    fn accept_timeout(&self) -> f64 {
+        seconds_of(self.accept_bound)
     }
 
     /// The socket path.
@@ -61,7 +101,8 @@ impl Listener {
         timeout: Option<f64>,
         pool: Option<Py<Pool>>,
     ) -> PyResult<Channel> {
-        let c = listen::accept(py, &self.inner, timeout, "listener", |l, slice| {
+        let t = Timeout::from_py(timeout, self.accept_bound)?;
+        let c = listen::accept(py, &self.inner, t, "listener", |l, slice| {
             l.accept_timeout(slice)
         })?;
         Channel::wrap(py, c, pool)
@@ -122,8 +163,9 @@ struct SendWait {
 }
 
 impl SendWait {
-    fn new(timeout: Option<f64>) -> PyResult<Self> {
-        let t = Timeout::from_py(timeout)?;
+    /// `bound`: the channel's send bound (`timeout=None`).
+    fn new(timeout: Option<f64>, bound: Duration) -> PyResult<Self> {
+        let t = Timeout::from_py(timeout, bound)?;
         Ok(Self {
             deadline: Deadline::new(t),
             try_: t.is_try(),
@@ -256,11 +298,17 @@ impl Channel {
         Ok(zcio::Msg::from(f))
     }
 
+    /// The channel's bounds: send, receive.
+    fn bounds(&self) -> PyResult<(Duration, Duration)> {
+        let c = self.chan()?;
+        Ok((c.config().send_timeout, c.config().recv_timeout))
+    }
+
     /// Receive one message as a Python object.
     fn recv_msg<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, Msg>> {
-        let t = Timeout::from_py(timeout)?;
         let guard = self.chan()?;
         let chan = &*guard;
+        let t = Timeout::from_py(timeout, chan.config().recv_timeout)?;
         let m = if t.is_try() {
             py.detach(|| chan.try_recv())
                 .map_err(|e| errors::raise(py, e))?
@@ -370,19 +418,25 @@ fn shared_name_ok(s: &str) -> bool {
 
 #[pymethods]
 impl Channel {
-    /// Channel.connect(path, timeout=None, pool=None) -> Channel
+    /// Channel.connect(path, timeout=None, pool=None, *, send_timeout=None,
+    /// recv_timeout=None) -> Channel: `timeout` bounds the whole connect,
+    /// retrying while nobody listens (`None`: 5 s); `send_timeout` and
+    /// `recv_timeout` are the channel's bounds (as for `Listener`).
     #[staticmethod]
-    #[pyo3(signature = (path, timeout=None, pool=None))]
+    #[pyo3(signature = (path, timeout=None, pool=None, *, send_timeout=None, recv_timeout=None))]
     fn connect(
         py: Python<'_>,
         path: PathBuf,
         timeout: Option<f64>,
         pool: Option<Py<Pool>>,
+        send_timeout: Option<f64>,
+        recv_timeout: Option<f64>,
     ) -> PyResult<Channel> {
-        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+        let cfg = channel_config(send_timeout, recv_timeout, None)?;
+        let deadline = Deadline::new(Timeout::from_py(timeout, CONNECT_BOUND)?);
         let p = &path;
         let got = blocking(py, deadline, |slice| {
-            match zcio::Channel::connect(p, ChannelConfig::default()) {
+            match zcio::Channel::connect(p, cfg.clone()) {
                 // Nobody listens there yet: retry until the deadline.
                 Err(ConnectError::Os {
                     errno: Errno::NOENT | Errno::CONNREFUSED | Errno::INTR,
@@ -406,31 +460,55 @@ impl Channel {
         }
     }
 
-    /// Channel.pair() -> (Channel, Channel): two connected ends in this
-    /// process (threads, tests).
+    /// Channel.pair(*, send_timeout=None, recv_timeout=None) -> (Channel,
+    /// Channel): two connected ends in this process (threads, tests), with
+    /// the bounds given (as for `Listener`).
     #[staticmethod]
-    fn pair(py: Python<'_>) -> PyResult<(Channel, Channel)> {
+    #[pyo3(signature = (*, send_timeout=None, recv_timeout=None))]
+    fn pair(
+        py: Python<'_>,
+        send_timeout: Option<f64>,
+        recv_timeout: Option<f64>,
+    ) -> PyResult<(Channel, Channel)> {
+        let cfg = channel_config(send_timeout, recv_timeout, None)?;
         let (a, b) = py
-            .detach(|| zcio::Channel::pair(ChannelConfig::default()))
+            .detach(|| zcio::Channel::pair(cfg))
             .map_err(|e| errors::raise(py, e))?;
         Ok((Channel::wrap(py, a, None)?, Channel::wrap(py, b, None)?))
+    }
+
+    /// The bound (seconds) of the default wait of `send`, `send_array`,
+    /// `send_async` and a lane's `loan`/`send` (`math.inf`: none).
+    #[getter]
+    fn send_timeout(&self) -> PyResult<f64> {
+        Ok(seconds_of(self.bounds()?.0))
+    }
+
+    /// The bound (seconds) of the default wait of `recv`, `recv_array`,
+    /// `recv_async`, `async for`, `accept_lane` and a lane's `recv`
+    /// (`math.inf`: none).
+    #[getter]
+    fn recv_timeout(&self) -> PyResult<f64> {
+        Ok(seconds_of(self.bounds()?.1))
     }
 
     /// open_lane(slots=64, slot_size=4096) -> LaneSender
     #[pyo3(signature = (slots=64, slot_size=4096))]
     fn open_lane(&self, py: Python<'_>, slots: u32, slot_size: usize) -> PyResult<LaneSender> {
         let chan = self.chan()?;
+        let bound = chan.config().send_timeout;
         chan.open_lane(&zcio::LaneConfig { slots, slot_size })
-            .map(LaneSender::new)
+            .map(|tx| LaneSender::new(tx, bound))
             .map_err(|e| errors::raise(py, e))
     }
 
     /// accept_lane(timeout=None) -> LaneReceiver
     #[pyo3(signature = (timeout=None))]
     fn accept_lane(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<LaneReceiver> {
-        let t = Timeout::from_py(timeout)?;
         let guard = self.chan()?;
         let chan = &*guard;
+        let bound = chan.config().recv_timeout;
+        let t = Timeout::from_py(timeout, bound)?;
         let got = blocking(py, Deadline::new(t), |slice| {
             match chan.accept_lane_timeout(slice) {
                 Err(zcio::LaneError::WouldBlock | zcio::LaneError::TimedOut) => None,
@@ -438,7 +516,9 @@ impl Channel {
             }
         })?;
         match got {
-            Some(r) => r.map(LaneReceiver::new).map_err(|e| errors::raise(py, e)),
+            Some(r) => r
+                .map(|rx| LaneReceiver::new(rx, bound))
+                .map_err(|e| errors::raise(py, e)),
             None if t.is_try() => Err(errors::raise(py, zcio::LaneError::WouldBlock)),
             None => Err(errors::raise(py, zcio::LaneError::TimedOut)),
         }
@@ -459,7 +539,7 @@ impl Channel {
         timeout: Option<f64>,
         pool: Option<&Bound<'_, Pool>>,
     ) -> PyResult<()> {
-        let w = SendWait::new(timeout)?;
+        let w = SendWait::new(timeout, self.bounds()?.0)?;
         if let Ok(pb) = data.cast::<PoolBuffer>() {
             let f = pb.get().freeze(py, true)?;
             return self.send_msg(py, zcio::Msg::from(f), w);
@@ -490,7 +570,7 @@ impl Channel {
         timeout: Option<f64>,
         pool: Option<&Bound<'_, Pool>>,
     ) -> PyResult<()> {
-        let w = SendWait::new(timeout)?;
+        let w = SendWait::new(timeout, self.bounds()?.0)?;
         let arr = if arr.is_instance(crate::np::ndarray(py)?)? {
             arr.clone()
         } else {
@@ -769,8 +849,9 @@ impl Channel {
 
     /// await recv_async(timeout=None) -> Msg: the next message, waiting in
     /// the running asyncio loop on the doorbell (`loop.add_reader`) without
-    /// blocking it. `timeout` as for `recv` (`None`: as long as it takes;
-    /// `0`: `Empty` at once; seconds: `TimedOut` after). Raises what `recv`
+    /// blocking it. `timeout` as for `recv` (`None`: up to the channel's
+    /// `recv_timeout`; `0`: `Empty` at once; seconds: `TimedOut` after;
+    /// `math.inf`: as long as it takes). Raises what `recv`
     /// raises (`Disconnected` once the peer is gone and everything it sent
     /// was received). Cancel-safe: a message is only ever taken
     /// synchronously, so a cancelled call (`asyncio.wait_for`,
@@ -781,7 +862,7 @@ impl Channel {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bounds()?.1)?;
         let bell = slf.get().bell(py)?;
         aio(py)?
             .getattr(intern!(py, "channel_recv"))?
@@ -805,7 +886,7 @@ impl Channel {
         pool: Option<&Bound<'py, Pool>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bounds()?.0)?;
         let bell = slf.get().bell(py)?;
         let pool = slf.get().copy_pool(py, pool);
         aio(py)?
@@ -814,18 +895,21 @@ impl Channel {
     }
 
     /// `async for msg in ch`: the messages until the peer is gone and
-    /// everything it sent was received (then the loop ends). Cancel-safe,
-    /// as `recv_async`.
+    /// everything it sent was received (then the loop ends). Each message
+    /// is waited for as `recv_async()` waits: up to the channel's
+    /// `recv_timeout` (`TimedOut` ends the loop; `math.inf` bounds nothing).
+    /// Cancel-safe, as `recv_async`.
     fn __aiter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         slf
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        let t = async_timeout(None, slf.get().bounds()?.1)?;
         let bell = slf.get().bell(py)?;
         aio(py)?
             .getattr(intern!(py, "channel_next"))?
-            .call1((slf, bell))
+            .call1((slf, bell, t))
     }
 
     /// close(): tell the peer, stop sending and receiving. Messages and

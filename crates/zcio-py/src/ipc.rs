@@ -33,7 +33,27 @@ use zcio::{ConnectError, Errno, PeerCred};
 use crate::aio::{self, async_timeout};
 use crate::errors::{self, Class};
 use crate::listen;
-use crate::wait::{blocking, Deadline, Timeout};
+use crate::wait::{blocking, seconds_arg, seconds_of, Deadline, Timeout, CONNECT_BOUND};
+
+/// A rendezvous configuration with the bounds given (seconds; `None`: the
+/// default; `math.inf`: none).
+fn rdv_config(
+    send_timeout: Option<f64>,
+    recv_timeout: Option<f64>,
+    accept_timeout: Option<f64>,
+) -> PyResult<rdv::RendezvousConfig> {
+    let mut cfg = rdv::RendezvousConfig::default();
+    if let Some(t) = send_timeout {
+        cfg.send_timeout = seconds_arg("send_timeout", t)?;
+    }
+    if let Some(t) = recv_timeout {
+        cfg.recv_timeout = seconds_arg("recv_timeout", t)?;
+    }
+    if let Some(t) = accept_timeout {
+        cfg.accept_timeout = seconds_arg("accept_timeout", t)?;
+    }
+    Ok(cfg)
+}
 
 /// A rendezvous message as Python sees it: a label and up to 8 words.
 #[pyclass(module = "zcio._zcio", frozen, eq, hash)]
@@ -133,18 +153,40 @@ pub(crate) fn peer_dict<'py>(py: Python<'py>, p: PeerCred) -> PyResult<Bound<'py
 pub struct RendezvousListener {
     inner: Mutex<Option<rdv::RendezvousListener>>,
     path: PathBuf,
+    /// What `accept(timeout=None)` waits.
+    accept_bound: Duration,
 }
 
 #[pymethods]
 impl RendezvousListener {
-    /// RendezvousListener(path)
+    /// RendezvousListener(path, *, send_timeout=None, recv_timeout=None,
+    /// accept_timeout=None): the bounds (seconds) of the default waits of
+    /// `accept` and of the endpoints it accepts (`None`: 10 s, one hour,
+    /// one hour; `math.inf`: no bound).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let l = rdv::RendezvousListener::bind(&path).map_err(|e| errors::raise(py, e))?;
+    #[pyo3(signature = (path, *, send_timeout=None, recv_timeout=None, accept_timeout=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        send_timeout: Option<f64>,
+        recv_timeout: Option<f64>,
+        accept_timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let cfg = rdv_config(send_timeout, recv_timeout, accept_timeout)?;
+        let l = rdv::RendezvousListener::bind(&path)
+            .map_err(|e| errors::raise(py, e))?
+            .with_config(cfg);
         Ok(Self {
             inner: Mutex::new(Some(l)),
             path,
+            accept_bound: cfg.accept_timeout,
         })
+    }
+
+    /// The bound (seconds) of `accept(timeout=None)`.
+    #[getter]
+    fn accept_timeout(&self) -> f64 {
+        seconds_of(self.accept_bound)
     }
 
     /// The socket path.
@@ -156,7 +198,8 @@ impl RendezvousListener {
     /// accept(timeout=None) -> Rendezvous
     #[pyo3(signature = (timeout=None))]
     fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Rendezvous> {
-        let c = listen::accept(py, &self.inner, timeout, "endpoint listener", |l, slice| {
+        let t = Timeout::from_py(timeout, self.accept_bound)?;
+        let c = listen::accept(py, &self.inner, t, "endpoint listener", |l, slice| {
             l.accept_timeout(slice)
         })?;
         Ok(Rendezvous::wrap(c))
@@ -215,20 +258,53 @@ enum Stop {
 }
 
 impl Rendezvous {
-    /// The coroutine `_aio.<what>(ep, bell, label, words, timeout)`: a
-    /// send (or call) waiting on the endpoint's doorbell.
+    /// The endpoint's bounds: send, receive.
+    fn bounds(&self) -> PyResult<(Duration, Duration)> {
+        let c = self.get()?.config();
+        Ok((c.send_timeout, c.recv_timeout))
+    }
+
+    /// The coroutine `_aio.rdv_send(ep, bell, label, words, timeout)`: a
+    /// send waiting on the endpoint's doorbell.
     fn send_with_bell<'py>(
         slf: &Bound<'py, Self>,
-        what: &Bound<'py, pyo3::types::PyString>,
         label: u64,
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let words = PyTuple::new(py, words_of(words)?)?;
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bounds()?.0)?;
         let bell = slf.get().async_bell(py)?;
-        aio::call(py, what, (slf, bell, label, words, t))
+        aio::call(py, intern!(py, "rdv_send"), (slf, bell, label, words, t))
+    }
+
+    /// The coroutine `_aio.rdv_call(ep, bell, label, words, timeout,
+    /// recv_timeout)`: a send, then the next message. An explicit
+    /// `timeout` bounds both together; `None` bounds each half by the
+    /// endpoint's bound for it, as `call()` does.
+    fn call_with_bell<'py>(
+        slf: &Bound<'py, Self>,
+        label: u64,
+        words: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let words = PyTuple::new(py, words_of(words)?)?;
+        let bell = slf.get().async_bell(py)?;
+        let func = intern!(py, "rdv_call");
+        match timeout {
+            Some(_) => {
+                let t = async_timeout(timeout, Duration::ZERO)?;
+                aio::call(py, func, (slf, bell, label, words, t))
+            }
+            None => {
+                let (send, recv) = slf.get().bounds()?;
+                let ts = async_timeout(None, send)?;
+                let tr = async_timeout(None, recv)?;
+                aio::call(py, func, (slf, bell, label, words, ts, tr))
+            }
+        }
     }
 
     fn wrap(ep: rdv::Rendezvous) -> Self {
@@ -368,6 +444,9 @@ impl Rendezvous {
         .map(Envelope::from_rust)
     }
 
+    /// A send, then the next message: an explicit `timeout` bounds both
+    /// together; `None` bounds each half by the endpoint's bound for it,
+    /// as `call()` does.
     fn send_then_recv(
         &self,
         py: Python<'_>,
@@ -376,7 +455,13 @@ impl Rendezvous {
         timeout: Option<f64>,
     ) -> PyResult<Envelope> {
         let msg = rdv::Envelope::new(label, &words_of(words)?);
-        let t = Timeout::from_py(timeout)?;
+        if timeout.is_none() {
+            let (send, recv) = self.bounds()?;
+            let ts = Timeout::within(send);
+            self.send_with(py, &msg, Deadline::new(ts), false)?;
+            return self.recv_with(py, Deadline::new(Timeout::within(recv)), false);
+        }
+        let t = Timeout::from_py(timeout, Duration::ZERO)?;
         let deadline = Deadline::new(t);
         self.send_with(py, &msg, deadline, t.is_try())?;
         self.recv_with(py, deadline, t.is_try())
@@ -385,11 +470,22 @@ impl Rendezvous {
 
 #[pymethods]
 impl Rendezvous {
-    /// Rendezvous.connect(path, timeout=None) -> Rendezvous
+    /// Rendezvous.connect(path, timeout=None, *, send_timeout=None,
+    /// recv_timeout=None) -> Rendezvous: `timeout` bounds the whole
+    /// connect, retrying while nobody listens (`None`: 5 s);
+    /// `send_timeout` and `recv_timeout` are the endpoint's bounds (as for
+    /// `RendezvousListener`).
     #[staticmethod]
-    #[pyo3(signature = (path, timeout=None))]
-    fn connect(py: Python<'_>, path: PathBuf, timeout: Option<f64>) -> PyResult<Rendezvous> {
-        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+    #[pyo3(signature = (path, timeout=None, *, send_timeout=None, recv_timeout=None))]
+    fn connect(
+        py: Python<'_>,
+        path: PathBuf,
+        timeout: Option<f64>,
+        send_timeout: Option<f64>,
+        recv_timeout: Option<f64>,
+    ) -> PyResult<Rendezvous> {
+        let cfg = rdv_config(send_timeout, recv_timeout, None)?;
+        let deadline = Deadline::new(Timeout::from_py(timeout, CONNECT_BOUND)?);
         let p = &path;
         let got = blocking(py, deadline, |slice| match rdv::Rendezvous::connect(p) {
             // Nobody listens there yet: retry until the deadline.
@@ -403,7 +499,7 @@ impl Rendezvous {
             r => Some(r),
         })?;
         match got {
-            Some(Ok(ep)) => Ok(Rendezvous::wrap(ep)),
+            Some(Ok(ep)) => Ok(Rendezvous::wrap(ep.with_config(cfg))),
             Some(Err(e)) => Err(errors::raise(py, e)),
             None => Err(errors::err(
                 py,
@@ -424,15 +520,29 @@ impl Rendezvous {
         timeout: Option<f64>,
     ) -> PyResult<()> {
         let msg = rdv::Envelope::new(label, &words_of(words)?);
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.bounds()?.0)?;
         self.send_with(py, &msg, Deadline::new(t), t.is_try())
     }
 
     /// recv(timeout=None) -> Envelope
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.bounds()?.1)?;
         self.recv_with(py, Deadline::new(t), t.is_try())
+    }
+
+    /// The bound (seconds) of the default wait of `send`, `send_async` and
+    /// the send half of `call` (`math.inf`: none).
+    #[getter]
+    fn send_timeout(&self) -> PyResult<f64> {
+        Ok(seconds_of(self.bounds()?.0))
+    }
+
+    /// The bound (seconds) of the default wait of `recv`, `recv_async`,
+    /// `async for` and the receive half of `call` (`math.inf`: none).
+    #[getter]
+    fn recv_timeout(&self) -> PyResult<f64> {
+        Ok(seconds_of(self.bounds()?.1))
     }
 
     /// call(label, words=(), timeout=None) -> Envelope
@@ -472,7 +582,7 @@ impl Rendezvous {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bounds()?.1)?;
         let bell = slf.get().async_bell(py)?;
         aio::call(py, intern!(py, "rdv_recv"), (slf, bell, t))
     }
@@ -493,12 +603,12 @@ impl Rendezvous {
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        Self::send_with_bell(slf, intern!(slf.py(), "rdv_send"), label, words, timeout)
+        Self::send_with_bell(slf, label, words, timeout)
     }
 
     /// await call_async(label, words=(), timeout=None) -> Envelope: send,
     /// then the partner's answer (its next message); `timeout` bounds both
-    /// together. Not cancel-safe: as `send_async` for the request, and an
+    /// together (`None`: each half its bound, as `call`). Not cancel-safe: as `send_async` for the request, and an
     /// answer that came after a cancellation stays for the next receive.
     #[pyo3(signature = (label, words=None, timeout=None))]
     fn call_async<'py>(
@@ -507,7 +617,7 @@ impl Rendezvous {
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        Self::send_with_bell(slf, intern!(slf.py(), "rdv_call"), label, words, timeout)
+        Self::call_with_bell(slf, label, words, timeout)
     }
 
     /// await reply_and_recv_async(label, words=(), timeout=None) -> Envelope:
@@ -523,7 +633,9 @@ impl Rendezvous {
     }
 
     /// `async for m in ep`: the partner's messages until it is gone (or
-    /// this endpoint is closed); then the loop ends. Cancel-safe, as
+    /// this endpoint is closed); then the loop ends. Each message is
+    /// waited for as `recv_async()` waits: up to the endpoint's
+    /// `recv_timeout` (`TimedOut` ends the loop). Cancel-safe, as
     /// `recv_async`.
     fn __aiter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         slf
@@ -539,7 +651,8 @@ impl Rendezvous {
             }
             Err(e) => return Err(e),
         };
-        aio::call(py, intern!(py, "rdv_next"), (slf, bell))
+        let t = async_timeout(None, slf.get().bounds()?.1)?;
+        aio::call(py, intern!(py, "rdv_next"), (slf, bell, t))
     }
 
     /// The asyncio bell (a `zcio._aio.RendezvousBell`) once an async call made
@@ -697,7 +810,9 @@ impl Rendezvous {
     }
 }
 
-/// recv_any(endpoints, timeout=None) -> (index, Envelope)
+/// recv_any(endpoints, timeout=None) -> (index, Envelope): `None` waits
+/// up to the shortest `recv_timeout` of the endpoints (as Rust's
+/// `recv_any`).
 #[pyfunction]
 #[pyo3(signature = (endpoints, timeout=None))]
 pub fn recv_any(
@@ -705,11 +820,16 @@ pub fn recv_any(
     endpoints: Vec<Py<Rendezvous>>,
     timeout: Option<f64>,
 ) -> PyResult<(usize, Envelope)> {
-    let t = Timeout::from_py(timeout)?;
     let eps: Vec<Arc<rdv::Rendezvous>> = endpoints
         .iter()
         .map(|e| e.get().get())
         .collect::<PyResult<_>>()?;
+    let bound = eps
+        .iter()
+        .map(|e| e.config().recv_timeout)
+        .min()
+        .unwrap_or(Duration::ZERO);
+    let t = Timeout::from_py(timeout, bound)?;
     let refs: Vec<&rdv::Rendezvous> = eps.iter().map(|e| &**e).collect();
     let got = if t.is_try() {
         py.detach(|| rdv::Rendezvous::try_recv_any(&refs)).map(Some)

@@ -13,6 +13,7 @@
 
 use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -192,15 +193,17 @@ fn stats_dict<'py>(py: Python<'py>, s: LaneStats) -> PyResult<Bound<'py, PyDict>
     Ok(d)
 }
 
-/// Wait for `op` (retried in GIL-free slices until `timeout`): its value,
-/// or the lane error (`WouldBlock`/`TimedOut` when the deadline passed) or
-/// a `KeyboardInterrupt`, raised.
+/// Wait for `op` (retried in GIL-free slices until `timeout`; `None`:
+/// `bound`, the channel's): its value, or the lane error
+/// (`WouldBlock`/`TimedOut` when the deadline passed) or a
+/// `KeyboardInterrupt`, raised.
 fn wait_for<T: Send>(
     py: Python<'_>,
     timeout: Option<f64>,
-    mut op: impl FnMut(std::time::Duration) -> Result<T, LaneError> + Send,
+    bound: Duration,
+    mut op: impl FnMut(Duration) -> Result<T, LaneError> + Send,
 ) -> PyResult<T> {
-    let t = Timeout::from_py(timeout)?;
+    let t = Timeout::from_py(timeout, bound)?;
     let got = blocking(py, Deadline::new(t), |slice| match op(slice) {
         Err(LaneError::WouldBlock | LaneError::TimedOut) => None,
         r => Some(r),
@@ -221,11 +224,14 @@ pub struct LaneSender {
     slot: Mutex<TxSlot>,
     slot_size: usize,
     slots: u32,
+    /// The default wait: the channel's send bound.
+    bound: Duration,
 }
 
 impl LaneSender {
-    pub(crate) fn new(tx: zcio::LaneSender) -> Self {
+    pub(crate) fn new(tx: zcio::LaneSender, bound: Duration) -> Self {
         Self {
+            bound,
             slot_size: tx.slot_size(),
             slots: tx.slots(),
             slot: Mutex::new(Slot {
@@ -242,7 +248,7 @@ impl LaneSender {
         let mut h = lock(&self.slot).take("loan")?;
         h.borrow = None;
         let ptr = h.end.as_ptr() as usize;
-        let r = wait_for(py, timeout, |slice| {
+        let r = wait_for(py, timeout, self.bound, |slice| {
             // SAFETY: no borrow is held (dropped above); the loan is
             // stored in `h.borrow` below or dropped with the error.
             let end = unsafe { &mut *(ptr as *mut zcio::LaneSender) };
@@ -474,11 +480,14 @@ impl LaneLoan {
 pub struct LaneReceiver {
     slot: Mutex<RxSlot>,
     slot_size: usize,
+    /// The default wait: the channel's receive bound.
+    bound: Duration,
 }
 
 impl LaneReceiver {
-    pub(crate) fn new(rx: zcio::LaneReceiver) -> Self {
+    pub(crate) fn new(rx: zcio::LaneReceiver, bound: Duration) -> Self {
         Self {
+            bound,
             slot_size: rx.slot_size(),
             slot: Mutex::new(Slot {
                 state: State::Idle(Held::new(rx)),
@@ -500,7 +509,7 @@ impl LaneReceiver {
         let mut h = lock(&me.slot).take("LaneMsg")?;
         h.borrow = None;
         let ptr = h.end.as_ptr() as usize;
-        let r = wait_for(py, timeout, |slice| {
+        let r = wait_for(py, timeout, me.bound, |slice| {
             // SAFETY: no message is held (dropped above); the new one is
             // stored in `h.borrow` below or dropped with the error.
             let end = unsafe { &mut *(ptr as *mut zcio::LaneReceiver) };

@@ -12,13 +12,14 @@ use crate::errors::{self, Class};
 use crate::wait::{blocking, Deadline, Timeout};
 
 /// Accept one connection on the listener in `slot`, waiting as `timeout`
-/// says (see [`Timeout::from_py`]); `what` names the listener in errors.
+/// says (parsed by [`Timeout::from_py`] with the listener's bound); `what`
+/// names the listener in errors.
 /// A handshake that stalled, nobody connecting yet, or a signal only ends
 /// the slice: the listener stays usable and the loop looks again.
 pub(crate) fn accept<L, T>(
     py: Python<'_>,
     slot: &Mutex<Option<L>>,
-    timeout: Option<f64>,
+    timeout: Timeout,
     what: &'static str,
     accept_timeout: impl Fn(&L, Duration) -> Result<T, ConnectError> + Send + Sync,
 ) -> PyResult<T>
@@ -26,7 +27,7 @@ where
     L: Send,
     T: Send,
 {
-    let deadline = Deadline::new(Timeout::from_py(timeout)?);
+    let deadline = Deadline::new(timeout);
     let got = blocking(py, deadline, |slice| {
         let Ok(g) = slot.lock() else {
             return Some(Err(None));

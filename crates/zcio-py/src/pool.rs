@@ -15,7 +15,7 @@ use zcio::{AllocError, Fbuf, FbufMut, PoolConfig};
 use crate::buffer;
 use crate::errors;
 use crate::numpy;
-use crate::wait::{blocking, Deadline, Timeout};
+use crate::wait::{blocking, seconds_arg, seconds_of, Deadline, Timeout};
 
 /// A pool of shared-memory buffers (see the Python docstring).
 #[pyclass(module = "zcio._zcio", frozen)]
@@ -83,15 +83,18 @@ impl Pool {
 
 #[pymethods]
 impl Pool {
-    /// Pool(name=None, secured=False, chunk_size=16 MiB, max_chunks=16, populate=True)
+    /// Pool(name=None, secured=False, chunk_size=16 MiB, max_chunks=16,
+    /// populate=True, *, alloc_timeout=None): `alloc_timeout` is the bound
+    /// (seconds) of `alloc(timeout=None)` (`None`: 10 s; `math.inf`: none).
     #[new]
-    #[pyo3(signature = (name=None, secured=false, chunk_size=16 << 20, max_chunks=16, populate=true))]
+    #[pyo3(signature = (name=None, secured=false, chunk_size=16 << 20, max_chunks=16, populate=true, *, alloc_timeout=None))]
     fn new(
         name: Option<String>,
         secured: bool,
         chunk_size: usize,
         max_chunks: usize,
         populate: bool,
+        alloc_timeout: Option<f64>,
     ) -> PyResult<Self> {
         if chunk_size == 0 || max_chunks == 0 {
             return Err(PyValueError::new_err(
@@ -104,16 +107,27 @@ impl Pool {
                 "name must be 1-200 characters without NUL",
             ));
         }
+        let mut cfg = PoolConfig {
+            name,
+            chunk_size,
+            max_chunks,
+            populate,
+            ..PoolConfig::default()
+        };
+        if let Some(t) = alloc_timeout {
+            cfg.alloc_timeout = seconds_arg("alloc_timeout", t)?;
+        }
         Ok(Self {
-            pool: zcio::Pool::new(PoolConfig {
-                name,
-                chunk_size,
-                max_chunks,
-                populate,
-                ..PoolConfig::default()
-            }),
+            pool: zcio::Pool::new(cfg),
             secured,
         })
+    }
+
+    /// The bound (seconds) of `alloc(timeout=None)` and `empty(…,
+    /// timeout=None)` (`math.inf`: none).
+    #[getter]
+    fn alloc_timeout(&self) -> f64 {
+        seconds_of(self.pool.config().alloc_timeout)
     }
 
     /// The pool's name (shown in /proc/PID/maps as memfd:zcio-NAME).
@@ -132,7 +146,7 @@ impl Pool {
     /// alloc(n, timeout=None) -> PoolBuffer
     #[pyo3(signature = (n, timeout=None))]
     fn alloc(&self, py: Python<'_>, n: usize, timeout: Option<f64>) -> PyResult<PoolBuffer> {
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.pool.config().alloc_timeout)?;
         let b = self.alloc_raw(py, n, Deadline::new(t), t.is_try())?;
         Ok(PoolBuffer::new(b, self.secured))
     }
@@ -165,7 +179,7 @@ impl Pool {
             .iter()
             .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
             .ok_or_else(|| PyValueError::new_err("array too large"))?;
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.pool.config().alloc_timeout)?;
         let b = self.alloc_raw(py, nbytes.max(1), Deadline::new(t), t.is_try())?;
         let pb = Bound::new(py, PoolBuffer::new(b, self.secured))?;
         let kwargs = PyDict::new(py);

@@ -14,7 +14,7 @@ use zcio::rendezvous::{self as rdv, RendezvousConfig};
 
 use crate::errors;
 use crate::ipc::{peer_dict, words_of, Envelope, Rendezvous};
-use crate::wait::{blocking, Deadline, Timeout};
+use crate::wait::{blocking, seconds_arg, Deadline, Timeout};
 
 /// The pool endpoints share when none is given.
 static DEFAULT_PROXIES: OnceLock<zproxy::Proxies> = OnceLock::new();
@@ -110,6 +110,8 @@ impl Proxies {
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct Ticket {
     t: zproxy::Ticket,
+    /// What `wait(timeout=None)` waits: the endpoint's delivery bound.
+    bound: Duration,
 }
 
 #[pymethods]
@@ -139,13 +141,15 @@ impl Ticket {
         }
     }
 
-    /// wait(timeout=None): until delivered (returns) or failed (raises).
+    /// wait(timeout=None): until delivered (returns) or failed (raises);
+    /// `None` waits up to the endpoint's delivery bound (its
+    /// `delivery_timeout`; `TimedOut` if the message is still pending).
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let t = &self.t;
         let got = blocking(
             py,
-            Deadline::new(Timeout::from_py(timeout)?),
+            Deadline::new(Timeout::from_py(timeout, self.bound)?),
             |slice| match t.wait_timeout(slice) {
                 Err(ProxyError::TimedOut) => None,
                 r => Some(r),
@@ -169,13 +173,16 @@ impl Ticket {
 pub struct Reply {
     h: RecvHandle,
     got: Mutex<Option<Result<Envelope, ProxyError>>>,
+    /// What `wait(timeout=None)` waits: the endpoint's receive bound.
+    bound: Duration,
 }
 
 impl Reply {
-    fn new(h: RecvHandle) -> Self {
+    fn new(h: RecvHandle, bound: Duration) -> Self {
         Self {
             h,
             got: Mutex::new(None),
+            bound,
         }
     }
 
@@ -214,7 +221,8 @@ impl Reply {
         }
     }
 
-    /// wait(timeout=None) -> Envelope
+    /// wait(timeout=None) -> Envelope: `None` waits up to the endpoint's
+    /// receive bound (one hour).
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
         if let Some(v) = self.cached() {
@@ -223,7 +231,7 @@ impl Reply {
         let h = &self.h;
         let got = blocking(
             py,
-            Deadline::new(Timeout::from_py(timeout)?),
+            Deadline::new(Timeout::from_py(timeout, self.bound)?),
             |slice| match h.wait_timeout(slice) {
                 Err(ProxyError::TimedOut) => None,
                 r => Some(r),
@@ -278,7 +286,9 @@ impl ProxyEndpoint {
         quota: Option<usize>,
         delivery_timeout: Option<f64>,
     ) -> PyResult<Self> {
-        let delivery = seconds("delivery_timeout", delivery_timeout)?;
+        let delivery = delivery_timeout
+            .map(|t| seconds_arg("delivery_timeout", t))
+            .transpose()?;
         let mut ep = endpoint.get().take()?;
         if let Some(d) = delivery {
             let cfg = RendezvousConfig {
@@ -314,8 +324,9 @@ impl ProxyEndpoint {
     ) -> PyResult<Ticket> {
         let msg = rdv::Envelope::new(label, &words_of(words)?);
         let a = self.get()?;
+        let bound = a.endpoint().config().send_timeout;
         a.send(msg)
-            .map(|t| Ticket { t })
+            .map(|t| Ticket { t, bound })
             .map_err(|e| errors::raise(py, e.into_parts().0))
     }
 
@@ -330,20 +341,24 @@ impl ProxyEndpoint {
     ) -> PyResult<Reply> {
         let msg = rdv::Envelope::new(label, &words_of(words)?);
         let a = self.get()?;
+        let bound = a.endpoint().config().recv_timeout;
         a.call(msg)
-            .map(Reply::new)
+            .map(|h| Reply::new(h, bound))
             .map_err(|e| errors::raise(py, e.into_parts().0))
     }
 
     /// post() -> Reply: a receive collected later (most recent served first).
     fn post(&self) -> PyResult<Reply> {
-        Ok(Reply::new(self.get()?.post()))
+        let a = self.get()?;
+        let bound = a.endpoint().config().recv_timeout;
+        Ok(Reply::new(a.post(), bound))
     }
 
     /// recv(timeout=None) -> Envelope
     #[pyo3(signature = (timeout=None))]
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
-        let t = Timeout::from_py(timeout)?;
+        let bound = self.get()?.endpoint().config().recv_timeout;
+        let t = Timeout::from_py(timeout, bound)?;
         if t.is_try() {
             let a = self.get()?;
             return py

@@ -36,7 +36,7 @@ use crate::aio::{self, async_timeout};
 use crate::array;
 use crate::buffer::{self, Exported, SendPtr};
 use crate::errors::{self, Class};
-use crate::wait::{blocking, Deadline, Timeout};
+use crate::wait::{blocking, seconds_arg, seconds_of, Deadline, Timeout};
 use zcio::View;
 
 fn parse_layout(s: &str) -> PyResult<Layout> {
@@ -224,6 +224,20 @@ impl RingProducer {
         self.overflow.name()
     }
 
+    /// The bound (seconds) of the default wait of `write`, `write_async`
+    /// and `wait_for_consumers` (`timeout=None`): 10 s unless set;
+    /// settable (`math.inf`: no bound, for consumers you trust).
+    #[getter]
+    fn wait_bound(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(seconds_of(self.with_producer(py, |p| p.wait_bound())?))
+    }
+
+    #[setter]
+    fn set_wait_bound(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+        let d = seconds_arg("wait_bound", seconds)?;
+        self.with_producer(py, |p| p.set_wait_bound(d))
+    }
+
     /// write(data, timeout=None) -> int
     #[pyo3(signature = (data, timeout=None))]
     fn write(
@@ -232,7 +246,8 @@ impl RingProducer {
         data: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<usize> {
-        let t = Timeout::from_py(timeout)?;
+        let bound = self.with_producer(py, |p| p.wait_bound())?;
+        let t = Timeout::from_py(timeout, bound)?;
         let deadline = Deadline::new(t);
         let src = Exported::get(data, false)?;
         let (base, total) = (SendPtr(src.ptr()), src.len());
@@ -305,7 +320,8 @@ impl RingProducer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let me = slf.get();
-        let mut t = async_timeout(timeout)?;
+        let bound = me.with_producer(py, |p| p.wait_bound())?;
+        let mut t = async_timeout(timeout, bound)?;
         if me.overflow == Overflow::Block {
             // Bound now: a bell that cannot be bound fails the call, not
             // the wait.
@@ -374,7 +390,8 @@ impl RingProducer {
         n: usize,
         timeout: Option<f64>,
     ) -> PyResult<usize> {
-        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+        let bound = self.with_producer(py, |p| p.wait_bound())?;
+        let deadline = Deadline::new(Timeout::from_py(timeout, bound)?);
         let inner = &self.inner;
         let mut last = 0;
         let got = blocking(py, deadline, |slice| {
@@ -552,6 +569,11 @@ impl RingConsumer {
         aio::bell(py, &self.bell, intern!(py, "RingBell"))
     }
 
+    /// The consumer's wait bound (`timeout=None`).
+    fn bound(&self, py: Python<'_>) -> PyResult<Duration> {
+        self.with_cons(py, |c| c.wait_bound())
+    }
+
     /// Finish a waiting read: the value, or the error for nothing in time.
     fn finish<T>(py: Python<'_>, got: Option<Result<T, Refused>>, t: Timeout) -> PyResult<T> {
         match got {
@@ -565,7 +587,9 @@ impl RingConsumer {
 
 #[pymethods]
 impl RingConsumer {
-    /// RingConsumer(name, start="newest", timeout=0)
+    /// RingConsumer(name, start="newest", timeout=0): `timeout` waits for
+    /// the ring to appear (`None`: up to a consumer's default wait bound,
+    /// one hour).
     #[new]
     #[pyo3(signature = (name, start="newest", timeout=0.0))]
     fn new(py: Python<'_>, name: String, start: &str, timeout: Option<f64>) -> PyResult<Self> {
@@ -574,7 +598,8 @@ impl RingConsumer {
             "oldest" => Start::Oldest,
             _ => return Err(PyValueError::new_err("start must be 'newest' or 'oldest'")),
         };
-        let map = open_map(py, &name, Deadline::new(Timeout::from_py(timeout)?))?;
+        let t = Timeout::from_py(timeout, zcio::ring::Consumer::DEFAULT_WAIT_BOUND)?;
+        let map = open_map(py, &name, Deadline::new(t))?;
         let cons = py
             .detach(|| Consumer::attach(map, start))
             .map_err(|e| errors::raise(py, e))?;
@@ -596,6 +621,21 @@ impl RingConsumer {
         self.name.clone()
     }
 
+    /// The bound (seconds) of the default wait of `read`, `readinto`,
+    /// `peek`, their async forms and `async for` (`timeout=None`): one hour
+    /// unless set; settable (`math.inf`: no bound, for a producer you
+    /// trust).
+    #[getter]
+    fn wait_bound(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(seconds_of(self.bound(py)?))
+    }
+
+    #[setter]
+    fn set_wait_bound(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+        let d = seconds_arg("wait_bound", seconds)?;
+        self.with_cons(py, |c| c.set_wait_bound(d))
+    }
+
     /// read(n, timeout=None) -> bytes (``b""`` at the end of the stream)
     #[pyo3(signature = (n, timeout=None))]
     fn read<'py>(
@@ -604,7 +644,7 @@ impl RingConsumer {
         n: usize,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.bound(py)?)?;
         let mut buf = vec![0u8; n];
         let st = &*self.st;
         let got = blocking(py, Deadline::new(t), |slice| {
@@ -634,7 +674,7 @@ impl RingConsumer {
         buf: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<usize> {
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.bound(py)?)?;
         let dst = Exported::get(buf, true)?;
         let (p, n) = (SendPtr(dst.ptr()), dst.len());
         let st = &*self.st;
@@ -670,7 +710,7 @@ impl RingConsumer {
         max: Option<usize>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Peek>> {
-        let t = Timeout::from_py(timeout)?;
+        let t = Timeout::from_py(timeout, self.bound(py)?)?;
         let max = max.unwrap_or(usize::MAX);
         let st = &*self.st;
         let got = blocking(py, Deadline::new(t), |slice| {
@@ -723,7 +763,7 @@ impl RingConsumer {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bound(py)?)?;
         let bell = slf.get().async_bell(py)?;
         let op = slf.getattr(intern!(py, "read"))?;
         let op = py
@@ -748,7 +788,7 @@ impl RingConsumer {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bound(py)?)?;
         // Checked at the call: a writable buffer.
         drop(Exported::get(buf, true)?);
         let bell = slf.get().async_bell(py)?;
@@ -775,7 +815,7 @@ impl RingConsumer {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout)?;
+        let t = async_timeout(timeout, slf.get().bound(py)?)?;
         let bell = slf.get().async_bell(py)?;
         let op = slf.getattr(intern!(py, "peek"))?;
         let op = py
@@ -794,15 +834,17 @@ impl RingConsumer {
     /// end of the stream, when the loop ends. A producer that died in the
     /// middle of the stream or closed it with an error raises
     /// `Disconnected` (with `.pid`, `.code`) after everything it wrote.
-    /// Cancel-safe, as `read_async`.
+    /// Each block is waited for up to `wait_bound` (`TimedOut` ends the
+    /// loop). Cancel-safe, as `read_async`.
     fn __aiter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         slf
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        let t = async_timeout(None, slf.get().bound(py)?)?;
         let bell = slf.get().async_bell(py)?;
-        aio::call(py, intern!(py, "ring_next"), (slf, bell))
+        aio::call(py, intern!(py, "ring_next"), (slf, bell, t))
     }
 
     /// The asyncio bell (a `zcio._aio.RingBell`) once an async call made

@@ -297,36 +297,42 @@ impl SemanticEndpoint {
     }
 
     /// Wait for the next message without taking it: `(len, page_offset)`,
-    /// or `None` when the deadline passed. Polls with short sleeps, the
+    /// or `None` when the deadline passed (`timeout=None`: the channel's
+    /// receive bound). Polls with short sleeps, the
     /// GIL released, handling signals every 100 ms. Sees a peer that died
     /// (`Disconnected`), not one that closed cleanly while alive (only a
     /// receive sees its goodbye): the callers that wait without a timeout
     /// receive directly instead.
     fn wait_next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<(usize, usize)>> {
         let ep = &self.ep;
-        let got = blocking(py, Deadline::new(Timeout::from_py(timeout)?), |slice| {
-            let end = Instant::now() + slice;
-            let mut nap = Duration::from_micros(20);
-            loop {
-                // Disconnection is checked first and the queue after it:
-                // whatever the peer sent before leaving is still taken.
-                let gone = !ep.channel().check_peer();
-                match ep.next_layout() {
-                    Ok(Some((off, len))) => return Some(Ok((len, off))),
-                    Ok(None) if gone => {
-                        return Some(Err(InputError::Recv(RecvError::Disconnected)))
+        let bound = ep.channel().config().recv_timeout;
+        let got = blocking(
+            py,
+            Deadline::new(Timeout::from_py(timeout, bound)?),
+            |slice| {
+                let end = Instant::now() + slice;
+                let mut nap = Duration::from_micros(20);
+                loop {
+                    // Disconnection is checked first and the queue after it:
+                    // whatever the peer sent before leaving is still taken.
+                    let gone = !ep.channel().check_peer();
+                    match ep.next_layout() {
+                        Ok(Some((off, len))) => return Some(Ok((len, off))),
+                        Ok(None) if gone => {
+                            return Some(Err(InputError::Recv(RecvError::Disconnected)))
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Some(Err(e)),
                     }
-                    Ok(None) => {}
-                    Err(e) => return Some(Err(e)),
+                    let now = Instant::now();
+                    if now >= end {
+                        return None;
+                    }
+                    std::thread::sleep(nap.min(end - now));
+                    nap = (nap * 2).min(Duration::from_millis(1));
                 }
-                let now = Instant::now();
-                if now >= end {
-                    return None;
-                }
-                std::thread::sleep(nap.min(end - now));
-                nap = (nap * 2).min(Duration::from_millis(1));
-            }
-        })?;
+            },
+        )?;
         match got {
             Some(Ok(l)) => Ok(Some(l)),
             Some(Err(e)) => Err(errors::raise(py, e)),
@@ -585,9 +591,9 @@ impl SemanticEndpoint {
         semantics: Option<&str>,
         timeout: Option<f64>,
     ) -> PyResult<&'static str> {
-        // Sends wait as long as the channel's bound; `timeout` is accepted
+        // Sends wait up to the channel's send bound; `timeout` is accepted
         // for symmetry and checked.
-        Timeout::from_py(timeout)?;
+        Timeout::from_py(timeout, Duration::ZERO)?;
         let sem = sem_or(semantics, self.output)?;
         let np = crate::numpy(py)?;
         let arr = np.call_method1(intern!(py, "ascontiguousarray"), (arr,))?;

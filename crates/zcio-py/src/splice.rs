@@ -465,12 +465,16 @@ impl Association {
     }
 
     /// wait(timeout=None): the next completion of an asynchronous
-    /// increment, waiting at most ``timeout`` seconds (None: until it
-    /// comes; 0: do not wait) without the GIL. None if none came in time,
-    /// or if nothing runs or waits to be collected.
+    /// increment, waiting at most ``timeout`` seconds (None: up to the
+    /// default bound, one hour; 0: do not wait; ``math.inf``: until it
+    /// comes) without the GIL. None if none came in time, or if nothing
+    /// runs or waits to be collected.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Completion>> {
-        let deadline = Deadline::new(Timeout::from_py(timeout)?);
+        let deadline = Deadline::new(Timeout::from_py(
+            timeout,
+            zcio::splice::Association::WAIT_BOUND,
+        )?);
         let r = self.r.clone();
         let got = blocking(py, deadline, |slice| match r.wait(slice) {
             Some(c) => Some(Some(c)),

@@ -1,6 +1,7 @@
-//! Timeouts as Python spells them (`None`: wait as long as it takes, `0`:
-//! do not wait, seconds otherwise) and the loop that waits with the GIL
-//! released, in slices, so other threads run and Ctrl-C is seen.
+//! Timeouts as Python spells them (`None`: wait up to the bound the call's
+//! configuration sets, `0`: do not wait, seconds otherwise, `math.inf`:
+//! without a bound) and the loop that waits with the GIL released, in
+//! slices, so other threads run and Ctrl-C is seen.
 
 use std::time::{Duration, Instant};
 
@@ -11,35 +12,76 @@ use pyo3::prelude::*;
 /// at pending signals (`KeyboardInterrupt`).
 const SLICE: Duration = Duration::from_millis(100);
 
+/// Longer than this is no bound (and clear of `Instant`'s range): a
+/// century, `math.inf`, `Duration::MAX`.
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The bound of the default wait of `Channel.connect` and
+/// `Rendezvous.connect` (retrying while nobody listens, then the
+/// handshake): a channel's default `connect_timeout`, 5 s, which is also
+/// the rendezvous handshake's.
+pub(crate) const CONNECT_BOUND: Duration = Duration::from_secs(5);
+
 /// How long a call may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Timeout {
     /// Not at all (`timeout=0`).
     Try,
-    /// At most this long.
+    /// At most this long (`timeout=None`: the call's bound; a number).
     Within(Duration),
-    /// As long as it takes (`timeout=None`), interruptible.
+    /// As long as it takes (`timeout=math.inf`), interruptible.
     Forever,
 }
 
 impl Timeout {
-    /// Parse a Python `timeout` argument.
-    pub(crate) fn from_py(timeout: Option<f64>) -> PyResult<Self> {
+    /// Parse a Python `timeout` argument; `bound` is what `None` waits
+    /// (the bound the call's configuration sets).
+    pub(crate) fn from_py(timeout: Option<f64>, bound: Duration) -> PyResult<Self> {
         match timeout {
-            None => Ok(Timeout::Forever),
-            Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(
-                "timeout must be None or a non-negative number of seconds",
-            )),
-            Some(t) if t <= 0.0 => Ok(Timeout::Try),
-            // Longer than a century: as good as forever (and no overflow).
-            Some(t) if t > 3.0e9 => Ok(Timeout::Forever),
-            Some(t) => Ok(Timeout::Within(Duration::from_secs_f64(t))),
+            None => Ok(Self::within(bound)),
+            Some(t) => Ok(match seconds_arg("timeout", t)? {
+                d if d.is_zero() => Timeout::Try,
+                d => Self::within(d),
+            }),
+        }
+    }
+
+    /// At most `d` (`Forever` past a century).
+    pub(crate) fn within(d: Duration) -> Self {
+        if d >= CENTURY {
+            Timeout::Forever
+        } else {
+            Timeout::Within(d)
         }
     }
 
     /// Whether the call may not wait at all.
     pub(crate) fn is_try(self) -> bool {
         self == Timeout::Try
+    }
+}
+
+/// A number of seconds given to `what` (a timeout, a bound): non-negative;
+/// `math.inf` (or anything past a century) is no bound (`Duration::MAX`).
+pub(crate) fn seconds_arg(what: &str, t: f64) -> PyResult<Duration> {
+    if t.is_nan() || t < 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be None, a non-negative number of seconds or math.inf"
+        )));
+    }
+    // Longer than a century: as good as forever (and no overflow).
+    if t > 3.0e9 {
+        return Ok(Duration::MAX);
+    }
+    Ok(Duration::from_secs_f64(t))
+}
+
+/// A bound as Python shows it: seconds, `math.inf` for none.
+pub(crate) fn seconds_of(d: Duration) -> f64 {
+    if d >= CENTURY {
+        f64::INFINITY
+    } else {
+        d.as_secs_f64()
     }
 }
 

@@ -209,6 +209,30 @@ def test_cancelled_send_async_sends_all_or_nothing(sock_path, child):
     c.join_ok()
 
 
+def test_default_waits_end_at_the_configured_bounds(sock_path, child):
+    """timeout=None (and `async for`) waits up to the channel's bound (0.2 s
+    here), then raises TimedOut, against a peer process that never sends
+    nor receives."""
+    c = child(kids.chan_connect_and_idle, sock_path)
+
+    async def main() -> None:
+        with zcio.Listener(sock_path, send_timeout=0.2, recv_timeout=0.2) as lst, lst.accept(timeout=T) as ch:
+            with pytest.raises(zcio.TimedOut):
+                await bounded(ch.recv_async())
+            with pytest.raises(zcio.TimedOut):
+                async for _ in ch:
+                    raise AssertionError("the peer sent nothing")
+            sent = 0
+            with pytest.raises(zcio.TimedOut):
+                while sent < 100_000:  # the peer never receives: the ring fills
+                    await bounded(ch.send_async(b"x" * 100))
+                    sent += 1
+            assert sent > 0
+
+    asyncio.run(main())
+    c.kill()
+
+
 def test_peer_killed_while_a_receive_waits(sock_path, child):
     c = child(kids.aio_send_then_hang, sock_path, 3)
 

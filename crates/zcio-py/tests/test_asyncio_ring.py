@@ -70,6 +70,40 @@ def test_read_async_and_async_for_from_a_blocking_producer(ring_name, child):
     c.join_ok()
 
 
+def test_default_waits_end_at_the_wait_bound(ring_name, child):
+    """timeout=None (and `async for`) waits up to the end's wait_bound (0.2
+    s here), then raises TimedOut: a producer process that never writes, a
+    consumer process that never reads."""
+    c = child(kids.ring_produce, ring_name, 0, 100, "hang")
+    name = ring_name + "-w"
+    prod = zcio.RingProducer(name, size=16 << 10, layout="variable")
+
+    async def main() -> None:
+        with zcio.RingConsumer(ring_name, timeout=T) as cons:
+            cons.wait_bound = 0.2
+            with pytest.raises(zcio.TimedOut):
+                await bounded(cons.read_async(100))
+            with pytest.raises(zcio.TimedOut):
+                await bounded(cons.peek_async())
+            with pytest.raises(zcio.TimedOut):
+                async for _ in cons:
+                    raise AssertionError("the producer wrote nothing")
+        idle = child(kids.aio_ring_idle_consumer, name)
+        assert prod.wait_for_consumers(1, timeout=T) == 1
+        prod.wait_bound = 0.2
+        fill(prod)
+        with pytest.raises(zcio.TimedOut):
+            await bounded(prod.write_async(b"x" * 1000))
+        idle.kill()
+
+    try:
+        asyncio.run(main())
+    finally:
+        prod.close()
+        zcio.ring_unlink(name)
+    c.kill()
+
+
 def test_write_async_waits_for_a_slow_blocking_consumer(ring_name, child):
     # A 16 KiB block ring (a few blocks of up to 3 KB) to a consumer that
     # starts 0.3 s late and pauses: the writes wait for room.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import math
 import os
 import signal
 
@@ -91,6 +92,41 @@ def test_connect_waits_for_the_listener_and_times_out(sock_path):
         assert lst.path == sock_path
         with pytest.raises(zcio.TimedOut):
             lst.accept(timeout=0.1)
+
+
+def test_default_waits_end_at_the_configured_bounds(sock_path, child):
+    """timeout=None waits up to the bound the channel's configuration sets
+    (0.2 s here), then raises TimedOut: a listener nobody connects to, a
+    peer in another process that never sends nor receives."""
+    short = 0.2
+    with zcio.Listener(sock_path, send_timeout=short, recv_timeout=short, accept_timeout=short) as lst:
+        assert lst.accept_timeout == short
+        with pytest.raises(zcio.TimedOut):
+            lst.accept()
+        c = child(kids.chan_connect_and_idle, sock_path)
+        with lst.accept(timeout=T) as ch:
+            assert (ch.send_timeout, ch.recv_timeout) == (short, short)
+            with pytest.raises(zcio.TimedOut):
+                ch.recv()
+            with pytest.raises(zcio.TimedOut):
+                ch.recv_array()
+            with pytest.raises(zcio.TimedOut):
+                ch.accept_lane()
+            sent = 0
+            with pytest.raises(zcio.TimedOut):
+                while sent < 100_000:  # the peer never receives: the ring fills
+                    ch.send(b"x" * 100)
+                    sent += 1
+            assert sent > 0
+        c.kill()
+    # Defaults, and math.inf for no bound (an explicit choice).
+    a, b = zcio.Channel.pair(recv_timeout=math.inf)
+    with a, b:
+        assert (a.send_timeout, a.recv_timeout) == (10.0, math.inf)
+        with pytest.raises(zcio.Empty):
+            a.recv(timeout=0)
+    with pytest.raises(ValueError):
+        zcio.Channel.pair(recv_timeout=-1)
 
 
 def test_arrays_across_processes(sock_path, child):

@@ -149,6 +149,41 @@ def test_try_and_timeout_forms(sock_path):
         aep.close()
 
 
+def test_default_waits_end_at_the_configured_bounds(sock_path, child):
+    """timeout=None waits up to the bound the endpoint's configuration sets
+    (0.2 s here), then raises TimedOut: a listener nobody connects to, a
+    partner in another process that takes one message and then neither
+    answers nor takes another; the same through a ProxyEndpoint."""
+    short = 0.2
+    with zcio.RendezvousListener(
+        sock_path, send_timeout=short, recv_timeout=short, accept_timeout=short
+    ) as lst:
+        assert lst.accept_timeout == short
+        with pytest.raises(zcio.TimedOut):
+            lst.accept()
+        c = child(kids.rdv_connect_and_hang, sock_path, True)
+        ep = lst.accept(timeout=T)
+        assert (ep.send_timeout, ep.recv_timeout) == (short, short)
+        ep.send(1, (2,), timeout=T)  # the partner takes this one
+        with pytest.raises(zcio.TimedOut):
+            ep.recv()
+        with pytest.raises(zcio.TimedOut):
+            zcio.recv_any([ep])
+        with pytest.raises(zcio.TimedOut):
+            ep.send(3, (4,))
+        with pytest.raises(zcio.TimedOut):
+            ep.call(5)
+        aep = zcio.ProxyEndpoint(ep)
+        with pytest.raises(zcio.TimedOut):
+            aep.recv()
+        with pytest.raises(zcio.TimedOut):
+            aep.post().wait()
+        with pytest.raises(zcio.TimedOut):
+            aep.send(6).wait()
+        aep.close()
+        c.kill()
+
+
 def test_undelivered_async_send_fails_its_ticket(sock_path):
     lst, a, b = in_process_pair(sock_path)
     with lst, a, b:

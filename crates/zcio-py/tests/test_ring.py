@@ -4,6 +4,7 @@ stream, a consumer that outlives a killed producer, lapping, full rings."""
 from __future__ import annotations
 
 import errno
+import math
 import os
 import select
 import signal
@@ -169,6 +170,51 @@ def test_full_ring_and_timeouts(ring_name):
         cons.read(1024, timeout=0.05)
     with pytest.raises(ValueError):
         prod.write(b"y" * 5000, timeout=0)  # larger than a slot
+
+
+def test_default_waits_end_at_the_wait_bound(ring_name, child):
+    """timeout=None waits up to the end's wait_bound (0.2 s here), then
+    raises TimedOut: a producer in another process that never writes, a
+    consumer in another process that never reads."""
+    c = child(kids.ring_produce, ring_name, 0, 100, "hang")
+    cons = zcio.RingConsumer(ring_name, timeout=T)
+    assert cons.wait_bound == 3600.0
+    cons.wait_bound = 0.2
+    assert cons.wait_bound == 0.2
+    with pytest.raises(zcio.TimedOut):
+        cons.read(100)
+    with pytest.raises(zcio.TimedOut):
+        cons.readinto(bytearray(100))
+    with pytest.raises(zcio.TimedOut):
+        cons.peek()
+    cons.close()
+    c.kill()
+
+    name = ring_name + "-w"
+    prod = zcio.RingProducer(name, size=64 << 10, layout="variable")
+    try:
+        c = child(kids.aio_ring_idle_consumer, name)
+        assert prod.wait_for_consumers(1, timeout=T) == 1
+        assert prod.wait_bound == 10.0
+        prod.wait_bound = 0.2
+        assert prod.wait_for_consumers(2) == 1  # up to the bound
+        written = 0
+        with pytest.raises(zcio.TimedOut):
+            while written < 100_000:  # the consumer never reads: the ring fills
+                prod.write(b"b" * 1000)
+                written += 1
+        assert written > 0
+        # math.inf: no bound (explicit); a try still does not wait.
+        prod.wait_bound = math.inf
+        assert prod.wait_bound == math.inf
+        with pytest.raises(zcio.Full):
+            prod.write(b"b" * 1000, timeout=0)
+        with pytest.raises(ValueError):
+            prod.wait_bound = -1.0
+        c.kill()
+    finally:
+        prod.close()
+        zcio.ring_unlink(name)
 
 
 def test_fileno_polls_readable(ring_name):

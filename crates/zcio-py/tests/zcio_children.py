@@ -123,6 +123,14 @@ def send_forever(path: str) -> None:
                 time.sleep(0.001)
 
 
+def chan_connect_and_idle(path: str) -> None:
+    """Connect and neither send nor receive; stay alive until killed (a
+    silent peer)."""
+    ch = zcio.Channel.connect(path, timeout=TIMEOUT)
+    while ch is not None:
+        time.sleep(1)
+
+
 def send_secured(path: str) -> None:
     pool = zcio.Pool("sealed", secured=True)
     with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:

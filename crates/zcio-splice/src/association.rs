@@ -46,6 +46,14 @@ const DEFAULT_INCREMENT: u64 = 4 << 20;
 /// The most one step moves (the latency of `stop`).
 const STEP: u64 = 1 << 20;
 
+/// The bound on the default wait for a completion (one hour): C's
+/// `zcio_assoc_wait` with a negative timeout, Python's
+/// `Association.wait()` and `Completions::next` (feature `tokio`) wait at
+/// most this long, so an increment whose source never delivers
+/// does not hold its waiter for good. ([`Association::wait`] takes its
+/// timeout; `Duration::MAX` waits without a bound.)
+const WAIT_BOUND: Duration = Duration::from_secs(3600);
+
 impl Increment {
     /// The bytes of [`Increment::Default`]: what zcio chooses.
     pub const DEFAULT_BYTES: u64 = DEFAULT_INCREMENT;
@@ -173,6 +181,10 @@ pub struct Association {
 }
 
 impl Association {
+    /// How long a wait for a completion waits when it is given no timeout (one hour):
+    /// [`Completions::next`](crate::Completions), Python's and C's default.
+    pub const WAIT_BOUND: Duration = WAIT_BOUND;
+
     /// The most one step moves: how far an association runs on after `stop` is asked.
     pub const STEP: u64 = STEP;
 
@@ -310,7 +322,10 @@ impl Association {
         self.shared.request_stop();
     }
 
-    /// Wait up to `timeout` for the next asynchronous completion.
+    /// Wait up to `timeout` for the next asynchronous completion
+    /// (`Duration::MAX`: without a bound; [`Association::WAIT_BOUND`] is the bound of
+    /// the frontends' default wait). `None` when none came in time, or
+    /// when no increment is running or queued.
     pub fn wait(&self, timeout: Duration) -> Option<Completion> {
         self.shared.wait(timeout)
     }

@@ -192,13 +192,22 @@ pub(crate) fn read_into_ring(
     }
     .min(max)
     .max(1);
+    // Waits for room in slices, as `write_blocks` does, so a `stop` ends
+    // the wait (the step reports nothing moved and the engine looks).
     let wait = if flow.drop_when_behind {
         Wait::No
     } else {
-        Wait::Forever
+        Wait::Until(std::time::Instant::now() + IDLE_WAIT)
     };
     let mut r = match p.reserve(want, wait) {
-        Ok(r) => r,
+        Ok(r) => {
+            flow.set_quenched(false);
+            r
+        }
+        Err(WriteError::TimedOut) => {
+            flow.set_quenched(true);
+            return Some(Ok(Got::Idle));
+        }
         Err(WriteError::WouldBlock | WriteError::Dropped) => {
             // No room: read the datagram anyway (into a scratch buffer) and
             // count it dropped, so the source keeps flowing.

@@ -76,9 +76,27 @@ impl Completions {
     }
 
     /// The next completion; `None` once no increment is running or queued
-    /// (and none is waiting). Cancel-safe: a completion is only taken when
-    /// it is returned.
+    /// (and none is waiting), or when none came within
+    /// [`Association::WAIT_BOUND`](crate::Association::WAIT_BOUND) (one hour; as
+    /// [`Association::wait`] with that timeout: `status().active` tells the
+    /// two apart). Cancel-safe: a completion is only taken when it is
+    /// returned.
     pub async fn next(&self) -> Option<Completion> {
+        self.next_timeout(crate::Association::WAIT_BOUND).await
+    }
+
+    /// [`Completions::next`], waiting at most `timeout` (`Duration::MAX`:
+    /// without a bound).
+    pub async fn next_timeout(&self, timeout: Duration) -> Option<Completion> {
+        match ::tokio::time::Instant::now().checked_add(timeout) {
+            Some(at) => ::tokio::time::timeout_at(at, self.next_unbounded())
+                .await
+                .unwrap_or(None),
+            None => self.next_unbounded().await,
+        }
+    }
+
+    async fn next_unbounded(&self) -> Option<Completion> {
         let remote = &self.fd.get_ref().0;
         loop {
             if let Some(c) = remote.wait(Duration::ZERO) {

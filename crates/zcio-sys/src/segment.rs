@@ -229,16 +229,20 @@ pub fn seqpacket() -> Result<OwnedFd, ConnectError> {
     fdpass::seqpacket().map_err(os("socket"))
 }
 
-/// Send and receive timeouts on `sock` (`None`: block).
+/// Send and receive timeouts on `sock` (`None`: block). A timeout too long
+/// for the kernel (over a century, `Duration::MAX` say) blocks too.
 pub fn set_timeouts(
     sock: &OwnedFd,
     send: Duration,
     recv: Option<Duration>,
 ) -> Result<(), ConnectError> {
-    let nz = |d: Duration| d.max(Duration::from_micros(1));
-    sockopt::set_socket_timeout(sock, sockopt::Timeout::Send, Some(nz(send)))
+    /// Longer than this is no timeout (and stays clear of the kernel's
+    /// limits on a `timeval`).
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let fit = |d: Duration| (d < CENTURY).then(|| d.max(Duration::from_micros(1)));
+    sockopt::set_socket_timeout(sock, sockopt::Timeout::Send, fit(send))
         .map_err(os("SO_SNDTIMEO"))?;
-    sockopt::set_socket_timeout(sock, sockopt::Timeout::Recv, recv.map(nz))
+    sockopt::set_socket_timeout(sock, sockopt::Timeout::Recv, recv.and_then(fit))
         .map_err(os("SO_RCVTIMEO"))
 }
 

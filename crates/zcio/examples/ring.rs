@@ -65,7 +65,7 @@ fn produce(name: &str) -> Result<()> {
     for i in 0..RECORDS {
         record[..8].copy_from_slice(&i.to_le_bytes());
         record[8..].fill(i as u8);
-        producer.write(&record)?; // one copy into the ring; blocks while full
+        producer.write(&record)?; // one copy into the ring; waits while full (up to 10 s)
     }
     producer.close(); // end of stream
     let status = consumer.wait()?;

@@ -171,6 +171,48 @@ fn partner_that_never_consumes() {
     kid.finish();
 }
 
+/// (ii, default waits) The partner neither sends nor consumes, and nobody
+/// else connects: every default wait of the victim (`accept`, `recv`,
+/// `accept_lane`, `send`) ends with `TimedOut` at the bound its
+/// configuration sets (200 ms here), never later than the watchdog allows.
+#[test]
+fn silent_partner_bounds_the_default_waits() {
+    let _w = VictimWatchdog::arm("silent_partner_bounds_the_default_waits");
+    let short = Duration::from_millis(200);
+    let sock = SockPath::new("silent");
+    let cfg = ChannelConfig {
+        send_timeout: short,
+        recv_timeout: short,
+        accept_timeout: short,
+        ..ChannelConfig::default()
+    };
+    let listener = Listener::bind(sock.path(), cfg).expect("bind");
+    assert!(
+        matches!(listener.accept(), Err(zcio::ConnectError::TimedOut)),
+        "nobody connects: accept ends at accept_timeout"
+    );
+    let (mut kid, ch) = partner(&sock, &listener, false);
+    assert_eq!(ch.config().recv_timeout, short);
+    assert_eq!(ch.recv().unwrap_err(), zcio::RecvError::TimedOut);
+    assert!(matches!(ch.accept_lane(), Err(zcio::LaneError::TimedOut)));
+    let pool = common::small_pool("silent", 256 << 10, 4);
+    let mut sent = 0u64;
+    let back = loop {
+        match ch.send(common::msg_of(&pool, b"silent")) {
+            Ok(()) => sent += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), SendErrorKind::TimedOut);
+                break e.into_inner();
+            }
+        }
+        assert!(sent <= 64, "the ring cap is not enforced");
+    };
+    assert_eq!(back.to_vec(), b"silent", "the message comes back");
+    assert_eq!(kid.ask("recv 64"), "received 64");
+    assert_eq!(kid.ask("exit"), "bye");
+    kid.finish();
+}
+
 fn hold_cfg(limit: Duration, on_expiry: HoldExpiry, max_in_flight: usize) -> ChannelConfig {
     ChannelConfig {
         max_in_flight,

@@ -73,6 +73,7 @@ fn server(tag: &str) -> (SockPath, Kid, Rendezvous) {
         .with_config(RendezvousConfig {
             send_timeout: STEP,
             recv_timeout: STEP,
+            ..RendezvousConfig::default()
         });
     (sock, kid, ep)
 }

@@ -27,6 +27,7 @@ fn child_caller() {
         .with_config(RendezvousConfig {
             send_timeout: STEP,
             recv_timeout: STEP,
+            ..RendezvousConfig::default()
         });
     let mut sum = 0;
     for i in 0..CALLS {
@@ -153,6 +154,49 @@ fn killed_server_ends_a_blocked_call() {
         "{r:?}"
     );
     killer.join().unwrap();
+}
+
+/// A partner that takes one message and then neither answers nor takes
+/// another: every default wait (`recv`, `recv_any`, `send`, `call`) ends
+/// with `TimedOut` at the endpoint's configured bound (200 ms here); a
+/// listener nobody connects to ends `accept` at its `accept_timeout`.
+#[test]
+fn silent_partner_bounds_the_default_waits() {
+    let short = Duration::from_millis(200);
+    let quick = RendezvousConfig {
+        send_timeout: short,
+        recv_timeout: short,
+        accept_timeout: short,
+    };
+    let sock = SockPath::new("rdv-bound");
+    let mut kid = Kid::spawn("child_silent_server", "rdv-silent", &[("SOCK", sock.arg())]);
+    assert_eq!(kid.next_report(), "listening");
+    let c = Rendezvous::connect(sock.path())
+        .expect("connect")
+        .with_config(quick);
+    c.send_timeout(&Envelope::new(7, &[1]), STEP)
+        .expect("the partner takes one message");
+    assert_eq!(kid.next_report(), "took label=7");
+    assert_eq!(c.recv().unwrap_err(), RendezvousRecvError::TimedOut);
+    assert_eq!(Rendezvous::recv_any(&[&c]).unwrap_err(), RendezvousRecvError::TimedOut);
+    assert_eq!(
+        c.send(&Envelope::new(8, &[2])),
+        Err(RendezvousSendError::TimedOut)
+    );
+    assert!(
+        matches!(
+            c.call(&Envelope::new(9, &[3])),
+            Err(RendezvousCallError::Send(RendezvousSendError::TimedOut))
+        ),
+        "the call's send ends at send_timeout"
+    );
+    kid.kill();
+
+    let lonely = SockPath::new("rdv-lonely");
+    let l = RendezvousListener::bind(lonely.path())
+        .expect("bind")
+        .with_config(quick);
+    assert!(matches!(l.accept(), Err(zcio::ConnectError::TimedOut)));
 }
 
 #[test]

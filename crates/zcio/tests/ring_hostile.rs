@@ -11,7 +11,9 @@
 //! (c) a peer truncating the ring file under a reader and the producer:
 //!     errors instead of death by SIGBUS;
 //! (d) index rings whose entries name missing, replaced or bogus rings:
-//!     `ReadError::Source`, not a crash.
+//!     `ReadError::Source`, not a crash;
+//! (e) silent peers (a producer that never writes, a consumer that never
+//!     reads): the default waits end at the configured bound.
 
 mod common;
 
@@ -942,6 +944,56 @@ fn forged_index_entries_give_typed_errors() {
     );
     r.finish();
     drop(ps);
+}
+
+// ------------------------------------------------ (e) silent peers
+
+/// A peer that never answers holds nobody past the configured bound: a
+/// producer (in another process) that never writes ends the consumer's
+/// default `read` and `peek` with `TimedOut` at the consumer's
+/// `wait_bound`; a consumer that never reads ends the producer's default
+/// `write` (and `Wait::Default`) with `TimedOut` at the producer's, once the
+/// ring is full — and the consumer still gets every block written.
+#[test]
+fn silent_peers_bound_the_default_waits() {
+    let dir = RingDir::new("hostile-silent");
+    let name = dir.name("r");
+    let map = opts(Layout::Variable, Overflow::Block)
+        .create(&name)
+        .expect("create");
+    let short = Duration::from_millis(200);
+
+    let w = writer(&dir, &name, MAX, 0, &[]);
+    let mut c = Consumer::attach(map.clone(), Start::Newest).expect("consumer");
+    assert_eq!(c.wait_bound(), ring::Consumer::DEFAULT_WAIT_BOUND);
+    c.set_wait_bound(short);
+    let mut buf = vec![0u8; MAX];
+    assert_eq!(c.read(&mut buf), Err(ReadError::TimedOut));
+    assert!(matches!(c.peek(MAX), Err(ReadError::TimedOut)));
+    drop(c);
+    close(w);
+
+    let (mut r, _) = reader(&dir, &name, &[("FIRST", "0"), ("PAUSED", "1")]);
+    let mut p = Producer::attach(map).expect("producer");
+    assert_eq!(p.wait_bound(), ring::Producer::DEFAULT_WAIT_BOUND);
+    p.set_wait_bound(short);
+    let mut n = 0u64;
+    let e = loop {
+        match p.write(&block(n, MAX)) {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+        assert!(n < 100_000, "the ring never filled");
+    };
+    assert_eq!(e, ring::WriteError::TimedOut);
+    assert_eq!(
+        p.write_tagged(&block(n, MAX), 0, Wait::Default),
+        Err(ring::WriteError::TimedOut)
+    );
+    drop(p);
+    r.send("go");
+    assert_eq!(parse_end(&r.next_report()), ("eof".into(), n));
+    r.finish();
 }
 
 ring_child_entry_points!();

@@ -342,6 +342,56 @@ fn the_stream_ends_after_the_last_message_of_a_peer_that_closed() {
     kid.finish();
 }
 
+/// A silent peer in a child: the default waits of an async end end with
+/// `TimedOut` at the configured bounds (200 ms here); the stream yields a
+/// `TimedOut` item and goes on to the message sent later.
+#[test]
+fn a_silent_peer_bounds_the_async_default_waits() {
+    let short = Duration::from_millis(200);
+    let cfg = ChannelConfig {
+        send_timeout: short,
+        recv_timeout: short,
+        ..small_rings()
+    };
+    let (sock, l) = listen("tokio-silent", cfg);
+    let mut kid = Kid::spawn("child_peer", "tokio-peer", &[("SOCK", sock.arg())]);
+    let ch = l.accept_timeout(STEP).expect("accept");
+    let pool = common::small_pool("tokio-silent", 1 << 20, 4);
+    runtime().block_on(async {
+        let mut ch = AsyncChannel::new(ch).expect("async");
+        assert_eq!(
+            bounded("recv", ch.recv()).await.unwrap_err(),
+            RecvError::TimedOut
+        );
+        let item = bounded("stream", poll_fn(|cx| Pin::new(&mut ch).poll_next(cx))).await;
+        assert!(matches!(item, Some(Err(RecvError::TimedOut))), "{item:?}");
+        // The child never receives: the ring (8 entries) fills up.
+        let mut sent = 0u64;
+        let err = loop {
+            match bounded("send", ch.send(message(&pool, sent))).await {
+                Ok(()) => sent += 1,
+                Err(e) => break e.kind(),
+            }
+            assert!(sent < 1000, "the ring never filled");
+        };
+        assert!(
+            matches!(
+                err,
+                SendErrorKind::TimedOut | SendErrorKind::TooManyInFlight(_)
+            ),
+            "{err:?} after {sent}"
+        );
+        kid.send("send 1");
+        let item = bounded("stream", poll_fn(|cx| Pin::new(&mut ch).poll_next(cx))).await;
+        assert_eq!(check(&item.expect("an item").expect("a message")), 0);
+        assert_eq!(kid.expect("sent"), "1");
+        kid.send(&format!("recv {sent}"));
+        assert_eq!(kid.next_report(), format!("received {sent} in order"));
+    });
+    kid.send("exit");
+    kid.finish();
+}
+
 // ------------------------------------------------------------------ children
 
 #[test]

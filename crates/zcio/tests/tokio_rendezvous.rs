@@ -27,6 +27,7 @@ fn bounded_cfg() -> RendezvousConfig {
     RendezvousConfig {
         send_timeout: STEP,
         recv_timeout: STEP,
+        ..RendezvousConfig::default()
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::cancel::ends_after_kill;
 use common::ring::Rng;
-use common::ring::{block, check_block, close, count, reader, writer, RingDir};
+use common::ring::{block, check_block, close, count, parse_end, reader, writer, RingDir};
 use common::STEP;
 use futures_core::Stream;
 use zcio::ring::{Consumer, Layout, Options, Overflow, Producer, ReadError, RingMap, Start};
@@ -353,4 +353,63 @@ fn the_consumer_stream_yields_every_block_then_ends() {
     assert_eq!(w.next_report(), "wrote total=500");
     assert_eq!(w.next_report(), "closed");
     w.finish();
+}
+
+/// Silent peers in other processes: the async waits end with `TimedOut`
+/// at the end's configured wait bound (200 ms here), and the stream yields
+/// a `TimedOut` item, then goes on to the blocks written later.
+#[test]
+fn silent_peers_bound_the_async_default_waits() {
+    let short = Duration::from_millis(200);
+    let (dir, name) = new_ring("aring-silent", 16 << 10);
+    let mut c = consumer(&name);
+    c.set_wait_bound(short);
+    let mut w = writer(&dir, &name, 3000, 1, &[]);
+    runtime().block_on(async {
+        let mut c = AsyncConsumer::new(c).expect("async");
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(
+            bounded("read", c.read(&mut buf)).await,
+            Err(ReadError::TimedOut)
+        );
+        assert!(matches!(
+            bounded("peek", c.peek(4096)).await,
+            Err(ReadError::TimedOut)
+        ));
+        let item = bounded("stream", poll_fn(|cx| Pin::new(&mut c).poll_next(cx))).await;
+        assert!(matches!(item, Some(Err(ReadError::TimedOut))), "{item:?}");
+        w.send("write 1");
+        let item = bounded("stream", poll_fn(|cx| Pin::new(&mut c).poll_next(cx))).await;
+        assert_eq!(
+            check_block(&item.expect("an item").expect("a block")),
+            Ok(0)
+        );
+    });
+    assert_eq!(w.next_report(), "wrote total=1");
+    close(w);
+
+    let p = Producer::attach(RingMap::open(&name, true).expect("open")).expect("producer");
+    let (mut r, _) = reader(&dir, &name, &[("FIRST", "0"), ("PAUSED", "1")]);
+    let n = runtime().block_on(async {
+        let mut p = AsyncProducer::new(p).expect("async");
+        p.producer().set_wait_bound(short);
+        let mut n = 0u64;
+        let e = loop {
+            match bounded("write", p.write(&block(n, 3000))).await {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+            assert!(n < 10_000, "the ring never filled");
+        };
+        assert_eq!(e, zcio::ring::WriteError::TimedOut);
+        assert_eq!(
+            bounded("writable", p.writable(3000)).await,
+            Err(zcio::ring::WriteError::TimedOut)
+        );
+        n
+    });
+    // The producer is gone (closed): the reader gets every block, then the end.
+    r.send("go");
+    assert_eq!(parse_end(&r.next_report()), ("eof".into(), n));
+    r.finish();
 }

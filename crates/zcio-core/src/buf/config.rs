@@ -31,6 +31,10 @@ pub struct PoolConfig {
     /// (the peer's peers) lets go. So a peer's death costs at most this
     /// much memory, not the pool. Default: `max_chunks × chunk_size`.
     pub retire_budget: usize,
+    /// Bound on [`Pool::alloc`](crate::Pool::alloc): how long it waits for receivers to release
+    /// buffers (`AllocError::TimedOut` after it). Default 10 s.
+    /// `Duration::MAX` waits without a bound.
+    pub alloc_timeout: Duration,
 }
 
 impl Default for PoolConfig {
@@ -43,6 +47,7 @@ impl Default for PoolConfig {
             quick_list_cap: 64,
             spin: crate::wait::SpinPolicy::current().max,
             retire_budget: 16 * (16 << 20),
+            alloc_timeout: Duration::from_secs(10),
         }
     }
 }

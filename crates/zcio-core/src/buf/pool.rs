@@ -189,15 +189,17 @@ impl Pool {
         live.iter().map(|r| r.reclaim()).sum()
     }
 
-    /// Allocate, waiting up to `timeout` for receivers to release buffers.
-    /// While waiting it processes deallocation notices from every channel
-    /// that carries this pool's buffers.
+    /// Allocate, waiting up to `timeout` for receivers to release buffers
+    /// (`Duration::MAX`: without a bound). While waiting it processes
+    /// deallocation notices from every channel that carries this pool's
+    /// buffers.
     pub fn alloc_timeout(&self, len: usize, timeout: Duration) -> Result<FbufMut, AllocError> {
         match self.try_alloc(len) {
             Err(AllocError::WouldBlock(_)) => {}
             other => return other,
         }
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to represent has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         let mut backoff = Backoff::yielding(self.inner.cfg.spin, timeout);
         loop {
             match self.try_alloc(len) {
@@ -216,7 +218,8 @@ impl Pool {
                 Step::TimedOut => return Err(AllocError::TimedOut(timeout)),
                 Step::Sleep { now, .. } => now,
             };
-            let slice = (deadline - now).min(Duration::from_millis(if reclaimers.len() == 1 {
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            let slice = left.min(Duration::from_millis(if reclaimers.len() == 1 {
                 50
             } else {
                 1
@@ -228,9 +231,10 @@ impl Pool {
         }
     }
 
-    /// Allocate, waiting up to 10 seconds.
+    /// Allocate, waiting up to [`PoolConfig::alloc_timeout`] (10 s unless
+    /// set) for receivers to release buffers.
     pub fn alloc(&self, len: usize) -> Result<FbufMut, AllocError> {
-        self.alloc_timeout(len, Duration::from_secs(10))
+        self.alloc_timeout(len, self.inner.cfg.alloc_timeout)
     }
 
     /// Register a channel that carries this pool's buffers (done by the
@@ -553,6 +557,35 @@ mod tests {
         ));
         held.pop();
         assert!(p.try_alloc(16 << 10).is_ok());
+    }
+
+    /// `alloc` waits `PoolConfig::alloc_timeout`; `Duration::MAX` is no
+    /// deadline (not an overflow): it waits until a buffer comes back.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
+    fn alloc_waits_its_configured_bound_and_duration_max_waits_on() {
+        let p = Pool::new(PoolConfig {
+            alloc_timeout: Duration::from_millis(20),
+            ..small().config().clone()
+        });
+        let mut held = Vec::new();
+        while let Ok(b) = p.try_alloc(16 << 10) {
+            held.push(b);
+        }
+        assert!(matches!(
+            p.alloc(16 << 10),
+            Err(AllocError::TimedOut(t)) if t == Duration::from_millis(20)
+        ));
+        let one = held.pop().unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(one);
+        });
+        assert!(p.alloc_timeout(16 << 10, Duration::MAX).is_ok());
+        t.join().unwrap();
     }
 
     #[test]

@@ -123,12 +123,23 @@ pub struct ChannelConfig {
     pub notice_entries: u32,
     /// Notification policy.
     pub policy: ChannelPolicy,
-    /// Bound on a blocking `send`.
+    /// Bound on the default wait of every sending call: `Channel::send`,
+    /// `LaneSender::loan`, `AsyncChannel::send` and `writable`. Default
+    /// 10 s. `Duration::MAX` waits without a bound (only ever ask for that
+    /// of a trusted peer).
     pub send_timeout: Duration,
-    /// Bound on a blocking `recv`.
+    /// Bound on the default wait of every receiving call: `Channel::recv`,
+    /// `accept_lane`, `LaneReceiver::recv`, `AsyncChannel::recv` and each
+    /// item of its `Stream`. Default one hour. `Duration::MAX` waits
+    /// without a bound.
     pub recv_timeout: Duration,
-    /// Bound on the connect handshake.
+    /// Bound on the connect handshake (both ends). Default 5 s.
     pub connect_timeout: Duration,
+    /// Bound on [`Listener::accept`](crate::Listener::accept) waiting for
+    /// a connection (the handshake after it is bounded by
+    /// `connect_timeout`). Default one hour. `Duration::MAX` waits without
+    /// a bound.
+    pub accept_timeout: Duration,
     /// Who may connect (listener side).
     pub access: AccessPolicy,
     /// Cap on slices the peer may hold from us at once.
@@ -163,6 +174,7 @@ impl Default for ChannelConfig {
             send_timeout: Duration::from_secs(10),
             recv_timeout: Duration::from_secs(3600),
             connect_timeout: Duration::from_secs(5),
+            accept_timeout: Duration::from_secs(3600),
             access: AccessPolicy::default(),
             max_in_flight: 1 << 16,
             max_bytes_in_flight: DEFAULT_MAX_BYTES_IN_FLIGHT,

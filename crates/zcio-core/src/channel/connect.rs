@@ -145,16 +145,25 @@ impl Listener {
         })
     }
 
-    /// Accept one channel (blocking). Refused or broken handshakes are
+    /// Accept one channel, waiting at most `ChannelConfig::accept_timeout`
+    /// for a connection (`ConnectError::TimedOut` after it; the handshake
+    /// is bounded by `connect_timeout`). Refused or broken handshakes are
     /// errors; the listener stays usable.
     pub fn accept(&self) -> Result<Channel, ConnectError> {
-        listener_handshake(self.sock.accept()?, self.cfg.clone()).map(Channel::from_core)
+        self.accept_timeout(self.cfg.accept_timeout)
     }
 
-    /// Accept, waiting at most `timeout` for a connection.
+    /// Accept, waiting at most `timeout` for a connection (`Duration::MAX`:
+    /// without a bound).
     pub fn accept_timeout(&self, timeout: Duration) -> Result<Channel, ConnectError> {
         let s = self.sock.accept_timeout(timeout)?;
         listener_handshake(s, self.cfg.clone()).map(Channel::from_core)
+    }
+
+    /// The configuration accepted channels get (its `accept_timeout`
+    /// bounds [`Listener::accept`]).
+    pub fn config(&self) -> &ChannelConfig {
+        &self.cfg
     }
 
     /// The socket path.

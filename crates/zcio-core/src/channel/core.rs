@@ -975,7 +975,7 @@ impl Core {
     /// notice is in the shared ring: only then may the region leave, so a
     /// crash after this point still leaves the originator warned.
     fn publish_escape(&self, slot: u32, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
         let mut n = lock(&self.ntx);
         if n.overflow.len() >= MAX_NOTICE_OVERFLOW {
             return false;
@@ -991,7 +991,7 @@ impl Core {
         // word (sleeping there needs the ring writer, which `ntx` guards):
         // `wait::Backoff` spins briefly, then this polls every 50 µs. It is
         // a rare path: a region escaping while the notice ring is full.
-        let mut backoff = Backoff::until(Duration::from_micros(20), Some(deadline));
+        let mut backoff = Backoff::until(Duration::from_micros(20), deadline);
         loop {
             self.flush_notices_locked(&mut n);
             // Published (our notice and everything queued before it), or

@@ -173,7 +173,8 @@ impl Channel {
     }
 
     /// Send, waiting at most `timeout` for ring space (`TimedOut` after
-    /// it). On failure the message comes back inside the error.
+    /// it; `Duration::MAX`: without a bound). On failure the message comes
+    /// back inside the error.
     pub fn send_timeout(&self, msg: Msg, timeout: Duration) -> Result<(), SendTimeoutError<Msg>> {
         self.core
             .send(msg, timeout)
@@ -226,7 +227,8 @@ impl Channel {
         self.core.recv(None).map_err(TryRecvError::from)
     }
 
-    /// Receive, waiting at most `timeout` (`TimedOut` after it).
+    /// Receive, waiting at most `timeout` (`TimedOut` after it;
+    /// `Duration::MAX`: without a bound).
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvError> {
         self.core.recv(Some(timeout)).map_err(RecvError::from)
     }
@@ -283,6 +285,12 @@ impl Channel {
     /// Kernel-reported credentials of the peer.
     pub fn peer(&self) -> PeerCred {
         self.core.peer
+    }
+
+    /// The configuration of this end (its `send_timeout` and
+    /// `recv_timeout` bound the default waits).
+    pub fn config(&self) -> &ChannelConfig {
+        &self.core.cfg
     }
 
     /// Counters.
@@ -370,7 +378,8 @@ impl Channel {
         self.accept_lane_timeout(Duration::ZERO)
     }
 
-    /// Take the next lane the peer opened, waiting up to `timeout`.
+    /// Take the next lane the peer opened, waiting up to `timeout`
+    /// (`Duration::MAX`: without a bound).
     pub fn accept_lane_timeout(&self, timeout: Duration) -> Result<LaneReceiver, LaneError> {
         self.core.accept_lane(timeout)
     }
@@ -442,6 +451,35 @@ mod tests {
         assert!(!a.core.shares_cpu_with_peer());
         // This test thread runs other tests next: let it move again.
         let _ = rustix::thread::sched_setaffinity(None, &all);
+    }
+
+    /// `Duration::MAX` (as a timeout or as the configured bound) is no
+    /// deadline, not an overflow: a send that waits for the peer to release
+    /// what it holds goes through once it does.
+    #[test]
+    #[cfg_attr(miri, ignore = "channel: memfd segment, SEQPACKET socket; not in Miri")]
+    fn duration_max_waits_without_a_bound() {
+        let cfg = ChannelConfig {
+            max_in_flight: 1,
+            send_timeout: Duration::MAX,
+            recv_timeout: Duration::MAX,
+            ..by_ref()
+        };
+        let (a, b) = Channel::pair(cfg).unwrap();
+        assert_eq!(a.config().send_timeout, Duration::MAX);
+        let p = pool();
+        a.send_timeout(filled(&p, b"one"), Duration::MAX).unwrap();
+        let held = b.recv_timeout(Duration::MAX).unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(held);
+            b.flush();
+            b
+        });
+        // The peer holds as much as it may: this waits for its notice.
+        a.send(filled(&p, b"two")).unwrap();
+        let b = t.join().unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"two");
     }
 
     #[test]

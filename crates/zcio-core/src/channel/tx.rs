@@ -297,7 +297,8 @@ impl Core {
         if n > cap {
             return Err(SendErrorKind::TooLarge(n));
         }
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to represent (`Duration::MAX`) has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             self.drain_locked(tx);
             if fits(tx) {
@@ -310,17 +311,20 @@ impl Core {
             if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
                 return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
             }
-            if now >= deadline {
-                self.fault(PeerFault::NotReleasing(tx.ledger.len()));
-                return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
-            }
+            let left = match deadline {
+                Some(d) if now >= d => {
+                    self.fault(PeerFault::NotReleasing(tx.ledger.len()));
+                    return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
+                }
+                Some(d) => d - now,
+                None => Duration::MAX,
+            };
             // The receiver must see what we deferred waking it for.
             self.wake_deferred_locked(tx);
             Counters::bump(&self.counters.sleeps);
-            let slept = tx.notices.wait_for_data(
-                (deadline - now).min(self.cfg.liveness_interval),
-                self.own_bell(),
-            );
+            let slept = tx
+                .notices
+                .wait_for_data(left.min(self.cfg.liveness_interval), self.own_bell());
             match slept {
                 Err(_) => {
                     self.corrupt_locked(tx, Area::NoticeRing);

@@ -33,8 +33,9 @@ pub struct ProxyEndpointStats {
 /// docs](super)).
 ///
 /// Its blocking forms are bounded by the wrapped endpoint's
-/// [`RendezvousConfig`](crate::rendezvous::RendezvousConfig): deliveries by its
-/// `send_timeout`, [`ProxyEndpoint::recv`] and [`RecvHandle::wait`] by its
+/// [`RendezvousConfig`](crate::rendezvous::RendezvousConfig): deliveries and
+/// `Ticket::wait` by its `send_timeout`, [`ProxyEndpoint::recv`] and
+/// [`RecvHandle::wait`] by its
 /// `recv_timeout` (set it with
 /// [`Rendezvous::with_config`](crate::rendezvous::Rendezvous::with_config)
 /// before wrapping).

@@ -19,7 +19,7 @@
 //!   into the returned [`RecvHandle`].
 //!
 //! Waits come in the forms of the rest of zcio: `recv` / `RecvHandle::wait`
-//! bounded by the endpoint's
+//! / `Ticket::wait` bounded by the endpoint's
 //! [`RendezvousConfig`](crate::rendezvous::RendezvousConfig), `try_recv` /
 //! `RecvHandle::try_take` / `Ticket::status` never waiting, and `_timeout`
 //! forms taking the bound.

@@ -35,6 +35,8 @@ pub(crate) type Outcome = Completion<Result<(), ProxyError>>;
 #[derive(Clone)]
 pub struct Ticket {
     pub(crate) cell: Arc<Outcome>,
+    /// What [`Ticket::wait`] waits at most: the endpoint's send timeout.
+    bound: Duration,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -61,30 +63,33 @@ impl Ticket {
         self.cell.is_done()
     }
 
-    /// Wait until the message was delivered (`Ok`) or failed. Not bounded
-    /// here: each delivery attempt is bounded by the endpoint's
-    /// [`send_timeout`](crate::rendezvous::RendezvousConfig::send_timeout), and
-    /// a partner that disconnects fails every queued message.
+    /// Wait until the message was delivered (`Ok`) or failed, at most the
+    /// endpoint's
+    /// [`send_timeout`](crate::rendezvous::RendezvousConfig::send_timeout)
+    /// (which also bounds each delivery attempt; a message queued behind
+    /// others may still be pending then).
     ///
     /// # Errors
     ///
-    /// Why delivery failed (see [`TicketStatus::Failed`]).
+    /// Why delivery failed (see [`TicketStatus::Failed`]); `TimedOut` when
+    /// it is still pending (the ticket may be waited on again).
     pub fn wait(&self) -> Result<(), ProxyError> {
-        self.wait_with(None)
+        self.wait_with(self.bound)
     }
 
-    /// Wait at most `timeout` until the message was delivered or failed.
+    /// Wait at most `timeout` until the message was delivered or failed
+    /// (`Duration::MAX`: without a bound).
     ///
     /// # Errors
     ///
     /// `TimedOut` when it is still pending (the ticket may be waited on
     /// again); otherwise as [`Ticket::wait`].
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(), ProxyError> {
-        self.wait_with(Some(timeout))
+        self.wait_with(timeout)
     }
 
-    fn wait_with(&self, timeout: Option<Duration>) -> Result<(), ProxyError> {
-        if !self.cell.wait(timeout) {
+    fn wait_with(&self, timeout: Duration) -> Result<(), ProxyError> {
+        if !self.cell.wait(Some(timeout)) {
             return Err(ProxyError::TimedOut);
         }
         match self.status() {
@@ -185,7 +190,10 @@ impl SendQueue {
                 pool.submit(Box::new(move || me.drain(spin, linger)));
             }
         }
-        Ok(Ticket { cell })
+        Ok(Ticket {
+            cell,
+            bound: self.ep.config().send_timeout,
+        })
     }
 
     /// The proxy's job: deliver queued messages in order, then wait a

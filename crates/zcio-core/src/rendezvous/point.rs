@@ -68,12 +68,21 @@ impl Envelope {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RendezvousConfig {
     /// Bound on [`Rendezvous::send`] (and the send half of
-    /// [`Rendezvous::call`]): how long to wait for the partner to take the
-    /// message. Default 10 s.
+    /// [`Rendezvous::call`], `AsyncRendezvous::send`, a proxy's delivery
+    /// and `Ticket::wait`): how long to wait for the partner to take the
+    /// message. Default 10 s. `Duration::MAX` waits without a bound.
     pub send_timeout: Duration,
     /// Bound on [`Rendezvous::recv`] (and the receive half of
-    /// [`Rendezvous::call`]). Default one hour.
+    /// [`Rendezvous::call`], `recv_any`, `AsyncRendezvous::recv` and each
+    /// item of its `Stream`, `ProxyEndpoint::recv` and `RecvHandle::wait`).
+    /// Default one hour. `Duration::MAX` waits without a bound.
     pub recv_timeout: Duration,
+    /// Bound on
+    /// [`RendezvousListener::accept`](super::RendezvousListener::accept)
+    /// waiting for a connection (a listener's configuration; the handshake
+    /// after it takes at most 5 s). Default one hour. `Duration::MAX` waits
+    /// without a bound.
+    pub accept_timeout: Duration,
 }
 
 impl Default for RendezvousConfig {
@@ -81,6 +90,7 @@ impl Default for RendezvousConfig {
         Self {
             send_timeout: Duration::from_secs(10),
             recv_timeout: Duration::from_secs(3600),
+            accept_timeout: Duration::from_secs(3600),
         }
     }
 }
@@ -708,6 +718,7 @@ mod tests {
         let quick = RendezvousConfig {
             send_timeout: Duration::from_millis(5),
             recv_timeout: Duration::from_millis(5),
+            ..RendezvousConfig::default()
         };
         let (c, s) = (c.with_config(quick), s.with_config(quick));
         assert_eq!(c.config(), quick);

@@ -109,17 +109,21 @@ impl RendezvousListener {
         self.cfg
     }
 
-    /// Accept one connection (blocking) and validate the partner's segment.
+    /// Accept one connection, waiting at most the listener's
+    /// [`RendezvousConfig::accept_timeout`] (one hour unless set), and
+    /// validate the partner's segment.
     ///
     /// # Errors
     ///
     /// `ConnectError` for a refused or broken handshake (the listener stays
-    /// usable) or a failed system call.
+    /// usable) or a failed system call; `ConnectError::TimedOut` when
+    /// nobody connected in time.
     pub fn accept(&self) -> Result<Rendezvous, ConnectError> {
-        self.admit(self.sock.accept()?)
+        self.accept_timeout(self.cfg.accept_timeout)
     }
 
-    /// Accept, waiting at most `timeout` for a connection.
+    /// Accept, waiting at most `timeout` for a connection
+    /// (`Duration::MAX`: without a bound).
     ///
     /// # Errors
     ///

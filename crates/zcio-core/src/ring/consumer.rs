@@ -111,6 +111,8 @@ pub struct Consumer {
     /// How long a read spins before it sleeps (the process's
     /// [`SpinPolicy`], adapted to this consumer's waits).
     spin: SpinBudget,
+    /// What [`Wait::Default`] waits at most ([`Consumer::wait_bound`]).
+    bound: Duration,
     /// Set by [`Consumer::auto_doorbell`]: a non-blocking read or peek that
     /// finds nothing re-arms the doorbell itself (`ring::evented`).
     pub(crate) auto_arm: bool,
@@ -141,6 +143,10 @@ impl std::fmt::Debug for Consumer {
 }
 
 impl Consumer {
+    /// How long `read` and `peek` wait for a block unless [`Consumer::set_wait_bound`]
+    /// says otherwise (one hour).
+    pub const DEFAULT_WAIT_BOUND: std::time::Duration = super::DEFAULT_READ_BOUND;
+
     /// Join an open ring as a new consumer, starting at `start`.
     pub fn attach(map: Arc<RingMap>, start: Start) -> Result<Self, OpenError> {
         if !map.writable() {
@@ -184,6 +190,7 @@ impl Consumer {
             stats: ConsumerStats::default(),
             drops_at_join,
             spin: SpinPolicy::current().budget(),
+            bound: super::DEFAULT_READ_BOUND,
             map,
             auto_arm: false,
             bell: None,
@@ -263,6 +270,21 @@ impl Consumer {
     /// The ring.
     pub fn ring(&self) -> &Arc<RingMap> {
         &self.map
+    }
+
+    /// How long a read or peek waits for a block by default
+    /// ([`Consumer::read`], [`Consumer::peek`], [`Wait::Default`], the
+    /// async reads, and the default waits of the C and Python frontends):
+    /// [`Consumer::DEFAULT_WAIT_BOUND`] (one hour) unless
+    /// set.
+    pub fn wait_bound(&self) -> Duration {
+        self.bound
+    }
+
+    /// Set [`Consumer::wait_bound`] for this consumer (`Duration::MAX`:
+    /// wait without a bound, for a producer you trust).
+    pub fn set_wait_bound(&mut self, bound: Duration) {
+        self.bound = bound;
     }
 
     /// The ring's geometry.
@@ -591,6 +613,7 @@ impl Consumer {
     /// The next valid block (skipping lapped data), or `None` at end of
     /// stream.
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
+        let wait = wait.resolve(self.bound);
         self.peek_gen = self.peek_gen.wrapping_add(1);
         let mut backoff: Option<Backoff> = None;
         let mut slept = false;
@@ -713,6 +736,8 @@ impl Consumer {
     }
 
     fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<usize, ReadError> {
+        // One deadline for every round.
+        let wait = wait.resolve(self.bound);
         let mut rounds = 0u32;
         loop {
             // Every round moves the cursor forward, but a hostile producer
@@ -747,10 +772,11 @@ impl Consumer {
     }
 
     /// Copy the next block (continuous rings: up to `buf.len()` bytes) into
-    /// `buf`, waiting for data. `Ok(0)` is end of stream (the producer
-    /// closed the ring and everything was read).
+    /// `buf`, waiting for data at most [`Consumer::wait_bound`] (one hour
+    /// unless set; `TimedOut` after it). `Ok(0)` is end of stream (the
+    /// producer closed the ring and everything was read).
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        self.read_with(buf, Wait::Forever)
+        self.read_with(buf, Wait::Default)
     }
 
     /// Like [`Self::read`] but never waits (`WouldBlock`; after
@@ -765,15 +791,17 @@ impl Consumer {
         }
     }
 
-    /// Like [`Self::read`], waiting at most `timeout`.
+    /// Like [`Self::read`], waiting at most `timeout` (`Duration::MAX`:
+    /// without a bound).
     pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize, ReadError> {
-        self.read_with(buf, Wait::Until(Instant::now() + timeout))
+        self.read_with(buf, Wait::within(timeout))
     }
 
     /// Borrow the next block in place (continuous rings: up to `max`
-    /// bytes), waiting for data. `Ok(None)` is end of stream.
+    /// bytes), waiting for data at most [`Consumer::wait_bound`] (one hour
+    /// unless set; `TimedOut` after it). `Ok(None)` is end of stream.
     pub fn peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
-        self.peek_with(max, Wait::Forever)
+        self.peek_with(max, Wait::Default)
     }
 
     /// Like [`Self::peek`] but never waits (`WouldBlock`; after
@@ -795,13 +823,14 @@ impl Consumer {
         }
     }
 
-    /// Like [`Self::peek`], waiting at most `timeout`.
+    /// Like [`Self::peek`], waiting at most `timeout` (`Duration::MAX`:
+    /// without a bound).
     pub fn peek_timeout(
         &mut self,
         max: usize,
         timeout: Duration,
     ) -> Result<Option<Peek<'_>>, ReadError> {
-        self.peek_with(max, Wait::Until(Instant::now() + timeout))
+        self.peek_with(max, Wait::within(timeout))
     }
 
     fn peek_with(&mut self, max: usize, wait: Wait) -> Result<Option<Peek<'_>>, ReadError> {

@@ -31,6 +31,13 @@
 //!   and [`Consumer::open`] are the two steps for an existing ring.
 //! * Fast splice: [`Producer::splice`] of a [`Peek`] (the only way) into
 //!   an `Index` ring stores a rich pointer, not the data.
+//! * Every wait is bounded by default: [`Producer::write`] waits for room at
+//!   most the producer's [`wait_bound`](Producer::wait_bound)
+//!   ([`Producer::DEFAULT_WAIT_BOUND`], 10 s), [`Consumer::read`] and
+//!   [`Consumer::peek`] wait for a block at most the consumer's
+//!   ([`Consumer::DEFAULT_WAIT_BOUND`], one hour); `set_wait_bound` changes them.
+//!   `try_` never waits, `_timeout` waits as long as it is told
+//!   (`Duration::MAX`, or [`Wait::Forever`]: without a bound).
 //!
 //! ```
 //! use std::time::Duration;
@@ -68,7 +75,7 @@ pub(crate) mod protocol;
 mod stat;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use consumer::{Consumer, ConsumerStats, DetachedPeek, Peek, SeekTo, Start};
 pub use error::{OpenError, ReadError, SourceError, WriteError};
@@ -94,13 +101,46 @@ pub use stat::{stat, ConsumerInfo, ProducerInfo, RingStat};
 pub enum Wait {
     /// Not at all (`WouldBlock`).
     No,
+    /// Up to this end's bound ([`Producer::wait_bound`],
+    /// [`Consumer::wait_bound`]; `TimedOut` after it): the wait of
+    /// [`Producer::write`], [`Consumer::read`] and [`Consumer::peek`].
+    Default,
     /// Until this instant (`TimedOut`).
     Until(Instant),
-    /// As long as it takes (dead peers are still detected).
+    /// As long as it takes (dead peers are still detected). Only ever ask
+    /// for it of trusted peers: a consumer that stops reading holds a
+    /// `Block` producer for good, a producer that stops writing its
+    /// consumers.
     Forever,
 }
 
+/// Default [`Producer::wait_bound`]: how long a write waits for room
+/// (like `ChannelConfig::send_timeout`).
+pub(crate) const DEFAULT_WRITE_BOUND: Duration = Duration::from_secs(10);
+
+/// Default [`Consumer::wait_bound`]: how long a read or peek waits for a
+/// block (like `ChannelConfig::recv_timeout`).
+pub(crate) const DEFAULT_READ_BOUND: Duration = Duration::from_secs(3600);
+
 impl Wait {
+    /// `Default` as an instant `bound` from now (`Forever` when that is
+    /// too far to represent); the others as they are.
+    fn resolve(self, bound: Duration) -> Wait {
+        match self {
+            Wait::Default => Wait::within(bound),
+            w => w,
+        }
+    }
+
+    /// At most `d` from now (`Forever` when that is too far to represent,
+    /// `Duration::MAX` say).
+    pub fn within(d: Duration) -> Wait {
+        match Instant::now().checked_add(d) {
+            Some(t) => Wait::Until(t),
+            None => Wait::Forever,
+        }
+    }
+
     fn deadline(self) -> Option<Instant> {
         match self {
             Wait::Until(d) => Some(d),

@@ -13,7 +13,7 @@
 //! read pointer, `Frp` never looks.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::error::{OpenError, WriteError};
 use super::layout::{
@@ -65,6 +65,8 @@ pub struct Producer {
     spin: SpinBudget,
     /// Set by [`Self::close_with_error`]: the code `Drop` closes with.
     failed: Option<u32>,
+    /// What [`Wait::Default`] waits at most ([`Self::wait_bound`]).
+    bound: Duration,
     /// Rings consumers that sleep on named bells (made on first need).
     ringer: Option<crate::bell::Ringer>,
     /// Our named bell, once an event loop waits for room (`ring::evented`).
@@ -91,6 +93,10 @@ struct Need {
 }
 
 impl Producer {
+    /// How long `write` waits for room unless [`Producer::set_wait_bound`] says
+    /// otherwise (10 s).
+    pub const DEFAULT_WAIT_BOUND: std::time::Duration = super::DEFAULT_WRITE_BOUND;
+
     /// Become the producer of an open ring. Fails with
     /// [`OpenError::ProducerBusy`] while another live producer has it; a
     /// dead producer's claim is taken over.
@@ -192,6 +198,7 @@ impl Producer {
             bytes,
             spin: SpinPolicy::current().budget(),
             failed: None,
+            bound: super::DEFAULT_WRITE_BOUND,
             ringer: None,
             bell: None,
             armed: None,
@@ -204,6 +211,20 @@ impl Producer {
                 .collect();
         }
         Ok(me)
+    }
+
+    /// How long a write waits for room by default ([`Self::write`],
+    /// [`Wait::Default`], the async writes, and the default waits of the C
+    /// and Python frontends): [`Producer::DEFAULT_WAIT_BOUND`]
+    /// (10 s) unless set.
+    pub fn wait_bound(&self) -> Duration {
+        self.bound
+    }
+
+    /// Set [`Self::wait_bound`] for this producer (`Duration::MAX`: wait
+    /// without a bound, for consumers you trust to keep reading).
+    pub fn set_wait_bound(&mut self, bound: Duration) {
+        self.bound = bound;
     }
 
     /// The ring.
@@ -352,6 +373,7 @@ impl Producer {
 
     /// Make room for `need` under the ring's policy.
     fn ensure_room(&mut self, need: Need, len: u64, wait: Wait) -> Result<(), WriteError> {
+        let wait = wait.resolve(self.bound);
         if self.map.truncated() {
             return Err(WriteError::Corrupt("ring file truncated"));
         }
@@ -648,20 +670,25 @@ impl Producer {
     // type states of `Reservation`); the rest are conveniences, each for a
     // need `reserve` would make a user spell out by hand.
 
-    /// Copy `bytes` into the ring, waiting for room as long as it takes
-    /// (the ring's consumers decide when room comes back; a producer that
-    /// must not wait uses [`Self::try_write`] or [`Self::write_timeout`]).
+    /// Copy `bytes` into the ring, waiting for room at most
+    /// [`Self::wait_bound`] (10 s unless set; `TimedOut` after it: the
+    /// ring's consumers decide when room comes back, and one that stops
+    /// reading must not hold the producer for good). A producer that must
+    /// not wait uses [`Self::try_write`], one that waits otherwise
+    /// [`Self::write_timeout`].
     /// A continuous ring takes any length, split into pieces of at most
     /// half the ring (so a reader can hold part of it while the rest
     /// fills); a block ring takes one block of at most
-    /// [`Geometry::max_block`] bytes. Returns the bytes written.
+    /// [`Geometry::max_block`] bytes. Returns the bytes written (of a
+    /// continuous ring, fewer when the wait ended part-way: the pieces
+    /// written are in the ring).
     ///
     /// *Why not `reserve`:* the byte-stream case (`zcio pipe`, files,
     /// sockets) would otherwise split and loop by hand. `write`,
     /// `try_write` and `write_timeout` are the same trio as
     /// `Channel::send`/`try_send`/`send_timeout`.
     pub fn write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
-        self.write_with(bytes, 0, Wait::Forever)
+        self.write_with(bytes, 0, Wait::Default)
     }
 
     /// Like [`Self::write`] but never waits: `WouldBlock` when full (a
@@ -670,9 +697,10 @@ impl Producer {
         self.write_with(bytes, 0, Wait::No)
     }
 
-    /// Like [`Self::write`], waiting at most `timeout` for room.
+    /// Like [`Self::write`], waiting at most `timeout` for room
+    /// (`Duration::MAX`: without a bound).
     pub fn write_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<usize, WriteError> {
-        self.write_with(bytes, 0, Wait::Until(Instant::now() + timeout))
+        self.write_with(bytes, 0, Wait::within(timeout))
     }
 
     /// Copy `bytes` in as one block carrying a classification `tag`
@@ -703,6 +731,8 @@ impl Producer {
     }
 
     fn write_with(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<usize, WriteError> {
+        // One deadline for all the pieces.
+        let wait = wait.resolve(self.bound);
         match self.geo.layout {
             Layout::Continuous => {
                 // Pieces of at most half the ring, so a reader can hold part
@@ -712,7 +742,9 @@ impl Producer {
                 for chunk in bytes.chunks(piece) {
                     match self.write_block(&[View::from_slice(chunk)], tag, wait) {
                         Ok(()) => done += chunk.len(),
-                        Err(WriteError::WouldBlock) if done > 0 => return Ok(done),
+                        Err(WriteError::WouldBlock | WriteError::TimedOut) if done > 0 => {
+                            return Ok(done)
+                        }
                         Err(e) => return Err(e),
                     }
                 }

@@ -77,6 +77,33 @@ fn small_frp(layout: Layout) -> Options {
 
 const BLOCK_LAYOUTS: [Layout; 3] = [Layout::Slotted, Layout::Variable, Layout::Descriptors];
 
+/// A timeout or bound too long to represent (`Duration::MAX`) is no
+/// deadline, not an overflow: the explicit way to wait without a bound.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "ring: a /dev/shm file mapped shared, twice; not in Miri"
+)]
+fn duration_max_waits_without_a_bound() {
+    let (_name, mut p, mut c) = pair("max", opts(Layout::Variable, Overflow::Block));
+    assert_eq!(p.wait_bound(), Producer::DEFAULT_WAIT_BOUND);
+    assert_eq!(c.wait_bound(), Consumer::DEFAULT_WAIT_BOUND);
+    p.write_timeout(b"one", Duration::MAX).unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read_timeout(&mut buf, Duration::MAX), Ok(3));
+    p.set_wait_bound(Duration::MAX);
+    c.set_wait_bound(Duration::MAX);
+    p.write(b"two").unwrap();
+    p.write_tagged(b"three", 3, Wait::Default).unwrap();
+    assert_eq!(c.read(&mut buf), Ok(3));
+    let pk = c.peek(16).unwrap().expect("a block");
+    assert_eq!(pk.to_vec(), b"three");
+    pk.release().unwrap();
+    p.write(b"four").unwrap();
+    let pk = c.peek_timeout(16, Duration::MAX).unwrap().expect("a block");
+    assert_eq!(pk.to_vec(), b"four");
+}
+
 #[test]
 #[cfg_attr(
     miri,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ::tokio::time::Sleep;
 
-use super::doorbell::{AsyncBell, Belled};
+use super::doorbell::{AsyncBell, Belled, ItemBound};
 use crate::channel::{Core, SendBlock};
 use crate::wait::{SpinBudget, SpinPolicy, Step};
 use crate::{Channel, Msg, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError};
@@ -77,6 +77,8 @@ pub struct AsyncChannel {
     spin: Mutex<[SpinBudget; 2]>,
     /// The liveness timer of the `Stream`'s waits.
     stream_timer: Option<Pin<Box<Sleep>>>,
+    /// The `recv_timeout` of the `Stream`'s current item.
+    item_bound: ItemBound,
 }
 
 impl std::fmt::Debug for AsyncChannel {
@@ -105,6 +107,7 @@ impl AsyncChannel {
             ch,
             spin: Mutex::new([spin; 2]),
             stream_timer: None,
+            item_bound: ItemBound::default(),
         })
     }
 
@@ -158,8 +161,8 @@ impl AsyncChannel {
         self.recv_timeout(limit).await
     }
 
-    /// Receive, waiting at most `timeout` (`TimedOut` after it).
-    /// Cancel-safe.
+    /// Receive, waiting at most `timeout` (`TimedOut` after it;
+    /// `Duration::MAX`: without a bound). Cancel-safe.
     pub async fn recv_timeout(&self, timeout: Duration) -> Result<Msg, RecvError> {
         let wait = async {
             loop {
@@ -193,8 +196,24 @@ impl AsyncChannel {
     }
 
     /// Poll for a message (the `Stream` uses it; one task at a time).
-    /// Waits without a timeout.
+    /// Waits at most `ChannelConfig::recv_timeout` for each message
+    /// (`Err(TimedOut)` after it; the next poll waits anew).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Msg, RecvError>> {
+        let r = self.poll_recv_unbounded(cx);
+        match r {
+            Poll::Ready(_) => self.item_bound.clear(),
+            Poll::Pending => {
+                let bound = self.core().cfg.recv_timeout;
+                if self.item_bound.expired(cx, bound) {
+                    self.core().disarm_recv();
+                    return Poll::Ready(Err(RecvError::TimedOut));
+                }
+            }
+        }
+        r
+    }
+
+    fn poll_recv_unbounded(&mut self, cx: &mut Context<'_>) -> Poll<Result<Msg, RecvError>> {
         loop {
             if let Some(r) = self.recv_spinning() {
                 return Poll::Ready(r);
@@ -233,7 +252,8 @@ impl AsyncChannel {
     }
 
     /// Send, waiting at most `timeout` (`TimedOut` after it, the message
-    /// inside the error). Not cancel-safe (see [`AsyncChannel::send`]).
+    /// inside the error; `Duration::MAX`: without a bound). Not cancel-safe
+    /// (see [`AsyncChannel::send`]).
     pub async fn send_timeout(
         &self,
         msg: Msg,
@@ -380,7 +400,9 @@ impl futures_core::Stream for AsyncChannel {
     type Item = Result<Msg, RecvError>;
 
     /// The next message; `None` once the peer is gone and everything it
-    /// sent was received. Cancel-safe. Waits without a timeout.
+    /// sent was received. Cancel-safe. Waits at most
+    /// `ChannelConfig::recv_timeout` for each message (`Some(Err(TimedOut))`
+    /// after it; the stream goes on).
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.get_mut().poll_recv(cx) {
             Poll::Ready(Err(RecvError::Disconnected)) => Poll::Ready(None),

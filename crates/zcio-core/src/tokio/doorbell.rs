@@ -278,3 +278,35 @@ impl<T: Belled> AsyncBell<T> {
         Poll::Ready(false)
     }
 }
+
+/// The bound on one item of a `Stream` (the default wait of its `recv`, of
+/// its `read`): armed when a poll starts to wait, cleared when an item is
+/// returned.
+#[derive(Default)]
+pub(crate) struct ItemBound(Option<Pin<Box<Sleep>>>);
+
+impl ItemBound {
+    /// Whether `bound` has passed since this item's wait began (arming
+    /// the timer on the first call; a bound too long to represent never
+    /// passes). Call it before returning `Pending`, so that the timer
+    /// wakes the task; `true` clears it for the next item.
+    pub(crate) fn expired(&mut self, cx: &mut Context<'_>, bound: Duration) -> bool {
+        let t = match &mut self.0 {
+            Some(t) => t,
+            None => match ::tokio::time::Instant::now().checked_add(bound) {
+                Some(at) => self.0.insert(Box::pin(::tokio::time::sleep_until(at))),
+                None => return false,
+            },
+        };
+        if t.as_mut().poll(cx).is_ready() {
+            self.0 = None;
+            return true;
+        }
+        false
+    }
+
+    /// An item was returned: the next one has a bound of its own.
+    pub(crate) fn clear(&mut self) {
+        self.0 = None;
+    }
+}

@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use super::doorbell::{AsyncBell, Belled};
+use super::doorbell::{AsyncBell, Belled, ItemBound};
 use crate::rendezvous::IpcFail;
 use crate::rendezvous::{
     Envelope, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
@@ -42,8 +42,10 @@ impl Belled for Rendezvous {
 /// | [`call`](Self::call) | no | as `send`, and an answer already sent stays for the next `recv` |
 /// | `Stream::poll_next` | yes | as `recv` |
 ///
-/// It is also a [`Stream`](futures_core::Stream) of the partner's messages
-/// (no timeout), which ends when the partner is gone.
+/// It is also a [`Stream`](futures_core::Stream) of the partner's messages,
+/// which ends when the partner is gone; each item waits at most the
+/// endpoint's `recv_timeout` (then `Some(Err(TimedOut))`, and the stream
+/// goes on).
 ///
 /// Sends are serialised (one message in flight per direction is the
 /// rendezvous' nature); receives may be awaited from several tasks.
@@ -75,6 +77,8 @@ pub struct AsyncRendezvous {
     sending: ::tokio::sync::Mutex<()>,
     /// The liveness timer of the `Stream`'s waits (a distrusted bell).
     stream_timer: Option<std::pin::Pin<Box<::tokio::time::Sleep>>>,
+    /// The `recv_timeout` of the `Stream`'s current item.
+    item_bound: ItemBound,
 }
 
 impl std::fmt::Debug for AsyncRendezvous {
@@ -110,6 +114,7 @@ impl AsyncRendezvous {
             bell: AsyncBell::new(ep)?,
             sending: ::tokio::sync::Mutex::new(()),
             stream_timer: None,
+            item_bound: ItemBound::default(),
         })
     }
 
@@ -267,12 +272,35 @@ impl futures_core::Stream for AsyncRendezvous {
     type Item = Result<Envelope, RendezvousRecvError>;
 
     /// The partner's next message; `None` once it is gone. Cancel-safe.
+    /// Waits at most the endpoint's `recv_timeout` for each message
+    /// (`Some(Err(TimedOut))` after it).
     fn poll_next(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
         let me = self.get_mut();
+        let r = me.poll_next_unbounded(cx);
+        match r {
+            Poll::Ready(_) => me.item_bound.clear(),
+            Poll::Pending => {
+                let bound = me.endpoint().config().recv_timeout;
+                if me.item_bound.expired(cx, bound) {
+                    return Poll::Ready(Some(Err(RendezvousRecvError::TimedOut)));
+                }
+            }
+        }
+        r
+    }
+}
+
+impl AsyncRendezvous {
+    fn poll_next_unbounded(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Envelope, RendezvousRecvError>>> {
+        use std::task::Poll;
+        let me = self;
         loop {
             match me.bell.owner().try_recv() {
                 Ok(m) => {

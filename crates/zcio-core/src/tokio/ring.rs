@@ -4,7 +4,8 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use super::doorbell::{AsyncBell, Belled};
+use super::channel::with_timeout;
+use super::doorbell::{AsyncBell, Belled, ItemBound};
 use crate::ring::{Consumer, Peek, Producer, ReadError, Reservation, Wait, WriteError};
 use crate::wait::LIVENESS;
 
@@ -54,17 +55,25 @@ fn bind_error(e: rustix::io::Errno) -> io::Error {
 /// calls, and what bounds the wait if the bell cannot be reached (another
 /// network namespace).
 ///
+/// Every wait is bounded by the consumer's
+/// [`wait_bound`](Consumer::wait_bound) (one hour unless set with
+/// [`Consumer::set_wait_bound`], before or through
+/// [`consumer`](Self::consumer)): `ReadError::TimedOut` after it.
+///
 /// Cancel safety: [`read`](Self::read), [`peek`](Self::peek),
 /// [`readable`](Self::readable) and `Stream::poll_next` are cancel-safe — a
 /// dropped future has not moved the cursor.
 ///
 /// It is also a [`Stream`](futures_core::Stream) of blocks, each copied out
 /// into a `Vec<u8>` (`peek` reads in place), ending at the end of the
-/// stream.
+/// stream; each item waits at most the bound (then `Some(Err(TimedOut))`,
+/// and the stream goes on).
 pub struct AsyncConsumer {
     bell: AsyncBell<Consumer>,
     /// The liveness timer of the `Stream`'s waits.
     stream_timer: Option<std::pin::Pin<Box<::tokio::time::Sleep>>>,
+    /// The wait bound of the `Stream`'s current item.
+    item_bound: ItemBound,
 }
 
 impl std::fmt::Debug for AsyncConsumer {
@@ -83,6 +92,7 @@ impl AsyncConsumer {
         Ok(Self {
             bell: AsyncBell::new(c)?,
             stream_timer: None,
+            item_bound: ItemBound::default(),
         })
     }
 
@@ -92,8 +102,16 @@ impl AsyncConsumer {
     }
 
     /// Wait until a non-blocking read or peek finds something: a block,
-    /// the end of the stream or an error. Cancel-safe.
+    /// the end of the stream or an error; at most the consumer's wait
+    /// bound (`TimedOut` after it). Cancel-safe.
     pub async fn readable(&mut self) -> Result<(), ReadError> {
+        let bound = self.bell.owner().wait_bound();
+        with_timeout(bound, self.readable_unbounded())
+            .await
+            .unwrap_or(Err(ReadError::TimedOut))
+    }
+
+    async fn readable_unbounded(&mut self) -> Result<(), ReadError> {
         let mut woke = false;
         loop {
             if self.bell.owner_mut().ready() {
@@ -118,20 +136,28 @@ impl AsyncConsumer {
         }
     }
 
-    /// Copy the next block into `buf` (as [`Consumer::read`]); `Ok(0)` is
-    /// the end of the stream. Cancel-safe.
+    /// Copy the next block into `buf` (as [`Consumer::read`], waiting at
+    /// most the consumer's wait bound); `Ok(0)` is the end of the stream.
+    /// Cancel-safe.
     pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        loop {
-            match self.bell.owner_mut().try_read(buf) {
-                Err(ReadError::WouldBlock) => self.readable().await?,
-                r => return r,
+        let bound = self.bell.owner().wait_bound();
+        let read = async {
+            loop {
+                match self.bell.owner_mut().try_read(buf) {
+                    Err(ReadError::WouldBlock) => self.readable_unbounded().await?,
+                    r => return r,
+                }
             }
-        }
+        };
+        with_timeout(bound, read)
+            .await
+            .unwrap_or(Err(ReadError::TimedOut))
     }
 
-    /// Borrow the next block in place (as [`Consumer::peek`]); `Ok(None)`
-    /// is the end of the stream. Cancel-safe (the cursor moves when the
-    /// returned `Peek` is released or dropped).
+    /// Borrow the next block in place (as [`Consumer::peek`], waiting at
+    /// most the consumer's wait bound); `Ok(None)` is the end of the
+    /// stream. Cancel-safe (the cursor moves when the returned `Peek` is
+    /// released or dropped).
     pub async fn peek(&mut self, max: usize) -> Result<Option<Peek<'_>>, ReadError> {
         self.readable().await?;
         // After `readable` a peek finds its block (or the end or an
@@ -148,7 +174,9 @@ impl AsyncConsumer {
 /// release finds the producer waiting. Every
 /// 50 ms (the liveness interval of every blocking wait) it also looks for itself, evicting a
 /// consumer that died (as the blocking calls do). The other policies never
-/// wait.
+/// wait. Every wait is bounded by the producer's
+/// [`wait_bound`](Producer::wait_bound) (10 s unless set with
+/// [`Producer::set_wait_bound`]): `WriteError::TimedOut` after it.
 ///
 /// Cancel safety: [`write`](Self::write), [`write_tagged`](Self::write_tagged)
 /// and [`writable`](Self::writable) are cancel-safe — nothing is written
@@ -186,8 +214,16 @@ impl AsyncProducer {
         self.bell.into_owner()
     }
 
-    /// Wait until a block of `len` bytes fits. Cancel-safe.
+    /// Wait until a block of `len` bytes fits, at most the producer's wait
+    /// bound (`TimedOut` after it). Cancel-safe.
     pub async fn writable(&mut self, len: usize) -> Result<(), WriteError> {
+        let bound = self.bell.owner().wait_bound();
+        with_timeout(bound, self.writable_unbounded(len))
+            .await
+            .unwrap_or(Err(WriteError::TimedOut))
+    }
+
+    async fn writable_unbounded(&mut self, len: usize) -> Result<(), WriteError> {
         let mut woke = false;
         loop {
             let p = self.bell.owner_mut();
@@ -211,29 +247,43 @@ impl AsyncProducer {
     }
 
     /// Write `bytes` as one block (as [`Producer::write`]), waiting for
-    /// room under `Overflow::Block`. Cancel-safe.
+    /// room under `Overflow::Block`, at most the producer's wait bound.
+    /// Cancel-safe.
     pub async fn write(&mut self, bytes: &[u8]) -> Result<usize, WriteError> {
-        loop {
-            match self.bell.owner_mut().try_write(bytes) {
-                Err(WriteError::WouldBlock) => self.writable(bytes.len()).await?,
-                r => return r,
+        let bound = self.bell.owner().wait_bound();
+        let write = async {
+            loop {
+                match self.bell.owner_mut().try_write(bytes) {
+                    Err(WriteError::WouldBlock) => self.writable_unbounded(bytes.len()).await?,
+                    r => return r,
+                }
             }
-        }
+        };
+        with_timeout(bound, write)
+            .await
+            .unwrap_or(Err(WriteError::TimedOut))
     }
 
-    /// Write `bytes` as one block with classification `tag`. Cancel-safe.
+    /// Write `bytes` as one block with classification `tag`, waiting as
+    /// [`AsyncProducer::write`] does. Cancel-safe.
     pub async fn write_tagged(&mut self, bytes: &[u8], tag: u32) -> Result<(), WriteError> {
-        loop {
-            match self.bell.owner_mut().write_tagged(bytes, tag, Wait::No) {
-                Err(WriteError::WouldBlock) => self.writable(bytes.len()).await?,
-                r => return r,
+        let bound = self.bell.owner().wait_bound();
+        let write = async {
+            loop {
+                match self.bell.owner_mut().write_tagged(bytes, tag, Wait::No) {
+                    Err(WriteError::WouldBlock) => self.writable_unbounded(bytes.len()).await?,
+                    r => return r,
+                }
             }
-        }
+        };
+        with_timeout(bound, write)
+            .await
+            .unwrap_or(Err(WriteError::TimedOut))
     }
 
     /// Reserve room for a block of `len` bytes to fill in place (as
-    /// [`Producer::reserve`]). Cancel-safe (a dropped reservation
-    /// publishes nothing).
+    /// [`Producer::reserve`]), waiting at most the producer's wait bound.
+    /// Cancel-safe (a dropped reservation publishes nothing).
     pub async fn reserve(&mut self, len: usize) -> Result<Reservation<'_>, WriteError> {
         self.writable(len).await?;
         self.bell.owner_mut().reserve(len, Wait::No)
@@ -244,13 +294,35 @@ impl futures_core::Stream for AsyncConsumer {
     type Item = Result<Vec<u8>, ReadError>;
 
     /// The next block, copied out; `None` at the end of the stream.
-    /// Cancel-safe.
+    /// Cancel-safe. Waits at most the consumer's wait bound for each block
+    /// (`Some(Err(TimedOut))` after it).
     fn poll_next(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
         let me = self.get_mut();
+        let r = me.poll_next_unbounded(cx);
+        match r {
+            Poll::Ready(_) => me.item_bound.clear(),
+            Poll::Pending => {
+                let bound = me.bell.owner().wait_bound();
+                if me.item_bound.expired(cx, bound) {
+                    return Poll::Ready(Some(Err(ReadError::TimedOut)));
+                }
+            }
+        }
+        r
+    }
+}
+
+impl AsyncConsumer {
+    fn poll_next_unbounded(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Vec<u8>, ReadError>>> {
+        use std::task::Poll;
+        let me = self;
         loop {
             let c = me.bell.owner_mut();
             if c.ready() {

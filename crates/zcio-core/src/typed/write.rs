@@ -241,8 +241,8 @@ impl<T: ?Sized> fmt::Debug for TypedBuf<T> {
 impl Pool {
     /// A zeroed `T` in a buffer of this pool, to fill in place and send
     /// ([`TypedBuf`]); tagged with `tag` if given. Waits for a buffer as
-    /// [`Pool::alloc`] does (up to 10 s); for another wait, or a secured
-    /// buffer, use [`TypedBuf::alloc`].
+    /// [`Pool::alloc`] does (up to `PoolConfig::alloc_timeout`); for
+    /// another wait, or a secured buffer, use [`TypedBuf::alloc`].
     pub fn alloc_typed<T: FromZeros + IntoBytes + KnownLayout>(
         &self,
         tag: Option<&Tag>,

@@ -55,6 +55,7 @@ fn server() -> &'static Server {
             .with_config(RendezvousConfig {
                 send_timeout: quick,
                 recv_timeout: quick,
+                ..RendezvousConfig::default()
             });
         Server {
             listener,

@@ -20,6 +20,13 @@ in it: a task cancelled anywhere (``asyncio.wait_for``, ``task.cancel()``)
 took nothing and sent nothing. That is the cancel safety the methods
 promise.
 
+The ``timeout`` these coroutines get was checked and resolved by the
+method that made them: a ``timeout=None`` of the caller is already the
+bound the end's configuration sets (its ``recv_timeout``, ``wait_bound``
+...), so here ``None`` means no limit (the caller's ``math.inf``), ``0.0``
+do not wait, and a number that many seconds. ``async for`` waits for each
+item as long as that bound (``TimedOut`` ends the loop).
+
 :class:`Bell` is one end's doorbell in the loop (the Python twin of the
 Rust ``zcio::tokio`` doorbell, ``crates/zcio-core/src/tokio/doorbell.rs``, with
 the same rules): any number of tasks may wait on one end at once (one
@@ -351,7 +358,7 @@ async def until_done(
 
 async def with_timeout(timeout: float | None, what: str, coro: Any) -> Any:
     """Await `coro`, raising ``TimedOut`` after `timeout` seconds (None:
-    no limit)."""
+    no limit: the caller asked for ``math.inf``)."""
     if timeout is None:
         return await coro
     try:
@@ -384,11 +391,12 @@ async def channel_recv(ch: Any, bell: Bell, timeout: float | None) -> Any:
     )
 
 
-async def channel_next(ch: Any, bell: Bell) -> Any:
-    """``Channel.__anext__``: the next message; the end of the iteration
-    once the peer is gone and everything was received."""
+async def channel_next(ch: Any, bell: Bell, timeout: float | None) -> Any:
+    """``Channel.__anext__``: the next message, waiting at most `timeout`
+    (the channel's ``recv_timeout``; ``TimedOut`` after it); the end of
+    the iteration once the peer is gone and everything was received."""
     try:
-        return await channel_recv(ch, bell, None)
+        return await channel_recv(ch, bell, timeout)
     except Disconnected:
         raise StopAsyncIteration from None
 
@@ -462,11 +470,16 @@ def _next_block(c: Any) -> Any:
         return data
 
 
-async def ring_next(c: Any, bell: Bell) -> bytes:
-    """``RingConsumer.__anext__``: the next block; the end of the
-    iteration at the end of the stream (a producer that died or failed
-    raises ``Disconnected``, after everything it wrote)."""
-    r = await until_done(bell, c, lambda: _next_block(c), c.prepare_read_sleep)
+async def ring_next(c: Any, bell: Bell, timeout: float | None) -> bytes:
+    """``RingConsumer.__anext__``: the next block, waiting at most
+    `timeout` (the consumer's ``wait_bound``; ``TimedOut`` after it); the
+    end of the iteration at the end of the stream (a producer that died or
+    failed raises ``Disconnected``, after everything it wrote)."""
+    r = await with_timeout(
+        timeout,
+        "async for",
+        until_done(bell, c, lambda: _next_block(c), c.prepare_read_sleep),
+    )
     if r is END:
         raise StopAsyncIteration
     return r
@@ -537,11 +550,13 @@ async def rdv_recv(ep: Any, bell: Bell, timeout: float | None) -> Any:
     return await with_timeout(timeout, "recv_async", until_done(bell, ep, attempt, prepare))
 
 
-async def rdv_next(ep: Any, bell: Bell) -> Any:
-    """``Rendezvous.__anext__``: the next message; the end of the
-    iteration once the partner is gone (or the endpoint was closed)."""
+async def rdv_next(ep: Any, bell: Bell, timeout: float | None) -> Any:
+    """``Rendezvous.__anext__``: the next message, waiting at most
+    `timeout` (the endpoint's ``recv_timeout``; ``TimedOut`` after it);
+    the end of the iteration once the partner is gone (or the endpoint was
+    closed)."""
     try:
-        return await rdv_recv(ep, bell, None)
+        return await rdv_recv(ep, bell, timeout)
     except Disconnected:
         raise StopAsyncIteration from None
 
@@ -599,9 +614,26 @@ async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeou
         raise
 
 
-async def rdv_call(ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None) -> Any:
+#: ``rdv_call``'s `recv_timeout` when `timeout` bounds both halves together.
+TOGETHER = object()
+
+
+async def rdv_call(
+    ep: Any,
+    bell: RendezvousBell,
+    label: int,
+    words: Any,
+    timeout: float | None,
+    recv_timeout: Any = TOGETHER,
+) -> Any:
     """``Rendezvous.call_async`` / ``reply_and_recv_async``: send, then
-    the partner's next message; `timeout` bounds both together."""
+    the partner's next message; `timeout` bounds both together, unless
+    `recv_timeout` is given (the caller's ``timeout=None``: `timeout` is
+    the send bound, `recv_timeout` the receive bound, each on its own, as
+    the blocking ``call`` does)."""
+    if recv_timeout is not TOGETHER:
+        await rdv_send(ep, bell, label, words, timeout)
+        return await rdv_recv(ep, bell, recv_timeout)
     if timeout == 0.0:
         ep.send(label, words, timeout=0)
         return ep.recv(timeout=0)

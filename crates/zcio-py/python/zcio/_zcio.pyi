@@ -1,6 +1,10 @@
 """Type stubs of the extension module ``zcio._zcio`` (re-exported by
-``zcio``). Timeouts everywhere: ``None`` waits as long as it takes
-(interruptible with Ctrl-C), ``0`` does not wait, a number is seconds."""
+``zcio``). Timeouts everywhere: ``None`` waits up to the bound the call's
+configuration sets (a channel's ``send_timeout``/``recv_timeout``, a ring
+end's ``wait_bound``, a pool's ``alloc_timeout``, ...; ``TimedOut`` after
+it), ``0`` does not wait, a number is seconds, ``math.inf`` waits without a
+bound (only for peers you trust). Every wait is interruptible with
+Ctrl-C."""
 
 from __future__ import annotations
 
@@ -32,14 +36,21 @@ class Pool:
         chunk_size: int = 16 << 20,
         max_chunks: int = 16,
         populate: bool = True,
-    ) -> None: ...
+        *,
+        alloc_timeout: float | None = None,
+    ) -> None:
+        """``alloc_timeout``: the bound (seconds) of ``alloc`` and ``empty``
+        with ``timeout=None`` (default 10 s; ``math.inf``: none)."""
     @property
     def name(self) -> str: ...
     @property
     def secured(self) -> bool: ...
+    @property
+    def alloc_timeout(self) -> float: ...
     def alloc(self, n: int, timeout: float | None = None) -> PoolBuffer:
         """A writable buffer of ``n`` bytes. Raises ``PoolExhausted``
-        (``timeout=0``) or ``AllocTimedOut`` when the pool stays full."""
+        (``timeout=0``) or ``AllocTimedOut`` when the pool stays full
+        (``timeout=None``: for ``alloc_timeout``, 10 s unless set)."""
     def empty(
         self,
         shape: int | Sequence[int],
@@ -120,9 +131,22 @@ class Listener:
     """Accepts channels on a Unix socket path (replaced if stale; the file
     is removed on close)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        send_timeout: float | None = None,
+        recv_timeout: float | None = None,
+        accept_timeout: float | None = None,
+    ) -> None:
+        """The bounds (seconds) of the default waits (``timeout=None``) of
+        ``accept`` and of the channels it accepts: ``send_timeout`` (10 s),
+        ``recv_timeout`` (one hour), ``accept_timeout`` (one hour);
+        ``math.inf``: no bound."""
     @property
     def path(self) -> str: ...
+    @property
+    def accept_timeout(self) -> float: ...
     def accept(self, timeout: float | None = None, pool: Pool | None = None) -> Channel: ...
     def close(self) -> None: ...
     def __enter__(self) -> Listener: ...
@@ -136,11 +160,26 @@ class Channel:
         path: str | os.PathLike[str],
         timeout: float | None = None,
         pool: Pool | None = None,
+        *,
+        send_timeout: float | None = None,
+        recv_timeout: float | None = None,
     ) -> Channel:
         """Connect, retrying while nobody listens at ``path`` (bounded by
-        ``timeout``)."""
+        ``timeout``; ``None``: 5 s). ``send_timeout``, ``recv_timeout``: the
+        channel's bounds, as for ``Listener``."""
     @staticmethod
-    def pair() -> tuple[Channel, Channel]: ...
+    def pair(
+        *, send_timeout: float | None = None, recv_timeout: float | None = None
+    ) -> tuple[Channel, Channel]: ...
+    @property
+    def send_timeout(self) -> float:
+        """The bound (seconds) of the default wait of the sends (``send``,
+        ``send_array``, ``send_async``, a lane's ``loan``/``send``)."""
+    @property
+    def recv_timeout(self) -> float:
+        """The bound (seconds) of the default wait of the receives
+        (``recv``, ``recv_array``, ``recv_async``, ``async for``,
+        ``accept_lane``, a lane's ``recv``)."""
     @property
     def pool(self) -> Pool:
         """The pool copying sends write into."""
@@ -213,7 +252,8 @@ class Channel:
     def __aiter__(self) -> Channel: ...
     async def __anext__(self) -> Msg:
         """``async for msg in ch``: ends once the peer is gone and
-        everything it sent was received. Cancel-safe."""
+        everything it sent was received; each message waits up to
+        ``recv_timeout`` (``TimedOut`` ends the loop). Cancel-safe."""
     def doorbell(self) -> int:
         """This end's doorbell (readable when the peer rang it or hung
         up), for your own event loop; switches the end to bell mode. Do
@@ -314,6 +354,13 @@ class RingProducer:
     def layout(self) -> str: ...
     @property
     def policy(self) -> str: ...
+    @property
+    def wait_bound(self) -> float:
+        """The bound (seconds) of the default wait (``timeout=None``) of
+        ``write``, ``write_async`` and ``wait_for_consumers``: 10 s unless
+        set (``math.inf``: none, for consumers you trust)."""
+    @wait_bound.setter
+    def wait_bound(self, seconds: float) -> None: ...
     def write(self, data: Buffer, timeout: float | None = None) -> int:
         """Write one block (continuous rings: a stream chunk; a short
         count when the timeout ends part-way)."""
@@ -353,11 +400,22 @@ class RingConsumer:
         name: str,
         start: Literal["newest", "oldest"] = "newest",
         timeout: float | None = 0.0,
-    ) -> None: ...
+    ) -> None:
+        """``timeout``: how long to wait for the ring to appear (default:
+        not at all; ``None``: up to a consumer's default bound, one
+        hour)."""
     @property
     def name(self) -> str: ...
     @property
     def position(self) -> int: ...
+    @property
+    def wait_bound(self) -> float:
+        """The bound (seconds) of the default wait (``timeout=None``) of
+        ``read``, ``readinto``, ``peek``, their async forms and ``async
+        for``: one hour unless set (``math.inf``: none, for a producer you
+        trust)."""
+    @wait_bound.setter
+    def wait_bound(self, seconds: float) -> None: ...
     def read(self, n: int, timeout: float | None = None) -> bytes:
         """The next block (continuous rings: up to ``n`` bytes); ``b""`` at
         the end of the stream."""
@@ -388,7 +446,8 @@ class RingConsumer:
     async def __anext__(self) -> bytes:
         """``async for block in cons``: each block as bytes until the end
         of the stream; a producer that died or failed raises
-        ``Disconnected`` after its data. Cancel-safe."""
+        ``Disconnected`` after its data. Each block waits up to
+        ``wait_bound`` (``TimedOut`` ends the loop). Cancel-safe."""
     def doorbell(self) -> int:
         """The consumer's named bell, for your own event loop (readable
         when the producer published after ``prepare_read_sleep``); wait for
@@ -470,9 +529,22 @@ class RendezvousListener:
     """Accepts rendezvous connections on a Unix socket path (same uid only;
     a stale socket file is replaced; removed on close)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        send_timeout: float | None = None,
+        recv_timeout: float | None = None,
+        accept_timeout: float | None = None,
+    ) -> None:
+        """The bounds (seconds) of the default waits (``timeout=None``) of
+        ``accept`` and of the endpoints it accepts: ``send_timeout`` (10 s),
+        ``recv_timeout`` (one hour), ``accept_timeout`` (one hour);
+        ``math.inf``: no bound."""
     @property
     def path(self) -> str: ...
+    @property
+    def accept_timeout(self) -> float: ...
     def accept(self, timeout: float | None = None) -> Rendezvous: ...
     def close(self) -> None: ...
     def __enter__(self) -> RendezvousListener: ...
@@ -483,19 +555,31 @@ class Rendezvous:
     partner has *taken* the message (unbuffered); a send that fails
     (``Full``, ``TimedOut``, ``Disconnected``) did not deliver it.
     ``timeout=0`` is the ``try_`` form (``Full`` / ``Empty``), a number the
-    ``_timeout`` form (``TimedOut``), ``None`` waits as long as it takes. A
-    partner that hung up or died raises ``Disconnected``; one that broke
-    the protocol ``PeerFault``."""
+    ``_timeout`` form (``TimedOut``), ``None`` waits up to the endpoint's
+    bound (``send_timeout``, 10 s; ``recv_timeout``, one hour),
+    ``math.inf`` as long as it takes. A partner that hung up or died raises
+    ``Disconnected``; one that broke the protocol ``PeerFault``."""
 
     @staticmethod
-    def connect(path: str | os.PathLike[str], timeout: float | None = None) -> Rendezvous:
+    def connect(
+        path: str | os.PathLike[str],
+        timeout: float | None = None,
+        *,
+        send_timeout: float | None = None,
+        recv_timeout: float | None = None,
+    ) -> Rendezvous:
         """Connect, retrying while nobody listens at ``path`` (bounded by
-        ``timeout``)."""
+        ``timeout``; ``None``: 5 s). ``send_timeout``, ``recv_timeout``: the
+        endpoint's bounds, as for ``RendezvousListener``."""
+    @property
+    def send_timeout(self) -> float: ...
+    @property
+    def recv_timeout(self) -> float: ...
     def send(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> None: ...
     def recv(self, timeout: float | None = None) -> Envelope: ...
     def call(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> Envelope:
         """Send, then receive the partner's answer; ``timeout`` bounds both
-        together."""
+        together (``None``: each half by its bound)."""
     def reply_and_recv(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
     ) -> Envelope:
@@ -516,8 +600,9 @@ class Rendezvous:
     async def call_async(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
     ) -> Envelope:
-        """Send, then the partner's answer; ``timeout`` bounds both. Not
-        cancel-safe (as ``send_async``)."""
+        """Send, then the partner's answer; ``timeout`` bounds both
+        (``None``: each half by its bound). Not cancel-safe (as
+        ``send_async``)."""
     async def reply_and_recv_async(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
     ) -> Envelope:
@@ -525,7 +610,8 @@ class Rendezvous:
     def __aiter__(self) -> Rendezvous: ...
     async def __anext__(self) -> Envelope:
         """``async for m in ep``: until the partner is gone (or this
-        endpoint is closed). Cancel-safe."""
+        endpoint is closed); each message waits up to ``recv_timeout``
+        (``TimedOut`` ends the loop). Cancel-safe."""
     def doorbell(self) -> int:
         """The doorbell, for your own event loop (readable when the
         partner rang it, or hung up); switches to bell mode. Do not close
@@ -559,7 +645,8 @@ class Rendezvous:
 
 def recv_any(endpoints: Sequence[Rendezvous], timeout: float | None = None) -> tuple[int, Envelope]:
     """The first message from any of ``endpoints``, with its index.
-    Partners that hung up are skipped; ``Disconnected`` once all have."""
+    Partners that hung up are skipped; ``Disconnected`` once all have.
+    ``timeout=None`` waits up to the shortest ``recv_timeout`` of them."""
 
 class Proxies:
     """A capped pool of proxy threads shared by proxy endpoints
@@ -594,7 +681,7 @@ class Ticket:
         """Return once delivered; raise why it failed (``Disconnected``,
         ``TimedOut`` for a delivery the partner did not take within the
         endpoint's ``delivery_timeout``), or ``TimedOut`` if still pending
-        after ``timeout``."""
+        after ``timeout`` (``None``: the ``delivery_timeout``)."""
 
 class Reply:
     """A receive under way (the reply of :meth:`ProxyEndpoint.call`, or
@@ -604,7 +691,9 @@ class Reply:
     def try_take(self) -> Envelope | None:
         """The message if it is there, else ``None``; raises if receiving
         failed."""
-    def wait(self, timeout: float | None = None) -> Envelope: ...
+    def wait(self, timeout: float | None = None) -> Envelope:
+        """The message; ``timeout=None`` waits up to the endpoint's receive
+        bound (one hour)."""
 
 class ProxyEndpoint:
     """A rendezvous endpoint driven asynchronously: ``send`` and ``call``
@@ -724,7 +813,8 @@ class Association:
         """Start an increment on the worker thread and return at once."""
     def wait(self, timeout: float | None = None) -> Completion | None:
         """The next asynchronous completion, or None (none in time, or
-        nothing running)."""
+        nothing running). ``timeout=None`` waits up to one hour (the
+        default bound), ``math.inf`` until it comes."""
     def fileno(self) -> int:
         """Readable while a completion waits for :meth:`wait`."""
     def stop(self) -> None: ...
@@ -873,11 +963,11 @@ class SemanticEndpoint:
         message-oriented). A buffer shorter than the message raises
         ValueError with ``.needed`` (the message is kept). ``Disconnected``
         when the peer is gone; ``TimedOut`` after ``timeout``. With
-        ``timeout=None`` the wait (GIL released) is not interrupted by
-        Ctrl-C; with a timeout it polls and handles signals, and sees a
-        peer that died but not one that closed its end cleanly while
-        still running (that shows as ``TimedOut``; a receive without
-        timeout raises ``Disconnected``)."""
+        ``timeout=None`` (up to the channel's receive bound, one hour) the
+        wait (GIL released) is not interrupted by Ctrl-C; with a timeout it
+        polls and handles signals, and sees a peer that died but not one
+        that closed its end cleanly while still running (that shows as
+        ``TimedOut``; a receive without timeout raises ``Disconnected``)."""
     def poll(self, timeout: float | None = 0) -> tuple[int, int] | None:
         """(length, page_offset) of the next message without taking it, or
         None. Allocate ``arena_buffer(length, page_offset)`` and input into

@@ -449,7 +449,8 @@ macro_rules! ring_child_entry_points {
 /// Arguments: `RING`; `FIRST` (the sequence number it must see first; the
 /// following blocks must be consecutive; `any`: blocks may be missing but
 /// must come in increasing order); `START` (`newest`/`oldest`); `WAIT`
-/// (`forever`: blocking `read`, the default; `poll`: `read_timeout` so
+/// (`forever`: blocking `read`, bounded by the consumer's one-hour
+/// `wait_bound`, the default; `poll`: `read_timeout` so
 /// `stop` works); `PAUSED` (`1`: read nothing before the `go` command);
 /// `KEEP` (`1`: errors and end-of-stream are counted and reading goes on
 /// until `stop`; implies `poll`).
