@@ -178,7 +178,10 @@ fn silent_partner_bounds_the_default_waits() {
         .expect("the partner takes one message");
     assert_eq!(kid.next_report(), "took label=7");
     assert_eq!(c.recv().unwrap_err(), RendezvousRecvError::TimedOut);
-    assert_eq!(Rendezvous::recv_any(&[&c]).unwrap_err(), RendezvousRecvError::TimedOut);
+    assert_eq!(
+        Rendezvous::recv_any(&[&c]).unwrap_err(),
+        RendezvousRecvError::TimedOut
+    );
     assert_eq!(
         c.send(&Envelope::new(8, &[2])),
         Err(RendezvousSendError::TimedOut)
