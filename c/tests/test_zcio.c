@@ -1028,6 +1028,18 @@ static int recv_blocks(const char *mode, uint64_t count, int want_volatile) {
 }
 
 static int test_chan_send_recv(void) { return recv_blocks("plain", 100, 1); }
+/* The spin policy reads back as set, and a channel made after it (no spinning
+ * at all: every wait sleeps at once) still moves every message. */
+static int test_spin_policy(void) {
+    uint64_t max_us = 1, task_us = 1;
+    CHECK_OK(zcio_spin_policy_get(&max_us, &task_us));
+    CHECK(max_us == 500 && task_us == 50);
+    CHECK_RC(zcio_spin_policy_get(NULL, &task_us), -EINVAL);
+    CHECK_OK(zcio_spin_policy_set(0, 0));
+    CHECK_OK(zcio_spin_policy_get(&max_us, &task_us));
+    CHECK(max_us == 0 && task_us == 0);
+    return recv_blocks("plain", 100, 1);
+}
 static int test_chan_send_bytes(void) { return recv_blocks("bytes", 100, 1); }
 static int test_chan_slices(void) { return recv_blocks("slices", 100, 1); }
 static int test_chan_secured(void) { return recv_blocks("secured", 100, 0); }
@@ -1762,6 +1774,7 @@ static const struct test tests[] = {
     {"chan_close_leaks_nothing", test_chan_close_leaks_nothing},
     {"chan_timeouts", test_chan_timeouts},
     {"chan_default_waits", test_chan_default_waits},
+    {"spin_policy", test_spin_policy},
     {"pool_huge_pages", test_pool_huge_pages},
     {"chan_forward", test_chan_forward},
     {"typed_messages", test_typed_messages},

@@ -68,6 +68,49 @@ pub extern "C" fn zcio_version() -> *const c_char {
     error::guard(|| VERSION.as_ptr())
 }
 
+/// Set the process's spin policy (Rust's `zcio::SpinPolicy`): how long a
+/// blocking wait spins before it sleeps (`max_us`, default 500), and how long
+/// a wait inside an event loop's poll spins before it returns to the loop
+/// (`task_max_us`, default 50, capped by `max_us`), in microseconds. 0 sleeps
+/// at once: right when more processes than CPUs share the work. The policy is
+/// read when a channel, ring end or rendezvous endpoint is made: set it
+/// before opening them. Process-wide. Returns 0.
+#[no_mangle]
+pub extern "C" fn zcio_spin_policy_set(max_us: u64, task_max_us: u64) -> c_int {
+    error::guard(|| {
+        zcio::SpinPolicy {
+            max: Duration::from_micros(max_us),
+            task_max: Duration::from_micros(task_max_us),
+        }
+        .set();
+        0
+    })
+}
+
+/// The process's spin policy in microseconds (see `zcio_spin_policy_set`):
+/// stores it in `*max_us` and `*task_max_us`. Returns 0, or `-EINVAL` when a
+/// pointer is NULL.
+///
+/// # Safety
+/// `max_us` and `task_max_us` are NULL or valid for a write of a `u64`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_spin_policy_get(max_us: *mut u64, task_max_us: *mut u64) -> c_int {
+    error::guard(|| {
+        if max_us.is_null() || task_max_us.is_null() {
+            return -libc::EINVAL;
+        }
+        let p = zcio::SpinPolicy::current();
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        // SAFETY: both are non-NULL (checked) and valid for a write by the
+        // caller's contract.
+        unsafe {
+            max_us.write(us(p.max));
+            task_max_us.write(us(p.task_max));
+        }
+        0
+    })
+}
+
 /// Not part of the API (absent from the header): panics inside the
 /// library, to prove that the panic comes back as `-ZCIO_EPANIC` and not
 /// as an unwind into C. `kind` 0 panics with a message, anything else with

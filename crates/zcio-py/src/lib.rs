@@ -63,6 +63,8 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ipc::RendezvousListener>()?;
     m.add_class::<ipc::Rendezvous>()?;
     m.add_function(wrap_pyfunction!(ipc::recv_any, m)?)?;
+    m.add_function(wrap_pyfunction!(wait::set_spin_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(wait::spin_policy, m)?)?;
     m.add_class::<proxy::Proxies>()?;
     m.add_class::<proxy::ProxyEndpoint>()?;
     m.add_class::<proxy::Ticket>()?;

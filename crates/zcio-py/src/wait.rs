@@ -137,3 +137,45 @@ where
         py.check_signals()?;
     }
 }
+
+/// set_spin_policy(max=None, task_max=None)
+/// --
+///
+/// Set the process's spin policy: how long a blocking wait spins before it
+/// sleeps (``max``, default 500 µs) and how long a wait inside an event
+/// loop spins before it returns to the loop (``task_max``, default 50 µs,
+/// capped by ``max``), in seconds; ``None`` keeps that setting. ``0`` sleeps
+/// at once: right when more processes than CPUs share the work. Read when a
+/// channel, ring end or rendezvous endpoint is made: set it before opening
+/// them. Process-wide (Rust's ``zcio::SpinPolicy::set``).
+#[pyfunction]
+#[pyo3(signature = (max=None, task_max=None))]
+pub(crate) fn set_spin_policy(max: Option<f64>, task_max: Option<f64>) -> PyResult<()> {
+    let secs = |name: &str, v: f64| -> PyResult<Duration> {
+        if !v.is_finite() || v < 0.0 || v > 3600.0 {
+            return Err(PyValueError::new_err(format!(
+                "{name} must be a number of seconds from 0 to 3600, not {v}"
+            )));
+        }
+        Ok(Duration::from_secs_f64(v))
+    };
+    let mut p = zcio::SpinPolicy::current();
+    if let Some(v) = max {
+        p.max = secs("max", v)?;
+    }
+    if let Some(v) = task_max {
+        p.task_max = secs("task_max", v)?;
+    }
+    p.set();
+    Ok(())
+}
+
+/// spin_policy() -> (max, task_max)
+/// --
+///
+/// The process's spin policy in seconds (see :func:`set_spin_policy`).
+#[pyfunction]
+pub(crate) fn spin_policy() -> (f64, f64) {
+    let p = zcio::SpinPolicy::current();
+    (p.max.as_secs_f64(), p.task_max.as_secs_f64())
+}

@@ -85,6 +85,28 @@ def test_bytes_round_trip_across_processes(sock_path, child):
         c.join_ok()
 
 
+def test_spin_policy_reads_back_and_a_channel_without_spinning_still_moves_everything(
+    sock_path, child
+):
+    before = zcio.spin_policy()
+    assert before == pytest.approx((0.0005, 0.00005))
+    with pytest.raises(ValueError):
+        zcio.set_spin_policy(max=-1)
+    try:
+        zcio.set_spin_policy(max=0, task_max=0)
+        assert zcio.spin_policy() == (0.0, 0.0)
+        sizes = [1, 4096, 65536]
+        c = child(kids.send_bytes, sock_path, sizes)
+        with zcio.Listener(sock_path) as lst, lst.accept(timeout=T) as ch:
+            for i, n in enumerate(sizes):
+                assert bytes(ch.recv(timeout=T)) == kids.sized(i, n)
+            ch.send(b"done", timeout=T)
+            c.join_ok()
+    finally:
+        zcio.set_spin_policy(*before)
+    assert zcio.spin_policy() == before
+
+
 def test_connect_waits_for_the_listener_and_times_out(sock_path):
     with pytest.raises(zcio.TimedOut):
         zcio.Channel.connect(sock_path, timeout=0.2)

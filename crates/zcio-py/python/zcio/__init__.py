@@ -120,6 +120,8 @@ from ._zcio import (
     ring_list,
     ring_unlink,
     semantics_names,
+    set_spin_policy,
+    spin_policy,
     splice,
 )
 
@@ -147,6 +149,8 @@ __all__ = [
     "RendezvousListener",
     "Rendezvous",
     "recv_any",
+    "set_spin_policy",
+    "spin_policy",
     "Proxies",
     "ProxyEndpoint",
     "Ticket",

@@ -648,6 +648,17 @@ def recv_any(endpoints: Sequence[Rendezvous], timeout: float | None = None) -> t
     Partners that hung up are skipped; ``Disconnected`` once all have.
     ``timeout=None`` waits up to the shortest ``recv_timeout`` of them."""
 
+def set_spin_policy(max: float | None = None, task_max: float | None = None) -> None:
+    """Set the process's spin policy, in seconds: how long a blocking wait
+    spins before it sleeps (``max``, default 0.0005) and how long a wait
+    inside an event loop spins before it returns to the loop (``task_max``,
+    default 0.00005, capped by ``max``); ``None`` keeps that setting, ``0``
+    sleeps at once. Read when a channel, ring end or rendezvous endpoint is
+    made: set it before opening them. Process-wide."""
+
+def spin_policy() -> tuple[float, float]:
+    """The process's spin policy ``(max, task_max)`` in seconds."""
+
 class Proxies:
     """A capped pool of proxy threads shared by proxy endpoints
     (``None``: the library's default for that setting; durations in
