@@ -918,6 +918,27 @@ extern "C" {
 const char *zcio_version(void);
 
 /**
+ * Set the process's spin policy (Rust's `zcio::SpinPolicy`): how long a
+ * blocking wait spins before it sleeps (`max_us`, default 500), and how long
+ * a wait inside an event loop's poll spins before it returns to the loop
+ * (`task_max_us`, default 50, capped by `max_us`), in microseconds. 0 sleeps
+ * at once: right when more processes than CPUs share the work. The policy is
+ * read when a channel, ring end or rendezvous endpoint is made: set it
+ * before opening them. Process-wide. Returns 0.
+ */
+int zcio_spin_policy_set(uint64_t max_us, uint64_t task_max_us);
+
+/**
+ * The process's spin policy in microseconds (see `zcio_spin_policy_set`):
+ * stores it in `*max_us` and `*task_max_us`. Returns 0, or `-EINVAL` when a
+ * pointer is NULL.
+ *
+ * # Safety
+ * `max_us` and `task_max_us` are NULL or valid for a write of a `u64`.
+ */
+int zcio_spin_policy_get(uint64_t *max_us, uint64_t *task_max_us);
+
+/**
  * Describe a return code: `zcio_strerror(-EAGAIN)` or
  * `zcio_strerror(EAGAIN)` (either sign), `-ZCIO_E…` codes included; `0`
  * gives "success", an unknown code "unknown error code". The string is
