@@ -295,7 +295,7 @@ impl ArrayHeader {
 }
 
 impl ArrayHeader {
-    /// The header at the front of `msg`, if it starts with [`MAGIC`]:
+    /// The header at the front of `msg`, if it starts with [`ArrayHeader::MAGIC`]:
     /// copied out once and validated against the message length (not the
     /// element type's meaning: see [`ArrayHeader::check_extent`]).
     /// `Ok(None)`: not an array message.

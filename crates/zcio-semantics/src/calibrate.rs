@@ -1,6 +1,6 @@
 //! Measuring the cost model's primitive operations on this machine
 //! (`zcio calibrate`): each [`Op`] at several sizes, the median of
-//! repeated runs per size, then a least-squares line ([`fit`]) with its
+//! repeated runs per size, then a least-squares line ([`Linear::fit`](crate::cost::Linear::fit)) with its
 //! R² and largest relative residual (Genie's Tables 6–8).
 //!
 //! Every measurement uses zcio's own primitives: [`crate::copy`] and the

@@ -34,7 +34,9 @@ impl Linear {
         self.a_ns_per_byte * bytes as f64 + self.b_ns
     }
 
-    /// The least-squares line through `samples` (bytes, ns): see [`fit`].
+    /// The least-squares line through `samples` (bytes, ns): ordinary least
+    /// squares, with a negative slope or intercept replaced by the constant fit
+    /// or the fit through the origin (a cost cannot be negative).
     pub fn fit(samples: &[(usize, f64)]) -> Linear {
         fit(samples)
     }
@@ -167,7 +169,7 @@ pub struct Above {
 }
 
 /// What one operation costs as a function of its size: a line, or two
-/// lines joined at a knot ([`fit_curve`] decides).
+/// lines joined at a knot ([`Curve::fit`] decides).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "calibration", derive(serde::Serialize, serde::Deserialize))]
 pub struct Curve {
@@ -185,7 +187,8 @@ impl From<Linear> for Curve {
 
 impl Curve {
     /// A line, or two lines with a knot where the per-byte cost changes,
-    /// through `samples` (bytes, ns): see [`fit_curve`].
+    /// through `samples` (bytes, ns), the knot placed where the relative
+    /// residuals are least.
     pub fn fit(samples: &[(usize, f64)]) -> Curve {
         fit_curve(samples)
     }

@@ -47,7 +47,7 @@ fn os(spec: &str, what: &str, e: std::io::Error) -> SpliceError {
     }
 }
 
-/// An I/O object named by a string (a spec) (see the [module docs](self)), parsed:
+/// An I/O object named by a string (a spec), parsed:
 /// nothing is opened, connected or resolved yet ([`Spec::open`] does).
 /// Its `Display` is the spec again (`fd:N` with N in decimal).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +83,7 @@ impl Spec {
         sink_for(src, dst)
     }
 
-    /// Parse `spec`; the one parser of specs ([`open_spec`]
+    /// Parse `spec`; the one parser of specs ([`IoObject::open`]
     /// opens what it returns).
     pub fn parse(spec: &str) -> Result<Self, SpliceError> {
         Ok(if spec == "-" {
@@ -116,7 +116,7 @@ impl Spec {
         })
     }
 
-    /// Open it as `role` (errors name the spec as [`Spec::to_string`]
+    /// Open it as `role` (errors name the spec as its `Display`
     /// writes it).
     pub fn open(&self, role: Role) -> Result<IoObject, SpliceError> {
         self.open_as(&self.to_string(), role)
@@ -249,7 +249,7 @@ fn open_ring(spec: &str, name: &str, role: Role) -> Result<IoObject, SpliceError
     })
 }
 
-/// Copy `src` to `dst` (specs as in the [module docs](self)) through the
+/// Copy `src` to `dst` (specs as [`Spec`] parses them) through the
 /// built-in modules `modules` (`"zstd:level=3"`, …), until the source
 /// ends; the final status (bytes, mover). The CLI's `zcio cp` adds a
 /// progress bar on top of the same steps.

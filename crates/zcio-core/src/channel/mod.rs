@@ -358,7 +358,7 @@ impl Channel {
         hung_up
     }
 
-    /// Open a [lane](lane) to the peer: `cfg.slots` slots of
+    /// Open a [lane] to the peer: `cfg.slots` slots of
     /// `cfg.slot_size` bytes in a region only this end can write, for
     /// small messages at the latency of a few cache-line transfers. The
     /// peer takes it with [`Channel::accept_lane`]. The lane lives on this

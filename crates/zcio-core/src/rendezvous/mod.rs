@@ -11,10 +11,10 @@
 //! * [`Rendezvous::send`] returns only once the receiver has *taken* the
 //!   message (unbuffered rendezvous); a send that fails — timed out, partner
 //!   gone — did not happen (a timed-out send is retracted from the slot).
-//! * [`Rendezvous::recv`] waits on one partner (closed wait), [`recv_any`] on
+//! * [`Rendezvous::recv`] waits on one partner (closed wait), [`Rendezvous::recv_any`] on
 //!   several (open wait, with `futex_waitv`).
 //! * [`Rendezvous::call`] is send + receive from the same partner,
-//!   [`reply_and_recv`] a server's reply to one partner + receive from all.
+//!   [`Rendezvous::reply_and_recv`] a server's reply to one partner + receive from all.
 //!
 //! Every operation comes in the three forms of [`Channel`](crate::Channel)
 //! and crossbeam-channel: the plain one waits at most the endpoint's

@@ -76,7 +76,7 @@ impl CostModel {
         calibration_path()
     }
 
-    /// The model to use: the calibration file ([`calibration_path`]) if
+    /// The model to use: the calibration file ([`CostModel::calibration_path`]) if
     /// there is a usable one, else the built-in defaults. A file that
     /// exists but cannot be used is reported with one warning on stderr.
     pub fn load() -> CostModel {

@@ -40,7 +40,7 @@
 /// | `Os` | the errno | the family's exception, with `errno` |
 /// | `Other` | `-EIO` | the family's exception |
 ///
-/// Where an error has an errno ([`Error::errno`](crate::Error::errno)), C
+/// Where an error has an errno (`zcio::Error::errno`), C
 /// returns it whatever the kind; Python sets it as `.errno` (and, for the
 /// family exceptions, the kind's errno where the error has none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
