@@ -152,7 +152,7 @@ where
 #[pyo3(signature = (max=None, task_max=None))]
 pub(crate) fn set_spin_policy(max: Option<f64>, task_max: Option<f64>) -> PyResult<()> {
     let secs = |name: &str, v: f64| -> PyResult<Duration> {
-        if !v.is_finite() || v < 0.0 || v > 3600.0 {
+        if !(0.0..=3600.0).contains(&v) {
             return Err(PyValueError::new_err(format!(
                 "{name} must be a number of seconds from 0 to 3600, not {v}"
             )));
