@@ -328,36 +328,56 @@ impl Fbuf {
     /// forwarder's receive → send → notice loop) allocates nothing per
     /// message.
     pub(crate) fn received(
-        region: Arc<Region>,
+        home: Home,
         offset: usize,
         len: usize,
         sink: Arc<dyn ReleaseSink>,
         token: u64,
         trusted: bool,
-        spare: Option<Arc<BufCore>>,
     ) -> Self {
-        let core = BufCore {
+        let backing = Backing::Foreign { sink, token };
+        let (mut arc, region) = match home {
+            Home::Spare(arc) => (arc, None),
+            Home::Region(region, Some(arc)) => (arc, Some(region)),
+            Home::Region(region, None) => {
+                return Self::fresh_received(region, offset, len, backing, trusted)
+            }
+        };
+        let Some(slot) = Arc::get_mut(&mut arc) else {
+            // Shared after all (never, by construction): a fresh core.
+            let region = region.unwrap_or_else(|| arc.region.clone());
+            return Self::fresh_received(region, offset, len, backing, trusted);
+        };
+        // The old value is a spent core (`Spent` backing); its region is
+        // replaced only when it is not the slice's.
+        if let Some(r) = region {
+            slot.region = r;
+        }
+        slot.offset = offset;
+        slot.len = len;
+        slot.backing = backing;
+        slot.retired = AtomicBool::new(false);
+        slot.trusted = trusted;
+        Self {
+            core: ManuallyDrop::new(arc),
+        }
+    }
+
+    fn fresh_received(
+        region: Arc<Region>,
+        offset: usize,
+        len: usize,
+        backing: Backing,
+        trusted: bool,
+    ) -> Self {
+        Self::from_core(BufCore {
             region,
             offset,
             len,
-            backing: Backing::Foreign { sink, token },
+            backing,
             retired: AtomicBool::new(false),
             trusted,
-        };
-        match spare {
-            Some(mut arc) => match Arc::get_mut(&mut arc) {
-                Some(slot) => {
-                    // The old value is a spent core (placeholder region,
-                    // `Spent` backing): dropping it does nothing.
-                    *slot = core;
-                    Self {
-                        core: ManuallyDrop::new(arc),
-                    }
-                }
-                None => Self::from_core(core),
-            },
-            None => Self::from_core(core),
-        }
+        })
     }
 
     /// Never reuse this buffer's memory: when its last handle goes, pool
@@ -371,6 +391,19 @@ impl Fbuf {
     pub(crate) fn retire(&self) {
         self.core.retired.store(true, LocalOrdering::Relaxed);
     }
+}
+
+/// Where a received slice lives, for [`Fbuf::received`]: the region of a
+/// spare core (a slice received on the same channel and dropped, which
+/// keeps its region), reused as it is, or a region and perhaps a spare
+/// core of another region to reuse. Reusing the spare's region costs no
+/// reference counting, where a fresh `Arc` clone and the old one's drop
+/// cost two atomic read-modify-writes per message.
+pub(crate) enum Home {
+    /// The spare core's own region is the slice's.
+    Spare(Arc<BufCore>),
+    /// The slice's region, and a spare core to reuse if there is one.
+    Region(Arc<Region>, Option<Arc<BufCore>>),
 }
 
 impl Drop for Fbuf {

@@ -10,8 +10,8 @@ mod reclaim;
 mod uncached;
 
 pub use config::PoolConfig;
-pub(crate) use fbuf::ReleaseSink;
 pub use fbuf::{Fbuf, FbufMut, FreezeError, SecureView};
+pub(crate) use fbuf::{Home, ReleaseSink};
 pub use pool::{AllocError, HugePages, Pool, PoolStats};
 pub(crate) use reclaim::Reclaim;
 pub use uncached::Uncached;

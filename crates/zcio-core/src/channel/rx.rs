@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::wait::Step;
 
 use crate::bell::Rung;
-use crate::buf::{Fbuf, ReleaseSink};
+use crate::buf::{Fbuf, Home, ReleaseSink};
 use crate::channel::core::{lock, Core, Counters, RxState, MAX_OFFERED_LANES};
 use crate::channel::error::{Area, Malformed, RecvFail};
 use crate::channel::lane::{LaneError, LaneReceiver, Offered};
@@ -144,8 +144,9 @@ impl Core {
         }
         if count == 0 || count > MAX_SLICES || count > avail {
             // Framing is broken for this entry: drop just it, keep going.
-            rx.ring.release(1);
-            self.wake_sender(rx);
+            if rx.ring.release(1) {
+                self.wake_sender(rx);
+            }
             self.notice_tokens(&[first]);
             Counters::bump(&self.counters.malformed);
             return Err(RecvFail::Malformed(Malformed::BadCount(first.count)));
@@ -153,8 +154,13 @@ impl Core {
         let mut descs = std::mem::take(&mut rx.scratch);
         descs.clear();
         descs.extend((0..count).map(|i| rx.ring.peek(i)));
-        rx.ring.release(count);
-        self.wake_sender(rx);
+        // Wake the sender only if `release` found its sleeping flag: a
+        // flag set after our release came with a read of the new head
+        // (see `Writer::arm_space`), so that sender does not sleep on it.
+        // (No read-modify-write of the shared head line per message.)
+        if rx.ring.release(count) {
+            self.wake_sender(rx);
+        }
         let res = self.resolve(rx, &descs);
         rx.scratch = descs;
         match res {
@@ -191,13 +197,19 @@ impl Core {
         let mut slices: smallvec::SmallVec<[Slice; 2]> = smallvec::SmallVec::new();
         let mut last_single: Option<Arc<Region>> = None;
         for (i, d) in descs.iter().enumerate() {
+            let spare = self.take_spare(rx);
             let checked = if i > 0 && d.count != 0 {
                 Err(Malformed::BadCount(d.count))
             } else {
                 self.check_desc(rx, d, &mut last_single)
             };
+            let checked = checked.map(|region| match spare {
+                // The spare already points at this region: keep it.
+                Some(s) if Arc::ptr_eq(&s.region, region) => Home::Spare(s),
+                spare => Home::Region(region.clone(), spare),
+            });
             match checked {
-                Ok(region) => {
+                Ok(home) => {
                     let own = if i + 1 == descs.len() {
                         sink.take()
                     } else {
@@ -210,15 +222,13 @@ impl Core {
                         return Err(Malformed::BadControl);
                     };
                     self.received_one();
-                    let spare = self.take_spare(rx);
                     let buf = Fbuf::received(
-                        region,
+                        home,
                         d.offset as usize,
                         d.len as usize,
                         own,
                         d.token,
                         self.trusted.load(LocalOrdering::Relaxed),
-                        spare,
                     );
                     let len = buf.len();
                     // In bounds by check_desc; Slice::new re-checks.
@@ -239,13 +249,15 @@ impl Core {
         Ok(Msg::from_checked(slices))
     }
 
-    /// The region a descriptor points into, if the descriptor is in bounds.
-    fn check_desc(
+    /// The region a descriptor points into, if the descriptor is in bounds
+    /// (borrowed: the caller clones it only when it needs a reference of
+    /// its own).
+    fn check_desc<'a>(
         &self,
-        rx: &mut RxState,
+        rx: &'a mut RxState,
         d: &Desc,
-        last_single: &mut Option<Arc<Region>>,
-    ) -> Result<Arc<Region>, Malformed> {
+        last_single: &'a mut Option<Arc<Region>>,
+    ) -> Result<&'a Arc<Region>, Malformed> {
         if d.len == 0 {
             return Err(Malformed::EmptySlice);
         }
@@ -258,10 +270,9 @@ impl Core {
                 .pop_front()
                 .flatten()
                 .ok_or(Malformed::NoSingleUseRegion)?;
-            *last_single = Some(r.clone());
-            r
+            &*last_single.insert(r)
         } else if d.region == SINGLE_USE_SAME {
-            last_single.clone().ok_or(Malformed::NoSingleUseRegion)?
+            last_single.as_ref().ok_or(Malformed::NoSingleUseRegion)?
         } else {
             let slot = d.region as usize;
             if rx.regions.get(slot).is_none_or(Option::is_none) {
@@ -269,7 +280,7 @@ impl Core {
             }
             rx.regions
                 .get(slot)
-                .and_then(Clone::clone)
+                .and_then(Option::as_ref)
                 .ok_or(Malformed::UnknownRegion(d.region))?
         };
         let rl = region.len() as u64;
