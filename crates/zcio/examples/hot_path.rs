@@ -123,7 +123,74 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         2 * PER_ROUND,
         allocs as f64 / msgs as f64
     );
+    relay_hop(&dir, rounds, &pc)?;
     drop((client, server, listener));
     std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// Messages per batch in the relay measurement: a stream, as a forwarding
+/// chain sees it (the relay takes what is ready, then passes it on).
+const RELAY_BATCH: u64 = 16;
+
+/// A channel pair through a listener at `dir/name`.
+fn pair(
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<(Channel, Channel), Box<dyn std::error::Error>> {
+    let path = dir.join(name);
+    let listener = Listener::bind(&path, ChannelConfig::default())?;
+    let p2 = path.clone();
+    let connector = std::thread::spawn(move || Channel::connect(&p2, ChannelConfig::default()));
+    let server = listener.accept()?;
+    let client = connector
+        .join()
+        .map_err(|_| "connector thread panicked")??;
+    Ok((client, server))
+}
+
+/// The software cost of a forwarding hop: source → relay → sink on one
+/// thread, the relay sending each received message on by reference (as
+/// `zcio::forward` does); per message, minus nothing: compare with the
+/// one-channel figure above to see what the hop adds.
+fn relay_hop(
+    dir: &std::path::Path,
+    rounds: usize,
+    pool: &Pool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (src, relay_up) = pair(dir, "up")?;
+    let (relay_down, sink) = pair(dir, "down")?;
+    let t = Duration::from_secs(10);
+    let mut batch = |v0: u64| -> Result<(), Box<dyn std::error::Error>> {
+        for i in 0..RELAY_BATCH {
+            send(&src, pool, v0 + i, t)?;
+        }
+        for _ in 0..RELAY_BATCH {
+            relay_down.send_timeout(relay_up.recv_timeout(t)?, t)?;
+        }
+        relay_down.reclaim();
+        relay_up.flush();
+        for i in 0..RELAY_BATCH {
+            recv(&sink, v0 + i, t)?;
+        }
+        Ok(())
+    };
+    for b in 0..100 {
+        batch(b * RELAY_BATCH)?;
+    }
+    let mut per_msg = Vec::with_capacity(rounds);
+    for _ in 0..rounds.max(1) {
+        let t0 = Instant::now();
+        for b in 0..PER_ROUND / RELAY_BATCH {
+            batch(b * RELAY_BATCH)?;
+        }
+        per_msg.push(t0.elapsed().as_nanos() as f64 / PER_ROUND as f64);
+    }
+    per_msg.sort_by(f64::total_cmp);
+    println!(
+        "source → relay → sink, software only (one thread, batches of {RELAY_BATCH}): best {:.0} ns, median {:.0} ns per message",
+        per_msg[0],
+        per_msg[per_msg.len() / 2],
+    );
     Ok(())
 }

@@ -413,7 +413,15 @@ impl Drop for Fbuf {
         let mut arc = unsafe { ManuallyDrop::take(&mut self.core) };
         // The last handle of a received slice: release it now (the notice
         // goes out exactly as it would from `BufCore::drop`) and keep the
-        // allocation for this thread's next received slice.
+        // allocation for this thread's next received slice. A handle that
+        // is not the last (a forwarder's, whose ledger keeps another) is
+        // told by one plain load, without `get_mut`'s read-modify-write;
+        // should the other handle go meanwhile, the drop below is the last
+        // and `BufCore::drop` releases the buffer all the same.
+        if Arc::strong_count(&arc) != 1 {
+            drop(arc);
+            return;
+        }
         if let Some(core) = Arc::get_mut(&mut arc) {
             // The last handle of a pool buffer: its pages and this
             // allocation go back to the pool together (no free here, no
