@@ -161,7 +161,7 @@ fn relay_hop(
     let (src, relay_up) = pair(dir, "up")?;
     let (relay_down, sink) = pair(dir, "down")?;
     let t = Duration::from_secs(10);
-    let mut batch = |v0: u64| -> Result<(), Box<dyn std::error::Error>> {
+    let batch = |v0: u64| -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..RELAY_BATCH {
             send(&src, pool, v0 + i, t)?;
         }
