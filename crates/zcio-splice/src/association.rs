@@ -182,7 +182,7 @@ pub struct Association {
 
 impl Association {
     /// How long a wait for a completion waits when it is given no timeout (one hour):
-    /// [`Completions::next`](crate::Completions), Python's and C's default.
+    /// `Completions::next`, Python's and C's default.
     pub const WAIT_BOUND: Duration = WAIT_BOUND;
 
     /// The most one step moves: how far an association runs on after `stop` is asked.

@@ -125,7 +125,7 @@ mod real {
         }
 
         /// Take the rings queued for us off the socket (at most
-        /// [`DRAIN_MAX`]). Returns how many there were, or `HungUp` once the
+        /// `DRAIN_MAX`). Returns how many there were, or `HungUp` once the
         /// peer's end is closed and nothing is queued.
         pub fn drain(&self) -> Result<usize, Rung> {
             let mut buf = [0u8; 8];

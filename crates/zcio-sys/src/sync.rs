@@ -1,16 +1,16 @@
 //! The one place zcio takes its atomics from.
 //!
 //! Under `cfg(loom)` the atomics are loom's model-checked ones and the
-//! futex operations become yields, so the ring protocols in
-//! [`crate::channel::ring`] can be model-checked with the exact code that
-//! runs in production. Everything that orders memory between processes
+//! futex operations become yields, so the shared-memory protocols of the
+//! channel, ring and rendezvous (in zcio-core) can be model-checked with
+//! the exact code that runs in production. Everything that orders memory between processes
 //! imports from here.
 //!
 //! Under Miri (`scripts/miri`) the atomics are std's and the futex
 //! operations go to a model of the kernel's futex in this process
-//! ([`miri_futex`]), not to Miri's own `futex` shim: that shim reads the
+//! (`miri_futex`), not to Miri's own `futex` shim: that shim reads the
 //! futex word as a 4-byte atomic, and our futex word is the low half of a
-//! `u64` the protocols update with 8-byte atomics (see [`low_half`]), so
+//! `u64` the protocols update with 8-byte atomics (see `low_half`), so
 //! every sleep that races with a publish would be reported as a mixed-size
 //! atomic race — an access the kernel makes outside Rust's memory model,
 //! not one zcio's Rust code makes.

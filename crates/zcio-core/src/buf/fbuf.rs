@@ -41,7 +41,7 @@ pub trait ReleaseSink: Send + Sync {
 pub trait LentPages: Send + Sync {
     /// Every reference to `pages` pages starting at file page `first_page`
     /// of the owner's region was dropped. `retired`: a peer may still read
-    /// them (see [`Fbuf::retire`]); the owner must never reuse them.
+    /// them (see `Fbuf::retire`); the owner must never reuse them.
     fn returned(&self, first_page: u32, pages: u32, retired: bool);
 }
 

@@ -406,7 +406,7 @@ impl RingMap {
     /// Pointer to data byte at position `pos`; the `data_len` bytes after it
     /// are mapped (the data area is mapped twice). For an attached ring end
     /// of a large ring, also pre-faults the page tables ahead of `pos` (see
-    /// [`Self::populate`]).
+    /// `populate`).
     pub fn data(&self, pos: u64) -> *mut u8 {
         debug_assert!(self.geo.data_len > 0);
         let i = (pos & (self.geo.data_len - 1)) as usize;

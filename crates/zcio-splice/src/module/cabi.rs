@@ -316,7 +316,7 @@ unsafe extern "C" fn emit(ctx: *mut c_void, ptr: *const u8, len: usize) -> c_int
 }
 
 /// One call into a module, judged as the host judges whatever a module
-/// does: `f` is the module's `put` or `finish`, handed the [`emit`]
+/// does: `f` is the module's `put` or `finish`, handed the `emit`
 /// callback and its context; a failed emit (a NULL range, no buffer) or
 /// a panic inside it, or a non-zero return code (`-EBADMSG`: the input's
 /// fault) is the call's error, and then nothing it emitted stays in

@@ -14,7 +14,7 @@
 //! [`Registry`] (the thesis's `kload`), controlled with key/value requests
 //! ([`Module::control`], the thesis's control read/write), and closed by
 //! dropping them. User modules load from a shared object through a small
-//! versioned C ABI (`include/zcio_module.h`, see [`Registry::load`]).
+//! versioned C ABI (`include/zcio_module.h`, see `Registry::load`, feature `dynamic-modules`).
 //!
 //! ```
 //! use zcio::splice::module::{Registry, Stack};

@@ -11,7 +11,7 @@ use super::{Args, Module, ModuleError};
 pub type Factory = Arc<dyn Fn(Args) -> Result<Box<dyn Module>, ModuleError> + Send + Sync>;
 
 /// Modules by name. [`Registry::builtin`] knows every built-in;
-/// [`Registry::register`] adds Rust modules and [`Registry::load`] C ones
+/// [`Registry::register`] adds Rust modules and `Registry::load` C ones (feature `dynamic-modules`)
 /// from a shared object. [`Registry::open`] takes `"name"` or
 /// `"name:key=value,…"`.
 #[derive(Clone, Default)]
