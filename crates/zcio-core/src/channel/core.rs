@@ -905,12 +905,8 @@ impl Core {
         // channel, and every buffer they free may owe a notice here): defer
         // the publish to the end of the batch, so a forwarder passes a
         // round of notices upstream with one publish instead of one each.
-        if NoticeBatch::active() {
-            if let Some(me) = self.me.upgrade() {
-                if NoticeBatch::defer(&me) {
-                    return;
-                }
-            }
+        if NoticeBatch::defer(self) {
+            return;
         }
         self.flush_notices_locked(&mut n);
     }
@@ -1029,24 +1025,27 @@ impl NoticeBatch {
         NoticeBatch
     }
 
-    /// Whether this thread is inside a batch (no atomic operation: checked
-    /// before upgrading a channel's weak self-reference).
-    fn active() -> bool {
-        BATCH.with(|b| b.borrow().0 > 0)
-    }
-
     /// Inside a batch: remember `core` for the flush at its end and say
-    /// so; outside one: `false` (publish now).
-    fn defer(core: &Arc<Core>) -> bool {
+    /// so; outside one, or if `core` is going away: `false` (publish now).
+    /// A channel already remembered is found by address, so only its first
+    /// notice of a batch upgrades its weak self-reference (an atomic
+    /// read-modify-write, and another to drop it, per notice otherwise).
+    fn defer(core: &Core) -> bool {
         BATCH.with(|b| {
             let mut b = b.borrow_mut();
             if b.0 == 0 {
                 return false;
             }
-            if !b.1.iter().any(|c| Arc::ptr_eq(c, core)) {
-                b.1.push(core.clone());
+            if b.1.iter().any(|c| std::ptr::eq(Arc::as_ptr(c), core)) {
+                return true;
             }
-            true
+            match core.me.upgrade() {
+                Some(me) => {
+                    b.1.push(me);
+                    true
+                }
+                None => false,
+            }
         })
     }
 }
