@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use crate::buf::Pool;
-use crate::channel::{Channel, RecvError, SendErrorKind, TryRecvError};
+use crate::channel::{Channel, NoticeBatch, RecvError, SendErrorKind, TryRecvError};
 use crate::msg::Msg;
 
 /// How a forwarding hop passes messages on.
@@ -174,9 +174,12 @@ pub fn run(
     let mut last_msg = Instant::now();
     let mut last_check = Instant::now();
     let end = 'outer: loop {
-        // Drain what is ready.
+        // Drain what is ready. The notices this round owes upstream (for
+        // buffers downstream released meanwhile) go out in one publish,
+        // when the round's batch ends.
         let mut n = 0;
         let mut upstream_done = false;
+        let round = NoticeBatch::enter();
         while n < batch {
             match up.try_recv() {
                 Ok(m) => match forward(down, m, mode, cfg, &mut stats) {
@@ -202,6 +205,9 @@ pub fn run(
             // (dropping our references) and pass ours on upstream.
             down.flush();
             down.reclaim();
+        }
+        drop(round);
+        if n > 0 {
             up.flush();
         }
         if upstream_done {

@@ -1009,8 +1009,10 @@ impl Core {
 }
 
 /// Notices owed upstream while this thread takes in notices downstream:
-/// published once per channel when the outermost batch ends.
-struct NoticeBatch;
+/// published once per channel when the outermost batch ends. A relay loop
+/// (`crate::forward`) holds one around each round of forwarding, so the
+/// notices of a round go upstream in one publish.
+pub(crate) struct NoticeBatch;
 
 thread_local! {
     /// Nesting depth of batches on this thread, and the channels with
@@ -1020,7 +1022,7 @@ thread_local! {
 }
 
 impl NoticeBatch {
-    fn enter() -> NoticeBatch {
+    pub(crate) fn enter() -> NoticeBatch {
         BATCH.with(|b| b.borrow_mut().0 += 1);
         NoticeBatch
     }

@@ -43,6 +43,7 @@ pub use error::{
 };
 
 pub(crate) use self::core::Core;
+pub(crate) use self::core::NoticeBatch;
 pub(crate) use self::evented::SendBlock;
 use self::lane::{LaneConfig, LaneError, LaneReceiver, LaneSender};
 use crate::msg::Msg;
