@@ -284,7 +284,8 @@ fn forward(
     };
     // A failed send gives the message back; it is dropped here (its
     // notice goes upstream) whatever the reason.
-    match down.send(out).map_err(SendErrorKind::from) {
+    // The loop takes in downstream's notices at the end of each round.
+    match down.send_in_round(out).map_err(SendErrorKind::from) {
         Ok(()) => {
             stats.msgs += 1;
             stats.bytes += len;

@@ -165,6 +165,15 @@ impl Channel {
             .map_err(|(kind, msg)| SendError::new(kind, msg))
     }
 
+    /// `send`, from a relay loop that takes in this channel's notices once
+    /// per round (`crate::forward::run`) rather than before every message
+    /// of received buffers.
+    pub(crate) fn send_in_round(&self, msg: Msg) -> Result<(), SendError<Msg>> {
+        self.core
+            .send_in_round(msg, self.core.cfg.send_timeout)
+            .map_err(|(kind, msg)| SendError::new(kind, msg))
+    }
+
     /// Send without waiting for ring space (`WouldBlock` if there is none). On
     /// failure the message comes back inside the error.
     pub fn try_send(&self, msg: Msg) -> Result<(), TrySendError<Msg>> {

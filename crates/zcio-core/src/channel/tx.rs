@@ -23,6 +23,29 @@ const DRAIN_THRESHOLD: usize = 64;
 
 impl Core {
     pub(crate) fn send(&self, msg: Msg, timeout: Duration) -> Result<(), (SendErrorKind, Msg)> {
+        self.send_with(msg, timeout, true)
+    }
+
+    /// `send`, for a relay loop that takes in this channel's notices at
+    /// the end of each round (`crate::forward`): a message of received
+    /// buffers does not make it drain first (see `send_with`).
+    pub(crate) fn send_in_round(
+        &self,
+        msg: Msg,
+        timeout: Duration,
+    ) -> Result<(), (SendErrorKind, Msg)> {
+        self.send_with(msg, timeout, false)
+    }
+
+    /// `forwarded_drain`: a message carrying received buffers takes in the
+    /// peer's notices before it is sent (their releases travel upstream to
+    /// an originator that may be waiting for them).
+    fn send_with(
+        &self,
+        msg: Msg,
+        timeout: Duration,
+        forwarded_drain: bool,
+    ) -> Result<(), (SendErrorKind, Msg)> {
         if self.is_aborted() {
             return Err((SendErrorKind::HoldExpired, msg));
         }
@@ -52,7 +75,8 @@ impl Core {
         // the receiver's notice line is read once per batch, not per send.
         // A forwarder (sending buffers it received) drains every time: its
         // releases travel upstream to an originator that may be waiting.
-        let forwarding = msg.slices().iter().any(|s| s.fbuf().is_foreign());
+        // A relay loop does so once per round instead.
+        let forwarding = forwarded_drain && msg.slices().iter().any(|s| s.fbuf().is_foreign());
         if forwarding || tx.ledger.len() >= DRAIN_THRESHOLD {
             self.drain_locked(&mut tx);
         }
