@@ -420,6 +420,20 @@ pub trait Readiness {
     }
 }
 
+/// One sleep slice on a doorbell (an end in bell mode, whose peer rings
+/// instead of waking a futex): until it is readable or hangs up, or
+/// `slice` passes. The caller takes the rings off it afterwards.
+pub fn sleep_on_bell(bell: std::os::fd::BorrowedFd<'_>, slice: Duration) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(&bell, PollFlags::IN)];
+    let ts = Timespec::try_from(slice.min(LIVENESS)).unwrap_or(Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    });
+    // An error (EINTR) ends the slice early: the caller looks again.
+    let _ = poll(&mut fds, Some(&ts));
+}
+
 /// How a [`wait_ready`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waited {

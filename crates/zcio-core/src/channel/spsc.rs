@@ -692,6 +692,26 @@ impl SleepHandle {
     }
 }
 
+/// The consumer side of a ring as a waiter sees it: entries to take (the
+/// tail word, flag in bit 0).
+impl crate::wait::Readiness for &SleepHandle {
+    fn is_ready(&mut self) -> bool {
+        let h = self.hdr();
+        // SYNC: Acquire pairs with the producer's publishing swap of the
+        // tail word (a look only; `prepare_sleep` is the RMW that decides).
+        let tail = counter(h.prod.tail.load(Ordering::Acquire));
+        counter(h.cons.head.load(Ordering::Relaxed)) != tail
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        self.arm()
+    }
+
+    fn sleep(&mut self, armed: u32, slice: std::time::Duration) {
+        crate::sync::futex_wait(self.word(), armed, slice);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

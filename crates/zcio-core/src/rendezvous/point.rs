@@ -354,7 +354,7 @@ impl Rendezvous {
     }
 
     /// The slot this endpoint receives from.
-    pub(super) fn rx_slot(&self) -> &Slot {
+    pub(crate) fn rx_slot(&self) -> &Slot {
         self.sh.slot(self.rx)
     }
 

@@ -9,18 +9,47 @@ use std::time::Duration;
 
 use ::tokio::time::Sleep;
 
-use super::doorbell::{AsyncBell, Belled, ItemBound};
+use super::doorbell::{AsyncBell, ItemBound};
 use crate::channel::{Core, SendBlock};
-use crate::wait::{SpinBudget, SpinPolicy, Step};
+use crate::wait::{Readiness, SpinBudget, SpinPolicy, Step};
 use crate::{Channel, Msg, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError};
 
-impl Belled for Arc<Core> {
-    fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.evented_bell()
+/// A channel end as the reactor holds it (shared with the [`Channel`]).
+pub(crate) struct End(Arc<Core>);
+
+impl std::ops::Deref for End {
+    type Target = Arc<Core>;
+
+    fn deref(&self) -> &Arc<Core> {
+        &self.0
+    }
+}
+
+/// A channel end's readiness: its receive side (a message on the ring it
+/// consumes, the futex word of that ring), and its doorbell.
+impl Readiness for End {
+    fn is_ready(&mut self) -> bool {
+        self.msg_sleep().is_ready()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        self.msg_sleep().arm()
+    }
+
+    fn sleep(&mut self, armed: u32, slice: std::time::Duration) {
+        crate::sync::futex_wait(self.msg_sleep().word(), armed, slice);
+    }
+
+    fn alive(&mut self) -> bool {
+        !self.is_gone()
+    }
+
+    fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.evented_bell())
     }
 
     fn take_rings(&self, hung_up: bool) -> usize {
-        Core::take_rings(self, hung_up)
+        Core::take_rings(&self.0, hung_up)
     }
 
     fn peer_gone(&self) -> bool {
@@ -71,7 +100,7 @@ impl Belled for Arc<Core> {
 /// ```
 pub struct AsyncChannel {
     ch: Channel,
-    bell: AsyncBell<Arc<Core>>,
+    bell: AsyncBell<End>,
     /// Spin budgets of receives and sends (adaptive, as the blocking
     /// path's).
     spin: Mutex<[SpinBudget; 2]>,
@@ -103,7 +132,7 @@ impl AsyncChannel {
         core.enter_bell_mode();
         let spin = SpinPolicy::current().task_budget(core.cfg.policy.spin);
         Ok(Self {
-            bell: AsyncBell::new(core)?,
+            bell: AsyncBell::new(End(core))?,
             ch,
             spin: Mutex::new([spin; 2]),
             stream_timer: None,

@@ -4,16 +4,35 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use super::doorbell::{AsyncBell, Belled, ItemBound};
-use crate::rendezvous::IpcFail;
+use super::doorbell::{AsyncBell, ItemBound};
+use crate::rendezvous::{slot, IpcFail};
 use crate::rendezvous::{
     Envelope, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
 };
-use crate::wait::{SpinPolicy, Step};
+use crate::wait::{Readiness, SpinPolicy, Step};
 
-impl Belled for Rendezvous {
-    fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.evented_bell()
+/// An endpoint's readiness: its receive side (a message in the slot it
+/// receives from, that slot's state word), its partner's socket, and its
+/// doorbell.
+impl Readiness for Rendezvous {
+    fn is_ready(&mut self) -> bool {
+        slot::ready(self.rx_slot())
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        slot::prepare_sleep(self.rx_slot())
+    }
+
+    fn sleep(&mut self, armed: u32, slice: std::time::Duration) {
+        crate::sync::futex_wait(&self.rx_slot().state, armed, slice);
+    }
+
+    fn alive(&mut self) -> bool {
+        !Rendezvous::peer_gone(self)
+    }
+
+    fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.evented_bell())
     }
 
     fn take_rings(&self, _hung_up: bool) -> usize {
