@@ -209,13 +209,18 @@ impl SpinBudget {
     /// worse: the peer then pays a futex wake, and a context switch, per
     /// message; yielding lets it run a batch while we are off the CPU.
     pub fn backoff_for(&self, timeout: Duration, peer_on_this_cpu: bool) -> Backoff {
+        self.backoff_for_until(Instant::now().checked_add(timeout), peer_on_this_cpu)
+    }
+
+    /// [`SpinBudget::backoff_for`] with a deadline (`None`: never).
+    pub fn backoff_for_until(&self, deadline: Option<Instant>, peer_on_this_cpu: bool) -> Backoff {
         if !peer_on_this_cpu || self.max.is_zero() {
-            return self.backoff(timeout);
+            return self.backoff_until(deadline);
         }
         // At least a few yields, even when the budget halved to nothing:
         // sleeping at once is what a peer on this CPU must not be made to
         // pay for (and the budget could never learn to grow back).
-        Backoff::yielding(self.cur.max(SHARED_CPU_YIELDS), timeout)
+        Backoff::yielding_until(self.cur.max(SHARED_CPU_YIELDS), deadline)
     }
 
     /// Record how the last wait ended.
@@ -387,7 +392,7 @@ pub trait Readiness {
     /// value for a doorbell sleep).
     fn prepare_sleep(&mut self) -> Option<u32>;
 
-    /// Sleep at most `slice` (never longer than [`LIVENESS`]) after a
+    /// Sleep at most `slice` (never longer than [`Readiness::max_slice`]) after a
     /// [`Readiness::prepare_sleep`] that returned `armed`: until the other
     /// side changes the word (or rings the bell), or the slice passes.
     fn sleep(&mut self, armed: u32, slice: Duration);
@@ -396,6 +401,18 @@ pub trait Readiness {
     /// hang-up, pidfd, owner word). The default: a peer that cannot die.
     fn alive(&mut self) -> bool {
         true
+    }
+
+    /// The longest sleep slice (the default [`LIVENESS`]; a channel end
+    /// uses its configured liveness interval).
+    fn max_slice(&self) -> Duration {
+        LIVENESS
+    }
+
+    /// Whether the awaited peer last ran on this CPU: then the spin yields
+    /// the CPU at every step ([`SpinBudget::backoff_for`]). Default `false`.
+    fn peer_on_this_cpu(&self) -> bool {
+        false
     }
 
     /// The doorbell an event loop registers for this end (`None`: it has
@@ -448,7 +465,8 @@ pub enum Waited {
 /// The one bounded wait every blocking waiter goes through: look; spin on
 /// the look for the adaptive `budget` (not past `deadline`); then prepare
 /// to sleep, check the peer and the deadline, and sleep in slices of at
-/// most [`LIVENESS`], until the condition holds, the peer is gone or the
+/// most [`Readiness::max_slice`] ([`LIVENESS`] unless the end configures
+/// its own), until the condition holds, the peer is gone or the
 /// deadline passes (`None`: never). The budget learns how the wait ended
 /// (unless the deadline cut the spin short: that says nothing about
 /// whether spinning pays).
@@ -469,7 +487,8 @@ pub fn wait_ready<R: Readiness>(
         d.checked_duration_since(Instant::now())
             .is_none_or(|left| left < budget.get())
     });
-    let mut backoff = budget.backoff_until(deadline);
+    let mut backoff = budget.backoff_for_until(deadline, r.peer_on_this_cpu());
+    let max_slice = r.max_slice();
     while let Step::Retry = backoff.step() {
         if r.is_ready() {
             if !cut_short {
@@ -489,9 +508,9 @@ pub fn wait_ready<R: Readiness>(
             return Waited::Gone;
         }
         let slice = match deadline {
-            None => LIVENESS,
+            None => max_slice,
             Some(d) => match d.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => left.min(LIVENESS),
+                Some(left) if !left.is_zero() => left.min(max_slice),
                 _ => return Waited::TimedOut,
             },
         };

@@ -414,18 +414,33 @@ impl<T: Pod> Writer<T> {
         bell: Option<&dyn Bell>,
     ) -> Result<Rung, Corrupt> {
         let free = self.arm_space(need);
-        let w = &self.ring.hdr().cons.head;
         let mut rung = Rung::Rang;
         if let Ok(Some(expected)) = free {
-            match bell {
-                Some(b) => rung = b.wait(timeout),
-                None => {
-                    crate::sync::futex_wait(w, expected, timeout);
-                }
-            }
+            rung = self.sleep_armed_space(expected, timeout, bell);
+        } else {
+            self.disarm_space();
         }
-        self.disarm_space();
         free.map(|_| rung)
+    }
+
+    /// The second half of [`Writer::wait_for_space`], after an
+    /// [`Writer::arm_space`] that returned `expected`: sleep on the head
+    /// word (or `bell`) at most `timeout`, then clear the flag.
+    pub fn sleep_armed_space(
+        &self,
+        expected: u32,
+        timeout: Duration,
+        bell: Option<&dyn Bell>,
+    ) -> Rung {
+        let rung = match bell {
+            Some(b) => b.wait(timeout),
+            None => {
+                crate::sync::futex_wait(&self.ring.hdr().cons.head, expected, timeout);
+                Rung::Rang
+            }
+        };
+        self.disarm_space();
+        rung
     }
 
     /// Set the sleeping-for-space flag (the first half of a sleep, for
