@@ -472,7 +472,8 @@ pub enum Waited {
 /// whether spinning pays).
 ///
 /// A condition that holds at the first look costs one call of
-/// [`Readiness::is_ready`]; the preparation comes before the peer and the
+/// [`Readiness::is_ready`] (and counts as a wait that spinning served);
+/// the preparation comes before the peer and the
 /// deadline are checked, so a waiter that gives up has flagged itself once
 /// (as every transport's protocol expects of a sleeper).
 pub fn wait_ready<R: Readiness>(
@@ -480,13 +481,16 @@ pub fn wait_ready<R: Readiness>(
     budget: &mut SpinBudget,
     deadline: Option<Instant>,
 ) -> Waited {
-    if r.is_ready() {
-        return Waited::Ready;
-    }
     let cut_short = deadline.is_some_and(|d| {
         d.checked_duration_since(Instant::now())
             .is_none_or(|left| left < budget.get())
     });
+    if r.is_ready() {
+        if !cut_short {
+            budget.record(false);
+        }
+        return Waited::Ready;
+    }
     let mut backoff = budget.backoff_for_until(deadline, r.peer_on_this_cpu());
     let max_slice = r.max_slice();
     while let Step::Retry = backoff.step() {
