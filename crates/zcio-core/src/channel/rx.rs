@@ -467,7 +467,6 @@ impl Readiness for DataWait<'_> {
         if self.look() {
             return None;
         }
-        Counters::bump(&self.core.counters.sleeps);
         // Take in and pass on every channel's notices, then sleep until
         // this ring or a notice ring of a channel whose peer holds our
         // buffers has something (a forwarder must keep releasing upstream
@@ -484,6 +483,7 @@ impl Readiness for DataWait<'_> {
     }
 
     fn sleep(&mut self, _armed: u32, slice: Duration) {
+        Counters::bump(&self.core.counters.sleeps);
         let start = Instant::now();
         let bell = self.core.own_bell();
         let others = std::mem::take(&mut self.others);
