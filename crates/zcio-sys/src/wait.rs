@@ -415,6 +415,13 @@ pub trait Readiness {
         false
     }
 
+    /// Whether the look itself is costly (a scan, a pass over several
+    /// channels): then every spin step yields the CPU, for the whole
+    /// budget ([`Backoff::yielding`]). Default `false`.
+    fn costly_look(&self) -> bool {
+        false
+    }
+
     /// The doorbell an event loop registers for this end (`None`: it has
     /// none, or not yet).
     fn bell_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
@@ -491,7 +498,11 @@ pub fn wait_ready<R: Readiness>(
         }
         return Waited::Ready;
     }
-    let mut backoff = budget.backoff_for_until(deadline, r.peer_on_this_cpu());
+    let mut backoff = if r.costly_look() {
+        Backoff::yielding_until(budget.get(), deadline)
+    } else {
+        budget.backoff_for_until(deadline, r.peer_on_this_cpu())
+    };
     let max_slice = r.max_slice();
     while let Step::Retry = backoff.step() {
         if r.is_ready() {
