@@ -14,9 +14,6 @@ use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
 use crate::wait::{wait_ready, Readiness, SpinBudget, SpinPolicy, Waited};
 
-/// Longest sleep between liveness checks.
-const SLICE: Duration = crate::wait::LIVENESS;
-
 /// The rendezvous's message, an envelope: a label, up to [`WORDS`] words,
 /// up to [`MAX_FDS`](super::MAX_FDS) descriptors.
 ///
@@ -214,6 +211,32 @@ impl Readiness for AnyOf<'_> {
     }
 }
 
+/// The endpoint's send slot, free of another send of this endpoint (a
+/// phased send, `send_begin`, may hold it), as the one wait loop
+/// (`crate::wait::wait_ready`) sees it: the look claims it; the sleep is on
+/// the `sending` word, which `release_send` changes and wakes. Each spin
+/// step yields (the holder runs in this process). The phased send's
+/// partner may be gone: a liveness slice bounds each sleep.
+struct Claim<'a>(&'a Rendezvous);
+
+impl Readiness for Claim<'_> {
+    fn is_ready(&mut self) -> bool {
+        self.0.claim_send()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        (!self.0.claim_send()).then_some(1)
+    }
+
+    fn sleep(&mut self, armed: u32, slice: Duration) {
+        crate::sync::futex_wait(&self.0.sending, armed, slice);
+    }
+
+    fn costly_look(&self) -> bool {
+        true
+    }
+}
+
 /// The open wait behind every receive: takes the first message from any
 /// of `eps` and hands it to `finish` while the receive locks are still held
 /// (descriptor records are read in order under them).
@@ -399,23 +422,15 @@ impl Rendezvous {
         let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         // A phased send (an event loop's, `send_begin`) may hold the slot:
         // wait for it to end, within our own bound.
-        let deadline = wait.deadline();
-        let mut backoff = crate::wait::Backoff::yielding_until(budget.get(), deadline);
-        while !self.claim_send() {
-            match backoff.step() {
-                crate::wait::Step::TimedOut => {
-                    return Err(match wait {
-                        Wait::Try => IpcFail::WouldBlock,
-                        Wait::For(_) => IpcFail::TimedOut,
-                    })
-                }
-                crate::wait::Step::Retry => {}
-                // Until the phased send ends (release_send wakes us), at
-                // most a liveness slice (its partner may be gone).
-                crate::wait::Step::Sleep { remaining, .. } => {
-                    crate::sync::futex_wait(&self.sending, 1, remaining.min(SLICE));
-                }
-            }
+        // Its own copy of the budget: this wait teaches the hand-over's
+        // budget nothing.
+        let mut claim = *budget;
+        let waited = wait_ready(&mut Claim(self), &mut claim, wait.deadline());
+        if waited != Waited::Ready {
+            return Err(match wait {
+                Wait::Try => IpcFail::WouldBlock,
+                Wait::For(_) => IpcFail::TimedOut,
+            });
         }
         let r = self.send_claimed(msg, wait, &mut budget);
         self.release_send();
