@@ -458,6 +458,44 @@ pub fn sleep_on_bell(bell: std::os::fd::BorrowedFd<'_>, slice: Duration) {
     let _ = poll(&mut fds, Some(&ts));
 }
 
+/// The spin of [`wait_ready`] alone, for a waiter that sleeps elsewhere
+/// (a task in an event loop, which arms its doorbell next): look; then,
+/// while the look fails, spin for `budget` (not past `deadline`), every
+/// step yielding when the look is `costly` (else when the peer is
+/// `peer_here`, on this CPU; see [`SpinBudget::backoff_for`]). Returns
+/// whether the look succeeded. The budget learns how it ended: a success
+/// as a wait that spinning served, running out as one that had to sleep —
+/// unless the deadline cut the spin short, which says nothing about
+/// whether spinning pays.
+pub fn spin_until(
+    mut look: impl FnMut() -> bool,
+    budget: &mut SpinBudget,
+    deadline: Option<Instant>,
+    costly: bool,
+    peer_here: bool,
+) -> bool {
+    let cut_short = deadline.is_some_and(|d| {
+        d.checked_duration_since(Instant::now())
+            .is_none_or(|left| left < budget.get())
+    });
+    let mut backoff = if costly {
+        Backoff::yielding_until(budget.get(), deadline)
+    } else {
+        budget.backoff_for_until(deadline, peer_here)
+    };
+    let mut done = look();
+    while !done {
+        if backoff.step() != Step::Retry {
+            break;
+        }
+        done = look();
+    }
+    if !cut_short {
+        budget.record(!done);
+    }
+    done
+}
+
 /// How a [`wait_ready`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waited {
@@ -488,32 +526,10 @@ pub fn wait_ready<R: Readiness>(
     budget: &mut SpinBudget,
     deadline: Option<Instant>,
 ) -> Waited {
-    let cut_short = deadline.is_some_and(|d| {
-        d.checked_duration_since(Instant::now())
-            .is_none_or(|left| left < budget.get())
-    });
-    if r.is_ready() {
-        if !cut_short {
-            budget.record(false);
-        }
-        return Waited::Ready;
-    }
-    let mut backoff = if r.costly_look() {
-        Backoff::yielding_until(budget.get(), deadline)
-    } else {
-        budget.backoff_for_until(deadline, r.peer_on_this_cpu())
-    };
+    let (costly, peer_here) = (r.costly_look(), r.peer_on_this_cpu());
     let max_slice = r.max_slice();
-    while let Step::Retry = backoff.step() {
-        if r.is_ready() {
-            if !cut_short {
-                budget.record(false);
-            }
-            return Waited::Ready;
-        }
-    }
-    if !cut_short {
-        budget.record(true);
+    if spin_until(|| r.is_ready(), budget, deadline, costly, peer_here) {
+        return Waited::Ready;
     }
     loop {
         let Some(armed) = r.prepare_sleep() else {

@@ -11,7 +11,7 @@ use ::tokio::time::Sleep;
 
 use super::doorbell::{AsyncBell, ItemBound};
 use crate::channel::{Core, SendBlock};
-use crate::wait::{Readiness, SpinBudget, SpinPolicy, Step};
+use crate::wait::{spin_until, Readiness, SpinBudget, SpinPolicy};
 use crate::{Channel, Msg, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError};
 
 /// A channel end as the reactor holds it (shared with the [`Channel`]).
@@ -163,24 +163,23 @@ impl AsyncChannel {
         self.spin.lock().unwrap_or_else(|p| p.into_inner())[i].record(slept);
     }
 
-    /// Receive now, spinning up to the budget. `None`: nothing came, sleep.
+    /// Receive now, spinning up to the budget (`wait::spin_until`, the
+    /// spin of every waiter). `None`: nothing came, sleep.
     fn recv_spinning(&self) -> Option<Result<Msg, RecvError>> {
-        let mut b = self.budget(RECV).backoff(Duration::MAX);
-        loop {
-            match self.ch.try_recv() {
-                Ok(m) => {
-                    self.learn(RECV, b.slept());
-                    return Some(Ok(m));
-                }
-                Err(TryRecvError::WouldBlock) => {}
-                Err(e) => return Some(Err(recv_error(e))),
+        let mut got = None;
+        let look = || match self.ch.try_recv() {
+            Err(TryRecvError::WouldBlock) => false,
+            r => {
+                got = Some(r.map_err(recv_error));
+                true
             }
-            if let Step::Retry = b.step() {
-                continue;
-            }
-            self.learn(RECV, true);
-            return None;
+        };
+        // A copy: the end's shared budget learns below (not from an error).
+        let came = spin_until(look, &mut self.budget(RECV), None, false, false);
+        if matches!(got, Some(Ok(_))) || !came {
+            self.learn(RECV, !came);
         }
+        got
     }
 
     /// Receive a message, waiting at most `ChannelConfig::recv_timeout`
@@ -368,28 +367,42 @@ impl AsyncChannel {
             .unwrap_or(Err(SendErrorKind::TimedOut))
     }
 
-    /// Try to send, spinning up to the budget while the ring or the ledger
-    /// is full. The error is the last attempt's.
+    /// Try to send, spinning up to the budget (`wait::spin_until`) while
+    /// the ring or the ledger is full. The error is the last attempt's.
     fn send_spinning(&self, msg: Msg) -> Result<(), (SendErrorKind, Msg)> {
-        let mut b = self.budget(SEND).backoff(Duration::MAX);
-        let mut msg = msg;
-        loop {
-            let (kind, m) = match self.ch.try_send(msg) {
+        let mut pending = Some(msg);
+        let mut last = SendErrorKind::WouldBlock;
+        let mut done = None;
+        let look = || {
+            let Some(m) = pending.take() else {
+                return true;
+            };
+            let (kind, m) = match self.ch.try_send(m) {
                 Ok(()) => {
-                    self.learn(SEND, b.slept());
-                    return Ok(());
+                    done = Some(Ok(()));
+                    return true;
                 }
                 Err(e) => e.into_parts(),
             };
             if SendBlock::of(kind, m.slice_count()).is_none() {
-                return Err((kind, m));
+                done = Some(Err((kind, m)));
+                return true;
             }
-            if let Step::Retry = b.step() {
-                msg = m;
-                continue;
+            (last, pending) = (kind, Some(m));
+            false
+        };
+        let sent = spin_until(look, &mut self.budget(SEND), None, false, false);
+        match done {
+            Some(Ok(())) => {
+                self.learn(SEND, false);
+                Ok(())
             }
-            self.learn(SEND, true);
-            return Err((kind, m));
+            Some(Err(e)) => Err(e),
+            None => {
+                debug_assert!(!sent);
+                self.learn(SEND, true);
+                Err((last, pending.take().expect("kept by a failed attempt")))
+            }
         }
     }
 

@@ -9,7 +9,7 @@ use crate::rendezvous::{slot, IpcFail};
 use crate::rendezvous::{
     Envelope, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
 };
-use crate::wait::{Readiness, SpinPolicy, Step};
+use crate::wait::{spin_until, Readiness, SpinPolicy};
 
 /// An endpoint's readiness: its receive side (a message in the slot it
 /// receives from, that slot's state word), its partner's socket, and its
@@ -142,18 +142,11 @@ impl AsyncRendezvous {
         self.bell.owner()
     }
 
-    fn spin(&self, done: &mut dyn FnMut() -> bool) -> bool {
-        let mut b = SpinPolicy::current()
-            .task_budget(Duration::MAX)
-            .backoff(Duration::MAX);
-        loop {
-            if done() {
-                return true;
-            }
-            if !matches!(b.step(), Step::Retry) {
-                return false;
-            }
-        }
+    /// Spin until `done`, for at most the task budget (`wait::spin_until`,
+    /// the spin of every waiter; a fresh budget per wait).
+    fn spin(&self, done: impl FnMut() -> bool) -> bool {
+        let mut b = SpinPolicy::current().task_budget(Duration::MAX);
+        spin_until(done, &mut b, None, false, false)
     }
 
     /// Wait for the partner's next message, at most the endpoint's
@@ -183,7 +176,7 @@ impl AsyncRendezvous {
                 if woke {
                     self.bell.record(false);
                 }
-                if self.spin(&mut || ep.recv_ready()) || !ep.arm_recv() {
+                if self.spin(|| ep.recv_ready()) || !ep.arm_recv() {
                     woke = false;
                     continue;
                 }
@@ -237,7 +230,7 @@ impl AsyncRendezvous {
             loop {
                 // A running partner takes it within microseconds: spin
                 // first, then look (which sets our flag if it is not taken).
-                self.spin(&mut || !ep.recv_ready_on_tx(seq));
+                self.spin(|| !ep.recv_ready_on_tx(seq));
                 if ep.handover(seq)? {
                     if woke {
                         self.bell.record(true);
