@@ -39,9 +39,11 @@
 //! itself (its descriptor, taking the rings, whether the peer is gone). The
 //! stages above are one function, [`wait_ready`], generic over it (static
 //! dispatch: a blocking wait makes a small borrowed view of what it waits
-//! for, no allocation); `zcio::tokio`'s doorbell takes the same trait.
-//! Each protocol keeps its own word layout and implements the trait over
-//! it.
+//! for, no allocation); its spin stage alone is [`spin_until`], which a
+//! task in an event loop runs before it arms its doorbell, and
+//! `zcio::tokio`'s doorbell takes the same trait. Each protocol keeps its
+//! own word layout and implements the trait over it; the waiter's knobs
+//! (its longest slice, how its spin yields) are the trait's too.
 
 use std::time::{Duration, Instant};
 
