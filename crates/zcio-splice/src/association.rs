@@ -15,14 +15,13 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use zcio_sys::sync::AtomicU64;
-use zcio_sys::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use zcio_sys::sync::AtomicU64;
+use zcio_sys::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 use super::blockio::{write_blocks, Flow};
 use super::error::SpliceError;
