@@ -15,11 +15,13 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use zcio_sys::sync::AtomicU64;
+use zcio_sys::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 use super::blockio::{write_blocks, Flow};
 use super::error::SpliceError;
@@ -141,7 +143,9 @@ struct Engine {
 
 struct Shared {
     state: Mutex<State>,
-    changed: Condvar,
+    /// Bumped (by 2) after every change of `state` a thread may wait for;
+    /// bit 0: a thread sleeps on it (see [`Changed`]).
+    changed: AtomicU64,
     stop: AtomicBool,
     /// Readable while a stop is requested (wakes a poll on the source).
     stop_fd: OwnedFd,
@@ -255,7 +259,7 @@ impl Association {
                 dropped: (0, 0, 0),
                 module_stats: Vec::new(),
             }),
-            changed: Condvar::new(),
+            changed: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             stop_fd,
             done_fd,
@@ -287,7 +291,7 @@ impl Association {
         st.engine = Some(engine);
         st.active = false;
         st.wanted -= 1;
-        self.shared.changed.notify_all();
+        self.shared.notify();
         drop(st);
         match c.error.clone() {
             Some(e) if c.moved == 0 => Err(e),
@@ -306,7 +310,7 @@ impl Association {
         st.pending = Some(inc);
         st.active = true;
         self.shared.clear_stop();
-        self.shared.changed.notify_all();
+        self.shared.notify();
         Ok(())
     }
 
@@ -475,7 +479,7 @@ impl Association {
     fn shutdown(&mut self) {
         self.stop();
         self.shared.lock().closing = true;
-        self.shared.changed.notify_all();
+        self.shared.notify();
         if let Some(w) = self.worker.take() {
             let _ = w.join();
         }
@@ -571,6 +575,33 @@ fn sync_modules(e: &Engine, st: &mut State) {
     st.module_stats = e.stack.stats();
 }
 
+/// A change of an association's state, as the one wait loop
+/// (`zcio_sys::wait::wait_ready`) sees it: the change count moved past
+/// `seen`; the sleep flag is bit 0 of the count's word.
+struct Changed<'a> {
+    word: &'a AtomicU64,
+    seen: u64,
+}
+
+impl Readiness for Changed<'_> {
+    fn is_ready(&mut self) -> bool {
+        // SYNC: Acquire pairs with the bump in `Shared::notify`.
+        self.word.load(Ordering::Acquire) & !1 != self.seen & !1
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        // SYNC: the RMW sets the flag and returns the latest count; a
+        // `notify` after it changes the word (and wakes), one before it
+        // moved the count we compare.
+        let old = self.word.fetch_or(1, Ordering::AcqRel);
+        (old & !1 == self.seen & !1).then_some((old | 1) as u32)
+    }
+
+    fn sleep(&mut self, armed: u32, slice: Duration) {
+        zcio_sys::sync::futex_wait(self.word, armed, slice);
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -582,16 +613,16 @@ impl Shared {
         // A queued increment stays queued: the worker takes it, sees the
         // stop at once and reports it (a completion with `stopped`), so
         // `active` ends and `wait` gets a completion for every `start`.
-        let _st = self.lock();
-        self.changed.notify_all();
+        self.notify();
     }
 
     fn wait(&self, timeout: Duration) -> Option<Completion> {
         // A timeout too long to represent waits without a deadline.
         let deadline = Instant::now().checked_add(timeout);
-        let mut st = self.lock();
-        st.wanted += 1;
+        self.lock().wanted += 1;
         loop {
+            let seen = self.changes();
+            let mut st = self.lock();
             if !st.completions.is_empty() {
                 let c = st.completions.remove(0);
                 if st.completions.is_empty() {
@@ -606,19 +637,48 @@ impl Shared {
                 st.wanted -= 1;
                 return None;
             }
-            st = match deadline {
-                Some(d) => match self.changed.wait_timeout(st, d - now) {
-                    Ok((g, _)) => g,
-                    Err(p) => p.into_inner().0,
-                },
-                None => match self.changed.wait(st) {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                },
-            };
+            drop(st);
+            self.wait_change(seen, deadline);
         }
     }
 
+    /// The state's change count now: read it before looking at the state,
+    /// then [`Shared::wait_change`] with it.
+    fn changes(&self) -> u64 {
+        // SYNC: Acquire pairs with the AcqRel bump in `notify` (which
+        // follows the state change under the lock).
+        self.changed.load(Ordering::Acquire)
+    }
+
+    /// Sleep until the state changes after `seen` was read (or `deadline`
+    /// passes), on the one wait loop. No spin: an increment moves blocks
+    /// through system calls, its end is far from microseconds away (as
+    /// the condition variable this replaced, which never spun).
+    fn wait_change(&self, seen: u64, deadline: Option<Instant>) {
+        let mut no_spin = SpinBudget::new(Duration::ZERO);
+        let mut c = Changed {
+            word: &self.changed,
+            seen,
+        };
+        let _: Waited = wait_ready(&mut c, &mut no_spin, deadline);
+    }
+
+    /// The state changed: wake every thread that sleeps on it.
+    fn notify(&self) {
+        // SYNC: AcqRel bump (clearing the sleep flag); pairs with the
+        // Acquire in `changes` and the flag RMW in `Changed::prepare_sleep`:
+        // a sleeper flagged before this bump is woken (and its futex value
+        // is stale), one after it sees the new count.
+        let old = self
+            .changed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some(v.wrapping_add(2) & !1)
+            })
+            .unwrap_or_else(|v| v);
+        if old & 1 != 0 {
+            zcio_sys::sync::futex_wake(&self.changed);
+        }
+    }
     fn status(&self) -> Status {
         let st = self.lock();
         Status {
@@ -652,19 +712,19 @@ impl Shared {
     /// The worker: take queued increments, move them, report.
     fn worker(&self) {
         loop {
-            let mut st = self.lock();
-            let inc = loop {
+            let (inc, st) = loop {
+                let seen = self.changes();
+                let mut st = self.lock();
                 if st.closing {
                     return;
                 }
                 if let Some(inc) = st.pending.take() {
-                    break inc;
+                    break (inc, st);
                 }
-                st = match self.changed.wait(st) {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
+                drop(st);
+                self.wait_change(seen, None);
             };
+            let mut st = st;
             let Some(mut engine) = st.engine.take() else {
                 return;
             };
@@ -689,7 +749,8 @@ impl Shared {
             }
             st.completions.push(c);
             let _ = rustix::io::write(&self.done_fd, &1u64.to_ne_bytes());
-            self.changed.notify_all();
+            drop(st);
+            self.notify();
         }
     }
 

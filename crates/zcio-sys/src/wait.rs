@@ -31,6 +31,19 @@
 //! Every sleep is bounded by [`LIVENESS`]: after each slice the waiter
 //! checks that its peer still lives (socket hang-up, pidfd, owner word), so
 //! a dead or silent peer is reported, never waited on forever.
+//!
+//! **One mechanism.** What a waiter needs of the end it waits on is one
+//! trait, [`Readiness`]: the look (is it ready), the preparation (set the
+//! sleep flag, look again), one sleep slice (futex, or the doorbell of an
+//! end in bell mode), the liveness check, and for event loops the doorbell
+//! itself (its descriptor, taking the rings, whether the peer is gone). The
+//! stages above are one function, [`wait_ready`], generic over it (static
+//! dispatch: a blocking wait makes a small borrowed view of what it waits
+//! for, no allocation); its spin stage alone is [`spin_until`], which a
+//! task in an event loop runs before it arms its doorbell, and
+//! `zcio::tokio`'s doorbell takes the same trait. Each protocol keeps its
+//! own word layout and implements the trait over it; the waiter's knobs
+//! (its longest slice, how its spin yields) are the trait's too.
 
 use std::time::{Duration, Instant};
 
@@ -198,13 +211,18 @@ impl SpinBudget {
     /// worse: the peer then pays a futex wake, and a context switch, per
     /// message; yielding lets it run a batch while we are off the CPU.
     pub fn backoff_for(&self, timeout: Duration, peer_on_this_cpu: bool) -> Backoff {
+        self.backoff_for_until(Instant::now().checked_add(timeout), peer_on_this_cpu)
+    }
+
+    /// [`SpinBudget::backoff_for`] with a deadline (`None`: never).
+    pub fn backoff_for_until(&self, deadline: Option<Instant>, peer_on_this_cpu: bool) -> Backoff {
         if !peer_on_this_cpu || self.max.is_zero() {
-            return self.backoff(timeout);
+            return self.backoff_until(deadline);
         }
         // At least a few yields, even when the budget halved to nothing:
         // sleeping at once is what a peer on this CPU must not be made to
         // pay for (and the budget could never learn to grow back).
-        Backoff::yielding(self.cur.max(SHARED_CPU_YIELDS), timeout)
+        Backoff::yielding_until(self.cur.max(SHARED_CPU_YIELDS), deadline)
     }
 
     /// Record how the last wait ended.
@@ -345,6 +363,194 @@ impl Backoff {
     }
 }
 
+/// One end's readiness, as every waiter of it sees it: the one abstraction
+/// blocking calls ([`wait_ready`]) and event loops (`zcio::tokio`, Python's
+/// asyncio, a C epoll loop) are built on.
+///
+/// A blocking waiter checks ([`Readiness::is_ready`]), spins on that check
+/// for its adaptive budget, then *prepares to sleep*
+/// ([`Readiness::prepare_sleep`]: sets its sleep flag with a
+/// read-modify-write on the word the other side changes, and re-checks),
+/// sleeps one slice ([`Readiness::sleep`]: a futex wait expecting the value
+/// the preparation saw, or a poll of the doorbell for an end in bell mode)
+/// and checks its peer ([`Readiness::alive`]) after each slice. An event
+/// loop registers the end's doorbell ([`Readiness::bell_fd`]), takes the
+/// rings off it when the loop says it is readable
+/// ([`Readiness::take_rings`]) and stops trusting a bell that hung up while
+/// the peer lives ([`Readiness::peer_gone`]).
+///
+/// The blocking half takes `&mut self`: a blocking wait owns its waiter (a
+/// small borrowed view of one direction of an end, made per wait, no
+/// allocation). The event-loop half takes `&self`, as the end is shared by
+/// the tasks that wait on it; an end that has no doorbell keeps the
+/// defaults. Callers are generic over it (static dispatch).
+pub trait Readiness {
+    /// Whether the awaited condition holds now (a cheap look: no flag set).
+    fn is_ready(&mut self) -> bool;
+
+    /// Set the sleep flag and look again: `None` when the condition holds
+    /// now (do not sleep), else the value to sleep expecting (the futex
+    /// word's low half as the flag's read-modify-write returned it; any
+    /// value for a doorbell sleep).
+    fn prepare_sleep(&mut self) -> Option<u32>;
+
+    /// Sleep at most `slice` (never longer than [`Readiness::max_slice`]) after a
+    /// [`Readiness::prepare_sleep`] that returned `armed`: until the other
+    /// side changes the word (or rings the bell), or the slice passes.
+    fn sleep(&mut self, armed: u32, slice: Duration);
+
+    /// Whether the peer still lives, asked before each sleep slice (socket
+    /// hang-up, pidfd, owner word). The default: a peer that cannot die.
+    fn alive(&mut self) -> bool {
+        true
+    }
+
+    /// The longest sleep slice (the default [`LIVENESS`]; a channel end
+    /// uses its configured liveness interval).
+    fn max_slice(&self) -> Duration {
+        LIVENESS
+    }
+
+    /// Whether the awaited peer last ran on this CPU: then the spin yields
+    /// the CPU at every step ([`SpinBudget::backoff_for`]). Default `false`.
+    fn peer_on_this_cpu(&self) -> bool {
+        false
+    }
+
+    /// Whether the look itself is costly (a scan, a pass over several
+    /// channels): then every spin step yields the CPU, for the whole
+    /// budget ([`Backoff::yielding`]). Default `false`.
+    fn costly_look(&self) -> bool {
+        false
+    }
+
+    /// The doorbell an event loop registers for this end (`None`: it has
+    /// none, or not yet).
+    fn bell_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    /// Drain the doorbell after the event loop said it is readable
+    /// (`hung_up`: it also reported a hang-up; then check the peer).
+    /// Returns the rings taken (0 after a hang-up or a spurious readiness).
+    fn take_rings(&self, hung_up: bool) -> usize {
+        let _ = hung_up;
+        0
+    }
+
+    /// Whether the peer is known to be gone (a doorbell that hung up is
+    /// then no reason to distrust it). The default: not known (the waiter's
+    /// liveness look finds out).
+    fn peer_gone(&self) -> bool {
+        false
+    }
+}
+
+/// One sleep slice on a doorbell (an end in bell mode, whose peer rings
+/// instead of waking a futex): until it is readable or hangs up, or
+/// `slice` passes. The caller takes the rings off it afterwards.
+pub fn sleep_on_bell(bell: std::os::fd::BorrowedFd<'_>, slice: Duration) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(&bell, PollFlags::IN)];
+    let ts = Timespec::try_from(slice.min(LIVENESS)).unwrap_or(Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    });
+    // An error (EINTR) ends the slice early: the caller looks again.
+    let _ = poll(&mut fds, Some(&ts));
+}
+
+/// The spin of [`wait_ready`] alone, for a waiter that sleeps elsewhere
+/// (a task in an event loop, which arms its doorbell next): look; then,
+/// while the look fails, spin for `budget` (not past `deadline`), every
+/// step yielding when the look is `costly` (else when the peer is
+/// `peer_here`, on this CPU; see [`SpinBudget::backoff_for`]). Returns
+/// whether the look succeeded. The budget learns how it ended: a success
+/// as a wait that spinning served, running out as one that had to sleep —
+/// unless the deadline cut the spin short, which says nothing about
+/// whether spinning pays.
+pub fn spin_until(
+    mut look: impl FnMut() -> bool,
+    budget: &mut SpinBudget,
+    deadline: Option<Instant>,
+    costly: bool,
+    peer_here: bool,
+) -> bool {
+    let cut_short = deadline.is_some_and(|d| {
+        d.checked_duration_since(Instant::now())
+            .is_none_or(|left| left < budget.get())
+    });
+    let mut backoff = if costly {
+        Backoff::yielding_until(budget.get(), deadline)
+    } else {
+        budget.backoff_for_until(deadline, peer_here)
+    };
+    let mut done = look();
+    while !done {
+        if backoff.step() != Step::Retry {
+            break;
+        }
+        done = look();
+    }
+    if !cut_short {
+        budget.record(!done);
+    }
+    done
+}
+
+/// How a [`wait_ready`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// The condition holds.
+    Ready,
+    /// The deadline passed first.
+    TimedOut,
+    /// The peer is gone ([`Readiness::alive`] said so).
+    Gone,
+}
+
+/// The one bounded wait every blocking waiter goes through: look; spin on
+/// the look for the adaptive `budget` (not past `deadline`); then prepare
+/// to sleep, check the peer and the deadline, and sleep in slices of at
+/// most [`Readiness::max_slice`] ([`LIVENESS`] unless the end configures
+/// its own), until the condition holds, the peer is gone or the
+/// deadline passes (`None`: never). The budget learns how the wait ended
+/// (unless the deadline cut the spin short: that says nothing about
+/// whether spinning pays).
+///
+/// A condition that holds at the first look costs one call of
+/// [`Readiness::is_ready`] (and counts as a wait that spinning served);
+/// the preparation comes before the peer and the
+/// deadline are checked, so a waiter that gives up has flagged itself once
+/// (as every transport's protocol expects of a sleeper).
+pub fn wait_ready<R: Readiness>(
+    r: &mut R,
+    budget: &mut SpinBudget,
+    deadline: Option<Instant>,
+) -> Waited {
+    let (costly, peer_here) = (r.costly_look(), r.peer_on_this_cpu());
+    let max_slice = r.max_slice();
+    if spin_until(|| r.is_ready(), budget, deadline, costly, peer_here) {
+        return Waited::Ready;
+    }
+    loop {
+        let Some(armed) = r.prepare_sleep() else {
+            return Waited::Ready;
+        };
+        if !r.alive() {
+            return Waited::Gone;
+        }
+        let slice = match deadline {
+            None => max_slice,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left.min(max_slice),
+                _ => return Waited::TimedOut,
+            },
+        };
+        r.sleep(armed, slice);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -394,6 +600,62 @@ mod tests {
         assert!(
             learned.get() > Duration::ZERO,
             "spinning paid: it grows back"
+        );
+    }
+
+    /// A word another thread sets to 2 (the flag is bit 0).
+    struct Word<'a>(&'a crate::sync::AtomicU64, bool);
+
+    impl Readiness for Word<'_> {
+        fn is_ready(&mut self) -> bool {
+            self.0.load(crate::sync::Ordering::Acquire) >= 2
+        }
+        fn prepare_sleep(&mut self) -> Option<u32> {
+            let v = self.0.fetch_or(1, crate::sync::Ordering::AcqRel);
+            (v < 2).then_some((v | 1) as u32)
+        }
+        fn sleep(&mut self, armed: u32, slice: Duration) {
+            assert!(slice <= LIVENESS);
+            crate::sync::futex_wait(self.0, armed, slice);
+        }
+        fn alive(&mut self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn the_one_wait_ends_ready_timed_out_or_gone() {
+        let w = std::sync::Arc::new(crate::sync::AtomicU64::new(0));
+        let mut budget = SpinBudget::new(Duration::from_micros(20));
+        let soon = || Some(Instant::now() + Duration::from_millis(20));
+        assert_eq!(
+            wait_ready(&mut Word(&w, true), &mut budget, soon()),
+            Waited::TimedOut
+        );
+        assert_eq!(budget.get(), Duration::from_micros(10), "slept: halved");
+        assert_eq!(w.load(crate::sync::Ordering::Relaxed), 1, "flagged once");
+        assert_eq!(
+            wait_ready(&mut Word(&w, false), &mut budget, None),
+            Waited::Gone
+        );
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || {
+            w2.store(2, crate::sync::Ordering::Release);
+            crate::sync::futex_wake(&w2);
+        });
+        assert_eq!(
+            wait_ready(
+                &mut Word(&w, true),
+                &mut SpinBudget::new(Duration::ZERO),
+                None
+            ),
+            Waited::Ready
+        );
+        t.join().unwrap();
+        assert_eq!(
+            wait_ready(&mut Word(&w, true), &mut budget, Some(Instant::now())),
+            Waited::Ready,
+            "ready at the first look, even past the deadline"
         );
     }
 }

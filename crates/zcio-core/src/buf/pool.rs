@@ -22,7 +22,7 @@ use crate::buf::fbuf::{Backing, BufCore, FbufMut};
 use crate::buf::pool_inner::{lock, Chunk, PoolInner, State};
 pub use crate::buf::reclaim::Reclaim;
 use crate::region::{Region, RegionError};
-use crate::wait::{Backoff, Step};
+use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 /// Failure to allocate a buffer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -200,35 +200,18 @@ impl Pool {
         }
         // A timeout too long to represent has no deadline.
         let deadline = Instant::now().checked_add(timeout);
-        let mut backoff = Backoff::yielding(self.inner.cfg.spin, timeout);
-        loop {
-            match self.try_alloc(len) {
-                Err(AllocError::WouldBlock(_)) => {}
-                other => return other,
-            }
-            let reclaimers = self.live_reclaimers();
-            let freed: usize = reclaimers.iter().map(|r| r.reclaim()).sum();
-            if freed > 0 {
-                continue;
-            }
-            // Receivers usually release within microseconds: poll a little
-            // before paying for a sleep and a wake-up.
-            let now = match backoff.step() {
-                Step::Retry => continue,
-                Step::TimedOut => return Err(AllocError::TimedOut(timeout)),
-                Step::Sleep { now, .. } => now,
-            };
-            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
-            let slice = left.min(Duration::from_millis(if reclaimers.len() == 1 {
-                50
-            } else {
-                1
-            }));
-            match reclaimers.first() {
-                Some(r) => r.wait_for_notices(slice),
-                None => std::thread::sleep(slice.min(Duration::from_millis(1))),
-            }
-        }
+        // Receivers usually release within microseconds: poll a little
+        // before paying for a sleep and a wake-up (this pool's own spin, for
+        // this wait: a fresh budget).
+        let mut spin = SpinBudget::new(self.inner.cfg.spin);
+        let mut w = BufWait {
+            pool: self,
+            len,
+            got: None,
+            reclaimers: smallvec::SmallVec::new(),
+        };
+        let _: Waited = wait_ready(&mut w, &mut spin, deadline);
+        w.got.take().unwrap_or(Err(AllocError::TimedOut(timeout)))
     }
 
     /// Allocate, waiting up to [`PoolConfig::alloc_timeout`] (10 s unless
@@ -494,6 +477,59 @@ impl AllocError {
             Self::Region(r) => r.errno(),
             _ => None,
         }
+    }
+}
+
+/// A buffer of `len` bytes, as the one wait loop (`crate::wait::wait_ready`)
+/// sees it: the look allocates (kept in `got`: a result other than
+/// `WouldBlock`) after taking in the notices of every channel that carries
+/// the pool's buffers, as long as they free any; it is costly, so each
+/// spin step yields. The sleep is on the first such channel's notice ring
+/// (a slice of at most 50 ms with one channel, 1 ms with several, which
+/// it cannot all sleep on), or a plain 1 ms with none.
+struct BufWait<'a> {
+    pool: &'a Pool,
+    len: usize,
+    got: Option<Result<FbufMut, AllocError>>,
+    reclaimers: smallvec::SmallVec<[Arc<dyn Reclaim>; 4]>,
+}
+
+impl Readiness for BufWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        if self.got.is_some() {
+            return true;
+        }
+        loop {
+            match self.pool.try_alloc(self.len) {
+                Err(AllocError::WouldBlock(_)) => {}
+                other => {
+                    self.got = Some(other);
+                    return true;
+                }
+            }
+            self.reclaimers = self.pool.live_reclaimers();
+            let freed: usize = self.reclaimers.iter().map(|r| r.reclaim()).sum();
+            if freed == 0 {
+                return false;
+            }
+        }
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        (!self.is_ready()).then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        let one = self.reclaimers.len() == 1;
+        let slice = slice.min(Duration::from_millis(if one { 50 } else { 1 }));
+        match self.reclaimers.first() {
+            Some(r) => r.wait_for_notices(slice),
+            None => std::thread::sleep(slice.min(Duration::from_millis(1))),
+        }
+    }
+
+    fn costly_look(&self) -> bool {
+        true
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::wait::Step;
+use crate::channel::waitset::Cores;
+use crate::wait::{wait_ready, Readiness, Waited};
 
 use crate::bell::Rung;
 use crate::buf::{Fbuf, Home, ReleaseSink};
@@ -37,75 +38,34 @@ impl Core {
             return self.recv_ready(&mut rx);
         };
         let shares = self.shares_cpu_with_peer();
-        let mut backoff = rx.spin.backoff_for(timeout, shares);
+        // A timeout too long to represent (`Duration::MAX`) has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
-            match rx.ring.available() {
-                Ok(0) => {}
-                Ok(n) => {
-                    rx.spin.record(backoff.slept());
-                    return self.take(&mut rx, n);
-                }
-                Err(_) => {
-                    self.corrupt(Area::MessageRing);
-                    return Err(RecvFail::Corrupt);
-                }
-            }
-            if self.is_gone() || self.bye.load(LocalOrdering::Acquire) || self.peer_closed() {
-                // Re-check: messages published before the hang-up still count.
-                if rx.ring.available().unwrap_or(0) == 0 {
-                    return Err(RecvFail::Disconnected);
-                }
-                continue;
-            }
-            let (now, remaining) = match backoff.step() {
-                // The sender shares our CPU, so each step yielded it: a
-                // forwarder passes on, before it polls again, the notices its
-                // downstream returned meanwhile — its upstream (which runs
-                // while we yield) may be waiting for exactly those buffers.
-                Step::Retry if shares => {
-                    crate::channel::waitset::settle(self);
-                    continue;
-                }
-                Step::Retry => continue,
-                Step::TimedOut => {
-                    rx.spin.record(true);
-                    return Err(RecvFail::NotReady);
-                }
-                Step::Sleep { now, remaining } => (now, remaining),
+            let mut spin = rx.spin;
+            let mut w = DataWait {
+                core: self,
+                rx: &mut rx,
+                shares,
+                looked: false,
+                others: Cores::new(),
+                fail: None,
             };
-            let slice = remaining.min(self.liveness_slice());
-            Counters::bump(&self.counters.sleeps);
-            // Take in and pass on every channel's notices, then sleep until
-            // this ring or a notice ring of a channel whose peer holds our
-            // buffers has something (a forwarder must keep releasing
-            // upstream while it waits for input).
-            let others = crate::channel::waitset::settle(self);
-            // The sleep below goes through the tail word: refuse a corrupt
-            // one now (a sleep handle would take it for pending data and
-            // never sleep).
-            if rx.ring.check_tail().is_err() {
-                self.corrupt(Area::MessageRing);
-                return Err(RecvFail::Corrupt);
-            }
-            let bell = self.own_bell();
-            let rung = if others.is_empty() || bell.is_some() {
-                // In bell mode only our own doorbell wakes us: the
-                // other channels' peers wake futexes (see waitset).
-                match rx.ring.wait_for_data(slice, bell) {
-                    Ok(r) => r,
+            let waited = wait_ready(&mut w, &mut spin, deadline);
+            let fail = w.fail.take();
+            drop(w);
+            rx.spin = spin;
+            match (waited, fail) {
+                (_, Some(e)) => return Err(e),
+                (Waited::TimedOut, None) => return Err(RecvFail::NotReady),
+                (Waited::Gone, None) => return Err(RecvFail::Disconnected),
+                (Waited::Ready, None) => match rx.ring.available() {
+                    Ok(0) => {}
+                    Ok(n) => return self.take(&mut rx, n),
                     Err(_) => {
                         self.corrupt(Area::MessageRing);
                         return Err(RecvFail::Corrupt);
                     }
-                }
-            } else {
-                crate::channel::waitset::sleep_any(self.msg_sleep(), &others, slice);
-                Rung::Rang
-            };
-            if rung == Rung::HungUp || Instant::now() >= now + slice {
-                // A full slice without a wake: is the peer still there?
-                self.poll_control(&mut rx);
-                self.check_peer();
+                },
             }
         }
     }
@@ -449,5 +409,122 @@ impl Core {
                 _ => Counters::bump(&self.counters.malformed),
             }
         }
+    }
+}
+
+/// A message on the ring this end consumes, as the one wait loop
+/// (`crate::wait::wait_ready`) sees it. The look is the ring's entries (and
+/// the peer's end: messages published before a hang-up still count). The
+/// preparation takes in and passes on every channel's notices and refuses
+/// a corrupt tail; the flag itself is set by the sleep, which flags,
+/// re-checks (validating the tail it reads) and sleeps in one call
+/// (`spsc::Reader::wait_for_data`, or `waitset::sleep_any` over this ring
+/// and the notice rings of every channel whose peer holds our buffers).
+/// A stack value borrowing the locked receive side: no allocation on the
+/// receive path beyond the waitset's own.
+struct DataWait<'a> {
+    core: &'a Core,
+    rx: &'a mut RxState,
+    shares: bool,
+    /// Whether a look was taken already (a spin step after it settles).
+    looked: bool,
+    /// The channels to sleep on as well, from the last preparation.
+    others: Cores,
+    /// Why the wait ended without a message.
+    fail: Option<RecvFail>,
+}
+
+impl DataWait<'_> {
+    /// The look, without settling.
+    fn look(&mut self) -> bool {
+        if self.fail.is_some() {
+            return true;
+        }
+        match self.rx.ring.available() {
+            Ok(0) => {}
+            Ok(_) => return true,
+            Err(_) => {
+                self.core.corrupt(Area::MessageRing);
+                self.fail = Some(RecvFail::Corrupt);
+                return true;
+            }
+        }
+        let c = self.core;
+        if c.is_gone() || c.bye.load(LocalOrdering::Acquire) || c.peer_closed() {
+            // Re-check: messages published before the hang-up still count.
+            if self.rx.ring.available().unwrap_or(0) == 0 {
+                self.fail = Some(RecvFail::Disconnected);
+            }
+            return true;
+        }
+        false
+    }
+}
+
+impl Readiness for DataWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        // The sender shares our CPU, so each spin step yielded it: a
+        // forwarder passes on, before it polls again, the notices its
+        // downstream returned meanwhile — its upstream (which runs while
+        // we yield) may be waiting for exactly those buffers.
+        if self.shares && self.looked {
+            crate::channel::waitset::settle(self.core);
+        }
+        self.looked = true;
+        self.look()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        if self.look() {
+            return None;
+        }
+        // Take in and pass on every channel's notices, then sleep until
+        // this ring or a notice ring of a channel whose peer holds our
+        // buffers has something (a forwarder must keep releasing upstream
+        // while it waits for input).
+        self.others = crate::channel::waitset::settle(self.core);
+        // The sleep goes through the tail word: refuse a corrupt one now
+        // (a sleep handle would take it for pending data and never sleep).
+        if self.rx.ring.check_tail().is_err() {
+            self.core.corrupt(Area::MessageRing);
+            self.fail = Some(RecvFail::Corrupt);
+            return None;
+        }
+        Some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        Counters::bump(&self.core.counters.sleeps);
+        let start = Instant::now();
+        let bell = self.core.own_bell();
+        let others = std::mem::take(&mut self.others);
+        let rung = if others.is_empty() || bell.is_some() {
+            // In bell mode only our own doorbell wakes us: the other
+            // channels' peers wake futexes (see waitset).
+            match self.rx.ring.wait_for_data(slice, bell) {
+                Ok(r) => r,
+                Err(_) => {
+                    self.core.corrupt(Area::MessageRing);
+                    self.fail = Some(RecvFail::Corrupt);
+                    return;
+                }
+            }
+        } else {
+            crate::channel::waitset::sleep_any(self.core.msg_sleep(), &others, slice);
+            Rung::Rang
+        };
+        if rung == Rung::HungUp || Instant::now() >= start + slice {
+            // A full slice without a wake: is the peer still there?
+            self.core.poll_control(self.rx);
+            self.core.check_peer();
+        }
+    }
+
+    fn max_slice(&self) -> Duration {
+        self.core.liveness_slice()
+    }
+
+    fn peer_on_this_cpu(&self) -> bool {
+        self.shares
     }
 }

@@ -414,18 +414,33 @@ impl<T: Pod> Writer<T> {
         bell: Option<&dyn Bell>,
     ) -> Result<Rung, Corrupt> {
         let free = self.arm_space(need);
-        let w = &self.ring.hdr().cons.head;
         let mut rung = Rung::Rang;
         if let Ok(Some(expected)) = free {
-            match bell {
-                Some(b) => rung = b.wait(timeout),
-                None => {
-                    crate::sync::futex_wait(w, expected, timeout);
-                }
-            }
+            rung = self.sleep_armed_space(expected, timeout, bell);
+        } else {
+            self.disarm_space();
         }
-        self.disarm_space();
         free.map(|_| rung)
+    }
+
+    /// The second half of [`Writer::wait_for_space`], after an
+    /// [`Writer::arm_space`] that returned `expected`: sleep on the head
+    /// word (or `bell`) at most `timeout`, then clear the flag.
+    pub fn sleep_armed_space(
+        &self,
+        expected: u32,
+        timeout: Duration,
+        bell: Option<&dyn Bell>,
+    ) -> Rung {
+        let rung = match bell {
+            Some(b) => b.wait(timeout),
+            None => {
+                crate::sync::futex_wait(&self.ring.hdr().cons.head, expected, timeout);
+                Rung::Rang
+            }
+        };
+        self.disarm_space();
+        rung
     }
 
     /// Set the sleeping-for-space flag (the first half of a sleep, for
@@ -689,6 +704,26 @@ impl SleepHandle {
     /// The word to sleep on.
     pub fn word(&self) -> &AtomicU64 {
         &self.hdr().prod.tail
+    }
+}
+
+/// The consumer side of a ring as a waiter sees it: entries to take (the
+/// tail word, flag in bit 0).
+impl crate::wait::Readiness for &SleepHandle {
+    fn is_ready(&mut self) -> bool {
+        let h = self.hdr();
+        // SYNC: Acquire pairs with the producer's publishing swap of the
+        // tail word (a look only; `prepare_sleep` is the RMW that decides).
+        let tail = counter(h.prod.tail.load(Ordering::Acquire));
+        counter(h.cons.head.load(Ordering::Relaxed)) != tail
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        self.arm()
+    }
+
+    fn sleep(&mut self, armed: u32, slice: std::time::Duration) {
+        crate::sync::futex_wait(self.word(), armed, slice);
     }
 }
 

@@ -16,7 +16,7 @@ use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_
 use crate::msg::Msg;
 use crate::region::Region;
 use crate::sys::fdpass;
-use crate::wait::Step;
+use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 /// Ledger size at which `send` takes in deallocation notices itself.
 const DRAIN_THRESHOLD: usize = 64;
@@ -321,49 +321,37 @@ impl Core {
         if n > cap {
             return Err(SendErrorKind::TooLarge(n));
         }
+        self.drain_locked(tx);
+        if fits(tx) {
+            return Ok(());
+        }
+        if self.is_gone() || self.peer_closed() {
+            return Err(SendErrorKind::Disconnected);
+        }
+        if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
+            return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
+        }
         // A timeout too long to represent (`Duration::MAX`) has no deadline.
         let deadline = Instant::now().checked_add(timeout);
-        loop {
-            self.drain_locked(tx);
-            if fits(tx) {
-                return Ok(());
+        // No spin: the peer returns buffers when it is done with them, not
+        // within microseconds.
+        let mut no_spin = SpinBudget::new(Duration::ZERO);
+        let mut w = LedgerWait {
+            core: self,
+            tx,
+            fits,
+            fail: None,
+        };
+        let waited = wait_ready(&mut w, &mut no_spin, deadline);
+        let fail = w.fail.take();
+        match (waited, fail) {
+            (_, Some(e)) => Err(e),
+            (Waited::Ready, None) => Ok(()),
+            (Waited::Gone, None) => Err(SendErrorKind::Disconnected),
+            (Waited::TimedOut, None) => {
+                self.fault(PeerFault::NotReleasing(tx.ledger.len()));
+                Err(SendErrorKind::TooManyInFlight(tx.ledger.len()))
             }
-            if self.is_gone() || self.peer_closed() {
-                return Err(SendErrorKind::Disconnected);
-            }
-            let now = Instant::now();
-            if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
-                return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
-            }
-            let left = match deadline {
-                Some(d) if now >= d => {
-                    self.fault(PeerFault::NotReleasing(tx.ledger.len()));
-                    return Err(SendErrorKind::TooManyInFlight(tx.ledger.len()));
-                }
-                Some(d) => d - now,
-                None => Duration::MAX,
-            };
-            // The receiver must see what we deferred waking it for.
-            self.wake_deferred_locked(tx);
-            Counters::bump(&self.counters.sleeps);
-            let slept = tx
-                .notices
-                .wait_for_data(left.min(self.cfg.liveness_interval), self.own_bell());
-            match slept {
-                Err(_) => {
-                    self.corrupt_locked(tx, Area::NoticeRing);
-                    return Err(SendErrorKind::Corrupt);
-                }
-                // The doorbell hung up: the peer is gone or going.
-                Ok(Rung::HungUp) => {
-                    self.check_peer_locked(tx);
-                }
-                Ok(_) => {}
-            }
-            if self.expire_locked(tx).is_err() {
-                return Err(SendErrorKind::HoldExpired);
-            }
-            self.check_peer_locked(tx);
         }
     }
 
@@ -376,50 +364,39 @@ impl Core {
         if tx.ring.cached_free() >= need {
             return Ok(());
         }
-        let mut backoff = tx.spin.backoff_for(timeout, self.shares_cpu_with_peer());
-        loop {
-            match tx.ring.free_slots() {
-                Ok(f) if f >= need => {
-                    tx.spin.record(backoff.slept());
-                    return Ok(());
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    self.corrupt_locked(tx, Area::MessageRing);
-                    return Err(SendErrorKind::Corrupt);
-                }
+        match tx.ring.free_slots() {
+            Ok(f) if f >= need => {
+                tx.spin.record(false);
+                return Ok(());
             }
-            if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
-                return Err(SendErrorKind::WouldBlock);
+            Ok(_) => {}
+            Err(_) => {
+                self.corrupt_locked(tx, Area::MessageRing);
+                return Err(SendErrorKind::Corrupt);
             }
-            if self.is_gone() || self.peer_closed() {
-                return Err(SendErrorKind::Disconnected);
-            }
-            let (now, remaining) = match backoff.step() {
-                Step::Retry => continue,
-                Step::TimedOut => {
-                    self.fault(PeerFault::NotConsuming);
-                    return Err(SendErrorKind::TimedOut);
-                }
-                Step::Sleep { now, remaining } => (now, remaining),
-            };
-            // A receiver we never woke must see what is queued before we sleep.
-            self.wake_deferred_locked(tx);
-            let slice = remaining.min(self.cfg.liveness_interval);
-            Counters::bump(&self.counters.sleeps);
-            let slept = tx.ring.wait_for_space(need, slice, self.own_bell());
-            let hung_up = match slept {
-                Err(_) => {
-                    self.corrupt_locked(tx, Area::MessageRing);
-                    return Err(SendErrorKind::Corrupt);
-                }
-                Ok(r) => r == Rung::HungUp,
-            };
-            if self.expire_locked(tx).is_err() {
-                return Err(SendErrorKind::HoldExpired);
-            }
-            if hung_up || Instant::now() >= now + slice {
-                self.check_peer_locked(tx);
+        }
+        if timeout.is_zero() || self.cfg.policy.full == FullPolicy::Fail {
+            return Err(SendErrorKind::WouldBlock);
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let mut spin = tx.spin;
+        let mut w = SpaceWait {
+            core: self,
+            shares: self.shares_cpu_with_peer(),
+            tx,
+            need,
+            fail: None,
+        };
+        let waited = wait_ready(&mut w, &mut spin, deadline);
+        let fail = w.fail;
+        tx.spin = spin;
+        match (waited, fail) {
+            (_, Some(e)) => Err(e),
+            (Waited::Ready, None) => Ok(()),
+            (Waited::Gone, None) => Err(SendErrorKind::Disconnected),
+            (Waited::TimedOut, None) => {
+                self.fault(PeerFault::NotConsuming);
+                Err(SendErrorKind::TimedOut)
             }
         }
     }
@@ -507,5 +484,156 @@ impl Core {
             self.announce_region(&mut tx, &r)?;
         }
         Ok(())
+    }
+}
+
+/// Room for `need` descriptors on the message ring, as the one wait loop
+/// (`crate::wait::wait_ready`) sees it: the look is the ring's free slots
+/// (and the peer's end), the preparation the space flag in the head word
+/// (`spsc::Writer::arm_space`), the sleep that word's futex or, in bell
+/// mode, the doorbell. A stack value borrowing the locked send side: no
+/// allocation on the send path.
+struct SpaceWait<'a> {
+    core: &'a Core,
+    tx: &'a mut TxState,
+    need: usize,
+    shares: bool,
+    /// Why the wait ended without room (corrupt ring, peer gone, hold
+    /// expired); checked before anything else.
+    fail: Option<SendErrorKind>,
+}
+
+impl Readiness for SpaceWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        if self.fail.is_some() {
+            return true;
+        }
+        match self.tx.ring.free_slots() {
+            Ok(f) if f >= self.need => return true,
+            Ok(_) => {}
+            Err(_) => {
+                self.core.corrupt_locked(self.tx, Area::MessageRing);
+                self.fail = Some(SendErrorKind::Corrupt);
+                return true;
+            }
+        }
+        if self.core.is_gone() || self.core.peer_closed() {
+            self.fail = Some(SendErrorKind::Disconnected);
+            return true;
+        }
+        false
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        if self.is_ready() {
+            return None;
+        }
+        // A receiver we never woke must see what is queued before we sleep.
+        self.core.wake_deferred_locked(self.tx);
+        match self.tx.ring.arm_space(self.need) {
+            Ok(Some(v)) => Some(v),
+            Ok(None) => {
+                self.tx.ring.disarm_space();
+                None
+            }
+            Err(_) => {
+                self.tx.ring.disarm_space();
+                self.core.corrupt_locked(self.tx, Area::MessageRing);
+                self.fail = Some(SendErrorKind::Corrupt);
+                None
+            }
+        }
+    }
+
+    fn sleep(&mut self, armed: u32, slice: Duration) {
+        Counters::bump(&self.core.counters.sleeps);
+        let start = Instant::now();
+        let rung = self
+            .tx
+            .ring
+            .sleep_armed_space(armed, slice, self.core.own_bell());
+        if self.core.expire_locked(self.tx).is_err() {
+            self.fail = Some(SendErrorKind::HoldExpired);
+            return;
+        }
+        // A full slice without a wake, or a hung-up doorbell: is the peer
+        // still there?
+        if rung == Rung::HungUp || Instant::now() >= start + slice {
+            self.core.check_peer_locked(self.tx);
+        }
+    }
+
+    fn max_slice(&self) -> Duration {
+        self.core.cfg.liveness_interval
+    }
+
+    fn peer_on_this_cpu(&self) -> bool {
+        self.shares
+    }
+}
+
+/// Room in the ledger (the peer returned enough of what it holds), as the
+/// one wait loop (`crate::wait::wait_ready`) sees it: the look takes in
+/// the notices and applies `fits`; the flag is set by the sleep, which
+/// flags, re-checks and sleeps on the notice ring (or the doorbell) in one
+/// call (`spsc::Reader::wait_for_data`); every slice ends with the hold
+/// limit and a look at the peer.
+struct LedgerWait<'a, F> {
+    core: &'a Core,
+    tx: &'a mut TxState,
+    fits: F,
+    /// Why the wait ended without room.
+    fail: Option<SendErrorKind>,
+}
+
+impl<F: Fn(&TxState) -> bool> Readiness for LedgerWait<'_, F> {
+    fn is_ready(&mut self) -> bool {
+        if self.fail.is_some() {
+            return true;
+        }
+        self.core.drain_locked(self.tx);
+        if (self.fits)(self.tx) {
+            return true;
+        }
+        if self.core.is_gone() || self.core.peer_closed() {
+            self.fail = Some(SendErrorKind::Disconnected);
+            return true;
+        }
+        false
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        if self.is_ready() {
+            return None;
+        }
+        Some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        // The receiver must see what we deferred waking it for.
+        self.core.wake_deferred_locked(self.tx);
+        Counters::bump(&self.core.counters.sleeps);
+        let slept = self.tx.notices.wait_for_data(slice, self.core.own_bell());
+        match slept {
+            Err(_) => {
+                self.core.corrupt_locked(self.tx, Area::NoticeRing);
+                self.fail = Some(SendErrorKind::Corrupt);
+                return;
+            }
+            // The doorbell hung up: the peer is gone or going.
+            Ok(Rung::HungUp) => {
+                self.core.check_peer_locked(self.tx);
+            }
+            Ok(_) => {}
+        }
+        if self.core.expire_locked(self.tx).is_err() {
+            self.fail = Some(SendErrorKind::HoldExpired);
+            return;
+        }
+        self.core.check_peer_locked(self.tx);
+    }
+
+    fn max_slice(&self) -> Duration {
+        self.core.cfg.liveness_interval
     }
 }

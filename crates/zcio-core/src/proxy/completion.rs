@@ -12,11 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU64, Ordering};
-use crate::wait::{SpinBudget, SpinPolicy, Step};
-
-/// Longest single sleep without a deadline (the sleep ends early on a
-/// completion: this only bounds a lost wake).
-const SLICE: Duration = Duration::from_secs(1);
+use crate::wait::{wait_ready, Readiness, SpinBudget, SpinPolicy, Waited};
 
 thread_local! {
     /// This thread's spin budget for completion waits: a cell lives for one
@@ -100,33 +96,29 @@ impl<T> Completion<T> {
             .get()
             .filter(|b| b.max() == policy.max)
             .unwrap_or_else(|| policy.budget());
-        let mut backoff = budget.backoff_until(deadline);
-        let done = loop {
-            if self.is_done() {
-                break true;
-            }
-            match backoff.step() {
-                Step::Retry => {}
-                Step::TimedOut => break false,
-                Step::Sleep { remaining, .. } => {
-                    // SYNC: the RMW sets our flag and returns the latest
-                    // state; the completer's `fetch_or` sees the flag or we
-                    // see DONE.
-                    let s = self.state.fetch_or(WAITING, Ordering::AcqRel);
-                    if s & DONE != 0 {
-                        break true;
-                    }
-                    crate::sync::futex_wait(&self.state, WAITING as u32, remaining.min(SLICE));
-                }
-            }
-        };
-        // A wait cut short by its deadline while spinning says nothing
-        // about whether spinning pays.
-        if done || backoff.slept() {
-            budget.record(backoff.slept());
-            BUDGET.set(Some(budget));
-        }
+        let done = wait_ready(&mut &*self, &mut budget, deadline) == Waited::Ready;
+        BUDGET.set(Some(budget));
         done
+    }
+}
+
+/// The cell as the one wait loop (`crate::wait::wait_ready`) sees it: done,
+/// the waiting flag beside it in the state word, a futex wait on that word.
+/// The completer lives in this process (no liveness to check).
+impl<T> Readiness for &Completion<T> {
+    fn is_ready(&mut self) -> bool {
+        self.is_done()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        // SYNC: the RMW sets our flag and returns the latest state; the
+        // completer's `fetch_or` sees the flag or we see DONE.
+        let s = self.state.fetch_or(WAITING, Ordering::AcqRel);
+        (s & DONE == 0).then_some((s | WAITING) as u32)
+    }
+
+    fn sleep(&mut self, armed: u32, slice: Duration) {
+        crate::sync::futex_wait(&self.state, armed, slice);
     }
 }
 

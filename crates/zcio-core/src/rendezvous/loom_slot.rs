@@ -9,26 +9,37 @@
 
 use std::time::Duration;
 
-use crate::rendezvous::slot::{prepare_sleep, send, take, Raw, Slot, SlotError, Waiter, WORDS};
+use crate::bell::Bell;
+use crate::rendezvous::slot::{prepare_sleep, send, take, Raw, Slot, SlotError, WORDS};
+use crate::wait::SpinBudget;
 use loom::sync::Arc;
 use loom::thread;
 
-/// Waits forever (the model has no time).
-struct Forever;
-
-impl Waiter for Forever {
-    fn slice(&mut self) -> Option<Duration> {
-        Some(Duration::from_secs(1))
-    }
+/// Waits forever (the model has no time; no spin: a loom model must not
+/// busy-wait).
+fn send_forever(s: &Slot, r: &Raw, bell: Option<&dyn Bell>) -> Result<u64, SlotError> {
+    send(
+        s,
+        r,
+        &mut SpinBudget::new(Duration::ZERO),
+        None,
+        || true,
+        bell,
+    )
 }
 
-/// Gives up at once: models a send timeout firing at any point.
-struct GiveUp;
-
-impl Waiter for GiveUp {
-    fn slice(&mut self) -> Option<Duration> {
-        None
-    }
+/// Gives up at once: models a send timeout firing at any point (after the
+/// sender flagged itself, as a sleeper does before it checks its deadline).
+fn send_give_up(s: &Slot, r: &Raw) -> Result<u64, SlotError> {
+    let past = Some(std::time::Instant::now());
+    send(
+        s,
+        r,
+        &mut SpinBudget::new(Duration::ZERO),
+        past,
+        || true,
+        None,
+    )
 }
 
 fn raw(v: u64) -> Raw {
@@ -69,7 +80,7 @@ fn two_messages_in_order_without_lost_wakeups() {
         let s2 = s.clone();
         let t = thread::spawn(move || {
             for v in 1..=2 {
-                send(&s2, &raw(v), &mut Forever, None).unwrap();
+                send_forever(&s2, &raw(v), None).unwrap();
             }
         });
         for v in 1..=2 {
@@ -87,7 +98,7 @@ fn a_retracted_send_is_never_received() {
         let s2 = s.clone();
         // The receiver polls once; the sender gives up at once.
         let t = thread::spawn(move || take(&s2, None).unwrap());
-        let sent = send(&s, &raw(1), &mut GiveUp, None);
+        let sent = send_give_up(&s, &raw(1));
         let got = t.join().unwrap();
         match sent {
             Ok(_) => assert_eq!(got.map(|r| r.words[0]), Some(1)),
@@ -96,7 +107,7 @@ fn a_retracted_send_is_never_received() {
         }
         // Either way the slot is usable for the next message.
         let s3 = s.clone();
-        let t = thread::spawn(move || send(&s3, &raw(2), &mut Forever, None).unwrap());
+        let t = thread::spawn(move || send_forever(&s3, &raw(2), None).unwrap());
         assert_eq!(receive(&s).words[0], 2);
         t.join().unwrap();
     });
@@ -155,7 +166,7 @@ fn loom_bell_mode_wakes_a_blocking_waiter_too() {
         let (_unused_waiter, rings) = ModelBell::pair();
         let s2 = s.clone();
         let t = thread::spawn(move || {
-            send(&s2, &raw(1), &mut Forever, Some(&rings)).unwrap();
+            send_forever(&s2, &raw(1), Some(&rings)).unwrap();
         });
         // The blocking receiver: flag, futex wait (as `wait_any` does).
         let r = receive(&s);

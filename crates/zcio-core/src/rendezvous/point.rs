@@ -8,14 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::{os, IpcFail, RendezvousCallError, RendezvousRecvError, RendezvousSendError};
-use super::slot::{self, Raw, Slot, SlotError, Waiter, WORDS};
+use super::slot::{self, Raw, Slot, SlotError, WORDS};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
-use crate::wait::{SpinBudget, SpinPolicy};
-
-/// Longest sleep between liveness checks.
-const SLICE: Duration = crate::wait::LIVENESS;
+use crate::wait::{wait_ready, Readiness, SpinBudget, SpinPolicy, Waited};
 
 /// The rendezvous's message, an envelope: a label, up to [`WORDS`] words,
 /// up to [`MAX_FDS`](super::MAX_FDS) descriptors.
@@ -168,74 +165,75 @@ impl std::fmt::Debug for Rendezvous {
     }
 }
 
-/// Bounded wait with liveness checks: sleeps in slices until `deadline`,
-/// giving up early when the partner hung up.
-struct PeerWait<'a> {
-    deadline: Option<Instant>,
-    sock: BorrowedFd<'a>,
-    gone: bool,
-    budget: &'a mut SpinBudget,
+/// The open wait as the one wait loop (`crate::wait::wait_ready`) sees
+/// it: ready when any partner's slot holds a message; the preparation
+/// flags every slot whose partner lives; the sleep is one `futex_waitv`
+/// over those slots; alive while any partner is.
+struct AnyOf<'a> {
+    eps: &'a [&'a Rendezvous],
+    /// The slots' state words and the values the preparation saw.
+    words: Vec<(&'a crate::sync::AtomicU64, u32)>,
+    /// Partners alive at the last preparation.
+    live: usize,
 }
 
-/// Busy-wait until `done`, for at most the budget (and not past
-/// `deadline`); adapts the budget to how the wait ended.
-fn spin_until(
-    budget: &mut SpinBudget,
-    deadline: Option<Instant>,
-    done: &mut dyn FnMut() -> bool,
-) -> bool {
-    let start = Instant::now();
-    let full = budget.get();
-    let limit = deadline.map_or(full, |d| full.min(d.saturating_duration_since(start)));
-    // A spin cut short by the caller's deadline (a `try_` operation, a
-    // nearly expired timeout) says nothing about whether spinning pays.
-    let learn = limit == full;
-    let mut i = 0u32;
-    loop {
-        if done() {
-            if learn {
-                budget.record(false);
+impl Readiness for AnyOf<'_> {
+    fn is_ready(&mut self) -> bool {
+        self.eps.iter().any(|e| slot::ready(e.rx_slot()))
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        self.words.clear();
+        self.live = 0;
+        let mut ready = false;
+        for e in self.eps {
+            if peer::socket_hung_up(&e.sh.sock) {
+                continue;
             }
-            return true;
-        }
-        i = i.wrapping_add(1);
-        if i.is_multiple_of(32) && start.elapsed() >= limit {
-            if learn {
-                budget.record(true);
+            self.live += 1;
+            let s = e.rx_slot();
+            match slot::prepare_sleep(s) {
+                Some(v) => self.words.push((&s.state, v)),
+                None => ready = true,
             }
-            return false;
         }
-        crate::wait::spin_pause(i);
+        // With no partner alive there is nothing to sleep for: `alive`
+        // says so next.
+        (!ready || self.live == 0).then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        crate::sync::futex_wait_any(&self.words, slice);
+    }
+
+    fn alive(&mut self) -> bool {
+        self.live > 0
     }
 }
 
-impl Waiter for PeerWait<'_> {
-    fn spin(&mut self, done: &mut dyn FnMut() -> bool) -> bool {
-        spin_until(self.budget, self.deadline, done)
+/// The endpoint's send slot, free of another send of this endpoint (a
+/// phased send, `send_begin`, may hold it), as the one wait loop
+/// (`crate::wait::wait_ready`) sees it: the look claims it; the sleep is on
+/// the `sending` word, which `release_send` changes and wakes. Each spin
+/// step yields (the holder runs in this process). The phased send's
+/// partner may be gone: a liveness slice bounds each sleep.
+struct Claim<'a>(&'a Rendezvous);
+
+impl Readiness for Claim<'_> {
+    fn is_ready(&mut self) -> bool {
+        self.0.claim_send()
     }
 
-    fn slice(&mut self) -> Option<Duration> {
-        if peer::socket_hung_up(self.sock) {
-            self.gone = true;
-            return None;
-        }
-        match self.deadline {
-            None => Some(SLICE),
-            Some(d) => {
-                let now = Instant::now();
-                (now < d).then(|| (d - now).min(SLICE))
-            }
-        }
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        (!self.0.claim_send()).then_some(1)
     }
-}
 
-impl PeerWait<'_> {
-    fn error(&self) -> IpcFail {
-        if self.gone {
-            IpcFail::Disconnected
-        } else {
-            IpcFail::TimedOut
-        }
+    fn sleep(&mut self, armed: u32, slice: Duration) {
+        crate::sync::futex_wait(&self.0.sending, armed, slice);
+    }
+
+    fn costly_look(&self) -> bool {
+        true
     }
 }
 
@@ -252,7 +250,16 @@ pub(super) fn wait_any(
         .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
         .collect();
     let deadline = wait.deadline();
-    let mut spun = false;
+    let mut any = AnyOf {
+        eps,
+        words: Vec::with_capacity(eps.len()),
+        live: 0,
+    };
+    // Only the first wait spins (the first endpoint's budget): a partner
+    // that is running usually sends within microseconds. After a wake that
+    // found nothing to take (a retracted send), flag and sleep at once.
+    let mut no_spin = SpinBudget::new(Duration::ZERO);
+    let mut spin = guards.first_mut().map(|g| &mut **g);
     loop {
         for (i, e) in eps.iter().enumerate() {
             if let Some(raw) = e.try_take()? {
@@ -267,47 +274,12 @@ pub(super) fn wait_any(
                 Err(IpcFail::WouldBlock)
             };
         }
-        if !spun {
-            // A partner that is running usually sends within microseconds:
-            // spin (the first endpoint's budget) before flagging and sleeping.
-            spun = true;
-            if let Some(budget) = guards.first_mut() {
-                let any = &mut || eps.iter().any(|e| slot::ready(e.rx_slot()));
-                if spin_until(budget, deadline, any) {
-                    continue;
-                }
-            }
+        let budget = spin.take().unwrap_or(&mut no_spin);
+        match wait_ready(&mut any, budget, deadline) {
+            Waited::Ready => {}
+            Waited::Gone => return Err(IpcFail::Disconnected),
+            Waited::TimedOut => return Err(IpcFail::TimedOut),
         }
-        let mut words = Vec::with_capacity(eps.len());
-        let mut live = 0;
-        for e in eps {
-            if peer::socket_hung_up(&e.sh.sock) {
-                continue;
-            }
-            live += 1;
-            let s = e.rx_slot();
-            match slot::prepare_sleep(s) {
-                Some(v) => words.push((&s.state, v)),
-                None => words.clear(),
-            }
-        }
-        if live == 0 {
-            return Err(IpcFail::Disconnected);
-        }
-        if words.len() < live {
-            continue; // a message arrived while we flagged
-        }
-        let t = match deadline {
-            None => SLICE,
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    return Err(IpcFail::TimedOut);
-                }
-                (d - now).min(SLICE)
-            }
-        };
-        crate::sync::futex_wait_any(&words, t);
     }
 }
 
@@ -354,7 +326,7 @@ impl Rendezvous {
     }
 
     /// The slot this endpoint receives from.
-    pub(super) fn rx_slot(&self) -> &Slot {
+    pub(crate) fn rx_slot(&self) -> &Slot {
         self.sh.slot(self.rx)
     }
 
@@ -450,23 +422,15 @@ impl Rendezvous {
         let mut budget = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         // A phased send (an event loop's, `send_begin`) may hold the slot:
         // wait for it to end, within our own bound.
-        let deadline = wait.deadline();
-        let mut backoff = crate::wait::Backoff::yielding_until(budget.get(), deadline);
-        while !self.claim_send() {
-            match backoff.step() {
-                crate::wait::Step::TimedOut => {
-                    return Err(match wait {
-                        Wait::Try => IpcFail::WouldBlock,
-                        Wait::For(_) => IpcFail::TimedOut,
-                    })
-                }
-                crate::wait::Step::Retry => {}
-                // Until the phased send ends (release_send wakes us), at
-                // most a liveness slice (its partner may be gone).
-                crate::wait::Step::Sleep { remaining, .. } => {
-                    crate::sync::futex_wait(&self.sending, 1, remaining.min(SLICE));
-                }
-            }
+        // Its own copy of the budget: this wait teaches the hand-over's
+        // budget nothing.
+        let mut claim = *budget;
+        let waited = wait_ready(&mut Claim(self), &mut claim, wait.deadline());
+        if waited != Waited::Ready {
+            return Err(match wait {
+                Wait::Try => IpcFail::WouldBlock,
+                Wait::For(_) => IpcFail::TimedOut,
+            });
         }
         let r = self.send_claimed(msg, wait, &mut budget);
         self.release_send();
@@ -481,17 +445,18 @@ impl Rendezvous {
     ) -> Result<(), IpcFail> {
         let s = self.tx_slot();
         let raw = self.prepare(msg)?;
-        let mut w = PeerWait {
-            deadline: wait.deadline(),
-            sock: self.sh.sock.as_fd(),
-            gone: false,
-            budget,
+        let mut gone = false;
+        let alive = || {
+            gone = peer::socket_hung_up(&self.sh.sock);
+            !gone
         };
-        match slot::send(s, &raw, &mut w, Some(&self.sh.bell)) {
+        let deadline = wait.deadline();
+        match slot::send(s, &raw, budget, deadline, alive, Some(&self.sh.bell)) {
             Ok(_) => Ok(()),
-            Err(SlotError::TimedOut) => match (w.error(), wait) {
-                (IpcFail::TimedOut, Wait::Try) => Err(IpcFail::WouldBlock),
-                (e, _) => Err(e),
+            Err(SlotError::TimedOut) if gone => Err(IpcFail::Disconnected),
+            Err(SlotError::TimedOut) => match wait {
+                Wait::Try => Err(IpcFail::WouldBlock),
+                Wait::For(_) => Err(IpcFail::TimedOut),
             },
             Err(SlotError::Corrupt) => Err(IpcFail::Protocol("corrupt slot state")),
         }

@@ -26,10 +26,11 @@
 //! futex. The async sender runs the send in its phases ([`publish`],
 //! [`arm_taken`], [`retract`]) so it can sleep between them.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::bell::Bell;
 use crate::sync::{AtomicU64, Ordering};
+use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 /// The most words one rendezvous message carries.
 pub const WORDS: usize = 8;
@@ -111,21 +112,6 @@ pub enum SlotError {
     TimedOut,
     /// The slot holds a state the protocol cannot produce (hostile peer).
     Corrupt,
-}
-
-/// What a wait step should do: `Some(t)` sleep at most `t`, `None` give up.
-pub trait Waiter {
-    /// Next sleep slice, or `None` when the deadline has passed (or the peer
-    /// is gone).
-    fn slice(&mut self) -> Option<Duration>;
-
-    /// Busy-wait (for as long as the waiter thinks pays) until `done`
-    /// holds; returns whether it did. Spinning first lets a hand-over with
-    /// a partner that is already running finish without any futex call.
-    /// The default does not spin.
-    fn spin(&mut self, done: &mut dyn FnMut() -> bool) -> bool {
-        done()
-    }
 }
 
 /// Wake the side whose flag we found: `FUTEX_WAKE`, and also ring `bell`
@@ -241,36 +227,90 @@ pub fn retract(slot: &Slot, seq: u64) -> bool {
     false
 }
 
+/// The sender's wait for the hand-over of message `seq`, as the one wait
+/// loop (`crate::wait::wait_ready`) sees it: the look is the state word,
+/// the preparation is [`arm_taken`] (which also finishes a send it finds
+/// taken), the sleep a futex wait on the state word; the partner's
+/// liveness is `alive`'s to say.
+struct TakenWait<'a, A> {
+    slot: &'a Slot,
+    seq: u64,
+    alive: A,
+    /// How the last preparation ended: taken (the send is complete) or a
+    /// state the protocol cannot produce.
+    done: Option<Result<(), SlotError>>,
+}
+
+impl<A: FnMut() -> bool> Readiness for TakenWait<'_, A> {
+    fn is_ready(&mut self) -> bool {
+        // SYNC: pairs with the CAS in `take` (the preparation re-reads
+        // with an RMW).
+        self.slot.state.load(Ordering::Acquire) & ST != FULL
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        match arm_taken(self.slot, self.seq) {
+            Ok(Handover::Pending(v)) => Some(v),
+            Ok(Handover::Taken) => {
+                self.done = Some(Ok(()));
+                None
+            }
+            Err(e) => {
+                self.done = Some(Err(e));
+                None
+            }
+        }
+    }
+
+    fn sleep(&mut self, armed: u32, slice: Duration) {
+        crate::sync::futex_wait(&self.slot.state, armed, slice);
+    }
+
+    fn alive(&mut self) -> bool {
+        (self.alive)()
+    }
+}
+
 /// Sender: put `raw` in the slot and wait until it is taken (a blocking
-/// sender: futex waits; `bell` is rung for a receiver that sleeps on it).
+/// sender, on the one wait loop: spin for `budget`, then futex waits;
+/// `bell` is rung for a receiver that sleeps on it). Gives up — retracting
+/// the message if it was not taken meanwhile — at `deadline` or once
+/// `alive` says the partner is gone (both `TimedOut`: the caller knows
+/// which).
 pub fn send(
     slot: &Slot,
     raw: &Raw,
-    w: &mut impl Waiter,
+    budget: &mut SpinBudget,
+    deadline: Option<Instant>,
+    alive: impl FnMut() -> bool,
     bell: Option<&dyn Bell>,
 ) -> Result<u64, SlotError> {
     let seq = publish(slot, raw, bell)?;
-    // A receiver that is running takes the message within microseconds;
-    // then the loop below finishes without setting our flag or sleeping.
-    w.spin(&mut || {
-        // SYNC: pairs with the CAS in `take` (the loop re-reads with an RMW).
-        slot.state.load(Ordering::Acquire) & ST != FULL
-    });
+    let mut h = TakenWait {
+        slot,
+        seq,
+        alive,
+        done: None,
+    };
+    // Only the first wait spins: a receiver that is running takes the
+    // message within microseconds, and then no flag is set and no sleep
+    // taken.
+    let mut no_spin = SpinBudget::new(Duration::ZERO);
+    let mut spin = Some(budget);
     loop {
-        let expected = match arm_taken(slot, seq)? {
+        let b = spin.take().unwrap_or(&mut no_spin);
+        let waited = wait_ready(&mut h, b, deadline);
+        if let Some(done) = h.done.take() {
+            return done.map(|()| seq);
+        }
+        if waited != Waited::Ready && retract(slot, seq) {
+            return Err(SlotError::TimedOut);
+        }
+        // Taken (after the spin, or meanwhile, when the retraction failed):
+        // finish the send.
+        match arm_taken(slot, seq)? {
             Handover::Taken => return Ok(seq),
-            Handover::Pending(v) => v,
-        };
-        match w.slice() {
-            Some(t) => {
-                crate::sync::futex_wait(&slot.state, expected, t);
-            }
-            None => {
-                if retract(slot, seq) {
-                    return Err(SlotError::TimedOut);
-                }
-                // Taken meanwhile: loop once more to finish the send.
-            }
+            Handover::Pending(_) => {}
         }
     }
 }
@@ -339,13 +379,18 @@ pub fn take(slot: &Slot, bell: Option<&dyn Bell>) -> Result<Option<Raw>, SlotErr
 mod tests {
     use super::*;
 
-    struct Deadline(std::time::Instant);
-
-    impl Waiter for Deadline {
-        fn slice(&mut self) -> Option<Duration> {
-            let now = std::time::Instant::now();
-            (now < self.0).then(|| (self.0 - now).min(crate::wait::LIVENESS))
-        }
+    /// A send that gives up `t` from now (no spin: these tests are about
+    /// the protocol).
+    fn send_for(slot: &Slot, raw: &Raw, t: Duration) -> Result<u64, SlotError> {
+        let deadline = Some(std::time::Instant::now() + t);
+        send(
+            slot,
+            raw,
+            &mut SpinBudget::new(Duration::ZERO),
+            deadline,
+            || true,
+            None,
+        )
     }
 
     fn msg(v: u64) -> Raw {
@@ -368,8 +413,7 @@ mod tests {
         let n = crate::testing::scaled(1000, 60) as u64;
         let t = std::thread::spawn(move || {
             for i in 0..n {
-                let mut w = Deadline(std::time::Instant::now() + Duration::from_secs(10));
-                send(&s2, &msg(i), &mut w, None).unwrap();
+                send_for(&s2, &msg(i), Duration::from_secs(10)).unwrap();
             }
         });
         for i in 0..n {
@@ -389,20 +433,20 @@ mod tests {
     #[test]
     fn unreceived_send_is_retracted() {
         let slot = Slot::new();
-        let mut w = Deadline(std::time::Instant::now() + Duration::from_millis(20));
-        assert_eq!(send(&slot, &msg(1), &mut w, None), Err(SlotError::TimedOut));
+        let t = Duration::from_millis(20);
+        assert_eq!(send_for(&slot, &msg(1), t), Err(SlotError::TimedOut));
         assert_eq!(take(&slot, None), Ok(None));
         // The slot is usable again.
-        let mut w = Deadline(std::time::Instant::now());
-        assert_eq!(send(&slot, &msg(2), &mut w, None), Err(SlotError::TimedOut));
+        let t = Duration::ZERO;
+        assert_eq!(send_for(&slot, &msg(2), t), Err(SlotError::TimedOut));
     }
 
     #[test]
     fn garbage_state_is_corrupt_not_a_hang() {
         let slot = Slot::new();
         slot.state.store(u64::MAX, Ordering::Relaxed);
-        let mut w = Deadline(std::time::Instant::now() + Duration::from_millis(20));
-        assert_eq!(send(&slot, &msg(1), &mut w, None), Err(SlotError::Corrupt));
+        let t = Duration::from_millis(20);
+        assert_eq!(send_for(&slot, &msg(1), t), Err(SlotError::Corrupt));
         slot.state.store(FULL, Ordering::Relaxed);
         slot.counts.store(99, Ordering::Relaxed);
         assert_eq!(take(&slot, None), Err(SlotError::Corrupt));

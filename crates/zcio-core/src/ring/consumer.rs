@@ -22,10 +22,7 @@ use super::map::RingMap;
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
-use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
-
-/// Longest single sleep; after each, the producer's liveness is checked.
-const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
+use crate::wait::{wait_ready, Readiness, SpinBudget, SpinPolicy, Waited};
 
 /// Where a new consumer starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -615,8 +612,6 @@ impl Consumer {
     fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
         let wait = wait.resolve(self.bound);
         self.peek_gen = self.peek_gen.wrapping_add(1);
-        let mut backoff: Option<Backoff> = None;
-        let mut slept = false;
         let mut rounds = 0u32;
         loop {
             if self.map.truncated() {
@@ -632,13 +627,8 @@ impl Consumer {
             }
             let avail = self.head_cache.wrapping_sub(self.cursor);
             if avail == 0 {
-                let b = backoff.get_or_insert_with(|| {
-                    Backoff::yielding_until(self.spin.get(), wait.deadline())
-                });
-                if let Some(eof) = self.idle(wait, b, &mut slept)? {
-                    if eof {
-                        return Ok(None);
-                    }
+                if self.idle(wait)? {
+                    return Ok(None);
                 }
                 continue;
             }
@@ -655,10 +645,6 @@ impl Consumer {
                 continue;
             }
             self.seen_producer = true;
-            if backoff.is_some() {
-                self.spin.record(slept);
-                backoff = None;
-            }
             match self.locate(max)? {
                 Some(b) => return Ok(Some(b)),
                 None if self.map.truncated() => {
@@ -679,59 +665,30 @@ impl Consumer {
         }
     }
 
-    /// Nothing to read: decide between end-of-stream, an error, or waiting.
-    /// `Some(true)`: end of stream; `Some(false)`/`None`: look again.
-    fn idle(
-        &mut self,
-        wait: Wait,
-        backoff: &mut Backoff,
-        slept: &mut bool,
-    ) -> Result<Option<bool>, ReadError> {
-        if self.map.truncated() {
-            return Err(ReadError::Corrupt("ring file truncated"));
-        }
-        let (state, pid, epoch) = self.producer_state();
-        if state == OWNER_ACTIVE || epoch != self.epoch_at_join {
-            self.seen_producer = true;
-        }
-        if state != OWNER_ACTIVE && self.seen_producer && self.refresh_head() == self.cursor {
-            if state == OWNER_FAILED {
-                // SYNC: written before the FAILED owner word was released
-                // (Producer::drop); our Acquire load of it is in
-                // `producer_state`.
-                let code = self.map.control().error.load(Ordering::Relaxed) as u32;
-                return Err(ReadError::ProducerFailed { pid, code });
+    /// Nothing to read at our cursor: wait (on the one wait loop, bounded
+    /// by `wait`) for news. `Ok(true)`: the stream ended; `Ok(false)`:
+    /// look again (news, or a dead producer's successor may come).
+    fn idle(&mut self, wait: Wait) -> Result<bool, ReadError> {
+        let mut spin = self.spin;
+        let mut w = ReadWait {
+            consumer: self,
+            eof: false,
+            fail: None,
+        };
+        let waited = if wait == Wait::No {
+            if !w.is_ready() {
+                w.fail = Some(ReadError::WouldBlock);
             }
-            return Ok(Some(true));
-        }
-        if self.head_cache != self.cursor {
-            return Ok(Some(false));
-        }
-        if wait == Wait::No {
-            return Err(ReadError::WouldBlock);
-        }
-        match backoff.step() {
-            Step::Retry => Ok(None),
-            Step::TimedOut => Err(ReadError::TimedOut),
-            Step::Sleep { remaining, .. } => {
-                *slept = true;
-                let t = remaining.min(LIVENESS_SLICE);
-                let t0 = Instant::now();
-                let h = protocol::consumer_sleep(self.map.producer(), self.cursor, t);
-                self.head_cache = h;
-                // A dead producer that never moved the head since we joined
-                // wrote nothing to us: we are early for the next producer
-                // (readers may start before a restarted writer), so keep
-                // waiting for one (bounded by `wait`). One that wrote and
-                // died left our stream incomplete.
-                // The owner word is read again: `state` is from before the
-                // sleep, and a producer that closed (and exited) while we
-                // fell asleep has ended the stream, not died in it.
-                if h == self.cursor && t0.elapsed() >= t {
-                    self.check_producer_alive()?;
-                }
-                Ok(None)
-            }
+            Waited::Ready
+        } else {
+            wait_ready(&mut w, &mut spin, wait.deadline())
+        };
+        let (eof, fail) = (w.eof, w.fail.take());
+        self.spin = spin;
+        match (fail, waited) {
+            (Some(e), _) => Err(e),
+            (None, Waited::Ready) => Ok(eof),
+            (None, Waited::TimedOut | Waited::Gone) => Err(ReadError::TimedOut),
         }
     }
 
@@ -1142,6 +1099,84 @@ impl DetachedPeek {
     /// Classification tag.
     pub fn tag(&self) -> u32 {
         self.b.tag
+    }
+}
+
+/// News at a consumer's cursor, as the one wait loop
+/// (`crate::wait::wait_ready`) sees it: the look reads the producer's head
+/// and its owner word (the end of the stream, a failed producer, a
+/// truncated file end the wait too) — a costly look, so every spin step
+/// yields. The flag is set by the sleep (`protocol::consumer_sleep` flags,
+/// re-checks and sleeps on the head word in one call); after a full slice
+/// without news it checks that a producer that wrote to us still lives.
+struct ReadWait<'a> {
+    consumer: &'a mut Consumer,
+    /// The stream ended (the producer closed after our last block).
+    eof: bool,
+    /// Why the wait ended without news.
+    fail: Option<ReadError>,
+}
+
+impl Readiness for ReadWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        if self.eof || self.fail.is_some() {
+            return true;
+        }
+        let c = &mut *self.consumer;
+        if c.map.truncated() {
+            self.fail = Some(ReadError::Corrupt("ring file truncated"));
+            return true;
+        }
+        if c.head_cache == c.cursor {
+            c.refresh_head();
+        }
+        if c.head_cache != c.cursor {
+            return true;
+        }
+        let (state, pid, epoch) = c.producer_state();
+        if state == OWNER_ACTIVE || epoch != c.epoch_at_join {
+            c.seen_producer = true;
+        }
+        if state != OWNER_ACTIVE && c.seen_producer && c.refresh_head() == c.cursor {
+            if state == OWNER_FAILED {
+                // SYNC: written before the FAILED owner word was released
+                // (Producer::drop); our Acquire load of it is in
+                // `producer_state`.
+                let code = c.map.control().error.load(Ordering::Relaxed) as u32;
+                self.fail = Some(ReadError::ProducerFailed { pid, code });
+            } else {
+                self.eof = true;
+            }
+            return true;
+        }
+        c.head_cache != c.cursor
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        (!self.is_ready()).then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        let c = &mut *self.consumer;
+        let t0 = Instant::now();
+        let h = protocol::consumer_sleep(c.map.producer(), c.cursor, slice);
+        c.head_cache = h;
+        // A dead producer that never moved the head since we joined wrote
+        // nothing to us: we are early for the next producer (readers may
+        // start before a restarted writer), so keep waiting for one
+        // (bounded by `wait`). One that wrote and died left our stream
+        // incomplete. The owner word is read again: a producer that closed
+        // (and exited) while we fell asleep has ended the stream, not died
+        // in it.
+        if h == c.cursor && t0.elapsed() >= slice {
+            if let Err(e) = c.check_producer_alive() {
+                self.fail = Some(e);
+            }
+        }
+    }
+
+    fn costly_look(&self) -> bool {
+        true
     }
 }
 

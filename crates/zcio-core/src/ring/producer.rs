@@ -26,10 +26,7 @@ use super::map::RingMap;
 use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
-use crate::wait::{Backoff, SpinBudget, SpinPolicy, Step};
-/// Longest single sleep; after each, a blocking consumer's liveness is
-/// checked.
-const LIVENESS_SLICE: Duration = crate::wait::LIVENESS;
+use crate::wait::{wait_ready, Backoff, Readiness, SpinBudget, SpinPolicy, Step, Waited};
 /// Owner state while a producer takes over (start time not yet stored).
 const OWNER_STARTING: u64 = 3;
 /// Positions are 63-bit counters (see [`super::layout`]).
@@ -398,36 +395,34 @@ impl Producer {
                 if self.fits(need, self.min_cache) {
                     return Ok(());
                 }
-                let deadline = wait.deadline();
-                let mut backoff = Backoff::yielding_until(self.spin.get(), deadline);
-                let (mut waited, mut slept) = (false, false);
-                loop {
-                    let (min, slowest) = self.scan();
-                    self.min_cache = min;
-                    if self.fits(need, min) {
-                        if waited {
-                            self.spin.record(slept);
-                        }
-                        return Ok(());
-                    }
-                    if self.geo.overflow == Overflow::Srp {
-                        return Err(self.drop_block(len));
-                    }
-                    let Some(slot) = slowest else {
-                        return Ok(());
-                    };
-                    if wait == Wait::No {
-                        return Err(WriteError::WouldBlock);
-                    }
-                    waited = true;
-                    match backoff.step() {
-                        Step::Retry => continue,
-                        Step::TimedOut => return Err(WriteError::TimedOut),
-                        Step::Sleep { remaining, .. } => {
-                            slept = true;
-                            self.sleep_on(slot, need, remaining.min(LIVENESS_SLICE));
-                        }
-                    }
+                let (min, slowest) = self.scan();
+                self.min_cache = min;
+                if self.fits(need, min) {
+                    return Ok(());
+                }
+                if self.geo.overflow == Overflow::Srp {
+                    return Err(self.drop_block(len));
+                }
+                if slowest.is_none() {
+                    return Ok(());
+                }
+                if wait == Wait::No {
+                    return Err(WriteError::WouldBlock);
+                }
+                let mut spin = self.spin;
+                let waited = wait_ready(
+                    &mut RoomWait {
+                        producer: self,
+                        need,
+                        slot: slowest,
+                    },
+                    &mut spin,
+                    wait.deadline(),
+                );
+                self.spin = spin;
+                match waited {
+                    Waited::Ready => Ok(()),
+                    Waited::TimedOut | Waited::Gone => Err(WriteError::TimedOut),
                 }
             }
         }
@@ -971,6 +966,44 @@ impl Reservation<'_> {
         }
         let inband = matches!(self.prod.geo.layout, Layout::Slotted | Layout::Variable);
         self.prod.finish_block(need, len, tag, inband)
+    }
+}
+
+/// Room for a block under `Overflow::Block`, as the one wait loop
+/// (`crate::wait::wait_ready`) sees it: the look scans the consumers (a
+/// costly look: every spin step yields); ready once the block fits or
+/// nobody is left to wait for. The flag is set by the sleep, on the
+/// slowest consumer's cursor word (`protocol::producer_sleep` flags,
+/// re-checks and sleeps in one call, and a consumer found dead after a
+/// full slice is evicted).
+struct RoomWait<'a> {
+    producer: &'a mut Producer,
+    need: Need,
+    /// The slowest consumer at the last look.
+    slot: Option<usize>,
+}
+
+impl Readiness for RoomWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        let p = &mut *self.producer;
+        let (min, slowest) = p.scan();
+        p.min_cache = min;
+        self.slot = slowest;
+        p.fits(self.need, min) || slowest.is_none()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        (!self.is_ready()).then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        if let Some(slot) = self.slot {
+            self.producer.sleep_on(slot, self.need, slice);
+        }
+    }
+
+    fn costly_look(&self) -> bool {
+        true
     }
 }
 

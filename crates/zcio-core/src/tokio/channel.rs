@@ -9,18 +9,47 @@ use std::time::Duration;
 
 use ::tokio::time::Sleep;
 
-use super::doorbell::{AsyncBell, Belled, ItemBound};
+use super::doorbell::{AsyncBell, ItemBound};
 use crate::channel::{Core, SendBlock};
-use crate::wait::{SpinBudget, SpinPolicy, Step};
+use crate::wait::{spin_until, Readiness, SpinBudget, SpinPolicy};
 use crate::{Channel, Msg, RecvError, SendError, SendErrorKind, SendTimeoutError, TryRecvError};
 
-impl Belled for Arc<Core> {
-    fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.evented_bell()
+/// A channel end as the reactor holds it (shared with the [`Channel`]).
+pub(crate) struct End(Arc<Core>);
+
+impl std::ops::Deref for End {
+    type Target = Arc<Core>;
+
+    fn deref(&self) -> &Arc<Core> {
+        &self.0
+    }
+}
+
+/// A channel end's readiness: its receive side (a message on the ring it
+/// consumes, the futex word of that ring), and its doorbell.
+impl Readiness for End {
+    fn is_ready(&mut self) -> bool {
+        self.msg_sleep().is_ready()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        self.msg_sleep().arm()
+    }
+
+    fn sleep(&mut self, armed: u32, slice: std::time::Duration) {
+        crate::sync::futex_wait(self.msg_sleep().word(), armed, slice);
+    }
+
+    fn alive(&mut self) -> bool {
+        !self.is_gone()
+    }
+
+    fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.evented_bell())
     }
 
     fn take_rings(&self, hung_up: bool) -> usize {
-        Core::take_rings(self, hung_up)
+        Core::take_rings(&self.0, hung_up)
     }
 
     fn peer_gone(&self) -> bool {
@@ -71,7 +100,7 @@ impl Belled for Arc<Core> {
 /// ```
 pub struct AsyncChannel {
     ch: Channel,
-    bell: AsyncBell<Arc<Core>>,
+    bell: AsyncBell<End>,
     /// Spin budgets of receives and sends (adaptive, as the blocking
     /// path's).
     spin: Mutex<[SpinBudget; 2]>,
@@ -103,7 +132,7 @@ impl AsyncChannel {
         core.enter_bell_mode();
         let spin = SpinPolicy::current().task_budget(core.cfg.policy.spin);
         Ok(Self {
-            bell: AsyncBell::new(core)?,
+            bell: AsyncBell::new(End(core))?,
             ch,
             spin: Mutex::new([spin; 2]),
             stream_timer: None,
@@ -134,24 +163,23 @@ impl AsyncChannel {
         self.spin.lock().unwrap_or_else(|p| p.into_inner())[i].record(slept);
     }
 
-    /// Receive now, spinning up to the budget. `None`: nothing came, sleep.
+    /// Receive now, spinning up to the budget (`wait::spin_until`, the
+    /// spin of every waiter). `None`: nothing came, sleep.
     fn recv_spinning(&self) -> Option<Result<Msg, RecvError>> {
-        let mut b = self.budget(RECV).backoff(Duration::MAX);
-        loop {
-            match self.ch.try_recv() {
-                Ok(m) => {
-                    self.learn(RECV, b.slept());
-                    return Some(Ok(m));
-                }
-                Err(TryRecvError::WouldBlock) => {}
-                Err(e) => return Some(Err(recv_error(e))),
+        let mut got = None;
+        let look = || match self.ch.try_recv() {
+            Err(TryRecvError::WouldBlock) => false,
+            r => {
+                got = Some(r.map_err(recv_error));
+                true
             }
-            if let Step::Retry = b.step() {
-                continue;
-            }
-            self.learn(RECV, true);
-            return None;
+        };
+        // A copy: the end's shared budget learns below (not from an error).
+        let came = spin_until(look, &mut self.budget(RECV), None, false, false);
+        if matches!(got, Some(Ok(_))) || !came {
+            self.learn(RECV, !came);
         }
+        got
     }
 
     /// Receive a message, waiting at most `ChannelConfig::recv_timeout`
@@ -339,28 +367,42 @@ impl AsyncChannel {
             .unwrap_or(Err(SendErrorKind::TimedOut))
     }
 
-    /// Try to send, spinning up to the budget while the ring or the ledger
-    /// is full. The error is the last attempt's.
+    /// Try to send, spinning up to the budget (`wait::spin_until`) while
+    /// the ring or the ledger is full. The error is the last attempt's.
     fn send_spinning(&self, msg: Msg) -> Result<(), (SendErrorKind, Msg)> {
-        let mut b = self.budget(SEND).backoff(Duration::MAX);
-        let mut msg = msg;
-        loop {
-            let (kind, m) = match self.ch.try_send(msg) {
+        let mut pending = Some(msg);
+        let mut last = SendErrorKind::WouldBlock;
+        let mut done = None;
+        let look = || {
+            let Some(m) = pending.take() else {
+                return true;
+            };
+            let (kind, m) = match self.ch.try_send(m) {
                 Ok(()) => {
-                    self.learn(SEND, b.slept());
-                    return Ok(());
+                    done = Some(Ok(()));
+                    return true;
                 }
                 Err(e) => e.into_parts(),
             };
             if SendBlock::of(kind, m.slice_count()).is_none() {
-                return Err((kind, m));
+                done = Some(Err((kind, m)));
+                return true;
             }
-            if let Step::Retry = b.step() {
-                msg = m;
-                continue;
+            (last, pending) = (kind, Some(m));
+            false
+        };
+        let sent = spin_until(look, &mut self.budget(SEND), None, false, false);
+        match done {
+            Some(Ok(())) => {
+                self.learn(SEND, false);
+                Ok(())
             }
-            self.learn(SEND, true);
-            return Err((kind, m));
+            Some(Err(e)) => Err(e),
+            None => {
+                debug_assert!(!sent);
+                self.learn(SEND, true);
+                Err((last, pending.take().expect("kept by a failed attempt")))
+            }
         }
     }
 

@@ -1,5 +1,7 @@
 //! A doorbell registered with tokio's reactor: how an async waiter of any
-//! transport sleeps (see `crate::bell` for the protocol).
+//! transport sleeps (see `crate::bell` for the protocol). The transport end
+//! is a [`Readiness`], the one trait every waiter is built on; the reactor
+//! uses its event-loop half (`bell_fd`, `take_rings`, `peer_gone`).
 //!
 //! Besides waiting, it guards the task against its peer. A wake that finds
 //! nothing new is *futile*; an honest peer causes one now and then (it
@@ -19,7 +21,7 @@
 
 use std::future::Future as _;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
@@ -29,36 +31,25 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use ::tokio::time::Sleep;
 
-use crate::wait::LIVENESS;
+use crate::wait::{Readiness, LIVENESS};
 
 /// Futile wakes in a row after which the bell is not trusted.
 pub(crate) const FLOOD_LIMIT: u32 = 32;
 
-/// What owns a doorbell: a transport end.
-pub(crate) trait Belled: Send + 'static {
-    /// The doorbell (switching the end to bell mode is the owner's job,
-    /// before it hands the bell out).
-    fn bell_fd(&self) -> BorrowedFd<'_>;
-    /// Drain the doorbell after the reactor said it is readable (`hung_up`:
-    /// it also reported a hang-up); check the peer on a hang-up. Returns
-    /// the rings taken (0 after a hang-up or a spurious readiness).
-    fn take_rings(&self, hung_up: bool) -> usize;
-    /// Whether the peer is known to be gone (a dead doorbell then is no
-    /// reason to keep looking).
-    fn peer_gone(&self) -> bool;
-}
-
 /// The registration: `AsyncFd` needs an owner of the descriptor.
 pub(crate) struct Reg<T>(pub T);
 
-impl<T: Belled> AsRawFd for Reg<T> {
+impl<T: Readiness> AsRawFd for Reg<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.bell_fd().as_raw_fd()
+        self.0
+            .bell_fd()
+            .expect("a doorbell before registration")
+            .as_raw_fd()
     }
 }
 
 /// A transport end's doorbell in tokio's reactor.
-pub(crate) struct AsyncBell<T: Belled> {
+pub(crate) struct AsyncBell<T: Readiness> {
     fd: AsyncFd<Reg<T>>,
     /// Futile wakes in a row.
     futile: AtomicU32,
@@ -81,7 +72,7 @@ pub fn no_runtime() -> io::Error {
     )
 }
 
-impl<T: Belled> AsyncBell<T> {
+impl<T: Readiness + Send + 'static> AsyncBell<T> {
     /// Register `owner`'s doorbell with the current runtime's reactor.
     pub(crate) fn new(owner: T) -> io::Result<Self> {
         if ::tokio::runtime::Handle::try_current().is_err() {

@@ -4,16 +4,35 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use super::doorbell::{AsyncBell, Belled, ItemBound};
-use crate::rendezvous::IpcFail;
+use super::doorbell::{AsyncBell, ItemBound};
+use crate::rendezvous::{slot, IpcFail};
 use crate::rendezvous::{
     Envelope, Rendezvous, RendezvousCallError, RendezvousRecvError, RendezvousSendError,
 };
-use crate::wait::{SpinPolicy, Step};
+use crate::wait::{spin_until, Readiness, SpinPolicy};
 
-impl Belled for Rendezvous {
-    fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.evented_bell()
+/// An endpoint's readiness: its receive side (a message in the slot it
+/// receives from, that slot's state word), its partner's socket, and its
+/// doorbell.
+impl Readiness for Rendezvous {
+    fn is_ready(&mut self) -> bool {
+        slot::ready(self.rx_slot())
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        slot::prepare_sleep(self.rx_slot())
+    }
+
+    fn sleep(&mut self, armed: u32, slice: std::time::Duration) {
+        crate::sync::futex_wait(&self.rx_slot().state, armed, slice);
+    }
+
+    fn alive(&mut self) -> bool {
+        !Rendezvous::peer_gone(self)
+    }
+
+    fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.evented_bell())
     }
 
     fn take_rings(&self, _hung_up: bool) -> usize {
@@ -123,18 +142,11 @@ impl AsyncRendezvous {
         self.bell.owner()
     }
 
-    fn spin(&self, done: &mut dyn FnMut() -> bool) -> bool {
-        let mut b = SpinPolicy::current()
-            .task_budget(Duration::MAX)
-            .backoff(Duration::MAX);
-        loop {
-            if done() {
-                return true;
-            }
-            if !matches!(b.step(), Step::Retry) {
-                return false;
-            }
-        }
+    /// Spin until `done`, for at most the task budget (`wait::spin_until`,
+    /// the spin of every waiter; a fresh budget per wait).
+    fn spin(&self, done: impl FnMut() -> bool) -> bool {
+        let mut b = SpinPolicy::current().task_budget(Duration::MAX);
+        spin_until(done, &mut b, None, false, false)
     }
 
     /// Wait for the partner's next message, at most the endpoint's
@@ -164,7 +176,7 @@ impl AsyncRendezvous {
                 if woke {
                     self.bell.record(false);
                 }
-                if self.spin(&mut || ep.recv_ready()) || !ep.arm_recv() {
+                if self.spin(|| ep.recv_ready()) || !ep.arm_recv() {
                     woke = false;
                     continue;
                 }
@@ -218,7 +230,7 @@ impl AsyncRendezvous {
             loop {
                 // A running partner takes it within microseconds: spin
                 // first, then look (which sets our flag if it is not taken).
-                self.spin(&mut || !ep.recv_ready_on_tx(seq));
+                self.spin(|| !ep.recv_ready_on_tx(seq));
                 if ep.handover(seq)? {
                     if woke {
                         self.bell.record(true);

@@ -5,13 +5,35 @@ use std::io;
 use std::os::fd::BorrowedFd;
 
 use super::channel::with_timeout;
-use super::doorbell::{AsyncBell, Belled, ItemBound};
+use super::doorbell::{AsyncBell, ItemBound};
 use crate::ring::{Consumer, Peek, Producer, ReadError, Reservation, Wait, WriteError};
-use crate::wait::LIVENESS;
+use crate::wait::{Readiness, LIVENESS};
 
-impl Belled for Consumer {
-    fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.bell_fd().expect("bound before registration")
+/// A consumer's readiness: readable (news, the end of the stream or an
+/// error), its slot's bell flag, its named bell (it sleeps on the bell: a
+/// ring end in an event loop is in bell mode).
+impl Readiness for Consumer {
+    fn is_ready(&mut self) -> bool {
+        self.ready()
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        self.arm_read().then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: std::time::Duration) {
+        if let Some(b) = Consumer::bell_fd(self) {
+            crate::wait::sleep_on_bell(b, slice);
+        }
+        Consumer::take_rings(self);
+    }
+
+    fn alive(&mut self) -> bool {
+        self.check_producer().is_ok()
+    }
+
+    fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        Consumer::bell_fd(self)
     }
 
     fn take_rings(&self, _hung_up: bool) -> usize {
@@ -23,9 +45,27 @@ impl Belled for Consumer {
     }
 }
 
-impl Belled for Producer {
-    fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.bell_fd().expect("bound before registration")
+/// A producer's readiness: writable (room for a block with no payload;
+/// only `Overflow::Block` ever waits), the slowest consumer's cursor flag,
+/// its named bell.
+impl Readiness for Producer {
+    fn is_ready(&mut self) -> bool {
+        !matches!(self.blocked_on(0), Ok(Some(_)))
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        matches!(self.arm_write(0), Ok(true)).then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: std::time::Duration) {
+        if let Some(b) = Producer::bell_fd(self) {
+            crate::wait::sleep_on_bell(b, slice);
+        }
+        self.doorbell_rang();
+    }
+
+    fn bell_fd(&self) -> Option<BorrowedFd<'_>> {
+        Producer::bell_fd(self)
     }
 
     fn take_rings(&self, _hung_up: bool) -> usize {

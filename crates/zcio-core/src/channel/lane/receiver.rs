@@ -21,7 +21,7 @@ use crate::channel::notify::WakeGate;
 use crate::channel::spsc::{Reader, Writer};
 use crate::region::Region;
 use crate::view::View;
-use crate::wait::{SpinBudget, Step};
+use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 /// The receiving end of a lane (see
 /// [`Channel::accept_lane`](crate::Channel::accept_lane)).
@@ -177,35 +177,23 @@ impl LaneReceiver {
                 false => Err(LaneError::WouldBlock),
             };
         }
-        let mut backoff = self
-            .spin
-            .backoff_for(timeout, self.core.shares_cpu_with_peer());
-        loop {
-            if let Some(m) = self.take()? {
-                self.spin.record(backoff.slept());
-                return Ok(m);
-            }
-            if self.ended() {
-                return self.take()?.ok_or(LaneError::Disconnected);
-            }
-            let (now, remaining) = match backoff.step() {
-                Step::Retry => continue,
-                Step::TimedOut => {
-                    self.spin.record(true);
-                    return Err(LaneError::TimedOut);
-                }
-                Step::Sleep { now, remaining } => (now, remaining),
-            };
-            let slice = remaining.min(self.core.liveness_slice());
-            // The sleep goes through the tail word: refuse a corrupt one now
-            // (it would look like pending data and never sleep).
-            if self.ring.check_tail().is_err() || self.ring.wait_for_data(slice, None).is_err() {
-                self.broken = true;
-                return Err(LaneError::Corrupt);
-            }
-            if Instant::now() >= now + slice {
-                self.core.check_peer();
-            }
+        // A timeout too long to represent (`Duration::MAX`) has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
+        let mut spin = self.spin;
+        let mut w = MsgWait {
+            shares: self.core.shares_cpu_with_peer(),
+            lane: self,
+            got: None,
+            fail: None,
+        };
+        let waited = wait_ready(&mut w, &mut spin, deadline);
+        let (got, fail) = (w.got.take(), w.fail.take());
+        self.spin = spin;
+        match (got, fail, waited) {
+            (Some(m), _, _) => Ok(m),
+            (None, Some(e), _) => Err(e),
+            (None, None, Waited::Gone) => Err(LaneError::Disconnected),
+            (None, None, _) => Err(LaneError::TimedOut),
         }
     }
 
@@ -316,5 +304,73 @@ impl LaneMsg<'_> {
 impl Drop for LaneMsg<'_> {
     fn drop(&mut self) {
         self.rx.give_back(self.slot);
+    }
+}
+
+/// The next message of the lane, as the one wait loop
+/// (`crate::wait::wait_ready`) sees it: the look takes it (kept in `got`),
+/// or sees the lane's end; the preparation refuses a corrupt tail (it
+/// would look like pending data and never sleep); the flag is set by the
+/// sleep, which flags, re-checks and sleeps on the ring in one call
+/// (`spsc::Reader::wait_for_data`).
+struct MsgWait<'a> {
+    lane: &'a mut LaneReceiver,
+    shares: bool,
+    got: Option<(u32, u32)>,
+    /// Why the wait ended without a message.
+    fail: Option<LaneError>,
+}
+
+impl Readiness for MsgWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        if self.got.is_some() || self.fail.is_some() {
+            return true;
+        }
+        match self.lane.take() {
+            Ok(Some(m)) => self.got = Some(m),
+            Ok(None) if self.lane.ended() => {
+                // Re-check: messages published before the end still count.
+                match self.lane.take() {
+                    Ok(Some(m)) => self.got = Some(m),
+                    Ok(None) => self.fail = Some(LaneError::Disconnected),
+                    Err(e) => self.fail = Some(e),
+                }
+            }
+            Ok(None) => return false,
+            Err(e) => self.fail = Some(e),
+        }
+        true
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        if self.is_ready() {
+            return None;
+        }
+        if self.lane.ring.check_tail().is_err() {
+            self.lane.broken = true;
+            self.fail = Some(LaneError::Corrupt);
+            return None;
+        }
+        Some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        let start = Instant::now();
+        if self.lane.ring.wait_for_data(slice, None).is_err() {
+            self.lane.broken = true;
+            self.fail = Some(LaneError::Corrupt);
+            return;
+        }
+        if Instant::now() >= start + slice {
+            self.lane.core.check_peer();
+        }
+    }
+
+    fn max_slice(&self) -> Duration {
+        self.lane.core.liveness_slice()
+    }
+
+    fn peer_on_this_cpu(&self) -> bool {
+        self.shares
     }
 }

@@ -25,7 +25,7 @@ use crate::channel::wire::Ctl;
 use crate::region::Region;
 use crate::sys::fdpass;
 use crate::sys::mmap::Mapping;
-use crate::wait::{SpinBudget, Step};
+use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
 /// Where a slot is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,35 +279,27 @@ impl LaneSender {
         if timeout.is_zero() {
             return Err(LaneError::WouldBlock);
         }
-        let mut backoff = self
-            .spin
-            .backoff_for(timeout, self.core.shares_cpu_with_peer());
-        loop {
-            self.drain()?;
-            if let Some(slot) = self.free.pop() {
-                self.spin.record(backoff.slept());
+        // A timeout too long to represent (`Duration::MAX`) has no deadline.
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        let mut spin = self.spin;
+        let mut w = SlotWait {
+            shares: self.core.shares_cpu_with_peer(),
+            lane: self,
+            fail: None,
+        };
+        let waited = wait_ready(&mut w, &mut spin, deadline);
+        let fail = w.fail.take();
+        self.spin = spin;
+        if let Some(e) = fail {
+            return Err(e);
+        }
+        match (waited, self.free.pop()) {
+            (_, Some(slot)) => {
                 self.state[slot as usize] = SlotState::Loaned;
-                return Ok(slot);
+                Ok(slot)
             }
-            if self.ended() {
-                return Err(LaneError::Disconnected);
-            }
-            let (now, remaining) = match backoff.step() {
-                Step::Retry => continue,
-                Step::TimedOut => {
-                    self.spin.record(true);
-                    return Err(LaneError::TimedOut);
-                }
-                Step::Sleep { now, remaining } => (now, remaining),
-            };
-            let slice = remaining.min(self.core.liveness_slice());
-            if self.notices.wait_for_data(slice, None).is_err() {
-                self.broken = true;
-                return Err(LaneError::Corrupt);
-            }
-            if std::time::Instant::now() >= now + slice {
-                self.core.check_peer();
-            }
+            (Waited::Gone, None) => Err(LaneError::Disconnected),
+            (_, None) => Err(LaneError::TimedOut),
         }
     }
 
@@ -482,3 +474,58 @@ impl std::fmt::Display for LaneSendError<'_> {
 }
 
 impl std::error::Error for LaneSendError<'_> {}
+
+/// A free slot of the lane, as the one wait loop (`crate::wait::wait_ready`)
+/// sees it: the look takes in the receiver's notices (and sees the lane's
+/// end); the flag is set by the sleep, which flags, re-checks and sleeps on
+/// the notice ring in one call (`spsc::Reader::wait_for_data`).
+struct SlotWait<'a> {
+    lane: &'a mut LaneSender,
+    shares: bool,
+    /// Why the wait ended without a slot.
+    fail: Option<LaneError>,
+}
+
+impl Readiness for SlotWait<'_> {
+    fn is_ready(&mut self) -> bool {
+        if self.fail.is_some() {
+            return true;
+        }
+        if let Err(e) = self.lane.drain() {
+            self.fail = Some(e);
+            return true;
+        }
+        if !self.lane.free.is_empty() {
+            return true;
+        }
+        if self.lane.ended() {
+            self.fail = Some(LaneError::Disconnected);
+            return true;
+        }
+        false
+    }
+
+    fn prepare_sleep(&mut self) -> Option<u32> {
+        (!self.is_ready()).then_some(0)
+    }
+
+    fn sleep(&mut self, _armed: u32, slice: Duration) {
+        let start = std::time::Instant::now();
+        if self.lane.notices.wait_for_data(slice, None).is_err() {
+            self.lane.broken = true;
+            self.fail = Some(LaneError::Corrupt);
+            return;
+        }
+        if std::time::Instant::now() >= start + slice {
+            self.lane.core.check_peer();
+        }
+    }
+
+    fn max_slice(&self) -> Duration {
+        self.lane.core.liveness_slice()
+    }
+
+    fn peer_on_this_cpu(&self) -> bool {
+        self.shares
+    }
+}
