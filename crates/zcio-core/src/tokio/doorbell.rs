@@ -6,7 +6,7 @@
 //! Besides waiting, it guards the task against its peer. A wake that finds
 //! nothing new is *futile*; an honest peer causes one now and then (it
 //! rang for a flag we had set, while we found the message anyway). After
-//! [`FLOOD_LIMIT`] futile wakes in a row — a peer that rings in a flood —
+//! `FLOOD_LIMIT` futile wakes in a row — a peer that rings in a flood —
 //! or once the doorbell has hung up while the peer still lives (it closed
 //! only its bell), the waiter stops trusting the bell and looks every
 //! [`LIVENESS`](crate::wait::LIVENESS) instead: the task neither spins
