@@ -609,8 +609,10 @@ impl Consumer {
 
     /// The next valid block (skipping lapped data), or `None` at end of
     /// stream.
-    fn next(&mut self, max: usize, wait: Wait) -> Result<Option<Block>, ReadError> {
-        let wait = wait.resolve(self.bound);
+    /// `wait`: `Default` becomes a deadline (written back, for the caller's
+    /// later rounds) only once the read has to wait or loop: a read that
+    /// finds its block at once reads no clock.
+    fn next(&mut self, max: usize, wait: &mut Wait) -> Result<Option<Block>, ReadError> {
         self.peek_gen = self.peek_gen.wrapping_add(1);
         let mut rounds = 0u32;
         loop {
@@ -621,13 +623,17 @@ impl Consumer {
             // cursor forward, but a hostile producer can make the rounds
             // endless: check the deadline now and then.
             rounds = rounds.wrapping_add(1);
-            round_budget(rounds, wait)?;
+            if rounds > 1 {
+                *wait = wait.resolve(self.bound);
+            }
+            round_budget(rounds, *wait)?;
             if self.head_cache == self.cursor {
                 self.refresh_head();
             }
             let avail = self.head_cache.wrapping_sub(self.cursor);
             if avail == 0 {
-                if self.idle(wait)? {
+                *wait = wait.resolve(self.bound);
+                if self.idle(*wait)? {
                     return Ok(None);
                 }
                 continue;
@@ -693,15 +699,18 @@ impl Consumer {
     }
 
     fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<usize, ReadError> {
-        // One deadline for every round.
-        let wait = wait.resolve(self.bound);
+        // One deadline for every round (made when first needed, see `next`).
+        let mut wait = wait;
         let mut rounds = 0u32;
         loop {
             // Every round moves the cursor forward, but a hostile producer
             // racing us can make them many: bounded as in `next`.
             rounds = rounds.wrapping_add(1);
+            if rounds > 1 {
+                wait = wait.resolve(self.bound);
+            }
             round_budget(rounds, wait)?;
-            let Some(b) = self.next(buf.len(), wait)? else {
+            let Some(b) = self.next(buf.len(), &mut wait)? else {
                 return Ok(0);
             };
             if b.len > buf.len() {
@@ -773,7 +782,7 @@ impl Consumer {
     fn next_now(&mut self, max: usize) -> Result<Option<Block>, ReadError> {
         let mut looks = 0;
         loop {
-            match self.next(max, Wait::No) {
+            match self.next(max, &mut Wait::No) {
                 Err(ReadError::WouldBlock) if self.rearm_when_empty(&mut looks) => {}
                 r => return r,
             }
@@ -791,7 +800,7 @@ impl Consumer {
     }
 
     fn peek_with(&mut self, max: usize, wait: Wait) -> Result<Option<Peek<'_>>, ReadError> {
-        let b = self.next(max, wait)?;
+        let b = self.next(max, &mut { wait })?;
         Ok(b.map(|b| self.make_peek(b)))
     }
 
@@ -809,7 +818,7 @@ impl Consumer {
         let b = if wait == Wait::No {
             self.next_now(max)?
         } else {
-            self.next(max, wait)?
+            self.next(max, &mut { wait })?
         };
         Ok(b.map(|b| DetachedPeek {
             consumer: self.id,

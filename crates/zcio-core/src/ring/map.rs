@@ -407,6 +407,7 @@ impl RingMap {
     /// are mapped (the data area is mapped twice). For an attached ring end
     /// of a large ring, also pre-faults the page tables ahead of `pos` (see
     /// `populate`).
+    #[inline]
     pub fn data(&self, pos: u64) -> *mut u8 {
         debug_assert!(self.geo.data_len > 0);
         let i = (pos & (self.geo.data_len - 1)) as usize;

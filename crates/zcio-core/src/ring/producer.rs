@@ -369,8 +369,9 @@ impl Producer {
     }
 
     /// Make room for `need` under the ring's policy.
+    /// `wait`: `Default` becomes a deadline only if there is no room now
+    /// (a write with room reads no clock).
     fn ensure_room(&mut self, need: Need, len: u64, wait: Wait) -> Result<(), WriteError> {
-        let wait = wait.resolve(self.bound);
         if self.map.truncated() {
             return Err(WriteError::Corrupt("ring file truncated"));
         }
@@ -409,6 +410,7 @@ impl Producer {
                 if wait == Wait::No {
                     return Err(WriteError::WouldBlock);
                 }
+                let wait = wait.resolve(self.bound);
                 let mut spin = self.spin;
                 let waited = wait_ready(
                     &mut RoomWait {
@@ -726,13 +728,18 @@ impl Producer {
     }
 
     fn write_with(&mut self, bytes: &[u8], tag: u32, wait: Wait) -> Result<usize, WriteError> {
-        // One deadline for all the pieces.
-        let wait = wait.resolve(self.bound);
         match self.geo.layout {
             Layout::Continuous => {
                 // Pieces of at most half the ring, so a reader can hold part
                 // of the ring while we fill the rest.
                 let piece = (self.cap / 2).max(1) as usize;
+                // One deadline for all the pieces (a write of one piece
+                // makes it only if it has to wait, in `ensure_room`).
+                let wait = if bytes.len() > piece {
+                    wait.resolve(self.bound)
+                } else {
+                    wait
+                };
                 let mut done = 0;
                 for chunk in bytes.chunks(piece) {
                     match self.write_block(&[View::from_slice(chunk)], tag, wait) {

@@ -4,6 +4,7 @@
 /// or `None` if the kernel does not say. glibc answers from the thread's
 /// restartable-sequences area when the kernel offers one (a load, no
 /// system call), else through the vDSO.
+#[inline]
 pub fn current() -> Option<u32> {
     // SAFETY: sched_getcpu takes no arguments, touches no memory of ours
     // and only returns a number (or -1 with errno set).

@@ -376,23 +376,27 @@ impl RingMapping {
     }
 
     /// Start of the header part.
+    #[inline]
     pub fn head(&self) -> *mut u8 {
         self.base.as_ptr()
     }
 
     /// Start of the (doubly mapped) data area.
+    #[inline]
     pub fn data(&self) -> *mut u8 {
         // SAFETY: head_len < total, inside our mapping.
         unsafe { self.base.as_ptr().add(self.head_len) }
     }
 
     /// Header length in bytes.
+    #[inline]
     pub fn head_len(&self) -> usize {
         self.head_len
     }
 
     /// Data area length in bytes (mapped twice).
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    #[inline]
     pub fn data_len(&self) -> usize {
         self.data_len
     }
@@ -403,6 +407,7 @@ impl RingMapping {
     }
 
     /// Whether the file was truncated under us (the range now reads zeros).
+    #[inline]
     pub fn truncated(&self) -> bool {
         self.guard.as_ref().is_some_and(|g| g.tripped())
     }

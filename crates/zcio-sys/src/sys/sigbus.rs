@@ -72,6 +72,7 @@ impl Guard {
 
     /// Whether a `SIGBUS` hit the range (the file was truncated under us);
     /// the range now reads as zeros.
+    #[inline]
     pub fn tripped(&self) -> bool {
         // SYNC: Relaxed suffices: the handler runs on the faulting thread, and
         // other threads only need to see the flag eventually.
