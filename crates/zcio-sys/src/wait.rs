@@ -265,6 +265,8 @@ pub enum Step {
 /// deadline. Reads the clock only every 64 steps.
 #[derive(Debug)]
 pub struct Backoff {
+    /// When the backoff was made (its one clock reading before the steps).
+    start: Instant,
     /// Whether a step has said `Sleep` (the wait did not end while
     /// spinning; feed it to [`SpinBudget::record`]).
     slept: bool,
@@ -289,6 +291,7 @@ impl Backoff {
     pub fn until(spin: Duration, deadline: Option<Instant>) -> Self {
         let now = Instant::now();
         Self {
+            start: now,
             slept: false,
             spins: 0,
             spin_until: now.checked_add(spin).unwrap_or(now),
@@ -476,16 +479,23 @@ pub fn spin_until(
     costly: bool,
     peer_here: bool,
 ) -> bool {
-    let cut_short = deadline.is_some_and(|d| {
-        d.checked_duration_since(Instant::now())
-            .is_none_or(|left| left < budget.get())
-    });
+    // The first look reads no clock: a condition that holds already (the
+    // partner of a ping-pong waiting on the other side) costs the look.
+    if look() {
+        budget.record(false);
+        return true;
+    }
     let mut backoff = if costly {
         Backoff::yielding_until(budget.get(), deadline)
     } else {
         budget.backoff_for_until(deadline, peer_here)
     };
-    let mut done = look();
+    // The backoff's one clock reading serves for this check too.
+    let cut_short = deadline.is_some_and(|d| {
+        d.checked_duration_since(backoff.start)
+            .is_none_or(|left| left < budget.get())
+    });
+    let mut done = false;
     while !done {
         if backoff.step() != Step::Retry {
             break;

@@ -172,7 +172,8 @@ impl std::fmt::Debug for Rendezvous {
 struct AnyOf<'a> {
     eps: &'a [&'a Rendezvous],
     /// The slots' state words and the values the preparation saw.
-    words: Vec<(&'a crate::sync::AtomicU64, u32)>,
+    /// (Inline for up to four endpoints: no allocation per receive.)
+    words: smallvec::SmallVec<[(&'a crate::sync::AtomicU64, u32); 4]>,
     /// Partners alive at the last preparation.
     live: usize,
 }
@@ -245,14 +246,17 @@ pub(super) fn wait_any(
     wait: Wait,
     finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcFail>,
 ) -> Result<usize, IpcFail> {
-    let mut guards: Vec<_> = eps
+    // Inline for up to four endpoints: a receive allocates nothing.
+    let mut guards: smallvec::SmallVec<[_; 4]> = eps
         .iter()
         .map(|e| e.recv_lock.lock().unwrap_or_else(|p| p.into_inner()))
         .collect();
-    let deadline = wait.deadline();
+    // Made when the first wait begins: a message already waiting costs no
+    // clock read.
+    let mut deadline = None;
     let mut any = AnyOf {
         eps,
-        words: Vec::with_capacity(eps.len()),
+        words: smallvec::SmallVec::new(),
         live: 0,
     };
     // Only the first wait spins (the first endpoint's budget): a partner
@@ -275,6 +279,7 @@ pub(super) fn wait_any(
             };
         }
         let budget = spin.take().unwrap_or(&mut no_spin);
+        let deadline = *deadline.get_or_insert_with(|| wait.deadline());
         match wait_ready(&mut any, budget, deadline) {
             Waited::Ready => {}
             Waited::Gone => return Err(IpcFail::Disconnected),
