@@ -83,14 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let dir = std::env::temp_dir().join(format!("zcio-hot-path-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let path = dir.join("sock");
-    let listener = Listener::bind(&path, ChannelConfig::default())?;
-    let p2 = path.clone();
-    let connector = std::thread::spawn(move || Channel::connect(&p2, ChannelConfig::default()));
-    let server = listener.accept()?;
-    let client = connector
-        .join()
-        .map_err(|_| "connector thread panicked")??;
+    let (client, server) = pair(&dir, "sock")?;
     let (pc, ps) = (pool("hot-path-c"), pool("hot-path-s"));
     let t = Duration::from_secs(10);
     let mut per_msg = Vec::with_capacity(rounds);
@@ -124,7 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         allocs as f64 / msgs as f64
     );
     relay_hop(&dir, rounds, &pc)?;
-    drop((client, server, listener));
+    drop((client, server));
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
