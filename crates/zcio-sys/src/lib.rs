@@ -12,6 +12,7 @@ pub mod bell;
 pub mod copy;
 pub mod error;
 pub mod region;
+pub mod registry;
 pub mod segment;
 pub mod sync;
 pub mod sys;

@@ -23,7 +23,7 @@ const CRATES: [(&str, &[&[&str]]); 5] = [
             &[
                 "sys", "sync", "wait", "bell", "view", "copy", "error", "testing",
             ],
-            &["region", "segment"],
+            &["region", "segment", "registry"],
         ],
     ),
     (
