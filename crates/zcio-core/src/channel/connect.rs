@@ -133,15 +133,20 @@ pub(crate) fn pair(cfg: ChannelConfig) -> Result<(Arc<Core>, Arc<Core>), Connect
 pub struct Listener {
     sock: SocketListener,
     cfg: ChannelConfig,
+    /// Our entry in the registry of live objects, if we have one.
+    _registration: Option<zcio_sys::registry::Registration>,
 }
 
 impl Listener {
     /// Listen at `path`. A stale socket file left by a dead listener is
     /// replaced; a live one is an error (`EADDRINUSE`).
     pub fn bind(path: impl AsRef<Path>, cfg: ChannelConfig) -> Result<Self, ConnectError> {
+        let sock = SocketListener::bind(path.as_ref())?;
+        let _registration = super::registered::listener(sock.path());
         Ok(Self {
-            sock: SocketListener::bind(path.as_ref())?,
+            sock,
             cfg,
+            _registration,
         })
     }
 
@@ -157,7 +162,7 @@ impl Listener {
     /// without a bound).
     pub fn accept_timeout(&self, timeout: Duration) -> Result<Channel, ConnectError> {
         let s = self.sock.accept_timeout(timeout)?;
-        listener_handshake(s, self.cfg.clone()).map(Channel::from_core)
+        listener_handshake(s, self.cfg.clone()).map(|c| Channel::from_core(c, Some(self.path())))
     }
 
     /// The configuration accepted channels get (its `accept_timeout`

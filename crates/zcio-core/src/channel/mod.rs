@@ -22,6 +22,7 @@ mod notify;
 #[cfg(test)]
 mod policy_tests;
 mod reclaim;
+mod registered;
 mod rx;
 mod slots;
 #[doc(hidden)]
@@ -109,6 +110,9 @@ pub struct ChannelStats {
 /// receives.
 pub struct Channel {
     core: Arc<Core>,
+    /// This end's entry in the registry of live objects (`registered`),
+    /// if it has one; dropped with the end.
+    _registration: Option<zcio_sys::registry::Registration>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -125,17 +129,24 @@ impl Channel {
         path: impl AsRef<std::path::Path>,
         cfg: ChannelConfig,
     ) -> Result<Self, ConnectError> {
-        connect::connect(path.as_ref(), cfg).map(|core| Self { core })
+        let path = path.as_ref();
+        connect::connect(path, cfg).map(|core| Self::from_core(core, Some(path)))
     }
 
     /// Two connected ends in this process (tests, threads).
     pub fn pair(cfg: ChannelConfig) -> Result<(Self, Self), ConnectError> {
         let (a, b) = connect::pair(cfg)?;
-        Ok((Self { core: a }, Self { core: b }))
+        Ok((Self::from_core(a, None), Self::from_core(b, None)))
     }
 
-    pub(crate) fn from_core(core: Arc<Core>) -> Self {
-        Self { core }
+    /// An end over `core`, registered under the socket `path` it was
+    /// connected or accepted over (none: an in-process pair).
+    pub(crate) fn from_core(core: Arc<Core>, path: Option<&std::path::Path>) -> Self {
+        let _registration = path.and_then(|p| registered::end(p, &core.stats()));
+        Self {
+            core,
+            _registration,
+        }
     }
 
     /// This end's core (for the event-loop frontends in this crate).

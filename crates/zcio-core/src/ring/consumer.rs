@@ -124,6 +124,9 @@ pub struct Consumer {
     /// before is stale (its block may no longer be at the cursor, and the
     /// ring its bytes are in may have been detached from `targets`).
     peek_gen: u64,
+    /// Our entry in the registry of live objects, if we have one (made
+    /// once the attach succeeded).
+    registration: Option<zcio_sys::registry::Registration>,
 }
 
 /// Source of [`Consumer::id`].
@@ -194,6 +197,7 @@ impl Consumer {
             ringer: None,
             id: NEXT_CONSUMER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             peek_gen: 0,
+            registration: None,
         };
         me.step = me.base_step();
         if start == Start::Oldest && geo.layout != Layout::Variable {
@@ -225,6 +229,7 @@ impl Consumer {
         let (state, _, epoch) = me.producer_state();
         me.seen_producer = state == OWNER_ACTIVE;
         me.epoch_at_join = epoch;
+        me.registration = super::registered::consumer(&me.map, &me.stats);
         Ok(me)
     }
 

@@ -72,6 +72,7 @@ mod loom_beltway;
 mod map;
 mod producer;
 pub(crate) mod protocol;
+mod registered;
 mod stat;
 
 use std::sync::Arc;

@@ -71,6 +71,8 @@ pub struct Producer {
     /// The consumer slot whose cursor word carries our sleep flag while an
     /// event loop waits for room.
     pub(crate) armed: Option<usize>,
+    /// Our entry in the registry of live objects, if we have one.
+    _registration: Option<zcio_sys::registry::Registration>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -199,6 +201,7 @@ impl Producer {
             ringer: None,
             bell: None,
             armed: None,
+            _registration: super::registered::producer(&map, blocks, bytes),
             map,
         };
         me.min_cache = me.scan().0;

@@ -1,0 +1,115 @@
+//! Channel objects in the registry of live objects (`zcio_sys::registry`):
+//! a listener and each connected end register at creation, named by their
+//! socket path, with the socket file's mode. Only creation and close touch
+//! the registry; a registration that fails is counted
+//! (`zcio_sys::registry::failures`) and the channel works without it.
+//! In-process pairs ([`super::Channel::pair`]) have no path and do not
+//! register.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use zcio_sys::registry::{register_quietly, Kind, Registration};
+
+use super::ChannelStats;
+
+/// Counter indices of a channel end's statistics page (set at creation;
+/// live updates come later).
+pub mod counter {
+    /// Messages sent.
+    pub const MSGS_SENT: usize = 0;
+    /// Messages received.
+    pub const MSGS_RECEIVED: usize = 1;
+    /// Slices the peer holds.
+    pub const HELD_BY_PEER: usize = 2;
+    /// Notices received.
+    pub const NOTICES_RECEIVED: usize = 3;
+    /// Notices sent.
+    pub const NOTICES_SENT: usize = 4;
+    /// Malformed messages received.
+    pub const MALFORMED: usize = 5;
+}
+
+/// The permission bits of the socket file at `path` (0600 if it cannot
+/// be read).
+fn mode_of(path: &Path) -> u32 {
+    std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o777)
+}
+
+/// Register a listener bound at `path`.
+pub(super) fn listener(path: &Path) -> Option<Registration> {
+    register_quietly(Kind::Listener, &path.to_string_lossy(), mode_of(path))
+}
+
+/// Register a connected end over the socket at `path`, its counters set
+/// from `stats`.
+pub(super) fn end(path: &Path, stats: &ChannelStats) -> Option<Registration> {
+    let r = register_quietly(Kind::Channel, &path.to_string_lossy(), mode_of(path))?;
+    r.set(counter::MSGS_SENT, stats.msgs_sent);
+    r.set(counter::MSGS_RECEIVED, stats.msgs_received);
+    r.set(counter::HELD_BY_PEER, stats.held_by_peer as u64);
+    r.set(counter::NOTICES_RECEIVED, stats.notices_received);
+    r.set(counter::NOTICES_SENT, stats.notices_sent);
+    r.set(counter::MALFORMED, stats.malformed);
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use zcio_sys::registry::{Entry, RunDir, State};
+
+    use super::super::{Channel, ChannelConfig, Listener};
+    use super::*;
+
+    /// Our entries named `name` in the default run directory.
+    fn ours(name: &str) -> Vec<Entry> {
+        let Ok(dir) = RunDir::open_default() else {
+            return Vec::new();
+        };
+        let mut v: Vec<Entry> = dir
+            .list()
+            .unwrap()
+            .entries
+            .into_iter()
+            .filter(|e| e.name == name && e.pid == std::process::id())
+            .collect();
+        v.sort_by_key(|e| e.kind);
+        v
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
+    fn listener_and_ends_register_while_they_live() {
+        if RunDir::open_default().is_err() {
+            eprintln!("skipped: no usable run directory");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("zcio-unit-reg-{}.sock", std::process::id()));
+        let name = path.to_string_lossy().into_owned();
+        let l = Listener::bind(&path, ChannelConfig::default()).unwrap();
+        let kinds = |v: Vec<Entry>| -> Vec<(Kind, State)> {
+            v.into_iter().map(|e| (e.kind, e.state)).collect()
+        };
+        assert_eq!(kinds(ours(&name)), [(Kind::Listener, State::Live)]);
+        let p2 = path.clone();
+        let t = std::thread::spawn(move || Channel::connect(&p2, ChannelConfig::default()));
+        let a = l.accept().unwrap();
+        let b = t.join().unwrap().unwrap();
+        let e = ours(&name);
+        assert_eq!(
+            kinds(e.clone()),
+            [
+                (Kind::Listener, State::Live),
+                (Kind::Channel, State::Live),
+                (Kind::Channel, State::Live)
+            ]
+        );
+        assert_eq!(e[1].mode, mode_of(&path));
+        assert_eq!(e[1].stats[counter::MSGS_SENT], 0);
+        drop((a, b));
+        assert_eq!(kinds(ours(&name)), [(Kind::Listener, State::Live)]);
+        drop(l);
+        assert!(ours(&name).is_empty(), "entries go with their objects");
+        let _ = std::fs::remove_file(&path);
+    }
+}

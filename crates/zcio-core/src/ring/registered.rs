@@ -1,0 +1,102 @@
+//! Ring ends in the registry of live objects (`zcio_sys::registry`): a
+//! producer and each consumer register when they attach, named by the ring
+//! name, with the ring file's mode. Only attach and drop touch the
+//! registry; a registration that fails is counted
+//! (`zcio_sys::registry::failures`) and the end works without it.
+
+use zcio_sys::registry::{register_quietly, Kind, Registration};
+
+use super::map::RingMap;
+use super::ConsumerStats;
+
+/// Counter indices of a ring end's statistics page (set at attach; live
+/// updates come later).
+pub mod counter {
+    /// Blocks written (producer) or read (consumer).
+    pub const BLOCKS: usize = 0;
+    /// Bytes written or read.
+    pub const BYTES: usize = 1;
+    /// Consumer: blocks skipped after being lapped.
+    pub const SKIPPED_BLOCKS: usize = 2;
+    /// Consumer: blocks the producer dropped since it joined.
+    pub const DROPS: usize = 3;
+}
+
+/// Register the producer of `map`, which has written `blocks` blocks of
+/// `bytes` bytes so far.
+pub(super) fn producer(map: &RingMap, blocks: u64, bytes: u64) -> Option<Registration> {
+    let r = register_quietly(Kind::RingProducer, map.name(), map.file_info().mode)?;
+    r.set(counter::BLOCKS, blocks);
+    r.set(counter::BYTES, bytes);
+    Some(r)
+}
+
+/// Register a consumer of `map` with its `stats`.
+pub(super) fn consumer(map: &RingMap, stats: &ConsumerStats) -> Option<Registration> {
+    let r = register_quietly(Kind::RingConsumer, map.name(), map.file_info().mode)?;
+    r.set(counter::BLOCKS, stats.read_blocks);
+    r.set(counter::BYTES, stats.read_bytes);
+    r.set(counter::SKIPPED_BLOCKS, stats.skipped_blocks);
+    r.set(counter::DROPS, stats.drops);
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use zcio_sys::registry::{Entry, RunDir, State};
+
+    use super::super::{unlink, Consumer, Layout, Options, Producer, Start};
+    use super::*;
+
+    /// Our live entries named `name` in the default run directory.
+    fn ours(name: &str) -> Vec<Entry> {
+        let Ok(dir) = RunDir::open_default() else {
+            return Vec::new();
+        };
+        dir.list()
+            .unwrap()
+            .entries
+            .into_iter()
+            .filter(|e| e.name == name && e.pid == std::process::id())
+            .collect()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn ring_ends_register_while_they_live() {
+        if RunDir::open_default().is_err() {
+            eprintln!("skipped: no usable run directory");
+            return;
+        }
+        let name = format!("unit-registered-{}", std::process::id());
+        let map = Options::new()
+            .layout(Layout::Variable)
+            .size(64 << 10)
+            .mode(0o640)
+            .create(&name)
+            .unwrap();
+        let mut p = Producer::attach(map.clone()).unwrap();
+        p.write(b"abc").unwrap();
+        let c = Consumer::attach(map.clone(), Start::Oldest).unwrap();
+        let mut e = ours(&name);
+        e.sort_by_key(|e| e.kind);
+        let kinds: Vec<(Kind, State, u32)> = e.iter().map(|e| (e.kind, e.state, e.mode)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Kind::RingProducer, State::Live, 0o640),
+                (Kind::RingConsumer, State::Live, 0o640)
+            ]
+        );
+        drop(p);
+        // A producer attached again starts from what the ring says.
+        let p = Producer::attach(map).unwrap();
+        let e = ours(&name);
+        let prod = e.iter().find(|e| e.kind == Kind::RingProducer).unwrap();
+        assert_eq!(prod.stats[counter::BLOCKS], 1);
+        assert_eq!(prod.stats[counter::BYTES], 3);
+        drop((p, c));
+        assert!(ours(&name).is_empty(), "entries go with their ends");
+        let _ = unlink(&name);
+    }
+}
