@@ -4,6 +4,7 @@ mod bridge;
 mod calibrate;
 mod cp;
 mod gateway;
+mod ls;
 mod pipe;
 mod ring;
 
@@ -23,6 +24,7 @@ use clap::{Parser, Subcommand};
         zcio pipe get demo > out &           # a reader of the ring (any number)\n  \
         zcio pipe put demo < file            # stdin into the ring, like a FIFO\n  \
         zcio ring stat demo                  # fill, producer and per-consumer counters\n  \
+        zcio ls                              # every live zcio object you may see\n  \
         zcio cp big.log big.log.zst -m zstd  # copy through modules (kernel fast path without)\n  \
         zcio calibrate                       # measure this machine's costs for the semantics\n  \
         zcio bridge export ring:demo --key demo --listen tcp/0.0.0.0:7447   # to other hosts\n\n\
@@ -55,6 +57,20 @@ enum Cmd {
     Bridge(bridge::BridgeCmd),
     /// Measure this machine's data-passing costs (the semantics' cost model).
     Calibrate(calibrate::CalibrateArgs),
+    /// List live zcio objects: listeners, channel ends, ring producers and consumers.
+    ///
+    /// Every live object registers in the run directory ($ZCIO_RUN_DIR, else
+    /// $XDG_RUNTIME_DIR/zcio, else /dev/shm/zcio-UID) while it lives. An entry
+    /// whose owner died is shown once as dead and removed. You see the
+    /// objects you could open (their mode is the object's own).
+    #[command(
+        alias = "list",
+        after_help = "Examples:\n  \
+        zcio ls\n  \
+        zcio ls --json | jq '.[] | select(.kind == \"producer\") | .name'\n  \
+        ZCIO_RUN_DIR=/shared/zcio zcio ls                   # a run directory shared with containers"
+    )]
+    Ls(ls::LsArgs),
 }
 
 fn main() {
@@ -82,6 +98,7 @@ fn main() {
         Cmd::Gateway(g) => gateway::run(g),
         Cmd::Bridge(b) => bridge::run(b),
         Cmd::Calibrate(c) => calibrate::run(c),
+        Cmd::Ls(l) => ls::run(l),
     };
     match res {
         Ok(0) => {}

@@ -556,7 +556,11 @@ fn with_name(id: u32, file: &str) -> String {
 }
 
 /// Columns, each row prefixed; `right[i]`: right-align column `i`.
-fn columns<const N: usize>(rows: &[[String; N]], right: [bool; N], prefix: &str) -> String {
+pub(crate) fn columns<const N: usize>(
+    rows: &[[String; N]],
+    right: [bool; N],
+    prefix: &str,
+) -> String {
     let mut w = [0usize; N];
     for r in rows {
         for (i, c) in r.iter().enumerate() {
