@@ -118,6 +118,23 @@ fn an_unsafe_run_directory_is_refused_with_advice() {
 }
 
 #[test]
+fn objects_work_when_they_cannot_register() {
+    // A run directory the registry refuses: the ring's ends still work.
+    let r = Run::new("ls-noreg");
+    std::fs::create_dir(&r.run).expect("mkdir");
+    std::fs::set_permissions(&r.run, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let mut c = r.cmd(&["pipe", "put", "q", "--readers", "0", "--size", "64KiB"]);
+    c.stdin(Stdio::piped());
+    let mut put = Proc::spawn("pipe put q", c);
+    let mut stdin = put.child.stdin.take().expect("stdin piped");
+    std::io::Write::write_all(&mut stdin, b"hello\n").expect("feed");
+    drop(stdin);
+    let o = put.finish(Instant::now() + WATCHDOG);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(r.files(), 0, "nothing registered");
+}
+
+#[test]
 fn help_shows_examples() {
     let o = Run::new("ls-help").run(&["ls", "--help"]);
     assert!(o.status.success());

@@ -530,7 +530,12 @@ static FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// Register an object in the default run directory, or count the failure
 /// and go on without ([`failures`]): objects never fail for the registry.
 pub fn register_quietly(kind: Kind, name: &str, mode: u32) -> Option<Registration> {
-    match RunDir::open_default().and_then(|d| d.register(kind, name, mode)) {
+    quietly(RunDir::open_default().and_then(|d| d.register(kind, name, mode)))
+}
+
+/// The registration, or `None` with the failure counted.
+fn quietly(r: Result<Registration, RegistryError>) -> Option<Registration> {
+    match r {
         Ok(r) => Some(r),
         Err(_) => {
             // SYNC: no partner (see FAILURES).

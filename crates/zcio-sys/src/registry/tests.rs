@@ -248,3 +248,19 @@ fn default_path_follows_the_environment_order() {
         assert!(p.starts_with("/dev/shm"));
     }
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "opens files: refused by Miri's isolation")]
+fn a_failed_quiet_registration_is_counted() {
+    let t = TempRun::new("quiet");
+    std::fs::create_dir(&t.0).unwrap();
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let before = failures();
+    let r = quietly(RunDir::open(&t.0).and_then(|d| d.register(Kind::Channel, "x", 0o600)));
+    assert!(r.is_none());
+    assert!(failures() > before, "counted");
+    assert_eq!(t.files(), 0);
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let r = quietly(RunDir::open(&t.0).and_then(|d| d.register(Kind::Channel, "x", 0o600)));
+    assert!(r.is_some());
+}
