@@ -142,7 +142,21 @@ impl Channel {
     /// An end over `core`, registered under the socket `path` it was
     /// connected or accepted over (none: an in-process pair).
     pub(crate) fn from_core(core: Arc<Core>, path: Option<&std::path::Path>) -> Self {
-        let _registration = path.and_then(|p| registered::end(p, &core.stats()));
+        let _registration = path.and_then(|p| {
+            use registered::counter as c;
+            let s = core.stats();
+            registered::end(
+                p,
+                &[
+                    (c::MSGS_SENT, s.msgs_sent),
+                    (c::MSGS_RECEIVED, s.msgs_received),
+                    (c::HELD_BY_PEER, s.held_by_peer as u64),
+                    (c::NOTICES_RECEIVED, s.notices_received),
+                    (c::NOTICES_SENT, s.notices_sent),
+                    (c::MALFORMED, s.malformed),
+                ],
+            )
+        });
         Self {
             core,
             _registration,

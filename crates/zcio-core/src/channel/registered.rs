@@ -11,8 +11,6 @@ use std::path::Path;
 
 use zcio_sys::registry::{register_quietly, Kind, Registration};
 
-use super::ChannelStats;
-
 /// Counter indices of a channel end's statistics page (set at creation;
 /// live updates come later).
 pub mod counter {
@@ -42,15 +40,13 @@ pub(super) fn listener(path: &Path) -> Option<Registration> {
 }
 
 /// Register a connected end over the socket at `path`, its counters set
-/// from `stats`.
-pub(super) fn end(path: &Path, stats: &ChannelStats) -> Option<Registration> {
+/// from `(index, value)` pairs (indices in [`counter`]; the end builds them
+/// from its stats).
+pub(super) fn end(path: &Path, counters: &[(usize, u64)]) -> Option<Registration> {
     let r = register_quietly(Kind::Channel, &path.to_string_lossy(), mode_of(path))?;
-    r.set(counter::MSGS_SENT, stats.msgs_sent);
-    r.set(counter::MSGS_RECEIVED, stats.msgs_received);
-    r.set(counter::HELD_BY_PEER, stats.held_by_peer as u64);
-    r.set(counter::NOTICES_RECEIVED, stats.notices_received);
-    r.set(counter::NOTICES_SENT, stats.notices_sent);
-    r.set(counter::MALFORMED, stats.malformed);
+    for &(i, v) in counters {
+        r.set(i, v);
+    }
     Some(r)
 }
 

@@ -229,7 +229,19 @@ impl Consumer {
         let (state, _, epoch) = me.producer_state();
         me.seen_producer = state == OWNER_ACTIVE;
         me.epoch_at_join = epoch;
-        me.registration = super::registered::consumer(&me.map, &me.stats);
+        me.registration = {
+            use super::registered::{consumer, counter};
+            let s = &me.stats;
+            consumer(
+                &me.map,
+                &[
+                    (counter::BLOCKS, s.read_blocks),
+                    (counter::BYTES, s.read_bytes),
+                    (counter::SKIPPED_BLOCKS, s.skipped_blocks),
+                    (counter::DROPS, s.drops),
+                ],
+            )
+        };
         Ok(me)
     }
 

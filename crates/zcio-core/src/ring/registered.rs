@@ -7,7 +7,6 @@
 use zcio_sys::registry::{register_quietly, Kind, Registration};
 
 use super::map::RingMap;
-use super::ConsumerStats;
 
 /// Counter indices of a ring end's statistics page (set at attach; live
 /// updates come later).
@@ -25,19 +24,24 @@ pub mod counter {
 /// Register the producer of `map`, which has written `blocks` blocks of
 /// `bytes` bytes so far.
 pub(super) fn producer(map: &RingMap, blocks: u64, bytes: u64) -> Option<Registration> {
-    let r = register_quietly(Kind::RingProducer, map.name(), map.file_info().mode)?;
-    r.set(counter::BLOCKS, blocks);
-    r.set(counter::BYTES, bytes);
-    Some(r)
+    register(
+        Kind::RingProducer,
+        map,
+        &[(counter::BLOCKS, blocks), (counter::BYTES, bytes)],
+    )
 }
 
-/// Register a consumer of `map` with its `stats`.
-pub(super) fn consumer(map: &RingMap, stats: &ConsumerStats) -> Option<Registration> {
-    let r = register_quietly(Kind::RingConsumer, map.name(), map.file_info().mode)?;
-    r.set(counter::BLOCKS, stats.read_blocks);
-    r.set(counter::BYTES, stats.read_bytes);
-    r.set(counter::SKIPPED_BLOCKS, stats.skipped_blocks);
-    r.set(counter::DROPS, stats.drops);
+/// Register a consumer of `map`, its counters set from `(index, value)`
+/// pairs (indices in [`counter`]; the consumer builds them from its stats).
+pub(super) fn consumer(map: &RingMap, counters: &[(usize, u64)]) -> Option<Registration> {
+    register(Kind::RingConsumer, map, counters)
+}
+
+fn register(kind: Kind, map: &RingMap, counters: &[(usize, u64)]) -> Option<Registration> {
+    let r = register_quietly(kind, map.name(), map.file_info().mode)?;
+    for &(i, v) in counters {
+        r.set(i, v);
+    }
     Some(r)
 }
 
