@@ -529,8 +529,18 @@ static FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 
 /// Register an object in the default run directory, or count the failure
 /// and go on without ([`failures`]): objects never fail for the registry.
-pub fn register_quietly(kind: Kind, name: &str, mode: u32) -> Option<Registration> {
-    quietly(RunDir::open_default().and_then(|d| d.register(kind, name, mode)))
+/// `counters`: `(index, value)` pairs to start the statistics page with.
+pub fn register_quietly(
+    kind: Kind,
+    name: &str,
+    mode: u32,
+    counters: &[(usize, u64)],
+) -> Option<Registration> {
+    let r = quietly(RunDir::open_default().and_then(|d| d.register(kind, name, mode)))?;
+    for &(i, v) in counters {
+        r.set(i, v);
+    }
+    Some(r)
 }
 
 /// The registration, or `None` with the failure counted.

@@ -36,18 +36,19 @@ fn mode_of(path: &Path) -> u32 {
 
 /// Register a listener bound at `path`.
 pub(super) fn listener(path: &Path) -> Option<Registration> {
-    register_quietly(Kind::Listener, &path.to_string_lossy(), mode_of(path))
+    register_quietly(Kind::Listener, &path.to_string_lossy(), mode_of(path), &[])
 }
 
 /// Register a connected end over the socket at `path`, its counters set
 /// from `(index, value)` pairs (indices in [`counter`]; the end builds them
 /// from its stats).
 pub(super) fn end(path: &Path, counters: &[(usize, u64)]) -> Option<Registration> {
-    let r = register_quietly(Kind::Channel, &path.to_string_lossy(), mode_of(path))?;
-    for &(i, v) in counters {
-        r.set(i, v);
-    }
-    Some(r)
+    register_quietly(
+        Kind::Channel,
+        &path.to_string_lossy(),
+        mode_of(path),
+        counters,
+    )
 }
 
 #[cfg(test)]

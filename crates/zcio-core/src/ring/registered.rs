@@ -38,11 +38,7 @@ pub(super) fn consumer(map: &RingMap, counters: &[(usize, u64)]) -> Option<Regis
 }
 
 fn register(kind: Kind, map: &RingMap, counters: &[(usize, u64)]) -> Option<Registration> {
-    let r = register_quietly(kind, map.name(), map.file_info().mode)?;
-    for &(i, v) in counters {
-        r.set(i, v);
-    }
-    Some(r)
+    register_quietly(kind, map.name(), map.file_info().mode, counters)
 }
 
 #[cfg(test)]
