@@ -27,6 +27,7 @@
 
 pub mod dir;
 pub mod layout;
+pub mod schema;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;

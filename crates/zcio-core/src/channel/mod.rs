@@ -143,14 +143,14 @@ impl Channel {
     /// connected or accepted over (none: an in-process pair).
     pub(crate) fn from_core(core: Arc<Core>, path: Option<&std::path::Path>) -> Self {
         let _registration = path.and_then(|p| {
-            use registered::counter as c;
+            use zcio_sys::registry::schema::channel as c;
             let s = core.stats();
             registered::end(
                 p,
                 &[
-                    (c::MSGS_SENT, s.msgs_sent),
-                    (c::MSGS_RECEIVED, s.msgs_received),
-                    (c::HELD_BY_PEER, s.held_by_peer as u64),
+                    (c::SENT_MESSAGES, s.msgs_sent),
+                    (c::RECEIVED_MESSAGES, s.msgs_received),
+                    (c::HELD_BY_PEER_BUFFERS, s.held_by_peer as u64),
                     (c::NOTICES_RECEIVED, s.notices_received),
                     (c::NOTICES_SENT, s.notices_sent),
                     (c::MALFORMED, s.malformed),

@@ -11,23 +11,6 @@ use std::path::Path;
 
 use zcio_sys::registry::{register_quietly, Kind, Registration};
 
-/// Counter indices of a channel end's statistics page (set at creation;
-/// live updates come later).
-pub mod counter {
-    /// Messages sent.
-    pub const MSGS_SENT: usize = 0;
-    /// Messages received.
-    pub const MSGS_RECEIVED: usize = 1;
-    /// Slices the peer holds.
-    pub const HELD_BY_PEER: usize = 2;
-    /// Notices received.
-    pub const NOTICES_RECEIVED: usize = 3;
-    /// Notices sent.
-    pub const NOTICES_SENT: usize = 4;
-    /// Malformed messages received.
-    pub const MALFORMED: usize = 5;
-}
-
 /// The permission bits of the socket file at `path` (0600 if it cannot
 /// be read).
 fn mode_of(path: &Path) -> u32 {
@@ -40,7 +23,8 @@ pub(super) fn listener(path: &Path) -> Option<Registration> {
 }
 
 /// Register a connected end over the socket at `path`, its counters set
-/// from `(index, value)` pairs (indices in [`counter`]; the end builds them
+/// from `(index, value)` pairs (indices in
+/// `zcio_sys::registry::schema::channel`; the end builds them
 /// from its stats).
 pub(super) fn end(path: &Path, counters: &[(usize, u64)]) -> Option<Registration> {
     register_quietly(
@@ -102,7 +86,10 @@ mod tests {
             ]
         );
         assert_eq!(e[1].mode, mode_of(&path));
-        assert_eq!(e[1].stats[counter::MSGS_SENT], 0);
+        assert_eq!(
+            e[1].stats[zcio_sys::registry::schema::channel::SENT_MESSAGES],
+            0
+        );
         drop((a, b));
         assert_eq!(kinds(ours(&name)), [(Kind::Listener, State::Live)]);
         drop(l);

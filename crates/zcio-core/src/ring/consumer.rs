@@ -230,7 +230,8 @@ impl Consumer {
         me.seen_producer = state == OWNER_ACTIVE;
         me.epoch_at_join = epoch;
         me.registration = {
-            use super::registered::{consumer, counter};
+            use super::registered::consumer;
+            use zcio_sys::registry::schema::consumer as counter;
             let s = &me.stats;
             consumer(
                 &me.map,

@@ -4,22 +4,10 @@
 //! registry; a registration that fails is counted
 //! (`zcio_sys::registry::failures`) and the end works without it.
 
+use zcio_sys::registry::schema::producer;
 use zcio_sys::registry::{register_quietly, Kind, Registration};
 
 use super::map::RingMap;
-
-/// Counter indices of a ring end's statistics page (set at attach; live
-/// updates come later).
-pub mod counter {
-    /// Blocks written (producer) or read (consumer).
-    pub const BLOCKS: usize = 0;
-    /// Bytes written or read.
-    pub const BYTES: usize = 1;
-    /// Consumer: blocks skipped after being lapped.
-    pub const SKIPPED_BLOCKS: usize = 2;
-    /// Consumer: blocks the producer dropped since it joined.
-    pub const DROPS: usize = 3;
-}
 
 /// Register the producer of `map`, which has written `blocks` blocks of
 /// `bytes` bytes so far.
@@ -27,12 +15,12 @@ pub(super) fn producer(map: &RingMap, blocks: u64, bytes: u64) -> Option<Registr
     register(
         Kind::RingProducer,
         map,
-        &[(counter::BLOCKS, blocks), (counter::BYTES, bytes)],
+        &[(producer::BLOCKS, blocks), (producer::BYTES, bytes)],
     )
 }
 
 /// Register a consumer of `map`, its counters set from `(index, value)`
-/// pairs (indices in [`counter`]; the consumer builds them from its stats).
+/// pairs (indices in `zcio_sys::registry::schema::consumer`; the consumer builds them from its stats).
 pub(super) fn consumer(map: &RingMap, counters: &[(usize, u64)]) -> Option<Registration> {
     register(Kind::RingConsumer, map, counters)
 }
@@ -93,8 +81,8 @@ mod tests {
         let p = Producer::attach(map).unwrap();
         let e = ours(&name);
         let prod = e.iter().find(|e| e.kind == Kind::RingProducer).unwrap();
-        assert_eq!(prod.stats[counter::BLOCKS], 1);
-        assert_eq!(prod.stats[counter::BYTES], 3);
+        assert_eq!(prod.stats[producer::BLOCKS], 1);
+        assert_eq!(prod.stats[producer::BYTES], 3);
         drop((p, c));
         assert!(ours(&name).is_empty(), "entries go with their ends");
         let _ = unlink(&name);

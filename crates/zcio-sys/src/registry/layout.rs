@@ -43,11 +43,13 @@ pub enum Kind {
     BridgeExport = 8,
     /// A bridge importing a remote object.
     BridgeImport = 9,
+    /// A buffer pool.
+    Pool = 10,
 }
 
 impl Kind {
     /// Every kind, in code order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Listener,
         Kind::Channel,
         Kind::Lane,
@@ -57,6 +59,7 @@ impl Kind {
         Kind::Association,
         Kind::BridgeExport,
         Kind::BridgeImport,
+        Kind::Pool,
     ];
 
     /// The kind stored as `code`, if it is one.
@@ -76,6 +79,7 @@ impl Kind {
             Kind::Association => "association",
             Kind::BridgeExport => "export",
             Kind::BridgeImport => "import",
+            Kind::Pool => "pool",
         }
     }
 }
