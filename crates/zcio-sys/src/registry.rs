@@ -8,9 +8,10 @@
 //! * **What:** an entry file ([`layout`]): a `#[repr(C)]` header (kind,
 //!   name, the owner's pid as the owner sees it and its PID-namespace
 //!   inode, uid, creation time) and one page of `u64` statistics counters
-//!   that only the owner writes (Relaxed stores, one writer per counter).
-//!   The file's mode is the object's own, so a user lists only what they
-//!   could open.
+//!   that only the owner writes (Relaxed stores, one writer per counter;
+//!   [`StatsPage`], meanings in [`schema`]). The file's mode is the read
+//!   bits of the object's own, so a user lists only what they could open
+//!   and nobody but the owner can write or truncate the page.
 //! * **Liveness without pids:** the owner holds an OFD lock on byte
 //!   [`LOCK_BYTE`] of its entry for its whole life ([`crate::sys::ofdlock`]);
 //!   the kernel drops it when the owner dies, in whatever PID namespace.
@@ -28,6 +29,7 @@
 pub mod dir;
 pub mod layout;
 pub mod schema;
+mod stats_page;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
@@ -44,6 +46,7 @@ use crate::sys::{ofdlock, Errno};
 
 use layout::{Header, HEADER_LEN, MAGIC, STATS_OFFSET};
 pub use layout::{Kind, Refusal, ENTRY_LEN, NAME_MAX, STATS_COUNT};
+pub use stats_page::StatsPage;
 
 /// The byte of an entry file its owner keeps locked while it lives.
 pub const LOCK_BYTE: u64 = 0;
@@ -216,7 +219,10 @@ impl Registration {
         // SYNC: Release publishes the header written just above; pairs
         // with the Acquire load of the magic in `read_entry`.
         word(&map, 0).store(MAGIC, Ordering::Release);
-        fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(os("chmod entry"))?;
+        // Read bits only: whoever may open the object may read its entry,
+        // but nobody else may write (or truncate) a page the owner writes
+        // on its hot path; our own descriptor was opened read-write before.
+        fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o444)).map_err(os("chmod entry"))?;
         let path = undo.keep();
         Ok(Registration { path, map, _fd: fd })
     }
@@ -314,7 +320,7 @@ pub struct Entry {
     pub uid: u32,
     /// The file's owner uid (what the kernel says).
     pub file_uid: u32,
-    /// The file's permission bits (the object's own).
+    /// The file's permission bits (the read bits of the object's own).
     pub mode: u32,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_ns: u64,

@@ -85,7 +85,7 @@ mod tests {
                 (Kind::Channel, State::Live)
             ]
         );
-        assert_eq!(e[1].mode, mode_of(&path));
+        assert_eq!(e[1].mode, mode_of(&path) & 0o444);
         assert_eq!(
             e[1].stats[zcio_sys::registry::schema::channel::SENT_MESSAGES],
             0

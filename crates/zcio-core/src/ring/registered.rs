@@ -72,8 +72,8 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                (Kind::RingProducer, State::Live, 0o640),
-                (Kind::RingConsumer, State::Live, 0o640)
+                (Kind::RingProducer, State::Live, 0o440),
+                (Kind::RingConsumer, State::Live, 0o440)
             ]
         );
         drop(p);

@@ -75,7 +75,7 @@ fn round_trip_live_then_gone() {
     assert_eq!(e.pid, std::process::id());
     assert_eq!(e.uid, rustix::process::geteuid().as_raw());
     assert_eq!(e.file_uid, e.uid);
-    assert_eq!(e.mode, 0o640);
+    assert_eq!(e.mode, 0o440, "the read bits of the object's mode");
     assert_eq!(e.pid_ns, pid_namespace());
     assert_eq!(e.stats.len(), STATS_COUNT);
     assert_eq!(
