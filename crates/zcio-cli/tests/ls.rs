@@ -81,7 +81,7 @@ fn a_killed_producer_is_listed_dead_once_and_leaves_nothing() {
     assert_eq!(live["name"], "r");
     assert_eq!(live["state"], "live");
     assert_eq!(live["pid"].as_u64(), Some(u64::from(put.child.id())));
-    assert_eq!(live["mode"], "0640");
+    assert_eq!(live["mode"], "0440", "the read bits of the ring's 0640");
     assert_eq!(live["same_pid_ns"], true);
     let table = r.run(&["ls"]);
     let t = String::from_utf8_lossy(&table.stdout);
