@@ -174,6 +174,10 @@ pub mod channel {
     pub const FUTILE_WAKES: usize = 34;
     /// Wakes not issued (distrusted sleep flag, woken recently).
     pub const WAKES_SUPPRESSED: usize = 35;
+    /// The peer's pid (as this end's PID namespace sees it; 0 unknown).
+    pub const PEER_PID: usize = 40;
+    /// An id both ends of one connection share (so tools pair them).
+    pub const CONNECTION: usize = 41;
 }
 
 const CHANNEL: &[Field] = {
@@ -333,6 +337,13 @@ const CHANNEL: &[Field] = {
             Events,
             "wakes not issued (peer woken recently)",
         ),
+        g(PEER_PID, "peer_pid", Peers, "the peer's pid (0 unknown)"),
+        g(
+            CONNECTION,
+            "connection",
+            Peers,
+            "an id both ends of the connection share",
+        ),
     ]
 };
 
@@ -364,6 +375,10 @@ pub mod lane {
     pub const SLEEPS: usize = 16;
     /// Wakes issued.
     pub const WAKES: usize = 17;
+    /// The peer's pid (as this end's PID namespace sees it; 0 unknown).
+    pub const PEER_PID: usize = 24;
+    /// An id both ends of one lane share (so tools pair them).
+    pub const CONNECTION: usize = 25;
 }
 
 const LANE: &[Field] = {
@@ -427,6 +442,13 @@ const LANE: &[Field] = {
         ),
         c(SLEEPS, "sleeps", Events, "times this end slept"),
         c(WAKES, "wakes", Events, "wakes issued"),
+        g(PEER_PID, "peer_pid", Peers, "the peer's pid (0 unknown)"),
+        g(
+            CONNECTION,
+            "connection",
+            Peers,
+            "an id both ends of the lane share",
+        ),
     ]
 };
 
