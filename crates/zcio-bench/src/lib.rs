@@ -48,6 +48,7 @@ pub mod oneway;
 pub mod pages;
 pub mod plot;
 pub mod proxyb;
+pub mod registryb;
 pub mod report;
 pub mod ring;
 pub mod roles;

@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use zcio_bench::bridge;
 use zcio_bench::driver::{self, Format, Output};
 use zcio_bench::fmt::{parse_bytes_u64, parse_size};
-use zcio_bench::{containers, proxyb, ring, roles, semantics, splice, tokiob, transfer};
+use zcio_bench::{containers, proxyb, registryb, ring, roles, semantics, splice, tokiob, transfer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -202,6 +202,19 @@ enum Cmd {
         zcio-bench containers --reps 7 --zcio ./target/release/zcio\n  \
         zcio-bench containers --quick --format json --out containers.json --svg containers.svg")]
     Containers(ContainersArgs),
+    /// Seeing the registry of live objects: `zcio ls` and `zcio metrics` over N objects.
+    ///
+    /// A holder process registers N objects of every kind in a fresh run
+    /// directory; `zcio ls`, `zcio ls --json` and `zcio metrics --once` (if
+    /// built) list them, beside `ls -l` of the directory (the floor), each
+    /// called several times per measurement, interleaved. Then the holder is
+    /// killed with SIGKILL and one `zcio ls` must report every entry dead
+    /// and leave none behind.
+    #[command(after_help = "Examples:\n  \
+        zcio-bench registry --quick                   # 1 and 1000 objects, 3 interleaved runs\n  \
+        zcio-bench registry --objects 10,1000,10000 --reps 7\n  \
+        zcio-bench registry --quick --format json --out registry.json --svg registry.svg")]
+    Registry(RegistryArgs),
 }
 
 /// Output options shared by the benchmarks.
@@ -415,6 +428,27 @@ struct ContainersArgs {
     /// wakes, 3 interleaved runs per point.
     #[arg(long)]
     quick: bool,
+    /// Runs per point, interleaved; the median is reported (default 5;
+    /// --quick 3).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// The zcio binary [default: target/release/zcio beside this one].
+    #[arg(long)]
+    zcio: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+#[derive(Args, Debug)]
+struct RegistryArgs {
+    /// A short run: 1 and 1000 objects, 5 calls per measurement, 3
+    /// interleaved runs per point.
+    #[arg(long)]
+    quick: bool,
+    /// Live object counts, comma-separated (1 … 100000; default
+    /// 1,100,1000,4000).
+    #[arg(long, value_delimiter = ',')]
+    objects: Option<Vec<usize>>,
     /// Runs per point, interleaved; the median is reported (default 5;
     /// --quick 3).
     #[arg(long)]
@@ -784,6 +818,33 @@ fn containers_cmd(a: ContainersArgs) -> Result<(), Failure> {
     driver::run(&bench, &a.out.output("containers")).map_err(Failure::Run)
 }
 
+fn registry_cmd(a: RegistryArgs) -> Result<(), Failure> {
+    let zcio = a.zcio.unwrap_or_else(splice::default_zcio);
+    let mut opts = if a.quick {
+        registryb::Options::quick(zcio)
+    } else {
+        registryb::Options::full(zcio)
+    };
+    if let Some(r) = a.reps {
+        opts.reps = input(if (1..=100).contains(&r) {
+            Ok(r)
+        } else {
+            Err(format!("--reps {r}: give 1 to 100 runs per point"))
+        })?;
+    }
+    if let Some(n) = a.objects {
+        opts.objects = input(
+            if !n.is_empty() && n.iter().all(|n| (1..=100_000).contains(n)) {
+                Ok(n)
+            } else {
+                Err("--objects: give counts from 1 to 100000, comma-separated".into())
+            },
+        )?;
+    }
+    let bench = registryb::RegistryBench::new(opts).map_err(Failure::Input)?;
+    driver::run(&bench, &a.out.output("registry")).map_err(Failure::Run)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(code) = roles::dispatch(&args) {
@@ -798,6 +859,7 @@ fn main() {
         Cmd::Tokio(a) => tokio_cmd(a),
         Cmd::Bridge(a) => bridge_cmd(a),
         Cmd::Containers(a) => containers_cmd(a),
+        Cmd::Registry(a) => registry_cmd(a),
     };
     match res {
         Ok(()) => {}

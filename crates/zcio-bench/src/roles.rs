@@ -8,7 +8,7 @@
 
 #[cfg(feature = "bridge")]
 use crate::bridge;
-use crate::{containers, proxyb, ring, semantics, splice, tokiob, transfer};
+use crate::{containers, proxyb, registryb, ring, semantics, splice, tokiob, transfer};
 
 /// A family's child entry point: the arguments after its hidden argument
 /// in, the process exit code out.
@@ -25,6 +25,7 @@ pub const ROLES: &[(&str, ChildMain)] = &[
     (semantics::CHILD_ARG, semantics::child_main),
     (tokiob::CHILD_ARG, tokiob::child_main),
     (containers::CHILD_ARG, containers::child_main),
+    (registryb::CHILD_ARG, registryb::child_main),
 ];
 
 /// If `args` (the process's arguments, program name first) make this
