@@ -386,7 +386,7 @@ impl Bench for RegistryBench {
             .iter()
             .map(|&n| {
                 Bars::new(
-                    &format!("{n} live objects"),
+                    format!("{n} live objects"),
                     "ms per call",
                     sig3,
                     rows.iter()
