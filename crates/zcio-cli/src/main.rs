@@ -60,7 +60,7 @@ enum Cmd {
     /// List live zcio objects: listeners, channel ends, ring producers and consumers.
     ///
     /// Every live object registers in the run directory ($ZCIO_RUN_DIR, else
-    /// $XDG_RUNTIME_DIR/zcio, else /dev/shm/zcio-UID) while it lives. An entry
+    /// zcio-UID in the ring directory: $ZCIO_RING_DIR or /dev/shm) while it lives. An entry
     /// whose owner died is shown once as dead and removed. You see the
     /// objects you could open (their mode is the object's own).
     #[command(

@@ -2,8 +2,8 @@
 //! one run directory, so tools (`zcio ls`) can see every object without
 //! joining any protocol.
 //!
-//! * **Where:** [`dir::default_path`] — `$ZCIO_RUN_DIR`, else
-//!   `$XDG_RUNTIME_DIR/zcio`, else `/dev/shm/zcio-<uid>`; created 0700, and
+//! * **Where:** [`dir::default_path`] — `$ZCIO_RUN_DIR`, else `zcio-<uid>`
+//!   next to the rings (`$ZCIO_RING_DIR` or `/dev/shm`); created 0700, and
 //!   refused when it is another user's or others may write it.
 //! * **What:** an entry file ([`layout`]): a `#[repr(C)]` header (kind,
 //!   name, the owner's pid as the owner sees it and its PID-namespace

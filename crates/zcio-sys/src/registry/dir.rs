@@ -9,18 +9,20 @@ use super::RegistryError;
 /// Environment variable naming the run directory.
 pub const RUN_DIR_ENV: &str = "ZCIO_RUN_DIR";
 
-/// Where the run directory is: `$ZCIO_RUN_DIR`, else
-/// `$XDG_RUNTIME_DIR/zcio`, else `/dev/shm/zcio-<uid>` (rings live in
-/// `/dev/shm` by default, see `sys::shm`).
+/// Where the run directory is: `$ZCIO_RUN_DIR`, else `zcio-<uid>` in the
+/// ring directory (`$ZCIO_RING_DIR`, else `/dev/shm`; see
+/// [`crate::sys::shm::ring_dir`]), next to the rings.
+///
+/// Not `$XDG_RUNTIME_DIR`: a user's processes with and without a login
+/// session (a service, a cron job, a container) disagree about it, and
+/// would each see only their own objects; they agree on the ring
+/// directory, which containers that share rings already share.
 pub fn default_path() -> PathBuf {
     if let Some(p) = std::env::var_os(RUN_DIR_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    if let Some(p) = std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p).join("zcio");
-    }
     let uid = rustix::process::geteuid().as_raw();
-    PathBuf::from(format!("/dev/shm/zcio-{uid}"))
+    crate::sys::shm::ring_dir().join(format!("zcio-{uid}"))
 }
 
 /// Create `path` (mode 0700, with its parents) if it is missing, then check
