@@ -34,4 +34,5 @@ targets! {
     calibration_file,
     typed_read,
     array_header,
+    registry_entry,
 }
