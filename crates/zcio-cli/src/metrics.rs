@@ -343,4 +343,13 @@ mod tests {
         }
         assert!(t.contains("`zcio_channel_sent_messages_total` | counter"));
     }
+
+    #[test]
+    fn docs_list_every_metric() {
+        let doc = include_str!("../../../docs/metrics.md");
+        assert!(
+            doc.contains(&table()),
+            "docs/metrics.md is out of date: paste the output of `zcio metrics --list` at its end"
+        );
+    }
 }

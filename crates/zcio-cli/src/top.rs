@@ -153,6 +153,9 @@ const HEADER: [&str; 8] = [
     "kind", "name", "pid", "msg/s", "bytes/s", "messages", "bytes", "gauges",
 ];
 
+/// Which columns hold numbers (right-aligned).
+const RIGHT: [bool; 8] = [false, false, true, true, true, true, true, false];
+
 fn cells(l: &Line1) -> [String; 8] {
     let (mr, br) = match l.rates {
         Some((m, b)) => (msg_rate(m), byte_rate(b)),
@@ -189,8 +192,13 @@ pub fn run(a: TopArgs) -> Result<i32> {
     // `init` enters the alternate screen and raw mode and installs a panic
     // hook that restores the terminal; `restore` below undoes it on every
     // other exit.
+    // SIGTERM and SIGHUP end the view through the same exit as `q`.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, stop.clone()).context("install a signal handler")?;
+    }
     let mut term = ratatui::try_init().context("cannot set up the terminal")?;
-    let r = live(&mut term, &a, s, rows);
+    let r = live(&mut term, &a, s, rows, &stop);
     ratatui::restore();
     r.map(|()| 0)
 }
@@ -224,10 +232,7 @@ fn once(a: &TopArgs) -> Result<i32> {
     }
     let mut t = vec![HEADER.map(str::to_owned)];
     t.extend(rows.iter().map(cells));
-    print!(
-        "{}",
-        columns(&t, [false, false, true, true, true, true, true, false], "")
-    );
+    print!("{}", columns(&t, RIGHT, ""));
     Ok(0)
 }
 
@@ -236,15 +241,24 @@ fn live(
     a: &TopArgs,
     mut s: Sampler,
     mut rows: Vec<Line1>,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
     let mut key = a.sort;
     let mut next = Instant::now() + a.interval;
+    // A signal is noticed within this (or at once when it ends a poll).
+    const SIGNAL_CHECK: Duration = Duration::from_millis(200);
     loop {
+        // SYNC: Relaxed: a flag set by the signal handler, ordering nothing.
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
         sort(&mut rows, key);
         term.draw(|f| draw(f, &rows, key, a.interval, &s))
             .context("draw")?;
         // Wait for a key until the next sample is due.
-        let wait = next.saturating_duration_since(Instant::now());
+        let wait = next
+            .saturating_duration_since(Instant::now())
+            .min(SIGNAL_CHECK);
         if event::poll(wait).context("read the terminal")? {
             if let Event::Key(k) = event::read().context("read the terminal")? {
                 if k.kind != KeyEventKind::Press {
@@ -259,6 +273,9 @@ fn live(
                     _ => {}
                 }
             }
+            continue;
+        }
+        if Instant::now() < next {
             continue;
         }
         rows = s.sample()?;
@@ -277,16 +294,39 @@ fn draw(f: &mut ratatui::Frame, rows: &[Line1], key: SortKey, every: Duration, s
     }
     f.render_widget(
         Paragraph::new(Line::from(format!(
-            "zcio top — {} objects, every {:.1} s, sorted by {}   q quit  s sort{extra}",
+            "zcio top — {} object{}, every {:.1} s, sorted by {}   q quit  s sort{extra}",
             rows.len(),
+            if rows.len() == 1 { "" } else { "s" },
             every.as_secs_f64(),
             key.as_str()
         )))
         .style(Style::new().add_modifier(Modifier::REVERSED)),
         top,
     );
-    let header = Row::new(HEADER.map(Cell::from)).style(Style::new().add_modifier(Modifier::BOLD));
-    let body_rows = rows.iter().map(|l| Row::new(cells(l).map(Cell::from)));
+    if rows.is_empty() {
+        f.render_widget(
+            Paragraph::new(
+                "no live zcio objects you may see (channels, listeners, rings, ... register while they live; `zcio ls` says where it looked)",
+            ),
+            body,
+        );
+        return;
+    }
+    // Numbers right-aligned, words left.
+    let cell = |i: usize, s: String| {
+        let l = Line::from(s);
+        Cell::from(if RIGHT[i] { l.right_aligned() } else { l })
+    };
+    let header = Row::new(
+        HEADER
+            .iter()
+            .enumerate()
+            .map(|(i, h)| cell(i, (*h).to_owned())),
+    )
+    .style(Style::new().add_modifier(Modifier::BOLD));
+    let body_rows = rows
+        .iter()
+        .map(|l| Row::new(cells(l).into_iter().enumerate().map(|(i, c)| cell(i, c))));
     let widths = [
         Constraint::Length(11),
         Constraint::Fill(2),
