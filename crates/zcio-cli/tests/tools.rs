@@ -351,7 +351,9 @@ fn echo_prints_blocks_as_text_or_hex_bounded() {
     let echo = Proc::spawn("echo hex", r.cmd(&["echo", "zt-echo", "--count", "1"]));
     r.dir.wait_consumers("zt-echo", 1, deadline);
     let data = std::sync::Arc::new(vec![0u8, 1, 2, 0x41]);
-    let (put, feeder) = r.dir.put_fed("zt-echo", 1, &[], &data);
+    // --readers 0: echo, attached already, may leave before the producer
+    // closes (after its one block).
+    let (put, feeder) = r.dir.put_fed("zt-echo", 0, &[], &data);
     let o = echo.finish(deadline);
     assert_ok("put", &put.finish(deadline));
     feeder.join().expect("feeder");
@@ -459,6 +461,8 @@ fn metrics_serves_every_counter_with_its_known_value() {
         .and_then(|s| s.strip_suffix("/metrics"))
         .unwrap_or_else(|| panic!("first line is the URL: {line:?}"))
         .to_owned();
+    // A client that sends nothing holds one connection, not the server.
+    let idle = TcpStream::connect(&addr).expect("connect");
     // A malformed request ends only its own connection.
     {
         let mut s = TcpStream::connect(&addr).expect("connect");
@@ -476,6 +480,7 @@ fn metrics_serves_every_counter_with_its_known_value() {
             .contains("content-type: application/openmetrics-text"),
         "{head}"
     );
+    drop(idle);
     drop(server);
     let want_line = format!(
         "zcio_channel_sent_messages_total{{name=\"/tmp/zt-m.sock\",pid=\"{}\",entry=\"{fa}\"}} 1234\n",
@@ -551,10 +556,115 @@ impl Tmux {
         c.arg("-S").arg(&self.0).args(args).stdin(Stdio::null());
         Proc::spawn(&format!("tmux {}", args.join(" ")), c).finish(Instant::now() + WATCHDOG)
     }
-    fn show(&self, what: &str) -> String {
-        text(&self.cmd(&["display-message", "-p", "-t", "t", what]))
+    fn show(&self, session: &str, what: &str) -> String {
+        text(&self.cmd(&["display-message", "-p", "-t", session, what]))
             .trim()
             .to_owned()
+    }
+    fn screen(&self, session: &str) -> String {
+        text(&self.cmd(&["capture-pane", "-p", "-t", session]))
+    }
+    /// Poll the pane until `ok` holds for its screen (bounded by the watchdog).
+    fn wait_screen(&self, session: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WATCHDOG;
+        loop {
+            let s = self.screen(session);
+            if ok(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "watchdog: {what}:\n{s}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    /// `zcio top` in a new session of a 120x20 terminal, once it shows `name`.
+    fn top(&self, session: &str, run: &Path, name: &str) -> String {
+        // The shell records top's exit status (tmux's own report of it
+        // can be missed when the terminal closes first).
+        let line = format!(
+            "env ZCIO_RUN_DIR='{}' '{}' top --interval 100ms; echo \"exit=$?\" > '{}'",
+            run.display(),
+            env!("CARGO_BIN_EXE_zcio"),
+            self.status_file(session).display()
+        );
+        let o = self.cmd(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "120",
+            "-y",
+            "20",
+            &line,
+        ]);
+        assert_ok("tmux new-session", &o);
+        // The pane stays after top exits, so its status can be read.
+        let o = self.cmd(&["set-option", "-t", session, "remain-on-exit", "on"]);
+        assert_ok("tmux set-option", &o);
+        let screen = self.wait_screen(session, "top never showed the object", |s| {
+            s.contains(name) && s.contains("zcio top")
+        });
+        assert_eq!(
+            self.show(session, "#{alternate_on}"),
+            "1",
+            "top uses the alternate screen"
+        );
+        screen
+    }
+    fn status_file(&self, session: &str) -> PathBuf {
+        self.0.with_file_name(format!("{session}.status"))
+    }
+    /// The pid of top: the child of the pane's shell.
+    fn top_pid(&self, session: &str) -> i32 {
+        let shell = self.show(session, "#{pane_pid}");
+        let deadline = Instant::now() + WATCHDOG;
+        loop {
+            for d in std::fs::read_dir("/proc").expect("/proc").flatten() {
+                let stat = std::fs::read_to_string(d.path().join("stat")).unwrap_or_default();
+                // pid (comm) state ppid ...: comm may hold spaces, so after ')'.
+                let ppid = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+                if ppid == Some(shell.as_str()) {
+                    if let Some(pid) = d.file_name().to_str().and_then(|p| p.parse().ok()) {
+                        return pid;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watchdog: no child of the pane's shell {shell}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    /// Wait until top has ended; then it ended with status 0 and left the
+    /// terminal as it was.
+    fn ended_cleanly(&self, session: &str, name: &str) {
+        let deadline = Instant::now() + WATCHDOG;
+        let f = self.status_file(session);
+        let status = loop {
+            match std::fs::read_to_string(&f) {
+                Ok(s) if s.ends_with('\n') => break s,
+                _ => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watchdog: top in session {session} did not end:\n{}",
+                self.screen(session)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status, "exit=0\n", "top exits with status 0");
+        assert_eq!(
+            self.show(session, "#{alternate_on}"),
+            "0",
+            "the terminal left the alternate screen"
+        );
+        let after = self.screen(session);
+        assert!(!after.contains(name), "the screen is restored:\n{after}");
     }
 }
 
@@ -565,7 +675,7 @@ impl Drop for Tmux {
 }
 
 #[test]
-fn top_runs_in_a_terminal_and_quits_on_q() {
+fn top_runs_in_a_terminal_and_quits_cleanly() {
     if !Command::new("tmux")
         .arg("-V")
         .stdout(Stdio::null())
@@ -580,65 +690,29 @@ fn top_runs_in_a_terminal_and_quits_on_q() {
     let (p, _) = r.reg("producer", "zt-tty");
     r.set(p, producer::BYTES, 4096);
     let t = Tmux(r.dir.0.join("tmux.sock"));
-    let zcio = env!("CARGO_BIN_EXE_zcio");
-    let line = format!(
-        "env ZCIO_RUN_DIR='{}' '{zcio}' top --interval 100ms",
-        r.run.display()
+
+    // q quits; s cycles the sort key first.
+    let screen = t.top("q", &r.run, "zt-tty");
+    assert!(
+        screen.contains("bytes/s") && screen.contains("4 KiB"),
+        "{screen}"
     );
-    let o = t.cmd(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "120",
-        "-y",
-        "20",
-        &line,
-    ]);
-    assert_ok("tmux new-session", &o);
-    // The pane stays after top exits, so its status can be read.
-    assert_ok(
-        "tmux set",
-        &t.cmd(&["set-option", "-t", "t", "remain-on-exit", "on"]),
-    );
-    let deadline = Instant::now() + WATCHDOG;
-    let screen = loop {
-        let s = text(&t.cmd(&["capture-pane", "-p", "-t", "t"]));
-        if s.contains("zt-tty") && s.contains("zcio top") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "watchdog: top never showed the object:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(screen.contains("bytes/s"), "{screen}");
-    assert_eq!(
-        t.show("#{alternate_on}"),
-        "1",
-        "top uses the alternate screen"
-    );
-    let path = std::env::temp_dir().join("zcio-top-screen.txt");
+    let path = std::env::temp_dir().join(format!("zcio-top-screen-{}.txt", std::process::id()));
     if std::fs::write(&path, &screen).is_ok() {
         eprintln!("the captured screen: {}", path.display());
     }
-    assert_ok("send q", &t.cmd(&["send-keys", "-t", "t", "q"]));
-    loop {
-        if t.show("#{pane_dead}") == "1" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "watchdog: top did not quit on q");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(t.show("#{pane_dead_status}"), "0", "top exits 0");
-    assert_eq!(t.show("#{alternate_on}"), "0", "the terminal is restored");
-    let after = text(&t.cmd(&["capture-pane", "-p", "-t", "t"]));
-    assert!(
-        !after.contains("zt-tty"),
-        "the screen is restored:\n{after}"
-    );
+    assert_ok("send s", &t.cmd(&["send-keys", "-t", "q", "s"]));
+    t.wait_screen("q", "s did not change the sort key", |s| {
+        s.contains("sorted by msg/s")
+    });
+    assert_ok("send q", &t.cmd(&["send-keys", "-t", "q", "q"]));
+    t.ended_cleanly("q", "zt-tty");
+
+    // SIGTERM leaves through the same exit.
+    t.top("term", &r.run, "zt-tty");
+    let pid = t.top_pid("term");
+    // SAFETY: kill(2) of top, which runs until it is told to end; its
+    // parent shell waits for it, so the pid is not reused meanwhile.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill");
+    t.ended_cleanly("term", "zt-tty");
 }
