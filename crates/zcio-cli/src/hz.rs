@@ -14,8 +14,9 @@ use crate::objects::{self, byte_rate, msg_rate, parse_positive_duration};
 
 #[derive(Args, Debug)]
 pub struct HzArgs {
-    /// The object: its name (or a unique part of it), KIND:NAME, or its
-    /// entry file name (as for `zcio stat`).
+    /// The object: its name (or a unique part of it), KIND:NAME
+    /// (`ring:NAME`: the ring's producer), or its entry file name (as for
+    /// `zcio stat`).
     pub object: String,
     /// Length of each window (1s, 500ms, 2m).
     #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]

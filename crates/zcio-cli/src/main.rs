@@ -81,6 +81,7 @@ enum Cmd {
     #[command(after_help = "Examples:\n  \
         zcio stat demo                          # by name (or a unique part of it)\n  \
         zcio stat consumer:demo                 # KIND:NAME when names are shared\n  \
+        zcio stat ring:demo                     # a ring: its producer, every consumer and its lag\n  \
         zcio stat channel:/tmp/app.sock --json  # JSON for scripts\n  \
         zcio stat channel.app_sock.1a2b3c4d5e6f7a8b   # by entry file (zcio ls --json)\n\n\
         Several matches are listed with the names that pick each one (exit status 2).\n\
@@ -97,7 +98,7 @@ enum Cmd {
     Top(top::TopArgs),
     /// Message rate, byte rate and mean message size of one object, window by window.
     #[command(after_help = "Examples:\n  \
-        zcio hz ring:demo                # one line per second until Ctrl-C\n  \
+        zcio hz ring:demo                # the ring's producer: one line a second until Ctrl-C\n  \
         zcio hz producer:demo --window 500ms --count 10\n  \
         zcio hz channel:/tmp/app.sock --duration 1m --json\n\n\
         Computed from the object's counters (messages and bytes each way): it never\n\

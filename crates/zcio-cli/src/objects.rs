@@ -57,8 +57,8 @@ pub fn kind_named(s: &str) -> Option<Kind> {
 }
 
 /// The entries `query` names: an entry file name; `KIND:NAME` (`ring:NAME`
-/// is the ring's producer and consumers); an exact name; else every entry
-/// whose name contains `query`. Live entries only.
+/// is the ring's producer, or its consumers while it has none); an exact
+/// name; else every entry whose name contains `query`. Live entries only.
 pub fn matching<'a>(entries: &'a [Entry], query: &str) -> Vec<&'a Entry> {
     let live = || {
         entries
@@ -74,9 +74,21 @@ pub fn matching<'a>(entries: &'a [Entry], query: &str) -> Vec<&'a Entry> {
             _ => kind_named(k).into_iter().collect(),
         };
         if !kinds.is_empty() {
-            return live()
+            let ends: Vec<&Entry> = live()
                 .filter(|e| kinds.contains(&e.kind) && e.name == name)
                 .collect();
+            // `ring:NAME` is the ring's producer (the ring's own rate;
+            // `zcio stat` shows its consumers with it) while it has one.
+            let producers: Vec<&Entry> = ends
+                .iter()
+                .copied()
+                .filter(|e| e.kind == Kind::RingProducer)
+                .collect();
+            return if k == "ring" && !producers.is_empty() {
+                producers
+            } else {
+                ends
+            };
         }
     }
     let exact: Vec<&Entry> = live().filter(|e| e.name == query).collect();
@@ -248,7 +260,12 @@ mod tests {
             |q: &str| -> Vec<String> { matching(&es, q).iter().map(|e| e.file.clone()).collect() };
         assert_eq!(names("consumer.demo.2"), ["consumer.demo.2"]);
         assert_eq!(names("producer:demo"), ["producer.demo.1"]);
-        assert_eq!(names("ring:demo").len(), 2);
+        assert_eq!(names("ring:demo"), ["producer.demo.1"]);
+        assert_eq!(
+            matching(&es[1..], "ring:demo").len(),
+            1,
+            "a consumer without a producer"
+        );
         assert_eq!(names("demo").len(), 2);
         assert_eq!(names("a.sock"), ["channel._tmp_a_sock.3"]);
         assert!(names("nothing").is_empty());

@@ -16,7 +16,7 @@ use crate::ring::columns;
 #[derive(Args, Debug)]
 pub struct StatArgs {
     /// The object: its name (exact, or a unique part of it), KIND:NAME
-    /// (`channel:/tmp/a.sock`, `ring:demo` for a ring's ends), or its entry
+    /// (`channel:/tmp/a.sock`; `ring:demo` is the ring's producer), or its entry
     /// file name (from `zcio ls --json`).
     pub object: String,
     /// JSON on stdout.

@@ -230,6 +230,9 @@ fn stat_shows_every_counter_the_peer_and_the_ring() {
     assert_eq!(ends.len(), 2, "{v}");
     assert_eq!(ends[0]["file"].as_str(), Some(fp.as_str()));
     assert_eq!(ends[1]["lag_bytes"], 4096);
+    let v = r.json(&["stat", "ring:zt-ring", "--json"]);
+    assert_eq!(v["kind"], "producer", "ring:NAME is the producer");
+    assert_eq!(v["ring"].as_array().map(Vec::len), Some(2));
     let t = text(&r.run(&["stat", "producer:zt-ring"]));
     assert!(
         t.contains("ring zt-ring ends:") && t.contains("4 KiB"),
