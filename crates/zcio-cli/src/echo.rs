@@ -100,6 +100,14 @@ pub fn run(a: EchoArgs) -> Result<i32> {
             Err(e) => return Err(e).with_context(|| format!("read ring {name}")),
         }
     }
+    // What this reader missed under the ring's overflow policy.
+    let st = cons.stats();
+    if st.skipped_blocks > 0 || st.drops > 0 {
+        eprintln!(
+            "zcio echo: missed blocks: lapped {} time(s), {} dropped by the producer (the ring's overflow policy)",
+            st.skipped_blocks, st.drops
+        );
+    }
     Ok(0)
 }
 

@@ -77,7 +77,7 @@ enum Cmd {
         ZCIO_RUN_DIR=/shared/zcio zcio ls                   # a run directory shared with containers"
     )]
     Ls(ls::LsArgs),
-    /// One live object in detail: every counter with its unit and help, its peer and held buffers, a ring's ends and their lag.
+    /// One object in detail: every counter with its help, its peer and held buffers, a ring's lag.
     #[command(after_help = "Examples:\n  \
         zcio stat demo                          # by name (or a unique part of it)\n  \
         zcio stat consumer:demo                 # KIND:NAME when names are shared\n  \
