@@ -3,10 +3,16 @@
 mod bridge;
 mod calibrate;
 mod cp;
+mod echo;
 mod gateway;
+mod hz;
 mod ls;
+mod metrics;
+mod objects;
 mod pipe;
 mod ring;
+mod stat;
+mod top;
 
 use std::ffi::OsString;
 
@@ -71,6 +77,54 @@ enum Cmd {
         ZCIO_RUN_DIR=/shared/zcio zcio ls                   # a run directory shared with containers"
     )]
     Ls(ls::LsArgs),
+    /// One object in detail: every counter with its help, its peer and held buffers, a ring's lag.
+    #[command(after_help = "Examples:\n  \
+        zcio stat demo                          # by name (or a unique part of it)\n  \
+        zcio stat consumer:demo                 # KIND:NAME when names are shared\n  \
+        zcio stat ring:demo                     # a ring: its producer, every consumer and its lag\n  \
+        zcio stat channel:/tmp/app.sock --json  # JSON for scripts\n  \
+        zcio stat channel.app_sock.1a2b3c4d5e6f7a8b   # by entry file (zcio ls --json)\n\n\
+        Several matches are listed with the names that pick each one (exit status 2).\n\
+        Read-only: it maps the statistics pages, never joins the object's protocol.")]
+    Stat(stat::StatArgs),
+    /// A live, refreshing view of every object with its message and byte rates.
+    #[command(after_help = "Examples:\n  \
+        zcio top                         # q, Esc or Ctrl-C quit; s cycles the sort key\n  \
+        zcio top --interval 250ms --sort messages\n  \
+        zcio top --once                  # one table after one interval, for scripts\n  \
+        zcio top --once --json\n\n\
+        Rates are the change of the counters zcio stat shows between two samples.\n\
+        Works in any terminal, over SSH too. Read-only: it only maps statistics pages.")]
+    Top(top::TopArgs),
+    /// Message rate, byte rate and mean message size of one object, window by window.
+    #[command(after_help = "Examples:\n  \
+        zcio hz ring:demo                # the ring's producer: one line a second until Ctrl-C\n  \
+        zcio hz producer:demo --window 500ms --count 10\n  \
+        zcio hz channel:/tmp/app.sock --duration 1m --json\n\n\
+        Computed from the object's counters (messages and bytes each way): it never\n\
+        joins the protocol, so it cannot slow anybody down.")]
+    Hz(hz::HzArgs),
+    /// Print a ring's blocks as text or a hex dump (bounded), as a reader of the ring.
+    #[command(after_help = "Examples:\n  \
+        zcio echo ring:demo                      # the next 10 blocks\n  \
+        zcio echo ring:demo --count 0            # until the end of the stream\n  \
+        zcio echo ring:demo --format hex --max-bytes 64 --from-oldest\n\n\
+        echo is a reader like any other, under the ring's overflow policy: on a\n\
+        lossless (block) ring the producer waits for it while it prints, as for any\n\
+        reader; on an overwriting ring it may miss blocks (it says so). Use\n\
+        `zcio hz` to watch a rate without joining.")]
+    Echo(echo::EchoArgs),
+    /// Serve every object's statistics in the Prometheus/OpenMetrics text format.
+    #[command(after_help = "Examples:\n  \
+        zcio metrics --listen 127.0.0.1:9464     # scrape http://127.0.0.1:9464/metrics\n  \
+        zcio metrics --listen 127.0.0.1:0        # a free port; the URL is stdout's first line\n  \
+        zcio metrics --once                      # print the exposition once\n  \
+        zcio metrics --list                      # every metric name, type and help\n\n\
+        Names: zcio_<kind>_<field> (counters end in _total); labels name, pid and\n\
+        entry (the entry file: one series per object); plus zcio_objects{kind,state},\n\
+        zcio_registry_invalid and zcio_registry_unreadable. Each scrape lists the\n\
+        registry afresh. See docs/metrics.md.")]
+    Metrics(metrics::MetricsArgs),
 }
 
 fn main() {
@@ -99,6 +153,11 @@ fn main() {
         Cmd::Bridge(b) => bridge::run(b),
         Cmd::Calibrate(c) => calibrate::run(c),
         Cmd::Ls(l) => ls::run(l),
+        Cmd::Stat(a) => stat::run(a),
+        Cmd::Top(a) => top::run(a),
+        Cmd::Hz(a) => hz::run(a),
+        Cmd::Echo(a) => echo::run(a),
+        Cmd::Metrics(a) => metrics::run(a),
     };
     match res {
         Ok(0) => {}
