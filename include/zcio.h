@@ -432,6 +432,64 @@ typedef struct zcio_ring_stats {
 } zcio_ring_stats;
 
 /**
+ * The live counters of a ring end (`zcio_ring_get_counters`): what its
+ * entry in the registry of live objects shows (`zcio ls`, `zcio stat`).
+ * Fields may be appended; `zcio_ring_get_counters` writes only as many
+ * bytes as the caller's struct has.
+ */
+typedef struct zcio_ring_counters {
+    /**
+     * Blocks written (producer) or read (consumer).
+     */
+    uint64_t blocks;
+    /**
+     * Bytes written (producer) or read (consumer).
+     */
+    uint64_t bytes;
+    /**
+     * Writes (producer) or reads (consumer) that found no room or no
+     * data and did not wait.
+     */
+    uint64_t would_block;
+    /**
+     * Writes or reads that timed out.
+     */
+    uint64_t timed_out;
+    /**
+     * Producer: consumers attached.
+     */
+    uint64_t consumers;
+    /**
+     * Producer: the write position (cursor units since creation).
+     */
+    uint64_t head;
+    /**
+     * Producer: the data area in bytes.
+     */
+    uint64_t capacity_bytes;
+    /**
+     * Consumer: the read position (cursor units since creation).
+     */
+    uint64_t position;
+    /**
+     * Consumer: cursor units between it and the producer's head.
+     */
+    uint64_t lag;
+    /**
+     * Consumer: times it was lapped and skipped ahead.
+     */
+    uint64_t skipped_blocks;
+    /**
+     * Consumer: blocks the producer dropped since it joined.
+     */
+    uint64_t drops;
+    /**
+     * 1 for a producer, 0 for a consumer.
+     */
+    uint64_t producer;
+} zcio_ring_counters;
+
+/**
  * Counters of a pool (`zcio_pool_get_stats`).
  */
 typedef struct zcio_pool_stats {
@@ -773,6 +831,35 @@ typedef struct zcio_assoc_status {
      */
     uint64_t lost;
 } zcio_assoc_status;
+
+/**
+ * An association's live counters (`zcio_assoc_get_stats`): what its
+ * entry in the registry of live objects shows (`zcio ls`, `zcio stat`).
+ * Fields may be appended; `zcio_assoc_get_stats` writes only as many
+ * bytes as the caller's struct has.
+ */
+typedef struct zcio_assoc_stats {
+    /**
+     * Increments started.
+     */
+    uint64_t started;
+    /**
+     * Increments that ended without an error.
+     */
+    uint64_t completed;
+    /**
+     * Increments that ended in an error.
+     */
+    uint64_t failed;
+    /**
+     * Bytes moved since the association was made.
+     */
+    uint64_t moved_bytes;
+    /**
+     * 1 while an increment runs.
+     */
+    uint64_t running;
+} zcio_assoc_stats;
 
 /**
  * How an endpoint is set up (`zcio_semantic_config_init` fills the
@@ -1207,6 +1294,18 @@ int zcio_ring_wait_consumers(struct zcio_ring *ring, uint32_t n, int timeout_ms)
  * NULL or valid for writing a `struct zcio_ring_stats`.
  */
 int zcio_ring_get_stats(struct zcio_ring *ring, struct zcio_ring_stats *out);
+
+/**
+ * Fill `*out` with the end's live counters, writing at most `size` bytes
+ * (pass `sizeof(struct zcio_ring_counters)`: a program built against an
+ * older, shorter struct gets only the fields it knows). Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `out` is
+ * NULL or valid for writing `size` bytes.
+ */
+int zcio_ring_get_counters(struct zcio_ring *ring, struct zcio_ring_counters *out, size_t size);
 
 /**
  * Close the handle and free it (NULL is ignored). A producer's close ends
@@ -2052,6 +2151,17 @@ int zcio_assoc_stop(struct zcio_assoc *a);
  * a `struct zcio_assoc_status`.
  */
 int zcio_assoc_get_status(const struct zcio_assoc *a, struct zcio_assoc_status *out);
+
+/**
+ * Store the association's live counters in `*out`, writing at most
+ * `size` bytes (pass `sizeof(struct zcio_assoc_stats)`). Thread-safe
+ * (readable while data flows). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `out` is NULL or valid for writing
+ * `size` bytes.
+ */
+int zcio_assoc_get_stats(const struct zcio_assoc *a, struct zcio_assoc_stats *out, size_t size);
 
 /**
  * The name of mover `mover` (`ZCIO_MOVER_...`): `"copy_file_range"`,

@@ -301,6 +301,11 @@ static int test_splice_sendfile_to_child(void) {
     CHECK_RC(st.mover, ZCIO_MOVER_SENDFILE);
     CHECK_RC(st.fell_back, 0);
     CHECK(st.copied == 0);
+    struct zcio_assoc_stats k;
+    CHECK_RC(zcio_assoc_get_stats(a, &k, sizeof k), 0);
+    CHECK(k.started == 1 && k.completed == 1 && k.failed == 0);
+    CHECK(k.moved_bytes == size && k.running == 0);
+    CHECK_RC(zcio_assoc_get_stats(a, NULL, sizeof k), -EINVAL);
     struct zcio_assoc_status fin;
     zcio_assoc_close(a, &fin);
     CHECK(fin.moved == size);

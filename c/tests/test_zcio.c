@@ -747,6 +747,17 @@ static int test_ring_round_trip(void) {
     zcio_ring_stats s;
     CHECK_OK(zcio_ring_get_stats(c, &s));
     CHECK(s.read_blocks == 2000 && s.size == 64 << 10);
+    /* The live counters (what the registry entry shows) agree. */
+    zcio_ring_counters k;
+    CHECK_OK(zcio_ring_get_counters(c, &k, sizeof k));
+    CHECK(k.producer == 0 && k.blocks == 2000 && k.bytes == s.read_bytes && k.lag == 0);
+    CHECK(k.position > 0 && k.would_block == 0);
+    /* A caller with a shorter struct gets only what it asked for. */
+    zcio_ring_counters part;
+    memset(&part, 0xab, sizeof part);
+    CHECK_OK(zcio_ring_get_counters(c, &part, sizeof part.blocks));
+    CHECK(part.blocks == 2000 && part.bytes == 0xababababababababULL);
+    CHECK_RC(zcio_ring_get_counters(c, NULL, sizeof k), -EINVAL);
     zcio_ring_close(c);
     CHECK_OK(zcio_ring_unlink("rt"));
     return 0;

@@ -814,6 +814,104 @@ pub unsafe extern "C" fn zcio_ring_get_stats(
     })
 }
 
+/// The live counters of a ring end (`zcio_ring_get_counters`): what its
+/// entry in the registry of live objects shows (`zcio ls`, `zcio stat`).
+/// Fields may be appended; `zcio_ring_get_counters` writes only as many
+/// bytes as the caller's struct has.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct zcio_ring_counters {
+    /// Blocks written (producer) or read (consumer).
+    pub blocks: u64,
+    /// Bytes written (producer) or read (consumer).
+    pub bytes: u64,
+    /// Writes (producer) or reads (consumer) that found no room or no
+    /// data and did not wait.
+    pub would_block: u64,
+    /// Writes or reads that timed out.
+    pub timed_out: u64,
+    /// Producer: consumers attached.
+    pub consumers: u64,
+    /// Producer: the write position (cursor units since creation).
+    pub head: u64,
+    /// Producer: the data area in bytes.
+    pub capacity_bytes: u64,
+    /// Consumer: the read position (cursor units since creation).
+    pub position: u64,
+    /// Consumer: cursor units between it and the producer's head.
+    pub lag: u64,
+    /// Consumer: times it was lapped and skipped ahead.
+    pub skipped_blocks: u64,
+    /// Consumer: blocks the producer dropped since it joined.
+    pub drops: u64,
+    /// 1 for a producer, 0 for a consumer.
+    pub producer: u64,
+}
+
+/// Fill `*out` with the end's live counters, writing at most `size` bytes
+/// (pass `sizeof(struct zcio_ring_counters)`: a program built against an
+/// older, shorter struct gets only the fields it knows). Returns 0 or
+/// `-EINVAL`.
+///
+/// # Safety
+/// `ring` is NULL or a live handle used by one thread at a time; `out` is
+/// NULL or valid for writing `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_ring_get_counters(
+    ring: *mut zcio_ring,
+    out: *mut zcio_ring_counters,
+    size: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { handle(ring) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return einval("zcio_ring_get_counters: out is NULL");
+        }
+        let s = match &mut r.end {
+            End::Producer(p) => {
+                let ps = p.stats();
+                zcio_ring_counters {
+                    blocks: ps.blocks,
+                    bytes: ps.bytes,
+                    would_block: ps.would_block,
+                    timed_out: ps.timed_out,
+                    consumers: ps.consumers,
+                    head: ps.head,
+                    capacity_bytes: ps.capacity_bytes,
+                    producer: 1,
+                    ..Default::default()
+                }
+            }
+            End::Consumer(c) => {
+                let cs = c.stats();
+                zcio_ring_counters {
+                    blocks: cs.read_blocks,
+                    bytes: cs.read_bytes,
+                    would_block: cs.would_block,
+                    timed_out: cs.timed_out,
+                    position: c.position(),
+                    lag: cs.lag,
+                    skipped_blocks: cs.skipped_blocks,
+                    drops: cs.drops,
+                    ..Default::default()
+                }
+            }
+        };
+        let n = size.min(std::mem::size_of::<zcio_ring_counters>());
+        // `s` is a local of at least `n` bytes; `out` is valid for `size`
+        // ≥ `n` bytes (contract); they do not overlap.
+        // SAFETY: as argued just above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(s).cast::<u8>(), out.cast::<u8>(), n)
+        };
+        0
+    })
+}
+
 /// Close the handle and free it (NULL is ignored). A producer's close ends
 /// the stream: its consumers read what is left, then get 0 (end of
 /// stream). A peeked block is released. The ring itself stays until

@@ -658,6 +658,66 @@ pub unsafe extern "C" fn zcio_assoc_get_status(
     })
 }
 
+/// An association's live counters (`zcio_assoc_get_stats`): what its
+/// entry in the registry of live objects shows (`zcio ls`, `zcio stat`).
+/// Fields may be appended; `zcio_assoc_get_stats` writes only as many
+/// bytes as the caller's struct has.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct zcio_assoc_stats {
+    /// Increments started.
+    pub started: u64,
+    /// Increments that ended without an error.
+    pub completed: u64,
+    /// Increments that ended in an error.
+    pub failed: u64,
+    /// Bytes moved since the association was made.
+    pub moved_bytes: u64,
+    /// 1 while an increment runs.
+    pub running: u64,
+}
+
+/// Store the association's live counters in `*out`, writing at most
+/// `size` bytes (pass `sizeof(struct zcio_assoc_stats)`). Thread-safe
+/// (readable while data flows). Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `a` is NULL or a live association; `out` is NULL or valid for writing
+/// `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_assoc_get_stats(
+    a: *const zcio_assoc,
+    out: *mut zcio_assoc_stats,
+    size: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let h = match unsafe { handle(a, "zcio_assoc_get_stats") } {
+            Ok(h) => h,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return einval("zcio_assoc_get_stats: out is NULL");
+        }
+        let st = h.r.stats();
+        let s = zcio_assoc_stats {
+            started: st.started,
+            completed: st.completed,
+            failed: st.failed,
+            moved_bytes: st.moved_bytes,
+            running: u64::from(st.running),
+        };
+        let n = size.min(std::mem::size_of::<zcio_assoc_stats>());
+        // `s` is a local of at least `n` bytes; `out` is valid for `size`
+        // ≥ `n` bytes (contract); they do not overlap.
+        // SAFETY: as argued just above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(s).cast::<u8>(), out.cast::<u8>(), n)
+        };
+        0
+    })
+}
+
 /// The name of mover `mover` (`ZCIO_MOVER_...`): `"copy_file_range"`,
 /// `"sendfile"`, `"splice"`, `"buffer"`, or `"unknown"`. Static; never NULL.
 #[no_mangle]

@@ -140,6 +140,22 @@ impl Envelope {
 }
 
 /// The partner's credentials as a dict.
+/// A rendezvous point's counters as a dict (what `zcio ls` shows).
+fn rdv_stats_dict<'py>(py: Python<'py>, s: rdv::RendezvousStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("peers", s.peers)?;
+    d.set_item("accepted", s.accepted)?;
+    d.set_item("sent_messages", s.sent_messages)?;
+    d.set_item("sent_bytes", s.sent_bytes)?;
+    d.set_item("received_messages", s.received_messages)?;
+    d.set_item("received_bytes", s.received_bytes)?;
+    d.set_item("descriptors", s.descriptors)?;
+    d.set_item("timed_out", s.timed_out)?;
+    d.set_item("disconnected", s.disconnected)?;
+    d.set_item("malformed", s.malformed)?;
+    Ok(d)
+}
+
 pub(crate) fn peer_dict<'py>(py: Python<'py>, p: PeerCred) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("pid", p.pid)?;
@@ -208,6 +224,23 @@ impl RendezvousListener {
     /// close(): stop listening and remove the socket file.
     fn close(&self) -> PyResult<()> {
         listen::close(&self.inner)
+    }
+
+    /// stats() -> dict: the listener's live counters (what ``zcio ls``
+    /// shows): accepted, peers (accepted endpoints still connected), and
+    /// the traffic fields (0: each endpoint counts its own).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = {
+            let g = self
+                .inner
+                .lock()
+                .map_err(|_| errors::internal("lock poisoned"))?;
+            match g.as_ref() {
+                Some(l) => l.stats(),
+                None => return Err(errors::closed("endpoint listener")),
+            }
+        };
+        rdv_stats_dict(py, s)
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -779,6 +812,13 @@ impl Rendezvous {
     #[getter]
     fn closed(&self) -> bool {
         Self::current(&self.inner).is_none()
+    }
+
+    /// stats() -> dict: the endpoint's live counters (what ``zcio ls``
+    /// shows): peers, sent/received messages and bytes (label and words,
+    /// 8 bytes each), descriptors, timed_out, disconnected, malformed.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        rdv_stats_dict(py, self.get()?.stats())
     }
 
     /// close(): hang up (the partner's waits end with Disconnected; so do

@@ -409,6 +409,25 @@ impl RingProducer {
         }
     }
 
+    /// stats() -> dict: the live counters (what the producer's registry
+    /// entry shows to ``zcio ls``): blocks, bytes, would_block, timed_out,
+    /// consumers, head (cursor units), capacity_bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = match self.lock()?.as_ref() {
+            Some(p) => p.stats(),
+            None => return Err(errors::closed("ring producer")),
+        };
+        let d = PyDict::new(py);
+        d.set_item("blocks", s.blocks)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("would_block", s.would_block)?;
+        d.set_item("timed_out", s.timed_out)?;
+        d.set_item("consumers", s.consumers)?;
+        d.set_item("head", s.head)?;
+        d.set_item("capacity_bytes", s.capacity_bytes)?;
+        Ok(d)
+    }
+
     /// The ring file's descriptor (for fstat/flock; not a readiness signal).
     fn fileno(&self) -> PyResult<i32> {
         let g = self.lock()?;
@@ -940,17 +959,20 @@ impl RingConsumer {
 
     /// stats() -> dict
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = {
+        let (s, position) = {
             let mut g = self
                 .st
                 .lock()
                 .map_err(|_| errors::internal("lock poisoned"))?;
             match g.cons.as_mut() {
-                Some(c) => c.stats(),
+                Some(c) => (c.stats(), c.position()),
                 None => return Err(refused(py, Refused::Closed)),
             }
         };
         let d = PyDict::new(py);
+        d.set_item("would_block", s.would_block)?;
+        d.set_item("timed_out", s.timed_out)?;
+        d.set_item("position", position)?;
         d.set_item("read_blocks", s.read_blocks)?;
         d.set_item("read_bytes", s.read_bytes)?;
         d.set_item("skipped_blocks", s.skipped_blocks)?;

@@ -504,6 +504,20 @@ impl Association {
         self.r.status().into()
     }
 
+    /// stats() -> dict: the live counters (what the association's registry
+    /// entry shows to ``zcio ls``): started, completed, failed,
+    /// moved_bytes, running (bool); readable while data flows.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.r.stats();
+        let d = PyDict::new(py);
+        d.set_item("started", s.started)?;
+        d.set_item("completed", s.completed)?;
+        d.set_item("failed", s.failed)?;
+        d.set_item("moved_bytes", s.moved_bytes)?;
+        d.set_item("running", s.running)?;
+        Ok(d)
+    }
+
     /// push(spec): push the processing module ``spec`` ("name" or
     /// "name:key=value,…": count, crc32c, inet, zstd, unzstd, seal, open,
     /// ratelimit, tap, or one loaded with ``load_module``) at the sink end

@@ -59,6 +59,9 @@ def test_sync_round_trip_across_processes(sock_path, child):
         # send + recv by hand is a call too.
         ep.send(kids.CALL, (21,), timeout=T)
         assert ep.recv(timeout=T) == zcio.Envelope(kids.REPLY, (42, 55))
+        st = ep.stats()  # the live counters its registry entry shows
+        assert st["sent_messages"] == 200 + 2 + 10 + 1 and st["received_messages"] == 203
+        assert st["peers"] == 1 and st["timed_out"] == 0
     assert ep.closed
     with pytest.raises(ValueError, match="closed"):
         ep.send(1)

@@ -40,7 +40,24 @@ def test_blocks_across_processes_with_peek(ring_name, child):
         assert cons.peek(timeout=T) is None
         st = cons.stats()
         assert st["read_blocks"] == 40 and st["read_bytes"] == 40 * 500
+        assert st["lag"] == 0 and st["position"] > 0 and "would_block" in st
     c.join_ok()
+
+
+def test_producer_stats_count_live(ring_name):
+    with zcio.RingProducer(ring_name, size=1 << 16, policy="block", layout="variable") as p:
+        with zcio.RingConsumer(ring_name, timeout=T) as cons:
+            for i in range(5):
+                p.write(kids.sized(i, 100))
+            st = p.stats()
+            assert (st["blocks"], st["bytes"], st["consumers"]) == (5, 500, 1)
+            assert st["capacity_bytes"] == 1 << 16 and st["would_block"] == 0
+            for i in range(5):
+                assert cons.read(4096, timeout=T) == kids.sized(i, 100)
+            with pytest.raises(zcio.Empty):
+                cons.read(4096, timeout=0)
+            assert cons.stats()["would_block"] == 1
+        p.unlink()
 
 
 def test_continuous_stream_readinto(ring_name, child):

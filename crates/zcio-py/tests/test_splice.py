@@ -243,6 +243,9 @@ def test_async_start_select_wait_and_callback(kids, tmp_path):
             got.append(c)
         assert [c.moved for c in got] == seen
         assert sum(seen) == size and len(seen) >= 8
+        st = a.stats()
+        assert st["started"] == len(seen) == st["completed"] and st["failed"] == 0
+        assert st["moved_bytes"] == size and st["running"] is False
     assert (tmp_path / "copy").read_bytes() == stream(size)
 
 

@@ -20,6 +20,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use zcio_sys::registry::schema::association as counter;
+use zcio_sys::registry::{Kind, StatsPage};
 use zcio_sys::sync::AtomicU64;
 use zcio_sys::wait::{wait_ready, Readiness, SpinBudget, Waited};
 
@@ -151,6 +153,29 @@ struct Shared {
     stop_fd: OwnedFd,
     /// Readable while an asynchronous completion waits to be collected.
     done_fd: OwnedFd,
+    /// Our live counters (`schema::association`), in our registry entry
+    /// (a local page without one). Written only by whoever holds the
+    /// engine (one increment at a time), so plain load-and-store adds.
+    page: StatsPage,
+}
+
+/// An association's counters: what its registry entry shows (`zcio ls`,
+/// `zcio stat`). Built only by [`Association::stats`] and
+/// [`Remote::stats`]; more counters may be added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AssociationStats {
+    /// Increments started.
+    pub started: u64,
+    /// Increments that ended without an error (moved, source ended or
+    /// stopped).
+    pub completed: u64,
+    /// Increments that ended in an error.
+    pub failed: u64,
+    /// Bytes moved (taken from the source) since the association was made.
+    pub moved_bytes: u64,
+    /// Whether an increment runs now.
+    pub running: bool,
 }
 
 type Callback = Box<dyn FnMut(&Completion) -> Next + Send>;
@@ -216,6 +241,12 @@ impl Association {
             })
         };
         let labels = (src.label().to_owned(), sink.label().to_owned());
+        let page = StatsPage::register(
+            Kind::Association,
+            &format!("{}→{}", labels.0, labels.1),
+            0o600,
+            &[],
+        );
         let expected = src.size();
         let (stop_fd, done_fd) = (efd()?, efd()?);
         let pool = buffer_pool();
@@ -263,6 +294,7 @@ impl Association {
             stop: AtomicBool::new(false),
             stop_fd,
             done_fd,
+            page,
         });
         Ok(Self {
             shared,
@@ -469,6 +501,11 @@ impl Association {
         self.shared.status()
     }
 
+    /// The counters of the association's registry entry.
+    pub fn stats(&self) -> AssociationStats {
+        self.shared.stats()
+    }
+
     /// Stop, join the worker and give back the final status (the
     /// descriptors are closed). Dropping does the same.
     pub fn close(mut self) -> Status {
@@ -543,6 +580,11 @@ impl Remote {
     /// [`Association::module_stats`].
     pub fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
         self.shared.module_stats()
+    }
+
+    /// [`Association::stats`].
+    pub fn stats(&self) -> AssociationStats {
+        self.shared.stats()
     }
 }
 
@@ -703,6 +745,17 @@ impl Shared {
         self.lock().module_stats.clone()
     }
 
+    fn stats(&self) -> AssociationStats {
+        let p = &self.page;
+        AssociationStats {
+            started: p.get(counter::STARTED),
+            completed: p.get(counter::COMPLETED),
+            failed: p.get(counter::FAILED),
+            moved_bytes: p.get(counter::BYTES),
+            running: p.get(counter::RUNNING) != 0,
+        }
+    }
+
     fn clear_stop(&self) {
         self.stop.store(false, Ordering::SeqCst);
         let mut b = [0u8; 8];
@@ -754,8 +807,23 @@ impl Shared {
         }
     }
 
-    /// Move one increment (called without the state lock).
+    /// Move one increment (called without the state lock, by the holder
+    /// of the engine: the only writer of the counters).
     fn move_increment(&self, e: &mut Engine, inc: Increment) -> Completion {
+        self.page.add(counter::STARTED, 1);
+        self.page.set(counter::RUNNING, 1);
+        let c = self.move_increment_uncounted(e, inc);
+        let ended = if c.error.is_some() {
+            counter::FAILED
+        } else {
+            counter::COMPLETED
+        };
+        self.page.add(ended, 1);
+        self.page.set(counter::RUNNING, 0);
+        c
+    }
+
+    fn move_increment_uncounted(&self, e: &mut Engine, inc: Increment) -> Completion {
         let limit = inc.limit();
         let mut c = Completion {
             moved: 0,
@@ -803,6 +871,7 @@ impl Shared {
                 Ok(Step::Moved(n)) => {
                     c.moved += n;
                     st.moved += n;
+                    self.page.add(counter::BYTES, n);
                 }
                 Ok(Step::Eof) => {
                     c.eof = true;
@@ -853,5 +922,46 @@ impl Shared {
                 return Ok(true);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(tag: &str, bytes: &[u8]) -> (std::path::PathBuf, IoObject) {
+        let p = std::env::temp_dir().join(format!("zcio-assoc-{tag}-{}", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        (
+            p.clone(),
+            IoObject::new(f.into(), p.display().to_string()).unwrap(),
+        )
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "files, eventfd and splice")]
+    fn counters_move_with_the_increments() {
+        let (sp, src) = file("src", &[5u8; 10_000]);
+        let (dp, dst) = file("dst", b"");
+        let mut a = Association::new(src, dst).unwrap();
+        assert_eq!(a.stats(), AssociationStats::default());
+        let c = a.run(Increment::Bytes(4000)).unwrap();
+        assert_eq!(c.moved, 4000);
+        let s = a.stats();
+        assert_eq!((s.started, s.completed, s.failed), (1, 1, 0));
+        assert_eq!((s.moved_bytes, s.running), (4000, false));
+        a.start(Increment::Infinite).unwrap();
+        let c = a.wait(Duration::from_secs(60)).unwrap();
+        assert!(c.eof);
+        let s = a.remote().stats();
+        assert_eq!((s.started, s.completed, s.moved_bytes), (2, 2, 10_000));
+        drop(a);
+        let _ = std::fs::remove_file(sp);
+        let _ = std::fs::remove_file(dp);
     }
 }

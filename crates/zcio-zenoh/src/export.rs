@@ -229,7 +229,7 @@ impl Exporter {
             key: key.to_string(),
             source,
             opts,
-            counters: Arc::new(Counters::default()),
+            counters: Arc::new(Counters::exporter(key)),
         })
     }
 
@@ -332,6 +332,7 @@ impl Exporter {
                 () = &mut stop => return Ok(ExportEnd::Stopped),
                 r = out.matched() => r?,
             }
+            self.counters.peers(1);
         }
         // The ring is read and published on a thread of its own, with the
         // blocking consumer and Zenoh's synchronous `put`: a block goes from
@@ -439,6 +440,7 @@ impl Exporter {
                     r = out.matched() => if let Err(e) = r { break Err(e) },
                 }
                 matched = true;
+                self.counters.peers(1);
             }
             let Some((payload, array)) = self.split_array(msg) else {
                 continue;

@@ -314,6 +314,8 @@ impl Follower {
             set.remove(&token.nonce);
         }
         let none_live = set.is_empty();
+        self.counters
+            .peers(st.live.values().map(|s| s.len() as u64).sum());
         if st.tracker.stream() == Some(token.stream) {
             self.arm(none_live);
         }

@@ -164,7 +164,7 @@ impl Importer {
             key: key.to_string(),
             sink,
             opts,
-            counters: Arc::new(Counters::default()),
+            counters: Arc::new(Counters::importer(key)),
         })
     }
 

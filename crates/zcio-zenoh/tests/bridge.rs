@@ -1343,3 +1343,79 @@ fn tls_and_an_access_list_admit_only_the_named_host() {
     assert!(denied.expect("stats ").starts_with("samples=0 "));
     assert!(ring::stat(&dst_c.0).is_err(), "host C's ring is removed");
 }
+
+// ------------------------------------------------- the registry of live objects
+
+/// A bridge of `side` (`export` or `import`) that only registers: a
+/// session on loopback and an exporter or importer of `key`, held until
+/// the parent kills it or says `stop`.
+#[test]
+#[ignore = "child process"]
+fn child_registered_bridge() {
+    let Some(()) = child_role("registered-bridge") else {
+        return;
+    };
+    runtime().block_on(async {
+        let export = arg("side") == "export";
+        let listen = if export { "tcp/127.0.0.1:0" } else { "" };
+        let s = session(listen, "", 1 << 20).open().await.unwrap();
+        let key = arg("key");
+        let held: Box<dyn std::any::Any> = if export {
+            let source = Source::parse("ring:registered-bridge-source").unwrap();
+            Box::new(Exporter::new(&s, source, &key, ExportOptions::default()).unwrap())
+        } else {
+            let sink = Sink::parse("ring:registered-bridge-sink", None).unwrap();
+            Box::new(Importer::new(&s, &key, sink, ImportOptions::default()).unwrap())
+        };
+        report("ready");
+        stop_command().await;
+        drop(held);
+        s.close().await.unwrap();
+        report("stopped");
+    });
+}
+
+/// Issue 37: 20 exporters and 20 importers, each a process killed with
+/// SIGKILL while registered; the next listing reports each entry dead and
+/// removes it: nothing is left in the run directory.
+#[test]
+fn killed_bridges_leave_no_registry_entries() {
+    use zcio_sys::registry::{Kind, RunDir, State};
+    let run = std::env::temp_dir().join(format!("zcio-bridge-registry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&run);
+    let dir = RunDir::open(&run).expect("run directory");
+    for (side, kind) in [
+        ("export", Kind::BridgeExport),
+        ("import", Kind::BridgeImport),
+    ] {
+        for round in 0..20 {
+            let k = key(&format!("registry-{side}-{round}"));
+            let mut kid = Kid::spawn_with(
+                "child_registered_bridge",
+                "registered-bridge",
+                &[("side", side.into()), ("key", k.clone())],
+                |c| {
+                    c.env("ZCIO_RUN_DIR", &run);
+                },
+            );
+            kid.expect("ready");
+            let live = dir.list().expect("list");
+            let ours: Vec<_> = live.entries.iter().filter(|e| e.kind == kind).collect();
+            assert_eq!(ours.len(), 1, "{side} {round}: {:?}", live.entries);
+            assert_eq!(
+                (ours[0].name.as_str(), ours[0].state),
+                (k.as_str(), State::Live)
+            );
+            assert!(kid.kill().code().is_none(), "killed by a signal");
+            let dead = dir.list().expect("list");
+            assert!(dead.entries.iter().all(|e| e.state == State::Dead));
+            let left = dir.list().expect("list");
+            assert!(
+                left.entries.is_empty() && left.invalid.is_empty(),
+                "{side} {round}: leftovers {left:?}"
+            );
+            assert_eq!(std::fs::read_dir(&run).map_or(0, |d| d.count()), 0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&run);
+}

@@ -41,11 +41,17 @@ impl Rendezvous {
         if !self.claim_send() {
             return Err(IpcFail::WouldBlock);
         }
+        let (bytes, fds) = super::stats::size(msg);
+        // SYNC: no partner: a process-local note, read by `handover` once
+        // the partner took this message (the send's own sequence).
+        self.phased
+            .store(bytes << 8 | fds, std::sync::atomic::Ordering::Relaxed);
         let r = self.prepare(msg).and_then(|raw| {
             slot::publish(self.tx_slot(), &raw, Some(&self.sh.bell))
                 .map_err(|_| IpcFail::Protocol("corrupt slot state"))
         });
-        if r.is_err() {
+        if let Err(f) = r {
+            self.counters.failed(f);
             self.release_send();
         }
         r
@@ -63,12 +69,17 @@ impl Rendezvous {
     pub(crate) fn handover(&self, seq: u64) -> Result<bool, IpcFail> {
         match slot::arm_taken(self.tx_slot(), seq) {
             Ok(Handover::Taken) => {
+                // SYNC: no partner: our own note of `publish` (see there).
+                let p = self.phased.load(std::sync::atomic::Ordering::Relaxed);
+                self.counters.sent((p >> 8, p & 0xff));
                 self.release_send();
                 Ok(true)
             }
             Ok(Handover::Pending(_)) => Ok(false),
             Err(_) => {
                 // The slot is broken: this send is over either way.
+                self.counters
+                    .failed(IpcFail::Protocol("corrupt slot state"));
                 self.release_send();
                 Err(IpcFail::Protocol("corrupt slot state"))
             }

@@ -70,6 +70,7 @@ mod point;
 pub mod setup;
 #[doc(hidden)]
 pub mod slot;
+mod stats;
 
 pub(crate) use crate::sys::fdpass::MAX_FDS;
 pub(crate) use error::IpcFail;
@@ -78,6 +79,7 @@ pub(crate) use point::Wait;
 pub use point::{Envelope, Rendezvous, RendezvousConfig};
 pub use setup::RendezvousListener;
 pub(crate) use slot::WORDS;
+pub use stats::RendezvousStats;
 
 impl Envelope {
     /// Data words one message carries (its label aside).

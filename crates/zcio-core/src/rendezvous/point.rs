@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{os, IpcFail, RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 use super::slot::{self, Raw, Slot, SlotError, WORDS};
+use super::stats::{size, Counters, RendezvousStats};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
@@ -154,6 +155,11 @@ pub struct Rendezvous {
     pub(super) sending: crate::sync::AtomicU64,
     /// Held while receiving; the adaptive spin of the receive side.
     pub(super) recv_lock: Mutex<SpinBudget>,
+    /// Our counters, in our registry entry (`super::stats`).
+    pub(super) counters: Counters,
+    /// The size of the phased send in flight (`super::stats::size`, packed
+    /// `bytes << 8 | descriptors`), counted once the partner takes it.
+    pub(super) phased: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Rendezvous {
@@ -246,6 +252,26 @@ pub(super) fn wait_any(
     wait: Wait,
     finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcFail>,
 ) -> Result<usize, IpcFail> {
+    let mut finished = false;
+    let r = wait_any_uncounted(eps, wait, |e, raw| {
+        finished = true;
+        finish(e, raw)
+    });
+    // A failure of the wait itself is every endpoint's (each waited);
+    // `Rendezvous::finish` counts its own.
+    if !finished {
+        for e in eps {
+            e.counters.outcome(&r);
+        }
+    }
+    r
+}
+
+fn wait_any_uncounted(
+    eps: &[&Rendezvous],
+    wait: Wait,
+    finish: impl FnOnce(&Rendezvous, Raw) -> Result<(), IpcFail>,
+) -> Result<usize, IpcFail> {
     // Inline for up to four endpoints: a receive allocates nothing.
     let mut guards: smallvec::SmallVec<[_; 4]> = eps
         .iter()
@@ -289,7 +315,13 @@ pub(super) fn wait_any(
 }
 
 impl Rendezvous {
-    pub(super) fn new(sh: Shared, tx: usize, rx: usize, cfg: RendezvousConfig) -> Self {
+    pub(super) fn new(
+        sh: Shared,
+        tx: usize,
+        rx: usize,
+        cfg: RendezvousConfig,
+        counters: Counters,
+    ) -> Self {
         Self {
             sh: Arc::new(sh),
             tx,
@@ -298,7 +330,15 @@ impl Rendezvous {
             send_lock: Mutex::new(SpinPolicy::current().budget()),
             sending: crate::sync::AtomicU64::new(0),
             recv_lock: Mutex::new(SpinPolicy::current().budget()),
+            counters,
+            phased: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// This endpoint's counters (also in its registry entry, for
+    /// `zcio ls` and `zcio stat`).
+    pub fn stats(&self) -> RendezvousStats {
+        RendezvousStats::of(self.counters.page())
     }
 
     /// This endpoint with `cfg` as the bounds of its blocking operations.
@@ -432,13 +472,19 @@ impl Rendezvous {
         let mut claim = *budget;
         let waited = wait_ready(&mut Claim(self), &mut claim, wait.deadline());
         if waited != Waited::Ready {
-            return Err(match wait {
+            let f = match wait {
                 Wait::Try => IpcFail::WouldBlock,
                 Wait::For(_) => IpcFail::TimedOut,
-            });
+            };
+            self.counters.failed(f);
+            return Err(f);
         }
         let r = self.send_claimed(msg, wait, &mut budget);
         self.release_send();
+        match r {
+            Ok(()) => self.counters.sent(size(msg)),
+            Err(f) => self.counters.failed(f),
+        }
         r
     }
 
@@ -477,6 +523,15 @@ impl Rendezvous {
     /// Turn a taken slot message into `into` (its word buffer is reused),
     /// fetching its descriptors. The caller holds `recv_lock`.
     pub(super) fn finish(&self, raw: Raw, into: &mut Envelope) -> Result<(), IpcFail> {
+        let r = self.finish_uncounted(raw, into);
+        match r {
+            Ok(()) => self.counters.received(into),
+            Err(f) => self.counters.failed(f),
+        }
+        r
+    }
+
+    fn finish_uncounted(&self, raw: Raw, into: &mut Envelope) -> Result<(), IpcFail> {
         into.fds.clear();
         if raw.nfds > 0 {
             // The descriptors were sent before the hand-over; stale records
@@ -615,6 +670,42 @@ mod tests {
 
     fn path(tag: &str) -> PathBuf {
         std::env::temp_dir().join(format!("zcio-rdv-{tag}-{}", std::process::id()))
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "SOCK_SEQPACKET: Miri models only SOCK_STREAM")]
+    fn counters_move_with_the_traffic() {
+        let p = path("stats");
+        let l = RendezvousListener::bind(&p).unwrap();
+        let p2 = p.clone();
+        let t = std::thread::spawn(move || {
+            let c = Rendezvous::connect(&p2).unwrap();
+            for i in 0..5u64 {
+                c.send(&Envelope::new(1, &[i, i])).unwrap();
+            }
+            let r = c.try_recv();
+            assert!(r.is_err());
+            c
+        });
+        let s = l.accept().unwrap();
+        assert_eq!((l.stats().accepted, l.stats().peers), (1, 1));
+        for _ in 0..5 {
+            s.recv_timeout(LONG).unwrap();
+        }
+        let c = t.join().unwrap();
+        let (cs, ss) = (c.stats(), s.stats());
+        assert_eq!((cs.sent_messages, cs.sent_bytes, cs.peers), (5, 5 * 24, 1));
+        assert_eq!((ss.received_messages, ss.received_bytes), (5, 5 * 24));
+        assert_eq!(
+            s.recv_timeout(Duration::from_millis(1)).ok().map(|_| ()),
+            None
+        );
+        assert_eq!(s.stats().timed_out, 1);
+        drop(c);
+        assert!(s.recv_timeout(LONG).is_err());
+        assert_eq!(s.stats().disconnected, 1);
+        drop(s);
+        assert_eq!((l.stats().accepted, l.stats().peers), (1, 0));
     }
 
     #[test]

@@ -5,7 +5,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use zcio_sys::registry::StatsPage;
+
 use super::point::{Rendezvous, RendezvousConfig, Shared};
+use super::stats::{Counters, RendezvousStats};
 use crate::segment::{self, AccessPolicy, ConnectError, Protocol, SocketListener};
 use crate::sys::page_size;
 
@@ -58,6 +63,7 @@ impl Rendezvous {
             C2S,
             S2C,
             RendezvousConfig::default(),
+            Counters::endpoint(path.as_ref(), None),
         ))
     }
 }
@@ -69,6 +75,9 @@ pub struct RendezvousListener {
     sock: SocketListener,
     access: AccessPolicy,
     cfg: RendezvousConfig,
+    /// Our counters, in our registry entry (`super::stats`); accepted
+    /// endpoints leave its peers gauge when they end.
+    page: Arc<StatsPage>,
 }
 
 impl RendezvousListener {
@@ -91,10 +100,13 @@ impl RendezvousListener {
     ///
     /// As [`RendezvousListener::bind`].
     pub fn bind_with(path: impl AsRef<Path>, access: AccessPolicy) -> Result<Self, ConnectError> {
+        let sock = SocketListener::bind(path.as_ref())?;
+        let page = super::stats::listener(sock.path());
         Ok(Self {
-            sock: SocketListener::bind(path.as_ref())?,
+            sock,
             access,
             cfg: RendezvousConfig::default(),
+            page,
         })
     }
 
@@ -138,6 +150,13 @@ impl RendezvousListener {
         self.sock.path()
     }
 
+    /// This listener's counters: endpoints accepted, and how many of them
+    /// are connected now (each endpoint counts its own traffic:
+    /// [`Rendezvous::stats`]).
+    pub fn stats(&self) -> RendezvousStats {
+        RendezvousStats::of(&self.page)
+    }
+
     fn admit(&self, sock: OwnedFd) -> Result<Rendezvous, ConnectError> {
         segment::set_timeouts(&sock, HANDSHAKE, Some(HANDSHAKE))?;
         let len = page_size() as u64;
@@ -156,6 +175,7 @@ impl RendezvousListener {
             S2C,
             C2S,
             self.cfg,
+            Counters::endpoint(self.sock.path(), Some(&self.page)),
         ))
     }
 }

@@ -23,6 +23,8 @@ use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
 use crate::wait::{wait_ready, Readiness, SpinBudget, SpinPolicy, Waited};
+use zcio_sys::registry::schema::consumer as counter;
+use zcio_sys::registry::StatsPage;
 
 /// Where a new consumer starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,6 +69,10 @@ pub struct ConsumerStats {
     pub drops: u64,
     /// Cursor units between this consumer and the producer.
     pub lag: u64,
+    /// Reads and peeks that found nothing and did not wait.
+    pub would_block: u64,
+    /// Reads and peeks that timed out.
+    pub timed_out: u64,
 }
 
 /// A located block: where its bytes are and how to check them afterwards.
@@ -124,10 +130,15 @@ pub struct Consumer {
     /// before is stale (its block may no longer be at the cursor, and the
     /// ring its bytes are in may have been detached from `targets`).
     peek_gen: u64,
-    /// Our entry in the registry of live objects, if we have one (made
-    /// once the attach succeeded).
-    registration: Option<zcio_sys::registry::Registration>,
+    /// Our live counters (`schema::consumer`): in our registry entry's
+    /// page once the attach succeeded (a local page before, or without
+    /// one); only we write them.
+    page: StatsPage,
 }
+
+/// A consumer refreshes its drop count every this many blocks (a power of
+/// two), besides every skip, empty look and [`Consumer::stats`].
+const DROPS_EVERY: u64 = 64;
 
 /// Source of [`Consumer::id`].
 static NEXT_CONSUMER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -197,7 +208,7 @@ impl Consumer {
             ringer: None,
             id: NEXT_CONSUMER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             peek_gen: 0,
-            registration: None,
+            page: StatsPage::local(),
         };
         me.step = me.base_step();
         if start == Start::Oldest && geo.layout != Layout::Variable {
@@ -229,20 +240,11 @@ impl Consumer {
         let (state, _, epoch) = me.producer_state();
         me.seen_producer = state == OWNER_ACTIVE;
         me.epoch_at_join = epoch;
-        me.registration = {
-            use super::registered::consumer;
-            use zcio_sys::registry::schema::consumer as counter;
-            let s = &me.stats;
-            consumer(
-                &me.map,
-                &[
-                    (counter::BLOCKS, s.read_blocks),
-                    (counter::BYTES, s.read_bytes),
-                    (counter::SKIPPED_BLOCKS, s.skipped_blocks),
-                    (counter::DROPS, s.drops),
-                ],
-            )
-        };
+        me.page = super::registered::consumer(
+            &me.map,
+            me.cursor,
+            me.head_cache.saturating_sub(me.cursor),
+        );
         Ok(me)
     }
 
@@ -317,15 +319,26 @@ impl Consumer {
         self.cursor
     }
 
-    /// Counters, including drops since we joined and our lag.
+    /// Counters, including drops since we joined and our lag (also
+    /// brought up to date in our registry entry).
     pub fn stats(&mut self) -> ConsumerStats {
         let head = self.refresh_head();
-        let dropped = self.map.control().dropped_blocks.load(Ordering::Relaxed);
+        let drops = self.count_drops();
         ConsumerStats {
-            drops: dropped.wrapping_sub(self.drops_at_join),
+            drops,
             lag: head.saturating_sub(self.cursor),
+            would_block: self.page.get(counter::WOULD_BLOCK),
+            timed_out: self.page.get(counter::TIMED_OUT),
             ..self.stats
         }
+    }
+
+    /// Blocks the producer dropped since we joined, also stored in our page.
+    fn count_drops(&self) -> u64 {
+        let dropped = self.map.control().dropped_blocks.load(Ordering::Relaxed);
+        let drops = dropped.wrapping_sub(self.drops_at_join);
+        self.page.set(counter::DROPS, drops);
+        drops
     }
 
     /// `(state, pid, epoch)` of the producer, after an Acquire load.
@@ -345,6 +358,8 @@ impl Consumer {
     fn refresh_head(&mut self) -> u64 {
         let h = protocol::head(self.map.producer());
         self.head_cache = h;
+        self.page
+            .set(counter::LAG_BYTES, h.saturating_sub(self.cursor));
         h
     }
 
@@ -396,6 +411,18 @@ impl Consumer {
         s.read_blocks
             .store(self.stats.read_blocks, Ordering::Relaxed);
         s.read_bytes.store(self.stats.read_bytes, Ordering::Relaxed);
+        // Our registry page: plain stores of what we have (the lag as of
+        // our last look at the head).
+        self.page.set(counter::BLOCKS, self.stats.read_blocks);
+        self.page.set(counter::BYTES, self.stats.read_bytes);
+        self.page.set(counter::POSITION, self.cursor);
+        self.page.set(
+            counter::LAG_BYTES,
+            self.head_cache.saturating_sub(self.cursor),
+        );
+        if self.stats.read_blocks & (DROPS_EVERY - 1) == 0 {
+            self.count_drops();
+        }
         self.publish_cursor();
         if self.geo.overflow == Overflow::Mrp {
             // SYNC: Release: we are done with everything below `prev`; pairs
@@ -453,6 +480,10 @@ impl Consumer {
         s.skipped_units
             .store(self.stats.skipped_units, Ordering::Relaxed);
         self.cursor = to;
+        self.page
+            .set(counter::SKIPPED_BLOCKS, self.stats.skipped_blocks);
+        self.page.set(counter::POSITION, to);
+        self.count_drops();
         self.publish_cursor();
     }
 
@@ -709,10 +740,19 @@ impl Consumer {
         };
         let (eof, fail) = (w.eof, w.fail.take());
         self.spin = spin;
+        self.count_drops();
         match (fail, waited) {
-            (Some(e), _) => Err(e),
+            (Some(e), _) => {
+                if e == ReadError::WouldBlock {
+                    self.page.add(counter::WOULD_BLOCK, 1);
+                }
+                Err(e)
+            }
             (None, Waited::Ready) => Ok(eof),
-            (None, Waited::TimedOut | Waited::Gone) => Err(ReadError::TimedOut),
+            (None, Waited::TimedOut | Waited::Gone) => {
+                self.page.add(counter::TIMED_OUT, 1);
+                Err(ReadError::TimedOut)
+            }
         }
     }
 
@@ -877,6 +917,7 @@ impl Consumer {
                 .max(floor),
         };
         self.cursor = target;
+        self.page.set(counter::POSITION, target);
         self.publish_cursor();
         Ok(target)
     }

@@ -27,6 +27,34 @@ use super::{protocol, Wait};
 use crate::sync::Ordering;
 use crate::view::View;
 use crate::wait::{wait_ready, Backoff, Readiness, SpinBudget, SpinPolicy, Step, Waited};
+use zcio_sys::registry::schema::producer as counter;
+use zcio_sys::registry::StatsPage;
+
+/// A producer refreshes its count of consumers every this many blocks
+/// (a power of two), besides every scan of their positions.
+const CONSUMERS_EVERY: u64 = 64;
+
+/// A producer's counters: what its registry entry shows (`zcio ls`,
+/// `zcio stat`). Built only by [`Producer::stats`]; more counters may be
+/// added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProducerStats {
+    /// Blocks written (continued from the ring's count when attached).
+    pub blocks: u64,
+    /// Bytes written (likewise).
+    pub bytes: u64,
+    /// Writes that found no room and did not wait.
+    pub would_block: u64,
+    /// Writes that timed out waiting for room.
+    pub timed_out: u64,
+    /// Consumers attached now.
+    pub consumers: u64,
+    /// The write position (cursor units since the ring was created).
+    pub head: u64,
+    /// The ring's data area in bytes.
+    pub capacity_bytes: u64,
+}
 /// Owner state while a producer takes over (start time not yet stored).
 const OWNER_STARTING: u64 = 3;
 /// Positions are 63-bit counters (see [`super::layout`]).
@@ -71,8 +99,9 @@ pub struct Producer {
     /// The consumer slot whose cursor word carries our sleep flag while an
     /// event loop waits for room.
     pub(crate) armed: Option<usize>,
-    /// Our entry in the registry of live objects, if we have one.
-    _registration: Option<zcio_sys::registry::Registration>,
+    /// Our live counters (`schema::producer`), in our registry entry's
+    /// page (a local page without one): only we write them.
+    page: StatsPage,
 }
 
 impl std::fmt::Debug for Producer {
@@ -201,10 +230,11 @@ impl Producer {
             ringer: None,
             bell: None,
             armed: None,
-            _registration: super::registered::producer(&map, blocks, bytes),
+            page: super::registered::producer(&map, blocks, bytes, head),
             map,
         };
         me.min_cache = me.scan().0;
+        me.count_consumers();
         if geo.layout == Layout::Index {
             me.sources = (0..MAX_SOURCES)
                 .filter_map(|i| me.map.read_source(i).map(|(id, _)| id))
@@ -245,6 +275,26 @@ impl Producer {
             .consumers
             .load(Ordering::Relaxed)
             .count_ones() as usize
+    }
+
+    /// Our counters, as our registry entry shows them.
+    pub fn stats(&self) -> ProducerStats {
+        self.count_consumers();
+        let p = &self.page;
+        ProducerStats {
+            blocks: p.get(counter::BLOCKS),
+            bytes: p.get(counter::BYTES),
+            would_block: p.get(counter::WOULD_BLOCK),
+            timed_out: p.get(counter::TIMED_OUT),
+            consumers: p.get(counter::CONSUMERS),
+            head: p.get(counter::HEAD),
+            capacity_bytes: p.get(counter::CAPACITY_BYTES),
+        }
+    }
+
+    /// Refresh the consumers gauge of our page from the ring's bitmap.
+    fn count_consumers(&self) {
+        self.page.set(counter::CONSUMERS, self.consumers() as u64);
     }
 
     /// Number of live consumers, evicting any whose process has died.
@@ -407,10 +457,12 @@ impl Producer {
                 if self.geo.overflow == Overflow::Srp {
                     return Err(self.drop_block(len));
                 }
+                self.count_consumers();
                 if slowest.is_none() {
                     return Ok(());
                 }
                 if wait == Wait::No {
+                    self.page.add(counter::WOULD_BLOCK, 1);
                     return Err(WriteError::WouldBlock);
                 }
                 let wait = wait.resolve(self.bound);
@@ -427,7 +479,10 @@ impl Producer {
                 self.spin = spin;
                 match waited {
                     Waited::Ready => Ok(()),
-                    Waited::TimedOut | Waited::Gone => Err(WriteError::TimedOut),
+                    Waited::TimedOut | Waited::Gone => {
+                        self.page.add(counter::TIMED_OUT, 1);
+                        Err(WriteError::TimedOut)
+                    }
                 }
             }
         }
@@ -549,6 +604,13 @@ impl Producer {
         self.bytes = self.bytes.wrapping_add(payload);
         p.blocks.store(self.blocks, Ordering::Relaxed);
         p.bytes.store(self.bytes, Ordering::Relaxed);
+        // Our registry page: plain stores of what we have (no loads).
+        self.page.set(counter::BLOCKS, self.blocks);
+        self.page.set(counter::BYTES, self.bytes);
+        self.page.set(counter::HEAD, self.head);
+        if self.blocks & (CONSUMERS_EVERY - 1) == 0 {
+            self.count_consumers();
+        }
         if protocol::publish(p, self.head) {
             self.ring_sleepers();
         }
