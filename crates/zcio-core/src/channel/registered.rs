@@ -4,12 +4,14 @@
 //! the registry; a registration that fails is counted
 //! (`zcio_sys::registry::failures`) and the channel works without it.
 //! In-process pairs ([`super::Channel::pair`]) have no path and do not
-//! register.
+//! register. An end's entry is its live statistics page (the core owns
+//! it): it goes when the core does, or at close when nothing lingers.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use zcio_sys::registry::{register_quietly, Kind, Registration};
+use zcio_sys::registry::schema::channel;
+use zcio_sys::registry::{register_quietly, Kind, Registration, StatsPage};
 
 /// The permission bits of the socket file at `path` (0600 if it cannot
 /// be read).
@@ -22,17 +24,25 @@ pub(super) fn listener(path: &Path) -> Option<Registration> {
     register_quietly(Kind::Listener, &path.to_string_lossy(), mode_of(path), &[])
 }
 
-/// Register a connected end over the socket at `path`, its counters set
-/// from `(index, value)` pairs (indices in
-/// `zcio_sys::registry::schema::channel`; the end builds them
-/// from its stats).
-pub(super) fn end(path: &Path, counters: &[(usize, u64)]) -> Option<Registration> {
-    register_quietly(
-        Kind::Channel,
-        &path.to_string_lossy(),
-        mode_of(path),
-        counters,
-    )
+/// The statistics page of a connected end over the socket at `path`
+/// (registered; `None`: an in-process pair, a local page), starting with
+/// the peer's pid and the connection id (`connection`: the inode of the
+/// segment memfd, which both ends see alike).
+pub(super) fn end(path: Option<&Path>, peer_pid: i32, connection: u64) -> StatsPage {
+    let start = [
+        (channel::PEER_PID, u64::try_from(peer_pid).unwrap_or(0)),
+        (channel::CONNECTION, connection),
+    ];
+    match path {
+        Some(p) => StatsPage::register(Kind::Channel, &p.to_string_lossy(), mode_of(p), &start),
+        None => {
+            let page = StatsPage::local();
+            for (i, v) in start {
+                page.set(i, v);
+            }
+            page
+        }
+    }
 }
 
 #[cfg(test)]
