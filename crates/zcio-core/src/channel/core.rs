@@ -18,6 +18,7 @@ use crate::channel::config::{ChannelConfig, Notify};
 use crate::channel::error::{Area, PeerFault};
 use crate::channel::ledger::{Ledger, Returned};
 use crate::channel::notify::{Verdict, WakeGate};
+use crate::channel::registered::EndPage;
 use crate::channel::slots::Slots;
 use crate::channel::spsc::{Reader, RingHeader, SleepHandle, WakeResult, Writer};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
@@ -201,6 +202,9 @@ pub(crate) struct Core {
     /// in-process pair. Counters one side writes under its lock use
     /// `add` (a load and a store), others `add_shared`.
     pub counters: StatsPage,
+    /// The name and mode this end registered under (its lanes register
+    /// under the same); `None` for an in-process pair.
+    pub registered_as: Option<(Box<str>, u32)>,
     /// Slices received on this end, counted as they are built; minus
     /// `received_ended` (the one release or retire each ends with), the
     /// slices still alive here: while any is, closing must not hang up, or
@@ -253,8 +257,12 @@ impl Core {
         layout: SegmentLayout,
         peer: PeerCred,
         cfg: ChannelConfig,
-        counters: StatsPage,
+        page: EndPage,
     ) -> Arc<Self> {
+        let EndPage {
+            page: counters,
+            name: registered_as,
+        } = page;
         let base = seg.as_ptr();
         let (tx_msgs, rx_notices, rx_msgs, tx_notices) = match role {
             Role::Connector => (
@@ -368,6 +376,7 @@ impl Core {
             trusted: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
             counters,
+            registered_as,
             received_built: AtomicU64::new(0),
             received_ended: AtomicU64::new(0),
             me: me.clone(),

@@ -10,7 +10,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use zcio_sys::registry::schema::channel;
+use zcio_sys::registry::schema::{channel, lane};
 use zcio_sys::registry::{register_quietly, Kind, Registration, StatsPage};
 
 /// The permission bits of the socket file at `path` (0600 if it cannot
@@ -24,25 +24,49 @@ pub(super) fn listener(path: &Path) -> Option<Registration> {
     register_quietly(Kind::Listener, &path.to_string_lossy(), mode_of(path), &[])
 }
 
+/// A connected end's statistics page, and the name and mode its lanes
+/// register under (the end's own; `None`: not registered).
+pub(crate) struct EndPage {
+    pub page: StatsPage,
+    pub name: Option<(Box<str>, u32)>,
+}
+
 /// The statistics page of a connected end over the socket at `path`
 /// (registered; `None`: an in-process pair, a local page), starting with
 /// the peer's pid and the connection id (`connection`: the inode of the
 /// segment memfd, which both ends see alike).
-pub(super) fn end(path: Option<&Path>, peer_pid: i32, connection: u64) -> StatsPage {
+pub(super) fn end(path: Option<&Path>, peer_pid: i32, connection: u64) -> EndPage {
     let start = [
         (channel::PEER_PID, u64::try_from(peer_pid).unwrap_or(0)),
         (channel::CONNECTION, connection),
     ];
-    match path {
-        Some(p) => StatsPage::register(Kind::Channel, &p.to_string_lossy(), mode_of(p), &start),
+    let name = path.map(|p| (p.to_string_lossy().into(), mode_of(p)));
+    page(Kind::Channel, name, &start)
+}
+
+/// The statistics page of a lane end on a channel end registered as
+/// `name` (`None`: a local page), starting with the peer's pid and the
+/// lane's connection id (the inode of the lane segment's memfd).
+pub(crate) fn lane(name: Option<&(Box<str>, u32)>, peer_pid: i32, connection: u64) -> StatsPage {
+    let start = [
+        (lane::PEER_PID, u64::try_from(peer_pid).unwrap_or(0)),
+        (lane::CONNECTION, connection),
+    ];
+    page(Kind::Lane, name.cloned(), &start).page
+}
+
+fn page(kind: Kind, name: Option<(Box<str>, u32)>, start: &[(usize, u64)]) -> EndPage {
+    let page = match &name {
+        Some((n, mode)) => StatsPage::register(kind, n, *mode, start),
         None => {
             let page = StatsPage::local();
-            for (i, v) in start {
+            for &(i, v) in start {
                 page.set(i, v);
             }
             page
         }
-    }
+    };
+    EndPage { page, name }
 }
 
 #[cfg(test)]
