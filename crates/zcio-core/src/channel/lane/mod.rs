@@ -135,7 +135,7 @@ impl LaneStats {
     /// The counters a lane end keeps in its statistics page, for the
     /// direction of `messages`/`bytes` (sent or received) and of the
     /// refusals.
-    fn from_page(mut self, page: &zcio_sys::registry::StatsPage, sender: bool) -> LaneStats {
+    fn with_page(mut self, page: &zcio_sys::registry::StatsPage, sender: bool) -> LaneStats {
         use zcio_sys::registry::schema::lane as l;
         let g = |i| page.get(i);
         let (m, b, wb, to, dc) = if sender {

@@ -105,7 +105,7 @@ impl LaneReceiver {
 
     /// Counters of this end.
     pub fn stats(&self) -> LaneStats {
-        self.stats.from_page(&self.page, false)
+        self.stats.with_page(&self.page, false)
     }
 
     /// The next message, waiting up to the channel's `recv_timeout`.

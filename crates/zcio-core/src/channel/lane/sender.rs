@@ -178,7 +178,7 @@ impl LaneSender {
 
     /// Counters of this end.
     pub fn stats(&self) -> LaneStats {
-        self.stats.from_page(&self.page, true)
+        self.stats.with_page(&self.page, true)
     }
 
     /// A free slot to fill, waiting up to the channel's `send_timeout` for
