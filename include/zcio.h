@@ -541,6 +541,15 @@ typedef struct zcio_pool_stats {
      * Bytes written off by those replacements, ever.
      */
     uint64_t bytes_written_off;
+    /**
+     * Buffers the pool can hand out at most (one page each, every chunk
+     * mapped).
+     */
+    uint64_t capacity_buffers;
+    /**
+     * Allocations that timed out waiting for a buffer.
+     */
+    uint64_t alloc_timed_out;
 } zcio_pool_stats;
 
 /**
@@ -647,6 +656,59 @@ typedef struct zcio_channel_stats {
      * retired (it never received them).
      */
     uint64_t never_received;
+    /**
+     * Payload bytes sent.
+     */
+    uint64_t bytes_sent;
+    /**
+     * Payload bytes received.
+     */
+    uint64_t bytes_received;
+    /**
+     * Bytes of the slices the peer has not released yet.
+     */
+    uint64_t held_by_peer_bytes;
+    /**
+     * Slices the peer lent us that this process still holds.
+     */
+    uint64_t holding;
+    /**
+     * Messages sent by copy into a small-message slot.
+     */
+    uint64_t msgs_copied;
+    /**
+     * Sends refused at once (no room, not allowed to wait).
+     */
+    uint64_t send_would_block;
+    /**
+     * Sends that timed out.
+     */
+    uint64_t send_timed_out;
+    /**
+     * Sends that found the peer gone (or this end closed).
+     */
+    uint64_t send_disconnected;
+    /**
+     * Receives that found nothing and were not allowed to wait.
+     */
+    uint64_t recv_would_block;
+    /**
+     * Receives that timed out.
+     */
+    uint64_t recv_timed_out;
+    /**
+     * Receives that found the peer gone (or this end closed).
+     */
+    uint64_t recv_disconnected;
+    /**
+     * The peer's pid as this process sees it (0: not visible from here).
+     */
+    uint64_t peer_pid;
+    /**
+     * An id both ends of the connection report alike (tools pair the
+     * ends' registry entries by it).
+     */
+    uint64_t connection;
 } zcio_channel_stats;
 
 /**
@@ -678,6 +740,39 @@ typedef struct zcio_lane_stats {
      * Sender: slots the receiver holds now.
      */
     uint32_t in_flight;
+    /**
+     * The peer's pid as this process sees it (0: not visible from here).
+     */
+    uint32_t peer_pid;
+    /**
+     * Payload bytes sent (sender) or received (receiver).
+     */
+    uint64_t bytes;
+    /**
+     * Loans, sends or receives refused at once (no slot, no room,
+     * nothing there).
+     */
+    uint64_t would_block;
+    /**
+     * Loans or receives that timed out.
+     */
+    uint64_t timed_out;
+    /**
+     * Loans, sends or receives that found the lane ended.
+     */
+    uint64_t disconnected;
+    /**
+     * Times this end slept.
+     */
+    uint64_t sleeps;
+    /**
+     * Wakes this end issued.
+     */
+    uint64_t wakes;
+    /**
+     * An id both ends of the lane report alike.
+     */
+    uint64_t connection;
 } zcio_lane_stats;
 
 /**

@@ -1085,6 +1085,9 @@ static int test_chan_release_returns_buffer(void) {
     CHECK_OK(zcio_pool_get_stats(pool, &ps));
     CHECK_OK(zcio_channel_get_stats(ch, &cs));
     CHECK(ps.buffers_in_use == 1 && cs.held_by_peer == 1);
+    /* live statistics: bytes each way, what the peer holds, who it is */
+    CHECK(cs.held_by_peer_bytes == 5000 && cs.bytes_sent == 5000);
+    CHECK(cs.peer_pid == (uint64_t)p && cs.connection != 0);
     CHECK_OK(zcio_send_bytes(ch, "release", 7, -1));
     CHECK_OK(zcio_recv(ch, 20000, &m)); /* "done": released */
     zcio_msg_release(m);
@@ -1095,6 +1098,8 @@ static int test_chan_release_returns_buffer(void) {
         FAILF("after release: %" PRIu64 " buffers in use, %" PRIu64 " held by the peer",
               ps.buffers_in_use, cs.held_by_peer);
     CHECK(cs.notices_received >= 1);
+    CHECK(cs.held_by_peer_bytes == 0 && cs.bytes_sent == 5000 + 7);
+    CHECK(cs.msgs_received == 2 && cs.holding == 0);
     zcio_channel_close(ch);
     CHECK_CHILD(p, 0);
     zcio_pool_destroy(pool);
@@ -1559,6 +1564,7 @@ static int test_exhaustion(void) {
     zcio_pool_stats ps;
     CHECK_OK(zcio_pool_get_stats(pool, &ps));
     CHECK(ps.buffers_in_use == 16 && ps.exhausted >= 2 && ps.chunks == 1);
+    CHECK(ps.alloc_timed_out == 1 && ps.capacity_buffers == (64 << 10) / 4096);
     zcio_buf_free(bufs[3]);
     CHECK_OK(zcio_buf_alloc_timeout(pool, 4096, 0, &bufs[3]));
     for (int i = 0; i < 16; i++) zcio_buf_free(bufs[i]);
@@ -1665,10 +1671,17 @@ static int test_lane_echo(void) {
     size_t len;
     CHECK_RC(zcio_lane_recv(rx, 0, &data, &len), -EAGAIN);
     zcio_lane_stats st;
+    uint64_t want = 0;
+    for (uint64_t i = 0; i < 500; i++) want += block_len(i);
     CHECK_OK(zcio_lane_sender_get_stats(tx, &st));
     CHECK(st.messages == 500 && st.bad_notices == 0);
+    CHECK(st.bytes == want && st.peer_pid == (uint32_t)p && st.connection != 0);
+    uint64_t tx_lane = st.connection;
     CHECK_OK(zcio_lane_receiver_get_stats(rx, &st));
     CHECK(st.messages == 500 && st.malformed == 0);
+    /* the -EAGAIN above; the echo lane is another lane */
+    CHECK(st.bytes == want && st.would_block == 1);
+    CHECK(st.connection != 0 && st.connection != tx_lane);
     zcio_lane_sender_free(tx);
     CHECK_CHILD(p, 0);
     zcio_lane_receiver_free(rx);

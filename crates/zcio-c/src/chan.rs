@@ -122,6 +122,33 @@ pub struct zcio_channel_stats {
     /// Slices still on the ring, unread, when the peer ended: freed, not
     /// retired (it never received them).
     pub never_received: u64,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// Bytes of the slices the peer has not released yet.
+    pub held_by_peer_bytes: u64,
+    /// Slices the peer lent us that this process still holds.
+    pub holding: u64,
+    /// Messages sent by copy into a small-message slot.
+    pub msgs_copied: u64,
+    /// Sends refused at once (no room, not allowed to wait).
+    pub send_would_block: u64,
+    /// Sends that timed out.
+    pub send_timed_out: u64,
+    /// Sends that found the peer gone (or this end closed).
+    pub send_disconnected: u64,
+    /// Receives that found nothing and were not allowed to wait.
+    pub recv_would_block: u64,
+    /// Receives that timed out.
+    pub recv_timed_out: u64,
+    /// Receives that found the peer gone (or this end closed).
+    pub recv_disconnected: u64,
+    /// The peer's pid as this process sees it (0: not visible from here).
+    pub peer_pid: u64,
+    /// An id both ends of the connection report alike (tools pair the
+    /// ends' registry entries by it).
+    pub connection: u64,
 }
 
 /// A path argument (any bytes but NUL).
@@ -682,6 +709,19 @@ pub unsafe extern "C" fn zcio_channel_get_stats(
             regions_received: s.regions_received,
             retired: s.retired,
             never_received: s.never_received,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            held_by_peer_bytes: s.held_by_peer_bytes,
+            holding: s.holding,
+            msgs_copied: s.msgs_copied,
+            send_would_block: s.send_would_block,
+            send_timed_out: s.send_timed_out,
+            send_disconnected: s.send_disconnected,
+            recv_would_block: s.recv_would_block,
+            recv_timed_out: s.recv_timed_out,
+            recv_disconnected: s.recv_disconnected,
+            peer_pid: u64::from(s.peer_pid),
+            connection: s.connection,
         };
         // SAFETY: non-NULL and writable (contract).
         unsafe { out.write(s) };

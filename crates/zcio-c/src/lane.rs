@@ -77,6 +77,23 @@ pub struct zcio_lane_stats {
     pub notices_dropped: u64,
     /// Sender: slots the receiver holds now.
     pub in_flight: u32,
+    /// The peer's pid as this process sees it (0: not visible from here).
+    pub peer_pid: u32,
+    /// Payload bytes sent (sender) or received (receiver).
+    pub bytes: u64,
+    /// Loans, sends or receives refused at once (no slot, no room,
+    /// nothing there).
+    pub would_block: u64,
+    /// Loans or receives that timed out.
+    pub timed_out: u64,
+    /// Loans, sends or receives that found the lane ended.
+    pub disconnected: u64,
+    /// Times this end slept.
+    pub sleeps: u64,
+    /// Wakes this end issued.
+    pub wakes: u64,
+    /// An id both ends of the lane report alike.
+    pub connection: u64,
 }
 
 impl From<LaneStats> for zcio_lane_stats {
@@ -88,6 +105,14 @@ impl From<LaneStats> for zcio_lane_stats {
             malformed: s.malformed,
             notices_dropped: s.notices_dropped,
             in_flight: s.in_flight,
+            peer_pid: s.peer_pid,
+            bytes: s.bytes,
+            would_block: s.would_block,
+            timed_out: s.timed_out,
+            disconnected: s.disconnected,
+            sleeps: s.sleeps,
+            wakes: s.wakes,
+            connection: s.connection,
         }
     }
 }

@@ -61,6 +61,11 @@ pub struct zcio_pool_stats {
     pub chunks_replaced: u64,
     /// Bytes written off by those replacements, ever.
     pub bytes_written_off: u64,
+    /// Buffers the pool can hand out at most (one page each, every chunk
+    /// mapped).
+    pub capacity_buffers: u64,
+    /// Allocations that timed out waiting for a buffer.
+    pub alloc_timed_out: u64,
 }
 
 /// Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
@@ -168,6 +173,8 @@ pub unsafe extern "C" fn zcio_pool_get_stats(
             bytes_retired: s.bytes_retired as u64,
             chunks_replaced: s.chunks_replaced as u64,
             bytes_written_off: s.bytes_written_off as u64,
+            capacity_buffers: s.capacity_buffers,
+            alloc_timed_out: s.alloc_timed_out,
         };
         // SAFETY: non-NULL and writable (contract).
         unsafe { out.write(s) };

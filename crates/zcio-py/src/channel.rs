@@ -764,6 +764,19 @@ impl Channel {
         d.set_item("reclaimed", s.reclaimed)?;
         d.set_item("retired", s.retired)?;
         d.set_item("never_received", s.never_received)?;
+        d.set_item("msgs_copied", s.msgs_copied)?;
+        d.set_item("bytes_sent", s.bytes_sent)?;
+        d.set_item("bytes_received", s.bytes_received)?;
+        d.set_item("held_by_peer_bytes", s.held_by_peer_bytes)?;
+        d.set_item("holding", s.holding)?;
+        d.set_item("send_would_block", s.send_would_block)?;
+        d.set_item("send_timed_out", s.send_timed_out)?;
+        d.set_item("send_disconnected", s.send_disconnected)?;
+        d.set_item("recv_would_block", s.recv_would_block)?;
+        d.set_item("recv_timed_out", s.recv_timed_out)?;
+        d.set_item("recv_disconnected", s.recv_disconnected)?;
+        d.set_item("peer_pid", s.peer_pid)?;
+        d.set_item("connection", s.connection)?;
         let faults: Vec<String> = chan.faults().iter().map(ToString::to_string).collect();
         d.set_item("faults", faults)?;
         Ok(d)

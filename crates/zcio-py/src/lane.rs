@@ -190,6 +190,14 @@ fn stats_dict<'py>(py: Python<'py>, s: LaneStats) -> PyResult<Bound<'py, PyDict>
     d.set_item("malformed", s.malformed)?;
     d.set_item("notices_dropped", s.notices_dropped)?;
     d.set_item("in_flight", s.in_flight)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("would_block", s.would_block)?;
+    d.set_item("timed_out", s.timed_out)?;
+    d.set_item("disconnected", s.disconnected)?;
+    d.set_item("sleeps", s.sleeps)?;
+    d.set_item("wakes", s.wakes)?;
+    d.set_item("peer_pid", s.peer_pid)?;
+    d.set_item("connection", s.connection)?;
     Ok(d)
 }
 

@@ -206,6 +206,8 @@ impl Pool {
         d.set_item("chunks_replaced", s.chunks_replaced)?;
         d.set_item("bytes_written_off", s.bytes_written_off)?;
         d.set_item("held_per_peer", s.held_per_peer)?;
+        d.set_item("capacity_buffers", s.capacity_buffers)?;
+        d.set_item("alloc_timed_out", s.alloc_timed_out)?;
         Ok(d)
     }
 

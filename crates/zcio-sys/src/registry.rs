@@ -232,6 +232,15 @@ impl Registration {
         &self.path
     }
 
+    /// Remove the entry file now, while the owner keeps its mapping (it
+    /// may still write counters nobody reads): for an object that ended
+    /// while something of it lingers in this process. Dropping unlinks
+    /// again, harmlessly: the file name carries a nonce, so no other entry
+    /// ever has it.
+    pub fn withdraw(&self) {
+        let _ = fs::unlink(&self.path);
+    }
+
     /// Set counter `index` (ignored past [`STATS_COUNT`]).
     pub fn set(&self, index: usize, value: u64) {
         if index < STATS_COUNT {

@@ -319,6 +319,10 @@ pub struct Admitted {
     /// The listener's end of the connection's doorbell pair
     /// (`crate::bell`), checked to be a Unix `SOCK_SEQPACKET` socket.
     pub bell: Doorbell,
+    /// The segment memfd's inode number: the connector's `fstat` of the
+    /// same memfd gives the same, so both ends can name their connection
+    /// by it (`Kind::Channel`'s `connection` counter).
+    pub ino: u64,
 }
 
 /// Listener half up to the verdict: the caller's kernel credentials
@@ -373,6 +377,7 @@ pub fn admit(
         ));
     }
     let actual = memfd::size(&fd).map_err(os("fstat"))?;
+    let ino = inode(&fd);
     if len < min || len > max || len > actual {
         return Err(ConnectError::Protocol("segment size out of range"));
     }
@@ -384,7 +389,14 @@ pub fn admit(
         len,
         actual,
         bell,
+        ino,
     })
+}
+
+/// The inode number of `fd` (0 if `fstat` fails): a memfd's is unique
+/// among live memfds, and the same for every process mapping it.
+pub fn inode(fd: impl std::os::fd::AsFd) -> u64 {
+    rustix::fs::fstat(fd).map_or(0, |st| st.st_ino)
 }
 
 /// Listener half: accept the admitted segment.

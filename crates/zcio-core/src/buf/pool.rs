@@ -23,6 +23,7 @@ use crate::buf::pool_inner::{lock, Chunk, PoolInner, State};
 pub use crate::buf::reclaim::Reclaim;
 use crate::region::{Region, RegionError};
 use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
+use zcio_sys::registry::schema::pool;
 
 /// Failure to allocate a buffer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -111,6 +112,11 @@ pub struct PoolStats {
     /// Bytes written off by those replacements, ever (at most
     /// `PoolConfig::retire_budget`).
     pub bytes_written_off: usize,
+    /// Buffers the pool can hand out at most (one page each, every chunk
+    /// mapped).
+    pub capacity_buffers: u64,
+    /// Allocations that timed out waiting for a buffer.
+    pub alloc_timed_out: u64,
 }
 
 /// A path's cached allocator. Cloning gives another handle to the same pool.
@@ -211,7 +217,10 @@ impl Pool {
             reclaimers: smallvec::SmallVec::new(),
         };
         let _: Waited = wait_ready(&mut w, &mut spin, deadline);
-        w.got.take().unwrap_or(Err(AllocError::TimedOut(timeout)))
+        w.got.take().unwrap_or_else(|| {
+            lock(&self.inner.state).page.add(pool::ALLOC_TIMED_OUT, 1);
+            Err(AllocError::TimedOut(timeout))
+        })
     }
 
     /// Allocate, waiting up to [`PoolConfig::alloc_timeout`] (10 s unless
@@ -261,6 +270,8 @@ impl Pool {
             bytes_retired: s.retired_pages * page,
             chunks_replaced: s.replaced,
             bytes_written_off: s.written_off,
+            capacity_buffers: s.page.get(pool::CAPACITY_BUFFERS),
+            alloc_timed_out: s.page.get(pool::ALLOC_TIMED_OUT),
         }
     }
 
@@ -312,6 +323,7 @@ impl PoolInner<BufCore> {
             None if s.in_use == 0 => {
                 // Nothing can come back: waiting would never help.
                 s.exhausted += 1;
+                s.page.add(pool::EXHAUSTED, 1);
                 return Err(AllocError::Unsatisfiable {
                     pool: self.cfg.name.clone(),
                     len,
@@ -320,6 +332,7 @@ impl PoolInner<BufCore> {
             }
             None => {
                 s.exhausted += 1;
+                s.page.add(pool::EXHAUSTED, 1);
                 return Err(AllocError::WouldBlock(self.cfg.name.clone()));
             }
         };
@@ -339,6 +352,8 @@ impl PoolInner<BufCore> {
         s.in_use += 1;
         s.in_use_pages += pages as usize;
         s.chunks[chunk as usize].live += 1;
+        s.page.add(pool::ALLOCATED, 1);
+        s.publish_use(self.page);
         if let Some(mut arc) = s.spare.pop() {
             if let Some(core) = Arc::get_mut(&mut arc) {
                 let region = &s.chunks[chunk as usize].region;
@@ -393,7 +408,9 @@ impl PoolInner<BufCore> {
             let name = format!("zcio-{}", self.cfg.name);
             let region =
                 Region::create(&name, chunk_pages as usize * self.page, self.cfg.populate)?;
+            self.register_on_first_chunk(s);
             s.chunks.push(Chunk::new(region, chunk_pages));
+            s.publish_chunks(self.page);
             return Ok(Self::from_extents(s, pages));
         }
         if s.quick_pages > 0 {
@@ -446,6 +463,7 @@ impl PoolInner<BufCore> {
         s.retired_pages -= gone.retired_pages as usize;
         s.replaced += 1;
         s.written_off += old;
+        s.publish_chunks(self.page);
         Ok(Self::from_extents(s, pages))
     }
 
@@ -736,5 +754,44 @@ mod tests {
         assert!(f.is_immutable(), "our own buffer");
         assert!(!f.is_secured());
         assert!(f.secure().was_copied());
+    }
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::*;
+
+    /// The pool's statistics page follows its buffers: in use, allocated,
+    /// exhausted, timed out, capacity.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
+    fn the_statistics_page_follows_the_buffers() {
+        let p = Pool::new(PoolConfig {
+            chunk_size: 64 << 10,
+            max_chunks: 1,
+            populate: false,
+            ..PoolConfig::named("page-test")
+        });
+        let page_size = crate::sys::page_size() as u64;
+        let get = |i| lock(&p.inner.state).page.get(i);
+        assert_eq!(get(pool::CAPACITY_BUFFERS), (64 << 10) / page_size);
+        assert_eq!(get(pool::CAPACITY_BYTES), 0, "no chunk yet");
+        let a = p.try_alloc(1).unwrap();
+        let b = p.try_alloc(1).unwrap();
+        assert_eq!(get(pool::CAPACITY_BYTES), 64 << 10);
+        assert_eq!(get(pool::IN_USE_BUFFERS), 2);
+        assert_eq!(get(pool::IN_USE_BYTES), 2 * page_size);
+        assert_eq!(get(pool::ALLOCATED), 2);
+        assert!(p.try_alloc(64 << 10).is_err());
+        assert_eq!(get(pool::EXHAUSTED), 1);
+        assert!(p.alloc_timeout(64 << 10, Duration::from_millis(1)).is_err());
+        assert_eq!(get(pool::ALLOC_TIMED_OUT), 1);
+        assert_eq!(p.stats().alloc_timed_out, 1);
+        drop((a, b));
+        assert_eq!((get(pool::IN_USE_BUFFERS), get(pool::IN_USE_BYTES)), (0, 0));
+        assert_eq!(get(pool::ALLOCATED), 2);
     }
 }

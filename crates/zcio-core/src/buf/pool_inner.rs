@@ -16,6 +16,8 @@ use crate::buf::config::PoolConfig;
 use crate::buf::extent::Extents;
 use crate::buf::reclaim::Reclaim;
 use crate::region::Region;
+use zcio_sys::registry::schema::{self, pool};
+use zcio_sys::registry::{Kind, StatsPage};
 
 /// Identity-like hasher for page counts (small integers, chosen by us).
 #[derive(Default)]
@@ -77,6 +79,32 @@ pub(super) struct State<C> {
     /// region still their chunk's), reused by `hand_out`: no allocation
     /// or free per buffer in the steady state. At most [`SPARE_CORES`].
     pub(super) spare: Vec<Arc<C>>,
+    /// The live counters tools read (`zcio_sys::registry::schema::pool`):
+    /// a local page until the first chunk is mapped, then the page of the
+    /// pool's registry entry (`register_on_first_chunk`). Written under
+    /// this lock only (`add`, `set`).
+    pub(super) page: StatsPage,
+    /// Whether registration was tried (once, at the first chunk).
+    pub(super) registered: bool,
+}
+
+impl<C> State<C> {
+    /// Publish the gauges after the buffers in use or retired changed.
+    #[inline]
+    pub(super) fn publish_use(&self, page_size: usize) {
+        self.page.set(pool::IN_USE_BUFFERS, self.in_use as u64);
+        self.page
+            .set(pool::IN_USE_BYTES, (self.in_use_pages * page_size) as u64);
+    }
+
+    /// Publish what the chunks map and what is retired in them.
+    pub(super) fn publish_chunks(&self, page_size: usize) {
+        let pages: usize = self.chunks.iter().map(|c| c.extents.pages() as usize).sum();
+        self.page
+            .set(pool::CAPACITY_BYTES, (pages * page_size) as u64);
+        self.page
+            .set(pool::RETIRED_BYTES, (self.retired_pages * page_size) as u64);
+    }
 }
 
 /// Most spare buffer allocations a pool keeps.
@@ -105,10 +133,17 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<C> PoolInner<C> {
     /// An empty pool (chunks are created on first use).
     pub(super) fn new(cfg: PoolConfig) -> Self {
+        let page_size = crate::sys::page_size();
+        let page = StatsPage::local();
+        let chunk_pages = cfg.chunk_size.div_ceil(page_size) as u64;
+        page.set(
+            pool::CAPACITY_BUFFERS,
+            chunk_pages.saturating_mul(cfg.max_chunks as u64),
+        );
         Self {
             id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cfg,
-            page: crate::sys::page_size(),
+            page: page_size,
             state: Mutex::new(State {
                 chunks: Vec::new(),
                 quick: HashMap::default(),
@@ -123,6 +158,8 @@ impl<C> PoolInner<C> {
                 replaced: 0,
                 written_off: 0,
                 spare: Vec::new(),
+                page,
+                registered: false,
             }),
             reclaimers: Mutex::new(Vec::new()),
         }
@@ -130,6 +167,36 @@ impl<C> PoolInner<C> {
 
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The pool is about to map its first chunk: register it in the
+    /// registry of live objects (once; a pool never used costs no file),
+    /// carrying over the counters so far. A refusal leaves the local page
+    /// (counted in `zcio_sys::registry::failures`); the pool works on.
+    pub(super) fn register_on_first_chunk(&self, s: &mut State<C>) {
+        if s.registered {
+            return;
+        }
+        s.registered = true;
+        let start: Vec<(usize, u64)> = schema::fields(Kind::Pool)
+            .iter()
+            .map(|f| (f.index, s.page.get(f.index)))
+            .collect();
+        s.page = StatsPage::register(Kind::Pool, &self.registry_name(), 0o600, &start);
+    }
+
+    /// The name tools show: the pool's own, or `<exe>:<pid>#<id>` for a
+    /// pool left with the default name.
+    fn registry_name(&self) -> String {
+        let default = PoolConfig::default().name;
+        if !self.cfg.name.is_empty() && self.cfg.name != default {
+            return self.cfg.name.clone();
+        }
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "?".into());
+        format!("{exe}:{}#{}", std::process::id(), self.id)
     }
 
     /// The last handle of a retired buffer is gone: its pages leave the
@@ -149,11 +216,15 @@ impl<C> PoolInner<C> {
             c.retired += 1;
             c.retired_pages += pages;
         }
+        s.publish_use(self.page);
+        s.page
+            .set(pool::RETIRED_BYTES, (s.retired_pages * self.page) as u64);
     }
 
     pub(crate) fn free(&self, chunk: u32, first: u32, pages: u32) {
         let mut s = lock(&self.state);
         Self::free_locked(&mut s, self.cfg.quick_list_cap, chunk, first, pages);
+        s.publish_use(self.page);
     }
 
     /// [`PoolInner::free`], keeping the buffer's allocation `core` (its
@@ -162,6 +233,7 @@ impl<C> PoolInner<C> {
     pub(crate) fn free_recycle(&self, chunk: u32, first: u32, pages: u32, core: Arc<C>) {
         let mut s = lock(&self.state);
         Self::free_locked(&mut s, self.cfg.quick_list_cap, chunk, first, pages);
+        s.publish_use(self.page);
         if s.spare.len() < SPARE_CORES {
             s.spare.push(core);
             return;

@@ -12,6 +12,7 @@ use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
 
 use crate::channel::config::ChannelConfig;
 use crate::channel::core::{Core, Role};
+use crate::channel::registered;
 use crate::channel::waitset;
 use crate::channel::wire::{
     SegmentHeader, SegmentLayout, DESC_SIZE, LAYOUT_VERSION, SEGMENT_MAGIC,
@@ -26,7 +27,13 @@ const PROTOCOL: Protocol = Protocol {
 };
 
 /// Connector half: create and pass the segment, wait for the verdict.
-fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, ConnectError> {
+/// `path`: the socket path the end registers under (`None`: an in-process
+/// pair, with a local statistics page).
+fn connector_handshake(
+    sock: OwnedFd,
+    cfg: ChannelConfig,
+    path: Option<&Path>,
+) -> Result<Arc<Core>, ConnectError> {
     segment::set_timeouts(&sock, cfg.send_timeout, Some(cfg.connect_timeout))?;
     let layout = SegmentLayout::new(cfg.ring_entries, cfg.notice_entries).ok_or(
         ConnectError::Protocol("ring sizes must be powers of two in 8..=2^20"),
@@ -48,16 +55,21 @@ fn connector_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, C
     unsafe { seg.as_ptr().cast::<SegmentHeader>().write(header) };
     let (cred, bell) = segment::offer(&sock, PROTOCOL, seg_fd.as_fd(), layout.total_len as u64)?;
     segment::set_timeouts(&sock, cfg.send_timeout, None)?;
+    let page = registered::end(path, cred.pid, segment::inode(&seg_fd));
     // `seg` maps `layout.total_len` bytes laid out per `layout`
     // (we wrote the header and the rings are the fresh zeroed memfd).
     // SAFETY: as argued just above.
-    let core = unsafe { Core::new(Role::Connector, sock, bell, seg, layout, cred, cfg) };
+    let core = unsafe { Core::new(Role::Connector, sock, bell, seg, layout, cred, cfg, page) };
     waitset::register(&core);
     Ok(core)
 }
 
 /// Listener half: check credentials, validate and map the segment.
-fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, ConnectError> {
+fn listener_handshake(
+    sock: OwnedFd,
+    cfg: ChannelConfig,
+    path: Option<&Path>,
+) -> Result<Arc<Core>, ConnectError> {
     segment::set_timeouts(&sock, cfg.send_timeout, Some(cfg.connect_timeout))?;
     let seg = segment::admit(
         &sock,
@@ -86,6 +98,7 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
     }
     segment::welcome(&sock, PROTOCOL)?;
     segment::set_timeouts(&sock, cfg.send_timeout, None)?;
+    let page = registered::end(path, seg.cred.pid, seg.ino);
     // Validated above: the mapping is `layout.total_len` bytes and
     // the header describes exactly `layout`.
     // SAFETY: as argued just above.
@@ -98,6 +111,7 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
             layout,
             seg.cred,
             cfg,
+            page,
         )
     };
     waitset::register(&core);
@@ -105,7 +119,7 @@ fn listener_handshake(sock: OwnedFd, cfg: ChannelConfig) -> Result<Arc<Core>, Co
 }
 
 pub(crate) fn connect(path: &Path, cfg: ChannelConfig) -> Result<Arc<Core>, ConnectError> {
-    connector_handshake(segment::connect(path)?, cfg)
+    connector_handshake(segment::connect(path)?, cfg, Some(path))
 }
 
 pub(crate) fn pair(cfg: ChannelConfig) -> Result<(Arc<Core>, Arc<Core>), ConnectError> {
@@ -120,8 +134,8 @@ pub(crate) fn pair(cfg: ChannelConfig) -> Result<(Arc<Core>, Arc<Core>), Connect
     // The connector's hello is queued before the listener reads it, and
     // the welcome before the connector reads it, so threads are needed only
     // to let both block on their reads.
-    let t = std::thread::spawn(move || listener_handshake(b, cfg2));
-    let ca = connector_handshake(a, cfg)?;
+    let t = std::thread::spawn(move || listener_handshake(b, cfg2, None));
+    let ca = connector_handshake(a, cfg, None)?;
     let cb = t
         .join()
         .map_err(|_| ConnectError::Protocol("listener thread panicked"))??;
@@ -162,7 +176,7 @@ impl Listener {
     /// without a bound).
     pub fn accept_timeout(&self, timeout: Duration) -> Result<Channel, ConnectError> {
         let s = self.sock.accept_timeout(timeout)?;
-        listener_handshake(s, self.cfg.clone()).map(|c| Channel::from_core(c, Some(self.path())))
+        listener_handshake(s, self.cfg.clone(), Some(self.path())).map(Channel::from_core)
     }
 
     /// The configuration accepted channels get (its `accept_timeout`

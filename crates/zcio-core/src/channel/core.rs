@@ -18,6 +18,7 @@ use crate::channel::config::{ChannelConfig, Notify};
 use crate::channel::error::{Area, PeerFault};
 use crate::channel::ledger::{Ledger, Returned};
 use crate::channel::notify::{Verdict, WakeGate};
+use crate::channel::registered::EndPage;
 use crate::channel::slots::Slots;
 use crate::channel::spsc::{Reader, RingHeader, SleepHandle, WakeResult, Writer};
 use crate::channel::wire::{self, Ctl, Desc, Notice, SegmentLayout};
@@ -27,6 +28,8 @@ use crate::sync::{AtomicU64 as SharedU64, Ordering};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
 use crate::wait::{Backoff, SpinBudget, Step};
+use zcio_sys::registry::schema::channel as st;
+use zcio_sys::registry::StatsPage;
 
 /// Hasher for process-local ids (small, unique, not attacker-chosen).
 pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
@@ -56,40 +59,11 @@ pub(crate) enum Role {
     Listener,
 }
 
-/// Process-local event counters (Relaxed: pure statistics, no ordering).
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub msgs_sent: AtomicU64,
-    pub msgs_received: AtomicU64,
-    pub notices_received: AtomicU64,
-    pub bad_notices: AtomicU64,
-    pub notices_sent: AtomicU64,
-    pub notices_dropped: AtomicU64,
-    pub malformed: AtomicU64,
-    pub wakes: AtomicU64,
-    pub sleeps: AtomicU64,
-    pub regions_sent: AtomicU64,
-    pub msgs_copied: AtomicU64,
-    pub regions_received: AtomicU64,
-    pub reclaimed: AtomicU64,
-    pub retired: AtomicU64,
-    pub retire_notices_sent: AtomicU64,
-    pub never_received: AtomicU64,
-    pub futile_wakes: AtomicU64,
-    pub wakes_suppressed: AtomicU64,
-}
-
-impl Counters {
-    pub fn bump(c: &AtomicU64) {
-        c.fetch_add(1, LocalOrdering::Relaxed);
-    }
-
-    /// Add `n` to a counter whose every writer holds one lock (the caller
-    /// holds it): a plain load and store, no read-modify-write on the hot
-    /// path; readers still see a whole value.
-    pub fn add_locked(c: &AtomicU64, n: u64) {
-        c.store(c.load(LocalOrdering::Relaxed) + n, LocalOrdering::Relaxed);
-    }
+/// Add `n` to a process-local counter whose every writer holds one lock
+/// (the caller holds it): a plain load and store, no read-modify-write on
+/// the hot path; readers still see a whole value.
+pub(crate) fn add_locked(c: &AtomicU64, n: u64) {
+    c.store(c.load(LocalOrdering::Relaxed) + n, LocalOrdering::Relaxed);
 }
 
 pub(crate) struct TxState {
@@ -223,7 +197,14 @@ pub(crate) struct Core {
     pub trusted: AtomicBool,
     /// Faults detected, one per kind (latest detail).
     faults: Mutex<Vec<PeerFault>>,
-    pub counters: Counters,
+    /// This end's live counters (`zcio_sys::registry::schema::channel`):
+    /// the statistics page of its registry entry, or a local page for an
+    /// in-process pair. Counters one side writes under its lock use
+    /// `add` (a load and a store), others `add_shared`.
+    pub counters: StatsPage,
+    /// The name and mode this end registered under (its lanes register
+    /// under the same); `None` for an in-process pair.
+    pub registered_as: Option<(Box<str>, u32)>,
     /// Slices received on this end, counted as they are built; minus
     /// `received_ended` (the one release or retire each ends with), the
     /// slices still alive here: while any is, closing must not hang up, or
@@ -276,7 +257,12 @@ impl Core {
         layout: SegmentLayout,
         peer: PeerCred,
         cfg: ChannelConfig,
+        page: EndPage,
     ) -> Arc<Self> {
+        let EndPage {
+            page: counters,
+            name: registered_as,
+        } = page;
         let base = seg.as_ptr();
         let (tx_msgs, rx_notices, rx_msgs, tx_notices) = match role {
             Role::Connector => (
@@ -389,7 +375,8 @@ impl Core {
             poisoned: AtomicBool::new(false),
             trusted: AtomicBool::new(false),
             faults: Mutex::new(Vec::new()),
-            counters: Counters::default(),
+            counters,
+            registered_as,
             received_built: AtomicU64::new(0),
             received_ended: AtomicU64::new(0),
             me: me.clone(),
@@ -591,8 +578,7 @@ impl Core {
         tx.recent = recent;
         tx.recent.clear();
         self.counters
-            .never_received
-            .fetch_add(never_received.len() as u64, LocalOrdering::Relaxed);
+            .add_shared(st::NEVER_RECEIVED, never_received.len() as u64);
         drop(never_received);
         // The peer is gone for good: what it held and never passed on is
         // free; what lies in a region it passed on may still be read by a
@@ -608,10 +594,19 @@ impl Core {
                 .get(&b.region().id())
                 .is_some_and(|&slot| escaped.get(slot as usize).copied().unwrap_or(false))
         });
-        self.counters
-            .retired
-            .fetch_add(retired as u64, LocalOrdering::Relaxed);
+        self.counters.add_shared(st::RETIRED, retired as u64);
+        self.ledger_gauges(tx);
         drop(held);
+    }
+
+    /// Publish the ledger's size (what the peer holds of ours) to the
+    /// statistics page; under the tx lock, after every change of the
+    /// ledger (so a plain store: that lock's holder is the only writer).
+    #[inline]
+    pub fn ledger_gauges(&self, tx: &TxState) {
+        self.counters
+            .set(st::HELD_BY_PEER_BUFFERS, tx.ledger.len() as u64);
+        self.counters.set(st::HELD_BY_PEER_BYTES, tx.ledger.bytes());
     }
 
     /// Close our end: no more sends or receives; tell the peer. What the
@@ -651,34 +646,50 @@ impl Core {
             // fail with EPIPE).
             _ => {
                 let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+                // Nothing of this end is left to see: out of the listing
+                // now, not when the last reference to the core goes
+                // (another thread's wait may hold one for a moment).
+                self.counters.withdraw();
             }
         }
         None
     }
 
+    /// A snapshot of the statistics page (`zcio_sys::registry::schema::channel`).
     pub fn stats(&self) -> ChannelStats {
-        let c = &self.counters;
-        let g = |a: &AtomicU64| a.load(LocalOrdering::Relaxed);
+        let g = |i: usize| self.counters.get(i);
         ChannelStats {
-            msgs_sent: g(&c.msgs_sent),
-            msgs_received: g(&c.msgs_received),
-            held_by_peer: lock(&self.tx).ledger.len(),
-            notices_received: g(&c.notices_received),
-            bad_notices: g(&c.bad_notices),
-            notices_sent: g(&c.notices_sent),
-            notices_dropped: g(&c.notices_dropped),
-            malformed: g(&c.malformed),
-            wakes: g(&c.wakes),
-            sleeps: g(&c.sleeps),
-            regions_sent: g(&c.regions_sent),
-            msgs_copied: g(&c.msgs_copied),
-            regions_received: g(&c.regions_received),
-            reclaimed: g(&c.reclaimed),
-            retired: g(&c.retired),
-            retire_notices_sent: g(&c.retire_notices_sent),
-            never_received: g(&c.never_received),
-            futile_wakes: g(&c.futile_wakes),
-            wakes_suppressed: g(&c.wakes_suppressed),
+            msgs_sent: g(st::SENT_MESSAGES),
+            msgs_received: g(st::RECEIVED_MESSAGES),
+            held_by_peer: g(st::HELD_BY_PEER_BUFFERS) as usize,
+            notices_received: g(st::NOTICES_RECEIVED),
+            bad_notices: g(st::BAD_NOTICES),
+            notices_sent: g(st::NOTICES_SENT),
+            notices_dropped: g(st::NOTICES_DROPPED),
+            malformed: g(st::MALFORMED),
+            wakes: g(st::WAKES),
+            sleeps: g(st::SLEEPS),
+            regions_sent: g(st::REGIONS_SENT),
+            msgs_copied: g(st::COPIED_MESSAGES),
+            regions_received: g(st::REGIONS_RECEIVED),
+            reclaimed: g(st::RECLAIMED),
+            retired: g(st::RETIRED),
+            retire_notices_sent: g(st::RETIRE_NOTICES_SENT),
+            never_received: g(st::NEVER_RECEIVED),
+            futile_wakes: g(st::FUTILE_WAKES),
+            wakes_suppressed: g(st::WAKES_SUPPRESSED),
+            bytes_sent: g(st::SENT_BYTES),
+            bytes_received: g(st::RECEIVED_BYTES),
+            held_by_peer_bytes: g(st::HELD_BY_PEER_BYTES),
+            holding: g(st::HOLDING_BUFFERS),
+            send_would_block: g(st::SEND_WOULD_BLOCK),
+            send_timed_out: g(st::SEND_TIMED_OUT),
+            send_disconnected: g(st::SEND_DISCONNECTED),
+            recv_would_block: g(st::RECV_WOULD_BLOCK),
+            recv_timed_out: g(st::RECV_TIMED_OUT),
+            recv_disconnected: g(st::RECV_DISCONNECTED),
+            peer_pid: g(st::PEER_PID) as u32,
+            connection: g(st::CONNECTION),
         }
     }
 
@@ -698,11 +709,11 @@ impl Core {
     /// running totals of malformed input and reclaimed holds.
     pub fn faults(&self) -> Vec<PeerFault> {
         let mut v = lock(&self.faults).clone();
-        let malformed = self.counters.malformed.load(LocalOrdering::Relaxed);
+        let malformed = self.counters.get(st::MALFORMED);
         if malformed > 0 {
             v.push(PeerFault::Malformed(malformed));
         }
-        let reclaimed = self.counters.reclaimed.load(LocalOrdering::Relaxed);
+        let reclaimed = self.counters.get(st::RECLAIMED);
         if reclaimed > 0 {
             v.push(PeerFault::HoldsReclaimed(reclaimed));
         }
@@ -733,15 +744,15 @@ impl Core {
     pub fn gated_wake(&self, gate: &mut WakeGate, wake: impl FnOnce() -> WakeResult) -> bool {
         let p = &self.cfg.policy;
         if !gate.allow(p.max_age) {
-            Counters::bump(&self.counters.wakes_suppressed);
+            self.counters.add_shared(st::WAKES_SUPPRESSED, 1);
             return false;
         }
         let w = wake();
         if w.issued() {
-            Counters::bump(&self.counters.wakes);
+            self.counters.add_shared(st::WAKES, 1);
         }
         if w == WakeResult::Futile {
-            Counters::bump(&self.counters.futile_wakes);
+            self.counters.add_shared(st::FUTILE_WAKES, 1);
         }
         if let Verdict::Distrusted(n) = gate.record(w, p.futile_wake_limit) {
             self.fault(PeerFault::FutileWakes(n));
@@ -766,10 +777,9 @@ impl Core {
     pub fn retire_all_locked(&self, tx: &mut TxState) {
         let held = tx.ledger.retire_all();
         if !held.is_empty() {
-            self.counters
-                .retired
-                .fetch_add(held.len() as u64, LocalOrdering::Relaxed);
+            self.counters.add_shared(st::RETIRED, held.len() as u64);
         }
+        self.ledger_gauges(tx);
         drop(held);
     }
 
@@ -820,7 +830,7 @@ impl Core {
                         continue;
                     }
                     _ => {
-                        Counters::bump(&self.counters.bad_notices);
+                        self.counters.add_shared(st::BAD_NOTICES, 1);
                         continue;
                     }
                 };
@@ -829,14 +839,14 @@ impl Core {
                         let buf = tx.take_back(ret, retire);
                         released += 1;
                         if retire {
-                            Counters::bump(&self.counters.retired);
+                            self.counters.add_shared(st::RETIRED, 1);
                             if let Some(b) = &buf {
                                 b.retire();
                             }
                         }
                         drop(buf);
                     }
-                    Err(_) => Counters::bump(&self.counters.bad_notices),
+                    Err(_) => self.counters.add_shared(st::BAD_NOTICES, 1),
                 }
             }
             tx.notices.release(n);
@@ -849,7 +859,8 @@ impl Core {
         }
         if released > 0 {
             // Written only here, under the tx lock.
-            Counters::add_locked(&self.counters.notices_received, released as u64);
+            self.counters.add(st::NOTICES_RECEIVED, released as u64);
+            self.ledger_gauges(tx);
         }
         released
     }
@@ -882,6 +893,8 @@ impl Core {
             // Acquire load in `holds_received`.
             let c = &self.received_ended;
             c.store(c.load(LocalOrdering::Relaxed) + 1, LocalOrdering::Release);
+            self.counters
+                .add_shared(st::HOLDING_BUFFERS, 1u64.wrapping_neg());
         }
         if let Some(core) = spare {
             if n.spare.len() < SPARE_MAX {
@@ -889,11 +902,11 @@ impl Core {
             }
         }
         if self.is_gone() {
-            Counters::bump(&self.counters.notices_dropped);
+            self.counters.add_shared(st::NOTICES_DROPPED, 1);
             return;
         }
         if n.overflow.len() >= MAX_NOTICE_OVERFLOW {
-            Counters::bump(&self.counters.notices_dropped);
+            self.counters.add_shared(st::NOTICES_DROPPED, 1);
             return;
         }
         n.overflow.push(Notice {
@@ -952,7 +965,7 @@ impl Core {
             self.gated_wake(gate, || ring.wake_consumer(Some(&self.bell)));
         }
         // Written only here, under the ntx lock.
-        Counters::add_locked(&self.counters.notices_sent, k as u64);
+        self.counters.add(st::NOTICES_SENT, k as u64);
     }
 
     pub fn liveness_slice(&self) -> Duration {
@@ -1078,7 +1091,10 @@ impl Core {
     /// A received slice was built (the receive path, once per slice,
     /// under the receive lock).
     pub(crate) fn received_one(&self) {
-        Counters::add_locked(&self.received_built, 1);
+        add_locked(&self.received_built, 1);
+        // Several threads end received slices: a process-local
+        // read-modify-write (never shared with the peer).
+        self.counters.add_shared(st::HOLDING_BUFFERS, 1);
     }
 
     /// Whether slices received here are still alive.
@@ -1136,7 +1152,7 @@ impl ReleaseSink for Core {
     }
 
     fn retire(&self, token: u64) {
-        Counters::bump(&self.counters.retire_notices_sent);
+        self.counters.add_shared(st::RETIRE_NOTICES_SENT, 1);
         self.send_notice_recycle(token, wire::NOTICE_RETIRED, None, true);
     }
 }

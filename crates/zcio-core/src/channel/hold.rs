@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering as LocalOrdering;
 use std::time::Instant;
+use zcio_sys::registry::schema::channel as st;
 
 use crate::channel::config::HoldExpiry;
 use crate::channel::core::{Core, TxState};
@@ -77,9 +78,8 @@ impl Core {
             holds.retain(|&(t, _)| ledger.holds(t));
         }
         if reclaimed > 0 {
-            self.counters
-                .reclaimed
-                .fetch_add(reclaimed as u64, LocalOrdering::Relaxed);
+            self.counters.add_shared(st::RECLAIMED, reclaimed as u64);
+            self.ledger_gauges(tx);
         }
         Ok(reclaimed)
     }

@@ -103,16 +103,43 @@ pub struct ChannelStats {
     /// Wakes not issued because the peer's sleep flag is distrusted and it
     /// was woken less than `max_age` ago.
     pub wakes_suppressed: u64,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// Bytes of the slices the peer still holds (see `held_by_peer`).
+    pub held_by_peer_bytes: u64,
+    /// Slices the peer lent us that this process still holds (received,
+    /// not yet dropped).
+    pub holding: u64,
+    /// Sends that found no room and were not allowed to wait.
+    pub send_would_block: u64,
+    /// Sends that timed out.
+    pub send_timed_out: u64,
+    /// Sends that found the peer gone (or this end closed).
+    pub send_disconnected: u64,
+    /// Receives that found nothing and were not allowed to wait.
+    pub recv_would_block: u64,
+    /// Receives that timed out.
+    pub recv_timed_out: u64,
+    /// Receives that found the peer gone (or this end closed).
+    pub recv_disconnected: u64,
+    /// The peer's pid as this process's PID namespace sees it (0: not
+    /// visible from here).
+    pub peer_pid: u32,
+    /// An id both ends of this connection report alike: the inode number
+    /// of the shared control segment's memfd (tools pair the two ends'
+    /// registry entries by it).
+    pub connection: u64,
 }
 
 /// One end of a channel. Cheap operations take `&self`; the send and
 /// receive sides have separate locks, so one thread may send while another
 /// receives.
 pub struct Channel {
+    /// Owns this end's statistics page, and with it its entry in the
+    /// registry of live objects (`registered`), if it has one.
     core: Arc<Core>,
-    /// This end's entry in the registry of live objects (`registered`),
-    /// if it has one; dropped with the end.
-    _registration: Option<zcio_sys::registry::Registration>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -129,38 +156,20 @@ impl Channel {
         path: impl AsRef<std::path::Path>,
         cfg: ChannelConfig,
     ) -> Result<Self, ConnectError> {
-        let path = path.as_ref();
-        connect::connect(path, cfg).map(|core| Self::from_core(core, Some(path)))
+        connect::connect(path.as_ref(), cfg).map(Self::from_core)
     }
 
-    /// Two connected ends in this process (tests, threads).
+    /// Two connected ends in this process (tests, threads); they do not
+    /// register (their statistics pages are local).
     pub fn pair(cfg: ChannelConfig) -> Result<(Self, Self), ConnectError> {
         let (a, b) = connect::pair(cfg)?;
-        Ok((Self::from_core(a, None), Self::from_core(b, None)))
+        Ok((Self::from_core(a), Self::from_core(b)))
     }
 
-    /// An end over `core`, registered under the socket `path` it was
-    /// connected or accepted over (none: an in-process pair).
-    pub(crate) fn from_core(core: Arc<Core>, path: Option<&std::path::Path>) -> Self {
-        let _registration = path.and_then(|p| {
-            use zcio_sys::registry::schema::channel as c;
-            let s = core.stats();
-            registered::end(
-                p,
-                &[
-                    (c::SENT_MESSAGES, s.msgs_sent),
-                    (c::RECEIVED_MESSAGES, s.msgs_received),
-                    (c::HELD_BY_PEER_BUFFERS, s.held_by_peer as u64),
-                    (c::NOTICES_RECEIVED, s.notices_received),
-                    (c::NOTICES_SENT, s.notices_sent),
-                    (c::MALFORMED, s.malformed),
-                ],
-            )
-        });
-        Self {
-            core,
-            _registration,
-        }
+    /// An end over `core` (which owns its statistics page, registered at
+    /// set-up under the socket path it was connected or accepted over).
+    pub(crate) fn from_core(core: Arc<Core>) -> Self {
+        Self { core }
     }
 
     /// This end's core (for the event-loop frontends in this crate).
@@ -439,6 +448,9 @@ fn close_end(core: &Core) {
         linger::linger(end);
     }
 }
+
+#[cfg(test)]
+mod live_stats_tests;
 
 #[cfg(test)]
 mod tests {

@@ -6,9 +6,10 @@
 
 use std::sync::atomic::Ordering as LocalOrdering;
 use std::time::Duration;
+use zcio_sys::registry::schema::channel as st;
 
 use crate::buf::Reclaim;
-use crate::channel::core::{lock, Core, Counters};
+use crate::channel::core::{lock, Core};
 use crate::channel::linger;
 
 impl Reclaim for Core {
@@ -25,7 +26,7 @@ impl Reclaim for Core {
         // The receiver must see what we deferred waking it for, or it may
         // never release what we are about to wait for.
         self.wake_deferred_locked(&mut tx);
-        Counters::bump(&self.counters.sleeps);
+        self.counters.add_shared(st::SLEEPS, 1);
         let _ = tx.notices.wait_for_data(timeout, self.own_bell());
         drop(tx);
         if !self.check_peer() {

@@ -4,12 +4,14 @@
 //! the registry; a registration that fails is counted
 //! (`zcio_sys::registry::failures`) and the channel works without it.
 //! In-process pairs ([`super::Channel::pair`]) have no path and do not
-//! register.
+//! register. An end's entry is its live statistics page (the core owns
+//! it): it goes when the core does, or at close when nothing lingers.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use zcio_sys::registry::{register_quietly, Kind, Registration};
+use zcio_sys::registry::schema::{channel, lane};
+use zcio_sys::registry::{register_quietly, Kind, Registration, StatsPage};
 
 /// The permission bits of the socket file at `path` (0600 if it cannot
 /// be read).
@@ -22,17 +24,49 @@ pub(super) fn listener(path: &Path) -> Option<Registration> {
     register_quietly(Kind::Listener, &path.to_string_lossy(), mode_of(path), &[])
 }
 
-/// Register a connected end over the socket at `path`, its counters set
-/// from `(index, value)` pairs (indices in
-/// `zcio_sys::registry::schema::channel`; the end builds them
-/// from its stats).
-pub(super) fn end(path: &Path, counters: &[(usize, u64)]) -> Option<Registration> {
-    register_quietly(
-        Kind::Channel,
-        &path.to_string_lossy(),
-        mode_of(path),
-        counters,
-    )
+/// A connected end's statistics page, and the name and mode its lanes
+/// register under (the end's own; `None`: not registered).
+pub(crate) struct EndPage {
+    pub page: StatsPage,
+    pub name: Option<(Box<str>, u32)>,
+}
+
+/// The statistics page of a connected end over the socket at `path`
+/// (registered; `None`: an in-process pair, a local page), starting with
+/// the peer's pid and the connection id (`connection`: the inode of the
+/// segment memfd, which both ends see alike).
+pub(super) fn end(path: Option<&Path>, peer_pid: i32, connection: u64) -> EndPage {
+    let start = [
+        (channel::PEER_PID, u64::try_from(peer_pid).unwrap_or(0)),
+        (channel::CONNECTION, connection),
+    ];
+    let name = path.map(|p| (p.to_string_lossy().into(), mode_of(p)));
+    page(Kind::Channel, name, &start)
+}
+
+/// The statistics page of a lane end on a channel end registered as
+/// `name` (`None`: a local page), starting with the peer's pid and the
+/// lane's connection id (the inode of the lane segment's memfd).
+pub(crate) fn lane(name: Option<&(Box<str>, u32)>, peer_pid: i32, connection: u64) -> StatsPage {
+    let start = [
+        (lane::PEER_PID, u64::try_from(peer_pid).unwrap_or(0)),
+        (lane::CONNECTION, connection),
+    ];
+    page(Kind::Lane, name.cloned(), &start).page
+}
+
+fn page(kind: Kind, name: Option<(Box<str>, u32)>, start: &[(usize, u64)]) -> EndPage {
+    let page = match &name {
+        Some((n, mode)) => StatsPage::register(kind, n, *mode, start),
+        None => {
+            let page = StatsPage::local();
+            for &(i, v) in start {
+                page.set(i, v);
+            }
+            page
+        }
+    };
+    EndPage { page, name }
 }
 
 #[cfg(test)]

@@ -5,13 +5,14 @@
 use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use zcio_sys::registry::schema::channel as st;
 
 use crate::channel::waitset::Cores;
 use crate::wait::{wait_ready, Readiness, Waited};
 
 use crate::bell::Rung;
 use crate::buf::{Fbuf, Home, ReleaseSink};
-use crate::channel::core::{lock, Core, Counters, RxState, MAX_OFFERED_LANES};
+use crate::channel::core::{lock, Core, RxState, MAX_OFFERED_LANES};
 use crate::channel::error::{Area, Malformed, RecvFail};
 use crate::channel::lane::{LaneError, LaneReceiver, Offered};
 use crate::channel::wire::{
@@ -24,6 +25,29 @@ use crate::sys::fdpass::{self, RecvOutcome};
 impl Core {
     /// `timeout == None`: do not wait.
     pub(crate) fn recv(&self, timeout: Option<Duration>) -> Result<Msg, RecvFail> {
+        let r = self.recv_once(timeout);
+        if let Err(e) = &r {
+            self.count_recv_error(e, timeout);
+        }
+        r
+    }
+
+    /// Count a failed receive in the statistics page (a cold path;
+    /// `add_shared`: any thread may receive).
+    #[cold]
+    fn count_recv_error(&self, e: &RecvFail, timeout: Option<Duration>) {
+        let index = match (e, timeout) {
+            (RecvFail::NotReady, None) => st::RECV_WOULD_BLOCK,
+            (RecvFail::NotReady, Some(t)) if t.is_zero() => st::RECV_WOULD_BLOCK,
+            (RecvFail::NotReady, Some(_)) => st::RECV_TIMED_OUT,
+            (RecvFail::Disconnected, _) => st::RECV_DISCONNECTED,
+            _ => return,
+        };
+        self.counters.add_shared(index, 1);
+    }
+
+    /// One receive (`recv` without the error counting).
+    fn recv_once(&self, timeout: Option<Duration>) -> Result<Msg, RecvFail> {
         if self.closed.load(LocalOrdering::Acquire) {
             return Err(RecvFail::Disconnected);
         }
@@ -108,7 +132,7 @@ impl Core {
                 self.wake_sender(rx);
             }
             self.notice_tokens(&[first]);
-            Counters::bump(&self.counters.malformed);
+            self.counters.add_shared(st::MALFORMED, 1);
             return Err(RecvFail::Malformed(Malformed::BadCount(first.count)));
         }
         let mut descs = std::mem::take(&mut rx.scratch);
@@ -126,11 +150,12 @@ impl Core {
         match res {
             Ok(msg) => {
                 // Written only here, under the rx lock.
-                Counters::add_locked(&self.counters.msgs_received, 1);
+                self.counters.add(st::RECEIVED_MESSAGES, 1);
+                self.counters.add(st::RECEIVED_BYTES, msg.len() as u64);
                 Ok(msg)
             }
             Err(e) => {
-                Counters::bump(&self.counters.malformed);
+                self.counters.add_shared(st::MALFORMED, 1);
                 Err(RecvFail::Malformed(e))
             }
         }
@@ -319,7 +344,7 @@ impl Core {
                     return;
                 }
                 Err(_) => {
-                    Counters::bump(&self.counters.malformed);
+                    self.counters.add_shared(st::MALFORMED, 1);
                     continue;
                 }
             };
@@ -330,7 +355,7 @@ impl Core {
                     if len > self.cfg.max_region_len =>
                 {
                     // Too large for this channel's policy: refused unmapped.
-                    Counters::bump(&self.counters.malformed);
+                    self.counters.add_shared(st::MALFORMED, 1);
                     if matches!(ctl, Some(Ctl::SingleUse { .. })) {
                         rx.single.push_back(None);
                     }
@@ -346,9 +371,9 @@ impl Core {
                             crate::channel::core::lock(&self.origin_slots)
                                 .insert(r.id(), (slot as u32, false));
                             rx.regions[slot] = Some(r);
-                            Counters::bump(&self.counters.regions_received);
+                            self.counters.add_shared(st::REGIONS_RECEIVED, 1);
                         }
-                        Err(_) => Counters::bump(&self.counters.malformed),
+                        Err(_) => self.counters.add_shared(st::MALFORMED, 1),
                     }
                 }
                 (Some(Ctl::SingleUse { .. }), Some(_fd), None)
@@ -359,7 +384,7 @@ impl Core {
                     // its single-use regions; twice that is a flood.
                     // Dropping one record would misalign the FIFO, so the
                     // channel is closed instead (the fd is closed here).
-                    Counters::bump(&self.counters.malformed);
+                    self.counters.add_shared(st::MALFORMED, 1);
                     self.bye.store(true, LocalOrdering::Release);
                     self.mark_gone();
                     return;
@@ -369,13 +394,13 @@ impl Core {
                         Ok(mut r) => {
                             r.mark_single_use();
                             rx.single.push_back(Some(Arc::new(r)));
-                            Counters::bump(&self.counters.regions_received);
+                            self.counters.add_shared(st::REGIONS_RECEIVED, 1);
                         }
                         Err(_) => {
                             // Keep the FIFO aligned with the descriptors: the
                             // descriptor naming this region finds `None`.
                             rx.single.push_back(None);
-                            Counters::bump(&self.counters.malformed);
+                            self.counters.add_shared(st::MALFORMED, 1);
                         }
                     }
                 }
@@ -402,11 +427,11 @@ impl Core {
                         .flatten();
                     match offered {
                         Some(o) => rx.lanes.push_back(o),
-                        None => Counters::bump(&self.counters.malformed),
+                        None => self.counters.add_shared(st::MALFORMED, 1),
                     }
                 }
                 (Some(Ctl::Bye), None, None) => self.bye.store(true, LocalOrdering::Release),
-                _ => Counters::bump(&self.counters.malformed),
+                _ => self.counters.add_shared(st::MALFORMED, 1),
             }
         }
     }
@@ -494,7 +519,7 @@ impl Readiness for DataWait<'_> {
     }
 
     fn sleep(&mut self, _armed: u32, slice: Duration) {
-        Counters::bump(&self.core.counters.sleeps);
+        self.core.counters.add_shared(st::SLEEPS, 1);
         let start = Instant::now();
         let bell = self.core.own_bell();
         let others = std::mem::take(&mut self.others);

@@ -5,11 +5,12 @@ use std::os::fd::AsFd;
 use std::sync::atomic::Ordering as LocalOrdering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use zcio_sys::registry::schema::channel as st;
 
 use crate::bell::Rung;
 use crate::buf::{Fbuf, Pool, Reclaim};
 use crate::channel::config::{FullPolicy, Notify};
-use crate::channel::core::{lock, Core, Counters, TxState};
+use crate::channel::core::{lock, Core, TxState};
 use crate::channel::error::{Area, PeerFault, SendErrorKind};
 use crate::channel::slots::{SlotArea, Slots};
 use crate::channel::wire::{Ctl, Desc, MAX_REGION_SLOTS, SINGLE_USE_SAME, SINGLE_USE_SLOT};
@@ -41,6 +42,35 @@ impl Core {
     /// peer's notices before it is sent (their releases travel upstream to
     /// an originator that may be waiting for them).
     fn send_with(
+        &self,
+        msg: Msg,
+        timeout: Duration,
+        forwarded_drain: bool,
+    ) -> Result<(), (SendErrorKind, Msg)> {
+        let r = self.send_once(msg, timeout, forwarded_drain);
+        if let Err((kind, _)) = &r {
+            self.count_send_error(kind, timeout);
+        }
+        r
+    }
+
+    /// Count a failed send in the statistics page (a cold path; sends
+    /// fail on several threads at once, so `add_shared`).
+    #[cold]
+    fn count_send_error(&self, kind: &SendErrorKind, timeout: Duration) {
+        let waited = !timeout.is_zero() && self.cfg.policy.full != FullPolicy::Fail;
+        let index = match kind {
+            SendErrorKind::WouldBlock => st::SEND_WOULD_BLOCK,
+            SendErrorKind::TooManyInFlight(_) if !waited => st::SEND_WOULD_BLOCK,
+            SendErrorKind::TimedOut | SendErrorKind::TooManyInFlight(_) => st::SEND_TIMED_OUT,
+            SendErrorKind::Disconnected => st::SEND_DISCONNECTED,
+            _ => return,
+        };
+        self.counters.add_shared(index, 1);
+    }
+
+    /// One send (`send_with` without the error counting).
+    fn send_once(
         &self,
         msg: Msg,
         timeout: Duration,
@@ -116,7 +146,9 @@ impl Core {
         tx.scratch = descs;
         let sleeping = tx.ring.publish(pending);
         // Written only here, under the tx lock.
-        Counters::add_locked(&self.counters.msgs_sent, 1);
+        self.counters.add(st::SENT_MESSAGES, 1);
+        self.counters.add(st::SENT_BYTES, bytes);
+        self.ledger_gauges(&tx);
         self.notify_locked(&mut tx, sleeping);
         // Notices are not taken in here but when the pool runs short (or
         // at `DRAIN_THRESHOLD`, above): a buffer the receiver has just
@@ -176,7 +208,7 @@ impl Core {
         };
         let token = tx.ledger.insert_slot(slot, s.len() as u64);
         // Written only here, under the tx lock.
-        Counters::add_locked(&self.counters.msgs_copied, 1);
+        self.counters.add(st::COPIED_MESSAGES, 1);
         if self.cfg.policy.hold.is_some() {
             tx.holds.push_back((token, Instant::now()));
         }
@@ -450,7 +482,7 @@ impl Core {
         })?;
         match fdpass::send(&self.sock, &ctl.encode(), &[fd.as_fd()], false) {
             Ok(()) => {
-                Counters::bump(&self.counters.regions_sent);
+                self.counters.add_shared(st::REGIONS_SENT, 1);
                 Ok(())
             }
             Err(rustix::io::Errno::PIPE) | Err(rustix::io::Errno::CONNRESET) => {
@@ -546,7 +578,7 @@ impl Readiness for SpaceWait<'_> {
     }
 
     fn sleep(&mut self, armed: u32, slice: Duration) {
-        Counters::bump(&self.core.counters.sleeps);
+        self.core.counters.add_shared(st::SLEEPS, 1);
         let start = Instant::now();
         let rung = self
             .tx
@@ -612,7 +644,7 @@ impl<F: Fn(&TxState) -> bool> Readiness for LedgerWait<'_, F> {
     fn sleep(&mut self, _armed: u32, slice: Duration) {
         // The receiver must see what we deferred waking it for.
         self.core.wake_deferred_locked(self.tx);
-        Counters::bump(&self.core.counters.sleeps);
+        self.core.counters.add_shared(st::SLEEPS, 1);
         let slept = self.tx.notices.wait_for_data(slice, self.core.own_bell());
         match slept {
             Err(_) => {

@@ -90,6 +90,14 @@ impl StatsPage {
         }
     }
 
+    /// Take the entry out of the listing now (see
+    /// [`Registration::withdraw`]); the counters stay writable.
+    pub fn withdraw(&self) {
+        if let Some(r) = self.entry() {
+            r.withdraw();
+        }
+    }
+
     /// Counter `index` (panics past [`STATS_COUNT`]: indices are the
     /// schema's constants).
     #[inline]

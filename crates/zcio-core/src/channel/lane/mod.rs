@@ -109,4 +109,64 @@ pub struct LaneStats {
     pub notices_dropped: u64,
     /// Sender: slots the receiver holds now.
     pub in_flight: u32,
+    /// Payload bytes sent (sender) or received (receiver).
+    pub bytes: u64,
+    /// Loans, sends (sender) or receives (receiver) refused at once: no
+    /// slot, no room, or nothing there.
+    pub would_block: u64,
+    /// Loans (sender) or receives (receiver) that timed out.
+    pub timed_out: u64,
+    /// Loans, sends (sender) or receives (receiver) that found the lane
+    /// ended (the peer, or the channel, gone).
+    pub disconnected: u64,
+    /// Times this end slept.
+    pub sleeps: u64,
+    /// Wakes this end issued.
+    pub wakes: u64,
+    /// The peer's pid as this process's PID namespace sees it (0: not
+    /// visible from here).
+    pub peer_pid: u32,
+    /// An id both ends of the lane report alike (the inode number of the
+    /// lane segment's memfd).
+    pub connection: u64,
+}
+
+impl LaneStats {
+    /// The counters a lane end keeps in its statistics page, for the
+    /// direction of `messages`/`bytes` (sent or received) and of the
+    /// refusals.
+    fn with_page(mut self, page: &zcio_sys::registry::StatsPage, sender: bool) -> LaneStats {
+        use zcio_sys::registry::schema::lane as l;
+        let g = |i| page.get(i);
+        let (m, b, wb, to, dc) = if sender {
+            (
+                l::SENT_MESSAGES,
+                l::SENT_BYTES,
+                l::SEND_WOULD_BLOCK,
+                l::SEND_TIMED_OUT,
+                l::SEND_DISCONNECTED,
+            )
+        } else {
+            (
+                l::RECEIVED_MESSAGES,
+                l::RECEIVED_BYTES,
+                l::RECV_WOULD_BLOCK,
+                l::RECV_TIMED_OUT,
+                l::RECV_DISCONNECTED,
+            )
+        };
+        self.messages = g(m);
+        self.bytes = g(b);
+        self.would_block = g(wb);
+        self.timed_out = g(to);
+        self.disconnected = g(dc);
+        self.sleeps = g(l::SLEEPS);
+        self.wakes = g(l::WAKES);
+        self.peer_pid = g(l::PEER_PID) as u32;
+        self.connection = g(l::CONNECTION);
+        if sender {
+            self.in_flight = g(l::IN_FLIGHT_BUFFERS) as u32;
+        }
+        self
+    }
 }

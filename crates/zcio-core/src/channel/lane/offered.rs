@@ -16,6 +16,8 @@ pub(crate) struct Offered {
     pub(crate) seg: Mapping,
     pub(crate) data: Region,
     pub(crate) layout: LaneLayout,
+    /// The segment memfd's inode: the lane's id, alike at both ends.
+    pub(crate) ino: u64,
 }
 
 impl Offered {
@@ -48,6 +50,7 @@ impl Offered {
             return None;
         }
         let seg = Mapping::map(&seg_fd, seg_len as usize, Access::ReadWrite, true).ok()?;
+        let ino = crate::segment::inode(&seg_fd);
         // The mapping is page-aligned and at least one page; `LaneHeader`
         // is Pod, so any bytes are a valid value. Copied out once, the copy
         // is validated.
@@ -58,6 +61,11 @@ impl Offered {
         // the slots read-only (a foreign region); a region that can shrink
         // is refused there too.
         let data = Region::attach(data_fd, layout.data_len as u64, true).ok()?;
-        (data.len() >= layout.data_len).then_some(Self { seg, data, layout })
+        (data.len() >= layout.data_len).then_some(Self {
+            seg,
+            data,
+            layout,
+            ino,
+        })
     }
 }

@@ -18,10 +18,13 @@ use crate::channel::lane::wire::{
 };
 use crate::channel::lane::LaneStats;
 use crate::channel::notify::WakeGate;
+use crate::channel::registered;
 use crate::channel::spsc::{Reader, Writer};
 use crate::region::Region;
 use crate::view::View;
 use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
+use zcio_sys::registry::schema::lane as l;
+use zcio_sys::registry::StatsPage;
 
 /// The receiving end of a lane (see
 /// [`Channel::accept_lane`](crate::Channel::accept_lane)).
@@ -35,7 +38,12 @@ pub struct LaneReceiver {
     gate: WakeGate,
     spin: SpinBudget,
     broken: bool,
+    /// Counters kept only here (notices, malformed, dropped notices).
     stats: LaneStats,
+    /// The live counters (`zcio_sys::registry::schema::lane`), in this
+    /// lane's registry entry (named as its channel end) or a local page;
+    /// this end's one thread is their only writer (`add`).
+    page: StatsPage,
 }
 
 impl std::fmt::Debug for LaneReceiver {
@@ -50,7 +58,12 @@ impl std::fmt::Debug for LaneReceiver {
 
 impl LaneReceiver {
     pub(crate) fn new(core: &Arc<Core>, o: Offered) -> Self {
-        let Offered { seg, data, layout } = o;
+        let Offered {
+            seg,
+            data,
+            layout,
+            ino,
+        } = o;
         // `Offered::attach` checked the header against `layout` and that
         // the mapping is `total_len` bytes.
         // SAFETY: as argued just above.
@@ -76,6 +89,7 @@ impl LaneReceiver {
             spin: SpinBudget::new(core.cfg.policy.spin),
             broken: false,
             stats: LaneStats::default(),
+            page: registered::lane(core.registered_as.as_ref(), core.peer.pid, ino),
         }
     }
 
@@ -91,7 +105,7 @@ impl LaneReceiver {
 
     /// Counters of this end.
     pub fn stats(&self) -> LaneStats {
-        self.stats
+        self.stats.with_page(&self.page, false)
     }
 
     /// The next message, waiting up to the channel's `recv_timeout`.
@@ -108,12 +122,30 @@ impl LaneReceiver {
     /// The next message, waiting up to `timeout` (spinning briefly, then
     /// sleeping on the ring).
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<LaneMsg<'_>, LaneError> {
-        let (slot, len) = self.next(timeout)?;
+        let (slot, len) = match self.next(timeout) {
+            Ok(m) => m,
+            Err(e) => {
+                self.count_error(&e);
+                return Err(e);
+            }
+        };
         Ok(LaneMsg {
             rx: self,
             slot,
             len,
         })
+    }
+
+    /// Count a refused receive in the statistics page.
+    #[cold]
+    fn count_error(&self, e: &LaneError) {
+        let index = match e {
+            LaneError::WouldBlock => l::RECV_WOULD_BLOCK,
+            LaneError::TimedOut => l::RECV_TIMED_OUT,
+            LaneError::Disconnected => l::RECV_DISCONNECTED,
+            _ => return,
+        };
+        self.page.add(index, 1);
     }
 
     /// Not an API: publish a notice for `slot` as a hostile receiver would
@@ -153,7 +185,8 @@ impl LaneReceiver {
                         len: d.len,
                     });
                 }
-                self.stats.messages += 1;
+                self.page.add(l::RECEIVED_MESSAGES, 1);
+                self.page.add(l::RECEIVED_BYTES, u64::from(d.len));
                 Ok(Some((d.slot, d.len)))
             }
             Err(_) => {
@@ -223,6 +256,7 @@ impl LaneReceiver {
             .write(&[LaneNotice { slot, reserved: 0 }], &mut pending);
         self.stats.notices += 1;
         if self.notices.publish(pending) {
+            self.page.add(l::WAKES, 1);
             let LaneReceiver {
                 core,
                 gate,
@@ -355,6 +389,7 @@ impl Readiness for MsgWait<'_> {
     }
 
     fn sleep(&mut self, _armed: u32, slice: Duration) {
+        self.lane.page.add(l::SLEEPS, 1);
         let start = Instant::now();
         if self.lane.ring.wait_for_data(slice, None).is_err() {
             self.lane.broken = true;

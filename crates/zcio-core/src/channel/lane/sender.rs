@@ -20,12 +20,15 @@ use crate::channel::lane::wire::{
 };
 use crate::channel::lane::{LaneConfig, LaneStats};
 use crate::channel::notify::WakeGate;
+use crate::channel::registered;
 use crate::channel::spsc::{Reader, Writer};
 use crate::channel::wire::Ctl;
 use crate::region::Region;
 use crate::sys::fdpass;
 use crate::sys::mmap::Mapping;
 use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
+use zcio_sys::registry::schema::lane as l;
+use zcio_sys::registry::StatsPage;
 
 /// Where a slot is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +58,14 @@ pub struct LaneSender {
     gate: WakeGate,
     spin: SpinBudget,
     broken: bool,
+    /// Counters kept only here (notices, bad notices).
     stats: LaneStats,
+    /// Slots in flight now.
+    in_flight: u32,
+    /// The live counters (`zcio_sys::registry::schema::lane`), in this
+    /// lane's registry entry (named as its channel end) or a local page;
+    /// this end's one thread is their only writer (`add`).
+    page: StatsPage,
 }
 
 impl std::fmt::Debug for LaneSender {
@@ -147,6 +157,12 @@ impl LaneSender {
             spin: SpinBudget::new(core.cfg.policy.spin),
             broken: false,
             stats: LaneStats::default(),
+            in_flight: 0,
+            page: registered::lane(
+                core.registered_as.as_ref(),
+                core.peer.pid,
+                crate::segment::inode(&seg_fd),
+            ),
         })
     }
 
@@ -162,13 +178,7 @@ impl LaneSender {
 
     /// Counters of this end.
     pub fn stats(&self) -> LaneStats {
-        let mut s = self.stats;
-        s.in_flight = self
-            .state
-            .iter()
-            .filter(|&&x| x == SlotState::InFlight)
-            .count() as u32;
-        s
+        self.stats.with_page(&self.page, true)
     }
 
     /// A free slot to fill, waiting up to the channel's `send_timeout` for
@@ -186,8 +196,26 @@ impl LaneSender {
     /// A free slot to fill, waiting up to `timeout` for the receiver to
     /// release one (spinning briefly, then sleeping on the notice ring).
     pub fn loan_timeout(&mut self, timeout: Duration) -> Result<Loan<'_>, LaneError> {
-        let slot = self.take_slot(timeout)?;
+        let slot = match self.take_slot(timeout) {
+            Ok(slot) => slot,
+            Err(e) => {
+                self.count_error(&e);
+                return Err(e);
+            }
+        };
         Ok(Loan { tx: self, slot })
+    }
+
+    /// Count a refused loan or send in the statistics page.
+    #[cold]
+    fn count_error(&self, e: &LaneError) {
+        let index = match e {
+            LaneError::WouldBlock => l::SEND_WOULD_BLOCK,
+            LaneError::TimedOut => l::SEND_TIMED_OUT,
+            LaneError::Disconnected => l::SEND_DISCONNECTED,
+            _ => return,
+        };
+        self.page.add(index, 1);
     }
 
     /// Copy `bytes` into a slot and send it (waiting for a slot as
@@ -253,6 +281,8 @@ impl LaneSender {
                         *s = SlotState::Free;
                         self.free.push(slot);
                         self.stats.notices += 1;
+                        self.in_flight -= 1;
+                        self.page.set(l::IN_FLIGHT_BUFFERS, self.in_flight.into());
                     }
                     _ => self.stats.bad_notices += 1,
                 }
@@ -341,8 +371,12 @@ impl LaneSender {
         self.ring.write(&[desc], &mut pending);
         let sleeping = self.ring.publish(pending);
         self.state[slot as usize] = SlotState::InFlight;
-        self.stats.messages += 1;
+        self.in_flight += 1;
+        self.page.add(l::SENT_MESSAGES, 1);
+        self.page.add(l::SENT_BYTES, len as u64);
+        self.page.set(l::IN_FLIGHT_BUFFERS, self.in_flight.into());
         if sleeping {
+            self.page.add(l::WAKES, 1);
             let LaneSender {
                 core, gate, ring, ..
             } = self;
@@ -411,7 +445,10 @@ impl<'a> Loan<'a> {
         let tx: &'a mut LaneSender = unsafe { std::ptr::read(&this.tx) };
         match tx.publish(slot, len) {
             Ok(()) => Ok(()),
-            Err(e) => Err(LaneSendError::new(e, Loan { tx, slot })),
+            Err(e) => {
+                tx.count_error(&e);
+                Err(LaneSendError::new(e, Loan { tx, slot }))
+            }
         }
     }
 }
@@ -510,6 +547,7 @@ impl Readiness for SlotWait<'_> {
     }
 
     fn sleep(&mut self, _armed: u32, slice: Duration) {
+        self.lane.page.add(l::SLEEPS, 1);
         let start = std::time::Instant::now();
         if self.lane.notices.wait_for_data(slice, None).is_err() {
             self.lane.broken = true;

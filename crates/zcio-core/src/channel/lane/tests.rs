@@ -273,3 +273,34 @@ fn a_corrupt_ring_is_reported_not_waited_on() {
     };
     assert_eq!(tx.loan_timeout(T).unwrap_err(), LaneError::Corrupt);
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "lane: memfd segments, SEQPACKET socket; not in Miri")]
+fn the_statistics_page_counts_bytes_refusals_and_names_the_lane_alike() {
+    let (_a, _b, mut tx, mut rx) = lane(2, 64);
+    let (s, r) = (tx.stats(), rx.stats());
+    assert_eq!(s.peer_pid, std::process::id());
+    assert_ne!(s.connection, 0);
+    assert_eq!(s.connection, r.connection, "both ends name one lane");
+    assert_eq!(rx.try_recv().unwrap_err(), LaneError::WouldBlock);
+    send(&mut tx, b"one");
+    send(&mut tx, &[9; 60]);
+    assert_eq!(tx.try_loan().unwrap_err(), LaneError::WouldBlock);
+    let s = tx.stats();
+    assert_eq!(
+        (s.messages, s.bytes, s.in_flight, s.would_block),
+        (2, 63, 2, 1)
+    );
+    for _ in 0..2 {
+        drop(rx.try_recv().unwrap());
+    }
+    let r = rx.stats();
+    assert_eq!((r.messages, r.bytes, r.would_block), (2, 63, 1));
+    drop(tx.try_loan().unwrap());
+    assert_eq!(tx.stats().in_flight, 0);
+    drop(rx);
+    let l = tx.try_loan().unwrap();
+    let e = *l.send(1).unwrap_err().error();
+    assert_eq!(e, LaneError::Disconnected);
+    assert_eq!(tx.stats().disconnected, 1);
+}
