@@ -156,7 +156,7 @@ const SMALL: [u64; 6] = [0, 1, 2, 3, 8, u64::MAX];
 const WORDS_AT: [u64; 8] = [0, 1, 2, 16, 17, 18, 19, 32];
 
 enum End {
-    Plain(zcio::rendezvous::Rendezvous),
+    Plain(Box<zcio::rendezvous::Rendezvous>),
     Proxy(ProxyEndpoint),
 }
 
@@ -185,7 +185,7 @@ pub fn session(data: &[u8]) -> Outcome {
     let end = if asynchronous {
         End::Proxy(ProxyEndpoint::new(end, &srv.proxies))
     } else {
-        End::Plain(end)
+        End::Plain(Box::new(end))
     };
     let mut client = Some(client);
     let mut out = Outcome::default();
