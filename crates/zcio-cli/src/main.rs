@@ -5,7 +5,10 @@ mod calibrate;
 mod cp;
 mod gateway;
 mod ls;
+mod mcap_out;
 mod pipe;
+mod record;
+mod replay;
 mod ring;
 
 use std::ffi::OsString;
@@ -71,6 +74,10 @@ enum Cmd {
         ZCIO_RUN_DIR=/shared/zcio zcio ls                   # a run directory shared with containers"
     )]
     Ls(ls::LsArgs),
+    /// Record rings and channel messages into an MCAP file (Foxglove opens it).
+    Record(record::RecordArgs),
+    /// Play an MCAP file back into a ring or a channel, with its recorded timing.
+    Replay(replay::ReplayArgs),
 }
 
 fn main() {
@@ -99,6 +106,8 @@ fn main() {
         Cmd::Bridge(b) => bridge::run(b),
         Cmd::Calibrate(c) => calibrate::run(c),
         Cmd::Ls(l) => ls::run(l),
+        Cmd::Record(r) => record::run(r),
+        Cmd::Replay(r) => replay::run(r),
     };
     match res {
         Ok(0) => {}
