@@ -7,9 +7,12 @@ mod echo;
 mod gateway;
 mod hz;
 mod ls;
+mod mcap_out;
 mod metrics;
 mod objects;
 mod pipe;
+mod record;
+mod replay;
 mod ring;
 mod stat;
 mod top;
@@ -125,6 +128,10 @@ enum Cmd {
         zcio_registry_invalid and zcio_registry_unreadable. Each scrape lists the\n\
         registry afresh. See docs/metrics.md.")]
     Metrics(metrics::MetricsArgs),
+    /// Record rings and channel messages into an MCAP file (Foxglove opens it).
+    Record(record::RecordArgs),
+    /// Play an MCAP file back into a ring or a channel, with its recorded timing.
+    Replay(replay::ReplayArgs),
 }
 
 fn main() {
@@ -158,6 +165,8 @@ fn main() {
         Cmd::Hz(a) => hz::run(a),
         Cmd::Echo(a) => echo::run(a),
         Cmd::Metrics(a) => metrics::run(a),
+        Cmd::Record(r) => record::run(r),
+        Cmd::Replay(r) => replay::run(r),
     };
     match res {
         Ok(0) => {}

@@ -1,0 +1,582 @@
+//! `zcio record SOURCE... -o FILE`: record streams into an MCAP file.
+//!
+//! Each source runs on a thread of its own and writes every message it
+//! receives into the one [`McapOut`] (behind a mutex), straight from where
+//! the message lies: a block of a lossless ring from the ring's pages (the
+//! block is released after the write), a channel message from its buffer
+//! when nobody can change it, else from one private copy (a volatile
+//! buffer may not be read through a plain reference). The main thread
+//! shows progress and stops everything on `--count`, `--duration`, SIGINT
+//! or SIGTERM; the file is then finished (summary, footer) and renamed to
+//! its name.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use zcio::ring::{Consumer, ReadError, Start};
+use zcio::{ChannelConfig, ConnectError, Listener, Msg, RecvError};
+
+use crate::mcap_out::{tag_of, ChannelKey, CompressionArg, McapOut, TAG_LEN};
+use crate::ring::size;
+use crate::usage;
+
+/// How often a waiting source looks at the stop flag.
+const IDLE: Duration = Duration::from_millis(100);
+
+/// Record ring blocks and channel messages into an MCAP file.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    zcio record ring:frames -o frames.mcap                      # until the producer closes the ring or Ctrl-C\n  \
+    zcio record ring:frames ring:imu -o run.mcap --duration 60  # two rings, one MCAP channel each\n  \
+    zcio record listen:/tmp/app.sock -o msgs.mcap --count 1000  # be the listener senders connect to\n  \
+    zcio replay run.mcap --to ring:frames                       # play it back with its timing\n\n\
+    Sources:\n  \
+    ring:NAME      attach to ring NAME as one more consumer (waits for the ring to appear);\n                 \
+    every block is one MCAP message on topic `ring:NAME`\n  \
+    listen:PATH    bind a channel listener at PATH and accept any number of senders; every\n                 \
+    message is one MCAP message on topic `listen:PATH` (all connections share it);\n                 \
+    typed messages (zcio type tags) get an MCAP channel per type, whose schema is the tag\n  \
+    zenoh:KEY      not recorded directly yet: import the key into a ring and record that:\n                 \
+    zcio bridge import KEY --to ring:K & zcio record ring:K -o k.mcap\n\n\
+    The recorder is a reader like any other. A block ring waits for its slowest reader:\n\
+    if the disk is slower than the producer, the recorder slows the producer to the\n\
+    disk's pace (never more); on a fast-enough disk (tmpfs) the producer's pace is\n\
+    unchanged. On srp/mrp/frp rings the recorder never slows the producer: what it\n\
+    cannot keep up with is dropped or skipped as the ring's policy says (see\n\
+    `zcio ring stat`); blocks of frp/mrp rings are copied out and checked before they\n\
+    are written, so the file has gaps, never torn blocks.\n\n\
+    The file is written under a temporary name beside FILE and renamed at the end; a\n\
+    failure removes it and exits 1. An existing FILE is kept unless --force.\n\
+    Log and publish times are the receive time (CLOCK_REALTIME, ns); each channel's\n\
+    sequence numbers count from 0. Exit status: 0 when the file is complete (end of\n\
+    every stream, --count, --duration, SIGINT, SIGTERM), 1 on failures (the producer\n\
+    died or failed: the file is removed), 2 for invalid options.")]
+pub struct RecordArgs {
+    /// What to record: ring:NAME, listen:PATH (repeatable).
+    #[arg(required = true, value_name = "SOURCE")]
+    sources: Vec<String>,
+    /// The MCAP file to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Replace FILE if it exists (at the end, once the recording is complete).
+    #[arg(long)]
+    force: bool,
+    /// Stop after N messages (all sources together).
+    #[arg(long, short = 'n', value_name = "N", value_parser = zcio_fmt::parse_count::<u64>)]
+    count: Option<u64>,
+    /// Stop after SECS seconds.
+    #[arg(long, value_name = "SECS", value_parser = zcio_fmt::parse_seconds)]
+    duration: Option<f64>,
+    /// Compress the file's chunks.
+    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+    compression: CompressionArg,
+    /// Target size of the file's chunks (the unit viewers load and index).
+    #[arg(long, value_name = "SIZE", value_parser = zcio_fmt::parse_size, default_value = "4MiB")]
+    chunk_size: usize,
+    /// Ring sources start at the oldest block still in the ring, not the newest.
+    #[arg(long)]
+    from_oldest: bool,
+    /// No progress line and no summary.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// A parsed SOURCE.
+#[derive(Debug, Clone)]
+enum Source {
+    Ring(String),
+    Listen(PathBuf),
+}
+
+impl Source {
+    fn parse(s: &str) -> Result<Self> {
+        if let Some(n) = s.strip_prefix("ring:") {
+            if zcio::ring::ring_path(n).is_none() {
+                return Err(usage(format!(
+                    "invalid ring name {n:?} in {s:?}: 1 to 200 of [A-Za-z0-9._-], not starting with a dot"
+                )));
+            }
+            Ok(Source::Ring(n.to_owned()))
+        } else if let Some(p) = s.strip_prefix("listen:") {
+            if p.is_empty() {
+                return Err(usage(
+                    "listen: needs a socket path, e.g. listen:/tmp/app.sock",
+                ));
+            }
+            Ok(Source::Listen(PathBuf::from(p)))
+        } else if s.starts_with("zenoh:") {
+            Err(usage(format!(
+                "{s}: zenoh keys are not recorded directly yet; import the key into a ring and record that: `zcio bridge import KEY --to ring:NAME` and `zcio record ring:NAME`"
+            )))
+        } else {
+            Err(usage(format!(
+                "unknown source {s:?}: give ring:NAME or listen:PATH"
+            )))
+        }
+    }
+}
+
+/// Set by SIGINT/SIGTERM.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // SYNC: read by `Shared::stopped` on every thread; a flag, nothing
+    // else is published through it.
+    SIGNALLED.store(true, Ordering::Relaxed);
+}
+
+/// Catch SIGINT and SIGTERM in [`SIGNALLED`] (so the file is finished).
+pub(crate) fn catch_stop_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask"
+        // value; the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Whether SIGINT or SIGTERM arrived.
+pub(crate) fn signalled() -> bool {
+    // SYNC: set by `on_signal`.
+    SIGNALLED.load(Ordering::Relaxed)
+}
+
+/// What the sources share.
+struct Shared {
+    out: Mutex<Option<McapOut>>,
+    /// Stop asked (count reached, duration, signal, another source failed).
+    stop: AtomicBool,
+    limit: Option<u64>,
+    messages: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Shared {
+    fn stopped(&self) -> bool {
+        // SYNC: set by `stop_now` on any thread; only a flag.
+        self.stop.load(Ordering::Relaxed) || signalled()
+    }
+
+    fn stop_now(&self) {
+        // SYNC: read by `stopped`.
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn channel(&self, key: &ChannelKey, meta: &BTreeMap<String, String>) -> Result<()> {
+        let mut g = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_mut() {
+            Some(o) => o.channel(key, meta),
+            None => Ok(()),
+        }
+    }
+
+    /// Write one message; `false` once no more may be written (the count
+    /// is reached or the file closed).
+    fn write(&self, key: &ChannelKey, data: &[u8]) -> Result<bool> {
+        let mut g = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(out) = g.as_mut() else {
+            return Ok(false);
+        };
+        if self.limit.is_some_and(|l| out.messages >= l) {
+            return Ok(false);
+        }
+        out.write(key, now_ns(), data)?;
+        // SYNC: progress counters, read by the main thread for display only.
+        self.messages.store(out.messages, Ordering::Relaxed);
+        self.bytes.store(out.bytes, Ordering::Relaxed);
+        if self.limit.is_some_and(|l| out.messages >= l) {
+            self.stop_now();
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// Nanoseconds since the Unix epoch (CLOCK_REALTIME).
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// An opened source, ready to run on its own thread.
+enum Opened {
+    Ring(String, Consumer),
+    Listen(PathBuf, Listener),
+}
+
+/// Run `zcio record`; `Ok(status)` is the exit status.
+pub fn run(a: RecordArgs) -> Result<i32> {
+    let duration = a
+        .duration
+        .map(|s| {
+            Duration::try_from_secs_f64(s)
+                .map_err(|_| usage(format!("--duration must be a number of seconds, not {s}")))
+        })
+        .transpose()?;
+    if a.count == Some(0) {
+        return Err(usage("--count must be at least 1"));
+    }
+    if a.chunk_size == 0 {
+        return Err(usage("--chunk-size must be at least 1 byte"));
+    }
+    let sources = a
+        .sources
+        .iter()
+        .map(|s| Source::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    McapOut::check_dest(&a.output, a.force)?;
+    catch_stop_signals();
+
+    // Open every source before the file is created: a wrong source leaves
+    // nothing behind.
+    let mut opened = Vec::new();
+    for s in &sources {
+        match s {
+            Source::Ring(name) => {
+                let Some(map) = wait_ring(name)? else {
+                    return Ok(0); // stopped while waiting: nothing recorded
+                };
+                let start = if a.from_oldest {
+                    Start::Oldest
+                } else {
+                    Start::Newest
+                };
+                let cons = Consumer::attach(map, start)
+                    .with_context(|| format!("cannot read from ring {name}"))?;
+                opened.push(Opened::Ring(name.clone(), cons));
+            }
+            Source::Listen(path) => {
+                let l = Listener::bind(path, ChannelConfig::default())
+                    .with_context(|| format!("cannot listen at {}", path.display()))?;
+                opened.push(Opened::Listen(path.clone(), l));
+            }
+        }
+    }
+
+    let out = McapOut::create(&a.output, a.force, a.compression, a.chunk_size as u64)?;
+    let shared = Arc::new(Shared {
+        out: Mutex::new(Some(out)),
+        stop: AtomicBool::new(false),
+        limit: a.count,
+        messages: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+    });
+    let t0 = Instant::now();
+    let threads: Vec<_> = opened
+        .into_iter()
+        .map(|o| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("zcio-record".into())
+                .spawn(move || {
+                    let r = match o {
+                        Opened::Ring(name, cons) => record_ring(&name, cons, &shared),
+                        Opened::Listen(path, l) => record_listener(&path, l, &shared),
+                    };
+                    if r.is_err() {
+                        shared.stop_now();
+                    }
+                    r
+                })
+        })
+        .collect::<std::io::Result<_>>()
+        .context("cannot start a recording thread")?;
+
+    let pb = progress(a.quiet);
+    while !threads.iter().all(|t| t.is_finished()) {
+        if duration.is_some_and(|d| t0.elapsed() >= d) {
+            shared.stop_now();
+        }
+        if let Some(pb) = &pb {
+            // SYNC: display only (see `Shared::write`).
+            pb.set_message(format!(
+                "{} messages",
+                shared.messages.load(Ordering::Relaxed)
+            ));
+            pb.set_position(shared.bytes.load(Ordering::Relaxed));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let mut failed = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                if failed.is_none() {
+                    failed = Some(e);
+                }
+            }
+            Err(_) => {
+                failed.get_or_insert_with(|| anyhow::anyhow!("a recording thread panicked"));
+            }
+        }
+    }
+    let out = shared.out.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(out) = out else {
+        bail!("internal error: the recording is gone");
+    };
+    if let Some(e) = failed {
+        drop(out); // removes the temporary file
+        return Err(e.context(format!(
+            "nothing was written to {} (the partial recording was removed)",
+            a.output.display()
+        )));
+    }
+    let (messages, bytes) = (out.messages, out.bytes);
+    let dest = out.finish()?;
+    if !a.quiet {
+        let s = t0.elapsed().as_secs_f64().max(1e-9);
+        eprintln!(
+            "zcio record: {messages} messages, {} in {s:.2} s ({}/s, {:.0} msg/s) → {}",
+            size(bytes),
+            size((bytes as f64 / s) as u64),
+            messages as f64 / s,
+            dest.display()
+        );
+    }
+    Ok(0)
+}
+
+fn progress(quiet: bool) -> Option<ProgressBar> {
+    if quiet {
+        return None;
+    }
+    let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if pb.is_hidden() {
+        return None; // stderr is not a terminal
+    }
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} recording: {msg}, {binary_bytes} [{elapsed_precise}] {binary_bytes_per_sec}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.enable_steady_tick(Duration::from_millis(100));
+    Some(pb)
+}
+
+/// Open ring `name`, waiting for it to be created (never creating it);
+/// `None` if stopped while waiting.
+fn wait_ring(name: &str) -> Result<Option<Arc<zcio::ring::RingMap>>> {
+    let t0 = Instant::now();
+    let mut told = false;
+    loop {
+        match zcio::ring::RingMap::open(name, true) {
+            Ok(m) => return Ok(Some(m)),
+            Err(zcio::ring::OpenError::NotFound(_)) => {}
+            Err(e) => return Err(crate::ring::open_error(name, e)),
+        }
+        if signalled() {
+            return Ok(None);
+        }
+        if !told && t0.elapsed() >= Duration::from_secs(1) {
+            eprintln!("zcio record: no ring named {name:?} yet; waiting for it (`zcio ring ls` lists the rings)");
+            told = true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The metadata of a ring's MCAP channel: what the ring is.
+fn ring_metadata(name: &str, g: &zcio::ring::Geometry) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert("zcio.source".into(), "ring".into());
+    m.insert("zcio.ring".into(), name.into());
+    m.insert(
+        "zcio.layout".into(),
+        format!("{:?}", g.layout).to_lowercase(),
+    );
+    m.insert("zcio.policy".into(), g.overflow.name().into());
+    m.insert("zcio.size".into(), g.data_len.to_string());
+    m.insert("zcio.max_block".into(), g.max_block().to_string());
+    m
+}
+
+/// Record ring `name` until its producer closes it or a stop.
+fn record_ring(name: &str, mut cons: Consumer, shared: &Shared) -> Result<()> {
+    let g = *cons.geometry();
+    let key: ChannelKey = (format!("ring:{name}"), None);
+    shared.channel(&key, &ring_metadata(name, &g))?;
+    let max = usize::try_from(g.max_block()).unwrap_or(usize::MAX).max(1);
+    // Rings whose producer may overwrite a block being read (frp, mrp)
+    // are read with a checked copy, as `zcio pipe get` does: the file may
+    // have gaps, never torn blocks.
+    let overwrites = g.overflow.overwrites();
+    let mut buf = if overwrites {
+        vec![0u8; max.min(1 << 20)]
+    } else {
+        Vec::new()
+    };
+    loop {
+        if shared.stopped() {
+            return Ok(());
+        }
+        let r = if overwrites {
+            match cons.read_timeout(&mut buf, IDLE) {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    if !shared.write(&key, &buf[..n])? {
+                        return Ok(());
+                    }
+                    Ok(())
+                }
+                Err(ReadError::BufferTooSmall { need, .. }) => {
+                    buf.resize(need, 0);
+                    continue;
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            match cons.peek_timeout(max, IDLE) {
+                Ok(None) => return Ok(()),
+                Ok(Some(p)) => {
+                    let v = p.view();
+                    // SAFETY: a block of a lossless ring (block or srp
+                    // policy) is not written by its producer until every
+                    // consumer released it, and we release it only after
+                    // the write below. The slice only goes to the file
+                    // (and the chunk CRC): nothing is validated or decided
+                    // on its bytes, so a producer breaking the ring's
+                    // protocol could only make the recorded bytes wrong.
+                    let bytes = unsafe { v.as_slice_unchecked() };
+                    let more = shared.write(&key, bytes)?;
+                    p.release().with_context(|| format!("read ring {name}"))?;
+                    if !more {
+                        return Ok(());
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match r {
+            Ok(()) | Err(ReadError::TimedOut) => {}
+            Err(ReadError::Disconnected { pid }) => bail!(
+                "the producer of ring {name} died (pid {pid}) without closing it: the recording is incomplete"
+            ),
+            Err(ReadError::ProducerFailed { pid, code }) => bail!(
+                "the producer of ring {name} (pid {pid}) failed ({}): the recording is incomplete",
+                std::io::Error::from_raw_os_error(code as i32)
+            ),
+            Err(e) => return Err(e).with_context(|| format!("read ring {name}")),
+        }
+    }
+}
+
+/// Accept senders at `path` and record their messages until a stop.
+fn record_listener(path: &std::path::Path, l: Listener, shared: &Arc<Shared>) -> Result<()> {
+    let topic = format!("listen:{}", path.display());
+    let mut meta = BTreeMap::new();
+    meta.insert("zcio.source".to_owned(), "listen".to_owned());
+    meta.insert("zcio.path".to_owned(), path.display().to_string());
+    let meta = Arc::new(meta);
+    shared.channel(&(topic.clone(), None), &meta)?;
+    let mut conns = Vec::new();
+    let mut failed = None;
+    while !shared.stopped() {
+        match l.accept_timeout(IDLE) {
+            Ok(ch) => {
+                let (shared, topic, meta) = (shared.clone(), topic.clone(), meta.clone());
+                let t = std::thread::Builder::new()
+                    .name("zcio-record-conn".into())
+                    .spawn(move || {
+                        let r = record_channel(&ch, &topic, &meta, &shared);
+                        if r.is_err() {
+                            shared.stop_now();
+                        }
+                        r
+                    })
+                    .context("cannot start a connection thread")?;
+                conns.push(t);
+            }
+            Err(ConnectError::TimedOut) => {}
+            Err(ConnectError::Os { errno, .. })
+                if errno == zcio::Errno::AGAIN || errno == zcio::Errno::TIMEDOUT => {}
+            // A sender that failed its handshake: the others go on.
+            Err(e) => eprintln!(
+                "zcio record: warning: a connection at {} failed: {e}",
+                path.display()
+            ),
+        }
+        let (done, live): (Vec<_>, Vec<_>) = conns.into_iter().partition(|t| t.is_finished());
+        conns = live;
+        for t in done {
+            if let Ok(Err(e)) = t.join() {
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+    }
+    for t in conns {
+        if let Ok(Err(e)) = t.join() {
+            failed.get_or_insert(e);
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// Record one accepted channel until its sender closes it or a stop.
+fn record_channel(
+    ch: &zcio::Channel,
+    topic: &str,
+    meta: &BTreeMap<String, String>,
+    shared: &Shared,
+) -> Result<()> {
+    let untyped: ChannelKey = (topic.to_owned(), None);
+    loop {
+        if shared.stopped() {
+            return Ok(());
+        }
+        let msg = match ch.recv_timeout(IDLE) {
+            Ok(m) => m,
+            Err(e) if e.is_timeout() => continue,
+            Err(e) if e.is_disconnected() => return Ok(()),
+            Err(e) => return Err(recv_error(e, topic)),
+        };
+        let key = match typed_key(&msg, topic) {
+            Some(k) => {
+                shared.channel(&k, meta)?;
+                k
+            }
+            None => untyped.clone(),
+        };
+        // In place when nobody can change the bytes (one immutable
+        // slice), else one private copy (a volatile buffer may not be read
+        // through a plain slice).
+        let data = msg.contiguous();
+        if !shared.write(&key, &data)? {
+            return Ok(());
+        }
+    }
+}
+
+fn recv_error(e: RecvError, topic: &str) -> anyhow::Error {
+    anyhow::Error::new(e).context(format!("receive from a sender of {topic}"))
+}
+
+/// The channel of a typed message (one that starts with a zcio type tag).
+fn typed_key(msg: &Msg, topic: &str) -> Option<ChannelKey> {
+    if msg.len() < TAG_LEN {
+        return None;
+    }
+    let mut head = [0u8; TAG_LEN];
+    (msg.read_at(0, &mut head) == TAG_LEN).then_some(())?;
+    tag_of(&head).map(|t| (topic.to_owned(), Some(t)))
+}
