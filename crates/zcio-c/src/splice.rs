@@ -699,13 +699,13 @@ pub unsafe extern "C" fn zcio_assoc_get_stats(
         if out.is_null() {
             return einval("zcio_assoc_get_stats: out is NULL");
         }
-        let st = h.r.stats();
+        let st = h.r.status();
         let s = zcio_assoc_stats {
             started: st.started,
             completed: st.completed,
             failed: st.failed,
-            moved_bytes: st.moved_bytes,
-            running: u64::from(st.running),
+            moved_bytes: st.moved,
+            running: u64::from(st.active),
         };
         let n = size.min(std::mem::size_of::<zcio_assoc_stats>());
         // `s` is a local of at least `n` bytes; `out` is valid for `size`

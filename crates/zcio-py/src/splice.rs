@@ -508,13 +508,13 @@ impl Association {
     /// entry shows to ``zcio ls``): started, completed, failed,
     /// moved_bytes, running (bool); readable while data flows.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.r.stats();
+        let s = self.r.status();
         let d = PyDict::new(py);
         d.set_item("started", s.started)?;
         d.set_item("completed", s.completed)?;
         d.set_item("failed", s.failed)?;
-        d.set_item("moved_bytes", s.moved_bytes)?;
-        d.set_item("running", s.running)?;
+        d.set_item("moved_bytes", s.moved)?;
+        d.set_item("running", s.active)?;
         Ok(d)
     }
 

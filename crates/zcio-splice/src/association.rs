@@ -129,6 +129,14 @@ pub struct Status {
     pub source: String,
     /// The sink's label.
     pub sink: String,
+    /// Increments started (the registry entry's counters, as `zcio stat`
+    /// shows them).
+    pub started: u64,
+    /// Increments that ended without an error (moved, source ended or
+    /// stopped).
+    pub completed: u64,
+    /// Increments that ended in an error.
+    pub failed: u64,
 }
 
 /// The moving parts: I/O objects, mover, modules.
@@ -157,25 +165,6 @@ struct Shared {
     /// (a local page without one). Written only by whoever holds the
     /// engine (one increment at a time), so plain load-and-store adds.
     page: StatsPage,
-}
-
-/// An association's counters: what its registry entry shows (`zcio ls`,
-/// `zcio stat`). Built only by [`Association::stats`] and
-/// [`Remote::stats`]; more counters may be added.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AssociationStats {
-    /// Increments started.
-    pub started: u64,
-    /// Increments that ended without an error (moved, source ended or
-    /// stopped).
-    pub completed: u64,
-    /// Increments that ended in an error.
-    pub failed: u64,
-    /// Bytes moved (taken from the source) since the association was made.
-    pub moved_bytes: u64,
-    /// Whether an increment runs now.
-    pub running: bool,
 }
 
 type Callback = Box<dyn FnMut(&Completion) -> Next + Send>;
@@ -501,11 +490,6 @@ impl Association {
         self.shared.status()
     }
 
-    /// The counters of the association's registry entry.
-    pub fn stats(&self) -> AssociationStats {
-        self.shared.stats()
-    }
-
     /// Stop, join the worker and give back the final status (the
     /// descriptors are closed). Dropping does the same.
     pub fn close(mut self) -> Status {
@@ -580,11 +564,6 @@ impl Remote {
     /// [`Association::module_stats`].
     pub fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
         self.shared.module_stats()
-    }
-
-    /// [`Association::stats`].
-    pub fn stats(&self) -> AssociationStats {
-        self.shared.stats()
     }
 }
 
@@ -738,22 +717,14 @@ impl Shared {
             lost: st.dropped.2,
             source: st.labels.0.clone(),
             sink: st.labels.1.clone(),
+            started: self.page.get(counter::STARTED),
+            completed: self.page.get(counter::COMPLETED),
+            failed: self.page.get(counter::FAILED),
         }
     }
 
     fn module_stats(&self) -> Vec<(String, Vec<(&'static str, u64)>)> {
         self.lock().module_stats.clone()
-    }
-
-    fn stats(&self) -> AssociationStats {
-        let p = &self.page;
-        AssociationStats {
-            started: p.get(counter::STARTED),
-            completed: p.get(counter::COMPLETED),
-            failed: p.get(counter::FAILED),
-            moved_bytes: p.get(counter::BYTES),
-            running: p.get(counter::RUNNING) != 0,
-        }
     }
 
     fn clear_stop(&self) {
@@ -949,17 +920,18 @@ mod tests {
         let (sp, src) = file("src", &[5u8; 10_000]);
         let (dp, dst) = file("dst", b"");
         let mut a = Association::new(src, dst).unwrap();
-        assert_eq!(a.stats(), AssociationStats::default());
+        let s = a.status();
+        assert_eq!((s.started, s.completed, s.failed, s.moved), (0, 0, 0, 0));
         let c = a.run(Increment::Bytes(4000)).unwrap();
         assert_eq!(c.moved, 4000);
-        let s = a.stats();
+        let s = a.status();
         assert_eq!((s.started, s.completed, s.failed), (1, 1, 0));
-        assert_eq!((s.moved_bytes, s.running), (4000, false));
+        assert_eq!((s.moved, s.active), (4000, false));
         a.start(Increment::Infinite).unwrap();
         let c = a.wait(Duration::from_secs(60)).unwrap();
         assert!(c.eof);
-        let s = a.remote().stats();
-        assert_eq!((s.started, s.completed, s.moved_bytes), (2, 2, 10_000));
+        let s = a.remote().status();
+        assert_eq!((s.started, s.completed, s.moved), (2, 2, 10_000));
         drop(a);
         let _ = std::fs::remove_file(sp);
         let _ = std::fs::remove_file(dp);

@@ -35,7 +35,7 @@ mod mover;
 mod mover_kind;
 mod spec;
 
-pub use association::{Association, AssociationStats, Completion, Increment, Next, Remote, Status};
+pub use association::{Association, Completion, Increment, Next, Remote, Status};
 #[cfg(feature = "tokio")]
 pub use completions::Completions;
 pub use error::SpliceError;
