@@ -78,3 +78,36 @@ impl Window {
             .map_or(0, |s| Cpu::now(Who::Process).total_since(s))
     }
 }
+
+/// Reap `child` within `bound`, with what it and the children it waited
+/// for used (user + system seconds, from `wait4`).
+pub fn reap(
+    child: &mut std::process::Child,
+    what: &str,
+    bound: std::time::Duration,
+) -> Result<(i32, f64), String> {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: our own unreaped child; both pointers are valid for the call.
+        let r = unsafe { libc::wait4(child.id() as i32, &mut status, libc::WNOHANG, &mut ru) };
+        if r > 0 {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+            return Ok((status, tv(ru.ru_utime) + tv(ru.ru_stime)));
+        }
+        if r < 0 {
+            return Err(format!(
+                "{what}: wait4: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what}: still running after {bound:?} (killed)"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

@@ -556,6 +556,15 @@ fn input<T>(r: Result<T, String>) -> Result<T, Failure> {
     r.map_err(Failure::Input)
 }
 
+/// `--reps N`: 1 to 100 runs per point.
+fn reps(r: usize) -> Result<usize, Failure> {
+    input(if (1..=100).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("--reps {r}: give 1 to 100 runs per point"))
+    })
+}
+
 /// `a,b,…` through `parse`.
 fn list<T>(items: &[String], parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, Failure> {
     input(items.iter().map(|x| parse(x)).collect())
@@ -808,11 +817,7 @@ fn containers_cmd(a: ContainersArgs) -> Result<(), Failure> {
         containers::Options::full(zcio)
     };
     if let Some(r) = a.reps {
-        opts.reps = input(if (1..=100).contains(&r) {
-            Ok(r)
-        } else {
-            Err(format!("--reps {r}: give 1 to 100 runs per point"))
-        })?;
+        opts.reps = reps(r)?;
     }
     let bench = containers::ContainersBench::new(opts).map_err(Failure::Input)?;
     driver::run(&bench, &a.out.output("containers")).map_err(Failure::Run)
@@ -826,11 +831,7 @@ fn registry_cmd(a: RegistryArgs) -> Result<(), Failure> {
         registryb::Options::full(zcio)
     };
     if let Some(r) = a.reps {
-        opts.reps = input(if (1..=100).contains(&r) {
-            Ok(r)
-        } else {
-            Err(format!("--reps {r}: give 1 to 100 runs per point"))
-        })?;
+        opts.reps = reps(r)?;
     }
     if let Some(n) = a.objects {
         opts.objects = input(

@@ -2,10 +2,10 @@
 //! of live objects (the run directory). Entries whose owner died are shown
 //! once as dead and removed.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde_json::{json, Value};
-use zcio_sys::registry::{dir, Entry, Listing, RunDir, State};
+use zcio_sys::registry::{Entry, Listing, State};
 
 use crate::ring::{columns, Format};
 
@@ -21,22 +21,7 @@ pub struct LsArgs {
 
 /// Run `zcio ls`; `Ok(status)` is the exit status.
 pub fn run(a: LsArgs) -> Result<i32> {
-    let path = dir::default_path();
-    let listing = RunDir::open(&path)
-        .and_then(|d| d.list())
-        .with_context(|| format!("cannot list the zcio objects in {}", path.display()))?;
-    for i in &listing.invalid {
-        eprintln!(
-            "zcio: warning: {}: not a valid entry: {}{}",
-            path.join(&i.file).display(),
-            i.reason,
-            if i.removed {
-                " (left over: removed)"
-            } else {
-                ""
-            }
-        );
-    }
+    let (path, listing) = crate::objects::list(true)?;
     let json = a.json || a.format == Format::Json;
     if json {
         let v: Vec<Value> = listing.entries.iter().map(entry_json).collect();
@@ -47,19 +32,13 @@ pub fn run(a: LsArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// The PID namespace of this process (0 when /proc does not say).
-fn our_pid_ns() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
-}
-
 fn entry_json(e: &Entry) -> Value {
     json!({
         "kind": e.kind.as_str(),
         "name": e.name,
         "pid": e.pid,
         "pid_ns": e.pid_ns,
-        "same_pid_ns": e.pid_ns == our_pid_ns(),
+        "same_pid_ns": e.pid_ns == crate::objects::our_pid_ns(),
         "state": e.state.as_str(),
         "uid": e.file_uid,
         "mode": format!("{:04o}", e.mode),
@@ -81,7 +60,7 @@ fn print_table(path: &std::path::Path, l: &Listing) {
         );
         return;
     }
-    let ours = our_pid_ns();
+    let ours = crate::objects::our_pid_ns();
     let mut rows = vec![["kind", "name", "pid", "state", "uid", "mode"].map(str::to_owned)];
     for e in &l.entries {
         let pid = if e.pid_ns == ours || e.pid_ns == 0 {

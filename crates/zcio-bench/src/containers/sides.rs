@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -74,34 +74,6 @@ pub(super) fn write_input(path: &Path, n: u64) -> Result<u64, String> {
     f.flush()
         .map_err(|e| format!("write {}: {e}", path.display()))?;
     Ok(h)
-}
-
-/// Reap `child` within `bound`, with what it and the children it waited
-/// for used (user + system seconds).
-fn reap(child: &mut Child, what: &str, bound: Duration) -> Result<(i32, f64), String> {
-    let deadline = Instant::now() + bound;
-    loop {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is valid; wait4 fills it.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: our own unreaped child; both pointers are valid for the call.
-        let r = unsafe { libc::wait4(child.id() as i32, &mut status, libc::WNOHANG, &mut ru) };
-        if r > 0 {
-            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-            return Ok((status, tv(ru.ru_utime) + tv(ru.ru_stime)));
-        }
-        if r < 0 {
-            return Err(format!(
-                "{what}: wait4: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            return Err(format!("{what}: still running after {bound:?} (killed)"));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// `zcio ARGS` with the ring directory set.
@@ -202,8 +174,8 @@ fn pipe(
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("zcio pipe put: {e}"))?;
-    let (put_status, _) = reap(&mut put, "zcio pipe put", BOUND)?;
-    let (get_status, get_cpu) = reap(&mut get, "zcio pipe get", BOUND)?;
+    let (put_status, _) = crate::cpu::reap(&mut put, "zcio pipe put", BOUND)?;
+    let (get_status, get_cpu) = crate::cpu::reap(&mut get, "zcio pipe get", BOUND)?;
     let secs = start.elapsed().as_secs_f64();
     let (h, got) = counter.join().map_err(|_| "the output counter panicked")?;
     let _ = zcio(opts, dir, &["ring", "rm", name])
@@ -315,7 +287,7 @@ fn wake(opts: &Options, dir: &Path, place: Place, name: &str) -> Result<Row, Str
     line.clear();
     out.read_line(&mut line)
         .map_err(|e| format!("consumer: {e}"))?;
-    let (status, _) = reap(&mut child, "consumer", BOUND)?;
+    let (status, _) = crate::cpu::reap(&mut child, "consumer", BOUND)?;
     let _ = zcio::ring::unlink(name);
     if status != 0 {
         return Err(format!("the consumer exited with {status:#x}"));

@@ -108,7 +108,7 @@ fn timed(mut c: Command, what: &str) -> Result<(String, f64, f64), String> {
         }
         s
     });
-    let (status, cpu) = reap(&mut child, what)?;
+    let (status, cpu) = crate::cpu::reap(&mut child, what, BOUND)?;
     let wall = t.elapsed().as_secs_f64();
     let stdout = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
@@ -119,34 +119,6 @@ fn timed(mut c: Command, what: &str) -> Result<(String, f64, f64), String> {
         ));
     }
     Ok((stdout, wall, cpu))
-}
-
-/// Reap `child` within [`BOUND`]: its wait status and CPU seconds.
-fn reap(child: &mut Child, what: &str) -> Result<(i32, f64), String> {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is valid; wait4 fills it.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: our own unreaped child; both pointers are valid for the call.
-        let r = unsafe { libc::wait4(child.id() as i32, &mut status, libc::WNOHANG, &mut ru) };
-        if r > 0 {
-            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-            return Ok((status, tv(ru.ru_utime) + tv(ru.ru_stime)));
-        }
-        if r < 0 {
-            return Err(format!(
-                "{what}: wait4: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{what}: still running after {BOUND:?} (killed)"));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
