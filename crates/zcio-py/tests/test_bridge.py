@@ -256,6 +256,9 @@ def test_wrapper_errors(tools, key, ring_name, sock_path, monkeypatch):
 def test_stop_wait_and_context_manager(tools, key, ring_name):
     with zcio.bridge.import_(key, f"ring:{ring_name}", listen=LOCAL, size=1 << 16) as im:
         assert im.returncode is None and im.stats is None
+        # Live counters from its registry entry (nothing published yet).
+        c = im.counters()
+        assert c["samples"] == 0 and c["sample_bytes"] == 0 and c["lost_samples"] == 0
         with pytest.raises(zcio.TimedOut):
             im.wait(0.2)
         assert "import" in repr(im) and "running" in repr(im)
@@ -263,6 +266,8 @@ def test_stop_wait_and_context_manager(tools, key, ring_name):
     assert im.returncode == zcio.bridge.EXIT_STOPPED and im.stats["end"] == "stopped"
     assert im.stop() == zcio.bridge.EXIT_STOPPED  # again: the status
     im.check()
+    with pytest.raises(zcio.BridgeError, match="has ended"):
+        im.counters()
 
 
 def test_msg_array_reads_what_recv_array_reads():

@@ -202,6 +202,7 @@ class Bridge:
             self._stats_path,
         )
         self.endpoints: tuple[str, ...] = ()
+        self._env: dict[str, str] | None = None if env is None else dict(env)
         self._stats: dict[str, Any] | None = None
         self._stderr: str | None = None
         try:
@@ -338,6 +339,51 @@ class Bridge:
         if self.returncode is None:
             return None
         return self._stats
+
+    def counters(self, timeout: float = 10.0) -> dict[str, int]:
+        """The bridge's live counters while it runs, as ``zcio stat`` shows
+        its registry entry: ``samples``, ``sample_bytes``, ``lost_samples``,
+        ``malformed``, ``peers`` (see docs/metrics.md). Read from the
+        entry's statistics page by the ``zcio`` tool, without joining the
+        stream. Raises :class:`BridgeError` once the bridge has ended (use
+        :attr:`stats` then) or when its entry cannot be found (a refused
+        run directory: ``zcio ls`` says why)."""
+        if self.returncode is not None:
+            raise BridgeError(
+                f"the bridge (pid {self.pid}) has ended: read its final .stats instead"
+            )
+        exe = self.args[0]
+
+        def tool(*args: str) -> Any:
+            r = subprocess.run(
+                [exe, *args],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env=self._env,
+                timeout=timeout,
+                check=False,
+            )
+            if r.returncode != 0:
+                raise BridgeError(
+                    f"zcio {' '.join(args)} failed: {r.stderr.decode(errors='replace').strip()}"
+                )
+            return json.loads(r.stdout)
+
+        mine = [
+            e
+            for e in tool("ls", "--json")
+            if e.get("pid") == self.pid
+            and e.get("same_pid_ns")
+            and e.get("kind") in ("export", "import")
+            and e.get("state") == "live"
+        ]
+        if len(mine) != 1:
+            raise BridgeError(
+                f"found {len(mine)} registry entries of the bridge (pid {self.pid}), not 1: "
+                "run `zcio ls` to see the run directory"
+            )
+        st = tool("stat", mine[0]["file"], "--json")
+        return {name: int(c["value"]) for name, c in st["counters"].items()}
 
     @property
     def stderr(self) -> str:
