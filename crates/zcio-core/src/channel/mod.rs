@@ -321,7 +321,10 @@ impl Channel {
         self.core.trusted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether the peer has gone away.
+    /// Whether the peer is known to have gone away: an operation of this
+    /// end (or [`Channel::check_peer`]) found it dead or closed. A flag, no
+    /// system call: an idle end learns of its peer's death only by using
+    /// the channel or by calling [`Channel::check_peer`], which probes.
     pub fn is_disconnected(&self) -> bool {
         self.core.is_gone()
     }
