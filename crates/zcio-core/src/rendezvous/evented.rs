@@ -41,7 +41,7 @@ impl Rendezvous {
         if !self.claim_send() {
             return Err(IpcFail::WouldBlock);
         }
-        let (bytes, fds) = super::stats::size(msg);
+        let (bytes, fds) = msg.counted_size();
         // SYNC: no partner: a process-local note, read by `handover` once
         // the partner took this message (the send's own sequence).
         self.phased

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{os, IpcFail, RendezvousCallError, RendezvousRecvError, RendezvousSendError};
 use super::slot::{self, Raw, Slot, SlotError, WORDS};
-use super::stats::{size, Counters, RendezvousStats};
+use super::stats::{Counters, RendezvousStats};
 use crate::sys::fdpass::{self, RecvOutcome, MAX_FDS};
 use crate::sys::mmap::Mapping;
 use crate::sys::peer::{self, PeerCred};
@@ -37,6 +37,12 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// `(bytes, descriptors)` the statistics count for this message: its
+    /// label and words, 8 bytes each, and its descriptors.
+    pub(super) fn counted_size(&self) -> (u64, u64) {
+        (8 * (1 + self.words.len() as u64), self.fds.len() as u64)
+    }
+
     /// A message of `words` with `label` and no descriptors.
     pub fn new(label: u64, words: &[u64]) -> Self {
         Self {
@@ -157,7 +163,7 @@ pub struct Rendezvous {
     pub(super) recv_lock: Mutex<SpinBudget>,
     /// Our counters, in our registry entry (`super::stats`).
     pub(super) counters: Counters,
-    /// The size of the phased send in flight (`super::stats::size`, packed
+    /// The size of the phased send in flight (`Envelope::counted_size`, packed
     /// `bytes << 8 | descriptors`), counted once the partner takes it.
     pub(super) phased: std::sync::atomic::AtomicU64,
 }
@@ -482,7 +488,7 @@ impl Rendezvous {
         let r = self.send_claimed(msg, wait, &mut budget);
         self.release_send();
         match r {
-            Ok(()) => self.counters.sent(size(msg)),
+            Ok(()) => self.counters.sent(msg.counted_size()),
             Err(f) => self.counters.failed(f),
         }
         r
@@ -525,7 +531,7 @@ impl Rendezvous {
     pub(super) fn finish(&self, raw: Raw, into: &mut Envelope) -> Result<(), IpcFail> {
         let r = self.finish_uncounted(raw, into);
         match r {
-            Ok(()) => self.counters.received(into),
+            Ok(()) => self.counters.received(into.counted_size()),
             Err(f) => self.counters.failed(f),
         }
         r

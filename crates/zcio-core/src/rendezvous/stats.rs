@@ -19,7 +19,6 @@ use zcio_sys::registry::schema::rendezvous as counter;
 use zcio_sys::registry::{Kind, StatsPage};
 
 use super::error::IpcFail;
-use super::point::Envelope;
 
 /// A rendezvous listener's or endpoint's counters: what its registry
 /// entry shows (`zcio ls`, `zcio stat`). Built only by
@@ -128,9 +127,9 @@ impl Counters {
         }
     }
 
-    /// `m` was received.
-    pub(super) fn received(&self, m: &Envelope) {
-        let (bytes, fds) = size(m);
+    /// A message of `(bytes, descriptors)` was received
+    /// (`Envelope::counted_size`).
+    pub(super) fn received(&self, (bytes, fds): (u64, u64)) {
         self.page.add_shared(counter::RECEIVED_MESSAGES, 1);
         self.page.add_shared(counter::RECEIVED_BYTES, bytes);
         if fds > 0 {
@@ -165,9 +164,4 @@ impl Drop for Counters {
             l.add_shared(counter::PEERS, 1u64.wrapping_neg());
         }
     }
-}
-
-/// `(bytes, descriptors)` of `m`: its label and words, 8 bytes each.
-pub(super) fn size(m: &Envelope) -> (u64, u64) {
-    (8 * (1 + m.words.len() as u64), m.fds.len() as u64)
 }
