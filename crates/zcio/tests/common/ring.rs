@@ -74,14 +74,18 @@ impl RingDir {
 
     /// Names of the files in the directory (sorted).
     pub fn entries(&self) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        // The registry of live objects sits next to the rings by design
+        // (`zcio-<uid>`, a directory); it is not a ring directory entry.
+        let me = std::fs::metadata(&self.path)
+            .expect("stat the ring directory")
+            .uid();
+        let run_dir = format!("zcio-{me}");
         let mut v: Vec<String> = std::fs::read_dir(&self.path)
             .expect("read the ring directory")
-            .map(|e| {
-                e.expect("dir entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
+            .map(|e| e.expect("dir entry"))
+            .filter(|e| !(e.file_name() == run_dir.as_str() && e.path().is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         v.sort();
         v
