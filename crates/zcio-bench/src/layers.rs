@@ -8,8 +8,9 @@ use zcio_testkit::layers::{assert_layered, module_graph};
 
 /// The benchmark families (layer 2); [`TOP`] is layer 3, every other
 /// module a helper (layer 1).
-const FAMILIES: [&str; 8] = [
+const FAMILIES: [&str; 9] = [
     "proxyb",
+    "registryb",
     "bridge",
     "containers",
     "ring",
