@@ -306,7 +306,7 @@ mod tests {
                     Kind::Channel,
                     "/tmp/a \"b\".sock",
                     "channel.a.1",
-                    &[(channel::SENT_MESSAGES, 5), (channel::HOLDING_BUFFERS, 3)],
+                    &[(channel::SENT_MESSAGES, 5), (channel::RECEIVED_SLICES, 3)],
                 ),
                 entry(
                     Kind::RingConsumer,
@@ -324,6 +324,10 @@ mod tests {
         );
         assert!(s.contains("zcio_channel_sent_messages_total{name=\"/tmp/a \\\"b\\\".sock\",pid=\"42\",entry=\"channel.a.1\"} 5\n"), "{s}");
         assert!(s.contains("# TYPE zcio_channel_holding_buffers gauge\n"));
+        assert!(
+            s.contains("zcio_channel_holding_buffers{name=\"/tmp/a \\\"b\\\".sock\",pid=\"42\",entry=\"channel.a.1\"} 3\n"),
+            "a difference is computed from its counters: {s}"
+        );
         assert!(s.contains("zcio_consumer_lag_bytes{name=\"demo\",pid=\"42\",entry=\"consumer.demo.2\"} 4096\n"), "{s}");
         assert!(
             s.contains("zcio_objects{kind=\"channel\",state=\"live\"} 1\n"),

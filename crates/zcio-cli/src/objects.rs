@@ -127,7 +127,7 @@ pub fn one<'a>(entries: &'a [Entry], query: &str, path: &std::path::Path) -> Res
 
 /// Counter `f` of `e` (0 when the page is shorter).
 pub fn value(e: &Entry, f: &Field) -> u64 {
-    e.stats.get(f.index).copied().unwrap_or(0)
+    f.read(&e.stats)
 }
 
 /// A counter's value for people: sizes in binary units, other counts as

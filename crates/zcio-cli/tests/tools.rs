@@ -183,7 +183,7 @@ fn stat_shows_every_counter_the_peer_and_the_ring() {
     r.set(a, channel::SENT_MESSAGES, 5);
     r.set(a, channel::SENT_BYTES, 5000);
     r.set(a, channel::HELD_BY_PEER_BUFFERS, 2);
-    r.set(b, channel::HOLDING_BUFFERS, 2);
+    r.set(b, channel::RECEIVED_SLICES, 2);
 
     // Two ends share the name: listed, with how to pick one.
     let o = r.run(&["stat", "channel:/tmp/zt-a.sock"]);
@@ -449,7 +449,8 @@ fn metrics_serves_every_counter_with_its_known_value() {
     let (a, fa) = r.reg("channel", "/tmp/zt-m.sock");
     r.set(a, channel::SENT_MESSAGES, 1234);
     r.set(a, channel::SENT_BYTES, 1234 * 4096);
-    r.set(a, channel::HOLDING_BUFFERS, 3);
+    r.set(a, channel::RECEIVED_SLICES, 5);
+    r.set(a, channel::ENDED_SLICES, 2);
     let (c, fc) = r.reg("consumer", "zt-m");
     r.set(c, consumer::BLOCKS, 99);
     r.set(c, consumer::LAG_BYTES, 65536);

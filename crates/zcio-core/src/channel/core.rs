@@ -59,13 +59,6 @@ pub(crate) enum Role {
     Listener,
 }
 
-/// Add `n` to a process-local counter whose every writer holds one lock
-/// (the caller holds it): a plain load and store, no read-modify-write on
-/// the hot path; readers still see a whole value.
-pub(crate) fn add_locked(c: &AtomicU64, n: u64) {
-    c.store(c.load(LocalOrdering::Relaxed) + n, LocalOrdering::Relaxed);
-}
-
 pub(crate) struct TxState {
     pub ring: Writer<Desc>,
     pub notices: Reader<Notice>,
@@ -681,7 +674,7 @@ impl Core {
             bytes_sent: g(st::SENT_BYTES),
             bytes_received: g(st::RECEIVED_BYTES),
             held_by_peer_bytes: g(st::HELD_BY_PEER_BYTES),
-            holding: g(st::HOLDING_BUFFERS),
+            holding: self.holding(),
             send_would_block: g(st::SEND_WOULD_BLOCK),
             send_timed_out: g(st::SEND_TIMED_OUT),
             send_disconnected: g(st::SEND_DISCONNECTED),
@@ -892,9 +885,11 @@ impl Core {
             // SYNC: Release, written only under this lock; pairs with the
             // Acquire load in `holds_received`.
             let c = &self.received_ended;
-            c.store(c.load(LocalOrdering::Relaxed) + 1, LocalOrdering::Release);
-            self.counters
-                .add_shared(st::HOLDING_BUFFERS, 1u64.wrapping_neg());
+            let ended = c.load(LocalOrdering::Relaxed) + 1;
+            c.store(ended, LocalOrdering::Release);
+            // Published for tools (holding = received - ended), a plain
+            // store under the same lock: no read-modify-write per slice.
+            self.counters.set(st::ENDED_SLICES, ended);
         }
         if let Some(core) = spare {
             if n.spare.len() < SPARE_MAX {
@@ -1091,14 +1086,16 @@ impl Core {
     /// A received slice was built (the receive path, once per slice,
     /// under the receive lock).
     pub(crate) fn received_one(&self) {
-        add_locked(&self.received_built, 1);
-        // Several threads end received slices: a process-local
-        // read-modify-write (never shared with the peer).
-        self.counters.add_shared(st::HOLDING_BUFFERS, 1);
+        let c = &self.received_built;
+        let built = c.load(LocalOrdering::Relaxed) + 1;
+        c.store(built, LocalOrdering::Relaxed);
+        // Published for tools, as `ENDED_SLICES` is (see there).
+        self.counters.set(st::RECEIVED_SLICES, built);
     }
 
-    /// Whether slices received here are still alive.
-    pub(crate) fn holds_received(&self) -> bool {
+    /// How many slices received here are still alive (never fewer than
+    /// are).
+    pub(crate) fn holding(&self) -> u64 {
         // SYNC: ended first, with Acquire, pairing with the Release store in
         // `send_notice_recycle`: a slice counted there was built before it
         // ended (its handle travelled from the receive to the drop), so
@@ -1106,7 +1103,12 @@ impl Core {
         // difference is never below the slices alive now.
         let ended = self.received_ended.load(LocalOrdering::Acquire);
         let built = self.received_built.load(LocalOrdering::Acquire);
-        built > ended
+        built.saturating_sub(ended)
+    }
+
+    /// Whether slices received here are still alive.
+    pub(crate) fn holds_received(&self) -> bool {
+        self.holding() > 0
     }
 
     /// The space a descriptor we rejected took: its token goes back to

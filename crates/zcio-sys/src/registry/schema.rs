@@ -66,6 +66,24 @@ pub struct Field {
     pub unit: Unit,
     /// One line for `--help`, `zcio stat` and the metric's HELP.
     pub help: &'static str,
+    /// A gauge nobody writes: readers compute it as the difference of
+    /// two counters of the page, `(minuend, subtrahend)`, so that the
+    /// two sides of one end that change it never share a
+    /// read-modify-write on the hot path. Its own word stays 0.
+    pub difference: Option<(usize, usize)>,
+}
+
+impl Field {
+    /// This field's value in the page `words` (0 past its end).
+    pub fn read(&self, words: &[u64]) -> u64 {
+        let w = |i: usize| words.get(i).copied().unwrap_or(0);
+        match self.difference {
+            // A reader may see the subtrahend a moment ahead of the
+            // minuend it was read after: never below 0.
+            Some((a, b)) => w(a).saturating_sub(w(b)),
+            None => w(self.index),
+        }
+    }
 }
 
 const fn c(index: usize, name: &'static str, unit: Unit, help: &'static str) -> Field {
@@ -75,6 +93,7 @@ const fn c(index: usize, name: &'static str, unit: Unit, help: &'static str) -> 
         ty: Type::Counter,
         unit,
         help,
+        difference: None,
     }
 }
 
@@ -85,6 +104,22 @@ const fn g(index: usize, name: &'static str, unit: Unit, help: &'static str) -> 
         ty: Type::Gauge,
         unit,
         help,
+        difference: None,
+    }
+}
+
+/// A gauge computed as `minuend - subtrahend` (see [`Field::difference`]).
+const fn d(
+    index: usize,
+    name: &'static str,
+    unit: Unit,
+    help: &'static str,
+    minuend: usize,
+    subtrahend: usize,
+) -> Field {
+    Field {
+        difference: Some((minuend, subtrahend)),
+        ..g(index, name, unit, help)
     }
 }
 
@@ -148,7 +183,9 @@ pub mod channel {
     pub const RECEIVED_MESSAGES: usize = 16;
     /// Payload bytes received.
     pub const RECEIVED_BYTES: usize = 17;
-    /// The peer's buffers this end holds (received, not yet released).
+    /// The peer's buffers this end holds (received, not yet released):
+    /// [`RECEIVED_SLICES`] minus [`ENDED_SLICES`], computed by readers
+    /// (its word is not written).
     pub const HOLDING_BUFFERS: usize = 18;
     /// Notices sent to the peer.
     pub const NOTICES_SENT: usize = 19;
@@ -166,6 +203,12 @@ pub mod channel {
     pub const RECV_TIMED_OUT: usize = 25;
     /// Receives that found the peer gone.
     pub const RECV_DISCONNECTED: usize = 26;
+    /// Received slices built (one per buffer of a received message;
+    /// under the receive lock).
+    pub const RECEIVED_SLICES: usize = 27;
+    /// Received slices ended: released or retired (under the notice
+    /// lock; any thread may end a slice).
+    pub const ENDED_SLICES: usize = 28;
     /// Futex wakes issued.
     pub const WAKES: usize = 32;
     /// Times this end slept on a futex.
@@ -269,11 +312,13 @@ const CHANNEL: &[Field] = {
             Bytes,
             "payload bytes received",
         ),
-        g(
+        d(
             HOLDING_BUFFERS,
             "holding_buffers",
             Buffers,
             "the peer's buffers this end holds",
+            RECEIVED_SLICES,
+            ENDED_SLICES,
         ),
         c(
             NOTICES_SENT,
@@ -322,6 +367,18 @@ const CHANNEL: &[Field] = {
             "recv_disconnected",
             Events,
             "receives that found the peer gone",
+        ),
+        c(
+            RECEIVED_SLICES,
+            "received_slices",
+            Buffers,
+            "received buffers taken into use (one per buffer of a message)",
+        ),
+        c(
+            ENDED_SLICES,
+            "ended_slices",
+            Buffers,
+            "received buffers released or retired",
         ),
         c(WAKES, "wakes", Events, "futex wakes issued"),
         c(SLEEPS, "sleeps", Events, "times this end slept"),
@@ -837,11 +894,36 @@ mod tests {
                     assert_ne!(a.name, b.name, "{kind}");
                 }
             }
+            for x in f {
+                if let Some((a, b)) = x.difference {
+                    assert_eq!(x.ty, Type::Gauge, "{kind}.{}", x.name);
+                    for i in [a, b] {
+                        assert!(
+                            f.iter().any(|y| y.index == i && y.ty == Type::Counter),
+                            "{kind}.{}: {i} is not a counter of the page",
+                            x.name
+                        );
+                    }
+                }
+            }
             for &(m, b) in traffic(kind) {
                 assert!(f.iter().any(|x| x.index == m && x.unit == Unit::Messages));
                 assert!(f.iter().any(|x| x.index == b && x.unit == Unit::Bytes));
             }
         }
+    }
+
+    #[test]
+    fn a_difference_is_read_from_its_two_counters() {
+        let f = field(Kind::Channel, "holding_buffers").unwrap();
+        let mut w = [0u64; STATS_COUNT];
+        w[channel::RECEIVED_SLICES] = 7;
+        w[channel::ENDED_SLICES] = 5;
+        w[channel::HOLDING_BUFFERS] = 99;
+        assert_eq!(f.read(&w), 2);
+        w[channel::ENDED_SLICES] = 8;
+        assert_eq!(f.read(&w), 0, "never below zero");
+        assert_eq!(f.read(&w[..3]), 0, "a short page");
     }
 
     #[test]
@@ -857,7 +939,7 @@ mod tests {
         let rx = [
             RECEIVED_MESSAGES,
             RECEIVED_BYTES,
-            HOLDING_BUFFERS,
+            RECEIVED_SLICES,
             RECV_DISCONNECTED,
         ];
         for t in tx {
