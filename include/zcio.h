@@ -3218,6 +3218,49 @@ int zcio_rendezvous_prepare_recv_sleep(struct zcio_rendezvous *ep);
 int zcio_rendezvous_doorbell_rang(struct zcio_rendezvous *ep);
 
 /**
+ * Event loops, a send in steps: put `*msg` in the slot for the partner
+ * without waiting, and store the send's number in `*seq` for
+ * `zcio_rendezvous_send_poll` and `zcio_rendezvous_send_cancel`. Every
+ * begun send ends with `zcio_rendezvous_send_poll` returning 1 or with
+ * `zcio_rendezvous_send_cancel`, before the next send of this endpoint.
+ * `*msg` and its descriptors stay yours. Switches the endpoint to bell
+ * mode, as `zcio_rendezvous_doorbell` does. Returns 0, or `-EAGAIN`
+ * (another send of this endpoint is in flight), `-EMSGSIZE`, `-EBADF`,
+ * `-EPIPE`, `-EPROTO`, `-EINVAL`: nothing was sent then.
+ *
+ * The loop: `zcio_rendezvous_send_begin`; then `zcio_rendezvous_send_poll`
+ * until it returns 1, waiting for the doorbell (and calling
+ * `zcio_rendezvous_doorbell_rang`) whenever it returns 0.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `msg` is NULL or valid for reading a
+ * `struct zcio_envelope`; `seq` is NULL or valid for writing a `uint64_t`.
+ */
+int zcio_rendezvous_send_begin(struct zcio_rendezvous *ep, const struct zcio_envelope *msg, uint64_t *seq);
+
+/**
+ * Event loops: whether the partner took send `seq` (from
+ * `zcio_rendezvous_send_begin`). Returns 1 (taken: the send is complete),
+ * 0 (not yet: wait for the doorbell, then ask again), `-EPIPE` (the
+ * partner is gone; the message was taken back, undelivered), `-EPROTO`,
+ * or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_send_poll(struct zcio_rendezvous *ep, uint64_t seq);
+
+/**
+ * Event loops: give up on send `seq`. Returns 1 if the message was taken
+ * back undelivered, 0 if the partner had already taken it (it was
+ * delivered), or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_send_cancel(struct zcio_rendezvous *ep, uint64_t seq);
+
+/**
  * Close the endpoint and free the handle (NULL is ignored): the partner's
  * waits end with `-EPIPE`. Descriptors received earlier stay yours.
  *

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -201,6 +202,23 @@ static int role_stall(char **a) {
     return 0;
 }
 
+/* echo SOCK COUNT GO_FD: connect, answer COUNT messages (label + 1, the same words),
+ * then wait for a byte on GO_FD (not receiving meanwhile) and hang up. */
+static int role_echo(char **a) {
+    int count = atoi(a[1]), go = atoi(a[2]);
+    zcio_rendezvous *ep;
+    CHECK_OK(zcio_rendezvous_connect(a[0], NULL, &ep));
+    for (int i = 0; i < count; i++) {
+        zcio_envelope m;
+        CHECK_OK(zcio_rendezvous_recv(ep, TIMEOUT_MS, &m));
+        m.label++;
+        CHECK_OK(zcio_rendezvous_send(ep, &m, TIMEOUT_MS));
+    }
+    wait_byte(go);
+    zcio_rendezvous_close(ep);
+    return 0;
+}
+
 static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "caller") == 0 && n == 3) return role_caller(a);
     if (strcmp(role, "fd-peer") == 0 && n == 1) return role_fd_peer(a);
@@ -208,6 +226,7 @@ static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "hang") == 0 && n == 2) return role_hang(a);
     if (strcmp(role, "sink") == 0 && n == 2) return role_sink(a);
     if (strcmp(role, "stall") == 0 && n == 2) return role_stall(a);
+    if (strcmp(role, "echo") == 0 && n == 3) return role_echo(a);
     fprintf(stderr, "unknown child role %s (%d arguments)\n", role, n);
     return 2;
 }
@@ -589,6 +608,10 @@ static int test_null_arguments(void) {
     CHECK_RC(zcio_rendezvous_doorbell(NULL), -EINVAL);
     CHECK_RC(zcio_rendezvous_prepare_recv_sleep(NULL), -EINVAL);
     CHECK_RC(zcio_rendezvous_doorbell_rang(NULL), -EINVAL);
+    uint64_t seq;
+    CHECK_RC(zcio_rendezvous_send_begin(NULL, &m, &seq), -EINVAL);
+    CHECK_RC(zcio_rendezvous_send_poll(NULL, 1), -EINVAL);
+    CHECK_RC(zcio_rendezvous_send_cancel(NULL, 1), -EINVAL);
     zcio_rendezvous_close(NULL);
     zcio_rendezvous_listener_close(NULL);
     zcio_rendezvous_config_init(NULL);
@@ -792,12 +815,80 @@ static int test_proxy_close(void) {
     return 0;
 }
 
+/* Wait until the doorbell `fd` polls readable (bounded), then take the rings;
+ * returns zcio_rendezvous_doorbell_rang's answer, or -1 if nothing came. */
+static int wait_bell(int epfd, zcio_rendezvous *ep) {
+    struct epoll_event ev;
+    int n;
+    while ((n = epoll_wait(epfd, &ev, 1, TIMEOUT_MS)) < 0 && errno == EINTR) {
+    }
+    if (n != 1) return -1;
+    return zcio_rendezvous_doorbell_rang(ep);
+}
+
+/* An endpoint driven from an epoll loop: sends in steps (send_begin, send_poll,
+ * waiting on the doorbell), receives with prepare_recv_sleep; a send cancelled while
+ * nobody receives is taken back; the partner's end seen through the bell. */
+static int test_event_loop(void) {
+    char sock[PATH_MAX], go[16];
+    zcio_rendezvous_listener *l;
+    CHECK_OK(listen_at("ev.sock", NULL, sock, sizeof sock, &l));
+    int gp[2];
+    CHECK(go_pipe(gp, go, sizeof go) == 0);
+    enum { N = 50 };
+    pid_t p = spawn("echo", sock, "50", go, NULL);
+    close(gp[0]);
+    zcio_rendezvous *ep;
+    CHECK_OK(zcio_rendezvous_accept(l, TIMEOUT_MS, &ep));
+    int fd = zcio_rendezvous_doorbell(ep);
+    CHECK(fd >= 0);
+    CHECK_RC(zcio_rendezvous_doorbell(ep), fd); /* the same fd every time */
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(epfd >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    CHECK(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0);
+    for (uint64_t i = 0; i < N; i++) {
+        zcio_envelope m = env2(2 * i, i, i + 1);
+        uint64_t seq;
+        CHECK_OK(zcio_rendezvous_send_begin(ep, &m, &seq));
+        int rc;
+        while ((rc = zcio_rendezvous_send_poll(ep, seq)) == 0) CHECK_RC(wait_bell(epfd, ep), 0);
+        CHECK_RC(rc, 1);
+        for (;;) {
+            rc = zcio_rendezvous_recv(ep, 0, &m);
+            if (rc != -EAGAIN) break;
+            if (zcio_rendezvous_prepare_recv_sleep(ep) == 1) CHECK_RC(wait_bell(epfd, ep), 0);
+        }
+        CHECK_RC(rc, 0);
+        CHECK(m.label == 2 * i + 1 && m.nwords == 2 && m.words[1] == i + 1);
+    }
+    /* The child no longer receives: a begun send stays pending, and is taken back. */
+    zcio_envelope m = env(7, 0, NULL);
+    uint64_t seq;
+    CHECK_OK(zcio_rendezvous_send_begin(ep, &m, &seq));
+    CHECK_RC(zcio_rendezvous_send_poll(ep, seq), 0);
+    CHECK_RC(zcio_rendezvous_send_cancel(ep, seq), 1);
+    CHECK(write(gp[1], "g", 1) == 1);
+    CHECK_CHILD(p, 0);
+    /* The partner is gone: the bell hangs up, the receive says -EPIPE. */
+    int rc, rounds = 0;
+    while ((rc = zcio_rendezvous_recv(ep, 0, &m)) == -EAGAIN && rounds++ < 100)
+        if (zcio_rendezvous_prepare_recv_sleep(ep) == 1) (void)wait_bell(epfd, ep);
+    CHECK_RC(rc, -EPIPE);
+    close(epfd);
+    close(gp[1]);
+    zcio_rendezvous_close(ep);
+    zcio_rendezvous_listener_close(l);
+    return 0;
+}
+
 static const struct test tests[] = {
     {"call_round_trip", test_call_round_trip},
     {"recv_any_three", test_recv_any_three},
     {"pass_descriptors", test_pass_descriptors},
     {"timeouts", test_timeouts},
     {"peer_killed", test_peer_killed},
+    {"event_loop", test_event_loop},
     {"hostile_input", test_hostile_input},
     {"null_arguments", test_null_arguments},
     {"proxy_many_sends", test_proxy_many_sends},

@@ -915,6 +915,90 @@ pub unsafe extern "C" fn zcio_rendezvous_doorbell_rang(ep: *mut zcio_rendezvous)
     })
 }
 
+/// Event loops, a send in steps: put `*msg` in the slot for the partner
+/// without waiting, and store the send's number in `*seq` for
+/// `zcio_rendezvous_send_poll` and `zcio_rendezvous_send_cancel`. Every
+/// begun send ends with `zcio_rendezvous_send_poll` returning 1 or with
+/// `zcio_rendezvous_send_cancel`, before the next send of this endpoint.
+/// `*msg` and its descriptors stay yours. Switches the endpoint to bell
+/// mode, as `zcio_rendezvous_doorbell` does. Returns 0, or `-EAGAIN`
+/// (another send of this endpoint is in flight), `-EMSGSIZE`, `-EBADF`,
+/// `-EPIPE`, `-EPROTO`, `-EINVAL`: nothing was sent then.
+///
+/// The loop: `zcio_rendezvous_send_begin`; then `zcio_rendezvous_send_poll`
+/// until it returns 1, waiting for the doorbell (and calling
+/// `zcio_rendezvous_doorbell_rang`) whenever it returns 0.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `msg` is NULL or valid for reading a
+/// `struct zcio_envelope`; `seq` is NULL or valid for writing a `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_rendezvous_send_begin(
+    ep: *mut zcio_rendezvous,
+    msg: *const zcio_envelope,
+    seq: *mut u64,
+) -> c_int {
+    guard(|| {
+        const WHAT: &str = "zcio_rendezvous_send_begin";
+        // SAFETY: the caller's contract.
+        let (e, m) = match unsafe { (endpoint(ep, WHAT), envelope_arg(msg, WHAT)) } {
+            (Ok(e), Ok(m)) => (e, m),
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        if seq.is_null() {
+            return einval("zcio_rendezvous_send_begin: seq is NULL");
+        }
+        match e.ep.send_begin(&m) {
+            Ok(n) => {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { seq.write(n) };
+                0
+            }
+            Err(err) => fail(err),
+        }
+    })
+}
+
+/// Event loops: whether the partner took send `seq` (from
+/// `zcio_rendezvous_send_begin`). Returns 1 (taken: the send is complete),
+/// 0 (not yet: wait for the doorbell, then ask again), `-EPIPE` (the
+/// partner is gone; the message was taken back, undelivered), `-EPROTO`,
+/// or `-EINVAL`.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_rendezvous_send_poll(ep: *mut zcio_rendezvous, seq: u64) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep, "zcio_rendezvous_send_poll") } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match e.ep.send_poll(seq) {
+            Ok(taken) => c_int::from(taken),
+            Err(err) => fail(err),
+        }
+    })
+}
+
+/// Event loops: give up on send `seq`. Returns 1 if the message was taken
+/// back undelivered, 0 if the partner had already taken it (it was
+/// delivered), or `-EINVAL`.
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_rendezvous_send_cancel(ep: *mut zcio_rendezvous, seq: u64) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { endpoint(ep, "zcio_rendezvous_send_cancel") } {
+            Ok(e) => c_int::from(e.ep.send_cancel(seq)),
+            Err(c) => c,
+        }
+    })
+}
+
 /// Close the endpoint and free the handle (NULL is ignored): the partner's
 /// waits end with `-EPIPE`. Descriptors received earlier stay yours.
 ///
