@@ -6,7 +6,7 @@
  *                   cc prog.c $(pkg-config --cflags --libs zcio-static)   (static)
  * Guide: docs/c.md.
  *
- * Two transports:
+ * Three transports:
  *  - Named rings (zcio_ring_*): one producer writes a stream (or blocks) once into
  *    shared memory; any number of consumers read it at their own pace, by copy
  *    (zcio_ring_read) or in place (zcio_ring_peek / zcio_ring_release).
@@ -14,6 +14,10 @@
  *    from a pool, fills it, and sends it by reference (zcio_send); the receiver reads
  *    the very same pages (zcio_recv, zcio_msg_slices) and releases them
  *    (zcio_msg_release), which returns the buffer to the sender's pool.
+ *  - Rendezvous endpoints (zcio_rendezvous_listen / _accept / _connect): small
+ *    synchronous messages (a label, 8 words, file descriptors) handed straight to a
+ *    waiting receiver (zcio_rendezvous_send / _recv / _call / _recv_any), or queued
+ *    through proxy threads (zcio_proxy_endpoint_send returns a zcio_ticket at once).
  * And associations (zcio_splice_fds / zcio_splice_specs / zcio_cp): name a source and a
  * sink (files, pipes, sockets, rings) and zcio moves the data itself, through the
  * kernel's fast paths (copy_file_range, sendfile, splice) or through a stack of
@@ -30,16 +34,18 @@
  *    internal error returns -ZCIO_EPANIC.
  *  - Handles are opaque. Every handle you get through an out-parameter is yours until
  *    you pass it to its close/free/release call (which accept NULL) or, for a buffer,
- *    until zcio_send succeeds. On failure an out-parameter is left untouched.
+ *    until zcio_send succeeds (for a rendezvous endpoint: until zcio_proxy_endpoint_new
+ *    takes it over). On failure an out-parameter is left untouched.
  *  - Timeouts are in milliseconds: < 0 (ZCIO_TIMEOUT_DEFAULT) waits up to the bound
  *    the call's configuration sets (-ETIMEDOUT after it; each call names its bound:
- *    zcio_channel_config for channels, 10 s to write a ring and one hour to read one,
- *    10 s for a pool), 0 does not wait (-EAGAIN), > 0 waits at most that long
+ *    zcio_channel_config for channels, zcio_rendezvous_config for rendezvous
+ *    endpoints, 10 s to write a ring and one hour to read one, 10 s for a pool), 0 does not wait (-EAGAIN), > 0 waits at most that long
  *    (-ETIMEDOUT), ZCIO_TIMEOUT_INFINITE (INT_MAX) waits without a bound (only for
  *    peers you trust). A peer that never answers holds no default wait for good, and
  *    a dead peer always ends a wait.
  *  - Threads: a zcio_ring and a zcio_buf are used by one thread at a time (they may move
- *    between threads); channels, pools and messages are thread-safe.
+ *    between threads); channels, pools, messages, rendezvous endpoints, proxy
+ *    endpoints, tickets and receive handles are thread-safe.
  *
  * The volatile rule. Bytes you read in place (zcio_ring_peek, zcio_msg_slices) may be
  * written by another process while you read them: any process attached to a ring can
