@@ -234,6 +234,15 @@ static int role_echo(char **a) {
     return 0;
 }
 
+/* refused SOCK: connecting must fail (the listener's access list leaves us out). */
+static int role_refused(char **a) {
+    zcio_rendezvous *ep = NULL;
+    int rc = zcio_rendezvous_connect(a[0], NULL, &ep);
+    if (rc >= 0) FAILF("connected although the access list leaves this uid and gid out");
+    CHECK(ep == NULL);
+    return 0;
+}
+
 static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "caller") == 0 && n == 3) return role_caller(a);
     if (strcmp(role, "fd-peer") == 0 && n == 1) return role_fd_peer(a);
@@ -242,6 +251,7 @@ static int run_child(const char *role, char **a, int n) {
     if (strcmp(role, "sink") == 0 && n == 2) return role_sink(a);
     if (strcmp(role, "stall") == 0 && n == 2) return role_stall(a);
     if (strcmp(role, "echo") == 0 && n == 3) return role_echo(a);
+    if (strcmp(role, "refused") == 0 && n == 1) return role_refused(a);
     fprintf(stderr, "unknown child role %s (%d arguments)\n", role, n);
     return 2;
 }
@@ -897,6 +907,37 @@ static int test_event_loop(void) {
     return 0;
 }
 
+/* struct zcio_access: a listener admitting neither our uid nor our gid refuses us
+ * (accept says -EACCES and stays usable); one admitting our gid lets us in. */
+static int test_access_list(void) {
+    char sock[PATH_MAX];
+    uint32_t other = (uint32_t)geteuid() + 1, gid = (uint32_t)getegid(), ogid = gid + 1;
+    zcio_access no = {&other, 1, &ogid, 1};
+    path_in_work(sock, sizeof sock, "acl.sock");
+    zcio_rendezvous_listener *l;
+    CHECK_OK(zcio_rendezvous_listen(sock, NULL, &no, &l));
+    pid_t p = spawn("refused", sock, NULL);
+    zcio_rendezvous *ep = NULL;
+    CHECK_RC(zcio_rendezvous_accept(l, TIMEOUT_MS, &ep), -EACCES);
+    CHECK(ep == NULL);
+    CHECK_CHILD(p, 0);
+    zcio_rendezvous_listener_close(l);
+    zcio_access by_group = {&other, 1, &gid, 1};
+    CHECK_OK(zcio_rendezvous_listen(sock, NULL, &by_group, &l));
+    p = spawn("caller", sock, "2", "50", NULL);
+    CHECK_OK(zcio_rendezvous_accept(l, TIMEOUT_MS, &ep));
+    zcio_envelope m;
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(zcio_rendezvous_recv(ep, TIMEOUT_MS, &m));
+        zcio_envelope r = env(51, 1, (uint64_t[]){m.words[0] + m.words[1]});
+        CHECK_OK(zcio_rendezvous_send(ep, &r, TIMEOUT_MS));
+    }
+    CHECK_CHILD(p, 0);
+    zcio_rendezvous_close(ep);
+    zcio_rendezvous_listener_close(l);
+    return 0;
+}
+
 static const struct test tests[] = {
     {"call_round_trip", test_call_round_trip},
     {"recv_any_three", test_recv_any_three},
@@ -905,6 +946,7 @@ static const struct test tests[] = {
     {"peer_killed", test_peer_killed},
     {"event_loop", test_event_loop},
     {"hostile_input", test_hostile_input},
+    {"access_list", test_access_list},
     {"null_arguments", test_null_arguments},
     {"proxy_many_sends", test_proxy_many_sends},
     {"proxy_peer_killed", test_proxy_peer_killed},
