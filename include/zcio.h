@@ -6,7 +6,7 @@
  *                   cc prog.c $(pkg-config --cflags --libs zcio-static)   (static)
  * Guide: docs/c.md.
  *
- * Two transports:
+ * Three transports:
  *  - Named rings (zcio_ring_*): one producer writes a stream (or blocks) once into
  *    shared memory; any number of consumers read it at their own pace, by copy
  *    (zcio_ring_read) or in place (zcio_ring_peek / zcio_ring_release).
@@ -14,6 +14,10 @@
  *    from a pool, fills it, and sends it by reference (zcio_send); the receiver reads
  *    the very same pages (zcio_recv, zcio_msg_slices) and releases them
  *    (zcio_msg_release), which returns the buffer to the sender's pool.
+ *  - Rendezvous endpoints (zcio_rendezvous_listen / _accept / _connect): small
+ *    synchronous messages (a label, 8 words, file descriptors) handed straight to a
+ *    waiting receiver (zcio_rendezvous_send / _recv / _call / _recv_any), or queued
+ *    through proxy threads (zcio_proxy_endpoint_send returns a zcio_ticket at once).
  * And associations (zcio_splice_fds / zcio_splice_specs / zcio_cp): name a source and a
  * sink (files, pipes, sockets, rings) and zcio moves the data itself, through the
  * kernel's fast paths (copy_file_range, sendfile, splice) or through a stack of
@@ -30,16 +34,18 @@
  *    internal error returns -ZCIO_EPANIC.
  *  - Handles are opaque. Every handle you get through an out-parameter is yours until
  *    you pass it to its close/free/release call (which accept NULL) or, for a buffer,
- *    until zcio_send succeeds. On failure an out-parameter is left untouched.
+ *    until zcio_send succeeds (for a rendezvous endpoint: until zcio_proxy_endpoint_new
+ *    takes it over). On failure an out-parameter is left untouched.
  *  - Timeouts are in milliseconds: < 0 (ZCIO_TIMEOUT_DEFAULT) waits up to the bound
  *    the call's configuration sets (-ETIMEDOUT after it; each call names its bound:
- *    zcio_channel_config for channels, 10 s to write a ring and one hour to read one,
- *    10 s for a pool), 0 does not wait (-EAGAIN), > 0 waits at most that long
+ *    zcio_channel_config for channels, zcio_rendezvous_config for rendezvous
+ *    endpoints, 10 s to write a ring and one hour to read one, 10 s for a pool), 0 does not wait (-EAGAIN), > 0 waits at most that long
  *    (-ETIMEDOUT), ZCIO_TIMEOUT_INFINITE (INT_MAX) waits without a bound (only for
  *    peers you trust). A peer that never answers holds no default wait for good, and
  *    a dead peer always ends a wait.
  *  - Threads: a zcio_ring and a zcio_buf are used by one thread at a time (they may move
- *    between threads); channels, pools and messages are thread-safe.
+ *    between threads); channels, pools, messages, rendezvous endpoints, proxy
+ *    endpoints, tickets and receive handles are thread-safe.
  *
  * The volatile rule. Bytes you read in place (zcio_ring_peek, zcio_msg_slices) may be
  * written by another process while you read them: any process attached to a ring can
@@ -249,6 +255,28 @@
 #define ZCIO_MOVER_BUFFER 3
 
 /**
+ * Data words one `struct zcio_envelope` carries at most (Rust's
+ * `Envelope::WORDS`).
+ */
+#define ZCIO_ENVELOPE_WORDS 8
+
+/**
+ * Descriptors one `struct zcio_envelope` carries at most (Rust's
+ * `Envelope::MAX_FDS`).
+ */
+#define ZCIO_ENVELOPE_MAX_FDS 16
+
+/**
+ * `zcio_ticket_status`: the message is queued or being delivered.
+ */
+#define ZCIO_TICKET_PENDING 0
+
+/**
+ * `zcio_ticket_status`: the partner took the message.
+ */
+#define ZCIO_TICKET_DELIVERED 1
+
+/**
  * The eight buffering semantics (`zcio_semantics_name` gives the names
  * `"copy"`, `"emulated-copy"`, ...). Calls take them as `int`; `-1`
  * where a call allows it means "the endpoint's default". Who owns the
@@ -382,6 +410,37 @@ typedef struct zcio_owned zcio_owned;
 typedef struct zcio_pool zcio_pool;
 
 /**
+ * A pool of proxy threads shared by proxy endpoints (opaque,
+ * thread-safe). Its threads start on demand and exit when idle.
+ */
+typedef struct zcio_proxies zcio_proxies;
+
+/**
+ * A rendezvous endpoint driven through proxy threads (opaque; every call
+ * may be made from several threads at once).
+ */
+typedef struct zcio_proxy_endpoint zcio_proxy_endpoint;
+
+/**
+ * A receive under way (from `zcio_proxy_endpoint_post` or `_call`):
+ * collect its message with `zcio_recv_handle_wait` (opaque).
+ */
+typedef struct zcio_recv_handle zcio_recv_handle;
+
+/**
+ * One end of a rendezvous connection (opaque). Every call may be made
+ * from several threads at once (sends of one endpoint take turns, as do
+ * its receives).
+ */
+typedef struct zcio_rendezvous zcio_rendezvous;
+
+/**
+ * A listener of rendezvous connections on a Unix socket path (opaque).
+ * Thread-safe.
+ */
+typedef struct zcio_rendezvous_listener zcio_rendezvous_listener;
+
+/**
  * A consumer's or producer's end of a named ring (opaque).
  */
 typedef struct zcio_ring zcio_ring;
@@ -391,6 +450,12 @@ typedef struct zcio_ring zcio_ring;
  * output and input may run on different threads at once.
  */
 typedef struct zcio_semantic_endpoint zcio_semantic_endpoint;
+
+/**
+ * The status of one message given to `zcio_proxy_endpoint_send`
+ * (opaque). Freeing it does not cancel the send. Thread-safe.
+ */
+typedef struct zcio_ticket zcio_ticket;
 
 /**
  * Counters and geometry of a ring end (`zcio_ring_get_stats`).
@@ -1089,6 +1154,263 @@ typedef struct zcio_semantic_stats {
      */
     uint64_t pages_in_flight;
 } zcio_semantic_stats;
+
+/**
+ * The bounds of a rendezvous endpoint's default waits, in milliseconds,
+ * for `zcio_rendezvous_listen` (every endpoint the listener accepts) and
+ * `zcio_rendezvous_connect`. Fill it with `zcio_rendezvous_config_init`
+ * (the defaults), then change what you need. Each bound is > 0, or
+ * `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust).
+ */
+typedef struct zcio_rendezvous_config {
+    /**
+     * What a send waits for the partner to take the message with
+     * `timeout_ms` < 0: `zcio_rendezvous_send`, the send half of
+     * `zcio_rendezvous_call` and `_reply_and_recv`, and a proxy
+     * endpoint's deliveries and `zcio_ticket_wait` (default 10 000: 10 s).
+     */
+    int send_timeout_ms;
+    /**
+     * What a receive waits with `timeout_ms` < 0: `zcio_rendezvous_recv`,
+     * `_recv_any` (the shortest of the endpoints'), the receive half of
+     * `_call` and `_reply_and_recv`, `zcio_proxy_endpoint_recv` and
+     * `zcio_recv_handle_wait` (default 3 600 000: one hour).
+     */
+    int recv_timeout_ms;
+    /**
+     * What `zcio_rendezvous_accept` waits for a connection with
+     * `timeout_ms` < 0 (a listener's bound; default 3 600 000: one hour).
+     */
+    int accept_timeout_ms;
+} zcio_rendezvous_config;
+
+/**
+ * Who may connect to a listener, decided on the kernel's credentials of
+ * the connecting process (`SO_PEERCRED`), before anything it sends is
+ * looked at: a process whose effective uid is in `uids`, or whose
+ * effective gid is in `gids`. Both arrays are read during the call only
+ * (the library keeps a copy). A NULL `struct zcio_access *` admits this
+ * process's own effective uid only.
+ */
+typedef struct zcio_access {
+    /**
+     * User ids allowed (NULL when `nuids` is 0).
+     */
+    const uint32_t *uids;
+    /**
+     * How many `uids`.
+     */
+    size_t nuids;
+    /**
+     * Group ids allowed (NULL when `ngids` is 0).
+     */
+    const uint32_t *gids;
+    /**
+     * How many `gids`.
+     */
+    size_t ngids;
+} zcio_access;
+
+/**
+ * Counters of a rendezvous endpoint or listener
+ * (`zcio_rendezvous_get_stats`, `zcio_rendezvous_listener_get_stats`):
+ * what its entry in the registry of live objects shows (`zcio ls`, `zcio
+ * stat`). Fields may be appended; the calls write only as many bytes as
+ * the caller's struct has.
+ */
+typedef struct zcio_rendezvous_stats {
+    /**
+     * Endpoints connected now (a listener: those it accepted that still
+     * live; an endpoint: 1, its partner, until it hangs up or ends).
+     */
+    uint64_t peers;
+    /**
+     * Endpoints accepted since the listener was bound (0 for an endpoint).
+     */
+    uint64_t accepted;
+    /**
+     * Messages sent (taken by the partner).
+     */
+    uint64_t sent_messages;
+    /**
+     * Bytes of those messages (label and words, 8 bytes each).
+     */
+    uint64_t sent_bytes;
+    /**
+     * Messages received.
+     */
+    uint64_t received_messages;
+    /**
+     * Bytes of those messages.
+     */
+    uint64_t received_bytes;
+    /**
+     * Descriptors passed in messages, either way.
+     */
+    uint64_t descriptors;
+    /**
+     * Operations that timed out.
+     */
+    uint64_t timed_out;
+    /**
+     * Operations that found the partner gone.
+     */
+    uint64_t disconnected;
+    /**
+     * Malformed messages or slot states received (rejected).
+     */
+    uint64_t malformed;
+} zcio_rendezvous_stats;
+
+/**
+ * A rendezvous message: a label, `nwords` data words and `nfds` file
+ * descriptors.
+ *
+ * Sending (`zcio_rendezvous_send`, `_call`, `_reply_and_recv`,
+ * `zcio_proxy_endpoint_send`, `_call`): the library reads `label`, the
+ * first `nwords` words and the first `nfds` descriptors; the receiver gets
+ * its own duplicates of the descriptors, and yours stay yours (close them
+ * when you no longer need them). `nwords` > `ZCIO_ENVELOPE_WORDS` or
+ * `nfds` > `ZCIO_ENVELOPE_MAX_FDS` is `-EMSGSIZE`; a descriptor that is not
+ * open is `-EBADF`. Nothing is sent then.
+ *
+ * Receiving: the library fills the whole struct. The `nfds` descriptors
+ * received are new descriptors of this process (close-on-exec set) and
+ * belong to you: close each one when done, or they leak. The unused
+ * words are 0 and the unused descriptors -1.
+ */
+typedef struct zcio_envelope {
+    /**
+     * Caller-defined label (an operation code, say).
+     */
+    uint64_t label;
+    /**
+     * The data words; the first `nwords` are the message.
+     */
+    uint64_t words[ZCIO_ENVELOPE_WORDS];
+    /**
+     * How many of `words` the message carries (0..=ZCIO_ENVELOPE_WORDS).
+     */
+    size_t nwords;
+    /**
+     * The descriptors; the first `nfds` are the message's.
+     */
+    int fds[ZCIO_ENVELOPE_MAX_FDS];
+    /**
+     * How many of `fds` the message carries (0..=ZCIO_ENVELOPE_MAX_FDS).
+     */
+    size_t nfds;
+} zcio_envelope;
+
+/**
+ * The kernel's credentials of the process at the other end of a
+ * connection (`SO_PEERCRED`, taken when it connected; not from any
+ * message, so the peer cannot forge them).
+ */
+typedef struct zcio_peer_cred {
+    /**
+     * Process id as this process's PID namespace sees it; 0 when the peer
+     * lives in a PID namespace this one cannot see into (a container).
+     */
+    int32_t pid;
+    /**
+     * Effective user id.
+     */
+    uint32_t uid;
+    /**
+     * Effective group id.
+     */
+    uint32_t gid;
+} zcio_peer_cred;
+
+/**
+ * What a pool of proxy threads does and how many there may be, for
+ * `zcio_proxies_new`. Fill it with `zcio_proxy_config_init` (the
+ * defaults), then change what you need.
+ */
+typedef struct zcio_proxy_config {
+    /**
+     * Most proxy threads alive at once (send and receive proxies
+     * together; 0 is taken as 1). Default 64.
+     */
+    size_t max_proxies;
+    /**
+     * Default per-partner quota: messages that may wait in one partner's
+     * send queue (and in its receive queue) before `zcio_proxy_endpoint_send`
+     * fails with `-EAGAIN` (the receive proxy stops taking messages
+     * instead, so the partner's sends block). Default 4096; at least 1.
+     */
+    size_t quota;
+    /**
+     * How long a proxy whose queue ran empty busy-waits for more work
+     * before it parks, in microseconds (default 50).
+     */
+    uint32_t spin_us;
+    /**
+     * How long a parked proxy stays with its queue before returning to
+     * the pool, in milliseconds (default 20).
+     */
+    uint32_t linger_ms;
+    /**
+     * How long an idle proxy thread waits for a job before it exits, in
+     * milliseconds (default 10 000).
+     */
+    uint32_t idle_exit_ms;
+} zcio_proxy_config;
+
+/**
+ * Counters of a proxy pool (`zcio_proxies_get_stats`). Fields may be
+ * appended.
+ */
+typedef struct zcio_proxy_stats {
+    /**
+     * Proxy threads alive.
+     */
+    uint64_t threads;
+    /**
+     * Of those, idle.
+     */
+    uint64_t idle;
+    /**
+     * Jobs waiting for a proxy (the cap is reached).
+     */
+    uint64_t waiting_jobs;
+    /**
+     * Threads ever started.
+     */
+    uint64_t spawned;
+    /**
+     * Jobs handed to an idle proxy instead of a new thread.
+     */
+    uint64_t reused;
+} zcio_proxy_stats;
+
+/**
+ * Counters of a proxy endpoint (`zcio_proxy_endpoint_get_stats`). Fields
+ * may be appended.
+ */
+typedef struct zcio_proxy_endpoint_stats {
+    /**
+     * Messages waiting in the send queue.
+     */
+    uint64_t send_queued;
+    /**
+     * Messages the partner took.
+     */
+    uint64_t delivered;
+    /**
+     * Messages that could not be delivered.
+     */
+    uint64_t failed;
+    /**
+     * Messages the receive proxy took from the partner.
+     */
+    uint64_t received;
+    /**
+     * Received messages waiting for a receive.
+     */
+    uint64_t recv_queued;
+} zcio_proxy_endpoint_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -2647,6 +2969,550 @@ ssize_t zcio_semantic_endpoint_input_owned(struct zcio_semantic_endpoint *ep, in
  * not used again.
  */
 void zcio_semantic_endpoint_free(struct zcio_semantic_endpoint *ep, struct zcio_owned *buf);
+
+/**
+ * Fill `*cfg` with the defaults: send 10 s, receive one hour, accept one
+ * hour. NULL is ignored.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing a `struct zcio_rendezvous_config`.
+ */
+void zcio_rendezvous_config_init(struct zcio_rendezvous_config *cfg);
+
+/**
+ * Listen for rendezvous connections on the Unix socket `path` (a stale
+ * socket file of a dead listener is replaced; a live one is
+ * `-EADDRINUSE`). `cfg` (NULL: the defaults) gives `zcio_rendezvous_accept`
+ * its bound and every accepted endpoint its bounds. `access` (NULL: only
+ * processes of this effective uid) says who may connect. Stores the
+ * handle in `*out` (free it with `zcio_rendezvous_listener_close`, which
+ * removes the socket file). Returns 0 or a negative errno: `-EINVAL` (NULL
+ * or empty path, a bad bound, an access list that admits nobody),
+ * `-ENOENT` (the directory does not exist), `-EACCES`, `-ENAMETOOLONG`,
+ * `-EADDRINUSE` …; `zcio_last_error` names the path.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+ * reading a `struct zcio_rendezvous_config`; `access` is NULL or a
+ * readable `struct zcio_access` whose arrays hold their counts; `out` is
+ * NULL or valid for writing a pointer.
+ */
+int zcio_rendezvous_listen(const char *path, const struct zcio_rendezvous_config *cfg, const struct zcio_access *access, struct zcio_rendezvous_listener **out);
+
+/**
+ * Accept one rendezvous connection, waiting at most `timeout_ms` for it
+ * (< 0: the listener's `accept_timeout_ms`, one hour unless set; 0:
+ * `-EAGAIN` unless a connection is pending; `ZCIO_TIMEOUT_INFINITE`: as
+ * long as it takes). Stores the endpoint in `*out` (free it with
+ * `zcio_rendezvous_close`). A refused or broken handshake (the handshake
+ * itself takes at most 5 s) is an error and the listener stays usable:
+ * `-EACCES` (the access list refused the caller), `-EPROTO`. Also
+ * `-EAGAIN`, `-ETIMEDOUT`, or a negative errno.
+ *
+ * # Safety
+ * `l` is NULL or a live listener; `out` is NULL or valid for writing a
+ * pointer.
+ */
+int zcio_rendezvous_accept(struct zcio_rendezvous_listener *l, int timeout_ms, struct zcio_rendezvous **out);
+
+/**
+ * The socket path the listener is bound to (as given to
+ * `zcio_rendezvous_listen`). The string belongs to the listener and stays
+ * valid until `zcio_rendezvous_listener_close`. NULL for a NULL handle.
+ *
+ * # Safety
+ * `l` is NULL or a live listener.
+ */
+const char *zcio_rendezvous_listener_path(const struct zcio_rendezvous_listener *l);
+
+/**
+ * Store the listener's counters in `*out` (`peers`: endpoints it
+ * accepted that are still connected; `accepted`; the traffic counters
+ * are each endpoint's own), writing at most `size` bytes (pass
+ * `sizeof(struct zcio_rendezvous_stats)`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `l` is NULL or a live listener; `out` is NULL or valid for writing
+ * `size` bytes.
+ */
+int zcio_rendezvous_listener_get_stats(const struct zcio_rendezvous_listener *l, struct zcio_rendezvous_stats *out, size_t size);
+
+/**
+ * Stop listening and free the handle; the socket file is removed.
+ * Endpoints already accepted are not affected. NULL is ignored.
+ *
+ * # Safety
+ * `l` is NULL or a live listener, not used again afterwards.
+ */
+void zcio_rendezvous_listener_close(struct zcio_rendezvous_listener *l);
+
+/**
+ * Connect to the rendezvous listener at `path` (no retries: nobody
+ * listening is `-ENOENT` / `-ECONNREFUSED`; the handshake waits at most
+ * 5 s). `cfg` (NULL: the defaults) gives the endpoint its bounds
+ * (`accept_timeout_ms` is not used). Stores the endpoint in `*out` (free
+ * it with `zcio_rendezvous_close`). Returns 0, `-ENOENT`,
+ * `-ECONNREFUSED`, `-EACCES` (refused by the listener's access list),
+ * `-ETIMEDOUT`, `-EPROTO`, `-EINVAL` (NULL or empty path, a bad bound), or
+ * a negative errno.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+ * reading a `struct zcio_rendezvous_config`; `out` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_rendezvous_connect(const char *path, const struct zcio_rendezvous_config *cfg, struct zcio_rendezvous **out);
+
+/**
+ * Send `*msg` to the partner and wait until it has *taken* the message
+ * (an unbuffered rendezvous: when this returns 0 the partner has it), at
+ * most `timeout_ms` (< 0: the endpoint's `send_timeout_ms`, 10 s unless
+ * set; 0: only if the partner is waiting in a receive right now, else
+ * `-EAGAIN`; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). A send that
+ * fails did not happen (a timed-out message is taken back). `*msg` and
+ * its descriptors stay yours (see `struct zcio_envelope`). Returns 0,
+ * `-EAGAIN`, `-ETIMEDOUT`, `-EPIPE` (the partner hung up or died),
+ * `-EMSGSIZE`, `-EBADF`, `-EINVAL` (NULL), `-EPROTO` (the partner broke
+ * the protocol), or a negative errno.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `msg` is NULL or valid for reading a
+ * `struct zcio_envelope`.
+ */
+int zcio_rendezvous_send(struct zcio_rendezvous *ep, const struct zcio_envelope *msg, int timeout_ms);
+
+/**
+ * Receive the partner's next message, waiting at most `timeout_ms` (< 0:
+ * the endpoint's `recv_timeout_ms`, one hour unless set; 0: `-EAGAIN`
+ * unless one is waiting; `ZCIO_TIMEOUT_INFINITE`: as long as it takes),
+ * into `*out`. Received descriptors are yours to close (see `struct
+ * zcio_envelope`). Returns 0, `-EAGAIN`, `-ETIMEDOUT`, `-EPIPE` (the
+ * partner hung up or died: a partner killed mid-wait shows up here,
+ * never as a hang), `-EPROTO`, `-EINVAL` (NULL), or a negative errno.
+ * `*out` is written only on success.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or valid for writing a
+ * `struct zcio_envelope`.
+ */
+int zcio_rendezvous_recv(struct zcio_rendezvous *ep, int timeout_ms, struct zcio_envelope *out);
+
+/**
+ * A remote call: send `*msg` to the partner, then wait for its answer
+ * (its next message) into `*reply`. `timeout_ms` < 0 bounds the send by
+ * the endpoint's `send_timeout_ms` and the wait for the answer by its
+ * `recv_timeout_ms`; > 0 bounds both together; 0 sends only to a partner
+ * already waiting and takes only an answer already there (`-EAGAIN`:
+ * rarely useful). `msg` and `reply` may point to the same struct.
+ * Errors as for `zcio_rendezvous_send` (the request was not delivered)
+ * and `zcio_rendezvous_recv` (it was, but no answer came). `*reply` is
+ * written only on success.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `msg` is NULL or valid for reading a
+ * `struct zcio_envelope`; `reply` is NULL or valid for writing one.
+ */
+int zcio_rendezvous_call(struct zcio_rendezvous *ep, const struct zcio_envelope *msg, int timeout_ms, struct zcio_envelope *reply);
+
+/**
+ * Open wait: receive the first message that any of the `n` endpoints
+ * `eps` has (a server's loop over several partners), waiting at most
+ * `timeout_ms` (< 0: the shortest `recv_timeout_ms` of the endpoints; 0:
+ * `-EAGAIN` unless one is waiting; `ZCIO_TIMEOUT_INFINITE`: as long as
+ * it takes), into `*out`. Returns the index in `eps` of the endpoint it
+ * came from (>= 0), or `-EAGAIN`, `-ETIMEDOUT`, `-EPIPE` (every partner
+ * hung up or died; one that did is skipped while others live: close
+ * it), `-EPROTO`, `-EINVAL` (NULL array, n 0, a NULL endpoint). Received
+ * descriptors are yours to close.
+ *
+ * # Safety
+ * `eps` is NULL or points to `n` pointers, each NULL or a live endpoint;
+ * `out` is NULL or valid for writing a `struct zcio_envelope`.
+ */
+int zcio_rendezvous_recv_any(struct zcio_rendezvous *const *eps, size_t n, int timeout_ms, struct zcio_envelope *out);
+
+/**
+ * A server's step: send `*reply` to the partner of `to` (bounded by its
+ * `send_timeout_ms` when `timeout_ms` < 0), then receive the next message
+ * from any of the `n` endpoints `eps` into `*out`, as
+ * `zcio_rendezvous_recv_any` (`to` is usually one of them). A positive
+ * `timeout_ms` bounds both together; 0 tries both. `reply` and `out` may point to
+ * the same struct. Returns the index in `eps` the message came from, or
+ * the errors of `zcio_rendezvous_send` (the reply was not delivered) and
+ * `zcio_rendezvous_recv_any` (it was).
+ *
+ * # Safety
+ * `to` is NULL or a live endpoint; `reply` is NULL or valid for reading a
+ * `struct zcio_envelope`; `eps` is NULL or points to `n` pointers, each
+ * NULL or a live endpoint; `out` is NULL or valid for writing a `struct
+ * zcio_envelope`.
+ */
+int zcio_rendezvous_reply_and_recv(struct zcio_rendezvous *to, const struct zcio_envelope *reply, struct zcio_rendezvous *const *eps, size_t n, int timeout_ms, struct zcio_envelope *out);
+
+/**
+ * Store the partner's kernel credentials in `*out` (`SO_PEERCRED`: who
+ * connected, or whom we connected to; not from any message). Returns 0
+ * or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or valid for writing a
+ * `struct zcio_peer_cred`.
+ */
+int zcio_rendezvous_peer(const struct zcio_rendezvous *ep, struct zcio_peer_cred *out);
+
+/**
+ * Store the endpoint's counters in `*out`, writing at most `size` bytes
+ * (pass `sizeof(struct zcio_rendezvous_stats)`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `out` is NULL or valid for writing
+ * `size` bytes.
+ */
+int zcio_rendezvous_get_stats(const struct zcio_rendezvous *ep, struct zcio_rendezvous_stats *out, size_t size);
+
+/**
+ * Hang up now, keeping the handle: the partner's waits and this
+ * endpoint's own (in any thread) end with `-EPIPE`. For a thread that
+ * must stop another one blocked on this endpoint; then free it with
+ * `zcio_rendezvous_close`. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_hang_up(struct zcio_rendezvous *ep);
+
+/**
+ * Event loops: the endpoint's doorbell, a descriptor that polls readable
+ * (`POLLIN`, epoll) when the partner rang it -- which it does only after
+ * this endpoint said it is about to sleep
+ * (`zcio_rendezvous_prepare_recv_sleep`) -- or when the partner hung up.
+ * The first call switches the endpoint to bell mode for good (the
+ * partner rings instead of waking a futex). The fd belongs to the
+ * endpoint: do not close it or read from it. Returns the fd (>= 0) or
+ * `-EINVAL`.
+ *
+ * The receive loop, with the fd in your epoll set:
+ *  1. `zcio_rendezvous_recv(ep, 0, &m)`; done unless `-EAGAIN`;
+ *  2. `zcio_rendezvous_prepare_recv_sleep(ep)`: 0 -> go to 1;
+ *  3. wait until the fd is readable (epoll_wait);
+ *  4. `zcio_rendezvous_doorbell_rang(ep)`; go to 1.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_doorbell(struct zcio_rendezvous *ep);
+
+/**
+ * Event loops, step 2 of a receive: say "about to sleep until a message
+ * comes". Returns 1 (sleep: wait for the doorbell), 0 (a message is
+ * waiting: receive it instead of sleeping) or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_prepare_recv_sleep(struct zcio_rendezvous *ep);
+
+/**
+ * Event loops, step 4: after the doorbell polled readable, take the ring
+ * off it. Returns 0, 1 when the doorbell has hung up (the partner is
+ * gone: the next receive returns `-EPIPE` once everything it sent was
+ * received; remove the fd from the epoll set), or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_doorbell_rang(struct zcio_rendezvous *ep);
+
+/**
+ * Event loops, a send in steps: put `*msg` in the slot for the partner
+ * without waiting, and store the send's number in `*seq` for
+ * `zcio_rendezvous_send_poll` and `zcio_rendezvous_send_cancel`. Every
+ * begun send ends with `zcio_rendezvous_send_poll` returning 1 or with
+ * `zcio_rendezvous_send_cancel`, before the next send of this endpoint.
+ * `*msg` and its descriptors stay yours. Switches the endpoint to bell
+ * mode, as `zcio_rendezvous_doorbell` does. Returns 0, or `-EAGAIN`
+ * (another send of this endpoint is in flight), `-EMSGSIZE`, `-EBADF`,
+ * `-EPIPE`, `-EPROTO`, `-EINVAL`: nothing was sent then.
+ *
+ * The loop: `zcio_rendezvous_send_begin`; then `zcio_rendezvous_send_poll`
+ * until it returns 1, waiting for the doorbell (and calling
+ * `zcio_rendezvous_doorbell_rang`) whenever it returns 0.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `msg` is NULL or valid for reading a
+ * `struct zcio_envelope`; `seq` is NULL or valid for writing a `uint64_t`.
+ */
+int zcio_rendezvous_send_begin(struct zcio_rendezvous *ep, const struct zcio_envelope *msg, uint64_t *seq);
+
+/**
+ * Event loops: whether the partner took send `seq` (from
+ * `zcio_rendezvous_send_begin`). Returns 1 (taken: the send is complete),
+ * 0 (not yet: wait for the doorbell, then ask again), `-EPIPE` (the
+ * partner is gone; the message was taken back, undelivered), `-EPROTO`,
+ * or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_send_poll(struct zcio_rendezvous *ep, uint64_t seq);
+
+/**
+ * Event loops: give up on send `seq`. Returns 1 if the message was taken
+ * back undelivered, 0 if the partner had already taken it (it was
+ * delivered), or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint.
+ */
+int zcio_rendezvous_send_cancel(struct zcio_rendezvous *ep, uint64_t seq);
+
+/**
+ * Close the endpoint and free the handle (NULL is ignored): the partner's
+ * waits end with `-EPIPE`. Descriptors received earlier stay yours.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint, not used again afterwards (by any
+ * thread).
+ */
+void zcio_rendezvous_close(struct zcio_rendezvous *ep);
+
+/**
+ * Fill `*cfg` with the defaults (64 proxies, a quota of 4096, spin 50 µs,
+ * linger 20 ms, idle exit 10 s). NULL is ignored.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing a `struct zcio_proxy_config`.
+ */
+void zcio_proxy_config_init(struct zcio_proxy_config *cfg);
+
+/**
+ * A new pool of proxy threads with `*cfg` (NULL: the defaults), stored
+ * in `*out` (free it with `zcio_proxies_free`). Returns 0 or `-EINVAL`
+ * (a quota of 0, NULL `out`).
+ *
+ * # Safety
+ * `cfg` is NULL or valid for reading a `struct zcio_proxy_config`; `out`
+ * is NULL or valid for writing a pointer.
+ */
+int zcio_proxies_new(const struct zcio_proxy_config *cfg, struct zcio_proxies **out);
+
+/**
+ * Store the pool's counters in `*out`, writing at most `size` bytes (pass
+ * `sizeof(struct zcio_proxy_stats)`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `p` is NULL or a live pool; `out` is NULL or valid for writing `size`
+ * bytes.
+ */
+int zcio_proxies_get_stats(const struct zcio_proxies *p, struct zcio_proxy_stats *out, size_t size);
+
+/**
+ * Free the pool handle (NULL is ignored). Endpoints made with it keep
+ * using its threads; the threads exit once idle.
+ *
+ * # Safety
+ * `p` is NULL or a live pool, not used again afterwards.
+ */
+void zcio_proxies_free(struct zcio_proxies *p);
+
+/**
+ * Drive the rendezvous endpoint `ep` through proxy threads from
+ * `proxies` (NULL: a pool the library shares among all endpoints made
+ * without one, with the defaults of `zcio_proxy_config_init`). Takes
+ * `ep` over: on success its handle is freed (do not use or close it
+ * again; its bounds stay: deliveries and `zcio_ticket_wait` wait up to
+ * its `send_timeout_ms`, receives its `recv_timeout_ms`). On failure `ep`
+ * is still yours. Stores the new endpoint in `*out` (free it with
+ * `zcio_proxy_endpoint_free`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint that no other thread uses during the
+ * call (nor afterwards, on success); `proxies` is NULL or a live pool;
+ * `out` is NULL or valid for writing a pointer.
+ */
+int zcio_proxy_endpoint_new(struct zcio_rendezvous *ep, const struct zcio_proxies *proxies, struct zcio_proxy_endpoint **out);
+
+/**
+ * Set this partner's quota (messages that may wait per direction),
+ * replacing the pool's. Returns 0 or `-EINVAL` (0, NULL).
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint.
+ */
+int zcio_proxy_endpoint_set_quota(struct zcio_proxy_endpoint *pe, size_t quota);
+
+/**
+ * Queue `*msg` for delivery and return at once; a proxy thread delivers
+ * it with a synchronous rendezvous send, in order, and records the
+ * outcome in the ticket stored in `*ticket` (free it with
+ * `zcio_ticket_free`; pass NULL for no ticket: the outcome is then only
+ * counted in `zcio_proxy_endpoint_get_stats`). `*msg` and its descriptors
+ * stay yours (the library sends duplicates). Returns 0, or `-EAGAIN` (the
+ * partner's queue holds its quota: retry after some are delivered),
+ * `-EMSGSIZE`, `-EBADF`, `-EPIPE` (the partner is gone or this endpoint
+ * was closed), `-EPROTO`, `-EINVAL`; the message was not queued then.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint; `msg` is NULL or valid for
+ * reading a `struct zcio_envelope`; `ticket` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_proxy_endpoint_send(struct zcio_proxy_endpoint *pe, const struct zcio_envelope *msg, struct zcio_ticket **ticket);
+
+/**
+ * An asynchronous remote call: queue `*msg` as `zcio_proxy_endpoint_send`
+ * does and store in `*out` a handle that the partner's answer (its next
+ * message) will be delivered to (collect it with `zcio_recv_handle_wait`,
+ * free it with `zcio_recv_handle_free`). Errors as for
+ * `zcio_proxy_endpoint_send`.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint; `msg` is NULL or valid for
+ * reading a `struct zcio_envelope`; `out` is NULL or valid for writing a
+ * pointer.
+ */
+int zcio_proxy_endpoint_call(struct zcio_proxy_endpoint *pe, const struct zcio_envelope *msg, struct zcio_recv_handle **out);
+
+/**
+ * Post a receive: the receive proxy starts receiving for this endpoint
+ * and hands the next message to the handle stored in `*out` (collect it
+ * with `zcio_recv_handle_wait`; handles are served most recently posted
+ * first). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint; `out` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_proxy_endpoint_post(struct zcio_proxy_endpoint *pe, struct zcio_recv_handle **out);
+
+/**
+ * Receive the next message into `*out`, waiting at most `timeout_ms`
+ * (< 0: the endpoint's `recv_timeout_ms`; 0: `-EAGAIN` unless one is
+ * ready; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). When nothing else
+ * receives for this endpoint the calling thread receives itself.
+ * Received descriptors are yours to close. Returns 0, `-EAGAIN`,
+ * `-ETIMEDOUT`, `-EPIPE` (the partner is gone, or this endpoint was
+ * closed), `-EPROTO`, `-EINVAL`.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint; `out` is NULL or valid for
+ * writing a `struct zcio_envelope`.
+ */
+int zcio_proxy_endpoint_recv(struct zcio_proxy_endpoint *pe, int timeout_ms, struct zcio_envelope *out);
+
+/**
+ * Store the partner's kernel credentials in `*out` (as
+ * `zcio_rendezvous_peer`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint; `out` is NULL or valid for
+ * writing a `struct zcio_peer_cred`.
+ */
+int zcio_proxy_endpoint_peer(const struct zcio_proxy_endpoint *pe, struct zcio_peer_cred *out);
+
+/**
+ * Store the endpoint's counters in `*out`, writing at most `size` bytes
+ * (pass `sizeof(struct zcio_proxy_endpoint_stats)`). Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint; `out` is NULL or valid for
+ * writing `size` bytes.
+ */
+int zcio_proxy_endpoint_get_stats(const struct zcio_proxy_endpoint *pe, struct zcio_proxy_endpoint_stats *out, size_t size);
+
+/**
+ * Close the endpoint, keeping the handle: every message still queued for
+ * sending fails (its ticket: `-EPIPE`), new sends are refused, and
+ * receiving stops (waiting receives and handles: `-EPIPE`). Free it with
+ * `zcio_proxy_endpoint_free`. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint.
+ */
+int zcio_proxy_endpoint_close(struct zcio_proxy_endpoint *pe);
+
+/**
+ * Free the endpoint (NULL is ignored): receiving stops (handles still
+ * posted get `-EPIPE`); messages already queued are still delivered
+ * unless `zcio_proxy_endpoint_close` was called first. The connection
+ * closes once the last queued message and outstanding handle are done.
+ * Tickets and handles stay valid (free each on its own).
+ *
+ * # Safety
+ * `pe` is NULL or a live proxy endpoint, not used again afterwards (by
+ * any thread).
+ */
+void zcio_proxy_endpoint_free(struct zcio_proxy_endpoint *pe);
+
+/**
+ * Where the ticket's message stands now (never waits):
+ * `ZCIO_TICKET_PENDING` (0: queued or being delivered),
+ * `ZCIO_TICKET_DELIVERED` (1: the partner took it), or the negative code
+ * of why it was not delivered: `-EPIPE` (the partner hung up or died, or
+ * the endpoint was closed first), `-ETIMEDOUT` (the partner did not take
+ * it within the endpoint's `send_timeout_ms`), `-EPROTO`, or a negative
+ * errno. `-EINVAL` for a NULL ticket.
+ *
+ * # Safety
+ * `t` is NULL or a live ticket.
+ */
+int zcio_ticket_status(const struct zcio_ticket *t);
+
+/**
+ * Wait until the ticket's message was delivered (0) or failed (its code,
+ * as `zcio_ticket_status`), at most `timeout_ms` (< 0: the endpoint's
+ * `send_timeout_ms`; 0: `-EAGAIN` while pending; `ZCIO_TIMEOUT_INFINITE`:
+ * as long as it takes). A ticket still pending then gives `-ETIMEDOUT`
+ * (or `-EAGAIN`) and may be waited on again. `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `t` is NULL or a live ticket.
+ */
+int zcio_ticket_wait(const struct zcio_ticket *t, int timeout_ms);
+
+/**
+ * Free the ticket (NULL is ignored). The send goes on.
+ *
+ * # Safety
+ * `t` is NULL or a live ticket, not used again afterwards.
+ */
+void zcio_ticket_free(struct zcio_ticket *t);
+
+/**
+ * Whether the handle's message (or its error) is there: 1 or 0 (never
+ * waits); `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `h` is NULL or a live receive handle.
+ */
+int zcio_recv_handle_ready(const struct zcio_recv_handle *h);
+
+/**
+ * Collect the handle's message into `*out`, waiting at most `timeout_ms`
+ * (< 0: the endpoint's `recv_timeout_ms`; 0: `-EAGAIN` unless it is
+ * there; `ZCIO_TIMEOUT_INFINITE`: as long as it takes). A handle still
+ * empty then gives `-ETIMEDOUT` (or `-EAGAIN`) and may be waited on
+ * again; one already collected gives `-EINVAL`. Received descriptors are
+ * yours to close. Also `-EPIPE` (the partner is gone, or the endpoint was
+ * closed or freed), `-EPROTO`.
+ *
+ * # Safety
+ * `h` is NULL or a live receive handle; `out` is NULL or valid for
+ * writing a `struct zcio_envelope`.
+ */
+int zcio_recv_handle_wait(const struct zcio_recv_handle *h, int timeout_ms, struct zcio_envelope *out);
+
+/**
+ * Free the handle (NULL is ignored). A handle not yet filled is
+ * withdrawn; a message that filled it and was never collected goes back
+ * to the front of the endpoint's receive queue (the next receive gets
+ * it).
+ *
+ * # Safety
+ * `h` is NULL or a live receive handle, not used again afterwards.
+ */
+void zcio_recv_handle_free(struct zcio_recv_handle *h);
 
 #ifdef __cplusplus
 }  // extern "C"

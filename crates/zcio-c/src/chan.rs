@@ -155,7 +155,7 @@ pub struct zcio_channel_stats {
 ///
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
-unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path, c_int> {
+pub(crate) unsafe fn path_arg<'a>(p: *const c_char) -> Result<&'a Path, c_int> {
     if p.is_null() {
         return Err(einval("socket path is NULL"));
     }

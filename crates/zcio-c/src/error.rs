@@ -185,6 +185,9 @@ pub(crate) fn code_of(e: &zcio::Error) -> c_int {
 /// peer holding too many buffers, is also `-EAGAIN` but its text says
 /// which and what to do, so that is kept.
 fn code_says_all(e: &zcio::Error) -> bool {
+    use zcio::rendezvous::{
+        RendezvousCallError as RC, RendezvousRecvError as RR, RendezvousSendError as RS,
+    };
     use zcio::{Error as E, SendErrorKind as S};
     matches!(
         e,
@@ -194,6 +197,12 @@ fn code_says_all(e: &zcio::Error) -> bool {
             | E::RingWrite(_)
             | E::Send(S::WouldBlock | S::TimedOut)
             | E::Lane(zcio::LaneError::WouldBlock | zcio::LaneError::TimedOut)
+            | E::RendezvousSend(RS::WouldBlock | RS::TimedOut)
+            | E::RendezvousRecv(RR::WouldBlock | RR::TimedOut)
+            | E::RendezvousCall(
+                RC::Send(RS::WouldBlock | RS::TimedOut) | RC::Recv(RR::WouldBlock | RR::TimedOut)
+            )
+            | E::Proxy(zcio::proxy::ProxyError::WouldBlock | zcio::proxy::ProxyError::TimedOut)
     )
 }
 

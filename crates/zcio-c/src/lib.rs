@@ -12,7 +12,8 @@
 //!   [`error`]), and records a detailed message for `zcio_last_error`.
 //!
 //! A frontend: it only binds the public `zcio` API (rings, channels,
-//! pools, messages, typed messages, associations).
+//! pools, messages, typed messages, associations, the rendezvous and its
+//! proxy threads).
 
 #![allow(non_camel_case_types)]
 
@@ -49,6 +50,12 @@ mod typetag;
 pub mod splice;
 
 pub mod semantics;
+
+pub mod cred;
+
+pub mod rendezvous;
+
+pub mod proxy;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::time::Duration;
@@ -204,6 +211,12 @@ const _: () = {
     send_sync::<semantics::zcio_semantic_endpoint>();
     send::<semantics::zcio_arena_buf>();
     send::<semantics::zcio_owned>();
+    send_sync::<rendezvous::zcio_rendezvous>();
+    send_sync::<rendezvous::zcio_rendezvous_listener>();
+    send_sync::<proxy::zcio_proxies>();
+    send_sync::<proxy::zcio_proxy_endpoint>();
+    send_sync::<proxy::zcio_ticket>();
+    send_sync::<proxy::zcio_recv_handle>();
 };
 
 #[cfg(test)]
