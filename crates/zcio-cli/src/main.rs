@@ -12,6 +12,7 @@ mod metrics;
 mod objects;
 mod pipe;
 mod record;
+mod record_zenoh;
 mod replay;
 mod ring;
 mod stat;
