@@ -560,6 +560,25 @@ fn export_and_record(
     (export, record, prod)
 }
 
+/// Wait until the importer of `zcio record zenoh:KEY` delivered `n`
+/// samples (its `samples` counter in the registry).
+fn wait_delivered(env: &Env, key: &str, n: u64, deadline: Instant) {
+    loop {
+        let o = env.run(&["stat", &format!("import:{key}"), "--json"]);
+        let samples = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v["counters"]["samples"]["value"].as_u64());
+        if samples.is_some_and(|s| s >= n) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watchdog: the recorder's importer delivered {samples:?} of {n} samples"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Record a Zenoh key exported from a ring: every block byte-exact, in
 /// order, on the key's topic; the recording ends with the exporter's end
 /// of stream (exit 0) and leaves no temporary file.
@@ -655,6 +674,9 @@ fn record_zenoh_exporter_killed_keeps_a_finished_file() {
             break;
         }
     }
+    // Every block reached the recorder (its importer's registry counter)
+    // before the export is killed: no end of stream will come.
+    wait_delivered(&env, &key, N as u64, deadline);
     export.kill9();
     let o = record.finish(deadline);
     drop(prod.stdin.take());
@@ -666,14 +688,78 @@ fn record_zenoh_exporter_killed_keeps_a_finished_file() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
-    // Whatever arrived before the kill, complete and in order, in a file
-    // with its summary.
+    // Everything that arrived before the kill, complete and in order, in a
+    // file with its summary.
     let got = read_mcap(&out);
-    assert_recs("after the kill", &got, &expected_ring(&key, got.len()));
+    assert_recs("after the kill", &got, &expected_ring(&key, N));
     if let Some(py) = read_mcap_python(&out) {
         assert_recs("python mcap", &py, &got);
     }
     assert_eq!(mcap_files(&env), ["k.mcap"], "files left");
+}
+
+/// A channel listener exported to Zenoh: its messages recorded from the
+/// key, a typed one on a channel of its own whose schema is the type.
+#[test]
+fn record_zenoh_typed_messages_of_an_exported_listener() {
+    let env = Env::new("ztyped");
+    let deadline = Instant::now() + WATCHDOG;
+    let sock = env.dir().join("in.sock");
+    let out = env.dir().join("t.mcap");
+    let key = zkey("typed");
+    let (export, eps) = start_ready(
+        "bridge export listen",
+        env.zcio(&[
+            "bridge",
+            "export",
+            &format!("listen:{}", sock.display()),
+            "--key",
+            &key,
+            "--listen",
+            "tcp/127.0.0.1:0",
+        ]),
+    );
+    let (record, _) = start_ready(
+        "record zenoh",
+        env.zcio(&[
+            "record",
+            &format!("zenoh:{key}"),
+            "--connect",
+            &eps,
+            "-o",
+            out.to_str().expect("utf-8"),
+            "--count",
+            "6",
+        ]),
+    );
+    let sender = Proc::spawn(
+        "sender",
+        env.child("send", &[("ZCIO_REC_SOCK", sock.to_str().expect("utf-8"))]),
+    );
+    assert_ok("record", &record.finish(deadline));
+    // A listener export runs until stopped; the sender leaves once its
+    // channel closes.
+    sigterm(&export);
+    assert_ok("bridge export", &export.finish(deadline));
+    assert_ok("sender", &sender.finish(deadline));
+    let got = read_mcap(&out);
+    assert_eq!(got.len(), 6);
+    for (i, r) in got.iter().take(5).enumerate() {
+        assert_eq!((r.topic.as_str(), r.schema.as_str()), (key.as_str(), ""));
+        assert_eq!(r.sequence, i as u32);
+        assert!(r.data == block(i), "message {i} differs");
+    }
+    let t = &got[5];
+    assert_eq!(
+        (t.topic.as_str(), t.schema.as_str()),
+        (key.as_str(), "test.Pair@3")
+    );
+    assert_eq!(t.sequence, 0, "a typed channel counts its own sequence");
+    assert_eq!(&t.data[..8], b"ZCIOTYPE");
+    assert_eq!(&t.data[t.data.len() - 16..], &pair_payload());
+    if let Some(py) = read_mcap_python(&out) {
+        assert_recs("python mcap", &py, &got);
+    }
 }
 
 #[test]
