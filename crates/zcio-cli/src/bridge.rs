@@ -160,7 +160,7 @@ pub struct FollowArgs {
     /// Seconds to wait for more samples once the exporter's liveliness token is gone.
     #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64(), value_parser = parse_seconds)]
     grace: f64,
-    /// Fail (exit status 1) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
+    /// Fail (exit status 1; a bridge import closes its ring sink with ETIMEDOUT) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     connect_timeout: Option<f64>,
 }
