@@ -5,10 +5,12 @@
 //! the message lies: a block of a lossless ring from the ring's pages (the
 //! block is released after the write), a channel message from its buffer
 //! when nobody can change it, else from one private copy (a volatile
-//! buffer may not be read through a plain reference). The main thread
-//! shows progress and stops everything on `--count`, `--duration`, SIGINT
-//! or SIGTERM; the file is then finished (summary, footer) and renamed to
-//! its name.
+//! buffer may not be read through a plain reference), a Zenoh sample from
+//! the bridge importer's queue (`record_zenoh.rs`). The main thread shows
+//! progress and stops everything on `--count`, `--duration`, SIGINT or
+//! SIGTERM; the file is then finished (summary, footer) and renamed to its
+//! name — also when a source's stream failed ([`StreamFailed`]: exit 1,
+//! what arrived is kept), not when the file could not be written.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

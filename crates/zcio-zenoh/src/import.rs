@@ -1,6 +1,7 @@
 //! The importing half: samples of a Zenoh key expression written into a
-//! local sink — a named ring (one block per sample) or a channel connection
-//! (one message per sample). Each sample is written once, from Zenoh's
+//! local sink — a named ring (one block per sample), a channel connection
+//! (one message per sample) or a bounded queue the calling process drains
+//! (`delivery.rs`). Each sample is written once, from Zenoh's
 //! receive buffers into the ring block or pool buffer, by the Zenoh thread
 //! that received it (see `follower.rs`); every local reader then reads
 //! those pages in place.
