@@ -85,9 +85,10 @@ pub enum BridgeCmd {
     Import(ImportArgs),
 }
 
-/// Options of both directions: the Zenoh session and the report.
+/// The Zenoh session's options: of both bridge directions and of
+/// `zcio record zenoh:KEY`.
 #[derive(Args, Debug)]
-pub struct CommonArgs {
+pub struct SessionArgs {
     /// Listen for Zenoh peers on ENDPOINT (e.g. tcp/127.0.0.1:7447); repeatable.
     #[arg(long, value_name = "ENDPOINT")]
     listen: Vec<String>,
@@ -102,7 +103,100 @@ pub struct CommonArgs {
     scout: bool,
     /// Largest sample sent or accepted (larger ones are dropped and counted).
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = DEFAULT_MAX_SAMPLE)]
-    max_size: usize,
+    pub(crate) max_size: usize,
+}
+
+impl SessionArgs {
+    /// Whether any option was given (other than the defaults).
+    pub(crate) fn any(&self) -> bool {
+        !self.listen.is_empty()
+            || !self.connect.is_empty()
+            || self.config.is_some()
+            || self.scout
+            || self.max_size != DEFAULT_MAX_SAMPLE
+    }
+
+    /// The checked session options (usage errors for what the user gave
+    /// wrong), before anything is opened.
+    pub(crate) fn options(&self) -> Result<SessionOptions> {
+        if self.max_size == 0 || self.max_size > MAX_SAMPLE_LIMIT {
+            return Err(usage(format!(
+                "--max-size {} is out of range: give 1B..=1GiB",
+                self.max_size
+            )));
+        }
+        let session = SessionOptions {
+            config_file: self.config.clone(),
+            listen: self.listen.clone(),
+            connect: self.connect.clone(),
+            scout: self.scout,
+            max_sample: self.max_size,
+        };
+        session.zenoh_config().map_err(bridge_err)?;
+        Ok(session)
+    }
+
+    /// What `--connect` (or the `--config` file) asks to connect to, for
+    /// messages; `None` if nothing.
+    pub(crate) fn connect_targets(&self, opts: &SessionOptions) -> Option<String> {
+        if !self.connect.is_empty() {
+            return Some(self.connect.join(", "));
+        }
+        let file = self.config.as_ref()?;
+        let eps = opts
+            .zenoh_config()
+            .ok()?
+            .get_json("connect/endpoints")
+            .ok()?;
+        eps.contains('/')
+            .then(|| format!("the endpoints of {} ({eps})", file.display()))
+    }
+}
+
+/// How an importer follows the remote stream: of `bridge import` and of
+/// `zcio record zenoh:KEY`.
+#[derive(Args, Debug)]
+pub struct FollowArgs {
+    /// Seconds to wait for more samples once the exporter's liveliness token is gone.
+    #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64(), value_parser = parse_seconds)]
+    grace: f64,
+    /// Fail (exit status 1; a bridge import closes its ring sink with ETIMEDOUT) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    connect_timeout: Option<f64>,
+}
+
+impl FollowArgs {
+    /// Whether any option was given (other than the defaults).
+    pub(crate) fn any(&self) -> bool {
+        self.connect_timeout.is_some() || self.grace != zcio_zenoh::DEFAULT_GRACE.as_secs_f64()
+    }
+
+    /// The checked grace period and connect timeout.
+    pub(crate) fn durations(&self) -> Result<(Duration, Option<Duration>)> {
+        if !(self.grace.is_finite() && self.grace >= 0.0 && self.grace < 1e6) {
+            return Err(usage(format!(
+                "--grace {} is not a number of seconds",
+                self.grace
+            )));
+        }
+        let connect_timeout = match self.connect_timeout {
+            Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
+            Some(t) => {
+                return Err(usage(format!(
+                    "--connect-timeout {t} is not a positive number of seconds"
+                )))
+            }
+            None => None,
+        };
+        Ok((Duration::from_secs_f64(self.grace), connect_timeout))
+    }
+}
+
+/// Options of both directions: the Zenoh session and the report.
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    session: SessionArgs,
     /// Stop after SECS seconds [default: run until the stream ends or SIGINT/SIGTERM].
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     duration: Option<f64>,
@@ -161,12 +255,8 @@ pub struct ImportArgs {
     /// Catch up from the exporter's cache: a late joiner gets the last samples it holds (see docs/bridge.md).
     #[arg(long)]
     history: bool,
-    /// Seconds to wait for more samples once the exporter's liveliness token is gone.
-    #[arg(long, value_name = "SECS", default_value_t = zcio_zenoh::DEFAULT_GRACE.as_secs_f64(), value_parser = parse_seconds)]
-    grace: f64,
-    /// Fail (exit status 1, the sink closed with ETIMEDOUT) if no Zenoh peer is reached within SECS seconds [default: keep retrying].
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    connect_timeout: Option<f64>,
+    #[command(flatten)]
+    follow: FollowArgs,
     /// Keep the ring when the import ends. By default a ring this import created is removed then (readers that have it open read on to its end); a ring that existed before is never removed.
     #[arg(long)]
     keep: bool,
@@ -182,12 +272,8 @@ pub fn run(cmd: BridgeCmd) -> Result<i32> {
         BridgeCmd::Export(a) => &a.common,
         BridgeCmd::Import(a) => &a.common,
     };
-    if common.max_size == 0 || common.max_size > MAX_SAMPLE_LIMIT {
-        return Err(usage(format!(
-            "--max-size {} is out of range: give 1B..=1GiB",
-            common.max_size
-        )));
-    }
+    // Validate everything the user gave before touching anything.
+    let session = common.session.options()?;
     let duration = match common.duration {
         Some(d) if d.is_finite() && d > 0.0 && d < 1e9 => Some(Duration::from_secs_f64(d)),
         Some(d) => {
@@ -197,15 +283,6 @@ pub fn run(cmd: BridgeCmd) -> Result<i32> {
         }
         None => None,
     };
-    let session = SessionOptions {
-        config_file: common.config.clone(),
-        listen: common.listen.clone(),
-        connect: common.connect.clone(),
-        scout: common.scout,
-        max_sample: common.max_size,
-    };
-    // Validate everything the user gave before touching anything.
-    session.zenoh_config().map_err(bridge_err)?;
     keep_freed_memory();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -230,7 +307,7 @@ pub fn run(cmd: BridgeCmd) -> Result<i32> {
 /// largest glibc allows) on the heap and never trim it: a bridge holds on
 /// to its peak receive memory, bounded by `--max-size` per sample in
 /// flight. Called before any thread starts.
-fn keep_freed_memory() {
+pub(crate) fn keep_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: `mallopt` only sets allocator parameters (it takes the
     // allocator's lock); no other thread of ours runs yet. A refused value
@@ -241,7 +318,7 @@ fn keep_freed_memory() {
     }
 }
 
-fn bridge_err(e: BridgeError) -> anyhow::Error {
+pub(crate) fn bridge_err(e: BridgeError) -> anyhow::Error {
     if e.is_usage() {
         usage(e)
     } else {
@@ -279,7 +356,7 @@ fn stop_signal(duration: Option<Duration>) -> impl std::future::Future<Output = 
 }
 
 /// The endpoints the session listens on (port 0 resolved), space-separated.
-async fn listening(session: &zenoh::Session) -> String {
+pub(crate) async fn listening(session: &zenoh::Session) -> String {
     let locs = session.info().locators().await;
     locs.iter()
         .map(ToString::to_string)
@@ -288,7 +365,7 @@ async fn listening(session: &zenoh::Session) -> String {
 }
 
 /// The `ready` line, with the endpoints the session listens on.
-fn announce(endpoints: &str) {
+pub(crate) fn announce(endpoints: &str) {
     let mut out = std::io::stdout().lock();
     // Ignored: a closed stdout must not stop the bridge.
     let _ = if endpoints.is_empty() {
@@ -316,7 +393,7 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
         &a.key,
         ExportOptions {
             history: a.history,
-            max_sample: a.common.max_size,
+            max_sample: a.common.session.max_size,
             wait_for_subscriber: !a.no_wait,
             copy: a.copy,
             ..ExportOptions::default()
@@ -326,7 +403,11 @@ async fn export(a: ExportArgs, opts: SessionOptions, duration: Option<Duration>)
     let what = format!("{} → {}", a.source, a.key);
     let report = Report::start(&a.common, ex.counters(), "export", &what);
     let eps = listening(&session).await;
-    let reach = watch_reach(&session, "export", connect_targets(&a.common, &opts));
+    let reach = watch_reach(
+        &session,
+        "zcio bridge export",
+        a.common.session.connect_targets(&opts),
+    );
     let res = ex.run(stop, || announce(&eps)).await;
     if let Some(r) = reach {
         r.abort();
@@ -357,28 +438,13 @@ async fn conclude(
         .map_err(bridge_err)
 }
 
-/// What `--connect` (or the `--config` file) asks to connect to, for
-/// messages; `None` if nothing.
-fn connect_targets(common: &CommonArgs, opts: &SessionOptions) -> Option<String> {
-    if !common.connect.is_empty() {
-        return Some(common.connect.join(", "));
-    }
-    let file = common.config.as_ref()?;
-    let eps = opts
-        .zenoh_config()
-        .ok()?
-        .get_json("connect/endpoints")
-        .ok()?;
-    eps.contains('/')
-        .then(|| format!("the endpoints of {} ({eps})", file.display()))
-}
-
 /// Say on stderr when the endpoints to connect to have not answered
 /// [`REACH_WARNING`] after the start (`ready` does not wait for them), and
-/// again once a peer is reached. Abort the task at the end.
-fn watch_reach(
+/// again once a peer is reached (`who`: the command, the messages' prefix).
+/// Abort the task at the end.
+pub(crate) fn watch_reach(
     session: &zenoh::Session,
-    verb: &'static str,
+    who: &'static str,
     targets: Option<String>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let targets = targets?;
@@ -392,9 +458,9 @@ fn watch_reach(
         {
             return;
         }
-        eprintln!("zcio bridge {verb}: warning: cannot reach {targets} yet: retrying");
+        eprintln!("{who}: warning: cannot reach {targets} yet: retrying");
         if let Ok(zid) = first.await {
-            eprintln!("zcio bridge {verb}: reached a Zenoh peer ({zid})");
+            eprintln!("{who}: reached a Zenoh peer ({zid})");
         }
     }))
 }
@@ -402,21 +468,7 @@ fn watch_reach(
 async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>) -> Result<i32> {
     zcio_zenoh::check_key(&a.key, false).map_err(bridge_err)?;
     let mut sink = Sink::parse(&a.to, None).map_err(bridge_err)?;
-    if !(a.grace.is_finite() && a.grace >= 0.0 && a.grace < 1e6) {
-        return Err(usage(format!(
-            "--grace {} is not a number of seconds",
-            a.grace
-        )));
-    }
-    let connect_timeout = match a.connect_timeout {
-        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return Err(usage(format!(
-                "--connect-timeout {t} is not a positive number of seconds"
-            )))
-        }
-        None => None,
-    };
+    let (grace, connect_timeout) = a.follow.durations()?;
     let mut create = a.create.clone();
     if let Sink::Ring { .. } = &sink {
         if create.layout.map(Layout::from) == Some(Layout::Index) {
@@ -459,7 +511,7 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
             *how = Some(create.options());
             Some(name.clone())
         }
-        Sink::Connect { .. } => None,
+        Sink::Connect { .. } | Sink::Deliver(_) => None,
     };
     let im = Importer::new(
         &session,
@@ -467,8 +519,8 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
         sink,
         ImportOptions {
             history: a.history,
-            grace: Duration::from_secs_f64(a.grace),
-            max_sample: a.common.max_size,
+            grace,
+            max_sample: a.common.session.max_size,
             connect_timeout,
             keep: a.keep,
             ..ImportOptions::default()
@@ -478,8 +530,8 @@ async fn import(a: ImportArgs, opts: SessionOptions, duration: Option<Duration>)
     let what = format!("{} → {}", a.key, a.to);
     let report = Report::start(&a.common, im.counters(), "import", &what);
     let eps = listening(&session).await;
-    let targets = connect_targets(&a.common, &opts);
-    let reach = watch_reach(&session, "import", targets.clone());
+    let targets = a.common.session.connect_targets(&opts);
+    let reach = watch_reach(&session, "zcio bridge import", targets.clone());
     let res = im.run(stop, || announce(&eps)).await;
     if let Some(r) = reach {
         r.abort();

@@ -12,6 +12,7 @@ mod metrics;
 mod objects;
 mod pipe;
 mod record;
+mod record_zenoh;
 mod replay;
 mod ring;
 mod stat;
@@ -128,7 +129,7 @@ enum Cmd {
         zcio_registry_invalid and zcio_registry_unreadable. Each scrape lists the\n\
         registry afresh. See docs/metrics.md.")]
     Metrics(metrics::MetricsArgs),
-    /// Record rings and channel messages into an MCAP file (Foxglove opens it).
+    /// Record rings, channel messages and Zenoh keys into an MCAP file (Foxglove opens it).
     Record(record::RecordArgs),
     /// Play an MCAP file back into a ring or a channel, with its recorded timing.
     Replay(replay::ReplayArgs),

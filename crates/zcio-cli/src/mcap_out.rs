@@ -43,9 +43,11 @@ struct Chan {
     seq: u32,
 }
 
-/// What identifies an MCAP channel: the topic (the source spec) and the
-/// type tag of its messages (none for untyped ones).
-pub type ChannelKey = (String, Option<[u8; TAG_LEN]>);
+/// What identifies an MCAP channel: the topic (the source spec, or a
+/// Zenoh sample's key), the type tag of its messages (none for untyped
+/// ones) and their ring block tag (0 but for samples of a Zenoh key whose
+/// exporter read tagged ring blocks).
+pub type ChannelKey = (String, Option<[u8; TAG_LEN]>, u32);
 
 /// An MCAP file being written.
 pub struct McapOut {
@@ -156,7 +158,7 @@ impl McapOut {
         if self.channels.contains_key(key) {
             return Ok(());
         }
-        let (topic, tag) = key;
+        let (topic, tag, _) = key;
         let w = self.writer()?;
         let schema = match tag {
             Some(t) => w.add_schema(&tag_name(t), TAG_SCHEMA_ENCODING, t)?,
@@ -168,9 +170,15 @@ impl McapOut {
     }
 
     /// Write one message of channel `key` (added before with
-    /// [`channel`](Self::channel)), received at `log_time` (ns since the
-    /// Unix epoch, CLOCK_REALTIME).
-    pub fn write(&mut self, key: &ChannelKey, log_time: u64, data: &[u8]) -> Result<()> {
+    /// [`channel`](Self::channel)), received at `log_time` and published at
+    /// `publish_time` (ns since the Unix epoch, CLOCK_REALTIME).
+    pub fn write_at(
+        &mut self,
+        key: &ChannelKey,
+        log_time: u64,
+        publish_time: u64,
+        data: &[u8],
+    ) -> Result<()> {
         let Some(ch) = self.channels.get_mut(key) else {
             bail!("internal error: channel {:?} was not added", key.0);
         };
@@ -178,7 +186,7 @@ impl McapOut {
             channel_id: ch.id,
             sequence: ch.seq,
             log_time,
-            publish_time: log_time,
+            publish_time,
         };
         ch.seq = ch.seq.wrapping_add(1);
         let tmp = self.tmp.display().to_string();

@@ -336,7 +336,7 @@ fn replay_refuses_damaged_files() {
 }
 
 #[test]
-fn record_never_overwrites_and_leaves_nothing_on_failure() {
+fn record_never_overwrites_and_keeps_what_arrived_when_the_producer_dies() {
     let env = Env::new("keep");
     let out = env.dir().join("keep.mcap");
     std::fs::write(&out, b"precious").expect("write");
@@ -352,8 +352,9 @@ fn record_never_overwrites_and_leaves_nothing_on_failure() {
     assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
     assert_eq!(std::fs::read(&out).expect("read"), b"precious");
 
-    // A producer that dies mid-stream: the recording fails (exit 1) and
-    // leaves neither the output nor a temporary file.
+    // A producer that dies mid-stream: the recording fails (exit 1), and
+    // what arrived before is in the output, a finished file; no temporary
+    // file is left.
     let deadline = Instant::now() + WATCHDOG;
     let fail = env.dir().join("fail.mcap");
     let rec = Proc::spawn(
@@ -371,14 +372,23 @@ fn record_never_overwrites_and_leaves_nothing_on_failure() {
     let o = rec.finish(deadline);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("died"), "{}", stderr(&o));
-    assert!(!fail.exists());
-    let names: Vec<String> = std::fs::read_dir(env.dir())
+    assert!(stderr(&o).contains("incomplete"), "{}", stderr(&o));
+    let got = read_mcap(&fail);
+    assert_recs("kept", &got, &expected_ring("ring:keep-b", got.len()));
+    assert_eq!(mcap_files(&env), ["fail.mcap", "keep.mcap"], "files left");
+}
+
+/// The names of the files of `env`'s directory that mention mcap (the
+/// outputs and any temporary file), sorted.
+fn mcap_files(env: &Env) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(env.dir())
         .expect("ls")
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.contains("mcap"))
         .collect();
-    assert_eq!(names, ["keep.mcap"], "files left");
+    names.sort();
+    names
 }
 
 #[test]
@@ -470,6 +480,310 @@ fn sigint_finishes_the_file() {
     if let Some(py) = read_mcap_python(&out) {
         assert_recs("python mcap", &py, &want);
     }
+}
+
+/// A Zenoh key no other test (nor test run) uses.
+fn zkey(tag: &str) -> String {
+    format!("zcio-rec-test/{tag}/{}", std::process::id())
+}
+
+/// Start `cmd` and wait for its first stdout line, which must be `ready…`;
+/// return it and the endpoints the line names.
+fn start_ready(name: &str, mut c: Command) -> (Proc, String) {
+    let (p, line) = spawn_first_line(name, &mut c);
+    let eps = line
+        .strip_prefix("ready")
+        .unwrap_or_else(|| panic!("{name}: first line {line:?} is not `ready …`"))
+        .trim()
+        .to_owned();
+    (p, eps)
+}
+
+/// A ring `ring` exported to `key` by `zcio bridge export` (listening on
+/// a port of its choosing), and `zcio record zenoh:KEY` connected to it
+/// and subscribed; returns both and the producer, started only then.
+/// `hold`: the producer keeps the ring open after its blocks (until its
+/// stdin closes) instead of closing it.
+fn export_and_record(
+    env: &Env,
+    ring: &str,
+    key: &str,
+    out: &Path,
+    hold: bool,
+) -> (Proc, Proc, std::process::Child) {
+    assert_ok(
+        "ring create",
+        &env.run(&[
+            "ring", "create", ring, "--layout", "variable", "--size", "4MiB",
+        ]),
+    );
+    let (export, eps) = start_ready(
+        "bridge export",
+        env.zcio(&[
+            "bridge",
+            "export",
+            &format!("ring:{ring}"),
+            "--key",
+            key,
+            "--listen",
+            "tcp/127.0.0.1:0",
+        ]),
+    );
+    assert!(
+        eps.starts_with("tcp/127.0.0.1:"),
+        "export endpoints {eps:?}"
+    );
+    // `ready` once subscribed: the export starts publishing then, and the
+    // producer is started only now.
+    let (record, _) = start_ready(
+        "record zenoh",
+        env.zcio(&[
+            "record",
+            &format!("zenoh:{key}"),
+            "--connect",
+            &eps,
+            "-o",
+            out.to_str().expect("utf-8 path"),
+        ]),
+    );
+    let mut vars = vec![("ZCIO_REC_RING", ring)];
+    if hold {
+        vars.push(("ZCIO_REC_HOLD", "1"));
+    }
+    let prod = env
+        .child("produce", &vars)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn producer");
+    (export, record, prod)
+}
+
+/// Wait until the importer of `zcio record zenoh:KEY` delivered `n`
+/// samples (its `samples` counter in the registry).
+fn wait_delivered(env: &Env, key: &str, n: u64, deadline: Instant) {
+    loop {
+        let o = env.run(&["stat", &format!("import:{key}"), "--json"]);
+        let samples = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v["counters"]["samples"]["value"].as_u64());
+        if samples.is_some_and(|s| s >= n) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watchdog: the recorder's importer delivered {samples:?} of {n} samples"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Record a Zenoh key exported from a ring: every block byte-exact, in
+/// order, on the key's topic; the recording ends with the exporter's end
+/// of stream (exit 0) and leaves no temporary file.
+fn record_zenoh(env: &Env, ring: &str, key: &str, out: &Path) {
+    let deadline = Instant::now() + WATCHDOG;
+    let (export, record, mut prod) = export_and_record(env, ring, key, out, false);
+    let st = prod.wait().expect("producer");
+    assert!(st.success(), "producer failed: {st}");
+    assert_ok("bridge export", &export.finish(deadline));
+    assert_ok("record zenoh", &record.finish(deadline));
+    assert_eq!(
+        mcap_files(env)
+            .iter()
+            .filter(|n| n.contains(".zcio-record."))
+            .count(),
+        0,
+        "temporary files left"
+    );
+}
+
+#[test]
+fn record_zenoh_key_read_back_byte_exact() {
+    let env = Env::new("zen");
+    let out = env.dir().join("z.mcap");
+    let key = zkey("exact");
+    record_zenoh(&env, "zen-a", &key, &out);
+    let want = expected_ring(&key, N);
+    assert_recs("mcap crate", &read_mcap(&out), &want);
+    if let Some(py) = read_mcap_python(&out) {
+        assert_recs("python mcap", &py, &want);
+    }
+}
+
+/// A file recorded from Zenoh replays into a ring; recording that ring
+/// gives the same messages in the same order.
+#[test]
+fn record_zenoh_replay_record_round_trip() {
+    let env = Env::new("zrt");
+    let first = env.dir().join("first.mcap");
+    record_zenoh(&env, "zrt-a", &zkey("rt"), &first);
+    let deadline = Instant::now() + WATCHDOG;
+    let second = env.dir().join("second.mcap");
+    let n = N.to_string();
+    let rec = Proc::spawn(
+        "record 2",
+        env.zcio(&[
+            "record",
+            "ring:zrt-b",
+            "-o",
+            second.to_str().expect("utf-8"),
+            "--count",
+            &n,
+        ]),
+    );
+    let o = env.run(&[
+        "replay",
+        first.to_str().expect("utf-8"),
+        "--to",
+        "ring:zrt-b",
+        "--rate",
+        "max",
+    ]);
+    assert_ok("replay", &o);
+    assert_ok("record 2", &rec.finish(deadline));
+    let a = read_mcap(&first);
+    let b = read_mcap(&second);
+    assert_eq!(a.len(), N);
+    assert_recs("round trip", &b, &expected_ring("ring:zrt-b", N));
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(x.data == y.data, "message {i} differs after the round trip");
+    }
+}
+
+/// The exporting bridge killed mid-stream: the recording fails (exit 1)
+/// within the grace period, and keeps what it received in a finished
+/// file; no temporary file is left.
+#[test]
+fn record_zenoh_exporter_killed_keeps_a_finished_file() {
+    let env = Env::new("zkill");
+    let deadline = Instant::now() + WATCHDOG;
+    let out = env.dir().join("k.mcap");
+    let key = zkey("kill");
+    let (mut export, record, mut prod) = export_and_record(&env, "zkill-a", &key, &out, true);
+    // The producer wrote every block and holds the ring open: no end of
+    // stream will come.
+    let mut lines = BufReader::new(prod.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = lines.read_line(&mut line).expect("producer stdout");
+        assert!(n > 0, "producer ended without writing its blocks");
+        if line.trim_end().ends_with("written") {
+            break;
+        }
+    }
+    // Every block reached the recorder (its importer's registry counter)
+    // before the export is killed: no end of stream will come.
+    wait_delivered(&env, &key, N as u64, deadline);
+    export.kill9();
+    let o = record.finish(deadline);
+    drop(prod.stdin.take());
+    let _ = prod.wait();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is gone") && err.contains("incomplete"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // Everything that arrived before the kill, complete and in order, in a
+    // file with its summary.
+    let got = read_mcap(&out);
+    assert_recs("after the kill", &got, &expected_ring(&key, N));
+    if let Some(py) = read_mcap_python(&out) {
+        assert_recs("python mcap", &py, &got);
+    }
+    assert_eq!(mcap_files(&env), ["k.mcap"], "files left");
+}
+
+/// A channel listener exported to Zenoh: its messages recorded from the
+/// key, a typed one on a channel of its own whose schema is the type.
+#[test]
+fn record_zenoh_typed_messages_of_an_exported_listener() {
+    let env = Env::new("ztyped");
+    let deadline = Instant::now() + WATCHDOG;
+    let sock = env.dir().join("in.sock");
+    let out = env.dir().join("t.mcap");
+    let key = zkey("typed");
+    let (export, eps) = start_ready(
+        "bridge export listen",
+        env.zcio(&[
+            "bridge",
+            "export",
+            &format!("listen:{}", sock.display()),
+            "--key",
+            &key,
+            "--listen",
+            "tcp/127.0.0.1:0",
+        ]),
+    );
+    let (record, _) = start_ready(
+        "record zenoh",
+        env.zcio(&[
+            "record",
+            &format!("zenoh:{key}"),
+            "--connect",
+            &eps,
+            "-o",
+            out.to_str().expect("utf-8"),
+            "--count",
+            "6",
+        ]),
+    );
+    let sender = Proc::spawn(
+        "sender",
+        env.child("send", &[("ZCIO_REC_SOCK", sock.to_str().expect("utf-8"))]),
+    );
+    assert_ok("record", &record.finish(deadline));
+    // A listener export runs until stopped; the sender leaves once its
+    // channel closes.
+    sigterm(&export);
+    assert_ok("bridge export", &export.finish(deadline));
+    assert_ok("sender", &sender.finish(deadline));
+    let got = read_mcap(&out);
+    assert_eq!(got.len(), 6);
+    for (i, r) in got.iter().take(5).enumerate() {
+        assert_eq!((r.topic.as_str(), r.schema.as_str()), (key.as_str(), ""));
+        assert_eq!(r.sequence, i as u32);
+        assert!(r.data == block(i), "message {i} differs");
+    }
+    let t = &got[5];
+    assert_eq!(
+        (t.topic.as_str(), t.schema.as_str()),
+        (key.as_str(), "test.Pair@3")
+    );
+    assert_eq!(t.sequence, 0, "a typed channel counts its own sequence");
+    assert_eq!(&t.data[..8], b"ZCIOTYPE");
+    assert_eq!(&t.data[t.data.len() - 16..], &pair_payload());
+    if let Some(py) = read_mcap_python(&out) {
+        assert_recs("python mcap", &py, &got);
+    }
+}
+
+#[test]
+fn record_zenoh_usage_errors_exit_2() {
+    let env = Env::new("zuse");
+    let out = env.dir().join("u.mcap");
+    let o = out.to_str().expect("utf-8");
+    let cases: [(&[&str], &str); 4] = [
+        (&["record", "zenoh:", "-o", o], "needs a key expression"),
+        (&["record", "zenoh:a//b", "-o", o], "invalid key expression"),
+        (&["record", "zenoh:@x/y", "-o", o], "reserved"),
+        (
+            &["record", "ring:r", "--connect", "tcp/127.0.0.1:1", "-o", o],
+            "apply only to zenoh:KEY sources",
+        ),
+    ];
+    for (args, says) in cases {
+        let r = env.run(args);
+        let err = stderr(&r);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(err.contains("zenoh:"), "{args:?} says what to give: {err}");
+    }
+    assert!(mcap_files(&env).is_empty(), "nothing written");
 }
 
 /// The payload of the typed message: a `Pair` of two u64.

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use zcio::array::ArrayHeader;
 use zcio::ring::{Producer, Wait, WriteError};
 use zcio::{Channel, Msg, Pool};
-use zenoh::bytes::ZBytes;
 use zenoh::sample::{Sample, SampleKind};
 
 use crate::config::STOP_CHECK;
+use crate::delivery::DeliverySender;
 use crate::error::{local, BridgeError};
 use crate::liveness::{parse_token, Token};
 use crate::stats::Counters;
@@ -34,6 +34,7 @@ use crate::track::{End, Step, Tracker};
 pub(crate) enum Local {
     Ring(Box<Producer>),
     Chan { ch: Channel, pool: Pool },
+    Deliver(DeliverySender),
 }
 
 impl Local {
@@ -42,18 +43,24 @@ impl Local {
     /// be closed, with an error if the stream was not complete).
     fn deliver(
         &mut self,
-        payload: &ZBytes,
+        sample: &Sample,
         header: Option<&ArrayHeader>,
         tag: u32,
         counters: &Counters,
         halt: &AtomicBool,
     ) -> Result<(), BridgeError> {
+        let payload = sample.payload();
         let hdr = header.map(ArrayHeader::to_bytes);
         let hl = hdr.as_ref().map_or(0, Vec::len);
         let total = hl + payload.len();
         // SYNC: `Follower::halt` stores it (Relaxed: a flag, no data).
         let halted = || halt.load(Ordering::Relaxed);
         match self {
+            Self::Deliver(tx) => {
+                if !tx.push(sample, header, tag, halted)? {
+                    return Ok(());
+                }
+            }
             Self::Ring(p) => {
                 let mut r = loop {
                     match p.reserve(total, Wait::Until(Instant::now() + STOP_CHECK)) {
@@ -125,6 +132,7 @@ impl Local {
             (Self::Ring(p), None) => p.close(),
             (Self::Ring(p), Some(c)) => p.close_with_error(c),
             (Self::Chan { ch, .. }, _) => ch.close(),
+            (Self::Deliver(tx), code) => tx.close(code),
         }
     }
 }
@@ -417,9 +425,9 @@ impl Follower {
             local.lost(gap.blocks, gap.bytes);
         }
         match step {
-            Step::Plain => local.deliver(sample.payload(), None, 0, c, &self.halted)?,
+            Step::Plain => local.deliver(sample, None, 0, c, &self.halted)?,
             Step::Deliver { array, tag, .. } => {
-                local.deliver(sample.payload(), array.as_ref(), tag, c, &self.halted)?;
+                local.deliver(sample, array.as_ref(), tag, c, &self.halted)?;
             }
             Step::Duplicate { .. } => c.duplicates(1),
             Step::Finish { end, .. } => self.finish_with(Ok(match end {

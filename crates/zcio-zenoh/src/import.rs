@@ -1,6 +1,7 @@
 //! The importing half: samples of a Zenoh key expression written into a
-//! local sink — a named ring (one block per sample) or a channel connection
-//! (one message per sample). Each sample is written once, from Zenoh's
+//! local sink — a named ring (one block per sample), a channel connection
+//! (one message per sample) or a bounded queue the calling process drains
+//! (`delivery.rs`). Each sample is written once, from Zenoh's
 //! receive buffers into the ring block or pool buffer, by the Zenoh thread
 //! that received it (see `follower.rs`); every local reader then reads
 //! those pages in place.
@@ -27,6 +28,7 @@ use zcio::{Channel, ChannelConfig, Pool, PoolConfig};
 use zenoh::sample::Sample;
 use zenoh::Session;
 
+use crate::delivery::DeliverySender;
 use crate::error::{local, zenoh, BridgeError};
 use crate::follower::{Finish, Follower, Local};
 use crate::liveness::token_pattern;
@@ -66,6 +68,12 @@ pub enum Sink {
         /// The listener's socket path.
         path: PathBuf,
     },
+    /// Samples handed to this process: each delivered sample (in stream
+    /// order, after the same checks as for the other sinks) goes into the
+    /// queue of [`crate::deliveries`], whose [`crate::Deliveries`] end
+    /// the caller drains; the import's end closes it
+    /// ([`crate::Next::Closed`], with the code a ring sink would get).
+    Deliver(DeliverySender),
 }
 
 impl Sink {
@@ -347,6 +355,7 @@ fn open_local(sink: &Sink) -> Result<(Local, Option<CreatedRing>), BridgeError> 
             let p = Producer::attach(map)?;
             Ok((Local::Ring(Box::new(p)), created))
         }
+        Sink::Deliver(tx) => Ok((Local::Deliver(tx.clone()), None)),
         Sink::Connect { path } => Ok((
             Local::Chan {
                 ch: Channel::connect(path, ChannelConfig::default())?,

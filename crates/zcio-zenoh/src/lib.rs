@@ -6,7 +6,9 @@
 //!   published to one Zenoh key.
 //! - [`Importer`]: a Zenoh key expression into a local [`Sink`] — a named
 //!   ring (one block per sample) or a channel connection (one message per
-//!   sample), read in place by every local reader.
+//!   sample), read in place by every local reader — or handed to this
+//!   process through a bounded queue ([`Sink::Deliver`], what `zcio
+//!   record zenoh:KEY` writes to a file).
 //!
 //! The sample payload is the message's bytes and nothing else, so plain
 //! Zenoh applications (any language) read and write the same keys; zcio's
@@ -45,6 +47,8 @@ mod cache;
 #[cfg(feature = "bridge")]
 mod config;
 #[cfg(feature = "bridge")]
+mod delivery;
+#[cfg(feature = "bridge")]
 mod error;
 #[cfg(feature = "bridge")]
 mod export;
@@ -64,6 +68,8 @@ pub mod wire;
 pub use config::{
     check_key, first_peer, SessionOptions, DEFAULT_GRACE, DEFAULT_MAX_SAMPLE, MAX_SAMPLE_LIMIT,
 };
+#[cfg(feature = "bridge")]
+pub use delivery::{deliveries, Deliveries, Delivery, DeliverySender, Next};
 #[cfg(feature = "bridge")]
 pub use error::BridgeError;
 #[cfg(feature = "bridge")]
