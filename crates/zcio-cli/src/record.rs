@@ -73,7 +73,8 @@ pub(crate) const IDLE: Duration = Duration::from_millis(100);
     Exit status: 0 when the file is complete (end of every stream, --count, --duration,\n\
     SIGINT, SIGTERM); 1 when a stream failed (a ring's producer died or failed, a Zenoh\n\
     exporter or its producer died or vanished, no Zenoh peer within --connect-timeout):\n\
-    the file is still finished and renamed, with every message received before; 1 also\n\
+    the file is still finished and renamed, with every message received before (none\n\
+    arrived: no file); 1 also\n\
     when the file cannot be written (then it is removed); 2 for invalid options.")]
 pub struct RecordArgs {
     /// What to record: ring:NAME, listen:PATH, zenoh:KEY (repeatable).
@@ -464,6 +465,16 @@ fn record(
             drop(out); // removes the temporary file
             Err(e.context(format!(
                 "nothing was written to {} (the partial recording was removed)",
+                a.output.display()
+            )))
+        }
+        Some(e) if out.messages == 0 => {
+            // The stream failed before anything arrived: no file (an empty
+            // recording would only hide the failure; `--force` users keep
+            // what they had).
+            drop(out); // removes the temporary file
+            Err(e.context(format!(
+                "nothing was recorded, so {} was not written",
                 a.output.display()
             )))
         }

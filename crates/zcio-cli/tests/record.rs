@@ -786,6 +786,33 @@ fn record_zenoh_usage_errors_exit_2() {
     assert!(mcap_files(&env).is_empty(), "nothing written");
 }
 
+#[test]
+fn record_zenoh_with_no_peer_fails_and_writes_no_file() {
+    let env = Env::new("znopeer");
+    // A loopback port nobody listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let out = env.dir().join("none.mcap");
+    let ep = format!("tcp/127.0.0.1:{port}");
+    let r = env.run(&[
+        "record",
+        "zenoh:test/nopeer",
+        "--connect",
+        &ep,
+        "--connect-timeout",
+        "0.5",
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing was recorded"), "{err}");
+    assert!(!out.exists(), "no file for a recording that got nothing");
+    assert!(mcap_files(&env).is_empty(), "no temporary file left");
+}
+
 /// The payload of the typed message: a `Pair` of two u64.
 fn pair_payload() -> [u8; 16] {
     let mut p = [0u8; 16];
