@@ -18,8 +18,8 @@ int main(int argc, char **argv) {
             zcio::message m = ch.recv(); // the sender's pages, read in place
             if (count++ % 100 == 0) {
                 auto text = m.to_vector(); // a private copy (the volatile rule)
-                std::printf("%.*s\n", static_cast<int>(text.size()),
-                            reinterpret_cast<const char *>(text.data()));
+                std::fwrite(text.data(), 1, text.size(), stdout);
+                std::putchar('\n');
             }
         } // m is released here: its buffer goes back to the sender's pool
     } catch (const zcio::error &e) {
