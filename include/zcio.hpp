@@ -331,7 +331,7 @@ class message {
             throw error(-EINVAL, "zcio::message::append", "only messages of this process's buffers can be joined");
         if (bufs_.size() + tail.bufs_.size() > max_slices)
             throw error(-EINVAL, "zcio::message::append", "a message has at most 64 slices");
-        for (auto &b : tail.bufs_) bufs_.push_back(std::move(b));
+        for (std::size_t i = 0; i < tail.bufs_.size(); i++) bufs_.push_back(std::move(tail.bufs_[i]));
         tail.bufs_.clear();
         return *this;
     }
@@ -340,7 +340,7 @@ class message {
     std::size_t size() const noexcept {
         if (received_) return zcio_msg_len(received_.get());
         std::size_t n = 0;
-        for (auto &b : bufs_) n += b.len;
+        for (std::size_t i = 0; i < bufs_.size(); i++) n += bufs_[i].len;
         return n;
     }
     std::size_t slice_count() const noexcept {
@@ -365,7 +365,7 @@ class message {
     std::vector<std::span<const std::byte>> slices() const {
         std::vector<std::span<const std::byte>> v;
         if (!received_) {
-            for (auto &b : bufs_) v.emplace_back(b.data, b.len);
+            for (std::size_t i = 0; i < bufs_.size(); i++) v.emplace_back(bufs_[i].data, bufs_[i].len);
             return v;
         }
         zcio_slice s[max_slices];
@@ -387,7 +387,8 @@ class message {
             return static_cast<std::size_t>(
                 detail::check(zcio_msg_read(received_.get(), off, out.data(), out.size()), "zcio_msg_read"));
         std::size_t done = 0;
-        for (auto &b : bufs_) {
+        for (std::size_t i = 0; i < bufs_.size(); i++) {
+            const frozen &b = bufs_[i];
             if (done == out.size()) break;
             if (off >= b.len) {
                 off -= b.len;
@@ -427,12 +428,44 @@ class message {
     friend class channel;
     struct frozen {
         detail::owned<zcio_buf, detail::free_buf> buf;
-        const std::byte *data;
-        std::size_t len;
+        const std::byte *data = nullptr;
+        std::size_t len = 0;
+    };
+    /// The frozen buffers; the first one inline (most messages have one
+    /// slice: no allocation per message).
+    class frozen_list {
+      public:
+        frozen_list() = default;
+        frozen_list(frozen_list &&o) noexcept
+            : first_(std::move(o.first_)), rest_(std::move(o.rest_)), n_(std::exchange(o.n_, 0)) {}
+        frozen_list &operator=(frozen_list &&o) noexcept {
+            first_ = std::move(o.first_);
+            rest_ = std::move(o.rest_);
+            n_ = std::exchange(o.n_, 0);
+            return *this;
+        }
+        std::size_t size() const noexcept { return n_; }
+        frozen &operator[](std::size_t i) noexcept { return i == 0 ? first_ : rest_[i - 1]; }
+        const frozen &operator[](std::size_t i) const noexcept { return i == 0 ? first_ : rest_[i - 1]; }
+        void push_back(frozen &&f) {
+            if (n_ == 0) first_ = std::move(f);
+            else rest_.push_back(std::move(f));
+            n_++;
+        }
+        void clear() noexcept {
+            first_ = frozen{};
+            rest_.clear();
+            n_ = 0;
+        }
+
+      private:
+        frozen first_;
+        std::vector<frozen> rest_;
+        std::size_t n_ = 0;
     };
     message() = default;
     explicit message(zcio_msg *m) noexcept : received_(m) {}
-    std::vector<frozen> bufs_;
+    frozen_list bufs_;
     detail::owned<zcio_msg, detail::free_msg> received_;
 };
 
@@ -602,12 +635,12 @@ class channel {
                 return true;
             }
         } else {
-            zcio_buf *ptrs[message::max_slices];
+            zcio_buf *ptrs[message::max_slices] = {};
             std::size_t n = m.bufs_.size();
             for (std::size_t i = 0; i < n && i < message::max_slices; i++) ptrs[i] = m.bufs_[i].buf.get();
             rc = zcio_sendv(ch_.get(), ptrs, n, ms);
             if (rc == 0) {
-                for (auto &b : m.bufs_) (void)b.buf.release();
+                for (std::size_t i = 0; i < n; i++) (void)m.bufs_[i].buf.release();
                 m.bufs_.clear();
                 return true;
             }
