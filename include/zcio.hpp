@@ -950,7 +950,12 @@ class ring_producer : public detail::ring_end {
 
     /// Write `bytes` (a stream takes any length; a block ring one block),
     /// waiting up to the producer's bound (10 s) for room.
-    std::size_t write(std::span<const std::byte> bytes) { return *put(bytes, ZCIO_TIMEOUT_DEFAULT); }
+    std::size_t write(std::span<const std::byte> bytes) {
+        wait(ZCIO_TIMEOUT_DEFAULT);
+        ssize_t n = zcio_ring_write(r_.get(), bytes.data(), bytes.size());
+        if (n < 0) detail::raise(n, "zcio_ring_write");
+        return static_cast<std::size_t>(n);
+    }
     /// Write what fits now; nullopt if nothing did.
     std::optional<std::size_t> try_write(std::span<const std::byte> bytes) { return put(bytes, 0); }
     template <class Rep, class Period>
@@ -1041,14 +1046,27 @@ class ring_consumer : public detail::ring_end {
 
     /// Copy the next data into `out` (a whole block of a block ring), waiting
     /// up to the consumer's bound (one hour). 0: the end of the stream.
-    std::size_t read(std::span<std::byte> out) { return *get(out, ZCIO_TIMEOUT_DEFAULT); }
+    std::size_t read(std::span<std::byte> out) {
+        wait(ZCIO_TIMEOUT_DEFAULT);
+        ssize_t n = zcio_ring_read(r_.get(), out.data(), out.size());
+        if (n < 0) detail::raise(n, "zcio_ring_read");
+        return static_cast<std::size_t>(n);
+    }
     std::optional<std::size_t> try_read(std::span<std::byte> out) { return get(out, 0); }
     template <class Rep, class Period>
     std::optional<std::size_t> read_for(std::span<std::byte> out, std::chrono::duration<Rep, Period> d) {
         return get(out, detail::timeout_ms(d));
     }
     /// The next data in place (at most `max` bytes of a stream; a whole block).
-    ring_peek peek(std::size_t max = SIZE_MAX) { return *look(max, ZCIO_TIMEOUT_DEFAULT); }
+    ring_peek peek(std::size_t max = SIZE_MAX) {
+        wait(ZCIO_TIMEOUT_DEFAULT);
+        const void *data = nullptr;
+        std::size_t len = 0;
+        int rc = zcio_ring_peek(r_.get(), max, &data, &len);
+        if (rc == 1) return ring_peek(r_.get(), {static_cast<const std::byte *>(data), len});
+        if (rc == 0) return ring_peek();
+        detail::raise(rc, "zcio_ring_peek");
+    }
     std::optional<ring_peek> try_peek(std::size_t max = SIZE_MAX) { return look(max, 0); }
     template <class Rep, class Period>
     std::optional<ring_peek> peek_for(std::size_t max, std::chrono::duration<Rep, Period> d) {

@@ -4,7 +4,9 @@
 // CPU 1), interleaved in one invocation: every round runs each shape with
 // both APIs back to back, in alternating order; medians over the rounds.
 //
-//   ring_bench [--quick] [--rounds N] [--out FILE.json] [--svg FILE.svg]
+//   ring_bench [--quick] [--rounds N] [--only SHAPE] [--out FILE.json] [--svg FILE.svg]
+//
+// --only runs the shapes whose label contains SHAPE (e.g. "64 B / peek").
 //
 // Shapes: a block ring (1 MiB) streaming 64 B and 4 KiB messages, read by
 // copy and in place (throughput; p50 = the median time per message over
@@ -422,6 +424,7 @@ bool write_file(const std::string &path, const std::string &text) {
 int main(int argc, char **argv) {
     bool quick = false;
     int rounds = 0;
+    std::string only; // run only the shapes whose label contains it
     std::string out = "bench-out/cpp-ring.json", svg_out = "bench-out/cpp-ring.svg";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -429,8 +432,10 @@ int main(int argc, char **argv) {
         else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
         else if (a == "--out" && i + 1 < argc) out = argv[++i];
         else if (a == "--svg" && i + 1 < argc) svg_out = argv[++i];
+        else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: ring_bench [--quick] [--rounds N] [--out FILE.json] [--svg FILE.svg]\n");
+            std::fprintf(stderr,
+                         "usage: ring_bench [--quick] [--rounds N] [--only SHAPE] [--out FILE.json] [--svg FILE.svg]\n");
             return 2;
         }
     }
@@ -448,6 +453,12 @@ int main(int argc, char **argv) {
         shapes.push_back({shape::ring, 4096, peek, (256u << 10) / scale});
     }
     shapes.push_back({shape::chan, 64, false, 40000 / scale});
+    if (!only.empty())
+        std::erase_if(shapes, [&](const shape &s) { return s.label().find(only) == std::string::npos; });
+    if (shapes.empty()) {
+        std::fprintf(stderr, "ring_bench: no shape matches --only '%s'\n", only.c_str());
+        return 2;
+    }
 
     double load_before = loadavg();
     std::fprintf(stderr,
