@@ -428,6 +428,35 @@ void send_error_returns_message() {
     }
 }
 
+/// A send that would block gives the message back (try_send, send_for),
+/// as crossbeam's TrySendError does.
+void try_send_gives_message_back() {
+    auto sock = path("full.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        pause(); // receives nothing; killed at the end
+    });
+    auto ch = *l.accept_for(30s);
+    zcio::pool pool("full", 4 << 20, 4);
+    std::optional<zcio::message> back;
+    int sent = 0;
+    for (; sent < 100000 && !back; sent++) {
+        auto b = pool.try_alloc(64);
+        CHECK(b.has_value()); // the channel fills before the pool does
+        fill(*b, "msg " + std::to_string(sent));
+        back = ch.try_send(std::move(*b).freeze());
+    }
+    CHECK(back.has_value()); // the peer receives nothing: the channel is full at some point
+    CHECK(as_string(back->bytes()) == "msg " + std::to_string(sent - 1));
+    back = ch.send_for(std::move(*back), 10ms); // still full: back again
+    CHECK(back.has_value() && as_string(back->bytes()) == "msg " + std::to_string(sent - 1));
+    CHECK(ch.stats().send_would_block >= 1);
+    fprintf(stderr, "    the channel took %d messages before it was full\n", sent - 1);
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+}
+
 /// RAII frees everything: after many ends are made and destroyed, the
 /// process holds as many descriptors as before and the pool no buffer.
 void raii_frees_everything() {
@@ -539,6 +568,7 @@ const test tests[] = {
     {"typed_interop_with_c", typed_interop_with_c},
     {"errors_carry_kind", errors_carry_kind},
     {"send_error_returns_message", send_error_returns_message},
+    {"try_send_gives_message_back", try_send_gives_message_back},
     {"raii_frees_everything", raii_frees_everything},
     {"peer_killed", peer_killed},
     {"timeouts_convert", timeouts_convert},
