@@ -1,0 +1,634 @@
+// Tests of the C++ API (include/zcio.hpp) across real processes.
+//
+// Each test runs in a forked child under a watchdog (alarm), so a hang or a
+// crash fails that test only; peers are forked from the test and waited for
+// with a bound. Sockets and rings live in a fresh directory (ZCIO_RING_DIR).
+//
+//   test_zcio_cpp [TEST...]        (no argument: every test)
+#include <zcio.hpp>
+
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr unsigned watchdog_s = 120; // a test (or a peer) that runs longer has hung
+constexpr int child_wait_s = 100;    // how long a test waits for a peer to exit
+
+std::string work_dir;
+
+struct failure {
+    std::string what;
+};
+
+#define CHECK(cond)                                                                          \
+    do {                                                                                     \
+        if (!(cond))                                                                         \
+            throw failure{std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #cond}; \
+    } while (0)
+
+/// `expr` must throw zcio::error of kind `k`.
+#define CHECK_THROWS_KIND(expr, k)                                                          \
+    do {                                                                                     \
+        bool thrown_ = false;                                                                \
+        try {                                                                                \
+            (void)(expr);                                                                    \
+        } catch (const zcio::error &e_) {                                                    \
+            thrown_ = true;                                                                  \
+            if (e_.kind() != (k))                                                            \
+                throw failure{std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + \
+                              #expr " threw " + zcio::to_string(e_.kind()) + ": " + e_.what()}; \
+        }                                                                                    \
+        CHECK(thrown_);                                                                      \
+    } while (0)
+
+std::string path(const std::string &name) { return work_dir + "/" + name; }
+std::string unique(const char *what) { return std::string(what) + "-" + std::to_string(getpid()); }
+
+/// Fork a peer running `fn` under the watchdog; it exits 0 if fn returns
+/// normally, 1 on a failed check or an exception (printed). It never runs
+/// the destructors of the parent's objects (_exit).
+pid_t spawn(const std::function<void()> &fn) {
+    fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) throw failure{"fork failed"};
+    if (pid > 0) return pid;
+    alarm(watchdog_s);
+    int rc = 0;
+    try {
+        fn();
+    } catch (const failure &f) {
+        fprintf(stderr, "    peer: %s\n", f.what.c_str());
+        rc = 1;
+    } catch (const std::exception &e) {
+        fprintf(stderr, "    peer: exception: %s\n", e.what());
+        rc = 1;
+    }
+    fflush(nullptr);
+    _exit(rc);
+}
+
+/// Wait for `pid` at most child_wait_s (then kill it); its exit status, 128+signal if killed.
+int wait_peer(pid_t pid) {
+    for (int i = 0; i < child_wait_s * 100; i++) {
+        int st = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(10'000); // polling a child's exit, not a synchronisation
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return -1;
+}
+
+void check_peer(pid_t pid) {
+    int rc = wait_peer(pid);
+    if (rc != 0) throw failure{"peer exited with " + std::to_string(rc)};
+}
+
+std::span<const std::byte> as_bytes(const std::string &s) { return std::as_bytes(std::span(s)); }
+std::string as_string(std::span<const std::byte> b) {
+    return std::string(reinterpret_cast<const char *>(b.data()), b.size());
+}
+/// A private copy of a received message as a string.
+std::string copy_of(const zcio::message &m) {
+    auto v = m.to_vector();
+    return std::string(reinterpret_cast<const char *>(v.data()), v.size());
+}
+void fill(zcio::buffer &b, const std::string &s) {
+    CHECK(b.size() >= s.size());
+    std::memcpy(b.data().data(), s.data(), s.size());
+    b.truncate(s.size());
+}
+
+int open_fds() {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+// ----------------------------------------------------------------- tests
+
+void channel_round_trip() {
+    auto sock = path("rt.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        zcio::pool pool("cpp-test", 1 << 20, 4);
+        // One slice: reserve -> fill -> freeze -> send.
+        auto b = pool.alloc(4096);
+        fill(b, "hello from c++");
+        ch.send(std::move(b).freeze());
+        // Two slices: a header and a payload as one message.
+        auto h = pool.alloc(16), p = pool.alloc(64);
+        fill(h, "header");
+        fill(p, "payload bytes");
+        auto m = std::move(h).freeze();
+        m.append(std::move(p).freeze());
+        CHECK(m.slice_count() == 2 && m.size() == 6 + 13);
+        ch.send(std::move(m));
+        // A copy into the channel's own pool.
+        ch.send_copy(as_bytes("copied"));
+        // The parent forwards the first message back by reference.
+        auto back = ch.recv();
+        CHECK(back.is_received());
+        CHECK(copy_of(back) == "hello from c++");
+        auto st = ch.stats();
+        CHECK(st.msgs_sent == 3 && st.msgs_received == 1);
+    });
+    auto ch = l.accept_for(30s);
+    CHECK(ch.has_value());
+    auto m1 = ch->recv();
+    CHECK(m1.slice_count() == 1);
+    CHECK(as_string(m1.bytes()) == "hello from c++");
+    auto m2 = ch->recv();
+    CHECK(m2.slice_count() == 2);
+    auto sl = m2.slices();
+    CHECK(as_string(sl[0]) == "header" && as_string(sl[1]) == "payload bytes");
+    CHECK(copy_of(m2) == "headerpayload bytes");
+    CHECK_THROWS_KIND(m2.bytes(), zcio::error_kind::invalid_input);
+    std::array<std::byte, 7> part{};
+    CHECK(m2.read(3, part) == 7 && as_string(part) == "derpayl");
+    auto m3 = ch->recv();
+    CHECK(as_string(m3.bytes()) == "copied");
+    ch->send(std::move(m1)); // forward
+    check_peer(peer);
+    // The peer is gone and everything it sent was received.
+    CHECK_THROWS_KIND(ch->recv_for(30s), zcio::error_kind::disconnected);
+    CHECK(ch->stats().msgs_received == 3);
+}
+
+void lane_round_trip() {
+    auto sock = path("lane.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        auto tx = ch.open_lane(8, 256);
+        CHECK(tx.slot_size() == 256);
+        {
+            auto loan = tx.loan();
+            CHECK(loan.data().size() == 256);
+            std::memcpy(loan.data().data(), "lane one", 8);
+            std::move(loan).send(8);
+        }
+        {
+            auto unsent = tx.loan(); // destroyed unsent: the slot comes back
+        }
+        tx.send_copy(as_bytes("lane two"));
+        CHECK(tx.stats().messages == 2);
+        // Wait for the parent's word before ending the lane.
+        (void)ch.recv();
+    });
+    auto ch = *l.accept_for(30s);
+    auto rx = *ch.accept_lane_for(30s);
+    {
+        auto a = rx.recv();
+        CHECK(as_string(a.bytes()) == "lane one");
+        CHECK_THROWS_KIND(rx.try_recv(), zcio::error_kind::busy); // one message at a time
+    }
+    auto b = rx.recv_for(30s);
+    CHECK(b && as_string(b->bytes()) == "lane two");
+    b.reset();
+    CHECK(!rx.try_recv().has_value());
+    CHECK(rx.stats().messages == 2);
+    ch.send_copy(as_bytes("done"));
+    check_peer(peer);
+    CHECK_THROWS_KIND(rx.recv_for(30s), zcio::error_kind::disconnected);
+}
+
+void ring_blocks() {
+    auto name = unique("blocks");
+    zcio::ring_options o;
+    o.size = 64 << 10;
+    o.layout = zcio::ring_layout::blocks;
+    o.exclusive = true;
+    zcio::ring_producer p(name, o);
+    constexpr std::uint64_t n = 2000;
+    pid_t peer = spawn([&] {
+        zcio::ring_consumer c(name, zcio::ring_consumer::start::oldest);
+        std::array<std::byte, 512> buf{};
+        for (std::uint64_t k = 0; k < n; k++) {
+            std::uint64_t seq = 0;
+            std::size_t len;
+            if (k % 2 == 0) {
+                len = c.read(buf);
+                std::memcpy(&seq, buf.data(), 8);
+            } else {
+                auto pk = c.peek();
+                CHECK(static_cast<bool>(pk));
+                len = pk.size();
+                std::memcpy(&seq, pk.bytes().data(), 8); // copied out: the volatile rule
+                CHECK(std::move(pk).release());
+            }
+            CHECK(seq == k && len == 8 + k % 300);
+        }
+        CHECK(c.read(buf) == 0); // the end of the stream
+        CHECK(!c.peek());
+        auto st = c.stats();
+        CHECK(st.read_blocks == n);
+    });
+    CHECK(p.wait_consumers(1, 30s) == 1);
+    std::array<std::byte, 512> buf{};
+    for (std::uint64_t k = 0; k < n; k++) {
+        std::memcpy(buf.data(), &k, 8);
+        std::size_t len = 8 + k % 300;
+        CHECK(p.write(std::span(buf).first(len)) == len);
+    }
+    CHECK(p.counters().blocks == n);
+    { auto end = std::move(p); } // the end of the stream
+    check_peer(peer);
+    CHECK(zcio::ring_unlink(name));
+    CHECK(!zcio::ring_unlink(name));
+}
+
+void ring_stream_and_fd() {
+    auto name = unique("stream");
+    zcio::ring_consumer c(name, zcio::ring_consumer::start::newest, 64 << 10);
+    std::array<std::byte, 64> buf{};
+    CHECK(!c.try_read(buf).has_value());          // nothing yet: no wait
+    CHECK(!c.read_for(buf, 20ms).has_value());    // nothing in time
+    int fd = c.fd();
+    CHECK(fd >= 0);
+    pid_t peer = spawn([&] {
+        zcio::ring_producer p(name, zcio::ring_options{.size = 64 << 10});
+        CHECK(p.wait_consumers(1, 30s) >= 1);
+        std::string s = "0123456789";
+        for (int i = 0; i < 100; i++) CHECK(p.write(as_bytes(s)) == 10);
+    });
+    std::size_t got = 0;
+    std::string all;
+    while (true) {
+        auto n = c.try_read(buf);
+        if (!n) { // would block: the fd is armed; poll it with the ring's 50 ms rule
+            struct pollfd pfd {fd, POLLIN, 0};
+            (void)poll(&pfd, 1, 50);
+            c.doorbell_rang();
+            continue;
+        }
+        if (*n == 0) break; // the end of the stream
+        all.append(reinterpret_cast<const char *>(buf.data()), *n);
+        got += *n;
+    }
+    CHECK(got == 1000);
+    for (std::size_t i = 0; i < all.size(); i++) CHECK(all[i] == '0' + static_cast<char>(i % 10));
+    check_peer(peer);
+    zcio::ring_unlink(name);
+}
+
+struct reading {
+    std::uint64_t seq;
+    double value;
+    std::uint32_t sensor;
+    std::uint32_t reserved;
+};
+static_assert(sizeof(reading) == 24);
+
+void typed_round_trip() {
+    auto sock = path("typed.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        zcio::pool pool("typed", 1 << 20, 2);
+        zcio::typed<reading> ty("test.Reading", 1);
+        auto b = ty.alloc(pool);
+        b->seq = 7;
+        b->value = 2.5;
+        b->sensor = 3;
+        ch.send(std::move(b).freeze());
+        ty.send(ch, reading{8, -1.0, 4, 0});
+        zcio::typed<reading> v2("test.Reading", 2);
+        v2.send(ch, reading{9, 0.0, 5, 0});
+        (void)ch.recv(); // until the parent is done
+    });
+    auto ch = *l.accept_for(30s);
+    zcio::typed<reading> ty("test.Reading", 1);
+    auto r = ty.read(ch.recv());
+    CHECK(r.seq == 7 && r.value == 2.5 && r.sensor == 3 && r.reserved == 0);
+    auto m = ch.recv();
+    CHECK(m.size() == ty.offset() + sizeof(reading));
+    r = ty.read(m);
+    CHECK(r.seq == 8 && r.value == -1.0 && r.sensor == 4);
+    // Another version of the type: refused, as Rust's read_typed refuses it.
+    CHECK_THROWS_KIND(ty.read(ch.recv()), zcio::error_kind::malformed);
+    ch.send_copy(as_bytes("done"));
+    check_peer(peer);
+}
+
+/// C++ and C put the same bytes on the wire: a typed message made in C++ is
+/// read by C's zcio_msg_read_typed in another process, and C's
+/// zcio_send_typed by zcio::typed<T>::read.
+void typed_interop_with_c() {
+    auto sock = path("interop.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        // The C side, in plain C calls.
+        zcio_channel *ch = nullptr;
+        CHECK(zcio_connect(sock.c_str(), 30000, &ch) == 0);
+        zcio_type ty{"test.Interop", 3, sizeof(reading), alignof(reading), 0};
+        zcio_msg *m = nullptr;
+        CHECK(zcio_recv(ch, 30000, &m) == 0);
+        reading r{};
+        CHECK(zcio_msg_read_typed(m, &ty, &r, sizeof r) == static_cast<ssize_t>(sizeof r));
+        CHECK(r.seq == 41 && r.value == 0.25 && r.sensor == 9);
+        // The header C writes is the one the C++ message carries.
+        std::array<std::byte, 256> head{}, seen{};
+        ssize_t off = zcio_type_tag(&ty, head.data(), head.size());
+        CHECK(off == 128);
+        CHECK(zcio_msg_read(m, 0, seen.data(), static_cast<std::size_t>(off)) == off);
+        CHECK(std::memcmp(head.data(), seen.data(), static_cast<std::size_t>(off)) == 0);
+        zcio_msg_release(m);
+        reading out{42, 0.5, 10, 0};
+        CHECK(zcio_send_typed(ch, &ty, &out, sizeof out, 30000) == 0);
+        CHECK(zcio_recv(ch, 30000, &m) == 0); // until the parent is done
+        zcio_msg_release(m);
+        zcio_channel_close(ch);
+    });
+    auto ch = *l.accept_for(30s);
+    zcio::pool pool("interop", 1 << 20, 2);
+    zcio::typed<reading> ty("test.Interop", 3);
+    auto b = ty.alloc(pool, reading{41, 0.25, 9, 0});
+    ch.send(std::move(b).freeze());
+    auto r = ty.read(ch.recv());
+    CHECK(r.seq == 42 && r.value == 0.5 && r.sensor == 10);
+    ch.send_copy(as_bytes("done"));
+    check_peer(peer);
+}
+
+void errors_carry_kind() {
+    // Connecting to a socket nobody listens on.
+    try {
+        (void)zcio::channel::connect(path("missing.sock"), {.connect_timeout = 2s});
+        CHECK(!"connect to a missing socket succeeded");
+    } catch (const zcio::error &e) {
+        CHECK(e.kind() == zcio::error_kind::not_found);
+        CHECK(e.errnum() == ENOENT);
+        CHECK(e.code() == std::error_code(ENOENT, zcio::category()));
+        CHECK(!e.detail().empty());
+        CHECK(std::string(e.what()).find("zcio_connect_with") != std::string::npos);
+    }
+    // A ring that does not exist, opened without creating it.
+    CHECK_THROWS_KIND(zcio::ring_consumer(unique("nosuchring")), zcio::error_kind::not_found);
+    // An empty channel: try_ and _for forms return nullopt, the default wait throws TimedOut.
+    auto sock = path("empty.sock");
+    auto l = zcio::listener::bind(sock, {.recv_timeout = 100ms});
+    CHECK(!l.try_accept().has_value());
+    CHECK(!l.accept_for(10ms).has_value());
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        (void)ch.recv(); // until the parent is done
+    });
+    auto ch = *l.accept_for(30s);
+    CHECK(!ch.try_recv().has_value());
+    CHECK(!ch.recv_for(20ms).has_value());
+    CHECK_THROWS_KIND(ch.recv(), zcio::error_kind::timed_out);
+    CHECK(ch.stats().recv_timed_out >= 1);
+    // Bad arguments are InvalidInput.
+    zcio::pool pool("errs", 64 << 10, 1);
+    CHECK_THROWS_KIND(pool.alloc(0), zcio::error_kind::invalid_input);
+    ch.send_copy(as_bytes("done"));
+    check_peer(peer);
+    CHECK(std::string(zcio::to_string(zcio::error_kind::would_block)) == "WouldBlock");
+    CHECK(zcio::kind_of(-ZCIO_ELAPPED) == zcio::error_kind::lapped);
+}
+
+/// A failed send gives the message back (send_error::take_message).
+void send_error_returns_message() {
+    auto sock = path("senderr.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] { auto ch = zcio::channel::connect(sock); });
+    auto ch = *l.accept_for(30s);
+    check_peer(peer); // the peer is gone
+    zcio::pool pool("senderr", 1 << 20, 1);
+    auto b = pool.alloc(100);
+    fill(b, "kept");
+    try {
+        ch.send(std::move(b).freeze());
+        CHECK(!"send to a dead peer succeeded");
+    } catch (zcio::send_error &e) {
+        CHECK(e.kind() == zcio::error_kind::disconnected);
+        auto m = e.take_message();
+        CHECK(m && as_string(m->bytes()) == "kept");
+        CHECK(!e.take_message());
+    }
+}
+
+/// A send that would block gives the message back (try_send, send_for),
+/// as crossbeam's TrySendError does.
+void try_send_gives_message_back() {
+    auto sock = path("full.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        pause(); // receives nothing; killed at the end
+    });
+    auto ch = *l.accept_for(30s);
+    zcio::pool pool("full", 4 << 20, 4);
+    std::optional<zcio::message> back;
+    int sent = 0;
+    for (; sent < 100000 && !back; sent++) {
+        auto b = pool.try_alloc(64);
+        CHECK(b.has_value()); // the channel fills before the pool does
+        fill(*b, "msg " + std::to_string(sent));
+        back = ch.try_send(std::move(*b).freeze());
+    }
+    CHECK(back.has_value()); // the peer receives nothing: the channel is full at some point
+    CHECK(as_string(back->bytes()) == "msg " + std::to_string(sent - 1));
+    back = ch.send_for(std::move(*back), 10ms); // still full: back again
+    CHECK(back.has_value() && as_string(back->bytes()) == "msg " + std::to_string(sent - 1));
+    CHECK(ch.stats().send_would_block >= 1);
+    fprintf(stderr, "    the channel took %d messages before it was full\n", sent - 1);
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+}
+
+/// RAII frees everything: after many ends are made and destroyed, the
+/// process holds as many descriptors as before and the pool no buffer.
+void raii_frees_everything() {
+    // One round first: the library's process-wide descriptors (if any) are opened once.
+    auto round = [](int i) {
+        auto sock = path("raii.sock");
+        auto l = zcio::listener::bind(sock);
+        std::optional<zcio::channel> server;
+        std::thread t([&] { server = l.accept_for(30s); });
+        auto client = zcio::channel::connect(sock);
+        t.join();
+        CHECK(server.has_value());
+        zcio::pool pool("raii", 1 << 20, 2);
+        auto b = pool.alloc(1000);
+        fill(b, "x");
+        client.send(std::move(b).freeze());
+        {
+            auto m = server->recv();
+            auto tx = server->open_lane(4, 64);
+            auto rx = client.accept_lane();
+            tx.send_copy(as_bytes("y"));
+            auto lm = rx.recv();
+            CHECK(lm.size() == 1);
+        }
+        client.reclaim();
+        CHECK(pool.stats().buffers_in_use == 0);
+        auto unsent = pool.alloc(10); // destroyed unsent
+        auto name = unique("raii") + "-" + std::to_string(i);
+        zcio::ring_producer p(name, {.size = 4096});
+        zcio::ring_consumer c(name);
+        (void)c.fd();
+        (void)p.fd();
+        p.write(as_bytes("z"));
+        auto pk = c.try_peek();
+        CHECK(pk && pk->size() == 1);
+        zcio::ring_unlink(name);
+    };
+    round(0);
+    int before = open_fds();
+    for (int i = 1; i <= 30; i++) round(i);
+    int after = open_fds();
+    if (after != before)
+        throw failure{"descriptors: " + std::to_string(before) + " before, " + std::to_string(after) + " after"};
+    // Moved-from handles are empty and destroy nothing twice.
+    zcio::pool a("moved", 64 << 10, 1);
+    zcio::pool b = std::move(a);
+    auto buf = b.alloc(10);
+    auto buf2 = std::move(buf);
+    static_assert(!std::is_copy_constructible_v<zcio::channel>);
+    static_assert(!std::is_copy_constructible_v<zcio::message>);
+    static_assert(std::is_nothrow_move_constructible_v<zcio::channel>);
+    static_assert(std::is_nothrow_move_constructible_v<zcio::message>);
+    static_assert(std::is_nothrow_move_constructible_v<zcio::ring_consumer>);
+    static_assert(std::is_nothrow_move_assignable_v<zcio::lane_msg>);
+}
+
+/// kill -9 of a peer: the survivor sees Disconnected, bounded, never a hang.
+void peer_killed() {
+    // A channel sender killed mid-stream.
+    auto sock = path("killed.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        ch.send_copy(as_bytes("before"));
+        pause(); // until killed
+    });
+    auto ch = *l.accept_for(30s);
+    auto m = ch.recv_for(30s);
+    CHECK(m && as_string(m->bytes()) == "before");
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    CHECK_THROWS_KIND(ch.recv_for(60s), zcio::error_kind::disconnected);
+    // A ring producer killed mid-stream.
+    auto name = unique("killed");
+    zcio::ring_consumer c(name, zcio::ring_consumer::start::oldest, 64 << 10);
+    peer = spawn([&] {
+        zcio::ring_producer p(name, {.size = 64 << 10});
+        p.write(as_bytes("partial"));
+        pause();
+    });
+    std::array<std::byte, 64> buf{};
+    CHECK(c.read_for(buf, 30s).value_or(0) == 7);
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    CHECK_THROWS_KIND(c.read_for(buf, 60s), zcio::error_kind::disconnected);
+    zcio::ring_unlink(name);
+}
+
+void timeouts_convert() {
+    CHECK(zcio::detail::timeout_ms(0ms) == 0);
+    CHECK(zcio::detail::timeout_ms(-5ms) == 0);
+    CHECK(zcio::detail::timeout_ms(1us) == 1);
+    CHECK(zcio::detail::timeout_ms(1500us) == 2);
+    CHECK(zcio::detail::timeout_ms(3s) == 3000);
+    CHECK(zcio::detail::timeout_ms(zcio::forever) == ZCIO_TIMEOUT_INFINITE);
+    CHECK(zcio::detail::timeout_ms(std::chrono::hours(24 * 365 * 100)) == ZCIO_TIMEOUT_INFINITE);
+}
+
+struct test {
+    const char *name;
+    void (*fn)();
+};
+const test tests[] = {
+    {"channel_round_trip", channel_round_trip},
+    {"lane_round_trip", lane_round_trip},
+    {"ring_blocks", ring_blocks},
+    {"ring_stream_and_fd", ring_stream_and_fd},
+    {"typed_round_trip", typed_round_trip},
+    {"typed_interop_with_c", typed_interop_with_c},
+    {"errors_carry_kind", errors_carry_kind},
+    {"send_error_returns_message", send_error_returns_message},
+    {"try_send_gives_message_back", try_send_gives_message_back},
+    {"raii_frees_everything", raii_frees_everything},
+    {"peer_killed", peer_killed},
+    {"timeouts_convert", timeouts_convert},
+};
+
+int run(const test &t) {
+    fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(watchdog_s);
+        int rc = 0;
+        try {
+            t.fn();
+        } catch (const failure &f) {
+            fprintf(stderr, "    %s\n", f.what.c_str());
+            rc = 1;
+        } catch (const std::exception &e) {
+            fprintf(stderr, "    exception: %s\n", e.what());
+            rc = 1;
+        }
+        fflush(nullptr);
+        // exit, not _exit: destructors of statics run and LeakSanitizer looks.
+        exit(rc);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st)) {
+        fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(st),
+                WTERMSIG(st) == SIGALRM ? " (the watchdog: it hung)" : "");
+        return 1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    char tmpl[] = "/tmp/zcio-cpp-test.XXXXXX";
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm/zcio-cpp-test.XXXXXX" : tmpl;
+    std::string t = base;
+    if (!mkdtemp(t.data())) {
+        perror("mkdtemp");
+        return 1;
+    }
+    work_dir = t;
+    setenv("ZCIO_RING_DIR", work_dir.c_str(), 1);
+    int failed = 0, ran = 0;
+    for (const auto &tc : tests) {
+        bool want = argc < 2;
+        for (int i = 1; i < argc; i++) want |= std::strcmp(argv[i], tc.name) == 0;
+        if (!want) continue;
+        ran++;
+        fprintf(stderr, "test %s ...\n", tc.name);
+        int rc = run(tc);
+        fprintf(stderr, "%s %s\n", rc == 0 ? "ok  " : "FAIL", tc.name);
+        failed += rc != 0;
+    }
+    std::string rm = "rm -rf '" + work_dir + "'";
+    if (std::system(rm.c_str()) != 0) fprintf(stderr, "could not remove %s\n", work_dir.c_str());
+    fprintf(stderr, "test_zcio_cpp: %d passed, %d failed\n", ran - failed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,1201 @@
+// zcio.hpp: the C++20 API of zcio, header-only, over the C library (zcio.h).
+//
+// Build and link (scripts/build-c installs both headers, the library, pkg-config
+// files and a CMake package):
+//     g++ -std=c++20 prog.cpp $(pkg-config --cflags --libs zcio)
+//     find_package(zcio CONFIG REQUIRED)
+//     target_link_libraries(prog PRIVATE zcio::zcio)   # + target_compile_features(prog PRIVATE cxx_std_20)
+// Guide: docs/cpp.md. Every call here is an inline call of the C function it
+// names; what the C header says about a call (ownership aside) holds here.
+//
+// Conventions:
+//  - Handles are RAII, move-only (copies are deleted, moves are noexcept): no
+//    manual close, free or release anywhere. A moved-from handle is empty.
+//  - Failures throw zcio::error (a std::system_error) with the situation
+//    (zcio::error_kind, the vocabulary of Rust's zcio::ErrorKind), the C code
+//    (an errno or ZCIO_E...) and zcio_last_error()'s details.
+//  - The three forms of every wait, as in Rust: x() waits up to the bound of
+//    the call's configuration (then throws error_kind::timed_out); try_x()
+//    does not wait and returns std::nullopt (or the value back, for sends)
+//    when nothing is available now; x_for(d) waits at most d and returns
+//    std::nullopt when it passes. zcio::forever waits without a bound.
+//  - Bytes you fill are std::span<std::byte>; bytes you receive are
+//    std::span<const std::byte>, in place. The volatile rule of zcio.h
+//    applies to them: a peer may still write them (message::is_volatile,
+//    every ring block): copy out what you validate (message::read), then use
+//    the copy.
+//  - Reserve -> fill -> send as types: pool::alloc -> buffer (writable) ->
+//    std::move(buf).freeze() -> message (read-only) -> channel::send(std::move(msg)).
+//    Lanes: lane_sender::loan -> lane_loan (writable) -> std::move(loan).send(n).
+//    Rings: the C API has no reserve/commit, so producers write by copy.
+#pragma once
+
+#include <zcio.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if __cplusplus < 202002L
+#error "zcio.hpp needs C++20 (-std=c++20, or target_compile_features(... cxx_std_20))"
+#endif
+
+namespace zcio {
+
+// ------------------------------------------------------------------ errors
+
+/// One word per situation: Rust's zcio::ErrorKind (docs/api-map.md#errors).
+enum class error_kind {
+    would_block,       // -EAGAIN: nothing available now; the call could not wait
+    timed_out,         // -ETIMEDOUT: a bounded wait ended
+    disconnected,      // -EPIPE: the peer is gone, or this end was closed
+    peer_fault,        // -ZCIO_ECORRUPT: the peer corrupted shared state
+    aborted,           // -ECONNABORTED: the peer held a lent buffer too long
+    malformed,         // -EBADMSG: the peer sent a malformed message (dropped)
+    invalid_input,     // -EINVAL: the caller passed something invalid
+    too_large,         // -EMSGSIZE, -ENOBUFS: larger than the transport or the caller's buffer
+    out_of_range,      // -ERANGE
+    not_found,         // -ENOENT
+    already_exists,    // -EEXIST
+    permission_denied, // -EACCES, -EPERM
+    busy,              // -EBUSY
+    no_space,          // -ENOSPC
+    out_of_memory,     // -ENOMEM
+    unsupported,       // -EOPNOTSUPP
+    protocol,          // -EPROTO
+    lapped,            // -ZCIO_ELAPPED
+    dropped,           // -ZCIO_EDROPPED
+    producer_failed,   // -ZCIO_EPRODFAIL
+    not_a_ring,        // -ZCIO_EBADRING
+    module,            // -ZCIO_EMODULE
+    cancelled,         // -ECANCELED
+    internal,          // -ZCIO_EPANIC
+    os,                // any other errno: a system call failed
+};
+
+/// The kind of a C return code (either sign), as code_of in crates/zcio-c maps them.
+constexpr error_kind kind_of(int code) noexcept {
+    switch (code < 0 ? -code : code) {
+    case EAGAIN: return error_kind::would_block;
+    case ETIMEDOUT: return error_kind::timed_out;
+    case EPIPE: return error_kind::disconnected;
+    case ZCIO_ECORRUPT: return error_kind::peer_fault;
+    case ECONNABORTED: return error_kind::aborted;
+    case EBADMSG: return error_kind::malformed;
+    case EINVAL: return error_kind::invalid_input;
+    case EMSGSIZE:
+    case ENOBUFS: return error_kind::too_large;
+    case ERANGE: return error_kind::out_of_range;
+    case ENOENT: return error_kind::not_found;
+    case EEXIST: return error_kind::already_exists;
+    case EACCES:
+    case EPERM: return error_kind::permission_denied;
+    case EBUSY: return error_kind::busy;
+    case ENOSPC: return error_kind::no_space;
+    case ENOMEM: return error_kind::out_of_memory;
+    case EOPNOTSUPP: return error_kind::unsupported;
+    case EPROTO: return error_kind::protocol;
+    case ZCIO_ELAPPED: return error_kind::lapped;
+    case ZCIO_EDROPPED: return error_kind::dropped;
+    case ZCIO_EPRODFAIL: return error_kind::producer_failed;
+    case ZCIO_EBADRING: return error_kind::not_a_ring;
+    case ZCIO_EMODULE: return error_kind::module;
+    case ECANCELED: return error_kind::cancelled;
+    case ZCIO_EPANIC: return error_kind::internal;
+    default: return error_kind::os;
+    }
+}
+
+/// The kind's name, as Rust spells it ("WouldBlock", "TimedOut", ...).
+constexpr const char *to_string(error_kind k) noexcept {
+    constexpr const char *names[] = {
+        "WouldBlock", "TimedOut",       "Disconnected",  "PeerFault",   "Aborted",
+        "Malformed",  "InvalidInput",   "TooLarge",      "OutOfRange",  "NotFound",
+        "AlreadyExists", "PermissionDenied", "Busy",     "NoSpace",     "OutOfMemory",
+        "Unsupported", "Protocol",      "Lapped",        "Dropped",     "ProducerFailed",
+        "NotARing",   "Module",         "Cancelled",     "Internal",    "Os",
+    };
+    return names[static_cast<int>(k)];
+}
+
+namespace detail {
+class category_impl final : public std::error_category {
+  public:
+    const char *name() const noexcept override { return "zcio"; }
+    std::string message(int code) const override { return zcio_strerror(code); }
+};
+} // namespace detail
+
+/// The error category of zcio's codes: errno values and ZCIO_E... (4096..4102),
+/// named by zcio_strerror.
+inline const std::error_category &category() noexcept {
+    static const detail::category_impl c;
+    return c;
+}
+
+/// A failed zcio call: what() says which call, the code's meaning and
+/// zcio_last_error()'s details (which name, which size, what to do).
+class error : public std::system_error {
+  public:
+    /// `code`: the C return code (either sign); `op`: the call that failed.
+    error(int code, const char *op, std::string detail)
+        : std::system_error(std::abs(code), category(), make_what(op, detail)),
+          kind_(kind_of(code)), detail_(std::move(detail)) {}
+    /// The situation (Rust's ErrorKind).
+    error_kind kind() const noexcept { return kind_; }
+    /// The C code, positive: the errno, or ZCIO_E... for what no errno says.
+    int errnum() const noexcept { return code().value(); }
+    /// zcio_last_error() at the time of the failure ("" if it said nothing more).
+    const std::string &detail() const noexcept { return detail_; }
+
+  private:
+    static std::string make_what(const char *op, const std::string &detail) {
+        std::string w = op;
+        if (!detail.empty()) {
+            w += " (";
+            w += detail;
+            w += ")";
+        }
+        return w;
+    }
+    error_kind kind_;
+    std::string detail_;
+};
+
+namespace detail {
+/// Throw the error of `rc` (< 0) from call `op`.
+[[noreturn]] inline void raise(long rc, const char *op) {
+    throw error(static_cast<int>(rc), op, zcio_last_error());
+}
+/// `rc` if it is not an error code, else throw.
+template <class R> inline R check(R rc, const char *op) {
+    if (rc < 0) raise(static_cast<long>(rc), op);
+    return rc;
+}
+} // namespace detail
+
+// ---------------------------------------------------------------- waiting
+
+/// A wait without a bound (ZCIO_TIMEOUT_INFINITE): only for peers you trust.
+inline constexpr std::chrono::milliseconds forever{ZCIO_TIMEOUT_INFINITE};
+
+namespace detail {
+/// A C `timeout_ms` for a wait of `d`: 0 for d <= 0 (no wait), rounded up
+/// to whole milliseconds, ZCIO_TIMEOUT_INFINITE from INT_MAX ms on.
+template <class Rep, class Period>
+constexpr int timeout_ms(std::chrono::duration<Rep, Period> d) noexcept {
+    if (d <= d.zero()) return 0;
+    using ms = std::chrono::duration<double, std::milli>;
+    double v = std::chrono::duration_cast<ms>(d).count();
+    if (v >= static_cast<double>(ZCIO_TIMEOUT_INFINITE)) return ZCIO_TIMEOUT_INFINITE;
+    int whole = static_cast<int>(v);
+    return whole < v ? whole + 1 : (whole == 0 ? 1 : whole);
+}
+/// A C bound (> 0 ms, or ZCIO_TIMEOUT_INFINITE) for a configured bound `d`.
+template <class Rep, class Period>
+constexpr int bound_ms(std::chrono::duration<Rep, Period> d) noexcept {
+    int ms = timeout_ms(d);
+    return ms == 0 ? 1 : ms;
+}
+
+template <class T, void (*Free)(T *)> struct deleter {
+    void operator()(T *p) const noexcept { Free(p); }
+};
+template <class T, void (*Free)(T *)> using owned = std::unique_ptr<T, deleter<T, Free>>;
+
+inline void free_buf(zcio_buf *b) { zcio_buf_free(b); }
+inline void free_msg(zcio_msg *m) { zcio_msg_release(m); }
+inline void free_pool(zcio_pool *p) { zcio_pool_destroy(p); }
+inline void free_listener(zcio_listener *l) { zcio_listener_close(l); }
+inline void free_channel(zcio_channel *c) { zcio_channel_close(c); }
+inline void free_lane_tx(zcio_lane_sender *t) { zcio_lane_sender_free(t); }
+inline void free_lane_rx(zcio_lane_receiver *r) { zcio_lane_receiver_free(r); }
+inline void free_ring(zcio_ring *r) { zcio_ring_close(r); }
+} // namespace detail
+
+/// zcio_version(): the library's version ("0.1.0").
+inline std::string_view version() noexcept { return zcio_version(); }
+
+// ------------------------------------------------------- buffers and pools
+
+class message;
+class channel;
+
+/// A pool buffer being filled (zcio_buf): writable by this process until it
+/// is frozen. Destroying it unsent gives it back to its pool.
+class buffer {
+  public:
+    buffer(buffer &&) noexcept = default;
+    buffer &operator=(buffer &&) noexcept = default;
+    buffer(const buffer &) = delete;
+    buffer &operator=(const buffer &) = delete;
+
+    /// The bytes to fill.
+    std::span<std::byte> data() noexcept { return {data_, size()}; }
+    std::span<const std::byte> data() const noexcept { return {data_, size()}; }
+    std::size_t size() const noexcept { return zcio_buf_len(buf_.get()); }
+    /// Shorten it before sending (no effect if `n` is not smaller; n > 0).
+    void truncate(std::size_t n) { detail::check(zcio_buf_truncate(buf_.get(), n), "zcio_buf_truncate"); }
+    /// Done filling: a read-only message of one slice, ready to send.
+    message freeze() &&;
+
+  private:
+    friend class pool;
+    explicit buffer(zcio_buf *b) noexcept
+        : buf_(b), data_(static_cast<std::byte *>(zcio_buf_data(b))) {}
+    detail::owned<zcio_buf, detail::free_buf> buf_;
+    std::byte *data_;
+};
+
+using pool_stats = zcio_pool_stats;
+
+/// A pool of shared-memory buffers (zcio_pool): chunks of `chunk_size`
+/// bytes (0: 16 MiB), at most `max_chunks` (0: 16).
+class pool {
+  public:
+    explicit pool(const char *name = "pool", std::size_t chunk_size = 0, std::size_t max_chunks = 0) {
+        zcio_pool *p = nullptr;
+        detail::check(zcio_pool_create(name, chunk_size, max_chunks, &p), "zcio_pool_create");
+        pool_.reset(p);
+    }
+    pool(pool &&) noexcept = default;
+    pool &operator=(pool &&) noexcept = default;
+
+    /// A buffer of `n` bytes, waiting up to the pool's bound (10 s) for one.
+    buffer alloc(std::size_t n) { return *get(n, ZCIO_TIMEOUT_DEFAULT, "zcio_buf_alloc_timeout"); }
+    /// A buffer now, or nullopt while the pool is exhausted.
+    std::optional<buffer> try_alloc(std::size_t n) { return get(n, 0, "zcio_buf_alloc_timeout"); }
+    /// A buffer within `d`, or nullopt when `d` passed.
+    template <class Rep, class Period>
+    std::optional<buffer> alloc_for(std::size_t n, std::chrono::duration<Rep, Period> d) {
+        return get(n, detail::timeout_ms(d), "zcio_buf_alloc_timeout");
+    }
+    /// A secured buffer: fresh memory sealed by the kernel when sent, so no
+    /// process can change it afterwards (message::is_volatile() is false).
+    buffer alloc_secured(std::size_t n) {
+        zcio_buf *b = nullptr;
+        detail::check(zcio_buf_alloc_secured(pool_.get(), n, &b), "zcio_buf_alloc_secured");
+        return buffer(b);
+    }
+    pool_stats stats() const {
+        pool_stats s{};
+        detail::check(zcio_pool_get_stats(pool_.get(), &s), "zcio_pool_get_stats");
+        return s;
+    }
+    zcio_pool *native_handle() const noexcept { return pool_.get(); }
+
+  private:
+    std::optional<buffer> get(std::size_t n, int ms, const char *op) {
+        zcio_buf *b = nullptr;
+        int rc = zcio_buf_alloc_timeout(pool_.get(), n, ms, &b);
+        if ((rc == -EAGAIN && ms == 0) || (rc == -ETIMEDOUT && ms > 0)) return std::nullopt;
+        detail::check(rc, op);
+        return buffer(b);
+    }
+    detail::owned<zcio_pool, detail::free_pool> pool_;
+};
+
+/// A read-only message: either frozen buffers of this process, on their way
+/// out (1..64 slices), or a message received from a peer (zcio_msg), whose
+/// bytes are the sender's pages in place. Destroying a received message
+/// releases it (the sender gets its buffers back); sending one forwards it
+/// by reference.
+class message {
+  public:
+    /// Most slices a message may have.
+    static constexpr std::size_t max_slices = 64;
+
+    message(message &&) noexcept = default;
+    message &operator=(message &&) noexcept = default;
+
+    /// Append the slices of `tail` (an outgoing message: header + payload ...).
+    message &append(message &&tail) {
+        if (received_ || tail.received_)
+            throw error(-EINVAL, "zcio::message::append", "only messages of this process's buffers can be joined");
+        if (bufs_.size() + tail.bufs_.size() > max_slices)
+            throw error(-EINVAL, "zcio::message::append", "a message has at most 64 slices");
+        for (std::size_t i = 0; i < tail.bufs_.size(); i++) bufs_.push_back(std::move(tail.bufs_[i]));
+        tail.bufs_.clear();
+        return *this;
+    }
+
+    /// Total length in bytes.
+    std::size_t size() const noexcept {
+        if (received_) return zcio_msg_len(received_.get());
+        std::size_t n = 0;
+        for (std::size_t i = 0; i < bufs_.size(); i++) n += bufs_[i].len;
+        return n;
+    }
+    std::size_t slice_count() const noexcept {
+        if (received_) {
+            auto n = zcio_msg_slices(received_.get(), nullptr, 0);
+            return n < 0 ? 0 : static_cast<std::size_t>(n);
+        }
+        return bufs_.size();
+    }
+    /// Slice `i`, in place (see the volatile rule).
+    std::span<const std::byte> slice(std::size_t i) const {
+        if (!received_) {
+            if (i >= bufs_.size()) throw error(-ERANGE, "zcio::message::slice", "no such slice");
+            return {bufs_[i].data, bufs_[i].len};
+        }
+        zcio_slice s[max_slices];
+        auto n = detail::check(zcio_msg_slices(received_.get(), s, max_slices), "zcio_msg_slices");
+        if (i >= static_cast<std::size_t>(n)) throw error(-ERANGE, "zcio::message::slice", "no such slice");
+        return {static_cast<const std::byte *>(s[i].data), s[i].len};
+    }
+    /// Every slice, in order.
+    std::vector<std::span<const std::byte>> slices() const {
+        std::vector<std::span<const std::byte>> v;
+        if (!received_) {
+            for (std::size_t i = 0; i < bufs_.size(); i++) v.emplace_back(bufs_[i].data, bufs_[i].len);
+            return v;
+        }
+        zcio_slice s[max_slices];
+        auto n = detail::check(zcio_msg_slices(received_.get(), s, max_slices), "zcio_msg_slices");
+        for (ssize_t i = 0; i < n; i++) v.emplace_back(static_cast<const std::byte *>(s[i].data), s[i].len);
+        return v;
+    }
+    /// The bytes of a one-slice message, in place (throws for several slices: use slices()).
+    std::span<const std::byte> bytes() const {
+        if (!received_ && bufs_.size() == 1) return {bufs_[0].data, bufs_[0].len};
+        if (slice_count() != 1)
+            throw error(-EINVAL, "zcio::message::bytes", "the message has several slices: use slices() or read()");
+        return slice(0);
+    }
+    /// Copy up to out.size() bytes from byte `off` into `out` (each byte read
+    /// once: the copy is private and cannot change); returns how many.
+    std::size_t read(std::size_t off, std::span<std::byte> out) const {
+        if (received_)
+            return static_cast<std::size_t>(
+                detail::check(zcio_msg_read(received_.get(), off, out.data(), out.size()), "zcio_msg_read"));
+        std::size_t done = 0;
+        for (std::size_t i = 0; i < bufs_.size(); i++) {
+            const frozen &b = bufs_[i];
+            if (done == out.size()) break;
+            if (off >= b.len) {
+                off -= b.len;
+                continue;
+            }
+            std::size_t n = std::min(b.len - off, out.size() - done);
+            std::memcpy(out.data() + done, b.data + off, n);
+            done += n;
+            off = 0;
+        }
+        return done;
+    }
+    /// A private copy of every byte.
+    std::vector<std::byte> to_vector() const {
+        std::vector<std::byte> v(size());
+        v.resize(read(0, v));
+        return v;
+    }
+    /// Whether the sender can still write the bytes (a pool buffer; false
+    /// for secured buffers). Outgoing messages: true (this process can).
+    bool is_volatile() const {
+        if (!received_) return true;
+        return detail::check(zcio_msg_is_volatile(received_.get()), "zcio_msg_is_volatile") != 0;
+    }
+    /// Whether it came from a peer (recv) rather than from this process's pool.
+    bool is_received() const noexcept { return static_cast<bool>(received_); }
+    /// writev(2) straight from the shared pages (received messages).
+    std::size_t write_to(int fd) const {
+        if (!received_) throw error(-EINVAL, "zcio::message::write_to", "only received messages");
+        return static_cast<std::size_t>(detail::check(zcio_msg_write_to(received_.get(), fd), "zcio_msg_write_to"));
+    }
+    /// The C handle of a received message (nullptr otherwise); still owned here.
+    const zcio_msg *native_handle() const noexcept { return received_.get(); }
+
+  private:
+    friend class buffer;
+    friend class channel;
+    struct frozen {
+        detail::owned<zcio_buf, detail::free_buf> buf;
+        const std::byte *data = nullptr;
+        std::size_t len = 0;
+    };
+    /// The frozen buffers; the first one inline (most messages have one
+    /// slice: no allocation per message).
+    class frozen_list {
+      public:
+        frozen_list() = default;
+        frozen_list(frozen_list &&o) noexcept
+            : first_(std::move(o.first_)), rest_(std::move(o.rest_)), n_(std::exchange(o.n_, 0)) {}
+        frozen_list &operator=(frozen_list &&o) noexcept {
+            first_ = std::move(o.first_);
+            rest_ = std::move(o.rest_);
+            n_ = std::exchange(o.n_, 0);
+            return *this;
+        }
+        std::size_t size() const noexcept { return n_; }
+        frozen &operator[](std::size_t i) noexcept { return i == 0 ? first_ : rest_[i - 1]; }
+        const frozen &operator[](std::size_t i) const noexcept { return i == 0 ? first_ : rest_[i - 1]; }
+        void push_back(frozen &&f) {
+            if (n_ == 0) first_ = std::move(f);
+            else rest_.push_back(std::move(f));
+            n_++;
+        }
+        void clear() noexcept {
+            first_ = frozen{};
+            rest_.clear();
+            n_ = 0;
+        }
+
+      private:
+        frozen first_;
+        std::vector<frozen> rest_;
+        std::size_t n_ = 0;
+    };
+    message() = default;
+    explicit message(zcio_msg *m) noexcept : received_(m) {}
+    frozen_list bufs_;
+    detail::owned<zcio_msg, detail::free_msg> received_;
+};
+
+inline message buffer::freeze() && {
+    message m;
+    std::size_t n = size();
+    m.bufs_.push_back(message::frozen{std::move(buf_), data_, n});
+    data_ = nullptr;
+    return m;
+}
+
+/// A send that failed: the message comes back (take_message), as in Rust's
+/// SendError<T>::into_inner.
+class send_error : public error {
+  public:
+    send_error(int code, const char *op, std::string detail, message &&m)
+        : error(code, op, std::move(detail)), msg_(std::make_shared<message>(std::move(m))) {}
+    /// The message that was not sent (once; empty afterwards).
+    std::optional<message> take_message() {
+        if (!msg_) return std::nullopt;
+        std::optional<message> m(std::move(*msg_));
+        msg_.reset();
+        return m;
+    }
+
+  private:
+    std::shared_ptr<message> msg_; // exceptions are copyable; the message is not
+};
+
+// ---------------------------------------------------------------- channels
+
+/// The bounds of a channel's default waits (zcio_channel_config).
+struct channel_config {
+    std::chrono::milliseconds send_timeout{10'000};
+    std::chrono::milliseconds recv_timeout{3'600'000};
+    std::chrono::milliseconds connect_timeout{5'000};
+    std::chrono::milliseconds accept_timeout{3'600'000};
+
+    zcio_channel_config to_c() const noexcept {
+        zcio_channel_config c;
+        zcio_channel_config_init(&c);
+        c.send_timeout_ms = detail::bound_ms(send_timeout);
+        c.recv_timeout_ms = detail::bound_ms(recv_timeout);
+        c.connect_timeout_ms = detail::bound_ms(connect_timeout);
+        c.accept_timeout_ms = detail::bound_ms(accept_timeout);
+        return c;
+    }
+};
+
+using channel_stats = zcio_channel_stats;
+using lane_stats = zcio_lane_stats;
+
+class lane_sender;
+class lane_receiver;
+
+namespace detail {
+/// The C result of a wait with `ms` as an optional: nullopt for the
+/// "nothing now" (ms 0: -EAGAIN) or "not in time" (ms > 0: -ETIMEDOUT) outcome.
+inline bool quiet(long rc, int ms) noexcept {
+    return (rc == -EAGAIN && ms == 0) || (rc == -ETIMEDOUT && ms != 0 && ms != ZCIO_TIMEOUT_DEFAULT);
+}
+} // namespace detail
+
+/// One end of a channel (zcio_channel): messages by reference, both ways.
+class channel {
+  public:
+    /// Connect to the listener at `path` (the handshake waits up to config.connect_timeout).
+    static channel connect(const std::string &path, const channel_config &config = {}) {
+        zcio_channel_config c = config.to_c();
+        zcio_channel *ch = nullptr;
+        detail::check(zcio_connect_with(path.c_str(), &c, &ch), "zcio_connect_with");
+        return channel(ch);
+    }
+    channel(channel &&) noexcept = default;
+    channel &operator=(channel &&) noexcept = default;
+
+    /// Send by reference, waiting up to the send bound for room; throws
+    /// send_error (with the message inside) on failure.
+    void send(message &&m) { (void)put(m, ZCIO_TIMEOUT_DEFAULT); }
+    /// Send now, or give the message back (would block: the ring is full or
+    /// the peer holds too many buffers). nullopt: sent.
+    [[nodiscard]] std::optional<message> try_send(message &&m) {
+        if (put(m, 0)) return std::nullopt;
+        return std::optional<message>(std::move(m));
+    }
+    /// Send within `d`, or give the message back when `d` passed. nullopt: sent.
+    template <class Rep, class Period>
+    [[nodiscard]] std::optional<message> send_for(message &&m, std::chrono::duration<Rep, Period> d) {
+        if (put(m, detail::timeout_ms(d))) return std::nullopt;
+        return std::optional<message>(std::move(m));
+    }
+    /// Copy `bytes` into a buffer of the channel's own pool and send it
+    /// (small or occasional messages).
+    void send_copy(std::span<const std::byte> bytes) {
+        detail::check(zcio_send_bytes(ch_.get(), bytes.data(), bytes.size(), ZCIO_TIMEOUT_DEFAULT), "zcio_send_bytes");
+    }
+    /// send_copy without waiting: false if it would block.
+    [[nodiscard]] bool try_send_copy(std::span<const std::byte> bytes) {
+        int rc = zcio_send_bytes(ch_.get(), bytes.data(), bytes.size(), 0);
+        if (rc == -EAGAIN) return false;
+        detail::check(rc, "zcio_send_bytes");
+        return true;
+    }
+
+    /// The next message, waiting up to the receive bound (timed_out after it;
+    /// disconnected once the peer is gone and everything it sent was received).
+    message recv() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    /// A message if one is there now.
+    std::optional<message> try_recv() { return get(0); }
+    /// A message within `d`, or nullopt.
+    template <class Rep, class Period> std::optional<message> recv_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+
+    /// Open a lane (small messages in slots only this process writes).
+    lane_sender open_lane(std::uint32_t slots = 64, std::size_t slot_size = 4096);
+    /// Take the lane the peer opened, waiting up to the receive bound.
+    lane_receiver accept_lane();
+    std::optional<lane_receiver> try_accept_lane();
+    template <class Rep, class Period>
+    std::optional<lane_receiver> accept_lane_for(std::chrono::duration<Rep, Period> d);
+
+    /// Process the peer's deallocation notices now; returns the slices that came back.
+    int reclaim() { return detail::check(zcio_channel_reclaim(ch_.get()), "zcio_channel_reclaim"); }
+    channel_stats stats() const {
+        channel_stats s{};
+        detail::check(zcio_channel_get_stats(ch_.get(), &s), "zcio_channel_get_stats");
+        return s;
+    }
+    /// Event loops: the doorbell (zcio_channel_doorbell; switches this end to
+    /// bell mode for good). Loop: try_recv(); prepare_recv_sleep(); poll fd();
+    /// doorbell_rang(). The fd belongs to the channel.
+    int fd() const { return detail::check(zcio_channel_doorbell(ch_.get()), "zcio_channel_doorbell"); }
+    /// true: sleep on fd(); false: a message is pending.
+    bool prepare_recv_sleep() {
+        return detail::check(zcio_channel_prepare_recv_sleep(ch_.get()), "zcio_channel_prepare_recv_sleep") == 1;
+    }
+    /// true: sleep on fd(); false: send again now (for a send that would block).
+    bool prepare_send_sleep(std::size_t slices, std::uint64_t bytes) {
+        return detail::check(zcio_channel_prepare_send_sleep(ch_.get(), slices, bytes),
+                             "zcio_channel_prepare_send_sleep") == 1;
+    }
+    /// After fd() polled readable; true when it has hung up (look again on a
+    /// timer from then on, not on the fd).
+    bool doorbell_rang() {
+        return detail::check(zcio_channel_doorbell_rang(ch_.get()), "zcio_channel_doorbell_rang") == 1;
+    }
+    zcio_channel *native_handle() const noexcept { return ch_.get(); }
+
+  private:
+    friend class listener;
+    explicit channel(zcio_channel *c) noexcept : ch_(c) {}
+    /// true: sent (m is emptied); false: a quiet failure (m is intact).
+    bool put(message &m, int ms) {
+        int rc;
+        if (m.received_) {
+            rc = zcio_forward(ch_.get(), m.received_.get(), ms);
+            if (rc == 0) {
+                m.received_.reset();
+                return true;
+            }
+        } else if (m.bufs_.size() == 1) {
+            rc = zcio_send(ch_.get(), m.bufs_[0].buf.get(), ms);
+            if (rc == 0) {
+                (void)m.bufs_[0].buf.release(); // the channel's now
+                m.bufs_.clear();
+                return true;
+            }
+        } else {
+            zcio_buf *ptrs[message::max_slices] = {};
+            std::size_t n = m.bufs_.size();
+            for (std::size_t i = 0; i < n && i < message::max_slices; i++) ptrs[i] = m.bufs_[i].buf.get();
+            rc = zcio_sendv(ch_.get(), ptrs, n, ms);
+            if (rc == 0) {
+                for (std::size_t i = 0; i < n; i++) (void)m.bufs_[i].buf.release();
+                m.bufs_.clear();
+                return true;
+            }
+        }
+        if (detail::quiet(rc, ms)) return false;
+        throw send_error(rc, "zcio_send", zcio_last_error(), std::move(m));
+    }
+    std::optional<message> get(int ms) {
+        zcio_msg *m = nullptr;
+        int rc = zcio_recv(ch_.get(), ms, &m);
+        if (rc == 0) return message(m);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_recv");
+    }
+    detail::owned<zcio_channel, detail::free_channel> ch_;
+};
+
+/// Listens for channels on a Unix socket (zcio_listener); the socket file is
+/// removed when it is destroyed. Only processes of this user id may connect.
+class listener {
+  public:
+    static listener bind(const std::string &path, const channel_config &config = {}) {
+        zcio_channel_config c = config.to_c();
+        zcio_listener *l = nullptr;
+        detail::check(zcio_listen_with(path.c_str(), &c, &l), "zcio_listen_with");
+        return listener(l, path);
+    }
+    listener(listener &&) noexcept = default;
+    listener &operator=(listener &&) noexcept = default;
+
+    /// One channel, waiting up to the accept bound.
+    channel accept() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<channel> try_accept() { return get(0); }
+    template <class Rep, class Period> std::optional<channel> accept_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    const std::string &path() const noexcept { return path_; }
+    zcio_listener *native_handle() const noexcept { return l_.get(); }
+
+  private:
+    listener(zcio_listener *l, std::string path) noexcept : l_(l), path_(std::move(path)) {}
+    std::optional<channel> get(int ms) {
+        zcio_channel *c = nullptr;
+        int rc = zcio_accept(l_.get(), ms, &c);
+        if (rc == 0) return channel(c);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_accept");
+    }
+    detail::owned<zcio_listener, detail::free_listener> l_;
+    std::string path_;
+};
+
+// ------------------------------------------------------------------- lanes
+
+/// A slot lent by a lane sender, to fill: send(n) sends its first n bytes;
+/// destroying it unsent gives the slot back. One loan per sender at a time.
+class lane_loan {
+  public:
+    lane_loan(lane_loan &&o) noexcept : tx_(std::exchange(o.tx_, nullptr)), data_(o.data_) {}
+    lane_loan &operator=(lane_loan &&o) noexcept {
+        if (this != &o) {
+            cancel();
+            tx_ = std::exchange(o.tx_, nullptr);
+            data_ = o.data_;
+        }
+        return *this;
+    }
+    ~lane_loan() { cancel(); }
+    /// The slot (it holds what it carried last).
+    std::span<std::byte> data() noexcept { return data_; }
+    /// Send the first `n` bytes; the slot is the receiver's until it releases it.
+    void send(std::size_t n) && {
+        zcio_lane_sender *tx = std::exchange(tx_, nullptr);
+        int rc = zcio_lane_send(tx, n);
+        if (rc == -EMSGSIZE) tx_ = tx; // the loan stays out
+        detail::check(rc, "zcio_lane_send");
+    }
+
+  private:
+    friend class lane_sender;
+    lane_loan(zcio_lane_sender *tx, std::span<std::byte> d) noexcept : tx_(tx), data_(d) {}
+    void cancel() noexcept {
+        if (tx_) (void)zcio_lane_cancel(std::exchange(tx_, nullptr));
+    }
+    zcio_lane_sender *tx_;
+    std::span<std::byte> data_;
+};
+
+/// The sending end of a lane (zcio_lane_sender); destroy it before its channel.
+class lane_sender {
+  public:
+    lane_sender(lane_sender &&) noexcept = default;
+    lane_sender &operator=(lane_sender &&) noexcept = default;
+
+    /// A free slot, waiting up to the channel's send bound.
+    lane_loan loan() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<lane_loan> try_loan() { return get(0); }
+    template <class Rep, class Period> std::optional<lane_loan> loan_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    /// A loan, a copy, a send.
+    void send_copy(std::span<const std::byte> bytes) {
+        detail::check(zcio_lane_send_bytes(tx_.get(), bytes.data(), bytes.size(), ZCIO_TIMEOUT_DEFAULT),
+                      "zcio_lane_send_bytes");
+    }
+    std::size_t slot_size() const noexcept { return zcio_lane_slot_size(tx_.get()); }
+    lane_stats stats() const {
+        lane_stats s{};
+        detail::check(zcio_lane_sender_get_stats(tx_.get(), &s), "zcio_lane_sender_get_stats");
+        return s;
+    }
+
+  private:
+    friend class channel;
+    explicit lane_sender(zcio_lane_sender *t) noexcept : tx_(t) {}
+    std::optional<lane_loan> get(int ms) {
+        void *data = nullptr;
+        std::size_t cap = 0;
+        int rc = zcio_lane_loan(tx_.get(), ms, &data, &cap);
+        if (rc == 0) return lane_loan(tx_.get(), {static_cast<std::byte *>(data), cap});
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_lane_loan");
+    }
+    detail::owned<zcio_lane_sender, detail::free_lane_tx> tx_;
+};
+
+/// A message received on a lane, in place; destroying it releases the slot.
+/// One at a time per receiver (receiving again while one lives throws busy).
+class lane_msg {
+  public:
+    lane_msg(lane_msg &&o) noexcept : rx_(std::exchange(o.rx_, nullptr)), held_(o.held_), data_(o.data_) {}
+    lane_msg &operator=(lane_msg &&o) noexcept {
+        if (this != &o) {
+            release();
+            rx_ = std::exchange(o.rx_, nullptr);
+            held_ = o.held_;
+            data_ = o.data_;
+        }
+        return *this;
+    }
+    ~lane_msg() { release(); }
+    /// The bytes, in place (the sender keeps its writable mapping: copy out what you validate).
+    std::span<const std::byte> bytes() const noexcept { return data_; }
+    std::size_t size() const noexcept { return data_.size(); }
+
+  private:
+    friend class lane_receiver;
+    lane_msg(zcio_lane_receiver *rx, bool *held, std::span<const std::byte> d) noexcept
+        : rx_(rx), held_(held), data_(d) {}
+    void release() noexcept {
+        if (rx_) {
+            (void)zcio_lane_release(std::exchange(rx_, nullptr));
+            *held_ = false;
+        }
+    }
+    zcio_lane_receiver *rx_;
+    bool *held_;
+    std::span<const std::byte> data_;
+};
+
+/// The receiving end of a lane (zcio_lane_receiver); destroy it before its channel.
+class lane_receiver {
+  public:
+    lane_receiver(lane_receiver &&) noexcept = default;
+    lane_receiver &operator=(lane_receiver &&) noexcept = default;
+
+    /// The next message, waiting up to the channel's receive bound.
+    lane_msg recv() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<lane_msg> try_recv() { return get(0); }
+    template <class Rep, class Period> std::optional<lane_msg> recv_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    lane_stats stats() const {
+        lane_stats s{};
+        detail::check(zcio_lane_receiver_get_stats(rx_.get(), &s), "zcio_lane_receiver_get_stats");
+        return s;
+    }
+
+  private:
+    friend class channel;
+    explicit lane_receiver(zcio_lane_receiver *r) : rx_(r), held_(std::make_unique<bool>(false)) {}
+    std::optional<lane_msg> get(int ms) {
+        if (*held_)
+            throw error(-EBUSY, "zcio::lane_receiver::recv", "a lane_msg of this receiver is still alive: destroy it first");
+        const void *data = nullptr;
+        std::size_t len = 0;
+        int rc = zcio_lane_recv(rx_.get(), ms, &data, &len);
+        if (rc == 0) {
+            *held_ = true;
+            return lane_msg(rx_.get(), held_.get(), {static_cast<const std::byte *>(data), len});
+        }
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_lane_recv");
+    }
+    detail::owned<zcio_lane_receiver, detail::free_lane_rx> rx_;
+    std::unique_ptr<bool> held_; // stable across moves of the receiver
+};
+
+inline lane_sender channel::open_lane(std::uint32_t slots, std::size_t slot_size) {
+    zcio_lane_sender *t = nullptr;
+    detail::check(zcio_lane_open(ch_.get(), slots, slot_size, &t), "zcio_lane_open");
+    return lane_sender(t);
+}
+namespace detail {
+inline std::optional<lane_receiver> accept_lane(zcio_channel *ch, int ms,
+                                                lane_receiver (*make)(zcio_lane_receiver *)) {
+    zcio_lane_receiver *r = nullptr;
+    int rc = zcio_lane_accept(ch, ms, &r);
+    if (rc == 0) return make(r);
+    if (quiet(rc, ms)) return std::nullopt;
+    raise(rc, "zcio_lane_accept");
+}
+} // namespace detail
+inline lane_receiver channel::accept_lane() {
+    return *detail::accept_lane(ch_.get(), ZCIO_TIMEOUT_DEFAULT, [](zcio_lane_receiver *r) { return lane_receiver(r); });
+}
+inline std::optional<lane_receiver> channel::try_accept_lane() {
+    return detail::accept_lane(ch_.get(), 0, [](zcio_lane_receiver *r) { return lane_receiver(r); });
+}
+template <class Rep, class Period>
+std::optional<lane_receiver> channel::accept_lane_for(std::chrono::duration<Rep, Period> d) {
+    return detail::accept_lane(ch_.get(), detail::timeout_ms(d),
+                               [](zcio_lane_receiver *r) { return lane_receiver(r); });
+}
+
+// ------------------------------------------------------------------- rings
+
+/// A ring's layout: a byte stream (Rust's Layout::Continuous) or one block
+/// per write (Layout::Variable); the C API creates no other layout.
+enum class ring_layout { stream, blocks };
+/// What a full ring does (Rust's Overflow): wait for the slowest reader,
+/// drop the new block (srp), overwrite the oldest (frp), or both (mrp).
+enum class ring_overflow { block, srp, frp, mrp };
+
+/// How a producer creates a ring (zcio_ring_open's flags).
+struct ring_options {
+    std::size_t size = 1 << 20;                          // data bytes: a power of two, 4 KiB..16 GiB
+    ring_layout layout = ring_layout::stream;
+    ring_overflow overflow = ring_overflow::block;
+    mode_t mode = 0600;
+    bool create = true;                                  // create it if missing
+    bool exclusive = false;                              // fail if it exists
+
+    int flags() const noexcept {
+        int f = 0;
+        if (create) f |= ZCIO_O_CREAT;
+        if (exclusive) f |= ZCIO_O_EXCL;
+        if (layout == ring_layout::blocks) f |= ZCIO_O_BLOCKS;
+        switch (overflow) {
+        case ring_overflow::block: break;
+        case ring_overflow::srp: f |= ZCIO_O_SRP; break;
+        case ring_overflow::frp: f |= ZCIO_O_FRP; break;
+        case ring_overflow::mrp: f |= ZCIO_O_MRP; break;
+        }
+        return f;
+    }
+};
+
+using ring_stats = zcio_ring_stats;
+using ring_counters = zcio_ring_counters;
+
+namespace detail {
+/// What ring producers and consumers share: the handle and its wait, set
+/// only when it changes (the C wait is a property of the handle).
+class ring_end {
+  public:
+    ring_stats stats() const {
+        ring_stats s{};
+        check(zcio_ring_get_stats(r_.get(), &s), "zcio_ring_get_stats");
+        return s;
+    }
+    ring_counters counters() const {
+        ring_counters c{};
+        check(zcio_ring_get_counters(r_.get(), &c, sizeof c), "zcio_ring_get_counters");
+        return c;
+    }
+    /// Event loops, after the fd polled readable or 50 ms passed (zcio_ring_doorbell_rang).
+    void doorbell_rang() { check(zcio_ring_doorbell_rang(r_.get()), "zcio_ring_doorbell_rang"); }
+    zcio_ring *native_handle() const noexcept { return r_.get(); }
+
+  protected:
+    ring_end(const std::string &name, int flags, mode_t mode, std::size_t size) {
+        zcio_ring *r = nullptr;
+        check(zcio_ring_open(name.c_str(), flags, mode, size, &r), "zcio_ring_open");
+        r_.reset(r);
+    }
+    void wait(int ms) {
+        if (ms != ms_) {
+            check(zcio_ring_set_timeout(r_.get(), ms), "zcio_ring_set_timeout");
+            ms_ = ms;
+        }
+    }
+    owned<zcio_ring, free_ring> r_;
+    int ms_ = ZCIO_TIMEOUT_DEFAULT;
+};
+} // namespace detail
+
+/// The producer of a named ring. Destroying it ends the stream (consumers
+/// read what is left, then the end); std::move(p).close_with_error(code)
+/// ends it with an error. The C API has no reserve/commit: writes copy.
+class ring_producer : public detail::ring_end {
+  public:
+    explicit ring_producer(const std::string &name, const ring_options &o = {})
+        : ring_end(name, ZCIO_O_WRONLY | o.flags(), o.mode, o.size) {}
+    ring_producer(ring_producer &&) noexcept = default;
+    ring_producer &operator=(ring_producer &&) noexcept = default;
+
+    /// Write `bytes` (a stream takes any length; a block ring one block),
+    /// waiting up to the producer's bound (10 s) for room.
+    std::size_t write(std::span<const std::byte> bytes) {
+        wait(ZCIO_TIMEOUT_DEFAULT);
+        ssize_t n = zcio_ring_write(r_.get(), bytes.data(), bytes.size());
+        if (n < 0) detail::raise(n, "zcio_ring_write");
+        return static_cast<std::size_t>(n);
+    }
+    /// Write what fits now; nullopt if nothing did.
+    std::optional<std::size_t> try_write(std::span<const std::byte> bytes) { return put(bytes, 0); }
+    template <class Rep, class Period>
+    std::optional<std::size_t> write_for(std::span<const std::byte> bytes, std::chrono::duration<Rep, Period> d) {
+        return put(bytes, detail::timeout_ms(d));
+    }
+    /// Wait until `n` live consumers are attached, at most `d`; returns how many are.
+    template <class Rep = long, class Period = std::milli>
+    unsigned wait_consumers(unsigned n, std::chrono::duration<Rep, Period> d = std::chrono::milliseconds(-1)) {
+        int ms = d < d.zero() ? ZCIO_TIMEOUT_DEFAULT : detail::timeout_ms(d);
+        return static_cast<unsigned>(
+            detail::check(zcio_ring_wait_consumers(r_.get(), n, ms), "zcio_ring_wait_consumers"));
+    }
+    /// End the stream with an error: consumers get producer_failed after what was written.
+    void close_with_error(std::uint32_t code) && { zcio_ring_close_error(r_.release(), code); }
+    /// Event loops: the producer's named bell (zcio_ring_doorbell), for a write that would block.
+    int fd() const { return detail::check(zcio_ring_doorbell(r_.get()), "zcio_ring_doorbell"); }
+    /// true: sleep on fd() (or 50 ms); false: write again now.
+    bool prepare_write_sleep(std::size_t len) {
+        return detail::check(zcio_ring_prepare_write_sleep(r_.get(), len), "zcio_ring_prepare_write_sleep") == 1;
+    }
+
+  private:
+    std::optional<std::size_t> put(std::span<const std::byte> b, int ms) {
+        wait(ms);
+        ssize_t n = zcio_ring_write(r_.get(), b.data(), b.size());
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (detail::quiet(n, ms)) return std::nullopt;
+        detail::raise(n, "zcio_ring_write");
+    }
+};
+
+class ring_consumer;
+
+/// A ring block (or stream bytes) held in place by a consumer: the bytes
+/// are volatile (any process attached can write them, FRP/MRP overwrite
+/// them). std::move(p).release() says whether it stayed intact; destroying
+/// it releases it without asking. Empty (!p) at the end of the stream.
+class ring_peek {
+  public:
+    ring_peek(ring_peek &&o) noexcept : r_(std::exchange(o.r_, nullptr)), data_(o.data_) {}
+    ring_peek &operator=(ring_peek &&o) noexcept {
+        if (this != &o) {
+            drop();
+            r_ = std::exchange(o.r_, nullptr);
+            data_ = o.data_;
+        }
+        return *this;
+    }
+    ~ring_peek() { drop(); }
+    /// false at the end of the stream.
+    explicit operator bool() const noexcept { return r_ != nullptr; }
+    std::span<const std::byte> bytes() const noexcept { return data_; }
+    std::size_t size() const noexcept { return data_.size(); }
+    /// Done with it: true if it stayed intact, false if the producer
+    /// overwrote it meanwhile (discard what you read; the cursor skipped ahead).
+    bool release() && {
+        if (!r_) return true;
+        int rc = zcio_ring_release(std::exchange(r_, nullptr));
+        if (rc == -ZCIO_ELAPPED) return false;
+        detail::check(rc, "zcio_ring_release");
+        return true;
+    }
+
+  private:
+    friend class ring_consumer;
+    ring_peek() noexcept : r_(nullptr) {}
+    ring_peek(zcio_ring *r, std::span<const std::byte> d) noexcept : r_(r), data_(d) {}
+    void drop() noexcept {
+        if (r_) (void)zcio_ring_release(std::exchange(r_, nullptr));
+    }
+    zcio_ring *r_;
+    std::span<const std::byte> data_;
+};
+
+/// A consumer of a named ring: reads by copy (read) or in place (peek).
+class ring_consumer : public detail::ring_end {
+  public:
+    enum class start { newest, oldest };
+    /// Attach to ring `name`; with `create_size` > 0 it is created (a byte
+    /// stream of that size) if missing.
+    explicit ring_consumer(const std::string &name, start from = start::newest, std::size_t create_size = 0)
+        : ring_end(name,
+                   ZCIO_O_RDONLY | (from == start::oldest ? ZCIO_O_OLDEST : 0) | (create_size ? ZCIO_O_CREAT : 0),
+                   0600, create_size) {}
+    ring_consumer(ring_consumer &&) noexcept = default;
+    ring_consumer &operator=(ring_consumer &&) noexcept = default;
+
+    /// Copy the next data into `out` (a whole block of a block ring), waiting
+    /// up to the consumer's bound (one hour). 0: the end of the stream.
+    std::size_t read(std::span<std::byte> out) {
+        wait(ZCIO_TIMEOUT_DEFAULT);
+        ssize_t n = zcio_ring_read(r_.get(), out.data(), out.size());
+        if (n < 0) detail::raise(n, "zcio_ring_read");
+        return static_cast<std::size_t>(n);
+    }
+    std::optional<std::size_t> try_read(std::span<std::byte> out) { return get(out, 0); }
+    template <class Rep, class Period>
+    std::optional<std::size_t> read_for(std::span<std::byte> out, std::chrono::duration<Rep, Period> d) {
+        return get(out, detail::timeout_ms(d));
+    }
+    /// The next data in place (at most `max` bytes of a stream; a whole block).
+    ring_peek peek(std::size_t max = SIZE_MAX) {
+        wait(ZCIO_TIMEOUT_DEFAULT);
+        const void *data = nullptr;
+        std::size_t len = 0;
+        int rc = zcio_ring_peek(r_.get(), max, &data, &len);
+        if (rc == 1) return ring_peek(r_.get(), {static_cast<const std::byte *>(data), len});
+        if (rc == 0) return ring_peek();
+        detail::raise(rc, "zcio_ring_peek");
+    }
+    std::optional<ring_peek> try_peek(std::size_t max = SIZE_MAX) { return look(max, 0); }
+    template <class Rep, class Period>
+    std::optional<ring_peek> peek_for(std::size_t max, std::chrono::duration<Rep, Period> d) {
+        return look(max, detail::timeout_ms(d));
+    }
+    enum class whence { current = ZCIO_SEEK_CUR, newest = ZCIO_SEEK_NEWEST, oldest = ZCIO_SEEK_OLDEST };
+    /// Move the cursor (lseek-like); returns the new position.
+    std::int64_t seek(std::int64_t offset, whence w = whence::current) {
+        return detail::check(zcio_ring_seek(r_.get(), offset, static_cast<int>(w)), "zcio_ring_seek");
+    }
+    /// Event loops: polls readable when the ring has news (zcio_ring_fd):
+    /// poll it (with a 50 ms timeout, then doorbell_rang()), then
+    /// try_read/try_peek until nullopt, which re-arms it.
+    int fd() const { return detail::check(zcio_ring_fd(r_.get()), "zcio_ring_fd"); }
+
+  private:
+    std::optional<std::size_t> get(std::span<std::byte> out, int ms) {
+        wait(ms);
+        ssize_t n = zcio_ring_read(r_.get(), out.data(), out.size());
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (detail::quiet(n, ms)) return std::nullopt;
+        detail::raise(n, "zcio_ring_read");
+    }
+    std::optional<ring_peek> look(std::size_t max, int ms) {
+        wait(ms);
+        const void *data = nullptr;
+        std::size_t len = 0;
+        int rc = zcio_ring_peek(r_.get(), max, &data, &len);
+        if (rc == 1) return ring_peek(r_.get(), {static_cast<const std::byte *>(data), len});
+        if (rc == 0) return ring_peek();
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_ring_peek");
+    }
+};
+
+/// Remove ring `name` (attached processes keep using it); false if it did not exist.
+inline bool ring_unlink(const std::string &name) {
+    int rc = zcio_ring_unlink(name.c_str());
+    if (rc == -ENOENT) return false;
+    detail::check(rc, "zcio_ring_unlink");
+    return true;
+}
+
+// ---------------------------------------------------------- typed messages
+
+template <class T> class typed;
+
+/// A pool buffer holding a T after its type tag, being filled in place
+/// (reserve -> fill -> send): value() is the T; std::move(b).freeze() -> message.
+template <class T> class typed_buffer {
+  public:
+    typed_buffer(typed_buffer &&) noexcept = default;
+    typed_buffer &operator=(typed_buffer &&) noexcept = default;
+    T &value() noexcept { return *value_; }
+    T *operator->() noexcept { return value_; }
+    T &operator*() noexcept { return *value_; }
+    message freeze() && { return std::move(buf_).freeze(); }
+
+  private:
+    friend class typed<T>;
+    typed_buffer(buffer &&b, T *v) noexcept : buf_(std::move(b)), value_(v) {}
+    buffer buf_;
+    T *value_;
+};
+
+/// Typed messages: a T with the 128-byte type tag Rust's zcio::typed writes
+/// (Tag::new(name, schema) plus the layout of T), made and checked by the C
+/// library's own zcio_type_tag / zcio_msg_read_typed, so the bytes are those
+/// of a Rust TypedBuf<T> and of C's zcio_send_typed. T must be trivially
+/// copyable and should have no padding bytes (add explicit reserved fields).
+/// The receiver checks the tag (name, version, size, alignment) and size
+/// only: validate fields such as bools, enums and lengths of the copy.
+template <class T> class typed {
+    static_assert(std::is_trivially_copyable_v<T>, "zcio::typed<T> needs a trivially copyable T");
+    static_assert(!std::is_reference_v<T> && !std::is_array_v<T>, "zcio::typed<T>: T is a struct or scalar");
+
+  public:
+    /// The type as Rust's Tag::new(name, schema) names it.
+    typed(std::string name, std::uint32_t schema) : name_(std::move(name)), schema_(schema) {}
+    /// Untagged: only the length is checked.
+    static typed untagged() { return typed(); }
+
+    /// The C description (name, schema, sizeof T, alignof T).
+    zcio_type type() const noexcept {
+        return zcio_type{tagged_ ? name_.c_str() : nullptr, schema_, sizeof(T), alignof(T), 0};
+    }
+    /// Where the value starts in the message: max(128, alignof T), or 0 untagged.
+    /// (zcio_type_tag's offset: the 128-byte tag, padded to T's alignment.)
+    std::size_t offset() const noexcept { return tagged_ ? std::max<std::size_t>(128, alignof(T)) : 0; }
+    /// Reserve a pool buffer for the tag and a T, write the tag, and
+    /// value-initialise the T in place (fill it, then freeze and send).
+    typed_buffer<T> alloc(pool &p, const T &init = T{}) const {
+        zcio_type t = type();
+        std::size_t off = offset();
+        buffer b = p.alloc(off + sizeof(T));
+        auto d = b.data();
+        if (reinterpret_cast<std::uintptr_t>(d.data() + off) % alignof(T) != 0)
+            throw error(-EINVAL, "zcio::typed::alloc", "the pool's buffer is not aligned for T");
+        if (off) detail::check(zcio_type_tag(&t, d.data(), off), "zcio_type_tag");
+        T *v = ::new (static_cast<void *>(d.data() + off)) T(init);
+        return typed_buffer<T>(std::move(b), v);
+    }
+    /// Copy `v` into a typed message in the channel's own pool and send it (zcio_send_typed).
+    void send(channel &ch, const T &v) const {
+        zcio_type t = type();
+        detail::check(zcio_send_typed(ch.native_handle(), &t, &v, sizeof(T), ZCIO_TIMEOUT_DEFAULT),
+                      "zcio_send_typed");
+    }
+    /// Check a received message's tag and size and copy the T out (read once:
+    /// the copy cannot change). Throws malformed for another type or version.
+    T read(const message &m) const {
+        if (!m.is_received())
+            throw error(-EINVAL, "zcio::typed::read", "read_typed takes a received message");
+        zcio_type t = type();
+        std::array<std::byte, sizeof(T)> out;
+        auto n = detail::check(zcio_msg_read_typed(m.native_handle(), &t, out.data(), out.size()),
+                               "zcio_msg_read_typed");
+        if (static_cast<std::size_t>(n) != sizeof(T))
+            throw error(-EBADMSG, "zcio::typed::read", "payload is not one T");
+        return std::bit_cast<T>(out);
+    }
+    const std::string &name() const noexcept { return name_; }
+    std::uint32_t schema() const noexcept { return schema_; }
+
+  private:
+    typed() : tagged_(false) {}
+    std::string name_;
+    std::uint32_t schema_ = 0;
+    bool tagged_ = true;
+};
+
+} // namespace zcio
