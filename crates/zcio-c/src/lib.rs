@@ -131,7 +131,7 @@ pub extern "C" fn zcio_page_size() -> usize {
 
 /// Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): other
 /// processes of the same uid can then neither `ptrace` it nor open its
-/// `/proc/PID/fd/*`, the two ways a same-uid peer could get a writable
+/// the descriptors under `/proc/PID/fd`, the two ways a same-uid peer could get a writable
 /// descriptor of its shared buffers. For an originator that must keep
 /// secured or volatile buffers safe from same-uid peers (other uids need no
 /// such step). Returns 0 or a negative errno.
