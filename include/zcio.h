@@ -803,7 +803,10 @@ typedef struct zcio_huge_pages {
  * channel the listener accepts), `zcio_connect_with` and
  * `zcio_channel_pair`. Always fill it with `zcio_channel_config_init`
  * (the defaults), then change what you need: fields are only ever added
- * at the end, and `_init` sets them all. Bounds are in milliseconds, > 0,
+ * at the end and `_init` sets them all, so such a program builds unchanged
+ * against a later header (rebuild it: the struct grows, and a library
+ * newer than the header a program was built with writes past its struct
+ * in `_init`). Bounds are in milliseconds, > 0,
  * or `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust). A value
  * out of range makes the call that takes the struct return `-EINVAL`,
  * and `zcio_last_error` says what is allowed.
@@ -2315,9 +2318,8 @@ int zcio_listen_with(const char *path, const struct zcio_channel_config *cfg, st
  * `zcio_listen_with` that admits whom `*access` names (Rust's
  * `AccessPolicy`: effective uids and gids, checked on the kernel's
  * credentials of the connecting process; NULL: this process's effective
- * uid only). A refused process's `zcio_connect` fails (`-EACCES`, or
- * `-EPIPE`/`-ECONNRESET` when the listener hung up first) and this
- * listener's `zcio_accept` returns `-EACCES`; the listener stays usable.
+ * uid only). A refused process's `zcio_connect` returns `-EACCES`, and so
+ * does this listener's `zcio_accept`; the listener stays usable.
  * `-EINVAL` for an access list that admits nobody or a NULL array with a
  * count.
  *
@@ -2380,9 +2382,9 @@ void zcio_listener_close(struct zcio_listener *l);
 int zcio_connect(const char *path, int timeout_ms, struct zcio_channel **out);
 
 /**
- * `zcio_connect` with the bounds of `*cfg` (NULL: the defaults): the
- * handshake waits at most `connect_timeout_ms`. `-EINVAL` for a bound
- * that is not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+ * `zcio_connect` with the configuration `*cfg` (NULL: the defaults): the
+ * handshake waits at most `connect_timeout_ms`. `-EINVAL` for a value out
+ * of range (`zcio_last_error` says which and what is allowed).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for

@@ -157,7 +157,7 @@ static int role_holder(char **a) {
 }
 
 /* Try to connect to a[0]; a listener whose access list leaves this process out
- * refuses it (the connect fails). Exit 0 when refused. */
+ * refuses it (the connect says -EACCES). Exit 0 when refused. */
 static int role_refused(char **a) {
     zcio_channel *ch = NULL;
     int rc = zcio_connect(a[0], TIMEOUT_MS, &ch);
@@ -166,7 +166,8 @@ static int role_refused(char **a) {
         zcio_channel_close(ch);
         return 1;
     }
-    return ch == NULL ? 0 : 1;
+    if (rc != -EACCES) fprintf(stderr, "refused: connect = %d (%s), want -EACCES\n", rc, zcio_last_error());
+    return rc == -EACCES && ch == NULL ? 0 : 1;
 }
 
 /* Connect to a[0] and send a[1] messages of the test stream, then close. */
