@@ -719,6 +719,41 @@ static int test_forward_downstream_killed(void) {
     return 0;
 }
 
+/* max_idle_ms stops the loop: what was sent is forwarded, then it ends with
+ * ZCIO_FORWARD_IDLE and closes the downstream. */
+static int test_forward_run_idle(void) {
+    zcio_channel *src, *up, *down, *dst;
+    CHECK_OK(zcio_channel_pair(NULL, &src, &up));
+    CHECK_OK(zcio_channel_pair(NULL, &down, &dst));
+    for (int i = 0; i < 3; i++) CHECK_OK(zcio_send_bytes(src, "abcd", 4, TIMEOUT_MS));
+    zcio_forward_config cfg;
+    zcio_forward_config_init(&cfg);
+    cfg.max_idle_ms = 50;
+    zcio_forward_report rep;
+    CHECK_RC(zcio_forward_run(up, down, NULL, &cfg, &rep, sizeof rep), 0);
+    CHECK(rep.end == ZCIO_FORWARD_IDLE && rep.error == 0);
+    CHECK(rep.msgs == 3 && rep.bytes == 12 && rep.errors == 0 && rep.batches >= 1);
+    /* A report struct smaller than today's gets what fits (the downstream is
+     * closed now: the loop ends at once or after the idle bound). */
+    struct { int end, error; } small = {0, 7};
+    int rc = zcio_forward_run(up, down, NULL, &cfg, (zcio_forward_report *)&small, sizeof small);
+    CHECK(rc == 0 || rc == -EPIPE);
+    CHECK(small.error == 0 && small.end == (rc == 0 ? ZCIO_FORWARD_IDLE : ZCIO_FORWARD_DOWNSTREAM_DISCONNECTED));
+    for (int i = 0; i < 3; i++) {
+        zcio_msg *m;
+        CHECK_OK(zcio_recv(dst, TIMEOUT_MS, &m));
+        CHECK_RC(zcio_msg_len(m), 4);
+        zcio_msg_release(m);
+    }
+    zcio_msg *m;
+    CHECK_RC(zcio_recv(dst, TIMEOUT_MS, &m), -EPIPE);
+    zcio_channel_close(src);
+    zcio_channel_close(up);
+    zcio_channel_close(down);
+    zcio_channel_close(dst);
+    return 0;
+}
+
 /* zcio_pool_create_with: the fields are applied (read back, the capacity in the
  * counters, the allocation bound), and zcio_pool_reclaim_all takes notices in. */
 static int test_pool_config(void) {
@@ -866,6 +901,7 @@ static const struct test tests[] = {
     {"forward_run_by_ref", test_forward_run_by_ref},
     {"forward_run_copy", test_forward_run_copy},
     {"forward_downstream_killed", test_forward_downstream_killed},
+    {"forward_run_idle", test_forward_run_idle},
     {"pool_config", test_pool_config},
     {"messages", test_messages},
 };
