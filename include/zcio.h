@@ -222,6 +222,117 @@
 #define ZCIO_SEEK_OLDEST 3
 
 /**
+ * `zcio_channel_config.notify`: wake a sleeping receiver with the send
+ * that finds it asleep (the default; Rust's `Notify::Now`).
+ */
+#define ZCIO_NOTIFY_NOW 0
+
+/**
+ * `zcio_channel_config.notify`: defer the wake until `wake_batch` messages
+ * wait, the oldest is `max_age_us` old, or `zcio_channel_flush` (Rust's
+ * `Notify::Defer`): fewer system calls per message.
+ */
+#define ZCIO_NOTIFY_DEFER 1
+
+/**
+ * `zcio_channel_config.full`: a send into a full ring (or at the in-flight
+ * caps) waits, up to its timeout (the default; Rust's `FullPolicy::Block`).
+ */
+#define ZCIO_FULL_BLOCK 0
+
+/**
+ * `zcio_channel_config.full`: a send into a full ring fails at once with
+ * `-EAGAIN` whatever its `timeout_ms` (Rust's `FullPolicy::Fail`).
+ */
+#define ZCIO_FULL_FAIL 1
+
+/**
+ * `zcio_channel_config.hold_expiry`: a peer holding a lent buffer past
+ * `hold_limit_ms` aborts the channel (Rust's `HoldExpiry::Abort`).
+ */
+#define ZCIO_HOLD_ABORT 0
+
+/**
+ * `zcio_channel_config.hold_expiry`: a buffer held past `hold_limit_ms` is
+ * taken back into its pool (the peer may then see it reused) and counted
+ * in `ZCIO_FAULT_HOLDS_RECLAIMED` (Rust's `HoldExpiry::Reclaim`).
+ */
+#define ZCIO_HOLD_RECLAIM 1
+
+/**
+ * `zcio_peer_fault.kind` of a fault this library version does not name
+ * (a newer Rust kind); `zcio_last_error` after `zcio_channel_health` has
+ * its text.
+ */
+#define ZCIO_FAULT_OTHER 0
+
+/**
+ * The peer keeps its sleep flag set without sleeping; `value`: futile
+ * wakes in a row. It is now woken at most once per `max_age_us`.
+ */
+#define ZCIO_FAULT_FUTILE_WAKES 1
+
+/**
+ * A send waited its whole timeout for ring space: the peer does not
+ * consume. `value`: 0.
+ */
+#define ZCIO_FAULT_NOT_CONSUMING 2
+
+/**
+ * A send waited its whole timeout at the in-flight caps: the peer does not
+ * release buffers. `value`: the slices it held.
+ */
+#define ZCIO_FAULT_NOT_RELEASING 3
+
+/**
+ * The peer held a lent buffer past `hold_limit_ms` and the channel was
+ * aborted (`ZCIO_HOLD_ABORT`). `value`: the limit in ms.
+ */
+#define ZCIO_FAULT_HOLD_EXPIRED 4
+
+/**
+ * Buffers held past `hold_limit_ms` were taken back (`ZCIO_HOLD_RECLAIM`).
+ * `value`: how many so far.
+ */
+#define ZCIO_FAULT_HOLDS_RECLAIMED 5
+
+/**
+ * The peer wrote impossible values into the shared control segment; the
+ * channel is closed. `value`: 1 a message ring, 2 a notice ring.
+ */
+#define ZCIO_FAULT_CORRUPT 6
+
+/**
+ * Malformed messages or control records were rejected (the channel stays
+ * usable). `value`: how many so far.
+ */
+#define ZCIO_FAULT_MALFORMED 7
+
+/**
+ * `zcio_forward_report.end`: the upstream disconnected (closed its end or
+ * died) and everything it sent was forwarded; the downstream was closed.
+ */
+#define ZCIO_FORWARD_UPSTREAM_DISCONNECTED 1
+
+/**
+ * `zcio_forward_report.end`: the downstream disconnected (closed its end
+ * or died); the upstream was closed in turn.
+ */
+#define ZCIO_FORWARD_DOWNSTREAM_DISCONNECTED 2
+
+/**
+ * `zcio_forward_report.end`: no message came for `max_idle_ms`.
+ */
+#define ZCIO_FORWARD_IDLE 3
+
+/**
+ * `zcio_forward_report.end`: a channel reported a failure the loop cannot
+ * continue after (a corrupted ring); both channels were closed, and
+ * `zcio_forward_report.error` has the code.
+ */
+#define ZCIO_FORWARD_FAILED 4
+
+/**
  * `zcio_assoc_run` / `zcio_assoc_start`: the default increment (zcio
  * chooses; 4 MiB).
  */
@@ -555,6 +666,53 @@ typedef struct zcio_ring_counters {
 } zcio_ring_counters;
 
 /**
+ * The configuration of a pool (Rust's `PoolConfig`), for
+ * `zcio_pool_create_with`. Fill it with `zcio_pool_config_init` (the
+ * defaults), then change what you need; fields are only ever added at the
+ * end. A value out of range is `-EINVAL`, and `zcio_last_error` says what
+ * is allowed.
+ */
+typedef struct zcio_pool_config {
+    /**
+     * Bytes per chunk region, rounded up to pages (> 0; default 16 MiB); a
+     * larger buffer gets a chunk of its own size.
+     */
+    uint64_t chunk_size;
+    /**
+     * Most chunks the pool ever holds (> 0; default 16).
+     */
+    uint64_t max_chunks;
+    /**
+     * 1: pre-fault chunks when they are made (`MAP_POPULATE`, default);
+     * 0: fault pages in on first touch.
+     */
+    int populate;
+    /**
+     * Freed buffers kept per page count on the quick list before they go
+     * back to the extent allocator (default 64).
+     */
+    uint64_t quick_list_cap;
+    /**
+     * How long an allocation that waits polls for released buffers before
+     * it sleeps, in µs (0: sleep at once; default the process's spin
+     * policy).
+     */
+    uint64_t spin_us;
+    /**
+     * Bytes of chunks the pool may write off over its life to replace
+     * chunks holding retired buffers (a dead receiver's); default
+     * `max_chunks × chunk_size`.
+     */
+    uint64_t retire_budget;
+    /**
+     * What `zcio_buf_alloc` (and any allocation with `timeout_ms` < 0)
+     * waits for receivers to release buffers, in ms (> 0 or
+     * `ZCIO_TIMEOUT_INFINITE`; default 10 000).
+     */
+    int alloc_timeout_ms;
+} zcio_pool_config;
+
+/**
  * Counters of a pool (`zcio_pool_get_stats`).
  */
 typedef struct zcio_pool_stats {
@@ -640,11 +798,18 @@ typedef struct zcio_huge_pages {
 } zcio_huge_pages;
 
 /**
- * The bounds of a channel's default waits, in milliseconds, for
- * `zcio_listen_with` (every channel the listener accepts) and
- * `zcio_connect_with`. Fill it with `zcio_channel_config_init` (the
- * defaults), then change what you need. Each bound is > 0, or
- * `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust).
+ * The configuration of a channel end (Rust's `ChannelConfig` with its
+ * `ChannelPolicy`), for `zcio_listen_with` / `zcio_listen_access` (every
+ * channel the listener accepts), `zcio_connect_with` and
+ * `zcio_channel_pair`. Always fill it with `zcio_channel_config_init`
+ * (the defaults), then change what you need: fields are only ever added
+ * at the end and `_init` sets them all, so such a program builds unchanged
+ * against a later header (rebuild it: the struct grows, and a library
+ * newer than the header a program was built with writes past its struct
+ * in `_init`). Bounds are in milliseconds, > 0,
+ * or `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust). A value
+ * out of range makes the call that takes the struct return `-EINVAL`,
+ * and `zcio_last_error` says what is allowed.
  */
 typedef struct zcio_channel_config {
     /**
@@ -670,7 +835,123 @@ typedef struct zcio_channel_config {
      * (a listener's bound; default 3 600 000: one hour).
      */
     int accept_timeout_ms;
+    /**
+     * Descriptor entries per message ring, one per slice in flight: a
+     * power of two in 8..=1048576 (default 1024).
+     */
+    uint32_t ring_entries;
+    /**
+     * Entries per deallocation-notice ring: a power of two in 8..=1048576
+     * (default 2048).
+     */
+    uint32_t notice_entries;
+    /**
+     * Most slices the peer may hold from this end at once; a send beyond
+     * it waits (or fails, `-EAGAIN`) until the peer releases some
+     * (default 65536; > 0).
+     */
+    uint64_t max_in_flight;
+    /**
+     * Most bytes of slices the peer may hold from this end at once, as
+     * `max_in_flight`; a message larger than the cap is still sent once
+     * the peer holds nothing else (default 256 MiB; > 0).
+     */
+    uint64_t max_bytes_in_flight;
+    /**
+     * 1: pre-fault received regions when mapping them (default); 0: not.
+     */
+    int populate;
+    /**
+     * How often a sleeping side checks whether the peer is still alive,
+     * in ms (> 0; default 50).
+     */
+    int liveness_interval_ms;
+    /**
+     * Largest region a peer may pass this end, in bytes; larger ones are
+     * refused (default 4 GiB; > 0).
+     */
+    uint64_t max_region_len;
+    /**
+     * Small-message slots: a message of one slice of this process's own
+     * making of at most `lane_slot_size` bytes is copied into one of
+     * `lane_slots` slots instead of lent (0..=65536; 0 turns it off;
+     * default 64).
+     */
+    uint32_t lane_slots;
+    /**
+     * Bytes per small-message slot (0..=1 GiB; default 4096).
+     */
+    uint64_t lane_slot_size;
+    /**
+     * `ZCIO_NOTIFY_NOW` (default) or `ZCIO_NOTIFY_DEFER`.
+     */
+    int notify;
+    /**
+     * Under `ZCIO_NOTIFY_DEFER`: wake the sleeping receiver once this
+     * many messages wait (>= 1; default 1).
+     */
+    uint32_t wake_batch;
+    /**
+     * Most a deferred message waits before the receiver is woken, and the
+     * longest a receiver sleeps (set it on both ends), in µs (> 0;
+     * default 1000).
+     */
+    uint64_t max_age_us;
+    /**
+     * Most a wait spins before it sleeps, in µs (0: sleep at once;
+     * default the process's spin policy, `zcio_spin_policy_get`).
+     */
+    uint64_t spin_us;
+    /**
+     * `ZCIO_FULL_BLOCK` (default) or `ZCIO_FULL_FAIL`.
+     */
+    int full;
+    /**
+     * Longest the peer may hold a buffer this end lent it, in ms (0: no
+     * limit, the default; `ZCIO_TIMEOUT_INFINITE` is also no limit).
+     * Checked on send, `zcio_channel_reclaim`, `zcio_channel_flush` and
+     * `zcio_channel_expire_holds`.
+     */
+    int hold_limit_ms;
+    /**
+     * What a hold past `hold_limit_ms` does: `ZCIO_HOLD_ABORT` (default)
+     * or `ZCIO_HOLD_RECLAIM`.
+     */
+    int hold_expiry;
+    /**
+     * Wakes in a row that find the peer's sleep flag set but nobody asleep
+     * before the flag is distrusted (`ZCIO_FAULT_FUTILE_WAKES`; >= 1;
+     * default 64).
+     */
+    uint32_t futile_wake_limit;
 } zcio_channel_config;
+
+/**
+ * Who may connect to a listener, decided on the kernel's credentials of
+ * the connecting process (`SO_PEERCRED`), before anything it sends is
+ * looked at: a process whose effective uid is in `uids`, or whose
+ * effective gid is in `gids`. Both arrays are read during the call only
+ * (the library keeps a copy). A NULL `struct zcio_access *` admits this
+ * process's own effective uid only.
+ */
+typedef struct zcio_access {
+    /**
+     * User ids allowed (NULL when `nuids` is 0).
+     */
+    const uint32_t *uids;
+    /**
+     * How many `uids`.
+     */
+    size_t nuids;
+    /**
+     * Group ids allowed (NULL when `ngids` is 0).
+     */
+    const uint32_t *gids;
+    /**
+     * How many `gids`.
+     */
+    size_t ngids;
+} zcio_access;
 
 /**
  * Counters of a channel end (`zcio_channel_get_stats`).
@@ -775,6 +1056,112 @@ typedef struct zcio_channel_stats {
      */
     uint64_t connection;
 } zcio_channel_stats;
+
+/**
+ * One kind of misbehaviour of the peer that a channel end detected (Rust's
+ * `PeerFault`): `kind` is a `ZCIO_FAULT_*` constant, `value` its detail
+ * (the latest). New kinds get new constants; the struct stays as it is.
+ */
+typedef struct zcio_peer_fault {
+    /**
+     * A `ZCIO_FAULT_*` constant.
+     */
+    int kind;
+    /**
+     * Its detail (see the constant).
+     */
+    uint64_t value;
+} zcio_peer_fault;
+
+/**
+ * The kernel's credentials of the process at the other end of a
+ * connection (`SO_PEERCRED`, taken when it connected; not from any
+ * message, so the peer cannot forge them).
+ */
+typedef struct zcio_peer_cred {
+    /**
+     * Process id as this process's PID namespace sees it; 0 when the peer
+     * lives in a PID namespace this one cannot see into (a container).
+     */
+    int32_t pid;
+    /**
+     * Effective user id.
+     */
+    uint32_t uid;
+    /**
+     * Effective group id.
+     */
+    uint32_t gid;
+} zcio_peer_cred;
+
+/**
+ * The tuning of `zcio_forward_run` (Rust's `ForwardConfig`). Fill it with
+ * `zcio_forward_config_init` (the defaults), then change what you need;
+ * fields are only ever added at the end. Bounds in ms are > 0 or
+ * `ZCIO_TIMEOUT_INFINITE`.
+ */
+typedef struct zcio_forward_config {
+    /**
+     * Messages taken without waiting before deferred wakes and notices
+     * are flushed (>= 1; default 64).
+     */
+    uint32_t batch;
+    /**
+     * Longest single wait for the next message, in ms; after it the loop
+     * reclaims, flushes and checks the downstream peer (> 0, finite;
+     * default 20).
+     */
+    int idle_wait_ms;
+    /**
+     * Stop (`ZCIO_FORWARD_IDLE`) after this many ms without a message (0:
+     * only when a channel ends, the default).
+     */
+    int max_idle_ms;
+    /**
+     * Bound on the wait for a buffer of the copy pool (copy mode; default
+     * 10 000).
+     */
+    int alloc_timeout_ms;
+    /**
+     * How often a busy loop checks that the downstream peer is alive, in
+     * ms (> 0, finite; default 50).
+     */
+    int liveness_interval_ms;
+} zcio_forward_config;
+
+/**
+ * What `zcio_forward_run` did and why it stopped (Rust's `ForwardReport`).
+ * Counters may be added at the end: pass its size.
+ */
+typedef struct zcio_forward_report {
+    /**
+     * Why it stopped: a `ZCIO_FORWARD_*` constant.
+     */
+    int end;
+    /**
+     * With `ZCIO_FORWARD_FAILED`: the failure's negative code (its text in
+     * `zcio_last_error`); else 0.
+     */
+    int error;
+    /**
+     * Messages forwarded.
+     */
+    uint64_t msgs;
+    /**
+     * Payload bytes forwarded.
+     */
+    uint64_t bytes;
+    /**
+     * Messages that could not be forwarded and were dropped (malformed
+     * input, no copy buffer in time, a send that failed but left the
+     * downstream alive).
+     */
+    uint64_t errors;
+    /**
+     * Rounds of draining what was ready.
+     */
+    uint64_t batches;
+} zcio_forward_report;
 
 /**
  * Counters of a lane end (`zcio_lane_sender_get_stats`,
@@ -1185,33 +1572,6 @@ typedef struct zcio_rendezvous_config {
 } zcio_rendezvous_config;
 
 /**
- * Who may connect to a listener, decided on the kernel's credentials of
- * the connecting process (`SO_PEERCRED`), before anything it sends is
- * looked at: a process whose effective uid is in `uids`, or whose
- * effective gid is in `gids`. Both arrays are read during the call only
- * (the library keeps a copy). A NULL `struct zcio_access *` admits this
- * process's own effective uid only.
- */
-typedef struct zcio_access {
-    /**
-     * User ids allowed (NULL when `nuids` is 0).
-     */
-    const uint32_t *uids;
-    /**
-     * How many `uids`.
-     */
-    size_t nuids;
-    /**
-     * Group ids allowed (NULL when `ngids` is 0).
-     */
-    const uint32_t *gids;
-    /**
-     * How many `gids`.
-     */
-    size_t ngids;
-} zcio_access;
-
-/**
  * Counters of a rendezvous endpoint or listener
  * (`zcio_rendezvous_get_stats`, `zcio_rendezvous_listener_get_stats`):
  * what its entry in the registry of live objects shows (`zcio ls`, `zcio
@@ -1301,27 +1661,6 @@ typedef struct zcio_envelope {
      */
     size_t nfds;
 } zcio_envelope;
-
-/**
- * The kernel's credentials of the process at the other end of a
- * connection (`SO_PEERCRED`, taken when it connected; not from any
- * message, so the peer cannot forge them).
- */
-typedef struct zcio_peer_cred {
-    /**
-     * Process id as this process's PID namespace sees it; 0 when the peer
-     * lives in a PID namespace this one cannot see into (a container).
-     */
-    int32_t pid;
-    /**
-     * Effective user id.
-     */
-    uint32_t uid;
-    /**
-     * Effective group id.
-     */
-    uint32_t gid;
-} zcio_peer_cred;
 
 /**
  * What a pool of proxy threads does and how many there may be, for
@@ -1441,6 +1780,22 @@ int zcio_spin_policy_set(uint64_t max_us, uint64_t task_max_us);
  * `max_us` and `task_max_us` are NULL or valid for a write of a `u64`.
  */
 int zcio_spin_policy_get(uint64_t *max_us, uint64_t *task_max_us);
+
+/**
+ * The system page size in bytes: the granularity of buffers, arenas and
+ * ring data areas.
+ */
+size_t zcio_page_size(void);
+
+/**
+ * Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): other
+ * processes of the same uid can then neither `ptrace` it nor open its
+ * the descriptors under `/proc/PID/fd`, the two ways a same-uid peer could get a writable
+ * descriptor of its shared buffers. For an originator that must keep
+ * secured or volatile buffers safe from same-uid peers (other uids need no
+ * such step). Returns 0 or a negative errno.
+ */
+int zcio_set_non_dumpable(void);
 
 /**
  * Describe a return code: `zcio_strerror(-EAGAIN)` or
@@ -1771,6 +2126,47 @@ int zcio_ring_unlink(const char *name);
 int zcio_pool_create(const char *name, size_t chunk_size, size_t max_chunks, struct zcio_pool **out);
 
 /**
+ * Fill `*cfg` with the defaults (Rust's `PoolConfig::default()`). NULL is
+ * ignored.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing a `struct zcio_pool_config`.
+ */
+void zcio_pool_config_init(struct zcio_pool_config *cfg);
+
+/**
+ * Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
+ * with the configuration `*cfg` (NULL: the defaults). Stores the handle in
+ * `*out` (free it with `zcio_pool_destroy`); returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+ * reading a `struct zcio_pool_config`; `out` is NULL or valid for writing
+ * a pointer.
+ */
+int zcio_pool_create_with(const char *name, const struct zcio_pool_config *cfg, struct zcio_pool **out);
+
+/**
+ * The pool's configuration, as `zcio_pool_config_init` gives it. Stores
+ * it in `*out`; returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+ * `struct zcio_pool_config`.
+ */
+int zcio_pool_get_config(const struct zcio_pool *pool, struct zcio_pool_config *out);
+
+/**
+ * Process the deallocation notices of every channel carrying this pool's
+ * buffers now (allocation does this by itself when it runs short).
+ * Returns how many buffers came back, or `-EINVAL`.
+ *
+ * # Safety
+ * `pool` is NULL or a live handle.
+ */
+int zcio_pool_reclaim_all(const struct zcio_pool *pool);
+
+/**
  * Free the pool handle (NULL is ignored). Buffers and messages from it
  * stay valid; its memory goes away when the last of them is released.
  *
@@ -1881,8 +2277,8 @@ void zcio_buf_free(struct zcio_buf *buf);
 
 /**
  * Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
- * 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`).
- * NULL is ignored.
+ * 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`),
+ * and Rust's `ChannelConfig::default()` for the rest. NULL is ignored.
  *
  * # Safety
  * `cfg` is NULL or valid for writing a `struct zcio_channel_config`.
@@ -1907,9 +2303,9 @@ void zcio_channel_config_init(struct zcio_channel_config *cfg);
 int zcio_listen(const char *path, struct zcio_listener **out);
 
 /**
- * `zcio_listen` with the bounds of `*cfg` (NULL: the defaults) for
- * `zcio_accept` and every channel accepted. `-EINVAL` for a bound that is
- * not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+ * `zcio_listen` with the configuration `*cfg` (NULL: the defaults) for
+ * `zcio_accept` and every channel accepted. `-EINVAL` for a value out of
+ * range (`zcio_last_error` says which and what is allowed).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
@@ -1917,6 +2313,33 @@ int zcio_listen(const char *path, struct zcio_listener **out);
  * writing a pointer.
  */
 int zcio_listen_with(const char *path, const struct zcio_channel_config *cfg, struct zcio_listener **out);
+
+/**
+ * `zcio_listen_with` that admits whom `*access` names (Rust's
+ * `AccessPolicy`: effective uids and gids, checked on the kernel's
+ * credentials of the connecting process; NULL: this process's effective
+ * uid only). A refused process's `zcio_connect` returns `-EACCES`, and so
+ * does this listener's `zcio_accept`; the listener stays usable.
+ * `-EINVAL` for an access list that admits nobody or a NULL array with a
+ * count.
+ *
+ * # Safety
+ * As `zcio_listen_with`; `access` is NULL or a readable `struct
+ * zcio_access` whose arrays hold their counts.
+ */
+int zcio_listen_access(const char *path, const struct zcio_channel_config *cfg, const struct zcio_access *access, struct zcio_listener **out);
+
+/**
+ * Two connected ends of a channel in this process (Rust's
+ * `Channel::pair`; for threads and tests), both with the configuration
+ * `*cfg` (NULL: the defaults). Stores them in `*a` and `*b` (free each
+ * with `zcio_channel_close`). Returns 0, `-EINVAL`, or a negative errno.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for reading a `struct zcio_channel_config`; `a`
+ * and `b` are NULL or valid for writing a pointer.
+ */
+int zcio_channel_pair(const struct zcio_channel_config *cfg, struct zcio_channel **a, struct zcio_channel **b);
 
 /**
  * Accept one channel, waiting at most `timeout_ms` for a connection
@@ -1959,9 +2382,9 @@ void zcio_listener_close(struct zcio_listener *l);
 int zcio_connect(const char *path, int timeout_ms, struct zcio_channel **out);
 
 /**
- * `zcio_connect` with the bounds of `*cfg` (NULL: the defaults): the
- * handshake waits at most `connect_timeout_ms`. `-EINVAL` for a bound
- * that is not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+ * `zcio_connect` with the configuration `*cfg` (NULL: the defaults): the
+ * handshake waits at most `connect_timeout_ms`. `-EINVAL` for a value out
+ * of range (`zcio_last_error` says which and what is allowed).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
@@ -2147,6 +2570,193 @@ int zcio_channel_doorbell_rang(struct zcio_channel *ch);
  * thread).
  */
 void zcio_channel_close(struct zcio_channel *ch);
+
+/**
+ * Wake the peer for messages whose wake was deferred
+ * (`ZCIO_NOTIFY_DEFER`), publish deallocation notices still batched here,
+ * and enforce the hold limit (an abort shows in the next send and in
+ * `zcio_channel_health`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_flush(struct zcio_channel *ch);
+
+/**
+ * Enforce `hold_limit_ms` now (also done on every send, reclaim and
+ * flush; call it from a timer when the channel may sit idle while the
+ * peer holds buffers). Returns how many lent slices were taken back
+ * (`ZCIO_HOLD_RECLAIM`), `-ECONNABORTED` once the channel was aborted
+ * (`ZCIO_HOLD_ABORT`: see `zcio_channel_health`), or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_expire_holds(struct zcio_channel *ch);
+
+/**
+ * The first misbehaviour of the peer this end detected: 0 when there is
+ * none, 1 when there is one — stored in `*out` unless `out` is NULL, with
+ * its text in `zcio_last_error` — or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * `struct zcio_peer_fault`.
+ */
+int zcio_channel_health(struct zcio_channel *ch, struct zcio_peer_fault *out);
+
+/**
+ * Every kind of misbehaviour of the peer detected so far, in the order
+ * first seen (latest detail per kind), then the running totals of
+ * malformed input and reclaimed holds. Stores the first `n` in `out[0..n]`
+ * (`out` may be NULL when `n` is 0) and returns how many there are (more
+ * than `n`: call again with a larger array), or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing `n`
+ * `struct zcio_peer_fault`s.
+ */
+int zcio_channel_faults(struct zcio_channel *ch, struct zcio_peer_fault *out, size_t n);
+
+/**
+ * The kernel's credentials of the peer process (`SO_PEERCRED`, taken
+ * when the channel was set up; not from any message). Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * `struct zcio_peer_cred`.
+ */
+int zcio_channel_peer(struct zcio_channel *ch, struct zcio_peer_cred *out);
+
+/**
+ * 1 when the peer is known to be gone (an operation of this end, or
+ * `zcio_channel_check_peer`, found it dead or closed), else 0; a flag, no
+ * system call. `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_is_disconnected(struct zcio_channel *ch);
+
+/**
+ * Probe whether the peer is still alive (its socket and pidfd); if not,
+ * release everything it held. Returns 1 while it is alive, 0 when it is
+ * gone, `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_check_peer(struct zcio_channel *ch);
+
+/**
+ * The channel's set-up socket (readable when control records or a hang-up
+ * are pending), for a poll loop that watches for the peer going away. It
+ * belongs to the channel: do not read, write or close it. Returns the fd
+ * or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_socket(struct zcio_channel *ch);
+
+/**
+ * Announce every current chunk of `pool` to the peer now, so the first
+ * messages from it need no set-up on the way. Returns 0, `-EPIPE` (the
+ * peer is gone), `-EINVAL`, or a negative errno.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `pool` is NULL or a live pool.
+ */
+int zcio_channel_share_pool(struct zcio_channel *ch, const struct zcio_pool *pool);
+
+/**
+ * Declare that the peer never writes a buffer after sending it: messages
+ * received from now on are not volatile (`zcio_msg_is_volatile` says 0)
+ * and may be read in place without copying out first. Only for peers
+ * (and every originator upstream of them) you trust to leave sent
+ * buffers alone; for the others use secured buffers
+ * (`zcio_buf_alloc_secured`) or copies. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel. The trust is yours to give: a trusted
+ * peer that writes a sent buffer changes bytes this process reads as
+ * immutable.
+ */
+int zcio_channel_trust_peer(struct zcio_channel *ch);
+
+/**
+ * 1 when `zcio_channel_trust_peer` was called on this end, else 0;
+ * `-EINVAL` for NULL.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel.
+ */
+int zcio_channel_is_peer_trusted(struct zcio_channel *ch);
+
+/**
+ * The configuration of this end, as `zcio_channel_config_init` would
+ * give it (an accepted channel has its listener's). Stores it in `*out`.
+ * Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
+ * `struct zcio_channel_config`.
+ */
+int zcio_channel_get_config(struct zcio_channel *ch, struct zcio_channel_config *out);
+
+/**
+ * Fill `*cfg` with the defaults (Rust's `ForwardConfig::default()`). NULL
+ * is ignored.
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing a `struct zcio_forward_config`.
+ */
+void zcio_forward_config_init(struct zcio_forward_config *cfg);
+
+/**
+ * Forward every message arriving on `up` to `down` until one of them ends
+ * (Rust's `zcio::forward::run`). `pool` NULL forwards by reference (no
+ * byte is copied; the deallocation notices travel back hop by hop);
+ * otherwise each message is copied into a buffer of `pool` and the copy
+ * sent. `cfg` NULL: the defaults (`zcio_forward_config_init`); set
+ * `max_idle_ms` to stop after a quiet spell. It stops when the upstream
+ * disconnects (after forwarding everything it sent; the downstream is
+ * then closed), when the downstream disconnects (the upstream is then
+ * closed), after `max_idle_ms` without a message, or on a failure; a peer
+ * killed mid-stream ends it the same way, never as a hang. Close both
+ * channels soon after.
+ *
+ * Stores what happened in `*report` (NULL: not stored), writing at most
+ * `report_size` bytes (pass `sizeof(struct zcio_forward_report)`).
+ * Returns 0 (the upstream ended, or the idle bound), `-EPIPE` (the
+ * downstream went away: what was in flight may be lost), the failure's
+ * code (`ZCIO_FORWARD_FAILED`, its text in `zcio_last_error`), or
+ * `-EINVAL` (a NULL channel, the same channel twice, a bad `cfg` field:
+ * `zcio_last_error` says which and what is allowed).
+ *
+ * # Safety
+ * `up` and `down` are NULL or live channels; `pool` is NULL or a live
+ * pool; `cfg` is NULL or valid for reading a `struct zcio_forward_config`;
+ * `report` is NULL or valid for writing `report_size` bytes.
+ */
+int zcio_forward_run(struct zcio_channel *up, struct zcio_channel *down, const struct zcio_pool *pool, const struct zcio_forward_config *cfg, struct zcio_forward_report *report, size_t report_size);
+
+/**
+ * Copy `msg`'s bytes into one fresh buffer of `pool` (Rust's
+ * `forward::copy_into`: what `zcio_forward_run` does per message in copy
+ * mode), waiting at most `timeout_ms` for the buffer (< 0: the pool's
+ * `alloc_timeout_ms`, 10 s by default). Stores the copy, a message of one
+ * slice that only this process made, in `*out` (release it with
+ * `zcio_msg_release`; send it with `zcio_forward`). `msg` stays yours.
+ * Returns 0, `-EAGAIN` (no buffer in time, or the message is larger than
+ * the pool allows, or empty) or `-EINVAL`.
+ *
+ * # Safety
+ * `pool` is NULL or a live pool; `msg` is NULL or a live message; `out`
+ * is NULL or valid for writing a pointer.
+ */
+int zcio_msg_copy_into(const struct zcio_pool *pool, const struct zcio_msg *msg, int timeout_ms, struct zcio_msg **out);
 
 /**
  * Open a lane to the peer of `ch`: `slots` slots (1..=65536) of
@@ -2342,6 +2952,52 @@ ssize_t zcio_msg_read(const struct zcio_msg *msg, size_t off, void *buf, size_t 
  * `msg` is NULL or a live message.
  */
 int zcio_msg_is_volatile(const struct zcio_msg *msg);
+
+/**
+ * 1 if every slice of the message is a secured buffer (sealed by the
+ * kernel: no process can write it, checked when it was received), 0 if
+ * not, `-EINVAL` for NULL. Unlike `zcio_msg_is_volatile`, a peer trusted
+ * with `zcio_channel_trust_peer` does not make this 1.
+ *
+ * # Safety
+ * `msg` is NULL or a live message.
+ */
+int zcio_msg_is_secured(const struct zcio_msg *msg);
+
+/**
+ * Append the slices of `tail` to `msg` (no byte is copied). On success
+ * `tail`'s handle is freed (its slices now belong to `msg`); on failure
+ * (`-EMSGSIZE`: more than 64 slices together) both stay as they were.
+ * Returns 0, `-EMSGSIZE` or `-EINVAL`.
+ *
+ * # Safety
+ * `msg` and `tail` are NULL or live messages, distinct, and not in use by
+ * another thread during the call.
+ */
+int zcio_msg_join(struct zcio_msg *msg, struct zcio_msg *tail);
+
+/**
+ * Split `msg` at byte `at`: `msg` keeps bytes `[0, at)` and the rest goes
+ * to a new message stored in `*tail` (release both; no byte is copied, a
+ * slice cut in two is shared). Returns 0, `-ERANGE` (`at` > the length;
+ * nothing changes) or `-EINVAL`.
+ *
+ * # Safety
+ * `msg` is NULL or a live message not in use by another thread during the
+ * call; `tail` is NULL or valid for writing a pointer.
+ */
+int zcio_msg_split(struct zcio_msg *msg, size_t at, struct zcio_msg **tail);
+
+/**
+ * Drop `front` bytes from the start and `back` bytes from the end of
+ * `msg` (slices entirely cut away are released). Returns 0, `-ERANGE`
+ * (`front + back` > the length; nothing changes) or `-EINVAL`.
+ *
+ * # Safety
+ * `msg` is NULL or a live message not in use by another thread during the
+ * call.
+ */
+int zcio_msg_clip(struct zcio_msg *msg, size_t front, size_t back);
 
 /**
  * Write the message to file descriptor `fd` with one `writev(2)`

@@ -10,12 +10,18 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use zcio::{Channel, ChannelConfig, Listener, Msg, Pool};
+use std::time::Duration;
 
+use zcio::{
+    Channel, ChannelConfig, FullPolicy, HoldExpiry, HoldLimit, LaneConfig, Listener, Msg, Notify,
+    Pool,
+};
+
+use crate::cred::{access_arg, zcio_access};
 use crate::error::{einval, fail, guard};
 use crate::msg::zcio_msg;
 use crate::pool::{copy_pool, zcio_buf, BufState};
-use crate::{bound_ms, ms_of, Timeout};
+use crate::{bound_ms, ms_of, Timeout, ZCIO_TIMEOUT_INFINITE};
 
 /// A listening socket that accepts channels (opaque).
 pub struct zcio_listener {
@@ -31,11 +37,39 @@ pub struct zcio_channel {
     pub(crate) copies: OnceLock<Pool>,
 }
 
-/// The bounds of a channel's default waits, in milliseconds, for
-/// `zcio_listen_with` (every channel the listener accepts) and
-/// `zcio_connect_with`. Fill it with `zcio_channel_config_init` (the
-/// defaults), then change what you need. Each bound is > 0, or
-/// `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust).
+/// `zcio_channel_config.notify`: wake a sleeping receiver with the send
+/// that finds it asleep (the default; Rust's `Notify::Now`).
+pub const ZCIO_NOTIFY_NOW: c_int = 0;
+/// `zcio_channel_config.notify`: defer the wake until `wake_batch` messages
+/// wait, the oldest is `max_age_us` old, or `zcio_channel_flush` (Rust's
+/// `Notify::Defer`): fewer system calls per message.
+pub const ZCIO_NOTIFY_DEFER: c_int = 1;
+/// `zcio_channel_config.full`: a send into a full ring (or at the in-flight
+/// caps) waits, up to its timeout (the default; Rust's `FullPolicy::Block`).
+pub const ZCIO_FULL_BLOCK: c_int = 0;
+/// `zcio_channel_config.full`: a send into a full ring fails at once with
+/// `-EAGAIN` whatever its `timeout_ms` (Rust's `FullPolicy::Fail`).
+pub const ZCIO_FULL_FAIL: c_int = 1;
+/// `zcio_channel_config.hold_expiry`: a peer holding a lent buffer past
+/// `hold_limit_ms` aborts the channel (Rust's `HoldExpiry::Abort`).
+pub const ZCIO_HOLD_ABORT: c_int = 0;
+/// `zcio_channel_config.hold_expiry`: a buffer held past `hold_limit_ms` is
+/// taken back into its pool (the peer may then see it reused) and counted
+/// in `ZCIO_FAULT_HOLDS_RECLAIMED` (Rust's `HoldExpiry::Reclaim`).
+pub const ZCIO_HOLD_RECLAIM: c_int = 1;
+
+/// The configuration of a channel end (Rust's `ChannelConfig` with its
+/// `ChannelPolicy`), for `zcio_listen_with` / `zcio_listen_access` (every
+/// channel the listener accepts), `zcio_connect_with` and
+/// `zcio_channel_pair`. Always fill it with `zcio_channel_config_init`
+/// (the defaults), then change what you need: fields are only ever added
+/// at the end and `_init` sets them all, so such a program builds unchanged
+/// against a later header (rebuild it: the struct grows, and a library
+/// newer than the header a program was built with writes past its struct
+/// in `_init`). Bounds are in milliseconds, > 0,
+/// or `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust). A value
+/// out of range makes the call that takes the struct return `-EINVAL`,
+/// and `zcio_last_error` says what is allowed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_channel_config {
@@ -54,11 +88,71 @@ pub struct zcio_channel_config {
     /// What `zcio_accept` waits for a connection with `timeout_ms` < 0
     /// (a listener's bound; default 3 600 000: one hour).
     pub accept_timeout_ms: c_int,
+    /// Descriptor entries per message ring, one per slice in flight: a
+    /// power of two in 8..=1048576 (default 1024).
+    pub ring_entries: u32,
+    /// Entries per deallocation-notice ring: a power of two in 8..=1048576
+    /// (default 2048).
+    pub notice_entries: u32,
+    /// Most slices the peer may hold from this end at once; a send beyond
+    /// it waits (or fails, `-EAGAIN`) until the peer releases some
+    /// (default 65536; > 0).
+    pub max_in_flight: u64,
+    /// Most bytes of slices the peer may hold from this end at once, as
+    /// `max_in_flight`; a message larger than the cap is still sent once
+    /// the peer holds nothing else (default 256 MiB; > 0).
+    pub max_bytes_in_flight: u64,
+    /// 1: pre-fault received regions when mapping them (default); 0: not.
+    pub populate: c_int,
+    /// How often a sleeping side checks whether the peer is still alive,
+    /// in ms (> 0; default 50).
+    pub liveness_interval_ms: c_int,
+    /// Largest region a peer may pass this end, in bytes; larger ones are
+    /// refused (default 4 GiB; > 0).
+    pub max_region_len: u64,
+    /// Small-message slots: a message of one slice of this process's own
+    /// making of at most `lane_slot_size` bytes is copied into one of
+    /// `lane_slots` slots instead of lent (0..=65536; 0 turns it off;
+    /// default 64).
+    pub lane_slots: u32,
+    /// Bytes per small-message slot (0..=1 GiB; default 4096).
+    pub lane_slot_size: u64,
+    /// `ZCIO_NOTIFY_NOW` (default) or `ZCIO_NOTIFY_DEFER`.
+    pub notify: c_int,
+    /// Under `ZCIO_NOTIFY_DEFER`: wake the sleeping receiver once this
+    /// many messages wait (>= 1; default 1).
+    pub wake_batch: u32,
+    /// Most a deferred message waits before the receiver is woken, and the
+    /// longest a receiver sleeps (set it on both ends), in µs (> 0;
+    /// default 1000).
+    pub max_age_us: u64,
+    /// Most a wait spins before it sleeps, in µs (0: sleep at once;
+    /// default the process's spin policy, `zcio_spin_policy_get`).
+    pub spin_us: u64,
+    /// `ZCIO_FULL_BLOCK` (default) or `ZCIO_FULL_FAIL`.
+    pub full: c_int,
+    /// Longest the peer may hold a buffer this end lent it, in ms (0: no
+    /// limit, the default; `ZCIO_TIMEOUT_INFINITE` is also no limit).
+    /// Checked on send, `zcio_channel_reclaim`, `zcio_channel_flush` and
+    /// `zcio_channel_expire_holds`.
+    pub hold_limit_ms: c_int,
+    /// What a hold past `hold_limit_ms` does: `ZCIO_HOLD_ABORT` (default)
+    /// or `ZCIO_HOLD_RECLAIM`.
+    pub hold_expiry: c_int,
+    /// Wakes in a row that find the peer's sleep flag set but nobody asleep
+    /// before the flag is distrusted (`ZCIO_FAULT_FUTILE_WAKES`; >= 1;
+    /// default 64).
+    pub futile_wake_limit: u32,
+}
+
+/// Microseconds of `d`, saturated.
+fn us_of(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
-/// 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`).
-/// NULL is ignored.
+/// 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`),
+/// and Rust's `ChannelConfig::default()` for the rest. NULL is ignored.
 ///
 /// # Safety
 /// `cfg` is NULL or valid for writing a `struct zcio_channel_config`.
@@ -66,32 +160,163 @@ pub struct zcio_channel_config {
 pub unsafe extern "C" fn zcio_channel_config_init(cfg: *mut zcio_channel_config) {
     guard(|| {
         if !cfg.is_null() {
-            let d = ChannelConfig::default();
-            let c = zcio_channel_config {
-                send_timeout_ms: ms_of(d.send_timeout),
-                recv_timeout_ms: ms_of(d.recv_timeout),
-                connect_timeout_ms: ms_of(d.connect_timeout),
-                accept_timeout_ms: ms_of(d.accept_timeout),
-            };
+            let c = config_of(&ChannelConfig::default());
             // SAFETY: non-NULL and writable (contract).
             unsafe { cfg.write(c) };
         }
     })
 }
 
+/// The C form of `d`.
+pub(crate) fn config_of(d: &ChannelConfig) -> zcio_channel_config {
+    let p = &d.policy;
+    zcio_channel_config {
+        send_timeout_ms: ms_of(d.send_timeout),
+        recv_timeout_ms: ms_of(d.recv_timeout),
+        connect_timeout_ms: ms_of(d.connect_timeout),
+        accept_timeout_ms: ms_of(d.accept_timeout),
+        ring_entries: d.ring_entries,
+        notice_entries: d.notice_entries,
+        max_in_flight: d.max_in_flight as u64,
+        max_bytes_in_flight: d.max_bytes_in_flight,
+        populate: c_int::from(d.populate),
+        liveness_interval_ms: ms_of(d.liveness_interval),
+        max_region_len: d.max_region_len,
+        lane_slots: d.lane.slots,
+        lane_slot_size: d.lane.slot_size as u64,
+        notify: match p.notify {
+            Notify::Now => ZCIO_NOTIFY_NOW,
+            Notify::Defer => ZCIO_NOTIFY_DEFER,
+        },
+        wake_batch: p.wake_batch,
+        max_age_us: us_of(p.max_age),
+        spin_us: us_of(p.spin),
+        full: match p.full {
+            FullPolicy::Block => ZCIO_FULL_BLOCK,
+            FullPolicy::Fail => ZCIO_FULL_FAIL,
+        },
+        hold_limit_ms: p.hold.map_or(0, |h| ms_of(h.limit)),
+        hold_expiry: match p.hold.map(|h| h.on_expiry) {
+            Some(HoldExpiry::Reclaim) => ZCIO_HOLD_RECLAIM,
+            _ => ZCIO_HOLD_ABORT,
+        },
+        futile_wake_limit: p.futile_wake_limit,
+    }
+}
+
+/// `-EINVAL` naming field `what` of `zcio_channel_config` and what it
+/// allows.
+fn bad(what: &str, allowed: &str, got: impl std::fmt::Display) -> c_int {
+    einval(format_args!(
+        "zcio_channel_config.{what} must be {allowed}, not {got}"
+    ))
+}
+
 /// The Rust configuration of `cfg` (NULL: the defaults).
 ///
 /// # Safety
 /// `cfg` is NULL or valid for reading a `struct zcio_channel_config`.
-unsafe fn config_arg(cfg: *const zcio_channel_config) -> Result<ChannelConfig, c_int> {
+pub(crate) unsafe fn config_arg(cfg: *const zcio_channel_config) -> Result<ChannelConfig, c_int> {
     let mut out = ChannelConfig::default();
     // SAFETY: the caller's contract.
-    if let Some(c) = unsafe { cfg.as_ref() } {
-        out.send_timeout = bound_ms(c.send_timeout_ms, "send_timeout_ms")?;
-        out.recv_timeout = bound_ms(c.recv_timeout_ms, "recv_timeout_ms")?;
-        out.connect_timeout = bound_ms(c.connect_timeout_ms, "connect_timeout_ms")?;
-        out.accept_timeout = bound_ms(c.accept_timeout_ms, "accept_timeout_ms")?;
+    let Some(c) = (unsafe { cfg.as_ref() }) else {
+        return Ok(out);
+    };
+    out.send_timeout = bound_ms(c.send_timeout_ms, "send_timeout_ms")?;
+    out.recv_timeout = bound_ms(c.recv_timeout_ms, "recv_timeout_ms")?;
+    out.connect_timeout = bound_ms(c.connect_timeout_ms, "connect_timeout_ms")?;
+    out.accept_timeout = bound_ms(c.accept_timeout_ms, "accept_timeout_ms")?;
+    let entries = |n: u32, what| {
+        if n.is_power_of_two() && (8..=1 << 20).contains(&n) {
+            Ok(n)
+        } else {
+            Err(bad(what, "a power of two in 8..=1048576", n))
+        }
+    };
+    out.ring_entries = entries(c.ring_entries, "ring_entries")?;
+    out.notice_entries = entries(c.notice_entries, "notice_entries")?;
+    out.max_in_flight = match usize::try_from(c.max_in_flight) {
+        Ok(n @ 1..) => n,
+        _ => return Err(bad("max_in_flight", "> 0", c.max_in_flight)),
+    };
+    if c.max_bytes_in_flight == 0 {
+        return Err(bad("max_bytes_in_flight", "> 0", 0));
     }
+    out.max_bytes_in_flight = c.max_bytes_in_flight;
+    out.populate = match c.populate {
+        0 => false,
+        1 => true,
+        v => return Err(bad("populate", "0 or 1", v)),
+    };
+    out.liveness_interval = match c.liveness_interval_ms {
+        ZCIO_TIMEOUT_INFINITE => {
+            return Err(bad("liveness_interval_ms", "> 0 and finite", "INFINITE"))
+        }
+        v => bound_ms(v, "liveness_interval_ms")?,
+    };
+    if c.max_region_len == 0 {
+        return Err(bad("max_region_len", "> 0", 0));
+    }
+    out.max_region_len = c.max_region_len;
+    if c.lane_slots > 65536 {
+        return Err(bad("lane_slots", "0..=65536", c.lane_slots));
+    }
+    out.lane = match usize::try_from(c.lane_slot_size) {
+        Ok(n) if n <= 1 << 30 => LaneConfig {
+            slots: c.lane_slots,
+            slot_size: n,
+        },
+        _ => return Err(bad("lane_slot_size", "0..=1073741824", c.lane_slot_size)),
+    };
+    let p = &mut out.policy;
+    p.notify = match c.notify {
+        ZCIO_NOTIFY_NOW => Notify::Now,
+        ZCIO_NOTIFY_DEFER => Notify::Defer,
+        v => {
+            return Err(bad(
+                "notify",
+                "ZCIO_NOTIFY_NOW (0) or ZCIO_NOTIFY_DEFER (1)",
+                v,
+            ))
+        }
+    };
+    if c.wake_batch == 0 {
+        return Err(bad("wake_batch", ">= 1", 0));
+    }
+    p.wake_batch = c.wake_batch;
+    if c.max_age_us == 0 {
+        return Err(bad("max_age_us", "> 0", 0));
+    }
+    p.max_age = Duration::from_micros(c.max_age_us);
+    p.spin = Duration::from_micros(c.spin_us);
+    p.full = match c.full {
+        ZCIO_FULL_BLOCK => FullPolicy::Block,
+        ZCIO_FULL_FAIL => FullPolicy::Fail,
+        v => return Err(bad("full", "ZCIO_FULL_BLOCK (0) or ZCIO_FULL_FAIL (1)", v)),
+    };
+    let on_expiry = match c.hold_expiry {
+        ZCIO_HOLD_ABORT => HoldExpiry::Abort,
+        ZCIO_HOLD_RECLAIM => HoldExpiry::Reclaim,
+        v => {
+            return Err(bad(
+                "hold_expiry",
+                "ZCIO_HOLD_ABORT (0) or ZCIO_HOLD_RECLAIM (1)",
+                v,
+            ))
+        }
+    };
+    p.hold = match c.hold_limit_ms {
+        0 | ZCIO_TIMEOUT_INFINITE => None,
+        v @ 1.. => Some(HoldLimit {
+            limit: Duration::from_millis(v as u64),
+            on_expiry,
+        }),
+        v => return Err(bad("hold_limit_ms", ">= 0 (0: no limit)", v)),
+    };
+    if c.futile_wake_limit == 0 {
+        return Err(bad("futile_wake_limit", ">= 1", 0));
+    }
+    p.futile_wake_limit = c.futile_wake_limit;
     Ok(out)
 }
 
@@ -186,9 +411,9 @@ pub unsafe extern "C" fn zcio_listen(path: *const c_char, out: *mut *mut zcio_li
     unsafe { zcio_listen_with(path, std::ptr::null(), out) }
 }
 
-/// `zcio_listen` with the bounds of `*cfg` (NULL: the defaults) for
-/// `zcio_accept` and every channel accepted. `-EINVAL` for a bound that is
-/// not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+/// `zcio_listen` with the configuration `*cfg` (NULL: the defaults) for
+/// `zcio_accept` and every channel accepted. `-EINVAL` for a value out of
+/// range (`zcio_last_error` says which and what is allowed).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
@@ -200,26 +425,80 @@ pub unsafe extern "C" fn zcio_listen_with(
     cfg: *const zcio_channel_config,
     out: *mut *mut zcio_listener,
 ) -> c_int {
+    // SAFETY: the caller's contract; NULL access is the own uid.
+    unsafe { zcio_listen_access(path, cfg, std::ptr::null(), out) }
+}
+
+/// `zcio_listen_with` that admits whom `*access` names (Rust's
+/// `AccessPolicy`: effective uids and gids, checked on the kernel's
+/// credentials of the connecting process; NULL: this process's effective
+/// uid only). A refused process's `zcio_connect` returns `-EACCES`, and so
+/// does this listener's `zcio_accept`; the listener stays usable.
+/// `-EINVAL` for an access list that admits nobody or a NULL array with a
+/// count.
+///
+/// # Safety
+/// As `zcio_listen_with`; `access` is NULL or a readable `struct
+/// zcio_access` whose arrays hold their counts.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_listen_access(
+    path: *const c_char,
+    cfg: *const zcio_channel_config,
+    access: *const zcio_access,
+    out: *mut *mut zcio_listener,
+) -> c_int {
     guard(|| {
         if out.is_null() {
             return einval("zcio_listen: out is NULL");
         }
-        // SAFETY: the caller's contract.
-        let path = match unsafe { path_arg(path) } {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        // SAFETY: the caller's contract.
-        let cfg = match unsafe { config_arg(cfg) } {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
+        // SAFETY: the caller's contract (each argument as documented).
+        let (path, cfg, access) =
+            match unsafe { (path_arg(path), config_arg(cfg), access_arg(access)) } {
+                (Ok(p), Ok(c), Ok(a)) => (p, c, a),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+            };
+        let cfg = ChannelConfig { access, ..cfg };
         match Listener::bind(path, cfg) {
             Ok(l) => {
                 // SAFETY: non-NULL and writable (contract).
                 unsafe { out.write(Box::into_raw(Box::new(zcio_listener { l }))) };
                 0
             }
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Two connected ends of a channel in this process (Rust's
+/// `Channel::pair`; for threads and tests), both with the configuration
+/// `*cfg` (NULL: the defaults). Stores them in `*a` and `*b` (free each
+/// with `zcio_channel_close`). Returns 0, `-EINVAL`, or a negative errno.
+///
+/// # Safety
+/// `cfg` is NULL or valid for reading a `struct zcio_channel_config`; `a`
+/// and `b` are NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_channel_pair(
+    cfg: *const zcio_channel_config,
+    a: *mut *mut zcio_channel,
+    b: *mut *mut zcio_channel,
+) -> c_int {
+    guard(|| {
+        if a.is_null() || b.is_null() {
+            return einval("zcio_channel_pair: a or b is NULL");
+        }
+        // SAFETY: the caller's contract.
+        let cfg = match unsafe { config_arg(cfg) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        match Channel::pair(cfg) {
+            // SAFETY: both non-NULL and writable (contract).
+            Ok((x, y)) => unsafe {
+                a.write(new_channel(x));
+                b.write(new_channel(y));
+                0
+            },
             Err(e) => fail(e),
         }
     })
@@ -318,9 +597,9 @@ pub unsafe extern "C" fn zcio_connect(
     })
 }
 
-/// `zcio_connect` with the bounds of `*cfg` (NULL: the defaults): the
-/// handshake waits at most `connect_timeout_ms`. `-EINVAL` for a bound
-/// that is not > 0 or `ZCIO_TIMEOUT_INFINITE`.
+/// `zcio_connect` with the configuration `*cfg` (NULL: the defaults): the
+/// handshake waits at most `connect_timeout_ms`. `-EINVAL` for a value out
+/// of range (`zcio_last_error` says which and what is allowed).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for

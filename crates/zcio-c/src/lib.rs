@@ -39,6 +39,10 @@ pub mod pool;
 
 pub mod chan;
 
+pub mod chan_control;
+
+pub mod relay;
+
 pub mod lane;
 
 pub mod msg;
@@ -115,6 +119,30 @@ pub unsafe extern "C" fn zcio_spin_policy_get(max_us: *mut u64, task_max_us: *mu
             task_max_us.write(us(p.task_max));
         }
         0
+    })
+}
+
+/// The system page size in bytes: the granularity of buffers, arenas and
+/// ring data areas.
+#[no_mangle]
+pub extern "C" fn zcio_page_size() -> usize {
+    error::guard(zcio::page_size)
+}
+
+/// Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): other
+/// processes of the same uid can then neither `ptrace` it nor open its
+/// the descriptors under `/proc/PID/fd`, the two ways a same-uid peer could get a writable
+/// descriptor of its shared buffers. For an originator that must keep
+/// secured or volatile buffers safe from same-uid peers (other uids need no
+/// such step). Returns 0 or a negative errno.
+#[no_mangle]
+pub extern "C" fn zcio_set_non_dumpable() -> c_int {
+    error::guard(|| match zcio::set_non_dumpable() {
+        Ok(()) => 0,
+        Err(e) => error::fail_msg(
+            e.raw_os_error(),
+            format_args!("zcio_set_non_dumpable: prctl(PR_SET_DUMPABLE): {e}"),
+        ),
     })
 }
 

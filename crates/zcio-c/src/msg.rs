@@ -138,6 +138,117 @@ pub unsafe extern "C" fn zcio_msg_is_volatile(msg: *const zcio_msg) -> c_int {
     })
 }
 
+/// 1 if every slice of the message is a secured buffer (sealed by the
+/// kernel: no process can write it, checked when it was received), 0 if
+/// not, `-EINVAL` for NULL. Unlike `zcio_msg_is_volatile`, a peer trusted
+/// with `zcio_channel_trust_peer` does not make this 1.
+///
+/// # Safety
+/// `msg` is NULL or a live message.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_msg_is_secured(msg: *const zcio_msg) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { get(msg) } {
+            Some(m) => c_int::from(m.is_secured()),
+            None => einval("zcio_msg_is_secured: msg is NULL"),
+        }
+    })
+}
+
+/// Append the slices of `tail` to `msg` (no byte is copied). On success
+/// `tail`'s handle is freed (its slices now belong to `msg`); on failure
+/// (`-EMSGSIZE`: more than 64 slices together) both stay as they were.
+/// Returns 0, `-EMSGSIZE` or `-EINVAL`.
+///
+/// # Safety
+/// `msg` and `tail` are NULL or live messages, distinct, and not in use by
+/// another thread during the call.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_msg_join(msg: *mut zcio_msg, tail: *mut zcio_msg) -> c_int {
+    guard(|| {
+        if msg.is_null() || tail.is_null() || std::ptr::eq(msg, tail) {
+            return einval("zcio_msg_join: msg or tail is NULL, or they are the same message");
+        }
+        // SAFETY: live, distinct, unshared for the call (contract).
+        let (m, t) = unsafe { (&mut *msg, &mut *tail) };
+        match m.msg.join(std::mem::take(&mut t.msg)) {
+            Ok(()) => {
+                // SAFETY: a live handle (contract); its slices moved to `msg`.
+                drop(unsafe { Box::from_raw(tail) });
+                0
+            }
+            Err(e) => {
+                let (err, back) = e.into_parts();
+                t.msg = back;
+                fail_msg(libc::EMSGSIZE, format_args!("zcio_msg_join: {err}"))
+            }
+        }
+    })
+}
+
+/// Split `msg` at byte `at`: `msg` keeps bytes `[0, at)` and the rest goes
+/// to a new message stored in `*tail` (release both; no byte is copied, a
+/// slice cut in two is shared). Returns 0, `-ERANGE` (`at` > the length;
+/// nothing changes) or `-EINVAL`.
+///
+/// # Safety
+/// `msg` is NULL or a live message not in use by another thread during the
+/// call; `tail` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_msg_split(
+    msg: *mut zcio_msg,
+    at: usize,
+    tail: *mut *mut zcio_msg,
+) -> c_int {
+    guard(|| {
+        if msg.is_null() || tail.is_null() {
+            return einval("zcio_msg_split: msg or tail is NULL");
+        }
+        // SAFETY: live and unshared for the call (contract).
+        let m = unsafe { &mut *msg };
+        match m.msg.split_off(at) {
+            Ok(t) => {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { tail.write(Box::into_raw(Box::new(zcio_msg { msg: t }))) };
+                0
+            }
+            Err(e) => fail_msg(libc::ERANGE, format_args!("zcio_msg_split: {e}")),
+        }
+    })
+}
+
+/// Drop `front` bytes from the start and `back` bytes from the end of
+/// `msg` (slices entirely cut away are released). Returns 0, `-ERANGE`
+/// (`front + back` > the length; nothing changes) or `-EINVAL`.
+///
+/// # Safety
+/// `msg` is NULL or a live message not in use by another thread during the
+/// call.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_msg_clip(msg: *mut zcio_msg, front: usize, back: usize) -> c_int {
+    guard(|| {
+        if msg.is_null() {
+            return einval("zcio_msg_clip: msg is NULL");
+        }
+        // SAFETY: live and unshared for the call (contract).
+        let m = unsafe { &mut *msg };
+        let len = m.msg.len();
+        if front.checked_add(back).is_none_or(|n| n > len) {
+            return fail_msg(
+                libc::ERANGE,
+                format_args!(
+                    "zcio_msg_clip: {front} + {back} bytes is more than the message's {len}"
+                ),
+            );
+        }
+        match m.msg.clip_back(back).and_then(|()| m.msg.clip_front(front)) {
+            Ok(()) => 0,
+            Err(e) => fail_msg(libc::ERANGE, format_args!("zcio_msg_clip: {e}")),
+        }
+    })
+}
+
 /// Write the message to file descriptor `fd` with one `writev(2)`
 /// straight from the shared pages (no copy in this process). Returns the
 /// bytes written (possibly fewer, as `writev`) or a negative errno.

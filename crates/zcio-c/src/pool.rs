@@ -127,6 +127,188 @@ pub unsafe extern "C" fn zcio_pool_create(
     })
 }
 
+/// The configuration of a pool (Rust's `PoolConfig`), for
+/// `zcio_pool_create_with`. Fill it with `zcio_pool_config_init` (the
+/// defaults), then change what you need; fields are only ever added at the
+/// end. A value out of range is `-EINVAL`, and `zcio_last_error` says what
+/// is allowed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zcio_pool_config {
+    /// Bytes per chunk region, rounded up to pages (> 0; default 16 MiB); a
+    /// larger buffer gets a chunk of its own size.
+    pub chunk_size: u64,
+    /// Most chunks the pool ever holds (> 0; default 16).
+    pub max_chunks: u64,
+    /// 1: pre-fault chunks when they are made (`MAP_POPULATE`, default);
+    /// 0: fault pages in on first touch.
+    pub populate: c_int,
+    /// Freed buffers kept per page count on the quick list before they go
+    /// back to the extent allocator (default 64).
+    pub quick_list_cap: u64,
+    /// How long an allocation that waits polls for released buffers before
+    /// it sleeps, in µs (0: sleep at once; default the process's spin
+    /// policy).
+    pub spin_us: u64,
+    /// Bytes of chunks the pool may write off over its life to replace
+    /// chunks holding retired buffers (a dead receiver's); default
+    /// `max_chunks × chunk_size`.
+    pub retire_budget: u64,
+    /// What `zcio_buf_alloc` (and any allocation with `timeout_ms` < 0)
+    /// waits for receivers to release buffers, in ms (> 0 or
+    /// `ZCIO_TIMEOUT_INFINITE`; default 10 000).
+    pub alloc_timeout_ms: c_int,
+}
+
+/// The C form of `c`.
+fn pool_config_of(c: &PoolConfig) -> zcio_pool_config {
+    let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    zcio_pool_config {
+        chunk_size: c.chunk_size as u64,
+        max_chunks: c.max_chunks as u64,
+        populate: c_int::from(c.populate),
+        quick_list_cap: c.quick_list_cap as u64,
+        spin_us: us(c.spin),
+        retire_budget: c.retire_budget as u64,
+        alloc_timeout_ms: crate::ms_of(c.alloc_timeout),
+    }
+}
+
+/// Fill `*cfg` with the defaults (Rust's `PoolConfig::default()`). NULL is
+/// ignored.
+///
+/// # Safety
+/// `cfg` is NULL or valid for writing a `struct zcio_pool_config`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_config_init(cfg: *mut zcio_pool_config) {
+    guard(|| {
+        if !cfg.is_null() {
+            // SAFETY: non-NULL and writable (contract).
+            unsafe { cfg.write(pool_config_of(&PoolConfig::default())) };
+        }
+    })
+}
+
+/// `-EINVAL` naming field `what` of `zcio_pool_config` and what it allows.
+fn bad(what: &str, allowed: &str, got: impl std::fmt::Display) -> c_int {
+    einval(format_args!(
+        "zcio_pool_config.{what} must be {allowed}, not {got}"
+    ))
+}
+
+/// Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
+/// with the configuration `*cfg` (NULL: the defaults). Stores the handle in
+/// `*out` (free it with `zcio_pool_destroy`); returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
+/// reading a `struct zcio_pool_config`; `out` is NULL or valid for writing
+/// a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_create_with(
+    name: *const c_char,
+    cfg: *const zcio_pool_config,
+    out: *mut *mut zcio_pool,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return einval("zcio_pool_create_with: out is NULL");
+        }
+        let name = if name.is_null() {
+            "pool"
+        } else {
+            // SAFETY: the caller's contract for `name`.
+            match unsafe { str_arg(name, "pool name") } {
+                Ok(n) => n,
+                Err(e) => return e,
+            }
+        };
+        if name.is_empty() || name.len() > 200 {
+            return einval("zcio_pool_create_with: name must have 1-200 bytes");
+        }
+        let mut pc = PoolConfig::named(name);
+        // SAFETY: the caller's contract.
+        if let Some(c) = unsafe { cfg.as_ref() } {
+            let limit = isize::MAX as u64 / 2;
+            if c.chunk_size == 0 || c.chunk_size > limit {
+                return bad("chunk_size", "in 1..=isize::MAX/2", c.chunk_size);
+            }
+            if c.max_chunks == 0 || c.max_chunks > 1 << 20 {
+                return bad("max_chunks", "in 1..=1048576", c.max_chunks);
+            }
+            pc.chunk_size = c.chunk_size as usize;
+            pc.max_chunks = c.max_chunks as usize;
+            pc.populate = match c.populate {
+                0 => false,
+                1 => true,
+                v => return bad("populate", "0 or 1", v),
+            };
+            pc.quick_list_cap = match usize::try_from(c.quick_list_cap) {
+                Ok(n) if n <= 1 << 20 => n,
+                _ => return bad("quick_list_cap", "in 0..=1048576", c.quick_list_cap),
+            };
+            pc.spin = Duration::from_micros(c.spin_us);
+            pc.retire_budget = match usize::try_from(c.retire_budget) {
+                Ok(n) => n,
+                Err(_) => return bad("retire_budget", "at most SIZE_MAX", c.retire_budget),
+            };
+            pc.alloc_timeout =
+                match crate::bound_ms(c.alloc_timeout_ms, "zcio_pool_config.alloc_timeout_ms") {
+                    Ok(d) => d,
+                    Err(e) => return e,
+                };
+        }
+        let p = Box::new(zcio_pool {
+            pool: Pool::new(pc),
+        });
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(Box::into_raw(p)) };
+        0
+    })
+}
+
+/// The pool's configuration, as `zcio_pool_config_init` gives it. Stores
+/// it in `*out`; returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
+/// `struct zcio_pool_config`.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_get_config(
+    pool: *const zcio_pool,
+    out: *mut zcio_pool_config,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let Some(p) = (unsafe { pool.as_ref() }) else {
+            return einval("zcio_pool_get_config: pool is NULL");
+        };
+        if out.is_null() {
+            return einval("zcio_pool_get_config: out is NULL");
+        }
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { out.write(pool_config_of(p.pool.config())) };
+        0
+    })
+}
+
+/// Process the deallocation notices of every channel carrying this pool's
+/// buffers now (allocation does this by itself when it runs short).
+/// Returns how many buffers came back, or `-EINVAL`.
+///
+/// # Safety
+/// `pool` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_pool_reclaim_all(pool: *const zcio_pool) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { pool.as_ref() } {
+            Some(p) => p.pool.reclaim_all().min(c_int::MAX as usize) as c_int,
+            None => einval("zcio_pool_reclaim_all: pool is NULL"),
+        }
+    })
+}
+
 /// Free the pool handle (NULL is ignored). Buffers and messages from it
 /// stay valid; its memory goes away when the last of them is released.
 ///
