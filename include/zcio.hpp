@@ -31,6 +31,7 @@
 #pragma once
 
 #include <zcio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -42,6 +43,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <optional>
@@ -1196,6 +1198,681 @@ template <class T> class typed {
     std::string name_;
     std::uint32_t schema_ = 0;
     bool tagged_ = true;
+};
+
+// -------------------------------------------------------------- descriptors
+
+/// A file descriptor owned here (a descriptor received in an envelope):
+/// closed when destroyed, unless release()d. Move-only.
+class unique_fd {
+  public:
+    unique_fd() noexcept = default;
+    explicit unique_fd(int fd) noexcept : fd_(fd) {}
+    unique_fd(unique_fd &&o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    unique_fd &operator=(unique_fd &&o) noexcept {
+        if (this != &o) reset(std::exchange(o.fd_, -1));
+        return *this;
+    }
+    unique_fd(const unique_fd &) = delete;
+    unique_fd &operator=(const unique_fd &) = delete;
+    ~unique_fd() { reset(); }
+    /// The descriptor (-1 if empty); still owned here.
+    int get() const noexcept { return fd_; }
+    explicit operator bool() const noexcept { return fd_ >= 0; }
+    /// Give the descriptor up: it is yours to close.
+    [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
+    /// Close the descriptor held (if any) and hold `fd`.
+    void reset(int fd = -1) noexcept {
+        if (fd_ >= 0 && fd_ != fd) (void)::close(fd_);
+        fd_ = fd;
+    }
+
+  private:
+    int fd_ = -1;
+};
+
+// ----------------------------------------------------------- the rendezvous
+
+/// A rendezvous message (struct zcio_envelope): a label, up to 8 data words
+/// and up to 16 file descriptors. Move-only.
+///
+/// Sending borrows: the descriptors set with set_fds() stay the caller's
+/// (the partner gets duplicates); keep them open until the send returns.
+/// Receiving owns: the descriptors of a received envelope are new
+/// descriptors of this process, closed when the envelope is destroyed
+/// unless taken out with take_fds() (then each unique_fd closes its own).
+class envelope {
+  public:
+    static constexpr std::size_t max_words = ZCIO_ENVELOPE_WORDS;
+    static constexpr std::size_t max_fds = ZCIO_ENVELOPE_MAX_FDS;
+
+    envelope() noexcept { clear(); }
+    /// A message to send: `label`, `words` (at most 8), borrowed `fds` (at most 16).
+    explicit envelope(std::uint64_t label, std::span<const std::uint64_t> words = {}, std::span<const int> fds = {}) {
+        clear();
+        e_.label = label;
+        set_words(words);
+        set_fds(fds);
+    }
+    envelope(std::uint64_t label, std::initializer_list<std::uint64_t> words, std::initializer_list<int> fds = {})
+        : envelope(label, std::span<const std::uint64_t>(words.begin(), words.size()),
+                   std::span<const int>(fds.begin(), fds.size())) {}
+    envelope(envelope &&o) noexcept : e_(o.e_), owned_(std::exchange(o.owned_, false)) { o.clear(); }
+    envelope &operator=(envelope &&o) noexcept {
+        if (this != &o) {
+            close_owned();
+            e_ = o.e_;
+            owned_ = std::exchange(o.owned_, false);
+            o.clear();
+        }
+        return *this;
+    }
+    envelope(const envelope &) = delete;
+    envelope &operator=(const envelope &) = delete;
+    ~envelope() { close_owned(); }
+
+    std::uint64_t label() const noexcept { return e_.label; }
+    void set_label(std::uint64_t label) noexcept { e_.label = label; }
+    /// The data words (0..8 of them).
+    std::span<const std::uint64_t> words() const noexcept { return {e_.words, e_.nwords}; }
+    /// Word `i` (0 beyond the words carried).
+    std::uint64_t word(std::size_t i) const noexcept { return i < e_.nwords ? e_.words[i] : 0; }
+    void set_words(std::span<const std::uint64_t> words) {
+        if (words.size() > max_words)
+            throw error(-EMSGSIZE, "zcio::envelope::set_words", "an envelope carries at most 8 words");
+        std::fill(std::begin(e_.words), std::end(e_.words), 0);
+        std::copy(words.begin(), words.end(), e_.words);
+        e_.nwords = words.size();
+    }
+    /// The descriptors: borrowed ones to send, or received ones owned here.
+    std::span<const int> fds() const noexcept { return {e_.fds, e_.nfds}; }
+    /// Whether the descriptors are received ones that this envelope closes.
+    bool owns_fds() const noexcept { return owned_ && e_.nfds > 0; }
+    /// Descriptors to send, borrowed (at most 16). Throws invalid_input on
+    /// an envelope that still owns received descriptors (take_fds() first).
+    void set_fds(std::span<const int> fds) {
+        if (owns_fds())
+            throw error(-EINVAL, "zcio::envelope::set_fds",
+                        "the envelope owns received descriptors: take_fds() them first");
+        if (fds.size() > max_fds)
+            throw error(-EMSGSIZE, "zcio::envelope::set_fds", "an envelope carries at most 16 descriptors");
+        std::fill(std::begin(e_.fds), std::end(e_.fds), -1);
+        std::copy(fds.begin(), fds.end(), e_.fds);
+        e_.nfds = fds.size();
+        owned_ = false;
+    }
+    /// Take the received descriptors out (the envelope then has none): each
+    /// unique_fd closes its own. Borrowed ones are not given (empty result).
+    std::vector<unique_fd> take_fds() {
+        std::vector<unique_fd> v;
+        if (!owned_) return v;
+        v.reserve(e_.nfds);
+        for (std::size_t i = 0; i < e_.nfds; i++) v.emplace_back(std::exchange(e_.fds[i], -1));
+        e_.nfds = 0;
+        owned_ = false;
+        return v;
+    }
+    /// The C struct (its descriptors still belong to the envelope).
+    const zcio_envelope &native() const noexcept { return e_; }
+
+  private:
+    friend class rendezvous;
+    friend class proxy_endpoint;
+    friend class recv_handle;
+    /// A received envelope: its descriptors are owned here.
+    static envelope received(const zcio_envelope &e) noexcept {
+        envelope m;
+        m.e_ = e;
+        m.owned_ = true;
+        return m;
+    }
+    void clear() noexcept {
+        std::memset(&e_, 0, sizeof e_);
+        std::fill(std::begin(e_.fds), std::end(e_.fds), -1);
+        owned_ = false;
+    }
+    void close_owned() noexcept {
+        if (!owned_) return;
+        for (std::size_t i = 0; i < e_.nfds && i < max_fds; i++)
+            if (e_.fds[i] >= 0) (void)::close(e_.fds[i]);
+        e_.nfds = 0;
+        owned_ = false;
+    }
+    zcio_envelope e_;
+    bool owned_ = false;
+};
+
+/// The bounds of a rendezvous endpoint's default waits (zcio_rendezvous_config).
+struct rendezvous_config {
+    std::chrono::milliseconds send_timeout{10'000};
+    std::chrono::milliseconds recv_timeout{3'600'000};
+    std::chrono::milliseconds accept_timeout{3'600'000}; // a listener's
+
+    zcio_rendezvous_config to_c() const noexcept {
+        zcio_rendezvous_config c;
+        zcio_rendezvous_config_init(&c);
+        c.send_timeout_ms = detail::bound_ms(send_timeout);
+        c.recv_timeout_ms = detail::bound_ms(recv_timeout);
+        c.accept_timeout_ms = detail::bound_ms(accept_timeout);
+        return c;
+    }
+};
+
+/// Who may connect to a rendezvous listener (struct zcio_access): processes
+/// whose effective uid is in `uids` or effective gid in `gids`, by the
+/// kernel's credentials. Both empty: this process's own effective uid only.
+struct access_list {
+    std::vector<std::uint32_t> uids;
+    std::vector<std::uint32_t> gids;
+};
+
+using rendezvous_stats = zcio_rendezvous_stats;
+/// The kernel's credentials of the partner (SO_PEERCRED): pid, uid, gid.
+using peer_cred = zcio_peer_cred;
+
+class rendezvous;
+
+/// What recv_any and reply_and_recv return: which endpoint of the span the
+/// message came from, and the message. `auto [i, m] = rendezvous::recv_any(eps);`
+struct recv_any_result {
+    std::size_t index;
+    envelope msg;
+};
+
+namespace detail {
+inline void free_rdv(zcio_rendezvous *e) { zcio_rendezvous_close(e); }
+inline void free_rdv_listener(zcio_rendezvous_listener *l) { zcio_rendezvous_listener_close(l); }
+inline void free_proxies(zcio_proxies *p) { zcio_proxies_free(p); }
+inline void free_proxy_ep(zcio_proxy_endpoint *p) { zcio_proxy_endpoint_free(p); }
+inline void free_ticket(zcio_ticket *t) { zcio_ticket_free(t); }
+inline void free_recv_handle(zcio_recv_handle *h) { zcio_recv_handle_free(h); }
+} // namespace detail
+
+/// A send in steps for event loops (zcio_rendezvous_send_begin): poll() until
+/// true, waiting on the endpoint's fd() (and calling doorbell_rang()) while
+/// it is false. Destroying it before it completed gives the send up
+/// (zcio_rendezvous_send_cancel). Destroy it before its endpoint.
+class pending_send {
+  public:
+    pending_send(pending_send &&o) noexcept : ep_(std::exchange(o.ep_, nullptr)), seq_(o.seq_) {}
+    pending_send &operator=(pending_send &&o) noexcept {
+        if (this != &o) {
+            drop();
+            ep_ = std::exchange(o.ep_, nullptr);
+            seq_ = o.seq_;
+        }
+        return *this;
+    }
+    ~pending_send() { drop(); }
+    /// true: the partner took the message (the send is complete). Throws
+    /// disconnected when the partner is gone (the message was taken back).
+    bool poll() {
+        if (!ep_) return true;
+        int rc = zcio_rendezvous_send_poll(ep_, seq_);
+        if (rc == 1) {
+            ep_ = nullptr;
+            return true;
+        }
+        if (rc == 0) return false;
+        if (rc == -EPIPE) ep_ = nullptr; // taken back: nothing left to cancel
+        detail::raise(rc, "zcio_rendezvous_send_poll");
+    }
+    /// Give up: true if the message was taken back undelivered, false if the
+    /// partner had already taken it.
+    bool cancel() && {
+        if (!ep_) return false;
+        return detail::check(zcio_rendezvous_send_cancel(std::exchange(ep_, nullptr), seq_),
+                             "zcio_rendezvous_send_cancel") == 1;
+    }
+    /// Whether the send is over (taken, or given up).
+    bool done() const noexcept { return ep_ == nullptr; }
+    std::uint64_t seq() const noexcept { return seq_; }
+
+  private:
+    friend class rendezvous;
+    pending_send(zcio_rendezvous *ep, std::uint64_t seq) noexcept : ep_(ep), seq_(seq) {}
+    void drop() noexcept {
+        if (ep_) (void)zcio_rendezvous_send_cancel(std::exchange(ep_, nullptr), seq_);
+    }
+    zcio_rendezvous *ep_;
+    std::uint64_t seq_;
+};
+
+/// One end of a rendezvous connection (zcio_rendezvous): small messages
+/// (envelopes), unbuffered: a send returns once the partner has taken the
+/// message, and a send that fails did not happen. Destroying it hangs up
+/// (the partner's waits end with disconnected). Thread-safe.
+class rendezvous {
+  public:
+    /// Connect to the listener at `path` (no retries: nobody listening is
+    /// not_found, or os with errnum() ECONNREFUSED; the handshake waits at most 5 s).
+    static rendezvous connect(const std::string &path, const rendezvous_config &config = {}) {
+        zcio_rendezvous_config c = config.to_c();
+        zcio_rendezvous *e = nullptr;
+        detail::check(zcio_rendezvous_connect(path.c_str(), &c, &e), "zcio_rendezvous_connect");
+        return rendezvous(e);
+    }
+    rendezvous(rendezvous &&) noexcept = default;
+    rendezvous &operator=(rendezvous &&) noexcept = default;
+
+    /// Send `m`, waiting up to the send bound for the partner to take it.
+    void send(const envelope &m) { (void)put(m, ZCIO_TIMEOUT_DEFAULT); }
+    /// Send only to a partner waiting in a receive now: false (not sent) otherwise.
+    [[nodiscard]] bool try_send(const envelope &m) { return put(m, 0); }
+    /// Send within `d`: false (not sent: taken back) when `d` passed.
+    template <class Rep, class Period>
+    [[nodiscard]] bool send_for(const envelope &m, std::chrono::duration<Rep, Period> d) {
+        return put(m, detail::timeout_ms(d));
+    }
+
+    /// The partner's next message, waiting up to the receive bound.
+    envelope recv() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<envelope> try_recv() { return get(0); }
+    template <class Rep, class Period> std::optional<envelope> recv_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+
+    /// A remote call: send `m`, then wait for the answer (the partner's next
+    /// message); each half up to its own bound.
+    envelope call(const envelope &m) { return *ask(m, ZCIO_TIMEOUT_DEFAULT); }
+    /// The call within `d` in all; nullopt when `d` passed (the request may
+    /// have been taken: the partner's answer then comes to the next receive).
+    template <class Rep, class Period>
+    std::optional<envelope> call_for(const envelope &m, std::chrono::duration<Rep, Period> d) {
+        return ask(m, std::max(1, detail::timeout_ms(d)));
+    }
+
+    /// The first message any of `eps` has (a server over several partners),
+    /// waiting up to the shortest receive bound among them. A partner that
+    /// is gone is skipped while others live; disconnected once all are.
+    static recv_any_result recv_any(std::span<rendezvous> eps) { return *any(eps, ZCIO_TIMEOUT_DEFAULT); }
+    static recv_any_result recv_any(std::span<rendezvous *const> eps) { return *any(eps, ZCIO_TIMEOUT_DEFAULT); }
+    static std::optional<recv_any_result> try_recv_any(std::span<rendezvous> eps) { return any(eps, 0); }
+    static std::optional<recv_any_result> try_recv_any(std::span<rendezvous *const> eps) { return any(eps, 0); }
+    template <class Rep, class Period>
+    static std::optional<recv_any_result> recv_any_for(std::span<rendezvous> eps, std::chrono::duration<Rep, Period> d) {
+        return any(eps, detail::timeout_ms(d));
+    }
+    template <class Rep, class Period>
+    static std::optional<recv_any_result> recv_any_for(std::span<rendezvous *const> eps,
+                                                       std::chrono::duration<Rep, Period> d) {
+        return any(eps, detail::timeout_ms(d));
+    }
+
+    /// A server's step: send `reply` to this endpoint's partner (up to the
+    /// send bound), then receive the next message from any of `eps` (this
+    /// endpoint is usually one of them), as recv_any.
+    recv_any_result reply_and_recv(const envelope &reply, std::span<rendezvous> eps) {
+        return *any(eps, ZCIO_TIMEOUT_DEFAULT, ep_.get(), &reply);
+    }
+    recv_any_result reply_and_recv(const envelope &reply, std::span<rendezvous *const> eps) {
+        return *any(eps, ZCIO_TIMEOUT_DEFAULT, ep_.get(), &reply);
+    }
+    /// Both halves within `d`; nullopt when `d` passed (the C call does not
+    /// say which half ran out: the reply may have been taken).
+    template <class Rep, class Period>
+    std::optional<recv_any_result> reply_and_recv_for(const envelope &reply, std::span<rendezvous> eps,
+                                                      std::chrono::duration<Rep, Period> d) {
+        return any(eps, std::max(1, detail::timeout_ms(d)), ep_.get(), &reply);
+    }
+    template <class Rep, class Period>
+    std::optional<recv_any_result> reply_and_recv_for(const envelope &reply, std::span<rendezvous *const> eps,
+                                                      std::chrono::duration<Rep, Period> d) {
+        return any(eps, std::max(1, detail::timeout_ms(d)), ep_.get(), &reply);
+    }
+
+    /// The partner's kernel credentials (who connected, or whom we connected to).
+    peer_cred peer() const {
+        peer_cred c{};
+        detail::check(zcio_rendezvous_peer(ep_.get(), &c), "zcio_rendezvous_peer");
+        return c;
+    }
+    rendezvous_stats stats() const {
+        rendezvous_stats s{};
+        detail::check(zcio_rendezvous_get_stats(ep_.get(), &s, sizeof s), "zcio_rendezvous_get_stats");
+        return s;
+    }
+    /// Hang up now, keeping the handle: every wait on it (any thread) and the
+    /// partner's end with disconnected.
+    void hang_up() { detail::check(zcio_rendezvous_hang_up(ep_.get()), "zcio_rendezvous_hang_up"); }
+
+    /// Event loops: the doorbell (zcio_rendezvous_doorbell; switches the
+    /// endpoint to bell mode for good). Loop: try_recv(); prepare_recv_sleep();
+    /// poll fd(); doorbell_rang(). The fd belongs to the endpoint.
+    int fd() const { return detail::check(zcio_rendezvous_doorbell(ep_.get()), "zcio_rendezvous_doorbell"); }
+    /// true: sleep on fd(); false: a message is waiting.
+    bool prepare_recv_sleep() {
+        return detail::check(zcio_rendezvous_prepare_recv_sleep(ep_.get()), "zcio_rendezvous_prepare_recv_sleep") == 1;
+    }
+    /// After fd() polled readable; true when the partner is gone (remove the fd).
+    bool doorbell_rang() {
+        return detail::check(zcio_rendezvous_doorbell_rang(ep_.get()), "zcio_rendezvous_doorbell_rang") == 1;
+    }
+    /// Event loops: a send in steps (put `m` in the partner's slot without
+    /// waiting); one at a time per endpoint (would_block while another is in flight).
+    pending_send send_begin(const envelope &m) {
+        std::uint64_t seq = 0;
+        detail::check(zcio_rendezvous_send_begin(ep_.get(), &m.e_, &seq), "zcio_rendezvous_send_begin");
+        return pending_send(ep_.get(), seq);
+    }
+    zcio_rendezvous *native_handle() const noexcept { return ep_.get(); }
+
+  private:
+    friend class rendezvous_listener;
+    friend class proxy_endpoint;
+    explicit rendezvous(zcio_rendezvous *e) noexcept : ep_(e) {}
+    bool put(const envelope &m, int ms) {
+        int rc = zcio_rendezvous_send(ep_.get(), &m.e_, ms);
+        if (rc == 0) return true;
+        if (detail::quiet(rc, ms)) return false;
+        detail::raise(rc, "zcio_rendezvous_send");
+    }
+    std::optional<envelope> get(int ms) {
+        zcio_envelope out;
+        int rc = zcio_rendezvous_recv(ep_.get(), ms, &out);
+        if (rc == 0) return envelope::received(out);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_rendezvous_recv");
+    }
+    std::optional<envelope> ask(const envelope &m, int ms) {
+        zcio_envelope out;
+        int rc = zcio_rendezvous_call(ep_.get(), &m.e_, ms, &out);
+        if (rc == 0) return envelope::received(out);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_rendezvous_call");
+    }
+    static zcio_rendezvous *handle_of(rendezvous &r) noexcept { return r.ep_.get(); }
+    static zcio_rendezvous *handle_of(rendezvous *r) noexcept { return r ? r->ep_.get() : nullptr; }
+    template <class Span>
+    static std::optional<recv_any_result> any(Span eps, int ms, zcio_rendezvous *to = nullptr,
+                                              const envelope *reply = nullptr) {
+        constexpr std::size_t inline_n = 32; // no allocation for a server of up to 32 partners
+        zcio_rendezvous *small[inline_n];
+        std::vector<zcio_rendezvous *> big;
+        zcio_rendezvous **p = small;
+        if (eps.size() > inline_n) {
+            big.resize(eps.size());
+            p = big.data();
+        }
+        for (std::size_t i = 0; i < eps.size(); i++) p[i] = handle_of(eps[i]);
+        zcio_envelope out;
+        int rc = to ? zcio_rendezvous_reply_and_recv(to, &reply->e_, p, eps.size(), ms, &out)
+                    : zcio_rendezvous_recv_any(p, eps.size(), ms, &out);
+        if (rc >= 0) return recv_any_result{static_cast<std::size_t>(rc), envelope::received(out)};
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, to ? "zcio_rendezvous_reply_and_recv" : "zcio_rendezvous_recv_any");
+    }
+    detail::owned<zcio_rendezvous, detail::free_rdv> ep_;
+};
+
+/// Listens for rendezvous connections on a Unix socket
+/// (zcio_rendezvous_listener); the socket file is removed when it is destroyed.
+class rendezvous_listener {
+  public:
+    /// Listen on `path` (a stale socket of a dead listener is replaced); the
+    /// endpoints it accepts get `config`'s bounds; `access` says who may
+    /// connect (empty: this process's effective uid only).
+    static rendezvous_listener bind(const std::string &path, const rendezvous_config &config = {},
+                                    const access_list &access = {}) {
+        zcio_rendezvous_config c = config.to_c();
+        zcio_access a{access.uids.data(), access.uids.size(), access.gids.data(), access.gids.size()};
+        bool own = access.uids.empty() && access.gids.empty();
+        zcio_rendezvous_listener *l = nullptr;
+        detail::check(zcio_rendezvous_listen(path.c_str(), &c, own ? nullptr : &a, &l), "zcio_rendezvous_listen");
+        return rendezvous_listener(l);
+    }
+    rendezvous_listener(rendezvous_listener &&) noexcept = default;
+    rendezvous_listener &operator=(rendezvous_listener &&) noexcept = default;
+
+    /// One connection, waiting up to the accept bound. A refused caller
+    /// (permission_denied) or a broken handshake (protocol) throws; the
+    /// listener stays usable.
+    rendezvous accept() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<rendezvous> try_accept() { return get(0); }
+    template <class Rep, class Period> std::optional<rendezvous> accept_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    std::string path() const { return zcio_rendezvous_listener_path(l_.get()); }
+    /// peers (accepted, still connected), accepted, and the endpoints' own counters.
+    rendezvous_stats stats() const {
+        rendezvous_stats s{};
+        detail::check(zcio_rendezvous_listener_get_stats(l_.get(), &s, sizeof s), "zcio_rendezvous_listener_get_stats");
+        return s;
+    }
+    zcio_rendezvous_listener *native_handle() const noexcept { return l_.get(); }
+
+  private:
+    explicit rendezvous_listener(zcio_rendezvous_listener *l) noexcept : l_(l) {}
+    std::optional<rendezvous> get(int ms) {
+        zcio_rendezvous *e = nullptr;
+        int rc = zcio_rendezvous_accept(l_.get(), ms, &e);
+        if (rc == 0) return rendezvous(e);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_rendezvous_accept");
+    }
+    detail::owned<zcio_rendezvous_listener, detail::free_rdv_listener> l_;
+};
+
+// ------------------------------------------- asynchronous IPC: proxy threads
+
+/// What a pool of proxy threads does (zcio_proxy_config).
+struct proxy_config {
+    std::size_t max_proxies = 64;                   // threads alive at once, send and receive
+    std::size_t quota = 4096;                       // messages per partner and direction (>= 1)
+    std::chrono::microseconds spin{50};             // busy-wait of a proxy whose queue ran empty
+    std::chrono::milliseconds linger{20};           // a parked proxy stays with its queue
+    std::chrono::milliseconds idle_exit{10'000};    // an idle thread exits
+
+    zcio_proxy_config to_c() const noexcept {
+        zcio_proxy_config c;
+        zcio_proxy_config_init(&c);
+        c.max_proxies = max_proxies;
+        c.quota = quota;
+        auto u32 = [](auto v) { return static_cast<std::uint32_t>(std::clamp<long long>(v, 0, UINT32_MAX)); };
+        c.spin_us = u32(spin.count());
+        c.linger_ms = u32(linger.count());
+        c.idle_exit_ms = u32(idle_exit.count());
+        return c;
+    }
+};
+
+using proxy_stats = zcio_proxy_stats;
+using proxy_endpoint_stats = zcio_proxy_endpoint_stats;
+
+/// A pool of proxy threads shared by proxy endpoints (zcio_proxies); its
+/// threads start on demand and exit when idle. Destroying the handle leaves
+/// the endpoints made with it working. Thread-safe.
+class proxies {
+  public:
+    explicit proxies(const proxy_config &config = {}) {
+        zcio_proxy_config c = config.to_c();
+        zcio_proxies *p = nullptr;
+        detail::check(zcio_proxies_new(&c, &p), "zcio_proxies_new");
+        p_.reset(p);
+    }
+    proxies(proxies &&) noexcept = default;
+    proxies &operator=(proxies &&) noexcept = default;
+    proxy_stats stats() const {
+        proxy_stats s{};
+        detail::check(zcio_proxies_get_stats(p_.get(), &s, sizeof s), "zcio_proxies_get_stats");
+        return s;
+    }
+    zcio_proxies *native_handle() const noexcept { return p_.get(); }
+
+  private:
+    detail::owned<zcio_proxies, detail::free_proxies> p_;
+};
+
+/// Where a queued message stands (zcio_ticket_status).
+enum class ticket_status { pending, delivered, failed };
+
+/// The outcome of one message given to proxy_endpoint::send (zcio_ticket).
+/// Destroying it does not cancel the send. Thread-safe.
+class ticket {
+  public:
+    ticket(ticket &&) noexcept = default;
+    ticket &operator=(ticket &&) noexcept = default;
+
+    /// Now (never waits).
+    ticket_status status() const {
+        int rc = zcio_ticket_status(t_.get());
+        if (rc == ZCIO_TICKET_PENDING) return ticket_status::pending;
+        if (rc == ZCIO_TICKET_DELIVERED) return ticket_status::delivered;
+        return ticket_status::failed;
+    }
+    /// Why it failed (disconnected: the partner is gone or the endpoint was
+    /// closed; timed_out: not taken within the send bound); nullopt unless failed.
+    std::optional<error> failure() const {
+        int rc = zcio_ticket_status(t_.get());
+        if (rc >= 0) return std::nullopt;
+        return error(rc, "zcio_ticket_status", "the queued message was not delivered");
+    }
+    /// Wait until delivered, up to the endpoint's send bound: throws the
+    /// failure's error, or timed_out if it is still pending then.
+    void wait() {
+        if (!until(ZCIO_TIMEOUT_DEFAULT)) throw error(-ETIMEDOUT, "zcio_ticket_wait", "still pending");
+    }
+    /// true: delivered; false: still pending. Throws the failure's error.
+    bool try_wait() { return until(0); }
+    template <class Rep, class Period> bool wait_for(std::chrono::duration<Rep, Period> d) {
+        return until(detail::timeout_ms(d));
+    }
+    zcio_ticket *native_handle() const noexcept { return t_.get(); }
+
+  private:
+    friend class proxy_endpoint;
+    explicit ticket(zcio_ticket *t) noexcept : t_(t) {}
+    bool until(int ms) {
+        int rc = zcio_ticket_wait(t_.get(), ms);
+        if (rc == 0) return true;
+        if (rc == -ETIMEDOUT || rc == -EAGAIN) {
+            // Still pending, or failed with that code: the status tells.
+            int st = zcio_ticket_status(t_.get());
+            if (st == ZCIO_TICKET_PENDING) return false;
+            if (st == ZCIO_TICKET_DELIVERED) return true;
+            rc = st;
+        }
+        throw error(rc, "zcio_ticket_wait", "the queued message was not delivered");
+    }
+    detail::owned<zcio_ticket, detail::free_ticket> t_;
+};
+
+/// A receive under way (zcio_recv_handle, from proxy_endpoint::post or
+/// call): collect its message with wait(). Destroying it withdraws it (a
+/// message that filled it uncollected goes back to the endpoint's queue).
+class recv_handle {
+  public:
+    recv_handle(recv_handle &&) noexcept = default;
+    recv_handle &operator=(recv_handle &&) noexcept = default;
+
+    /// Whether the message (or its error) is there (never waits).
+    bool ready() const { return detail::check(zcio_recv_handle_ready(h_.get()), "zcio_recv_handle_ready") == 1; }
+    /// The message, waiting up to the endpoint's receive bound.
+    envelope wait() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<envelope> try_wait() { return get(0); }
+    template <class Rep, class Period> std::optional<envelope> wait_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    zcio_recv_handle *native_handle() const noexcept { return h_.get(); }
+
+  private:
+    friend class proxy_endpoint;
+    explicit recv_handle(zcio_recv_handle *h) noexcept : h_(h) {}
+    std::optional<envelope> get(int ms) {
+        zcio_envelope out;
+        int rc = zcio_recv_handle_wait(h_.get(), ms, &out);
+        if (rc == 0) return envelope::received(out);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_recv_handle_wait");
+    }
+    detail::owned<zcio_recv_handle, detail::free_recv_handle> h_;
+};
+
+/// A rendezvous endpoint driven through proxy threads (zcio_proxy_endpoint):
+/// send() queues and returns at once with a ticket; a proxy delivers the
+/// queued messages in order. The partner speaks plain rendezvous. Destroying
+/// it stops receiving; messages already queued are still delivered unless
+/// close() was called. Thread-safe.
+class proxy_endpoint {
+  public:
+    /// Take `ep` over, with the library's shared pool of proxy threads.
+    explicit proxy_endpoint(rendezvous &&ep) : proxy_endpoint(std::move(ep), nullptr) {}
+    /// Take `ep` over, with the threads of `pool` (ep's bounds stay: deliveries
+    /// and ticket::wait wait up to its send bound, receives its receive bound).
+    proxy_endpoint(rendezvous &&ep, const proxies &pool) : proxy_endpoint(std::move(ep), pool.native_handle()) {}
+    proxy_endpoint(proxy_endpoint &&) noexcept = default;
+    proxy_endpoint &operator=(proxy_endpoint &&) noexcept = default;
+
+    /// This partner's quota (messages that may wait per direction).
+    void set_quota(std::size_t quota) {
+        detail::check(zcio_proxy_endpoint_set_quota(pe_.get(), quota), "zcio_proxy_endpoint_set_quota");
+    }
+    /// Queue `m` (its descriptors stay yours: the library sends duplicates);
+    /// never waits. Throws would_block when the partner's queue holds its
+    /// quota, disconnected when it is gone or this endpoint was closed.
+    ticket send(const envelope &m) { return *queue(m, "zcio_proxy_endpoint_send"); }
+    /// send(), or nullopt when the queue holds its quota.
+    std::optional<ticket> try_send(const envelope &m) {
+        zcio_ticket *t = nullptr;
+        int rc = zcio_proxy_endpoint_send(pe_.get(), &m.e_, &t);
+        if (rc == 0) return ticket(t);
+        if (rc == -EAGAIN) return std::nullopt;
+        detail::raise(rc, "zcio_proxy_endpoint_send");
+    }
+    /// Queue `m` and get a handle the partner's answer will be delivered to.
+    recv_handle call(const envelope &m) {
+        zcio_recv_handle *h = nullptr;
+        detail::check(zcio_proxy_endpoint_call(pe_.get(), &m.e_, &h), "zcio_proxy_endpoint_call");
+        return recv_handle(h);
+    }
+    /// Post a receive ahead: the next message goes to the handle (handles are
+    /// served most recently posted first).
+    recv_handle post() {
+        zcio_recv_handle *h = nullptr;
+        detail::check(zcio_proxy_endpoint_post(pe_.get(), &h), "zcio_proxy_endpoint_post");
+        return recv_handle(h);
+    }
+    /// The next message, waiting up to the receive bound.
+    envelope recv() { return *get(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<envelope> try_recv() { return get(0); }
+    template <class Rep, class Period> std::optional<envelope> recv_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    peer_cred peer() const {
+        peer_cred c{};
+        detail::check(zcio_proxy_endpoint_peer(pe_.get(), &c), "zcio_proxy_endpoint_peer");
+        return c;
+    }
+    proxy_endpoint_stats stats() const {
+        proxy_endpoint_stats s{};
+        detail::check(zcio_proxy_endpoint_get_stats(pe_.get(), &s, sizeof s), "zcio_proxy_endpoint_get_stats");
+        return s;
+    }
+    /// Close now, keeping the handle: queued messages fail (their tickets:
+    /// disconnected), new sends are refused, receiving stops.
+    void close() { detail::check(zcio_proxy_endpoint_close(pe_.get()), "zcio_proxy_endpoint_close"); }
+    zcio_proxy_endpoint *native_handle() const noexcept { return pe_.get(); }
+
+  private:
+    proxy_endpoint(rendezvous &&ep, const zcio_proxies *pool) {
+        zcio_proxy_endpoint *pe = nullptr;
+        detail::check(zcio_proxy_endpoint_new(ep.ep_.get(), pool, &pe), "zcio_proxy_endpoint_new");
+        (void)ep.ep_.release(); // freed by the C call: the endpoint is pe's now
+        pe_.reset(pe);
+    }
+    std::optional<ticket> queue(const envelope &m, const char *op) {
+        zcio_ticket *t = nullptr;
+        detail::check(zcio_proxy_endpoint_send(pe_.get(), &m.e_, &t), op);
+        return ticket(t);
+    }
+    std::optional<envelope> get(int ms) {
+        zcio_envelope out;
+        int rc = zcio_proxy_endpoint_recv(pe_.get(), ms, &out);
+        if (rc == 0) return envelope::received(out);
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_proxy_endpoint_recv");
+    }
+    detail::owned<zcio_proxy_endpoint, detail::free_proxy_ep> pe_;
 };
 
 } // namespace zcio

@@ -8,8 +8,10 @@
 #include <zcio.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -545,6 +547,352 @@ void peer_killed() {
     zcio::ring_unlink(name);
 }
 
+// ------------------------------------------------------------ rendezvous
+
+/// Connect, retrying while the listener is not there yet (the C call does not retry).
+zcio::rendezvous rdv_connect(const std::string &sock, const zcio::rendezvous_config &cfg = {}) {
+    for (int tries = 0;; tries++) {
+        try {
+            return zcio::rendezvous::connect(sock, cfg);
+        } catch (const zcio::error &e) {
+            if ((e.kind() != zcio::error_kind::not_found && e.errnum() != ECONNREFUSED) || tries == 3000) throw;
+            usleep(10'000); // the listener is still starting: poll for it, not a synchronisation
+        }
+    }
+}
+
+/// Request/response with call; peer credentials; counters.
+void rendezvous_call() {
+    auto sock = path("rdv-call.sock");
+    auto l = zcio::rendezvous_listener::bind(sock);
+    CHECK(l.path() == sock);
+    pid_t peer = spawn([&] {
+        auto ep = zcio::rendezvous::connect(sock);
+        for (std::uint64_t i = 0; i < 3; i++) {
+            auto r = ep.call(zcio::envelope(1, {i, 10}));
+            CHECK(r.label() == 1 && r.words().size() == 1 && r.word(0) == i + 10);
+            CHECK(r.fds().empty() && !r.owns_fds());
+        }
+        auto r = ep.call_for(zcio::envelope(2), 30s); // the _for form of call
+        CHECK(r && r->label() == 3);
+        CHECK(ep.peer().pid == getppid());
+        auto st = ep.stats();
+        CHECK(st.sent_messages == 4 && st.received_messages == 4);
+    });
+    auto ep = *l.accept_for(30s);
+    CHECK(ep.peer().pid == peer && ep.peer().uid == geteuid());
+    for (int i = 0; i < 3; i++) {
+        auto m = ep.recv();
+        CHECK(m.label() == 1 && m.words().size() == 2);
+        ep.send(zcio::envelope(m.label(), {m.word(0) + m.word(1)}));
+    }
+    auto m = ep.recv_for(30s);
+    CHECK(m && m->label() == 2 && m->words().empty());
+    CHECK(ep.send_for(zcio::envelope(3), 30s));
+    check_peer(peer);
+    CHECK_THROWS_KIND(ep.recv_for(30s), zcio::error_kind::disconnected);
+    CHECK(l.stats().accepted == 1);
+    CHECK(ep.stats().received_messages == 4);
+    // An envelope is 8 words and 16 descriptors at most.
+    std::array<std::uint64_t, 9> nine{};
+    CHECK_THROWS_KIND(zcio::envelope(1, nine), zcio::error_kind::too_large);
+    static_assert(!std::is_copy_constructible_v<zcio::envelope>);
+    static_assert(std::is_nothrow_move_constructible_v<zcio::envelope>);
+    static_assert(std::is_nothrow_move_constructible_v<zcio::rendezvous>);
+    static_assert(std::is_nothrow_move_assignable_v<zcio::unique_fd>);
+}
+
+/// A server over three caller processes: recv_any, then reply_and_recv.
+void rendezvous_recv_any() {
+    auto sock = path("rdv-any.sock");
+    auto l = zcio::rendezvous_listener::bind(sock);
+    constexpr int callers = 3, calls = 4;
+    std::vector<pid_t> peers;
+    for (int c = 0; c < callers; c++)
+        peers.push_back(spawn([&, c] {
+            auto ep = zcio::rendezvous::connect(sock);
+            for (std::uint64_t i = 0; i < calls; i++) {
+                auto r = ep.call(zcio::envelope(static_cast<std::uint64_t>(c), {i, 100}));
+                CHECK(r.label() == static_cast<std::uint64_t>(c) && r.word(0) == i + 100);
+            }
+        }));
+    std::vector<zcio::rendezvous> eps;
+    for (int c = 0; c < callers; c++) eps.push_back(*l.accept_for(30s));
+    std::array<int, callers> per{};
+    std::vector<int> seen_pid(callers, 0);
+    int served = 0;
+    auto r = zcio::rendezvous::recv_any(eps);
+    for (;;) {
+        CHECK(r.index < eps.size());
+        per[r.msg.label()]++;
+        seen_pid[r.msg.label()] = eps[r.index].peer().pid;
+        served++;
+        zcio::envelope reply(r.msg.label(), {r.msg.word(0) + r.msg.word(1)});
+        try {
+            r = eps[r.index].reply_and_recv(reply, eps);
+        } catch (const zcio::error &e) {
+            CHECK(e.kind() == zcio::error_kind::disconnected); // every caller hung up
+            break;
+        }
+    }
+    CHECK(served == callers * calls);
+    for (int c = 0; c < callers; c++) {
+        CHECK(per[c] == calls);
+        CHECK(seen_pid[c] == peers[c]); // the label said who; the kernel agrees
+        check_peer(peers[c]);
+    }
+    // The span-of-pointers form, and the no-wait forms on partners that are gone.
+    std::array<zcio::rendezvous *, 2> two{&eps[0], &eps[2]};
+    CHECK_THROWS_KIND(zcio::rendezvous::try_recv_any(two), zcio::error_kind::disconnected);
+    CHECK_THROWS_KIND(zcio::rendezvous::recv_any_for(std::span<zcio::rendezvous>(eps), 10ms),
+                      zcio::error_kind::disconnected);
+}
+
+/// A memfd passed each way and read in the other process; received
+/// descriptors are closed by RAII (the count returns to where it was).
+void rendezvous_descriptors() {
+    auto sock = path("rdv-fd.sock");
+    auto l = zcio::rendezvous_listener::bind(sock);
+    constexpr int rounds = 20;
+    pid_t peer = spawn([&] {
+        auto ep = zcio::rendezvous::connect(sock);
+        int fd = memfd_create("cpp-rdv", MFD_CLOEXEC);
+        CHECK(fd >= 0);
+        CHECK(write(fd, "secret data", 11) == 11);
+        auto r = ep.call(zcio::envelope(1, {11}, {fd}));
+        CHECK(fcntl(fd, F_GETFD) >= 0); // sending borrowed it: still ours
+        close(fd);
+        CHECK(r.fds().size() == 1 && r.owns_fds());
+        char buf[16] = {};
+        CHECK(pread(r.fds()[0], buf, sizeof buf, 0) == 5 && std::memcmp(buf, "reply", 5) == 0);
+        // Many envelopes of three descriptors each, for the parent to drop.
+        int a = memfd_create("a", MFD_CLOEXEC), b = dup(a), c = dup(a);
+        for (int i = 0; i < rounds; i++) ep.send(zcio::envelope(2, {}, {a, b, c}));
+        ep.send(zcio::envelope(3, {}, {a}));
+        (void)ep.recv(); // until the parent is done
+    });
+    auto ep = *l.accept_for(30s);
+    auto m = ep.recv();
+    CHECK(m.label() == 1 && m.fds().size() == 1 && m.owns_fds());
+    char buf[32] = {};
+    CHECK(pread(m.fds()[0], buf, sizeof buf, 0) == 11 && std::string(buf) == "secret data");
+    {
+        zcio::unique_fd mine(memfd_create("reply", MFD_CLOEXEC));
+        CHECK(write(mine.get(), "reply", 5) == 5);
+        ep.send(zcio::envelope(1, {}, {mine.get()}));
+    }
+    int before = open_fds();
+    for (int i = 0; i < rounds; i++) {
+        auto e = ep.recv();
+        CHECK(e.label() == 2 && e.fds().size() == 3);
+        CHECK(open_fds() == before + 3);
+        if (i % 2 == 0) {
+            zcio::envelope moved = std::move(e); // the descriptors move with it
+            CHECK(moved.owns_fds() && !e.owns_fds());
+        } else {
+            auto fds = e.take_fds(); // out of the envelope: each closes its own
+            CHECK(fds.size() == 3 && e.fds().empty() && fds[1]);
+        }
+        CHECK(open_fds() == before); // closed with the envelope, or with the unique_fds
+    }
+    CHECK(open_fds() == before);
+    {
+        auto e = ep.recv();
+        auto fds = e.take_fds();
+        int raw = fds[0].release(); // released: ours to close
+        fds.clear();
+        CHECK(fcntl(raw, F_GETFD) >= 0);
+        close(raw);
+        CHECK_THROWS_KIND(m.set_fds(std::span<const int>()), zcio::error_kind::invalid_input); // m owns its fd
+    }
+    { auto drop = std::move(m); }
+    CHECK(open_fds() == before - 1); // m's descriptor is closed too
+    ep.send(zcio::envelope(9));
+    check_peer(peer);
+    CHECK(ep.stats().descriptors >= 2 + 3 * rounds);
+}
+
+/// No wait and bounded waits: the try_ and _for forms say nullopt / false,
+/// the default form throws timed_out after the configured bound.
+void rendezvous_timeouts() {
+    auto sock = path("rdv-to.sock");
+    auto l = zcio::rendezvous_listener::bind(sock, {.recv_timeout = 100ms, .accept_timeout = 50ms});
+    CHECK(!l.try_accept().has_value());
+    CHECK(!l.accept_for(10ms).has_value());
+    CHECK_THROWS_KIND(l.accept(), zcio::error_kind::timed_out);
+    int go[2];
+    CHECK(pipe(go) == 0);
+    pid_t peer = spawn([&] {
+        auto ep = zcio::rendezvous::connect(sock);
+        char c;
+        CHECK(read(go[0], &c, 1) == 1); // not in a receive until the parent says so
+        auto m = ep.recv_for(30s);
+        CHECK(m && m->label() == 5);
+    });
+    auto ep = *l.accept_for(30s);
+    CHECK(!ep.try_recv().has_value());
+    CHECK(!ep.recv_for(20ms).has_value());
+    CHECK_THROWS_KIND(ep.recv(), zcio::error_kind::timed_out);
+    CHECK(!ep.try_send(zcio::envelope(4))); // the partner is not receiving: not sent
+    CHECK(!ep.send_for(zcio::envelope(4), 20ms));
+    CHECK(!ep.call_for(zcio::envelope(4), 20ms).has_value());
+    std::array<zcio::rendezvous *, 1> one{&ep};
+    CHECK(!zcio::rendezvous::try_recv_any(one).has_value());
+    CHECK(!zcio::rendezvous::recv_any_for(one, 10ms).has_value());
+    CHECK(ep.stats().timed_out >= 4);
+    CHECK(write(go[1], "g", 1) == 1);
+    ep.send(zcio::envelope(5)); // the timed-out ones were taken back: this is the first it gets
+    check_peer(peer);
+}
+
+/// A partner killed with SIGKILL: every wait ends with disconnected, bounded.
+void rendezvous_peer_killed() {
+    auto sock = path("rdv-kill.sock");
+    auto l = zcio::rendezvous_listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ep = zcio::rendezvous::connect(sock);
+        ep.send(zcio::envelope(1));
+        pause(); // until killed
+    });
+    auto ep = *l.accept_for(30s);
+    CHECK(ep.recv_for(30s)->label() == 1);
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    CHECK_THROWS_KIND(ep.recv_for(60s), zcio::error_kind::disconnected);
+    CHECK_THROWS_KIND(ep.send(zcio::envelope(2)), zcio::error_kind::disconnected);
+    CHECK_THROWS_KIND(ep.call(zcio::envelope(2)), zcio::error_kind::disconnected);
+    CHECK(ep.stats().disconnected >= 1);
+}
+
+/// The event-loop calls: a send in steps and a receive on the doorbell.
+void rendezvous_event_loop() {
+    auto sock = path("rdv-loop.sock");
+    auto l = zcio::rendezvous_listener::bind(sock);
+    int go[2];
+    CHECK(pipe(go) == 0);
+    pid_t peer = spawn([&] {
+        auto ep = zcio::rendezvous::connect(sock);
+        for (int i = 0; i < 10; i++) {
+            auto m = ep.recv();
+            ep.send(zcio::envelope(m.label() + 1));
+        }
+        char c;
+        CHECK(read(go[0], &c, 1) == 1); // not in a receive until the parent says so
+        CHECK(ep.recv().label() == 100);
+    });
+    auto ep = *l.accept_for(30s);
+    int fd = ep.fd();
+    CHECK(fd >= 0);
+    auto wait_bell = [&] {
+        struct pollfd p {fd, POLLIN, 0};
+        (void)poll(&p, 1, 1000); // a bound on each sleep, in case a ring was missed
+        return ep.doorbell_rang();
+    };
+    for (std::uint64_t i = 0; i < 10; i++) {
+        auto s = ep.send_begin(zcio::envelope(i * 10));
+        while (!s.poll()) (void)wait_bell();
+        CHECK(s.done());
+        std::optional<zcio::envelope> m;
+        while (!(m = ep.try_recv())) {
+            if (ep.prepare_recv_sleep()) CHECK(!wait_bell());
+        }
+        CHECK(m->label() == i * 10 + 1);
+    }
+    // A begun send the partner does not take: cancel() takes it back; a
+    // pending_send destroyed unfinished gives its send up.
+    auto s = ep.send_begin(zcio::envelope(1));
+    CHECK_THROWS_KIND(ep.send_begin(zcio::envelope(2)), zcio::error_kind::would_block);
+    CHECK(std::move(s).cancel()); // taken back, undelivered
+    { auto dropped = ep.send_begin(zcio::envelope(3)); }
+    CHECK(write(go[1], "g", 1) == 1);
+    ep.send(zcio::envelope(100)); // the first the partner gets after the loop
+    check_peer(peer);
+}
+
+// ------------------------------------------------------------ proxy threads
+
+/// Many sends queued through proxy threads, all delivered in order; call,
+/// post, recv; counters.
+void proxy_many_sends() {
+    auto sock = path("proxy.sock");
+    auto l = zcio::rendezvous_listener::bind(sock);
+    constexpr std::uint64_t n = 1000;
+    pid_t peer = spawn([&] {
+        auto ep = rdv_connect(sock);
+        for (std::uint64_t i = 0; i < n; i++) {
+            auto m = ep.recv();
+            CHECK(m.label() == 1 && m.word(0) == i); // in order
+        }
+        auto req = ep.recv(); // the call
+        CHECK(req.label() == 2);
+        ep.send(zcio::envelope(3, {req.word(0) * 2}));
+        ep.send(zcio::envelope(4)); // for the posted handle
+        ep.send(zcio::envelope(5)); // for recv
+        (void)ep.recv();            // until the parent is done
+    });
+    zcio::proxies pool({.max_proxies = 4});
+    zcio::proxy_endpoint pe(*l.accept_for(30s), pool); // the endpoint is pe's now
+    CHECK(pe.peer().pid == peer);
+    std::vector<zcio::ticket> tickets;
+    for (std::uint64_t i = 0; i < n; i++) tickets.push_back(pe.send(zcio::envelope(1, {i}))); // returns at once
+    for (auto &t : tickets) t.wait(); // delivered, in order, or throws
+    for (auto &t : tickets) CHECK(t.status() == zcio::ticket_status::delivered && !t.failure());
+    CHECK(pe.stats().delivered == n && pe.stats().failed == 0);
+    auto answer = pe.call(zcio::envelope(2, {21}));
+    auto a = answer.wait_for(30s);
+    CHECK(a && a->label() == 3 && a->word(0) == 42);
+    auto posted = pe.post();
+    auto p = posted.wait();
+    CHECK(p.label() == 4);
+    CHECK_THROWS_KIND(posted.try_wait(), zcio::error_kind::invalid_input); // collected once
+    auto r = pe.recv_for(30s);
+    CHECK(r && r->label() == 5);
+    CHECK(!pe.try_recv().has_value());
+    CHECK(pool.stats().spawned >= 1);
+    auto last = pe.send(zcio::envelope(6));
+    CHECK(last.wait_for(30s));
+    check_peer(peer);
+}
+
+/// A partner killed with tickets pending: every one fails with disconnected;
+/// a queue at its quota refuses (try_send: nullopt).
+void proxy_partner_killed() {
+    auto sock = path("proxy-kill.sock");
+    // (a delivery waits for the partner up to the send bound: longer than the test)
+    auto l = zcio::rendezvous_listener::bind(sock, {.send_timeout = 120s});
+    pid_t peer = spawn([&] {
+        auto ep = rdv_connect(sock);
+        pause(); // receives nothing; killed
+    });
+    zcio::proxy_endpoint pe(*l.accept_for(30s)); // the library's shared proxy threads
+    pe.set_quota(8);
+    std::vector<zcio::ticket> tickets;
+    for (int i = 0; i < 1000; i++) {
+        auto t = pe.try_send(zcio::envelope(1, {static_cast<std::uint64_t>(i)}));
+        if (!t) break; // the queue holds its quota
+        tickets.push_back(std::move(*t));
+    }
+    CHECK(tickets.size() >= 8 && tickets.size() < 1000);
+    CHECK_THROWS_KIND(pe.send(zcio::envelope(2)), zcio::error_kind::would_block);
+    CHECK(!tickets.back().try_wait());
+    CHECK(!tickets.back().wait_for(10ms));
+    CHECK(tickets.back().status() == zcio::ticket_status::pending);
+    auto h = pe.post();
+    CHECK(!h.ready() && !h.try_wait().has_value());
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    for (auto &t : tickets) {
+        CHECK_THROWS_KIND(t.wait(), zcio::error_kind::disconnected);
+        CHECK(t.status() == zcio::ticket_status::failed);
+        CHECK(t.failure() && t.failure()->kind() == zcio::error_kind::disconnected);
+    }
+    CHECK_THROWS_KIND(h.wait_for(60s), zcio::error_kind::disconnected);
+    CHECK_THROWS_KIND(pe.recv_for(60s), zcio::error_kind::disconnected);
+    CHECK(pe.stats().failed == tickets.size());
+    pe.close();
+    CHECK_THROWS_KIND(pe.send(zcio::envelope(3)), zcio::error_kind::disconnected);
+}
+
 void timeouts_convert() {
     CHECK(zcio::detail::timeout_ms(0ms) == 0);
     CHECK(zcio::detail::timeout_ms(-5ms) == 0);
@@ -571,6 +919,14 @@ const test tests[] = {
     {"try_send_gives_message_back", try_send_gives_message_back},
     {"raii_frees_everything", raii_frees_everything},
     {"peer_killed", peer_killed},
+    {"rendezvous_call", rendezvous_call},
+    {"rendezvous_recv_any", rendezvous_recv_any},
+    {"rendezvous_descriptors", rendezvous_descriptors},
+    {"rendezvous_timeouts", rendezvous_timeouts},
+    {"rendezvous_peer_killed", rendezvous_peer_killed},
+    {"rendezvous_event_loop", rendezvous_event_loop},
+    {"proxy_many_sends", proxy_many_sends},
+    {"proxy_partner_killed", proxy_partner_killed},
     {"timeouts_convert", timeouts_convert},
 };
 

@@ -8,6 +8,9 @@
 //! stands for lines left out (and may say what comes next). Every C block
 //! is such a quotation or a translation unit that compiles against
 //! `include/` (`cc -fsyntax-only`; skipped with a reason without `cc`).
+//! Every C++ block is such a quotation or, announced by
+//! `<!-- file: PATH -->`, the whole program PATH (which `scripts/test-cpp`
+//! compiles and runs).
 
 use std::path::{Path, PathBuf};
 
@@ -151,6 +154,26 @@ fn every_guide_block_is_compiled_or_quotes_a_compiled_program() {
                     continue;
                 }
                 (Some("c"), Some(p)) => p,
+                (Some("cpp"), Some(p)) => p,
+                (Some("cpp"), None) => {
+                    let file = b
+                        .before
+                        .trim()
+                        .strip_prefix("<!-- file: ")
+                        .and_then(|r| r.strip_suffix(" -->"));
+                    match file.map(|p| (p, std::fs::read_to_string(root().join(p)))) {
+                        None => bad.push(format!(
+                            "{at}: a C++ block must be a program (<!-- file: PATH --> before it) or quote one (<!-- excerpt: PATH -->)"
+                        )),
+                        Some((p, Err(e))) => bad.push(format!("{at}: file {p}: {e}")),
+                        Some((p, Ok(src))) => {
+                            if !src.lines().eq(b.body.iter().map(String::as_str)) {
+                                bad.push(format!("{at}: the block is not the file {p}, line for line"));
+                            }
+                        }
+                    }
+                    continue;
+                }
                 (Some("rust"), _) if !tags.contains(&"ignore") => continue, // a doctest
                 (Some("rust"), Some(p)) => p,
                 (Some("rust"), None) => {
