@@ -514,3 +514,104 @@ def recv_channels(path: str, n: int, msgs: int) -> None:
                     raise AssertionError("more messages than sent")
                 except zcio.Disconnected:
                     pass
+
+
+def connect_and_idle(path: str, go, options: dict) -> None:
+    """Connect (with these channel options), receive nothing until `go` is
+    set, then close."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT, **options):
+        assert go.wait(TIMEOUT), "parent never said go"
+
+
+def connect_expect_refused(path: str) -> None:
+    """Connect to a listener whose access policy excludes us: refused."""
+    try:
+        zcio.Channel.connect(path, timeout=TIMEOUT)
+    except zcio.ConnectError as e:
+        assert "refused" in str(e).lower() or "access" in str(e).lower(), str(e)
+        return
+    raise AssertionError("connect was admitted")
+
+
+def recv_and_hold(path: str, n: int, go) -> None:
+    """Receive `n` messages and hold them until `go` is set."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        held = [ch.recv(timeout=TIMEOUT) for _ in range(n)]
+        assert go.wait(TIMEOUT), "parent never said go"
+        del held
+
+
+def sendv_parts(path: str) -> None:
+    """Send one message of three parts (a filled-and-truncated pool buffer,
+    bytes, another pool buffer), then wait for "done"."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        pool = zcio.Pool("sendv-child", chunk_size=1 << 20, max_chunks=4)
+        a = pool.alloc(64 << 10)  # reserve more than needed
+        with memoryview(a) as mv:
+            mv[:5000] = sized(1, 5000)  # fill part of it
+        a.truncate(5000)  # send only that part
+        b = pool.alloc(8192)
+        with memoryview(b) as mv:
+            mv[:] = sized(3, 8192)
+        ch.sendv([a, sized(2, 300), b], timeout=TIMEOUT)
+        assert a.sent and b.sent
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def ring_write_kinds(name: str) -> None:
+    """Write a tagged block, a gathered block and a reserved-and-committed
+    block into a variable ring, checking the reservation rules on the way."""
+    with zcio.RingProducer(name, size=1 << 16, layout="variable") as p:
+        assert p.wait_for_consumers(1, timeout=TIMEOUT) >= 1
+        p.write(b"tagged", tag=7)
+        assert p.write_gather([b"he", memoryview(b"ll"), bytearray(b"o!")], tag=8) == 6
+        r = p.reserve(100)
+        assert len(r) == 100 and not r.committed
+        for bad in (lambda: p.write(b"x"), lambda: p.write_gather([b"x"]), p.close):
+            try:
+                bad()
+            except BufferError:
+                pass
+            else:
+                raise AssertionError("a write or close went through a reservation")
+        mv = memoryview(r)
+        mv[:50] = sized(9, 50)
+        try:
+            r.commit(50, tag=9)
+        except BufferError:
+            pass  # the view is still out
+        else:
+            raise AssertionError("commit went through with a view out")
+        mv.release()
+        r.commit(50, tag=9)
+        assert r.committed
+        for bad in (lambda: memoryview(r), lambda: r.commit(1)):
+            try:
+                bad()
+            except ValueError:
+                pass
+            else:
+                raise AssertionError("a committed reservation was used")
+        with p.reserve(10) as r2:
+            memoryview(r2)[:3] = b"xyz"
+        # Leaving the block cancelled it: writes go again.
+        p.write(b"last", tag=10)
+
+
+def send_then_close(path: str, sizes: list[int]) -> None:
+    """Send message i of sizes[i] bytes, then close at once."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for i, n in enumerate(sizes):
+            ch.send(sized(i, n), timeout=TIMEOUT)
+
+
+def recv_expect_then_end(path: str, sizes: list[int]) -> None:
+    """Receive message i of sizes[i] bytes, then see the channel end."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for i, n in enumerate(sizes):
+            assert ch.recv(timeout=TIMEOUT).tobytes() == sized(i, n), i
+        try:
+            ch.recv(timeout=TIMEOUT)
+        except zcio.Disconnected:
+            return
+        raise AssertionError("a message after the last one")
