@@ -83,6 +83,7 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
     m.add_function(wrap_pyfunction!(forward::forward, m)?)?;
     m.add("MAX_SLICES", zcio::Msg::MAX_SLICES)?;
+    m.add("MAX_FDS", zcio::rendezvous::Envelope::MAX_FDS)?;
     m.add_function(wrap_pyfunction!(wait::spin_policy, m)?)?;
     m.add_class::<proxy::Proxies>()?;
     m.add_class::<proxy::ProxyEndpoint>()?;

@@ -615,3 +615,41 @@ def recv_expect_then_end(path: str, sizes: list[int]) -> None:
         except zcio.Disconnected:
             return
         raise AssertionError("a message after the last one")
+
+
+def rdv_fd_peer(path: str) -> None:
+    """Pass a pipe's read end (with bytes waiting in it) to the parent, then
+    take a descriptor from the parent and write into it."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        r, w = os.pipe()
+        os.write(w, b"through the pipe")
+        os.close(w)
+        ep.send(1, (16,), timeout=TIMEOUT, fds=[r])
+        os.close(r)  # the parent has its own duplicate
+        m = ep.recv(timeout=TIMEOUT)
+        assert m.label == 2 and len(m.fds) == 1
+        (fd,) = m.take_fds()
+        assert m.fds == ()
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"and back")
+        ep.send(3, timeout=TIMEOUT)
+        # The parent's recv_into test.
+        ep.send(5, tuple(range(1, 9)), timeout=TIMEOUT)
+        ep.send(6, (7,), timeout=TIMEOUT)
+        assert ep.recv(timeout=TIMEOUT).label == 99  # done
+
+
+def rdv_caller(path: str, i: int) -> None:
+    """Call twice with our number; the answer is ten times it."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        for x in (i, i + 100):
+            m = ep.call(2, (x,), timeout=TIMEOUT)
+            assert (m.label, m.words) == (3, (x * 10,)), m
+
+
+def rdv_connect_expect_refused(path: str) -> None:
+    try:
+        zcio.Rendezvous.connect(path, timeout=TIMEOUT)
+    except zcio.ConnectError:
+        return
+    raise AssertionError("connect was admitted")

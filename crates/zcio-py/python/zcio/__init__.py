@@ -85,6 +85,7 @@ from ._typed import read_typed, send_typed
 from . import bridge
 from ._zcio import (
     DEFAULT,
+    MAX_FDS,
     MAX_SLICES,
     AccessPolicy,
     ArenaBuffer,
@@ -163,6 +164,7 @@ __all__ = [
     "forward",
     "page_size",
     "MAX_SLICES",
+    "MAX_FDS",
     "Envelope",
     "RendezvousListener",
     "Rendezvous",
