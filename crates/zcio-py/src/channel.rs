@@ -295,6 +295,48 @@ impl Channel {
         Ok(zcio::Msg::from(f))
     }
 
+    /// One message of `parts` (see `sendv`): pool buffers frozen, received
+    /// messages forwarded, bytes-like parts copied into `pool` (waiting
+    /// as `w` says).
+    fn joined(
+        py: Python<'_>,
+        parts: &Bound<'_, PyAny>,
+        pool: &Pool,
+        w: SendWait,
+    ) -> PyResult<zcio::Msg> {
+        let mut msg = zcio::Msg::new();
+        for part in parts.try_iter()? {
+            let part = part?;
+            let next = if let Ok(pb) = part.cast::<PoolBuffer>() {
+                zcio::Msg::from(pb.get().freeze(py, true)?)
+            } else if let Some(shared) = match part.cast::<Msg>() {
+                Ok(m) => m.get().shared()?,
+                Err(_) => None,
+            } {
+                shared
+            } else {
+                let src = Exported::get(&part, false)?;
+                if src.len() == 0 {
+                    continue;
+                }
+                // `src` stays exported (so valid) until the end of this
+                // block.
+                // SAFETY: as argued just above.
+                unsafe { Self::copy_into_pool(py, pool, &[], src.ptr(), src.len(), w)? }
+            };
+            msg.join(next).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "{e}: a message has at most {} slices (join fewer parts, or copy some together)",
+                    zcio::Msg::MAX_SLICES
+                ))
+            })?;
+        }
+        if msg.is_empty() {
+            return Err(PyValueError::new_err("cannot send an empty message"));
+        }
+        Ok(msg)
+    }
+
     /// The channel's bounds: send, receive.
     fn bounds(&self) -> PyResult<(Duration, Duration)> {
         let c = self.chan()?;
@@ -616,36 +658,7 @@ impl Channel {
     ) -> PyResult<()> {
         let w = SendWait::new(timeout, self.bounds()?.0)?;
         let pool = self.copy_pool(py, pool);
-        let mut msg = zcio::Msg::new();
-        for part in parts.try_iter()? {
-            let part = part?;
-            let next = if let Ok(pb) = part.cast::<PoolBuffer>() {
-                zcio::Msg::from(pb.get().freeze(py, true)?)
-            } else if let Some(shared) = match part.cast::<Msg>() {
-                Ok(m) => m.get().shared()?,
-                Err(_) => None,
-            } {
-                shared
-            } else {
-                let src = Exported::get(&part, false)?;
-                if src.len() == 0 {
-                    continue;
-                }
-                // `src` stays exported (so valid) until the end of this
-                // block.
-                // SAFETY: as argued just above.
-                unsafe { Self::copy_into_pool(py, pool.get(), &[], src.ptr(), src.len(), w)? }
-            };
-            msg.join(next).map_err(|e| {
-                PyValueError::new_err(format!(
-                    "{e}: a message has at most {} slices (join fewer parts, or copy some together)",
-                    zcio::Msg::MAX_SLICES
-                ))
-            })?;
-        }
-        if msg.is_empty() {
-            return Err(PyValueError::new_err("cannot send an empty message"));
-        }
+        let msg = Self::joined(py, parts, pool.get(), w)?;
         self.send_msg(py, msg, w)
     }
 
@@ -1071,6 +1084,28 @@ impl Channel {
             .call1((slf, bell, data, t, pool))
     }
 
+    /// await sendv_async(parts, timeout=None, pool=None): send `parts` as
+    /// one message as `sendv` does, waiting in the running asyncio loop as
+    /// `send_async` does (and cancel-safe as it is: sent or not at all).
+    /// Bytes-like parts are copied once, before the first attempt.
+    #[pyo3(signature = (parts, timeout=None, pool=None))]
+    fn sendv_async<'py>(
+        slf: &Bound<'py, Self>,
+        parts: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+        pool: Option<&Bound<'py, Pool>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = async_timeout(timeout, slf.get().bounds()?.0)?;
+        let bell = slf.get().bell(py)?;
+        let pool = slf.get().copy_pool(py, pool);
+        // A list of its own: the parts are read once, at the first attempt.
+        let parts = pyo3::types::PyList::new(py, parts.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        aio(py)?
+            .getattr(intern!(py, "channel_sendv"))?
+            .call1((slf, bell, parts, t, pool))
+    }
+
     /// `async for msg in ch`: the messages until the peer is gone and
     /// everything it sent was received (then the loop ends). Each message
     /// is waited for as `recv_async()` waits: up to the channel's
@@ -1229,4 +1264,26 @@ pub(crate) fn _sendable<'py>(
     drop(src);
     let nbytes = msg.len() as u64;
     Ok((Bound::new(py, Msg::from_msg(msg))?.into_any(), 1, nbytes))
+}
+
+/// _sendable_parts(parts, pool) -> (Msg, slices, nbytes): as `_sendable`,
+/// for `sendv_async`: the parts joined into one message (bytes-like parts
+/// copied into `pool`, never waiting: `PoolExhausted`).
+#[pyfunction]
+pub(crate) fn _sendable_parts<'py>(
+    parts: &Bound<'py, PyAny>,
+    pool: &Bound<'py, Pool>,
+) -> PyResult<(Bound<'py, PyAny>, usize, u64)> {
+    let py = parts.py();
+    let w = SendWait {
+        deadline: Deadline::new(Timeout::Try),
+        try_: true,
+    };
+    let msg = Channel::joined(py, parts, pool.get(), w)?;
+    let (slices, nbytes) = (msg.slice_count(), msg.len() as u64);
+    Ok((
+        Bound::new(py, Msg::from_msg(msg))?.into_any(),
+        slices,
+        nbytes,
+    ))
 }

@@ -61,6 +61,7 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::ChannelPolicy>()?;
     m.add_class::<config::AccessPolicy>()?;
     m.add_function(wrap_pyfunction!(channel::_sendable, m)?)?;
+    m.add_function(wrap_pyfunction!(channel::_sendable_parts, m)?)?;
     m.add_class::<lane::LaneSender>()?;
     m.add_class::<lane::LaneLoan>()?;
     m.add_class::<lane::LaneReceiver>()?;

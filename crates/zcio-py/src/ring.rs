@@ -218,6 +218,27 @@ impl RingProducer {
         }
     }
 
+    /// The asyncio bell and the timeout of an async write (the named bell
+    /// bound now, so one that cannot be bound fails the call, not the
+    /// wait; policies other than `block` never wait).
+    fn async_wait<'py>(
+        slf: &Bound<'py, Self>,
+        timeout: Option<f64>,
+    ) -> PyResult<(Bound<'py, PyAny>, Option<f64>)> {
+        let py = slf.py();
+        let me = slf.get();
+        let bound = me.with_producer(py, |p| p.wait_bound())?;
+        let mut t = async_timeout(timeout, bound)?;
+        if me.overflow == Overflow::Block {
+            me.with_producer(py, |p| raw_fd(p.doorbell()))?
+                .map_err(|e| bell_error(py, e))?;
+        } else {
+            t = Some(0.0);
+        }
+        let bell = aio::bell(py, &me.bell, intern!(py, "RingBell"))?;
+        Ok((bell, t))
+    }
+
     /// The lock over the producer (for `RingReservation`).
     pub(crate) fn inner(&self) -> &Mutex<Option<Producer>> {
         &self.inner
@@ -501,27 +522,33 @@ impl RingProducer {
     /// Cancel-safe for a write of one piece (a block, or at most half of a
     /// continuous ring): written if the await returned, not at all if it
     /// was cancelled; a longer byte-stream write cancelled part-way has
-    /// written its first pieces (whole).
-    #[pyo3(signature = (data, timeout=None))]
+    /// written its first pieces (whole). `tag` as for `write`.
+    #[pyo3(signature = (data, timeout=None, *, tag=0))]
     fn write_async<'py>(
         slf: &Bound<'py, Self>,
         data: &Bound<'py, PyAny>,
         timeout: Option<f64>,
+        tag: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let me = slf.get();
-        let bound = me.with_producer(py, |p| p.wait_bound())?;
-        let mut t = async_timeout(timeout, bound)?;
-        if me.overflow == Overflow::Block {
-            // Bound now: a bell that cannot be bound fails the call, not
-            // the wait.
-            me.with_producer(py, |p| raw_fd(p.doorbell()))?
-                .map_err(|e| bell_error(py, e))?;
-        } else {
-            t = Some(0.0);
-        }
-        let bell = aio::bell(py, &me.bell, intern!(py, "RingBell"))?;
-        aio::call(py, intern!(py, "ring_write"), (slf, bell, data, t))
+        let (bell, t) = Self::async_wait(slf, timeout)?;
+        aio::call(py, intern!(py, "ring_write"), (slf, bell, data, t, tag))
+    }
+
+    /// await reserve_async(n, timeout=None) -> RingReservation: reserve as
+    /// `reserve` does, waiting in the running asyncio loop (as
+    /// `write_async` waits) while a `block` ring has no room. Cancel-safe:
+    /// the reservation is taken synchronously, so a cancelled call holds
+    /// none.
+    #[pyo3(signature = (n, timeout=None))]
+    fn reserve_async<'py>(
+        slf: &Bound<'py, Self>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let (bell, t) = Self::async_wait(slf, timeout)?;
+        aio::call(py, intern!(py, "ring_reserve"), (slf, bell, n, t))
     }
 
     /// The asyncio bell (a `zcio._aio.RingBell`) once an async call made

@@ -653,3 +653,28 @@ def rdv_connect_expect_refused(path: str) -> None:
     except zcio.ConnectError:
         return
     raise AssertionError("connect was admitted")
+
+
+def ring_read_tags(name: str, go, out_path: str) -> None:
+    """Attach, wait for `go`, read every block (tag, bytes) until the end of
+    the stream and write them as JSON to `out_path`."""
+    with zcio.RingConsumer(name, start="oldest", timeout=TIMEOUT) as cons:
+        assert go.wait(TIMEOUT), "parent never said go"
+        got = []
+        while True:
+            pk = cons.peek(timeout=TIMEOUT)
+            if pk is None:
+                break
+            with pk:
+                got.append((pk.tag, pk.tobytes().decode()))
+    with open(out_path, "w") as f:
+        json.dump(got, f)
+
+
+def recv_parts_and_end(path: str, want: list[bytes]) -> None:
+    """Receive one message of len(want) slices with these bytes."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        m = ch.recv(timeout=TIMEOUT)
+        assert m.nslices == len(want), m
+        assert [bytes(s) for s in m.slices()] == want
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
