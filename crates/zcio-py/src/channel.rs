@@ -337,6 +337,23 @@ impl Channel {
         Ok(msg)
     }
 
+    /// The timeout of an async send: as `async_timeout` with the send
+    /// bound, but no wait at all under `FullPolicy::Fail` (a full ring
+    /// fails at once there, as the blocking send does).
+    fn async_send_timeout(&self, timeout: Option<f64>) -> PyResult<Option<f64>> {
+        let (fail, bound) = {
+            let c = self.chan()?;
+            (
+                c.config().policy.full == FullPolicy::Fail,
+                c.config().send_timeout,
+            )
+        };
+        if fail {
+            return Ok(Some(0.0));
+        }
+        async_timeout(timeout, bound)
+    }
+
     /// The channel's bounds: send, receive.
     fn bounds(&self) -> PyResult<(Duration, Duration)> {
         let c = self.chan()?;
@@ -1076,7 +1093,7 @@ impl Channel {
         pool: Option<&Bound<'py, Pool>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout, slf.get().bounds()?.0)?;
+        let t = slf.get().async_send_timeout(timeout)?;
         let bell = slf.get().bell(py)?;
         let pool = slf.get().copy_pool(py, pool);
         aio(py)?
@@ -1096,7 +1113,7 @@ impl Channel {
         pool: Option<&Bound<'py, Pool>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout, slf.get().bounds()?.0)?;
+        let t = slf.get().async_send_timeout(timeout)?;
         let bell = slf.get().bell(py)?;
         let pool = slf.get().copy_pool(py, pool);
         // A list of its own: the parts are read once, at the first attempt.

@@ -34,7 +34,8 @@ fn finite_seconds(what: &str, t: f64) -> PyResult<Duration> {
 /// `max_age` seconds old (or `Channel.flush()`). `spin`: seconds a wait
 /// spins before it sleeps (`None`: the process's spin policy). `full`:
 /// `"block"` waits for ring space (up to the send timeout), `"fail"` raises
-/// `Full` at once whatever the timeout. `hold_limit`: seconds the peer may
+/// `Full` at once whatever the timeout (`send`, `sendv` and their async
+/// forms). `hold_limit`: seconds the peer may
 /// hold a buffer lent to it (`None`: no limit); past it `on_hold_expiry`
 /// `"reclaim"` takes the buffer back (counted in `stats()["reclaimed"]`
 /// and in `faults()`), `"abort"` closes the channel (`PeerFault`).

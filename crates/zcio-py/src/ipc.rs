@@ -391,12 +391,23 @@ impl Rendezvous {
         label: u64,
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
+        fds: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let words = PyTuple::new(py, words_of(words)?)?;
+        // Checked now (count, kind); duplicated by the send itself.
+        drop(fds_of(fds)?);
+        let fds = match fds {
+            Some(f) => PyTuple::new(py, f.try_iter()?.collect::<PyResult<Vec<_>>>()?)?,
+            None => PyTuple::empty(py),
+        };
         let t = async_timeout(timeout, slf.get().bounds()?.0)?;
         let bell = slf.get().async_bell(py)?;
-        aio::call(py, intern!(py, "rdv_send"), (slf, bell, label, words, t))
+        aio::call(
+            py,
+            intern!(py, "rdv_send"),
+            (slf, bell, label, words, t, fds),
+        )
     }
 
     /// The coroutine `_aio.rdv_call(ep, bell, label, words, timeout,
@@ -800,15 +811,17 @@ impl Rendezvous {
     /// cancelled call (`task.cancel()`, `asyncio.wait_for`) takes the
     /// message back if the partner has not taken it; if it has, it was
     /// delivered, and the cancellation cannot say which. Use `timeout=`
-    /// for an exact answer. Sends of one endpoint take turns.
-    #[pyo3(signature = (label, words=None, timeout=None))]
+    /// for an exact answer. Sends of one endpoint take turns. `fds` as for
+    /// `send`.
+    #[pyo3(signature = (label, words=None, timeout=None, *, fds=None))]
     fn send_async<'py>(
         slf: &Bound<'py, Self>,
         label: u64,
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
+        fds: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        Self::send_with_bell(slf, label, words, timeout)
+        Self::send_with_bell(slf, label, words, timeout, fds)
     }
 
     /// await call_async(label, words=(), timeout=None) -> Envelope: send,
@@ -904,14 +917,19 @@ impl Rendezvous {
     /// Raises `Full` while another send of this endpoint is in progress
     /// (a begun one, or a blocking `send` in another thread), and what
     /// `send` raises otherwise (nothing was sent then).
-    #[pyo3(signature = (label, words=None))]
+    #[pyo3(signature = (label, words=None, *, fds=None))]
     fn send_begin(
         &self,
         py: Python<'_>,
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
+        fds: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let msg = rdv::Envelope::new(label, &words_of(words)?);
+        let msg = rdv::Envelope {
+            label,
+            words: words_of(words)?,
+            fds: fds_of(fds)?,
+        };
         let ep = self.get()?;
         let busy = |what: &str| {
             errors::err(

@@ -61,3 +61,25 @@ def test_sendv_async_sends_one_message_of_parts(sock_path, child):
 
     asyncio.run(main())
     assert os.path.exists(sock_path) is False
+
+
+def test_rendezvous_send_async_passes_descriptors(sock_path, child):
+    c = child(kids.rdv_take_fd_and_write, sock_path)
+
+    async def main() -> None:
+        with zcio.RendezvousListener(sock_path) as lst, lst.accept(timeout=T) as ep:
+            r, w = os.pipe()
+            try:
+                await bounded(ep.send_async(40, fds=[w]))
+                os.close(w)
+                w = -1
+                m = await bounded(ep.recv_async())
+                assert m.label == 41
+                assert os.read(r, 100) == b"async fd"
+            finally:
+                os.close(r)
+                if w >= 0:
+                    os.close(w)
+
+    asyncio.run(main())
+    c.join_ok()

@@ -4,6 +4,7 @@ health()/faults(), share_pool() and trust_peer(), across processes."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
@@ -142,29 +143,34 @@ def test_full_policy_fail_raises_at_once(sock_path, child):
                     sent += 1
             assert 1 <= sent <= 8, sent
             assert ch.stats()["send_would_block"] >= 1
+
+            async def fails_at_once() -> None:
+                with pytest.raises(zcio.Full):
+                    await asyncio.wait_for(ch.send_async(b"y" * 100), T)
+
+            asyncio.run(fails_at_once())
             go.set()
     c.join_ok()
 
 
 def test_hold_limit_reclaims_from_a_peer_that_holds_too_long(sock_path, child):
-    go = SPAWN.Event()
+    got, go = SPAWN.Event(), SPAWN.Event()
     n = 3
-    c = child(kids.recv_and_hold, sock_path, n, go)
+    c = child(kids.recv_and_hold, sock_path, n, got, go)
     pol = zcio.ChannelPolicy(hold_limit=0.01, on_hold_expiry="reclaim")
     with zcio.Listener(sock_path, policy=pol, lane_slots=0) as lst:
         with lst.accept(timeout=T) as ch:
             for i in range(n):
                 ch.send(kids.sized(i, 64 << 10), timeout=T)
+            assert got.wait(T), "the child did not receive"
             # The child holds them all; wait (bounded) until the limit has
-            # passed for each and they were taken back.
-            reclaimed = 0
+            # passed for each and they were taken back (a later send may
+            # have taken some back already: count them all in the stats).
             deadline = time.monotonic() + T
-            while reclaimed < n and time.monotonic() < deadline:
-                reclaimed += ch.expire_holds()
-                if reclaimed < n:
-                    time.sleep(0.01)
-            assert reclaimed == n
-            assert ch.stats()["reclaimed"] >= n
+            while ch.stats()["reclaimed"] < n and time.monotonic() < deadline:
+                ch.expire_holds()
+                time.sleep(0.01)
+            assert ch.stats()["reclaimed"] == n
             kinds = {f["kind"]: f for f in ch.faults()}
             assert kinds["holds_reclaimed"]["value"] >= n
             assert "reclaimed" in kinds["holds_reclaimed"]["message"]
@@ -174,13 +180,16 @@ def test_hold_limit_reclaims_from_a_peer_that_holds_too_long(sock_path, child):
 
 
 def test_hold_limit_abort_closes_the_channel(sock_path, child):
-    go = SPAWN.Event()
-    c = child(kids.recv_and_hold, sock_path, 1, go)
+    got, go = SPAWN.Event(), SPAWN.Event()
+    c = child(kids.recv_and_hold, sock_path, 1, got, go)
     pol = zcio.ChannelPolicy(hold_limit=0.01, on_hold_expiry="abort")
     with zcio.Listener(sock_path, policy=pol, lane_slots=0) as lst:
         with lst.accept(timeout=T) as ch:
             assert ch.health() is None and ch.faults() == []
             ch.send(kids.sized(0, 64 << 10), timeout=T)
+            # Nothing here enforces the limit until the child has it (only
+            # our own sends, reclaims, flushes and expire_holds do).
+            assert got.wait(T), "the child did not receive"
             deadline = time.monotonic() + T
             with pytest.raises(zcio.ZcioError):
                 while time.monotonic() < deadline:

@@ -533,10 +533,11 @@ def connect_expect_refused(path: str) -> None:
     raise AssertionError("connect was admitted")
 
 
-def recv_and_hold(path: str, n: int, go) -> None:
-    """Receive `n` messages and hold them until `go` is set."""
+def recv_and_hold(path: str, n: int, got, go) -> None:
+    """Receive `n` messages, set `got`, and hold them until `go` is set."""
     with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
         held = [ch.recv(timeout=TIMEOUT) for _ in range(n)]
+        got.set()
         assert go.wait(TIMEOUT), "parent never said go"
         del held
 
@@ -678,3 +679,13 @@ def recv_parts_and_end(path: str, want: list[bytes]) -> None:
         assert m.nslices == len(want), m
         assert [bytes(s) for s in m.slices()] == want
         assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def rdv_take_fd_and_write(path: str) -> None:
+    """Receive a descriptor and write into it, then answer."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        m = ep.recv(timeout=TIMEOUT)
+        (fd,) = m.take_fds()
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"async fd")
+        ep.send(m.label + 1, timeout=TIMEOUT)

@@ -590,7 +590,9 @@ async def rdv_next(ep: Any, bell: Bell, timeout: float | None) -> Any:
         raise StopAsyncIteration from None
 
 
-async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None) -> None:
+async def rdv_send(
+    ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None, fds: Any = ()
+) -> None:
     """``Rendezvous.send_async``: put the message in the slot
     (``send_begin``), wait on the doorbell until the partner took it
     (``send_poll``). `timeout` running out retracts it (``send_cancel``):
@@ -598,7 +600,7 @@ async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeou
     after all. A cancelled call retracts it too; if the partner had taken
     it, it was delivered (the cancellation cannot say which)."""
     if timeout == 0.0:
-        return ep.send(label, words, timeout=0)
+        return ep.send(label, words, timeout=0, fds=fds)
     seq: int | None = None
 
     def attempt() -> Any:
@@ -607,7 +609,7 @@ async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeou
             if ep.closed:
                 raise _closed_endpoint()
             try:
-                seq = ep.send_begin(label, words)
+                seq = ep.send_begin(label, words, fds=fds)
             except Full:
                 # Another send of this endpoint (a blocking one in another
                 # thread) is under way: nothing rings for its end.

@@ -846,9 +846,14 @@ class Rendezvous:
         (``loop.add_reader``) without blocking it. Cancel-safe: a cancelled
         call took no message."""
     async def send_async(
-        self, label: int, words: Iterable[int] = (), timeout: float | None = None
+        self,
+        label: int,
+        words: Iterable[int] = (),
+        timeout: float | None = None,
+        *,
+        fds: Iterable[int | _Fileno] = (),
     ) -> None:
-        """``send`` in the running asyncio loop. When ``timeout`` runs out
+        """``send`` in the running asyncio loop (``fds`` as for ``send``). When ``timeout`` runs out
         the message is taken back (``TimedOut``) unless the partner took it
         meanwhile (then it returns: delivered). Not cancel-safe: a cancelled
         call takes the message back if it was not taken yet, else it was
@@ -877,7 +882,9 @@ class Rendezvous:
     def doorbell_rang(self) -> bool:
         """After the doorbell was readable: drain it. True: it hung up
         (look on a timer from then on)."""
-    def send_begin(self, label: int, words: Iterable[int] = ()) -> int:
+    def send_begin(
+        self, label: int, words: Iterable[int] = (), *, fds: Iterable[int | _Fileno] = ()
+    ) -> int:
         """A send's first step: the message in the slot; its number.
         ``Full`` while another send of this endpoint is in progress."""
     def send_poll(self, seq: int) -> bool:
