@@ -12,40 +12,21 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyMemoryView, PyTuple};
+use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 use zcio::Slice;
-use zcio::{ChannelConfig, ConnectError, Errno, RecvError, SendErrorKind};
+use zcio::{ConnectError, Errno, FullPolicy, PeerFault, RecvError, SendErrorKind};
 
 use crate::aio::{aio, async_timeout};
 use crate::array::{self, Header};
 use crate::buffer::{self, Exported};
+use crate::config::{channel_config, config_dict};
 use crate::errors::{self, Class};
 use crate::lane::{LaneReceiver, LaneSender};
 use crate::listen;
 use crate::msg::{Msg, MsgView};
 use crate::numpy;
 use crate::pool::{Pool, PoolBuffer};
-use crate::wait::{blocking, seconds_arg, seconds_of, Deadline, Timeout, CONNECT_BOUND};
-
-/// A channel configuration with the bounds given (seconds; `None`: the
-/// default; `math.inf`: none).
-pub(crate) fn channel_config(
-    send_timeout: Option<f64>,
-    recv_timeout: Option<f64>,
-    accept_timeout: Option<f64>,
-) -> PyResult<ChannelConfig> {
-    let mut cfg = ChannelConfig::default();
-    if let Some(t) = send_timeout {
-        cfg.send_timeout = seconds_arg("send_timeout", t)?;
-    }
-    if let Some(t) = recv_timeout {
-        cfg.recv_timeout = seconds_arg("recv_timeout", t)?;
-    }
-    if let Some(t) = accept_timeout {
-        cfg.accept_timeout = seconds_arg("accept_timeout", t)?;
-    }
-    Ok(cfg)
-}
+use crate::wait::{blocking, seconds_of, Deadline, Timeout, CONNECT_BOUND};
 
 /// Accepts channels on a Unix socket path.
 #[pyclass(module = "zcio._zcio", frozen)]
@@ -59,19 +40,29 @@ pub struct Listener {
 #[pymethods]
 impl Listener {
     /// Listener(path, *, send_timeout=None, recv_timeout=None,
-    /// accept_timeout=None): the bounds (seconds) of the default waits of
-    /// `accept` and of the channels it accepts (`None`: 10 s, one hour,
-    /// one hour; `math.inf`: no bound).
+    /// accept_timeout=None, **options): the bounds (seconds) of the default
+    /// waits of `accept` and of the channels it accepts (`None`: 10 s, one
+    /// hour, one hour; `math.inf`: no bound). `options`: the rest of the
+    /// channel configuration of the accepted channels (`policy`, `access`,
+    /// `ring_entries`, … -- see `Channel.config()`).
     #[new]
-    #[pyo3(signature = (path, *, send_timeout=None, recv_timeout=None, accept_timeout=None))]
+    #[pyo3(signature = (path, *, send_timeout=None, recv_timeout=None, accept_timeout=None, **options))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         send_timeout: Option<f64>,
         recv_timeout: Option<f64>,
         accept_timeout: Option<f64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let cfg = channel_config(send_timeout, recv_timeout, accept_timeout)?;
+        let cfg = channel_config(
+            "Listener()",
+            send_timeout,
+            recv_timeout,
+            accept_timeout,
+            options,
+            true,
+        )?;
         let accept_bound = cfg.accept_timeout;
         let l = zcio::Listener::bind(&path, cfg).map_err(|e| errors::raise(py, e))?;
         Ok(Self {
@@ -141,7 +132,7 @@ pub struct Channel {
 }
 
 /// The channel of a [`Channel`] not handed over (read-locked).
-struct ChanRef<'a>(RwLockReadGuard<'a, Option<zcio::Channel>>);
+pub(crate) struct ChanRef<'a>(RwLockReadGuard<'a, Option<zcio::Channel>>);
 
 impl std::ops::Deref for ChanRef<'_> {
     type Target = zcio::Channel;
@@ -196,7 +187,7 @@ impl Channel {
     }
 
     /// The channel, or `ValueError` once it was handed to an endpoint.
-    fn chan(&self) -> PyResult<ChanRef<'_>> {
+    pub(crate) fn chan(&self) -> PyResult<ChanRef<'_>> {
         let g = self.chan.read().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             return Err(PyValueError::new_err(
@@ -227,6 +218,9 @@ impl Channel {
     fn send_msg(&self, py: Python<'_>, msg: zcio::Msg, w: SendWait) -> PyResult<()> {
         let guard = self.chan()?;
         let chan = &*guard;
+        // `FullPolicy::Fail`: a full ring (or in-flight cap) fails at once,
+        // whatever the timeout.
+        let fail = chan.config().policy.full == FullPolicy::Fail;
         let mut pending = Some(msg);
         // Why the last attempt could not go (`Full` says which).
         let mut last = SendErrorKind::WouldBlock;
@@ -235,6 +229,9 @@ impl Channel {
             match chan.send_timeout(m, slice) {
                 Ok(()) => Some(Ok(())),
                 Err(e) => match e.kind() {
+                    k @ (SendErrorKind::WouldBlock | SendErrorKind::TooManyInFlight(_)) if fail => {
+                        Some(Err(k))
+                    }
                     k @ (SendErrorKind::TimedOut
                     | SendErrorKind::WouldBlock
                     | SendErrorKind::TooManyInFlight(_)) => {
@@ -296,6 +293,65 @@ impl Channel {
         }
         let f = b.freeze().map_err(|e| errors::raise(py, e.error))?;
         Ok(zcio::Msg::from(f))
+    }
+
+    /// One message of `parts` (see `sendv`): pool buffers frozen, received
+    /// messages forwarded, bytes-like parts copied into `pool` (waiting
+    /// as `w` says).
+    fn joined(
+        py: Python<'_>,
+        parts: &Bound<'_, PyAny>,
+        pool: &Pool,
+        w: SendWait,
+    ) -> PyResult<zcio::Msg> {
+        let mut msg = zcio::Msg::new();
+        for part in parts.try_iter()? {
+            let part = part?;
+            let next = if let Ok(pb) = part.cast::<PoolBuffer>() {
+                zcio::Msg::from(pb.get().freeze(py, true)?)
+            } else if let Some(shared) = match part.cast::<Msg>() {
+                Ok(m) => m.get().shared()?,
+                Err(_) => None,
+            } {
+                shared
+            } else {
+                let src = Exported::get(&part, false)?;
+                if src.len() == 0 {
+                    continue;
+                }
+                // `src` stays exported (so valid) until the end of this
+                // block.
+                // SAFETY: as argued just above.
+                unsafe { Self::copy_into_pool(py, pool, &[], src.ptr(), src.len(), w)? }
+            };
+            msg.join(next).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "{e}: a message has at most {} slices (join fewer parts, or copy some together)",
+                    zcio::Msg::MAX_SLICES
+                ))
+            })?;
+        }
+        if msg.is_empty() {
+            return Err(PyValueError::new_err("cannot send an empty message"));
+        }
+        Ok(msg)
+    }
+
+    /// The timeout of an async send: as `async_timeout` with the send
+    /// bound, but no wait at all under `FullPolicy::Fail` (a full ring
+    /// fails at once there, as the blocking send does).
+    fn async_send_timeout(&self, timeout: Option<f64>) -> PyResult<Option<f64>> {
+        let (fail, bound) = {
+            let c = self.chan()?;
+            (
+                c.config().policy.full == FullPolicy::Fail,
+                c.config().send_timeout,
+            )
+        };
+        if fail {
+            return Ok(Some(0.0));
+        }
+        async_timeout(timeout, bound)
     }
 
     /// The channel's bounds: send, receive.
@@ -364,6 +420,28 @@ impl Channel {
     }
 }
 
+/// A peer fault as Python shows it: `kind`, `value`, `message`.
+fn fault_dict<'py>(py: Python<'py>, f: &PeerFault) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let (kind, value): (&str, Option<Bound<'py, PyAny>>) = match *f {
+        PeerFault::FutileWakes(n) => ("futile_wakes", Some(n.into_pyobject(py)?.into_any())),
+        PeerFault::NotConsuming => ("not_consuming", None),
+        PeerFault::NotReleasing(n) => ("not_releasing", Some(n.into_pyobject(py)?.into_any())),
+        PeerFault::HoldExpired(d) => (
+            "hold_expired",
+            Some(d.as_secs_f64().into_pyobject(py)?.into_any()),
+        ),
+        PeerFault::HoldsReclaimed(n) => ("holds_reclaimed", Some(n.into_pyobject(py)?.into_any())),
+        PeerFault::Corrupt(a) => ("corrupt", Some(a.to_string().into_pyobject(py)?.into_any())),
+        PeerFault::Malformed(n) => ("malformed", Some(n.into_pyobject(py)?.into_any())),
+        _ => ("other", None),
+    };
+    d.set_item("kind", kind)?;
+    d.set_item("value", value)?;
+    d.set_item("message", f.to_string())?;
+    Ok(d)
+}
+
 /// The `PoolBuffer` whose memory `arr` views (through `base` links of
 /// arrays and memoryviews), if any.
 fn pool_buffer_of<'py>(arr: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PoolBuffer>>> {
@@ -419,11 +497,13 @@ fn shared_name_ok(s: &str) -> bool {
 #[pymethods]
 impl Channel {
     /// Channel.connect(path, timeout=None, pool=None, *, send_timeout=None,
-    /// recv_timeout=None) -> Channel: `timeout` bounds the whole connect,
-    /// retrying while nobody listens (`None`: 5 s); `send_timeout` and
-    /// `recv_timeout` are the channel's bounds (as for `Listener`).
+    /// recv_timeout=None, **options) -> Channel: `timeout` bounds the whole
+    /// connect, retrying while nobody listens (`None`: 5 s); `send_timeout`
+    /// and `recv_timeout` are the channel's bounds (as for `Listener`),
+    /// `options` the rest of its configuration (as for `Listener`, without
+    /// `access`).
     #[staticmethod]
-    #[pyo3(signature = (path, timeout=None, pool=None, *, send_timeout=None, recv_timeout=None))]
+    #[pyo3(signature = (path, timeout=None, pool=None, *, send_timeout=None, recv_timeout=None, **options))]
     fn connect(
         py: Python<'_>,
         path: PathBuf,
@@ -431,8 +511,16 @@ impl Channel {
         pool: Option<Py<Pool>>,
         send_timeout: Option<f64>,
         recv_timeout: Option<f64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Channel> {
-        let cfg = channel_config(send_timeout, recv_timeout, None)?;
+        let cfg = channel_config(
+            "Channel.connect()",
+            send_timeout,
+            recv_timeout,
+            None,
+            options,
+            false,
+        )?;
         let deadline = Deadline::new(Timeout::from_py(timeout, CONNECT_BOUND)?);
         let p = &path;
         let got = blocking(py, deadline, |slice| {
@@ -460,17 +548,26 @@ impl Channel {
         }
     }
 
-    /// Channel.pair(*, send_timeout=None, recv_timeout=None) -> (Channel,
-    /// Channel): two connected ends in this process (threads, tests), with
-    /// the bounds given (as for `Listener`).
+    /// Channel.pair(*, send_timeout=None, recv_timeout=None, **options) ->
+    /// (Channel, Channel): two connected ends in this process (threads,
+    /// tests), with the bounds and options given (as for
+    /// `Channel.connect`).
     #[staticmethod]
-    #[pyo3(signature = (*, send_timeout=None, recv_timeout=None))]
+    #[pyo3(signature = (*, send_timeout=None, recv_timeout=None, **options))]
     fn pair(
         py: Python<'_>,
         send_timeout: Option<f64>,
         recv_timeout: Option<f64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<(Channel, Channel)> {
-        let cfg = channel_config(send_timeout, recv_timeout, None)?;
+        let cfg = channel_config(
+            "Channel.pair()",
+            send_timeout,
+            recv_timeout,
+            None,
+            options,
+            false,
+        )?;
         let (a, b) = py
             .detach(|| zcio::Channel::pair(cfg))
             .map_err(|e| errors::raise(py, e))?;
@@ -558,6 +655,27 @@ impl Channel {
         // SAFETY: as argued just above.
         let msg = unsafe { Self::copy_into_pool(py, pool.get(), &[], src.ptr(), src.len(), w)? };
         drop(src);
+        self.send_msg(py, msg, w)
+    }
+
+    /// sendv(parts, timeout=None, pool=None): send several buffers as ONE
+    /// message (the receiver gets one `Msg` whose `slices()` are the
+    /// parts): each part a `PoolBuffer` (frozen and sent without a copy),
+    /// a received `Msg` (forwarded by reference, all its slices) or
+    /// bytes-like data (copied once into a buffer of `pool`, default the
+    /// channel's). At most `zcio.MAX_SLICES` slices in all (`ValueError`
+    /// beyond); empty parts are dropped, an empty message is refused.
+    #[pyo3(signature = (parts, timeout=None, pool=None))]
+    fn sendv(
+        &self,
+        py: Python<'_>,
+        parts: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        pool: Option<&Bound<'_, Pool>>,
+    ) -> PyResult<()> {
+        let w = SendWait::new(timeout, self.bounds()?.0)?;
+        let pool = self.copy_pool(py, pool);
+        let msg = Self::joined(py, parts, pool.get(), w)?;
         self.send_msg(py, msg, w)
     }
 
@@ -744,6 +862,82 @@ impl Channel {
         Ok(())
     }
 
+    /// config() -> dict: the configuration in effect (`policy` a
+    /// `ChannelPolicy`, `access` an `AccessPolicy`, the bounds in seconds,
+    /// the sizes and caps) -- the keyword arguments `Listener` and
+    /// `Channel.connect` take.
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let chan = self.chan()?;
+        config_dict(py, chan.config())
+    }
+
+    /// expire_holds() -> int: enforce the policy's `hold_limit` now;
+    /// returns how many lent buffers were reclaimed (`"reclaim"`), or
+    /// raises `PeerFault` once the channel was aborted (`"abort"`). Also
+    /// done by every send, `reclaim()` and `flush()`: call it from a timer
+    /// when the channel may sit idle while the peer holds buffers.
+    fn expire_holds(&self, py: Python<'_>) -> PyResult<usize> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        py.detach(|| chan.expire_holds())
+            .map_err(|k| errors::raise(py, k))
+    }
+
+    /// health() -> dict | None: the first misbehaviour of the peer this
+    /// end detected (as in `faults()`), or `None`.
+    fn health<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let chan = self.chan()?;
+        match chan.health() {
+            Ok(()) => Ok(None),
+            Err(f) => fault_dict(py, &f).map(Some),
+        }
+    }
+
+    /// faults() -> list[dict]: every kind of misbehaviour of the peer
+    /// detected so far, in the order first seen, then the running totals of
+    /// malformed input and reclaimed holds. Each dict: `kind`
+    /// (`"futile_wakes"`, `"not_consuming"`, `"not_releasing"`,
+    /// `"hold_expired"`, `"holds_reclaimed"`, `"corrupt"`, `"malformed"`),
+    /// `value` (the count, the seconds of the hold limit, or the corrupted
+    /// area; `None` when there is none) and `message`.
+    fn faults<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let chan = self.chan()?;
+        let l = PyList::empty(py);
+        for f in chan.faults() {
+            l.append(fault_dict(py, &f)?)?;
+        }
+        Ok(l)
+    }
+
+    /// share_pool(pool): announce every current region of `pool` to the
+    /// peer now, so the first sends from it need no set-up.
+    fn share_pool(&self, py: Python<'_>, pool: &Bound<'_, Pool>) -> PyResult<()> {
+        let guard = self.chan()?;
+        let chan = &*guard;
+        let p = pool.get().inner();
+        py.detach(|| chan.share_pool(p))
+            .map_err(|k| errors::raise(py, k))
+    }
+
+    /// trust_peer(): UNSAFE opt-in -- treat the peer's buffers as if they
+    /// could not change while read (no copies to protect against a writer).
+    /// Only for peers of one application that never write a buffer after
+    /// sending it; never for untrusted peers (use secured pools there).
+    fn trust_peer(&self) -> PyResult<()> {
+        let chan = self.chan()?;
+        // The caller's explicit opt-in, documented as unsafe towards peers
+        // that write buffers they lent.
+        // SAFETY: as argued just above.
+        unsafe { chan.trust_peer() };
+        Ok(())
+    }
+
+    /// Whether `trust_peer()` was called.
+    #[getter]
+    fn peer_trusted(&self) -> PyResult<bool> {
+        Ok(self.chan()?.is_peer_trusted())
+    }
+
     /// stats() -> dict
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let chan = self.chan()?;
@@ -899,12 +1093,34 @@ impl Channel {
         pool: Option<&Bound<'py, Pool>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let t = async_timeout(timeout, slf.get().bounds()?.0)?;
+        let t = slf.get().async_send_timeout(timeout)?;
         let bell = slf.get().bell(py)?;
         let pool = slf.get().copy_pool(py, pool);
         aio(py)?
             .getattr(intern!(py, "channel_send"))?
             .call1((slf, bell, data, t, pool))
+    }
+
+    /// await sendv_async(parts, timeout=None, pool=None): send `parts` as
+    /// one message as `sendv` does, waiting in the running asyncio loop as
+    /// `send_async` does (and cancel-safe as it is: sent or not at all).
+    /// Bytes-like parts are copied once, before the first attempt.
+    #[pyo3(signature = (parts, timeout=None, pool=None))]
+    fn sendv_async<'py>(
+        slf: &Bound<'py, Self>,
+        parts: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+        pool: Option<&Bound<'py, Pool>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let t = slf.get().async_send_timeout(timeout)?;
+        let bell = slf.get().bell(py)?;
+        let pool = slf.get().copy_pool(py, pool);
+        // A list of its own: the parts are read once, at the first attempt.
+        let parts = pyo3::types::PyList::new(py, parts.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        aio(py)?
+            .getattr(intern!(py, "channel_sendv"))?
+            .call1((slf, bell, parts, t, pool))
     }
 
     /// `async for msg in ch`: the messages until the peer is gone and
@@ -1065,4 +1281,26 @@ pub(crate) fn _sendable<'py>(
     drop(src);
     let nbytes = msg.len() as u64;
     Ok((Bound::new(py, Msg::from_msg(msg))?.into_any(), 1, nbytes))
+}
+
+/// _sendable_parts(parts, pool) -> (Msg, slices, nbytes): as `_sendable`,
+/// for `sendv_async`: the parts joined into one message (bytes-like parts
+/// copied into `pool`, never waiting: `PoolExhausted`).
+#[pyfunction]
+pub(crate) fn _sendable_parts<'py>(
+    parts: &Bound<'py, PyAny>,
+    pool: &Bound<'py, Pool>,
+) -> PyResult<(Bound<'py, PyAny>, usize, u64)> {
+    let py = parts.py();
+    let w = SendWait {
+        deadline: Deadline::new(Timeout::Try),
+        try_: true,
+    };
+    let msg = Channel::joined(py, parts, pool.get(), w)?;
+    let (slices, nbytes) = (msg.slice_count(), msg.len() as u64);
+    Ok((
+        Bound::new(py, Msg::from_msg(msg))?.into_any(),
+        slices,
+        nbytes,
+    ))
 }

@@ -5,8 +5,8 @@
 //! Every wait runs in slices of at most 100 ms with the GIL released (see
 //! [`blocking`]); a rendezvous send that times out is retracted by the
 //! library, so re-offering it in the next slice is the same send.
-//! Descriptors a partner attaches to a message are not exposed: they are
-//! closed on receipt.
+//! Descriptors a partner attaches to a message stay in its `Envelope`
+//! until the caller takes them (`take_fds()`); the rest close with it.
 //!
 //! Under asyncio (`recv_async`, `send_async`, `call_async`, `async for`),
 //! an endpoint waits on its doorbell through `zcio._aio`; a send runs in
@@ -14,7 +14,7 @@
 //! endpoint: a begun send is this object's *flight* until it ends, and the
 //! blocking sends wait for their turn behind it.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
@@ -31,6 +31,7 @@ use zcio::ErrorKind;
 use zcio::{ConnectError, Errno, PeerCred};
 
 use crate::aio::{self, async_timeout};
+use crate::config::AccessPolicy;
 use crate::errors::{self, Class};
 use crate::listen;
 use crate::wait::{blocking, seconds_arg, seconds_of, Deadline, Timeout, CONNECT_BOUND};
@@ -55,22 +56,82 @@ fn rdv_config(
     Ok(cfg)
 }
 
-/// A rendezvous message as Python sees it: a label and up to 8 words.
+/// A rendezvous message as Python sees it: a label, up to 8 words and the
+/// descriptors that came with it (held until taken with `take_fds()`,
+/// closed with the last copy of the object otherwise: never leaked).
 #[pyclass(module = "zcio._zcio", frozen, eq, hash)]
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct Envelope {
     pub(crate) label: u64,
     pub(crate) words: Vec<u64>,
+    /// Shared by the clones (a proxy's reply is handed out more than once):
+    /// whoever takes them owns them.
+    fds: Arc<Mutex<Vec<OwnedFd>>>,
+}
+
+// Equality and hash: label and words (descriptors are not values).
+impl PartialEq for Envelope {
+    fn eq(&self, other: &Self) -> bool {
+        self.label == other.label && self.words == other.words
+    }
+}
+
+impl Eq for Envelope {}
+
+impl std::hash::Hash for Envelope {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.label.hash(h);
+        self.words.hash(h);
+    }
 }
 
 impl Envelope {
     pub(crate) fn from_rust(m: rdv::Envelope) -> Self {
-        // Descriptors (if the partner sent any) are closed here.
         Self {
             label: m.label,
             words: m.words,
+            fds: Arc::new(Mutex::new(m.fds)),
         }
     }
+
+    fn lock_fds(&self) -> MutexGuard<'_, Vec<OwnedFd>> {
+        self.fds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The descriptors to send: each an int or an object with `fileno()`,
+/// duplicated (the caller keeps its own); at most `MAX_FDS`.
+pub(crate) fn fds_of(fds: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<OwnedFd>> {
+    let Some(fds) = fds else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for f in fds.try_iter()? {
+        let f = f?;
+        if out.len() == rdv::Envelope::MAX_FDS {
+            return Err(PyValueError::new_err(format!(
+                "a message carries at most {} descriptors (zcio.MAX_FDS)",
+                rdv::Envelope::MAX_FDS
+            )));
+        }
+        let raw: i32 = match f.extract::<i32>() {
+            Ok(n) => n,
+            Err(_) => f.call_method0(intern!(f.py(), "fileno"))?.extract()?,
+        };
+        if raw < 0 {
+            return Err(PyValueError::new_err(format!(
+                "a descriptor must be non-negative, not {raw}"
+            )));
+        }
+        // `raw` is the caller's descriptor, open for this call, borrowed
+        // only to duplicate it (a closed one makes the dup fail, EBADF).
+        // SAFETY: as argued just above.
+        let owned = unsafe { BorrowedFd::borrow_raw(raw) }
+            .try_clone_to_owned()
+            .map_err(PyErr::from)?;
+        out.push(owned);
+    }
+    Ok(out)
 }
 
 /// The words of a message from any iterable of ints; more than [`WORDS`] is
@@ -100,7 +161,27 @@ impl Envelope {
         Ok(Self {
             label,
             words: words_of(words)?,
+            fds: Arc::default(),
         })
+    }
+
+    /// The descriptors that came with the message and were not taken yet,
+    /// as ints. They still belong to this object (closed when it goes):
+    /// use them while it lives, or `take_fds()` to keep them.
+    #[getter]
+    fn fds<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let raw: Vec<i32> = self.lock_fds().iter().map(AsRawFd::as_raw_fd).collect();
+        PyTuple::new(py, raw)
+    }
+
+    /// take_fds() -> list[int]: the descriptors that came with the message,
+    /// now the caller's (close each with `os.close`, or wrap it with
+    /// `os.fdopen`/`socket.socket(fileno=...)`); empty once taken.
+    fn take_fds(&self) -> Vec<i32> {
+        std::mem::take(&mut *self.lock_fds())
+            .into_iter()
+            .map(IntoRawFd::into_raw_fd)
+            .collect()
     }
 
     /// The label (an unsigned 64-bit int, e.g. an operation code).
@@ -179,19 +260,25 @@ impl RendezvousListener {
     /// accept_timeout=None): the bounds (seconds) of the default waits of
     /// `accept` and of the endpoints it accepts (`None`: 10 s, one hour,
     /// one hour; `math.inf`: no bound).
+    /// `access`: who may connect (a `zcio.AccessPolicy`; default: this
+    /// process's uid only).
     #[new]
-    #[pyo3(signature = (path, *, send_timeout=None, recv_timeout=None, accept_timeout=None))]
+    #[pyo3(signature = (path, *, send_timeout=None, recv_timeout=None, accept_timeout=None, access=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         send_timeout: Option<f64>,
         recv_timeout: Option<f64>,
         accept_timeout: Option<f64>,
+        access: Option<&Bound<'_, AccessPolicy>>,
     ) -> PyResult<Self> {
         let cfg = rdv_config(send_timeout, recv_timeout, accept_timeout)?;
-        let l = rdv::RendezvousListener::bind(&path)
-            .map_err(|e| errors::raise(py, e))?
-            .with_config(cfg);
+        let l = match access {
+            Some(a) => rdv::RendezvousListener::bind_with(&path, a.get().inner.clone()),
+            None => rdv::RendezvousListener::bind(&path),
+        }
+        .map_err(|e| errors::raise(py, e))?
+        .with_config(cfg);
         Ok(Self {
             inner: Mutex::new(Some(l)),
             path,
@@ -304,12 +391,23 @@ impl Rendezvous {
         label: u64,
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
+        fds: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let words = PyTuple::new(py, words_of(words)?)?;
+        // Checked now (count, kind); duplicated by the send itself.
+        drop(fds_of(fds)?);
+        let fds = match fds {
+            Some(f) => PyTuple::new(py, f.try_iter()?.collect::<PyResult<Vec<_>>>()?)?,
+            None => PyTuple::empty(py),
+        };
         let t = async_timeout(timeout, slf.get().bounds()?.0)?;
         let bell = slf.get().async_bell(py)?;
-        aio::call(py, intern!(py, "rdv_send"), (slf, bell, label, words, t))
+        aio::call(
+            py,
+            intern!(py, "rdv_send"),
+            (slf, bell, label, words, t, fds),
+        )
     }
 
     /// The coroutine `_aio.rdv_call(ep, bell, label, words, timeout,
@@ -543,16 +641,24 @@ impl Rendezvous {
         }
     }
 
-    /// send(label, words=(), timeout=None)
-    #[pyo3(signature = (label, words=None, timeout=None))]
+    /// send(label, words=(), timeout=None, *, fds=()): `fds` are
+    /// descriptors to pass along (ints or objects with `fileno()`, at most
+    /// `zcio.MAX_FDS`); the partner gets its own duplicates and this
+    /// process keeps its own.
+    #[pyo3(signature = (label, words=None, timeout=None, *, fds=None))]
     fn send(
         &self,
         py: Python<'_>,
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
+        fds: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let msg = rdv::Envelope::new(label, &words_of(words)?);
+        let msg = rdv::Envelope {
+            label,
+            words: words_of(words)?,
+            fds: fds_of(fds)?,
+        };
         let t = Timeout::from_py(timeout, self.bounds()?.0)?;
         self.send_with(py, &msg, Deadline::new(t), t.is_try())
     }
@@ -562,6 +668,50 @@ impl Rendezvous {
     fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Envelope> {
         let t = Timeout::from_py(timeout, self.bounds()?.1)?;
         self.recv_with(py, Deadline::new(t), t.is_try())
+    }
+
+    /// recv_into(buf, timeout=None) -> (label, nwords): receive the next
+    /// message without making an `Envelope`: its words go into `buf`, a
+    /// writable buffer of at least 64 bytes (e.g. `array.array("Q", [0] *
+    /// 8)` or a `numpy.uint64` array of 8), in native byte order. Waits as
+    /// `recv`. Descriptors that come with the message are closed (use
+    /// `recv` for those).
+    #[pyo3(signature = (buf, timeout=None))]
+    fn recv_into(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<(u64, usize)> {
+        let dst = crate::buffer::Exported::get(buf, true)?;
+        if dst.len() < WORDS * 8 {
+            return Err(PyValueError::new_err(format!(
+                "buf must hold at least {} bytes ({WORDS} words), not {}",
+                WORDS * 8,
+                dst.len()
+            )));
+        }
+        let t = Timeout::from_py(timeout, self.bounds()?.1)?;
+        let scratch = Mutex::new(rdv::Envelope::default());
+        let timed_out = rdv::RendezvousRecvError::TimedOut;
+        let sc = &scratch;
+        self.run(py, Deadline::new(t), t.is_try(), timed_out, |ep, slice| {
+            let mut m = sc.lock().unwrap_or_else(|p| p.into_inner());
+            match slice {
+                None => ep.try_recv().map(|got| *m = got).map_err(zcio::Error::from),
+                Some(s) => ep.recv_into_timeout(&mut m, s).map_err(zcio::Error::from),
+            }
+        })?;
+        let m = scratch.into_inner().unwrap_or_else(|p| p.into_inner());
+        let n = m.words.len().min(WORDS);
+        // `dst` is exported writable for at least WORDS * 8 bytes until it
+        // drops below; `n * 8` bytes of words fit (n <= WORDS).
+        // SAFETY: as argued just above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(m.words.as_ptr().cast::<u8>(), dst.ptr(), n * 8);
+        }
+        drop(dst);
+        Ok((m.label, n))
     }
 
     /// The bound (seconds) of the default wait of `send`, `send_async` and
@@ -590,16 +740,49 @@ impl Rendezvous {
         self.send_then_recv(py, label, words, timeout)
     }
 
-    /// reply_and_recv(label, words=(), timeout=None) -> Envelope
-    #[pyo3(signature = (label, words=None, timeout=None))]
-    fn reply_and_recv(
+    /// reply_and_recv(label, words=(), timeout=None, *, endpoints=None)
+    /// -> Envelope | (int, Envelope): a server's step: reply to this
+    /// partner, then receive. Without `endpoints`: the next message of
+    /// this partner. With `endpoints` (a list of `Rendezvous`, this one
+    /// among them or not): the next message of any of them, as
+    /// `zcio.recv_any` returns it, `(index, Envelope)`. `timeout` bounds
+    /// both halves together; `None` bounds each by its own bound.
+    #[pyo3(signature = (label, words=None, timeout=None, *, endpoints=None))]
+    fn reply_and_recv<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         label: u64,
-        words: Option<&Bound<'_, PyAny>>,
+        words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
-    ) -> PyResult<Envelope> {
-        self.send_then_recv(py, label, words, timeout)
+        endpoints: Option<Vec<Py<Rendezvous>>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Some(eps) = endpoints else {
+            return Ok(self
+                .send_then_recv(py, label, words, timeout)?
+                .into_pyobject(py)?
+                .into_any());
+        };
+        let msg = rdv::Envelope::new(label, &words_of(words)?);
+        let got = match timeout {
+            None => {
+                let ts = Timeout::within(self.bounds()?.0);
+                self.send_with(py, &msg, Deadline::new(ts), false)?;
+                recv_any(py, eps, None)?
+            }
+            Some(secs) => {
+                let t = Timeout::from_py(Some(secs), Duration::ZERO)?;
+                let start = std::time::Instant::now();
+                self.send_with(py, &msg, Deadline::new(t), t.is_try())?;
+                let left = match t {
+                    Timeout::Try => 0.0,
+                    Timeout::Forever => f64::INFINITY,
+                    Timeout::Within(d) => d.saturating_sub(start.elapsed()).as_secs_f64(),
+                };
+                // A wait that ran out during the send still looks once.
+                recv_any(py, eps, Some(left))?
+            }
+        };
+        Ok(got.into_pyobject(py)?.into_any())
     }
 
     /// await recv_async(timeout=None) -> Envelope: the partner's next
@@ -628,15 +811,17 @@ impl Rendezvous {
     /// cancelled call (`task.cancel()`, `asyncio.wait_for`) takes the
     /// message back if the partner has not taken it; if it has, it was
     /// delivered, and the cancellation cannot say which. Use `timeout=`
-    /// for an exact answer. Sends of one endpoint take turns.
-    #[pyo3(signature = (label, words=None, timeout=None))]
+    /// for an exact answer. Sends of one endpoint take turns. `fds` as for
+    /// `send`.
+    #[pyo3(signature = (label, words=None, timeout=None, *, fds=None))]
     fn send_async<'py>(
         slf: &Bound<'py, Self>,
         label: u64,
         words: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
+        fds: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        Self::send_with_bell(slf, label, words, timeout)
+        Self::send_with_bell(slf, label, words, timeout, fds)
     }
 
     /// await call_async(label, words=(), timeout=None) -> Envelope: send,
@@ -732,14 +917,19 @@ impl Rendezvous {
     /// Raises `Full` while another send of this endpoint is in progress
     /// (a begun one, or a blocking `send` in another thread), and what
     /// `send` raises otherwise (nothing was sent then).
-    #[pyo3(signature = (label, words=None))]
+    #[pyo3(signature = (label, words=None, *, fds=None))]
     fn send_begin(
         &self,
         py: Python<'_>,
         label: u64,
         words: Option<&Bound<'_, PyAny>>,
+        fds: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let msg = rdv::Envelope::new(label, &words_of(words)?);
+        let msg = rdv::Envelope {
+            label,
+            words: words_of(words)?,
+            fds: fds_of(fds)?,
+        };
         let ep = self.get()?;
         let busy = |what: &str| {
             errors::err(

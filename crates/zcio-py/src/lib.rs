@@ -17,7 +17,9 @@ mod aio;
 mod array;
 mod buffer;
 mod channel;
+mod config;
 mod errors;
+mod forward;
 mod ipc;
 mod lane;
 mod listen;
@@ -25,6 +27,7 @@ mod msg;
 mod np;
 mod pool;
 mod proxy;
+mod reservation;
 mod ring;
 mod semantics;
 mod splice;
@@ -39,6 +42,13 @@ use pyo3::prelude::*;
 
 pub(crate) use np::numpy;
 
+/// page_size() -> int: the system page size in bytes (the granularity of
+/// buffers and ring data areas).
+#[pyfunction]
+fn page_size() -> usize {
+    zcio::page_size()
+}
+
 #[pymodule]
 fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -48,7 +58,10 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<msg::MsgView>()?;
     m.add_class::<channel::Listener>()?;
     m.add_class::<channel::Channel>()?;
+    m.add_class::<config::ChannelPolicy>()?;
+    m.add_class::<config::AccessPolicy>()?;
     m.add_function(wrap_pyfunction!(channel::_sendable, m)?)?;
+    m.add_function(wrap_pyfunction!(channel::_sendable_parts, m)?)?;
     m.add_class::<lane::LaneSender>()?;
     m.add_class::<lane::LaneLoan>()?;
     m.add_class::<lane::LaneReceiver>()?;
@@ -59,11 +72,19 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ring::PeekView>()?;
     m.add_function(wrap_pyfunction!(ring::ring_unlink, m)?)?;
     m.add_function(wrap_pyfunction!(ring::ring_list, m)?)?;
+    m.add_function(wrap_pyfunction!(ring::ring_stat, m)?)?;
+    m.add_function(wrap_pyfunction!(ring::ring_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(ring::ring_path, m)?)?;
+    m.add_class::<reservation::RingReservation>()?;
     m.add_class::<ipc::Envelope>()?;
     m.add_class::<ipc::RendezvousListener>()?;
     m.add_class::<ipc::Rendezvous>()?;
     m.add_function(wrap_pyfunction!(ipc::recv_any, m)?)?;
     m.add_function(wrap_pyfunction!(wait::set_spin_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(forward::forward, m)?)?;
+    m.add("MAX_SLICES", zcio::Msg::MAX_SLICES)?;
+    m.add("MAX_FDS", zcio::rendezvous::Envelope::MAX_FDS)?;
     m.add_function(wrap_pyfunction!(wait::spin_policy, m)?)?;
     m.add_class::<proxy::Proxies>()?;
     m.add_class::<proxy::ProxyEndpoint>()?;

@@ -220,6 +220,63 @@ impl Msg {
         self.slices
     }
 
+    /// slices() -> list[MsgView]: each slice of the message as a
+    /// read-only range in place (one for a message sent from one buffer;
+    /// several for `Channel.sendv`). Each view keeps the message from
+    /// being released while it lives.
+    fn slices<'py>(slf: &Bound<'py, Self>) -> PyResult<Vec<Bound<'py, MsgView>>> {
+        let py = slf.py();
+        let lens: Vec<usize> = match &slf.get().lock()?.body {
+            Some(Body::Shared(m)) => m.slices().iter().map(|s| s.view().len()).collect(),
+            Some(Body::Private(b)) => vec![b.len()],
+            None => return Err(errors::closed("message (released)")),
+        };
+        let mut out = Vec::with_capacity(lens.len());
+        let mut off = 0usize;
+        for len in lens {
+            let v = MsgView::new(slf, off, len)?
+                .ok_or_else(|| errors::internal("slice outside its message"))?;
+            out.push(Bound::new(py, v)?);
+            off += len;
+        }
+        Ok(out)
+    }
+
+    /// write_to(fd) -> int: write the message to `fd` (an int or an object
+    /// with `fileno()`) with `writev(2)` straight from the shared pages (no
+    /// copy in this process); returns the bytes written, which may be
+    /// fewer than `len(msg)` as for `os.writev`. The GIL is released.
+    fn write_to(&self, py: Python<'_>, fd: &Bound<'_, PyAny>) -> PyResult<usize> {
+        use std::io::Write;
+        use std::os::fd::BorrowedFd;
+        let raw: i32 = match fd.extract::<i32>() {
+            Ok(n) => n,
+            Err(_) => fd.call_method0(pyo3::intern!(py, "fileno"))?.extract()?,
+        };
+        if raw < 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "fd must be a non-negative descriptor, not {raw}"
+            )));
+        }
+        // `raw` is the caller's descriptor, open for this call (borrowed
+        // only to duplicate it: a closed one makes the dup fail with
+        // EBADF).
+        // SAFETY: as argued just above.
+        let owned = unsafe { BorrowedFd::borrow_raw(raw) }
+            .try_clone_to_owned()
+            .map_err(pyo3::PyErr::from)?;
+        let body = match &self.lock()?.body {
+            Some(Body::Shared(m)) => Ok(m.clone()),
+            Some(Body::Private(b)) => Err(b.clone()),
+            None => return Err(errors::closed("message (released)")),
+        };
+        py.detach(|| match body {
+            Ok(m) => m.write_to(&owned),
+            Err(b) => std::fs::File::from(owned).write(&b),
+        })
+        .map_err(pyo3::PyErr::from)
+    }
+
     /// Whether ``release()`` was called.
     #[getter]
     fn released(&self) -> PyResult<bool> {

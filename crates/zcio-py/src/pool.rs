@@ -25,6 +25,11 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// The pool itself.
+    pub(crate) fn inner(&self) -> &zcio::Pool {
+        &self.pool
+    }
+
     pub(crate) fn new_default(name: &str) -> Self {
         Self {
             pool: zcio::Pool::new(PoolConfig::named(name)),
@@ -262,7 +267,8 @@ pub struct PoolBuffer {
     /// secured buffer's read-only mapping replaces the writable one in
     /// place), and valid as long as this object lives.
     ptr: usize,
-    len: usize,
+    /// Length in bytes; only shortened (`truncate`), while writable.
+    len: AtomicUsize,
     secured: bool,
     exports: AtomicUsize,
 }
@@ -274,7 +280,7 @@ impl PoolBuffer {
         Self {
             state: Mutex::new(BufState::Writable(b)),
             ptr,
-            len,
+            len: AtomicUsize::new(len),
             secured,
             exports: AtomicUsize::new(0),
         }
@@ -291,7 +297,7 @@ impl PoolBuffer {
     }
 
     pub(crate) fn length(&self) -> usize {
-        self.len
+        self.len.load(Ordering::Acquire)
     }
 
     pub(crate) fn secured_flag(&self) -> bool {
@@ -329,7 +335,33 @@ impl PoolBuffer {
 #[pymethods]
 impl PoolBuffer {
     fn __len__(&self) -> usize {
-        self.len
+        self.length()
+    }
+
+    /// truncate(n): shorten the buffer to `n` bytes before sending it
+    /// (reserve a large buffer, fill part of it, send only that part; no
+    /// effect if `n >= len(buf)`). Refused (`BufferError`) once sent or
+    /// while memoryviews of it exist.
+    fn truncate(&self, n: usize) -> PyResult<()> {
+        let mut st = self.lock()?;
+        let BufState::Writable(b) = &mut *st else {
+            return Err(errors::buffer(
+                "this PoolBuffer was sent: it can no longer be truncated",
+            ));
+        };
+        if self.exports.load(Ordering::Acquire) > 0 {
+            return Err(errors::buffer(
+                "release the memoryviews of this PoolBuffer before truncating it",
+            ));
+        }
+        if n == 0 {
+            return Err(PyValueError::new_err(
+                "cannot truncate to 0 bytes (a message is never empty)",
+            ));
+        }
+        b.truncate(n);
+        self.len.store(b.len(), Ordering::Release);
+        Ok(())
     }
 
     /// Whether the buffer was frozen by a send (it is read-only since).
@@ -366,7 +398,7 @@ impl PoolBuffer {
                 view,
                 slf.as_any(),
                 me.ptr as *const u8,
-                me.len,
+                me.length(),
                 readonly,
                 flags,
             )?;
@@ -383,7 +415,7 @@ impl PoolBuffer {
         let sent = matches!(*self.lock()?, BufState::Frozen(_));
         Ok(format!(
             "zcio.PoolBuffer(len={}, sent={}, secured={})",
-            self.len,
+            self.length(),
             if sent { "True" } else { "False" },
             if self.secured { "True" } else { "False" }
         ))

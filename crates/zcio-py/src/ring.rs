@@ -17,7 +17,7 @@
 
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -45,9 +45,10 @@ fn parse_layout(s: &str) -> PyResult<Layout> {
         "slotted" => Layout::Slotted,
         "variable" => Layout::Variable,
         "descriptors" => Layout::Descriptors,
+        "index" => Layout::Index,
         _ => {
             return Err(PyValueError::new_err(
-                "layout must be 'continuous', 'slotted', 'variable' or 'descriptors'",
+                "layout must be 'continuous', 'slotted', 'variable', 'descriptors' or 'index'",
             ))
         }
     })
@@ -98,6 +99,31 @@ fn raw_fd(r: Result<BorrowedFd<'_>, zcio::Errno>) -> Result<i32, zcio::Errno> {
     r.map(|fd| fd.as_raw_fd())
 }
 
+/// Why a producer call could not go on.
+pub(crate) enum Fail {
+    /// The producer was closed.
+    Closed,
+    /// A `RingReservation` is open.
+    Reserved,
+    /// The write failed.
+    Write(WriteError),
+}
+
+impl Fail {
+    pub(crate) fn raise(self, py: Python<'_>) -> PyErr {
+        match self {
+            Fail::Closed => errors::closed("ring producer"),
+            Fail::Reserved => reserved_error(),
+            Fail::Write(e) => errors::raise(py, e),
+        }
+    }
+}
+
+/// The error for a write (or close) while a reservation is open.
+pub(crate) fn reserved_error() -> PyErr {
+    errors::buffer("a RingReservation of this producer is open: commit() or cancel() it first")
+}
+
 /// The producing end of a ring. (Weak references: the asyncio bell refers
 /// back to its end without a cycle.)
 #[pyclass(module = "zcio._zcio", frozen, weakref)]
@@ -111,6 +137,9 @@ pub struct RingProducer {
     /// The named bell's state in asyncio (a `zcio._aio.RingBell`), made by
     /// the first async call.
     bell: PyOnceLock<Py<PyAny>>,
+    /// A `RingReservation` is open (set and cleared under `inner`'s lock):
+    /// writes and `close` are refused until it is committed or cancelled.
+    pub(crate) reserved: AtomicBool,
 }
 
 impl RingProducer {
@@ -139,6 +168,80 @@ impl RingProducer {
                 errors::closed("ring producer")
             }
         })
+    }
+
+    /// `BufferError` while a reservation is open (call with `inner`
+    /// locked).
+    fn refuse_if_reserved(&self) -> PyResult<()> {
+        if self.reserved.load(Ordering::Acquire) {
+            return Err(reserved_error());
+        }
+        Ok(())
+    }
+
+    /// Run `f` on the producer, GIL released, in slices until `deadline`
+    /// (each attempt may wait as the `Wait` it is given says): retries
+    /// on `WouldBlock`/`TimedOut`; `t` says which of those to raise at the
+    /// end.
+    pub(crate) fn attempt_until<T: Send>(
+        &self,
+        py: Python<'_>,
+        t: Timeout,
+        mut f: impl FnMut(&mut Producer, Wait) -> Result<T, WriteError> + Send,
+    ) -> PyResult<T> {
+        let inner = &self.inner;
+        let reserved = &self.reserved;
+        let got = blocking(py, Deadline::new(t), |slice| {
+            let Ok(mut g) = inner.lock() else {
+                return Some(Err(Fail::Closed));
+            };
+            let Some(p) = g.as_mut() else {
+                return Some(Err(Fail::Closed));
+            };
+            if reserved.load(Ordering::Acquire) {
+                return Some(Err(Fail::Reserved));
+            }
+            let wait = if slice.is_zero() {
+                Wait::No
+            } else {
+                Wait::Until(Instant::now() + slice)
+            };
+            match f(p, wait) {
+                Err(WriteError::WouldBlock | WriteError::TimedOut) => None,
+                r => Some(r.map_err(Fail::Write)),
+            }
+        })?;
+        match got {
+            Some(r) => r.map_err(|f| f.raise(py)),
+            None if t.is_try() => Err(errors::raise(py, WriteError::WouldBlock)),
+            None => Err(errors::raise(py, WriteError::TimedOut)),
+        }
+    }
+
+    /// The asyncio bell and the timeout of an async write (the named bell
+    /// bound now, so one that cannot be bound fails the call, not the
+    /// wait; policies other than `block` never wait).
+    fn async_wait<'py>(
+        slf: &Bound<'py, Self>,
+        timeout: Option<f64>,
+    ) -> PyResult<(Bound<'py, PyAny>, Option<f64>)> {
+        let py = slf.py();
+        let me = slf.get();
+        let bound = me.with_producer(py, |p| p.wait_bound())?;
+        let mut t = async_timeout(timeout, bound)?;
+        if me.overflow == Overflow::Block {
+            me.with_producer(py, |p| raw_fd(p.doorbell()))?
+                .map_err(|e| bell_error(py, e))?;
+        } else {
+            t = Some(0.0);
+        }
+        let bell = aio::bell(py, &me.bell, intern!(py, "RingBell"))?;
+        Ok((bell, t))
+    }
+
+    /// The lock over the producer (for `RingReservation`).
+    pub(crate) fn inner(&self) -> &Mutex<Option<Producer>> {
+        &self.inner
     }
 
     /// The piece of a write of `len` bytes that must fit before it goes
@@ -197,6 +300,7 @@ impl RingProducer {
             cap: g.cap(),
             inner: Mutex::new(Some(p)),
             bell: PyOnceLock::new(),
+            reserved: AtomicBool::new(false),
         })
     }
 
@@ -238,13 +342,15 @@ impl RingProducer {
         self.with_producer(py, |p| p.set_wait_bound(d))
     }
 
-    /// write(data, timeout=None) -> int
-    #[pyo3(signature = (data, timeout=None))]
+    /// write(data, timeout=None, *, tag=0) -> int: `tag` classifies the
+    /// block (read back as `Peek.tag`; rings of blocks only).
+    #[pyo3(signature = (data, timeout=None, *, tag=0))]
     fn write(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         timeout: Option<f64>,
+        tag: u32,
     ) -> PyResult<usize> {
         let bound = self.with_producer(py, |p| p.wait_bound())?;
         let t = Timeout::from_py(timeout, bound)?;
@@ -259,6 +365,7 @@ impl RingProducer {
             total.max(1)
         };
         let inner = &self.inner;
+        let reserved = &self.reserved;
         let mut done = 0usize;
         loop {
             let n = piece.min(total - done);
@@ -266,11 +373,14 @@ impl RingProducer {
             let got = blocking(py, deadline, move |slice| {
                 let base = base;
                 let Ok(mut g) = inner.lock() else {
-                    return Some(Err(None));
+                    return Some(Err(Fail::Closed));
                 };
                 let Some(p) = g.as_mut() else {
-                    return Some(Err(None));
+                    return Some(Err(Fail::Closed));
                 };
+                if reserved.load(Ordering::Acquire) {
+                    return Some(Err(Fail::Reserved));
+                }
                 // `src` stays exported (valid, not resized) until `write`
                 // returns. The object may expose memory a peer can write
                 // (a received zcio buffer): read as a volatile view.
@@ -281,15 +391,14 @@ impl RingProducer {
                 } else {
                     Wait::Until(std::time::Instant::now() + slice)
                 };
-                match p.write_gather(&[bytes], 0, wait) {
+                match p.write_gather(&[bytes], tag, wait) {
                     Err(WriteError::WouldBlock | WriteError::TimedOut) => None,
-                    r => Some(r.map(|()| n).map_err(Some)),
+                    r => Some(r.map(|()| n).map_err(Fail::Write)),
                 }
             })?;
             match got {
                 Some(Ok(k)) => done += k,
-                Some(Err(Some(e))) => return Err(errors::raise(py, e)),
-                Some(Err(None)) => return Err(errors::closed("ring producer")),
+                Some(Err(f)) => return Err(f.raise(py)),
                 None if done > 0 => return Ok(done),
                 None if t.is_try() => return Err(errors::raise(py, WriteError::WouldBlock)),
                 None => return Err(errors::raise(py, WriteError::TimedOut)),
@@ -299,6 +408,108 @@ impl RingProducer {
                 return Ok(done);
             }
         }
+    }
+
+    /// write_gather(parts, timeout=None, *, tag=0) -> int: write the
+    /// bytes-like `parts`, one after the other, as ONE block with `tag`
+    /// (no join in Python first); returns its length. Waits as `write`.
+    #[pyo3(signature = (parts, timeout=None, *, tag=0))]
+    fn write_gather(
+        &self,
+        py: Python<'_>,
+        parts: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        tag: u32,
+    ) -> PyResult<usize> {
+        let bound = self.with_producer(py, |p| p.wait_bound())?;
+        let t = Timeout::from_py(timeout, bound)?;
+        let mut exported = Vec::new();
+        for part in parts.try_iter()? {
+            exported.push(Exported::get(&part?, false)?);
+        }
+        let spans: Vec<(SendPtr, usize)> = exported
+            .iter()
+            .map(|e| (SendPtr(e.ptr()), e.len()))
+            .collect();
+        let total: usize = spans.iter().map(|s| s.1).sum();
+        let spans = &spans;
+        let n = self.attempt_until(py, t, move |p, wait| {
+            // Each part stays exported (valid, not resized) until
+            // `exported` is dropped at the end of this function; the
+            // bytes may be writable by others, so they are read as
+            // volatile views.
+            // SAFETY: as argued just above.
+            let views: Vec<View<'_>> = spans
+                .iter()
+                .map(|(ptr, len)| unsafe { View::from_raw(ptr.0, *len) })
+                .collect();
+            p.write_gather(&views, tag, wait).map(|()| total)
+        })?;
+        drop(exported);
+        Ok(n)
+    }
+
+    /// splice(peek, timeout=None): write the block `peek` holds (of a
+    /// `RingConsumer` of another ring) into this ring: in an `"index"`
+    /// ring a pointer to it (no bytes copied; the only write an index
+    /// ring takes), in any other a copy of its bytes with its tag. Waits
+    /// as `write`. The peek stays held (release it as usual).
+    #[pyo3(signature = (peek, timeout=None))]
+    fn splice(&self, py: Python<'_>, peek: &Bound<'_, Peek>, timeout: Option<f64>) -> PyResult<()> {
+        let bound = self.with_producer(py, |p| p.wait_bound())?;
+        let t = Timeout::from_py(timeout, bound)?;
+        let pk = peek.get();
+        let mut stash: Option<PyErr> = None;
+        let stash_ref = &mut stash;
+        self.attempt_until(py, t, move |p, wait| {
+            match pk.with_block(|b| p.splice(b, wait)) {
+                Ok(r) => r,
+                Err(e) => {
+                    *stash_ref = Some(e);
+                    Ok(())
+                }
+            }
+        })?;
+        match stash {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// reserve(n, timeout=None) -> RingReservation: room for a block of up
+    /// to `n` bytes, straight in the ring: fill it through the buffer
+    /// protocol (`memoryview(r)`, `numpy.frombuffer`, `readinto`), then
+    /// `r.commit(nbytes, tag=0)` publishes the first `nbytes`; nothing is
+    /// visible to consumers before. While it is open this producer's
+    /// writes and `close()` raise `BufferError`. Waits as `write`. Not for
+    /// index rings.
+    #[pyo3(signature = (n, timeout=None))]
+    fn reserve(
+        slf: &Bound<'_, Self>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<crate::reservation::RingReservation> {
+        let py = slf.py();
+        let me = slf.get();
+        if n == 0 {
+            return Err(PyValueError::new_err("reserve at least 1 byte"));
+        }
+        let bound = me.with_producer(py, |p| p.wait_bound())?;
+        let t = Timeout::from_py(timeout, bound)?;
+        let reserved = &me.reserved;
+        let ptr = me.attempt_until(py, t, move |p, wait| {
+            let mut r = p.reserve(n, wait)?;
+            let ptr = SendPtr(r.spare_mut().as_mut_ptr().cast::<u8>());
+            // Under the producer's lock: no other write starts until the
+            // reservation is committed or cancelled.
+            reserved.store(true, Ordering::Release);
+            Ok(ptr)
+        })?;
+        Ok(crate::reservation::RingReservation::new(
+            slf.clone().unbind(),
+            ptr.0 as usize,
+            n,
+        ))
     }
 
     /// await write_async(data, timeout=None) -> int: write as `write` does,
@@ -311,27 +522,33 @@ impl RingProducer {
     /// Cancel-safe for a write of one piece (a block, or at most half of a
     /// continuous ring): written if the await returned, not at all if it
     /// was cancelled; a longer byte-stream write cancelled part-way has
-    /// written its first pieces (whole).
-    #[pyo3(signature = (data, timeout=None))]
+    /// written its first pieces (whole). `tag` as for `write`.
+    #[pyo3(signature = (data, timeout=None, *, tag=0))]
     fn write_async<'py>(
         slf: &Bound<'py, Self>,
         data: &Bound<'py, PyAny>,
         timeout: Option<f64>,
+        tag: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let me = slf.get();
-        let bound = me.with_producer(py, |p| p.wait_bound())?;
-        let mut t = async_timeout(timeout, bound)?;
-        if me.overflow == Overflow::Block {
-            // Bound now: a bell that cannot be bound fails the call, not
-            // the wait.
-            me.with_producer(py, |p| raw_fd(p.doorbell()))?
-                .map_err(|e| bell_error(py, e))?;
-        } else {
-            t = Some(0.0);
-        }
-        let bell = aio::bell(py, &me.bell, intern!(py, "RingBell"))?;
-        aio::call(py, intern!(py, "ring_write"), (slf, bell, data, t))
+        let (bell, t) = Self::async_wait(slf, timeout)?;
+        aio::call(py, intern!(py, "ring_write"), (slf, bell, data, t, tag))
+    }
+
+    /// await reserve_async(n, timeout=None) -> RingReservation: reserve as
+    /// `reserve` does, waiting in the running asyncio loop (as
+    /// `write_async` waits) while a `block` ring has no room. Cancel-safe:
+    /// the reservation is taken synchronously, so a cancelled call holds
+    /// none.
+    #[pyo3(signature = (n, timeout=None))]
+    fn reserve_async<'py>(
+        slf: &Bound<'py, Self>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let (bell, t) = Self::async_wait(slf, timeout)?;
+        aio::call(py, intern!(py, "ring_reserve"), (slf, bell, n, t))
     }
 
     /// The asyncio bell (a `zcio._aio.RingBell`) once an async call made
@@ -441,7 +658,10 @@ impl RingProducer {
     /// end (``b""`` / ``None``). Tasks awaiting `write_async` get
     /// `ValueError` (closed).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.lock()?.take();
+        let mut g = self.lock()?;
+        self.refuse_if_reserved()?;
+        g.take();
+        drop(g);
         aio::closed(py, &self.bell);
         Ok(())
     }
@@ -449,7 +669,9 @@ impl RingProducer {
     /// close_with_error(code): end the stream with an error code that
     /// consumers receive (``Disconnected`` with ``.code``).
     fn close_with_error(&self, py: Python<'_>, code: u32) -> PyResult<()> {
-        if let Some(p) = self.lock()?.take() {
+        let mut g = self.lock()?;
+        self.refuse_if_reserved()?;
+        if let Some(p) = g.take() {
             p.close_with_error(code);
         }
         aio::closed(py, &self.bell);
@@ -1356,6 +1578,82 @@ impl PeekView {
 #[pyfunction]
 pub(crate) fn ring_unlink(py: Python<'_>, name: &str) -> PyResult<()> {
     zcio::ring::unlink(name).map_err(|e| errors::raise(py, e))
+}
+
+/// ring_dir() -> str: the directory of ring files (`$ZCIO_RING_DIR`, else
+/// `/dev/shm`).
+#[pyfunction]
+pub(crate) fn ring_dir() -> String {
+    zcio::ring::ring_dir().to_string_lossy().into_owned()
+}
+
+/// ring_path(name) -> str: the file of ring `name`; `ValueError` for a
+/// name that is not a valid ring name.
+#[pyfunction]
+pub(crate) fn ring_path(name: &str) -> PyResult<String> {
+    zcio::ring::ring_path(name)
+        .map(|p| p.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "{name:?} is not a valid ring name (letters, digits, '.', '_', '-'; not starting with '.')"
+            ))
+        })
+}
+
+/// ring_stat(name) -> dict: a snapshot of ring `name` (what `zcio ring
+/// stat` shows), read without attaching: `name`, `layout`, `policy`,
+/// `size`, `slot_size`, `max_block`, `uid`, `gid`, `mode`, `producer`
+/// (dict: `pid`, `state`, `error`, `other_pid_namespace`), `head`, `fill`,
+/// `blocks`, `bytes`, `dropped_blocks`, `dropped_bytes` and `consumers`
+/// (list of dicts: `slot`, `pid`, `alive`, `other_pid_namespace`,
+/// `cursor`, `lag`, `drops`, `skips`, `skipped_units`, `read_blocks`,
+/// `read_bytes`).
+#[pyfunction]
+pub(crate) fn ring_stat<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+    let st = py
+        .detach(|| zcio::ring::stat(name))
+        .map_err(|e| errors::raise(py, e))?;
+    let g = &st.geometry;
+    let d = PyDict::new(py);
+    d.set_item("name", &st.name)?;
+    d.set_item("layout", g.layout.name())?;
+    d.set_item("policy", g.overflow.name())?;
+    d.set_item("size", g.data_len)?;
+    d.set_item("slot_size", g.slot_size)?;
+    d.set_item("max_block", g.max_block())?;
+    d.set_item("uid", st.uid)?;
+    d.set_item("gid", st.gid)?;
+    d.set_item("mode", st.mode)?;
+    let p = PyDict::new(py);
+    p.set_item("pid", st.producer.pid)?;
+    p.set_item("state", st.producer.state)?;
+    p.set_item("error", st.producer.error)?;
+    p.set_item("other_pid_namespace", st.producer.other_pid_namespace)?;
+    d.set_item("producer", p)?;
+    d.set_item("head", st.head)?;
+    d.set_item("fill", st.fill)?;
+    d.set_item("blocks", st.blocks)?;
+    d.set_item("bytes", st.bytes)?;
+    d.set_item("dropped_blocks", st.dropped_blocks)?;
+    d.set_item("dropped_bytes", st.dropped_bytes)?;
+    let mut cs = Vec::with_capacity(st.consumers.len());
+    for c in &st.consumers {
+        let cd = PyDict::new(py);
+        cd.set_item("slot", c.slot)?;
+        cd.set_item("pid", c.pid)?;
+        cd.set_item("alive", c.alive)?;
+        cd.set_item("other_pid_namespace", c.other_pid_namespace)?;
+        cd.set_item("cursor", c.cursor)?;
+        cd.set_item("lag", c.lag)?;
+        cd.set_item("drops", c.drops)?;
+        cd.set_item("skips", c.skips)?;
+        cd.set_item("skipped_units", c.skipped_units)?;
+        cd.set_item("read_blocks", c.read_blocks)?;
+        cd.set_item("read_bytes", c.read_bytes)?;
+        cs.push(cd);
+    }
+    d.set_item("consumers", cs)?;
+    Ok(d)
 }
 
 /// ring_list() -> list[str]: names of existing rings.

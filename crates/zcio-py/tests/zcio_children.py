@@ -514,3 +514,178 @@ def recv_channels(path: str, n: int, msgs: int) -> None:
                     raise AssertionError("more messages than sent")
                 except zcio.Disconnected:
                     pass
+
+
+def connect_and_idle(path: str, go, options: dict) -> None:
+    """Connect (with these channel options), receive nothing until `go` is
+    set, then close."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT, **options):
+        assert go.wait(TIMEOUT), "parent never said go"
+
+
+def connect_expect_refused(path: str) -> None:
+    """Connect to a listener whose access policy excludes us: refused."""
+    try:
+        zcio.Channel.connect(path, timeout=TIMEOUT)
+    except zcio.ConnectError as e:
+        assert "refused" in str(e).lower() or "access" in str(e).lower(), str(e)
+        return
+    raise AssertionError("connect was admitted")
+
+
+def recv_and_hold(path: str, n: int, got, go) -> None:
+    """Receive `n` messages, set `got`, and hold them until `go` is set."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        held = [ch.recv(timeout=TIMEOUT) for _ in range(n)]
+        got.set()
+        assert go.wait(TIMEOUT), "parent never said go"
+        del held
+
+
+def sendv_parts(path: str) -> None:
+    """Send one message of three parts (a filled-and-truncated pool buffer,
+    bytes, another pool buffer), then wait for "done"."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        pool = zcio.Pool("sendv-child", chunk_size=1 << 20, max_chunks=4)
+        a = pool.alloc(64 << 10)  # reserve more than needed
+        with memoryview(a) as mv:
+            mv[:5000] = sized(1, 5000)  # fill part of it
+        a.truncate(5000)  # send only that part
+        b = pool.alloc(8192)
+        with memoryview(b) as mv:
+            mv[:] = sized(3, 8192)
+        ch.sendv([a, sized(2, 300), b], timeout=TIMEOUT)
+        assert a.sent and b.sent
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def ring_write_kinds(name: str) -> None:
+    """Write a tagged block, a gathered block and a reserved-and-committed
+    block into a variable ring, checking the reservation rules on the way."""
+    with zcio.RingProducer(name, size=1 << 16, layout="variable") as p:
+        assert p.wait_for_consumers(1, timeout=TIMEOUT) >= 1
+        p.write(b"tagged", tag=7)
+        assert p.write_gather([b"he", memoryview(b"ll"), bytearray(b"o!")], tag=8) == 6
+        r = p.reserve(100)
+        assert len(r) == 100 and not r.committed
+        for bad in (lambda: p.write(b"x"), lambda: p.write_gather([b"x"]), p.close):
+            try:
+                bad()
+            except BufferError:
+                pass
+            else:
+                raise AssertionError("a write or close went through a reservation")
+        mv = memoryview(r)
+        mv[:50] = sized(9, 50)
+        try:
+            r.commit(50, tag=9)
+        except BufferError:
+            pass  # the view is still out
+        else:
+            raise AssertionError("commit went through with a view out")
+        mv.release()
+        r.commit(50, tag=9)
+        assert r.committed
+        for bad in (lambda: memoryview(r), lambda: r.commit(1)):
+            try:
+                bad()
+            except ValueError:
+                pass
+            else:
+                raise AssertionError("a committed reservation was used")
+        with p.reserve(10) as r2:
+            memoryview(r2)[:3] = b"xyz"
+        # Leaving the block cancelled it: writes go again.
+        p.write(b"last", tag=10)
+
+
+def send_then_close(path: str, sizes: list[int]) -> None:
+    """Send message i of sizes[i] bytes, then close at once."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for i, n in enumerate(sizes):
+            ch.send(sized(i, n), timeout=TIMEOUT)
+
+
+def recv_expect_then_end(path: str, sizes: list[int]) -> None:
+    """Receive message i of sizes[i] bytes, then see the channel end."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        for i, n in enumerate(sizes):
+            assert ch.recv(timeout=TIMEOUT).tobytes() == sized(i, n), i
+        try:
+            ch.recv(timeout=TIMEOUT)
+        except zcio.Disconnected:
+            return
+        raise AssertionError("a message after the last one")
+
+
+def rdv_fd_peer(path: str) -> None:
+    """Pass a pipe's read end (with bytes waiting in it) to the parent, then
+    take a descriptor from the parent and write into it."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        r, w = os.pipe()
+        os.write(w, b"through the pipe")
+        os.close(w)
+        ep.send(1, (16,), timeout=TIMEOUT, fds=[r])
+        os.close(r)  # the parent has its own duplicate
+        m = ep.recv(timeout=TIMEOUT)
+        assert m.label == 2 and len(m.fds) == 1
+        (fd,) = m.take_fds()
+        assert m.fds == ()
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"and back")
+        ep.send(3, timeout=TIMEOUT)
+        # The parent's recv_into test.
+        ep.send(5, tuple(range(1, 9)), timeout=TIMEOUT)
+        ep.send(6, (7,), timeout=TIMEOUT)
+        assert ep.recv(timeout=TIMEOUT).label == 99  # done
+
+
+def rdv_caller(path: str, i: int) -> None:
+    """Call twice with our number; the answer is ten times it."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        for x in (i, i + 100):
+            m = ep.call(2, (x,), timeout=TIMEOUT)
+            assert (m.label, m.words) == (3, (x * 10,)), m
+
+
+def rdv_connect_expect_refused(path: str) -> None:
+    try:
+        zcio.Rendezvous.connect(path, timeout=TIMEOUT)
+    except zcio.ConnectError:
+        return
+    raise AssertionError("connect was admitted")
+
+
+def ring_read_tags(name: str, go, out_path: str) -> None:
+    """Attach, wait for `go`, read every block (tag, bytes) until the end of
+    the stream and write them as JSON to `out_path`."""
+    with zcio.RingConsumer(name, start="oldest", timeout=TIMEOUT) as cons:
+        assert go.wait(TIMEOUT), "parent never said go"
+        got = []
+        while True:
+            pk = cons.peek(timeout=TIMEOUT)
+            if pk is None:
+                break
+            with pk:
+                got.append((pk.tag, pk.tobytes().decode()))
+    with open(out_path, "w") as f:
+        json.dump(got, f)
+
+
+def recv_parts_and_end(path: str, want: list[bytes]) -> None:
+    """Receive one message of len(want) slices with these bytes."""
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        m = ch.recv(timeout=TIMEOUT)
+        assert m.nslices == len(want), m
+        assert [bytes(s) for s in m.slices()] == want
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"
+
+
+def rdv_take_fd_and_write(path: str) -> None:
+    """Receive a descriptor and write into it, then answer."""
+    with zcio.Rendezvous.connect(path, timeout=TIMEOUT) as ep:
+        m = ep.recv(timeout=TIMEOUT)
+        (fd,) = m.take_fds()
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"async fd")
+        ep.send(m.label + 1, timeout=TIMEOUT)

@@ -401,19 +401,24 @@ async def channel_next(ch: Any, bell: Bell, timeout: float | None) -> Any:
         raise StopAsyncIteration from None
 
 
-async def channel_send(ch: Any, bell: Bell, data: Any, timeout: float | None, pool: Any) -> None:
-    """``Channel.send_async``: `pool` is where a bytes-like `data` is
-    copied to."""
+async def channel_send(
+    ch: Any, bell: Bell, data: Any, timeout: float | None, pool: Any, parts: bool = False
+) -> None:
+    """``Channel.send_async`` (``sendv_async`` with `parts`: `data` is the
+    list of parts): `pool` is where bytes-like data is copied to."""
     if timeout == 0.0:
+        if parts:
+            return ch.sendv(data, timeout=0, pool=pool)
         return ch.send(data, timeout=0, pool=pool)
-    from ._zcio import _sendable
+    from ._zcio import _sendable, _sendable_parts
 
+    make = _sendable_parts if parts else _sendable
     sendable: list[Any] = []  # [object, slices, nbytes] once made
 
     def attempt() -> Any:
         if not sendable:
             try:
-                sendable.extend(_sendable(data, pool))
+                sendable.extend(make(data, pool))
             except PoolExhausted:
                 return LATER
         try:
@@ -425,7 +430,13 @@ async def channel_send(ch: Any, bell: Bell, data: Any, timeout: float | None, po
     def prepare() -> bool:
         return ch.prepare_send_sleep(sendable[1], sendable[2])
 
-    await with_timeout(timeout, "send_async", until_done(bell, ch, attempt, prepare))
+    what = "sendv_async" if parts else "send_async"
+    await with_timeout(timeout, what, until_done(bell, ch, attempt, prepare))
+
+
+async def channel_sendv(ch: Any, bell: Bell, parts: Any, timeout: float | None, pool: Any) -> None:
+    """``Channel.sendv_async``."""
+    await channel_send(ch, bell, parts, timeout, pool, parts=True)
 
 
 # --- rings -----------------------------------------------------------------
@@ -485,7 +496,25 @@ async def ring_next(c: Any, bell: Bell, timeout: float | None) -> bytes:
     return r
 
 
-async def ring_write(p: Any, bell: Bell, data: Any, timeout: float | None) -> int:
+async def ring_reserve(p: Any, bell: Bell, n: int, timeout: float | None) -> Any:
+    """``RingProducer.reserve_async`` on a ``block`` ring: the reservation
+    is taken synchronously (cancel-safe: a cancelled call holds none)."""
+    if timeout == 0.0:
+        return p.reserve(n, timeout=0)
+
+    def attempt() -> Any:
+        try:
+            return p.reserve(n, timeout=0)
+        except Full:
+            return AGAIN
+
+    def prepare() -> bool:
+        return p.prepare_write_sleep(n)
+
+    return await with_timeout(timeout, "reserve_async", until_done(bell, p, attempt, prepare))
+
+
+async def ring_write(p: Any, bell: Bell, data: Any, timeout: float | None, tag: int = 0) -> int:
     """``RingProducer.write_async`` on a ``block`` ring (the other
     policies never wait). A byte stream goes in pieces of at most half the
     ring, each whole or not at all; `timeout` ending part-way returns the
@@ -496,13 +525,13 @@ async def ring_write(p: Any, bell: Bell, data: Any, timeout: float | None) -> in
             mv = mv.cast("B")
         total = mv.nbytes
         if timeout == 0.0 or total == 0:
-            return p.write(mv, timeout=0)
+            return p.write(mv, timeout=0, tag=tag)
         done = 0
 
         def attempt() -> Any:
             nonlocal done
             try:
-                done += p.write(mv[done:], timeout=0)
+                done += p.write(mv[done:], timeout=0, tag=tag)
             except Full:
                 return AGAIN
             return done if done >= total else AGAIN
@@ -561,7 +590,9 @@ async def rdv_next(ep: Any, bell: Bell, timeout: float | None) -> Any:
         raise StopAsyncIteration from None
 
 
-async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None) -> None:
+async def rdv_send(
+    ep: Any, bell: RendezvousBell, label: int, words: Any, timeout: float | None, fds: Any = ()
+) -> None:
     """``Rendezvous.send_async``: put the message in the slot
     (``send_begin``), wait on the doorbell until the partner took it
     (``send_poll``). `timeout` running out retracts it (``send_cancel``):
@@ -569,7 +600,7 @@ async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeou
     after all. A cancelled call retracts it too; if the partner had taken
     it, it was delivered (the cancellation cannot say which)."""
     if timeout == 0.0:
-        return ep.send(label, words, timeout=0)
+        return ep.send(label, words, timeout=0, fds=fds)
     seq: int | None = None
 
     def attempt() -> Any:
@@ -578,7 +609,7 @@ async def rdv_send(ep: Any, bell: RendezvousBell, label: int, words: Any, timeou
             if ep.closed:
                 raise _closed_endpoint()
             try:
-                seq = ep.send_begin(label, words)
+                seq = ep.send_begin(label, words, fds=fds)
             except Full:
                 # Another send of this endpoint (a blocking one in another
                 # thread) is under way: nothing rings for its end.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 on
 from types import TracebackType
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Protocol, Sequence, overload
 
 from ._errors import ZcioError
 
@@ -19,6 +19,77 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+
+#: Most slices one message may have (``Channel.sendv``).
+MAX_SLICES: int
+#: Most descriptors one rendezvous message may carry (``Rendezvous.send(fds=)``).
+MAX_FDS: int
+
+def page_size() -> int:
+    """The system page size in bytes (the granularity of buffers and ring
+    data areas)."""
+
+class _Fileno(Protocol):
+    def fileno(self) -> int: ...
+
+class _IsSet(Protocol):
+    def is_set(self) -> bool: ...
+
+class ChannelPolicy:
+    """How a channel end notifies, batches, spins, treats a full ring and
+    bounds the peer's holds (Rust's ``zcio::ChannelPolicy``). Frozen;
+    invalid values raise ``ValueError`` saying what is allowed."""
+
+    def __init__(
+        self,
+        *,
+        notify: Literal["now", "defer"] = "now",
+        wake_batch: int = 1,
+        max_age: float = 0.001,
+        spin: float | None = None,
+        full: Literal["block", "fail"] = "block",
+        hold_limit: float | None = None,
+        on_hold_expiry: Literal["reclaim", "abort"] = "reclaim",
+        futile_wake_limit: int = 64,
+    ) -> None:
+        """``notify="defer"`` wakes a sleeping receiver once ``wake_batch``
+        messages wait or the oldest is ``max_age`` seconds old (or on
+        ``flush()``); ``spin``: seconds a wait spins before sleeping
+        (``None``: the process's spin policy); ``full="fail"``: a send into
+        a full ring raises ``Full`` at once whatever its timeout;
+        ``hold_limit``: seconds the peer may hold a lent buffer (``None``:
+        no limit), then ``on_hold_expiry`` reclaims it or aborts the
+        channel; ``futile_wake_limit``: wakes that found nobody asleep
+        before the peer's sleep flag is distrusted."""
+    @property
+    def notify(self) -> str: ...
+    @property
+    def wake_batch(self) -> int: ...
+    @property
+    def max_age(self) -> float: ...
+    @property
+    def spin(self) -> float: ...
+    @property
+    def full(self) -> str: ...
+    @property
+    def hold_limit(self) -> float | None: ...
+    @property
+    def on_hold_expiry(self) -> str: ...
+    @property
+    def futile_wake_limit(self) -> int: ...
+
+class AccessPolicy:
+    """Who may connect to a listener (Rust's ``zcio::AccessPolicy``): a
+    process whose uid is in ``uids`` or whose gid is in ``gids``
+    (``uids=None``: this process's effective uid, the default of every
+    listener). A policy that admits nobody raises ``ValueError``."""
+
+    def __init__(self, uids: Iterable[int] | None = None, gids: Iterable[int] = ()) -> None: ...
+    @property
+    def uids(self) -> list[int]: ...
+    @property
+    def gids(self) -> list[int]: ...
+    def allows(self, uid: int, gid: int) -> bool: ...
 
 class Pool:
     """A pool of shared-memory buffers that stay mapped in every process
@@ -66,6 +137,10 @@ class Pool:
         held_per_peer (list of (peer, count))."""
     def reclaim(self) -> int:
         """Process deallocation notices now; returns buffers freed."""
+    def huge_pages(self) -> dict[str, Any]:
+        """Whether the chunks are mapped with transparent huge pages: the
+        system's setting for shared memory, the chunks' bytes and the bytes
+        mapped with huge pages now."""
 
 class PoolBuffer(Buffer):
     """A pool buffer: writable through the buffer protocol until sent;
@@ -74,6 +149,10 @@ class PoolBuffer(Buffer):
 
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
+    def truncate(self, n: int) -> None:
+        """Shorten the buffer to ``n`` bytes before sending it (reserve a
+        large buffer, fill part of it, send that part); no effect if ``n >=
+        len``. ``BufferError`` once sent or while memoryviews of it exist."""
     @property
     def sent(self) -> bool: ...
     @property
@@ -99,6 +178,14 @@ class Msg(Buffer):
     def nslices(self) -> int: ...
     @property
     def released(self) -> bool: ...
+    def slices(self) -> list[MsgView]:
+        """Each slice as a read-only range in place (several for a
+        ``Channel.sendv`` message); each keeps the message from being
+        released while it lives."""
+    def write_to(self, fd: int | _Fileno) -> int:
+        """``writev(2)`` straight from the shared pages to ``fd`` (an int or
+        an object with ``fileno()``); the bytes written, possibly short.
+        The GIL is released."""
     def tobytes(self) -> bytes: ...
     def secure(self) -> Msg:
         """Bytes that cannot change: shared in place when already immutable
@@ -138,11 +225,31 @@ class Listener:
         send_timeout: float | None = None,
         recv_timeout: float | None = None,
         accept_timeout: float | None = None,
+        access: AccessPolicy | None = None,
+        policy: ChannelPolicy | None = None,
+        ring_entries: int | None = None,
+        notice_entries: int | None = None,
+        connect_timeout: float | None = None,
+        max_in_flight: int | None = None,
+        max_bytes_in_flight: int | None = None,
+        populate: bool | None = None,
+        liveness_interval: float | None = None,
+        max_region_len: int | None = None,
+        lane_slots: int | None = None,
+        lane_slot_size: int | None = None,
     ) -> None:
         """The bounds (seconds) of the default waits (``timeout=None``) of
         ``accept`` and of the channels it accepts: ``send_timeout`` (10 s),
         ``recv_timeout`` (one hour), ``accept_timeout`` (one hour);
-        ``math.inf``: no bound."""
+        ``math.inf``: no bound. ``access``: who may connect (default: this
+        uid). The other options are the rest of the accepted channels'
+        configuration (Rust's ``ChannelConfig``; ``None``: its default):
+        ``ring_entries``/``notice_entries`` (powers of two, 8 to 2**20; a
+        connector's may be at most 4x the listener's), ``max_in_flight``,
+        ``max_bytes_in_flight``, ``populate``, ``liveness_interval``,
+        ``max_region_len``, the small-message lane (``lane_slots``,
+        ``lane_slot_size``; 0 turns it off). Unknown keywords raise
+        ``TypeError``, invalid values ``ValueError``."""
     @property
     def path(self) -> str: ...
     @property
@@ -163,14 +270,62 @@ class Channel:
         *,
         send_timeout: float | None = None,
         recv_timeout: float | None = None,
+        policy: ChannelPolicy | None = None,
+        ring_entries: int | None = None,
+        notice_entries: int | None = None,
+        connect_timeout: float | None = None,
+        max_in_flight: int | None = None,
+        max_bytes_in_flight: int | None = None,
+        populate: bool | None = None,
+        liveness_interval: float | None = None,
+        max_region_len: int | None = None,
+        lane_slots: int | None = None,
+        lane_slot_size: int | None = None,
     ) -> Channel:
         """Connect, retrying while nobody listens at ``path`` (bounded by
-        ``timeout``; ``None``: 5 s). ``send_timeout``, ``recv_timeout``: the
-        channel's bounds, as for ``Listener``."""
+        ``timeout``; ``None``: 5 s). ``send_timeout``, ``recv_timeout`` and
+        the options: the channel's configuration, as for ``Listener``."""
     @staticmethod
     def pair(
-        *, send_timeout: float | None = None, recv_timeout: float | None = None
+        *,
+        send_timeout: float | None = None,
+        recv_timeout: float | None = None,
+        policy: ChannelPolicy | None = None,
+        ring_entries: int | None = None,
+        notice_entries: int | None = None,
+        connect_timeout: float | None = None,
+        max_in_flight: int | None = None,
+        max_bytes_in_flight: int | None = None,
+        populate: bool | None = None,
+        liveness_interval: float | None = None,
+        max_region_len: int | None = None,
+        lane_slots: int | None = None,
+        lane_slot_size: int | None = None,
     ) -> tuple[Channel, Channel]: ...
+    def config(self) -> dict[str, Any]:
+        """The configuration in effect: ``policy`` (a ``ChannelPolicy``),
+        ``access`` (an ``AccessPolicy``), the bounds in seconds and the
+        other options of ``Listener``."""
+    def expire_holds(self) -> int:
+        """Enforce the policy's ``hold_limit`` now: how many lent buffers
+        were reclaimed; ``PeerFault`` once the channel was aborted. Also
+        done by every send, ``reclaim()`` and ``flush()``."""
+    def health(self) -> dict[str, Any] | None:
+        """The first misbehaviour of the peer detected (as in
+        ``faults()``), or ``None``."""
+    def faults(self) -> list[dict[str, Any]]:
+        """Every kind of misbehaviour of the peer detected so far: dicts of
+        ``kind`` (``"futile_wakes"``, ``"not_consuming"``,
+        ``"not_releasing"``, ``"hold_expired"``, ``"holds_reclaimed"``,
+        ``"corrupt"``, ``"malformed"``), ``value`` and ``message``."""
+    def share_pool(self, pool: Pool) -> None:
+        """Announce every current region of ``pool`` to the peer now."""
+    def trust_peer(self) -> None:
+        """UNSAFE opt-in: treat the peer's buffers as if they could not
+        change while read. Only for peers that never write a buffer after
+        sending it; never for untrusted peers (use secured pools)."""
+    @property
+    def peer_trusted(self) -> bool: ...
     @property
     def send_timeout(self) -> float:
         """The bound (seconds) of the default wait of the sends (``send``,
@@ -196,6 +351,16 @@ class Channel:
     ) -> None:
         """Send bytes (copied once into a pool buffer), a PoolBuffer (no
         copy; frozen) or a received Msg (forwarded, no copy)."""
+    def sendv(
+        self,
+        parts: Iterable[Buffer | PoolBuffer | Msg],
+        timeout: float | None = None,
+        pool: Pool | None = None,
+    ) -> None:
+        """Send several buffers as ONE message (the receiver's ``Msg`` has
+        them as ``slices()``): PoolBuffers (no copy), received Msgs
+        (forwarded) and bytes-like parts (copied once). At most
+        ``MAX_SLICES`` slices (``ValueError``)."""
     def send_array(
         self,
         arr: npt.ArrayLike,
@@ -249,6 +414,13 @@ class Channel:
         the ring is full or the peer holds as much as it may. Cancel-safe:
         sent if the await returned, not sent at all if it was cancelled or
         raised."""
+    async def sendv_async(
+        self,
+        parts: Iterable[Buffer | PoolBuffer | Msg],
+        timeout: float | None = None,
+        pool: Pool | None = None,
+    ) -> None:
+        """``sendv`` in the running asyncio loop, as ``send_async``."""
     def __aiter__(self) -> Channel: ...
     async def __anext__(self) -> Msg:
         """``async for msg in ch``: ends once the peer is gone and
@@ -341,7 +513,7 @@ class RingProducer:
         create: bool = True,
         mode: int = 0o600,
         policy: Literal["block", "srp", "frp", "mrp"] = "block",
-        layout: Literal["continuous", "slotted", "variable", "descriptors"] = "continuous",
+        layout: Literal["continuous", "slotted", "variable", "descriptors", "index"] = "continuous",
         slot_size: int = 2048,
         entries: int = 4096,
         exclusive: bool = False,
@@ -361,10 +533,28 @@ class RingProducer:
         set (``math.inf``: none, for consumers you trust)."""
     @wait_bound.setter
     def wait_bound(self, seconds: float) -> None: ...
-    def write(self, data: Buffer, timeout: float | None = None) -> int:
+    def write(self, data: Buffer, timeout: float | None = None, *, tag: int = 0) -> int:
         """Write one block (continuous rings: a stream chunk; a short
-        count when the timeout ends part-way)."""
-    async def write_async(self, data: Buffer, timeout: float | None = None) -> int:
+        count when the timeout ends part-way); ``tag`` classifies it
+        (``Peek.tag``). Index rings take only ``splice``."""
+    def write_gather(
+        self, parts: Iterable[Buffer], timeout: float | None = None, *, tag: int = 0
+    ) -> int:
+        """Write ``parts`` one after the other as ONE block; its length."""
+    def splice(self, peek: Peek, timeout: float | None = None) -> None:
+        """Write the block ``peek`` holds (from a consumer of another ring)
+        here: a pointer to it in an ``"index"`` ring (no copy), a copy with
+        its tag in any other. The peek stays held."""
+    def reserve(self, n: int, timeout: float | None = None) -> RingReservation:
+        """Room for a block of up to ``n`` bytes straight in the ring, to
+        fill through the buffer protocol and ``commit``. While it is open,
+        writes and ``close()`` raise ``BufferError``. Not for index rings."""
+    async def reserve_async(self, n: int, timeout: float | None = None) -> RingReservation:
+        """``reserve`` in the running asyncio loop, as ``write_async``
+        waits. Cancel-safe."""
+    async def write_async(
+        self, data: Buffer, timeout: float | None = None, *, tag: int = 0
+    ) -> int:
         """``write`` in the running asyncio loop: a ``block`` ring without
         room waits on the producer's named bell (``loop.add_reader``, and a
         look every 50 ms that evicts a consumer that died) without blocking
@@ -508,23 +698,58 @@ class PeekView(Buffer):
     @property
     def volatile(self) -> bool: ...
 
+class RingReservation(Buffer):
+    """Room reserved in a ring (``RingProducer.reserve``): writable through
+    the buffer protocol until ``commit`` or ``cancel``, which are refused
+    (``BufferError``) while views of it exist; afterwards the buffer
+    protocol and ``commit`` raise ``ValueError``. Leaving its ``with``
+    block cancels it if it was not committed."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def committed(self) -> bool: ...
+    def commit(self, nbytes: int | None = None, tag: int = 0) -> None:
+        """Publish the first ``nbytes`` bytes (default all) as one block."""
+    def cancel(self) -> None:
+        """Give the room back, publishing nothing."""
+    def __enter__(self) -> RingReservation: ...
+    def __exit__(self, *args: object) -> bool: ...
+
 def ring_unlink(name: str) -> None: ...
 def ring_list() -> list[str]: ...
+def ring_stat(name: str) -> dict[str, Any]:
+    """A snapshot of a ring without attaching (``zcio ring stat``): name,
+    layout, policy, size, slot_size, max_block, uid, gid, mode, producer
+    (pid, state, error, other_pid_namespace), head, fill, blocks, bytes,
+    dropped_blocks, dropped_bytes, consumers (list of dicts)."""
+def ring_dir() -> str:
+    """The directory of ring files (``$ZCIO_RING_DIR``, else /dev/shm)."""
+def ring_path(name: str) -> str:
+    """The file of ring ``name``; ``ValueError`` for an invalid name."""
 
 # --- rendezvous and asynchronous IPC --------------------------------------
 
 class Envelope:
     """A rendezvous message: a label and up to 8 words, each an unsigned
-    64-bit int. Immutable, hashable, picklable. More than 8 words raise
-    ``ValueError``; negative or too large ints raise ``OverflowError``.
-    Descriptors a partner attaches are not exposed (they are closed on
-    receipt)."""
+    64-bit int. Immutable, hashable, picklable (label and words; equality
+    ignores descriptors). More than 8 words raise ``ValueError``; negative
+    or too large ints raise ``OverflowError``. Descriptors a partner
+    attached stay in the envelope until ``take_fds()``; the ones not taken
+    close with it (never leaked)."""
 
     def __init__(self, label: int, words: Iterable[int] = ()) -> None: ...
     @property
     def label(self) -> int: ...
     @property
     def words(self) -> tuple[int, ...]: ...
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The descriptors not taken yet (still the envelope's)."""
+    def take_fds(self) -> list[int]:
+        """The descriptors, now the caller's (``os.close`` each)."""
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -539,11 +764,13 @@ class RendezvousListener:
         send_timeout: float | None = None,
         recv_timeout: float | None = None,
         accept_timeout: float | None = None,
+        access: AccessPolicy | None = None,
     ) -> None:
         """The bounds (seconds) of the default waits (``timeout=None``) of
         ``accept`` and of the endpoints it accepts: ``send_timeout`` (10 s),
         ``recv_timeout`` (one hour), ``accept_timeout`` (one hour);
-        ``math.inf``: no bound."""
+        ``math.inf``: no bound. ``access``: who may connect (default: this
+        uid)."""
     @property
     def path(self) -> str: ...
     @property
@@ -580,24 +807,53 @@ class Rendezvous:
     def send_timeout(self) -> float: ...
     @property
     def recv_timeout(self) -> float: ...
-    def send(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> None: ...
+    def send(
+        self,
+        label: int,
+        words: Iterable[int] = (),
+        timeout: float | None = None,
+        *,
+        fds: Iterable[int | _Fileno] = (),
+    ) -> None:
+        """``fds``: descriptors to pass (at most ``MAX_FDS``; the partner
+        gets duplicates, the caller keeps its own)."""
     def recv(self, timeout: float | None = None) -> Envelope: ...
+    def recv_into(self, buf: Buffer, timeout: float | None = None) -> tuple[int, int]:
+        """Receive into ``buf`` (writable, at least 64 bytes): the words in
+        native byte order; returns ``(label, nwords)``. Descriptors that
+        come with it are closed."""
     def call(self, label: int, words: Iterable[int] = (), timeout: float | None = None) -> Envelope:
         """Send, then receive the partner's answer; ``timeout`` bounds both
         together (``None``: each half by its bound)."""
+    @overload
     def reply_and_recv(
         self, label: int, words: Iterable[int] = (), timeout: float | None = None
     ) -> Envelope:
-        """A server's step: reply, then receive the partner's next message
-        (with several partners, ``send`` then :func:`recv_any`)."""
+        """A server's step: reply, then receive the partner's next message."""
+    @overload
+    def reply_and_recv(
+        self,
+        label: int,
+        words: Iterable[int] = (),
+        timeout: float | None = None,
+        *,
+        endpoints: Sequence[Rendezvous],
+    ) -> tuple[int, Envelope]:
+        """Reply, then receive from any of ``endpoints`` (as
+        :func:`recv_any`)."""
     async def recv_async(self, timeout: float | None = None) -> Envelope:
         """``recv`` in the running asyncio loop, waiting on the doorbell
         (``loop.add_reader``) without blocking it. Cancel-safe: a cancelled
         call took no message."""
     async def send_async(
-        self, label: int, words: Iterable[int] = (), timeout: float | None = None
+        self,
+        label: int,
+        words: Iterable[int] = (),
+        timeout: float | None = None,
+        *,
+        fds: Iterable[int | _Fileno] = (),
     ) -> None:
-        """``send`` in the running asyncio loop. When ``timeout`` runs out
+        """``send`` in the running asyncio loop (``fds`` as for ``send``). When ``timeout`` runs out
         the message is taken back (``TimedOut``) unless the partner took it
         meanwhile (then it returns: delivered). Not cancel-safe: a cancelled
         call takes the message back if it was not taken yet, else it was
@@ -626,7 +882,9 @@ class Rendezvous:
     def doorbell_rang(self) -> bool:
         """After the doorbell was readable: drain it. True: it hung up
         (look on a timer from then on)."""
-    def send_begin(self, label: int, words: Iterable[int] = ()) -> int:
+    def send_begin(
+        self, label: int, words: Iterable[int] = (), *, fds: Iterable[int | _Fileno] = ()
+    ) -> int:
         """A send's first step: the message in the slot; its number.
         ``Full`` while another send of this endpoint is in progress."""
     def send_poll(self, seq: int) -> bool:
@@ -650,6 +908,27 @@ class Rendezvous:
         received_bytes, descriptors, timed_out, disconnected, malformed."""
     def __enter__(self) -> Rendezvous: ...
     def __exit__(self, *args: object) -> bool: ...
+
+def forward(
+    up: Channel,
+    down: Channel,
+    *,
+    pool: Pool | None = None,
+    batch: int = 64,
+    idle_wait: float = 0.02,
+    max_idle: float | None = None,
+    alloc_timeout: float = 10.0,
+    liveness_interval: float | None = None,
+    timeout: float | None = None,
+    stop: _IsSet | None = None,
+) -> dict[str, Any]:
+    """Forward every message of ``up`` to ``down`` until one closes
+    (``zcio::forward::run``): by reference, or copied into ``pool``. The
+    GIL is released. Stops early on ``stop.is_set()``, after ``timeout``
+    seconds or on Ctrl-C, by closing ``up``. The report: msgs, bytes,
+    errors, batches, end (``"upstream-disconnected"``,
+    ``"downstream-disconnected"``, ``"idle"``, ``"failed"``,
+    ``"stopped"``), error."""
 
 def recv_any(endpoints: Sequence[Rendezvous], timeout: float | None = None) -> tuple[int, Envelope]:
     """The first message from any of ``endpoints``, with its index.
