@@ -35,6 +35,16 @@ pub const ZCIO_TIMEOUT_INFINITE: c_int = i32::MAX;
 
 pub mod ring;
 
+pub mod ring_block;
+
+pub mod ring_create;
+
+pub mod ring_end;
+
+pub mod ring_info;
+
+pub mod ring_reserve;
+
 pub mod pool;
 
 pub mod chan;
