@@ -221,6 +221,23 @@
  */
 #define ZCIO_SEEK_OLDEST 3
 
+#if defined(ZCIO_BRIDGE)
+/**
+ * `zcio_bridge_wait`'s status: the stream ended cleanly (the producer
+ * closed it; an import delivered everything before the end).
+ */
+#define ZCIO_BRIDGE_END_OF_STREAM 0
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * `zcio_bridge_wait`'s status: stopped by `zcio_bridge_stop` before the
+ * end of the stream (an import closes its ring with an error then: its
+ * readers see the stream cut).
+ */
+#define ZCIO_BRIDGE_STOPPED 1
+#endif
+
 /**
  * Layout: a byte stream (c-DBuf); writes and reads of any size.
  */
@@ -470,6 +487,13 @@ typedef struct zcio_arena_buf zcio_arena_buf;
  */
 typedef struct zcio_assoc zcio_assoc;
 
+#if defined(ZCIO_BRIDGE)
+/**
+ * A running bridge (opaque; thread-safe).
+ */
+typedef struct zcio_bridge zcio_bridge;
+#endif
+
 /**
  * A buffer from a pool (opaque): writable by its owner until it is sent.
  */
@@ -665,21 +689,6 @@ typedef struct zcio_ring_counters {
 } zcio_ring_counters;
 
 /**
- * One part of a gathered write: `len` bytes at `base` (the layout of
- * `struct iovec`, so an array of those may be passed cast).
- */
-typedef struct zcio_iovec {
-    /**
-     * First byte (NULL only with `len` 0).
-     */
-    const void *base;
-    /**
-     * Length in bytes.
-     */
-    size_t len;
-} zcio_iovec;
-
-/**
  * The parameters of a new ring (`zcio_ring_open_with`). Fill it with
  * `zcio_ring_options_init` first, then set what you need. Fields may be
  * appended; calls take `sizeof` the caller's struct.
@@ -718,6 +727,158 @@ typedef struct zcio_ring_options {
      */
     uint32_t reserved;
 } zcio_ring_options;
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * How a bridge connects (its Zenoh session) and runs. Fill it with
+ * `zcio_bridge_session_init`, then set what you need. Fields may be
+ * appended; the calls take `sizeof` the caller's struct. The strings and
+ * arrays are read during the start call only.
+ */
+typedef struct zcio_bridge_session {
+    /**
+     * Endpoints to listen on (`"tcp/127.0.0.1:0"`: a free port, see
+     * `zcio_bridge_endpoints`), `n_listen` of them (NULL with 0: none).
+     */
+    const char *const *listen;
+    /**
+     * How many `listen` has.
+     */
+    size_t n_listen;
+    /**
+     * Endpoints to connect to (`"tcp/10.0.0.2:7447"`), `n_connect` of
+     * them.
+     */
+    const char *const *connect;
+    /**
+     * How many `connect` has.
+     */
+    size_t n_connect;
+    /**
+     * A Zenoh configuration file (JSON5: TLS, access control) or NULL;
+     * `listen`/`connect` add to it.
+     */
+    const char *config_file;
+    /**
+     * Nonzero: allow multicast scouting (default 0: name the peers).
+     */
+    int scout;
+    /**
+     * Export: start reading the source at once (default 0: wait for a
+     * first subscriber of the key).
+     */
+    int no_wait;
+    /**
+     * Export: copy every ring block out before publishing it (default 0:
+     * large blocks of block and srp rings are lent from the ring's pages).
+     */
+    int copy;
+    /**
+     * Export: start at the oldest block the ring holds (default 0: the
+     * newest).
+     */
+    int from_oldest;
+    /**
+     * Export: samples kept for late importers (default 0: none). Import:
+     * nonzero asks the exporter's cache for them first.
+     */
+    size_t history;
+    /**
+     * Largest sample sent or accepted, in bytes (default 64 MiB, at most
+     * 1 GiB); larger ones are dropped and counted.
+     */
+    size_t max_sample;
+    /**
+     * Import: milliseconds to wait for more samples once the exporter's
+     * liveliness token is gone (default 1000).
+     */
+    int grace_ms;
+    /**
+     * Import: fail (`-ETIMEDOUT`) if no Zenoh peer is reached within this
+     * many milliseconds (default `ZCIO_TIMEOUT_INFINITE`: keep retrying).
+     */
+    int connect_timeout_ms;
+    /**
+     * Import: nonzero keeps a ring sink the import created when it ends
+     * (default 0: it is removed then; readers that have it open read on).
+     */
+    int keep;
+    /**
+     * Import into a ring that does not exist: how to create it (NULL: a
+     * variable ring of 16 MiB, mode 0600). Read as `ring_options_size`
+     * bytes.
+     */
+    const struct zcio_ring_options *ring_options;
+    /**
+     * `sizeof(struct zcio_ring_options)`.
+     */
+    size_t ring_options_size;
+} zcio_bridge_session;
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * The live counters of a bridge (`zcio_bridge_get_counters`). Fields may
+ * be appended.
+ */
+typedef struct zcio_bridge_counters {
+    /**
+     * Samples published (export) or delivered to the sink (import).
+     */
+    uint64_t samples;
+    /**
+     * Payload bytes of those samples.
+     */
+    uint64_t bytes;
+    /**
+     * Samples dropped for exceeding the size limit.
+     */
+    uint64_t oversize;
+    /**
+     * Samples dropped for malformed zcio metadata.
+     */
+    uint64_t malformed;
+    /**
+     * Gaps seen in the stream's positions (import).
+     */
+    uint64_t gaps;
+    /**
+     * Positions missing in those gaps.
+     */
+    uint64_t lost;
+    /**
+     * Samples dropped as already delivered.
+     */
+    uint64_t duplicates;
+    /**
+     * Samples of another stream, or a plain publisher's deletes.
+     */
+    uint64_t ignored;
+    /**
+     * Ring blocks overwritten while the exporter copied them.
+     */
+    uint64_t lapped;
+    /**
+     * Channels accepted (listener export) or connected (channel import).
+     */
+    uint64_t connections;
+} zcio_bridge_counters;
+#endif
+
+/**
+ * One part of a gathered write: `len` bytes at `base` (the layout of
+ * `struct iovec`, so an array of those may be passed cast).
+ */
+typedef struct zcio_iovec {
+    /**
+     * First byte (NULL only with `len` 0).
+     */
+    const void *base;
+    /**
+     * Length in bytes.
+     */
+    size_t len;
+} zcio_iovec;
 
 /**
  * A snapshot of a ring (`zcio_ring_stat`; `zcio ring stat`). Fields may
@@ -2027,7 +2188,8 @@ int zcio_ring_get_counters(struct zcio_ring *ring, struct zcio_ring_counters *ou
 /**
  * Close the handle and free it (NULL is ignored). A producer's close ends
  * the stream: its consumers read what is left, then get 0 (end of
- * stream). A peeked block is released. The ring itself stays until
+ * stream). A peeked block is released, an open reservation aborted
+ * (nothing of it is published). The ring itself stays until
  * `zcio_ring_unlink`.
  *
  * # Safety
@@ -2055,6 +2217,132 @@ void zcio_ring_close_error(struct zcio_ring *ring, uint32_t code);
  * `name` is NULL or a NUL-terminated string.
  */
 int zcio_ring_unlink(const char *name);
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Fill `*s` with the defaults, writing at most `size` bytes (pass
+ * `sizeof(struct zcio_bridge_session)`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `s` is NULL or valid for writing `size` bytes.
+ */
+int zcio_bridge_session_init(struct zcio_bridge_session *s, size_t size);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Export a local source to Zenoh key `key` (no wildcards): `source` is
+ * `"ring:NAME"` (every block of a named ring, from the newest unless
+ * `from_oldest`; ends when its producer closes it) or `"listen:PATH"`
+ * (every message of every channel that connects to a listener there).
+ * `session` says how to connect (NULL: the defaults, which listen and
+ * connect nowhere), read as `session_size` bytes.
+ *
+ * Returns once the source is open and the publisher declared (not once
+ * a peer is reached: Zenoh connects in the background), with a new
+ * handle in `*out`: the bridge runs on a thread of its own until the
+ * stream ends or `zcio_bridge_stop`; free it with `zcio_bridge_close`.
+ * Errors: `-EINVAL` (bad spec, key or session field; `zcio_last_error`
+ * says which), the ring's errors (`-ENOENT` …), `-EIO` (Zenoh).
+ *
+ * # Safety
+ * `source` and `key` are NULL or NUL-terminated strings; `session` is
+ * NULL or valid for reading `session_size` bytes (and its strings as
+ * documented there); `out` is NULL or valid for writing a pointer.
+ */
+int zcio_bridge_export_start(const char *source, const char *key, const struct zcio_bridge_session *session, size_t session_size, struct zcio_bridge **out);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Import Zenoh key expression `key` (wildcards allowed) into a local
+ * sink: `sink` is `"ring:NAME"` (created from `session->ring_options`
+ * if it does not exist, and removed when the import ends unless
+ * `keep`; the bridge is its producer; an existing ring must keep samples
+ * apart: variable, slotted or descriptors) or `"connect:PATH"` (a
+ * channel to a listener, one message per sample). Returns once the sink
+ * is open and the subscriptions declared, with a new handle in `*out`.
+ * The import ends with the remote stream: end of stream closes the
+ * ring; a producer that failed or died, or an exporter that vanished
+ * (`grace_ms` after its liveliness token went), closes it with an error
+ * and ends the bridge with `-EPIPE` or `-ZCIO_EPRODFAIL`. Errors as for
+ * `zcio_bridge_export_start`.
+ *
+ * # Safety
+ * As for `zcio_bridge_export_start`.
+ */
+int zcio_bridge_import_start(const char *key, const char *sink, const struct zcio_bridge_session *session, size_t session_size, struct zcio_bridge **out);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * The endpoints the bridge's session listens on (a port 0 resolved),
+ * space-separated (`"tcp/127.0.0.1:40123"`), into `buf` like `snprintf`.
+ * Returns their length (0: it listens nowhere) or `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle; `buf` is NULL with `size` 0, or valid for
+ * writing `size` bytes.
+ */
+ssize_t zcio_bridge_endpoints(const struct zcio_bridge *b, char *buf, size_t size);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Fill `*out` with the bridge's live counters, writing at most `size`
+ * bytes (pass `sizeof(struct zcio_bridge_counters)`). Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle; `out` is NULL or valid for writing `size`
+ * bytes.
+ */
+int zcio_bridge_get_counters(const struct zcio_bridge *b, struct zcio_bridge_counters *out, size_t size);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Ask the bridge to stop (returns at once; `zcio_bridge_wait` for the
+ * end). An export stops reading its source (a ring's stream goes on
+ * without it); an import closes its ring with an error (its readers see
+ * the stream cut, never a clean end). Returns 0 (also if it ended
+ * already) or `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle.
+ */
+int zcio_bridge_stop(const struct zcio_bridge *b);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Wait up to `timeout_ms` (< 0 or `ZCIO_TIMEOUT_INFINITE`: as long as it
+ * runs; 0: just look) for the bridge to end. Returns 0 once it has ended,
+ * with its status in `*status`: `ZCIO_BRIDGE_END_OF_STREAM`,
+ * `ZCIO_BRIDGE_STOPPED`, or the negative code of its failure (`-EPIPE`:
+ * the producer died or the exporter vanished; `-ZCIO_EPRODFAIL`: the
+ * producer closed with an error; `-ETIMEDOUT`: no peer within
+ * `connect_timeout_ms`; its text in `zcio_last_error`). Returns
+ * `-ETIMEDOUT` (`-EAGAIN` for 0) while it still runs, or `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle; `status` is NULL or valid for writing.
+ */
+int zcio_bridge_wait(const struct zcio_bridge *b, int timeout_ms, int *status);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Stop the bridge if it runs, wait for its thread to finish (an import
+ * closes its sink, the session sends what it still queues), and free the
+ * handle. NULL is ignored.
+ *
+ * # Safety
+ * `b` is NULL or a live handle, not used again afterwards (by any
+ * thread).
+ */
+void zcio_bridge_close(struct zcio_bridge *b);
+#endif
 
 /**
  * Producer: copy `parts[0..n]` in, one after the other, as **one block**

@@ -35,6 +35,9 @@ pub const ZCIO_TIMEOUT_INFINITE: c_int = i32::MAX;
 
 pub mod ring;
 
+#[cfg(feature = "bridge")]
+pub mod bridge;
+
 pub mod ring_block;
 
 pub mod ring_create;
@@ -227,6 +230,8 @@ const _: () = {
     send_sync::<proxy::zcio_proxy_endpoint>();
     send_sync::<proxy::zcio_ticket>();
     send_sync::<proxy::zcio_recv_handle>();
+    #[cfg(feature = "bridge")]
+    send_sync::<bridge::zcio_bridge>();
 };
 
 #[cfg(test)]

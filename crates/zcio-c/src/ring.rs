@@ -961,7 +961,8 @@ pub unsafe extern "C" fn zcio_ring_get_counters(
 
 /// Close the handle and free it (NULL is ignored). A producer's close ends
 /// the stream: its consumers read what is left, then get 0 (end of
-/// stream). A peeked block is released. The ring itself stays until
+/// stream). A peeked block is released, an open reservation aborted
+/// (nothing of it is published). The ring itself stays until
 /// `zcio_ring_unlink`.
 ///
 /// # Safety

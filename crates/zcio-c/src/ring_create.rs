@@ -136,7 +136,7 @@ pub unsafe extern "C" fn zcio_ring_options_init(
     })
 }
 
-fn options(o: &zcio_ring_options) -> Result<Options, c_int> {
+pub(crate) fn options(o: &zcio_ring_options) -> Result<Options, c_int> {
     let layout = match o.layout {
         ZCIO_LAYOUT_CONTINUOUS => Layout::Continuous,
         ZCIO_LAYOUT_SLOTTED => Layout::Slotted,

@@ -15,7 +15,7 @@ use crate::{ssize_t, str_arg};
 ///
 /// # Safety
 /// `buf` is NULL with `size` 0, or valid for writing `size` bytes.
-unsafe fn put_str(bytes: &[u8], buf: *mut c_char, size: usize, call: &str) -> ssize_t {
+pub(crate) unsafe fn put_str(bytes: &[u8], buf: *mut c_char, size: usize, call: &str) -> ssize_t {
     if buf.is_null() && size != 0 {
         return einval(format_args!("{call}: buf is NULL and size is not 0")) as ssize_t;
     }
