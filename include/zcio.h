@@ -221,6 +221,133 @@
  */
 #define ZCIO_SEEK_OLDEST 3
 
+#if defined(ZCIO_BRIDGE)
+/**
+ * `zcio_bridge_wait`'s status: the stream ended cleanly (the producer
+ * closed it; an import delivered everything before the end).
+ */
+#define ZCIO_BRIDGE_END_OF_STREAM 0
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * `zcio_bridge_wait`'s status: stopped by `zcio_bridge_stop` before the
+ * end of the stream (an import closes its ring with an error then: its
+ * readers see the stream cut).
+ */
+#define ZCIO_BRIDGE_STOPPED 1
+#endif
+
+/**
+ * Layout: a byte stream (c-DBuf); writes and reads of any size.
+ */
+#define ZCIO_LAYOUT_CONTINUOUS 1
+
+/**
+ * Layout: fixed-size slots (`slot_size`), one block per slot (p-DBuf).
+ */
+#define ZCIO_LAYOUT_SLOTTED 2
+
+/**
+ * Layout: variable-size blocks with 16-byte in-band headers (v-DBuf;
+ * what `ZCIO_O_BLOCKS` creates).
+ */
+#define ZCIO_LAYOUT_VARIABLE 3
+
+/**
+ * Layout: variable-size blocks, headers in a separate ring of `entries`
+ * descriptors (d-DBuf).
+ */
+#define ZCIO_LAYOUT_DESCRIPTORS 4
+
+/**
+ * Layout: `entries` rich pointers into other rings, no data of its own
+ * (IBuf): written only by `zcio_ring_splice`; reading one yields the
+ * bytes of the ring it points into.
+ */
+#define ZCIO_LAYOUT_INDEX 5
+
+/**
+ * Overflow: the producer waits for the slowest consumer (lossless).
+ */
+#define ZCIO_OVERFLOW_BLOCK 1
+
+/**
+ * Overflow: drop new data (SRP; `ZCIO_O_SRP`).
+ */
+#define ZCIO_OVERFLOW_SRP 2
+
+/**
+ * Overflow: overwrite old data (FRP; `ZCIO_O_FRP`).
+ */
+#define ZCIO_OVERFLOW_FRP 3
+
+/**
+ * Overflow: shared read pointer (MRP; `ZCIO_O_MRP`).
+ */
+#define ZCIO_OVERFLOW_MRP 4
+
+/**
+ * Consumer slots of a ring (`-ENOSPC` beyond).
+ */
+#define ZCIO_RING_MAX_CONSUMERS 64
+
+/**
+ * Source rings an index ring may point into.
+ */
+#define ZCIO_RING_MAX_SOURCES 8
+
+/**
+ * Bytes of the in-band header of a `ZCIO_LAYOUT_VARIABLE` or `SLOTTED`
+ * block.
+ */
+#define ZCIO_RING_BLOCK_HEADER_LEN 16
+
+/**
+ * Largest data area (`size`): 16 GiB.
+ */
+#define ZCIO_RING_MAX_SIZE (1 << 34)
+
+/**
+ * Most descriptor entries (`entries`).
+ */
+#define ZCIO_RING_MAX_DESCRIPTORS (1 << 24)
+
+/**
+ * Largest slot (`slot_size`): 2 GiB.
+ */
+#define ZCIO_RING_MAX_SLOT_SIZE (1 << 31)
+
+/**
+ * The producer has the ring (`zcio_ring_stat_info.producer_state`).
+ */
+#define ZCIO_PRODUCER_ACTIVE 1
+
+/**
+ * The producer's process died without closing.
+ */
+#define ZCIO_PRODUCER_DEAD 2
+
+/**
+ * The producer closed the ring (end of stream).
+ */
+#define ZCIO_PRODUCER_CLOSED 3
+
+/**
+ * The producer closed the ring with an error (`producer_error`).
+ */
+#define ZCIO_PRODUCER_FAILED 4
+
+/**
+ * No producer ever attached.
+ */
+#define ZCIO_PRODUCER_NONE 5
+
+/**
+ * A producer is attaching.
+ */
+#define ZCIO_PRODUCER_STARTING 6
+
 /**
  * `zcio_channel_config.notify`: wake a sleeping receiver with the send
  * that finds it asleep (the default; Rust's `Notify::Now`).
@@ -471,6 +598,13 @@ typedef struct zcio_arena_buf zcio_arena_buf;
  */
 typedef struct zcio_assoc zcio_assoc;
 
+#if defined(ZCIO_BRIDGE)
+/**
+ * A running bridge (opaque; thread-safe).
+ */
+typedef struct zcio_bridge zcio_bridge;
+#endif
+
 /**
  * A buffer from a pool (opaque): writable by its owner until it is sent.
  */
@@ -664,6 +798,333 @@ typedef struct zcio_ring_counters {
      */
     uint64_t producer;
 } zcio_ring_counters;
+
+/**
+ * The parameters of a new ring (`zcio_ring_open_with`). Fill it with
+ * `zcio_ring_options_init` first, then set what you need. Fields may be
+ * appended; calls take `sizeof` the caller's struct.
+ */
+typedef struct zcio_ring_options {
+    /**
+     * `ZCIO_LAYOUT_*` (default `ZCIO_LAYOUT_CONTINUOUS`).
+     */
+    uint32_t layout;
+    /**
+     * `ZCIO_OVERFLOW_*` (default `ZCIO_OVERFLOW_BLOCK`).
+     */
+    uint32_t overflow;
+    /**
+     * Data bytes, a power of two from the page size to
+     * `ZCIO_RING_MAX_SIZE` (default 1 MiB; ignored by index rings).
+     */
+    uint64_t size;
+    /**
+     * Slot bytes of a slotted ring, a power of two from 32 to `size`
+     * (default 2048).
+     */
+    uint64_t slot_size;
+    /**
+     * Descriptor entries of a descriptors or index ring, a power of two
+     * from 2 to `ZCIO_RING_MAX_DESCRIPTORS` (default 4096).
+     */
+    uint64_t entries;
+    /**
+     * Permission bits of the ring file, at most 0777 (default 0600; the
+     * umask does not apply).
+     */
+    uint32_t mode;
+    /**
+     * Zero.
+     */
+    uint32_t reserved;
+} zcio_ring_options;
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * How a bridge connects (its Zenoh session) and runs. Fill it with
+ * `zcio_bridge_session_init`, then set what you need. Fields may be
+ * appended; the calls take `sizeof` the caller's struct. The strings and
+ * arrays are read during the start call only.
+ */
+typedef struct zcio_bridge_session {
+    /**
+     * Endpoints to listen on (`"tcp/127.0.0.1:0"`: a free port, see
+     * `zcio_bridge_endpoints`), `n_listen` of them (NULL with 0: none).
+     */
+    const char *const *listen;
+    /**
+     * How many `listen` has.
+     */
+    size_t n_listen;
+    /**
+     * Endpoints to connect to (`"tcp/10.0.0.2:7447"`), `n_connect` of
+     * them.
+     */
+    const char *const *connect;
+    /**
+     * How many `connect` has.
+     */
+    size_t n_connect;
+    /**
+     * A Zenoh configuration file (JSON5: TLS, access control) or NULL;
+     * `listen`/`connect` add to it.
+     */
+    const char *config_file;
+    /**
+     * Nonzero: allow multicast scouting (default 0: name the peers).
+     */
+    int scout;
+    /**
+     * Export: start reading the source at once (default 0: wait for a
+     * first subscriber of the key).
+     */
+    int no_wait;
+    /**
+     * Export: copy every ring block out before publishing it (default 0:
+     * large blocks of block and srp rings are lent from the ring's pages).
+     */
+    int copy;
+    /**
+     * Export: start at the oldest block the ring holds (default 0: the
+     * newest).
+     */
+    int from_oldest;
+    /**
+     * Export: samples kept for late importers (default 0: none). Import:
+     * nonzero asks the exporter's cache for them first.
+     */
+    size_t history;
+    /**
+     * Largest sample sent or accepted, in bytes (default 64 MiB, at most
+     * 1 GiB); larger ones are dropped and counted.
+     */
+    size_t max_sample;
+    /**
+     * Import: milliseconds to wait for more samples once the exporter's
+     * liveliness token is gone (default 1000).
+     */
+    int grace_ms;
+    /**
+     * Import: fail (`-ETIMEDOUT`) if no Zenoh peer is reached within this
+     * many milliseconds (default `ZCIO_TIMEOUT_INFINITE`: keep retrying).
+     */
+    int connect_timeout_ms;
+    /**
+     * Import: nonzero keeps a ring sink the import created when it ends
+     * (default 0: it is removed then; readers that have it open read on).
+     */
+    int keep;
+    /**
+     * Import into a ring that does not exist: how to create it (NULL: a
+     * variable ring of 16 MiB, mode 0600). Read as `ring_options_size`
+     * bytes.
+     */
+    const struct zcio_ring_options *ring_options;
+    /**
+     * `sizeof(struct zcio_ring_options)`.
+     */
+    size_t ring_options_size;
+} zcio_bridge_session;
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * The live counters of a bridge (`zcio_bridge_get_counters`). Fields may
+ * be appended.
+ */
+typedef struct zcio_bridge_counters {
+    /**
+     * Samples published (export) or delivered to the sink (import).
+     */
+    uint64_t samples;
+    /**
+     * Payload bytes of those samples.
+     */
+    uint64_t bytes;
+    /**
+     * Samples dropped for exceeding the size limit.
+     */
+    uint64_t oversize;
+    /**
+     * Samples dropped for malformed zcio metadata.
+     */
+    uint64_t malformed;
+    /**
+     * Gaps seen in the stream's positions (import).
+     */
+    uint64_t gaps;
+    /**
+     * Positions missing in those gaps.
+     */
+    uint64_t lost;
+    /**
+     * Samples dropped as already delivered.
+     */
+    uint64_t duplicates;
+    /**
+     * Samples of another stream, or a plain publisher's deletes.
+     */
+    uint64_t ignored;
+    /**
+     * Ring blocks overwritten while the exporter copied them.
+     */
+    uint64_t lapped;
+    /**
+     * Channels accepted (listener export) or connected (channel import).
+     */
+    uint64_t connections;
+} zcio_bridge_counters;
+#endif
+
+/**
+ * One part of a gathered write: `len` bytes at `base` (the layout of
+ * `struct iovec`, so an array of those may be passed cast).
+ */
+typedef struct zcio_iovec {
+    /**
+     * First byte (NULL only with `len` 0).
+     */
+    const void *base;
+    /**
+     * Length in bytes.
+     */
+    size_t len;
+} zcio_iovec;
+
+/**
+ * A snapshot of a ring (`zcio_ring_stat`; `zcio ring stat`). Fields may
+ * be appended; `zcio_ring_stat` writes only as many bytes as the caller's
+ * struct has.
+ */
+typedef struct zcio_ring_stat_info {
+    /**
+     * `ZCIO_LAYOUT_*`.
+     */
+    uint32_t layout;
+    /**
+     * `ZCIO_OVERFLOW_*`.
+     */
+    uint32_t overflow;
+    /**
+     * Data area in bytes (0 for an index ring).
+     */
+    uint64_t size;
+    /**
+     * Slot bytes (slotted rings; else 0).
+     */
+    uint64_t slot_size;
+    /**
+     * Descriptor entries (descriptors and index rings; else 0).
+     */
+    uint64_t entries;
+    /**
+     * Largest block one write may store.
+     */
+    uint64_t max_block;
+    /**
+     * Owner, group and permission bits of the ring file.
+     */
+    uint32_t uid;
+    /**
+     * Group of the ring file.
+     */
+    uint32_t gid;
+    /**
+     * Permission bits of the ring file.
+     */
+    uint32_t mode;
+    /**
+     * `ZCIO_PRODUCER_*`.
+     */
+    uint32_t producer_state;
+    /**
+     * The last producer's pid (0 if none).
+     */
+    uint32_t producer_pid;
+    /**
+     * Its error code (`ZCIO_PRODUCER_FAILED`).
+     */
+    uint32_t producer_error;
+    /**
+     * The producer's head (cursor units since creation).
+     */
+    uint64_t head;
+    /**
+     * Cursor units the slowest live consumer has not read yet.
+     */
+    uint64_t fill;
+    /**
+     * Blocks written.
+     */
+    uint64_t blocks;
+    /**
+     * Bytes written.
+     */
+    uint64_t bytes;
+    /**
+     * Blocks dropped (SRP/MRP).
+     */
+    uint64_t dropped_blocks;
+    /**
+     * Bytes dropped.
+     */
+    uint64_t dropped_bytes;
+    /**
+     * Consumers attached (`zcio_ring_stat_consumers` lists them).
+     */
+    uint64_t consumers;
+} zcio_ring_stat_info;
+
+/**
+ * One consumer of a ring (`zcio_ring_stat_consumers`). Fields may be
+ * appended.
+ */
+typedef struct zcio_ring_consumer_info {
+    /**
+     * Its slot (0 to `ZCIO_RING_MAX_CONSUMERS` - 1).
+     */
+    uint32_t slot;
+    /**
+     * Its pid.
+     */
+    uint32_t pid;
+    /**
+     * 1 if its process lives.
+     */
+    uint32_t alive;
+    /**
+     * 1 if it is in another pid namespace (`pid` is its pid there).
+     */
+    uint32_t other_pid_namespace;
+    /**
+     * Its read position (cursor units).
+     */
+    uint64_t cursor;
+    /**
+     * Cursor units between it and the head.
+     */
+    uint64_t lag;
+    /**
+     * Blocks the producer dropped since it joined.
+     */
+    uint64_t drops;
+    /**
+     * Times it was lapped and skipped ahead.
+     */
+    uint64_t skips;
+    /**
+     * Cursor units skipped.
+     */
+    uint64_t skipped_units;
+    /**
+     * Blocks read.
+     */
+    uint64_t read_blocks;
+    /**
+     * Bytes read.
+     */
+    uint64_t read_bytes;
+} zcio_ring_consumer_info;
 
 /**
  * The configuration of a pool (Rust's `PoolConfig`), for
@@ -2082,7 +2543,8 @@ int zcio_ring_get_counters(struct zcio_ring *ring, struct zcio_ring_counters *ou
 /**
  * Close the handle and free it (NULL is ignored). A producer's close ends
  * the stream: its consumers read what is left, then get 0 (end of
- * stream). A peeked block is released. The ring itself stays until
+ * stream). A peeked block is released, an open reservation aborted
+ * (nothing of it is published). The ring itself stays until
  * `zcio_ring_unlink`.
  *
  * # Safety
@@ -2110,6 +2572,378 @@ void zcio_ring_close_error(struct zcio_ring *ring, uint32_t code);
  * `name` is NULL or a NUL-terminated string.
  */
 int zcio_ring_unlink(const char *name);
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Fill `*s` with the defaults, writing at most `size` bytes (pass
+ * `sizeof(struct zcio_bridge_session)`). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `s` is NULL or valid for writing `size` bytes.
+ */
+int zcio_bridge_session_init(struct zcio_bridge_session *s, size_t size);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Export a local source to Zenoh key `key` (no wildcards): `source` is
+ * `"ring:NAME"` (every block of a named ring, from the newest unless
+ * `from_oldest`; ends when its producer closes it) or `"listen:PATH"`
+ * (every message of every channel that connects to a listener there).
+ * `session` says how to connect (NULL: the defaults, which listen and
+ * connect nowhere), read as `session_size` bytes.
+ *
+ * Returns once the source is open and the publisher declared (not once
+ * a peer is reached: Zenoh connects in the background), with a new
+ * handle in `*out`: the bridge runs on a thread of its own until the
+ * stream ends or `zcio_bridge_stop`; free it with `zcio_bridge_close`.
+ * Errors: `-EINVAL` (bad spec, key or session field; `zcio_last_error`
+ * says which), the ring's errors (`-ENOENT` …), `-EIO` (Zenoh).
+ *
+ * # Safety
+ * `source` and `key` are NULL or NUL-terminated strings; `session` is
+ * NULL or valid for reading `session_size` bytes (and its strings as
+ * documented there); `out` is NULL or valid for writing a pointer.
+ */
+int zcio_bridge_export_start(const char *source, const char *key, const struct zcio_bridge_session *session, size_t session_size, struct zcio_bridge **out);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Import Zenoh key expression `key` (wildcards allowed) into a local
+ * sink: `sink` is `"ring:NAME"` (created from `session->ring_options`
+ * if it does not exist, and removed when the import ends unless
+ * `keep`; the bridge is its producer; an existing ring must keep samples
+ * apart: variable, slotted or descriptors) or `"connect:PATH"` (a
+ * channel to a listener, one message per sample). Returns once the sink
+ * is open and the subscriptions declared, with a new handle in `*out`.
+ * The import ends with the remote stream: end of stream closes the
+ * ring; a producer that failed or died, or an exporter that vanished
+ * (`grace_ms` after its liveliness token went), closes it with an error
+ * and ends the bridge with `-EPIPE` or `-ZCIO_EPRODFAIL`. Errors as for
+ * `zcio_bridge_export_start`.
+ *
+ * # Safety
+ * As for `zcio_bridge_export_start`.
+ */
+int zcio_bridge_import_start(const char *key, const char *sink, const struct zcio_bridge_session *session, size_t session_size, struct zcio_bridge **out);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * The endpoints the bridge's session listens on (a port 0 resolved),
+ * space-separated (`"tcp/127.0.0.1:40123"`), into `buf` like `snprintf`.
+ * Returns their length (0: it listens nowhere) or `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle; `buf` is NULL with `size` 0, or valid for
+ * writing `size` bytes.
+ */
+ssize_t zcio_bridge_endpoints(const struct zcio_bridge *b, char *buf, size_t size);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Fill `*out` with the bridge's live counters, writing at most `size`
+ * bytes (pass `sizeof(struct zcio_bridge_counters)`). Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle; `out` is NULL or valid for writing `size`
+ * bytes.
+ */
+int zcio_bridge_get_counters(const struct zcio_bridge *b, struct zcio_bridge_counters *out, size_t size);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Ask the bridge to stop (returns at once; `zcio_bridge_wait` for the
+ * end). An export stops reading its source (a ring's stream goes on
+ * without it); an import closes its ring with an error (its readers see
+ * the stream cut, never a clean end). Returns 0 (also if it ended
+ * already) or `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle.
+ */
+int zcio_bridge_stop(const struct zcio_bridge *b);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Wait up to `timeout_ms` (< 0 or `ZCIO_TIMEOUT_INFINITE`: as long as it
+ * runs; 0: just look) for the bridge to end. Returns 0 once it has ended,
+ * with its status in `*status`: `ZCIO_BRIDGE_END_OF_STREAM`,
+ * `ZCIO_BRIDGE_STOPPED`, or the negative code of its failure (`-EPIPE`:
+ * the producer died or the exporter vanished; `-ZCIO_EPRODFAIL`: the
+ * producer closed with an error; `-ETIMEDOUT`: no peer within
+ * `connect_timeout_ms`; its text in `zcio_last_error`). Returns
+ * `-ETIMEDOUT` (`-EAGAIN` for 0) while it still runs, or `-EINVAL`.
+ *
+ * # Safety
+ * `b` is NULL or a live handle; `status` is NULL or valid for writing.
+ */
+int zcio_bridge_wait(const struct zcio_bridge *b, int timeout_ms, int *status);
+#endif
+
+#if defined(ZCIO_BRIDGE)
+/**
+ * Stop the bridge if it runs, wait for its thread to finish (an import
+ * closes its sink, the session sends what it still queues), and free the
+ * handle. NULL is ignored.
+ *
+ * # Safety
+ * `b` is NULL or a live handle, not used again afterwards (by any
+ * thread).
+ */
+void zcio_bridge_close(struct zcio_bridge *b);
+#endif
+
+/**
+ * Producer: copy `parts[0..n]` in, one after the other, as **one block**
+ * carrying classification `tag` (consumers read it back with
+ * `zcio_ring_peek_tag`), waiting for room as the handle's timeout says.
+ * A block ring stores it as one block of at most `max_block` bytes
+ * (`-EMSGSIZE` beyond); a byte-stream ring stores the bytes (at most half
+ * the ring per call) and no tag. The parts may be memory another process
+ * writes (each byte is read once). Returns the bytes written (all of
+ * them) or the errors of `zcio_ring_write`; `-EINVAL` for a NULL part
+ * with a length, or `n` > 1024.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `parts`
+ * is NULL (with `n` 0) or valid for reading `n` entries, each readable
+ * for its `len` bytes.
+ */
+ssize_t zcio_ring_write_gather(struct zcio_ring *ring, const struct zcio_iovec *parts, size_t n, uint32_t tag);
+
+/**
+ * Producer: write `len` bytes from `buf` as one block carrying `tag`
+ * (`zcio_ring_write_gather` with one part). Returns `len` or the errors
+ * of `zcio_ring_write`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `buf` is
+ * valid for reading `len` bytes (or NULL with `len` 0).
+ */
+ssize_t zcio_ring_write_tagged(struct zcio_ring *ring, const void *buf, size_t len, uint32_t tag);
+
+/**
+ * Store the classification tag of the block `zcio_ring_peek` holds in
+ * `*tag` (0 for byte-stream rings and untagged writes). Returns 0, or
+ * `-EINVAL` (NULL, or nothing is peeked).
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `tag` is
+ * NULL or valid for writing.
+ */
+int zcio_ring_peek_tag(struct zcio_ring *ring, uint32_t *tag);
+
+/**
+ * Whether the block `zcio_ring_peek` holds is still intact: 1 (the
+ * producer has not overwritten it, so far: what you copied out before
+ * this call is good), 0 (it was overwritten: discard what you read), or
+ * `-EINVAL` (NULL, nothing peeked). The block stays peeked;
+ * `zcio_ring_release` checks once more.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_peek_is_intact(struct zcio_ring *ring);
+
+/**
+ * Ring to ring: write the block the consumer `src` holds peeked
+ * (`zcio_ring_peek`) into `dst` (a producer's handle), waiting for room
+ * as `dst`'s timeout says. Into an index ring (`ZCIO_LAYOUT_INDEX`) it
+ * stores a rich pointer to the block (no data is copied; consumers of
+ * `dst` read the bytes from `src`'s ring, at most 8 source rings); into
+ * any other ring a copy of its bytes with its tag. The block stays peeked
+ * in `src` (release it as usual). Returns 0. Errors: `-EINVAL` (NULL,
+ * nothing peeked in `src`, `src` not a consumer), `-EBADF` (`dst` a
+ * consumer's handle), `-EBUSY` (a reservation is open on `dst`),
+ * `-ENOSPC` (an index ring with 8 source rings already), and the errors
+ * of `zcio_ring_write`.
+ *
+ * # Safety
+ * `dst` and `src` are NULL or live, distinct handles, each used by one
+ * thread at a time.
+ */
+int zcio_ring_splice(struct zcio_ring *dst, struct zcio_ring *src);
+
+/**
+ * Fill `*opts` with the defaults (a 1 MiB continuous ring, overflow
+ * block, mode 0600), writing at most `size` bytes (pass `sizeof(struct
+ * zcio_ring_options)`). Returns 0 or `-EINVAL` (NULL).
+ *
+ * # Safety
+ * `opts` is NULL or valid for writing `size` bytes.
+ */
+int zcio_ring_options_init(struct zcio_ring_options *opts, size_t size);
+
+/**
+ * `zcio_ring_open` with the parameters of a new ring in `*opts` (any
+ * layout, its slot size or entries), read as `opts_size` bytes (pass
+ * `sizeof(struct zcio_ring_options)`; fields beyond keep their
+ * defaults). `flags` as for `zcio_ring_open` (`ZCIO_O_CREAT` to create;
+ * without it `opts` is not used), but without `ZCIO_O_BLOCKS` and the
+ * policy flags (`-EINVAL`: the options say it). `opts` may be NULL
+ * without `ZCIO_O_CREAT`. Bad options are `-EINVAL` with the parameter
+ * named in `zcio_last_error`. Returns 0 and a new handle in `*out`, or
+ * the errors of `zcio_ring_open`.
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `opts` is NULL or valid for
+ * reading `opts_size` bytes; `out` is NULL or valid for writing a
+ * pointer.
+ */
+int zcio_ring_open_with(const char *name, int flags, const struct zcio_ring_options *opts, size_t opts_size, struct zcio_ring **out);
+
+/**
+ * Producer: how many consumers are attached. With `live` nonzero, first
+ * evict those whose process died (`Producer::live_consumers`; costs a
+ * look at each). Returns the count, `-EBADF` (a consumer's handle),
+ * `-EBUSY` (a reservation is open) or `-EINVAL`.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_consumers(struct zcio_ring *ring, int live);
+
+/**
+ * Set the bound of this end's default wait (what a read, peek, write or
+ * reservation waits with the handle's timeout < 0, the default), in
+ * milliseconds: > 0, or `ZCIO_TIMEOUT_INFINITE` for none. The defaults
+ * are 10 000 for a producer and 3 600 000 (one hour) for a consumer. The
+ * bound is this end's, not the ring's. Returns 0, `-EINVAL` (NULL, or
+ * `bound_ms` ≤ 0) or `-EBUSY` (a reservation is open).
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_set_wait_bound(struct zcio_ring *ring, int64_t bound_ms);
+
+/**
+ * This end's wait bound in milliseconds (`ZCIO_TIMEOUT_INFINITE` when it
+ * has none or it does not fit), or `-EINVAL` / `-EBUSY` (a reservation is
+ * open).
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int64_t zcio_ring_wait_bound(struct zcio_ring *ring);
+
+/**
+ * The names of the rings in the ring directory, each followed by a
+ * newline (`"a\nb\n"`; names never contain one), in no set order, copied
+ * into `buf` like `snprintf`: at most `size - 1` bytes and a NUL. Returns
+ * the length of the whole list (call with `size` 0 to ask; a result ≥
+ * `size` means it was cut), or `-EINVAL` or the errno of reading the
+ * directory.
+ *
+ * # Safety
+ * `buf` is NULL with `size` 0, or valid for writing `size` bytes.
+ */
+ssize_t zcio_ring_list(char *buf, size_t size);
+
+/**
+ * The ring directory (`$ZCIO_RING_DIR`, else `/dev/shm`) into `buf` like
+ * `snprintf`. Returns its length or `-EINVAL`.
+ *
+ * # Safety
+ * `buf` is NULL with `size` 0, or valid for writing `size` bytes.
+ */
+ssize_t zcio_ring_dir(char *buf, size_t size);
+
+/**
+ * The file of ring `name` (`DIR/zcio-ring.NAME`) into `buf` like
+ * `snprintf`. Returns its length, or `-EINVAL` (NULL, or not a valid ring
+ * name).
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `buf` is NULL with `size` 0,
+ * or valid for writing `size` bytes.
+ */
+ssize_t zcio_ring_path(const char *name, char *buf, size_t size);
+
+/**
+ * Fill `*out` with a snapshot of ring `name` (read permission is enough;
+ * nothing attaches), writing at most `size` bytes (pass `sizeof(struct
+ * zcio_ring_stat_info)`). Returns 0, or `-EINVAL`, `-ENOENT`, `-EACCES`,
+ * `-ZCIO_EBADRING`.
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing `size` bytes.
+ */
+int zcio_ring_stat(const char *name, struct zcio_ring_stat_info *out, size_t size);
+
+/**
+ * Store up to `n` of ring `name`'s consumers into `out[0..n]`, each entry
+ * `elem_size` bytes apart and written up to that size (pass
+ * `sizeof(struct zcio_ring_consumer_info)`). Returns how many consumers
+ * the ring has (like `snprintf`: call with `n` 0 to ask; at most
+ * `ZCIO_RING_MAX_CONSUMERS`), or the errors of `zcio_ring_stat`.
+ *
+ * # Safety
+ * `name` is NULL or a NUL-terminated string; `out` is NULL with `n` 0, or
+ * valid for writing `n * elem_size` bytes.
+ */
+int zcio_ring_stat_consumers(const char *name, struct zcio_ring_consumer_info *out, size_t n, size_t elem_size);
+
+/**
+ * Producer: reserve room in the ring for one block of up to `len` bytes
+ * (≥ 1), waiting for room as the handle's timeout says (as
+ * `zcio_ring_write`). Stores the address of the room in `*data` and `len`
+ * in `*capacity`; fill up to `*capacity` bytes there, then publish them
+ * with `zcio_ring_commit` or drop them with `zcio_ring_abort`.
+ *
+ * Ownership: `*data` is writable by this process only until the
+ * reservation ends (`zcio_ring_commit`, `zcio_ring_abort`, or
+ * `zcio_ring_close`, which aborts it); afterwards it is invalid. Nothing
+ * is visible to consumers before the commit, and an aborted reservation
+ * publishes nothing. While it is open the handle takes no other call:
+ * they return `-EBUSY` (the handle is in the *reserved* state, as Rust's
+ * `Reservation` borrows its `Producer`). Not for index rings
+ * (`-EOPNOTSUPP`: they take `zcio_ring_splice`).
+ *
+ * Returns 0. Errors: `-EINVAL` (NULL argument, `len` 0, a reservation
+ * already open), `-EBADF` (a consumer's handle), `-EMSGSIZE` (`len` never
+ * fits one block), `-EAGAIN`, `-ETIMEDOUT`, `-ZCIO_EDROPPED`,
+ * `-ZCIO_ECORRUPT`; the handle is then not reserved.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; `data`
+ * and `capacity` are NULL or valid for writing.
+ */
+int zcio_ring_reserve(struct zcio_ring *ring, size_t len, void **data, size_t *capacity);
+
+/**
+ * Producer: publish the first `len` bytes of the open reservation (0 ≤
+ * `len` ≤ its capacity) as one block with classification `tag` (read
+ * back by `zcio_ring_peek_tag`; 0 if you do not use tags). Ends the
+ * reservation: its pointer is invalid afterwards. For a byte-stream ring
+ * the tag is not kept.
+ *
+ * Returns 0. Errors: `-EINVAL` (no reservation is open, e.g. a second
+ * commit; or `len` larger than reserved: the reservation then stays open,
+ * to commit again or abort), `-ZCIO_ECORRUPT` (the ring file was
+ * truncated: the block is lost, the reservation ends).
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time; the
+ * first `len` bytes of the reserved room were written by this process.
+ */
+int zcio_ring_commit(struct zcio_ring *ring, size_t len, uint32_t tag);
+
+/**
+ * Producer: drop the open reservation without publishing anything; its
+ * pointer is invalid afterwards. Returns 0, or `-EINVAL` if no
+ * reservation is open.
+ *
+ * # Safety
+ * `ring` is NULL or a live handle used by one thread at a time.
+ */
+int zcio_ring_abort(struct zcio_ring *ring);
 
 /**
  * Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")

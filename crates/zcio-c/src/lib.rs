@@ -35,6 +35,19 @@ pub const ZCIO_TIMEOUT_INFINITE: c_int = i32::MAX;
 
 pub mod ring;
 
+#[cfg(feature = "bridge")]
+pub mod bridge;
+
+pub mod ring_block;
+
+pub mod ring_create;
+
+pub mod ring_end;
+
+pub mod ring_info;
+
+pub mod ring_reserve;
+
 pub mod pool;
 
 pub mod chan;
@@ -245,6 +258,8 @@ const _: () = {
     send_sync::<proxy::zcio_proxy_endpoint>();
     send_sync::<proxy::zcio_ticket>();
     send_sync::<proxy::zcio_recv_handle>();
+    #[cfg(feature = "bridge")]
+    send_sync::<bridge::zcio_bridge>();
 };
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use zcio::ring::{
 };
 
 use crate::error::{einval, fail, fail_msg, guard};
+use crate::ring_reserve::ProducerEnd;
 use crate::{ssize_t, str_arg, Timeout};
 use zcio::View;
 
@@ -64,16 +65,21 @@ const KNOWN_FLAGS: c_int = ZCIO_O_ACCMODE
 
 /// A consumer's or producer's end of a named ring (opaque).
 pub struct zcio_ring {
-    end: End,
-    timeout: Timeout,
+    pub(crate) end: End,
+    pub(crate) timeout: Timeout,
     /// A block is peeked and not yet released (the consumer refuses to
     /// resume it once it has read, peeked or sought, which this handle
     /// prevents with `-EBUSY` until `zcio_ring_release`).
-    peeked: Option<DetachedPeek>,
+    pub(crate) peeked: Option<DetachedPeek>,
 }
 
-enum End {
-    Producer(Producer),
+// One per handle, on the heap already (the handle is boxed): the
+// consumer's size costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum End {
+    /// The producer, and the reservation that may borrow it
+    /// (`ring_reserve.rs`).
+    Producer(ProducerEnd),
     Consumer(Consumer),
 }
 
@@ -139,7 +145,7 @@ pub unsafe extern "C" fn zcio_ring_open(
             Ok(n) => n,
             Err(e) => return e,
         };
-        let r = match open(name, flags, mode, size) {
+        let r = match open(name, flags, mode, size, None) {
             Ok(r) => r,
             Err(e) => return e,
         };
@@ -149,7 +155,15 @@ pub unsafe extern "C" fn zcio_ring_open(
     })
 }
 
-fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zcio_ring, c_int> {
+/// `zcio_ring_open`, or with `opts` (`zcio_ring_open_with`) the options
+/// of a new ring instead of `mode`, `size` and the layout and policy flags.
+pub(crate) fn open(
+    name: &str,
+    flags: c_int,
+    mode: libc::mode_t,
+    size: usize,
+    opts: Option<Options>,
+) -> Result<zcio_ring, c_int> {
     if flags & !KNOWN_FLAGS != 0 {
         return Err(einval(format_args!(
             "zcio_ring_open: unknown flag bits {:#x}",
@@ -172,7 +186,19 @@ fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zci
     if write && flags & ZCIO_O_OLDEST != 0 {
         return Err(einval("zcio_ring_open: ZCIO_O_OLDEST is for consumers"));
     }
-    let map = if create {
+    let map = if let (true, Some(o)) = (create, &opts) {
+        if flags & (ZCIO_O_BLOCKS | ZCIO_O_POLICY) != 0 {
+            return Err(einval(
+                "zcio_ring_open_with: ZCIO_O_BLOCKS and the policy flags are for zcio_ring_open; \
+                 set the layout and overflow fields of struct zcio_ring_options instead",
+            ));
+        }
+        if flags & ZCIO_O_EXCL != 0 {
+            o.create(name)
+        } else {
+            o.create_or_open(name)
+        }
+    } else if create {
         if size == 0 {
             return Err(einval(
                 "zcio_ring_open: size 0; a new ring needs a power of two from 4096 bytes",
@@ -209,7 +235,7 @@ fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zci
     }
     .map_err(fail)?;
     let end = if write {
-        End::Producer(Producer::attach(map).map_err(fail)?)
+        End::Producer(ProducerEnd::new(Producer::attach(map).map_err(fail)?))
     } else {
         let start = if flags & ZCIO_O_OLDEST != 0 {
             Start::Oldest
@@ -234,13 +260,13 @@ fn open(name: &str, flags: c_int, mode: libc::mode_t, size: usize) -> Result<zci
 /// # Safety
 /// `ring` is NULL or a live handle from `zcio_ring_open`, used by one
 /// thread at a time.
-unsafe fn handle<'a>(ring: *mut zcio_ring) -> Result<&'a mut zcio_ring, c_int> {
+pub(crate) unsafe fn handle<'a>(ring: *mut zcio_ring) -> Result<&'a mut zcio_ring, c_int> {
     // SAFETY: the caller's contract.
     unsafe { ring.as_mut() }.ok_or_else(|| einval("ring handle is NULL"))
 }
 
 impl zcio_ring {
-    fn consumer(&mut self, call: &str) -> Result<&mut Consumer, c_int> {
+    pub(crate) fn consumer(&mut self, call: &str) -> Result<&mut Consumer, c_int> {
         if self.peeked.is_some() {
             return Err(fail_msg(
                 libc::EBUSY,
@@ -256,7 +282,19 @@ impl zcio_ring {
         }
     }
 
-    fn wait(&self) -> Wait {
+    /// The producer, or `-EBADF` (a consumer's handle) or `-EBUSY` (a
+    /// reservation is open).
+    pub(crate) fn producer(&mut self, call: &str) -> Result<&mut Producer, c_int> {
+        match &mut self.end {
+            End::Producer(pe) => pe.get(call),
+            End::Consumer(_) => Err(fail_msg(
+                libc::EBADF,
+                format_args!("{call}: this ring was opened for reading (ZCIO_O_RDONLY)"),
+            )),
+        }
+    }
+
+    pub(crate) fn wait(&self) -> Wait {
         match self.timeout {
             Timeout::Default => Wait::Default,
             Timeout::No => Wait::No,
@@ -332,11 +370,9 @@ pub unsafe extern "C" fn zcio_ring_write(
             unsafe { View::from_raw(buf.cast::<u8>(), len) }
         };
         let wait = r.wait();
-        let End::Producer(p) = &mut r.end else {
-            return fail_msg(
-                libc::EBADF,
-                "zcio_ring_write: this ring was opened for reading (ZCIO_O_RDONLY)",
-            ) as ssize_t;
+        let p = match r.producer("zcio_ring_write") {
+            Ok(p) => p,
+            Err(e) => return e as ssize_t,
         };
         if p.geometry().layout != Layout::Continuous {
             return match p.write_gather(&[bytes], 0, wait) {
@@ -635,7 +671,10 @@ pub unsafe extern "C" fn zcio_ring_doorbell(ring: *mut zcio_ring) -> c_int {
         };
         let fd = match &mut r.end {
             End::Consumer(c) => c.doorbell().map(|fd| fd.as_raw_fd()),
-            End::Producer(p) => p.doorbell().map(|fd| fd.as_raw_fd()),
+            End::Producer(pe) => match pe.get("zcio_ring_doorbell") {
+                Ok(p) => p.doorbell().map(|fd| fd.as_raw_fd()),
+                Err(e) => return e,
+            },
         };
         fd.unwrap_or_else(|e| {
             fail_msg(
@@ -692,11 +731,9 @@ pub unsafe extern "C" fn zcio_ring_prepare_write_sleep(ring: *mut zcio_ring, len
             Ok(r) => r,
             Err(e) => return e,
         };
-        let End::Producer(p) = &mut r.end else {
-            return fail_msg(
-                libc::EBADF,
-                "zcio_ring_prepare_write_sleep: this ring was opened for reading (ZCIO_O_RDONLY)",
-            );
+        let p = match r.producer("zcio_ring_prepare_write_sleep") {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         let len = if p.geometry().layout == Layout::Continuous {
             len.min((p.geometry().cap() / 2).max(1) as usize)
@@ -732,10 +769,13 @@ pub unsafe extern "C" fn zcio_ring_doorbell_rang(ring: *mut zcio_ring) -> c_int 
                 Ok(()) => 0,
                 Err(e) => fail(e),
             },
-            End::Producer(p) => {
-                p.doorbell_rang();
-                0
-            }
+            End::Producer(pe) => match pe.get("zcio_ring_doorbell_rang") {
+                Ok(p) => {
+                    p.doorbell_rang();
+                    0
+                }
+                Err(e) => e,
+            },
         }
     })
 }
@@ -762,8 +802,9 @@ pub unsafe extern "C" fn zcio_ring_wait_consumers(
             Ok(r) => r,
             Err(e) => return e,
         };
-        let End::Producer(p) = &mut r.end else {
-            return fail_msg(libc::EBADF, "zcio_ring_wait_consumers: a consumer's handle");
+        let p = match r.producer("zcio_ring_wait_consumers") {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         let t = Timeout::from_ms(timeout_ms).or(p.wait_bound());
         p.wait_for_consumers(n as usize, t).min(c_int::MAX as usize) as c_int
@@ -790,8 +831,11 @@ pub unsafe extern "C" fn zcio_ring_get_stats(
         if out.is_null() {
             return einval("zcio_ring_get_stats: out is NULL");
         }
-        let geo = match &r.end {
-            End::Producer(p) => *p.geometry(),
+        let geo = match &mut r.end {
+            End::Producer(pe) => match pe.get("zcio_ring_get_stats") {
+                Ok(p) => *p.geometry(),
+                Err(e) => return e,
+            },
             End::Consumer(c) => *c.geometry(),
         };
         let mut s = zcio_ring_stats {
@@ -872,8 +916,11 @@ pub unsafe extern "C" fn zcio_ring_get_counters(
             return einval("zcio_ring_get_counters: out is NULL");
         }
         let s = match &mut r.end {
-            End::Producer(p) => {
-                let ps = p.stats();
+            End::Producer(pe) => {
+                let ps = match pe.get("zcio_ring_get_counters") {
+                    Ok(p) => p.stats(),
+                    Err(e) => return e,
+                };
                 zcio_ring_counters {
                     blocks: ps.blocks,
                     bytes: ps.bytes,
@@ -914,7 +961,8 @@ pub unsafe extern "C" fn zcio_ring_get_counters(
 
 /// Close the handle and free it (NULL is ignored). A producer's close ends
 /// the stream: its consumers read what is left, then get 0 (end of
-/// stream). A peeked block is released. The ring itself stays until
+/// stream). A peeked block is released, an open reservation aborted
+/// (nothing of it is published). The ring itself stays until
 /// `zcio_ring_unlink`.
 ///
 /// # Safety
@@ -946,8 +994,8 @@ pub unsafe extern "C" fn zcio_ring_close_error(ring: *mut zcio_ring, code: u32) 
         }
         // SAFETY: as for `zcio_ring_close`.
         let r = unsafe { Box::from_raw(ring) };
-        if let End::Producer(p) = r.end {
-            p.close_with_error(code);
+        if let End::Producer(pe) = r.end {
+            pe.into_inner().close_with_error(code);
         }
     })
 }
