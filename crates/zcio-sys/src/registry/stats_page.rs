@@ -26,8 +26,24 @@ pub struct StatsPage {
 enum Backing {
     /// The page of a registry entry (mapped for as long as this lives).
     Entry(Registration),
-    /// A process-local page.
-    Local(#[allow(dead_code)] Box<[AtomicU64]>),
+    /// A process-local page: `STATS_COUNT` atomics leaked from a box
+    /// (`words` points to them) and boxed again on drop. Kept as a raw
+    /// pointer, not a `Box`: moving a `Box` asserts it is unique, which
+    /// would invalidate `words` under Rust's aliasing rules (Miri's
+    /// Stacked Borrows).
+    Local,
+}
+
+impl Drop for StatsPage {
+    fn drop(&mut self) {
+        if let Backing::Local = self._backing {
+            let words = std::ptr::slice_from_raw_parts_mut(self.words.as_ptr(), STATS_COUNT);
+            // SAFETY: `words` came from `Box::into_raw` of a boxed slice
+            // of STATS_COUNT atomics in `local`, and is boxed again only
+            // here, once; no reference to it outlives `self`.
+            drop(unsafe { Box::from_raw(words) });
+        }
+    }
 }
 
 // SAFETY: `words` points into `_backing`, which is Send and Sync (a mapping
@@ -75,10 +91,11 @@ impl StatsPage {
     /// A process-local page (an object tools do not see).
     pub fn local() -> StatsPage {
         let b: Box<[AtomicU64]> = (0..STATS_COUNT).map(|_| AtomicU64::new(0)).collect();
-        let words = NonNull::new(b.as_ptr().cast_mut()).expect("a box is never null");
+        let words =
+            NonNull::new(Box::into_raw(b).cast::<AtomicU64>()).expect("a box is never null");
         StatsPage {
             words,
-            _backing: Backing::Local(b),
+            _backing: Backing::Local,
         }
     }
 
@@ -86,7 +103,7 @@ impl StatsPage {
     pub fn entry(&self) -> Option<&Registration> {
         match &self._backing {
             Backing::Entry(r) => Some(r),
-            Backing::Local(_) => None,
+            Backing::Local => None,
         }
     }
 
