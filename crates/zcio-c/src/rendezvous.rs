@@ -193,8 +193,8 @@ pub unsafe extern "C" fn zcio_rendezvous_listen(
         if out.is_null() {
             return einval("zcio_rendezvous_listen: out is NULL");
         }
-        // SAFETY: the caller's contract (each argument as documented).
         let (path, cfg, access) =
+            // SAFETY: the caller's contract (each argument as documented).
             match unsafe { (path_arg(path), config_arg(cfg), access_arg(access)) } {
                 (Ok(p), Ok(c), Ok(a)) => (p, c, a),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,

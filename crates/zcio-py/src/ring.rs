@@ -438,9 +438,9 @@ impl RingProducer {
             // `exported` is dropped at the end of this function; the
             // bytes may be writable by others, so they are read as
             // volatile views.
-            // SAFETY: as argued just above.
             let views: Vec<View<'_>> = spans
                 .iter()
+                // SAFETY: as argued just above.
                 .map(|(ptr, len)| unsafe { View::from_raw(ptr.0, *len) })
                 .collect();
             p.write_gather(&views, tag, wait).map(|()| total)
