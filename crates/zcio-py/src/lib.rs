@@ -56,7 +56,10 @@ fn page_size() -> usize {
 #[pyfunction]
 fn set_non_dumpable() -> PyResult<()> {
     zcio::set_non_dumpable().map_err(|e| {
-        pyo3::exceptions::PyOSError::new_err((e.raw_os_error(), format!("prctl(PR_SET_DUMPABLE): {e}")))
+        pyo3::exceptions::PyOSError::new_err((
+            e.raw_os_error(),
+            format!("prctl(PR_SET_DUMPABLE): {e}"),
+        ))
     })
 }
 

@@ -429,7 +429,10 @@ impl Msg {
                     let left = b.len() - off;
                     let n = match by {
                         Cut::Record(n) => n.min(left),
-                        Cut::Line(d) => b[off..].iter().position(|&x| x == d).map_or(left, |i| i + 1),
+                        Cut::Line(d) => b[off..]
+                            .iter()
+                            .position(|&x| x == d)
+                            .map_or(left, |i| i + 1),
                     };
                     cuts.push((off, n, None));
                     off += n;

@@ -1289,7 +1289,12 @@ mod tests {
             let d = p.resume(d).map(|_| ()).unwrap_err();
             // Another producer (of another ring) refuses it too.
             let other = format!("{name}-o");
-            let map2 = Options::new().layout(layout).size(1 << 16).entries(64).create(&other).unwrap();
+            let map2 = Options::new()
+                .layout(layout)
+                .size(1 << 16)
+                .entries(64)
+                .create(&other)
+                .unwrap();
             crate::ring::unlink(&other).unwrap();
             let mut q = Producer::attach(map2).unwrap();
             assert!(q.resume(d).is_err());
