@@ -84,3 +84,33 @@ def non_dumpable() -> None:
     zcio.set_non_dumpable()
     assert libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     zcio.set_non_dumpable()  # again: no error
+
+
+class Frame(ctypes.Structure):
+    """A header the elements follow (Rust: a `#[repr(C)]` type ending in
+    `[Reading]`)."""
+
+    _fields_ = [("frame", ctypes.c_uint64), ("valid", ctypes.c_bool), ("pad", ctypes.c_uint8 * 7)]
+
+
+FRAMES = ("example.Frame", 1)
+
+
+def typed_elems_sender(path: str) -> None:
+    """Three Readings as a `[Reading]`; a Frame and two Readings; an empty
+    `[Reading]`; a `[Reading]` whose second element's bool is 2 (hostile,
+    tag valid); one of 24 payload bytes (not a whole element)."""
+    from zcio._zcio import _typed_header
+    from zcio_children import READING, Reading
+
+    with zcio.Channel.connect(path, timeout=TIMEOUT) as ch:
+        rs = (Reading * 3)(*(Reading(seq=i, ok=i % 2 == 1, kind=i, value=i / 2) for i in range(3)))
+        zcio.send_typed_elems(ch, None, rs, tag=READING, timeout=TIMEOUT)
+        zcio.send_typed_elems(ch, Frame(frame=7, valid=True), (Reading * 2)(rs[1], rs[2]), tag=FRAMES, timeout=TIMEOUT)
+        zcio.send_typed_elems(ch, None, (Reading * 0)(), tag=READING, timeout=TIMEOUT)
+        head = _typed_header(READING[0], READING[1], 0, 8, 16)
+        raw = bytearray(bytes(rs))
+        raw[16 + 4] = 2
+        ch.send(head + bytes(raw), timeout=TIMEOUT)
+        ch.send(head + bytes(24), timeout=TIMEOUT)
+        assert ch.recv(timeout=TIMEOUT).tobytes() == b"done"

@@ -189,3 +189,37 @@ def test_reservation_in_process_rules(ring_name):
             assert (pk.tag, pk.tobytes()) == (1, b"first")
             pk.release()
             assert cons.read(100, timeout=T) == b"eightbyt"
+
+
+def test_typed_elems_and_vec_across_processes(sock_path, child):
+    c = child(mk.typed_elems_sender, sock_path)
+    with zcio.Listener(sock_path) as lst, lst.accept(timeout=T) as ch:
+        m = ch.recv(timeout=T)
+        assert len(m) == 128 + 3 * 16
+        v = zcio.read_typed_vec(m, kids.Reading, tag=kids.READING)
+        assert len(v) == 3
+        assert [(r.seq, r.ok, r.kind, r.value) for r in v] == [
+            (0, False, 0, 0.0),
+            (1, True, 1, 0.5),
+            (2, False, 2, 1.0),
+        ]
+        with pytest.raises(zcio.MalformedMessage):
+            zcio.read_typed(m, kids.Reading, tag=kids.READING)  # a slice, not one value
+        m = ch.recv(timeout=T)
+        head, els = zcio.read_typed_elems(m, mk.Frame, kids.Reading, tag=mk.FRAMES)
+        assert (head.frame, head.valid) == (7, True)
+        assert [r.seq for r in els] == [1, 2]
+        with pytest.raises(zcio.MalformedMessage):
+            zcio.read_typed_vec(m, kids.Reading, tag=kids.READING)  # another type
+        m = ch.recv(timeout=T)
+        assert len(zcio.read_typed_vec(m, kids.Reading, tag=kids.READING)) == 0
+        m = ch.recv(timeout=T)
+        with pytest.raises(zcio.MalformedMessage, match="c_bool at byte 148 is 2"):
+            zcio.read_typed_vec(m, kids.Reading, tag=kids.READING)
+        m = ch.recv(timeout=T)
+        with pytest.raises(zcio.MalformedMessage, match="multiple of 16 bytes"):
+            zcio.read_typed_vec(m, kids.Reading, tag=kids.READING)
+        ch.send(b"done", timeout=T)
+    c.join_ok()
+    with pytest.raises(TypeError):
+        zcio.send_typed_elems(None, None, [1, 2])

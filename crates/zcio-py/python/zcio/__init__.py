@@ -81,7 +81,7 @@ from ._errors import (
     WouldBlock,
     ZcioError,
 )
-from ._typed import read_typed, send_typed
+from ._typed import read_typed, read_typed_elems, read_typed_vec, send_typed, send_typed_elems
 from . import bridge
 from ._zcio import (
     DEFAULT,
@@ -146,6 +146,9 @@ __all__ = [
     "__version__",
     "send_typed",
     "read_typed",
+    "send_typed_elems",
+    "read_typed_elems",
+    "read_typed_vec",
     "Channel",
     "ChannelPolicy",
     "AccessPolicy",
