@@ -223,3 +223,22 @@ def test_typed_elems_and_vec_across_processes(sock_path, child):
     c.join_ok()
     with pytest.raises(TypeError):
         zcio.send_typed_elems(None, None, [1, 2])
+
+
+def test_pieces_outlive_a_sender_killed_9(sock_path, child):
+    """Pieces cut from a message keep its buffers mapped after the sender
+    is killed -9, as the message does."""
+    c = child(kids.sendv_parts, sock_path)
+    with zcio.Listener(sock_path) as lst, lst.accept(timeout=T) as ch:
+        m = ch.recv(timeout=T)
+        head, tail = m.split(5100)
+        mid = m.clip(front=4000, back=4000)
+        units = m.units(size=4096)
+        del m  # the pieces and the units keep the buffers
+        os.kill(c.pid, signal.SIGKILL)
+        c.proc.join(T)
+        assert bytes(head) + bytes(tail) == WHOLE
+        assert bytes(mid) == WHOLE[4000:-4000]
+        assert b"".join(bytes(u) for u in units) == WHOLE
+        with pytest.raises(zcio.Disconnected):
+            ch.recv(timeout=T)
