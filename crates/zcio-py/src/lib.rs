@@ -49,6 +49,20 @@ fn page_size() -> usize {
     zcio::page_size()
 }
 
+/// set_non_dumpable(): mark this process non-dumpable (prctl
+/// `PR_SET_DUMPABLE` 0): no core dump and no ptrace attach by other
+/// processes of the same user, so the bytes it maps from peers cannot be
+/// read through `/proc/PID/mem` or a debugger. Cannot be undone.
+#[pyfunction]
+fn set_non_dumpable() -> PyResult<()> {
+    zcio::set_non_dumpable().map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err((
+            e.raw_os_error(),
+            format!("prctl(PR_SET_DUMPABLE): {e}"),
+        ))
+    })
+}
+
 #[pymodule]
 fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -84,6 +98,16 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
     m.add_function(wrap_pyfunction!(forward::forward, m)?)?;
     m.add("MAX_SLICES", zcio::Msg::MAX_SLICES)?;
+    m.add_function(wrap_pyfunction!(set_non_dumpable, m)?)?;
+    {
+        use zcio::ring::Geometry as G;
+        m.add("RING_MAX_CONSUMERS", G::MAX_CONSUMERS)?;
+        m.add("RING_MAX_SOURCES", G::MAX_SOURCES)?;
+        m.add("RING_BLOCK_HEADER_LEN", G::BLOCK_HEADER_LEN)?;
+        m.add("RING_MAX_DATA_LEN", G::MAX_DATA_LEN)?;
+        m.add("RING_MAX_DESCRIPTORS", G::MAX_DESCRIPTORS)?;
+        m.add("RING_MAX_SLOT_SIZE", G::MAX_SLOT_SIZE)?;
+    }
     m.add("MAX_FDS", zcio::rendezvous::Envelope::MAX_FDS)?;
     m.add_function(wrap_pyfunction!(wait::spin_policy, m)?)?;
     m.add_class::<proxy::Proxies>()?;

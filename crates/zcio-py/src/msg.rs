@@ -16,6 +16,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -184,6 +185,17 @@ impl Msg {
     }
 }
 
+/// How `units` cuts a message.
+#[derive(Clone, Copy)]
+enum Cut {
+    Record(usize),
+    Line(u8),
+}
+
+fn out_of_range(at: usize, len: usize) -> PyErr {
+    PyValueError::new_err(format!("{at} is past the end of a {len}-byte message"))
+}
+
 /// A private copy of `m` (the GIL released for large ones).
 fn copy_out(py: Python<'_>, m: &zcio::Msg) -> Vec<u8> {
     if m.len() >= buffer::RELEASE_GIL_ABOVE {
@@ -307,6 +319,184 @@ impl Msg {
         } else {
             Ok(Msg::from_msg(m))
         }
+    }
+
+    /// split(at) -> (Msg, Msg): the bytes ``[0, at)`` and ``[at, len)`` as
+    /// two messages over the same buffers (no byte is copied; a buffer that
+    /// straddles `at` is shared by both). This message stays as it was.
+    /// ``ValueError`` when `at` is past the end.
+    fn split(&self, at: usize) -> PyResult<(Msg, Msg)> {
+        let st = self.lock()?;
+        match &st.body {
+            Some(Body::Shared(m)) => {
+                let mut head = m.clone();
+                let tail = head
+                    .split_off(at)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                Ok((Msg::from_msg(head), Msg::from_msg(tail)))
+            }
+            Some(Body::Private(b)) => {
+                if at > b.len() {
+                    return Err(out_of_range(at, b.len()));
+                }
+                Ok((
+                    Msg::from_private(b[..at].into()),
+                    Msg::from_private(b[at..].into()),
+                ))
+            }
+            None => Err(errors::closed("message (released)")),
+        }
+    }
+
+    /// clip(front=0, back=0) -> Msg: this message without its first
+    /// `front` and last `back` bytes, over the same buffers (no byte is
+    /// copied). This message stays as it was. ``ValueError`` when
+    /// ``front + back`` is more than its length.
+    #[pyo3(signature = (front=0, back=0))]
+    fn clip(&self, front: usize, back: usize) -> PyResult<Msg> {
+        let total = front.saturating_add(back);
+        if total > self.len {
+            return Err(out_of_range(total, self.len));
+        }
+        let st = self.lock()?;
+        match &st.body {
+            Some(Body::Shared(m)) => {
+                let mut m = m.clone();
+                m.clip_front(front)
+                    .and_then(|()| m.clip_back(back))
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                Ok(Msg::from_msg(m))
+            }
+            Some(Body::Private(b)) => Ok(Msg::from_private(b[front..b.len() - back].into())),
+            None => Err(errors::closed("message (released)")),
+        }
+    }
+
+    /// units(size=None, delim=None) -> list[MsgView | bytes]: the
+    /// application data units of the message (Rust's `Msg::units`), in
+    /// order: records of `size` bytes, or lines ending in the one byte
+    /// `delim` (included); the tail that is no whole unit comes last.
+    /// A unit inside one buffer is a `MsgView`, read in place; one that
+    /// straddles two buffers is copied into `bytes`.
+    #[pyo3(signature = (size=None, delim=None))]
+    fn units<'py>(
+        slf: &Bound<'py, Self>,
+        size: Option<usize>,
+        delim: Option<&[u8]>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        let by = match (size, delim) {
+            (Some(0), None) => return Err(PyValueError::new_err("size must be at least 1")),
+            (Some(n), None) => Cut::Record(n),
+            (None, Some(&[d])) => Cut::Line(d),
+            (None, Some(_)) => return Err(PyValueError::new_err("delim must be one byte")),
+            _ => {
+                return Err(PyValueError::new_err(
+                    "give exactly one of size= and delim=",
+                ))
+            }
+        };
+        let me = slf.get();
+        // (offset, length, the copy of a unit that straddled buffers)
+        let mut cuts: Vec<(usize, usize, Option<Vec<u8>>)> = Vec::new();
+        let body = match &me.lock()?.body {
+            Some(Body::Shared(m)) => Ok(m.clone()),
+            Some(Body::Private(b)) => Err(b.clone()),
+            None => return Err(errors::closed("message (released)")),
+        };
+        match body {
+            Ok(m) => {
+                let mut cur = m.units();
+                let mut off = 0;
+                loop {
+                    let u = match by {
+                        Cut::Record(n) => cur.next_record(n),
+                        Cut::Line(d) => cur.next_line(d),
+                    };
+                    let u = match u {
+                        Some(u) => u,
+                        None if cur.remaining() > 0 => cur.rest(),
+                        None => break,
+                    };
+                    let n = u.len();
+                    cuts.push((off, n, u.is_copied().then(|| u.into_vec())));
+                    off += n;
+                }
+            }
+            Err(b) => {
+                let mut off = 0;
+                while off < b.len() {
+                    let left = b.len() - off;
+                    let n = match by {
+                        Cut::Record(n) => n.min(left),
+                        Cut::Line(d) => b[off..]
+                            .iter()
+                            .position(|&x| x == d)
+                            .map_or(left, |i| i + 1),
+                    };
+                    cuts.push((off, n, None));
+                    off += n;
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(cuts.len());
+        for (off, n, copy) in cuts {
+            let unit = match copy {
+                Some(v) => PyBytes::new(py, &v).into_any(),
+                None => match MsgView::new(slf, off, n)? {
+                    Some(v) => Bound::new(py, v)?.into_any(),
+                    None => {
+                        let mut v = vec![0u8; n];
+                        me.read_at(off, &mut v)?;
+                        PyBytes::new(py, &v).into_any()
+                    }
+                },
+            };
+            out.push(unit);
+        }
+        Ok(out)
+    }
+
+    /// copy_into(pool, timeout=None) -> Msg | None: the message's bytes in
+    /// one fresh buffer of `pool` (Rust's `forward::copy_into`): a message
+    /// of one slice, made by this process, that the sender can no longer
+    /// change. ``None`` when no buffer could be had within `timeout`
+    /// (seconds; the pool's ``alloc_timeout`` by default), the message is
+    /// empty, or larger than the pool allows.
+    #[pyo3(signature = (pool, timeout=None))]
+    fn copy_into(
+        &self,
+        py: Python<'_>,
+        pool: &Bound<'_, crate::pool::Pool>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Msg>> {
+        let p = pool.get().inner();
+        let t = match timeout {
+            None => p.config().alloc_timeout,
+            Some(t) if t == f64::INFINITY => std::time::Duration::MAX,
+            Some(t) if t.is_finite() && t >= 0.0 => std::time::Duration::from_secs_f64(t),
+            Some(_) => return Err(PyValueError::new_err("timeout must be >= 0")),
+        };
+        let m = match &self.lock()?.body {
+            Some(Body::Shared(m)) => m.clone(),
+            // A private copy: the same, from its bytes.
+            Some(Body::Private(b)) => {
+                let b = b.clone();
+                return Ok(py.detach(|| {
+                    if b.is_empty() {
+                        return None;
+                    }
+                    let mut fb = p.alloc_timeout(b.len(), t).ok()?;
+                    fb.truncate(b.len());
+                    fb.as_mut_slice().copy_from_slice(&b);
+                    fb.freeze().ok().map(|f| Msg::from_msg(zcio::Msg::from(f)))
+                }));
+            }
+            None => return Err(errors::closed("message (released)")),
+        };
+        Ok(py
+            .detach(|| zcio::forward::copy_into(p, &m, t))
+            .map(Msg::from_msg))
     }
 
     /// array() -> numpy.ndarray: the array of a `send_array` message (what

@@ -4,13 +4,14 @@
 //!
 //! The Rust reservation borrows its producer mutably; a Python object
 //! cannot hold that borrow, so the reservation is made (which waits for
-//! room and announces it), its address kept, and the borrow ended at once.
-//! The producer's `reserved` flag then refuses every other write and
-//! `close()` until `commit()` or `cancel()`, so the room stays this
-//! object's and the ring stays mapped. `commit()` reserves the same room
-//! again (nothing was published since, so it is the same room and there is
-//! room) and publishes what was filled. A writable view never outlives the
-//! reservation: `commit()` and `cancel()` are refused (`BufferError`)
+//! room and announces it) and detached at once (`Reservation::detach`:
+//! the room without the borrow). The producer's `reserved` flag then
+//! refuses every other write and `close()` until `commit()` or `cancel()`,
+//! so the room stays this object's and the ring stays mapped. `commit()`
+//! resumes that very reservation (`Producer::resume`, which refuses a
+//! reservation the producer wrote or reserved past, so nothing is reserved
+//! twice) and publishes what was filled. A writable view never outlives
+//! the reservation: `commit()` and `cancel()` are refused (`BufferError`)
 //! while views are exported, and no view is exported after them.
 
 use std::ffi::c_int;
@@ -21,7 +22,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use zcio::ring::Wait;
+use zcio::ring::DetachedReservation;
 
 use crate::buffer;
 use crate::errors;
@@ -35,6 +36,12 @@ enum Phase {
     Cancelled,
 }
 
+/// The phase, and the detached reservation while it is open.
+struct State {
+    phase: Phase,
+    held: Option<DetachedReservation>,
+}
+
 /// Room reserved in a ring (see the module docs and the Python docstring).
 #[pyclass(module = "zcio._zcio", frozen)]
 pub struct RingReservation {
@@ -43,24 +50,27 @@ pub struct RingReservation {
     /// while the phase is `Open` (the producer refuses `close()`).
     ptr: usize,
     cap: usize,
-    phase: Mutex<Phase>,
+    state: Mutex<State>,
     /// Buffer-protocol views alive (changed under `phase`).
     exports: AtomicUsize,
 }
 
 impl RingReservation {
-    pub(crate) fn new(prod: Py<RingProducer>, ptr: usize, cap: usize) -> Self {
+    pub(crate) fn new(prod: Py<RingProducer>, held: DetachedReservation) -> Self {
         Self {
             prod,
-            ptr,
-            cap,
-            phase: Mutex::new(Phase::Open),
+            ptr: held.addr() as usize,
+            cap: held.capacity(),
+            state: Mutex::new(State {
+                phase: Phase::Open,
+                held: Some(held),
+            }),
             exports: AtomicUsize::new(0),
         }
     }
 
-    fn lock(&self) -> PyResult<MutexGuard<'_, Phase>> {
-        self.phase
+    fn lock(&self) -> PyResult<MutexGuard<'_, State>> {
+        self.state
             .lock()
             .map_err(|_| errors::internal("reservation lock poisoned"))
     }
@@ -79,6 +89,14 @@ impl RingReservation {
     }
 }
 
+/// Why `commit` published nothing.
+enum CommitFail {
+    Closed,
+    /// `Producer::resume` refused the reservation.
+    Stale,
+    Write(zcio::ring::WriteError),
+}
+
 fn not_open(phase: Phase) -> PyErr {
     PyValueError::new_err(match phase {
         Phase::Committed => {
@@ -93,9 +111,9 @@ impl Drop for RingReservation {
         // Dropped open (never committed): like `cancel()`. No view can be
         // alive (each holds a reference to this object).
         let open = self
-            .phase
+            .state
             .get_mut()
-            .map(|p| *p == Phase::Open)
+            .map(|s| s.phase == Phase::Open)
             .unwrap_or(true);
         if open {
             // `get` needs no GIL for a frozen class.
@@ -120,7 +138,7 @@ impl RingReservation {
     /// Whether `commit()` was called.
     #[getter]
     fn committed(&self) -> PyResult<bool> {
-        Ok(*self.lock()? == Phase::Committed)
+        Ok(self.lock()?.phase == Phase::Committed)
     }
 
     /// commit(nbytes=None, tag=0): publish the first `nbytes` bytes (all
@@ -129,8 +147,8 @@ impl RingReservation {
     /// the reservation again raises `ValueError`).
     #[pyo3(signature = (nbytes=None, tag=0))]
     fn commit(&self, py: Python<'_>, nbytes: Option<usize>, tag: u32) -> PyResult<()> {
-        let mut phase = self.lock()?;
-        self.check_closable(*phase)?;
+        let mut st = self.lock()?;
+        self.check_closable(st.phase)?;
         let n = nbytes.unwrap_or(self.cap);
         if n > self.cap {
             return Err(PyValueError::new_err(format!(
@@ -138,44 +156,59 @@ impl RingReservation {
                 self.cap
             )));
         }
+        let held = st
+            .held
+            .take()
+            .ok_or_else(|| errors::internal("open reservation without its room"))?;
         let prod = self.prod.get();
-        let cap = self.cap;
         let r = py.detach(|| {
-            let mut g = prod.inner().lock().map_err(|_| None)?;
-            let p = g.as_mut().ok_or(None)?;
-            // Nothing was published since the reservation (every other
-            // write is refused while `reserved` is set), so this is the
-            // same room, and it is free.
-            let mut res = p.reserve(cap, Wait::No).map_err(Some)?;
-            // The first `n` bytes of the room are initialised: the room is
-            // shared memory the kernel zero-filled or earlier blocks wrote,
-            // and the caller filled what it means to publish.
-            // SAFETY: as argued just above (`n <= cap`).
-            unsafe { res.advance(n) };
-            let r = res.commit(tag).map_err(Some);
+            let mut g = prod.inner().lock().map_err(|_| CommitFail::Closed)?;
+            let p = g.as_mut().ok_or(CommitFail::Closed)?;
+            // This reservation itself, not a new one: refused if the
+            // producer wrote or reserved since (it cannot have: every
+            // other write is refused while `reserved` is set).
+            let r = match p.resume(held) {
+                Ok(mut res) => {
+                    // The first `n` bytes of the room are initialised: the
+                    // room is shared memory the kernel zero-filled or
+                    // earlier blocks wrote, and the caller filled what it
+                    // means to publish.
+                    // SAFETY: as argued just above (`n <= cap`, nothing
+                    // filled through Rust before).
+                    unsafe { res.advance(n) };
+                    res.commit(tag).map_err(CommitFail::Write)
+                }
+                Err(_) => Err(CommitFail::Stale),
+            };
             prod.reserved.store(false, Ordering::Release);
             r
         });
-        *phase = Phase::Committed;
+        st.phase = Phase::Committed;
         match r {
             Ok(()) => Ok(()),
-            Err(Some(e)) => Err(errors::raise(py, e)),
-            Err(None) => Err(errors::closed("ring producer")),
+            Err(CommitFail::Write(e)) => Err(errors::raise(py, e)),
+            Err(CommitFail::Closed) => Err(errors::closed("ring producer")),
+            Err(CommitFail::Stale) => Err(errors::internal(
+                "the producer wrote past this reservation; nothing was committed",
+            )),
         }
     }
 
     /// cancel(): give the room back, publishing nothing. `BufferError`
     /// while views of it exist; nothing once committed or cancelled.
     fn cancel(&self) -> PyResult<()> {
-        let mut phase = self.lock()?;
-        if *phase != Phase::Open {
+        let mut st = self.lock()?;
+        if st.phase != Phase::Open {
             return Ok(());
         }
-        self.check_closable(*phase)?;
+        self.check_closable(st.phase)?;
         let prod = self.prod.get();
         let _g = prod.inner().lock();
+        // Dropped detached: nothing is published (the room is free again
+        // for the next reservation or write).
+        st.held = None;
         prod.reserved.store(false, Ordering::Release);
-        *phase = Phase::Cancelled;
+        st.phase = Phase::Cancelled;
         Ok(())
     }
 
@@ -199,8 +232,8 @@ impl RingReservation {
         let me = slf.get();
         // Held across the export: `commit`/`cancel` check `exports` under it.
         let phase = me.lock()?;
-        if *phase != Phase::Open {
-            return Err(not_open(*phase));
+        if phase.phase != Phase::Open {
+            return Err(not_open(phase.phase));
         }
         // The room is `cap` bytes of the producer's mapping, writable by
         // this process only and mapped while the reservation is open
@@ -228,7 +261,7 @@ impl RingReservation {
     }
 
     fn __repr__(&self) -> PyResult<String> {
-        let phase = *self.lock()?;
+        let phase = self.lock()?.phase;
         Ok(format!(
             "zcio.RingReservation(capacity={}, {})",
             self.cap,

@@ -497,18 +497,16 @@ impl RingProducer {
         let bound = me.with_producer(py, |p| p.wait_bound())?;
         let t = Timeout::from_py(timeout, bound)?;
         let reserved = &me.reserved;
-        let ptr = me.attempt_until(py, t, move |p, wait| {
-            let mut r = p.reserve(n, wait)?;
-            let ptr = SendPtr(r.spare_mut().as_mut_ptr().cast::<u8>());
+        let held = me.attempt_until(py, t, move |p, wait| {
+            let held = p.reserve(n, wait)?.detach();
             // Under the producer's lock: no other write starts until the
             // reservation is committed or cancelled.
             reserved.store(true, Ordering::Release);
-            Ok(ptr)
+            Ok(held)
         })?;
         Ok(crate::reservation::RingReservation::new(
             slf.clone().unbind(),
-            ptr.0 as usize,
-            n,
+            held,
         ))
     }
 

@@ -94,7 +94,7 @@ pub fn ring_dir() -> std::path::PathBuf {
 pub fn ring_path(name: &str) -> Option<std::path::PathBuf> {
     crate::sys::shm::valid_name(name).then(|| crate::sys::shm::path_of(name))
 }
-pub use producer::{Producer, ProducerStats, Reservation};
+pub use producer::{DetachedReservation, Producer, ProducerStats, Reservation};
 pub use stat::{stat, ConsumerInfo, ProducerInfo, RingStat};
 
 /// How long an operation may wait.

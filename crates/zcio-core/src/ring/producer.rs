@@ -102,7 +102,16 @@ pub struct Producer {
     /// Our live counters (`schema::producer`), in our registry entry's
     /// page (a local page without one): only we write them.
     page: StatsPage,
+    /// Process-unique identity, so a [`DetachedReservation`] resumes only
+    /// here.
+    id: u64,
+    /// Bumped by every announce (every reservation and write): a
+    /// [`DetachedReservation`] taken before is stale (its room may have
+    /// been written or published since).
+    room_gen: u64,
 }
+
+static NEXT_PRODUCER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -232,6 +241,8 @@ impl Producer {
             armed: None,
             page: super::registered::producer(&map, blocks, bytes, head),
             map,
+            id: NEXT_PRODUCER_ID.fetch_add(1, Ordering::Relaxed),
+            room_gen: 0,
         };
         me.min_cache = me.scan().0;
         me.count_consumers();
@@ -582,6 +593,7 @@ impl Producer {
     /// Announce that positions up to `units`/`data` past our heads are about
     /// to be overwritten (the seqlock "begin").
     fn announce(&mut self, need: Need) {
+        self.room_gen = self.room_gen.wrapping_add(1);
         let p = self.map.producer();
         self.write_end = self.write_end.max(self.head + need.units);
         protocol::announce(&p.write_end, self.write_end);
@@ -844,6 +856,27 @@ impl Producer {
         })
     }
 
+    /// Take back a reservation set aside with [`Reservation::detach`], as
+    /// the [`Reservation`] it was (same room, same bytes filled): nothing
+    /// is reserved again. Refused (the detached reservation comes back) if
+    /// it was detached from another producer, or if this producer has
+    /// reserved or written since: its room may then be written or
+    /// published.
+    pub fn resume(
+        &mut self,
+        d: DetachedReservation,
+    ) -> Result<Reservation<'_>, DetachedReservation> {
+        if d.producer != self.id || d.gen != self.room_gen {
+            return Err(d);
+        }
+        Ok(Reservation {
+            need: d.need,
+            cap: d.cap,
+            filled: d.filled,
+            prod: self,
+        })
+    }
+
     /// Fast splice: append a rich pointer to `ptr` (a block in ring
     /// `source`) to this index ring. The data is not touched.
     fn push_ptr(&mut self, ptr: RichPtr, source: &RingMap, wait: Wait) -> Result<(), WriteError> {
@@ -1025,6 +1058,39 @@ impl Reservation<'_> {
         self.filled += n;
     }
 
+    /// Set the reservation aside without a borrow of its producer (for
+    /// frontends that hand the room's address across an FFI boundary and
+    /// commit in a later call): [`Producer::resume`] turns it back into
+    /// this reservation, unless the producer reserved or wrote since.
+    /// Dropping it publishes nothing, as dropping the reservation does.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("zcio-doc-rdetach-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # std::env::set_var("ZCIO_RING_DIR", &dir);
+    /// use zcio::ring::{Options, Producer, Wait};
+    /// let mut p = Producer::attach(Options::new().size(1 << 12).create("doc-rdetach")?)?;
+    /// let mut r = p.reserve(4, Wait::No)?;
+    /// r.put(b"kept");
+    /// let held = r.detach(); // no borrow of `p`
+    /// assert_eq!(held.capacity(), 4);
+    /// let r = p.resume(held).expect("nothing written since");
+    /// r.commit(0)?;
+    /// zcio::ring::unlink("doc-rdetach")?;
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), zcio::Error>(())
+    /// ```
+    pub fn detach(self) -> DetachedReservation {
+        DetachedReservation {
+            producer: self.prod.id,
+            gen: self.prod.room_gen,
+            addr: self.base(),
+            need: self.need,
+            cap: self.cap,
+            filled: self.filled,
+        }
+    }
+
     /// Publish the filled bytes as one block with `tag`. Fails only if the
     /// ring file was truncated under us (the block is then lost).
     pub fn commit(self, tag: u32) -> Result<(), WriteError> {
@@ -1038,6 +1104,54 @@ impl Reservation<'_> {
         }
         let inband = matches!(self.prod.geo.layout, Layout::Slotted | Layout::Variable);
         self.prod.finish_block(need, len, tag, inband)
+    }
+}
+
+/// A reservation set aside by [`Reservation::detach`]: it does not borrow
+/// its producer, and commits nothing until [`Producer::resume`] turns it
+/// back into a [`Reservation`].
+#[derive(Debug)]
+pub struct DetachedReservation {
+    producer: u64,
+    gen: u64,
+    addr: *mut u8,
+    need: Need,
+    cap: usize,
+    filled: usize,
+}
+
+// SAFETY: the only non-`Send` part is the room's raw pointer, which is
+// never dereferenced through a `DetachedReservation`: only
+// `Producer::resume` turns it back into a `Reservation`, after checking
+// that it belongs to that producer's current state, whose mapping keeps
+// the room alive.
+unsafe impl Send for DetachedReservation {}
+// SAFETY: as for `Send`; `&DetachedReservation` exposes only numbers and
+// the address.
+unsafe impl Sync for DetachedReservation {}
+
+impl DetachedReservation {
+    /// Address of the room's first byte: `capacity()` bytes of the ring's
+    /// shared mapping, which only its producer writes. The caller may fill
+    /// them through raw pointers while the producer lives and has not
+    /// reserved or written since, then [`Producer::resume`] and commit.
+    pub fn addr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    /// Bytes reserved.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes filled before it was detached.
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// Whether nothing was filled before it was detached.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
     }
 }
 
@@ -1135,6 +1249,58 @@ mod tests {
             assert_eq!(&buf[..n], b"second", "{layout:?}");
             assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
             assert_eq!(line.blocks.load(Ordering::Relaxed), 1, "the counter wraps");
+        }
+    }
+
+    /// A detached reservation resumes as the same room with what was
+    /// filled (nothing reserved again), and is refused once its producer
+    /// wrote or reserved since, or by another producer.
+    #[test]
+    #[cfg_attr(miri, ignore = "ring: a /dev/shm file mapped shared; not in Miri")]
+    fn detached_reservation_resumes_only_unchanged() {
+        for layout in [Layout::Continuous, Layout::Variable, Layout::Descriptors] {
+            let name = format!("unit-rdetach-{}-{}", layout.name(), std::process::id());
+            let map = Options::new()
+                .layout(layout)
+                .size(1 << 16)
+                .entries(64)
+                .create(&name)
+                .unwrap();
+            crate::ring::unlink(&name).unwrap();
+            let mut p = Producer::attach(map.clone()).unwrap();
+            let mut c = Consumer::attach(map.clone(), Start::Oldest).unwrap();
+            let mut r = p.reserve(8, Wait::No).unwrap();
+            r.put(b"abc");
+            let d = r.detach();
+            assert_eq!((d.capacity(), d.len()), (8, 3));
+            // SAFETY: the room is 8 bytes of the mapping, ours until commit.
+            unsafe { d.addr().add(3).copy_from_nonoverlapping(b"de".as_ptr(), 2) };
+            let mut r = p.resume(d).unwrap();
+            // SAFETY: the 2 bytes past the 3 put were written just above.
+            unsafe { r.advance(2) };
+            r.commit(7).unwrap();
+            let mut buf = [0u8; 64];
+            let n = c.try_read(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"abcde", "{layout:?}");
+
+            // Stale: a write came between.
+            let d = p.reserve(8, Wait::No).unwrap().detach();
+            p.write_tagged(b"between", 0, Wait::No).unwrap();
+            let d = p.resume(d).map(|_| ()).unwrap_err();
+            // Another producer (of another ring) refuses it too.
+            let other = format!("{name}-o");
+            let map2 = Options::new()
+                .layout(layout)
+                .size(1 << 16)
+                .entries(64)
+                .create(&other)
+                .unwrap();
+            crate::ring::unlink(&other).unwrap();
+            let mut q = Producer::attach(map2).unwrap();
+            assert!(q.resume(d).is_err());
+            let n = c.try_read(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"between", "{layout:?}");
+            assert_eq!(c.try_read(&mut buf), Err(ReadError::WouldBlock));
         }
     }
 }

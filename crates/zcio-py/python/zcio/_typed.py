@@ -92,3 +92,67 @@ def read_typed(msg: Any, cls: Type[T], tag: Tag = None) -> T:
     off, n = _typed_check(data[:_TAG_LEN], len(data), *desc)
     _check_bools(cls, data, off)
     return cls.from_buffer_copy(data, off)  # type: ignore[attr-defined]
+
+
+def _describe_elems(head_cls: Optional[type], elem_cls: type, tag: Tag) -> tuple:
+    """The layout of ``head_cls`` (or nothing) followed by a slice of
+    ``elem_cls``: Rust's ``[E]`` or a ``#[repr(C)]`` type ending in ``[E]``."""
+    name, schema, esize, ealign, _ = _describe(elem_cls, tag)
+    if esize == 0:
+        raise TypeError(f"{elem_cls.__name__} has no bytes: its count could not be known")
+    size, align = 0, ealign
+    if head_cls is not None:
+        _, _, size, halign, _ = _describe(head_cls, tag)
+        align = max(align, halign)
+    return (name, schema, size, align, esize)
+
+
+def send_typed_elems(
+    ch: Any,
+    head: Any,
+    elems: Any,
+    tag: Tag = None,
+    timeout: Optional[float] = None,
+    pool: Any = None,
+) -> None:
+    """Send a value of a type ending in a slice — what Rust's
+    ``Pool::alloc_typed_elems`` fills: the ctypes value ``head`` (or None for
+    a bare slice, Rust's ``[E]``) followed by ``elems``, a ctypes array
+    (``E * n``), as one typed message with the tag ``tag`` (as
+    ``send_typed``). A Rust receiver reads it with ``read_typed_vec::<E>`` or
+    ``borrow_typed_elems``; the element size must be a multiple of the
+    alignment (no padding at any length), as in Rust and C."""
+    if not (isinstance(elems, ctypes.Array)):
+        raise TypeError("elems must be a ctypes array (E * n)")
+    elem_cls = elems._type_  # type: ignore[attr-defined]
+    head_cls = None if head is None else type(head)
+    head_bytes = b"" if head is None else bytes(head)
+    desc = _describe_elems(head_cls, elem_cls, tag)
+    ch.send(_typed_header(*desc) + head_bytes + bytes(elems), timeout=timeout, pool=pool)
+
+
+def read_typed_elems(msg: Any, head_cls: Optional[type], elem_cls: type, tag: Tag = None) -> Tuple[Any, Any]:
+    """Read a typed message of a type ending in a slice as ``(head,
+    elems)``: a new ``head_cls`` value (None when ``head_cls`` is None) and a
+    new ctypes array ``elem_cls * n``, n following from the length. Copied
+    once and checked as ``read_typed`` checks (tag, sizes, ``c_bool``s of
+    the head and of every element)."""
+    desc = _describe_elems(head_cls, elem_cls, tag)
+    data = msg.tobytes()
+    off, n = _typed_check(data[:_TAG_LEN], len(data), *desc)
+    size, esize = desc[2], desc[4]
+    count = (n - size) // esize
+    head = None
+    if head_cls is not None:
+        _check_bools(head_cls, data, off)
+        head = head_cls.from_buffer_copy(data, off)  # type: ignore[attr-defined]
+    arr_cls = elem_cls * count
+    _check_bools(arr_cls, data, off + size)
+    return head, arr_cls.from_buffer_copy(data, off + size)  # type: ignore[attr-defined]
+
+
+def read_typed_vec(msg: Any, elem_cls: type, tag: Tag = None) -> Any:
+    """Read a typed message of elements (Rust's ``Msg::read_typed_vec``: a
+    ``[E]``) as a new ctypes array ``elem_cls * n``; checked as
+    ``read_typed_elems`` checks."""
+    return read_typed_elems(msg, None, elem_cls, tag)[1]

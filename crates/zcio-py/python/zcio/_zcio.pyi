@@ -22,12 +22,30 @@ __version__: str
 
 #: Most slices one message may have (``Channel.sendv``).
 MAX_SLICES: int
+#: Most consumers one ring may have (Rust ``ring::Geometry::MAX_CONSUMERS``).
+RING_MAX_CONSUMERS: int
+#: Most source rings one index ring may point into (``Geometry::MAX_SOURCES``).
+RING_MAX_SOURCES: int
+#: Bytes of the header before each block of a variable ring (``Geometry::BLOCK_HEADER_LEN``).
+RING_BLOCK_HEADER_LEN: int
+#: Largest data area of a ring in bytes (``Geometry::MAX_DATA_LEN``).
+RING_MAX_DATA_LEN: int
+#: Most descriptor entries of a ring (``Geometry::MAX_DESCRIPTORS``).
+RING_MAX_DESCRIPTORS: int
+#: Largest slot of a slotted ring in bytes (``Geometry::MAX_SLOT_SIZE``).
+RING_MAX_SLOT_SIZE: int
 #: Most descriptors one rendezvous message may carry (``Rendezvous.send(fds=)``).
 MAX_FDS: int
 
 def page_size() -> int:
     """The system page size in bytes (the granularity of buffers and ring
     data areas)."""
+
+def set_non_dumpable() -> None:
+    """Mark this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): no
+    core dump and no ptrace attach by other processes of the same user, so
+    the bytes it maps from peers cannot be read through ``/proc/PID/mem``.
+    Cannot be undone. ``OSError`` if the kernel refuses."""
 
 class _Fileno(Protocol):
     def fileno(self) -> int: ...
@@ -190,6 +208,25 @@ class Msg(Buffer):
     def secure(self) -> Msg:
         """Bytes that cannot change: shared in place when already immutable
         (sealed, or made by this process), else one private copy."""
+    def split(self, at: int) -> tuple[Msg, Msg]:
+        """``[0, at)`` and ``[at, len)`` as two messages over the same
+        buffers (no byte copied); this one stays. ``ValueError`` past the
+        end."""
+    def clip(self, front: int = 0, back: int = 0) -> Msg:
+        """This message without its first ``front`` and last ``back`` bytes,
+        over the same buffers (no byte copied); this one stays."""
+    def units(
+        self, size: int | None = None, delim: bytes | None = None
+    ) -> list[MsgView | bytes]:
+        """The application data units (Rust ``Msg::units``): records of
+        ``size`` bytes or lines ending in the one byte ``delim``, then the
+        tail that is no whole unit. A unit inside one buffer is a
+        ``MsgView`` (in place); one straddling buffers is ``bytes``."""
+    def copy_into(self, pool: Pool, timeout: float | None = None) -> Msg | None:
+        """The bytes in one fresh buffer of ``pool`` (Rust
+        ``forward::copy_into``); ``None`` if no buffer came within
+        ``timeout`` (the pool's ``alloc_timeout`` by default), the message
+        is empty or too large for the pool."""
     def array(self) -> npt.NDArray[Any]:
         """The array of a ``send_array`` message (what ``recv_array`` gives),
         read-only, in place; ``MalformedMessage`` if it holds none."""
