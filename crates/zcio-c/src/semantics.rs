@@ -1345,9 +1345,7 @@ pub unsafe extern "C" fn zcio_cost_model_free(m: *mut zcio_cost_model) {
 pub unsafe extern "C" fn zcio_calibration_path(buf: *mut c_char, size: usize) -> ssize_t {
     guard(|| match CostModel::calibration_path() {
         // SAFETY: the caller's contract.
-        Some(p) => unsafe {
-            put_str(p.as_os_str().as_bytes(), buf, size, "zcio_calibration_path")
-        },
+        Some(p) => unsafe { put_str(p.as_os_str().as_bytes(), buf, size, "zcio_calibration_path") },
         None => fail_msg(
             libc::ENOENT,
             "zcio_calibration_path: none of ZCIO_CALIBRATION, XDG_CONFIG_HOME, HOME is set",
