@@ -1,6 +1,7 @@
 /*
  * Tests of buffering semantics in the zcio C library (zcio_semantic_endpoint_*, zcio_arena_*,
- * zcio_owned_*, zcio_semantics_*) across real processes.
+ * zcio_owned_*, zcio_semantics_*, the cost model zcio_cost_model_*, zcio_calibrate_measure,
+ * zcio_calibration_path) across real processes.
  *
  *   test_semantics            run every test
  *   test_semantics NAME...    run the named tests

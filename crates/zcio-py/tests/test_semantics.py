@@ -1,7 +1,9 @@
 """Buffering semantics across real processes: SemanticEndpoint output/input
 under emulated copy with the sender overwriting its buffer at once,
 send_array/recv_array under each of the eight semantics, system-allocated
-buffers, bad names, a too-short buffer, a peer killed mid-stream."""
+buffers, bad names, a too-short buffer, a peer killed mid-stream, the
+peer's hello, and the cost model (calibrated in a child, saved, loaded, and
+read by a child started with ZCIO_CALIBRATION)."""
 
 from __future__ import annotations
 
