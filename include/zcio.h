@@ -618,6 +618,14 @@ typedef struct zcio_buf zcio_buf;
 typedef struct zcio_channel zcio_channel;
 
 /**
+ * The cost model (opaque): what each primitive operation costs on this
+ * machine, from which endpoints choose their mechanisms per size
+ * (`zcio calibrate` measures it). Immutable; free it with
+ * `zcio_cost_model_free`.
+ */
+typedef struct zcio_cost_model zcio_cost_model;
+
+/**
  * The receiving end of a lane (opaque). One thread at a time.
  */
 typedef struct zcio_lane_receiver zcio_lane_receiver;
@@ -4459,6 +4467,158 @@ ssize_t zcio_semantic_endpoint_input_owned(struct zcio_semantic_endpoint *ep, in
  * not used again.
  */
 void zcio_semantic_endpoint_free(struct zcio_semantic_endpoint *ep, struct zcio_owned *buf);
+
+/**
+ * What the peer said in its hello: its input semantics (an `enum
+ * zcio_semantics` value) into `*input` and whether it trusts this side
+ * (1: it called `zcio_semantic_endpoint_trust_peer` or set `trust_peer`
+ * before the hello, so it swaps this side's lent pages in rather than
+ * copying them; 0 otherwise) into `*trusts`. Either pointer may be NULL.
+ * Returns 0 or `-EINVAL` (a NULL endpoint).
+ *
+ * # Safety
+ * `ep` is NULL or a live endpoint; `input` and `trusts` are NULL or
+ * writable.
+ */
+int zcio_semantic_endpoint_peer(struct zcio_semantic_endpoint *ep, int *input, int *trusts);
+
+/**
+ * The model endpoints made now decide with (`CostModel::current`): the
+ * calibration file's (`zcio_calibration_path`), read once per process,
+ * else the built-in defaults. Stores a copy in `*out`. Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `out` is NULL or valid for writing a pointer.
+ */
+int zcio_cost_model_current(struct zcio_cost_model **out);
+
+/**
+ * The built-in defaults (measured on the project's machine) into `*out`.
+ * Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `out` is NULL or valid for writing a pointer.
+ */
+int zcio_cost_model_builtin(struct zcio_cost_model **out);
+
+/**
+ * Read and check the calibration file `path` (everything in it is
+ * validated: this format version, this machine, finite bounded numbers)
+ * into `*out`. Errors: `-EINVAL` (NULL), the errno of reading it
+ * (`-ENOENT`, ...), `-EPROTO` (not a usable calibration file: garbled,
+ * another format version, measured on another machine; the reason is in
+ * `zcio_last_error`).
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_cost_model_load(const char *path, struct zcio_cost_model **out);
+
+/**
+ * Parse and check the JSON of a calibration file (what
+ * `zcio_cost_model_to_json` writes) into `*out`. Errors as
+ * `zcio_cost_model_load`.
+ *
+ * # Safety
+ * `json` is NULL or a NUL-terminated string; `out` is NULL or valid for
+ * writing a pointer.
+ */
+int zcio_cost_model_from_json(const char *json, struct zcio_cost_model **out);
+
+/**
+ * The model as the JSON of a calibration file, into `buf` like
+ * `snprintf` (at most `size - 1` bytes and a NUL). Returns the length of
+ * the whole text (call with `size` 0 to ask; a result ≥ `size` means it
+ * was cut) or `-EINVAL`.
+ *
+ * # Safety
+ * `m` is NULL or a live model; `buf` is NULL with `size` 0, or valid for
+ * writing `size` bytes.
+ */
+ssize_t zcio_cost_model_to_json(const struct zcio_cost_model *m, char *buf, size_t size);
+
+/**
+ * Write the model to `path` as a calibration file (atomically: a
+ * temporary file renamed over it; the directories are created). Endpoints
+ * use the file at `zcio_calibration_path` from the next process on.
+ * Returns 0, `-EINVAL`, or the errno of writing.
+ *
+ * # Safety
+ * `m` is NULL or a live model; `path` is NULL or a NUL-terminated string.
+ */
+int zcio_cost_model_save(const struct zcio_cost_model *m, const char *path);
+
+/**
+ * Where the model came from: `"builtin"`, `"file"` or `"measured"` (a
+ * static string), or NULL for a NULL model.
+ *
+ * # Safety
+ * `m` is NULL or a live model.
+ */
+const char *zcio_cost_model_source(const struct zcio_cost_model *m);
+
+/**
+ * The predicted cost in nanoseconds of primitive operation `op` on
+ * `bytes` bytes (page operations: pages × page size) into `*ns`. `op` is
+ * an operation's name as `zcio calibrate --show` prints it
+ * (`"copy_in"`, `"copy_out"`, `"ref_pass"`, `"protect"`, `"tcow_fault"`,
+ * `"swap"`, `"region_create"`, ...). Returns 0 or `-EINVAL` (NULL, an
+ * unknown name: `zcio_last_error` lists the names).
+ *
+ * # Safety
+ * `m` is NULL or a live model; `op` is NULL or a NUL-terminated string;
+ * `ns` is NULL or writable.
+ */
+int zcio_cost_model_cost(const struct zcio_cost_model *m, const char *op, size_t bytes, double *ns);
+
+/**
+ * The predicted cost in nanoseconds of moving `bytes` bytes under
+ * semantics `sem` (an `enum zcio_semantics` value) end to end, with the
+ * buffers page-aligned (`aligned` non-zero) or not, into `*ns`: what an
+ * endpoint compares to choose between copying and its zero-copy
+ * mechanism. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `m` is NULL or a live model; `ns` is NULL or writable.
+ */
+int zcio_cost_model_predict(const struct zcio_cost_model *m, int sem, size_t bytes, int aligned, double *ns);
+
+/**
+ * Free a model (NULL is ignored).
+ *
+ * # Safety
+ * `m` is NULL or a live model, not used again.
+ */
+void zcio_cost_model_free(struct zcio_cost_model *m);
+
+/**
+ * Where the calibration file is (`$ZCIO_CALIBRATION`, else
+ * `$XDG_CONFIG_HOME/zcio/calibration.json`, else
+ * `~/.config/zcio/calibration.json`), into `buf` like `snprintf`. Returns
+ * its length, `-ENOENT` when none of these is set, or `-EINVAL`.
+ *
+ * # Safety
+ * `buf` is NULL with `size` 0, or valid for writing `size` bytes.
+ */
+ssize_t zcio_calibration_path(char *buf, size_t size);
+
+/**
+ * Measure this machine's costs (`zcio calibrate`): every primitive
+ * operation at several sizes, then a fitted model into `*out` (its source
+ * `"measured"`; `zcio_cost_model_save` it to `zcio_calibration_path` for
+ * endpoints to use). Every loop is bounded: `quick` non-zero measures
+ * fewer sizes, at most 21 runs within 50 ms each (well under a second on
+ * an idle machine, at most 20 s on a loaded one); 0 measures the full
+ * set, at most 101 runs within 300 ms each (a few seconds, at most 2
+ * minutes). Blocks the calling thread meanwhile. Returns 0, `-EINVAL`, or
+ * the errno of the system call that failed (`zcio_last_error` says which).
+ *
+ * # Safety
+ * `out` is NULL or valid for writing a pointer.
+ */
+int zcio_calibrate_measure(int quick, struct zcio_cost_model **out);
 
 /**
  * Fill `*cfg` with the defaults: send 10 s, receive one hour, accept one

@@ -619,6 +619,7 @@ class channel {
 
   private:
     friend class listener;
+    friend class semantic_endpoint;
     explicit channel(zcio_channel *c) noexcept : ch_(c) {}
     /// true: sent (m is emptied); false: a quiet failure (m is intact).
     bool put(message &m, int ms) {
@@ -1874,5 +1875,358 @@ class proxy_endpoint {
     }
     detail::owned<zcio_proxy_endpoint, detail::free_proxy_ep> pe_;
 };
+
+// ------------------------------------------------------------ the spin policy
+
+/// How long a blocking wait spins before it sleeps, for the whole process
+/// (zcio_spin_policy_*; Rust's zcio::SpinPolicy). Read when a channel, ring
+/// end or rendezvous endpoint is made: set it before opening them.
+struct spin_policy {
+    /// What a blocking wait spins at most (default 500 µs; 0: sleep at once,
+    /// right when more processes than CPUs share the work).
+    std::chrono::microseconds max{500};
+    /// What a wait inside an event loop's poll spins at most (default 50 µs,
+    /// capped by max).
+    std::chrono::microseconds task_max{50};
+
+    /// The process's policy now.
+    static spin_policy current() {
+        std::uint64_t m = 0, t = 0;
+        detail::check(zcio_spin_policy_get(&m, &t), "zcio_spin_policy_get");
+        return spin_policy{std::chrono::microseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(m, INT64_MAX))),
+                           std::chrono::microseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(t, INT64_MAX)))};
+    }
+    /// Make `p` the process's policy (negative durations count as 0).
+    static void set(const spin_policy &p) {
+        auto us = [](std::chrono::microseconds d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.count(), 0)); };
+        detail::check(zcio_spin_policy_set(us(p.max), us(p.task_max)), "zcio_spin_policy_set");
+    }
+};
+
+// ---------------------------------------------------- buffering semantics
+
+/// The eight buffering semantics (enum zcio_semantics; docs/semantics.md):
+/// who owns a buffer after output or input, and what a later write affects.
+enum class semantics : int {
+    copy = ZCIO_SEM_COPY,
+    emulated_copy = ZCIO_SEM_EMULATED_COPY,
+    share = ZCIO_SEM_SHARE,
+    emulated_share = ZCIO_SEM_EMULATED_SHARE,
+    move = ZCIO_SEM_MOVE,
+    emulated_move = ZCIO_SEM_EMULATED_MOVE,
+    weak_move = ZCIO_SEM_WEAK_MOVE,
+    emulated_weak_move = ZCIO_SEM_EMULATED_WEAK_MOVE,
+};
+
+/// The name of `s` ("emulated-copy", ...).
+inline std::string_view name(semantics s) noexcept {
+    const char *n = zcio_semantics_name(static_cast<int>(s));
+    return n ? n : "";
+}
+/// The semantics named `n` (case and '_' for '-' do not matter); throws
+/// invalid_input for an unknown name.
+inline semantics parse_semantics(const std::string &n) {
+    return static_cast<semantics>(detail::check(zcio_semantics_parse(n.c_str()), "zcio_semantics_parse"));
+}
+
+/// How an output travelled (enum zcio_delivery).
+enum class delivery : int {
+    copied = ZCIO_DELIVERY_COPIED,                 ///< into a system buffer
+    write_protected = ZCIO_DELIVERY_PROTECTED,     ///< lent write-protected (TCOW)
+    hidden = ZCIO_DELIVERY_HIDDEN,                 ///< lent hidden (emulated move)
+    lent = ZCIO_DELIVERY_LENT,                     ///< lent unprotected (share, weak moves)
+    sealed = ZCIO_DELIVERY_SEALED,                 ///< a sealed single-use region (move)
+};
+
+/// How an endpoint is set up (zcio_semantic_config).
+struct semantic_config {
+    semantics output = semantics::emulated_copy;
+    semantics input = semantics::emulated_copy;
+    /// Bytes of registered memory for arena buffers (0: 64 MiB).
+    std::size_t arena_capacity = 0;
+    /// How long the constructor waits for the peer's hello.
+    std::chrono::milliseconds hello_timeout{10'000};
+    /// Trust the peer before the hello (read semantic_endpoint::trust_peer first).
+    bool trust_peer = false;
+    /// Zero-copy mechanisms at every size, whatever the cost model says.
+    bool ignore_cost_model = false;
+    /// 0.0 - 1.0, or nullopt: the cost model's figure per size.
+    std::optional<double> rewrite_tolerance;
+
+    zcio_semantic_config to_c() const noexcept {
+        zcio_semantic_config c;
+        zcio_semantic_config_init(&c);
+        c.output = static_cast<int>(output);
+        c.input = static_cast<int>(input);
+        c.arena_capacity = arena_capacity;
+        c.hello_timeout_ms = detail::bound_ms(hello_timeout);
+        c.trust_peer = trust_peer;
+        c.ignore_cost_model = ignore_cost_model;
+        c.rewrite_tolerance = rewrite_tolerance.value_or(-1.0);
+        return c;
+    }
+};
+
+/// How one input arrived: len, swapped_pages, copied, sender (a zcio_semantics value or -1).
+using received = zcio_received;
+/// Counters of an endpoint and its arena.
+using semantic_stats = zcio_semantic_stats;
+
+/// What the peer said in its hello.
+struct peer_hello {
+    semantics input;   ///< its input semantics
+    bool trusts;       ///< it trusts this side (swaps lent pages in)
+};
+
+/// The layout of the next message (semantic_endpoint::next): allocate
+/// arena_alloc(len, page_offset) and input into it to have whole pages swapped in.
+struct input_layout {
+    std::size_t len;
+    std::size_t page_offset;
+};
+
+namespace detail {
+inline void free_sem_ep(zcio_semantic_endpoint *e) { zcio_semantic_endpoint_close(e); }
+inline void free_arena_buf(zcio_arena_buf *b) { zcio_arena_buf_free(b); }
+inline void free_owned(zcio_owned *b) { zcio_semantic_endpoint_free(nullptr, b); }
+inline void free_cost_model(zcio_cost_model *m) { zcio_cost_model_free(m); }
+inline int sem_arg(std::optional<semantics> s) noexcept { return s ? static_cast<int>(*s) : -1; }
+} // namespace detail
+
+/// A buffer in an endpoint's arena (zcio_arena_buf): the only memory output
+/// lends and input swaps pages into. Stays valid after its endpoint is gone;
+/// destroyed: freed (pages the peer still reads stay with it until returned).
+class arena_buffer {
+  public:
+    arena_buffer(arena_buffer &&) noexcept = default;
+    arena_buffer &operator=(arena_buffer &&) noexcept = default;
+    /// The bytes, writable at any time (a write to a page in flight gets a
+    /// private copy of it: TCOW).
+    std::span<std::byte> bytes() noexcept {
+        return {static_cast<std::byte *>(zcio_arena_buf_data(b_.get())), zcio_arena_buf_len(b_.get())};
+    }
+    std::size_t size() const noexcept { return zcio_arena_buf_len(b_.get()); }
+    zcio_arena_buf *native_handle() const noexcept { return b_.get(); }
+
+  private:
+    friend class semantic_endpoint;
+    explicit arena_buffer(zcio_arena_buf *b) noexcept : b_(b) {}
+    detail::owned<zcio_arena_buf, detail::free_arena_buf> b_;
+};
+
+/// A system-allocated buffer (zcio_owned): semantic_endpoint::alloc fills one
+/// for output_owned, input_owned returns one. Destroyed: freed (give it back
+/// with semantic_endpoint::free to have it cached for reuse).
+class owned_buffer {
+  public:
+    owned_buffer(owned_buffer &&) noexcept = default;
+    owned_buffer &operator=(owned_buffer &&) noexcept = default;
+    /// The bytes, writable while the buffer is yours.
+    std::span<std::byte> bytes() noexcept {
+        return {static_cast<std::byte *>(zcio_owned_data(b_.get())), zcio_owned_len(b_.get())};
+    }
+    std::size_t size() const noexcept { return zcio_owned_len(b_.get()); }
+    zcio_owned *native_handle() const noexcept { return b_.get(); }
+
+  private:
+    friend class semantic_endpoint;
+    explicit owned_buffer(zcio_owned *b) noexcept : b_(b) {}
+    detail::owned<zcio_owned, detail::free_owned> b_;
+};
+
+/// A channel with buffering semantics (zcio_semantic_endpoint; Rust's
+/// semantics::SemanticEndpoint): output/input under copy, emulated copy,
+/// share, emulated share; alloc/output_owned/input_owned under the move
+/// family. Both ends of a channel make one (they exchange a hello).
+/// Destroyed: closed with its channel (the peer sees disconnected).
+class semantic_endpoint {
+  public:
+    /// Take `ch` over and exchange hellos (waits up to config.hello_timeout).
+    /// After an invalid_input error the channel is still in `ch`; after any
+    /// other error it is closed.
+    explicit semantic_endpoint(channel &&ch, const semantic_config &config = {}) {
+        zcio_semantic_config c = config.to_c();
+        zcio_semantic_endpoint *e = nullptr;
+        int rc = zcio_semantic_endpoint_new(ch.native_handle(), &c, &e);
+        if (rc != -EINVAL) (void)ch.ch_.release(); // the endpoint's now (or closed)
+        detail::check(rc, "zcio_semantic_endpoint_new");
+        ep_.reset(e);
+    }
+    semantic_endpoint(semantic_endpoint &&) noexcept = default;
+    semantic_endpoint &operator=(semantic_endpoint &&) noexcept = default;
+
+    /// Output `data` under `sem` (nullopt: the endpoint's output semantics),
+    /// shaped like write. Only arena_buffer bytes can be lent; other memory is copied.
+    delivery output(std::span<const std::byte> data, std::optional<semantics> sem = std::nullopt) {
+        return static_cast<delivery>(detail::check(
+            zcio_semantic_endpoint_output(ep_.get(), data.data(), data.size(), detail::sem_arg(sem)),
+            "zcio_semantic_endpoint_output"));
+    }
+    /// Input the next message into `buf` (the whole message or nothing),
+    /// waiting up to the channel's receive bound. A too-short buffer throws
+    /// error_kind::too_large (next() tells the length first).
+    received input(std::span<std::byte> buf, std::optional<semantics> sem = std::nullopt) {
+        received r{};
+        detail::check(zcio_semantic_endpoint_input(ep_.get(), buf.data(), buf.size(), detail::sem_arg(sem), &r),
+                      "zcio_semantic_endpoint_input");
+        return r;
+    }
+    /// The layout of the next message without taking it, waiting up to the
+    /// channel's receive bound.
+    input_layout next() { return *layout(ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<input_layout> try_next() { return layout(0); }
+    template <class Rep, class Period> std::optional<input_layout> next_for(std::chrono::duration<Rep, Period> d) {
+        return layout(detail::timeout_ms(d));
+    }
+
+    /// A buffer of `len` bytes in the arena, `page_offset` bytes into its
+    /// first page. Throws would_block when the arena is full now.
+    arena_buffer arena_alloc(std::size_t len, std::size_t page_offset = 0) {
+        zcio_arena_buf *b = nullptr;
+        detail::check(zcio_arena_alloc(ep_.get(), len, page_offset, &b), "zcio_arena_alloc");
+        return arena_buffer(b);
+    }
+    /// A system-allocated buffer for the output semantics (move family).
+    owned_buffer alloc(std::size_t len) {
+        zcio_owned *b = nullptr;
+        detail::check(zcio_semantic_endpoint_alloc(ep_.get(), len, &b), "zcio_semantic_endpoint_alloc");
+        return owned_buffer(b);
+    }
+    /// Hand `buf` over. On failure it stays in `buf` when it could be given
+    /// back, and is gone when not (a move buffer is sealed before sending).
+    delivery output_owned(owned_buffer &&buf, std::optional<semantics> sem = std::nullopt) {
+        zcio_owned *p = buf.b_.get();
+        int rc = zcio_semantic_endpoint_output_owned(ep_.get(), &p, detail::sem_arg(sem));
+        if (p == nullptr) (void)buf.b_.release(); // consumed
+        return static_cast<delivery>(detail::check(rc, "zcio_semantic_endpoint_output_owned"));
+    }
+    /// The next message in a system-allocated buffer, waiting as input().
+    owned_buffer input_owned(std::optional<semantics> sem = std::nullopt) {
+        zcio_owned *b = nullptr;
+        detail::check(zcio_semantic_endpoint_input_owned(ep_.get(), detail::sem_arg(sem), &b),
+                      "zcio_semantic_endpoint_input_owned");
+        return owned_buffer(b);
+    }
+    /// Give a system-allocated buffer back to be cached for reuse.
+    void free(owned_buffer &&buf) noexcept { zcio_semantic_endpoint_free(ep_.get(), buf.b_.release()); }
+
+    /// What the peer said in its hello.
+    peer_hello peer() const {
+        int input = 0, trusts = 0;
+        detail::check(zcio_semantic_endpoint_peer(ep_.get(), &input, &trusts), "zcio_semantic_endpoint_peer");
+        return peer_hello{static_cast<semantics>(input), trusts != 0};
+    }
+    /// The fraction of a `bytes`-long buffer's pages that may have been
+    /// rewritten during its previous emulated-copy output for it to be lent again.
+    double rewrite_tolerance(std::size_t bytes) const {
+        double v = 0;
+        detail::check(zcio_semantic_endpoint_rewrite_tolerance(ep_.get(), bytes, &v),
+                      "zcio_semantic_endpoint_rewrite_tolerance");
+        return v;
+    }
+    semantic_stats stats() const {
+        semantic_stats s{};
+        detail::check(zcio_semantic_endpoint_get_stats(ep_.get(), &s), "zcio_semantic_endpoint_get_stats");
+        return s;
+    }
+    /// Declare that the peer never writes pages it lent (unsafe opt-in, see
+    /// zcio_semantic_endpoint_trust_peer): a peer that does can then change
+    /// bytes you already received. Prefer semantic_config::trust_peer.
+    void trust_peer() { detail::check(zcio_semantic_endpoint_trust_peer(ep_.get()), "zcio_semantic_endpoint_trust_peer"); }
+    zcio_semantic_endpoint *native_handle() const noexcept { return ep_.get(); }
+
+  private:
+    std::optional<input_layout> layout(int ms) {
+        input_layout l{};
+        int rc = zcio_semantic_endpoint_next(ep_.get(), ms, &l.len, &l.page_offset);
+        if (rc == 0) return l;
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_semantic_endpoint_next");
+    }
+    detail::owned<zcio_semantic_endpoint, detail::free_sem_ep> ep_;
+};
+
+/// The cost model (zcio_cost_model; Rust's semantics::cost::CostModel): what
+/// each primitive operation costs on this machine, from which endpoints
+/// choose their mechanisms per size. Immutable.
+class cost_model {
+  public:
+    /// The model endpoints made now decide with (the calibration file's, read
+    /// once per process, else the built-in defaults).
+    static cost_model current() { return make(zcio_cost_model_current, "zcio_cost_model_current"); }
+    static cost_model builtin() { return make(zcio_cost_model_builtin, "zcio_cost_model_builtin"); }
+    /// Read and check a calibration file (not_found, protocol: not usable).
+    static cost_model load(const std::string &path) {
+        zcio_cost_model *m = nullptr;
+        detail::check(zcio_cost_model_load(path.c_str(), &m), "zcio_cost_model_load");
+        return cost_model(m);
+    }
+    static cost_model from_json(const std::string &json) {
+        zcio_cost_model *m = nullptr;
+        detail::check(zcio_cost_model_from_json(json.c_str(), &m), "zcio_cost_model_from_json");
+        return cost_model(m);
+    }
+    /// Measure this machine (zcio_calibrate_measure): quick is bounded to
+    /// well under a second idle (20 s at most), the full set to 2 minutes.
+    static cost_model calibrate(bool quick = true) {
+        zcio_cost_model *m = nullptr;
+        detail::check(zcio_calibrate_measure(quick, &m), "zcio_calibrate_measure");
+        return cost_model(m);
+    }
+    cost_model(cost_model &&) noexcept = default;
+    cost_model &operator=(cost_model &&) noexcept = default;
+
+    std::string to_json() const {
+        long n = detail::check(static_cast<long>(zcio_cost_model_to_json(m_.get(), nullptr, 0)), "zcio_cost_model_to_json");
+        std::string s(static_cast<std::size_t>(n) + 1, '\0');
+        detail::check(static_cast<long>(zcio_cost_model_to_json(m_.get(), s.data(), s.size())), "zcio_cost_model_to_json");
+        s.resize(static_cast<std::size_t>(n));
+        return s;
+    }
+    void save(const std::string &path) const {
+        detail::check(zcio_cost_model_save(m_.get(), path.c_str()), "zcio_cost_model_save");
+    }
+    /// "builtin", "file" or "measured".
+    std::string_view source() const noexcept {
+        const char *s = zcio_cost_model_source(m_.get());
+        return s ? s : "";
+    }
+    /// Nanoseconds of primitive operation `op` ("copy_in", "ref_pass", ...) on `bytes`.
+    double cost(const std::string &op, std::size_t bytes) const {
+        double ns = 0;
+        detail::check(zcio_cost_model_cost(m_.get(), op.c_str(), bytes, &ns), "zcio_cost_model_cost");
+        return ns;
+    }
+    /// Nanoseconds of one transfer of `bytes` under `s` end to end.
+    double predict(semantics s, std::size_t bytes, bool aligned = true) const {
+        double ns = 0;
+        detail::check(zcio_cost_model_predict(m_.get(), static_cast<int>(s), bytes, aligned, &ns),
+                      "zcio_cost_model_predict");
+        return ns;
+    }
+    zcio_cost_model *native_handle() const noexcept { return m_.get(); }
+
+  private:
+    explicit cost_model(zcio_cost_model *m) noexcept : m_(m) {}
+    static cost_model make(int (*f)(zcio_cost_model **), const char *op) {
+        zcio_cost_model *m = nullptr;
+        detail::check(f(&m), op);
+        return cost_model(m);
+    }
+    detail::owned<zcio_cost_model, detail::free_cost_model> m_;
+};
+
+/// Where the calibration file is ($ZCIO_CALIBRATION, else
+/// $XDG_CONFIG_HOME/zcio/calibration.json, else ~/.config/zcio/calibration.json);
+/// nullopt when none of these is set.
+inline std::optional<std::string> calibration_path() {
+    long n = zcio_calibration_path(nullptr, 0);
+    if (n == -ENOENT) return std::nullopt;
+    detail::check(n, "zcio_calibration_path");
+    std::string s(static_cast<std::size_t>(n) + 1, '\0');
+    detail::check(static_cast<long>(zcio_calibration_path(s.data(), s.size())), "zcio_calibration_path");
+    s.resize(static_cast<std::size_t>(n));
+    return s;
+}
 
 } // namespace zcio

@@ -1,6 +1,7 @@
 /*
  * Tests of buffering semantics in the zcio C library (zcio_semantic_endpoint_*, zcio_arena_*,
- * zcio_owned_*, zcio_semantics_*) across real processes.
+ * zcio_owned_*, zcio_semantics_*, the cost model zcio_cost_model_*, zcio_calibrate_measure,
+ * zcio_calibration_path) across real processes.
  *
  *   test_semantics            run every test
  *   test_semantics NAME...    run the named tests
@@ -239,7 +240,60 @@ static int role_sink(char **a) {
     for (;;) pause(); /* killed by the test */
 }
 
+/* peer-check SOCK: an endpoint that inputs emulated move and trusts its peer;
+ * checks what the test's endpoint said in its hello (copy input, not
+ * trusting), then tells "ok" and waits for "done". */
+static int role_peer_check(char **a) {
+    zcio_semantic_config cfg = config(ZCIO_SEM_COPY, ZCIO_SEM_EMULATED_MOVE, 1);
+    zcio_semantic_endpoint *ep;
+    CHECK_OK(connect_endpoint(a[0], &cfg, &ep));
+    int input = -2, trusts = -2;
+    CHECK_OK(zcio_semantic_endpoint_peer(ep, &input, &trusts));
+    CHECK(input == ZCIO_SEM_COPY && trusts == 0);
+    CHECK_OK(zcio_semantic_endpoint_output(ep, "ok", 2, ZCIO_SEM_COPY));
+    char tmp[8];
+    CHECK_RC(zcio_semantic_endpoint_input(ep, tmp, sizeof tmp, ZCIO_SEM_COPY, NULL), 4);
+    zcio_semantic_endpoint_close(ep);
+    return 0;
+}
+
+/* calibrate PATH: measure this machine (quick) and save the model to PATH.
+ * Under ZCIO_TEST_NO_TCOW (valgrind: no TCOW fault handler, which the
+ * tcow_fault measurement uses) the built-in model is saved instead. */
+static int role_calibrate(char **a) {
+    zcio_cost_model *m;
+    const char *v = getenv("ZCIO_TEST_NO_TCOW");
+    if (v && *v && strcmp(v, "0") != 0) {
+        CHECK_OK(zcio_cost_model_builtin(&m));
+    } else {
+        CHECK_OK(zcio_calibrate_measure(1, &m));
+        CHECK(strcmp(zcio_cost_model_source(m), "measured") == 0);
+    }
+    CHECK_OK(zcio_cost_model_save(m, a[0]));
+    zcio_cost_model_free(m);
+    return 0;
+}
+
+/* current-model PATH: with ZCIO_CALIBRATION=PATH (inherited), the model this
+ * process decides with is that file's, and it is where the calibration file is. */
+static int role_current_model(char **a) {
+    char path[PATH_MAX];
+    CHECK_RC(zcio_calibration_path(path, sizeof path), (long long)strlen(a[0]));
+    CHECK(strcmp(path, a[0]) == 0);
+    zcio_cost_model *m;
+    CHECK_OK(zcio_cost_model_current(&m));
+    CHECK(strcmp(zcio_cost_model_source(m), "file") == 0);
+    double ns;
+    CHECK_OK(zcio_cost_model_cost(m, "copy_in", 1 << 20, &ns));
+    CHECK(ns > 0);
+    zcio_cost_model_free(m);
+    return 0;
+}
+
 static int run_child(const char *role, char **a, int n) {
+    if (strcmp(role, "peer-check") == 0 && n == 1) return role_peer_check(a);
+    if (strcmp(role, "calibrate") == 0 && n == 1) return role_calibrate(a);
+    if (strcmp(role, "current-model") == 0 && n == 1) return role_current_model(a);
     if (strcmp(role, "ec-recv") == 0 && n == 4) return role_ec_recv(a);
     if (strcmp(role, "plain-recv") == 0 && n >= 2) return role_plain_recv(a, n);
     if (strcmp(role, "owned-recv") == 0 && n == 4) return role_owned_recv(a);
@@ -575,7 +629,108 @@ static int test_peer_killed(void) {
     return 0;
 }
 
+/* Each end learns the other's hello: its input semantics and whether it
+ * trusts this side (zcio_semantic_endpoint_peer), in both directions. */
+static int test_peer_hello(void) {
+    char sock[PATH_MAX];
+    zcio_listener *l;
+    CHECK_OK(listen_at("peer.sock", sock, sizeof sock, &l));
+    pid_t p = spawn("peer-check", sock, NULL);
+    zcio_semantic_config cfg = config(ZCIO_SEM_COPY, ZCIO_SEM_COPY, 0);
+    zcio_semantic_endpoint *ep;
+    CHECK_OK(accept_endpoint(l, &cfg, &ep));
+    int input = -2, trusts = -2;
+    CHECK_OK(zcio_semantic_endpoint_peer(ep, &input, &trusts));
+    CHECK(input == ZCIO_SEM_EMULATED_MOVE && trusts == 1);
+    CHECK_OK(zcio_semantic_endpoint_peer(ep, NULL, NULL));
+    CHECK_RC(zcio_semantic_endpoint_peer(NULL, &input, &trusts), -EINVAL);
+    char ok[8];
+    CHECK_RC(zcio_semantic_endpoint_input(ep, ok, sizeof ok, -1, NULL), 2);
+    CHECK_OK(zcio_semantic_endpoint_output(ep, "done", 4, -1));
+    CHECK_CHILD(p, 0);
+    zcio_semantic_endpoint_close(ep);
+    return 0;
+}
+
+/* The cost model: a child calibrates (quick) and saves the file; this process
+ * loads it, reads costs and predictions, round-trips the JSON, and a second
+ * child started with ZCIO_CALIBRATION pointing at it decides with it. Bad
+ * files and arguments are errors, not crashes. */
+static int test_cost_model(void) {
+    char path[PATH_MAX], bad[PATH_MAX];
+    path_in_work(path, sizeof path, "cal/calibration.json");
+    pid_t p = spawn("calibrate", path, NULL);
+    CHECK_CHILD(p, 0);
+
+    zcio_cost_model *m, *b, *j;
+    CHECK_OK(zcio_cost_model_load(path, &m));
+    CHECK(strcmp(zcio_cost_model_source(m), "file") == 0);
+    double copy_small, copy_big, pred;
+    CHECK_OK(zcio_cost_model_cost(m, "copy_in", 4096, &copy_small));
+    CHECK_OK(zcio_cost_model_cost(m, "copy_in", 4 << 20, &copy_big));
+    CHECK(copy_small > 0 && copy_big > copy_small);
+    for (int s = 0; s < 8; s++) {
+        CHECK_OK(zcio_cost_model_predict(m, s, 1 << 20, 1, &pred));
+        CHECK(pred > 0 && pred < 1e12);
+    }
+    CHECK_RC(zcio_cost_model_cost(m, "teleport", 1, &pred), -EINVAL);
+    CHECK(strstr(zcio_last_error(), "copy_in") != NULL); /* lists the names */
+    CHECK_RC(zcio_cost_model_predict(m, 8, 1, 1, &pred), -EINVAL);
+    CHECK_RC(zcio_cost_model_predict(m, -1, 1, 1, &pred), -EINVAL);
+    CHECK_RC(zcio_cost_model_cost(m, "copy_in", 1, NULL), -EINVAL);
+
+    /* JSON: ask the length, then round-trip it. */
+    ssize_t n = zcio_cost_model_to_json(m, NULL, 0);
+    CHECK(n > 0);
+    char *text = malloc((size_t)n + 1);
+    CHECK(text != NULL);
+    CHECK_RC(zcio_cost_model_to_json(m, text, (size_t)n + 1), n);
+    CHECK_OK(zcio_cost_model_from_json(text, &j));
+    double again;
+    CHECK_OK(zcio_cost_model_cost(j, "copy_in", 4 << 20, &again));
+    CHECK(again == copy_big);
+    char cut[8];
+    CHECK_RC(zcio_cost_model_to_json(j, cut, sizeof cut), n);
+    CHECK(strlen(cut) == sizeof cut - 1);
+    free(text);
+
+    CHECK_OK(zcio_cost_model_builtin(&b));
+    CHECK(strcmp(zcio_cost_model_source(b), "builtin") == 0);
+    CHECK_OK(zcio_cost_model_cost(b, "ref_pass", 64, &pred));
+    CHECK(pred > 0);
+
+    /* Errors. */
+    path_in_work(bad, sizeof bad, "nope.json");
+    CHECK_RC(zcio_cost_model_load(bad, &j), -ENOENT);
+    CHECK_RC(zcio_cost_model_from_json("{\"format\": \"something else\"}", &j), -EPROTO);
+    CHECK(zcio_last_error()[0] != '\0');
+    CHECK_RC(zcio_cost_model_from_json("not json", &j), -EPROTO);
+    CHECK_RC(zcio_cost_model_load(NULL, &j), -EINVAL);
+    CHECK_RC(zcio_cost_model_load(path, NULL), -EINVAL);
+    CHECK_RC(zcio_calibrate_measure(1, NULL), -EINVAL);
+    CHECK_RC(zcio_cost_model_save(NULL, path), -EINVAL);
+    CHECK(zcio_cost_model_source(NULL) == NULL);
+    CHECK_RC(zcio_cost_model_to_json(NULL, NULL, 0), -EINVAL);
+    zcio_cost_model_free(NULL);
+
+    /* A process started with ZCIO_CALIBRATION decides with that file. */
+    CHECK(setenv("ZCIO_CALIBRATION", path, 1) == 0);
+    char where[PATH_MAX];
+    CHECK_RC(zcio_calibration_path(where, sizeof where), (long long)strlen(path));
+    CHECK(strcmp(where, path) == 0);
+    p = spawn("current-model", path, NULL);
+    CHECK_CHILD(p, 0);
+    CHECK(unsetenv("ZCIO_CALIBRATION") == 0);
+
+    zcio_cost_model_free(j);
+    zcio_cost_model_free(b);
+    zcio_cost_model_free(m);
+    return 0;
+}
+
 static const struct test tests[] = {
+    {"peer_hello", test_peer_hello},
+    {"cost_model", test_cost_model},
     {"semantics_names", test_semantics_names},
     {"emulated_copy_overwrite", test_emulated_copy_overwrite},
     {"emulated_copy_overwrite_trusted", test_emulated_copy_overwrite_trusted},

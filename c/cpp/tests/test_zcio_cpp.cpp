@@ -903,6 +903,147 @@ void timeouts_convert() {
     CHECK(zcio::detail::timeout_ms(std::chrono::hours(24 * 365 * 100)) == ZCIO_TIMEOUT_INFINITE);
 }
 
+// ------------------------------------------------------- buffering semantics
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+    std::vector<std::byte> v(n);
+    for (std::size_t k = 0; k < n; k++) v[k] = static_cast<std::byte>((k * 7) ^ (seed * 131) ^ (k >> 9) ^ 0x5a);
+    return v;
+}
+bool same(std::span<const std::byte> a, std::span<const std::byte> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+zcio::semantic_config sem_config(zcio::semantics out, zcio::semantics in, bool trust) {
+    zcio::semantic_config c;
+    c.output = out;
+    c.input = in;
+    c.arena_capacity = 16 << 20;
+    c.hello_timeout = 30s;
+    c.trust_peer = trust;
+    c.ignore_cost_model = true; // the mechanisms themselves, whatever the cost model prefers here
+    return c;
+}
+
+/// Hellos both ways (peer), emulated copy of an arena buffer that the sender
+/// overwrites at once (the receiver sees the bytes of the output, swapped into
+/// an arena buffer at the sender's page offset), a move of a system-allocated
+/// buffer back, then the peer killed: disconnected, not a hang.
+void semantic_round_trip() {
+    auto sock = path("sem.sock");
+    auto l = zcio::listener::bind(sock);
+    constexpr std::size_t n = (256 << 10) + 300;
+    pid_t peer = spawn([&] {
+        zcio::semantic_endpoint ep(zcio::channel::connect(sock),
+                                   sem_config(zcio::semantics::emulated_copy, zcio::semantics::move, true));
+        auto hello = ep.peer();
+        CHECK(hello.input == zcio::semantics::emulated_copy && hello.trusts);
+        auto b = ep.arena_alloc(n, 300);
+        CHECK(b.size() == n);
+        auto want = pattern(n, 1);
+        std::memcpy(b.bytes().data(), want.data(), n);
+        auto d = ep.output(b.bytes());
+        CHECK(d == zcio::delivery::write_protected);
+        std::memset(b.bytes().data(), 0xee, n); // TCOW: the peer never sees this
+        auto got = ep.input_owned(zcio::semantics::move);
+        CHECK(same(got.bytes(), pattern(4096 * 3, 2)));
+        ep.free(std::move(got));
+        ep.output(as_bytes("ok"), zcio::semantics::copy);
+        pause(); // killed by the test
+    });
+    auto ep = zcio::semantic_endpoint(*l.accept_for(30s),
+                                      sem_config(zcio::semantics::move, zcio::semantics::emulated_copy, true));
+    auto hello = ep.peer();
+    CHECK(hello.input == zcio::semantics::move && hello.trusts);
+    auto layout = ep.next_for(30s);
+    CHECK(layout && layout->len == n && layout->page_offset == 300);
+    auto dst = ep.arena_alloc(layout->len, layout->page_offset);
+    auto r = ep.input(dst.bytes());
+    CHECK(r.len == n && r.sender == ZCIO_SEM_EMULATED_COPY && r.swapped_pages > 0);
+    CHECK(same(dst.bytes(), pattern(n, 1)));
+    CHECK(!ep.try_next());
+
+    auto o = ep.alloc(4096 * 3);
+    auto v = pattern(4096 * 3, 2);
+    std::memcpy(o.bytes().data(), v.data(), v.size());
+    CHECK(ep.output_owned(std::move(o)) == zcio::delivery::sealed);
+    CHECK(o.native_handle() == nullptr); // consumed
+    CHECK(ep.stats().in_swapped_pages > 0 && ep.stats().out_sealed == 1);
+    CHECK(ep.rewrite_tolerance(n) == 1.0); // ignore_cost_model
+    std::vector<std::byte> ok(16);
+    CHECK(ep.input(ok).len == 2 && as_string(std::span(ok).first(2)) == "ok");
+
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    std::vector<std::byte> buf(16);
+    CHECK_THROWS_KIND(ep.input(buf), zcio::error_kind::disconnected);
+    // Names and bad arguments.
+    CHECK(zcio::name(zcio::semantics::emulated_weak_move) == "emulated-weak-move");
+    CHECK(zcio::parse_semantics("EMULATED_COPY") == zcio::semantics::emulated_copy);
+    CHECK_THROWS_KIND(zcio::parse_semantics("nope"), zcio::error_kind::invalid_input);
+    // A config the endpoint refuses leaves the channel with the caller.
+    auto bad_sock = path("bad.sock");
+    auto l2 = zcio::listener::bind(bad_sock);
+    pid_t quiet = spawn([&] {
+        auto c = zcio::channel::connect(bad_sock);
+        CHECK_THROWS_KIND(c.recv(), zcio::error_kind::disconnected);
+    });
+    auto ch = *l2.accept_for(30s);
+    zcio::semantic_config cfg;
+    cfg.rewrite_tolerance = 2.0;
+    CHECK_THROWS_KIND(zcio::semantic_endpoint(std::move(ch), cfg), zcio::error_kind::invalid_input);
+    CHECK(ch.native_handle() != nullptr);
+    { auto gone = std::move(ch); } // closed here: the peer sees disconnected
+    check_peer(quiet);
+}
+
+/// The spin policy (process-wide), and the cost model: a peer calibrates
+/// (quick) and saves the file; this process loads it, and a second peer
+/// started with ZCIO_CALIBRATION decides with it.
+void spin_policy_and_cost_model() {
+    auto before = zcio::spin_policy::current();
+    CHECK(before.max >= before.task_max);
+    zcio::spin_policy::set({0us, 0us});
+    auto now = zcio::spin_policy::current();
+    CHECK(now.max == 0us && now.task_max == 0us);
+    zcio::spin_policy::set({200us, 20us});
+    now = zcio::spin_policy::current();
+    CHECK(now.max == 200us && now.task_max == 20us);
+    zcio::spin_policy::set(before);
+
+    auto file = path("cal/calibration.json");
+    check_peer(spawn([&] {
+        auto m = zcio::cost_model::calibrate(true);
+        CHECK(m.source() == "measured");
+        m.save(file);
+    }));
+    auto m = zcio::cost_model::load(file);
+    CHECK(m.source() == "file");
+    double small = m.cost("copy_in", 4096), big = m.cost("copy_in", 4 << 20);
+    CHECK(small > 0 && big > small);
+    CHECK(m.predict(zcio::semantics::emulated_copy, 1 << 20) > 0);
+    CHECK(m.predict(zcio::semantics::copy, 1 << 20, false) > 0);
+    CHECK_THROWS_KIND(m.cost("teleport", 1), zcio::error_kind::invalid_input);
+    auto j = zcio::cost_model::from_json(m.to_json());
+    CHECK(j.cost("copy_in", 4 << 20) == big && j.to_json() == m.to_json());
+    CHECK(zcio::cost_model::builtin().source() == "builtin");
+    CHECK_THROWS_KIND(zcio::cost_model::load(path("nope.json")), zcio::error_kind::not_found);
+    CHECK_THROWS_KIND(zcio::cost_model::from_json("not json"), zcio::error_kind::protocol);
+
+    setenv("ZCIO_CALIBRATION", file.c_str(), 1);
+    CHECK(zcio::calibration_path() == file);
+    check_peer(spawn([&] {
+        // (The model is read once per process, on first use: not yet here.)
+        auto cur = zcio::cost_model::current();
+        CHECK(cur.source() == "file");
+        CHECK(cur.cost("copy_in", 4 << 20) == big);
+    }));
+    unsetenv("ZCIO_CALIBRATION");
+    unsetenv("XDG_CONFIG_HOME");
+    unsetenv("HOME");
+    CHECK(!zcio::calibration_path());
+}
+
 struct test {
     const char *name;
     void (*fn)();
@@ -928,6 +1069,8 @@ const test tests[] = {
     {"proxy_many_sends", proxy_many_sends},
     {"proxy_partner_killed", proxy_partner_killed},
     {"timeouts_convert", timeouts_convert},
+    {"semantic_round_trip", semantic_round_trip},
+    {"spin_policy_and_cost_model", spin_policy_and_cost_model},
 };
 
 int run(const test &t) {

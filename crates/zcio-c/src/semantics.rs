@@ -10,12 +10,17 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::time::{Duration, Instant};
 
+use std::os::unix::ffi::OsStrExt;
+
+use zcio::semantics::calibrate::CalibrateError;
+use zcio::semantics::cost::{CostModel, LoadError, Op};
 use zcio::semantics::{
     ArenaBuf, Delivery, InputError, OwnedBuf, Received, SemanticConfig, SemanticEndpoint, Semantics,
 };
 
 use crate::chan::zcio_channel;
-use crate::error::{einval, fail, guard};
+use crate::error::{einval, fail, fail_msg, guard};
+use crate::ring_info::put_str;
 use crate::{ssize_t, str_arg};
 
 /// The eight buffering semantics (`zcio_semantics_name` gives the names
@@ -993,6 +998,396 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_free(
         // SAFETY: the caller's contract.
         if let (Some(e), Some(b)) = (unsafe { ep.as_ref() }, h.b) {
             e.ep.free(b);
+        }
+    })
+}
+
+// ------------------------------------------------------------------ peer
+
+/// What the peer said in its hello: its input semantics (an `enum
+/// zcio_semantics` value) into `*input` and whether it trusts this side
+/// (1: it called `zcio_semantic_endpoint_trust_peer` or set `trust_peer`
+/// before the hello, so it swaps this side's lent pages in rather than
+/// copying them; 0 otherwise) into `*trusts`. Either pointer may be NULL.
+/// Returns 0 or `-EINVAL` (a NULL endpoint).
+///
+/// # Safety
+/// `ep` is NULL or a live endpoint; `input` and `trusts` are NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_semantic_endpoint_peer(
+    ep: *mut zcio_semantic_endpoint,
+    input: *mut c_int,
+    trusts: *mut c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let (sem, trusted) = e.ep.peer();
+        if !input.is_null() {
+            // SAFETY: non-NULL and writable (contract).
+            unsafe { input.write(sem_code(sem)) };
+        }
+        if !trusts.is_null() {
+            // SAFETY: non-NULL and writable (contract).
+            unsafe { trusts.write(c_int::from(trusted)) };
+        }
+        0
+    })
+}
+
+// ------------------------------------------------------------ cost model
+
+/// The cost model (opaque): what each primitive operation costs on this
+/// machine, from which endpoints choose their mechanisms per size
+/// (`zcio calibrate` measures it). Immutable; free it with
+/// `zcio_cost_model_free`.
+pub struct zcio_cost_model {
+    m: CostModel,
+}
+
+/// Store `m` as a new handle in `*out`: 0, or `-EINVAL` for a NULL `out`.
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn put_model(m: CostModel, out: *mut *mut zcio_cost_model, call: &str) -> c_int {
+    if out.is_null() {
+        return einval(format_args!("{call}: out is NULL"));
+    }
+    // SAFETY: non-NULL and writable (the caller's contract).
+    unsafe { out.write(Box::into_raw(Box::new(zcio_cost_model { m }))) };
+    0
+}
+
+/// # Safety
+/// `m` is NULL or a live cost model.
+unsafe fn model<'a>(m: *const zcio_cost_model, call: &str) -> Result<&'a CostModel, c_int> {
+    // SAFETY: the caller's contract.
+    unsafe { m.as_ref() }
+        .map(|h| &h.m)
+        .ok_or_else(|| einval(format_args!("{call}: model is NULL")))
+}
+
+fn load_error(path: &str, e: LoadError) -> c_int {
+    let code = match &e {
+        LoadError::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+        // Not a calibration file of this version and machine.
+        _ => libc::EPROTO,
+    };
+    fail_msg(code, format_args!("calibration file {path}: {e}"))
+}
+
+/// The model endpoints made now decide with (`CostModel::current`): the
+/// calibration file's (`zcio_calibration_path`), read once per process,
+/// else the built-in defaults. Stores a copy in `*out`. Returns 0 or
+/// `-EINVAL`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_current(out: *mut *mut zcio_cost_model) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { put_model(CostModel::current().clone(), out, "zcio_cost_model_current") })
+}
+
+/// The built-in defaults (measured on the project's machine) into `*out`.
+/// Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_builtin(out: *mut *mut zcio_cost_model) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { put_model(CostModel::builtin(), out, "zcio_cost_model_builtin") })
+}
+
+/// Read and check the calibration file `path` (everything in it is
+/// validated: this format version, this machine, finite bounded numbers)
+/// into `*out`. Errors: `-EINVAL` (NULL), the errno of reading it
+/// (`-ENOENT`, ...), `-EPROTO` (not a usable calibration file: garbled,
+/// another format version, measured on another machine; the reason is in
+/// `zcio_last_error`).
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_load(
+    path: *const c_char,
+    out: *mut *mut zcio_cost_model,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = match unsafe { str_arg(path, "zcio_cost_model_load: path") } {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return einval("zcio_cost_model_load: out is NULL");
+        }
+        match CostModel::load_from(std::path::Path::new(p)) {
+            // SAFETY: `out` is non-NULL and writable (contract).
+            Ok(m) => unsafe { put_model(m, out, "zcio_cost_model_load") },
+            Err(e) => load_error(p, e),
+        }
+    })
+}
+
+/// Parse and check the JSON of a calibration file (what
+/// `zcio_cost_model_to_json` writes) into `*out`. Errors as
+/// `zcio_cost_model_load`.
+///
+/// # Safety
+/// `json` is NULL or a NUL-terminated string; `out` is NULL or valid for
+/// writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_from_json(
+    json: *const c_char,
+    out: *mut *mut zcio_cost_model,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let t = match unsafe { str_arg(json, "zcio_cost_model_from_json: json") } {
+            Ok(t) => t,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return einval("zcio_cost_model_from_json: out is NULL");
+        }
+        match CostModel::from_json(t) {
+            // SAFETY: `out` is non-NULL and writable (contract).
+            Ok(m) => unsafe { put_model(m, out, "zcio_cost_model_from_json") },
+            Err(e) => load_error("(JSON text)", e),
+        }
+    })
+}
+
+/// The model as the JSON of a calibration file, into `buf` like
+/// `snprintf` (at most `size - 1` bytes and a NUL). Returns the length of
+/// the whole text (call with `size` 0 to ask; a result ≥ `size` means it
+/// was cut) or `-EINVAL`.
+///
+/// # Safety
+/// `m` is NULL or a live model; `buf` is NULL with `size` 0, or valid for
+/// writing `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_to_json(
+    m: *const zcio_cost_model,
+    buf: *mut c_char,
+    size: usize,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let m = match unsafe { model(m, "zcio_cost_model_to_json") } {
+            Ok(m) => m,
+            Err(e) => return e as ssize_t,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put_str(m.to_json().as_bytes(), buf, size, "zcio_cost_model_to_json") }
+    })
+}
+
+/// Write the model to `path` as a calibration file (atomically: a
+/// temporary file renamed over it; the directories are created). Endpoints
+/// use the file at `zcio_calibration_path` from the next process on.
+/// Returns 0, `-EINVAL`, or the errno of writing.
+///
+/// # Safety
+/// `m` is NULL or a live model; `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_save(
+    m: *const zcio_cost_model,
+    path: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let m = match unsafe { model(m, "zcio_cost_model_save") } {
+            Ok(m) => m,
+            Err(e) => return e,
+        };
+        // SAFETY: the caller's contract.
+        let p = match unsafe { str_arg(path, "zcio_cost_model_save: path") } {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        match m.save(std::path::Path::new(p)) {
+            Ok(()) => 0,
+            Err(e) => fail_msg(e.err.raw_os_error().unwrap_or(libc::EIO), e),
+        }
+    })
+}
+
+/// Where the model came from: `"builtin"`, `"file"` or `"measured"` (a
+/// static string), or NULL for a NULL model.
+///
+/// # Safety
+/// `m` is NULL or a live model.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_source(m: *const zcio_cost_model) -> *const c_char {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { model(m, "zcio_cost_model_source") } {
+            Ok(m) => match m.source().kind() {
+                "builtin" => c"builtin".as_ptr(),
+                "file" => c"file".as_ptr(),
+                _ => c"measured".as_ptr(),
+            },
+            Err(_) => std::ptr::null(),
+        }
+    })
+}
+
+/// The predicted cost in nanoseconds of primitive operation `op` on
+/// `bytes` bytes (page operations: pages × page size) into `*ns`. `op` is
+/// an operation's name as `zcio calibrate --show` prints it
+/// (`"copy_in"`, `"copy_out"`, `"ref_pass"`, `"protect"`, `"tcow_fault"`,
+/// `"swap"`, `"region_create"`, ...). Returns 0 or `-EINVAL` (NULL, an
+/// unknown name: `zcio_last_error` lists the names).
+///
+/// # Safety
+/// `m` is NULL or a live model; `op` is NULL or a NUL-terminated string;
+/// `ns` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_cost(
+    m: *const zcio_cost_model,
+    op: *const c_char,
+    bytes: usize,
+    ns: *mut f64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let m = match unsafe { model(m, "zcio_cost_model_cost") } {
+            Ok(m) => m,
+            Err(e) => return e,
+        };
+        // SAFETY: the caller's contract.
+        let name = match unsafe { str_arg(op, "zcio_cost_model_cost: op") } {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let Some(op) = Op::from_name(name) else {
+            let names: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
+            return einval(format_args!(
+                "zcio_cost_model_cost: no operation is named {name:?} (one of {})",
+                names.join(", ")
+            ));
+        };
+        if ns.is_null() {
+            return einval("zcio_cost_model_cost: ns is NULL");
+        }
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { ns.write(m.cost(op, bytes)) };
+        0
+    })
+}
+
+/// The predicted cost in nanoseconds of moving `bytes` bytes under
+/// semantics `sem` (an `enum zcio_semantics` value) end to end, with the
+/// buffers page-aligned (`aligned` non-zero) or not, into `*ns`: what an
+/// endpoint compares to choose between copying and its zero-copy
+/// mechanism. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `m` is NULL or a live model; `ns` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_predict(
+    m: *const zcio_cost_model,
+    sem: c_int,
+    bytes: usize,
+    aligned: c_int,
+    ns: *mut f64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let m = match unsafe { model(m, "zcio_cost_model_predict") } {
+            Ok(m) => m,
+            Err(e) => return e,
+        };
+        let Some(s) = sem_of(sem) else {
+            return einval(format_args!(
+                "zcio_cost_model_predict: {sem} is not an enum zcio_semantics value"
+            ));
+        };
+        if ns.is_null() {
+            return einval("zcio_cost_model_predict: ns is NULL");
+        }
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { ns.write(m.predict(s, bytes, aligned != 0)) };
+        0
+    })
+}
+
+/// Free a model (NULL is ignored).
+///
+/// # Safety
+/// `m` is NULL or a live model, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_cost_model_free(m: *mut zcio_cost_model) {
+    guard(|| {
+        if !m.is_null() {
+            // SAFETY: a live handle from a `zcio_cost_model_*` call, given up here.
+            drop(unsafe { Box::from_raw(m) });
+        }
+    })
+}
+
+/// Where the calibration file is (`$ZCIO_CALIBRATION`, else
+/// `$XDG_CONFIG_HOME/zcio/calibration.json`, else
+/// `~/.config/zcio/calibration.json`), into `buf` like `snprintf`. Returns
+/// its length, `-ENOENT` when none of these is set, or `-EINVAL`.
+///
+/// # Safety
+/// `buf` is NULL with `size` 0, or valid for writing `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_calibration_path(buf: *mut c_char, size: usize) -> ssize_t {
+    guard(|| match CostModel::calibration_path() {
+        // SAFETY: the caller's contract.
+        Some(p) => unsafe { put_str(p.as_os_str().as_bytes(), buf, size, "zcio_calibration_path") },
+        None => fail_msg(
+            libc::ENOENT,
+            "zcio_calibration_path: none of ZCIO_CALIBRATION, XDG_CONFIG_HOME, HOME is set",
+        ) as ssize_t,
+    })
+}
+
+/// Measure this machine's costs (`zcio calibrate`): every primitive
+/// operation at several sizes, then a fitted model into `*out` (its source
+/// `"measured"`; `zcio_cost_model_save` it to `zcio_calibration_path` for
+/// endpoints to use). Every loop is bounded: `quick` non-zero measures
+/// fewer sizes, at most 21 runs within 50 ms each (well under a second on
+/// an idle machine, at most 20 s on a loaded one); 0 measures the full
+/// set, at most 101 runs within 300 ms each (a few seconds, at most 2
+/// minutes). Blocks the calling thread meanwhile. Returns 0, `-EINVAL`, or
+/// the errno of the system call that failed (`zcio_last_error` says which).
+///
+/// # Safety
+/// `out` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_calibrate_measure(
+    quick: c_int,
+    out: *mut *mut zcio_cost_model,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return einval("zcio_calibrate_measure: out is NULL");
+        }
+        let opts = zcio::semantics::calibrate::Opts {
+            quick: quick != 0,
+            ..Default::default()
+        };
+        match zcio::semantics::calibrate::measure(&opts, &mut |_| {}) {
+            // SAFETY: `out` is non-NULL and writable (contract).
+            Ok(m) => unsafe { put_model(m, out, "zcio_calibrate_measure") },
+            Err(e) => {
+                let code = match &e {
+                    CalibrateError::Os { errno, .. } => errno.raw_os_error(),
+                    _ => libc::EIO,
+                };
+                fail_msg(code, e)
+            }
         }
     })
 }

@@ -127,6 +127,9 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<semantics::OwnedBuffer>()?;
     m.add_class::<semantics::Received>()?;
     m.add_function(wrap_pyfunction!(semantics::semantics_names, m)?)?;
+    m.add_class::<semantics::CostModel>()?;
+    m.add_function(wrap_pyfunction!(semantics::calibration_path, m)?)?;
+    m.add_function(wrap_pyfunction!(semantics::calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(typed::_typed_header, m)?)?;
     m.add_function(wrap_pyfunction!(typed::_typed_check, m)?)?;
     Ok(())

@@ -811,3 +811,141 @@ impl SemanticEndpoint {
 pub fn semantics_names() -> Vec<&'static str> {
     Semantics::ALL.iter().map(|s| s.name()).collect()
 }
+
+// ------------------------------------------------------------ cost model
+
+use zcio::semantics::cost::{CostModel as RsCostModel, LoadError, Op};
+
+/// A load failure as Python raises it: `OSError` (its subclass for the
+/// errno, `FileNotFoundError`, ...) when the file cannot be read,
+/// `ValueError` when it is not a usable calibration file.
+fn load_error(e: LoadError) -> PyErr {
+    match e {
+        LoadError::Io(io) => PyErr::from(io),
+        e => PyValueError::new_err(format!("not a usable calibration file: {e}")),
+    }
+}
+
+/// The cost model (see the Python docstring).
+#[pyclass(module = "zcio._zcio", frozen)]
+pub struct CostModel {
+    m: RsCostModel,
+}
+
+#[pymethods]
+impl CostModel {
+    /// The model endpoints made now decide with (the calibration file's,
+    /// read once per process, else the built-in defaults).
+    #[staticmethod]
+    fn current() -> CostModel {
+        CostModel {
+            m: RsCostModel::current().clone(),
+        }
+    }
+
+    /// The built-in defaults.
+    #[staticmethod]
+    fn builtin() -> CostModel {
+        CostModel {
+            m: RsCostModel::builtin(),
+        }
+    }
+
+    /// load(path) -> CostModel: read and check a calibration file.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<CostModel> {
+        py.detach(|| RsCostModel::load_from(&path))
+            .map(|m| CostModel { m })
+            .map_err(load_error)
+    }
+
+    /// from_json(text) -> CostModel: parse and check a calibration file's JSON.
+    #[staticmethod]
+    fn from_json(text: &str) -> PyResult<CostModel> {
+        RsCostModel::from_json(text)
+            .map(|m| CostModel { m })
+            .map_err(load_error)
+    }
+
+    /// The JSON of a calibration file.
+    fn to_json(&self) -> String {
+        self.m.to_json()
+    }
+
+    /// save(path): write it as a calibration file (atomically).
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.m.save(&path)).map_err(|e| {
+            let msg = e.to_string();
+            let io = e.err;
+            PyErr::from(std::io::Error::new(io.kind(), msg))
+        })
+    }
+
+    /// `"builtin"`, `"file"` or `"measured"`.
+    #[getter]
+    fn source(&self) -> &'static str {
+        self.m.source().kind()
+    }
+
+    /// The operation names `cost` takes.
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn OPS() -> Vec<&'static str> {
+        Op::ALL.iter().map(|o| o.name()).collect()
+    }
+
+    /// cost(op, nbytes) -> float: nanoseconds of one primitive operation.
+    fn cost(&self, op: &str, nbytes: usize) -> PyResult<f64> {
+        let o = Op::from_name(op).ok_or_else(|| {
+            let names: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
+            PyValueError::new_err(format!(
+                "no operation is named {op:?} (one of {})",
+                names.join(", ")
+            ))
+        })?;
+        Ok(self.m.cost(o, nbytes))
+    }
+
+    /// predict(semantics, nbytes, aligned=True) -> float: nanoseconds of
+    /// one transfer end to end.
+    #[pyo3(signature = (semantics, nbytes, aligned = true))]
+    fn predict(&self, semantics: &str, nbytes: usize, aligned: bool) -> PyResult<f64> {
+        Ok(self.m.predict(parse_sem(semantics)?, nbytes, aligned))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("zcio.CostModel(source={:?})", self.m.source().kind())
+    }
+}
+
+/// calibration_path() -> str | None: where the calibration file is.
+#[pyfunction]
+pub fn calibration_path() -> Option<std::ffi::OsString> {
+    RsCostModel::calibration_path().map(std::path::PathBuf::into_os_string)
+}
+
+/// calibrate(quick=True) -> CostModel: measure this machine.
+#[pyfunction]
+#[pyo3(signature = (quick = true))]
+pub fn calibrate(py: Python<'_>, quick: bool) -> PyResult<CostModel> {
+    use zcio::semantics::calibrate::{measure, CalibrateError, Opts};
+    // (`Opts` holds a hook that is not `Send`: built inside the detached
+    // closure.)
+    let r = py.detach(move || {
+        let opts = Opts {
+            quick,
+            ..Default::default()
+        };
+        measure(&opts, &mut |_| {}).map_err(|e| {
+            let errno = match &e {
+                CalibrateError::Os { errno, .. } => Some(errno.raw_os_error()),
+                _ => None,
+            };
+            (e.to_string(), errno)
+        })
+    });
+    match r {
+        Ok(m) => Ok(CostModel { m }),
+        Err((msg, errno)) => Err(errors::err(py, Class::Base, msg, errno)),
+    }
+}

@@ -141,3 +141,31 @@ def one_message(path: str, n: int) -> None:
     np.frombuffer(buf, dtype=np.uint8)[:] = message(0, n)
     ep.output(buf)
     ep.input(bytearray(16), timeout=TIMEOUT)
+
+
+def peer_checker(path: str) -> None:
+    """An endpoint inputting emulated move that trusts its peer: checks the
+    test's hello (copy input, not trusting), then says b"ok" and waits for
+    b"done"."""
+    ep = connect(path, output="copy", input="emulated-move", trust_peer=True)
+    assert ep.peer == ("copy", False), ep.peer
+    ep.output(b"ok", semantics="copy")
+    buf = bytearray(8)
+    assert ep.input(buf, semantics="copy", timeout=TIMEOUT).len == 4
+    ep.close()
+
+
+def calibrate_to(path: str) -> None:
+    """Measure this machine (quick) and save the model to `path`."""
+    m = zcio.calibrate(quick=True)
+    assert m.source == "measured"
+    m.save(path)
+
+
+def current_model_is(path: str) -> None:
+    """Started with ZCIO_CALIBRATION=path: that is the calibration file, and
+    the model this process decides with is its."""
+    assert zcio.calibration_path() == path
+    m = zcio.CostModel.current()
+    assert m.source == "file", m
+    assert m.cost("copy_in", 1 << 20) > 0

@@ -1,7 +1,9 @@
 """Buffering semantics across real processes: SemanticEndpoint output/input
 under emulated copy with the sender overwriting its buffer at once,
 send_array/recv_array under each of the eight semantics, system-allocated
-buffers, bad names, a too-short buffer, a peer killed mid-stream."""
+buffers, bad names, a too-short buffer, a peer killed mid-stream, the
+peer's hello, and the cost model (calibrated in a child, saved, loaded, and
+read by a child started with ZCIO_CALIBRATION)."""
 
 from __future__ import annotations
 
@@ -276,3 +278,48 @@ def test_killed_receiver_raises_not_hangs(sock_path, child):
         for i in range(100_000):
             ep.output(buf)
             np.frombuffer(buf, dtype=np.uint8)[:] = i & 0xFF
+
+
+def test_peer_hello_across_processes(sock_path, child):
+    # Each end learns the other's input semantics and whether it trusts.
+    c = child(kids.peer_checker, sock_path)
+    ep = accept(sock_path, output="copy", input="copy")
+    buf = bytearray(8)
+    assert ep.input(buf, timeout=T).len == 2 and bytes(buf[:2]) == b"ok"
+    assert ep.peer == ("emulated-move", True)
+    ep.output(b"done")
+    c.join_ok()
+    ep.close()
+
+
+def test_cost_model_calibrate_save_load(tmp_path, child, monkeypatch):
+    path = str(tmp_path / "cal" / "calibration.json")
+    child(kids.calibrate_to, path).join_ok()
+    m = zcio.CostModel.load(path)
+    assert m.source == "file" and "file" in repr(m)
+    small, big = m.cost("copy_in", 4096), m.cost("copy_in", 4 << 20)
+    assert 0 < small < big
+    assert "tcow_fault" in zcio.CostModel.OPS and len(zcio.CostModel.OPS) == 16
+    for name in NAMES:
+        assert 0 < m.predict(name, 1 << 20) < 1e12
+        assert m.predict(name, 1 << 20, aligned=False) > 0
+    with pytest.raises(ValueError, match="copy_in"):
+        m.cost("teleport", 1)
+    with pytest.raises(ValueError, match="emulated-copy"):
+        m.predict("nope", 1)
+    j = zcio.CostModel.from_json(m.to_json())
+    assert j.cost("copy_in", 4 << 20) == big and j.to_json() == m.to_json()
+    assert zcio.CostModel.builtin().source == "builtin"
+    assert zcio.CostModel.current().source in ("builtin", "file")
+    with pytest.raises(FileNotFoundError):
+        zcio.CostModel.load(str(tmp_path / "nope.json"))
+    with pytest.raises(ValueError, match="calibration file"):
+        zcio.CostModel.from_json("not json")
+    with pytest.raises(ValueError):
+        zcio.CostModel.from_json('{"format": "something else"}')
+    with pytest.raises(OSError):
+        m.save(str(tmp_path / "cal" / "calibration.json" / "below-a-file"))
+    # A process started with ZCIO_CALIBRATION decides with that file.
+    monkeypatch.setenv("ZCIO_CALIBRATION", path)
+    assert zcio.calibration_path() == path
+    child(kids.current_model_is, path).join_ok()

@@ -1209,6 +1209,59 @@ def _sendable(data: Buffer | PoolBuffer | Msg, pool: Pool) -> tuple[PoolBuffer |
 def semantics_names() -> list[str]:
     """The eight semantics names, in the paper's order."""
 
+class CostModel:
+    """The cost model: what each primitive operation costs on this machine,
+    from which endpoints choose their mechanisms per size (copy below a
+    threshold, lend or swap pages above it). ``zcio calibrate`` (or
+    ``calibrate()``) measures it; endpoints read the file at
+    ``calibration_path()`` once per process. Immutable."""
+
+    OPS: list[str]
+    """The operation names ``cost`` takes (``"copy_in"``, ``"ref_pass"``,
+    ``"tcow_fault"``, ``"swap"``, ...)."""
+    @staticmethod
+    def current() -> CostModel:
+        """The model endpoints made now decide with: the calibration file's,
+        read once per process, else the built-in defaults."""
+    @staticmethod
+    def builtin() -> CostModel:
+        """The built-in defaults."""
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> CostModel:
+        """Read and check a calibration file (this format version, this
+        machine, bounded numbers). ``OSError`` (``FileNotFoundError``, ...)
+        if it cannot be read, ``ValueError`` if it is not usable."""
+    @staticmethod
+    def from_json(text: str) -> CostModel:
+        """Parse and check a calibration file's JSON (``ValueError``)."""
+    def to_json(self) -> str:
+        """The JSON of a calibration file."""
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write it as a calibration file (atomically; directories are
+        created). ``OSError`` on failure."""
+    @property
+    def source(self) -> str:
+        """``"builtin"``, ``"file"`` or ``"measured"``."""
+    def cost(self, op: str, nbytes: int) -> float:
+        """Nanoseconds of one primitive operation on ``nbytes`` bytes (page
+        operations: pages x page size). ``ValueError`` for an unknown name."""
+    def predict(self, semantics: SemanticsName, nbytes: int, aligned: bool = True) -> float:
+        """Nanoseconds of one transfer of ``nbytes`` under ``semantics`` end
+        to end, page-aligned buffers or not: what an endpoint compares."""
+
+def calibration_path() -> str | None:
+    """Where the calibration file is: ``$ZCIO_CALIBRATION``, else
+    ``$XDG_CONFIG_HOME/zcio/calibration.json``, else
+    ``~/.config/zcio/calibration.json``; ``None`` without any of these."""
+
+def calibrate(quick: bool = True) -> CostModel:
+    """Measure this machine's costs (``zcio calibrate``), blocking without
+    the GIL. Bounded: ``quick`` at most 21 runs within 50 ms per point (well
+    under a second idle, at most 20 s loaded); ``quick=False`` the full set
+    (a few seconds, at most 2 minutes). Save the model with ``save`` to
+    ``calibration_path()`` for endpoints of later processes.
+    ``ZcioError`` (``.errno`` set for a failed system call) on failure."""
+
 class ArenaBuffer(Buffer):
     """Registered memory of a SemanticEndpoint (``arena_buffer``), exported
     writable through the buffer protocol (``memoryview``,
