@@ -1920,8 +1920,16 @@ template <class F> inline std::string text(F call, const char *op) {
 class association {
   public:
     association(association &&) noexcept = default;
-    association &operator=(association &&) noexcept = default;
-    ~association() = default;
+    /// Closes the association this one held first (its worker may still
+    /// call the callbacks), then takes `o`'s.
+    association &operator=(association &&o) noexcept {
+        if (this != &o) {
+            a_ = std::move(o.a_);
+            cb_ = std::move(o.cb_);
+        }
+        return *this;
+    }
+    ~association() = default; // a_ (declared last) closes before cb_ goes
 
     /// The descriptors src_fd and dst_fd (both duplicated: you keep yours).
     static association fds(int src_fd, int dst_fd) {
@@ -1981,7 +1989,8 @@ class association {
     /// next increment to start it at once, std::nullopt to stop. An empty
     /// function removes the callback. Between increments only.
     void on_complete(std::function<std::optional<std::uint64_t>(const completion &)> f) {
-        std::lock_guard<std::mutex> g(cb_->m);
+        if (!cb_) detail::raise(-EINVAL, "zcio_assoc_on_complete");
+        std::lock_guard<std::recursive_mutex> g(cb_->m);
         bool set = static_cast<bool>(f);
         detail::check(zcio_assoc_on_complete(a_.get(), set ? &complete_tramp : nullptr, set ? cb_.get() : nullptr),
                       "zcio_assoc_on_complete");
@@ -1990,7 +1999,8 @@ class association {
     /// The quench hook: f(true) when the sink stops taking data at once,
     /// f(false) when it takes data again (buffer path). Between increments.
     void on_quench(std::function<void(bool)> f) {
-        std::lock_guard<std::mutex> g(cb_->m);
+        if (!cb_) detail::raise(-EINVAL, "zcio_assoc_on_quench");
+        std::lock_guard<std::recursive_mutex> g(cb_->m);
         bool set = static_cast<bool>(f);
         detail::check(zcio_assoc_on_quench(a_.get(), set ? &quench_tramp : nullptr, set ? cb_.get() : nullptr),
                       "zcio_assoc_on_quench");
@@ -2050,7 +2060,7 @@ class association {
   private:
     /// The callbacks, at a stable address the C calls get as their ctx.
     struct callbacks {
-        std::mutex m;
+        std::recursive_mutex m; // a callback may call on_complete (and get busy)
         std::function<std::optional<std::uint64_t>(const completion &)> complete;
         std::function<void(bool)> quench;
         std::exception_ptr thrown;
@@ -2061,7 +2071,7 @@ class association {
     explicit association(zcio_assoc *a) : cb_(std::make_unique<callbacks>()), a_(a) {}
     static int complete_tramp(void *ctx, const zcio_completion *c, std::uint64_t *next) noexcept {
         auto *cb = static_cast<callbacks *>(ctx);
-        std::lock_guard<std::mutex> g(cb->m);
+        std::lock_guard<std::recursive_mutex> g(cb->m);
         try {
             if (!cb->complete) return 0;
             auto n = cb->complete(*c);
@@ -2075,7 +2085,7 @@ class association {
     }
     static void quench_tramp(void *ctx, int quenched) noexcept {
         auto *cb = static_cast<callbacks *>(ctx);
-        std::lock_guard<std::mutex> g(cb->m);
+        std::lock_guard<std::recursive_mutex> g(cb->m);
         try {
             if (cb->quench) cb->quench(quenched != 0);
         } catch (...) {
@@ -2095,9 +2105,10 @@ class association {
         detail::raise(rc, "zcio_assoc_wait");
     }
     void rethrow() {
+        if (!cb_) return;
         std::exception_ptr e;
         {
-            std::lock_guard<std::mutex> g(cb_->m);
+            std::lock_guard<std::recursive_mutex> g(cb_->m);
             e = std::exchange(cb_->thrown, nullptr);
         }
         if (e) std::rethrow_exception(e);

@@ -1133,6 +1133,16 @@ void assoc_cp_names_and_errors() {
         CHECK(c.eof && c.moved == size - 1000);
     } // destroyed: closed
     CHECK(is_stream(dst2, size));
+    {
+        auto a = zcio::splice(src, path("cp.dst3"));
+        a.on_quench([](bool) {});
+        a = zcio::splice(src, path("cp.dst4")); // the first closes, then its callbacks go
+        auto b = std::move(a);
+        CHECK_THROWS_KIND(a.on_quench(nullptr), zcio::error_kind::invalid_input);
+        CHECK_THROWS_KIND(a.status(), zcio::error_kind::invalid_input);
+        CHECK(b.run().moved == size);
+    }
+    CHECK(is_stream(path("cp.dst4"), size));
     zcio::channel empty = [&] {
         auto sock = path("assoc-e.sock");
         auto l = zcio::listener::bind(sock);
