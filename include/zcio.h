@@ -493,6 +493,16 @@
 #define ZCIO_MOVER_BUFFER 3
 
 /**
+ * `zcio_assoc_label`: the source's label.
+ */
+#define ZCIO_ASSOC_SOURCE 0
+
+/**
+ * `zcio_assoc_label`: the sink's label.
+ */
+#define ZCIO_ASSOC_SINK 1
+
+/**
  * Data words one `struct zcio_envelope` carries at most (Rust's
  * `Envelope::WORDS`).
  */
@@ -3955,6 +3965,41 @@ int zcio_splice_fds(int src_fd, int dst_fd, struct zcio_assoc **out);
 int zcio_splice_specs(const char *src, const char *dst, struct zcio_assoc **out);
 
 /**
+ * Associate the channel end `src` (data flows from it: each message
+ * received is written to the sink, in order; the source ends when the
+ * peer closes its end) with the descriptor `dst_fd` (into it: a file, a
+ * pipe, a socket; duplicated, the caller keeps its own). Always through
+ * the buffer path (`ZCIO_MOVER_BUFFER`); messages are read in place, not
+ * copied. Takes `src` over whatever the result, unless `src` or `out` is
+ * NULL: its handle is freed, do not use or close it again (the
+ * association closes the channel when it is closed). Stores the
+ * association in `*out`. Returns 0, `-EBADF` (`dst_fd` not open),
+ * `-EINVAL` or a negative errno.
+ *
+ * # Safety
+ * `src` is NULL or a live channel that no other thread uses during the
+ * call (nor afterwards); `out` is NULL or valid for writing a pointer.
+ */
+int zcio_splice_channel_fd(struct zcio_channel *src, int dst_fd, struct zcio_assoc **out);
+
+/**
+ * Associate the descriptor `src_fd` (data flows from it: a file, a pipe,
+ * a socket; duplicated, the caller keeps its own) with the channel end
+ * `dst` (into it: each block read is sent as one message, by reference
+ * — the receiver maps the association's buffers, nothing is copied).
+ * The channel's receiver sees the end of the stream as the channel
+ * closing, when the association is closed. Takes `dst` over whatever
+ * the result, unless `dst` or `out` is NULL (see
+ * `zcio_splice_channel_fd`). Stores the association in `*out`. Returns
+ * 0, `-EBADF`, `-EINVAL` or a negative errno.
+ *
+ * # Safety
+ * `dst` is NULL or a live channel that no other thread uses during the
+ * call (nor afterwards); `out` is NULL or valid for writing a pointer.
+ */
+int zcio_splice_fd_channel(int src_fd, struct zcio_channel *dst, struct zcio_assoc **out);
+
+/**
  * Synchronous mode: move `bytes` (`ZCIO_INCREMENT_DEFAULT`,
  * `ZCIO_INCREMENT_INFINITE`: until the source ends, or a byte count),
  * blocking until they are moved, the source ends, an error occurs or
@@ -4155,6 +4200,20 @@ ssize_t zcio_assoc_control(struct zcio_assoc *a, const char *which, const char *
 ssize_t zcio_assoc_module_stats(const struct zcio_assoc *a, char *buf, size_t cap);
 
 /**
+ * The label of the association's source (`which` =
+ * `ZCIO_ASSOC_SOURCE`) or sink (`ZCIO_ASSOC_SINK`): the spec it was
+ * opened from (`zcio_splice_specs`), `fd:N` (`zcio_splice_fds`, N the
+ * caller's descriptor) or `channel`. Copied like
+ * `zcio_assoc_control`'s reply (NUL-terminated, truncated to `cap`).
+ * Returns the label's full length or `-EINVAL`. Thread-safe.
+ *
+ * # Safety
+ * `a` is NULL or a live association; `buf` is NULL or valid for writing
+ * `cap` bytes.
+ */
+ssize_t zcio_assoc_label(const struct zcio_assoc *a, int which, char *buf, size_t cap);
+
+/**
  * Stop flow, wait for the worker, close both I/O objects and free the
  * association; its final status goes to `*final_status` (may be NULL).
  * Modules are flushed when the source ends; closed earlier, what they
@@ -4202,6 +4261,17 @@ int zcio_cp(const char *src, const char *dst, const char *const *modules, size_t
  * trust (see above); `name` is NULL or valid for writing `cap` bytes.
  */
 ssize_t zcio_module_load(const char *path, char *name, size_t cap);
+
+/**
+ * The names of the modules `zcio_assoc_push` and `zcio_cp` can open —
+ * the built-ins and those `zcio_module_load` added — sorted, one per
+ * line (`NAME\n`). Copied like `zcio_assoc_control`'s reply. Returns the
+ * full length or `-EINVAL`. Thread-safe.
+ *
+ * # Safety
+ * `buf` is NULL or valid for writing `cap` bytes.
+ */
+ssize_t zcio_module_names(char *buf, size_t cap);
 
 /**
  * The semantics named `name` (`"emulated-copy"`, ...; case and `_` for

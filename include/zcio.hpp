@@ -43,8 +43,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <span>
@@ -620,6 +623,7 @@ class channel {
   private:
     friend class listener;
     friend class semantic_endpoint;
+    friend class association;
     explicit channel(zcio_channel *c) noexcept : ch_(c) {}
     /// true: sent (m is emptied); false: a quiet failure (m is intact).
     bool put(message &m, int ms) {
@@ -2227,6 +2231,286 @@ inline std::optional<std::string> calibration_path() {
     detail::check(static_cast<long>(zcio_calibration_path(s.data(), s.size())), "zcio_calibration_path");
     s.resize(static_cast<std::size_t>(n));
     return s;
+}
+// ------------------------------------------------------------ associations
+
+/// An increment of zcio_assoc_run / start: zcio chooses (4 MiB).
+inline constexpr std::uint64_t increment_default = ZCIO_INCREMENT_DEFAULT;
+/// An increment until the source ends (or an error, or stop()).
+inline constexpr std::uint64_t increment_infinite = ZCIO_INCREMENT_INFINITE;
+
+/// The end of one increment (moved, eof, stopped, error: 0 or the code of
+/// the error that ended it after some bytes moved).
+using completion = zcio_completion;
+/// An association's status (zcio_assoc_status); the labels are
+/// association::source_label() / sink_label().
+using association_status = zcio_assoc_status;
+/// An association's live counters (zcio_assoc_stats).
+using association_stats = zcio_assoc_stats;
+
+namespace detail {
+inline void free_assoc(zcio_assoc *a) { zcio_assoc_close(a, nullptr); }
+/// A reply of a zcio_*(…, buf, cap) call that returns the full length:
+/// `call(buf, cap)`, again with room for all of it if it did not fit.
+template <class F> inline std::string text(F call, const char *op) {
+    std::string s(256, '\0');
+    auto n = static_cast<std::size_t>(detail::check(call(s.data(), s.size() + 1), op));
+    if (n > s.size()) {
+        s.assign(n, '\0');
+        n = static_cast<std::size_t>(detail::check(call(s.data(), s.size() + 1), op));
+    }
+    s.resize(std::min(n, s.size()));
+    return s;
+}
+} // namespace detail
+
+/// A standing association between a source and a sink (zcio_assoc): the
+/// library moves the data, through the kernel's fast paths or through a
+/// stack of processing modules. Made by zcio::splice; closed (flow stopped,
+/// both ends closed) when destroyed. Callbacks run on the association's
+/// worker thread; an exception from one is rethrown by the next run(),
+/// wait(), try_wait() or wait_for() (a completion callback's also stops flow).
+class association {
+  public:
+    association(association &&) noexcept = default;
+    /// Closes the association this one held first (its worker may still
+    /// call the callbacks), then takes `o`'s.
+    association &operator=(association &&o) noexcept {
+        if (this != &o) {
+            a_ = std::move(o.a_);
+            cb_ = std::move(o.cb_);
+        }
+        return *this;
+    }
+    ~association() = default; // a_ (declared last) closes before cb_ goes
+
+    /// The descriptors src_fd and dst_fd (both duplicated: you keep yours).
+    static association fds(int src_fd, int dst_fd) {
+        zcio_assoc *a = nullptr;
+        detail::check(zcio_splice_fds(src_fd, dst_fd, &a), "zcio_splice_fds");
+        return association(a);
+    }
+    /// The I/O objects the specs name (a path, "-", "fd:N", "tcp:HOST:PORT",
+    /// "tcp-listen:HOST:PORT", "udp:HOST:PORT", "unix:PATH", "ring:NAME").
+    static association specs(const std::string &src, const std::string &dst) {
+        zcio_assoc *a = nullptr;
+        detail::check(zcio_splice_specs(src.c_str(), dst.c_str(), &a), "zcio_splice_specs");
+        return association(a);
+    }
+    /// The channel's messages into dst_fd; the channel is the association's
+    /// (also when this throws).
+    static association from_channel(channel &&src, int dst_fd) {
+        zcio_assoc *a = nullptr;
+        int rc = zcio_splice_channel_fd(src.ch_.release(), dst_fd, &a);
+        detail::check(rc, "zcio_splice_channel_fd");
+        return association(a);
+    }
+    /// src_fd's data into the channel, one message per block, by reference;
+    /// the channel is the association's (also when this throws).
+    static association to_channel(int src_fd, channel &&dst) {
+        zcio_assoc *a = nullptr;
+        int rc = zcio_splice_fd_channel(src_fd, dst.ch_.release(), &a);
+        detail::check(rc, "zcio_splice_fd_channel");
+        return association(a);
+    }
+
+    /// Synchronous mode: move `bytes` (a count, increment_default or
+    /// increment_infinite) and block until moved, the source ends, an error
+    /// or stop() from another thread. An error after some bytes moved is in
+    /// the completion's `error`; one before any moved throws.
+    completion run(std::uint64_t bytes = increment_infinite) {
+        completion c{};
+        int rc = zcio_assoc_run(a_.get(), bytes, &c);
+        rethrow();
+        detail::check(rc, "zcio_assoc_run");
+        return c;
+    }
+    /// Asynchronous mode: start `bytes` on the worker thread and return.
+    void start(std::uint64_t bytes = increment_infinite) {
+        detail::check(zcio_assoc_start(a_.get(), bytes), "zcio_assoc_start");
+    }
+    /// The next asynchronous completion, waiting up to the bound (one hour).
+    completion wait() { return *get(-1); }
+    std::optional<completion> try_wait() { return get(0); }
+    template <class Rep, class Period> std::optional<completion> wait_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    /// Readable while a completion waits (for poll/epoll).
+    int fd() const { return detail::check(zcio_assoc_fd(a_.get()), "zcio_assoc_fd"); }
+
+    /// Called on the worker when an asynchronous increment ends: return the
+    /// next increment to start it at once, std::nullopt to stop. An empty
+    /// function removes the callback. Between increments only.
+    void on_complete(std::function<std::optional<std::uint64_t>(const completion &)> f) {
+        if (!cb_) detail::raise(-EINVAL, "zcio_assoc_on_complete");
+        std::lock_guard<std::recursive_mutex> g(cb_->m);
+        bool set = static_cast<bool>(f);
+        detail::check(zcio_assoc_on_complete(a_.get(), set ? &complete_tramp : nullptr, set ? cb_.get() : nullptr),
+                      "zcio_assoc_on_complete");
+        cb_->complete = std::move(f);
+    }
+    /// The quench hook: f(true) when the sink stops taking data at once,
+    /// f(false) when it takes data again (buffer path). Between increments.
+    void on_quench(std::function<void(bool)> f) {
+        if (!cb_) detail::raise(-EINVAL, "zcio_assoc_on_quench");
+        std::lock_guard<std::recursive_mutex> g(cb_->m);
+        bool set = static_cast<bool>(f);
+        detail::check(zcio_assoc_on_quench(a_.get(), set ? &quench_tramp : nullptr, set ? cb_.get() : nullptr),
+                      "zcio_assoc_on_quench");
+        cb_->quench = std::move(f);
+    }
+    void set_drop_when_behind(bool on) {
+        detail::check(zcio_assoc_set_drop_when_behind(a_.get(), on ? 1 : 0), "zcio_assoc_set_drop_when_behind");
+    }
+    /// Stop flow (any thread).
+    void stop() { detail::check(zcio_assoc_stop(a_.get()), "zcio_assoc_stop"); }
+    association_status status() const {
+        association_status s{};
+        detail::check(zcio_assoc_get_status(a_.get(), &s), "zcio_assoc_get_status");
+        return s;
+    }
+    association_stats stats() const {
+        association_stats s{};
+        detail::check(zcio_assoc_get_stats(a_.get(), &s, sizeof s), "zcio_assoc_get_stats");
+        return s;
+    }
+    /// The source's and sink's labels (the spec, "fd:N" or "channel").
+    std::string source_label() const { return label(ZCIO_ASSOC_SOURCE); }
+    std::string sink_label() const { return label(ZCIO_ASSOC_SINK); }
+
+    /// Push a module (a spec: "zstd:level=3") at the sink end of the stack.
+    void push(const std::string &spec) { detail::check(zcio_assoc_push(a_.get(), spec.c_str()), "zcio_assoc_push"); }
+    /// Pop the module at the sink end (flushed first); false: none stacked.
+    bool pop() { return detail::check(zcio_assoc_pop(a_.get()), "zcio_assoc_pop") == 1; }
+    /// End the stream here: the modules flush what they hold to the sink.
+    void finish() { detail::check(zcio_assoc_finish(a_.get()), "zcio_assoc_finish"); }
+    /// A module's control: `which` is its position ("0", …) or name; no
+    /// value reads `key`. The reply's text.
+    std::string control(const std::string &which, const std::string &key,
+                        const std::optional<std::string> &value = std::nullopt) {
+        // Asked once: a write must not be repeated to learn the reply's length.
+        std::string s(65536, '\0');
+        auto n = static_cast<std::size_t>(
+            detail::check(zcio_assoc_control(a_.get(), which.c_str(), key.c_str(), value ? value->c_str() : nullptr,
+                                             s.data(), s.size() + 1),
+                          "zcio_assoc_control"));
+        s.resize(std::min(n, s.size()));
+        return s;
+    }
+    /// Every module's counters, one line each: "NAME key=value …\n".
+    std::string module_stats() const {
+        return detail::text([&](char *b, std::size_t c) { return zcio_assoc_module_stats(a_.get(), b, c); },
+                            "zcio_assoc_module_stats");
+    }
+    /// Stop flow, close both ends; the final status. The handle is empty after.
+    association_status close() {
+        association_status s{};
+        zcio_assoc_close(a_.release(), &s);
+        return s;
+    }
+    zcio_assoc *native_handle() const noexcept { return a_.get(); }
+
+  private:
+    /// The callbacks, at a stable address the C calls get as their ctx.
+    struct callbacks {
+        std::recursive_mutex m; // a callback may call on_complete (and get busy)
+        std::function<std::optional<std::uint64_t>(const completion &)> complete;
+        std::function<void(bool)> quench;
+        std::exception_ptr thrown;
+        void keep(std::exception_ptr e) {
+            if (!thrown) thrown = std::move(e);
+        }
+    };
+    explicit association(zcio_assoc *a) : cb_(std::make_unique<callbacks>()), a_(a) {}
+    static int complete_tramp(void *ctx, const zcio_completion *c, std::uint64_t *next) noexcept {
+        auto *cb = static_cast<callbacks *>(ctx);
+        std::lock_guard<std::recursive_mutex> g(cb->m);
+        try {
+            if (!cb->complete) return 0;
+            auto n = cb->complete(*c);
+            if (!n) return 0;
+            *next = *n;
+            return 1;
+        } catch (...) {
+            cb->keep(std::current_exception());
+            return 0;
+        }
+    }
+    static void quench_tramp(void *ctx, int quenched) noexcept {
+        auto *cb = static_cast<callbacks *>(ctx);
+        std::lock_guard<std::recursive_mutex> g(cb->m);
+        try {
+            if (cb->quench) cb->quench(quenched != 0);
+        } catch (...) {
+            cb->keep(std::current_exception()); // flow goes on
+        }
+    }
+    std::string label(int which) const {
+        return detail::text([&](char *b, std::size_t c) { return zcio_assoc_label(a_.get(), which, b, c); },
+                            "zcio_assoc_label");
+    }
+    std::optional<completion> get(int ms) {
+        completion c{};
+        int rc = zcio_assoc_wait(a_.get(), ms, &c);
+        rethrow();
+        if (rc == 0) return c;
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_assoc_wait");
+    }
+    void rethrow() {
+        if (!cb_) return;
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::recursive_mutex> g(cb_->m);
+            e = std::exchange(cb_->thrown, nullptr);
+        }
+        if (e) std::rethrow_exception(e);
+    }
+    // Destroyed in reverse order: the association (its worker) before the
+    // callbacks it calls.
+    std::unique_ptr<callbacks> cb_;
+    detail::owned<zcio_assoc, detail::free_assoc> a_;
+};
+
+/// Associate two descriptors (duplicated: you keep yours).
+inline association splice(int src_fd, int dst_fd) { return association::fds(src_fd, dst_fd); }
+/// Associate the I/O objects two specs name.
+inline association splice(const std::string &src, const std::string &dst) { return association::specs(src, dst); }
+/// A channel's messages into a descriptor (the channel is taken over).
+inline association splice(channel &&src, int dst_fd) { return association::from_channel(std::move(src), dst_fd); }
+/// A descriptor's data into a channel (the channel is taken over).
+inline association splice(int src_fd, channel &&dst) { return association::to_channel(src_fd, std::move(dst)); }
+
+/// zcio_cp: copy src to dst through `modules` until the source ends; the final status.
+inline association_status cp(const std::string &src, const std::string &dst,
+                             std::initializer_list<std::string_view> modules = {}) {
+    std::vector<std::string> keep(modules.begin(), modules.end());
+    std::vector<const char *> ptrs;
+    for (auto &m : keep) ptrs.push_back(m.c_str());
+    association_status s{};
+    detail::check(zcio_cp(src.c_str(), dst.c_str(), ptrs.data(), ptrs.size(), &s), "zcio_cp");
+    return s;
+}
+/// zcio_module_load: load a C-ABI module (zcio_module.h) you trust; its name.
+inline std::string load_module(const std::string &path) {
+    std::string name(4096, '\0'); // asked once: loading twice would load twice
+    auto n = static_cast<std::size_t>(
+        detail::check(zcio_module_load(path.c_str(), name.data(), name.size() + 1), "zcio_module_load"));
+    name.resize(std::min(n, name.size()));
+    return name;
+}
+/// zcio_module_names: the modules push and cp can open, sorted.
+inline std::vector<std::string> module_names() {
+    std::string all =
+        detail::text([](char *b, std::size_t c) { return zcio_module_names(b, c); }, "zcio_module_names");
+    std::vector<std::string> names;
+    for (std::size_t at = 0; at < all.size();) {
+        std::size_t nl = all.find('\n', at);
+        if (nl == std::string::npos) nl = all.size();
+        if (nl > at) names.emplace_back(all, at, nl - at);
+        at = nl + 1;
+    }
+    return names;
 }
 
 } // namespace zcio

@@ -1,6 +1,6 @@
 /*
  * Tests of associations in the zcio C library (zcio_splice_*, zcio_assoc_*, zcio_cp,
- * zcio_module_load) across real processes.
+ * zcio_module_load, zcio_module_names) across real processes.
  *
  *   test_splice            run every test
  *   test_splice NAME...    run the named tests
@@ -237,11 +237,57 @@ static int role_pipe_writer(char **a) {
     return 0;
 }
 
+/* chan-reader PATH OUT: connect a channel to PATH, receive until the peer closes,
+ * write "COUNT HASH" to OUT. */
+static int role_chan_reader(char **a) {
+    struct zcio_channel *ch = NULL;
+    if (zcio_connect(a[0], CHILD_WAIT_S * 1000, &ch) != 0) return 3;
+    static unsigned char b[1 << 20];
+    uint64_t h = FNV0, n = 0;
+    int rc;
+    for (;;) {
+        struct zcio_msg *m = NULL;
+        rc = zcio_recv(ch, CHILD_WAIT_S * 1000, &m);
+        if (rc != 0) break;
+        size_t len = zcio_msg_len(m);
+        if (len > sizeof b || zcio_msg_read(m, 0, b, len) != (ssize_t)len) return 4;
+        zcio_msg_release(m);
+        h = fnv(h, b, len);
+        n += len;
+    }
+    zcio_channel_close(ch);
+    if (rc != -EPIPE) return 5;
+    FILE *f = fopen(a[1], "w");
+    if (!f) return 6;
+    fprintf(f, "%" PRIu64 " %" PRIu64 "\n", n, h);
+    return fclose(f) ? 7 : 0;
+}
+
+/* chan-writer PATH SIZE: connect a channel to PATH and close it at once, then
+ * connect a second one and send SIZE bytes of the stream on it in 60000-byte
+ * messages; then wait to be killed (the watchdog ends it if nobody does). */
+static int role_chan_writer(char **a) {
+    struct zcio_channel *ch = NULL;
+    if (zcio_connect(a[0], CHILD_WAIT_S * 1000, &ch) != 0) return 3;
+    zcio_channel_close(ch);
+    if (zcio_connect(a[0], CHILD_WAIT_S * 1000, &ch) != 0) return 4;
+    uint64_t size = strtoull(a[1], NULL, 10);
+    static unsigned char b[60000];
+    for (uint64_t at = 0; at < size; at += sizeof b) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        fill_stream(b, n, at);
+        if (zcio_send_bytes(ch, b, n, CHILD_WAIT_S * 1000) != 0) return 5;
+    }
+    for (;;) pause();
+}
+
 static int run_child(const char *role, char **a, int n) {
     signal(SIGPIPE, SIG_DFL);
     if (strcmp(role, "tcp-reader") == 0 && n == 2) return role_tcp_reader(a);
     if (strcmp(role, "tcp-writer") == 0 && n == 3) return role_tcp_writer(a);
     if (strcmp(role, "pipe-writer") == 0 && n == 1) return role_pipe_writer(a);
+    if (strcmp(role, "chan-reader") == 0 && n == 2) return role_chan_reader(a);
+    if (strcmp(role, "chan-writer") == 0 && n == 2) return role_chan_writer(a);
     fprintf(stderr, "unknown child role %s\n", role);
     return 2;
 }
@@ -699,6 +745,141 @@ static int test_splice_module_load(void) {
     return 0;
 }
 
+/* A file into a channel whose receiver is a child: every byte arrives, by
+ * reference; the labels name both ends. */
+static int test_splice_file_to_child_channel(void) {
+    const uint64_t size = (5 << 20) + 321;
+    char src[PATH_MAX], res[PATH_MAX], sock[PATH_MAX];
+    path_in_work(src, sizeof src, "chan.src");
+    path_in_work(res, sizeof res, "chan.result");
+    path_in_work(sock, sizeof sock, "chan.sock");
+    CHECK(make_stream_file(src, size) == 0);
+    struct zcio_listener *l = NULL;
+    CHECK_RC(zcio_listen(sock, &l), 0);
+    pid_t kid = spawn("chan-reader", sock, res, NULL);
+    struct zcio_channel *ch = NULL;
+    CHECK_RC(zcio_accept(l, CHILD_WAIT_S * 1000, &ch), 0);
+    zcio_listener_close(l);
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_fd_channel(fd, ch, &a), 0); /* ch is the association's now */
+    char want[32], label[32];
+    snprintf(want, sizeof want, "fd:%d", fd);
+    close(fd);
+    CHECK(zcio_assoc_label(a, ZCIO_ASSOC_SOURCE, label, sizeof label) == (ssize_t)strlen(want));
+    CHECK(strcmp(label, want) == 0);
+    CHECK(zcio_assoc_label(a, ZCIO_ASSOC_SINK, label, sizeof label) == 7);
+    CHECK(strcmp(label, "channel") == 0);
+    CHECK(zcio_assoc_label(a, ZCIO_ASSOC_SINK, NULL, 0) == 7);
+    CHECK(zcio_assoc_label(a, ZCIO_ASSOC_SINK, label, 4) == 7 && strcmp(label, "cha") == 0);
+    CHECK_RC(zcio_assoc_label(a, 2, label, sizeof label), -EINVAL);
+    CHECK_RC(zcio_assoc_label(a, ZCIO_ASSOC_SOURCE, NULL, 5), -EINVAL);
+    CHECK_RC(zcio_assoc_label(NULL, ZCIO_ASSOC_SOURCE, label, sizeof label), -EINVAL);
+
+    struct zcio_completion c;
+    CHECK_RC(zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c), 0);
+    CHECK_RC(c.error, 0);
+    CHECK(c.eof && c.moved == size);
+    struct zcio_assoc_status st;
+    zcio_assoc_close(a, &st); /* closes the channel: the child sees the end */
+    CHECK_RC(st.mover, ZCIO_MOVER_BUFFER);
+    CHECK(st.moved == size && st.copied == 0);
+
+    CHECK_CHILD(kid, 0);
+    FILE *f = fopen(res, "r");
+    CHECK(f != NULL);
+    uint64_t n = 0, h = 0;
+    int got = fscanf(f, "%" SCNu64 " %" SCNu64, &n, &h);
+    fclose(f);
+    CHECK(got == 2);
+    CHECK(n == size);
+    CHECK(h == stream_hash(size));
+    return 0;
+}
+
+/* A child's channel messages land in a file; the child killed with SIGKILL ends
+ * the source. A channel is taken over also when the call fails. */
+static int test_splice_child_channel_to_file(void) {
+    const uint64_t size = (4 << 20) + 999;
+    char out[PATH_MAX], sock[PATH_MAX], ss[32];
+    path_in_work(out, sizeof out, "chansrc.out");
+    path_in_work(sock, sizeof sock, "chansrc.sock");
+    snprintf(ss, sizeof ss, "%" PRIu64, size);
+    struct zcio_listener *l = NULL;
+    CHECK_RC(zcio_listen(sock, &l), 0);
+    pid_t kid = spawn("chan-writer", sock, ss, NULL);
+    struct zcio_channel *ch = NULL;
+    /* The child's first channel: handed to a call that fails (a closed sink
+     * descriptor), which frees it all the same (ASan and valgrind check). */
+    CHECK_RC(zcio_accept(l, CHILD_WAIT_S * 1000, &ch), 0);
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    close(p[1]);
+    zcio_assoc *a = NULL;
+    CHECK_RC(zcio_splice_channel_fd(ch, p[1], &a), -EBADF);
+    CHECK(a == NULL);
+    close(p[0]);
+    CHECK_RC(zcio_splice_channel_fd(NULL, 1, &a), -EINVAL);
+    CHECK_RC(zcio_splice_fd_channel(0, NULL, &a), -EINVAL);
+
+    CHECK_RC(zcio_accept(l, CHILD_WAIT_S * 1000, &ch), 0);
+    zcio_listener_close(l);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    CHECK_RC(zcio_splice_channel_fd(ch, fd, &a), 0);
+    close(fd);
+    char label[32];
+    CHECK(zcio_assoc_label(a, ZCIO_ASSOC_SOURCE, label, sizeof label) == 7);
+    CHECK(strcmp(label, "channel") == 0);
+    struct zcio_completion c;
+    CHECK_RC(zcio_assoc_run(a, size, &c), 0);
+    CHECK_RC(c.error, 0);
+    CHECK(c.moved == size && !c.eof);
+    CHECK(file_is_stream(out, size));
+    /* The sender dies without closing: the source ends, nothing more moves. */
+    CHECK(kill(kid, SIGKILL) == 0);
+    CHECK_CHILD(kid, 128 + SIGKILL);
+    CHECK_RC(zcio_assoc_run(a, ZCIO_INCREMENT_INFINITE, &c), 0);
+    CHECK(c.eof && c.moved == 0);
+    struct zcio_assoc_status st;
+    zcio_assoc_close(a, &st);
+    CHECK(st.moved == size && st.eof);
+    return 0;
+}
+
+/* zcio_module_names: the built-ins, sorted, one per line; truncation. */
+static int test_splice_module_names(void) {
+    char names[1024];
+    ssize_t n = zcio_module_names(names, sizeof names);
+    CHECK(n > 0 && (size_t)n < sizeof names && strlen(names) == (size_t)n);
+    CHECK(zcio_module_names(NULL, 0) == n);
+    CHECK(strstr(names, "count\n") != NULL && strstr(names, "crc32c\n") != NULL);
+    CHECK(names[n - 1] == '\n');
+    /* sorted: every line after the previous one */
+    char copy[1024];
+    memcpy(copy, names, (size_t)n + 1);
+    const char *prev = NULL;
+    for (char *save = NULL, *t = strtok_r(copy, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+        CHECK(prev == NULL || strcmp(prev, t) < 0);
+        prev = t;
+    }
+    char small[4];
+    CHECK(zcio_module_names(small, sizeof small) == n && strlen(small) == 3);
+    CHECK_RC(zcio_module_names(NULL, 3), -EINVAL);
+    /* a listed name is what zcio_assoc_push opens */
+    zcio_assoc *a = NULL;
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    CHECK_RC(zcio_splice_fds(p[0], p[1], &a), 0);
+    CHECK_RC(zcio_assoc_push(a, "count"), 0);
+    zcio_assoc_close(a, NULL);
+    close(p[0]);
+    close(p[1]);
+    return 0;
+}
+
 /* Bad input of every kind: errors, never crashes. */
 static int test_splice_hostile_input(void) {
     zcio_assoc *a = NULL;
@@ -817,6 +998,9 @@ static const struct test tests[] = {
     {"splice_cp_same_file", test_splice_cp_same_file},
     {"splice_finish", test_splice_finish},
     {"splice_module_load", test_splice_module_load},
+    {"splice_file_to_child_channel", test_splice_file_to_child_channel},
+    {"splice_child_channel_to_file", test_splice_child_channel_to_file},
+    {"splice_module_names", test_splice_module_names},
     {"splice_hostile_input", test_splice_hostile_input},
 };
 

@@ -15,10 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1048,6 +1050,254 @@ struct test {
     const char *name;
     void (*fn)();
 };
+// ------------------------------------------------------------ associations
+
+/// Byte k of the association tests' stream.
+unsigned char stream_byte(std::uint64_t k) { return static_cast<unsigned char>((k * 2654435761u) >> 13); }
+std::uint64_t fnv_stream(std::uint64_t h, const unsigned char *b, std::size_t n, std::uint64_t at) {
+    for (std::size_t i = 0; i < n; i++) {
+        if (b[i] != stream_byte(at + i)) return 0; // wrong byte: a hash nothing matches
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+/// A file of `size` stream bytes; its descriptor, open for reading.
+int stream_file(const std::string &p, std::uint64_t size) {
+    int fd = open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    std::vector<unsigned char> b(1 << 16);
+    for (std::uint64_t at = 0; at < size; at += b.size()) {
+        std::size_t n = std::min<std::uint64_t>(b.size(), size - at);
+        for (std::size_t i = 0; i < n; i++) b[i] = stream_byte(at + i);
+        CHECK(write(fd, b.data(), n) == static_cast<ssize_t>(n));
+    }
+    CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    return fd;
+}
+/// Whether the file at `p` holds exactly `size` stream bytes.
+bool is_stream(const std::string &p, std::uint64_t size) {
+    int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    std::vector<unsigned char> b(1 << 16);
+    std::uint64_t at = 0;
+    ssize_t n;
+    bool ok = true;
+    while (ok && (n = read(fd, b.data(), b.size())) > 0) {
+        ok = fnv_stream(1, b.data(), static_cast<std::size_t>(n), at) != 0;
+        at += static_cast<std::uint64_t>(n);
+    }
+    close(fd);
+    return ok && at == size;
+}
+
+/// A file into a channel whose receiver is a peer process; labels, status.
+void assoc_file_to_peer_channel() {
+    const std::uint64_t size = (5u << 20) + 321;
+    auto sock = path("assoc.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        std::uint64_t at = 0;
+        try {
+            for (;;) {
+                auto m = ch.recv();
+                auto v = m.to_vector();
+                CHECK(fnv_stream(1, reinterpret_cast<const unsigned char *>(v.data()), v.size(), at) != 0);
+                at += v.size();
+            }
+        } catch (const zcio::error &e) {
+            CHECK(e.kind() == zcio::error_kind::disconnected); // the association closed
+        }
+        CHECK(at == size);
+    });
+    auto ch = l.accept_for(30s);
+    CHECK(ch.has_value());
+    int fd = stream_file(path("assoc.src"), size);
+    auto a = zcio::splice(fd, std::move(*ch));
+    CHECK(a.source_label() == "fd:" + std::to_string(fd));
+    close(fd);
+    CHECK(a.sink_label() == "channel");
+    auto st = a.status();
+    CHECK(st.mover == ZCIO_MOVER_BUFFER && st.moved == 0 && !st.active);
+    auto c = a.run();
+    CHECK(c.error == 0 && c.eof && c.moved == size);
+    CHECK(a.stats().completed == 1);
+    auto fin = a.close(); // closes the channel: the peer sees the end
+    CHECK(fin.moved == size && fin.copied == 0);
+    CHECK(a.native_handle() == nullptr);
+    check_peer(peer);
+}
+
+/// A peer's channel messages into a file; the peer killed with SIGKILL ends
+/// the source.
+void assoc_peer_channel_killed() {
+    const std::uint64_t size = (3u << 20) + 77;
+    auto sock = path("assoc-src.sock");
+    auto l = zcio::listener::bind(sock);
+    int ready[2];
+    CHECK(pipe2(ready, O_CLOEXEC) == 0);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        std::vector<std::byte> b(60000);
+        for (std::uint64_t at = 0; at < size; at += b.size()) {
+            std::size_t n = std::min<std::uint64_t>(b.size(), size - at);
+            for (std::size_t i = 0; i < n; i++) b[i] = std::byte{stream_byte(at + i)};
+            ch.send_copy(std::span<const std::byte>(b.data(), n));
+        }
+        CHECK(write(ready[1], "s", 1) == 1);
+        for (;;) pause(); // until killed
+    });
+    close(ready[1]);
+    auto ch = l.accept_for(30s);
+    CHECK(ch.has_value());
+    auto out = path("assoc-src.out");
+    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    auto a = zcio::splice(std::move(*ch), fd);
+    close(fd);
+    CHECK(a.source_label() == "channel");
+    auto c = a.run(size);
+    CHECK(c.error == 0 && c.moved == size && !c.eof);
+    CHECK(is_stream(out, size));
+    char s = 0;
+    CHECK(read(ready[0], &s, 1) == 1);
+    close(ready[0]);
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    c = a.run(zcio::increment_infinite);
+    CHECK(c.eof && c.moved == 0);
+}
+
+/// Asynchronous increments with the quench hook and the completion
+/// callback: a file through `count` into a pipe a peer holds full until told.
+void assoc_async_quench_and_modules() {
+    const std::uint64_t size = 4u << 20;
+    int fd = stream_file(path("q.src"), size);
+    int data[2], go[2], quench_note[2];
+    CHECK(pipe2(data, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0 && pipe2(quench_note, O_CLOEXEC) == 0);
+    // One block of the buffer path (256 KiB) fills the pipe exactly: the
+    // next block finds it full (a block larger than the room left would
+    // just wait in its write, unquenched).
+    CHECK(fcntl(data[1], F_SETPIPE_SZ, 256 << 10) == 256 << 10);
+    pid_t peer = spawn([&] {
+        close(data[1]);
+        close(go[1]);
+        char x;
+        CHECK(read(go[0], &x, 1) == 1);
+        std::vector<unsigned char> b(1 << 16);
+        std::uint64_t at = 0;
+        ssize_t n;
+        while ((n = read(data[0], b.data(), b.size())) > 0) {
+            CHECK(fnv_stream(1, b.data(), static_cast<std::size_t>(n), at) != 0);
+            at += static_cast<std::uint64_t>(n);
+        }
+        CHECK(n == 0 && at == size);
+    });
+    close(data[0]);
+    close(go[0]);
+    auto a = zcio::splice(fd, data[1]);
+    close(fd);
+    close(data[1]); // the association has its own
+    a.push("count");
+    CHECK(a.status().modules == 1 && a.status().mover == ZCIO_MOVER_BUFFER);
+    std::vector<bool> events; // written on the worker, read after wait()
+    a.on_quench([&](bool q) {
+        events.push_back(q);
+        if (q && events.size() == 1) CHECK(write(quench_note[1], "q", 1) == 1);
+    });
+    int completions = 0;
+    a.on_complete([&](const zcio::completion &c) -> std::optional<std::uint64_t> {
+        completions++;
+        CHECK(c.eof);
+        return std::nullopt;
+    });
+    a.start();
+    CHECK_THROWS_KIND(a.push("count"), zcio::error_kind::busy);
+    CHECK(!a.try_wait().has_value());
+    struct pollfd p{quench_note[0], POLLIN, 0};
+    CHECK(poll(&p, 1, 30'000) == 1); // the sink filled: quenched
+    CHECK(write(go[1], "g", 1) == 1);
+    close(go[1]);
+    auto c = a.wait_for(60s);
+    CHECK(c.has_value() && c->eof && c->moved == size && c->error == 0);
+    CHECK(completions == 1);
+    CHECK(!events.empty() && events.front() && !events.back());
+    for (std::size_t i = 1; i < events.size(); i++) CHECK(events[i] != events[i - 1]);
+    auto stats = a.module_stats();
+    CHECK(stats.rfind("count ", 0) == 0 && stats.find("bytes=" + std::to_string(size)) != std::string::npos);
+    CHECK(a.control("count", "stats").find("bytes=" + std::to_string(size)) != std::string::npos);
+    CHECK(a.pop());
+    CHECK(!a.pop());
+    a.finish();
+    auto fin = a.close(); // closes the pipe: the peer sees the end
+    CHECK(fin.moved == size && fin.eof);
+    check_peer(peer);
+    close(quench_note[0]);
+    close(quench_note[1]);
+}
+
+/// cp, module names, specs, and errors: kinds, a callback's exception.
+void assoc_cp_names_and_errors() {
+    auto names = zcio::module_names();
+    CHECK(std::is_sorted(names.begin(), names.end()));
+    CHECK(std::find(names.begin(), names.end(), "count") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "crc32c") != names.end());
+    const std::uint64_t size = (1u << 20) + 5;
+    auto src = path("cp.src"), dst = path("cp.dst"), dst2 = path("cp.dst2");
+    close(stream_file(src, size));
+    auto st = zcio::cp(src, dst, {"crc32c", "count"});
+    CHECK(st.moved == size && st.modules == 2);
+    CHECK(is_stream(dst, size));
+    CHECK_THROWS_KIND(zcio::cp(src, dst2, {"nosuchmodule"}), zcio::error_kind::not_found);
+    CHECK_THROWS_KIND(zcio::cp(src, src), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::splice("/nonexistent/zcio-src", dst2), zcio::error_kind::not_found);
+    CHECK_THROWS_KIND(zcio::splice(-1, 1), zcio::error_kind::os);
+    CHECK_THROWS_KIND(zcio::load_module("/nonexistent/libx.so"), zcio::error_kind::module);
+    {
+        auto a = zcio::splice(src, dst2);
+        CHECK(a.source_label() == src && a.sink_label() == dst2);
+        CHECK_THROWS_KIND(a.push("count:bogus=1"), zcio::error_kind::invalid_input);
+        CHECK_THROWS_KIND(a.wait_for(0ms), zcio::error_kind::os); // nothing to wait for: ECHILD
+        a.on_complete([](const zcio::completion &) -> std::optional<std::uint64_t> {
+            throw std::runtime_error("from the callback");
+        });
+        a.start(1000);
+        bool thrown = false;
+        try {
+            (void)a.wait();
+        } catch (const std::runtime_error &e) {
+            thrown = std::string(e.what()) == "from the callback";
+        }
+        CHECK(thrown);
+        a.on_complete(nullptr);
+        auto c = a.run();
+        CHECK(c.eof && c.moved == size - 1000);
+    } // destroyed: closed
+    CHECK(is_stream(dst2, size));
+    {
+        auto a = zcio::splice(src, path("cp.dst3"));
+        a.on_quench([](bool) {});
+        a = zcio::splice(src, path("cp.dst4")); // the first closes, then its callbacks go
+        auto b = std::move(a);
+        CHECK_THROWS_KIND(a.on_quench(nullptr), zcio::error_kind::invalid_input);
+        CHECK_THROWS_KIND(a.status(), zcio::error_kind::invalid_input);
+        CHECK(b.run().moved == size);
+    }
+    CHECK(is_stream(path("cp.dst4"), size));
+    zcio::channel empty = [&] {
+        auto sock = path("assoc-e.sock");
+        auto l = zcio::listener::bind(sock);
+        pid_t peer = spawn([&] { (void)zcio::channel::connect(sock); });
+        auto ch = l.accept_for(30s);
+        CHECK(ch.has_value());
+        check_peer(peer);
+        return std::move(*ch);
+    }();
+    // Taken over also when the call fails (ASan: freed once).
+    CHECK_THROWS_KIND(zcio::splice(std::move(empty), -1), zcio::error_kind::os);
+    CHECK(empty.native_handle() == nullptr);
+}
+
 const test tests[] = {
     {"channel_round_trip", channel_round_trip},
     {"lane_round_trip", lane_round_trip},
@@ -1071,6 +1321,10 @@ const test tests[] = {
     {"timeouts_convert", timeouts_convert},
     {"semantic_round_trip", semantic_round_trip},
     {"spin_policy_and_cost_model", spin_policy_and_cost_model},
+    {"assoc_file_to_peer_channel", assoc_file_to_peer_channel},
+    {"assoc_peer_channel_killed", assoc_peer_channel_killed},
+    {"assoc_async_quench_and_modules", assoc_async_quench_and_modules},
+    {"assoc_cp_names_and_errors", assoc_cp_names_and_errors},
 };
 
 int run(const test &t) {

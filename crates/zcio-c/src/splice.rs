@@ -6,7 +6,9 @@
 //! (`zcio_assoc_run`, `zcio_assoc_start` + `zcio_assoc_wait` /
 //! `zcio_assoc_fd` / `zcio_assoc_on_complete`), `zcio_assoc_stop`,
 //! `zcio_assoc_get_status`, modules (`zcio_assoc_push` / `pop` / `control`),
-//! `zcio_assoc_close`, `zcio_cp` and `zcio_module_load`.
+//! `zcio_assoc_close`, `zcio_cp`, `zcio_module_load` and `zcio_module_names`;
+//! a channel as an I/O object (`zcio_splice_channel_fd`,
+//! `zcio_splice_fd_channel`) and the labels of both ends (`zcio_assoc_label`).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -18,6 +20,7 @@ use zcio::splice::{
     Association, Completion, Increment, IoObject, MoverKind, Next, Remote, SpliceError, Status,
 };
 
+use crate::chan::zcio_channel;
 use crate::error::{code_of, einval, fail, fail_msg, guard, set_last};
 use crate::{ssize_t, str_arg, Timeout};
 
@@ -37,6 +40,11 @@ pub const ZCIO_MOVER_SPLICE: c_int = 2;
 /// Mover: the buffer path (read into pool buffers, run the modules, write
 /// out): datagram sockets, rings, and any association with modules.
 pub const ZCIO_MOVER_BUFFER: c_int = 3;
+
+/// `zcio_assoc_label`: the source's label.
+pub const ZCIO_ASSOC_SOURCE: c_int = 0;
+/// `zcio_assoc_label`: the sink's label.
+pub const ZCIO_ASSOC_SINK: c_int = 1;
 
 /// An association between a source and a sink (opaque). Made by
 /// `zcio_splice_fds` or `zcio_splice_specs`, freed by `zcio_assoc_close`.
@@ -345,6 +353,87 @@ pub unsafe extern "C" fn zcio_splice_specs(
             // SAFETY: non-NULL and writable (contract).
             Ok(a) => unsafe { hand_out(a, out) },
             Err(e) => fail(e),
+        }
+    })
+}
+
+/// Take the channel behind `ch` over (its handle is freed).
+///
+/// # Safety
+/// `ch` is a live, non-NULL channel that nothing else uses now or later.
+unsafe fn take_channel(ch: *mut zcio_channel) -> IoObject {
+    // SAFETY: live, non-NULL and given up by the caller (contract).
+    let h = unsafe { Box::from_raw(ch) };
+    IoObject::channel(h.ch, "channel")
+}
+
+/// Associate the channel end `src` (data flows from it: each message
+/// received is written to the sink, in order; the source ends when the
+/// peer closes its end) with the descriptor `dst_fd` (into it: a file, a
+/// pipe, a socket; duplicated, the caller keeps its own). Always through
+/// the buffer path (`ZCIO_MOVER_BUFFER`); messages are read in place, not
+/// copied. Takes `src` over whatever the result, unless `src` or `out` is
+/// NULL: its handle is freed, do not use or close it again (the
+/// association closes the channel when it is closed). Stores the
+/// association in `*out`. Returns 0, `-EBADF` (`dst_fd` not open),
+/// `-EINVAL` or a negative errno.
+///
+/// # Safety
+/// `src` is NULL or a live channel that no other thread uses during the
+/// call (nor afterwards); `out` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_splice_channel_fd(
+    src: *mut zcio_channel,
+    dst_fd: c_int,
+    out: *mut *mut zcio_assoc,
+) -> c_int {
+    guard(|| {
+        if src.is_null() || out.is_null() {
+            return einval("zcio_splice_channel_fd: channel or out is NULL");
+        }
+        // SAFETY: live and given up to us (contract); taken before the
+        // descriptor is checked, so the handle is gone whatever the result.
+        let s = unsafe { take_channel(src) };
+        let r = endpoint(dst_fd, "sink").and_then(|d| Association::new(s, d).map_err(fail));
+        match r {
+            // SAFETY: non-NULL and writable (contract).
+            Ok(a) => unsafe { hand_out(a, out) },
+            Err(e) => e,
+        }
+    })
+}
+
+/// Associate the descriptor `src_fd` (data flows from it: a file, a pipe,
+/// a socket; duplicated, the caller keeps its own) with the channel end
+/// `dst` (into it: each block read is sent as one message, by reference
+/// — the receiver maps the association's buffers, nothing is copied).
+/// The channel's receiver sees the end of the stream as the channel
+/// closing, when the association is closed. Takes `dst` over whatever
+/// the result, unless `dst` or `out` is NULL (see
+/// `zcio_splice_channel_fd`). Stores the association in `*out`. Returns
+/// 0, `-EBADF`, `-EINVAL` or a negative errno.
+///
+/// # Safety
+/// `dst` is NULL or a live channel that no other thread uses during the
+/// call (nor afterwards); `out` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_splice_fd_channel(
+    src_fd: c_int,
+    dst: *mut zcio_channel,
+    out: *mut *mut zcio_assoc,
+) -> c_int {
+    guard(|| {
+        if dst.is_null() || out.is_null() {
+            return einval("zcio_splice_fd_channel: channel or out is NULL");
+        }
+        // SAFETY: live and given up to us (contract); taken first, so the
+        // handle is gone whatever the result.
+        let d = unsafe { take_channel(dst) };
+        let r = endpoint(src_fd, "source").and_then(|s| Association::new(s, d).map_err(fail));
+        match r {
+            // SAFETY: non-NULL and writable (contract).
+            Ok(a) => unsafe { hand_out(a, out) },
+            Err(e) => e,
         }
     })
 }
@@ -924,6 +1013,44 @@ pub unsafe extern "C" fn zcio_assoc_module_stats(
     })
 }
 
+/// The label of the association's source (`which` =
+/// `ZCIO_ASSOC_SOURCE`) or sink (`ZCIO_ASSOC_SINK`): the spec it was
+/// opened from (`zcio_splice_specs`), `fd:N` (`zcio_splice_fds`, N the
+/// caller's descriptor) or `channel`. Copied like
+/// `zcio_assoc_control`'s reply (NUL-terminated, truncated to `cap`).
+/// Returns the label's full length or `-EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `a` is NULL or a live association; `buf` is NULL or valid for writing
+/// `cap` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_assoc_label(
+    a: *const zcio_assoc,
+    which: c_int,
+    buf: *mut c_char,
+    cap: usize,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let h = match unsafe { handle(a, "zcio_assoc_label") } {
+            Ok(h) => h,
+            Err(e) => return e as ssize_t,
+        };
+        let st = h.r.status();
+        let label = match which {
+            ZCIO_ASSOC_SOURCE => st.source,
+            ZCIO_ASSOC_SINK => st.sink,
+            _ => {
+                return einval(format_args!(
+                    "zcio_assoc_label: which is {which}, not ZCIO_ASSOC_SOURCE or ZCIO_ASSOC_SINK"
+                )) as ssize_t
+            }
+        };
+        // SAFETY: the caller's contract for `buf`/`cap`.
+        unsafe { text_out(&label, buf, cap) }.unwrap_or_else(|e| e as ssize_t)
+    })
+}
+
 /// Stop flow, wait for the worker, close both I/O objects and free the
 /// association; its final status goes to `*final_status` (may be NULL).
 /// Modules are flushed when the source ends; closed earlier, what they
@@ -1068,5 +1195,24 @@ pub unsafe extern "C" fn zcio_module_load(
             Ok(n) => unsafe { text_out(&n, name, cap) }.unwrap_or_else(|e| e as ssize_t),
             Err(e) => fail(e) as ssize_t,
         }
+    })
+}
+
+/// The names of the modules `zcio_assoc_push` and `zcio_cp` can open —
+/// the built-ins and those `zcio_module_load` added — sorted, one per
+/// line (`NAME\n`). Copied like `zcio_assoc_control`'s reply. Returns the
+/// full length or `-EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `buf` is NULL or valid for writing `cap` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zcio_module_names(buf: *mut c_char, cap: usize) -> ssize_t {
+    guard(|| {
+        let reg = registry().read().unwrap_or_else(|p| p.into_inner());
+        let mut names = reg.names();
+        names.sort_unstable();
+        let text: String = names.iter().map(|n| format!("{n}\n")).collect();
+        // SAFETY: the caller's contract for `buf`/`cap`.
+        unsafe { text_out(&text, buf, cap) }.unwrap_or_else(|e| e as ssize_t)
     })
 }

@@ -191,7 +191,7 @@ impl Channel {
         let g = self.chan.read().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             return Err(PyValueError::new_err(
-                "this Channel was handed to a SemanticEndpoint (use the endpoint)",
+                "this Channel was handed to a SemanticEndpoint or an association (use that)",
             ));
         }
         Ok(ChanRef(g))
@@ -210,7 +210,9 @@ impl Channel {
             }
         };
         g.take().ok_or_else(|| {
-            PyValueError::new_err("this Channel was handed to a SemanticEndpoint already")
+            PyValueError::new_err(
+                "this Channel was handed to a SemanticEndpoint or an association already",
+            )
         })
     }
 
@@ -1170,7 +1172,7 @@ impl Channel {
 
     fn __repr__(&self) -> String {
         let Ok(chan) = self.chan() else {
-            return "zcio.Channel(handed to a SemanticEndpoint)".into();
+            return "zcio.Channel(handed over)".into();
         };
         let p = chan.peer();
         format!(

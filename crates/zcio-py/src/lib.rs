@@ -122,6 +122,7 @@ fn _zcio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(splice::splice, m)?)?;
     m.add_function(wrap_pyfunction!(splice::cp, m)?)?;
     m.add_function(wrap_pyfunction!(splice::load_module, m)?)?;
+    m.add_function(wrap_pyfunction!(splice::module_names, m)?)?;
     m.add_class::<semantics::SemanticEndpoint>()?;
     m.add_class::<semantics::ArenaBuffer>()?;
     m.add_class::<semantics::OwnedBuffer>()?;

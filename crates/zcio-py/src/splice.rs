@@ -1,7 +1,8 @@
 //! Associations (`zcio::splice`) for Python: `zcio.splice(src, dst,
 //! modules=[...])` → [`Association`] (`run`, `start` / `wait` / `fileno` /
-//! `on_complete`, `stop`, `status`, `push` / `pop` / `control`, `close`),
-//! `zcio.cp(src, dst, modules=[...])` and `zcio.load_module(path)`.
+//! `on_complete`, `on_quench`, `stop`, `status`, `push` / `pop` / `control`,
+//! `close`), `zcio.cp(src, dst, modules=[...])`, `zcio.load_module(path)`
+//! and `zcio.module_names()`. A `zcio.Channel` may be either end.
 //!
 //! Blocking work (opening a spec that connects or accepts, a synchronous
 //! run, waiting for a completion, closing) happens with the GIL released;
@@ -28,6 +29,7 @@ use zcio::splice::{
 };
 use zcio::splice::{Role, Spec};
 
+use crate::channel::Channel;
 use crate::errors;
 use crate::wait::{blocking, Deadline, Timeout};
 
@@ -217,6 +219,10 @@ impl SpliceStatus {
 fn fd_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<i32>> {
     if obj.is_instance_of::<pyo3::types::PyBool>() {
         return Err(PyTypeError::new_err("an endpoint must not be a bool"));
+    }
+    // A channel is an I/O object of its own, not its doorbell descriptor.
+    if obj.is_instance_of::<Channel>() {
+        return Ok(None);
     }
     if let Ok(n) = obj.extract::<i64>() {
         return i32::try_from(n).map(Some).map_err(|_| {
@@ -615,6 +621,35 @@ impl Association {
         })
     }
 
+    /// on_quench(callback): call ``callback(quenched)`` on the
+    /// association's worker thread (GIL held) when the sink stops taking
+    /// data at once (``True``: the source is being held back, or its blocks
+    /// dropped) and when it takes data again (``False``). Buffer path only
+    /// (an association with modules, a ring or a channel). An exception
+    /// in it goes to ``sys.unraisablehook``; flow goes on. None removes
+    /// the callback. Between increments only.
+    fn on_quench(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
+        self.with(py, |a| {
+            if a.status().active {
+                return Err(errors::raise(py, RsSpliceError::Busy));
+            }
+            let r = match callback {
+                None => a.on_quench(|_| {}),
+                Some(cb) => a.on_quench(move |quenched| {
+                    // Never unwind into the worker.
+                    let _ = catch_unwind(AssertUnwindSafe(|| {
+                        Python::attach(|py| {
+                            if let Err(e) = cb.bind(py).call1((quenched,)) {
+                                e.write_unraisable(py, Some(cb.bind(py)));
+                            }
+                        })
+                    }));
+                }),
+            };
+            r.map_err(|e| errors::raise(py, e))
+        })
+    }
+
     /// set_drop_when_behind(on): whether blocks the sink cannot take at
     /// once are dropped (and counted) instead of waited for; the default
     /// is on for active sources (UDP, rings), off for passive ones.
@@ -716,9 +751,12 @@ fn module_specs(modules: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
 
 /// splice(src, dst, modules=()): associate ``src`` with ``dst`` — each a
 /// descriptor (int, duplicated: you keep yours), an object with
-/// ``fileno()`` (duplicated), or a spec string (a path, '-', 'fd:N',
+/// ``fileno()`` (duplicated), a spec string (a path, '-', 'fd:N',
 /// 'tcp:HOST:PORT', 'tcp-listen:HOST:PORT', 'udp:HOST:PORT', 'unix:PATH',
-/// 'ring:NAME') — and push ``modules`` in data order. No data flows until
+/// 'ring:NAME'), or a ``zcio.Channel`` (taken over: the association sends
+/// each block as a message, by reference, or writes each message it
+/// receives; the source ends when the peer closes) — and push ``modules``
+/// in data order. No data flows until
 /// ``run`` or ``start``.
 #[pyfunction]
 #[pyo3(signature = (src, dst, modules=None))]
@@ -733,15 +771,35 @@ pub(crate) fn splice(
         .iter()
         .map(|s| open_module(py, s))
         .collect::<PyResult<Vec<_>>>()?;
-    let s = endpoint(py, src, Role::Source, fd_of(py, dst)?, None)?;
-    let src_spec = match fd_of(py, src)? {
+    let (src_ch, dst_ch) = (src.cast::<Channel>().ok(), dst.cast::<Channel>().ok());
+    let s = match src_ch {
         Some(_) => None,
-        None => src
+        None => Some(endpoint(py, src, Role::Source, fd_of(py, dst)?, None)?),
+    };
+    let src_spec = match (&src_ch, fd_of(py, src)?) {
+        (None, None) => src
             .extract::<std::path::PathBuf>()
             .ok()
             .and_then(|p| p.to_str().map(str::to_owned)),
+        _ => None,
     };
-    let d = endpoint(py, dst, Role::Sink, None, src_spec.as_deref())?;
+    let d = match dst_ch {
+        Some(_) => None,
+        None => Some(endpoint(py, dst, Role::Sink, None, src_spec.as_deref())?),
+    };
+    // Channels are taken last: a failure above leaves them to the caller.
+    let take = |ch: Option<&Bound<'_, Channel>>| -> PyResult<IoObject> {
+        let ch = ch.ok_or_else(|| PyValueError::new_err("no endpoint"))?;
+        Ok(IoObject::channel(ch.get().take()?, "channel"))
+    };
+    let s = match s {
+        Some(s) => s,
+        None => take(src_ch)?,
+    };
+    let d = match d {
+        Some(d) => d,
+        None => take(dst_ch)?,
+    };
     let mut a = RsAssociation::new(s, d).map_err(|e| errors::raise(py, e))?;
     for m in stack {
         a.push(m).map_err(|e| errors::raise(py, e))?;
@@ -798,6 +856,16 @@ pub(crate) fn load_module(py: Python<'_>, path: std::path::PathBuf) -> PyResult<
         unsafe { reg.load(&path) }
     });
     r.map_err(|e| errors::raise(py, e))
+}
+
+/// module_names(): the names ``push``, ``splice(modules=…)`` and ``cp``
+/// can open — the built-ins and those ``load_module`` added — sorted.
+#[pyfunction]
+pub(crate) fn module_names() -> Vec<String> {
+    let reg = registry().read().unwrap_or_else(|p| p.into_inner());
+    let mut names: Vec<String> = reg.names().into_iter().map(str::to_owned).collect();
+    names.sort_unstable();
+    names
 }
 
 // The pyclass is frozen (shared between threads): Association and Remote

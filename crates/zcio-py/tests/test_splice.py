@@ -3,7 +3,9 @@
 increments with select() on fileno() and a chaining callback, stop of a
 silent source (asynchronous, and a run blocked in another thread), a sender
 killed with SIGKILL mid-stream, a callback that raises, zcio.cp, a user
-module loaded from a shared object, and bad input of every kind.
+module loaded from a shared object, channels as source and sink (a child
+at the other end; one killed with SIGKILL), the quench hook with a child
+that holds its pipe full, module_names, and bad input of every kind.
 
 Children are separate interpreters (subprocess) under a watchdog; one that
 fails to start fails the test. No timing assertions."""
@@ -11,6 +13,7 @@ fails to start fails the test. No timing assertions."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import pathlib
@@ -66,15 +69,47 @@ elif role == "tcp-writer":
 elif role == "pipe-writer":
     sys.stdout.buffer.write(stream(int(arg[0])))
     sys.stdout.buffer.flush()
+elif role == "slow-reader":
+    # wait for a line on descriptor arg[0], then read stdin to its end
+    with os.fdopen(int(arg[0]), "rb") as ctl:
+        ctl.readline()
+    h, n = hashlib.sha256(), 0
+    while True:
+        b = sys.stdin.buffer.read1(1 << 16)
+        if not b:
+            break
+        h.update(b)
+        n += len(b)
+    print(n, h.hexdigest(), flush=True)
+elif role == "chan-reader":
+    import zcio
+    ch = zcio.Channel.connect(arg[0], timeout=30)
+    h, n = hashlib.sha256(), 0
+    try:
+        while True:
+            b = bytes(ch.recv(timeout=30))
+            h.update(b)
+            n += len(b)
+    except zcio.Disconnected:
+        pass
+    print(n, h.hexdigest(), flush=True)
+elif role == "chan-writer":
+    import zcio
+    ch = zcio.Channel.connect(arg[0], timeout=30)
+    data = stream(int(arg[1]))
+    for at in range(0, len(data), 60000):
+        ch.send(data[at:at + 60000], timeout=30)
+    print("sent", flush=True)
+    time.sleep(60)  # until killed (the watchdog's bound)
 """
 
 
 class Kid:
     """A child interpreter running CHILD under a watchdog."""
 
-    def __init__(self, *args: str, stdout=subprocess.PIPE):
+    def __init__(self, *args: str, stdout=subprocess.PIPE, **popen):
         code = CHILD.format(here=os.path.dirname(os.path.abspath(__file__)))
-        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=stdout)
+        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=stdout, **popen)
 
     def finish(self) -> tuple[int, str]:
         try:
@@ -394,6 +429,130 @@ def test_load_module(tmp_path):
     (tmp_path / "t").write_bytes(b"Hello, zcio!\n")
     zcio.cp(tmp_path / "t", tmp_path / "r", ["rot13"])
     assert (tmp_path / "r").read_bytes() == b"Uryyb, mpvb!\n"
+
+
+def test_file_into_a_childs_channel(kids, tmp_path):
+    size = (5 << 20) + 321
+    src = tmp_path / "chan.src"
+    src.write_bytes(stream(size))
+    sock = str(tmp_path / "chan.sock")
+    with zcio.Listener(sock) as lst:
+        kid = kids("chan-reader", sock)
+        ch = lst.accept(timeout=WATCHDOG)
+    a = zcio.splice(src, ch)
+    with pytest.raises(ValueError):
+        ch.send(b"x")  # the association has it now
+    st = a.status()
+    assert (st.source, st.sink, st.mover) == (str(src), "channel", "buffer")
+    c = a.run()
+    assert c.eof and c.error is None and c.moved == size
+    st = a.close()  # closes the channel: the child sees the end
+    assert st.moved == size and st.copied == 0
+    rc, out = kid.finish()
+    assert rc == 0
+    assert out.split() == [str(size), sha(stream(size))]
+
+
+def test_a_childs_channel_into_a_file_until_it_is_killed(kids, tmp_path):
+    size = (4 << 20) + 999
+    out = tmp_path / "chansrc.out"
+    sock = str(tmp_path / "chansrc.sock")
+    with zcio.Listener(sock) as lst:
+        kid = kids("chan-writer", sock, str(size))
+        ch = lst.accept(timeout=WATCHDOG)
+    with open(out, "wb") as f, zcio.splice(ch, f) as a:
+        assert a.status().source == "channel"
+        c = a.run(size)
+        assert c.error is None and c.moved == size and not c.eof
+        assert kid.proc.stdout.readline() == b"sent\n"
+        kid.proc.send_signal(signal.SIGKILL)  # no orderly close
+        rc, _ = kid.finish()
+        assert rc == -signal.SIGKILL
+        c = a.run()
+        assert c.eof and c.moved == 0
+    assert out.read_bytes() == stream(size)
+
+
+def sink_fits_one_block(fd: int) -> None:
+    """One block of the buffer path (256 KiB) fills the pipe exactly: the
+    next block finds it full (a block larger than the room left would just
+    wait in its write, unquenched)."""
+    assert fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 256 << 10) == 256 << 10
+
+
+def test_quench_hook_with_a_child_holding_its_pipe_full(kids, tmp_path):
+    size = 4 << 20  # far more than a pipe holds
+    src = tmp_path / "q.src"
+    src.write_bytes(stream(size))
+    data_r, data_w = os.pipe()
+    sink_fits_one_block(data_w)
+    ctl_r, ctl_w = os.pipe()
+    kid = kids("slow-reader", str(ctl_r), stdin=data_r, pass_fds=(ctl_r,))
+    os.close(data_r)
+    os.close(ctl_r)
+    events: list[bool] = []
+    quenched = threading.Event()
+
+    def on_quench(q: bool) -> None:
+        events.append(q)
+        if q:
+            quenched.set()
+
+    with zcio.splice(src, data_w, modules=["count"]) as a:
+        os.close(data_w)  # the association has its own
+        a.on_quench(on_quench)
+        a.start(None)
+        with pytest.raises(zcio.SpliceError) as e:
+            a.on_quench(None)  # between increments only
+        assert e.value.errno == errno.EBUSY
+        assert quenched.wait(WATCHDOG), "the sink never filled"
+        os.write(ctl_w, b"go\n")
+        os.close(ctl_w)
+        c = a.wait(WATCHDOG)
+        assert c is not None and c.eof and c.moved == size
+    rc, out = kid.finish()
+    assert rc == 0 and out.split() == [str(size), sha(stream(size))]
+    assert events[0] is True and events[-1] is False
+    assert all(x != y for x, y in zip(events, events[1:])), events  # alternates
+
+
+def test_quench_callback_exception_is_unraisable_and_flow_goes_on(tmp_path, monkeypatch):
+    size = 1 << 20
+    src = tmp_path / "qe.src"
+    src.write_bytes(stream(size))
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    r, w = os.pipe()  # read by this test only once the hook has run
+    sink_fits_one_block(w)
+    hit = threading.Event()
+
+    def boom(q: bool) -> None:
+        hit.set()
+        raise RuntimeError("quench")
+
+    got = bytearray()
+    with zcio.splice(src, w, modules=["count"]) as a:
+        os.close(w)
+        a.on_quench(boom)
+        a.start(None)
+        assert hit.wait(WATCHDOG), "the sink never filled"
+        while len(got) < size:
+            b = os.read(r, 1 << 16)
+            assert b
+            got += b
+        c = a.wait(WATCHDOG)
+        assert c is not None and c.eof and c.error is None
+    os.close(r)
+    assert bytes(got) == stream(size)
+    assert RuntimeError in seen
+
+
+def test_module_names():
+    names = zcio.module_names()
+    assert names == sorted(names) and len(set(names)) == len(names)
+    assert {"count", "crc32c", "tap"} <= set(names)
+    for n in names:
+        assert isinstance(n, str) and n
 
 
 def test_bad_input(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 on
 from types import TracebackType
-from typing import Any, Iterable, Literal, Protocol, Sequence, overload
+from typing import Any, Callable, Iterable, Literal, Protocol, Sequence, overload
 
 from ._errors import ZcioError
 
@@ -1080,8 +1080,8 @@ DEFAULT: _Default
 #: An endpoint: a descriptor (duplicated), an object with ``fileno()``
 #: (duplicated), or a spec: a path, ``"-"``, ``"fd:N"``, ``"tcp:HOST:PORT"``,
 #: ``"tcp-listen:HOST:PORT"``, ``"udp:HOST:PORT"``, ``"unix:PATH"``,
-#: ``"ring:NAME"``.
-_EndpointArg = int | str | os.PathLike[str] | Any
+#: ``"ring:NAME"``; or a :class:`Channel` (taken over).
+_EndpointArg = int | str | os.PathLike[str] | Channel | Any
 
 class Completion:
     """The end of one increment."""
@@ -1166,6 +1166,10 @@ class Association:
     def on_complete(self, callback: Any | None) -> None:
         """``callback(completion)`` on the worker thread; returns None/False
         (stop), True (repeat), ``DEFAULT`` or a byte count (start that)."""
+    def on_quench(self, callback: Callable[[bool], object] | None) -> None:
+        """``callback(quenched)`` on the worker thread when the sink stops
+        taking data at once (True) and takes it again (False); buffer path
+        only. Exceptions go to ``sys.unraisablehook``."""
     def set_drop_when_behind(self, on: bool) -> None: ...
     def close(self) -> SpliceStatus: ...
     @property
@@ -1186,6 +1190,9 @@ def cp(
 def load_module(path: str | os.PathLike[str]) -> str:
     """Load a user module from a shared object (it runs in this process:
     load only code you trust); returns its name."""
+
+def module_names() -> list[str]:
+    """The module names ``push``, ``splice`` and ``cp`` can open, sorted."""
 
 # --- buffering semantics --------------------------------------------------
 
