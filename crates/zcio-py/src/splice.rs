@@ -787,6 +787,15 @@ pub(crate) fn splice(
         Some(_) => None,
         None => Some(endpoint(py, dst, Role::Sink, None, src_spec.as_deref())?),
     };
+    // One channel cannot be both ends: refused before either is taken (taking the
+    // source and then failing on the sink would lose the caller's channel).
+    if let (Some(a), Some(b)) = (&src_ch, &dst_ch) {
+        if a.is(b) {
+            return Err(PyValueError::new_err(
+                "the same Channel cannot be both source and sink: pass two channels",
+            ));
+        }
+    }
     // Channels are taken last: a failure above leaves them to the caller.
     let take = |ch: Option<&Bound<'_, Channel>>| -> PyResult<IoObject> {
         let ch = ch.ok_or_else(|| PyValueError::new_err("no endpoint"))?;

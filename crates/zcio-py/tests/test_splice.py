@@ -632,3 +632,14 @@ def test_bad_input(tmp_path):
     os.close(r)
     os.close(r2)
     os.close(w2)
+
+
+def test_one_channel_as_both_ends_is_refused_and_kept():
+    a, b = zcio.Channel.pair()
+    with a, b:
+        with pytest.raises(ValueError, match="both source and sink"):
+            zcio.splice(a, a)
+        # refused before it was taken: the channel still works
+        a.send(b"still mine")
+        with b.recv(timeout=WATCHDOG) as m:
+            assert bytes(m) == b"still mine"
