@@ -93,6 +93,14 @@ mod table {
         zcio_assoc_status = 72;
         zcio_assoc_stats = 40;
     }
+
+    #[cfg(feature = "bridge")]
+    use crate::bridge::{zcio_bridge_counters, zcio_bridge_session};
+    #[cfg(feature = "bridge")]
+    extensible! {
+        zcio_bridge_session = 104;
+        zcio_bridge_counters = 80;
+    }
 }
 
 /// `-EINVAL` unless `size` is in `T::V1..=MAX_SIZE`.
