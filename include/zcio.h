@@ -3157,8 +3157,8 @@ void zcio_buf_free(struct zcio_buf *buf);
 /**
  * Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
  * 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`),
- * and Rust's `ChannelConfig::default()` for the rest, and `size` with
- * `size`, writing at most `size` bytes (the header's
+ * and Rust's `ChannelConfig::default()` for the rest, and record `size`
+ * in `cfg->size`, writing at most `size` bytes (the header's
  * `zcio_channel_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
  * `-EINVAL` (NULL, a size out of range).
  *
@@ -5114,7 +5114,8 @@ void zcio_recv_handle_free(struct zcio_recv_handle *h);
  *    zcio_envelope, zcio_peer_cred, zcio_peer_fault, zcio_access, zcio_type,
  *    zcio_completion, zcio_received) or by their calls (zcio_assoc_close and zcio_cp
  *    write the first version of zcio_assoc_status; zcio_assoc_get_status gives all).
- * Taking the address of a call below takes the *_sized symbol's.
+ * The names below are macros only: a function pointer is the *_sized symbol's
+ * (&zcio_channel_get_stats_sized), and the size is then yours to pass.
  */
 #define zcio_ring_get_stats(ring, out) zcio_ring_get_stats_sized((ring), (out), sizeof *(out))
 #define zcio_pool_config_init(cfg) zcio_pool_config_init_sized((cfg), sizeof *(cfg))

@@ -157,8 +157,8 @@ fn us_of(d: Duration) -> u64 {
 
 /// Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
 /// 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`),
-/// and Rust's `ChannelConfig::default()` for the rest, and `size` with
-/// `size`, writing at most `size` bytes (the header's
+/// and Rust's `ChannelConfig::default()` for the rest, and record `size`
+/// in `cfg->size`, writing at most `size` bytes (the header's
 /// `zcio_channel_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
 /// `-EINVAL` (NULL, a size out of range).
 ///
