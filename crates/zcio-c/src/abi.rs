@@ -306,17 +306,13 @@ mod tests {
         let mut buf = [0xeeu8; 40];
         for size in [0, 15, MAX_SIZE + 1] {
             // SAFETY: nothing is written for these sizes (what is tested).
-            assert_eq!(
-                unsafe { put("t", &V2, buf.as_mut_ptr().cast(), size) },
-                -libc::EINVAL
-            );
+            let rc = unsafe { put("t", &V2, buf.as_mut_ptr().cast(), size) };
+            assert_eq!(rc, -libc::EINVAL);
         }
         assert!(buf.iter().all(|&b| b == 0xee));
-        // SAFETY: a NULL out.
-        assert_eq!(
-            unsafe { put("t", &V2, std::ptr::null_mut(), 24) },
-            -libc::EINVAL
-        );
+        // SAFETY: a NULL out is refused before any write.
+        let rc = unsafe { put("t", &V2, std::ptr::null_mut(), 24) };
+        assert_eq!(rc, -libc::EINVAL);
         buf[..8].copy_from_slice(&0usize.to_ne_bytes());
         // SAFETY: `buf` holds 40 bytes.
         let got = unsafe { take_config("t", buf.as_ptr().cast::<zcio_test_cfg>(), V2) };
