@@ -20,7 +20,7 @@ use zcio_zenoh::{
     SessionOptions, Sink, Source, DEFAULT_MAX_SAMPLE,
 };
 
-use crate::abi::{put, take};
+use crate::abi::{put as put_sized, take};
 use crate::error::{einval, fail_msg, guard};
 use crate::ring_create::zcio_ring_options;
 use crate::{ssize_t, str_arg, Timeout, ZCIO_TIMEOUT_INFINITE};
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn zcio_bridge_session_init(
     guard(|| {
         let d = zcio_bridge_session::default();
         // SAFETY: the caller's contract.
-        unsafe { put("zcio_bridge_session_init", &d, s, size) }
+        unsafe { put_sized("zcio_bridge_session_init", &d, s, size) }
     })
 }
 
@@ -644,7 +644,7 @@ pub unsafe extern "C" fn zcio_bridge_get_counters(
             connections: s.connections,
         };
         // SAFETY: the caller's contract.
-        unsafe { put("zcio_bridge_get_counters", &c, out, size) }
+        unsafe { put_sized("zcio_bridge_get_counters", &c, out, size) }
     })
 }
 
