@@ -1153,6 +1153,11 @@ typedef struct zcio_ring_consumer_info {
  */
 typedef struct zcio_pool_config {
     /**
+     * `sizeof` the caller's struct, set by `zcio_pool_config_init`; leave it as
+     * it set it (docs/c.md, "The ABI").
+     */
+    size_t size;
+    /**
      * Bytes per chunk region, rounded up to pages (> 0; default 16 MiB); a
      * larger buffer gets a chunk of its own size.
      */
@@ -1281,16 +1286,21 @@ typedef struct zcio_huge_pages {
  * `ChannelPolicy`), for `zcio_listen_with` / `zcio_listen_access` (every
  * channel the listener accepts), `zcio_connect_with` and
  * `zcio_channel_pair`. Always fill it with `zcio_channel_config_init`
- * (the defaults), then change what you need: fields are only ever added
- * at the end and `_init` sets them all, so such a program builds unchanged
- * against a later header (rebuild it: the struct grows, and a library
- * newer than the header a program was built with writes past its struct
- * in `_init`). Bounds are in milliseconds, > 0,
+ * (the defaults; it records `sizeof` your struct in `size`), then change
+ * what you need. Fields are only ever appended (docs/c.md, "The ABI"): a
+ * library newer than your header keeps its defaults for the fields you
+ * lack, an older one refuses (`-EINVAL`) a field it lacks that you set.
+ * Bounds are in milliseconds, > 0,
  * or `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust). A value
  * out of range makes the call that takes the struct return `-EINVAL`,
  * and `zcio_last_error` says what is allowed.
  */
 typedef struct zcio_channel_config {
+    /**
+     * `sizeof` the caller's struct, set by `zcio_channel_config_init`
+     * (and `zcio_channel_get_config`); leave it as they set it.
+     */
+    size_t size;
     /**
      * What a sending call waits with `timeout_ms` < 0: `zcio_send`,
      * `zcio_sendv`, `zcio_send_bytes`, `zcio_forward`, `zcio_send_typed`,
@@ -1580,6 +1590,11 @@ typedef struct zcio_peer_cred {
  * `ZCIO_TIMEOUT_INFINITE`.
  */
 typedef struct zcio_forward_config {
+    /**
+     * `sizeof` the caller's struct, set by `zcio_forward_config_init`; leave it as
+     * it set it (docs/c.md, "The ABI").
+     */
+    size_t size;
     /**
      * Messages taken without waiting before deferred wakes and notices
      * are flushed (>= 1; default 64).
@@ -1893,6 +1908,11 @@ typedef struct zcio_assoc_stats {
  */
 typedef struct zcio_semantic_config {
     /**
+     * `sizeof` the caller's struct, set by `zcio_semantic_config_init`; leave it as
+     * it set it (docs/c.md, "The ABI").
+     */
+    size_t size;
+    /**
      * Semantics of the output calls (an `enum zcio_semantics` value;
      * default `ZCIO_SEM_EMULATED_COPY`).
      */
@@ -2030,6 +2050,11 @@ typedef struct zcio_semantic_stats {
  */
 typedef struct zcio_rendezvous_config {
     /**
+     * `sizeof` the caller's struct, set by `zcio_rendezvous_config_init`; leave it as
+     * it set it (docs/c.md, "The ABI").
+     */
+    size_t size;
+    /**
      * What a send waits for the partner to take the message with
      * `timeout_ms` < 0: `zcio_rendezvous_send`, the send half of
      * `zcio_rendezvous_call` and `_reply_and_recv`, and a proxy
@@ -2147,6 +2172,11 @@ typedef struct zcio_envelope {
  * defaults), then change what you need.
  */
 typedef struct zcio_proxy_config {
+    /**
+     * `sizeof` the caller's struct, set by `zcio_proxy_config_init`; leave it as
+     * it set it (docs/c.md, "The ABI").
+     */
+    size_t size;
     /**
      * Most proxy threads alive at once (send and receive proxies
      * together; 0 is taken as 1). Default 64.
@@ -2540,11 +2570,14 @@ int zcio_ring_wait_consumers(struct zcio_ring *ring, uint32_t n, int timeout_ms)
  * Fill `*out` with the ring's size and (consumers) this consumer's
  * counters. Returns 0 or `-EINVAL`.
  *
+ * The header's `zcio_ring_get_stats(…, out)` passes `sizeof *(out)` as `size`;
+ * at most `size` bytes are written (docs/c.md, "The ABI").
+ *
  * # Safety
  * `ring` is NULL or a live handle used by one thread at a time; `out` is
- * NULL or valid for writing a `struct zcio_ring_stats`.
+ * NULL or valid for writing `size` bytes.
  */
-int zcio_ring_get_stats(struct zcio_ring *ring, struct zcio_ring_stats *out);
+int zcio_ring_get_stats_sized(struct zcio_ring *ring, struct zcio_ring_stats *out, size_t size);
 
 /**
  * Fill `*out` with the end's live counters, writing at most `size` bytes
@@ -2978,13 +3011,16 @@ int zcio_ring_abort(struct zcio_ring *ring);
 int zcio_pool_create(const char *name, size_t chunk_size, size_t max_chunks, struct zcio_pool **out);
 
 /**
- * Fill `*cfg` with the defaults (Rust's `PoolConfig::default()`). NULL is
- * ignored.
+ * Fill `*cfg` with the defaults (Rust's `PoolConfig::default()`).
+ *
+ * Records `size` in `cfg->size` and writes at most `size` bytes (the
+ * header's `zcio_pool_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+ * `-EINVAL` (NULL, a size out of range).
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_pool_config`.
+ * `cfg` is NULL or valid for writing `size` bytes.
  */
-void zcio_pool_config_init(struct zcio_pool_config *cfg);
+int zcio_pool_config_init_sized(struct zcio_pool_config *cfg, size_t size);
 
 /**
  * Create a pool named `name` (shows in `/proc/PID/maps`; NULL: "pool")
@@ -2993,7 +3029,7 @@ void zcio_pool_config_init(struct zcio_pool_config *cfg);
  *
  * # Safety
  * `name` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
- * reading a `struct zcio_pool_config`; `out` is NULL or valid for writing
+ * reading `cfg->size` bytes (`zcio_pool_config_init` set it); `out` is NULL or valid for writing
  * a pointer.
  */
 int zcio_pool_create_with(const char *name, const struct zcio_pool_config *cfg, struct zcio_pool **out);
@@ -3002,11 +3038,14 @@ int zcio_pool_create_with(const char *name, const struct zcio_pool_config *cfg, 
  * The pool's configuration, as `zcio_pool_config_init` gives it. Stores
  * it in `*out`; returns 0 or `-EINVAL`.
  *
+ * The header's `zcio_pool_get_config(…, out)` passes `sizeof *(out)` as `size`;
+ * at most `size` bytes are written (docs/c.md, "The ABI").
+ *
  * # Safety
- * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
- * `struct zcio_pool_config`.
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing
+ * `size` bytes.
  */
-int zcio_pool_get_config(const struct zcio_pool *pool, struct zcio_pool_config *out);
+int zcio_pool_get_config_sized(const struct zcio_pool *pool, struct zcio_pool_config *out, size_t size);
 
 /**
  * Process the deallocation notices of every channel carrying this pool's
@@ -3030,22 +3069,28 @@ void zcio_pool_destroy(struct zcio_pool *pool);
 /**
  * Fill `*out` with the pool's counters. Returns 0 or `-EINVAL`.
  *
+ * The header's `zcio_pool_get_stats(…, out)` passes `sizeof *(out)` as `size`;
+ * at most `size` bytes are written (docs/c.md, "The ABI").
+ *
  * # Safety
- * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
- * `struct zcio_pool_stats`.
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing
+ * `size` bytes.
  */
-int zcio_pool_get_stats(const struct zcio_pool *pool, struct zcio_pool_stats *out);
+int zcio_pool_get_stats_sized(const struct zcio_pool *pool, struct zcio_pool_stats *out, size_t size);
 
 /**
  * Fill `*out` with whether the pool's chunks use huge pages (reads
  * `/proc/self/smaps`: call it to report, not per message). Returns 0 or
  * `-EINVAL`.
  *
+ * The header's `zcio_pool_get_huge_pages(…, out)` passes `sizeof *(out)` as `size`;
+ * at most `size` bytes are written (docs/c.md, "The ABI").
+ *
  * # Safety
- * `pool` is NULL or a live handle; `out` is NULL or valid for writing a
- * `struct zcio_huge_pages`.
+ * `pool` is NULL or a live handle; `out` is NULL or valid for writing
+ * `size` bytes.
  */
-int zcio_pool_get_huge_pages(const struct zcio_pool *pool, struct zcio_huge_pages *out);
+int zcio_pool_get_huge_pages_sized(const struct zcio_pool *pool, struct zcio_huge_pages *out, size_t size);
 
 /**
  * Allocate a buffer of `len` bytes from `pool`, waiting up to 10 s for
@@ -3130,12 +3175,15 @@ void zcio_buf_free(struct zcio_buf *buf);
 /**
  * Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
  * 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`),
- * and Rust's `ChannelConfig::default()` for the rest. NULL is ignored.
+ * and Rust's `ChannelConfig::default()` for the rest, and record `size`
+ * in `cfg->size`, writing at most `size` bytes (the header's
+ * `zcio_channel_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+ * `-EINVAL` (NULL, a size out of range).
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_channel_config`.
+ * `cfg` is NULL or valid for writing `size` bytes.
  */
-void zcio_channel_config_init(struct zcio_channel_config *cfg);
+int zcio_channel_config_init_sized(struct zcio_channel_config *cfg, size_t size);
 
 /**
  * Listen for channels on the Unix socket `path` (a stale socket file of
@@ -3161,7 +3209,7 @@ int zcio_listen(const char *path, struct zcio_listener **out);
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
- * reading a `struct zcio_channel_config`; `out` is NULL or valid for
+ * reading `cfg->size` bytes (`zcio_channel_config_init` set it); `out` is NULL or valid for
  * writing a pointer.
  */
 int zcio_listen_with(const char *path, const struct zcio_channel_config *cfg, struct zcio_listener **out);
@@ -3188,7 +3236,7 @@ int zcio_listen_access(const char *path, const struct zcio_channel_config *cfg, 
  * with `zcio_channel_close`). Returns 0, `-EINVAL`, or a negative errno.
  *
  * # Safety
- * `cfg` is NULL or valid for reading a `struct zcio_channel_config`; `a`
+ * `cfg` is NULL or valid for reading `cfg->size` bytes; `a`
  * and `b` are NULL or valid for writing a pointer.
  */
 int zcio_channel_pair(const struct zcio_channel_config *cfg, struct zcio_channel **a, struct zcio_channel **b);
@@ -3240,7 +3288,7 @@ int zcio_connect(const char *path, int timeout_ms, struct zcio_channel **out);
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
- * reading a `struct zcio_channel_config`; `out` is NULL or valid for
+ * reading `cfg->size` bytes (`zcio_channel_config_init` set it); `out` is NULL or valid for
  * writing a pointer.
  */
 int zcio_connect_with(const char *path, const struct zcio_channel_config *cfg, struct zcio_channel **out);
@@ -3337,13 +3385,15 @@ int zcio_recv(struct zcio_channel *ch, int timeout_ms, struct zcio_msg **out);
 int zcio_channel_reclaim(struct zcio_channel *ch);
 
 /**
- * Fill `*out` with the channel's counters. Returns 0 or `-EINVAL`.
+ * Fill `*out` with the channel's counters, writing at most `size` bytes
+ * (the header's `zcio_channel_get_stats(ch, out)` passes `sizeof
+ * *(out)`). Returns 0 or `-EINVAL`.
  *
  * # Safety
- * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
- * `struct zcio_channel_stats`.
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing
+ * `size` bytes.
  */
-int zcio_channel_get_stats(struct zcio_channel *ch, struct zcio_channel_stats *out);
+int zcio_channel_get_stats_sized(struct zcio_channel *ch, struct zcio_channel_stats *out, size_t size);
 
 /**
  * Event loops: this end's doorbell, a descriptor that polls readable
@@ -3551,20 +3601,26 @@ int zcio_channel_is_peer_trusted(struct zcio_channel *ch);
  * give it (an accepted channel has its listener's). Stores it in `*out`.
  * Returns 0 or `-EINVAL`.
  *
- * # Safety
- * `ch` is NULL or a live channel; `out` is NULL or valid for writing a
- * `struct zcio_channel_config`.
- */
-int zcio_channel_get_config(struct zcio_channel *ch, struct zcio_channel_config *out);
-
-/**
- * Fill `*cfg` with the defaults (Rust's `ForwardConfig::default()`). NULL
- * is ignored.
+ * The header's `zcio_channel_get_config(…, out)` passes `sizeof *(out)` as `size`;
+ * at most `size` bytes are written (docs/c.md, "The ABI").
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_forward_config`.
+ * `ch` is NULL or a live channel; `out` is NULL or valid for writing
+ * `size` bytes.
  */
-void zcio_forward_config_init(struct zcio_forward_config *cfg);
+int zcio_channel_get_config_sized(struct zcio_channel *ch, struct zcio_channel_config *out, size_t size);
+
+/**
+ * Fill `*cfg` with the defaults (Rust's `ForwardConfig::default()`).
+ *
+ * Records `size` in `cfg->size` and writes at most `size` bytes (the
+ * header's `zcio_forward_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+ * `-EINVAL` (NULL, a size out of range).
+ *
+ * # Safety
+ * `cfg` is NULL or valid for writing `size` bytes.
+ */
+int zcio_forward_config_init_sized(struct zcio_forward_config *cfg, size_t size);
 
 /**
  * Forward every message arriving on `up` to `down` until one of them ends
@@ -3580,7 +3636,8 @@ void zcio_forward_config_init(struct zcio_forward_config *cfg);
  * channels soon after.
  *
  * Stores what happened in `*report` (NULL: not stored), writing at most
- * `report_size` bytes (pass `sizeof(struct zcio_forward_report)`).
+ * `report_size` bytes (pass `sizeof(struct zcio_forward_report)`; a
+ * size out of range is `-EINVAL` before anything runs).
  * Returns 0 (the upstream ended, or the idle bound), `-EPIPE` (the
  * downstream went away: what was in flight may be lost), the failure's
  * code (`ZCIO_FORWARD_FAILED`, its text in `zcio_last_error`), or
@@ -3589,7 +3646,7 @@ void zcio_forward_config_init(struct zcio_forward_config *cfg);
  *
  * # Safety
  * `up` and `down` are NULL or live channels; `pool` is NULL or a live
- * pool; `cfg` is NULL or valid for reading a `struct zcio_forward_config`;
+ * pool; `cfg` is NULL or valid for reading `cfg->size` bytes;
  * `report` is NULL or valid for writing `report_size` bytes.
  */
 int zcio_forward_run(struct zcio_channel *up, struct zcio_channel *down, const struct zcio_pool *pool, const struct zcio_forward_config *cfg, struct zcio_forward_report *report, size_t report_size);
@@ -3700,10 +3757,10 @@ int zcio_lane_send_bytes(struct zcio_lane_sender *tx, const void *data, size_t l
  * Counters of the sending end.
  *
  * # Safety
- * `tx` is NULL or a live lane sender; `out` is NULL or valid for writing
- * a `zcio_lane_stats`.
+ * `tx` is NULL or a live lane sender; `out` is NULL or valid for writing `size`
+ * bytes (the header's `zcio_lane_sender_get_stats(…, out)` passes `sizeof *(out)`).
  */
-int zcio_lane_sender_get_stats(const struct zcio_lane_sender *tx, struct zcio_lane_stats *out);
+int zcio_lane_sender_get_stats_sized(const struct zcio_lane_sender *tx, struct zcio_lane_stats *out, size_t size);
 
 /**
  * Close the sending end (the receiver sees the end once it has read what
@@ -3748,9 +3805,10 @@ int zcio_lane_release(struct zcio_lane_receiver *rx);
  *
  * # Safety
  * `rx` is NULL or a live lane receiver; `out` is NULL or valid for
- * writing a `zcio_lane_stats`.
+ * writing `size` bytes (the header's `zcio_lane_receiver_get_stats(…, out)` passes
+ * `sizeof *(out)`).
  */
-int zcio_lane_receiver_get_stats(const struct zcio_lane_receiver *rx, struct zcio_lane_stats *out);
+int zcio_lane_receiver_get_stats_sized(const struct zcio_lane_receiver *rx, struct zcio_lane_stats *out, size_t size);
 
 /**
  * Close the receiving end and free the handle (a held message is
@@ -4106,11 +4164,14 @@ int zcio_assoc_stop(struct zcio_assoc *a);
  * Store the status bits and counters in `*out`. Thread-safe (readable
  * while data flows). Returns 0 or `-EINVAL`.
  *
+ * The header's `zcio_assoc_get_status(…, out)` passes `sizeof *(out)` as `size`;
+ * at most `size` bytes are written (docs/c.md, "The ABI").
+ *
  * # Safety
  * `a` is NULL or a live association; `out` is NULL or valid for writing
- * a `struct zcio_assoc_status`.
+ * `size` bytes.
  */
-int zcio_assoc_get_status(const struct zcio_assoc *a, struct zcio_assoc_status *out);
+int zcio_assoc_get_status_sized(const struct zcio_assoc *a, struct zcio_assoc_status *out, size_t size);
 
 /**
  * Store the association's live counters in `*out`, writing at most
@@ -4223,7 +4284,9 @@ ssize_t zcio_assoc_label(const struct zcio_assoc *a, int which, char *buf, size_
  *
  * # Safety
  * `a` is NULL or a live association, not used again afterwards;
- * `final_status` is NULL or valid for writing a `struct zcio_assoc_status`.
+ * `final_status` is NULL or valid for writing the first version of
+ * `struct zcio_assoc_status` (the fields of a later one stay untouched;
+ * `zcio_assoc_get_status` gives them all).
  */
 void zcio_assoc_close(struct zcio_assoc *a, struct zcio_assoc_status *final_status);
 
@@ -4239,7 +4302,8 @@ void zcio_assoc_close(struct zcio_assoc *a, struct zcio_assoc_status *final_stat
  * # Safety
  * `src`, `dst` are NULL or NUL-terminated strings; `modules` is NULL or
  * points to `n` NULL-or-NUL-terminated strings; `out` is NULL or valid
- * for writing a `struct zcio_assoc_status`.
+ * for writing the first version of `struct zcio_assoc_status` (the fields
+ * of a later one stay untouched).
  */
 int zcio_cp(const char *src, const char *dst, const char *const *modules, size_t n, struct zcio_assoc_status *out);
 
@@ -4291,12 +4355,16 @@ const char *zcio_semantics_name(int sem);
 
 /**
  * Fill `*cfg` with the defaults: emulated copy both ways, a 64 MiB
- * arena, a 10 s hello timeout, the peer not trusted. NULL is ignored.
+ * arena, a 10 s hello timeout, the peer not trusted.
+ *
+ * Records `size` in `cfg->size` and writes at most `size` bytes (the
+ * header's `zcio_semantic_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+ * `-EINVAL` (NULL, a size out of range).
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_semantic_config`.
+ * `cfg` is NULL or valid for writing `size` bytes.
  */
-void zcio_semantic_config_init(struct zcio_semantic_config *cfg);
+int zcio_semantic_config_init_sized(struct zcio_semantic_config *cfg, size_t size);
 
 /**
  * Make an endpoint of the connected channel `ch`. Both ends must do so:
@@ -4314,7 +4382,8 @@ void zcio_semantic_config_init(struct zcio_semantic_config *cfg);
  *
  * # Safety
  * `ch` is NULL or a live channel handle, not used again unless this
- * returned `-EINVAL`; `cfg` is NULL or a readable config; `out` is NULL
+ * returned `-EINVAL`; `cfg` is NULL or readable for `cfg->size` bytes
+ * (`zcio_semantic_config_init` set it); `out` is NULL
  * or valid for writing a pointer.
  */
 int zcio_semantic_endpoint_new(struct zcio_channel *ch, const struct zcio_semantic_config *cfg, struct zcio_semantic_endpoint **out);
@@ -4414,13 +4483,15 @@ int zcio_semantic_endpoint_next(struct zcio_semantic_endpoint *ep, int timeout_m
 int zcio_semantic_endpoint_rewrite_tolerance(struct zcio_semantic_endpoint *ep, size_t bytes, double *out);
 
 /**
- * Fill `*out` with the endpoint's and its arena's counters. Returns 0 or
- * `-EINVAL`.
+ * Fill `*out` with the endpoint's and its arena's counters, writing at
+ * most `size` bytes (the header's `zcio_semantic_endpoint_get_stats(ep,
+ * out)` passes `sizeof *(out)`). Returns 0 or `-EINVAL`.
  *
  * # Safety
- * `ep` is NULL or a live endpoint; `out` is NULL or writable.
+ * `ep` is NULL or a live endpoint; `out` is NULL or valid for writing
+ * `size` bytes.
  */
-int zcio_semantic_endpoint_get_stats(struct zcio_semantic_endpoint *ep, struct zcio_semantic_stats *out);
+int zcio_semantic_endpoint_get_stats_sized(struct zcio_semantic_endpoint *ep, struct zcio_semantic_stats *out, size_t size);
 
 /**
  * Close the endpoint and its channel and free the handle (NULL is
@@ -4692,12 +4763,16 @@ int zcio_calibrate_measure(int quick, struct zcio_cost_model **out);
 
 /**
  * Fill `*cfg` with the defaults: send 10 s, receive one hour, accept one
- * hour. NULL is ignored.
+ * hour.
+ *
+ * Records `size` in `cfg->size` and writes at most `size` bytes (the
+ * header's `zcio_rendezvous_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+ * `-EINVAL` (NULL, a size out of range).
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_rendezvous_config`.
+ * `cfg` is NULL or valid for writing `size` bytes.
  */
-void zcio_rendezvous_config_init(struct zcio_rendezvous_config *cfg);
+int zcio_rendezvous_config_init_sized(struct zcio_rendezvous_config *cfg, size_t size);
 
 /**
  * Listen for rendezvous connections on the Unix socket `path` (a stale
@@ -4713,7 +4788,7 @@ void zcio_rendezvous_config_init(struct zcio_rendezvous_config *cfg);
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
- * reading a `struct zcio_rendezvous_config`; `access` is NULL or a
+ * reading `cfg->size` bytes (`zcio_rendezvous_config_init` set it); `access` is NULL or a
  * readable `struct zcio_access` whose arrays hold their counts; `out` is
  * NULL or valid for writing a pointer.
  */
@@ -4778,7 +4853,7 @@ void zcio_rendezvous_listener_close(struct zcio_rendezvous_listener *l);
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
- * reading a `struct zcio_rendezvous_config`; `out` is NULL or valid for
+ * reading `cfg->size` bytes (`zcio_rendezvous_config_init` set it); `out` is NULL or valid for
  * writing a pointer.
  */
 int zcio_rendezvous_connect(const char *path, const struct zcio_rendezvous_config *cfg, struct zcio_rendezvous **out);
@@ -4998,12 +5073,16 @@ void zcio_rendezvous_close(struct zcio_rendezvous *ep);
 
 /**
  * Fill `*cfg` with the defaults (64 proxies, a quota of 4096, spin 50 µs,
- * linger 20 ms, idle exit 10 s). NULL is ignored.
+ * linger 20 ms, idle exit 10 s).
+ *
+ * Records `size` in `cfg->size` and writes at most `size` bytes (the
+ * header's `zcio_proxy_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+ * `-EINVAL` (NULL, a size out of range).
  *
  * # Safety
- * `cfg` is NULL or valid for writing a `struct zcio_proxy_config`.
+ * `cfg` is NULL or valid for writing `size` bytes.
  */
-void zcio_proxy_config_init(struct zcio_proxy_config *cfg);
+int zcio_proxy_config_init_sized(struct zcio_proxy_config *cfg, size_t size);
 
 /**
  * A new pool of proxy threads with `*cfg` (NULL: the defaults), stored
@@ -5011,8 +5090,8 @@ void zcio_proxy_config_init(struct zcio_proxy_config *cfg);
  * (a quota of 0, NULL `out`).
  *
  * # Safety
- * `cfg` is NULL or valid for reading a `struct zcio_proxy_config`; `out`
- * is NULL or valid for writing a pointer.
+ * `cfg` is NULL or valid for reading `cfg->size` bytes
+ * (`zcio_proxy_config_init` set it); `out` is NULL or valid for writing a pointer.
  */
 int zcio_proxies_new(const struct zcio_proxy_config *cfg, struct zcio_proxies **out);
 
@@ -5239,3 +5318,54 @@ void zcio_recv_handle_free(struct zcio_recv_handle *h);
 #endif  // __cplusplus
 
 #endif  /* ZCIO_H */
+
+#ifndef ZCIO_H_SIZED
+#define ZCIO_H_SIZED
+/*
+ * The size rule (docs/c.md, "The ABI: structs grow, sizes travel"). Structs the
+ * library fills or reads only grow, by fields appended at the end, and every one
+ * travels with sizeof the caller's struct, so a program and a libzcio built from
+ * different versions of this header agree on what the program's memory holds:
+ *  - the calls that fill a struct take its size: the library writes at most that
+ *    many bytes (a smaller, older struct gets the fields it knows; a larger, newer
+ *    one gets zeros in the fields the library does not know). These macros pass
+ *    sizeof *(out) for you, calling the exported *_sized symbols;
+ *  - a configuration records its size in its leading `size` field, which its
+ *    _init macro sets: the calls that read it read at most that many bytes (the
+ *    fields an older struct lacks keep their defaults) and refuse (-EINVAL) a newer
+ *    struct with a non-zero field this library does not know. Always start from
+ *    _init (or a struct a call filled), and leave `size` as it set it;
+ *  - the calls with an explicit size argument (zcio_ring_options_init,
+ *    zcio_ring_open_with, zcio_ring_stat, zcio_*_get_stats(…, size), ...) follow
+ *    the same rule: pass sizeof your struct;
+ *  - a size smaller than the struct's first version, or above 4096, is -EINVAL,
+ *    and zcio_last_error says what to pass;
+ *  - the structs that do not grow are fixed by their nature (zcio_iovec, zcio_slice,
+ *    zcio_envelope, zcio_peer_cred, zcio_peer_fault, zcio_access, zcio_type,
+ *    zcio_completion, zcio_received) or by their calls (zcio_assoc_close and zcio_cp
+ *    write the first version of zcio_assoc_status; zcio_assoc_get_status gives all).
+ * The names below are macros only: a function pointer is the *_sized symbol's
+ * (&zcio_channel_get_stats_sized), and the size is then yours to pass.
+ */
+#define zcio_ring_get_stats(ring, out) zcio_ring_get_stats_sized((ring), (out), sizeof *(out))
+#define zcio_pool_config_init(cfg) zcio_pool_config_init_sized((cfg), sizeof *(cfg))
+#define zcio_pool_get_config(pool, out) zcio_pool_get_config_sized((pool), (out), sizeof *(out))
+#define zcio_pool_get_stats(pool, out) zcio_pool_get_stats_sized((pool), (out), sizeof *(out))
+#define zcio_pool_get_huge_pages(pool, out) \
+    zcio_pool_get_huge_pages_sized((pool), (out), sizeof *(out))
+#define zcio_channel_config_init(cfg) zcio_channel_config_init_sized((cfg), sizeof *(cfg))
+#define zcio_channel_get_stats(ch, out) zcio_channel_get_stats_sized((ch), (out), sizeof *(out))
+#define zcio_channel_get_config(ch, out) \
+    zcio_channel_get_config_sized((ch), (out), sizeof *(out))
+#define zcio_forward_config_init(cfg) zcio_forward_config_init_sized((cfg), sizeof *(cfg))
+#define zcio_lane_sender_get_stats(tx, out) \
+    zcio_lane_sender_get_stats_sized((tx), (out), sizeof *(out))
+#define zcio_lane_receiver_get_stats(rx, out) \
+    zcio_lane_receiver_get_stats_sized((rx), (out), sizeof *(out))
+#define zcio_rendezvous_config_init(cfg) zcio_rendezvous_config_init_sized((cfg), sizeof *(cfg))
+#define zcio_proxy_config_init(cfg) zcio_proxy_config_init_sized((cfg), sizeof *(cfg))
+#define zcio_assoc_get_status(a, out) zcio_assoc_get_status_sized((a), (out), sizeof *(out))
+#define zcio_semantic_config_init(cfg) zcio_semantic_config_init_sized((cfg), sizeof *(cfg))
+#define zcio_semantic_endpoint_get_stats(ep, out) \
+    zcio_semantic_endpoint_get_stats_sized((ep), (out), sizeof *(out))
+#endif /* ZCIO_H_SIZED */

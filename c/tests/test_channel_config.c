@@ -733,12 +733,12 @@ static int test_forward_run_idle(void) {
     CHECK_RC(zcio_forward_run(up, down, NULL, &cfg, &rep, sizeof rep), 0);
     CHECK(rep.end == ZCIO_FORWARD_IDLE && rep.error == 0);
     CHECK(rep.msgs == 3 && rep.bytes == 12 && rep.errors == 0 && rep.batches >= 1);
-    /* A report struct smaller than today's gets what fits (the downstream is
-     * closed now: the loop ends at once or after the idle bound). */
+    /* A report struct smaller than the first version is refused before
+     * anything runs, and left untouched (docs/c.md, "The ABI"). */
     struct { int end, error; } small = {0, 7};
-    int rc = zcio_forward_run(up, down, NULL, &cfg, (zcio_forward_report *)&small, sizeof small);
-    CHECK(rc == 0 || rc == -EPIPE);
-    CHECK(small.error == 0 && small.end == (rc == 0 ? ZCIO_FORWARD_IDLE : ZCIO_FORWARD_DOWNSTREAM_DISCONNECTED));
+    CHECK_EINVAL(zcio_forward_run(up, down, NULL, &cfg, (zcio_forward_report *)&small, sizeof small),
+                 "smaller than");
+    CHECK(small.end == 0 && small.error == 7);
     for (int i = 0; i < 3; i++) {
         zcio_msg *m;
         CHECK_OK(zcio_recv(dst, TIMEOUT_MS, &m));

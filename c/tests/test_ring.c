@@ -446,15 +446,23 @@ static int test_options_and_info(void) {
     CHECK_RC(zcio_ring_open_with(NULL, ZCIO_O_WRONLY | ZCIO_O_CREAT, &o, sizeof o, &r), -EINVAL);
     CHECK_RC(zcio_ring_open_with("opt", ZCIO_O_WRONLY | ZCIO_O_CREAT, &o, sizeof o, NULL), -EINVAL);
     CHECK(r == NULL);
-    /* A shorter struct (an older program): the rest keeps its defaults. */
+    /* A struct shorter than the first version is refused (docs/c.md, "The
+     * ABI"), and nothing is read or written. */
     o = opts_for(ZCIO_LAYOUT_SLOTTED);
     CHECK_RC(zcio_ring_open_with("opt", ZCIO_O_WRONLY | ZCIO_O_CREAT | ZCIO_O_EXCL, &o,
-                                 offsetof(zcio_ring_options, slot_size), &r), 0);
+                                 offsetof(zcio_ring_options, slot_size), &r), -EINVAL);
+    CHECK(strstr(zcio_last_error(), "smaller than") != NULL);
+    CHECK(r == NULL);
+    CHECK_RC(zcio_ring_options_init(&o, sizeof o), 0); /* the default slot size */
+    o.layout = ZCIO_LAYOUT_SLOTTED;
+    o.size = 64 << 10;
+    CHECK_RC(zcio_ring_open_with("opt", ZCIO_O_WRONLY | ZCIO_O_CREAT | ZCIO_O_EXCL, &o, sizeof o, &r), 0);
     zcio_ring_stat_info st;
     memset(&st, 0xff, sizeof st);
-    CHECK_RC(zcio_ring_stat("opt", &st, 8), 0); /* only layout and overflow */
-    CHECK(st.layout == ZCIO_LAYOUT_SLOTTED && st.size == UINT64_MAX);
+    CHECK_RC(zcio_ring_stat("opt", &st, 8), -EINVAL);
+    CHECK(st.layout == UINT32_MAX && st.size == UINT64_MAX); /* untouched */
     CHECK_RC(zcio_ring_stat("opt", &st, sizeof st), 0);
+    CHECK(st.layout == ZCIO_LAYOUT_SLOTTED);
     CHECK(st.slot_size == 2048 && st.size == 64 << 10);
     CHECK_RC(zcio_ring_stat("opt", NULL, sizeof st), -EINVAL);
     CHECK_RC(zcio_ring_stat("no-such-ring", &st, sizeof st), -ENOENT);

@@ -20,6 +20,7 @@ use zcio_zenoh::{
     SessionOptions, Sink, Source, DEFAULT_MAX_SAMPLE,
 };
 
+use crate::abi::{put as put_sized, take};
 use crate::error::{einval, fail_msg, guard};
 use crate::ring_create::zcio_ring_options;
 use crate::{ssize_t, str_arg, Timeout, ZCIO_TIMEOUT_INFINITE};
@@ -120,17 +121,9 @@ pub unsafe extern "C" fn zcio_bridge_session_init(
     size: usize,
 ) -> c_int {
     guard(|| {
-        if s.is_null() {
-            return einval("zcio_bridge_session_init: s is NULL");
-        }
         let d = zcio_bridge_session::default();
-        let n = size.min(std::mem::size_of::<zcio_bridge_session>());
-        // SAFETY: `d` is a local of at least `n` bytes; `s` is writable for
-        // `size` ≥ `n` bytes (contract); they do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(d).cast::<u8>(), s.cast::<u8>(), n)
-        };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put_sized("zcio_bridge_session_init", &d, s, size) }
     })
 }
 
@@ -247,13 +240,9 @@ unsafe fn session_of(
 ) -> Result<(zcio_bridge_session, SessionOptions), c_int> {
     let mut c = zcio_bridge_session::default();
     if !s.is_null() {
-        let n = size.min(std::mem::size_of::<zcio_bridge_session>());
-        // SAFETY: readable for `size` ≥ `n` bytes (contract); `c` is a
-        // local; every field accepts any bit pattern (integers and raw
-        // pointers).
-        unsafe {
-            std::ptr::copy_nonoverlapping(s.cast::<u8>(), std::ptr::addr_of_mut!(c).cast::<u8>(), n)
-        };
+        // SAFETY: readable for `size` bytes (contract); every field accepts
+        // any bit pattern (integers and raw pointers).
+        c = unsafe { take("zcio_bridge_session", s, size, c) }?;
     }
     // Each array holds `n` NUL-terminated strings (the caller's contract).
     let strings = |p: *const *const c_char, n: usize, what: &str| -> Result<Vec<String>, c_int> {
@@ -526,18 +515,18 @@ pub unsafe extern "C" fn zcio_bridge_import_start(
                 .layout(Layout::Variable)
                 .size(16 << 20)
         } else {
-            let mut ro = zcio_ring_options::default();
-            let n = c
-                .ring_options_size
-                .min(std::mem::size_of::<zcio_ring_options>());
-            // SAFETY: readable for `ring_options_size` ≥ `n` bytes
-            // (contract); `ro` is a local of integers.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    c.ring_options.cast::<u8>(),
-                    std::ptr::addr_of_mut!(ro).cast::<u8>(),
-                    n,
+            // SAFETY: readable for `ring_options_size` bytes (contract);
+            // the struct is integers only.
+            let ro = match unsafe {
+                take(
+                    "zcio_bridge_session.ring_options",
+                    c.ring_options,
+                    c.ring_options_size,
+                    zcio_ring_options::default(),
                 )
+            } {
+                Ok(o) => o,
+                Err(e) => return e,
             };
             match crate::ring_create::options(&ro) {
                 Ok(o) => o,
@@ -654,13 +643,8 @@ pub unsafe extern "C" fn zcio_bridge_get_counters(
             lapped: s.lapped,
             connections: s.connections,
         };
-        let n = size.min(std::mem::size_of::<zcio_bridge_counters>());
-        // SAFETY: `c` is a local of at least `n` bytes; `out` is writable
-        // for `size` ≥ `n` bytes (contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(c).cast::<u8>(), out.cast::<u8>(), n)
-        };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put_sized("zcio_bridge_get_counters", &c, out, size) }
     })
 }
 

@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
+use std::mem::size_of;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -17,6 +18,7 @@ use zcio::{
     Pool,
 };
 
+use crate::abi::{put, put_config, take_config};
 use crate::cred::{access_arg, zcio_access};
 use crate::error::{einval, fail, guard};
 use crate::msg::zcio_msg;
@@ -62,17 +64,20 @@ pub const ZCIO_HOLD_RECLAIM: c_int = 1;
 /// `ChannelPolicy`), for `zcio_listen_with` / `zcio_listen_access` (every
 /// channel the listener accepts), `zcio_connect_with` and
 /// `zcio_channel_pair`. Always fill it with `zcio_channel_config_init`
-/// (the defaults), then change what you need: fields are only ever added
-/// at the end and `_init` sets them all, so such a program builds unchanged
-/// against a later header (rebuild it: the struct grows, and a library
-/// newer than the header a program was built with writes past its struct
-/// in `_init`). Bounds are in milliseconds, > 0,
+/// (the defaults; it records `sizeof` your struct in `size`), then change
+/// what you need. Fields are only ever appended (docs/c.md, "The ABI"): a
+/// library newer than your header keeps its defaults for the fields you
+/// lack, an older one refuses (`-EINVAL`) a field it lacks that you set.
+/// Bounds are in milliseconds, > 0,
 /// or `ZCIO_TIMEOUT_INFINITE` for none (only for peers you trust). A value
 /// out of range makes the call that takes the struct return `-EINVAL`,
 /// and `zcio_last_error` says what is allowed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_channel_config {
+    /// `sizeof` the caller's struct, set by `zcio_channel_config_init`
+    /// (and `zcio_channel_get_config`); leave it as they set it.
+    pub size: usize,
     /// What a sending call waits with `timeout_ms` < 0: `zcio_send`,
     /// `zcio_sendv`, `zcio_send_bytes`, `zcio_forward`, `zcio_send_typed`,
     /// `zcio_lane_loan`, `zcio_lane_send_bytes` (default 10 000: 10 s).
@@ -152,18 +157,22 @@ fn us_of(d: Duration) -> u64 {
 
 /// Fill `*cfg` with the defaults: send 10 s, receive one hour, connect
 /// 5 s, accept one hour (the bounds of `zcio_listen` and `zcio_connect`),
-/// and Rust's `ChannelConfig::default()` for the rest. NULL is ignored.
+/// and Rust's `ChannelConfig::default()` for the rest, and record `size`
+/// in `cfg->size`, writing at most `size` bytes (the header's
+/// `zcio_channel_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+/// `-EINVAL` (NULL, a size out of range).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_channel_config`.
+/// `cfg` is NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_channel_config_init(cfg: *mut zcio_channel_config) {
+pub unsafe extern "C" fn zcio_channel_config_init_sized(
+    cfg: *mut zcio_channel_config,
+    size: usize,
+) -> c_int {
     guard(|| {
-        if !cfg.is_null() {
-            let c = config_of(&ChannelConfig::default());
-            // SAFETY: non-NULL and writable (contract).
-            unsafe { cfg.write(c) };
-        }
+        let c = config_of(&ChannelConfig::default());
+        // SAFETY: the caller's contract.
+        unsafe { put_config("zcio_channel_config_init", &c, cfg, size) }
     })
 }
 
@@ -171,6 +180,7 @@ pub unsafe extern "C" fn zcio_channel_config_init(cfg: *mut zcio_channel_config)
 pub(crate) fn config_of(d: &ChannelConfig) -> zcio_channel_config {
     let p = &d.policy;
     zcio_channel_config {
+        size: size_of::<zcio_channel_config>(),
         send_timeout_ms: ms_of(d.send_timeout),
         recv_timeout_ms: ms_of(d.recv_timeout),
         connect_timeout_ms: ms_of(d.connect_timeout),
@@ -212,16 +222,18 @@ fn bad(what: &str, allowed: &str, got: impl std::fmt::Display) -> c_int {
     ))
 }
 
-/// The Rust configuration of `cfg` (NULL: the defaults).
+/// The Rust configuration of `cfg` (NULL: the defaults), read as
+/// `cfg->size` bytes.
 ///
 /// # Safety
-/// `cfg` is NULL or valid for reading a `struct zcio_channel_config`.
+/// `cfg` is NULL or valid for reading `cfg->size` bytes.
 pub(crate) unsafe fn config_arg(cfg: *const zcio_channel_config) -> Result<ChannelConfig, c_int> {
     let mut out = ChannelConfig::default();
-    // SAFETY: the caller's contract.
-    let Some(c) = (unsafe { cfg.as_ref() }) else {
+    if cfg.is_null() {
         return Ok(out);
-    };
+    }
+    // SAFETY: the caller's contract.
+    let c = unsafe { take_config("zcio_channel_config", cfg, config_of(&out)) }?;
     out.send_timeout = bound_ms(c.send_timeout_ms, "send_timeout_ms")?;
     out.recv_timeout = bound_ms(c.recv_timeout_ms, "recv_timeout_ms")?;
     out.connect_timeout = bound_ms(c.connect_timeout_ms, "connect_timeout_ms")?;
@@ -417,7 +429,7 @@ pub unsafe extern "C" fn zcio_listen(path: *const c_char, out: *mut *mut zcio_li
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
-/// reading a `struct zcio_channel_config`; `out` is NULL or valid for
+/// reading `cfg->size` bytes (`zcio_channel_config_init` set it); `out` is NULL or valid for
 /// writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_listen_with(
@@ -475,7 +487,7 @@ pub unsafe extern "C" fn zcio_listen_access(
 /// with `zcio_channel_close`). Returns 0, `-EINVAL`, or a negative errno.
 ///
 /// # Safety
-/// `cfg` is NULL or valid for reading a `struct zcio_channel_config`; `a`
+/// `cfg` is NULL or valid for reading `cfg->size` bytes; `a`
 /// and `b` are NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_channel_pair(
@@ -603,7 +615,7 @@ pub unsafe extern "C" fn zcio_connect(
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
-/// reading a `struct zcio_channel_config`; `out` is NULL or valid for
+/// reading `cfg->size` bytes (`zcio_channel_config_init` set it); `out` is NULL or valid for
 /// writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_connect_with(
@@ -956,15 +968,18 @@ pub unsafe extern "C" fn zcio_channel_reclaim(ch: *mut zcio_channel) -> c_int {
     })
 }
 
-/// Fill `*out` with the channel's counters. Returns 0 or `-EINVAL`.
+/// Fill `*out` with the channel's counters, writing at most `size` bytes
+/// (the header's `zcio_channel_get_stats(ch, out)` passes `sizeof
+/// *(out)`). Returns 0 or `-EINVAL`.
 ///
 /// # Safety
-/// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
-/// `struct zcio_channel_stats`.
+/// `ch` is NULL or a live channel; `out` is NULL or valid for writing
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_channel_get_stats(
+pub unsafe extern "C" fn zcio_channel_get_stats_sized(
     ch: *mut zcio_channel,
     out: *mut zcio_channel_stats,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
@@ -972,9 +987,6 @@ pub unsafe extern "C" fn zcio_channel_get_stats(
             Ok(c) => c,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_channel_get_stats: out is NULL");
-        }
         let s = c.ch.stats();
         let s = zcio_channel_stats {
             msgs_sent: s.msgs_sent,
@@ -1002,9 +1014,8 @@ pub unsafe extern "C" fn zcio_channel_get_stats(
             peer_pid: u64::from(s.peer_pid),
             connection: s.connection,
         };
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(s) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_channel_get_stats", &s, out, size) }
     })
 }
 

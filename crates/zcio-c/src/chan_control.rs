@@ -9,6 +9,7 @@ use std::os::fd::AsRawFd;
 
 use zcio::{Area, PeerFault};
 
+use crate::abi::put_config;
 use crate::chan::{chan, config_of, zcio_channel, zcio_channel_config};
 use crate::cred::zcio_peer_cred;
 use crate::error::{einval, fail, guard};
@@ -332,13 +333,17 @@ pub unsafe extern "C" fn zcio_channel_is_peer_trusted(ch: *mut zcio_channel) -> 
 /// give it (an accepted channel has its listener's). Stores it in `*out`.
 /// Returns 0 or `-EINVAL`.
 ///
+/// The header's `zcio_channel_get_config(…, out)` passes `sizeof *(out)` as `size`;
+/// at most `size` bytes are written (docs/c.md, "The ABI").
+///
 /// # Safety
-/// `ch` is NULL or a live channel; `out` is NULL or valid for writing a
-/// `struct zcio_channel_config`.
+/// `ch` is NULL or a live channel; `out` is NULL or valid for writing
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_channel_get_config(
+pub unsafe extern "C" fn zcio_channel_get_config_sized(
     ch: *mut zcio_channel,
     out: *mut zcio_channel_config,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
@@ -346,11 +351,14 @@ pub unsafe extern "C" fn zcio_channel_get_config(
             Ok(c) => c,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_channel_get_config: out is NULL");
+        // SAFETY: the caller's contract.
+        unsafe {
+            put_config(
+                "zcio_channel_get_config",
+                &config_of(c.ch.config()),
+                out,
+                size,
+            )
         }
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(config_of(c.ch.config())) };
-        0
     })
 }

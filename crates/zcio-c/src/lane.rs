@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use zcio::{LaneConfig, LaneError, LaneMsg, LaneReceiver, LaneSender, LaneStats, Loan};
 
+use crate::abi::put;
 use crate::chan::zcio_channel;
 use crate::error::{einval, fail, fail_msg, guard};
 use crate::Timeout;
@@ -382,17 +383,18 @@ pub unsafe extern "C" fn zcio_lane_send_bytes(
 /// Counters of the sending end.
 ///
 /// # Safety
-/// `tx` is NULL or a live lane sender; `out` is NULL or valid for writing
-/// a `zcio_lane_stats`.
+/// `tx` is NULL or a live lane sender; `out` is NULL or valid for writing `size`
+/// bytes (the header's `zcio_lane_sender_get_stats(…, out)` passes `sizeof *(out)`).
 #[no_mangle]
-pub unsafe extern "C" fn zcio_lane_sender_get_stats(
+pub unsafe extern "C" fn zcio_lane_sender_get_stats_sized(
     tx: *const zcio_lane_sender,
     out: *mut zcio_lane_stats,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (Some(h), Some(out)) = (unsafe { tx.as_ref() }, unsafe { out.as_mut() }) else {
-            return einval("zcio_lane_sender_get_stats: NULL argument");
+        let Some(h) = (unsafe { tx.as_ref() }) else {
+            return einval("zcio_lane_sender_get_stats: tx is NULL");
         };
         let s = match &h.loan {
             Some(l) => l.lane().stats(),
@@ -400,8 +402,8 @@ pub unsafe extern "C" fn zcio_lane_sender_get_stats(
             // mutably.
             None => unsafe { h.tx.as_ref() }.stats(),
         };
-        *out = s.into();
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_lane_sender_get_stats", &s.into(), out, size) }
     })
 }
 
@@ -495,16 +497,18 @@ pub unsafe extern "C" fn zcio_lane_release(rx: *mut zcio_lane_receiver) -> c_int
 ///
 /// # Safety
 /// `rx` is NULL or a live lane receiver; `out` is NULL or valid for
-/// writing a `zcio_lane_stats`.
+/// writing `size` bytes (the header's `zcio_lane_receiver_get_stats(…, out)` passes
+/// `sizeof *(out)`).
 #[no_mangle]
-pub unsafe extern "C" fn zcio_lane_receiver_get_stats(
+pub unsafe extern "C" fn zcio_lane_receiver_get_stats_sized(
     rx: *const zcio_lane_receiver,
     out: *mut zcio_lane_stats,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (Some(h), Some(out)) = (unsafe { rx.as_ref() }, unsafe { out.as_mut() }) else {
-            return einval("zcio_lane_receiver_get_stats: NULL argument");
+        let Some(h) = (unsafe { rx.as_ref() }) else {
+            return einval("zcio_lane_receiver_get_stats: rx is NULL");
         };
         let s = match &h.msg {
             Some(m) => m.lane().stats(),
@@ -512,8 +516,8 @@ pub unsafe extern "C" fn zcio_lane_receiver_get_stats(
             // mutably.
             None => unsafe { h.rx.as_ref() }.stats(),
         };
-        *out = s.into();
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_lane_receiver_get_stats", &s.into(), out, size) }
     })
 }
 

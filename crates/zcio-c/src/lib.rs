@@ -20,6 +20,8 @@
 // In the order of the header's sections (cbindgen follows it).
 pub mod error;
 
+mod abi;
+
 /// A `timeout_ms` that asks for the default wait (any negative value
 /// does): up to the bound the call's configuration sets — a channel's
 /// `zcio_channel_config` (10 s to send, one hour to receive or accept by

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use zcio::{FbufMut, Msg, Pool, PoolConfig};
 
+use crate::abi::{put, put_config, take_config};
 use crate::error::{einval, fail, guard};
 use crate::{str_arg, Timeout};
 
@@ -135,6 +136,9 @@ pub unsafe extern "C" fn zcio_pool_create(
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_pool_config {
+    /// `sizeof` the caller's struct, set by `zcio_pool_config_init`; leave it as
+    /// it set it (docs/c.md, "The ABI").
+    pub size: usize,
     /// Bytes per chunk region, rounded up to pages (> 0; default 16 MiB); a
     /// larger buffer gets a chunk of its own size.
     pub chunk_size: u64,
@@ -164,6 +168,7 @@ pub struct zcio_pool_config {
 fn pool_config_of(c: &PoolConfig) -> zcio_pool_config {
     let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     zcio_pool_config {
+        size: std::mem::size_of::<zcio_pool_config>(),
         chunk_size: c.chunk_size as u64,
         max_chunks: c.max_chunks as u64,
         populate: c_int::from(c.populate),
@@ -174,18 +179,23 @@ fn pool_config_of(c: &PoolConfig) -> zcio_pool_config {
     }
 }
 
-/// Fill `*cfg` with the defaults (Rust's `PoolConfig::default()`). NULL is
-/// ignored.
+/// Fill `*cfg` with the defaults (Rust's `PoolConfig::default()`).
+///
+/// Records `size` in `cfg->size` and writes at most `size` bytes (the
+/// header's `zcio_pool_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+/// `-EINVAL` (NULL, a size out of range).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_pool_config`.
+/// `cfg` is NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_pool_config_init(cfg: *mut zcio_pool_config) {
+pub unsafe extern "C" fn zcio_pool_config_init_sized(
+    cfg: *mut zcio_pool_config,
+    size: usize,
+) -> c_int {
     guard(|| {
-        if !cfg.is_null() {
-            // SAFETY: non-NULL and writable (contract).
-            unsafe { cfg.write(pool_config_of(&PoolConfig::default())) };
-        }
+        let c = pool_config_of(&PoolConfig::default());
+        // SAFETY: the caller's contract.
+        unsafe { put_config("zcio_pool_config_init", &c, cfg, size) }
     })
 }
 
@@ -202,7 +212,7 @@ fn bad(what: &str, allowed: &str, got: impl std::fmt::Display) -> c_int {
 ///
 /// # Safety
 /// `name` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
-/// reading a `struct zcio_pool_config`; `out` is NULL or valid for writing
+/// reading `cfg->size` bytes (`zcio_pool_config_init` set it); `out` is NULL or valid for writing
 /// a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_pool_create_with(
@@ -227,8 +237,13 @@ pub unsafe extern "C" fn zcio_pool_create_with(
             return einval("zcio_pool_create_with: name must have 1-200 bytes");
         }
         let mut pc = PoolConfig::named(name);
-        // SAFETY: the caller's contract.
-        if let Some(c) = unsafe { cfg.as_ref() } {
+        if !cfg.is_null() {
+            // SAFETY: the caller's contract.
+            let c = match unsafe { take_config("zcio_pool_create_with", cfg, pool_config_of(&pc)) }
+            {
+                Ok(c) => c,
+                Err(e) => return e,
+            };
             let limit = isize::MAX as u64 / 2;
             if c.chunk_size == 0 || c.chunk_size > limit {
                 return bad("chunk_size", "in 1..=isize::MAX/2", c.chunk_size);
@@ -270,25 +285,32 @@ pub unsafe extern "C" fn zcio_pool_create_with(
 /// The pool's configuration, as `zcio_pool_config_init` gives it. Stores
 /// it in `*out`; returns 0 or `-EINVAL`.
 ///
+/// The header's `zcio_pool_get_config(…, out)` passes `sizeof *(out)` as `size`;
+/// at most `size` bytes are written (docs/c.md, "The ABI").
+///
 /// # Safety
-/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
-/// `struct zcio_pool_config`.
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_pool_get_config(
+pub unsafe extern "C" fn zcio_pool_get_config_sized(
     pool: *const zcio_pool,
     out: *mut zcio_pool_config,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let Some(p) = (unsafe { pool.as_ref() }) else {
             return einval("zcio_pool_get_config: pool is NULL");
         };
-        if out.is_null() {
-            return einval("zcio_pool_get_config: out is NULL");
+        // SAFETY: the caller's contract.
+        unsafe {
+            put_config(
+                "zcio_pool_get_config",
+                &pool_config_of(p.pool.config()),
+                out,
+                size,
+            )
         }
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(pool_config_of(p.pool.config())) };
-        0
     })
 }
 
@@ -326,22 +348,23 @@ pub unsafe extern "C" fn zcio_pool_destroy(pool: *mut zcio_pool) {
 
 /// Fill `*out` with the pool's counters. Returns 0 or `-EINVAL`.
 ///
+/// The header's `zcio_pool_get_stats(…, out)` passes `sizeof *(out)` as `size`;
+/// at most `size` bytes are written (docs/c.md, "The ABI").
+///
 /// # Safety
-/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
-/// `struct zcio_pool_stats`.
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_pool_get_stats(
+pub unsafe extern "C" fn zcio_pool_get_stats_sized(
     pool: *const zcio_pool,
     out: *mut zcio_pool_stats,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let Some(p) = (unsafe { pool.as_ref() }) else {
             return einval("zcio_pool_get_stats: pool is NULL");
         };
-        if out.is_null() {
-            return einval("zcio_pool_get_stats: out is NULL");
-        }
         let s = p.pool.stats();
         let s = zcio_pool_stats {
             chunks: s.chunks as u64,
@@ -358,9 +381,8 @@ pub unsafe extern "C" fn zcio_pool_get_stats(
             capacity_buffers: s.capacity_buffers,
             alloc_timed_out: s.alloc_timed_out,
         };
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(s) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_pool_get_stats", &s, out, size) }
     })
 }
 
@@ -384,22 +406,23 @@ pub struct zcio_huge_pages {
 /// `/proc/self/smaps`: call it to report, not per message). Returns 0 or
 /// `-EINVAL`.
 ///
+/// The header's `zcio_pool_get_huge_pages(…, out)` passes `sizeof *(out)` as `size`;
+/// at most `size` bytes are written (docs/c.md, "The ABI").
+///
 /// # Safety
-/// `pool` is NULL or a live handle; `out` is NULL or valid for writing a
-/// `struct zcio_huge_pages`.
+/// `pool` is NULL or a live handle; `out` is NULL or valid for writing
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_pool_get_huge_pages(
+pub unsafe extern "C" fn zcio_pool_get_huge_pages_sized(
     pool: *const zcio_pool,
     out: *mut zcio_huge_pages,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let Some(p) = (unsafe { pool.as_ref() }) else {
             return einval("zcio_pool_get_huge_pages: pool is NULL");
         };
-        if out.is_null() {
-            return einval("zcio_pool_get_huge_pages: out is NULL");
-        }
         let h = p.pool.huge_pages();
         let h = zcio_huge_pages {
             setting: match h.setting {
@@ -410,9 +433,8 @@ pub unsafe extern "C" fn zcio_pool_get_huge_pages(
             chunk_bytes: h.chunk_bytes,
             huge_bytes: h.huge_bytes,
         };
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(h) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_pool_get_huge_pages", &h, out, size) }
     })
 }
 

@@ -13,6 +13,7 @@ use zcio::proxy::{
     Proxies, ProxyConfig, ProxyEndpoint, ProxyError, RecvHandle, Ticket, TicketStatus,
 };
 
+use crate::abi::{put, put_config, take_config};
 use crate::cred::zcio_peer_cred;
 use crate::error::{einval, fail, guard};
 use crate::rendezvous::{envelope_arg, envelope_out, take, zcio_envelope, zcio_rendezvous};
@@ -53,6 +54,9 @@ pub struct zcio_recv_handle {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_proxy_config {
+    /// `sizeof` the caller's struct, set by `zcio_proxy_config_init`; leave it as
+    /// it set it (docs/c.md, "The ABI").
+    pub size: usize,
     /// Most proxy threads alive at once (send and receive proxies
     /// together; 0 is taken as 1). Default 64.
     pub max_proxies: usize,
@@ -106,20 +110,6 @@ pub struct zcio_proxy_endpoint_stats {
     pub recv_queued: u64,
 }
 
-/// Copy `s` into `out`, at most `size` bytes.
-///
-/// # Safety
-/// `out` is non-NULL and valid for writing `size` bytes.
-unsafe fn write_sized<T: Copy>(s: T, out: *mut T, size: usize) {
-    let n = size.min(std::mem::size_of::<T>());
-    // `s` is a local of at least `n` bytes; `out` is valid for `size` ≥ `n`
-    // bytes (contract); they do not overlap.
-    // SAFETY: as argued just above.
-    unsafe {
-        std::ptr::copy_nonoverlapping(std::ptr::addr_of!(s).cast::<u8>(), out.cast::<u8>(), n)
-    };
-}
-
 fn us(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
@@ -128,26 +118,36 @@ fn ms(d: Duration) -> u32 {
     u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
 
+/// The C form of `d`.
+fn proxy_config_of(d: &ProxyConfig) -> zcio_proxy_config {
+    zcio_proxy_config {
+        size: std::mem::size_of::<zcio_proxy_config>(),
+        max_proxies: d.max_proxies,
+        quota: d.quota,
+        spin_us: us(d.spin),
+        linger_ms: ms(d.linger),
+        idle_exit_ms: ms(d.idle_exit),
+    }
+}
+
 /// Fill `*cfg` with the defaults (64 proxies, a quota of 4096, spin 50 µs,
-/// linger 20 ms, idle exit 10 s). NULL is ignored.
+/// linger 20 ms, idle exit 10 s).
+///
+/// Records `size` in `cfg->size` and writes at most `size` bytes (the
+/// header's `zcio_proxy_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+/// `-EINVAL` (NULL, a size out of range).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_proxy_config`.
+/// `cfg` is NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_proxy_config_init(cfg: *mut zcio_proxy_config) {
+pub unsafe extern "C" fn zcio_proxy_config_init_sized(
+    cfg: *mut zcio_proxy_config,
+    size: usize,
+) -> c_int {
     guard(|| {
-        if !cfg.is_null() {
-            let d = ProxyConfig::default();
-            let c = zcio_proxy_config {
-                max_proxies: d.max_proxies,
-                quota: d.quota,
-                spin_us: us(d.spin),
-                linger_ms: ms(d.linger),
-                idle_exit_ms: ms(d.idle_exit),
-            };
-            // SAFETY: non-NULL and writable (contract).
-            unsafe { cfg.write(c) };
-        }
+        let c = proxy_config_of(&ProxyConfig::default());
+        // SAFETY: the caller's contract.
+        unsafe { put_config("zcio_proxy_config_init", &c, cfg, size) }
     })
 }
 
@@ -156,8 +156,8 @@ pub unsafe extern "C" fn zcio_proxy_config_init(cfg: *mut zcio_proxy_config) {
 /// (a quota of 0, NULL `out`).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for reading a `struct zcio_proxy_config`; `out`
-/// is NULL or valid for writing a pointer.
+/// `cfg` is NULL or valid for reading `cfg->size` bytes
+/// (`zcio_proxy_config_init` set it); `out` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_proxies_new(
     cfg: *const zcio_proxy_config,
@@ -168,8 +168,12 @@ pub unsafe extern "C" fn zcio_proxies_new(
             return einval("zcio_proxies_new: out is NULL");
         }
         let mut c = ProxyConfig::default();
-        // SAFETY: the caller's contract.
-        if let Some(cfg) = unsafe { cfg.as_ref() } {
+        if !cfg.is_null() {
+            // SAFETY: the caller's contract.
+            let cfg = match unsafe { take_config("zcio_proxies_new", cfg, proxy_config_of(&c)) } {
+                Ok(cfg) => cfg,
+                Err(e) => return e,
+            };
             if cfg.quota == 0 {
                 return einval("zcio_proxies_new: quota must be at least 1");
             }
@@ -203,9 +207,6 @@ pub unsafe extern "C" fn zcio_proxies_get_stats(
         let Some(p) = (unsafe { p.as_ref() }) else {
             return einval("zcio_proxies_get_stats: pool is NULL");
         };
-        if out.is_null() {
-            return einval("zcio_proxies_get_stats: out is NULL");
-        }
         let s = p.p.stats();
         let s = zcio_proxy_stats {
             threads: s.threads as u64,
@@ -214,9 +215,8 @@ pub unsafe extern "C" fn zcio_proxies_get_stats(
             spawned: s.spawned,
             reused: s.reused,
         };
-        // SAFETY: non-NULL and writable for `size` bytes (contract).
-        unsafe { write_sized(s, out, size) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_proxies_get_stats", &s, out, size) }
     })
 }
 
@@ -516,9 +516,6 @@ pub unsafe extern "C" fn zcio_proxy_endpoint_get_stats(
             Ok(p) => p,
             Err(c) => return c,
         };
-        if out.is_null() {
-            return einval("zcio_proxy_endpoint_get_stats: out is NULL");
-        }
         let s = pe.stats();
         let s = zcio_proxy_endpoint_stats {
             send_queued: s.send_queued as u64,
@@ -527,9 +524,8 @@ pub unsafe extern "C" fn zcio_proxy_endpoint_get_stats(
             received: s.received,
             recv_queued: s.recv_queued as u64,
         };
-        // SAFETY: non-NULL and writable for `size` bytes (contract).
-        unsafe { write_sized(s, out, size) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_proxy_endpoint_get_stats", &s, out, size) }
     })
 }
 

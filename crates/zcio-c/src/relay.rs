@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use zcio::forward::{self, ForwardConfig, ForwardEnd, ForwardMode};
 
+use crate::abi::{check_size, put, put_config, take_config};
 use crate::chan::{chan, zcio_channel};
 use crate::error::{einval, fail, fail_msg, guard};
 use crate::msg::zcio_msg;
@@ -35,6 +36,9 @@ pub const ZCIO_FORWARD_FAILED: c_int = 4;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_forward_config {
+    /// `sizeof` the caller's struct, set by `zcio_forward_config_init`; leave it as
+    /// it set it (docs/c.md, "The ABI").
+    pub size: usize,
     /// Messages taken without waiting before deferred wakes and notices
     /// are flushed (>= 1; default 64).
     pub batch: u32,
@@ -75,26 +79,35 @@ pub struct zcio_forward_report {
     pub batches: u64,
 }
 
-/// Fill `*cfg` with the defaults (Rust's `ForwardConfig::default()`). NULL
-/// is ignored.
+/// The defaults (Rust's `ForwardConfig::default()`).
+fn forward_config_of(d: &ForwardConfig) -> zcio_forward_config {
+    zcio_forward_config {
+        size: std::mem::size_of::<zcio_forward_config>(),
+        batch: u32::try_from(d.batch).unwrap_or(u32::MAX),
+        idle_wait_ms: ms_of(d.idle_wait),
+        max_idle_ms: d.max_idle.map_or(0, ms_of),
+        alloc_timeout_ms: ms_of(d.alloc_timeout),
+        liveness_interval_ms: ms_of(d.liveness_interval),
+    }
+}
+
+/// Fill `*cfg` with the defaults (Rust's `ForwardConfig::default()`).
+///
+/// Records `size` in `cfg->size` and writes at most `size` bytes (the
+/// header's `zcio_forward_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+/// `-EINVAL` (NULL, a size out of range).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_forward_config`.
+/// `cfg` is NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_forward_config_init(cfg: *mut zcio_forward_config) {
+pub unsafe extern "C" fn zcio_forward_config_init_sized(
+    cfg: *mut zcio_forward_config,
+    size: usize,
+) -> c_int {
     guard(|| {
-        if !cfg.is_null() {
-            let d = ForwardConfig::default();
-            let c = zcio_forward_config {
-                batch: u32::try_from(d.batch).unwrap_or(u32::MAX),
-                idle_wait_ms: ms_of(d.idle_wait),
-                max_idle_ms: d.max_idle.map_or(0, ms_of),
-                alloc_timeout_ms: ms_of(d.alloc_timeout),
-                liveness_interval_ms: ms_of(d.liveness_interval),
-            };
-            // SAFETY: non-NULL and writable (contract).
-            unsafe { cfg.write(c) };
-        }
+        let c = forward_config_of(&ForwardConfig::default());
+        // SAFETY: the caller's contract.
+        unsafe { put_config("zcio_forward_config_init", &c, cfg, size) }
     })
 }
 
@@ -111,13 +124,14 @@ fn finite_ms(ms: c_int, what: &str) -> Result<Duration, c_int> {
 /// The Rust configuration of `cfg` (NULL: the defaults).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for reading a `struct zcio_forward_config`.
+/// `cfg` is NULL or valid for reading `cfg->size` bytes.
 unsafe fn config_arg(cfg: *const zcio_forward_config) -> Result<ForwardConfig, c_int> {
     let mut out = ForwardConfig::default();
-    // SAFETY: the caller's contract.
-    let Some(c) = (unsafe { cfg.as_ref() }) else {
+    if cfg.is_null() {
         return Ok(out);
-    };
+    }
+    // SAFETY: the caller's contract.
+    let c = unsafe { take_config("zcio_forward_config", cfg, forward_config_of(&out)) }?;
     if c.batch == 0 {
         return Err(einval("zcio_forward_config.batch must be >= 1, not 0"));
     }
@@ -150,7 +164,8 @@ unsafe fn config_arg(cfg: *const zcio_forward_config) -> Result<ForwardConfig, c
 /// channels soon after.
 ///
 /// Stores what happened in `*report` (NULL: not stored), writing at most
-/// `report_size` bytes (pass `sizeof(struct zcio_forward_report)`).
+/// `report_size` bytes (pass `sizeof(struct zcio_forward_report)`; a
+/// size out of range is `-EINVAL` before anything runs).
 /// Returns 0 (the upstream ended, or the idle bound), `-EPIPE` (the
 /// downstream went away: what was in flight may be lost), the failure's
 /// code (`ZCIO_FORWARD_FAILED`, its text in `zcio_last_error`), or
@@ -159,7 +174,7 @@ unsafe fn config_arg(cfg: *const zcio_forward_config) -> Result<ForwardConfig, c
 ///
 /// # Safety
 /// `up` and `down` are NULL or live channels; `pool` is NULL or a live
-/// pool; `cfg` is NULL or valid for reading a `struct zcio_forward_config`;
+/// pool; `cfg` is NULL or valid for reading `cfg->size` bytes;
 /// `report` is NULL or valid for writing `report_size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_forward_run(
@@ -179,6 +194,11 @@ pub unsafe extern "C" fn zcio_forward_run(
             (Ok(u), Ok(d)) => (u, d),
             (Err(e), _) | (_, Err(e)) => return e,
         };
+        if !report.is_null() {
+            if let Err(e) = check_size::<zcio_forward_report>("zcio_forward_run", report_size) {
+                return e;
+            }
+        }
         // SAFETY: the caller's contract.
         let cfg = match unsafe { config_arg(cfg) } {
             Ok(c) => c,
@@ -215,17 +235,8 @@ pub unsafe extern "C" fn zcio_forward_run(
                 errors: r.stats.errors,
                 batches: r.stats.batches,
             };
-            let n = report_size.min(std::mem::size_of::<zcio_forward_report>());
-            // `s` is a local of at least `n` bytes; `report` is valid for
-            // `report_size` ≥ `n` bytes (contract); they do not overlap.
-            // SAFETY: as argued just above.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    std::ptr::addr_of!(s).cast::<u8>(),
-                    report.cast::<u8>(),
-                    n,
-                )
-            };
+            // SAFETY: the caller's contract; the size was checked above.
+            unsafe { put("zcio_forward_run", &s, report, report_size) };
         }
         rc
     })

@@ -16,6 +16,7 @@ use zcio::rendezvous::{
     RendezvousRecvError, RendezvousSendError, RendezvousStats,
 };
 
+use crate::abi::{put, put_config, take_config};
 use crate::chan::path_arg;
 use crate::cred::{access_arg, zcio_access, zcio_peer_cred};
 use crate::error::{einval, fail, fail_msg, guard};
@@ -84,6 +85,9 @@ pub struct zcio_rendezvous {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_rendezvous_config {
+    /// `sizeof` the caller's struct, set by `zcio_rendezvous_config_init`; leave it as
+    /// it set it (docs/c.md, "The ABI").
+    pub size: usize,
     /// What a send waits for the partner to take the message with
     /// `timeout_ms` < 0: `zcio_rendezvous_send`, the send half of
     /// `zcio_rendezvous_call` and `_reply_and_recv`, and a proxy
@@ -130,35 +134,46 @@ pub struct zcio_rendezvous_stats {
     pub malformed: u64,
 }
 
+/// The C form of `d`.
+fn rendezvous_config_of(d: &RendezvousConfig) -> zcio_rendezvous_config {
+    zcio_rendezvous_config {
+        size: std::mem::size_of::<zcio_rendezvous_config>(),
+        send_timeout_ms: ms_of(d.send_timeout),
+        recv_timeout_ms: ms_of(d.recv_timeout),
+        accept_timeout_ms: ms_of(d.accept_timeout),
+    }
+}
+
 /// Fill `*cfg` with the defaults: send 10 s, receive one hour, accept one
-/// hour. NULL is ignored.
+/// hour.
+///
+/// Records `size` in `cfg->size` and writes at most `size` bytes (the
+/// header's `zcio_rendezvous_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+/// `-EINVAL` (NULL, a size out of range).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_rendezvous_config`.
+/// `cfg` is NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_rendezvous_config_init(cfg: *mut zcio_rendezvous_config) {
+pub unsafe extern "C" fn zcio_rendezvous_config_init_sized(
+    cfg: *mut zcio_rendezvous_config,
+    size: usize,
+) -> c_int {
     guard(|| {
-        if !cfg.is_null() {
-            let d = RendezvousConfig::default();
-            let c = zcio_rendezvous_config {
-                send_timeout_ms: ms_of(d.send_timeout),
-                recv_timeout_ms: ms_of(d.recv_timeout),
-                accept_timeout_ms: ms_of(d.accept_timeout),
-            };
-            // SAFETY: non-NULL and writable (contract).
-            unsafe { cfg.write(c) };
-        }
+        let c = rendezvous_config_of(&RendezvousConfig::default());
+        // SAFETY: the caller's contract.
+        unsafe { put_config("zcio_rendezvous_config_init", &c, cfg, size) }
     })
 }
 
 /// The Rust configuration of `cfg` (NULL: the defaults).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for reading a `struct zcio_rendezvous_config`.
+/// `cfg` is NULL or valid for reading `cfg->size` bytes.
 unsafe fn config_arg(cfg: *const zcio_rendezvous_config) -> Result<RendezvousConfig, c_int> {
     let mut out = RendezvousConfig::default();
-    // SAFETY: the caller's contract.
-    if let Some(c) = unsafe { cfg.as_ref() } {
+    if !cfg.is_null() {
+        // SAFETY: the caller's contract.
+        let c = unsafe { take_config("zcio_rendezvous_config", cfg, rendezvous_config_of(&out)) }?;
         out.send_timeout = bound_ms(c.send_timeout_ms, "send_timeout_ms")?;
         out.recv_timeout = bound_ms(c.recv_timeout_ms, "recv_timeout_ms")?;
         out.accept_timeout = bound_ms(c.accept_timeout_ms, "accept_timeout_ms")?;
@@ -179,7 +194,7 @@ unsafe fn config_arg(cfg: *const zcio_rendezvous_config) -> Result<RendezvousCon
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
-/// reading a `struct zcio_rendezvous_config`; `access` is NULL or a
+/// reading `cfg->size` bytes (`zcio_rendezvous_config_init` set it); `access` is NULL or a
 /// readable `struct zcio_access` whose arrays hold their counts; `out` is
 /// NULL or valid for writing a pointer.
 #[no_mangle]
@@ -292,11 +307,16 @@ pub unsafe extern "C" fn zcio_rendezvous_listener_path(
 }
 
 /// Write `s` into `out` as a `struct zcio_rendezvous_stats` of at most
-/// `size` bytes.
+/// `size` bytes (`abi::put`).
 ///
 /// # Safety
-/// `out` is non-NULL and valid for writing `size` bytes.
-unsafe fn write_stats(s: RendezvousStats, out: *mut zcio_rendezvous_stats, size: usize) {
+/// `out` is NULL or valid for writing `size` bytes.
+unsafe fn write_stats(
+    call: &str,
+    s: RendezvousStats,
+    out: *mut zcio_rendezvous_stats,
+    size: usize,
+) -> c_int {
     let s = zcio_rendezvous_stats {
         peers: s.peers,
         accepted: s.accepted,
@@ -309,13 +329,8 @@ unsafe fn write_stats(s: RendezvousStats, out: *mut zcio_rendezvous_stats, size:
         disconnected: s.disconnected,
         malformed: s.malformed,
     };
-    let n = size.min(std::mem::size_of::<zcio_rendezvous_stats>());
-    // `s` is a local of at least `n` bytes; `out` is valid for `size` ≥ `n`
-    // bytes (contract); they do not overlap.
-    // SAFETY: as argued just above.
-    unsafe {
-        std::ptr::copy_nonoverlapping(std::ptr::addr_of!(s).cast::<u8>(), out.cast::<u8>(), n)
-    };
+    // SAFETY: the caller's contract.
+    unsafe { put(call, &s, out, size) }
 }
 
 /// Store the listener's counters in `*out` (`peers`: endpoints it
@@ -338,12 +353,8 @@ pub unsafe extern "C" fn zcio_rendezvous_listener_get_stats(
             Ok(l) => l,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_rendezvous_listener_get_stats: out is NULL");
-        }
-        // SAFETY: non-NULL and writable for `size` bytes (contract).
-        unsafe { write_stats(l.l.stats(), out, size) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { write_stats("zcio_rendezvous_listener_get_stats", l.l.stats(), out, size) }
     })
 }
 
@@ -374,7 +385,7 @@ pub unsafe extern "C" fn zcio_rendezvous_listener_close(l: *mut zcio_rendezvous_
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `cfg` is NULL or valid for
-/// reading a `struct zcio_rendezvous_config`; `out` is NULL or valid for
+/// reading `cfg->size` bytes (`zcio_rendezvous_config_init` set it); `out` is NULL or valid for
 /// writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_rendezvous_connect(
@@ -822,12 +833,8 @@ pub unsafe extern "C" fn zcio_rendezvous_get_stats(
             Ok(e) => e,
             Err(c) => return c,
         };
-        if out.is_null() {
-            return einval("zcio_rendezvous_get_stats: out is NULL");
-        }
-        // SAFETY: non-NULL and writable for `size` bytes (contract).
-        unsafe { write_stats(e.ep.stats(), out, size) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { write_stats("zcio_rendezvous_get_stats", e.ep.stats(), out, size) }
     })
 }
 

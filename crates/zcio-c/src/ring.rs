@@ -9,6 +9,7 @@ use zcio::ring::{
     Consumer, DetachedPeek, Layout, Options, Overflow, Producer, RingMap, SeekTo, Start, Wait,
 };
 
+use crate::abi::put;
 use crate::error::{einval, fail, fail_msg, guard};
 use crate::ring_reserve::ProducerEnd;
 use crate::{ssize_t, str_arg, Timeout};
@@ -814,13 +815,17 @@ pub unsafe extern "C" fn zcio_ring_wait_consumers(
 /// Fill `*out` with the ring's size and (consumers) this consumer's
 /// counters. Returns 0 or `-EINVAL`.
 ///
+/// The header's `zcio_ring_get_stats(…, out)` passes `sizeof *(out)` as `size`;
+/// at most `size` bytes are written (docs/c.md, "The ABI").
+///
 /// # Safety
 /// `ring` is NULL or a live handle used by one thread at a time; `out` is
-/// NULL or valid for writing a `struct zcio_ring_stats`.
+/// NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_ring_get_stats(
+pub unsafe extern "C" fn zcio_ring_get_stats_sized(
     ring: *mut zcio_ring,
     out: *mut zcio_ring_stats,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
@@ -828,9 +833,6 @@ pub unsafe extern "C" fn zcio_ring_get_stats(
             Ok(r) => r,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_ring_get_stats: out is NULL");
-        }
         let geo = match &mut r.end {
             End::Producer(pe) => match pe.get("zcio_ring_get_stats") {
                 Ok(p) => *p.geometry(),
@@ -852,9 +854,8 @@ pub unsafe extern "C" fn zcio_ring_get_stats(
             s.drops = cs.drops;
             s.lag = cs.lag;
         }
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(s) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_ring_get_stats", &s, out, size) }
     })
 }
 
@@ -912,9 +913,6 @@ pub unsafe extern "C" fn zcio_ring_get_counters(
             Ok(r) => r,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_ring_get_counters: out is NULL");
-        }
         let s = match &mut r.end {
             End::Producer(pe) => {
                 let ps = match pe.get("zcio_ring_get_counters") {
@@ -948,14 +946,8 @@ pub unsafe extern "C" fn zcio_ring_get_counters(
                 }
             }
         };
-        let n = size.min(std::mem::size_of::<zcio_ring_counters>());
-        // `s` is a local of at least `n` bytes; `out` is valid for `size`
-        // ≥ `n` bytes (contract); they do not overlap.
-        // SAFETY: as argued just above.
-        unsafe {
-            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(s).cast::<u8>(), out.cast::<u8>(), n)
-        };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_ring_get_counters", &s, out, size) }
     })
 }
 

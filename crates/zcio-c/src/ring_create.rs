@@ -8,6 +8,7 @@ use std::ffi::{c_char, c_int};
 
 use zcio::ring::{Geometry, Layout, Options, Overflow};
 
+use crate::abi::{put, take};
 use crate::error::{einval, guard};
 use crate::ring::{zcio_ring, ZCIO_O_CREAT};
 use crate::str_arg;
@@ -122,17 +123,9 @@ pub unsafe extern "C" fn zcio_ring_options_init(
     size: usize,
 ) -> c_int {
     guard(|| {
-        if opts.is_null() {
-            return einval("zcio_ring_options_init: opts is NULL");
-        }
         let d = zcio_ring_options::default();
-        let n = size.min(std::mem::size_of::<zcio_ring_options>());
-        // SAFETY: `d` is a local of at least `n` bytes; `opts` is valid for
-        // `size` ≥ `n` bytes (contract); they do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(d).cast::<u8>(), opts.cast::<u8>(), n)
-        };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_ring_options_init", &d, opts, size) }
     })
 }
 
@@ -211,17 +204,19 @@ pub unsafe extern "C" fn zcio_ring_open_with(
             }
             None
         } else {
-            let mut o = zcio_ring_options::default();
-            let n = opts_size.min(std::mem::size_of::<zcio_ring_options>());
-            // SAFETY: `opts` is readable for `opts_size` ≥ `n` bytes
-            // (contract), `o` is a local of at least `n` bytes, and every
-            // byte pattern is a valid `zcio_ring_options` (integers only).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    opts.cast::<u8>(),
-                    std::ptr::addr_of_mut!(o).cast::<u8>(),
-                    n,
+            // SAFETY: `opts` is readable for `opts_size` bytes (contract),
+            // and every byte pattern is a valid `zcio_ring_options`
+            // (integers only).
+            let o = match unsafe {
+                take(
+                    "zcio_ring_open_with",
+                    opts,
+                    opts_size,
+                    zcio_ring_options::default(),
                 )
+            } {
+                Ok(o) => o,
+                Err(e) => return e,
             };
             match options(&o) {
                 Ok(o) => Some(o),

@@ -7,6 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use zcio::ring::RingStat;
 
+use crate::abi::{check_size, put};
 use crate::error::{einval, fail, guard};
 use crate::{ssize_t, str_arg};
 
@@ -195,16 +196,6 @@ fn stat_of(name: *const c_char) -> Result<RingStat, c_int> {
     zcio::ring::stat(name).map_err(fail)
 }
 
-/// Copy `v` into `out` as at most `size` bytes.
-///
-/// # Safety
-/// `out` is valid for writing `size` bytes and does not overlap `v`.
-unsafe fn put_sized<T: Copy>(v: &T, out: *mut T, size: usize) {
-    let n = size.min(std::mem::size_of::<T>());
-    // SAFETY: the caller's contract; `v` is at least `n` bytes.
-    unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), out.cast::<u8>(), n) };
-}
-
 /// Fill `*out` with a snapshot of ring `name` (read permission is enough;
 /// nothing attaches), writing at most `size` bytes (pass `sizeof(struct
 /// zcio_ring_stat_info)`). Returns 0, or `-EINVAL`, `-ENOENT`, `-EACCES`,
@@ -257,10 +248,9 @@ pub unsafe extern "C" fn zcio_ring_stat(
             dropped_bytes: s.dropped_bytes,
             consumers: s.consumers.len() as u64,
         };
-        // SAFETY: `out` is non-NULL and writable for `size` bytes
-        // (contract); `info` is a local.
-        unsafe { put_sized(&info, out, size) };
-        0
+        // SAFETY: `out` is writable for `size` bytes (contract); `info` is
+        // a local.
+        unsafe { put("zcio_ring_stat", &info, out, size) }
     })
 }
 
@@ -281,8 +271,15 @@ pub unsafe extern "C" fn zcio_ring_stat_consumers(
     elem_size: usize,
 ) -> c_int {
     guard(|| {
-        if n > 0 && (out.is_null() || elem_size == 0) {
-            return einval("zcio_ring_stat_consumers: out is NULL or elem_size is 0");
+        if n > 0 && out.is_null() {
+            return einval("zcio_ring_stat_consumers: out is NULL");
+        }
+        if n > 0 {
+            if let Err(e) =
+                check_size::<zcio_ring_consumer_info>("zcio_ring_stat_consumers", elem_size)
+            {
+                return e;
+            }
         }
         if n.checked_mul(elem_size)
             .is_none_or(|b| b > isize::MAX as usize)
@@ -309,13 +306,14 @@ pub unsafe extern "C" fn zcio_ring_stat_consumers(
             };
             // SAFETY: entry `i` < `n` starts `i * elem_size` bytes into
             // `out`, which is writable for `n * elem_size` bytes (contract;
-            // the product was checked); we write at most `elem_size` bytes.
+            // the product was checked); `put` writes `elem_size` bytes (its
+            // range was checked).
             unsafe {
                 let at = out
                     .cast::<u8>()
                     .add(i * elem_size)
                     .cast::<zcio_ring_consumer_info>();
-                put_sized(&info, at, elem_size);
+                put("zcio_ring_stat_consumers", &info, at, elem_size);
             }
         }
         s.consumers.len() as c_int

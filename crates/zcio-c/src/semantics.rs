@@ -18,6 +18,7 @@ use zcio::semantics::{
     ArenaBuf, Delivery, InputError, OwnedBuf, Received, SemanticConfig, SemanticEndpoint, Semantics,
 };
 
+use crate::abi::{put, put_config, take_config};
 use crate::chan::zcio_channel;
 use crate::error::{einval, fail, fail_msg, guard};
 use crate::ring_info::put_str;
@@ -82,6 +83,9 @@ pub enum zcio_delivery {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zcio_semantic_config {
+    /// `sizeof` the caller's struct, set by `zcio_semantic_config_init`; leave it as
+    /// it set it (docs/c.md, "The ABI").
+    pub size: usize,
     /// Semantics of the output calls (an `enum zcio_semantics` value;
     /// default `ZCIO_SEM_EMULATED_COPY`).
     pub output: c_int,
@@ -278,29 +282,39 @@ pub extern "C" fn zcio_semantics_name(sem: c_int) -> *const c_char {
 
 // -------------------------------------------------------------- endpoint
 
+/// The defaults of a config.
+fn semantic_config_defaults() -> zcio_semantic_config {
+    let d = SemanticConfig::default();
+    zcio_semantic_config {
+        size: std::mem::size_of::<zcio_semantic_config>(),
+        output: sem_code(d.output),
+        input: sem_code(d.input),
+        arena_capacity: d.arena_capacity,
+        hello_timeout_ms: d.hello_timeout.as_millis().min(c_int::MAX as u128) as c_int,
+        trust_peer: 0,
+        ignore_cost_model: 0,
+        rewrite_tolerance: -1.0,
+    }
+}
+
 /// Fill `*cfg` with the defaults: emulated copy both ways, a 64 MiB
-/// arena, a 10 s hello timeout, the peer not trusted. NULL is ignored.
+/// arena, a 10 s hello timeout, the peer not trusted.
+///
+/// Records `size` in `cfg->size` and writes at most `size` bytes (the
+/// header's `zcio_semantic_config_init(cfg)` passes `sizeof *(cfg)`). Returns 0 or
+/// `-EINVAL` (NULL, a size out of range).
 ///
 /// # Safety
-/// `cfg` is NULL or valid for writing a `struct zcio_semantic_config`.
+/// `cfg` is NULL or valid for writing `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_semantic_config_init(cfg: *mut zcio_semantic_config) {
+pub unsafe extern "C" fn zcio_semantic_config_init_sized(
+    cfg: *mut zcio_semantic_config,
+    size: usize,
+) -> c_int {
     guard(|| {
-        if !cfg.is_null() {
-            let d = SemanticConfig::default();
-            // SAFETY: non-NULL and writable (contract).
-            unsafe {
-                cfg.write(zcio_semantic_config {
-                    output: sem_code(d.output),
-                    input: sem_code(d.input),
-                    arena_capacity: d.arena_capacity,
-                    hello_timeout_ms: d.hello_timeout.as_millis().min(c_int::MAX as u128) as c_int,
-                    trust_peer: 0,
-                    ignore_cost_model: 0,
-                    rewrite_tolerance: -1.0,
-                })
-            };
-        }
+        let c = semantic_config_defaults();
+        // SAFETY: the caller's contract.
+        unsafe { put_config("zcio_semantic_config_init", &c, cfg, size) }
     })
 }
 
@@ -319,7 +333,8 @@ pub unsafe extern "C" fn zcio_semantic_config_init(cfg: *mut zcio_semantic_confi
 ///
 /// # Safety
 /// `ch` is NULL or a live channel handle, not used again unless this
-/// returned `-EINVAL`; `cfg` is NULL or a readable config; `out` is NULL
+/// returned `-EINVAL`; `cfg` is NULL or readable for `cfg->size` bytes
+/// (`zcio_semantic_config_init` set it); `out` is NULL
 /// or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn zcio_semantic_endpoint_new(
@@ -333,8 +348,18 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_new(
         }
         let mut c = SemanticConfig::default();
         let mut trust = false;
-        // SAFETY: NULL or readable (contract).
-        if let Some(cfg) = unsafe { cfg.as_ref() } {
+        if !cfg.is_null() {
+            // SAFETY: readable for `cfg->size` bytes (contract).
+            let cfg = match unsafe {
+                take_config(
+                    "zcio_semantic_endpoint_new",
+                    cfg,
+                    semantic_config_defaults(),
+                )
+            } {
+                Ok(c) => c,
+                Err(e) => return e,
+            };
             let (Some(o), Some(i)) = (sem_of(cfg.output), sem_of(cfg.input)) else {
                 return einval(format_args!(
                     "zcio_semantic_endpoint_new: output {} / input {} is not an enum zcio_semantics value",
@@ -688,19 +713,26 @@ unsafe fn query<T>(
     })
 }
 
-/// Fill `*out` with the endpoint's and its arena's counters. Returns 0 or
-/// `-EINVAL`.
+/// Fill `*out` with the endpoint's and its arena's counters, writing at
+/// most `size` bytes (the header's `zcio_semantic_endpoint_get_stats(ep,
+/// out)` passes `sizeof *(out)`). Returns 0 or `-EINVAL`.
 ///
 /// # Safety
-/// `ep` is NULL or a live endpoint; `out` is NULL or writable.
+/// `ep` is NULL or a live endpoint; `out` is NULL or valid for writing
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_semantic_endpoint_get_stats(
+pub unsafe extern "C" fn zcio_semantic_endpoint_get_stats_sized(
     ep: *mut zcio_semantic_endpoint,
     out: *mut zcio_semantic_stats,
+    size: usize,
 ) -> c_int {
-    // SAFETY: the caller's contract, as `query` needs it.
-    unsafe {
-        query(ep, out, "zcio_semantic_endpoint_get_stats", |e| {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let e = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let v = {
             let s = e.ep.stats();
             let a = e.ep.arena().stats();
             zcio_semantic_stats {
@@ -718,8 +750,10 @@ pub unsafe extern "C" fn zcio_semantic_endpoint_get_stats(
                 unprotects: a.unprotects,
                 pages_in_flight: a.pages_in_flight,
             }
-        })
-    }
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_semantic_endpoint_get_stats", &v, out, size) }
+    })
 }
 
 /// Close the endpoint and its channel and free the handle (NULL is

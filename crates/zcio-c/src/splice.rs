@@ -20,6 +20,7 @@ use zcio::splice::{
     Association, Completion, Increment, IoObject, MoverKind, Next, Remote, SpliceError, Status,
 };
 
+use crate::abi::{put, Extensible};
 use crate::chan::zcio_channel;
 use crate::error::{code_of, einval, fail, fail_msg, guard, set_last};
 use crate::{ssize_t, str_arg, Timeout};
@@ -721,16 +722,24 @@ pub unsafe extern "C" fn zcio_assoc_stop(a: *mut zcio_assoc) -> c_int {
     })
 }
 
+/// The size of the first version of `struct zcio_assoc_status`: what
+/// `zcio_assoc_close` and `zcio_cp` write.
+const V1_STATUS: usize = <zcio_assoc_status as Extensible>::V1;
+
 /// Store the status bits and counters in `*out`. Thread-safe (readable
 /// while data flows). Returns 0 or `-EINVAL`.
 ///
+/// The header's `zcio_assoc_get_status(…, out)` passes `sizeof *(out)` as `size`;
+/// at most `size` bytes are written (docs/c.md, "The ABI").
+///
 /// # Safety
 /// `a` is NULL or a live association; `out` is NULL or valid for writing
-/// a `struct zcio_assoc_status`.
+/// `size` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zcio_assoc_get_status(
+pub unsafe extern "C" fn zcio_assoc_get_status_sized(
     a: *const zcio_assoc,
     out: *mut zcio_assoc_status,
+    size: usize,
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
@@ -738,12 +747,8 @@ pub unsafe extern "C" fn zcio_assoc_get_status(
             Ok(h) => h,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_assoc_get_status: out is NULL");
-        }
-        // SAFETY: non-NULL and writable (contract).
-        unsafe { out.write(status(&h.r.status())) };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_assoc_get_status", &status(&h.r.status()), out, size) }
     })
 }
 
@@ -785,9 +790,6 @@ pub unsafe extern "C" fn zcio_assoc_get_stats(
             Ok(h) => h,
             Err(e) => return e,
         };
-        if out.is_null() {
-            return einval("zcio_assoc_get_stats: out is NULL");
-        }
         let st = h.r.status();
         let s = zcio_assoc_stats {
             started: st.started,
@@ -796,14 +798,8 @@ pub unsafe extern "C" fn zcio_assoc_get_stats(
             moved_bytes: st.moved,
             running: u64::from(st.active),
         };
-        let n = size.min(std::mem::size_of::<zcio_assoc_stats>());
-        // `s` is a local of at least `n` bytes; `out` is valid for `size`
-        // ≥ `n` bytes (contract); they do not overlap.
-        // SAFETY: as argued just above.
-        unsafe {
-            std::ptr::copy_nonoverlapping(std::ptr::addr_of!(s).cast::<u8>(), out.cast::<u8>(), n)
-        };
-        0
+        // SAFETY: the caller's contract.
+        unsafe { put("zcio_assoc_get_stats", &s, out, size) }
     })
 }
 
@@ -1060,7 +1056,9 @@ pub unsafe extern "C" fn zcio_assoc_label(
 ///
 /// # Safety
 /// `a` is NULL or a live association, not used again afterwards;
-/// `final_status` is NULL or valid for writing a `struct zcio_assoc_status`.
+/// `final_status` is NULL or valid for writing the first version of
+/// `struct zcio_assoc_status` (the fields of a later one stay untouched;
+/// `zcio_assoc_get_status` gives them all).
 #[no_mangle]
 pub unsafe extern "C" fn zcio_assoc_close(
     a: *mut zcio_assoc,
@@ -1076,8 +1074,10 @@ pub unsafe extern "C" fn zcio_assoc_close(
         let a = h.a.into_inner().unwrap_or_else(|p| p.into_inner());
         let st = a.close();
         if !final_status.is_null() {
-            // SAFETY: non-NULL and writable (contract).
-            unsafe { final_status.write(status(&st)) };
+            // The first version of the struct only (no size travels with
+            // this call; docs/c.md, "The ABI").
+            // SAFETY: non-NULL and writable for that many bytes (contract).
+            unsafe { put("zcio_assoc_close", &status(&st), final_status, V1_STATUS) };
         }
     })
 }
@@ -1093,7 +1093,8 @@ pub unsafe extern "C" fn zcio_assoc_close(
 /// # Safety
 /// `src`, `dst` are NULL or NUL-terminated strings; `modules` is NULL or
 /// points to `n` NULL-or-NUL-terminated strings; `out` is NULL or valid
-/// for writing a `struct zcio_assoc_status`.
+/// for writing the first version of `struct zcio_assoc_status` (the fields
+/// of a later one stay untouched).
 #[no_mangle]
 pub unsafe extern "C" fn zcio_cp(
     src: *const c_char,
@@ -1151,8 +1152,11 @@ pub unsafe extern "C" fn zcio_cp(
         match r {
             Ok(st) => {
                 if !out.is_null() {
-                    // SAFETY: non-NULL and writable (contract).
-                    unsafe { out.write(status(&st)) };
+                    // The first version of the struct only (no size
+                    // travels with this call; docs/c.md, "The ABI").
+                    // SAFETY: non-NULL and writable for that many bytes
+                    // (contract).
+                    unsafe { put("zcio_cp", &status(&st), out, V1_STATUS) };
                 }
                 0
             }
