@@ -4,7 +4,7 @@
 use super::error::OpenError;
 use super::layout::{
     owner_parts, Geometry, MAX_CONSUMERS, OWNER_ACTIVE, OWNER_CLOSED, OWNER_FAILED, OWNER_NONE,
-    SLOT_ACTIVE,
+    SLOT_ACTIVE, SLOT_JOINING,
 };
 use super::live;
 use super::map::RingMap;
@@ -85,7 +85,9 @@ pub struct RingStat {
     pub dropped_blocks: u64,
     /// Bytes dropped.
     pub dropped_bytes: u64,
-    /// Attached consumers.
+    /// Attached consumers: every slot in the consumers bitmap, as the producer counts them
+    /// (`Producer::consumers`, `wait_for_consumers`), also one whose consumer has joined
+    /// but not yet marked its slot active (the producer keeps blocks for it already).
     pub consumers: Vec<ConsumerInfo>,
 }
 
@@ -114,7 +116,10 @@ pub fn stat(name: &str) -> Result<RingStat, OpenError> {
         }
         let s = map.slot(i);
         let owner = s.owner.load(Ordering::Acquire);
-        if owner >> 32 != SLOT_ACTIVE {
+        // A joining consumer is in the bitmap (it joined) before it marks its slot
+        // active: counted, or a stat right after `wait_for_consumers` returned could
+        // miss it. Its counters were zeroed before it joined.
+        if !matches!(owner >> 32, SLOT_ACTIVE | SLOT_JOINING) {
             continue;
         }
         let cursor = s.cursor.load(Ordering::Acquire) >> 1;
