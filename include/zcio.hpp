@@ -1463,6 +1463,27 @@ template <class T> class typed {
     bool tagged_ = true;
 };
 
+template <class H, class E> class typed_flex;
+
+/// A pool buffer holding a typed_flex<H, E> value after its type tag, being
+/// filled in place: head() and tail() (n elements) are writable;
+/// std::move(b).freeze() -> message.
+template <class H, class E> class typed_flex_buffer {
+  public:
+    typed_flex_buffer(typed_flex_buffer &&) noexcept = default;
+    typed_flex_buffer &operator=(typed_flex_buffer &&) noexcept = default;
+    H &head() noexcept { return *head_; }
+    std::span<E> tail() noexcept { return tail_; }
+    message freeze() && { return std::move(buf_).freeze(); }
+
+  private:
+    friend class typed_flex<H, E>;
+    typed_flex_buffer(buffer &&b, H *h, std::span<E> t) noexcept : buf_(std::move(b)), head_(h), tail_(t) {}
+    buffer buf_;
+    H *head_;
+    std::span<E> tail_;
+};
+
 /// Typed messages ending in a flexible array member (zcio_type's elem_size):
 /// a header H then any number of elements E, the bytes of C's
 /// `struct { H's fields; E tail[]; }` and of Rust's typed types with a
@@ -1489,6 +1510,27 @@ template <class H, class E> class typed_flex {
     typed_flex(std::string name, std::uint32_t schema) : name_(std::move(name)), schema_(schema) {}
     /// The C description (name, schema, sizeof H, the alignment, sizeof E).
     zcio_type type() const noexcept { return zcio_type{name_.c_str(), schema_, sizeof(H), align_, sizeof(E)}; }
+    /// Reserve a pool buffer for the tag, a header and `n` elements, write the
+    /// tag, and value-initialise them in place (fill them, then freeze and send).
+    typed_flex_buffer<H, E> alloc(pool &p, std::size_t n, const H &head = H{}) const {
+        zcio_type t = type();
+        std::size_t off = std::max<std::size_t>(128, align_);
+        if (n > (SIZE_MAX - off - sizeof(H)) / sizeof(E))
+            throw error(-EINVAL, "zcio::typed_flex::alloc", "too many elements");
+        buffer b = p.alloc(off + sizeof(H) + n * sizeof(E));
+        auto d = b.data();
+        if (reinterpret_cast<std::uintptr_t>(d.data() + off) % align_ != 0)
+            throw error(-EINVAL, "zcio::typed_flex::alloc", "the pool's buffer is not aligned for the type");
+        detail::check(zcio_type_tag(&t, d.data(), off), "zcio_type_tag");
+        H *h = ::new (static_cast<void *>(d.data() + off)) H(head);
+        std::byte *at = d.data() + off + sizeof(H);
+        E *e = nullptr;
+        for (std::size_t i = 0; i < n; i++) {
+            E *x = ::new (static_cast<void *>(at + i * sizeof(E))) E();
+            if (i == 0) e = x;
+        }
+        return typed_flex_buffer<H, E>(std::move(b), h, std::span<E>(e, n));
+    }
     /// Copy `head` and `tail` into one typed message in the channel's own pool and send it.
     void send(channel &ch, const H &head, std::span<const E> tail) const {
         std::vector<std::byte> v(sizeof(H) + tail.size_bytes());

@@ -879,6 +879,11 @@ void typed_flex_round_trip() {
         std::memcpy(v, got.data() + 8, sizeof v);
         CHECK(count == 3 && v[0] == 1.5 && v[1] == 2.5 && v[2] == -1.0);
         zcio_msg_release(m);
+        CHECK(zcio_recv(ch, 30000, &m) == 0); // the one filled in place
+        got = {};
+        CHECK(zcio_msg_read_typed(m, &ty, got.data(), got.size()) == static_cast<ssize_t>(got.size()));
+        CHECK(zcio_send_typed(ch, &ty, got.data(), got.size(), 30000) == 0);
+        zcio_msg_release(m);
         std::array<std::byte, 8 + 2 * 8> out{};
         std::uint32_t two = 2;
         double w[2] = {0.25, 4.0};
@@ -896,8 +901,16 @@ void typed_flex_round_trip() {
     zcio::typed_flex<samples_head, double> ty("test.Samples", 2);
     CHECK(ty.type().elem_size == 8 && ty.type().align == 8 && ty.type().size == 8);
     const double v[] = {1.5, 2.5, -1.0};
-    ty.send(ch, samples_head{3, 0}, v);
+    ty.send(ch, samples_head{3, 0}, v); // by copy
+    // reserve -> fill in place -> send; the C side reads it and echoes it.
+    zcio::pool fpool("flex", 1 << 20, 2);
+    auto fb = ty.alloc(fpool, 3, samples_head{3, 0});
+    CHECK(fb.tail().size() == 3 && fb.tail()[2] == 0.0 && fb.head().count == 3);
+    std::copy(std::begin(v), std::end(v), fb.tail().begin());
+    ch.send(std::move(fb).freeze());
     auto r = ty.read(ch.recv());
+    CHECK(r.head.count == 3 && r.tail.size() == 3 && r.tail[0] == 1.5 && r.tail[2] == -1.0); // the echo
+    r = ty.read(ch.recv());
     CHECK(r.head.count == 2 && r.tail.size() == 2 && r.tail[0] == 0.25 && r.tail[1] == 4.0);
     auto e = ty.read(ch.recv());
     CHECK(e.head.count == 2 && e.tail.empty());
