@@ -27,7 +27,8 @@
 //  - Reserve -> fill -> send as types: pool::alloc -> buffer (writable) ->
 //    std::move(buf).freeze() -> message (read-only) -> channel::send(std::move(msg)).
 //    Lanes: lane_sender::loan -> lane_loan (writable) -> std::move(loan).send(n).
-//    Rings: the C API has no reserve/commit, so producers write by copy.
+//    Rings: ring_producer::reserve -> ring_reservation (writable) ->
+//    std::move(r).commit(len[, tag]); destroyed uncommitted, it publishes nothing.
 #pragma once
 
 #include <zcio.h>
@@ -270,6 +271,7 @@ class buffer {
 };
 
 using pool_stats = zcio_pool_stats;
+using huge_pages = zcio_huge_pages;
 
 /// A pool of shared-memory buffers (zcio_pool): chunks of `chunk_size`
 /// bytes (0: 16 MiB), at most `max_chunks` (0: 16).
@@ -303,6 +305,13 @@ class pool {
         pool_stats s{};
         detail::check(zcio_pool_get_stats(pool_.get(), &s), "zcio_pool_get_stats");
         return s;
+    }
+    /// Whether the pool's chunks use transparent huge pages (zcio_pool_get_huge_pages;
+    /// reads /proc/self/smaps: call it to report, not per message).
+    huge_pages huge_pages_status() const {
+        huge_pages h{};
+        detail::check(zcio_pool_get_huge_pages(pool_.get(), &h), "zcio_pool_get_huge_pages");
+        return h;
     }
     zcio_pool *native_handle() const noexcept { return pool_.get(); }
 
@@ -875,14 +884,28 @@ std::optional<lane_receiver> channel::accept_lane_for(std::chrono::duration<Rep,
 
 // ------------------------------------------------------------------- rings
 
-/// A ring's layout: a byte stream (Rust's Layout::Continuous) or one block
-/// per write (Layout::Variable); the C API creates no other layout.
-enum class ring_layout { stream, blocks };
-/// What a full ring does (Rust's Overflow): wait for the slowest reader,
-/// drop the new block (srp), overwrite the oldest (frp), or both (mrp).
-enum class ring_overflow { block, srp, frp, mrp };
+/// A ring's layout (Rust's Layout; ZCIO_LAYOUT_*): a byte stream
+/// (Continuous), variable-size blocks with in-band headers (Variable, what
+/// ZCIO_O_BLOCKS makes), fixed-size slots (Slotted), variable-size blocks
+/// with their headers in a descriptor ring (Descriptors), or rich pointers
+/// into other rings (Index: written only by ring_producer::splice).
+enum class ring_layout {
+    stream = ZCIO_LAYOUT_CONTINUOUS,
+    slotted = ZCIO_LAYOUT_SLOTTED,
+    blocks = ZCIO_LAYOUT_VARIABLE,
+    descriptors = ZCIO_LAYOUT_DESCRIPTORS,
+    index = ZCIO_LAYOUT_INDEX,
+};
+/// What a full ring does (Rust's Overflow; ZCIO_OVERFLOW_*): wait for the
+/// slowest reader, drop the new block (srp), overwrite the oldest (frp), or both (mrp).
+enum class ring_overflow {
+    block = ZCIO_OVERFLOW_BLOCK,
+    srp = ZCIO_OVERFLOW_SRP,
+    frp = ZCIO_OVERFLOW_FRP,
+    mrp = ZCIO_OVERFLOW_MRP,
+};
 
-/// How a producer creates a ring (zcio_ring_open's flags).
+/// How a producer creates a ring (struct zcio_ring_options, zcio_ring_open_with).
 struct ring_options {
     std::size_t size = 1 << 20;                          // data bytes: a power of two, 4 KiB..16 GiB
     ring_layout layout = ring_layout::stream;
@@ -890,7 +913,10 @@ struct ring_options {
     mode_t mode = 0600;
     bool create = true;                                  // create it if missing
     bool exclusive = false;                              // fail if it exists
+    std::size_t slot_size = 0;                           // slotted: slot bytes (0: the default, 2048)
+    std::size_t entries = 0;                             // descriptors, index: entries (0: the default, 4096)
 
+    /// zcio_ring_open's flags (the stream and blocks layouts only).
     int flags() const noexcept {
         int f = 0;
         if (create) f |= ZCIO_O_CREAT;
@@ -904,10 +930,26 @@ struct ring_options {
         }
         return f;
     }
+    /// The C options (zcio_ring_options_init's defaults, then these fields).
+    zcio_ring_options native() const {
+        zcio_ring_options o{};
+        detail::check(zcio_ring_options_init(&o, sizeof o), "zcio_ring_options_init");
+        o.layout = static_cast<std::uint32_t>(layout);
+        o.overflow = static_cast<std::uint32_t>(overflow);
+        o.size = size;
+        if (slot_size) o.slot_size = slot_size;
+        if (entries) o.entries = entries;
+        o.mode = static_cast<std::uint32_t>(mode);
+        return o;
+    }
 };
 
 using ring_stats = zcio_ring_stats;
 using ring_counters = zcio_ring_counters;
+/// A snapshot of a ring by name (zcio_ring_stat): layout, sizes, owner, producer state, counters.
+using ring_stat_info = zcio_ring_stat_info;
+/// One consumer of a ring (zcio_ring_stat_consumers).
+using ring_consumer_info = zcio_ring_consumer_info;
 
 namespace detail {
 /// What ring producers and consumers share: the handle and its wait, set
@@ -924,6 +966,17 @@ class ring_end {
         check(zcio_ring_get_counters(r_.get(), &c, sizeof c), "zcio_ring_get_counters");
         return c;
     }
+    /// The bound of this end's plain waits (write, read, peek, reserve without
+    /// try_/_for): 10 s for a producer, one hour for a consumer by default;
+    /// zcio::forever for none (zcio_ring_set_wait_bound).
+    template <class Rep, class Period> void set_wait_bound(std::chrono::duration<Rep, Period> d) {
+        int ms = bound_ms(d);
+        check(zcio_ring_set_wait_bound(r_.get(), ms), "zcio_ring_set_wait_bound");
+    }
+    /// This end's bound (zcio_ring_wait_bound); zcio::forever when it has none.
+    std::chrono::milliseconds wait_bound() const {
+        return std::chrono::milliseconds(check(zcio_ring_wait_bound(r_.get()), "zcio_ring_wait_bound"));
+    }
     /// Event loops, after the fd polled readable or 50 ms passed (zcio_ring_doorbell_rang).
     void doorbell_rang() { check(zcio_ring_doorbell_rang(r_.get()), "zcio_ring_doorbell_rang"); }
     zcio_ring *native_handle() const noexcept { return r_.get(); }
@@ -932,6 +985,12 @@ class ring_end {
     ring_end(const std::string &name, int flags, mode_t mode, std::size_t size) {
         zcio_ring *r = nullptr;
         check(zcio_ring_open(name.c_str(), flags, mode, size, &r), "zcio_ring_open");
+        r_.reset(r);
+    }
+    ring_end(const std::string &name, int flags, const std::optional<zcio_ring_options> &o) {
+        zcio_ring *r = nullptr;
+        check(zcio_ring_open_with(name.c_str(), flags, o ? &*o : nullptr, o ? sizeof *o : 0, &r),
+              "zcio_ring_open_with");
         r_.reset(r);
     }
     void wait(int ms) {
@@ -943,59 +1002,62 @@ class ring_end {
     owned<zcio_ring, free_ring> r_;
     int ms_ = ZCIO_TIMEOUT_DEFAULT;
 };
+
+inline int producer_flags(const ring_options &o) noexcept {
+    return ZCIO_O_WRONLY | (o.create ? ZCIO_O_CREAT : 0) | (o.exclusive ? ZCIO_O_EXCL : 0);
+}
 } // namespace detail
 
-/// The producer of a named ring. Destroying it ends the stream (consumers
-/// read what is left, then the end); std::move(p).close_with_error(code)
-/// ends it with an error. The C API has no reserve/commit: writes copy.
-class ring_producer : public detail::ring_end {
-  public:
-    explicit ring_producer(const std::string &name, const ring_options &o = {})
-        : ring_end(name, ZCIO_O_WRONLY | o.flags(), o.mode, o.size) {}
-    ring_producer(ring_producer &&) noexcept = default;
-    ring_producer &operator=(ring_producer &&) noexcept = default;
+class ring_producer;
+class ring_consumer;
 
-    /// Write `bytes` (a stream takes any length; a block ring one block),
-    /// waiting up to the producer's bound (10 s) for room.
-    std::size_t write(std::span<const std::byte> bytes) {
-        wait(ZCIO_TIMEOUT_DEFAULT);
-        ssize_t n = zcio_ring_write(r_.get(), bytes.data(), bytes.size());
-        if (n < 0) detail::raise(n, "zcio_ring_write");
-        return static_cast<std::size_t>(n);
+/// Room reserved in a ring for one block, being filled in place (reserve ->
+/// fill -> commit; Rust's Reservation). bytes() is writable by this process
+/// only; std::move(r).commit(len, tag) publishes its first len bytes as one
+/// block; destroying it uncommitted (or std::move(r).abort()) publishes
+/// nothing. While it lives its producer takes no other call (they throw
+/// error_kind::busy); it must end before its producer is destroyed.
+class ring_reservation {
+  public:
+    ring_reservation(ring_reservation &&o) noexcept : r_(std::exchange(o.r_, nullptr)), room_(o.room_) {}
+    ring_reservation &operator=(ring_reservation &&o) noexcept {
+        if (this != &o) {
+            drop();
+            r_ = std::exchange(o.r_, nullptr);
+            room_ = o.room_;
+        }
+        return *this;
     }
-    /// Write what fits now; nullopt if nothing did.
-    std::optional<std::size_t> try_write(std::span<const std::byte> bytes) { return put(bytes, 0); }
-    template <class Rep, class Period>
-    std::optional<std::size_t> write_for(std::span<const std::byte> bytes, std::chrono::duration<Rep, Period> d) {
-        return put(bytes, detail::timeout_ms(d));
+    ring_reservation(const ring_reservation &) = delete;
+    ring_reservation &operator=(const ring_reservation &) = delete;
+    ~ring_reservation() { drop(); }
+    /// false once committed, aborted or moved from.
+    explicit operator bool() const noexcept { return r_ != nullptr; }
+    /// The room: write up to capacity() bytes here (the only writable view of a ring).
+    std::span<std::byte> bytes() const noexcept { return r_ ? room_ : std::span<std::byte>(); }
+    std::size_t capacity() const noexcept { return bytes().size(); }
+    /// Publish the first `len` bytes (which you wrote) as one block with
+    /// classification `tag` (ring_peek::tag; a stream keeps no tag).
+    /// len > capacity() throws invalid_input and leaves the reservation open.
+    void commit(std::size_t len, std::uint32_t tag = 0) && {
+        if (!r_) throw error(-EINVAL, "zcio_ring_commit", "the reservation has ended");
+        if (len > room_.size()) throw error(-EINVAL, "zcio_ring_commit", "len is larger than the reserved room");
+        int rc = zcio_ring_commit(r_, len, tag);
+        if (rc == 0 || rc == -ZCIO_ECORRUPT) r_ = nullptr; // ended either way
+        detail::check(rc, "zcio_ring_commit");
     }
-    /// Wait until `n` live consumers are attached, at most `d`; returns how many are.
-    template <class Rep = long, class Period = std::milli>
-    unsigned wait_consumers(unsigned n, std::chrono::duration<Rep, Period> d = std::chrono::milliseconds(-1)) {
-        int ms = d < d.zero() ? ZCIO_TIMEOUT_DEFAULT : detail::timeout_ms(d);
-        return static_cast<unsigned>(
-            detail::check(zcio_ring_wait_consumers(r_.get(), n, ms), "zcio_ring_wait_consumers"));
-    }
-    /// End the stream with an error: consumers get producer_failed after what was written.
-    void close_with_error(std::uint32_t code) && { zcio_ring_close_error(r_.release(), code); }
-    /// Event loops: the producer's named bell (zcio_ring_doorbell), for a write that would block.
-    int fd() const { return detail::check(zcio_ring_doorbell(r_.get()), "zcio_ring_doorbell"); }
-    /// true: sleep on fd() (or 50 ms); false: write again now.
-    bool prepare_write_sleep(std::size_t len) {
-        return detail::check(zcio_ring_prepare_write_sleep(r_.get(), len), "zcio_ring_prepare_write_sleep") == 1;
-    }
+    /// Drop the room without publishing anything.
+    void abort() && { drop(); }
 
   private:
-    std::optional<std::size_t> put(std::span<const std::byte> b, int ms) {
-        wait(ms);
-        ssize_t n = zcio_ring_write(r_.get(), b.data(), b.size());
-        if (n >= 0) return static_cast<std::size_t>(n);
-        if (detail::quiet(n, ms)) return std::nullopt;
-        detail::raise(n, "zcio_ring_write");
+    friend class ring_producer;
+    ring_reservation(zcio_ring *r, std::span<std::byte> room) noexcept : r_(r), room_(room) {}
+    void drop() noexcept {
+        if (r_) (void)zcio_ring_abort(std::exchange(r_, nullptr));
     }
+    zcio_ring *r_;
+    std::span<std::byte> room_;
 };
-
-class ring_consumer;
 
 /// A ring block (or stream bytes) held in place by a consumer: the bytes
 /// are volatile (any process attached can write them, FRP/MRP overwrite
@@ -1017,6 +1079,17 @@ class ring_peek {
     explicit operator bool() const noexcept { return r_ != nullptr; }
     std::span<const std::byte> bytes() const noexcept { return data_; }
     std::size_t size() const noexcept { return data_.size(); }
+    /// The block's classification tag (zcio_ring_peek_tag; 0 for a stream or an untagged write).
+    std::uint32_t tag() const {
+        std::uint32_t t = 0;
+        detail::check(zcio_ring_peek_tag(held(), &t), "zcio_ring_peek_tag");
+        return t;
+    }
+    /// Whether the block is still intact so far (zcio_ring_peek_is_intact):
+    /// what you copied out before this call is good if true.
+    bool is_intact() const {
+        return detail::check(zcio_ring_peek_is_intact(held()), "zcio_ring_peek_is_intact") == 1;
+    }
     /// Done with it: true if it stayed intact, false if the producer
     /// overwrote it meanwhile (discard what you read; the cursor skipped ahead).
     bool release() && {
@@ -1029,13 +1102,145 @@ class ring_peek {
 
   private:
     friend class ring_consumer;
+    friend class ring_producer;
     ring_peek() noexcept : r_(nullptr) {}
     ring_peek(zcio_ring *r, std::span<const std::byte> d) noexcept : r_(r), data_(d) {}
+    zcio_ring *held() const {
+        if (!r_) throw error(-EINVAL, "zcio::ring_peek", "nothing is peeked (the end of the stream, or released)");
+        return r_;
+    }
     void drop() noexcept {
         if (r_) (void)zcio_ring_release(std::exchange(r_, nullptr));
     }
     zcio_ring *r_;
     std::span<const std::byte> data_;
+};
+
+/// The producer of a named ring. Destroying it ends the stream (consumers
+/// read what is left, then the end); std::move(p).close_with_error(code)
+/// ends it with an error. Writes copy in; reserve() fills the ring in place.
+class ring_producer : public detail::ring_end {
+  public:
+    /// Open (by default create) ring `name` as its producer: any layout
+    /// (zcio_ring_open_with); an existing ring keeps its own parameters.
+    explicit ring_producer(const std::string &name, const ring_options &o = {})
+        : ring_end(name, detail::producer_flags(o), o.create ? std::optional(o.native()) : std::nullopt) {}
+    ring_producer(ring_producer &&) noexcept = default;
+    ring_producer &operator=(ring_producer &&) noexcept = default;
+
+    /// Write `bytes` (a stream takes any length; a block ring one block),
+    /// waiting up to the producer's bound (10 s) for room.
+    std::size_t write(std::span<const std::byte> bytes) { return *put(bytes, 0, ZCIO_TIMEOUT_DEFAULT); }
+    /// Write what fits now; nullopt if nothing did.
+    std::optional<std::size_t> try_write(std::span<const std::byte> bytes) { return put(bytes, 0, 0); }
+    template <class Rep, class Period>
+    std::optional<std::size_t> write_for(std::span<const std::byte> bytes, std::chrono::duration<Rep, Period> d) {
+        return put(bytes, 0, detail::timeout_ms(d));
+    }
+    /// Write one block carrying classification `tag` (zcio_ring_write_tagged;
+    /// consumers read it with ring_peek::tag; a stream keeps no tag).
+    std::size_t write_tagged(std::span<const std::byte> bytes, std::uint32_t tag) {
+        return *put(bytes, tag, ZCIO_TIMEOUT_DEFAULT);
+    }
+    std::optional<std::size_t> try_write_tagged(std::span<const std::byte> bytes, std::uint32_t tag) {
+        return put(bytes, tag, 0);
+    }
+    template <class Rep, class Period>
+    std::optional<std::size_t> write_tagged_for(std::span<const std::byte> bytes, std::uint32_t tag,
+                                                std::chrono::duration<Rep, Period> d) {
+        return put(bytes, tag, detail::timeout_ms(d));
+    }
+    /// Copy `parts` in, one after the other, as one block with `tag`
+    /// (zcio_ring_write_gather; at most 1024 parts). Returns the bytes written.
+    std::size_t write_gather(std::span<const std::span<const std::byte>> parts, std::uint32_t tag = 0) {
+        return *gather(parts, tag, ZCIO_TIMEOUT_DEFAULT);
+    }
+    std::size_t write_gather(std::initializer_list<std::span<const std::byte>> parts, std::uint32_t tag = 0) {
+        return write_gather(std::span(parts.begin(), parts.size()), tag);
+    }
+    std::optional<std::size_t> try_write_gather(std::span<const std::span<const std::byte>> parts,
+                                                std::uint32_t tag = 0) {
+        return gather(parts, tag, 0);
+    }
+    template <class Rep, class Period>
+    std::optional<std::size_t> write_gather_for(std::span<const std::span<const std::byte>> parts, std::uint32_t tag,
+                                                std::chrono::duration<Rep, Period> d) {
+        return gather(parts, tag, detail::timeout_ms(d));
+    }
+    /// Reserve room for one block of up to `n` bytes (>= 1), waiting up to
+    /// the producer's bound (zcio_ring_reserve). Not for index rings (unsupported).
+    ring_reservation reserve(std::size_t n) { return *room(n, ZCIO_TIMEOUT_DEFAULT); }
+    std::optional<ring_reservation> try_reserve(std::size_t n) { return room(n, 0); }
+    template <class Rep, class Period>
+    std::optional<ring_reservation> reserve_for(std::size_t n, std::chrono::duration<Rep, Period> d) {
+        return room(n, detail::timeout_ms(d));
+    }
+    /// Ring to ring (zcio_ring_splice): write the block `block` (peeked from
+    /// another ring by a consumer in this process) into this ring: into an
+    /// index ring a rich pointer to it (no copy), else a copy with its tag.
+    /// `block` stays peeked (release it as usual).
+    void splice(const ring_peek &block) { (void)link(block, ZCIO_TIMEOUT_DEFAULT); }
+    bool try_splice(const ring_peek &block) { return link(block, 0); }
+    template <class Rep, class Period> bool splice_for(const ring_peek &block, std::chrono::duration<Rep, Period> d) {
+        return link(block, detail::timeout_ms(d));
+    }
+    /// Consumers attached now (zcio_ring_consumers); with `live`, first evict
+    /// those whose process died.
+    unsigned consumers(bool live = false) {
+        return static_cast<unsigned>(detail::check(zcio_ring_consumers(r_.get(), live ? 1 : 0), "zcio_ring_consumers"));
+    }
+    /// Wait until `n` live consumers are attached, at most `d`; returns how many are.
+    template <class Rep = long, class Period = std::milli>
+    unsigned wait_consumers(unsigned n, std::chrono::duration<Rep, Period> d = std::chrono::milliseconds(-1)) {
+        int ms = d < d.zero() ? ZCIO_TIMEOUT_DEFAULT : detail::timeout_ms(d);
+        return static_cast<unsigned>(
+            detail::check(zcio_ring_wait_consumers(r_.get(), n, ms), "zcio_ring_wait_consumers"));
+    }
+    /// End the stream with an error: consumers get producer_failed after what was written.
+    void close_with_error(std::uint32_t code) && { zcio_ring_close_error(r_.release(), code); }
+    /// Event loops: the producer's named bell (zcio_ring_doorbell), for a write that would block.
+    int fd() const { return detail::check(zcio_ring_doorbell(r_.get()), "zcio_ring_doorbell"); }
+    /// true: sleep on fd() (or 50 ms); false: write again now.
+    bool prepare_write_sleep(std::size_t len) {
+        return detail::check(zcio_ring_prepare_write_sleep(r_.get(), len), "zcio_ring_prepare_write_sleep") == 1;
+    }
+
+  private:
+    std::optional<std::size_t> put(std::span<const std::byte> b, std::uint32_t tag, int ms) {
+        wait(ms);
+        ssize_t n = tag ? zcio_ring_write_tagged(r_.get(), b.data(), b.size(), tag)
+                        : zcio_ring_write(r_.get(), b.data(), b.size());
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (detail::quiet(n, ms)) return std::nullopt;
+        detail::raise(n, tag ? "zcio_ring_write_tagged" : "zcio_ring_write");
+    }
+    std::optional<std::size_t> gather(std::span<const std::span<const std::byte>> parts, std::uint32_t tag, int ms) {
+        std::vector<zcio_iovec> v;
+        v.reserve(parts.size());
+        for (auto p : parts) v.push_back(zcio_iovec{p.data(), p.size()});
+        wait(ms);
+        ssize_t n = zcio_ring_write_gather(r_.get(), v.data(), v.size(), tag);
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (detail::quiet(n, ms)) return std::nullopt;
+        detail::raise(n, "zcio_ring_write_gather");
+    }
+    std::optional<ring_reservation> room(std::size_t n, int ms) {
+        wait(ms);
+        void *data = nullptr;
+        std::size_t cap = 0;
+        int rc = zcio_ring_reserve(r_.get(), n, &data, &cap);
+        if (rc == 0) return ring_reservation(r_.get(), {static_cast<std::byte *>(data), cap});
+        if (detail::quiet(rc, ms)) return std::nullopt;
+        detail::raise(rc, "zcio_ring_reserve");
+    }
+    bool link(const ring_peek &block, int ms) {
+        zcio_ring *src = block.held();
+        wait(ms);
+        int rc = zcio_ring_splice(r_.get(), src);
+        if (rc == 0) return true;
+        if (detail::quiet(rc, ms)) return false;
+        detail::raise(rc, "zcio_ring_splice");
+    }
 };
 
 /// A consumer of a named ring: reads by copy (read) or in place (peek).
@@ -1115,6 +1320,59 @@ inline bool ring_unlink(const std::string &name) {
     if (rc == -ENOENT) return false;
     detail::check(rc, "zcio_ring_unlink");
     return true;
+}
+
+namespace detail {
+/// A string a C call writes like snprintf (call(buf, size) returns the whole length).
+template <class F> inline std::string snprintf_string(F call, const char *op) {
+    std::string s;
+    for (;;) {
+        std::size_t cap = s.size();
+        auto n = check(call(cap ? s.data() : nullptr, cap), op);
+        if (static_cast<std::size_t>(n) < cap) {
+            s.resize(static_cast<std::size_t>(n));
+            return s;
+        }
+        s.assign(static_cast<std::size_t>(n) + 1, '\0'); // (it may grow meanwhile: ask again)
+    }
+}
+} // namespace detail
+
+/// The names of the rings in the ring directory, in no set order (zcio_ring_list).
+inline std::vector<std::string> ring_list() {
+    std::string all = detail::snprintf_string(
+        [](char *b, std::size_t n) { return zcio_ring_list(b, n); }, "zcio_ring_list");
+    std::vector<std::string> names;
+    for (std::size_t at = 0; at < all.size();) {
+        std::size_t nl = all.find('\n', at);
+        if (nl == std::string::npos) nl = all.size();
+        if (nl > at) names.push_back(all.substr(at, nl - at));
+        at = nl + 1;
+    }
+    return names;
+}
+/// The ring directory: $ZCIO_RING_DIR, else /dev/shm (zcio_ring_dir).
+inline std::string ring_dir() {
+    return detail::snprintf_string([](char *b, std::size_t n) { return zcio_ring_dir(b, n); }, "zcio_ring_dir");
+}
+/// The file of ring `name`, DIR/zcio-ring.NAME (zcio_ring_path); invalid_input for a bad name.
+inline std::string ring_path(const std::string &name) {
+    return detail::snprintf_string([&](char *b, std::size_t n) { return zcio_ring_path(name.c_str(), b, n); },
+                                   "zcio_ring_path");
+}
+/// A snapshot of ring `name` without attaching (zcio_ring_stat): read permission is enough.
+inline ring_stat_info ring_stat(const std::string &name) {
+    ring_stat_info s{};
+    detail::check(zcio_ring_stat(name.c_str(), &s, sizeof s), "zcio_ring_stat");
+    return s;
+}
+/// The consumers of ring `name` (zcio_ring_stat_consumers).
+inline std::vector<ring_consumer_info> ring_stat_consumers(const std::string &name) {
+    std::vector<ring_consumer_info> v(ZCIO_RING_MAX_CONSUMERS);
+    int n = detail::check(zcio_ring_stat_consumers(name.c_str(), v.data(), v.size(), sizeof(ring_consumer_info)),
+                          "zcio_ring_stat_consumers");
+    v.resize(std::min<std::size_t>(static_cast<std::size_t>(n), v.size()));
+    return v;
 }
 
 // ---------------------------------------------------------- typed messages
@@ -1203,6 +1461,109 @@ template <class T> class typed {
     std::string name_;
     std::uint32_t schema_ = 0;
     bool tagged_ = true;
+};
+
+template <class H, class E> class typed_flex;
+
+/// A pool buffer holding a typed_flex<H, E> value after its type tag, being
+/// filled in place: head() and tail() (n elements) are writable;
+/// std::move(b).freeze() -> message.
+template <class H, class E> class typed_flex_buffer {
+  public:
+    typed_flex_buffer(typed_flex_buffer &&) noexcept = default;
+    typed_flex_buffer &operator=(typed_flex_buffer &&) noexcept = default;
+    H &head() noexcept { return *head_; }
+    std::span<E> tail() noexcept { return tail_; }
+    message freeze() && { return std::move(buf_).freeze(); }
+
+  private:
+    friend class typed_flex<H, E>;
+    typed_flex_buffer(buffer &&b, H *h, std::span<E> t) noexcept : buf_(std::move(b)), head_(h), tail_(t) {}
+    buffer buf_;
+    H *head_;
+    std::span<E> tail_;
+};
+
+/// Typed messages ending in a flexible array member (zcio_type's elem_size):
+/// a header H then any number of elements E, the bytes of C's
+/// `struct { H's fields; E tail[]; }` and of Rust's typed types with a
+/// slice tail (zcio_send_typed / zcio_msg_read_typed check them). C++ has no
+/// flexible array members, so the message is the pair: send(ch, head, tail)
+/// with tail a std::span<const E>, read(m) copies both out. The layout
+/// must have no padding at any length (checked at compile time): the
+/// elements start right after H, and each adds a multiple of the alignment.
+template <class H, class E> class typed_flex {
+    static_assert(std::is_trivially_copyable_v<H> && std::is_trivially_copyable_v<E>,
+                  "zcio::typed_flex<H, E> needs trivially copyable H and E");
+    static constexpr std::size_t align_ = std::max(alignof(H), alignof(E));
+    static_assert(sizeof(H) % alignof(E) == 0, "zcio::typed_flex: the elements must start right after H");
+    static_assert(sizeof(E) % align_ == 0,
+                  "zcio::typed_flex: each element must add a multiple of the alignment (no padding at any length)");
+
+  public:
+    /// A received value: the header and a copy of the elements.
+    struct value {
+        H head;
+        std::vector<E> tail;
+    };
+    /// The type as Rust's Tag::new(name, schema) names it.
+    typed_flex(std::string name, std::uint32_t schema) : name_(std::move(name)), schema_(schema) {}
+    /// The C description (name, schema, sizeof H, the alignment, sizeof E).
+    zcio_type type() const noexcept { return zcio_type{name_.c_str(), schema_, sizeof(H), align_, sizeof(E)}; }
+    /// Reserve a pool buffer for the tag, a header and `n` elements, write the
+    /// tag, and value-initialise them in place (fill them, then freeze and send).
+    typed_flex_buffer<H, E> alloc(pool &p, std::size_t n, const H &head = H{}) const {
+        zcio_type t = type();
+        std::size_t off = std::max<std::size_t>(128, align_);
+        if (n > (SIZE_MAX - off - sizeof(H)) / sizeof(E))
+            throw error(-EINVAL, "zcio::typed_flex::alloc", "too many elements");
+        buffer b = p.alloc(off + sizeof(H) + n * sizeof(E));
+        auto d = b.data();
+        if (reinterpret_cast<std::uintptr_t>(d.data() + off) % align_ != 0)
+            throw error(-EINVAL, "zcio::typed_flex::alloc", "the pool's buffer is not aligned for the type");
+        detail::check(zcio_type_tag(&t, d.data(), off), "zcio_type_tag");
+        H *h = ::new (static_cast<void *>(d.data() + off)) H(head);
+        std::byte *at = d.data() + off + sizeof(H);
+        E *e = nullptr;
+        for (std::size_t i = 0; i < n; i++) {
+            E *x = ::new (static_cast<void *>(at + i * sizeof(E))) E();
+            if (i == 0) e = x;
+        }
+        return typed_flex_buffer<H, E>(std::move(b), h, std::span<E>(e, n));
+    }
+    /// Copy `head` and `tail` into one typed message in the channel's own pool and send it.
+    void send(channel &ch, const H &head, std::span<const E> tail) const {
+        std::vector<std::byte> v(sizeof(H) + tail.size_bytes());
+        std::memcpy(v.data(), &head, sizeof(H));
+        if (!tail.empty()) std::memcpy(v.data() + sizeof(H), tail.data(), tail.size_bytes());
+        zcio_type t = type();
+        detail::check(zcio_send_typed(ch.native_handle(), &t, v.data(), v.size(), ZCIO_TIMEOUT_DEFAULT),
+                      "zcio_send_typed");
+    }
+    /// Check a received message's tag and size and copy the value out (read
+    /// once). Throws malformed for another type, version or a size that is
+    /// not sizeof H + n * sizeof E. Validate the fields of the copy.
+    value read(const message &m) const {
+        if (!m.is_received())
+            throw error(-EINVAL, "zcio::typed_flex::read", "read_typed takes a received message");
+        zcio_type t = type();
+        std::vector<std::byte> out(m.size());
+        auto n = static_cast<std::size_t>(detail::check(
+            zcio_msg_read_typed(m.native_handle(), &t, out.data(), out.size()), "zcio_msg_read_typed"));
+        if (n < sizeof(H) || (n - sizeof(H)) % sizeof(E) != 0)
+            throw error(-EBADMSG, "zcio::typed_flex::read", "payload is not a header and whole elements");
+        value v{};
+        std::memcpy(&v.head, out.data(), sizeof(H));
+        v.tail.resize((n - sizeof(H)) / sizeof(E));
+        if (!v.tail.empty()) std::memcpy(v.tail.data(), out.data() + sizeof(H), n - sizeof(H));
+        return v;
+    }
+    const std::string &name() const noexcept { return name_; }
+    std::uint32_t schema() const noexcept { return schema_; }
+
+  private:
+    std::string name_;
+    std::uint32_t schema_ = 0;
 };
 
 // -------------------------------------------------------------- descriptors

@@ -549,6 +549,381 @@ void peer_killed() {
     zcio::ring_unlink(name);
 }
 
+// ------------------------------------------------------- rings: the rest
+
+/// A one-byte signal between processes (a pipe): no sleeps to wait for a peer.
+struct signal_pipe {
+    int fd[2]{-1, -1};
+    signal_pipe() {
+        if (pipe(fd) != 0) throw failure{"pipe failed"};
+    }
+    ~signal_pipe() {
+        if (fd[0] >= 0) close(fd[0]);
+        if (fd[1] >= 0) close(fd[1]);
+    }
+    void post() { CHECK(write(fd[1], "x", 1) == 1); }
+    /// Wait for a post, at most 60 s.
+    void await() {
+        struct pollfd p {fd[0], POLLIN, 0};
+        CHECK(poll(&p, 1, 60'000) == 1);
+        char c;
+        CHECK(read(fd[0], &c, 1) == 1);
+    }
+};
+
+std::string block_text(std::uint64_t k) { return "block " + std::to_string(k) + std::string(k % 200, '.'); }
+
+/// Every layout a producer can write: create it (zcio_ring_open_with), a
+/// consumer in another process reads every block back, by copy and in
+/// place; zcio::ring_stat sees the parameters.
+void ring_every_layout() {
+    struct layout_case {
+        zcio::ring_layout layout;
+        std::uint32_t c_layout;
+        std::size_t slot_size, entries;
+    };
+    const layout_case cases[] = {
+        {zcio::ring_layout::stream, ZCIO_LAYOUT_CONTINUOUS, 0, 0},
+        {zcio::ring_layout::blocks, ZCIO_LAYOUT_VARIABLE, 0, 0},
+        {zcio::ring_layout::slotted, ZCIO_LAYOUT_SLOTTED, 512, 0},
+        {zcio::ring_layout::descriptors, ZCIO_LAYOUT_DESCRIPTORS, 0, 64},
+    };
+    for (const auto &lc : cases) {
+        auto name = unique("layout") + "-" + std::to_string(lc.c_layout);
+        zcio::ring_producer p(name, {.size = 64 << 10,
+                                     .layout = lc.layout,
+                                     .exclusive = true,
+                                     .slot_size = lc.slot_size,
+                                     .entries = lc.entries});
+        auto st = zcio::ring_stat(name);
+        CHECK(st.layout == lc.c_layout && st.overflow == ZCIO_OVERFLOW_BLOCK && st.mode == 0600);
+        CHECK(st.size == (64 << 10));
+        if (lc.slot_size) CHECK(st.slot_size == lc.slot_size);
+        if (lc.entries) CHECK(st.entries == lc.entries);
+        constexpr std::uint64_t n = 300;
+        const bool stream = lc.layout == zcio::ring_layout::stream;
+        pid_t peer = spawn([&] {
+            zcio::ring_consumer c(name, zcio::ring_consumer::start::oldest);
+            std::string all, want;
+            std::array<std::byte, 512> buf{};
+            for (std::uint64_t k = 0; k < n; k++) want += block_text(k);
+            for (std::uint64_t k = 0; stream ? all.size() < want.size() : k < n; k++) {
+                if (k % 2 == 0) {
+                    std::size_t len = c.read(buf);
+                    CHECK(len > 0);
+                    all.append(reinterpret_cast<const char *>(buf.data()), len);
+                } else {
+                    auto pk = c.peek();
+                    CHECK(static_cast<bool>(pk));
+                    std::string copy = as_string(pk.bytes()); // copied out: the volatile rule
+                    CHECK(pk.is_intact());
+                    CHECK(std::move(pk).release());
+                    all += copy;
+                }
+                if (!stream) CHECK(all == want.substr(0, all.size())); // block by block
+            }
+            CHECK(all == want);
+            CHECK(c.read(buf) == 0); // the end of the stream
+        });
+        CHECK(p.wait_consumers(1, 30s) == 1);
+        for (std::uint64_t k = 0; k < n; k++) {
+            auto s = block_text(k);
+            CHECK(p.write(as_bytes(s)) == s.size());
+        }
+        { auto end = std::move(p); } // the end of the stream
+        check_peer(peer);
+        CHECK(zcio::ring_unlink(name));
+    }
+}
+
+/// reserve -> fill -> commit as types: tags, a commit shorter than the
+/// room, aborted and destroyed reservations publish nothing, the producer
+/// is busy while one is open; a producer killed (SIGKILL) while it holds a
+/// filled reservation: the consumer never sees those bytes.
+void ring_reserve_commit() {
+    static_assert(!std::is_copy_constructible_v<zcio::ring_reservation>);
+    static_assert(std::is_nothrow_move_constructible_v<zcio::ring_reservation>);
+    auto name = unique("reserve");
+    zcio::ring_producer p(name, {.size = 64 << 10, .layout = zcio::ring_layout::blocks, .exclusive = true});
+    pid_t peer = spawn([&] {
+        zcio::ring_consumer c(name, zcio::ring_consumer::start::oldest);
+        const char *want[] = {"first", "tagged", "third"};
+        const std::uint32_t tags[] = {0, 77, 5};
+        for (int i = 0; i < 3; i++) {
+            auto pk = c.peek();
+            CHECK(static_cast<bool>(pk));
+            CHECK(as_string(pk.bytes()) == want[i]);
+            CHECK(pk.tag() == tags[i]);
+            CHECK(std::move(pk).release());
+        }
+        CHECK(!c.peek()); // the end: nothing aborted ever shows
+    });
+    CHECK(p.wait_consumers(1, 30s) == 1);
+    {
+        auto r = p.reserve(64);
+        CHECK(r && r.capacity() == 64 && r.bytes().size() == 64);
+        std::memcpy(r.bytes().data(), "first", 5);
+        CHECK_THROWS_KIND(p.write(as_bytes("x")), zcio::error_kind::busy); // the handle is reserved
+        CHECK_THROWS_KIND(std::move(r).commit(65), zcio::error_kind::invalid_input);
+        CHECK(r); // still open
+        std::move(r).commit(5);
+        CHECK(!r);
+        CHECK_THROWS_KIND(std::move(r).commit(0), zcio::error_kind::invalid_input);
+    }
+    {
+        auto r = p.reserve(32);
+        std::memcpy(r.bytes().data(), "aborted", 7);
+        std::move(r).abort();
+        CHECK(!r);
+    }
+    {
+        auto r = p.try_reserve(32);
+        CHECK(r.has_value());
+        std::memcpy(r->bytes().data(), "destroyed", 9);
+    } // destroyed uncommitted: aborted
+    {
+        auto r = p.reserve_for(16, 5s);
+        CHECK(r.has_value());
+        std::memcpy(r->bytes().data(), "tagged", 6);
+        std::move(*r).commit(6, 77);
+    }
+    CHECK(p.write_tagged(as_bytes("third"), 5) == 5);
+    CHECK(p.counters().blocks == 3);
+    CHECK_THROWS_KIND(p.reserve(0), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(p.reserve(1 << 20), zcio::error_kind::too_large);
+    { auto end = std::move(p); }
+    check_peer(peer);
+    zcio::ring_unlink(name);
+
+    // kill -9 while a filled reservation is held.
+    auto killed = unique("reserve-killed");
+    signal_pipe created, filled;
+    peer = spawn([&] {
+        zcio::ring_producer kp(killed, {.size = 64 << 10, .layout = zcio::ring_layout::blocks, .exclusive = true});
+        created.post();
+        CHECK(kp.wait_consumers(1, 30s) == 1);
+        CHECK(kp.write(as_bytes("committed")) == 9);
+        auto r = kp.reserve(64);
+        std::memset(r.bytes().data(), 'S', r.capacity()); // "secret", never committed
+        filled.post();
+        pause(); // until killed
+    });
+    created.await();
+    zcio::ring_consumer c(killed, zcio::ring_consumer::start::oldest);
+    filled.await();
+    std::array<std::byte, 128> buf{};
+    CHECK(c.read_for(buf, 30s).value_or(0) == 9);
+    CHECK(std::memcmp(buf.data(), "committed", 9) == 0);
+    CHECK(!c.try_read(buf).has_value()); // the reservation is not visible
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    CHECK_THROWS_KIND(c.read_for(buf, 60s), zcio::error_kind::disconnected);
+    CHECK(std::find(buf.begin(), buf.end(), std::byte{'S'}) == buf.end());
+    zcio::ring_unlink(killed);
+}
+
+/// Tags and gathered writes across processes (block and stream rings).
+void ring_tags_and_gather() {
+    auto name = unique("gather");
+    zcio::ring_producer p(name, {.size = 64 << 10, .layout = zcio::ring_layout::descriptors, .exclusive = true});
+    pid_t peer = spawn([&] {
+        zcio::ring_consumer c(name, zcio::ring_consumer::start::oldest);
+        auto a = c.peek();
+        CHECK(a && as_string(a.bytes()) == "header|payload|trailer" && a.tag() == 0xabcd);
+        CHECK(std::move(a).release());
+        auto b = c.peek();
+        CHECK(b && as_string(b.bytes()) == "one" && b.tag() == 0);
+        CHECK(std::move(b).release());
+        auto d = c.peek_for(SIZE_MAX, 30s);
+        CHECK(d && *d && as_string(d->bytes()) == "tagged-for" && d->tag() == 9);
+        CHECK(std::move(*d).release());
+        CHECK(!c.peek());
+    });
+    CHECK(p.wait_consumers(1, 30s) == 1);
+    std::string h = "header|", m = "payload|", t = "trailer";
+    CHECK(p.write_gather({as_bytes(h), as_bytes(m), as_bytes(t)}, 0xabcd) == 22);
+    std::string o = "one";
+    std::span<const std::byte> one[] = {as_bytes(o)};
+    CHECK(p.try_write_gather(one).value_or(0) == 3);
+    CHECK(p.write_tagged_for(as_bytes("tagged-for"), 9, 5s).value_or(0) == 10);
+    { auto end = std::move(p); }
+    check_peer(peer);
+    zcio::ring_unlink(name);
+
+    // A stream keeps the bytes of a gather, not its tag.
+    auto sname = unique("gather-stream");
+    zcio::ring_producer sp(sname, {.size = 64 << 10, .exclusive = true});
+    zcio::ring_consumer sc(sname, zcio::ring_consumer::start::oldest);
+    CHECK(sp.write_gather({as_bytes(h), as_bytes(t)}, 3) == 14);
+    auto pk = sc.peek();
+    CHECK(as_string(pk.bytes()) == "header|trailer" && pk.tag() == 0);
+    CHECK(std::move(pk).release());
+    zcio::ring_unlink(sname);
+}
+
+/// An index ring: a process peeks blocks of a source ring and splices rich
+/// pointers to them into an index ring; a third reads the source's bytes
+/// through the index.
+void ring_index_splice() {
+    auto src = unique("splice-src"), idx = unique("splice-idx");
+    zcio::ring_producer sp(src, {.size = 64 << 10, .layout = zcio::ring_layout::blocks, .exclusive = true});
+    constexpr std::uint64_t n = 50;
+    pid_t peer = spawn([&] {
+        zcio::ring_producer ip(idx, {.layout = zcio::ring_layout::index, .exclusive = true, .entries = 64});
+        zcio::ring_consumer sc(src, zcio::ring_consumer::start::oldest);
+        CHECK(ip.wait_consumers(1, 30s) == 1);
+        for (std::uint64_t k = 0; k < n; k++) {
+            auto pk = sc.peek();
+            CHECK(static_cast<bool>(pk));
+            ip.splice(pk); // a pointer, no copy
+            CHECK(std::move(pk).release());
+        }
+        zcio::ring_peek none = sc.peek(); // the end of the source
+        CHECK(!none);
+        CHECK_THROWS_KIND(ip.splice(none), zcio::error_kind::invalid_input);
+        CHECK_THROWS_KIND(ip.reserve(8), zcio::error_kind::unsupported);
+    });
+    CHECK(sp.wait_consumers(1, 30s) == 1); // the index ring exists now
+    auto st = zcio::ring_stat(idx);
+    CHECK(st.layout == ZCIO_LAYOUT_INDEX && st.entries == 64);
+    zcio::ring_consumer ic(idx, zcio::ring_consumer::start::oldest);
+    for (std::uint64_t k = 0; k < n; k++) {
+        auto s = block_text(k);
+        CHECK(sp.write_tagged(as_bytes(s), static_cast<std::uint32_t>(k + 1)) == s.size());
+    }
+    { auto end = std::move(sp); } // the source ends; its blocks stay readable
+    std::array<std::byte, 512> buf{};
+    for (std::uint64_t k = 0; k < n; k++) {
+        auto pk = ic.peek();
+        CHECK(pk && as_string(pk.bytes()) == block_text(k));
+        CHECK(std::move(pk).release());
+    }
+    CHECK(ic.read(buf) == 0); // the splicer ended
+    check_peer(peer);
+    zcio::ring_unlink(src);
+    zcio::ring_unlink(idx);
+}
+
+/// The ring directory by name: list, stat, consumers (a live peer, then a
+/// killed one evicted), dir and path; wait bounds and consumers().
+void ring_list_and_stat() {
+    auto a = unique("list-a"), b = unique("list-b");
+    zcio::ring_producer pa(a, {.size = 16 << 10, .overflow = zcio::ring_overflow::frp, .mode = 0640});
+    zcio::ring_producer pb(b, {.size = 4096, .layout = zcio::ring_layout::slotted, .slot_size = 64});
+    auto names = zcio::ring_list();
+    CHECK(std::find(names.begin(), names.end(), a) != names.end());
+    CHECK(std::find(names.begin(), names.end(), b) != names.end());
+    CHECK(zcio::ring_dir() == work_dir);
+    CHECK(zcio::ring_path(a) == work_dir + "/zcio-ring." + a);
+    CHECK_THROWS_KIND(zcio::ring_path("bad/name"), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::ring_stat(unique("nosuch")), zcio::error_kind::not_found);
+    auto sa = zcio::ring_stat(a);
+    CHECK(sa.layout == ZCIO_LAYOUT_CONTINUOUS && sa.overflow == ZCIO_OVERFLOW_FRP && sa.size == (16 << 10));
+    CHECK(sa.mode == 0640 && sa.producer_pid == static_cast<std::uint32_t>(getpid()));
+    auto sb = zcio::ring_stat(b);
+    CHECK(sb.layout == ZCIO_LAYOUT_SLOTTED && sb.slot_size == 64);
+    CHECK(zcio::ring_stat_consumers(a).empty() && pa.consumers() == 0);
+
+    // Wait bounds: this end's, not the ring's.
+    CHECK(pa.wait_bound() == 10s);
+    pa.set_wait_bound(250ms);
+    CHECK(pa.wait_bound() == 250ms);
+    pa.set_wait_bound(zcio::forever);
+    CHECK(pa.wait_bound() == zcio::forever);
+
+    signal_pipe attached;
+    pid_t peer = spawn([&] {
+        zcio::ring_consumer c(a);
+        CHECK(c.wait_bound() == 1h);
+        c.set_wait_bound(2s);
+        CHECK(c.wait_bound() == 2s);
+        attached.post();
+        pause(); // until killed
+    });
+    attached.await();
+    CHECK(pa.consumers() == 1);
+    auto cs = zcio::ring_stat_consumers(a);
+    CHECK(cs.size() == 1 && cs[0].pid == static_cast<std::uint32_t>(peer) && cs[0].alive == 1);
+    CHECK(zcio::ring_stat(a).consumers == 1);
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    CHECK(pa.consumers(true) == 0); // the dead one evicted
+    zcio::ring_unlink(a);
+    zcio::ring_unlink(b);
+    names = zcio::ring_list();
+    CHECK(std::find(names.begin(), names.end(), a) == names.end());
+}
+
+struct samples_head {
+    std::uint32_t count;
+    std::uint32_t reserved;
+};
+
+/// Typed messages ending in a flexible array member: C++ to C and back
+/// (zcio_type with elem_size), and a pool's huge-page report.
+void typed_flex_round_trip() {
+    auto sock = path("flex.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        // The C side: struct { uint32_t count, reserved; double v[]; } in plain C calls.
+        zcio_channel *ch = nullptr;
+        CHECK(zcio_connect(sock.c_str(), 30000, &ch) == 0);
+        zcio_type ty{"test.Samples", 2, 8, 8, 8};
+        zcio_msg *m = nullptr;
+        CHECK(zcio_recv(ch, 30000, &m) == 0);
+        std::array<std::byte, 8 + 3 * 8> got{};
+        CHECK(zcio_msg_read_typed(m, &ty, got.data(), got.size()) == static_cast<ssize_t>(got.size()));
+        std::uint32_t count;
+        double v[3];
+        std::memcpy(&count, got.data(), 4);
+        std::memcpy(v, got.data() + 8, sizeof v);
+        CHECK(count == 3 && v[0] == 1.5 && v[1] == 2.5 && v[2] == -1.0);
+        zcio_msg_release(m);
+        CHECK(zcio_recv(ch, 30000, &m) == 0); // the one filled in place
+        got = {};
+        CHECK(zcio_msg_read_typed(m, &ty, got.data(), got.size()) == static_cast<ssize_t>(got.size()));
+        CHECK(zcio_send_typed(ch, &ty, got.data(), got.size(), 30000) == 0);
+        zcio_msg_release(m);
+        std::array<std::byte, 8 + 2 * 8> out{};
+        std::uint32_t two = 2;
+        double w[2] = {0.25, 4.0};
+        std::memcpy(out.data(), &two, 4);
+        std::memcpy(out.data() + 8, w, sizeof w);
+        CHECK(zcio_send_typed(ch, &ty, out.data(), out.size(), 30000) == 0);
+        CHECK(zcio_send_typed(ch, &ty, out.data(), 8, 30000) == 0); // no elements
+        zcio_type other{"test.Other", 2, 8, 8, 8};
+        CHECK(zcio_send_typed(ch, &other, out.data(), 8, 30000) == 0);
+        CHECK(zcio_recv(ch, 30000, &m) == 0); // until the parent is done
+        zcio_msg_release(m);
+        zcio_channel_close(ch);
+    });
+    auto ch = *l.accept_for(30s);
+    zcio::typed_flex<samples_head, double> ty("test.Samples", 2);
+    CHECK(ty.type().elem_size == 8 && ty.type().align == 8 && ty.type().size == 8);
+    const double v[] = {1.5, 2.5, -1.0};
+    ty.send(ch, samples_head{3, 0}, v); // by copy
+    // reserve -> fill in place -> send; the C side reads it and echoes it.
+    zcio::pool fpool("flex", 1 << 20, 2);
+    auto fb = ty.alloc(fpool, 3, samples_head{3, 0});
+    CHECK(fb.tail().size() == 3 && fb.tail()[2] == 0.0 && fb.head().count == 3);
+    std::copy(std::begin(v), std::end(v), fb.tail().begin());
+    ch.send(std::move(fb).freeze());
+    auto r = ty.read(ch.recv());
+    CHECK(r.head.count == 3 && r.tail.size() == 3 && r.tail[0] == 1.5 && r.tail[2] == -1.0); // the echo
+    r = ty.read(ch.recv());
+    CHECK(r.head.count == 2 && r.tail.size() == 2 && r.tail[0] == 0.25 && r.tail[1] == 4.0);
+    auto e = ty.read(ch.recv());
+    CHECK(e.head.count == 2 && e.tail.empty());
+    CHECK_THROWS_KIND(ty.read(ch.recv()), zcio::error_kind::malformed);
+    ch.send_copy(as_bytes("done"));
+    check_peer(peer);
+
+    zcio::pool pool("huge", 1 << 20, 2);
+    auto b = pool.alloc(4096);
+    auto h = pool.huge_pages_status();
+    CHECK(h.setting <= 2 && h.chunk_bytes >= (1 << 20) && h.huge_bytes <= h.chunk_bytes);
+}
+
 // ------------------------------------------------------------ rendezvous
 
 /// Connect, retrying while the listener is not there yet (the C call does not retry).
@@ -1310,6 +1685,12 @@ const test tests[] = {
     {"try_send_gives_message_back", try_send_gives_message_back},
     {"raii_frees_everything", raii_frees_everything},
     {"peer_killed", peer_killed},
+    {"ring_every_layout", ring_every_layout},
+    {"ring_reserve_commit", ring_reserve_commit},
+    {"ring_tags_and_gather", ring_tags_and_gather},
+    {"ring_index_splice", ring_index_splice},
+    {"ring_list_and_stat", ring_list_and_stat},
+    {"typed_flex_round_trip", typed_flex_round_trip},
     {"rendezvous_call", rendezvous_call},
     {"rendezvous_recv_any", rendezvous_recv_any},
     {"rendezvous_descriptors", rendezvous_descriptors},
