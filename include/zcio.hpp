@@ -732,7 +732,8 @@ class channel {
         if (put(m, 0)) return std::nullopt;
         return std::optional<message>(std::move(m));
     }
-    /// Send within `d`, or give the message back when `d` passed. nullopt: sent.
+    /// Send within `d`, or give the message back when `d` passed (or the
+    /// send would block: full_policy::fail, the in-flight caps). nullopt: sent.
     template <class Rep, class Period>
     [[nodiscard]] std::optional<message> send_for(message &&m, std::chrono::duration<Rep, Period> d) {
         if (put(m, detail::timeout_ms(d))) return std::nullopt;
@@ -896,7 +897,9 @@ class channel {
                 return true;
             }
         }
-        if (detail::quiet(rc, ms)) return false;
+        // A bounded send also ends with -EAGAIN when the peer still holds the
+        // in-flight caps at its deadline (or under full_policy::fail): not sent either.
+        if (detail::quiet(rc, ms) || (rc == -EAGAIN && ms != ZCIO_TIMEOUT_DEFAULT)) return false;
         throw send_error(rc, "zcio_send", zcio_last_error(), std::move(m));
     }
     std::optional<message> get(int ms) {
