@@ -47,6 +47,7 @@
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -219,6 +220,13 @@ template <class Rep, class Period>
 constexpr int bound_ms(std::chrono::duration<Rep, Period> d) noexcept {
     int ms = timeout_ms(d);
     return ms == 0 ? 1 : ms;
+}
+
+/// A C count of microseconds for `d`: 0 for d <= 0, rounded up.
+template <class Rep, class Period>
+constexpr std::uint64_t micros(std::chrono::duration<Rep, Period> d) noexcept {
+    if (d <= d.zero()) return 0;
+    return static_cast<std::uint64_t>(std::chrono::ceil<std::chrono::microseconds>(d).count());
 }
 
 template <class T, void (*Free)(T *)> struct deleter {
@@ -511,13 +519,65 @@ class send_error : public error {
 
 // ---------------------------------------------------------------- channels
 
-/// The bounds of a channel's default waits (zcio_channel_config).
+/// What a send does when it finds the receiver asleep (zcio_channel_config.notify;
+/// Rust's Notify): wake it now, or defer the wake (wake_batch, max_age, flush()).
+enum class notify_mode : int { now = ZCIO_NOTIFY_NOW, defer = ZCIO_NOTIFY_DEFER };
+/// What a send into a full ring (or at the in-flight caps) does
+/// (zcio_channel_config.full; Rust's FullPolicy): wait up to its bound, or fail at once.
+enum class full_policy : int { block = ZCIO_FULL_BLOCK, fail = ZCIO_FULL_FAIL };
+/// What a hold past hold_limit does (zcio_channel_config.hold_expiry; Rust's
+/// HoldExpiry): abort the channel, or take the buffer back into its pool.
+enum class hold_expiry_action : int { abort = ZCIO_HOLD_ABORT, reclaim = ZCIO_HOLD_RECLAIM };
+
+/// The configuration of a channel end (struct zcio_channel_config: Rust's
+/// ChannelConfig with its ChannelPolicy), every field; the defaults are C's
+/// (zcio_channel_config_init). An aggregate, for designated initializers:
+/// `zcio::channel_config{.max_in_flight = 4, .full = zcio::full_policy::fail}`.
+/// A value out of range makes the call that takes it throw invalid_input
+/// (detail() says what is allowed).
 struct channel_config {
+    /// The bounds of the default waits (> 0, or zcio::forever: only for peers you trust).
     std::chrono::milliseconds send_timeout{10'000};
     std::chrono::milliseconds recv_timeout{3'600'000};
     std::chrono::milliseconds connect_timeout{5'000};
     std::chrono::milliseconds accept_timeout{3'600'000};
+    /// Descriptor entries per message ring, one per slice in flight (a power of two, 8..=1048576).
+    std::uint32_t ring_entries = 1024;
+    /// Entries per deallocation-notice ring (a power of two, 8..=1048576).
+    std::uint32_t notice_entries = 2048;
+    /// Most slices the peer may hold from this end at once (a send beyond waits, or fails).
+    std::uint64_t max_in_flight = 65536;
+    /// Most bytes of slices the peer may hold from this end at once.
+    std::uint64_t max_bytes_in_flight = std::uint64_t{256} << 20;
+    /// Pre-fault received regions when mapping them.
+    bool populate = true;
+    /// How often a sleeping side checks whether the peer is still alive (> 0).
+    std::chrono::milliseconds liveness_interval{50};
+    /// Largest region a peer may pass this end, in bytes.
+    std::uint64_t max_region_len = std::uint64_t{4} << 30;
+    /// Small-message slots (0..=65536; 0 turns them off) of lane_slot_size bytes each.
+    std::uint32_t lane_slots = 64;
+    std::uint64_t lane_slot_size = 4096;
+    notify_mode notify = notify_mode::now;
+    /// Under notify_mode::defer: wake the sleeping receiver once this many messages wait (>= 1).
+    std::uint32_t wake_batch = 1;
+    /// Most a deferred message waits before the receiver is woken, and the
+    /// longest a receiver sleeps (set it on both ends; > 0).
+    std::chrono::microseconds max_age{1000};
+    /// Most a wait spins before it sleeps (0: sleep at once); nullopt: the
+    /// process's spin policy (zcio::spin_policy) when the config is used.
+    std::optional<std::chrono::microseconds> spin{};
+    full_policy full = full_policy::block;
+    /// Longest the peer may hold a buffer this end lent it (0 or zcio::forever: no limit).
+    std::chrono::milliseconds hold_limit{0};
+    hold_expiry_action hold_expiry = hold_expiry_action::abort;
+    /// Wakes in a row that find the peer's sleep flag set but nobody asleep
+    /// before the flag is distrusted (fault_kind::futile_wakes; >= 1).
+    std::uint32_t futile_wake_limit = 64;
 
+    bool operator==(const channel_config &) const = default;
+
+    /// The C struct: zcio_channel_config_init (its size and defaults), then field by field.
     zcio_channel_config to_c() const noexcept {
         zcio_channel_config c;
         zcio_channel_config_init(&c);
@@ -525,8 +585,107 @@ struct channel_config {
         c.recv_timeout_ms = detail::bound_ms(recv_timeout);
         c.connect_timeout_ms = detail::bound_ms(connect_timeout);
         c.accept_timeout_ms = detail::bound_ms(accept_timeout);
+        c.ring_entries = ring_entries;
+        c.notice_entries = notice_entries;
+        c.max_in_flight = max_in_flight;
+        c.max_bytes_in_flight = max_bytes_in_flight;
+        c.populate = populate ? 1 : 0;
+        c.liveness_interval_ms = detail::timeout_ms(liveness_interval); // 0: refused by the library
+        c.max_region_len = max_region_len;
+        c.lane_slots = lane_slots;
+        c.lane_slot_size = lane_slot_size;
+        c.notify = static_cast<int>(notify);
+        c.wake_batch = wake_batch;
+        c.max_age_us = detail::micros(max_age); // 0: refused by the library
+        if (spin) c.spin_us = detail::micros(*spin);
+        c.full = static_cast<int>(full);
+        c.hold_limit_ms = detail::timeout_ms(hold_limit);
+        c.hold_expiry = static_cast<int>(hold_expiry);
+        c.futile_wake_limit = futile_wake_limit;
         return c;
     }
+    /// From the C struct (as zcio_channel_get_config fills it).
+    static channel_config from_c(const zcio_channel_config &c) noexcept {
+        using ms = std::chrono::milliseconds;
+        using us = std::chrono::microseconds;
+        auto micros = [](std::uint64_t v) {
+            constexpr auto top = static_cast<std::uint64_t>(std::numeric_limits<us::rep>::max());
+            return us(static_cast<us::rep>(v > top ? top : v));
+        };
+        channel_config r;
+        r.send_timeout = ms(c.send_timeout_ms);
+        r.recv_timeout = ms(c.recv_timeout_ms);
+        r.connect_timeout = ms(c.connect_timeout_ms);
+        r.accept_timeout = ms(c.accept_timeout_ms);
+        r.ring_entries = c.ring_entries;
+        r.notice_entries = c.notice_entries;
+        r.max_in_flight = c.max_in_flight;
+        r.max_bytes_in_flight = c.max_bytes_in_flight;
+        r.populate = c.populate != 0;
+        r.liveness_interval = ms(c.liveness_interval_ms);
+        r.max_region_len = c.max_region_len;
+        r.lane_slots = c.lane_slots;
+        r.lane_slot_size = c.lane_slot_size;
+        r.notify = static_cast<notify_mode>(c.notify);
+        r.wake_batch = c.wake_batch;
+        r.max_age = micros(c.max_age_us);
+        r.spin = micros(c.spin_us);
+        r.full = static_cast<full_policy>(c.full);
+        r.hold_limit = ms(c.hold_limit_ms);
+        r.hold_expiry = static_cast<hold_expiry_action>(c.hold_expiry);
+        r.futile_wake_limit = c.futile_wake_limit;
+        return r;
+    }
+};
+
+/// Who may connect to a listener (struct zcio_access; Rust's AccessPolicy):
+/// processes whose effective uid is in `uids` or effective gid in `gids`, by
+/// the kernel's credentials (SO_PEERCRED), checked before anything they send
+/// is read. Both empty: this process's own effective uid only. (No pid list:
+/// a pid is reused, and Rust's and C's policies have none.)
+struct access_policy {
+    std::vector<std::uint32_t> uids{};
+    std::vector<std::uint32_t> gids{};
+};
+/// The name the rendezvous listener's access argument had first.
+using access_list = access_policy;
+
+/// The kernel's credentials of the peer (SO_PEERCRED): pid, uid, gid.
+using peer_cred = zcio_peer_cred;
+
+/// A kind of misbehaviour of the peer (ZCIO_FAULT_*; Rust's PeerFault).
+enum class fault_kind : int {
+    other = ZCIO_FAULT_OTHER,                     // a kind this library version does not name
+    futile_wakes = ZCIO_FAULT_FUTILE_WAKES,       // value: futile wakes in a row
+    not_consuming = ZCIO_FAULT_NOT_CONSUMING,     // a send waited its whole bound for ring space
+    not_releasing = ZCIO_FAULT_NOT_RELEASING,     // value: the slices it held at the in-flight caps
+    hold_expired = ZCIO_FAULT_HOLD_EXPIRED,       // value: the hold limit in ms (channel aborted)
+    holds_reclaimed = ZCIO_FAULT_HOLDS_RECLAIMED, // value: buffers taken back so far
+    corrupt = ZCIO_FAULT_CORRUPT,                 // value: 1 a message ring, 2 a notice ring
+    malformed = ZCIO_FAULT_MALFORMED,             // value: malformed inputs rejected so far
+};
+
+/// The kind's name, as Rust's PeerFault variant ("FutileWakes", ...).
+constexpr const char *to_string(fault_kind k) noexcept {
+    switch (k) {
+    case fault_kind::futile_wakes: return "FutileWakes";
+    case fault_kind::not_consuming: return "NotConsuming";
+    case fault_kind::not_releasing: return "NotReleasing";
+    case fault_kind::hold_expired: return "HoldExpired";
+    case fault_kind::holds_reclaimed: return "HoldsReclaimed";
+    case fault_kind::corrupt: return "Corrupt";
+    case fault_kind::malformed: return "Malformed";
+    default: return "Other";
+    }
+}
+
+/// One misbehaviour of the peer a channel end detected (struct zcio_peer_fault):
+/// its kind and its detail (`value`, the latest; see fault_kind). `message` is
+/// the library's text, given by channel::health() (empty from faults()).
+struct peer_fault {
+    fault_kind kind = fault_kind::other;
+    std::uint64_t value = 0;
+    std::string message;
 };
 
 using channel_stats = zcio_channel_stats;
@@ -553,6 +712,14 @@ class channel {
         detail::check(zcio_connect_with(path.c_str(), &c, &ch), "zcio_connect_with");
         return channel(ch);
     }
+    /// Two connected ends in this process, both with `config` (zcio_channel_pair;
+    /// Rust's Channel::pair): for threads and tests.
+    static std::pair<channel, channel> pair(const channel_config &config = {}) {
+        zcio_channel_config c = config.to_c();
+        zcio_channel *a = nullptr, *b = nullptr;
+        detail::check(zcio_channel_pair(&c, &a, &b), "zcio_channel_pair");
+        return {channel(a), channel(b)};
+    }
     channel(channel &&) noexcept = default;
     channel &operator=(channel &&) noexcept = default;
 
@@ -565,7 +732,8 @@ class channel {
         if (put(m, 0)) return std::nullopt;
         return std::optional<message>(std::move(m));
     }
-    /// Send within `d`, or give the message back when `d` passed. nullopt: sent.
+    /// Send within `d`, or give the message back when `d` passed (or the
+    /// send would block: full_policy::fail, the in-flight caps). nullopt: sent.
     template <class Rep, class Period>
     [[nodiscard]] std::optional<message> send_for(message &&m, std::chrono::duration<Rep, Period> d) {
         if (put(m, detail::timeout_ms(d))) return std::nullopt;
@@ -608,6 +776,74 @@ class channel {
         channel_stats s{};
         detail::check(zcio_channel_get_stats(ch_.get(), &s), "zcio_channel_get_stats");
         return s;
+    }
+    /// The configuration of this end (zcio_channel_get_config; an accepted
+    /// channel has its listener's), spin resolved to the value in effect.
+    channel_config config() const {
+        zcio_channel_config c;
+        zcio_channel_config_init(&c);
+        detail::check(zcio_channel_get_config(ch_.get(), &c), "zcio_channel_get_config");
+        return channel_config::from_c(c);
+    }
+    /// Wake the peer for deferred messages (notify_mode::defer), publish the
+    /// batched deallocation notices and enforce the hold limit (zcio_channel_flush).
+    void flush() { detail::check(zcio_channel_flush(ch_.get()), "zcio_channel_flush"); }
+    /// Enforce hold_limit now (zcio_channel_expire_holds; also done by every
+    /// send, reclaim and flush): the lent slices taken back
+    /// (hold_expiry_action::reclaim); throws aborted once the channel was aborted.
+    std::size_t expire_holds() {
+        return static_cast<std::size_t>(detail::check(zcio_channel_expire_holds(ch_.get()), "zcio_channel_expire_holds"));
+    }
+    /// The first misbehaviour of the peer this end detected, with its text;
+    /// nullopt while there is none (zcio_channel_health).
+    std::optional<peer_fault> health() const {
+        zcio_peer_fault f{};
+        if (detail::check(zcio_channel_health(ch_.get(), &f), "zcio_channel_health") == 0) return std::nullopt;
+        return peer_fault{static_cast<fault_kind>(f.kind), f.value, zcio_last_error()};
+    }
+    /// Every kind of misbehaviour detected so far, in the order first seen
+    /// (latest detail per kind), then the running totals of malformed input
+    /// and reclaimed holds (zcio_channel_faults).
+    std::vector<peer_fault> faults() const {
+        std::vector<zcio_peer_fault> raw(8);
+        for (;;) {
+            int n = detail::check(zcio_channel_faults(ch_.get(), raw.data(), raw.size()), "zcio_channel_faults");
+            if (static_cast<std::size_t>(n) <= raw.size()) {
+                std::vector<peer_fault> out;
+                out.reserve(static_cast<std::size_t>(n));
+                for (int i = 0; i < n; i++) out.push_back({static_cast<fault_kind>(raw[i].kind), raw[i].value, {}});
+                return out;
+            }
+            raw.resize(static_cast<std::size_t>(n));
+        }
+    }
+    /// The kernel's credentials of the peer process (zcio_channel_peer; taken at set-up).
+    peer_cred peer() const {
+        peer_cred c{};
+        detail::check(zcio_channel_peer(ch_.get(), &c), "zcio_channel_peer");
+        return c;
+    }
+    /// true when the peer is known to be gone (a flag, no system call).
+    bool is_disconnected() const {
+        return detail::check(zcio_channel_is_disconnected(ch_.get()), "zcio_channel_is_disconnected") == 1;
+    }
+    /// Probe whether the peer is alive (its socket and pidfd); if it is gone,
+    /// release everything it held. true: alive.
+    bool check_peer() { return detail::check(zcio_channel_check_peer(ch_.get()), "zcio_channel_check_peer") == 1; }
+    /// The set-up socket (readable when control records or a hang-up are
+    /// pending), to poll for the peer going away; it belongs to the channel.
+    int socket() const { return detail::check(zcio_channel_socket(ch_.get()), "zcio_channel_socket"); }
+    /// Announce every current chunk of `p` to the peer now (zcio_channel_share_pool).
+    void share_pool(const pool &p) {
+        detail::check(zcio_channel_share_pool(ch_.get(), p.native_handle()), "zcio_channel_share_pool");
+    }
+    /// Declare that the peer never writes a buffer after sending it: messages
+    /// received from now on are not volatile and may be read in place
+    /// (zcio_channel_trust_peer; Rust's unsafe Channel::trust_peer). Only for
+    /// peers (and every originator upstream) you trust to leave sent buffers alone.
+    void trust_peer() { detail::check(zcio_channel_trust_peer(ch_.get()), "zcio_channel_trust_peer"); }
+    bool is_peer_trusted() const {
+        return detail::check(zcio_channel_is_peer_trusted(ch_.get()), "zcio_channel_is_peer_trusted") == 1;
     }
     /// Event loops: the doorbell (zcio_channel_doorbell; switches this end to
     /// bell mode for good). Loop: try_recv(); prepare_recv_sleep(); poll fd();
@@ -661,7 +897,9 @@ class channel {
                 return true;
             }
         }
-        if (detail::quiet(rc, ms)) return false;
+        // A bounded send also ends with -EAGAIN when the peer still holds the
+        // in-flight caps at its deadline (or under full_policy::fail): not sent either.
+        if (detail::quiet(rc, ms) || (rc == -EAGAIN && ms != ZCIO_TIMEOUT_DEFAULT)) return false;
         throw send_error(rc, "zcio_send", zcio_last_error(), std::move(m));
     }
     std::optional<message> get(int ms) {
@@ -675,13 +913,20 @@ class channel {
 };
 
 /// Listens for channels on a Unix socket (zcio_listener); the socket file is
-/// removed when it is destroyed. Only processes of this user id may connect.
+/// removed when it is destroyed.
 class listener {
   public:
-    static listener bind(const std::string &path, const channel_config &config = {}) {
+    /// Listen on `path` (a stale socket of a dead listener is replaced); the
+    /// channels it accepts get `config`; `access` says who may connect (empty:
+    /// this process's effective uid only). A refused process's connect throws
+    /// permission_denied, and so does this listener's accept (it stays usable).
+    static listener bind(const std::string &path, const channel_config &config = {},
+                         const access_policy &access = {}) {
         zcio_channel_config c = config.to_c();
+        zcio_access a{access.uids.data(), access.uids.size(), access.gids.data(), access.gids.size()};
+        bool own = access.uids.empty() && access.gids.empty();
         zcio_listener *l = nullptr;
-        detail::check(zcio_listen_with(path.c_str(), &c, &l), "zcio_listen_with");
+        detail::check(zcio_listen_access(path.c_str(), &c, own ? nullptr : &a, &l), "zcio_listen_access");
         return listener(l, path);
     }
     listener(listener &&) noexcept = default;
@@ -1724,17 +1969,8 @@ struct rendezvous_config {
     }
 };
 
-/// Who may connect to a rendezvous listener (struct zcio_access): processes
-/// whose effective uid is in `uids` or effective gid in `gids`, by the
-/// kernel's credentials. Both empty: this process's own effective uid only.
-struct access_list {
-    std::vector<std::uint32_t> uids;
-    std::vector<std::uint32_t> gids;
-};
 
 using rendezvous_stats = zcio_rendezvous_stats;
-/// The kernel's credentials of the partner (SO_PEERCRED): pid, uid, gid.
-using peer_cred = zcio_peer_cred;
 
 class rendezvous;
 

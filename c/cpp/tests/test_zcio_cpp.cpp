@@ -1685,6 +1685,238 @@ void assoc_cp_names_and_errors() {
     CHECK(empty.native_handle() == nullptr);
 }
 
+// ------------------------------------------------- channel configuration
+
+/// Every field of channel_config: the defaults are C's, a configuration
+/// comes back from config() as set, on both ends of a connection across
+/// processes and of a pair, and a value out of range is refused.
+void channel_config_round_trip() {
+    zcio_channel_config c;
+    zcio_channel_config_init(&c);
+    auto d = zcio::channel_config{}.to_c();
+    CHECK(d.size == c.size);
+    CHECK(zcio::channel_config::from_c(d) == zcio::channel_config::from_c(c));
+    CHECK(zcio::channel_config::from_c(c) == (zcio::channel_config{.spin = std::chrono::microseconds(c.spin_us)}));
+
+    const zcio::channel_config cfg{
+        .send_timeout = 20s,
+        .recv_timeout = 40s,
+        .connect_timeout = 30s,
+        .accept_timeout = 50s,
+        .ring_entries = 64,
+        .notice_entries = 128,
+        .max_in_flight = 100,
+        .max_bytes_in_flight = 1 << 20,
+        .populate = false,
+        .liveness_interval = 25ms,
+        .max_region_len = std::uint64_t{1} << 30,
+        .lane_slots = 8,
+        .lane_slot_size = 256,
+        .notify = zcio::notify_mode::defer,
+        .wake_batch = 4,
+        .max_age = 500us,
+        .spin = 0us,
+        .full = zcio::full_policy::fail,
+        .hold_limit = 60s,
+        .hold_expiry = zcio::hold_expiry_action::reclaim,
+        .futile_wake_limit = 16,
+    };
+    auto sock = path("config.sock");
+    auto l = zcio::listener::bind(sock, cfg);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock, cfg);
+        CHECK(ch.config() == cfg);
+        ch.send_copy(as_bytes("configured"));
+    });
+    auto ch = *l.accept_for(30s);
+    CHECK(ch.config() == cfg); // an accepted channel has its listener's
+    auto m = ch.recv_for(30s);
+    CHECK(m && as_string(m->bytes()) == "configured");
+    check_peer(peer);
+
+    // A pair, with an unbounded wait.
+    auto forever_cfg = cfg;
+    forever_cfg.send_timeout = zcio::forever;
+    auto [a, b] = zcio::channel::pair(forever_cfg);
+    CHECK(a.config() == forever_cfg && b.config() == forever_cfg);
+
+    // Out of range: refused by every call that takes it, with what is allowed.
+    const zcio::channel_config bad{.ring_entries = 3};
+    CHECK_THROWS_KIND(zcio::listener::bind(path("bad.sock"), bad), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::channel::connect(sock, bad), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::channel::pair(bad), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::channel::pair({.max_in_flight = 0}), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::channel::pair({.liveness_interval = 0ms}), zcio::error_kind::invalid_input);
+    try {
+        (void)zcio::channel::pair({.wake_batch = 0});
+        CHECK(false);
+    } catch (const zcio::error &e) {
+        CHECK(e.kind() == zcio::error_kind::invalid_input && !e.detail().empty());
+    }
+}
+
+/// The sender's caps are applied: at max_in_flight slices held by the peer a
+/// try_send gives the message back, and under full_policy::fail a send fails
+/// at once (would_block) instead of waiting its bound; once the peer releases
+/// them the send goes through.
+void channel_config_applied() {
+    auto sock = path("caps.sock");
+    // Slices lent (no small-message slots), at most 4 with the peer, never waiting.
+    const zcio::channel_config cfg{.max_in_flight = 4, .lane_slots = 0, .full = zcio::full_policy::fail};
+    auto l = zcio::listener::bind(sock, cfg);
+    signal_pipe held, go, released;
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        std::vector<zcio::message> kept;
+        for (int i = 0; i < 4; i++) {
+            auto m = ch.recv_for(30s);
+            CHECK(m && as_string(m->bytes()) == "m" + std::to_string(i));
+            kept.push_back(std::move(*m));
+        }
+        held.post();
+        go.await();
+        kept.clear(); // released: deallocation notices ...
+        ch.flush();   // ... published now
+        released.post();
+        auto last = ch.recv_for(30s);
+        CHECK(last && as_string(last->bytes()) == "fifth");
+    });
+    auto ch = *l.accept_for(30s);
+    CHECK(ch.config().max_in_flight == 4);
+    zcio::pool pool("caps", 1 << 20, 4);
+    auto msg = [&](const std::string &s) {
+        auto b = pool.alloc(64);
+        fill(b, s);
+        return std::move(b).freeze();
+    };
+    for (int i = 0; i < 4; i++) CHECK(!ch.try_send(msg("m" + std::to_string(i))).has_value());
+    held.await();
+    auto back = ch.try_send(msg("fifth")); // the peer holds 4
+    CHECK(back.has_value() && as_string(back->bytes()) == "fifth");
+    try {
+        ch.send(std::move(*back)); // full_policy::fail: no wait for the bound
+        CHECK(false);
+    } catch (zcio::send_error &e) {
+        CHECK(e.kind() == zcio::error_kind::would_block);
+        back = e.take_message();
+    }
+    CHECK(back.has_value() && as_string(back->bytes()) == "fifth");
+    CHECK(ch.stats().send_would_block >= 2);
+    go.post();
+    released.await();
+    CHECK(ch.reclaim() == 4);
+    CHECK(!ch.try_send(std::move(*back)).has_value());
+    check_peer(peer);
+}
+
+/// An access policy: a process whose uid and gid it does not name is refused
+/// (connect and accept throw permission_denied) and the listener stays
+/// usable; one whose effective gid it names is admitted.
+void access_policy_refuses() {
+    const std::uint32_t me = geteuid();
+    auto sock = path("access.sock");
+    auto l = zcio::listener::bind(sock, {.connect_timeout = 60s}, zcio::access_policy{.uids = {me + 1}});
+    for (int round = 0; round < 2; round++) {
+        pid_t peer = spawn([&] {
+            CHECK_THROWS_KIND(zcio::channel::connect(sock, {.connect_timeout = 60s}), zcio::error_kind::permission_denied);
+        });
+        CHECK_THROWS_KIND(l.accept_for(60s), zcio::error_kind::permission_denied);
+        check_peer(peer);
+    }
+    auto sock2 = path("access-gid.sock");
+    auto l2 = zcio::listener::bind(sock2, {}, zcio::access_policy{.uids = {me + 1}, .gids = {getegid()}});
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock2);
+        CHECK(ch.peer().pid == getppid());
+        ch.send_copy(as_bytes("admitted"));
+    });
+    auto ch = *l2.accept_for(30s);
+    CHECK(ch.peer().pid == peer && ch.peer().uid == me && ch.peer().gid == getegid());
+    auto m = ch.recv_for(30s);
+    CHECK(m && as_string(m->bytes()) == "admitted");
+    check_peer(peer);
+}
+
+/// A hostile peer that keeps every buffer it was lent: a send at the cap
+/// waits its whole bound, and the fault is recorded (faults(), health() with
+/// its text); the peer killed: the socket hangs up, check_peer() finds it
+/// gone and a receive says disconnected.
+void channel_faults_hostile_peer() {
+    auto sock = path("faults.sock");
+    const zcio::channel_config cfg{.max_in_flight = 2, .lane_slots = 0};
+    auto l = zcio::listener::bind(sock, cfg);
+    signal_pipe held;
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        auto a = ch.recv_for(30s);
+        auto b = ch.recv_for(30s);
+        CHECK(a && b);
+        held.post();
+        pause(); // holds both for good, until killed
+    });
+    auto ch = *l.accept_for(30s);
+    CHECK(!ch.health().has_value() && ch.faults().empty());
+    CHECK(ch.check_peer() && !ch.is_disconnected());
+    zcio::pool pool("faults", 1 << 20, 4);
+    auto msg = [&](const std::string &s) {
+        auto b = pool.alloc(64);
+        fill(b, s);
+        return std::move(b).freeze();
+    };
+    ch.send(msg("one"));
+    ch.send(msg("two"));
+    held.await();
+    auto back = ch.send_for(msg("three"), 20ms); // at the cap, the peer releases nothing
+    CHECK(back.has_value());
+    auto f = ch.faults();
+    CHECK(f.size() == 1 && f[0].kind == zcio::fault_kind::not_releasing && f[0].value == 2);
+    auto h = ch.health();
+    CHECK(h && h->kind == zcio::fault_kind::not_releasing && h->value == 2 && !h->message.empty());
+    CHECK(std::string(zcio::to_string(h->kind)) == "NotReleasing");
+    CHECK(ch.expire_holds() == 0); // no hold limit
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    struct pollfd p {ch.socket(), POLLIN, 0};
+    CHECK(poll(&p, 1, 60'000) == 1); // the set-up socket hung up
+    CHECK(!ch.check_peer());         // gone: what it held is released
+    CHECK(ch.is_disconnected());
+    CHECK_THROWS_KIND(ch.recv_for(60s), zcio::error_kind::disconnected);
+    CHECK(!ch.faults().empty()); // the record stays
+}
+
+/// Channel::pair and the remaining controls: peer credentials, the socket,
+/// share_pool, flush, trust_peer (received messages no longer volatile).
+void channel_pair_controls() {
+    auto [a, b] = zcio::channel::pair({.lane_slots = 0});
+    CHECK(a.peer().pid == getpid() && b.peer().uid == geteuid());
+    CHECK(a.socket() >= 0 && b.socket() >= 0);
+    zcio::pool pool("pair", 1 << 20, 2);
+    a.share_pool(pool);
+    auto send = [&](const std::string &s) {
+        auto buf = pool.alloc(64);
+        fill(buf, s);
+        a.send(std::move(buf).freeze());
+        a.flush();
+    };
+    send("untrusted");
+    auto m = b.recv_for(30s);
+    CHECK(m && as_string(m->bytes()) == "untrusted" && m->is_volatile());
+    CHECK(!b.is_peer_trusted());
+    b.trust_peer();
+    CHECK(b.is_peer_trusted());
+    send("trusted");
+    auto t = b.recv_for(30s);
+    CHECK(t && as_string(t->bytes()) == "trusted" && !t->is_volatile());
+    m.reset();
+    t.reset();
+    b.flush();
+    CHECK(a.expire_holds() == 0);
+    CHECK(a.check_peer() && !a.is_disconnected());
+    std::optional<zcio::channel> gone(std::move(b));
+    gone.reset(); // one end closed: the other finds its peer gone
+    CHECK(!a.check_peer() && a.is_disconnected());
+}
+
 const test tests[] = {
     {"channel_round_trip", channel_round_trip},
     {"lane_round_trip", lane_round_trip},
@@ -1718,6 +1950,11 @@ const test tests[] = {
     {"assoc_peer_channel_killed", assoc_peer_channel_killed},
     {"assoc_async_quench_and_modules", assoc_async_quench_and_modules},
     {"assoc_cp_names_and_errors", assoc_cp_names_and_errors},
+    {"channel_config_round_trip", channel_config_round_trip},
+    {"channel_config_applied", channel_config_applied},
+    {"access_policy_refuses", access_policy_refuses},
+    {"channel_faults_hostile_peer", channel_faults_hostile_peer},
+    {"channel_pair_controls", channel_pair_controls},
 };
 
 int run(const test &t) {
