@@ -247,6 +247,16 @@ inline void free_ring(zcio_ring *r) { zcio_ring_close(r); }
 /// zcio_version(): the library's version ("0.1.0").
 inline std::string_view version() noexcept { return zcio_version(); }
 
+/// zcio_page_size(): the system page size, the granularity of buffers, arenas
+/// and ring data areas.
+inline std::size_t page_size() noexcept { return zcio_page_size(); }
+
+/// zcio_set_non_dumpable(): prctl(PR_SET_DUMPABLE, 0), so that processes of
+/// the same uid can neither ptrace this one nor open its descriptors under
+/// /proc/PID/fd (for an originator keeping secured or volatile buffers safe
+/// from same-uid peers).
+inline void set_non_dumpable() { detail::check(zcio_set_non_dumpable(), "zcio_set_non_dumpable"); }
+
 // ------------------------------------------------------- buffers and pools
 
 class message;
@@ -281,8 +291,68 @@ class buffer {
 using pool_stats = zcio_pool_stats;
 using huge_pages = zcio_huge_pages;
 
+/// The configuration of a pool (struct zcio_pool_config: Rust's PoolConfig),
+/// every field; the defaults are C's (zcio_pool_config_init). An aggregate:
+/// `zcio::pool::create("frames", {.max_chunks = 2, .populate = false})`. A
+/// value out of range makes pool::create throw invalid_input (detail() says
+/// what is allowed).
+struct pool_config {
+    /// Bytes per chunk region, rounded up to pages (> 0); a larger buffer gets a chunk of its own.
+    std::uint64_t chunk_size = std::uint64_t{16} << 20;
+    /// Most chunks the pool ever holds (> 0).
+    std::uint64_t max_chunks = 16;
+    /// Pre-fault chunks when they are made (MAP_POPULATE); false: on first touch.
+    bool populate = true;
+    /// Freed buffers kept per page count on the quick list.
+    std::uint64_t quick_list_cap = 64;
+    /// How long a waiting allocation polls before it sleeps (0: sleep at
+    /// once); nullopt: the process's spin policy (zcio::spin_policy).
+    std::optional<std::chrono::microseconds> spin{};
+    /// Bytes of chunks the pool may write off over its life to replace chunks
+    /// holding a dead receiver's buffers; nullopt: max_chunks x chunk_size.
+    std::optional<std::uint64_t> retire_budget{};
+    /// What pool::alloc waits for receivers to release buffers (> 0, or zcio::forever).
+    std::chrono::milliseconds alloc_timeout{10'000};
+
+    bool operator==(const pool_config &) const = default;
+
+    /// The C struct: zcio_pool_config_init (its size and defaults), then field by field.
+    zcio_pool_config to_c() const noexcept {
+        zcio_pool_config c;
+        zcio_pool_config_init(&c);
+        c.chunk_size = chunk_size;
+        c.max_chunks = max_chunks;
+        c.populate = populate ? 1 : 0;
+        c.quick_list_cap = quick_list_cap;
+        if (spin) c.spin_us = detail::micros(*spin);
+        if (retire_budget) {
+            c.retire_budget = *retire_budget;
+        } else {
+            std::uint64_t top = std::numeric_limits<std::size_t>::max();
+            c.retire_budget = chunk_size != 0 && max_chunks > top / chunk_size ? top : max_chunks * chunk_size;
+        }
+        c.alloc_timeout_ms = detail::bound_ms(alloc_timeout);
+        return c;
+    }
+    /// From the C struct (as zcio_pool_get_config fills it).
+    static pool_config from_c(const zcio_pool_config &c) noexcept {
+        using us = std::chrono::microseconds;
+        constexpr auto top = static_cast<std::uint64_t>(std::numeric_limits<us::rep>::max());
+        pool_config r;
+        r.chunk_size = c.chunk_size;
+        r.max_chunks = c.max_chunks;
+        r.populate = c.populate != 0;
+        r.quick_list_cap = c.quick_list_cap;
+        r.spin = us(static_cast<us::rep>(c.spin_us > top ? top : c.spin_us));
+        r.retire_budget = c.retire_budget;
+        r.alloc_timeout = std::chrono::milliseconds(c.alloc_timeout_ms);
+        return r;
+    }
+};
+
 /// A pool of shared-memory buffers (zcio_pool): chunks of `chunk_size`
-/// bytes (0: 16 MiB), at most `max_chunks` (0: 16).
+/// bytes (0: 16 MiB), at most `max_chunks` (0: 16); pool::create takes a
+/// whole pool_config.
 class pool {
   public:
     explicit pool(const char *name = "pool", std::size_t chunk_size = 0, std::size_t max_chunks = 0) {
@@ -290,10 +360,31 @@ class pool {
         detail::check(zcio_pool_create(name, chunk_size, max_chunks, &p), "zcio_pool_create");
         pool_.reset(p);
     }
+    /// A pool configured by `cfg` (zcio_pool_create_with); `name` shows in /proc/PID/maps.
+    static pool create(const char *name, const pool_config &cfg) {
+        zcio_pool_config c = cfg.to_c();
+        zcio_pool *p = nullptr;
+        detail::check(zcio_pool_create_with(name, &c, &p), "zcio_pool_create_with");
+        return pool(p);
+    }
     pool(pool &&) noexcept = default;
     pool &operator=(pool &&) noexcept = default;
 
-    /// A buffer of `n` bytes, waiting up to the pool's bound (10 s) for one.
+    /// Its configuration (zcio_pool_get_config).
+    pool_config config() const {
+        zcio_pool_config c;
+        zcio_pool_config_init(&c);
+        detail::check(zcio_pool_get_config(pool_.get(), &c), "zcio_pool_get_config");
+        return pool_config::from_c(c);
+    }
+    /// Process the deallocation notices of every channel carrying this pool's
+    /// buffers now (allocation does it by itself when it runs short); returns
+    /// how many buffers came back (zcio_pool_reclaim_all).
+    std::size_t reclaim_all() const {
+        return static_cast<std::size_t>(detail::check(zcio_pool_reclaim_all(pool_.get()), "zcio_pool_reclaim_all"));
+    }
+
+    /// A buffer of `n` bytes, waiting up to the pool's bound (alloc_timeout, 10 s) for one.
     buffer alloc(std::size_t n) { return *get(n, ZCIO_TIMEOUT_DEFAULT, "zcio_buf_alloc_timeout"); }
     /// A buffer now, or nullopt while the pool is exhausted.
     std::optional<buffer> try_alloc(std::size_t n) { return get(n, 0, "zcio_buf_alloc_timeout"); }
@@ -324,6 +415,7 @@ class pool {
     zcio_pool *native_handle() const noexcept { return pool_.get(); }
 
   private:
+    explicit pool(zcio_pool *p) noexcept : pool_(p) {}
     std::optional<buffer> get(std::size_t n, int ms, const char *op) {
         zcio_buf *b = nullptr;
         int rc = zcio_buf_alloc_timeout(pool_.get(), n, ms, &b);
@@ -435,19 +527,64 @@ class message {
         if (!received_) return true;
         return detail::check(zcio_msg_is_volatile(received_.get()), "zcio_msg_is_volatile") != 0;
     }
-    /// Whether it came from a peer (recv) rather than from this process's pool.
+    /// Whether it came from a peer (recv), or from copy_into, rather than from
+    /// this process's frozen buffers: it has a C handle.
     bool is_received() const noexcept { return static_cast<bool>(received_); }
     /// writev(2) straight from the shared pages (received messages).
     std::size_t write_to(int fd) const {
         if (!received_) throw error(-EINVAL, "zcio::message::write_to", "only received messages");
         return static_cast<std::size_t>(detail::check(zcio_msg_write_to(received_.get(), fd), "zcio_msg_write_to"));
     }
-    /// The C handle of a received message (nullptr otherwise); still owned here.
+    /// Whether every slice is a secured buffer, sealed by the kernel (checked
+    /// when it was received; a trusted peer does not make this true). Outgoing
+    /// messages: false.
+    bool is_secured() const {
+        if (!received_) return false;
+        return detail::check(zcio_msg_is_secured(received_.get()), "zcio_msg_is_secured") != 0;
+    }
+    /// Append the slices of `tail` (no byte is copied): zcio_msg_join for
+    /// messages with a C handle (received, or made by copy_into; `tail` is
+    /// consumed), append() for two outgoing messages. Throws too_large (more
+    /// than 64 slices together; both stay as they were) or invalid_input (one
+    /// of each kind).
+    message &join(message &&tail) {
+        if (!received_ && !tail.received_) return append(std::move(tail));
+        if (!received_ || !tail.received_)
+            throw error(-EINVAL, "zcio::message::join",
+                        "a message with a C handle (received, copy_into) joins only another such message");
+        detail::check(zcio_msg_join(received_.get(), tail.received_.get()), "zcio_msg_join");
+        (void)tail.received_.release(); // the join freed its handle; its slices are this message's
+        return *this;
+    }
+    /// Split at byte `at` (zcio_msg_split): this message keeps [0, at), the
+    /// rest is returned (no byte is copied; a slice cut in two is shared).
+    /// Throws out_of_range (at > size(); nothing changes). Messages with a C handle.
+    message split(std::size_t at) {
+        need_handle("zcio::message::split");
+        zcio_msg *t = nullptr;
+        detail::check(zcio_msg_split(received_.get(), at, &t), "zcio_msg_split");
+        return message(t);
+    }
+    /// Drop `front` bytes from the start and `back` from the end (zcio_msg_clip;
+    /// slices cut away entirely are released). Throws out_of_range (front + back
+    /// > size(); nothing changes). Messages with a C handle.
+    message &clip(std::size_t front, std::size_t back) {
+        need_handle("zcio::message::clip");
+        detail::check(zcio_msg_clip(received_.get(), front, back), "zcio_msg_clip");
+        return *this;
+    }
+    /// The C handle of a received message (or of a copy_into result;
+    /// nullptr otherwise); still owned here.
     const zcio_msg *native_handle() const noexcept { return received_.get(); }
 
   private:
     friend class buffer;
     friend class channel;
+    friend std::optional<message> copy_into_ms(const class pool &, const message &, int);
+    void need_handle(const char *op) const {
+        if (!received_)
+            throw error(-EINVAL, op, "only messages with a C handle (received, copy_into); outgoing ones: shape the buffers");
+    }
     struct frozen {
         detail::owned<zcio_buf, detail::free_buf> buf;
         const std::byte *data = nullptr;
@@ -497,6 +634,29 @@ inline message buffer::freeze() && {
     m.bufs_.push_back(message::frozen{std::move(buf_), data_, n});
     data_ = nullptr;
     return m;
+}
+
+/// (copy_into's wait with a C timeout; nullopt on -EAGAIN.)
+inline std::optional<message> copy_into_ms(const pool &p, const message &m, int ms) {
+    m.need_handle("zcio::copy_into");
+    zcio_msg *out = nullptr;
+    int rc = zcio_msg_copy_into(p.native_handle(), m.received_.get(), ms, &out);
+    if (rc == -EAGAIN && ms >= 0) return std::nullopt;
+    detail::check(rc, "zcio_msg_copy_into");
+    return message(out);
+}
+/// Copy the bytes of `m` (received, or with a C handle) into one fresh buffer
+/// of `p` (zcio_msg_copy_into: what forward() does per message in copy mode):
+/// a one-slice message that only this process made; send it, or join it. `m`
+/// stays yours. Waits up to the pool's alloc_timeout; throws would_block when
+/// no buffer came in time, the message is larger than the pool allows, or empty.
+inline message copy_into(const pool &p, const message &m) { return *copy_into_ms(p, m, -1); }
+/// The same without waiting: nullopt when no buffer is free now (or too large, or empty).
+inline std::optional<message> try_copy_into(const pool &p, const message &m) { return copy_into_ms(p, m, 0); }
+/// The same waiting at most `d`: nullopt when it passed (or too large, or empty).
+template <class Rep, class Period>
+std::optional<message> copy_into_for(const pool &p, const message &m, std::chrono::duration<Rep, Period> d) {
+    return copy_into_ms(p, m, detail::timeout_ms(d));
 }
 
 /// A send that failed: the message comes back (take_message), as in Rust's
@@ -911,6 +1071,88 @@ class channel {
     }
     detail::owned<zcio_channel, detail::free_channel> ch_;
 };
+
+// ------------------------------------------------------------- forwarding
+
+/// Why forward() stopped (zcio_forward_report.end; Rust's ForwardEnd).
+enum class forward_end : int {
+    upstream_disconnected = ZCIO_FORWARD_UPSTREAM_DISCONNECTED,     // all it sent was forwarded; `to` closed
+    downstream_disconnected = ZCIO_FORWARD_DOWNSTREAM_DISCONNECTED, // `from` was closed in turn
+    idle = ZCIO_FORWARD_IDLE,                                       // no message for max_idle
+    failed = ZCIO_FORWARD_FAILED,                                   // see forward_report::error
+};
+
+/// The tuning of forward() (struct zcio_forward_config: Rust's ForwardConfig);
+/// the defaults are C's (zcio_forward_config_init). An aggregate:
+/// `zcio::forward(up, down, {.max_idle = 500ms})`.
+struct forward_config {
+    /// Messages taken without waiting before deferred wakes and notices are flushed (>= 1).
+    std::uint32_t batch = 64;
+    /// Longest single wait for the next message; after it the loop reclaims,
+    /// flushes and checks the downstream peer (> 0, finite).
+    std::chrono::milliseconds idle_wait{20};
+    /// Stop (forward_end::idle) after this long without a message (0: only when a channel ends).
+    std::chrono::milliseconds max_idle{0};
+    /// Bound on the wait for a buffer of the copy pool (copy mode).
+    std::chrono::milliseconds alloc_timeout{10'000};
+    /// How often a busy loop checks that the downstream peer is alive (> 0, finite).
+    std::chrono::milliseconds liveness_interval{50};
+
+    bool operator==(const forward_config &) const = default;
+
+    /// The C struct: zcio_forward_config_init (its size and defaults), then field by field.
+    zcio_forward_config to_c() const noexcept {
+        zcio_forward_config c;
+        zcio_forward_config_init(&c);
+        c.batch = batch;
+        c.idle_wait_ms = detail::timeout_ms(idle_wait); // 0: refused by the library
+        c.max_idle_ms = detail::timeout_ms(max_idle);
+        c.alloc_timeout_ms = detail::bound_ms(alloc_timeout);
+        c.liveness_interval_ms = detail::timeout_ms(liveness_interval);
+        return c;
+    }
+};
+
+/// What forward() did and why it stopped (zcio_forward_report; Rust's ForwardReport).
+struct forward_report {
+    forward_end end{};
+    /// With forward_end::failed: the failure's negative C code (else 0).
+    int error = 0;
+    /// Messages and payload bytes forwarded.
+    std::uint64_t msgs = 0;
+    std::uint64_t bytes = 0;
+    /// Messages dropped (malformed input, no copy buffer in time, a send that
+    /// failed but left the downstream alive).
+    std::uint64_t errors = 0;
+    /// Rounds of draining what was ready.
+    std::uint64_t batches = 0;
+};
+
+namespace detail {
+inline forward_report forward_run(channel &from, channel &to, const pool *p, const forward_config &cfg) {
+    zcio_forward_config c = cfg.to_c();
+    zcio_forward_report r{};
+    int rc = zcio_forward_run(from.native_handle(), to.native_handle(), p ? p->native_handle() : nullptr, &c, &r,
+                              sizeof r);
+    // -EPIPE and a failure mid-stream are in the report; what throws is what
+    // stopped it before it ran (invalid_input: a bad field, the same channel twice).
+    if (rc < 0 && rc != -EPIPE && r.end != ZCIO_FORWARD_FAILED) raise(rc, "zcio_forward_run");
+    return forward_report{static_cast<forward_end>(r.end), r.error, r.msgs, r.bytes, r.errors, r.batches};
+}
+} // namespace detail
+
+/// Forward every message arriving on `from` to `to` by reference (no byte is
+/// copied; the deallocation notices travel back hop by hop) until one of them
+/// ends, max_idle passes or a failure (zcio_forward_run; Rust's
+/// zcio::forward::run). A peer killed mid-stream ends it the same way, never
+/// as a hang; the report says which. Destroy both channels soon after.
+inline forward_report forward(channel &from, channel &to, const forward_config &cfg = {}) {
+    return detail::forward_run(from, to, nullptr, cfg);
+}
+/// The same, copying each message into a buffer of `copy_pool` and sending the copy.
+inline forward_report forward(channel &from, channel &to, const pool &copy_pool, const forward_config &cfg = {}) {
+    return detail::forward_run(from, to, &copy_pool, cfg);
+}
 
 /// Listens for channels on a Unix socket (zcio_listener); the socket file is
 /// removed when it is destroyed.
@@ -1510,6 +1752,11 @@ class ring_consumer : public detail::ring_end {
         return static_cast<std::size_t>(n);
     }
     std::optional<std::size_t> try_read(std::span<std::byte> out) { return get(out, 0); }
+    /// Event loops, step 2 of a read (zcio_ring_prepare_read_sleep): true:
+    /// sleep on fd() (or 50 ms); false: something came meanwhile, read again now.
+    bool prepare_read_sleep() {
+        return detail::check(zcio_ring_prepare_read_sleep(r_.get()), "zcio_ring_prepare_read_sleep") == 1;
+    }
     template <class Rep, class Period>
     std::optional<std::size_t> read_for(std::span<std::byte> out, std::chrono::duration<Rep, Period> d) {
         return get(out, detail::timeout_ms(d));
@@ -2844,6 +3091,9 @@ using completion = zcio_completion;
 using association_status = zcio_assoc_status;
 /// An association's live counters (zcio_assoc_stats).
 using association_stats = zcio_assoc_stats;
+/// The name of mover `mover` (association_status::mover, ZCIO_MOVER_...):
+/// "copy_file_range", "sendfile", "splice", "buffer" or "unknown" (zcio_mover_name).
+inline std::string_view mover_name(int mover) noexcept { return zcio_mover_name(mover); }
 
 namespace detail {
 inline void free_assoc(zcio_assoc *a) { zcio_assoc_close(a, nullptr); }

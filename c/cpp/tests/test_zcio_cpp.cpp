@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1433,6 +1434,180 @@ void spin_policy_and_cost_model() {
     CHECK(!zcio::calibration_path());
 }
 
+// ------------------------------------- shaping messages, pools, forwarding
+
+void msg_split_clip_join() {
+    // A three-part message from one child, cut and rejoined here without a
+    // copy, then forwarded (and copied) to a second child that checks the bytes.
+    auto in_sock = path("shape-in.sock"), out_sock = path("shape-out.sock");
+    auto in_l = zcio::listener::bind(in_sock);
+    auto out_l = zcio::listener::bind(out_sock);
+    pid_t sender = spawn([&] {
+        auto ch = zcio::channel::connect(in_sock);
+        zcio::pool pool("shape", 1 << 20, 4);
+        auto a = pool.alloc(64), b = pool.alloc(64), c = pool.alloc(64);
+        fill(a, "head-");
+        fill(b, "middle-part");
+        fill(c, "-tail");
+        auto m = std::move(a).freeze();
+        m.join(std::move(b).freeze()).join(std::move(c).freeze()); // outgoing: as append()
+        CHECK(m.slice_count() == 3);
+        CHECK_THROWS_KIND(m.split(2), zcio::error_kind::invalid_input);
+        CHECK(!m.is_secured());
+        ch.send(std::move(m));
+        // Until the parent hangs up.
+        CHECK_THROWS_KIND(ch.recv_for(60s), zcio::error_kind::disconnected);
+    });
+    pid_t checker = spawn([&] {
+        auto ch = zcio::channel::connect(out_sock);
+        auto joined = ch.recv_for(30s);
+        CHECK(joined && joined->slice_count() == 2 && copy_of(*joined) == "head-part");
+        auto sl = joined->slices();
+        CHECK(as_string(sl[0]) == "head-" && as_string(sl[1]) == "part");
+        auto copied = ch.recv_for(30s);
+        CHECK(copied && copied->slice_count() == 1 && as_string(copied->bytes()) == "head-part");
+    });
+    auto in = *in_l.accept_for(30s);
+    auto out = *out_l.accept_for(30s);
+    auto m = in.recv();
+    CHECK(m.slice_count() == 3 && copy_of(m) == "head-middle-part-tail");
+    CHECK(!m.is_secured());
+    auto rest = m.split(5); // m: "head-", rest: "middle-part-tail"
+    CHECK(copy_of(m) == "head-" && copy_of(rest) == "middle-part-tail");
+    CHECK_THROWS_KIND(m.split(6), zcio::error_kind::out_of_range);
+    CHECK_THROWS_KIND(rest.clip(10, 7), zcio::error_kind::out_of_range);
+    rest.clip(7, 5); // "part": the slices cut away entirely are released
+    CHECK(copy_of(rest) == "part" && rest.slice_count() == 1);
+    zcio::pool pool("shape-copy", 1 << 20, 2);
+    auto outgoing = pool.alloc(8);
+    fill(outgoing, "x");
+    auto frozen = std::move(outgoing).freeze();
+    CHECK_THROWS_KIND(m.join(std::move(frozen)), zcio::error_kind::invalid_input);
+    m.join(std::move(rest));
+    CHECK(rest.native_handle() == nullptr); // consumed
+    CHECK(m.slice_count() == 2 && copy_of(m) == "head-part");
+    // copy_into: one fresh slice of this process's pool; m stays ours.
+    auto c = zcio::copy_into(pool, m);
+    CHECK(c.slice_count() == 1 && copy_of(c) == "head-part" && copy_of(m) == "head-part");
+    auto c2 = zcio::copy_into_for(pool, m, 5s);
+    CHECK(c2 && copy_of(*c2) == "head-part");
+    CHECK_THROWS_KIND(zcio::copy_into(pool, frozen), zcio::error_kind::invalid_input);
+    out.send(std::move(m)); // by reference: the sender's pages
+    out.send(std::move(*c2));
+    check_peer(checker);
+    { auto gone = std::move(in); } // the sender may go
+    check_peer(sender);
+}
+
+void pool_config_and_reclaim() {
+    const std::size_t page = zcio::page_size();
+    CHECK(page == static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+    const std::uint64_t chunk = 16 * page;
+    zcio::pool_config cfg{.chunk_size = chunk, .max_chunks = 1, .populate = false, .alloc_timeout = 2s};
+    auto pool = zcio::pool::create("cpp-cfg", cfg);
+    auto got = pool.config();
+    CHECK(got.chunk_size == chunk && got.max_chunks == 1 && !got.populate);
+    CHECK(got.quick_list_cap == 64 && got.alloc_timeout == 2s);
+    CHECK(got.retire_budget == chunk && got.spin.has_value());
+    CHECK_THROWS_KIND(zcio::pool::create("bad", {.max_chunks = 0}), zcio::error_kind::invalid_input);
+    // max_chunks reached: try_alloc says so.
+    {
+        auto whole = pool.alloc(chunk);
+        CHECK(!pool.try_alloc(page).has_value());
+    }
+    // reclaim_all after the receiver holding the only chunk is killed -9.
+    auto sock = path("reclaim.sock");
+    auto l = zcio::listener::bind(sock);
+    pid_t peer = spawn([&] {
+        auto ch = zcio::channel::connect(sock);
+        auto held = ch.recv_for(30s);
+        CHECK(held && held->size() == chunk);
+        ch.send_copy(as_bytes("held"));
+        pause(); // holding it, until killed
+    });
+    auto ch = *l.accept_for(30s);
+    ch.send(pool.alloc(chunk).freeze());
+    auto ack = ch.recv_for(30s);
+    CHECK(ack && as_string(ack->bytes()) == "held");
+    CHECK(!pool.try_alloc(page).has_value());
+    CHECK(pool.reclaim_all() == 0); // still held
+    kill(peer, SIGKILL);
+    CHECK(wait_peer(peer) == 128 + SIGKILL);
+    CHECK_THROWS_KIND(ch.recv_for(60s), zcio::error_kind::disconnected);
+    (void)pool.reclaim_all();
+    CHECK(pool.alloc_for(chunk, 30s).has_value()); // back, or its chunk replaced
+}
+
+void forward_between_children() {
+    auto up_sock = path("fwd-up.sock"), down_sock = path("fwd-down.sock");
+    auto up_l = zcio::listener::bind(up_sock);
+    auto down_l = zcio::listener::bind(down_sock);
+    constexpr int n = 20;
+    pid_t producer = spawn([&] {
+        auto ch = zcio::channel::connect(up_sock);
+        for (int i = 0; i < n; i++) ch.send_copy(as_bytes("message " + std::to_string(i)));
+        // Leaves: the forwarder ends with upstream_disconnected after forwarding all.
+    });
+    pid_t consumer = spawn([&] {
+        auto ch = zcio::channel::connect(down_sock);
+        for (int i = 0; i < n; i++) {
+            auto m = ch.recv_for(30s);
+            CHECK(m && copy_of(*m) == "message " + std::to_string(i));
+        }
+        CHECK_THROWS_KIND(ch.recv_for(60s), zcio::error_kind::disconnected);
+    });
+    auto up = *up_l.accept_for(30s);
+    auto down = *down_l.accept_for(30s);
+    CHECK_THROWS_KIND(zcio::forward(up, up), zcio::error_kind::invalid_input);
+    CHECK_THROWS_KIND(zcio::forward(up, down, {.batch = 0}), zcio::error_kind::invalid_input);
+    std::uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += ("message " + std::to_string(i)).size();
+    auto r = zcio::forward(up, down, {.batch = 4});
+    CHECK(r.end == zcio::forward_end::upstream_disconnected);
+    CHECK(r.error == 0 && r.msgs == n && r.bytes == bytes && r.errors == 0 && r.batches >= 1);
+    check_peer(producer);
+    check_peer(consumer);
+}
+
+void misc_calls() {
+    CHECK(zcio::page_size() == static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+    CHECK(zcio::mover_name(ZCIO_MOVER_SPLICE) == "splice" && zcio::mover_name(ZCIO_MOVER_BUFFER) == "buffer");
+    CHECK(zcio::mover_name(-1) == "unknown");
+    // set_non_dumpable, in a child (it is for the whole process).
+    pid_t peer = spawn([] {
+        CHECK(prctl(PR_GET_DUMPABLE) == 1);
+        zcio::set_non_dumpable();
+        CHECK(prctl(PR_GET_DUMPABLE) == 0);
+    });
+    check_peer(peer);
+    CHECK(prctl(PR_GET_DUMPABLE) == 1);
+    // The consumer's event-loop hook: prepare_read_sleep, the bell, then read.
+    auto name = unique("readsleep");
+    zcio::ring_consumer c(name, zcio::ring_consumer::start::oldest, 64 << 10);
+    signal_pipe go;
+    peer = spawn([&] {
+        zcio::ring_producer p(name, {.size = 64 << 10});
+        go.await();
+        p.write(as_bytes("rang"));
+    });
+    std::array<std::byte, 64> buf{};
+    CHECK(!c.try_read(buf).has_value());
+    CHECK(c.prepare_read_sleep()); // armed: sleep on the bell
+    go.post();
+    std::optional<std::size_t> got;
+    for (int i = 0; i < 1200 && !got; i++) { // at most a minute of 50 ms rounds
+        pollfd pfd{c.fd(), POLLIN, 0};
+        (void)poll(&pfd, 1, 50);
+        c.doorbell_rang();
+        got = c.try_read(buf);
+        if (!got && !c.prepare_read_sleep()) got = c.try_read(buf);
+    }
+    CHECK(got && *got == 4 && as_string(std::span(buf).first(4)) == "rang");
+    check_peer(peer);
+    zcio::ring_unlink(name);
+}
+
+
 struct test {
     const char *name;
     void (*fn)();
@@ -1955,6 +2130,10 @@ const test tests[] = {
     {"access_policy_refuses", access_policy_refuses},
     {"channel_faults_hostile_peer", channel_faults_hostile_peer},
     {"channel_pair_controls", channel_pair_controls},
+    {"msg_split_clip_join", msg_split_clip_join},
+    {"pool_config_and_reclaim", pool_config_and_reclaim},
+    {"forward_between_children", forward_between_children},
+    {"misc_calls", misc_calls},
 };
 
 int run(const test &t) {
