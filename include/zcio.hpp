@@ -426,6 +426,11 @@ class pool {
     detail::owned<zcio_pool, detail::free_pool> pool_;
 };
 
+namespace detail {
+/// copy_into's wait with a C timeout (< 0: the pool's bound); nullopt on -EAGAIN when it may wait less.
+inline std::optional<message> copy_into_ms(const pool &p, const message &m, int ms);
+} // namespace detail
+
 /// A read-only message: either frozen buffers of this process, on their way
 /// out (1..64 slices), or a message received from a peer (zcio_msg), whose
 /// bytes are the sender's pages in place. Destroying a received message
@@ -580,7 +585,7 @@ class message {
   private:
     friend class buffer;
     friend class channel;
-    friend std::optional<message> copy_into_ms(const class pool &, const message &, int);
+    friend std::optional<message> detail::copy_into_ms(const pool &, const message &, int);
     void need_handle(const char *op) const {
         if (!received_)
             throw error(-EINVAL, op, "only messages with a C handle (received, copy_into); outgoing ones: shape the buffers");
@@ -636,13 +641,12 @@ inline message buffer::freeze() && {
     return m;
 }
 
-/// (copy_into's wait with a C timeout; nullopt on -EAGAIN.)
-inline std::optional<message> copy_into_ms(const pool &p, const message &m, int ms) {
+inline std::optional<message> detail::copy_into_ms(const pool &p, const message &m, int ms) {
     m.need_handle("zcio::copy_into");
     zcio_msg *out = nullptr;
     int rc = zcio_msg_copy_into(p.native_handle(), m.received_.get(), ms, &out);
     if (rc == -EAGAIN && ms >= 0) return std::nullopt;
-    detail::check(rc, "zcio_msg_copy_into");
+    check(rc, "zcio_msg_copy_into");
     return message(out);
 }
 /// Copy the bytes of `m` (received, or with a C handle) into one fresh buffer
@@ -650,13 +654,13 @@ inline std::optional<message> copy_into_ms(const pool &p, const message &m, int 
 /// a one-slice message that only this process made; send it, or join it. `m`
 /// stays yours. Waits up to the pool's alloc_timeout; throws would_block when
 /// no buffer came in time, the message is larger than the pool allows, or empty.
-inline message copy_into(const pool &p, const message &m) { return *copy_into_ms(p, m, -1); }
+inline message copy_into(const pool &p, const message &m) { return *detail::copy_into_ms(p, m, -1); }
 /// The same without waiting: nullopt when no buffer is free now (or too large, or empty).
-inline std::optional<message> try_copy_into(const pool &p, const message &m) { return copy_into_ms(p, m, 0); }
+inline std::optional<message> try_copy_into(const pool &p, const message &m) { return detail::copy_into_ms(p, m, 0); }
 /// The same waiting at most `d`: nullopt when it passed (or too large, or empty).
 template <class Rep, class Period>
 std::optional<message> copy_into_for(const pool &p, const message &m, std::chrono::duration<Rep, Period> d) {
-    return copy_into_ms(p, m, detail::timeout_ms(d));
+    return detail::copy_into_ms(p, m, detail::timeout_ms(d));
 }
 
 /// A send that failed: the message comes back (take_message), as in Rust's
