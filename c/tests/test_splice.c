@@ -65,6 +65,19 @@ static uint64_t stream_hash(uint64_t size) {
     return h;
 }
 
+/* A child's result file holds "COUNT HASH": both must be those of the stream of `size` bytes. */
+static int check_result_file(const char *res, uint64_t size) {
+    FILE *f = fopen(res, "r");
+    CHECK(f != NULL);
+    uint64_t n = 0, h = 0;
+    int got = fscanf(f, "%" SCNu64 " %" SCNu64, &n, &h);
+    fclose(f);
+    CHECK(got == 2);
+    CHECK(n == size);
+    CHECK(h == stream_hash(size));
+    return 0;
+}
+
 /* CRC32C (Castagnoli), bit by bit from a table. */
 static uint32_t crc32c(uint32_t crc, const unsigned char *b, size_t n) {
     static uint32_t table[256];
@@ -357,15 +370,7 @@ static int test_splice_sendfile_to_child(void) {
     CHECK(fin.moved == size);
 
     CHECK_CHILD(kid, 0);
-    FILE *f = fopen(res, "r");
-    CHECK(f != NULL);
-    uint64_t n = 0, h = 0;
-    int got = fscanf(f, "%" SCNu64 " %" SCNu64, &n, &h);
-    fclose(f);
-    CHECK(got == 2);
-    CHECK(n == size);
-    CHECK(h == stream_hash(size));
-    return 0;
+    return check_result_file(res, size);
 }
 
 /* A child's pipe through crc32c + zstd into a file: the checksum matches, the
@@ -788,15 +793,7 @@ static int test_splice_file_to_child_channel(void) {
     CHECK(st.moved == size && st.copied == 0);
 
     CHECK_CHILD(kid, 0);
-    FILE *f = fopen(res, "r");
-    CHECK(f != NULL);
-    uint64_t n = 0, h = 0;
-    int got = fscanf(f, "%" SCNu64 " %" SCNu64, &n, &h);
-    fclose(f);
-    CHECK(got == 2);
-    CHECK(n == size);
-    CHECK(h == stream_hash(size));
-    return 0;
+    return check_result_file(res, size);
 }
 
 /* A child's channel messages land in a file; the child killed with SIGKILL ends
