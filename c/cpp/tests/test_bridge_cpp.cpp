@@ -122,7 +122,6 @@ std::string read_line(int fd) {
 
 // ------------------------------------------------------------------ peers
 
-// excerpt-begin: exporter
 // Export ring `ring` to Zenoh key `key`, listening on a free port of 127.0.0.1.
 void exporter(const std::string &ring, const std::string &key) {
     zcio::bridge_session s;
@@ -135,7 +134,6 @@ void exporter(const std::string &ring, const std::string &key) {
     CHECK(end && end->ok());
     CHECK(b.counters().samples > 0);
 }
-// excerpt-end: exporter
 
 // Import `key` into ring `ring` (created by the import), connecting to `endpoint`;
 // read `n` blocks byte-exact. eos: then the end of the stream on both sides;
@@ -143,7 +141,6 @@ void exporter(const std::string &ring, const std::string &key) {
 // the stream cut (producer_failed).
 void importer(const std::string &key, const std::string &endpoint, const std::string &ring, std::uint64_t n,
               bool eos) {
-    // excerpt-begin: importer
     zcio::bridge_session s;
     s.connect = {endpoint};
     s.connect_timeout = 30s;  // no peer by then: the bridge ends with timed_out
@@ -151,7 +148,6 @@ void importer(const std::string &key, const std::string &endpoint, const std::st
     s.ring = zcio::ring_options{.size = 1 << 20, .layout = zcio::ring_layout::blocks};
     auto b = zcio::bridge::import_start(key, "ring:" + ring, s);
     zcio::ring_consumer c(ring, zcio::ring_consumer::start::oldest); // the import created it
-    // excerpt-end: importer
     std::vector<std::byte> buf(4096);
     for (std::uint64_t i = 0; i < n; i++) {
         auto r = c.read_for(buf, 30s);
@@ -242,7 +238,6 @@ void bridge_errors() {
     s.connect_timeout = 0ms;
     CHECK_THROWS_KIND(zcio::bridge::import_start("k", "ring:x", s), error_kind::invalid_input);
 
-    // excerpt-begin: stop
     // An import that reaches nobody within its connect timeout ends timed_out;
     // stop() ends a running bridge as stopped.
     s = {};
@@ -258,7 +253,6 @@ void bridge_errors() {
     end = b.wait_for(30s);
     CHECK(end && end->ended == zcio::bridge_status::how::stopped);
     b.stop(); // again: nothing to do
-    // excerpt-end: stop
 
     // A moved-from handle is empty: its calls throw invalid_input, its destructor does nothing.
     auto moved = std::move(b);
