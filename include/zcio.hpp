@@ -3364,4 +3364,154 @@ inline std::vector<std::string> module_names() {
     return names;
 }
 
+#ifdef ZCIO_BRIDGE
+// ------------------------------------------------------------------ bridge
+
+/// How a bridge connects (its Zenoh session) and runs (struct
+/// zcio_bridge_session; zcio_bridge_session_init's defaults where a field
+/// here is left as it is). Converted for the start call only.
+struct bridge_session {
+    std::vector<std::string> listen;  // endpoints to listen on ("tcp/127.0.0.1:0": a free port)
+    std::vector<std::string> connect; // endpoints to connect to ("tcp/10.0.0.2:7447")
+    std::string config_file;          // a Zenoh configuration file (JSON5), "" for none
+    bool scout = false;               // allow multicast scouting (default: name the peers)
+    bool no_wait = false;             // export: read the source at once, not at a first subscriber
+    bool copy = false;                // export: copy every ring block out before publishing it
+    bool from_oldest = false;         // export: start at the oldest block the ring holds
+    std::size_t history = 0;          // export: samples kept for late importers; import: ask for them
+    std::size_t max_sample = 0;       // largest sample in bytes (0: the default, 64 MiB)
+    std::chrono::milliseconds grace{1000}; // import: wait for more once the exporter's token is gone
+    std::chrono::milliseconds connect_timeout = forever; // import: fail (timed_out) with no peer by then
+    bool keep = false;                // import: keep a ring sink it created when it ends
+    std::optional<ring_options> ring; // import into a missing ring: how to create it (default: 16 MiB blocks)
+};
+
+/// The live counters of a bridge (zcio_bridge_get_counters).
+using bridge_counters = zcio_bridge_counters;
+
+/// How a bridge ended (bridge::wait): the stream's end, a stop(), or a
+/// failure (the error it ended with: disconnected when the producer died or
+/// the exporter vanished, producer_failed, timed_out with no peer).
+struct bridge_status {
+    enum class how { end_of_stream, stopped, failed };
+    how ended;
+    int code; // ZCIO_BRIDGE_END_OF_STREAM, ZCIO_BRIDGE_STOPPED, or the negative code
+    std::string detail; // zcio_last_error() of a failure
+    bool ok() const noexcept { return ended == how::end_of_stream; }
+    error_kind kind() const noexcept { return kind_of(code); } // of a failure
+};
+
+namespace detail {
+inline void free_bridge(zcio_bridge *b) { zcio_bridge_close(b); }
+} // namespace detail
+
+/// A running Zenoh bridge (zcio_bridge): a ring or listener exported to a
+/// Zenoh key, or a key imported into a ring or channel, on a thread of its
+/// own. Destroying it stops it and waits for its thread (zcio_bridge_close).
+/// Thread-safe. Needs a library built with the bridge (ZCIO_BRIDGE).
+class bridge {
+  public:
+    /// zcio_bridge_export_start: export `source` ("ring:NAME" or
+    /// "listen:PATH") to `key` (no wildcards). Returns once the source is
+    /// open and the publisher declared.
+    static bridge export_start(const std::string &source, const std::string &key,
+                               const bridge_session &session = {}) {
+        return start(true, source, key, session);
+    }
+    /// zcio_bridge_import_start: import `key` (wildcards allowed) into `sink`
+    /// ("ring:NAME" or "connect:PATH"). Returns once the sink is open and
+    /// the subscriptions declared.
+    static bridge import_start(const std::string &key, const std::string &sink,
+                               const bridge_session &session = {}) {
+        return start(false, key, sink, session);
+    }
+    bridge(bridge &&) noexcept = default;
+    bridge &operator=(bridge &&) noexcept = default;
+
+    /// The endpoints its session listens on, a port 0 resolved ("tcp/127.0.0.1:40123").
+    std::vector<std::string> endpoints() const {
+        std::string all = text_of();
+        std::vector<std::string> eps;
+        for (std::size_t at = 0; at < all.size();) {
+            std::size_t sp = all.find(' ', at);
+            if (sp == std::string::npos) sp = all.size();
+            if (sp > at) eps.emplace_back(all, at, sp - at);
+            at = sp + 1;
+        }
+        return eps;
+    }
+    bridge_counters counters() const {
+        bridge_counters c{};
+        detail::check(zcio_bridge_get_counters(b_.get(), &c, sizeof c), "zcio_bridge_get_counters");
+        return c;
+    }
+    /// Ask it to stop (returns at once; wait for the end). An import closes
+    /// its ring with an error: its readers see the stream cut.
+    void stop() { detail::check(zcio_bridge_stop(b_.get()), "zcio_bridge_stop"); }
+    /// Wait as long as it runs (a bridge ends with its stream, a stop() or a failure).
+    bridge_status wait() { return *get(ZCIO_TIMEOUT_INFINITE); }
+    std::optional<bridge_status> try_wait() { return get(0); }
+    template <class Rep, class Period> std::optional<bridge_status> wait_for(std::chrono::duration<Rep, Period> d) {
+        return get(detail::timeout_ms(d));
+    }
+    zcio_bridge *native_handle() const noexcept { return b_.get(); }
+
+  private:
+    explicit bridge(zcio_bridge *b) noexcept : b_(b) {}
+    static bridge start(bool exp, const std::string &a, const std::string &b, const bridge_session &s) {
+        zcio_bridge_session c{};
+        detail::check(zcio_bridge_session_init(&c, sizeof c), "zcio_bridge_session_init");
+        std::vector<const char *> listen, connect;
+        for (auto &e : s.listen) listen.push_back(e.c_str());
+        for (auto &e : s.connect) connect.push_back(e.c_str());
+        c.listen = listen.data();
+        c.n_listen = listen.size();
+        c.connect = connect.data();
+        c.n_connect = connect.size();
+        c.config_file = s.config_file.empty() ? nullptr : s.config_file.c_str();
+        c.scout = s.scout;
+        c.no_wait = s.no_wait;
+        c.copy = s.copy;
+        c.from_oldest = s.from_oldest;
+        c.history = s.history;
+        if (s.max_sample) c.max_sample = s.max_sample;
+        c.grace_ms = s.grace < s.grace.zero() ? -1 : detail::timeout_ms(s.grace);
+        c.connect_timeout_ms = s.connect_timeout == forever ? ZCIO_TIMEOUT_INFINITE
+                               : s.connect_timeout <= s.connect_timeout.zero()
+                                   ? 0
+                                   : detail::timeout_ms(s.connect_timeout);
+        c.keep = s.keep;
+        zcio_ring_options ro{};
+        if (s.ring) {
+            ro = s.ring->native();
+            c.ring_options = &ro;
+            c.ring_options_size = sizeof ro;
+        }
+        zcio_bridge *h = nullptr;
+        if (exp)
+            detail::check(zcio_bridge_export_start(a.c_str(), b.c_str(), &c, sizeof c, &h),
+                          "zcio_bridge_export_start");
+        else
+            detail::check(zcio_bridge_import_start(a.c_str(), b.c_str(), &c, sizeof c, &h),
+                          "zcio_bridge_import_start");
+        return bridge(h);
+    }
+    std::string text_of() const {
+        return detail::text([this](char *buf, std::size_t n) { return zcio_bridge_endpoints(b_.get(), buf, n); },
+                            "zcio_bridge_endpoints");
+    }
+    std::optional<bridge_status> get(int ms) {
+        int st = 0;
+        int rc = zcio_bridge_wait(b_.get(), ms, &st);
+        if (rc == -ETIMEDOUT || rc == -EAGAIN) return std::nullopt;
+        detail::check(rc, "zcio_bridge_wait");
+        if (st == ZCIO_BRIDGE_END_OF_STREAM) return bridge_status{bridge_status::how::end_of_stream, st, {}};
+        if (st == ZCIO_BRIDGE_STOPPED) return bridge_status{bridge_status::how::stopped, st, {}};
+        return bridge_status{bridge_status::how::failed, st, zcio_last_error()};
+    }
+    detail::owned<zcio_bridge, detail::free_bridge> b_;
+};
+#endif // ZCIO_BRIDGE
+
 } // namespace zcio
+
