@@ -1744,6 +1744,13 @@ class ring_consumer : public detail::ring_end {
         : ring_end(name,
                    ZCIO_O_RDONLY | (from == start::oldest ? ZCIO_O_OLDEST : 0) | (create_size ? ZCIO_O_CREAT : 0),
                    0600, create_size) {}
+    /// Attach to ring `name`, creating it with `o` (any layout) if missing and
+    /// `o.create`: a consumer attached before its producer starts sees every block.
+    ring_consumer(const std::string &name, const ring_options &o, start from = start::newest)
+        : ring_end(name,
+                   ZCIO_O_RDONLY | (from == start::oldest ? ZCIO_O_OLDEST : 0) | (o.create ? ZCIO_O_CREAT : 0) |
+                       (o.exclusive ? ZCIO_O_EXCL : 0),
+                   o.create ? std::optional(o.native()) : std::nullopt) {}
     ring_consumer(ring_consumer &&) noexcept = default;
     ring_consumer &operator=(ring_consumer &&) noexcept = default;
 

@@ -141,13 +141,14 @@ void exporter(const std::string &ring, const std::string &key) {
 // the stream cut (producer_failed).
 void importer(const std::string &key, const std::string &endpoint, const std::string &ring, std::uint64_t n,
               bool eos) {
+    // The ring and its consumer first: attached before the import writes its first block,
+    // the consumer sees every block (one attached after could start past the first ones).
+    zcio::ring_consumer c(ring, zcio::ring_options{.size = 1 << 20, .layout = zcio::ring_layout::blocks});
     zcio::bridge_session s;
     s.connect = {endpoint};
-    s.connect_timeout = 30s;  // no peer by then: the bridge ends with timed_out
-    s.grace = 500ms;          // the exporter's liveliness token gone this long: it vanished
-    s.ring = zcio::ring_options{.size = 1 << 20, .layout = zcio::ring_layout::blocks};
+    s.connect_timeout = 30s; // no peer by then: the bridge ends with timed_out
+    s.grace = 500ms;         // the exporter's liveliness token gone this long: it vanished
     auto b = zcio::bridge::import_start(key, "ring:" + ring, s);
-    zcio::ring_consumer c(ring, zcio::ring_consumer::start::oldest); // the import created it
     std::vector<std::byte> buf(4096);
     for (std::uint64_t i = 0; i < n; i++) {
         auto r = c.read_for(buf, 30s);
