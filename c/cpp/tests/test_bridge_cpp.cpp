@@ -12,7 +12,7 @@
 // The exporter listens on port 0 and reports the endpoint it got on a pipe; each
 // step waits for the previous one's evidence (a line on a pipe, a consumer), never
 // for a time.
-#include <zcio.hpp>
+#include "harness.hpp"
 
 #ifndef ZCIO_BRIDGE
 #error "build against a library with the bridge: scripts/build-c --bridge (its .pc defines ZCIO_BRIDGE)"
@@ -34,77 +34,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr unsigned watchdog_s = 120;
-constexpr int child_wait_s = 100;
-
-std::string work_dir;
-
-struct failure {
-    std::string what;
-};
-
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond))                                                                         \
-            throw failure{std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #cond}; \
-    } while (0)
-
-#define CHECK_THROWS_KIND(expr, k)                                                          \
-    do {                                                                                     \
-        bool thrown_ = false;                                                                \
-        try {                                                                                \
-            (void)(expr);                                                                    \
-        } catch (const zcio::error &e_) {                                                    \
-            thrown_ = true;                                                                  \
-            if (e_.kind() != (k))                                                            \
-                throw failure{std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + \
-                              #expr " threw " + zcio::to_string(e_.kind()) + ": " + e_.what()}; \
-        }                                                                                    \
-        CHECK(thrown_);                                                                      \
-    } while (0)
-
 std::size_t blk_len(std::uint64_t i) { return 1 + static_cast<std::size_t>((i * 53 + 3) % 3000); }
 std::byte blk_byte(std::uint64_t i, std::size_t k) { return static_cast<std::byte>(i * 29 + k * 13 + 5); }
 std::vector<std::byte> block(std::uint64_t i) {
     std::vector<std::byte> b(blk_len(i));
     for (std::size_t k = 0; k < b.size(); k++) b[k] = blk_byte(i, k);
     return b;
-}
-
-/// Fork a peer running `fn` under the watchdog, its stdout on `out_fd` (-1: inherited);
-/// it exits 0 if fn returns, 1 on a failed check or an exception (printed).
-pid_t spawn(int out_fd, const std::function<void()> &fn) {
-    fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) throw failure{"fork failed"};
-    if (pid > 0) return pid;
-    alarm(watchdog_s);
-    if (out_fd >= 0) dup2(out_fd, 1);
-    int rc = 0;
-    try {
-        fn();
-    } catch (const failure &f) {
-        fprintf(stderr, "    peer: %s\n", f.what.c_str());
-        rc = 1;
-    } catch (const std::exception &e) {
-        fprintf(stderr, "    peer: exception: %s\n", e.what());
-        rc = 1;
-    }
-    fflush(nullptr);
-    _exit(rc);
-}
-
-/// Wait for `pid` at most child_wait_s (then kill it); its exit status, 128+signal if killed.
-int wait_peer(pid_t pid) {
-    for (int i = 0; i < child_wait_s * 100; i++) {
-        int st = 0;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        usleep(10'000); // polling a child's exit, not a synchronisation
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return -1;
 }
 
 /// One line from `fd` (without the newline), waiting at most 30 s for it.
@@ -262,68 +197,12 @@ void bridge_errors() {
     CHECK(moved.native_handle() != nullptr);
 }
 
-struct test {
-    const char *name;
-    void (*fn)();
-};
 const test tests[] = {
     {"export_import", export_import},
     {"exporter_killed", exporter_killed},
     {"bridge_errors", bridge_errors},
 };
 
-int run(const test &t) {
-    fflush(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(watchdog_s);
-        int rc = 0;
-        try {
-            t.fn();
-        } catch (const failure &f) {
-            fprintf(stderr, "    %s\n", f.what.c_str());
-            rc = 1;
-        } catch (const std::exception &e) {
-            fprintf(stderr, "    exception: %s\n", e.what());
-            rc = 1;
-        }
-        fflush(nullptr);
-        exit(rc); // destructors of statics run and LeakSanitizer looks
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (WIFSIGNALED(st)) {
-        fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(st),
-                WTERMSIG(st) == SIGALRM ? " (the watchdog: it hung)" : "");
-        return 1;
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-
 } // namespace
 
-int main(int argc, char **argv) {
-    signal(SIGPIPE, SIG_IGN);
-    std::string t = access("/dev/shm", W_OK) == 0 ? "/dev/shm/zcio-bridge-cpp.XXXXXX" : "/tmp/zcio-bridge-cpp.XXXXXX";
-    if (!mkdtemp(t.data())) {
-        perror("mkdtemp");
-        return 1;
-    }
-    work_dir = t;
-    setenv("ZCIO_RING_DIR", work_dir.c_str(), 1);
-    int failed = 0, ran = 0;
-    for (const auto &tc : tests) {
-        bool want = argc < 2;
-        for (int i = 1; i < argc; i++) want |= std::strcmp(argv[i], tc.name) == 0;
-        if (!want) continue;
-        ran++;
-        fprintf(stderr, "test %s ...\n", tc.name);
-        int rc = run(tc);
-        fprintf(stderr, "%s %s\n", rc == 0 ? "ok  " : "FAIL", tc.name);
-        failed += rc != 0;
-    }
-    std::string rm = "rm -rf '" + work_dir + "'";
-    if (std::system(rm.c_str()) != 0) fprintf(stderr, "could not remove %s\n", work_dir.c_str());
-    fprintf(stderr, "test_bridge_cpp: %d passed, %d failed\n", ran - failed, failed);
-    return failed ? 1 : 0;
-}
+int main(int argc, char **argv) { return run_tests("test_bridge_cpp", argc, argv, tests); }

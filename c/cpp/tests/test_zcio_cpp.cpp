@@ -5,7 +5,7 @@
 // with a bound. Sockets and rings live in a fresh directory (ZCIO_RING_DIR).
 //
 //   test_zcio_cpp [TEST...]        (no argument: every test)
-#include <zcio.hpp>
+#include "harness.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -30,79 +30,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr unsigned watchdog_s = 120; // a test (or a peer) that runs longer has hung
-constexpr int child_wait_s = 100;    // how long a test waits for a peer to exit
-
-std::string work_dir;
-
-struct failure {
-    std::string what;
-};
-
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond))                                                                         \
-            throw failure{std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #cond}; \
-    } while (0)
-
-/// `expr` must throw zcio::error of kind `k`.
-#define CHECK_THROWS_KIND(expr, k)                                                          \
-    do {                                                                                     \
-        bool thrown_ = false;                                                                \
-        try {                                                                                \
-            (void)(expr);                                                                    \
-        } catch (const zcio::error &e_) {                                                    \
-            thrown_ = true;                                                                  \
-            if (e_.kind() != (k))                                                            \
-                throw failure{std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + \
-                              #expr " threw " + zcio::to_string(e_.kind()) + ": " + e_.what()}; \
-        }                                                                                    \
-        CHECK(thrown_);                                                                      \
-    } while (0)
-
 std::string path(const std::string &name) { return work_dir + "/" + name; }
 std::string unique(const char *what) { return std::string(what) + "-" + std::to_string(getpid()); }
-
-/// Fork a peer running `fn` under the watchdog; it exits 0 if fn returns
-/// normally, 1 on a failed check or an exception (printed). It never runs
-/// the destructors of the parent's objects (_exit).
-pid_t spawn(const std::function<void()> &fn) {
-    fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) throw failure{"fork failed"};
-    if (pid > 0) return pid;
-    alarm(watchdog_s);
-    int rc = 0;
-    try {
-        fn();
-    } catch (const failure &f) {
-        fprintf(stderr, "    peer: %s\n", f.what.c_str());
-        rc = 1;
-    } catch (const std::exception &e) {
-        fprintf(stderr, "    peer: exception: %s\n", e.what());
-        rc = 1;
-    }
-    fflush(nullptr);
-    _exit(rc);
-}
-
-/// Wait for `pid` at most child_wait_s (then kill it); its exit status, 128+signal if killed.
-int wait_peer(pid_t pid) {
-    for (int i = 0; i < child_wait_s * 100; i++) {
-        int st = 0;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        usleep(10'000); // polling a child's exit, not a synchronisation
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return -1;
-}
-
-void check_peer(pid_t pid) {
-    int rc = wait_peer(pid);
-    if (rc != 0) throw failure{"peer exited with " + std::to_string(rc)};
-}
 
 std::span<const std::byte> as_bytes(const std::string &s) { return std::as_bytes(std::span(s)); }
 std::string as_string(std::span<const std::byte> b) {
@@ -1608,10 +1537,6 @@ void misc_calls() {
 }
 
 
-struct test {
-    const char *name;
-    void (*fn)();
-};
 // ------------------------------------------------------------ associations
 
 /// Byte k of the association tests' stream.
@@ -2136,61 +2061,6 @@ const test tests[] = {
     {"misc_calls", misc_calls},
 };
 
-int run(const test &t) {
-    fflush(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(watchdog_s);
-        int rc = 0;
-        try {
-            t.fn();
-        } catch (const failure &f) {
-            fprintf(stderr, "    %s\n", f.what.c_str());
-            rc = 1;
-        } catch (const std::exception &e) {
-            fprintf(stderr, "    exception: %s\n", e.what());
-            rc = 1;
-        }
-        fflush(nullptr);
-        // exit, not _exit: destructors of statics run and LeakSanitizer looks.
-        exit(rc);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (WIFSIGNALED(st)) {
-        fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(st),
-                WTERMSIG(st) == SIGALRM ? " (the watchdog: it hung)" : "");
-        return 1;
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-
 } // namespace
 
-int main(int argc, char **argv) {
-    signal(SIGPIPE, SIG_IGN);
-    char tmpl[] = "/tmp/zcio-cpp-test.XXXXXX";
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm/zcio-cpp-test.XXXXXX" : tmpl;
-    std::string t = base;
-    if (!mkdtemp(t.data())) {
-        perror("mkdtemp");
-        return 1;
-    }
-    work_dir = t;
-    setenv("ZCIO_RING_DIR", work_dir.c_str(), 1);
-    int failed = 0, ran = 0;
-    for (const auto &tc : tests) {
-        bool want = argc < 2;
-        for (int i = 1; i < argc; i++) want |= std::strcmp(argv[i], tc.name) == 0;
-        if (!want) continue;
-        ran++;
-        fprintf(stderr, "test %s ...\n", tc.name);
-        int rc = run(tc);
-        fprintf(stderr, "%s %s\n", rc == 0 ? "ok  " : "FAIL", tc.name);
-        failed += rc != 0;
-    }
-    std::string rm = "rm -rf '" + work_dir + "'";
-    if (std::system(rm.c_str()) != 0) fprintf(stderr, "could not remove %s\n", work_dir.c_str());
-    fprintf(stderr, "test_zcio_cpp: %d passed, %d failed\n", ran - failed, failed);
-    return failed ? 1 : 0;
-}
+int main(int argc, char **argv) { return run_tests("test_zcio_cpp", argc, argv, tests); }

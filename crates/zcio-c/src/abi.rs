@@ -173,7 +173,7 @@ pub(crate) unsafe fn put_config<T: SizedConfig>(
 /// NULL `p` is `-EINVAL` (callers that allow NULL check first).
 ///
 /// # Safety
-/// `p` is NULL or valid for reading `size` bytes.
+/// `p` is NULL or valid for reading `size` bytes, which nothing writes during the call.
 pub(crate) unsafe fn take<T: Extensible>(
     call: &str,
     p: *const T,
@@ -187,7 +187,10 @@ pub(crate) unsafe fn take<T: Extensible>(
     let ours = size_of::<T>();
     let bytes = p.cast::<u8>();
     if size > ours {
-        // SAFETY: `p` is valid for `size` bytes (contract).
+        // SAFETY: `p` is valid for `size` bytes (contract): the caller's own configuration
+        // struct, which the contract also says nothing changes during the call (it is the
+        // caller's argument, not memory a peer shares), so no other process writes these
+        // bytes while the slice lives; the slice is read once, then dropped.
         let tail = unsafe { std::slice::from_raw_parts(bytes.add(ours), size - ours) };
         if let Some(i) = tail.iter().position(|&b| b != 0) {
             return Err(einval(format_args!(

@@ -5,7 +5,7 @@ unexpected outcome; the parent asserts exit code 0."""
 from __future__ import annotations
 
 import ctypes
-import time
+import signal
 
 import zcio
 from zcio_children import TIMEOUT, sized
@@ -73,8 +73,9 @@ def reserve_and_hang(name: str) -> None:
     p.write(b"ready", timeout=TIMEOUT)
     r = p.reserve(64, timeout=TIMEOUT)
     memoryview(r)[:] = b"D" * 64
-    while True:
-        time.sleep(1)
+    # Held until the parent kills this process (no event to wait for: pause, bounded by
+    # the parent's watchdog, which kills it in any case).
+    signal.pause()
 
 
 def non_dumpable() -> None:
