@@ -19,7 +19,7 @@ use thiserror::Error;
 
 pub use crate::buf::config::PoolConfig;
 use crate::buf::fbuf::{Backing, BufCore, FbufMut};
-use crate::buf::pool_inner::{lock, Chunk, PoolInner, State};
+use crate::buf::pool_inner::{lock, Chunk, PoolInner, State, SPARE_CORES};
 pub use crate::buf::reclaim::Reclaim;
 use crate::region::{Region, RegionError};
 use crate::wait::{wait_ready, Readiness, SpinBudget, Waited};
@@ -374,6 +374,14 @@ impl PoolInner<BufCore> {
                 return FbufMut::from_arc(arc, false);
             }
         }
+        // A fresh allocation: make room for it among the spares, where its
+        // last handle puts it back — often on another thread (a notice
+        // drain), which must not pay for growing the list.
+        let want = (s.spare.len() + s.in_use).min(SPARE_CORES);
+        if s.spare.capacity() < want {
+            let more = want - s.spare.len();
+            s.spare.reserve(more);
+        }
         let region = s.chunks[chunk as usize].region.clone();
         drop(s);
         let core = BufCore {
@@ -400,6 +408,29 @@ impl PoolInner<BufCore> {
             s.quick_hits += 1;
             return Ok(Some(x));
         }
+        let found = self.take_elsewhere(s, pages)?;
+        if found.is_some() {
+            // Room on this size's quick list for the buffer to come back:
+            // the free runs on whichever thread drops the last handle (often
+            // a notice drain on another thread), which must not allocate.
+            // Taken from the list, a buffer leaves its room behind.
+            let out = s.in_use + 1;
+            let list = s.quick.entry(pages).or_default();
+            let want = (list.len() + out).min(self.cfg.quick_list_cap);
+            if list.capacity() < want {
+                list.reserve(want - list.len());
+            }
+        }
+        Ok(found)
+    }
+
+    /// [`Self::take`] past the quick list: extents, a new chunk, the other
+    /// sizes' quick lists, a retired chunk replaced.
+    fn take_elsewhere(
+        &self,
+        s: &mut State<BufCore>,
+        pages: u32,
+    ) -> Result<Option<(u32, u32)>, AllocError> {
         if let Some(x) = Self::from_extents(s, pages) {
             return Ok(Some(x));
         }
@@ -422,12 +453,13 @@ impl PoolInner<BufCore> {
         self.replace_retired(s, pages)
     }
 
-    /// Return every quick-list buffer to its chunk's extents.
+    /// Return every quick-list buffer to its chunk's extents. The lists
+    /// keep their room (see `take`).
     fn flush_quick(s: &mut State<BufCore>) {
-        let quick = std::mem::take(&mut s.quick);
-        for (n, list) in quick {
-            for (c, p) in list {
-                s.chunks[c as usize].extents.free(p, n);
+        let State { quick, chunks, .. } = s;
+        for (&n, list) in quick.iter_mut() {
+            for (c, p) in list.drain(..) {
+                chunks[c as usize].extents.free(p, n);
             }
         }
         s.quick_pages = 0;
@@ -712,6 +744,51 @@ mod tests {
         }
         assert_eq!(p.stats().chunks, 0, "nothing was allocated");
         assert!(p.try_alloc(4096).is_ok(), "the pool is still usable");
+    }
+
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "pool: its buffers are memfd regions, not modelled by Miri"
+    )]
+    fn frees_find_the_room_their_allocations_made() {
+        // A free runs on whichever thread drops the last handle (often
+        // another thread's notice drain): it must not grow the lists.
+        let page = crate::sys::page_size();
+        let p = Pool::new(PoolConfig {
+            chunk_size: 64 * page,
+            max_chunks: 1,
+            populate: false,
+            ..PoolConfig::named("room")
+        });
+        let pages = 1u32;
+        let room = |p: &Pool| {
+            let s = lock(&p.inner.state);
+            let quick = s
+                .quick
+                .get(&pages)
+                .map_or((0, 0), |l| (l.len(), l.capacity()));
+            (s.spare.len(), s.spare.capacity(), quick)
+        };
+        // Frozen: the last handle of an `Fbuf` recycles its allocation.
+        let bufs: Vec<_> = (0..64)
+            .map(|_| p.try_alloc(page).unwrap().freeze().unwrap())
+            .collect();
+        let (_, spare_room, (_, quick_room)) = room(&p);
+        assert!(
+            spare_room >= 64 && quick_room >= 64,
+            "{spare_room} {quick_room}"
+        );
+        drop(bufs);
+        assert_eq!(
+            room(&p),
+            (64, spare_room, (64, quick_room)),
+            "all back, no list grown"
+        );
+        // Flushed into the extents, the quick lists keep their room.
+        let big = p.try_alloc(2 * page).unwrap();
+        assert_eq!(room(&p).2 .1, quick_room);
+        drop(big);
     }
 
     #[test]

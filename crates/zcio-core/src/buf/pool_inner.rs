@@ -108,7 +108,7 @@ impl<C> State<C> {
 }
 
 /// Most spare buffer allocations a pool keeps.
-const SPARE_CORES: usize = 64;
+pub(super) const SPARE_CORES: usize = 64;
 
 /// A pool's state (see the module docs): one per pool, behind every
 /// `Pool` handle and every buffer it handed out.

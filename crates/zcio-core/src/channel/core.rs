@@ -133,6 +133,9 @@ pub(crate) struct RxState {
     pub lanes: VecDeque<crate::channel::lane::Offered>,
     /// Spent cores for the next received slices (`Core::take_spare`).
     pub spare: Vec<Arc<BufCore>>,
+    /// Fresh cores received slices were given (the most that can come
+    /// back as spares).
+    pub cores: usize,
 }
 
 /// Most lanes a peer may have offered and we not yet accepted; more are
@@ -353,6 +356,7 @@ impl Core {
                 spin,
                 lanes: VecDeque::new(),
                 spare: Vec::new(),
+                cores: 0,
             }),
             origin_slots: Mutex::new(HashMap::default()),
             ntx: Mutex::new(NoticeTx {
@@ -1119,11 +1123,33 @@ impl Core {
 
     /// Spare cores for the next received slices (under the receive lock):
     /// refilled from the notice side's list, one lock per batch.
+    /// `None`: the slice gets a fresh allocation, so both spare lists make
+    /// room for it to come back, and the notice queue for its notice — its
+    /// last handle may go on another thread (a notice drain), which must
+    /// not pay for growing them.
     pub(crate) fn take_spare(&self, rx: &mut RxState) -> Option<Arc<BufCore>> {
         if rx.spare.is_empty() {
             std::mem::swap(&mut rx.spare, &mut lock(&self.ntx).spare);
         }
-        rx.spare.pop()
+        let spare = rx.spare.pop();
+        if spare.is_none() {
+            rx.cores = rx.cores.saturating_add(1);
+            let want = rx.cores.min(SPARE_MAX);
+            if rx.spare.capacity() < want {
+                rx.spare.reserve(want - rx.spare.len());
+            }
+            let mut n = lock(&self.ntx);
+            if n.spare.capacity() < want {
+                let more = want - n.spare.len();
+                n.spare.reserve(more);
+            }
+            // And for its notice: queued while a batch defers the publish.
+            if n.overflow.capacity() < want {
+                let more = want - n.overflow.len();
+                n.overflow.reserve(more);
+            }
+        }
+        spare
     }
 }
 

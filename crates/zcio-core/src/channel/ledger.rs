@@ -89,6 +89,13 @@ impl Ledger {
         }
         let i = self.entries.len() as u32;
         self.entries.push(Entry { gen: 0, len, held });
+        // Room on the free list for every entry: `release` runs on whichever
+        // thread drains the notices (the waitset settles every channel of
+        // the process) and must not allocate there; the sender grows it here.
+        let want = self.entries.len();
+        if self.free.capacity() < want {
+            self.free.reserve(want - self.free.len());
+        }
         u64::from(i)
     }
 
@@ -195,6 +202,20 @@ impl Drop for Ledger {
 mod tests {
     use super::*;
     use crate::buf::{Pool, PoolConfig};
+
+    /// Releasing never grows the free list (a drain on any thread runs it):
+    /// the inserts that made the entries made its room.
+    #[test]
+    fn release_finds_room_on_the_free_list() {
+        let mut l = Ledger::default();
+        let tokens: Vec<u64> = (0..100).map(|i| l.insert_detached(i)).collect();
+        let room = l.free.capacity();
+        assert!(room >= tokens.len());
+        for t in tokens {
+            assert!(l.release(t).is_ok());
+        }
+        assert_eq!(l.free.capacity(), room, "no release grew the list");
+    }
 
     /// The token logic alone, on entries that keep no buffer (the one part
     /// of the ledger that runs without a pool, so under Miri too).

@@ -155,9 +155,16 @@ impl Core {
         // released is still in its cache, and rewriting it at once costs
         // the writer a transfer of every line back (measured: a copying
         // 64 KiB ping-pong twice as slow when each send drained).
-        drop(tx);
-        // The Msg's own references go now; the ledger keeps the buffers.
+        //
+        // The Msg's own references go now, still under the send lock; the
+        // ledger keeps the buffers. Dropped after the unlock, a handle could
+        // race the ledger's own, dropped by a drain on another thread (the
+        // waitset settles every channel of the process): each would see the
+        // other and neither recycle the buffer's allocation (`Fbuf::drop`),
+        // so the next receive or alloc would allocate one. Under the lock the
+        // drops are ordered and the later one recycles.
         drop(msg);
+        drop(tx);
         Ok(())
     }
 
