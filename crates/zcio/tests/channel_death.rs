@@ -79,6 +79,49 @@ fn killed_receiver_is_detected_by_check_peer_recv_and_send() {
     assert_eq!(back.len(), 10);
 }
 
+/// At the `max_in_flight` cap, a receiver's death is `Disconnected`, not
+/// the cap: for a send that was waiting at the cap when it died, and for
+/// one after `check_peer` saw it.
+#[test]
+fn killed_receiver_at_the_in_flight_cap_is_disconnected_not_the_cap() {
+    const CAP: usize = 4;
+    let sock = SockPath::new("death-cap");
+    let cfg = ChannelConfig {
+        max_in_flight: CAP,
+        ..ChannelConfig::default()
+    };
+    let listener = Listener::bind(sock.path(), cfg).expect("bind");
+    let mut kid = Kid::spawn("child_holder", "death-holder", &[("SOCK", sock.arg())]);
+    let ch = listener.accept_timeout(STEP).expect("accept");
+    let pool = common::small_pool("death-cap", 32 << 10, 4);
+    for i in 0..CAP as u64 {
+        ch.send(filled(&pool, i, BUF)).expect("send");
+    }
+    assert_eq!(kid.ask("hold 4"), "holding 4 ok=true");
+    let (e, back) = ch.try_send(filled(&pool, 4, BUF)).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::TooManyInFlight(CAP), "at the cap");
+    // A send waits at the cap; the holder dies meanwhile (killed from
+    // another thread once the send is under way: whichever comes first,
+    // the send must end with `Disconnected`).
+    let killer = std::thread::spawn(move || {
+        kid.kill();
+        kid
+    });
+    let (e, back) = ch.send_timeout(back, STEP).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::Disconnected, "the wait saw the death");
+    assert_eq!(back.len(), BUF, "the message comes back");
+    let _kid = killer.join().expect("killer");
+    assert!(!ch.check_peer());
+    let (e, _) = ch.try_send(back).unwrap_err().into_parts();
+    assert_eq!(e, SendErrorKind::Disconnected, "and every send after it");
+    assert_eq!(ch.stats().held_by_peer, 0);
+    assert_eq!(
+        pool.stats().buffers_in_use,
+        0,
+        "the holder's buffers are back"
+    );
+}
+
 #[test]
 fn killed_originator_leaves_receiver_with_readable_buffers() {
     let sock = SockPath::new("death-orig");
