@@ -50,6 +50,20 @@ struct failure {
         CHECK(thrown_);                                                                      \
     } while (0)
 
+/// Run `fn`: 0 if it returned normally, 1 on a failed check or an exception, printed on
+/// stderr after `prefix`.
+int run_reporting(const std::function<void()> &fn, const char *prefix) {
+    try {
+        fn();
+        return 0;
+    } catch (const failure &f) {
+        fprintf(stderr, "%s%s\n", prefix, f.what.c_str());
+    } catch (const std::exception &e) {
+        fprintf(stderr, "%sexception: %s\n", prefix, e.what());
+    }
+    return 1;
+}
+
 /// Fork a peer running `fn` under the watchdog, its stdout on `out_fd` (-1: inherited);
 /// it exits 0 if fn returns normally, 1 on a failed check or an exception (printed). It
 /// never runs the destructors of the parent's objects (_exit).
@@ -60,16 +74,7 @@ pid_t spawn(int out_fd, const std::function<void()> &fn) {
     if (pid > 0) return pid;
     alarm(watchdog_s);
     if (out_fd >= 0) dup2(out_fd, 1);
-    int rc = 0;
-    try {
-        fn();
-    } catch (const failure &f) {
-        fprintf(stderr, "    peer: %s\n", f.what.c_str());
-        rc = 1;
-    } catch (const std::exception &e) {
-        fprintf(stderr, "    peer: exception: %s\n", e.what());
-        rc = 1;
-    }
+    int rc = run_reporting(fn, "    peer: ");
     fflush(nullptr);
     _exit(rc);
 }
@@ -111,16 +116,7 @@ int run(const test &t) {
     pid_t pid = fork();
     if (pid == 0) {
         alarm(watchdog_s);
-        int rc = 0;
-        try {
-            t.fn();
-        } catch (const failure &f) {
-            fprintf(stderr, "    %s\n", f.what.c_str());
-            rc = 1;
-        } catch (const std::exception &e) {
-            fprintf(stderr, "    exception: %s\n", e.what());
-            rc = 1;
-        }
+        int rc = run_reporting(t.fn, "    ");
         fflush(nullptr);
         // exit, not _exit: destructors of statics run and LeakSanitizer looks.
         exit(rc);
